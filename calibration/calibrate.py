@@ -1,0 +1,71 @@
+"""One entry point from traces (and an optional capture sidecar) to a StepModel.
+
+* a directory of per-rank traces, or a trace with GPU activity (kernels, memcpy, memset):
+  :func:`calibration.gpu.calibrate_gpu`;
+* a host-only trace (a CPU training loop): :func:`calibration.cpu.fit_cpu_model`.
+
+The sidecar, when given, supplies the DataLoader settings and per-batch produce times that no
+trace holds.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from calibration.cpu import fit_cpu_model
+from calibration.events import build_table
+from calibration.sidecar import load_sidecar
+from calibration.steps import find_steps
+from calibration.trace_io import load_trace
+from models.params import StepModel
+from simcore.errors import InputError
+
+
+def calibrate(trace: str | Path, sidecar: str | Path | None = None,
+              step_regex: str | None = None) -> StepModel:
+    """Calibrate a StepModel from ``trace`` (file or directory of per-rank files).
+
+    Raises:
+        InputError: unreadable/malformed trace or sidecar, or no step to calibrate from.
+    """
+    p = Path(trace)
+    side = load_sidecar(sidecar) if sidecar else None
+    if p.is_dir():
+        return _gpu(p, side, step_regex)
+    if not p.exists():
+        raise InputError(p, "no such file")
+    table = build_table(load_trace(p))
+    if table.gpu_mask().any():
+        return _gpu(p, side, step_regex)
+    steps = find_steps(table, step_regex=step_regex)
+    return fit_cpu_model(table, steps, side, p, Path(sidecar) if sidecar else None)
+
+
+def _gpu(p: Path, side, step_regex):
+    from calibration.gpu import calibrate_gpu
+
+    model = calibrate_gpu(p, step_regex=step_regex)
+    if side is not None:
+        model = apply_sidecar(model, side)
+    return model
+
+
+def apply_sidecar(model: StepModel, side) -> StepModel:
+    """The model with the sidecar's loader settings, produce times and cores filled in."""
+    from calibration.cpu import _steady_records
+    from models.params import DurationSpec
+
+    ls = side.loader
+    upd = dict(num_workers=ls.num_workers, pin_memory=ls.pin_memory,
+               persistent_workers=ls.persistent_workers, batch_size=ls.batch_size,
+               prefetch_factor=ls.prefetch_factor or 2,
+               in_order=True if ls.in_order is None else ls.in_order)
+    recs = _steady_records(side, ls.num_workers)
+    if recs:
+        upd["produce"] = DurationSpec.from_samples([r.work_us for r in recs])
+    if side.host_cores:
+        upd["host_cores"] = side.host_cores
+    loader = model.loader.model_copy(update=upd)
+    sources = dict(model.meta.sources)
+    sources.update({f"loader.{k}": "measured" for k in upd})
+    meta = model.meta.model_copy(update={"sources": sources})
+    return model.model_copy(update={"loader": loader, "meta": meta})

@@ -1,0 +1,174 @@
+"""Calibration of a host-side (CPU) training loop from a Kineto trace plus the capture sidecar.
+
+What is read (times converted to µs):
+
+* per step (``ProfilerStep#N``, start to next start; :mod:`calibration.steps`): the step time,
+  the main thread's DataLoader wait (summed ``enumerate(DataLoader)#…__next__`` on the step's
+  thread) and the rest of the step, the main thread's compute;
+* from the sidecar (:mod:`calibration.capture`): every batch's produce CPU time measured inside
+  its worker, the loader settings, the host's usable cores, the batch size in bytes.
+
+The model (:class:`models.params.StepModel`): the host thread does ``next_batch`` then one
+``cpu`` op whose duration is drawn from the measured per-step compute times; the loader's ``produce`` is the empirical distribution of
+the workers' CPU times (first batch of each worker dropped: it carries the worker's start-up).
+Without a sidecar, produce time is inferred from the trace (``num_workers=0``: the ``next()``
+time; otherwise ``num_workers ×`` the mean step, valid only when the run was input-bound) and
+the core count is assumed; each such fallback adds a warning.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from calibration.events import EventTable
+from calibration.sidecar import Sidecar
+from calibration.steps import StepList
+from models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
+from simcore.errors import InputError
+
+DATALOADER_NEXT = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
+
+
+def step_loader_waits_us(table: EventTable, steps: StepList) -> np.ndarray:
+    """Per step, µs the step's host thread spent in ``enumerate(DataLoader)#…__next__``.
+
+    Returns shape (len(steps),) float64.
+    """
+    is_next = np.fromiter((bool(DATALOADER_NEXT.match(n)) for n in table.names), bool, len(table))
+    mask = is_next & (table.ph == "X")
+    ts, dur, tid, pid = table.ts_ns[mask], table.dur_ns[mask], table.tid[mask], table.pid[mask]
+    out = np.zeros(len(steps))
+    for i, s in enumerate(steps):
+        sel = (tid == s.tid) & (pid == s.pid) & (ts >= s.start_ns) & (ts < s.end_ns)
+        out[i] = dur[sel].sum() / 1e3
+    return out
+
+
+def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
+                  trace_path: Path, sidecar_path: Path | None) -> StepModel:
+    """Fit the StepModel of a CPU training loop (see the module docstring).
+
+    Raises:
+        InputError: when the trace has no step to calibrate from.
+    """
+    if not steps:
+        raise InputError(trace_path, "no training steps found (no ProfilerStep#N or repeating "
+                                     "marker); " + "; ".join(steps.warnings))
+    warnings = list(steps.warnings)
+    sources: dict[str, str] = {}
+    step_us = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps])
+    wait_us = step_loader_waits_us(table, steps)
+    compute_us = np.maximum(step_us - wait_us, 0.0)
+    if not wait_us.any():
+        warnings.append("no DataLoader __next__ events in the steps: input wait taken as 0")
+
+    lp: dict = {}
+    if sidecar is not None:
+        ls = sidecar.loader
+        nw = ls.num_workers
+        lp.update(num_workers=nw, prefetch_factor=ls.prefetch_factor or 2,
+                  pin_memory=ls.pin_memory, persistent_workers=ls.persistent_workers,
+                  in_order=True if ls.in_order is None else ls.in_order,
+                  batch_size=ls.batch_size)
+        for k in ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "in_order",
+                  "batch_size"):
+            sources[f"loader.{k}"] = "measured"
+        if ls.prefetch_factor is None:
+            sources["loader.prefetch_factor"] = "assumed"
+        recs = _steady_records(sidecar, nw)
+        if recs:
+            lp["produce"] = DurationSpec.from_samples([r.work_us for r in recs])
+            sources["loader.produce"] = "measured"
+            par = float(np.median([r.work_us / r.wall_us for r in recs if r.wall_us > 0] or [1.0]))
+            if par > 1.3:
+                lp["threads_per_worker"] = int(round(par))
+                sources["loader.threads_per_worker"] = "inferred"
+                warnings.append(f"workers used {par:.1f} cores each while producing (library "
+                                f"threads, e.g. BLAS): threads_per_worker set to {round(par)}")
+            nbytes = [r.bytes for r in recs if r.bytes]
+            if nbytes:
+                lp["batch_bytes"] = int(np.median(nbytes))
+                sources["loader.batch_bytes"] = "measured"
+        if sidecar.host_cores:
+            lp["host_cores"] = sidecar.host_cores
+            sources["loader.host_cores"] = "measured"
+    else:
+        warnings.append("no sidecar: loader settings, per-batch produce time and host cores "
+                        "could not be measured (use calibration.capture to record them)")
+        nw = 0 if not wait_us.any() else _guess_workers(table)
+        lp["num_workers"] = nw
+        sources["loader.num_workers"] = "inferred"
+    if "produce" not in lp:
+        if nw == 0:
+            lp["produce"] = DurationSpec.from_samples(list(wait_us))
+        else:
+            lp["produce"] = DurationSpec(mean_us=float(nw * step_us.mean()))
+            warnings.append("produce time inferred as num_workers × mean step: valid only if the "
+                            "run was input-bound")
+        sources["loader.produce"] = "inferred"
+    if "host_cores" not in lp:
+        lp["host_cores"] = max(1, lp.get("num_workers", 0) + 1)
+        sources["loader.host_cores"] = "assumed"
+        warnings.append(f"host cores unknown: assumed {lp['host_cores']} (one per thread)")
+    if lp.get("num_workers", 0) > 0:
+        # a next() that found its batch ready costs only the hand-over (unpickling)
+        lp["unpickle_us"] = float(np.percentile(wait_us, 10)) if wait_us.any() else 0.0
+        sources["loader.unpickle_us"] = "inferred"
+    for k in ("threads_per_worker", "pin_gbps", "worker_startup_us"):
+        sources.setdefault(f"loader.{k}", "assumed")
+    if "batch_bytes" not in sources:
+        sources["loader.batch_bytes"] = "assumed"
+
+    compute_mean = float(compute_us.mean())
+    host = HostParams(ops=[HostOp(kind="next_batch", name="next(DataLoader)"),
+                           HostOp(kind="cpu", name="training step", dur_us=compute_mean,
+                                  samples_us=[float(v) for v in compute_us], category="train")])
+    sources["host.ops[1].dur_us"] = "measured"
+    notes: dict = {"kind": "cpu", "input_wait_mean_us": float(wait_us.mean()),
+                   "compute_mean_us": compute_mean, "step_method": steps.method}
+    if sidecar is not None:
+        prof = [s for s in sidecar.steps if s.profiled]
+        if prof:
+            cpu_compute = float(np.mean([s.cpu_us - s.next_cpu_us for s in prof]))
+            notes["compute_cpu_mean_us"] = cpu_compute
+            if compute_mean > 1.15 * cpu_compute:
+                warnings.append(
+                    f"the training step's wall time ({compute_mean / 1e3:.1f} ms) exceeds its CPU "
+                    f"time ({cpu_compute / 1e3:.1f} ms) by more than 15 %: the main thread waited "
+                    "for a core (contention) during calibration")
+        notes.update(torch_version=sidecar.torch_version, device=sidecar.device)
+    name = trace_path.parent.name or trace_path.name
+    meta = Meta(name=name, sources=sources,
+                traces=[str(trace_path)] + ([str(sidecar_path)] if sidecar_path else []),
+                steps_used=[s.number for s in steps], measured_step_us=[float(v) for v in step_us],
+                warnings=warnings, notes=notes)
+    return StepModel(loader=LoaderParams(**lp), host=host, meta=meta)
+
+
+def _steady_records(sidecar: Sidecar, num_workers: int):
+    """The produce records that represent the steady state: those of the right producer (the
+    main thread when ``num_workers`` is 0), finished inside the profiled window when the
+    sidecar has the instants (at least 3 of them), and never a producer's first batch (it
+    carries the worker's start-up)."""
+    recs = [r for r in sidecar.produce if (r.worker < 0) == (num_workers == 0)]
+    prof = [s for s in sidecar.steps if s.profiled and s.t_start_us is not None]
+    if prof and all(r.t_end_us is not None for r in recs):
+        lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
+        window = [r for r in recs if lo <= r.t_end_us <= hi]
+        if len(window) >= 3:
+            recs = window
+    seen: set[int] = set()
+    steady = []
+    for r in sorted(recs, key=lambda r: (r.pid, r.seq)):
+        if r.pid in seen:
+            steady.append(r)
+        seen.add(r.pid)
+    return steady or recs
+
+
+def _guess_workers(table: EventTable) -> int:
+    """num_workers=1 is the least assumption when the trace shows a multi-process loader."""
+    multi = any("_MultiProcessingDataLoaderIter" in n for n in table.names[:])
+    return 1 if multi else 0

@@ -1,0 +1,370 @@
+"""One normalised, columnar event table for every Kineto dialect.
+
+:func:`build_table` turns a :class:`calibration.trace_io.RawTrace` into an :class:`EventTable`:
+numpy arrays of equal length ``n``, one row per trace event, in file order. Fitters read only
+this table; the raw events are never changed.
+
+Columns (all numpy arrays, shape ``(n,)``):
+
+=================  ========  ===============================================================
+column             dtype     meaning
+=================  ========  ===============================================================
+``names``          object    event name (str; ``""`` when absent)
+``cat``            object    normalised category (see ``CATEGORY_ALIASES``; current Kineto
+                             names: ``cpu_op``, ``user_annotation``, ``gpu_user_annotation``,
+                             ``cuda_runtime``, ``cuda_driver``, ``kernel``, ``gpu_memcpy``,
+                             ``gpu_memset``, ``ac2g`` (launch flows), ``fwdbwd``,
+                             ``python_function``, ``instant``, ``metadata``, ``trace_span``,
+                             ``other``)
+``raw_cat``        object    the category as written in the file (str or None)
+``ph``             object    Chrome phase: ``X`` complete, ``i`` instant, ``s``/``f`` flow,
+                             ``M`` metadata, …
+``pid``, ``tid``   int64     process / thread ids; numeric strings become ints, ``"stream 7"``
+                             becomes 7, other strings get negative codes (``str_ids`` maps
+                             them back)
+``ts_ns``          int64     start, **ns relative to the earliest ``ts`` in the trace**,
+                             parsed exactly from the ``ts`` text
+``dur_ns``         int64     duration (ns); 0 for instants, flows, metadata
+``correlation``    int64     CUPTI/roctracer correlation id (runtime call ↔ GPU activity), −1
+``external_id``    int64     ``External id`` / ``external id`` (CPU op ↔ runtime), −1
+``flow_id``        int64     ``id`` of a flow event (``s``/``f``), −1
+``stream``         int64     GPU stream (``args.stream``, else the ``stream N`` tid), −1
+``device``         int64     GPU device (``args.device``), −1
+``bytes``          int64     bytes moved/set (``args.bytes``), −1
+``gbps``           float64   ``memory bandwidth (GB/s)``, NaN
+``coll_name``      object    ``Collective name`` (``record_param_comms`` / NCCL kernels), ""
+``in_nelems``      int64     ``In msg nelems``, −1
+``out_nelems``     int64     ``Out msg nelems``, −1
+``group_size``     int64     ``Group size``, −1
+``dtype``          object    ``dtype`` of a collective, ""
+``index``          int64     position of the event in the file's ``traceEvents``
+=================  ========  ===============================================================
+
+Other attributes: ``path``, ``metadata`` (non-event top-level keys), ``base_ns`` (absolute
+instant of ``ts_ns == 0``, ns since the epoch; includes ``baseTimeNanoseconds`` when the trace
+has it, as newer Kineto writes ``ts`` relative to that base), ``str_ids``, ``alias_version``,
+``warnings``.
+
+Helpers: ``table.end_ns`` (``ts_ns + dur_ns``), ``len(table)``, ``table.where(mask)`` (a new
+table of the selected rows, same columns), ``table.is_cat(*cats)`` (boolean mask),
+``table.busy_mask()`` (complete ``X`` events with a duration: instants are never busy time;
+the whole-window ``Trace`` span is ``trace_span``), ``table.gpu_mask()`` (kernel, memcpy,
+memset), ``table.event(i)`` (the raw dict of row ``i``; read-only by convention).
+
+Dialects (facts from ``../shared/traces/SOURCES.md`` and the sample files): Kineto traces
+from 2020-12 to 2021-06 write ``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``,
+flows ``async`` and ``external id``; newer ones write ``cpu_op``, ``user_annotation``,
+``gpu_user_annotation``, ``cuda_runtime``, ``cuda_driver``, ``kernel``, ``gpu_memcpy``,
+``gpu_memset``, flows ``ac2g`` (HTA's ``trace_diff`` uses ``async_cpu_to_gpu``) and
+``External id``. Numeric args may be written as strings. ROCm traces use the same categories
+with ``hip*`` API names.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+from calibration.trace_io import RawTrace
+
+__all__ = ["EventTable", "build_table", "ALIAS_VERSION", "CATEGORY_ALIASES", "ARG_ALIASES",
+           "GPU_CATS", "HOST_API_CATS"]
+
+ALIAS_VERSION = 1
+"""Version of the alias tables below; bump it when a mapping changes meaning."""
+
+CATEGORY_ALIASES: dict[str, str] = {
+    # current Kineto names map to themselves
+    "cpu_op": "cpu_op",
+    "user_annotation": "user_annotation",
+    "gpu_user_annotation": "gpu_user_annotation",
+    "cuda_runtime": "cuda_runtime",
+    "cuda_driver": "cuda_driver",
+    "kernel": "kernel",
+    "gpu_memcpy": "gpu_memcpy",
+    "gpu_memset": "gpu_memset",
+    "ac2g": "ac2g",
+    "fwdbwd": "fwdbwd",
+    "python_function": "python_function",
+    "cpu_instant_event": "instant",
+    "trace": "trace_span",
+    # 2020-12 .. 2021-06 Kineto (PyTorch 1.8 / 1.9)
+    "operator": "cpu_op",
+    "runtime": "cuda_runtime",
+    "driver": "cuda_driver",
+    "memcpy": "gpu_memcpy",
+    "memset": "gpu_memset",
+    "async": "ac2g",
+    # HTA trace_diff files
+    "async_cpu_to_gpu": "ac2g",
+}
+"""Raw ``cat`` (lower-cased) → normalised category. Phases override it by meaning: ``i``/``I``
+events are ``instant`` and ``M`` events ``metadata`` whatever their ``cat``."""
+
+ARG_ALIASES: dict[str, tuple[str, ...]] = {
+    "correlation": ("correlation",),
+    "external_id": ("External id", "external id"),
+    "stream": ("stream",),
+    "device": ("device", "Device"),
+    "bytes": ("bytes",),
+    "gbps": ("memory bandwidth (GB/s)",),
+    "coll_name": ("Collective name",),
+    "in_nelems": ("In msg nelems",),
+    "out_nelems": ("Out msg nelems",),
+    "group_size": ("Group size",),
+    "dtype": ("dtype",),
+}
+"""Column → ``args`` keys that may hold it, first found wins."""
+
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+HOST_API_CATS = ("cuda_runtime", "cuda_driver")
+_INT_COLS = ("correlation", "external_id", "stream", "device", "bytes", "in_nelems",
+             "out_nelems", "group_size")
+_STREAM_TID = re.compile(r"^\s*stream\s+(\d+)", re.IGNORECASE)
+
+
+def _to_int(v) -> int:
+    """An int from an int, an integral float or a numeric string; −1 otherwise."""
+    if v is None or isinstance(v, bool):
+        return -1
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return int(v) if v == v and abs(v) < 9e18 else -1
+    if isinstance(v, str):
+        s = v.strip()
+        try:
+            return int(s)
+        except ValueError:
+            try:
+                f = float(s)
+            except ValueError:
+                return -1
+            return int(f) if f == f and abs(f) < 9e18 else -1
+    return -1
+
+
+def _to_float(v) -> float:
+    if v is None or isinstance(v, bool):
+        return float("nan")
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(str(v).strip())
+    except ValueError:
+        return float("nan")
+
+
+@dataclass
+class EventTable:
+    """The normalised table; see the module docstring for the columns and units."""
+
+    names: np.ndarray
+    cat: np.ndarray
+    raw_cat: np.ndarray
+    ph: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    ts_ns: np.ndarray
+    dur_ns: np.ndarray
+    correlation: np.ndarray
+    external_id: np.ndarray
+    flow_id: np.ndarray
+    stream: np.ndarray
+    device: np.ndarray
+    bytes: np.ndarray
+    gbps: np.ndarray
+    coll_name: np.ndarray
+    in_nelems: np.ndarray
+    out_nelems: np.ndarray
+    group_size: np.ndarray
+    dtype: np.ndarray
+    index: np.ndarray
+    path: Path | None = None
+    metadata: dict = field(default_factory=dict)
+    base_ns: int = 0
+    str_ids: dict[int, str] = field(default_factory=dict)
+    alias_version: int = ALIAS_VERSION
+    warnings: list[str] = field(default_factory=list)
+    _raw: RawTrace | None = field(default=None, repr=False)
+
+    _COLUMNS = ("names", "cat", "raw_cat", "ph", "pid", "tid", "ts_ns", "dur_ns", "correlation",
+                "external_id", "flow_id", "stream", "device", "bytes", "gbps", "coll_name",
+                "in_nelems", "out_nelems", "group_size", "dtype", "index")
+
+    def __len__(self) -> int:
+        return int(self.ts_ns.shape[0])
+
+    @property
+    def end_ns(self) -> np.ndarray:
+        """shape (n,), int64: ``ts_ns + dur_ns``."""
+        return self.ts_ns + self.dur_ns
+
+    def where(self, mask) -> "EventTable":
+        """A new table with the rows selected by ``mask`` (boolean array or index array);
+        ``index`` keeps pointing into the original file's events."""
+        cols = {c: getattr(self, c)[mask] for c in self._COLUMNS}
+        return EventTable(**cols, path=self.path, metadata=self.metadata, base_ns=self.base_ns,
+                          str_ids=self.str_ids, alias_version=self.alias_version,
+                          warnings=self.warnings, _raw=self._raw)
+
+    def is_cat(self, *cats: str) -> np.ndarray:
+        """Boolean mask of rows whose normalised ``cat`` is one of ``cats``."""
+        return np.isin(self.cat, list(cats))
+
+    def busy_mask(self) -> np.ndarray:
+        """Complete (``X``) events that are not the whole-window ``Trace`` span."""
+        return (self.ph == "X") & (self.cat != "trace_span")
+
+    def gpu_mask(self) -> np.ndarray:
+        """GPU activity: kernels, memcpys and memsets (complete events)."""
+        return self.is_cat(*GPU_CATS) & (self.ph == "X")
+
+    def event(self, i: int) -> dict:
+        """The raw event dict of row ``i`` (do not modify it)."""
+        if self._raw is None:
+            raise LookupError("this table was built without its raw trace")
+        return self._raw.events[int(self.index[i])]
+
+    def arg(self, i: int, key: str, default=None):
+        """``args[key]`` of row ``i``'s raw event."""
+        return (self.event(i).get("args") or {}).get(key, default)
+
+    def tid_label(self, v: int) -> str:
+        """The original text of a pid/tid value (negative codes map back to strings)."""
+        return self.str_ids.get(int(v), str(int(v)))
+
+
+def build_table(raw: RawTrace) -> EventTable:
+    """Normalise the events of ``raw`` into one :class:`EventTable`.
+
+    Args:
+        raw: a trace from :func:`calibration.trace_io.load_trace`.
+
+    Returns:
+        the table, rows in file order (not sorted by time).
+
+    Raises:
+        Nothing for odd events: unknown categories become ``other``, unparsable numbers −1/NaN.
+    """
+    events = raw.events
+    n = len(events)
+    names = np.empty(n, dtype=object)
+    cat = np.empty(n, dtype=object)
+    raw_cat = np.empty(n, dtype=object)
+    ph = np.empty(n, dtype=object)
+    pid = np.empty(n, dtype=np.int64)
+    tid = np.empty(n, dtype=np.int64)
+    dur = np.zeros(n, dtype=np.int64)
+    ints = {c: np.full(n, -1, dtype=np.int64) for c in _INT_COLS}
+    flow_id = np.full(n, -1, dtype=np.int64)
+    gbps = np.full(n, np.nan)
+    coll = np.full(n, "", dtype=object)
+    dtype = np.full(n, "", dtype=object)
+    str_ids: dict[str, int] = {}
+    cat_cache: dict = {}
+
+    def ident(v) -> int:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        if v is None:
+            return -1
+        s = str(v)
+        try:
+            return int(s)
+        except ValueError:
+            m = _STREAM_TID.match(s)
+            if m:
+                return int(m.group(1))
+            code = str_ids.get(s)
+            if code is None:
+                code = str_ids[s] = -2 - len(str_ids)
+            return code
+
+    corr, ext, stream, device, nbytes = (ints["correlation"], ints["external_id"], ints["stream"],
+                                        ints["device"], ints["bytes"])
+    in_n, out_n, gsize = ints["in_nelems"], ints["out_nelems"], ints["group_size"]
+    for i, e in enumerate(events):
+        nm = e.get("name")
+        names[i] = nm if isinstance(nm, str) else ("" if nm is None else str(nm))
+        c = e.get("cat")
+        p = e.get("ph")
+        ph[i] = p
+        raw_cat[i] = c
+        key = (c, p)
+        nc = cat_cache.get(key)
+        if nc is None:
+            if p in ("i", "I"):
+                nc = "instant"
+            elif p == "M":
+                nc = "metadata"
+            else:
+                nc = CATEGORY_ALIASES.get(str(c).lower(), "other") if c is not None else "other"
+            cat_cache[key] = nc
+        cat[i] = nc
+        pid[i] = ident(e.get("pid"))
+        t = e.get("tid")
+        tid[i] = t if type(t) is int else ident(t)
+        d = e.get("dur")
+        if d is not None:
+            if type(d) is int:
+                dur[i] = d * 1000
+            else:
+                fd = _to_float(d)
+                dur[i] = int(round(fd * 1000)) if fd == fd and fd > 0 else 0
+        if p in ("s", "f", "t"):
+            flow_id[i] = _to_int(e.get("id"))
+        a = e.get("args")
+        if not a:
+            continue
+        v = a.get("correlation")
+        if v is not None:
+            corr[i] = v if type(v) is int else _to_int(v)
+        v = a.get("External id")
+        if v is None:
+            v = a.get("external id")
+        if v is not None:
+            ext[i] = v if type(v) is int else _to_int(v)
+        if nc in GPU_CATS or nc == "gpu_user_annotation":
+            v = a.get("stream")
+            if v is not None:
+                stream[i] = _to_int(v)
+            v = a.get("device")
+            if v is None:
+                v = a.get("Device")
+            if v is not None:
+                device[i] = _to_int(v)
+            v = a.get("bytes")
+            if v is not None:
+                nbytes[i] = _to_int(v)
+            v = a.get("memory bandwidth (GB/s)")
+            if v is not None:
+                gbps[i] = _to_float(v)
+        v = a.get("Collective name")
+        if v is not None:
+            coll[i] = str(v)
+            in_n[i] = _to_int(a.get("In msg nelems"))
+            out_n[i] = _to_int(a.get("Out msg nelems"))
+            gsize[i] = _to_int(a.get("Group size"))
+            dt = a.get("dtype")
+            dtype[i] = "" if dt is None else str(dt)
+    # GPU lanes written as "stream N" tids without an args.stream
+    gpu = np.isin(cat, list(GPU_CATS))
+    fix = gpu & (stream < 0)
+    if fix.any():
+        stream[fix] = np.where(tid[fix] >= 0, tid[fix], -1)
+    base_rel = int(raw.ts_ns.min())
+    ts = raw.ts_ns - base_rel
+    base_abs = base_rel + _to_int(raw.metadata.get("baseTimeNanoseconds", 0)) if isinstance(
+        raw.metadata, dict) else base_rel
+    if base_abs < base_rel:  # a bad baseTimeNanoseconds (−1) is ignored
+        base_abs = base_rel
+    return EventTable(
+        names=names, cat=cat, raw_cat=raw_cat, ph=ph, pid=pid, tid=tid, ts_ns=ts, dur_ns=dur,
+        correlation=corr, external_id=ext, flow_id=flow_id, stream=stream, device=device,
+        bytes=nbytes, gbps=gbps, coll_name=coll, in_nelems=in_n, out_nelems=out_n,
+        group_size=gsize, dtype=dtype, index=np.arange(n, dtype=np.int64), path=raw.path,
+        metadata=raw.metadata, base_ns=base_abs, str_ids={v: k for k, v in str_ids.items()},
+        warnings=list(raw.warnings), _raw=raw)

@@ -1,0 +1,237 @@
+"""Launch → GPU-activity linking.
+
+Every GPU activity (kernel, memcpy, memset) is linked to the host runtime/driver call that
+enqueued it by the CUPTI/roctracer ``correlation`` id, which the profiler writes on both sides
+(Kineto: ``args.correlation`` on ``cuda_runtime``/``cuda_driver`` and on GPU events). The
+correlation id is never matched against ``External id`` (that one ties a CPU op to its runtime
+calls, a different relation). Correlation ids are unique within one profiled process; if the
+same id appears on calls of two processes in one file, the latest call that starts no later
+than the activity wins.
+
+One call may enqueue many activities (``cudaGraphLaunch``: one → many); each activity has at
+most one launching call. Flow events (``ph`` ``s``/``f``, Kineto ``ac2g``/``async``) are used
+only as a fallback, for activities whose correlation finds no call: the ``f`` end bound to the
+activity (same lane and ``ts``) names a flow id, whose ``s`` start lies inside the call.
+
+Coverage: :func:`step_coverage` counts, per step, the launch calls (kernel launches, async
+copies/memsets, graph launches) made inside the step window and how many of them have a GPU
+activity; :func:`complete_steps` drops steps with missing activity (kernels the profiler
+dropped, or a sampled trace) and says how many.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from calibration.events import EventTable
+
+__all__ = ["LAUNCH_APIS", "SYNC_APIS", "Links", "link", "step_coverage", "complete_steps",
+           "api_kind"]
+
+LAUNCH_APIS: dict[str, str] = {
+    # CUDA runtime
+    "cudaLaunchKernel": "kernel", "cudaLaunchKernelExC": "kernel",
+    "cudaLaunchCooperativeKernel": "kernel", "cudaLaunchCooperativeKernelMultiDevice": "kernel",
+    "cudaMemcpyAsync": "memcpy", "cudaMemcpy": "memcpy", "cudaMemcpy2DAsync": "memcpy",
+    "cudaMemcpy2D": "memcpy", "cudaMemcpyPeerAsync": "memcpy", "cudaMemcpyToSymbolAsync": "memcpy",
+    "cudaMemcpyFromSymbolAsync": "memcpy",
+    "cudaMemsetAsync": "memset", "cudaMemset": "memset", "cudaMemset2DAsync": "memset",
+    "cudaGraphLaunch": "graph",
+    # CUDA driver
+    "cuLaunchKernel": "kernel", "cuLaunchKernelEx": "kernel", "cuLaunchCooperativeKernel": "kernel",
+    "cuMemcpyAsync": "memcpy", "cuMemcpyHtoDAsync_v2": "memcpy", "cuMemcpyDtoHAsync_v2": "memcpy",
+    "cuMemcpyDtoDAsync_v2": "memcpy", "cuMemsetD8Async": "memset", "cuMemsetD32Async": "memset",
+    "cuGraphLaunch": "graph",
+    # HIP
+    "hipLaunchKernel": "kernel", "hipExtLaunchKernel": "kernel", "hipModuleLaunchKernel": "kernel",
+    "hipExtModuleLaunchKernel": "kernel", "hipLaunchCooperativeKernel": "kernel",
+    "hipMemcpyAsync": "memcpy", "hipMemcpy": "memcpy", "hipMemcpyWithStream": "memcpy",
+    "hipMemcpyDtoDAsync": "memcpy", "hipMemcpyHtoDAsync": "memcpy", "hipMemcpyDtoHAsync": "memcpy",
+    "hipMemsetAsync": "memset", "hipMemset": "memset", "hipMemsetD32Async": "memset",
+    "hipGraphLaunch": "graph",
+}
+"""Host API name → what it enqueues (``kernel``, ``memcpy``, ``memset``, ``graph``)."""
+
+SYNC_APIS: dict[str, str] = {
+    "cudaStreamSynchronize": "stream", "cudaDeviceSynchronize": "device",
+    "cudaEventSynchronize": "event", "cudaMemcpy": "stream", "cudaMemset": "stream",
+    "cuStreamSynchronize": "stream", "cuCtxSynchronize": "device", "cuEventSynchronize": "event",
+    "hipStreamSynchronize": "stream", "hipDeviceSynchronize": "device",
+    "hipEventSynchronize": "event", "hipMemcpy": "stream", "hipMemset": "stream",
+}
+"""Host API name → what it blocks on (the issuing stream, the whole device, an event)."""
+
+
+NOOP_COPY_NS = 1_000
+"""A copy/memset call that returns in under this many ns and has no GPU activity is taken as
+a zero-byte no-op, not a dropped activity (such calls recur in every step of the HTA
+``ns_resolution_trace`` and param ``resnet_kineto`` samples, 0–0.9 µs each)."""
+
+
+def api_kind(name: str) -> str:
+    """``kernel``/``memcpy``/``memset``/``graph`` for a launch API, ``sync`` for a blocking
+    one that enqueues nothing, else ``other``."""
+    k = LAUNCH_APIS.get(name)
+    if k is not None:
+        return k
+    return "sync" if name in SYNC_APIS else "other"
+
+
+@dataclass
+class Links:
+    """Result of :func:`link`.
+
+    Attributes:
+        gpu_rows: shape (g,), rows of GPU activities (kernel/memcpy/memset), sorted by start.
+        launch_row: shape (g,), row of each activity's launching call, −1 if unlinked.
+        by_launch: launching call row → its activity rows (start order).
+        method: shape (g,), ``"correlation"``, ``"flow"`` or ``""`` (unlinked).
+        warnings: what could not be linked.
+    """
+
+    gpu_rows: np.ndarray
+    launch_row: np.ndarray
+    by_launch: dict[int, list[int]]
+    method: np.ndarray
+    warnings: list[str] = field(default_factory=list)
+
+    def launch_of(self) -> dict[int, int]:
+        """GPU activity row → launching call row (linked activities only)."""
+        return {int(g): int(l) for g, l in zip(self.gpu_rows, self.launch_row) if l >= 0}
+
+
+def link(table: EventTable) -> Links:
+    """Link every GPU activity of ``table`` to its launching host call.
+
+    Returns:
+        :class:`Links`. Never raises for unlinkable events; they are counted in ``warnings``.
+    """
+    gpu = np.nonzero(table.gpu_mask())[0]
+    gpu = gpu[np.argsort(table.ts_ns[gpu], kind="stable")]
+    api = np.nonzero(table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X"))[0]
+    api_c = api[table.correlation[api] >= 0]
+    by_corr: dict[int, list[int]] = {}
+    for r, c in zip(api_c.tolist(), table.correlation[api_c].tolist()):
+        by_corr.setdefault(c, []).append(r)
+    launch = np.full(len(gpu), -1, dtype=np.int64)
+    method = np.full(len(gpu), "", dtype=object)
+    ts = table.ts_ns
+    for k, (g, c) in enumerate(zip(gpu.tolist(), table.correlation[gpu].tolist())):
+        cands = by_corr.get(c) if c >= 0 else None
+        if not cands:
+            continue
+        if len(cands) == 1:
+            launch[k] = cands[0]
+        else:
+            before = [r for r in cands if ts[r] <= ts[g]] or cands
+            launch[k] = max(before, key=lambda r: ts[r])
+        method[k] = "correlation"
+    missing = np.nonzero(launch < 0)[0]
+    if len(missing):
+        _flow_fallback(table, gpu, launch, method, missing, api)
+    by_launch: dict[int, list[int]] = {}
+    for g, l in zip(gpu.tolist(), launch.tolist()):
+        if l >= 0:
+            by_launch.setdefault(l, []).append(g)
+    warnings = []
+    n_un = int((launch < 0).sum())
+    if n_un:
+        warnings.append(f"{n_un} of {len(gpu)} GPU activities have no launching call in the trace")
+    return Links(gpu_rows=gpu, launch_row=launch, by_launch=by_launch, method=method,
+                 warnings=warnings)
+
+
+def _flow_fallback(table: EventTable, gpu, launch, method, missing, api) -> None:
+    """Fill ``launch`` for activities without a correlation match from ``s``/``f`` flows."""
+    flows = np.nonzero(table.is_cat("ac2g") & (table.flow_id >= 0))[0]
+    if not len(flows):
+        return
+    ends: dict[tuple[int, int, int], int] = {}
+    starts: dict[int, tuple[int, int, int]] = {}
+    for r in flows.tolist():
+        p = table.ph[r]
+        key = (int(table.pid[r]), int(table.tid[r]), int(table.ts_ns[r]))
+        if p == "f":
+            ends[key] = int(table.flow_id[r])
+        elif p == "s":
+            starts[int(table.flow_id[r])] = key
+    # host calls per thread, sorted by start, for the enclosing-call search
+    per_thread: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for r in api.tolist():
+        per_thread.setdefault((int(table.pid[r]), int(table.tid[r])), []).append(r)
+    for k, rows in list(per_thread.items()):
+        rows = np.array(rows)
+        rows = rows[np.argsort(table.ts_ns[rows])]
+        per_thread[k] = (rows, table.ts_ns[rows])
+    for k in missing.tolist():
+        g = int(gpu[k])
+        fid = ends.get((int(table.pid[g]), int(table.tid[g]), int(table.ts_ns[g])))
+        if fid is None:
+            continue
+        s = starts.get(fid)
+        if s is None:
+            continue
+        cand = per_thread.get((s[0], s[1]))
+        if cand is None:
+            continue
+        rows, tss = cand
+        i = int(np.searchsorted(tss, s[2], side="right")) - 1
+        if i >= 0 and table.end_ns[rows[i]] >= s[2]:
+            launch[k] = rows[i]
+            method[k] = "flow"
+
+
+@dataclass(frozen=True)
+class StepCoverage:
+    """Launch calls in one step window and how many have GPU activity."""
+
+    number: int
+    launches: int
+    covered: int
+
+    @property
+    def fraction(self) -> float:
+        return self.covered / self.launches if self.launches else 1.0
+
+
+def step_coverage(table: EventTable, links: Links, steps) -> list[StepCoverage]:
+    """Per step, the launch calls (see :data:`LAUNCH_APIS`; copies and memsets shorter than
+    :data:`NOOP_COPY_NS` are not counted) of the step's process started in [start_ns, end_ns)
+    and how many of them enqueued a GPU activity in the trace."""
+    api = np.nonzero(table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X"))[0]
+    is_launch = np.fromiter(
+        (LAUNCH_APIS.get(table.names[r]) in ("kernel", "graph")
+         or (table.names[r] in LAUNCH_APIS and table.dur_ns[r] >= NOOP_COPY_NS) for r in api),
+        dtype=bool, count=len(api))
+    api = api[is_launch]
+    covered = np.fromiter((int(r) in links.by_launch for r in api), dtype=bool, count=len(api))
+    out = []
+    for s in steps:
+        m = (table.pid[api] == s.pid) & (table.ts_ns[api] >= s.start_ns) & \
+            (table.ts_ns[api] < s.end_ns)
+        out.append(StepCoverage(s.number, int(m.sum()), int((m & covered).sum())))
+    return out
+
+
+def complete_steps(table: EventTable, links: Links, steps, min_fraction: float = 1.0):
+    """The steps whose launch coverage is at least ``min_fraction``, and warnings.
+
+    Returns:
+        (kept steps, list of warnings). A warning says how many steps were excluded and how
+        many launches had no GPU activity.
+    """
+    cov = step_coverage(table, links, steps)
+    kept, dropped, missing = [], [], 0
+    for s, c in zip(steps, cov):
+        if c.fraction >= min_fraction:
+            kept.append(s)
+        else:
+            dropped.append(s.number)
+            missing += c.launches - c.covered
+    warnings = []
+    if dropped:
+        warnings.append(f"excluded {len(dropped)} of {len(steps)} steps ({dropped}) whose GPU "
+                        f"activity is incomplete: {missing} launch call(s) without a kernel/copy "
+                        f"in the trace")
+    return kept, warnings

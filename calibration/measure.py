@@ -1,0 +1,62 @@
+"""Measured step times of a (re-measured) trace, for validation: no fitting, only reading.
+
+Step time is defined in :mod:`calibration.steps` (start to next start, µs here).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from calibration.cpu import step_loader_waits_us
+from calibration.events import build_table
+from calibration.steps import find_steps
+from calibration.trace_io import load_trace
+from simcore.errors import InputError
+
+
+@dataclass(frozen=True)
+class MeasuredSteps:
+    """Attributes:
+        path: the trace.
+        step_us: each step's time (µs), start to next start, shape (n_steps,).
+        input_wait_us: per step, µs the host thread waited in DataLoader ``next()``.
+        bottleneck: ``input`` when waiting for input is the largest share of the step, else
+            ``host_compute`` for a host-only trace, or ``device`` when the trace has GPU work
+            (the finer device split is the simulator's, not read here).
+    """
+
+    path: Path
+    step_us: list[float]
+    input_wait_us: list[float]
+    bottleneck: str
+
+    @property
+    def mean_us(self) -> float:
+        return float(np.mean(self.step_us))
+
+    @property
+    def median_us(self) -> float:
+        return float(np.median(self.step_us))
+
+
+def measured_steps(path: str | Path, step_regex: str | None = None) -> MeasuredSteps:
+    """Read the steps of one trace file.
+
+    Raises:
+        InputError: unreadable/malformed trace, or a trace without steps.
+    """
+    p = Path(path)
+    table = build_table(load_trace(p))
+    steps = find_steps(table, step_regex=step_regex)
+    if not steps:
+        raise InputError(p, "no training steps found; " + "; ".join(steps.warnings))
+    step_us = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps])
+    wait = step_loader_waits_us(table, steps)
+    share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
+    if share >= 0.5:
+        neck = "input"
+    else:
+        neck = "device" if table.gpu_mask().any() else "host_compute"
+    return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck)

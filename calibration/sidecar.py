@@ -1,0 +1,109 @@
+"""Reading the capture harness's sidecar JSON (schema in :mod:`calibration.capture`).
+
+Raises :class:`simcore.errors.InputError` naming the file for a missing, empty, non-JSON or
+foreign file; optional fields that are missing degrade to ``None`` (the fitter then warns about
+what it could not calibrate).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from simcore.errors import InputError
+
+
+class ProduceRecord(BaseModel):
+    """One batch produced: by ``worker`` (−1 = the main thread), wall and thread-CPU µs."""
+
+    model_config = ConfigDict(extra="ignore")
+    worker: int
+    pid: int
+    seq: int = 0
+    wall_us: float
+    cpu_us: float
+    proc_cpu_us: float | None = None
+    t_end_us: float | None = None
+    bytes: int = 0
+
+    @property
+    def work_us(self) -> float:
+        """CPU work of the batch (µs): the worker process's CPU time (all its threads), or the
+        thread's for batches made on the main thread (whose process runs other threads)."""
+        if self.worker >= 0 and self.proc_cpu_us is not None:
+            return self.proc_cpu_us
+        return self.cpu_us
+
+
+class StepRecord(BaseModel):
+    """One loop iteration on the main thread (µs): whole step and its ``next()`` call."""
+
+    model_config = ConfigDict(extra="ignore")
+    t_start_us: float | None = None
+    wall_us: float
+    cpu_us: float
+    next_wall_us: float
+    next_cpu_us: float
+    profiled: bool = False
+
+
+class LoaderSettings(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    num_workers: int
+    prefetch_factor: int | None = None
+    pin_memory: bool = False
+    batch_size: int | None = None
+    persistent_workers: bool = False
+    in_order: bool | None = None
+    drop_last: bool = False
+    dataset_len: int | None = None
+
+
+class Sidecar(BaseModel):
+    """The sidecar's content (times in µs)."""
+
+    model_config = ConfigDict(extra="ignore")
+    stepsim_sidecar: int
+    torch_version: str | None = None
+    device: str | None = None
+    host_cores: int | None = None
+    cpu_count: int | None = None
+    torch_num_threads: int | None = None
+    loader: LoaderSettings
+    produce: list[ProduceRecord] = []
+    steps: list[StepRecord] = []
+    warnings: list[str] = []
+
+
+def load_sidecar(path: str | Path) -> Sidecar:
+    """Read and validate a sidecar file.
+
+    Raises:
+        InputError: missing/empty/unreadable file, not JSON, not a stepsim sidecar, or a
+            field of the wrong type (named).
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(p, "no such sidecar file") from None
+    except IsADirectoryError:
+        raise InputError(p, "is a directory, expected a sidecar JSON file") from None
+    except OSError as e:
+        raise InputError(p, f"cannot read: {e.strerror}") from None
+    if not raw.strip():
+        raise InputError(p, "sidecar file is empty")
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise InputError(p, f"sidecar is not valid JSON: {e}") from None
+    if not isinstance(data, dict) or "stepsim_sidecar" not in data:
+        raise InputError(p, "not a stepsim sidecar (no 'stepsim_sidecar' key); "
+                            "it is written by calibration.capture.Capture")
+    try:
+        return Sidecar.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise InputError(p, f"bad sidecar field {loc}: {err['msg']}") from None

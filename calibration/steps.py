@@ -1,0 +1,195 @@
+"""Step segmentation of a normalised event table.
+
+**Step time, defined once.** A step runs from its start marker's start on the host thread to
+the next step's start (``start_ns`` → ``end_ns``). The last step has no next start: it ends at
+the later of its marker's CPU end and the end of the last GPU activity launched from inside it
+(runtime/driver calls of the same process in the step window, linked by ``correlation``). The
+simulator measures step time the same way (``models.simulate``).
+
+Markers, in order of preference:
+
+1. a user-given regular expression (``step_regex``; matched with ``re.search`` against CPU-side
+   complete events) — a warning names it;
+2. ``ProfilerStep#N`` on the CPU side (category ``cpu_op`` or ``user_annotation``, never the
+   ``gpu_user_annotation`` copy that newer Kineto writes on the GPU stream); ``N`` is the step
+   number and need not start at 0;
+3. a repeating DataLoader marker ``enumerate(DataLoader)#…__next__`` (one per iteration), with a
+   warning;
+4. a repeating optimizer marker ``Optimizer.step#…`` / ``Optimizer.zero_grad#…``, with a
+   warning.
+
+A repeating marker must occur at least twice, else it is not used. When nothing matches, the
+result is empty and ``warnings`` says so: the whole trace is never silently one giant step.
+Steps from markers 1, 3 and 4 are numbered 0, 1, … in time order. A marker *spans* its step
+when its median duration is at least half the median spacing of the markers (``ProfilerStep``
+does); a short marker (``__next__``) only opens a step, so its last occurrence opens none.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from calibration.events import EventTable
+
+__all__ = ["Step", "StepList", "find_steps", "PROFILER_STEP_RE", "DATALOADER_RE", "OPTIMIZER_RE"]
+
+PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
+OPTIMIZER_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
+_CPU_CATS = ("cpu_op", "user_annotation")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One training step on the host thread. Instants are ns relative to the table's start.
+
+    Attributes:
+        number: ``N`` of ``ProfilerStep#N``, else the ordinal of the marker.
+        start_ns: the marker's start.
+        end_ns: the next step's start; for the last step see the module docstring.
+        cpu_end_ns: the marker event's own end.
+        pid, tid: the host thread that carries the marker.
+        name: the marker's event name.
+        last: True for the last step (its end is not a next start).
+        row: the marker's row in the table.
+    """
+
+    number: int
+    start_ns: int
+    end_ns: int
+    cpu_end_ns: int
+    pid: int
+    tid: int
+    name: str
+    last: bool = False
+    row: int = -1
+
+    @property
+    def dur_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def dur_us(self) -> float:
+        return self.dur_ns / 1000.0
+
+
+class StepList(list):
+    """A list of :class:`Step` in time order, with ``warnings`` (list of str) and ``method``
+    (``"profiler_step"``, ``"regex"``, ``"dataloader"``, ``"optimizer"`` or ``"none"``)."""
+
+    def __init__(self, steps=(), warnings=None, method="none"):
+        super().__init__(steps)
+        self.warnings: list[str] = list(warnings or [])
+        self.method = method
+
+
+def _gpu_end_of(table: EventTable, pid: int, start_ns: int, end_ns: int) -> int:
+    """End (ns) of the last GPU activity launched by runtime/driver calls of process ``pid``
+    whose start lies in [start_ns, end_ns]; −1 when none."""
+    api = table.is_cat("cuda_runtime", "cuda_driver") & (table.pid == pid) & \
+        (table.ts_ns >= start_ns) & (table.ts_ns <= end_ns) & (table.correlation >= 0)
+    if not api.any():
+        return -1
+    gpu = table.gpu_mask() & np.isin(table.correlation, table.correlation[api])
+    if not gpu.any():
+        return -1
+    return int(table.end_ns[gpu].max())
+
+
+def _markers(table: EventTable, rx: re.Pattern, cpu_side: np.ndarray) -> np.ndarray:
+    names = table.names
+    hit = np.fromiter((bool(rx.search(s)) for s in names), dtype=bool, count=len(names))
+    return np.nonzero(hit & cpu_side)[0]
+
+
+def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
+    """Segment ``table`` into steps (see the module docstring for the rules).
+
+    Args:
+        table: the normalised events of one trace.
+        step_regex: optional regular expression naming the step marker event.
+
+    Returns:
+        a :class:`StepList` (possibly empty, then with a warning saying why).
+
+    Raises:
+        ValueError: ``step_regex`` is not a valid regular expression.
+    """
+    cpu_side = table.is_cat(*_CPU_CATS) & (table.ph == "X")
+    warnings: list[str] = []
+    rows = np.zeros(0, dtype=np.int64)
+    method = "none"
+    numbers = None
+    if step_regex:
+        try:
+            rx = re.compile(step_regex)
+        except re.error as e:
+            raise ValueError(f"step_regex {step_regex!r} is not a valid regular expression: {e}") from None
+        rows = _markers(table, rx, cpu_side)
+        method = "regex"
+        if len(rows) == 0:
+            warnings.append(f"step regex {step_regex!r} matched no CPU-side event")
+        else:
+            warnings.append(f"steps taken from the user's regex {step_regex!r} ({len(rows)} markers)")
+    if len(rows) == 0:
+        rows = _markers(table, PROFILER_STEP_RE, cpu_side)
+        if len(rows):
+            method = "profiler_step"
+            numbers = [int(PROFILER_STEP_RE.match(table.names[r]).group(1)) for r in rows]
+    if len(rows) == 0:
+        for rx, label, what in ((DATALOADER_RE, "dataloader", "DataLoader __next__"),
+                                (OPTIMIZER_RE, "optimizer", "optimizer")):
+            r = _markers(table, rx, cpu_side)
+            if len(r) and rx is OPTIMIZER_RE:
+                # one kind of optimizer marker only (step, or zero_grad if no step)
+                kinds = [OPTIMIZER_RE.match(table.names[i]).group(1) for i in r]
+                keep = "step" if "step" in kinds else "zero_grad"
+                r = r[np.array([k == keep for k in kinds])]
+            if len(r) >= 2:
+                rows, method = r, label
+                warnings.append(f"no ProfilerStep#N marker: steps taken from the repeating "
+                                f"{what} marker {table.names[r[0]]!r} ({len(r)} occurrences); "
+                                f"a step runs from one marker to the next")
+                break
+    if len(rows) == 0:
+        warnings.append("no step marker found (no ProfilerStep#N, no repeating DataLoader or "
+                        "optimizer marker); give a step regex")
+        return StepList([], warnings, "none")
+    # keep the thread that carries most markers
+    keys = list(zip(table.pid[rows].tolist(), table.tid[rows].tolist()))
+    if len(set(keys)) > 1:
+        best = max(set(keys), key=keys.count)
+        dropped = sum(1 for k in keys if k != best)
+        warnings.append(f"step markers on several threads; using pid {best[0]} tid {best[1]}, "
+                        f"ignoring {dropped} marker(s) elsewhere")
+        sel = np.array([k == best for k in keys])
+        rows = rows[sel]
+        if numbers is not None:
+            numbers = [n for n, s in zip(numbers, sel) if s]
+    order = np.argsort(table.ts_ns[rows], kind="stable")
+    rows = rows[order]
+    if numbers is None:
+        numbers = list(range(len(rows)))
+    else:
+        numbers = [numbers[i] for i in order]
+    starts = table.ts_ns[rows]
+    ends = table.end_ns[rows]
+    spans = True
+    if len(rows) >= 2:
+        gaps = np.diff(starts)
+        spans = bool(np.median(ends[:-1] - starts[:-1]) >= 0.5 * np.median(gaps))
+    n_steps = len(rows) if spans else len(rows) - 1
+    out = []
+    for k, r in enumerate(rows[:n_steps]):
+        last = k == len(rows) - 1
+        if not last:
+            end = int(starts[k + 1])
+        else:
+            gpu_end = _gpu_end_of(table, int(table.pid[r]), int(starts[k]), int(ends[k]))
+            end = max(int(ends[k]), gpu_end)
+        out.append(Step(number=int(numbers[k]), start_ns=int(starts[k]), end_ns=end,
+                        cpu_end_ns=int(ends[k]), pid=int(table.pid[r]), tid=int(table.tid[r]),
+                        name=str(table.names[r]), last=last, row=int(r)))
+    return StepList(out, warnings, method)

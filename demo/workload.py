@@ -1,0 +1,129 @@
+"""The demo's real training workload, run on the CPU with torch.
+
+A small CNN classifies generated images. Each sample is stored as JPEG bytes; the dataset's
+``__getitem__`` does real per-sample CPU work: JPEG decode (Pillow), a random resized crop,
+a random flip and normalisation, as a vision input pipeline does. The training step runs with
+one intra-op thread (``torch.set_num_threads(1)``) so the host thread is one CPU consumer, as
+DataLoader workers are one thread each (PyTorch's ``_worker_loop`` sets one thread per worker).
+
+Run as ``python -m demo.workload --num-workers N --out DIR`` to capture one run with the
+harness (:mod:`calibration.capture`): ``DIR/trace.json.gz`` and ``DIR/sidecar.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+
+import numpy as np
+
+IMAGE_PX = 320      # stored image side (pixels)
+CROP_PX = 64       # training crop side (pixels)
+BATCH_SIZE = 32
+N_IMAGES = 512      # distinct images; the dataset cycles over them
+CLASSES = 10
+
+
+def make_jpegs(n: int, seed: int = 0) -> list[bytes]:
+    """``n`` JPEG-encoded RGB images of ``IMAGE_PX``² with smooth random content (bytes)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    out = []
+    yy, xx = np.mgrid[0:IMAGE_PX, 0:IMAGE_PX] / IMAGE_PX
+    for _ in range(n):
+        f = rng.uniform(1, 6, size=(3, 2))
+        ph = rng.uniform(0, 6.28, size=3)
+        chans = [np.sin(f[c, 0] * 6.28 * xx + f[c, 1] * 6.28 * yy + ph[c]) for c in range(3)]
+        img = (np.stack(chans, -1) * 100 + 128 + rng.normal(0, 20, (IMAGE_PX, IMAGE_PX, 3)))
+        buf = io.BytesIO()
+        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buf, format="JPEG", quality=90)
+        out.append(buf.getvalue())
+    return out
+
+
+class JpegDataset:
+    """Map-style dataset of ``length`` samples over the given JPEGs: decode, random resized
+    crop, Gaussian blur, colour jitter, resize to ``CROP_PX``, random horizontal flip, normalise. Returns (float32 tensor
+    [3, CROP_PX, CROP_PX], int label)."""
+
+    def __init__(self, jpegs: list[bytes], length: int, seed: int = 0):
+        self.jpegs, self.length, self.seed = jpegs, length, seed
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int):
+        import torch
+        from PIL import Image, ImageEnhance, ImageFilter
+
+        rng = np.random.default_rng((self.seed, i))
+        img = Image.open(io.BytesIO(self.jpegs[i % len(self.jpegs)])).convert("RGB")
+        scale = rng.uniform(0.5, 1.0)
+        side = int(IMAGE_PX * scale)
+        x0, y0 = rng.integers(0, IMAGE_PX - side + 1, size=2)
+        img = img.crop((int(x0), int(y0), int(x0) + side, int(y0) + side))
+        img = img.filter(ImageFilter.GaussianBlur(radius=1.0))
+        img = ImageEnhance.Color(img).enhance(float(rng.uniform(0.7, 1.3)))
+        img = img.resize((CROP_PX, CROP_PX), Image.BILINEAR)
+        arr = np.asarray(img, dtype=np.float32) / 255.0
+        if rng.random() < 0.5:
+            arr = arr[:, ::-1]
+        arr = (arr - 0.5) / 0.25
+        return torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1))), int(i % CLASSES)
+
+
+def make_model():
+    """A small CNN (three conv blocks, ~25 k parameters)."""
+    import torch.nn as nn
+
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(),
+                             nn.MaxPool2d(2))
+
+    return nn.Sequential(block(3, 16), block(16, 32), block(32, 48),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(48, CLASSES))
+
+
+def run(num_workers: int, out_dir: str, active: int = 8, seed: int = 0,
+        prefetch_factor: int = 2) -> None:
+    """Train the CNN with the given ``num_workers``, capturing ``active`` profiled steps."""
+    import torch
+
+    from calibration.capture import Capture
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    cap = Capture(out_dir)
+    skip_first, wait, warmup = 4, 1, 2
+    total = skip_first + wait + warmup + active
+    # The dataset holds more batches than the loop takes, so workers never run dry mid-window.
+    ds = JpegDataset(make_jpegs(N_IMAGES, seed), length=(total + 4 * max(num_workers, 1)) * BATCH_SIZE,
+                     seed=seed)
+    kwargs = dict(batch_size=BATCH_SIZE, shuffle=False, num_workers=num_workers)
+    if num_workers > 0:
+        kwargs["prefetch_factor"] = prefetch_factor
+    loader = cap.dataloader(ds, **kwargs)
+    for x, y in cap.steps(loader, active=active, wait=wait, warmup=warmup, skip_first=skip_first):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--num-workers", type=int, required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--active", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    run(a.num_workers, a.out, active=a.active, seed=a.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""DistributedDataParallel's gradient buckets and their all-reduces.
+
+Bucketing follows ``torch/csrc/distributed/c10d/reducer.cpp``
+(``compute_bucket_assignment_by_size``) as DDP uses it after its first iteration
+(``Reducer::rebuild_buckets``): parameters are taken in the order their gradients become
+ready, approximated here, as DDP's own comment does, by *reverse registration order*; each
+parameter is added whole to the open bucket of its dtype (buckets never mix dtypes or
+devices); a bucket closes as soon as its size reaches the current limit, and the limit is
+``first_bucket_cap_mb`` for a dtype's first bucket and ``bucket_cap_mb`` after it (MiB, as
+``torch/nn/parallel/distributed.py`` converts ``bucket_cap_mb * 1024 * 1024``). Buckets still
+open at the end are closed in the order their dtype was first seen.
+
+At run time (``Reducer::mark_bucket_ready``) a bucket's all-reduce is launched when its last
+gradient is ready and every earlier bucket has been launched; NCCL runs them one after another
+on its stream. A ring all-reduce of ``b`` bytes over ``n`` ranks moves ``2(n−1)/n × b`` bytes
+per rank (nccl-tests' bus-bandwidth convention).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.params import CommParams, DeviceTask, GradParam, HostOp, StepModel
+from simcore.errors import ModelError
+from simcore.units import mib_to_bytes, transfer_us
+
+__all__ = ["Bucket", "build_buckets", "apply_ddp", "collective_us", "ring_bus_bytes"]
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One DDP bucket.
+
+    Attributes:
+        index: position in reduction order (0 = reduced first).
+        params: parameter names in the order they were added (gradient-ready order).
+        bytes: total gradient bytes.
+        dtype: the dtype shared by every gradient in it.
+        cap_bytes: the size limit it was built against.
+        ready_tasks: device tasks after which its gradients are ready (None: end of backward),
+            without repeats, in the order met.
+    """
+
+    index: int
+    params: tuple[str, ...]
+    bytes: int
+    dtype: str
+    cap_bytes: int
+    ready_tasks: tuple[str | None, ...]
+
+
+def build_buckets(grad_params: list[GradParam], bucket_cap_mb: float = 25.0,
+                  first_bucket_cap_mb: float = 1.0) -> list[Bucket]:
+    """DDP's buckets for parameters listed in registration order.
+
+    Args:
+        grad_params: the model's parameters in registration order (``model.parameters()``).
+        bucket_cap_mb: DDP's ``bucket_cap_mb`` (MiB, > 0).
+        first_bucket_cap_mb: the first bucket's cap (MiB, > 0; DDP's
+            ``_DEFAULT_FIRST_BUCKET_BYTES`` is 1 MiB).
+
+    Returns:
+        The buckets in reduction order.
+
+    Raises:
+        ModelError: a cap ≤ 0.
+    """
+    if bucket_cap_mb <= 0 or first_bucket_cap_mb <= 0:
+        raise ModelError(f"bucket caps must be > 0 MiB, got bucket_cap_mb={bucket_cap_mb}, "
+                         f"first_bucket_cap_mb={first_bucket_cap_mb}")
+    limits = (mib_to_bytes(first_bucket_cap_mb), mib_to_bytes(bucket_cap_mb))
+    open_: dict[str, list[GradParam]] = {}     # dtype -> params of its open bucket
+    n_closed: dict[str, int] = {}               # dtype -> buckets closed so far
+    done: list[tuple[list[GradParam], str, int]] = []
+    for p in reversed(grad_params):
+        cur = open_.setdefault(p.dtype, [])
+        cur.append(p)
+        cap = limits[min(n_closed.get(p.dtype, 0), 1)]
+        if sum(q.bytes for q in cur) >= cap:
+            done.append((cur, p.dtype, cap))
+            open_[p.dtype] = []
+            n_closed[p.dtype] = n_closed.get(p.dtype, 0) + 1
+    for dtype, cur in open_.items():
+        if cur:
+            done.append((cur, dtype, limits[min(n_closed.get(dtype, 0), 1)]))
+    return [Bucket(i, tuple(p.name for p in ps), sum(p.bytes for p in ps), dtype, cap,
+                   tuple(dict.fromkeys(p.ready_task for p in ps)))
+            for i, (ps, dtype, cap) in enumerate(done)]
+
+
+def ring_bus_bytes(nbytes: float, world_size: int) -> float:
+    """Bytes each rank sends in a ring all-reduce of ``nbytes``: ``2(n−1)/n × nbytes``."""
+    return 2 * (world_size - 1) / world_size * nbytes if world_size > 1 else 0.0
+
+
+def collective_us(nbytes: float, world_size: int, bus_gbps: float, latency_us: float) -> float:
+    """Ring all-reduce time (µs): ``latency_us + 2(n−1)/n × nbytes / bus_gbps``; one rank pays
+    only the latency.
+
+    Raises:
+        ValueError: ``bus_gbps`` ≤ 0.
+    """
+    return latency_us + transfer_us(ring_bus_bytes(nbytes, world_size), bus_gbps)
+
+
+def _bus_gbps(model: StepModel, old: list[DeviceTask]) -> float:
+    """The bus bandwidth (GB/s) to cost new buckets with: ``comm.bus_gbps``, else the rate the
+    measured collectives achieved."""
+    c = model.comm
+    if c.bus_gbps is not None:
+        return c.bus_gbps
+    moved = sum(ring_bus_bytes(t.bytes, c.world_size) for t in old if t.bytes)
+    spent = sum(max(t.dur_us - c.latency_us, 0.0) for t in old if t.bytes)
+    if moved <= 0 or spent <= 0:
+        raise ModelError("cannot cost DDP buckets: set comm.bus_gbps or give the measured "
+                         "collectives their bytes")
+    return moved / spent / 1e3   # bytes per µs -> GB/s
+
+
+def apply_ddp(model: StepModel) -> StepModel:
+    """Rebuild the model's DDP all-reduces from ``comm.grad_params`` and the bucket caps.
+
+    The collectives on ``comm.comm_stream`` are replaced by one per bucket, in bucket order,
+    each waiting for the tasks that make its gradients ready (a gradient without
+    ``ready_task`` is ready when the last backward task of every other stream is done). Costs
+    come from ``comm.bus_gbps`` and ``comm.latency_us`` (or the measured collectives' rate).
+    What waited for the old collectives (tasks, host syncs) waits for the last bucket; host
+    launches of old collectives become CPU ops of the same cost (DDP's hook still runs). With
+    no reference to the old collectives, the first optimizer task of each other stream waits
+    for the last bucket. A model without ``grad_params`` is returned unchanged.
+
+    Raises:
+        ModelError: no backward task to hang end-of-backward gradients on, or no way to cost
+            the buckets.
+    """
+    c: CommParams = model.comm
+    if not c.grad_params:
+        return model
+    streams = model.device.streams
+    old = [t for t in streams.get(c.comm_stream, []) if t.kind == "collective"]
+    old_ids = {t.id for t in old}
+    gbps = _bus_gbps(model, old)
+    end_bwd = []
+    for s, ts in streams.items():
+        bwd = [t.id for t in ts if s != c.comm_stream and t.phase == "backward"]
+        if bwd:
+            end_bwd.append(bwd[-1])
+    buckets = build_buckets(c.grad_params, c.bucket_cap_mb, c.first_bucket_cap_mb)
+    taken = set(model.task_map()) - old_ids
+    new: list[DeviceTask] = []
+    for b in buckets:
+        tid = f"ddp.bucket{b.index}"
+        while tid in taken:
+            tid += "_"
+        waits = []
+        for r in b.ready_tasks:
+            if r is None:
+                if not end_bwd:
+                    raise ModelError("a gradient has no ready_task and the model has no "
+                                     "backward task to finish it")
+                waits.extend(end_bwd)
+            else:
+                waits.append(r)
+        new.append(DeviceTask(
+            id=tid, stream=c.comm_stream, name=f"all_reduce bucket {b.index} ({b.bytes} B)",
+            kind="collective", category="communication", phase="backward",
+            dur_us=collective_us(b.bytes, c.world_size, gbps, c.latency_us),
+            waits=list(dict.fromkeys(waits)), bytes=b.bytes))
+    last = new[-1].id
+    referenced = False
+
+    def remap(ids: list[str]) -> list[str]:
+        nonlocal referenced
+        if not old_ids.intersection(ids):
+            return ids
+        referenced = True
+        return list(dict.fromkeys(last if i in old_ids else i for i in ids))
+
+    new_streams: dict[str, list[DeviceTask]] = {}
+    for s, ts in streams.items():
+        kept = [t.model_copy(update={"waits": remap(t.waits)}) for t in ts if t.id not in old_ids]
+        new_streams[s] = kept + (new if s == c.comm_stream else [])
+    if c.comm_stream not in new_streams:
+        new_streams[c.comm_stream] = new
+    ops: list[HostOp] = []
+    for op in model.host.ops:
+        if op.task in old_ids and op.kind == "launch":
+            ops.append(op.model_copy(update={"kind": "cpu", "task": None,
+                                             "name": op.name or "DDP all-reduce launch"}))
+        elif op.task in old_ids:
+            referenced = True
+            ops.append(op.model_copy(update={"task": last}))
+        else:
+            ops.append(op)
+    if not referenced:
+        for s, ts in new_streams.items():
+            opt = next((k for k, t in enumerate(ts) if t.phase == "optimizer"), None)
+            if s != c.comm_stream and opt is not None:
+                ts[opt] = ts[opt].model_copy(update={"waits": list(dict.fromkeys(ts[opt].waits + [last]))})
+    data = model.model_dump()
+    data["device"]["streams"] = {s: [t.model_dump() for t in ts] for s, ts in new_streams.items()}
+    data["host"]["ops"] = [op.model_dump() for op in ops]
+    return StepModel.model_validate(data)

@@ -1,0 +1,157 @@
+"""Device lanes: compute streams, copy engines and the communication stream.
+
+Each stream is one process that runs its tasks in order, step after step (CUDA stream
+semantics). A task becomes *ready* when (1) the previous task on its stream has finished,
+(2) the host op that launches it has been issued (a kernel never starts before its launch), and
+(3) every task it ``waits`` for, in the same step, has finished (``cudaStreamWaitEvent``).
+It then *starts* once (4) a host↔device copy holds its direction's copy engine (one engine per
+direction, shared by every stream of the rank) and (5) a collective has been entered by every
+simulated rank: the time between ready and start is *arrival skew*, the rest is transfer
+(NCCL kernels spin until every peer joins, so a profiler shows skew + transfer as one kernel).
+
+Every run is logged as a :class:`TaskRun`, the raw material of gap attribution.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import simpy
+
+from simcore.record import Recorder, Span
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRun:
+    """One execution of a device task (instants in µs).
+
+    ``launch_us`` is when its host launch was issued (None when no host op launches it);
+    ``ready_us`` when its stream, launch and waits allowed it (for a collective: when this rank
+    entered it); ``start_us`` when it got its copy engine / when the last rank entered;
+    ``end_us`` when it finished.
+    """
+
+    rank: int
+    step: int
+    task: str
+    stream: str
+    launch_us: float | None
+    ready_us: float
+    start_us: float
+    end_us: float
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlan:
+    """A device task as one rank's stream process runs it (built by the simulator)."""
+
+    id: str
+    name: str
+    category: str
+    dur_us: float
+    waits: tuple[str, ...]
+    launched: bool
+    engine: str | None          # "h2d" / "d2h" when it needs a copy engine
+    collective: bool
+    skip_in_no_sync: bool       # DDP collective or optimizer task (skipped under no_sync)
+
+
+class StepEvents:
+    """Lazily created per-(rank, step, task) events: ``launched`` (its value is the launch
+    instant, µs) and ``done``."""
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self._launched: dict[tuple[int, int, str], simpy.Event] = {}
+        self._done: dict[tuple[int, int, str], simpy.Event] = {}
+
+    def launched(self, rank: int, step: int, task: str) -> simpy.Event:
+        key = (rank, step, task)
+        ev = self._launched.get(key)
+        if ev is None:
+            ev = self._launched[key] = self.env.event()
+        return ev
+
+    def done(self, rank: int, step: int, task: str) -> simpy.Event:
+        key = (rank, step, task)
+        ev = self._done.get(key)
+        if ev is None:
+            ev = self._done[key] = self.env.event()
+        return ev
+
+
+class Barrier:
+    """Cross-rank rendezvous of collectives: the n-th arrival at a key releases everyone."""
+
+    def __init__(self, env: simpy.Environment, n_ranks: int):
+        self.env, self.n = env, n_ranks
+        self._state: dict[tuple[int, str], list] = {}
+
+    def arrive(self, step: int, task: str) -> simpy.Event:
+        st = self._state.setdefault((step, task), [0, self.env.event()])
+        st[0] += 1
+        if st[0] == self.n:
+            st[1].succeed()
+            del self._state[(step, task)]
+        return st[1]
+
+
+def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[TaskPlan],
+                   events: StepEvents, barrier: Barrier | None,
+                   engines: dict[str, simpy.Resource], recorder: Recorder, n_steps: int,
+                   release_slot, runs: list[TaskRun], sync_step):
+    """Process generator for one stream of one rank over ``n_steps`` steps.
+
+    Args:
+        plans: the stream's tasks in order, durations already set for this rank.
+        engines: this rank's copy engines by direction (``h2d``, ``d2h``).
+        release_slot: ``release_slot(rank, step, task)`` frees the launch-queue slot of a
+            launched task once it finishes.
+        runs: receives one :class:`TaskRun` per executed task.
+        sync_step: ``sync_step(step)`` is False for a ``no_sync`` micro-step.
+    """
+    lane = f"rank{rank}.stream:{stream}"
+    done, launched = events.done, events.launched
+    for step in range(n_steps):
+        syncing = sync_step(step)
+        for t in plans:
+            launch_ev = launched(rank, step, t.id) if t.launched else None
+            pending = [ev for ev in (done(rank, step, w) for w in t.waits) if not ev.processed]
+            if launch_ev is not None and not launch_ev.processed:
+                pending.append(launch_ev)
+            if pending:
+                stalled = env.now
+                yield pending[0] if len(pending) == 1 else simpy.AllOf(env, pending)
+                if env.now > stalled:
+                    recorder.span(Span(lane, t.name, "wait", stalled, env.now - stalled, step,
+                                       rank, cause="dependency"))
+            if t.skip_in_no_sync and not syncing:
+                done(rank, step, t.id).succeed()
+                if t.launched:
+                    release_slot(rank, step, t.id)
+                continue
+            ready = env.now
+            req = None
+            if t.collective and barrier is not None:
+                yield barrier.arrive(step, t.id)
+                if env.now > ready:
+                    recorder.span(Span(lane, t.name, "wait", ready, env.now - ready, step, rank,
+                                       cause="arrival_skew"))
+            elif t.engine is not None:
+                req = engines[t.engine].request()
+                yield req
+                if env.now > ready:
+                    recorder.span(Span(lane, t.name, "wait", ready, env.now - ready, step, rank,
+                                       cause=t.engine))
+            start = env.now
+            if t.dur_us > 0:
+                yield env.timeout(t.dur_us)
+            if req is not None:
+                engines[t.engine].release(req)
+            recorder.span(Span(lane, t.name, "busy", start, t.dur_us, step, rank,
+                               category=t.category))
+            runs.append(TaskRun(rank, step, t.id, stream,
+                                launch_ev.value if launch_ev is not None else None,
+                                ready, start, env.now))
+            done(rank, step, t.id).succeed()
+            if t.launched:
+                release_slot(rank, step, t.id)

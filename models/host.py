@@ -1,0 +1,136 @@
+"""The host thread: the Python thread that takes batches, does CPU work, launches device work
+and blocks on synchronisations. It runs ahead of the device until it blocks: on ``next()`` of
+the DataLoader, on a sync, on a copy from pageable memory, or on a full launch queue (CUDA's
+bounded queue of pending launches).
+
+Semantics (CUDA runtime, as PyTorch uses it):
+
+* a launch costs ``dur_us`` of host CPU and then lets its task start (``cudaLaunchKernel``);
+* ``cudaMemcpyAsync`` from/to *pageable* host memory (``DeviceTask.pinned is False``) returns
+  only when the copy is done, so the host blocks for the copy and everything queued before it
+  on its stream; pinned copies with ``non_blocking=True`` (``pinned`` True or unknown) don't;
+* a sync on a task blocks until that task is done (``cudaStreamSynchronize`` /
+  ``cudaEventSynchronize``, ``.item()``); a sync without a task waits for everything issued
+  so far on every stream (``cudaDeviceSynchronize``).
+
+Every blocking wait on the device is logged as a :class:`HostWait` naming the tasks awaited,
+so gap attribution can follow it to what the device was doing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from models.cpu import CpuPool, record_cpu_work
+from models.device import StepEvents
+from models.loader import DataLoaderSim
+from simcore.dists import Duration
+from simcore.record import Recorder, Span
+
+
+@dataclass(frozen=True, slots=True)
+class HostWait:
+    """The host blocked from ``start_us`` to ``end_us`` until ``tasks`` (``(step, task id)``
+    pairs) were done. ``cause`` is ``sync`` or, for a pageable copy, ``h2d``/``d2h``."""
+
+    rank: int
+    step: int
+    start_us: float
+    end_us: float
+    cause: str
+    tasks: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostOpPlan:
+    """A host op as the host process runs it (built by the simulator).
+
+    ``block_cause``: for a launch of a pageable copy, the wait cause (``h2d``/``d2h``);
+    ``targets``: for a sync, the ``(step offset, task id)`` pairs it waits for (offset 0: this
+    step, −1: the previous step); ``optimizer``: skipped under ``no_sync``; ``samples``: for a
+    ``cpu`` op with measured per-step durations, the distribution each step draws from.
+    """
+
+    kind: str
+    name: str
+    dur_us: float
+    task: str | None
+    category: str
+    block_cause: str | None
+    targets: tuple[tuple[int, str], ...]
+    optimizer: bool
+    samples: Duration | None = None   # for cpu ops: per-step durations drawn instead of dur_us
+
+
+def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay_us: float,
+                 cpu: CpuPool, uses_core: bool, loader: DataLoaderSim, events: StepEvents,
+                 recorder: Recorder, n_steps: int, step_starts: list[float],
+                 launch_slots: simpy.Resource, take_slot, waits_out: list[HostWait], sync_step,
+                 rng: np.random.Generator):
+    """Process generator of one rank's host thread over ``n_steps`` steps.
+
+    Args:
+        take_slot: ``take_slot(rank, step, task, request)`` remembers a launch-queue slot.
+        waits_out: receives one :class:`HostWait` per blocking wait on the device.
+        sync_step: ``sync_step(step)`` is False for a ``no_sync`` micro-step.
+        rng: the host's random stream (draws of ``cpu`` ops with ``samples``).
+
+    ``step_starts`` receives the instant (µs) each step begins, and finally the instant the last
+    step's host work ends (so it has ``n_steps + 1`` entries).
+    """
+    lane = f"rank{rank}.host"
+
+    def busy(name: str, dur_us: float, category: str, step: int):
+        start = env.now
+        if uses_core:
+            yield from cpu.work(dur_us)
+        elif dur_us > 0:
+            yield env.timeout(dur_us)
+        record_cpu_work(recorder, lane, name, category, start, dur_us, env.now, step, rank)
+
+    def block(name: str, cause: str, step: int, targets: tuple[tuple[int, str], ...]):
+        evs = [events.done(rank, s, t) for s, t in targets]
+        pending = [e for e in evs if not e.processed]
+        if not pending:
+            return
+        start = env.now
+        yield pending[0] if len(pending) == 1 else simpy.AllOf(env, pending)
+        if env.now > start:
+            recorder.span(Span(lane, name, "wait", start, env.now - start, step, rank, cause=cause))
+            waits_out.append(HostWait(rank, step, start, env.now, cause, targets))
+
+    for step in range(n_steps):
+        step_starts.append(env.now)
+        syncing = sync_step(step)
+        if delay_us > 0:
+            yield from busy("straggle", delay_us, "straggle", step)
+        for op in ops:
+            if op.optimizer and not syncing:
+                if op.kind == "launch":
+                    events.launched(rank, step, op.task).succeed(env.now)
+                continue
+            kind = op.kind
+            if kind == "launch":
+                req = launch_slots.request()
+                if not req.triggered:
+                    start = env.now
+                    yield req
+                    recorder.span(Span(lane, "launch queue full", "wait", start, env.now - start,
+                                       step, rank, cause="launch_queue"))
+                take_slot(rank, step, op.task, req)
+                yield from busy(op.name, op.dur_us, "launch", step)
+                events.launched(rank, step, op.task).succeed(env.now)
+                if op.block_cause is not None:
+                    yield from block(op.name, op.block_cause, step, ((step, op.task),))
+            elif kind == "cpu":
+                dur = op.dur_us if op.samples is None else op.samples.sample(rng)
+                yield from busy(op.name, dur, op.category, step)
+            elif kind == "sync":
+                yield from busy(op.name, op.dur_us, "sync", step)
+                targets = tuple((step + off, t) for off, t in op.targets if step + off >= 0)
+                yield from block(op.name, "sync", step, targets)
+            else:   # next_batch
+                yield from loader.next_batch(step)
+    step_starts.append(env.now)

@@ -1,0 +1,224 @@
+"""DataLoader model: worker processes, the bounded prefetch pipeline, the pin-memory thread and
+the main thread's share of the work.
+
+Semantics follow ``torch/utils/data/dataloader.py`` (``_MultiProcessingDataLoaderIter``):
+
+* ``_reset`` sends ``prefetch_factor × num_workers`` indices when an iterator starts (every
+  epoch); ``_try_put_index`` is called once per batch returned to the user, so at most
+  ``num_workers × prefetch_factor`` batches are outstanding (sent, not yet returned);
+* indices go to workers round-robin (``_worker_queue_idx_cycle``); with ``in_order=False`` a
+  worker is skipped while it holds ``prefetch_factor`` unreturned tasks, so a slow worker
+  cannot hoard the indices;
+* each worker serves its own index queue in FIFO order (``_worker_loop``);
+* ``_next_data`` returns batch ``rcvd_idx`` next, an early batch waiting in the reorder buffer
+  (head-of-line blocking); with ``in_order=False`` batches are returned as they arrive;
+* with ``pin_memory`` one thread of the main process (``_pin_memory_loop``) receives every
+  batch from the workers (so it pays the unpickling) and pins it, serially; without it the main
+  thread unpickles;
+* ``persistent_workers=False`` starts new workers every epoch (``worker_startup_us``);
+* ``num_workers=0`` (``_SingleProcessDataLoaderIter``) produces each batch on the main thread
+  inside ``next()``.
+
+Queue depth: ``rank{r}.loader.ready`` counts batches produced by a worker and not yet taken by
+the main thread; ``rank{r}.loader.outstanding`` counts indices sent and not yet returned.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from models.cpu import CpuPool, record_cpu_work
+from models.params import LoaderParams
+from simcore.record import Recorder, Span
+from simcore.units import transfer_us
+
+
+@dataclass
+class LoaderStats:
+    """What one rank's DataLoader did (for invariants and reports).
+
+    Attributes:
+        produced: batch indices in the order workers finished them.
+        consumed: batch indices in the order the main thread returned them.
+        max_outstanding: the most batches ever sent and not yet returned.
+        max_ready: the most batches ever produced and not yet taken.
+        cap: ``num_workers × prefetch_factor`` (0 without workers).
+    """
+
+    produced: list[int] = field(default_factory=list)
+    consumed: list[int] = field(default_factory=list)
+    max_outstanding: int = 0
+    max_ready: int = 0
+    cap: int = 0
+
+
+class DataLoaderSim:
+    """One rank's DataLoader; the host thread calls ``yield from loader.next_batch(step)``.
+
+    Args:
+        env: the SimPy environment.
+        params: the loader's parameters.
+        cpu: the core pool shared with the host thread.
+        rng: this loader's random stream (produce-time samples).
+        recorder: span / sample hook.
+        rank: rank index written into spans.
+
+    Spans: ``rank{r}.worker{w}`` busy (``produce``) and waits (``cpu_cores``, ``startup``);
+    ``rank{r}.pin_memory`` busy (``pin``); on ``rank{r}.host``: waits with cause ``input`` and
+    busy spans of category ``data`` (unpickling, or producing when ``num_workers=0``).
+    """
+
+    def __init__(self, env: simpy.Environment, params: LoaderParams, cpu: CpuPool,
+                 rng: np.random.Generator, recorder: Recorder, rank: int = 0):
+        self.env, self.p, self.cpu, self.rng, self.rec, self.rank = env, params, cpu, rng, recorder, rank
+        nw = params.num_workers
+        specs = params.produce_by_worker or [params.produce] * max(nw, 1)
+        self.produce = [s.build() for s in specs]
+        self.pin_us = transfer_us(params.batch_bytes, params.pin_gbps) if params.pin_memory else 0.0
+        self.host_lane = f"rank{rank}.host"
+        self.stats = LoaderStats(cap=nw * params.prefetch_factor)
+        self.sent = 0              # indices handed out (global batch counter)
+        self.returned = 0          # batches returned to the user
+        self.ready = 0             # produced, not yet taken by the main thread
+        self.epoch_sent = 0        # indices sent in the current epoch
+        self.epoch_returned = 0    # batches returned in the current epoch
+        self.startup_until = 0.0   # workers of this epoch can start producing at this instant
+        if nw == 0:
+            return
+        self.max_tasks = nw * params.prefetch_factor
+        self.worker_tasks = [0] * nw   # sent to a worker, not yet returned (``_workers_num_tasks``)
+        self.next_worker = 0
+        self.index_q = [simpy.Store(env) for _ in range(nw)]
+        self.result_q = simpy.Store(env)
+        self.out_q = simpy.Store(env) if params.pin_memory else self.result_q
+        self.reorder: dict[int, int] = {}   # idx -> worker, received early (in-order mode)
+        for w in range(nw):
+            env.process(self._worker(w))
+        if params.pin_memory:
+            env.process(self._pin_thread())
+        self._start_epoch()
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def _note(self):
+        t, st = self.env.now, self.stats
+        out = self.sent - self.returned
+        self.rec.sample(f"rank{self.rank}.loader.ready", t, self.ready)
+        self.rec.sample(f"rank{self.rank}.loader.outstanding", t, out)
+        st.max_outstanding = max(st.max_outstanding, out)
+        st.max_ready = max(st.max_ready, self.ready)
+
+    def _start_epoch(self):
+        """A new iterator (``_reset``): new workers unless persistent, then the first
+        ``prefetch_factor × num_workers`` indices."""
+        p = self.p
+        first = self.returned == 0
+        if p.worker_startup_us > 0 and (first or not p.persistent_workers):
+            self.startup_until = self.env.now + p.worker_startup_us
+        self.epoch_sent = self.epoch_returned = 0
+        self.next_worker = 0
+        for _ in range(self.max_tasks):
+            self._try_put_index()
+
+    def _try_put_index(self):
+        p = self.p
+        if p.batches_per_epoch is not None and self.epoch_sent >= p.batches_per_epoch:
+            return   # the sampler is exhausted for this epoch
+        nw = p.num_workers
+        for _ in range(nw):
+            w = self.next_worker
+            self.next_worker = (w + 1) % nw
+            if p.in_order or self.worker_tasks[w] < self.max_tasks // nw:
+                break
+        else:
+            return
+        self.worker_tasks[w] += 1
+        self.index_q[w].put(self.sent)
+        self.sent += 1
+        self.epoch_sent += 1
+        self._note()
+
+    # -- processes -----------------------------------------------------------------------
+    def _worker(self, w: int):
+        lane = f"rank{self.rank}.worker{w}"
+        dist = self.produce[w]
+        tpw = self.p.threads_per_worker
+        while True:
+            idx = yield self.index_q[w].get()
+            if self.env.now < self.startup_until:
+                t0 = self.env.now
+                yield self.env.timeout(self.startup_until - t0)
+                self.rec.span(Span(lane, "worker start-up", "wait", t0, self.env.now - t0,
+                                   rank=self.rank, cause="startup"))
+            start = self.env.now
+            work_us = dist.sample(self.rng)
+            yield from self.cpu.parallel_work(work_us, tpw)
+            record_cpu_work(self.rec, lane, f"batch {idx}", "produce", start,
+                             work_us / tpw, self.env.now, -1, self.rank)
+            self.ready += 1
+            self.stats.produced.append(idx)
+            self._note()
+            yield self.result_q.put((idx, w))
+
+    def _pin_thread(self):
+        lane = f"rank{self.rank}.pin_memory"
+        cost_us = self.p.unpickle_us + self.pin_us
+        while True:
+            item = yield self.result_q.get()
+            start = self.env.now
+            yield from self.cpu.work(cost_us)
+            if cost_us > 0:
+                record_cpu_work(self.rec, lane, f"pin batch {item[0]}", "pin", start, cost_us,
+                                 self.env.now, -1, self.rank)
+            yield self.out_q.put(item)
+
+    # -- consumer side -------------------------------------------------------------------
+    def next_batch(self, step: int):
+        """Process generator run by the host thread: returns (the batch index) when the next
+        batch is in the main thread's hands, after unpickling (or producing it when
+        ``num_workers=0``). Records its waits and work on the host lane."""
+        p = self.p
+        if p.num_workers == 0:
+            start = self.env.now
+            work_us = self.produce[0].sample(self.rng) + self.pin_us
+            yield from self.cpu.work(work_us)
+            record_cpu_work(self.rec, self.host_lane, "load batch (main thread)", "data", start,
+                             work_us, self.env.now, step, self.rank)
+            idx = self.returned
+            self.stats.produced.append(idx)
+            return self._returned(idx)
+        if p.batches_per_epoch is not None and self.epoch_returned >= p.batches_per_epoch:
+            self._start_epoch()   # StopIteration, then the training loop's next iter(loader)
+        start = self.env.now
+        if p.in_order:
+            want = self.returned
+            while want not in self.reorder:
+                idx, w = yield self.out_q.get()
+                self.reorder[idx] = w
+            w = self.reorder.pop(want)
+            idx = want
+        else:
+            idx, w = yield self.out_q.get()
+        if self.env.now > start:
+            self.rec.span(Span(self.host_lane, "next(DataLoader)", "wait", start,
+                               self.env.now - start, step, self.rank, cause="input"))
+        self.ready -= 1
+        self._note()
+        if not p.pin_memory and p.unpickle_us > 0:
+            t0 = self.env.now
+            yield from self.cpu.work(p.unpickle_us)
+            record_cpu_work(self.rec, self.host_lane, "unpickle batch", "data", t0,
+                             p.unpickle_us, self.env.now, step, self.rank)
+        self.worker_tasks[w] -= 1
+        self.epoch_returned += 1
+        out = self._returned(idx)
+        self._try_put_index()
+        return out
+
+    def _returned(self, idx: int) -> int:
+        self.returned += 1
+        self.stats.consumed.append(idx)
+        self._note()
+        return idx
+

@@ -1,0 +1,380 @@
+"""The StepModel: one calibrated (or hand-written) model of a rank's training step.
+
+It is the single intermediate representation between calibration, the what-if planner and the
+simulator. It round-trips through JSON (``model_dump_json`` / :func:`load_model`) and can be
+hand-written in YAML. Every time is in **µs**, every size in **bytes**, every rate in **GB/s**.
+
+Structure (see ``../shared/DESIGN.md``)::
+
+    StepModel
+      loader   LoaderParams     DataLoader settings and costs (torch/utils/data/dataloader.py)
+      host     HostParams       the host thread's per-step sequence of HostOps
+      device   DeviceParams     per stream, the ordered DeviceTasks
+      comm     CommParams       collective cost model and DDP buckets
+      ranks    [RankParams]     the ranks simulated, with their skew
+      meta     Meta             sources, steps used, measured step times, warnings
+
+``meta.sources`` maps a dotted parameter path (``loader.produce``) to how it was obtained:
+``measured`` (read from a trace or the capture sidecar), ``inferred`` (derived from measured
+values by a stated rule) or ``assumed`` (a default nobody measured).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simcore.dists import Constant, Duration, Empirical, LogNormal
+from simcore.errors import InputError, ModelError
+
+Source = Literal["measured", "inferred", "assumed"]
+CATEGORIES = (
+    "gemm", "conv", "elementwise", "reduction", "normalization", "attention",
+    "memcpy", "memset", "communication", "optimizer", "other",
+)
+Category = Literal[
+    "gemm", "conv", "elementwise", "reduction", "normalization", "attention",
+    "memcpy", "memset", "communication", "optimizer", "other",
+]
+PHASES = ("forward", "backward", "optimizer", "data", "other")
+Phase = Literal["forward", "backward", "optimizer", "data", "other"]
+SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DurationSpec(_Strict):
+    """A duration distribution in µs, hand-writable as ``{mean_us: 900, cv: 0.1}`` or
+    ``{samples_us: [...]}`` (resampled with replacement; ``mean_us`` is then their mean)."""
+
+    mean_us: float = Field(ge=0)
+    cv: float = Field(default=0.0, ge=0)
+    samples_us: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _check_samples(self):
+        if self.samples_us is not None:
+            if not self.samples_us or min(self.samples_us) < 0:
+                raise ValueError("samples_us must be non-empty and >= 0")
+        return self
+
+    @classmethod
+    def constant(cls, us: float) -> "DurationSpec":
+        return cls(mean_us=us)
+
+    @classmethod
+    def from_samples(cls, samples_us: list[float]) -> "DurationSpec":
+        s = [float(v) for v in samples_us]
+        return cls(mean_us=sum(s) / len(s), samples_us=s)
+
+    def build(self) -> Duration:
+        """The simcore distribution: Empirical if samples are given, else LogNormal (cv > 0)
+        or Constant."""
+        if self.samples_us:
+            return Empirical(tuple(self.samples_us))
+        if self.cv > 0:
+            return LogNormal(self.mean_us, self.cv)
+        return Constant(self.mean_us)
+
+    def scaled(self, factor: float) -> "DurationSpec":
+        """Every value multiplied by ``factor`` (≥ 0)."""
+        if factor < 0:
+            raise ModelError(f"scale factor must be >= 0, got {factor}")
+        return DurationSpec(
+            mean_us=self.mean_us * factor, cv=self.cv,
+            samples_us=None if self.samples_us is None else [v * factor for v in self.samples_us],
+        )
+
+
+class LoaderParams(_Strict):
+    """DataLoader settings and costs, named as in ``torch.utils.data.DataLoader``.
+
+    Semantics follow ``torch/utils/data/dataloader.py``: at most ``num_workers ×
+    prefetch_factor`` batches outstanding, indices sent to workers round-robin, one new index
+    sent per batch returned, in-order delivery unless ``in_order`` is False; ``num_workers=0``
+    loads on the main thread.
+    """
+
+    num_workers: int = Field(default=0, ge=0)
+    prefetch_factor: int = Field(default=2, ge=1)
+    pin_memory: bool = False
+    in_order: bool = True
+    persistent_workers: bool = False
+    batch_size: int | None = Field(default=None, ge=1)
+    produce: DurationSpec = Field(default_factory=lambda: DurationSpec(mean_us=0.0))
+    """CPU time (µs) one thread needs to produce one batch (fetch, decode, augment, collate) on
+    an uncontended core."""
+    threads_per_worker: int = Field(default=1, ge=1)
+    host_cores: int = Field(default=1, ge=1)
+    """Cores shared by the workers, the main thread and the pin-memory thread
+    (``len(os.sched_getaffinity(0))``)."""
+    unpickle_us: float = Field(default=0.0, ge=0)
+    """Main-thread cost (µs) of receiving one batch from a worker."""
+    batch_bytes: int = Field(default=0, ge=0)
+    """Bytes of one collated batch (what the pin-memory thread copies)."""
+    pin_gbps: float = Field(default=8.0, gt=0)
+    """Rate (GB/s) at which the pin-memory thread copies a batch into page-locked memory."""
+    worker_startup_us: float = Field(default=0.0, ge=0)
+    """Time (µs) to start the workers at the beginning of an epoch (paid per epoch unless
+    ``persistent_workers``)."""
+    batches_per_epoch: int | None = Field(default=None, ge=1)
+    produce_by_worker: list[DurationSpec] | None = None
+    """Per-worker production time (index = worker id), overriding ``produce`` (a slow worker,
+    a worker pinned to a busy core); must list ``num_workers`` entries."""
+
+    @model_validator(mode="after")
+    def _check_by_worker(self):
+        if self.produce_by_worker is not None and len(self.produce_by_worker) != self.num_workers:
+            raise ValueError(f"produce_by_worker lists {len(self.produce_by_worker)} workers, "
+                             f"num_workers is {self.num_workers}")
+        return self
+
+
+HostKind = Literal["cpu", "launch", "sync", "next_batch"]
+
+
+class HostOp(_Strict):
+    """One item of the host thread's per-step sequence.
+
+    kind:
+      * ``cpu``: CPU work of ``dur_us`` µs on the host thread (Python, framework overhead).
+      * ``launch``: a launch API call costing ``dur_us`` µs that enqueues device task ``task``.
+      * ``sync``: the host blocks until device task ``task`` finishes (``task=None``: until
+        every device task launched so far finishes, as ``cudaDeviceSynchronize``); ``dur_us``
+        is the call's own CPU cost.
+      * ``next_batch``: ``next()`` on the DataLoader; waits for the next batch in order.
+    """
+
+    kind: HostKind
+    name: str = ""
+    dur_us: float = Field(default=0.0, ge=0)
+    samples_us: list[float] | None = None
+    """For ``cpu`` ops: measured per-step durations (µs); each simulated step draws one of
+    them (with replacement) instead of ``dur_us``, so step-to-step variation is kept."""
+    task: str | None = None
+    category: str = "other"
+    phase: Phase = "other"
+    """Training phase the op belongs to (what-ifs scale a phase; under DDP's ``no_sync`` the
+    ``optimizer`` phase is skipped)."""
+
+    @model_validator(mode="after")
+    def _check_samples(self):
+        if self.samples_us is not None and (not self.samples_us or min(self.samples_us) < 0):
+            raise ValueError("samples_us must be non-empty and >= 0")
+        return self
+
+
+class HostParams(_Strict):
+    """The host thread: one step is ``ops`` in order, repeated every step."""
+
+    ops: list[HostOp] = Field(default_factory=list)
+    uses_core: bool = True
+    """Whether the host thread's CPU work takes a core from the shared pool (it competes with
+    DataLoader workers for ``loader.host_cores``)."""
+
+
+TaskKind = Literal["kernel", "memcpy", "memset", "collective"]
+
+
+class DeviceTask(_Strict):
+    """One task on a device lane (a CUDA stream, a copy engine, the communication stream).
+
+    Tasks on one stream run in list order. A task starts when its stream is free, its launch
+    (the host op naming it, if any) has been issued, and every task in ``waits`` has finished.
+    For ``collective`` tasks ``dur_us`` is the transfer time (taken from the last rank to
+    arrive); the simulated collective also waits for every rank to arrive.
+    """
+
+    id: str
+    stream: str
+    name: str = ""
+    kind: TaskKind = "kernel"
+    category: Category = "other"
+    phase: Phase = "other"
+    dur_us: float = Field(ge=0)
+    breakdown_us: dict[str, float] = Field(default_factory=dict)
+    """After coarsening: µs per category of the merged tasks (sums to ``dur_us``)."""
+    waits: list[str] = Field(default_factory=list)
+    bytes: int | None = Field(default=None, ge=0)
+    copy_kind: Literal["", "h2d", "d2h", "d2d"] = ""
+    pinned: bool | None = None
+
+    def category_us(self) -> dict[str, float]:
+        """µs per category: ``breakdown_us`` when coarsened, else ``{category: dur_us}``."""
+        return dict(self.breakdown_us) if self.breakdown_us else {self.category: self.dur_us}
+
+
+class DeviceParams(_Strict):
+    """Per stream, the ordered tasks. Stream names are free-form (Kineto stream ids as
+    strings, or ``h2d``, ``comm`` in hand-written models)."""
+
+    streams: dict[str, list[DeviceTask]] = Field(default_factory=dict)
+
+    def tasks(self) -> dict[str, DeviceTask]:
+        return {t.id: t for ts in self.streams.values() for t in ts}
+
+
+class GradParam(_Strict):
+    """One model parameter as DDP sees it: its gradient's size and the task that makes it."""
+
+    name: str
+    bytes: int = Field(ge=0)
+    ready_task: str | None = None
+    """The backward device task after which this gradient is ready (None: end of backward)."""
+    dtype: str = "float32"
+    """Gradient dtype: DDP never mixes dtypes in one bucket (reducer.cpp ``BucketKey``)."""
+
+
+class CommParams(_Strict):
+    """Collective cost and DDP settings (``torch/nn/parallel/distributed.py``).
+
+    A ring all-reduce of ``b`` bytes on ``n`` ranks costs
+    ``latency_us + 2(n-1)/n × b / bus_gbps`` (µs, with b/bus_gbps converted to µs).
+    """
+
+    world_size: int = Field(default=1, ge=1)
+    bus_gbps: float | None = Field(default=None, gt=0)
+    """Bus bandwidth (GB/s); None keeps each collective's measured transfer time."""
+    latency_us: float = Field(default=0.0, ge=0)
+    bucket_cap_mb: float = Field(default=25.0, gt=0)
+    first_bucket_cap_mb: float = Field(default=1.0, gt=0)
+    grad_params: list[GradParam] = Field(default_factory=list)
+    """Parameters in registration order (DDP walks them in reverse)."""
+    comm_stream: str = "comm"
+    grad_accum_steps: int = Field(default=1, ge=1)
+    """Gradient accumulation: each optimizer step spans this many simulated steps, all but the
+    last under ``DistributedDataParallel.no_sync()`` (no collectives, no optimizer phase)."""
+
+
+class RankParams(_Strict):
+    """One simulated rank and its skew relative to the calibrated rank."""
+
+    rank: int = Field(ge=0)
+    delay_us: float = Field(default=0.0, ge=0)
+    """Extra host CPU time at the start of every step (a slow data path, a noisy neighbour)."""
+    phase_extra_us: dict[str, float] = Field(default_factory=dict)
+    """Extra device time per phase per step (``{"forward": 18000}`` = forward 18 ms longer)."""
+
+
+class Meta(_Strict):
+    """Where the model came from and what it could not calibrate."""
+
+    name: str = ""
+    sources: dict[str, Source] = Field(default_factory=dict)
+    traces: list[str] = Field(default_factory=list)
+    steps_used: list[int] = Field(default_factory=list)
+    measured_step_us: list[float] = Field(default_factory=list)
+    """Measured step times (start to next start, µs) of the steps used."""
+    warnings: list[str] = Field(default_factory=list)
+    notes: dict[str, str | float | int | bool | None] = Field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Optional uncertainty of parameters, as ``path -> (low, high)`` *factors* applied to the
+    value at that dotted path (``loader.produce: [0.7, 1.4]``). Paths in ``sources`` marked
+    ``inferred`` or ``assumed`` without an entry here get the planner's defaults (±20 %,
+    ±50 %); see :mod:`scenarios.predict`."""
+
+    @model_validator(mode="after")
+    def _check_ranges(self):
+        for path, (lo, hi) in self.ranges.items():
+            if not (0 <= lo <= hi):
+                raise ValueError(f"ranges[{path!r}] must satisfy 0 <= low <= high, got ({lo}, {hi})")
+        return self
+
+
+class StepModel(_Strict):
+    """A rank's training step. See the module docstring for the structure and units.
+
+    Raises (on construction): pydantic ``ValidationError`` for bad values; ``ModelError`` is
+    raised by :func:`load_model` for files.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    loader: LoaderParams = Field(default_factory=LoaderParams)
+    host: HostParams = Field(default_factory=HostParams)
+    device: DeviceParams = Field(default_factory=DeviceParams)
+    comm: CommParams = Field(default_factory=CommParams)
+    ranks: list[RankParams] = Field(default_factory=lambda: [RankParams(rank=0)])
+    meta: Meta = Field(default_factory=Meta)
+
+    @model_validator(mode="after")
+    def _check_refs(self):
+        tasks: dict[str, DeviceTask] = {}
+        for stream, ts in self.device.streams.items():
+            for t in ts:
+                if t.stream != stream:
+                    raise ValueError(f"task {t.id!r} lists stream {t.stream!r} but is under {stream!r}")
+                if t.id in tasks:
+                    raise ValueError(f"device task id {t.id!r} repeats")
+                tasks[t.id] = t
+        for t in tasks.values():
+            for w in t.waits:
+                if w not in tasks:
+                    raise ValueError(f"task {t.id!r} waits for unknown task {w!r}")
+        launched: set[str] = set()
+        for i, op in enumerate(self.host.ops):
+            if op.kind in ("launch", "sync") and op.task is not None and op.task not in tasks:
+                raise ValueError(f"host op {i} ({op.kind}) names unknown task {op.task!r}")
+            if op.kind == "launch":
+                if op.task is None:
+                    raise ValueError(f"host op {i} is a launch without a task")
+                if op.task in launched:
+                    raise ValueError(f"task {op.task!r} is launched twice")
+                launched.add(op.task)
+        if not self.ranks:
+            raise ValueError("ranks must list at least one rank")
+        if len({r.rank for r in self.ranks}) != len(self.ranks):
+            raise ValueError("rank numbers repeat")
+        return self
+
+    def task_map(self) -> dict[str, DeviceTask]:
+        return self.device.tasks()
+
+
+def load_model(path: str | Path) -> StepModel:
+    """Read a StepModel from JSON or YAML (by suffix ``.yaml``/``.yml``).
+
+    Raises:
+        InputError: missing/unreadable file, not JSON/YAML, or not a valid StepModel
+            (the message names the first invalid field).
+    """
+    import orjson
+    import yaml
+
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(p, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(p, "is a directory, expected a StepModel file") from None
+    except OSError as e:
+        raise InputError(p, f"cannot read: {e.strerror}") from None
+    if not raw.strip():
+        raise InputError(p, "file is empty")
+    try:
+        if p.suffix.lower() in (".yaml", ".yml"):
+            data = yaml.safe_load(raw)
+        else:
+            data = orjson.loads(raw)
+    except (orjson.JSONDecodeError, yaml.YAMLError) as e:
+        raise InputError(p, f"not valid {'YAML' if p.suffix.lower() in ('.yaml', '.yml') else 'JSON'}: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise InputError(p, f"expected a StepModel object, got {type(data).__name__}")
+    if "traceEvents" in data:
+        raise InputError(p, "this is a profiler trace, not a StepModel; run 'stepsim calibrate' on it first")
+    try:
+        return StepModel.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        raise InputError(p, f"not a valid StepModel: {loc}: {err['msg']}") from None
+
+
+def save_model(model: StepModel, path: str | Path) -> None:
+    """Write ``model`` as indented JSON, atomically (temp file in the same folder + rename)."""
+    from simcore.atomic import write_atomic
+
+    write_atomic(Path(path), model.model_dump_json(indent=1).encode())

@@ -1,0 +1,273 @@
+"""Run a StepModel in SimPy and collect what happened.
+
+Process start order (fixed; SimPy's FIFO tie-break then makes runs repeatable byte for byte):
+for each rank in ``model.ranks`` order: its DataLoader workers (0..n-1), its pin-memory thread,
+its device streams (in ``device.streams`` order), then its host thread.
+
+Random streams are spawned from one seed in the order: ``rank{r}.loader`` for each rank, then
+``rank{r}.host`` for each rank.
+
+Step time is defined once, as calibration defines it: from one step's start on the host thread
+(``ProfilerStep#N`` begins) to the next step's start.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from models.cpu import CpuPool
+from models.ddp import collective_us
+from models.device import Barrier, StepEvents, TaskPlan, TaskRun, stream_process
+from models.host import HostOpPlan, HostWait, host_process
+from models.loader import DataLoaderSim, LoaderStats
+from models.params import StepModel
+from simcore.dists import Empirical
+from simcore.errors import ModelError
+from simcore.record import ListRecorder, Recorder, Span
+from simcore.rng import spawn_streams
+
+MAX_QUEUED_LAUNCHES = 1024
+"""CUDA's launch queue holds about 1024 pending launches before a launch blocks the host."""
+
+
+@dataclass
+class SimResult:
+    """What a simulation produced.
+
+    Attributes:
+        step_us: shape (n_ranks, steps): each measured step's time (µs), start to next start.
+        step_starts_us: per rank, the host's step-start instants (µs), warm-up included.
+        warmup: steps simulated before the measured window.
+        window_us: (start, end) instants of the measured window on rank 0 (µs).
+        spans: every span recorded (see :class:`simcore.record.Span`).
+        samples: sampled series, e.g. ``rank0.loader.ready`` → [(t_us, value), …].
+        max_outstanding: per rank, the most batches ever outstanding in its DataLoader.
+        ranks: the rank numbers, in simulation order.
+        runs: every device task execution (:class:`models.device.TaskRun`), per stream in
+            stream order.
+        host_waits: every blocking wait of a host thread on the device
+            (:class:`models.host.HostWait`).
+        loader_stats: per rank, what its DataLoader produced and returned.
+        model: the simulated model (metrics look tasks up in it).
+    """
+
+    step_us: np.ndarray
+    step_starts_us: list[list[float]]
+    warmup: int
+    window_us: tuple[float, float]
+    spans: list[Span]
+    samples: dict[str, list[tuple[float, float]]]
+    max_outstanding: list[int]
+    ranks: list[int]
+    extra: dict = field(default_factory=dict)
+    runs: list[TaskRun] = field(default_factory=list)
+    host_waits: list[HostWait] = field(default_factory=list)
+    loader_stats: list[LoaderStats] = field(default_factory=list)
+    model: StepModel | None = None
+
+    @property
+    def job_step_us(self) -> np.ndarray:
+        """Per measured step, the slowest rank's time (µs): what the job pays."""
+        return self.step_us.max(axis=0)
+
+    @property
+    def mean_step_us(self) -> float:
+        return float(self.job_step_us.mean())
+
+    @property
+    def median_step_us(self) -> float:
+        return float(np.median(self.job_step_us))
+
+    def rank_window_us(self, rank: int) -> tuple[float, float]:
+        """(start, end) instants (µs) of ``rank``'s own measured window."""
+        st = self.step_starts_us[self.ranks.index(rank)]
+        return st[self.warmup], st[self.warmup + self.step_us.shape[1]]
+
+
+class _Tee(Recorder):
+    def __init__(self, *recs: Recorder):
+        self.recs = recs
+
+    def span(self, span):
+        for r in self.recs:
+            r.span(span)
+
+    def sample(self, series, t_us, value):
+        for r in self.recs:
+            r.sample(series, t_us, value)
+
+
+def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
+    """µs per device task for one rank: measured durations, collectives from the cost model
+    when ``comm.bus_gbps`` is set, and the rank's per-phase extra time spread over that
+    phase's non-collective tasks in proportion to their duration."""
+    rp = model.ranks[rank_index]
+    tasks = model.task_map()
+    out: dict[str, float] = {}
+    for t in tasks.values():
+        if t.kind == "collective" and model.comm.bus_gbps is not None and t.bytes is not None:
+            out[t.id] = collective_us(t.bytes, model.comm.world_size, model.comm.bus_gbps,
+                                      model.comm.latency_us)
+        else:
+            out[t.id] = t.dur_us
+    for phase, extra in rp.phase_extra_us.items():
+        ids = [t.id for t in tasks.values() if t.phase == phase and t.kind != "collective"]
+        total = sum(out[i] for i in ids)
+        if not ids:
+            raise ModelError(f"rank {rp.rank}: phase_extra_us names phase {phase!r}, which has no tasks")
+        for i in ids:
+            out[i] += extra * (out[i] / total if total > 0 else 1 / len(ids))
+    return out
+
+
+def issue_points(model: StepModel) -> dict[str, int]:
+    """For every device task, the index of the host op by which it has been issued: its launch
+    op, or for a task no host op launches, the latest issue point among its stream predecessor
+    and the tasks it waits for (−1: issued when the step starts). A device-wide sync at op ``j``
+    waits for the tasks issued before ``j``."""
+    launch = {op.task: i for i, op in enumerate(model.host.ops) if op.kind == "launch"}
+    issue = {t: launch.get(t, -1) for t in model.task_map()}
+    for _ in range(len(issue) + 1):
+        changed = False
+        for ts in model.device.streams.values():
+            prev = -1
+            for t in ts:
+                v = max([prev, launch.get(t.id, -1)] + [issue[w] for w in t.waits])
+                if v != issue[t.id]:
+                    issue[t.id], changed = v, True
+                prev = v
+        if not changed:
+            return issue
+    raise ModelError("device task waits form a cycle")
+
+
+def host_plan(model: StepModel) -> list[HostOpPlan]:
+    """The host ops as the host process runs them: pageable copies that block, the targets of
+    every sync, optimizer-phase ops (skipped under ``no_sync``)."""
+    tasks = model.task_map()
+    issue = issue_points(model)
+    plans = []
+    for j, op in enumerate(model.host.ops):
+        block = None
+        targets: tuple[tuple[int, str], ...] = ()
+        t = tasks.get(op.task) if op.task is not None else None
+        if op.kind == "launch" and t is not None and t.pinned is False \
+                and t.copy_kind in ("h2d", "d2h"):
+            block = t.copy_kind
+        if op.kind == "sync":
+            if t is not None:
+                targets = ((0, t.id),)
+            else:
+                tl = []
+                for ts in model.device.streams.values():
+                    done_before = [x.id for x in ts if issue[x.id] < j]
+                    if done_before:
+                        tl.append((0, done_before[-1]))
+                    elif ts:
+                        tl.append((-1, ts[-1].id))
+                targets = tuple(tl)
+        optimizer = op.phase == "optimizer" or (t is not None and t.phase == "optimizer")
+        plans.append(HostOpPlan(
+            op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind), op.dur_us,
+            op.task, op.category, block, targets, optimizer,
+            Empirical(tuple(op.samples_us)) if op.kind == "cpu" and op.samples_us else None))
+    return plans
+
+
+def stream_plans(model: StepModel, rank_index: int) -> dict[str, list[TaskPlan]]:
+    """One rank's device tasks as its stream processes run them, durations set for the rank."""
+    durs = task_durations(model, rank_index)
+    launched = {op.task for op in model.host.ops if op.kind == "launch"}
+    comm = model.comm.comm_stream
+    return {s: [TaskPlan(
+        t.id, t.name or t.id, t.category, durs[t.id], tuple(t.waits), t.id in launched,
+        t.copy_kind if t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h") else None,
+        t.kind == "collective",
+        (t.kind == "collective" and s == comm) or t.phase == "optimizer")
+        for t in ts] for s, ts in model.device.streams.items()}
+
+
+def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
+             recorder: Recorder | None = None) -> SimResult:
+    """Simulate ``warmup + steps`` steps of every rank in ``model.ranks``.
+
+    Args:
+        model: the StepModel.
+        steps: measured steps (≥ 1).
+        warmup: steps simulated first and not measured (≥ 0), so the prefetch pipeline and
+            the host's run-ahead reach steady state.
+        seed: the run's one seed.
+        recorder: optional extra observer; spans are always collected into the result.
+
+    Raises:
+        ModelError: a model that cannot run (no host ops, a bad skew, a deadlock such as a
+            sync on a task launched later, a cycle of waits).
+    """
+    if steps < 1 or warmup < 0:
+        raise ModelError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+    if not model.host.ops:
+        raise ModelError("the model's host thread has no ops: nothing to simulate")
+    env = simpy.Environment()
+    rec = ListRecorder()
+    hook = _Tee(rec, recorder) if recorder is not None else rec
+    n_total = warmup + steps + 1
+    rngs = spawn_streams(seed, [f"rank{r.rank}.loader" for r in model.ranks]
+                         + [f"rank{r.rank}.host" for r in model.ranks])
+    barrier = Barrier(env, len(model.ranks)) if len(model.ranks) > 1 else None
+    events = StepEvents(env)
+    lp = model.loader
+    threads = lp.num_workers * lp.threads_per_worker + (1 if lp.pin_memory and lp.num_workers else 0)
+    threads += 1 if model.host.uses_core else 0
+    ops = host_plan(model)
+    accum = model.comm.grad_accum_steps
+
+    def sync_step(step: int) -> bool:
+        return (step + 1) % accum == 0
+
+    slot_map: dict = {}
+
+    def take_slot(rank, step, task, req):
+        slot_map[(rank, step, task)] = req
+
+    runs: list[TaskRun] = []
+    waits: list[HostWait] = []
+    hosts, starts, loaders = [], [], []
+    for i, rp in enumerate(model.ranks):
+        cpu = CpuPool(env, lp.host_cores, contended=threads > lp.host_cores)
+        loader = DataLoaderSim(env, lp, cpu, rngs[f"rank{rp.rank}.loader"], hook, rp.rank)
+        loaders.append(loader)
+        engines = {"h2d": simpy.Resource(env, capacity=1), "d2h": simpy.Resource(env, capacity=1)}
+        slots = simpy.Resource(env, capacity=MAX_QUEUED_LAUNCHES)
+
+        def release_slot(rank, step, task, _slots=slots):
+            req = slot_map.pop((rank, step, task), None)
+            if req is not None:
+                _slots.release(req)
+
+        for s, plans in stream_plans(model, i).items():
+            env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
+                                       n_total, release_slot, runs, sync_step))
+        st: list[float] = []
+        starts.append(st)
+        hosts.append(env.process(host_process(
+            env, rp.rank, ops, rp.delay_us, cpu, model.host.uses_core, loader, events, hook,
+            n_total, st, slots, take_slot, waits, sync_step, rngs[f"rank{rp.rank}.host"])))
+    try:
+        env.run(until=simpy.AllOf(env, hosts))
+    except RuntimeError as e:
+        if "until" not in str(e) and "No scheduled events" not in str(e):
+            raise
+        stuck = [model.ranks[i].rank for i, st in enumerate(starts) if len(st) <= n_total]
+        raise ModelError(
+            f"the simulation deadlocked on rank(s) {stuck} at t={env.now:.1f} us: a sync or "
+            "wait on a task that can never finish (launched later in the step, or on another "
+            "rank's collective that is never entered)") from None
+    step_us = np.array([[s[k + 1] - s[k] for k in range(warmup, warmup + steps)] for s in starts])
+    window = (starts[0][warmup], starts[0][warmup + steps])
+    return SimResult(step_us=step_us, step_starts_us=starts, warmup=warmup, window_us=window,
+                     spans=rec.spans, samples=rec.samples,
+                     max_outstanding=[ld.stats.max_outstanding for ld in loaders],
+                     ranks=[r.rank for r in model.ranks], runs=runs, host_waits=waits,
+                     loader_stats=[ld.stats for ld in loaders], model=model)

@@ -1,0 +1,107 @@
+"""Tables printed by the CLI (rich). Times arrive in µs and are shown in ms."""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import asdict
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from models.metrics import Summary, label
+from models.params import StepModel
+from simcore.units import us_to_ms
+
+
+def console() -> Console:
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+
+
+def _to_ms(value):
+    """Recursively rename ``*_us`` keys to ``*_ms`` and convert their values (numbers, or
+    dicts of numbers) to milliseconds."""
+    if isinstance(value, list):
+        return [_to_ms(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for k, v in value.items():
+        if isinstance(k, str) and k.endswith("_us"):
+            key = k[:-3] + "_ms"
+            if isinstance(v, dict):
+                out[key] = {kk: us_to_ms(vv) for kk, vv in v.items()}
+            elif isinstance(v, (int, float)):
+                out[key] = us_to_ms(v)
+            else:
+                out[key] = _to_ms(v)
+        elif isinstance(v, float) and math.isinf(v):
+            out[k] = None
+        else:
+            out[k] = _to_ms(v) if isinstance(v, (dict, list)) else v
+    return out
+
+
+def summary_dict(summary: Summary) -> dict:
+    """The summary with times in ms (keys renamed ``*_ms``), for JSON output; an infinite
+    Amdahl ceiling becomes null."""
+    d = _to_ms(asdict(summary))
+    d["ceilings"] = {k: (None if math.isinf(v) else v) for k, v in summary.ceilings.items()}
+    return d
+
+
+def _ms(us: float) -> str:
+    return f"{us_to_ms(us):.2f}"
+
+
+def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
+    """Print one simulation's summary: step time, bottleneck, critical path with Amdahl
+    ceilings, lanes, communication (exposed, skew vs transfer), input queue."""
+    if as_json:
+        sys.stdout.write(orjson.dumps(summary_dict(s), option=orjson.OPT_INDENT_2
+                                      | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+        return
+    c = console()
+    name = model.meta.name or "model"
+    c.print(f"[bold]{name}[/bold]: step time mean {_ms(s.mean_step_us)} ms, "
+            f"median {_ms(s.median_step_us)} ms "
+            f"(P10 {_ms(s.p10_step_us)}, P90 {_ms(s.p90_step_us)})")
+    if len(s.rank_step_us) > 1:
+        c.print("per rank: " + ", ".join(f"rank {r} {_ms(v)} ms" for r, v in s.rank_step_us.items()))
+    c.print(f"bottleneck: [bold]{s.bottleneck_label}[/bold]")
+    step = sum(s.critical_path_us.values()) or s.mean_step_us
+    t = Table(title=f"critical path of rank {s.rank} (scarce lane: {s.scarce_lane or '-'})",
+              show_edge=False)
+    for col in ("component", "ms/step", "% of step", "idle (gap) ms", "ceiling"):
+        t.add_column(col, justify="left" if col == "component" else "right")
+    for k, v in sorted(s.critical_path_us.items(), key=lambda kv: -kv[1]):
+        ceil = s.ceilings.get(k, 1.0)
+        t.add_row(label(k), f"{us_to_ms(v):.2f}", f"{100 * v / step:.1f}",
+                  _ms(s.gap_us[k]) if k in s.gap_us else "",
+                  "inf" if math.isinf(ceil) else f"{ceil:.2f}x")
+    c.print(t)
+    c.print(f"compute busy {_ms(s.compute_busy_us)} ms/step; kernel-sum / step-wall "
+            f"{s.kernel_ratio:.2f}")
+    t = Table(title="lanes", show_edge=False)
+    t.add_column("lane")
+    t.add_column("busy %", justify="right")
+    for lane, f in s.lane_busy.items():
+        t.add_row(lane, f"{100 * f:.1f}")
+    c.print(t)
+    if s.comm_busy_us or s.arrival_skew_us:
+        c.print(f"communication: busy {_ms(s.comm_busy_us)} ms/step, exposed "
+                f"{_ms(s.exposed_comm_us)}, hidden {_ms(s.hidden_comm_us)}; arrival skew "
+                f"{_ms(s.arrival_skew_us)} ms/step"
+                + (f"; straggler rank {s.straggler_rank}" if s.straggler_rank is not None else ""))
+        t = Table(title="collectives (per step)", show_edge=False)
+        for col in ("collective", "observed ms", "arrival skew ms", "transfer ms",
+                    "busbw (observed) GB/s", "busbw (transfer) GB/s"):
+            t.add_column(col, justify="left" if col == "collective" else "right")
+        for cs in s.collectives:
+            t.add_row(cs.name, _ms(cs.observed_us), _ms(cs.skew_us), _ms(cs.transfer_us),
+                      f"{cs.apparent_busbw_gbps:.1f}", f"{cs.busbw_gbps:.1f}")
+        c.print(t)
+    if s.queue_cap or s.batches_per_s:
+        c.print(f"input: {s.batches_per_s:.2f} batches/s; ready queue mean {s.queue_mean:.1f}, "
+                f"max {s.queue_max:.0f} of cap {s.queue_cap}, empty {100 * s.queue_empty_frac:.0f}% "
+                f"of the time; loader keeps {s.loader_cores_busy:.1f} cores busy")

@@ -1,0 +1,379 @@
+"""Named fixes: the optimisations people try, each a pure ``StepModel -> StepModel`` transform
+that states exactly what it changes (``stepsim fixes`` prints this table).
+
+Every fix has a *kind*, which says what it would cost to adopt:
+
+* ``systems``: changes how the same computation is fed and scheduled (loader, copies,
+  launches, kernel fusion, DDP buckets, a slow node replaced). The planner uses these.
+* ``numerics``: changes the arithmetic (mixed precision).
+* ``algorithm``: changes the optimisation itself (gradient accumulation changes how often the
+  weights are updated).
+* ``hardware``: needs different hardware (a faster interconnect).
+
+``relieves`` lists the bottleneck keys (:data:`models.metrics.BOTTLENECK_LABELS`,
+``compute:<category>``) a fix is meant to relieve; the planner tries a fix only on those.
+``candidates`` are the argument sets the planner tries when the user gives none.
+
+Arguments that nobody measured carry documented assumed defaults; pass measured values where
+you have them (``--fix pin_memory:speedup=2.6``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from models.params import Phase, StepModel
+from scenarios.paths import set_value, validated
+from scenarios.primitives import remove, scale
+from scenarios.select import Selector, copy_direction
+from simcore.errors import ModelError
+
+FixKind = Literal["systems", "numerics", "algorithm", "hardware"]
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One named fix.
+
+    Attributes:
+        name: the name used in ``--fix NAME`` and scenario files.
+        kind: systems / numerics / algorithm / hardware (see the module docstring).
+        changes: exactly what the transform changes in the StepModel.
+        args: pydantic model of its arguments (unknown arguments are an error).
+        relieves: bottleneck keys it addresses.
+        transform: ``(model, args) -> model``; raises ModelError when it does not apply.
+        candidates: ``model -> [argument dict]`` the planner tries.
+    """
+
+    name: str
+    kind: FixKind
+    changes: str
+    args: type[_Args]
+    relieves: tuple[str, ...]
+    transform: Callable[[StepModel, _Args], StepModel]
+    candidates: Callable[[StepModel], list[dict]] = lambda m: [{}]
+
+    def parse_args(self, raw: dict) -> _Args:
+        """Validated arguments. Raises ModelError naming the bad or unknown argument."""
+        try:
+            return self.args.model_validate(raw or {})
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"]) or "(arguments)"
+            msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"]
+            raise ModelError(f"fix {self.name}: {loc}: {msg} (arguments: "
+                             f"{', '.join(self.args.model_fields) or 'none'})") from None
+
+    def apply(self, model: StepModel, raw_args: dict | None = None) -> StepModel:
+        return self.transform(model, self.parse_args(raw_args or {}))
+
+
+def _nothing(fix: str, why: str) -> ModelError:
+    return ModelError(f"fix {fix} does not apply to this model: {why}")
+
+
+# ---------------------------------------------------------------- input pipeline ---------
+class WorkersArgs(_Args):
+    workers: int | None = Field(default=None, ge=1)
+    """DataLoader worker processes (default: twice the current number, at least 2)."""
+
+
+def _more_workers(m: StepModel, a: WorkersArgs) -> StepModel:
+    n = a.workers if a.workers is not None else max(2, 2 * m.loader.num_workers)
+    if n == m.loader.num_workers:
+        raise _nothing("more_workers", f"num_workers is already {n}")
+    return set_value(m, "loader.num_workers", n)
+
+
+def _worker_candidates(m: StepModel) -> list[dict]:
+    top = max(2, 2 * m.loader.host_cores)
+    return [{"workers": w} for w in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+            if m.loader.num_workers < w <= top]
+
+
+class PrefetchArgs(_Args):
+    prefetch_factor: int | None = Field(default=None, ge=1)
+    """Batches each worker keeps in flight (default: twice the current)."""
+
+
+def _prefetch(m: StepModel, a: PrefetchArgs) -> StepModel:
+    if m.loader.num_workers == 0:
+        raise _nothing("prefetch_factor", "num_workers is 0 (prefetch_factor needs workers)")
+    n = a.prefetch_factor if a.prefetch_factor is not None else 2 * m.loader.prefetch_factor
+    if n == m.loader.prefetch_factor:
+        raise _nothing("prefetch_factor", f"prefetch_factor is already {n}")
+    return set_value(m, "loader.prefetch_factor", n)
+
+
+def _prefetch_candidates(m: StepModel) -> list[dict]:
+    return [{"prefetch_factor": p} for p in (4, 8) if p > m.loader.prefetch_factor]
+
+
+class GpuDecodeArgs(_Args):
+    share: float = Field(default=0.5, gt=0, le=1)
+    """Fraction of a worker's per-batch time that is decoding (assumed 0.5)."""
+    gpu_us: float | None = Field(default=None, ge=0)
+    """GPU time (µs) to decode one batch (default, assumed: the CPU decode time / 40)."""
+
+
+def _gpu_decode(m: StepModel, a: GpuDecodeArgs) -> StepModel:
+    cpu_us = m.loader.produce.mean_us * a.share
+    if cpu_us <= 0:
+        raise _nothing("gpu_decode", "the loader's produce time is 0")
+    tasks = m.task_map()
+    at = next((i for i, op in enumerate(m.host.ops) if op.kind == "launch"
+               and copy_direction(tasks[op.task]) is None), None)
+    if at is None:
+        raise _nothing("gpu_decode", "no launched device work to run the decode beside")
+    data = set_value(m, "loader.produce", m.loader.produce.scaled(1 - a.share)).model_dump()
+    first = tasks[m.host.ops[at].task]
+    stream = data["device"]["streams"][first.stream]
+    pos = next(j for j, t in enumerate(stream) if t["id"] == first.id)
+    tid = "gpu_decode"
+    while tid in tasks:
+        tid += "_"
+    stream.insert(pos, {"id": tid, "stream": first.stream, "name": "decode (GPU)",
+                        "kind": "kernel", "category": "other", "phase": "data",
+                        "dur_us": a.gpu_us if a.gpu_us is not None else cpu_us / 40,
+                        "waits": list(first.waits)})
+    data["host"]["ops"].insert(at, {"kind": "launch", "name": "launch decode", "task": tid,
+                                    "dur_us": m.host.ops[at].dur_us, "category": "other"})
+    return validated(data, "fix gpu_decode")
+
+
+# ---------------------------------------------------------------- copies -----------------
+class PinArgs(_Args):
+    speedup: float = Field(default=2.0, gt=0)
+    """Pinned over pageable host-to-device copy rate (assumed 2.0; measure with a copy test)."""
+    non_blocking: bool = True
+    """``.to(device, non_blocking=True)``: the host no longer waits for the copy."""
+
+
+def _pin_memory(m: StepModel, a: PinArgs) -> StepModel:
+    tasks = m.task_map()
+    pageable = [t.id for t in tasks.values() if copy_direction(t) == "h2d" and not t.pinned]
+    blocking = [i for i, op in enumerate(m.host.ops) if a.non_blocking and op.kind == "sync"
+                and op.task is not None and copy_direction(tasks[op.task]) == "h2d"]
+    if m.loader.pin_memory and not pageable and not blocking:
+        raise _nothing("pin_memory", "pin_memory is on and every host-to-device copy is pinned")
+    data = m.model_dump()
+    data["loader"]["pin_memory"] = True
+    for ts in data["device"]["streams"].values():
+        for t in ts:
+            if t["id"] in pageable:
+                t["pinned"] = True
+                t["dur_us"] /= a.speedup
+                t["breakdown_us"] = {k: v / a.speedup for k, v in t["breakdown_us"].items()}
+    data["host"]["ops"] = [op for i, op in enumerate(data["host"]["ops"]) if i not in blocking]
+    return validated(data, "fix pin_memory")
+
+
+# ---------------------------------------------------------------- host launch ------------
+class GraphArgs(_Args):
+    phases: tuple[Phase, ...] = ("forward", "backward", "optimizer")
+    """Phases whose kernels are captured (copies of the input batch stay outside)."""
+    launch_us: float = Field(default=10.0, ge=0)
+    """Host cost (µs) of one graph replay (``cudaGraphLaunch``; assumed 10 µs)."""
+
+
+def _cuda_graphs(m: StepModel, a: GraphArgs) -> StepModel:
+    tasks = m.task_map()
+
+    def captured(op) -> bool:
+        return op.kind == "launch" and tasks[op.task].phase in a.phases \
+            and copy_direction(tasks[op.task]) is None
+
+    if not any(captured(op) for op in m.host.ops):
+        raise _nothing("cuda_graphs", f"no launches of {'/'.join(a.phases)} work")
+    data = m.model_dump()
+    ops, held, open_ = [], [], False
+    for src, op in zip(m.host.ops, data["host"]["ops"]):
+        if captured(src):
+            op["dur_us"] = 0.0 if open_ else a.launch_us
+            if not open_:
+                op["name"] = "cudaGraphLaunch"
+            held, open_ = [], True
+            ops.append(op)
+        elif src.kind == "cpu" and open_:
+            held.append(op)
+        else:
+            ops += held
+            held, open_ = [], False
+            ops.append(op)
+    data["host"]["ops"] = ops + held
+    return validated(data, "fix cuda_graphs")
+
+
+# ---------------------------------------------------------------- kernels ----------------
+class FuseArgs(_Args):
+    factor: float = Field(default=0.5, gt=0, le=1)
+    """Fused time over unfused time of the elementwise work (assumed 0.5: the chain reads and
+    writes memory once instead of once per kernel)."""
+
+
+def _fused_elementwise(m: StepModel, a: FuseArgs) -> StepModel:
+    tasks = m.task_map()
+    ew = {tid: t.category_us().get("elementwise", 0.0) for tid, t in tasks.items()}
+    if not any(ew.values()):
+        raise _nothing("fused_elementwise", "no elementwise kernels")
+    out = scale(m, Selector(lane=("device",), category=("elementwise",)), a.factor).model_dump()
+    for op in out["host"]["ops"]:
+        t = tasks.get(op["task"]) if op["kind"] == "launch" else None
+        if t is not None and t.dur_us > 0 and ew[t.id]:
+            op["dur_us"] *= 1 - ew[t.id] / t.dur_us * (1 - a.factor)
+    return validated(out, "fix fused_elementwise")
+
+
+class PrecisionArgs(_Args):
+    factor: float = Field(gt=0)
+    """New over old time of the selected categories in reduced precision (you give it: it
+    depends on the GPU's tensor cores and the shapes; 0.5 is common for bf16 GEMMs)."""
+    categories: tuple[str, ...] = ("gemm", "conv")
+
+
+def _mixed_precision(m: StepModel, a: PrecisionArgs) -> StepModel:
+    return scale(m, Selector(lane=("device",), category=a.categories), a.factor)
+
+
+# ---------------------------------------------------------------- communication ----------
+class BucketArgs(_Args):
+    mb: float = Field(gt=0)
+    """DDP ``bucket_cap_mb`` (MiB)."""
+
+
+def _bucket_cap(m: StepModel, a: BucketArgs) -> StepModel:
+    if not m.comm.grad_params:
+        raise _nothing("bucket_cap_mb", "the model lists no DDP gradients (comm.grad_params)")
+    if a.mb == m.comm.bucket_cap_mb:
+        raise _nothing("bucket_cap_mb", f"bucket_cap_mb is already {a.mb:g}")
+    try:
+        from models.ddp import apply_ddp
+    except ImportError:  # pragma: no cover - depends on the simulator's version
+        raise ModelError("fix bucket_cap_mb needs DDP bucketing (models.ddp), which this "
+                         "version of the simulator lacks") from None
+    return apply_ddp(set_value(m, "comm.bucket_cap_mb", a.mb))
+
+
+def _bucket_candidates(m: StepModel) -> list[dict]:
+    if not m.comm.grad_params:
+        return []
+    return [{"mb": v} for v in (5.0, 10.0, 50.0, 100.0) if v != m.comm.bucket_cap_mb]
+
+
+class InterconnectArgs(_Args):
+    k: float = Field(default=2.0, gt=0)
+    """Bus bandwidth multiplier."""
+
+
+def _collectives(m: StepModel) -> bool:
+    return any(t.kind == "collective" for t in m.task_map().values())
+
+
+def _faster_interconnect(m: StepModel, a: InterconnectArgs) -> StepModel:
+    if not _collectives(m):
+        raise _nothing("faster_interconnect", "no collectives")
+    if m.comm.bus_gbps is not None:
+        return set_value(m, "comm.bus_gbps", m.comm.bus_gbps * a.k)
+    return scale(m, Selector(kind=("collective",)), 1 / a.k)
+
+
+class AccumArgs(_Args):
+    micro_batches: int = Field(default=4, ge=2)
+    """Micro-batches per optimizer step (DDP ``no_sync`` on all but the last)."""
+
+
+def _grad_accumulation(m: StepModel, a: AccumArgs) -> StepModel:
+    n = a.micro_batches
+    tasks = m.task_map()
+    opt = {tid for tid, t in tasks.items() if t.phase == "optimizer" and t.kind != "collective"}
+    if not _collectives(m) and not opt:
+        raise _nothing("grad_accumulation", "no collectives and no optimizer work")
+    if _collectives(m):
+        m = scale(m, Selector(kind=("collective",)), 1 / n)
+        if m.comm.bus_gbps is not None:
+            m = set_value(m, "comm.latency_us", m.comm.latency_us / n)
+    data = m.model_dump()
+    for ts in data["device"]["streams"].values():
+        for t in ts:
+            if t["id"] in opt:
+                t["dur_us"] /= n
+                t["breakdown_us"] = {k: v / n for k, v in t["breakdown_us"].items()}
+    for op in data["host"]["ops"]:
+        if op["task"] in opt:
+            op["dur_us"] /= n
+    return validated(data, "fix grad_accumulation")
+
+
+# ---------------------------------------------------------------- ranks ------------------
+class NoArgs(_Args):
+    pass
+
+
+def _remove_straggler(m: StepModel, a: NoArgs) -> StepModel:
+    if not any(r.delay_us or any(r.phase_extra_us.values()) for r in m.ranks):
+        raise _nothing("remove_straggler", "no rank has skew (delay_us, phase_extra_us)")
+    return remove(m, Selector(rank=tuple(r.rank for r in m.ranks)))
+
+
+FIXES: dict[str, Fix] = {f.name: f for f in (
+    Fix("more_workers", "systems",
+        "loader.num_workers := workers (default twice the current, at least 2); each worker "
+        "takes a share of loader.host_cores.",
+        WorkersArgs, ("input",), _more_workers, _worker_candidates),
+    Fix("prefetch_factor", "systems",
+        "loader.prefetch_factor := prefetch_factor (default twice the current): more batches in "
+        "flight per worker, which absorbs jitter but adds no throughput.",
+        PrefetchArgs, ("input",), _prefetch, _prefetch_candidates),
+    Fix("gpu_decode", "systems",
+        "loader.produce × (1 − share); a 'decode (GPU)' kernel of gpu_us µs (default: the "
+        "removed CPU time / 40, assumed) is added before the first launched device task, on its "
+        "stream, with its own launch.",
+        GpuDecodeArgs, ("input",), _gpu_decode),
+    Fix("pin_memory", "systems",
+        "loader.pin_memory := true (the pin thread copies each batch into page-locked memory); "
+        "every unpinned host-to-device copy: pinned, duration ÷ speedup (default 2, assumed); "
+        "with non_blocking, host syncs on those copies are deleted.",
+        PinArgs, ("h2d", "sync"), _pin_memory),
+    Fix("cuda_graphs", "systems",
+        "launches of captured work (phases, default forward/backward/optimizer; input copies "
+        "stay outside) are collapsed, per run between syncs, into one cudaGraphLaunch of "
+        "launch_us µs (default 10, assumed); host CPU ops between captured launches are deleted "
+        "(the replay skips that Python).",
+        GraphArgs, ("launch", "host_compute"), _cuda_graphs),
+    Fix("fused_elementwise", "systems",
+        "elementwise device time × factor (default 0.5, assumed); each launch's cost shrinks by "
+        "the same proportion of its task's elementwise share (fewer kernels to launch).",
+        FuseArgs, ("compute:elementwise", "launch"), _fused_elementwise),
+    Fix("mixed_precision", "numerics",
+        "device time of categories (default gemm, conv) × factor, which you must give.",
+        PrecisionArgs, ("compute:gemm", "compute:conv"), _mixed_precision, lambda m: []),
+    Fix("bucket_cap_mb", "systems",
+        "comm.bucket_cap_mb := mb, then DDP's buckets and all-reduces are rebuilt from "
+        "comm.grad_params (models.ddp).",
+        BucketArgs, ("comm",), _bucket_cap, _bucket_candidates),
+    Fix("faster_interconnect", "hardware",
+        "comm.bus_gbps × k (default 2); without a cost model, every collective's duration ÷ k.",
+        InterconnectArgs, ("comm",), _faster_interconnect),
+    Fix("grad_accumulation", "algorithm",
+        "amortised over micro_batches (default 4): every collective's duration (bytes and "
+        "latency under the cost model) and every optimizer-phase task and its launch ÷ "
+        "micro_batches; step time is then per micro-batch.",
+        AccumArgs, ("comm", "compute:optimizer"), _grad_accumulation),
+    Fix("remove_straggler", "systems",
+        "every rank's delay_us := 0 and phase_extra_us := {} (the slow node replaced).",
+        NoArgs, ("arrival_skew",), _remove_straggler),
+)}
+
+
+def get_fix(name: str) -> Fix:
+    """The fix called ``name``. Raises ModelError listing the known names."""
+    try:
+        return FIXES[name]
+    except KeyError:
+        raise ModelError(f"unknown fix {name!r} (fixes: {', '.join(FIXES)})") from None

@@ -1,0 +1,190 @@
+"""Dotted paths into a :class:`models.params.StepModel`, the addresses that ``set``, sweeps and
+prediction intervals use.
+
+Grammar: segments separated by ``.``; a segment may be bracketed to hold dots
+(``device.tasks[fwd.0].dur_us``). At each step:
+
+* in a pydantic model the segment names a field (``loader``, ``num_workers``);
+  ``device.tasks.<id>`` is a shortcut for the task of that id on whichever stream holds it;
+* in a list it picks an element by its key: ``rank`` for ranks (``ranks.1`` is rank 1), ``id``
+  for device tasks, else a unique ``name``; failing that, an integer index (``host.ops.3``);
+* in a free dict (``meta.notes``, ``ranks.0.phase_extra_us``) it is a key; the last segment
+  may be a new key.
+
+:func:`resolve` turns a path into concrete keys and checks it; :func:`set_value` and
+:func:`get_value` use it. Both are pure: the model is never changed.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from models.params import DeviceParams, DurationSpec, StepModel
+from simcore.errors import ModelError
+
+_SEG = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
+Key = str | int
+
+
+def split_path(path: str) -> list[str]:
+    """The segments of a dotted path.
+
+    Raises:
+        ModelError: an empty path or an empty segment.
+    """
+    if not path or not path.strip():
+        raise ModelError("empty parameter path")
+    segs: list[str] = []
+    pos = 0
+    for m in _SEG.finditer(path):
+        between = path[pos:m.start()]
+        if between not in ("", "."):
+            raise ModelError(f"bad parameter path {path!r} near {between!r}")
+        segs.append(m.group(1) if m.group(1) is not None else m.group(2))
+        pos = m.end()
+    if pos != len(path) or any(s == "" for s in segs):
+        raise ModelError(f"bad parameter path {path!r}")
+    return segs
+
+
+def _list_index(items: list, seg: str, where: str) -> int:
+    if items and isinstance(items[0], BaseModel):
+        for key in ("rank", "id"):
+            if hasattr(items[0], key):
+                for i, it in enumerate(items):
+                    if str(getattr(it, key)) == seg:
+                        return i
+                if key == "rank":
+                    raise ModelError(f"{where}: no rank {seg!r} (ranks: "
+                                     f"{', '.join(str(r.rank) for r in items)})")
+        if hasattr(items[0], "name"):
+            hits = [i for i, it in enumerate(items) if it.name == seg]
+            if len(hits) > 1:
+                raise ModelError(f"{where}: name {seg!r} is ambiguous ({len(hits)} items); "
+                                 f"use an index")
+            if hits:
+                return hits[0]
+    try:
+        i = int(seg)
+    except ValueError:
+        raise ModelError(f"{where}: no item {seg!r}") from None
+    if not -len(items) <= i < len(items):
+        raise ModelError(f"{where}: index {i} out of range (list of {len(items)})")
+    return i % len(items)
+
+
+def resolve(model: StepModel, path: str, allow_new_key: bool = False) -> tuple[list[Key], Any]:
+    """Concrete keys for ``path`` and the value there (``None`` for a new dict key).
+
+    Args:
+        allow_new_key: whether the last segment may name a key a free dict does not hold yet.
+
+    Raises:
+        ModelError: naming the first segment that does not exist.
+    """
+    segs = split_path(path)
+    node: Any = model
+    keys: list[Key] = []
+    i = 0
+    while i < len(segs):
+        seg = segs[i]
+        where = ".".join(segs[:i]) or "(model)"
+        if isinstance(node, DeviceParams) and seg == "tasks":
+            if i + 1 >= len(segs):
+                raise ModelError(f"{path!r}: device.tasks needs a task id after it")
+            tid = segs[i + 1]
+            for stream, ts in node.streams.items():
+                for j, t in enumerate(ts):
+                    if t.id == tid:
+                        keys += ["streams", stream, j]
+                        node = t
+                        break
+                else:
+                    continue
+                break
+            else:
+                raise ModelError(f"{path!r}: no device task with id {tid!r}")
+            i += 2
+            continue
+        if isinstance(node, BaseModel):
+            fields = type(node).model_fields
+            if seg not in fields:
+                raise ModelError(f"unknown parameter path {path!r}: {type(node).__name__} at "
+                                 f"{where} has no field {seg!r} (fields: {', '.join(fields)})")
+            keys.append(seg)
+            node = getattr(node, seg)
+        elif isinstance(node, list):
+            j = _list_index(node, seg, f"{path!r} at {where}")
+            keys.append(j)
+            node = node[j]
+        elif isinstance(node, dict):
+            if seg not in node:
+                if allow_new_key and i == len(segs) - 1:
+                    keys.append(seg)
+                    return keys, None
+                raise ModelError(f"unknown parameter path {path!r}: {where} has no key {seg!r}"
+                                 f" (keys: {', '.join(map(str, node)) or 'none'})")
+            keys.append(seg)
+            node = node[seg]
+        else:
+            raise ModelError(f"unknown parameter path {path!r}: {where} is a "
+                             f"{type(node).__name__} value, it has no {seg!r}")
+        i += 1
+    return keys, node
+
+
+def get_value(model: StepModel, path: str) -> Any:
+    """The value at ``path`` (a pydantic object, list, dict or scalar; not a copy).
+
+    Raises:
+        ModelError: the path does not exist.
+    """
+    return resolve(model, path)[1]
+
+
+def dig(data: Any, keys: list[Key]) -> Any:
+    """``data[k0][k1]…`` on plain dicts/lists."""
+    for k in keys:
+        data = data[k]
+    return data
+
+
+def validated(data: dict, what: str) -> StepModel:
+    """Build a StepModel from a plain dict, turning a validation error into a ModelError that
+    names the first bad field and says which operation produced it."""
+    try:
+        return StepModel.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "(model)"
+        raise ModelError(f"{what}: gives an invalid model: {loc}: {err['msg']}") from None
+
+
+def set_value(model: StepModel, path: str, value: Any) -> StepModel:
+    """A copy of ``model`` with ``value`` at ``path``; the input is not changed.
+
+    Setting ``mean_us`` of a duration that holds ``samples_us`` rescales the samples to the new
+    mean (so the change takes effect; the shape of the distribution is kept).
+
+    Raises:
+        ModelError: unknown path, or a value the model rejects (the message names the field).
+    """
+    keys, old = resolve(model, path, allow_new_key=True)
+    data = model.model_dump()
+    parent = dig(data, keys[:-1])
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if keys[-1] == "mean_us" and isinstance(_walk(model, keys[:-1]), DurationSpec):
+        if parent.get("samples_us") and isinstance(value, (int, float)) and parent["mean_us"] > 0:
+            parent["samples_us"] = [v * value / parent["mean_us"] for v in parent["samples_us"]]
+    parent[keys[-1]] = value
+    return validated(data, f"set {path}={value!r}")
+
+
+def _walk(node: Any, keys: list[Key]) -> Any:
+    """Follow concrete keys through pydantic objects, lists and dicts."""
+    for k in keys:
+        node = getattr(node, k) if isinstance(node, BaseModel) else node[k]
+    return node

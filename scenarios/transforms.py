@@ -1,0 +1,263 @@
+"""The what-if language: operations on a StepModel, scenario files, and the CLI's spellings.
+
+Every operation is a pure transform with one signature, ``StepModel -> StepModel``: the input
+is never changed and the output is a validated StepModel (``op.apply(model)``). There are four:
+
+=========  ================================================================================
+op         meaning
+=========  ================================================================================
+set        a parameter at a dotted path to a value (:mod:`scenarios.paths`):
+           ``{op: set, path: loader.num_workers, value: 8}``
+scale      durations of what a selector picks, by a factor (:mod:`scenarios.primitives`,
+           :mod:`scenarios.select`): ``{op: scale, select: {category: gemm}, factor: 0.5}``
+remove     what a selector picks: ``{op: remove, select: {name: "aten::copy_*"}}``
+fix        a named fix with arguments (:mod:`scenarios.fixes`):
+           ``{op: fix, name: mixed_precision, args: {factor: 0.6}}``
+=========  ================================================================================
+
+A scenario file (YAML or JSON) holds ``name``, ``description`` and ``ops`` (a list, applied in
+order). Unknown keys, unknown fixes and bad arguments are errors that name them; paths and
+selectors are checked against the model when applied.
+
+CLI spellings (:func:`parse_set`, :func:`parse_selector`, :func:`parse_fix`):
+``--set loader.num_workers=4``, ``--scale 0.5 category=gemm|conv,phase=forward``,
+``--remove name=aten::copy_*``, ``--fix cuda_graphs:launch_us=8,phases=forward|backward``.
+Values are read as YAML scalars (``4``, ``0.5``, ``true``, ``null``); ``|`` separates
+alternatives.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Sequence, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from models.params import StepModel
+from scenarios.fixes import get_fix
+from scenarios.paths import set_value
+from scenarios.primitives import remove, scale
+from scenarios.select import Selector
+from simcore.errors import InputError, ModelError
+
+
+class _Op(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def apply(self, model: StepModel) -> StepModel:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class SetOp(_Op):
+    """Set the parameter at ``path`` to ``value``."""
+
+    op: Literal["set"] = "set"
+    path: str
+    value: Any
+
+    def apply(self, model: StepModel) -> StepModel:
+        return set_value(model, self.path, self.value)
+
+    def describe(self) -> str:
+        return f"set {self.path}={_show(self.value)}"
+
+
+class ScaleOp(_Op):
+    """Multiply durations of what ``select`` picks by ``factor`` (≥ 0)."""
+
+    op: Literal["scale"] = "scale"
+    select: Selector = Field(default_factory=Selector)
+    factor: float = Field(ge=0)
+
+    def apply(self, model: StepModel) -> StepModel:
+        return scale(model, self.select, self.factor)
+
+    def describe(self) -> str:
+        return f"scale {self.select.describe()} x{self.factor:g}"
+
+
+class RemoveOp(_Op):
+    """Remove what ``select`` picks."""
+
+    op: Literal["remove"] = "remove"
+    select: Selector
+
+    def apply(self, model: StepModel) -> StepModel:
+        return remove(model, self.select)
+
+    def describe(self) -> str:
+        return f"remove {self.select.describe()}"
+
+
+class FixOp(_Op):
+    """Apply the named fix ``name`` with ``args`` (checked when the op is built)."""
+
+    op: Literal["fix"] = "fix"
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self):
+        get_fix(self.name).parse_args(self.args)
+        return self
+
+    def apply(self, model: StepModel) -> StepModel:
+        return get_fix(self.name).apply(model, self.args)
+
+    def describe(self) -> str:
+        inner = ",".join(f"{k}={_show(v)}" for k, v in self.args.items())
+        return f"fix {self.name}" + (f"({inner})" if inner else "")
+
+
+Op = Annotated[Union[SetOp, ScaleOp, RemoveOp, FixOp], Field(discriminator="op")]
+
+
+class Scenario(BaseModel):
+    """A named list of operations, as read from a scenario file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""
+    description: str = ""
+    ops: tuple[Op, ...] = ()
+
+    def apply(self, model: StepModel) -> StepModel:
+        return apply_ops(model, self.ops)
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return "|".join(map(_show, v))
+    return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def apply_ops(model: StepModel, ops: Sequence[_Op]) -> StepModel:
+    """Apply ``ops`` in order; pure (``model`` is unchanged).
+
+    Raises:
+        ModelError: the first op that does not apply (unknown path, empty selection, a fix that
+            does not fit the model, an invalid result), named in the message.
+    """
+    for op in ops:
+        model = op.apply(model)
+    return model
+
+
+def describe_ops(ops: Sequence[_Op]) -> str:
+    """The ops in words, joined by ``; `` (``baseline`` when there are none)."""
+    return "; ".join(op.describe() for op in ops) or "baseline"
+
+
+def _error_text(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"{loc}: unknown key {str(err['loc'][-1])!r}"
+    if err["type"] == "union_tag_invalid":
+        return f"{loc}: unknown op {err['input'].get('op')!r} (ops: set, scale, remove, fix)"
+    return f"{loc}: {err['msg']}"
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario file (``.yaml``/``.yml`` as YAML, anything else as JSON, which YAML
+    also reads).
+
+    Raises:
+        InputError: missing or unreadable file, bad syntax, an unknown key, op or fix, or a bad
+            fix argument (the message names it and where it is).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InputError(p, "no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(p, f"cannot read: {e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise InputError(p, f"not valid YAML/JSON: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise InputError(p, "expected a scenario object with 'ops'")
+    if "schema_version" in data or "host" in data:
+        raise InputError(p, "this is a StepModel, not a scenario (pass it as MODEL)")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise InputError(p, f"not a valid scenario: {_error_text(e)}") from None
+    except ModelError as e:
+        raise InputError(p, f"not a valid scenario: {e}") from None
+
+
+def _value(text: str) -> Any:
+    """A CLI value: YAML scalar, or ``a|b|c`` for a list of them."""
+    if "|" in text:
+        return [_value(t) for t in text.split("|")]
+    try:
+        return yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        return text
+
+
+def _pairs(text: str, what: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in filter(None, (s.strip() for s in text.split(","))):
+        key, eq, val = part.partition("=")
+        if not eq or not key.strip():
+            raise ModelError(f"bad {what} {text!r}: expected key=value[,key=value]")
+        out[key.strip()] = _value(val.strip())
+    return out
+
+
+def parse_set(text: str) -> SetOp:
+    """``loader.num_workers=4`` → SetOp. Raises ModelError for a missing ``=`` or value."""
+    path, eq, val = text.partition("=")
+    if not eq or not path.strip() or not val.strip():
+        raise ModelError(f"bad --set {text!r}: expected PATH=VALUE (e.g. loader.num_workers=4)")
+    return SetOp(path=path.strip(), value=_value(val.strip()))
+
+
+def parse_selector(text: str) -> Selector:
+    """``category=gemm|conv,phase=forward`` → Selector (``all`` or empty: everything).
+
+    Raises:
+        ModelError: bad syntax, or an unknown filter or value (named).
+    """
+    raw = {} if text.strip() in ("", "all") else _pairs(text, "selector")
+    try:
+        return Selector.model_validate(raw)
+    except ValidationError as e:
+        raise ModelError(f"bad selector {text!r}: {_error_text(e)} (filters: "
+                         f"{', '.join(Selector.model_fields)})") from None
+
+
+def parse_scale(factor: str, selector: str) -> ScaleOp:
+    """``--scale FACTOR SELECTOR`` → ScaleOp. Raises ModelError for a bad factor."""
+    try:
+        f = float(factor)
+    except ValueError:
+        raise ModelError(f"bad --scale factor {factor!r}: expected a number") from None
+    if not f >= 0:
+        raise ModelError(f"bad --scale factor {factor!r}: must be >= 0")
+    return ScaleOp(select=parse_selector(selector), factor=f)
+
+
+def parse_remove(selector: str) -> RemoveOp:
+    """``--remove SELECTOR`` → RemoveOp."""
+    return RemoveOp(select=parse_selector(selector))
+
+
+def parse_fix(text: str) -> FixOp:
+    """``NAME`` or ``NAME:arg=value,arg=value`` → FixOp.
+
+    Raises:
+        ModelError: unknown fix or argument, or a bad value (named).
+    """
+    name, _, rest = text.partition(":")
+    try:
+        return FixOp(name=name.strip(), args=_pairs(rest, f"--fix {name} arguments"))
+    except ValidationError as e:
+        raise ModelError(f"bad --fix {text!r}: {_error_text(e)}") from None

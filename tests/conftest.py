@@ -1,0 +1,79 @@
+"""Shared fixtures: where the real traces live, and a CPU trace recorded by the test itself."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_TRACES = REPO.parent / "shared" / "traces"
+
+
+def shared_traces() -> Path:
+    """``../shared/traces`` beside the repository, or skip the test with the reason."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"real traces not available: {SHARED_TRACES} is absent (CI provides ../shared)")
+    return SHARED_TRACES
+
+
+def run_cli(*args: str, cwd: Path | None = None):
+    """Run ``stepsim`` as a user does (a subprocess), returning the CompletedProcess."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, env=env, timeout=600)
+
+
+class _SlowDataset:
+    """Map-style dataset with real CPU work per sample (a few ms of numpy)."""
+
+    def __init__(self, n: int, work: int):
+        self.n, self.work = n, work
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import numpy as np
+        import torch
+
+        rng = np.random.default_rng(i)
+        a = rng.random((self.work, self.work))
+        for _ in range(4):  # single-threaded numpy work (no BLAS threads)
+            a = np.sort(np.tanh(a) + a[::-1], axis=1)
+        return torch.from_numpy(a[:8, :8].astype("float32").ravel()), i % 2
+
+
+def record_cpu_run(out: Path, num_workers: int, active: int = 6, work: int = 400) -> Path:
+    """Record a real torch CPU training loop with the capture harness; returns ``out``."""
+    import torch
+
+    from calibration.capture import Capture
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    cap = Capture(out)
+    kw = dict(batch_size=8, num_workers=num_workers)
+    loader = cap.dataloader(_SlowDataset(8 * 40, work), **kw)
+    for x, y in cap.steps(loader, active=active, wait=1, warmup=2, skip_first=3):
+        for _ in range(4):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x.repeat(16, 1)), y.repeat(16)).backward()
+            opt.step()
+    return out
+
+
+@pytest.fixture(scope="session")
+def cpu_run_nw0(tmp_path_factory) -> Path:
+    return record_cpu_run(tmp_path_factory.mktemp("nw0"), num_workers=0)
+
+
+@pytest.fixture(scope="session")
+def cpu_run_nw1(tmp_path_factory) -> Path:
+    return record_cpu_run(tmp_path_factory.mktemp("nw1"), num_workers=1)

@@ -1,0 +1,65 @@
+"""The CLI run as a user runs it (a subprocess): the main verbs and bad input."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+def test_calibrate_simulate_whatif(tmp_path, cpu_run_nw1):
+    out = tmp_path / "model.json"
+    r = run_cli("calibrate", str(cpu_run_nw1 / "trace.json.gz"), "--sidecar",
+                str(cpu_run_nw1 / "sidecar.json"), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "calibrated 6 steps" in r.stdout
+    assert json.loads(out.read_text())["loader"]["num_workers"] == 1
+    r = run_cli("simulate", str(out), "--steps", "20")
+    assert r.returncode == 0, r.stderr
+    assert "step time mean" in r.stdout and "bottleneck" in r.stdout
+    r = run_cli("simulate", str(out), "--steps", "20", "--json")
+    assert json.loads(r.stdout)["mean_step_ms"] > 0
+
+
+def _trace_no_steps() -> bytes:
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0}]
+    return json.dumps({"traceEvents": ev}).encode()
+
+
+BAD = {
+    "empty.json": b"",
+    "notjson.json": b"this is not json",
+    "noevents.json": b'{"schemaVersion": 1}',
+    "nosteps.json": _trace_no_steps(),
+    "truncated.json.gz": gzip.compress(b'{"traceEvents": [{"ph": "X", "ts": 1}]}')[:20],
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_calibrate_bad_input(tmp_path, name):
+    p = tmp_path / name
+    p.write_bytes(BAD[name])
+    out = tmp_path / "model.json"
+    out.write_text("keep me")
+    r = run_cli("calibrate", str(p), "-o", str(out))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(p) in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert p.read_bytes() == BAD[name], "input unchanged"
+    assert out.read_text() == "keep me", "output untouched on failure"
+
+
+def test_missing_file(tmp_path):
+    p = tmp_path / "nope.json"
+    r = run_cli("calibrate", str(p), "-o", str(tmp_path / "m.json"))
+    assert r.returncode == 2 and str(p) in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("simulate", str(p))
+    assert r.returncode == 2 and str(p) in r.stderr and "Traceback" not in r.stderr
+
+
+def test_simulate_rejects_a_trace(tmp_path, cpu_run_nw1):
+    r = run_cli("simulate", str(cpu_run_nw1 / "sidecar.json"))
+    assert r.returncode == 2 and "not a valid StepModel" in r.stderr

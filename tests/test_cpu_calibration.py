@@ -1,0 +1,86 @@
+"""Calibration of CPU traces that the tests record themselves with torch and the harness."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from calibration.calibrate import calibrate
+from calibration.measure import measured_steps
+from calibration.sidecar import load_sidecar
+from models.params import StepModel, load_model, save_model
+from models.simulate import simulate
+from simcore.errors import InputError
+
+
+@pytest.mark.parametrize("fixture,nw", [("cpu_run_nw0", 0), ("cpu_run_nw1", 1)])
+def test_capture_then_calibrate(request, fixture, nw):
+    run = request.getfixturevalue(fixture)
+    trace, side = run / "trace.json.gz", run / "sidecar.json"
+    assert trace.read_bytes()[:2] == b"\x1f\x8b", "the harness writes a gzipped trace"
+    sc = load_sidecar(side)
+    assert sc.loader.num_workers == nw and sc.loader.batch_size == 8
+    assert sc.host_cores >= 1
+    workers = {r.worker for r in sc.produce}
+    assert workers == ({-1} if nw == 0 else {0}), "produce times come from where batches are made"
+    assert all(r.cpu_us > 0 and r.wall_us >= r.cpu_us * 0.5 for r in sc.produce)
+
+    model = calibrate(trace, sidecar=side)
+    assert model.loader.num_workers == nw
+    assert model.meta.sources["loader.produce"] == "measured"
+    assert model.meta.sources["loader.host_cores"] == "measured"
+    assert len(model.meta.measured_step_us) == 6
+    assert [op.kind for op in model.host.ops] == ["next_batch", "cpu"]
+    # the replay of the calibrated baseline reproduces the measured mean step (a 6-step window
+    # on a shared machine: the demo's longer windows are held to 5 %)
+    measured = float(np.mean(model.meta.measured_step_us))
+    replay = simulate(model, steps=200, warmup=5).mean_step_us
+    assert abs(replay - measured) / measured < 0.15
+
+
+def test_measured_steps_and_bottleneck(cpu_run_nw0):
+    ms = measured_steps(cpu_run_nw0 / "trace.json.gz")
+    assert len(ms.step_us) == 6
+    assert all(w <= s for w, s in zip(ms.input_wait_us, ms.step_us))
+    share = sum(ms.input_wait_us) / sum(ms.step_us)
+    assert 0 < share < 1
+    assert ms.bottleneck == ("input" if share >= 0.5 else "host_compute")
+
+
+def test_without_sidecar_infers_and_warns(cpu_run_nw0):
+    model = calibrate(cpu_run_nw0 / "trace.json.gz")
+    assert model.meta.sources["loader.produce"] == "inferred"
+    assert model.meta.sources["loader.host_cores"] == "assumed"
+    assert any("no sidecar" in w for w in model.meta.warnings)
+
+
+def test_model_json_round_trip(tmp_path, cpu_run_nw1):
+    model = calibrate(cpu_run_nw1 / "trace.json.gz", sidecar=cpu_run_nw1 / "sidecar.json")
+    path = tmp_path / "m.json"
+    save_model(model, path)
+    again = load_model(path)
+    assert again == model
+    assert StepModel.model_validate_json(path.read_text()) == model
+
+
+@pytest.mark.parametrize("content,msg", [
+    (b"", "empty"),
+    (b"{not json", "not valid JSON"),
+    (b'{"traceEvents": []}', "not a stepsim sidecar"),
+    (b'{"stepsim_sidecar": 1, "loader": {"num_workers": "many"}}', "loader.num_workers"),
+])
+def test_bad_sidecar(tmp_path, content, msg):
+    p = tmp_path / "side.json"
+    p.write_bytes(content)
+    with pytest.raises(InputError, match=msg) as e:
+        load_sidecar(p)
+    assert str(p) in str(e.value)
+    assert p.read_bytes() == content
+
+
+def test_sidecar_json_is_plain(cpu_run_nw1):
+    data = json.loads((cpu_run_nw1 / "sidecar.json").read_text())
+    assert data["stepsim_sidecar"] == 1
+    assert {"num_workers", "prefetch_factor", "pin_memory", "batch_size",
+            "persistent_workers"} <= set(data["loader"])
