@@ -118,8 +118,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         sources["loader.unpickle_us"] = "inferred"
     for k in ("threads_per_worker", "pin_gbps", "worker_startup_us"):
         sources.setdefault(f"loader.{k}", "assumed")
-    if "batch_bytes" not in sources:
-        sources["loader.batch_bytes"] = "assumed"
+    for k in LoaderParams.model_fields:
+        sources.setdefault(f"loader.{k}", "assumed")
 
     compute_mean = float(compute_us.mean())
     host = HostParams(ops=[HostOp(kind="next_batch", name="next(DataLoader)"),

@@ -151,14 +151,12 @@ def _gpu_decode(m: StepModel, a: GpuDecodeArgs) -> StepModel:
 class PinArgs(_Args):
     speedup: float = Field(default=2.0, gt=0)
     """Pinned over pageable host-to-device copy rate (assumed 2.0; measure with a copy test)."""
-    non_blocking: bool = True
-    """``.to(device, non_blocking=True)``: the host no longer waits for the copy."""
 
 
 def _pin_memory(m: StepModel, a: PinArgs) -> StepModel:
     tasks = m.task_map()
-    pageable = [t.id for t in tasks.values() if copy_direction(t) == "h2d" and not t.pinned]
-    blocking = [i for i, op in enumerate(m.host.ops) if a.non_blocking and op.kind == "sync"
+    pageable = {t.id for t in tasks.values() if copy_direction(t) == "h2d" and not t.pinned}
+    blocking = [i for i, op in enumerate(m.host.ops) if op.kind == "sync"
                 and op.task is not None and copy_direction(tasks[op.task]) == "h2d"]
     if m.loader.pin_memory and not pageable and not blocking:
         raise _nothing("pin_memory", "pin_memory is on and every host-to-device copy is pinned")
@@ -289,25 +287,11 @@ class AccumArgs(_Args):
 
 
 def _grad_accumulation(m: StepModel, a: AccumArgs) -> StepModel:
-    n = a.micro_batches
-    tasks = m.task_map()
-    opt = {tid for tid, t in tasks.items() if t.phase == "optimizer" and t.kind != "collective"}
-    if not _collectives(m) and not opt:
+    if m.comm.grad_accum_steps == a.micro_batches:
+        raise _nothing("grad_accumulation", f"grad_accum_steps is already {a.micro_batches}")
+    if not _collectives(m) and not any(t.phase == "optimizer" for t in m.task_map().values()):
         raise _nothing("grad_accumulation", "no collectives and no optimizer work")
-    if _collectives(m):
-        m = scale(m, Selector(kind=("collective",)), 1 / n)
-        if m.comm.bus_gbps is not None:
-            m = set_value(m, "comm.latency_us", m.comm.latency_us / n)
-    data = m.model_dump()
-    for ts in data["device"]["streams"].values():
-        for t in ts:
-            if t["id"] in opt:
-                t["dur_us"] /= n
-                t["breakdown_us"] = {k: v / n for k, v in t["breakdown_us"].items()}
-    for op in data["host"]["ops"]:
-        if op["task"] in opt:
-            op["dur_us"] /= n
-    return validated(data, "fix grad_accumulation")
+    return set_value(m, "comm.grad_accum_steps", a.micro_batches)
 
 
 # ---------------------------------------------------------------- ranks ------------------
@@ -337,8 +321,9 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
         GpuDecodeArgs, ("input",), _gpu_decode),
     Fix("pin_memory", "systems",
         "loader.pin_memory := true (the pin thread copies each batch into page-locked memory); "
-        "every unpinned host-to-device copy: pinned, duration ÷ speedup (default 2, assumed); "
-        "with non_blocking, host syncs on those copies are deleted.",
+        "every unpinned host-to-device copy: pinned (its launch no longer blocks the host), "
+        "duration ÷ speedup (default 2, assumed); host syncs on those copies are deleted "
+        "(non_blocking=True).",
         PinArgs, ("h2d", "sync"), _pin_memory),
     Fix("cuda_graphs", "systems",
         "launches of captured work (phases, default forward/backward/optimizer; input copies "
@@ -361,9 +346,9 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
         "comm.bus_gbps × k (default 2); without a cost model, every collective's duration ÷ k.",
         InterconnectArgs, ("comm",), _faster_interconnect),
     Fix("grad_accumulation", "algorithm",
-        "amortised over micro_batches (default 4): every collective's duration (bytes and "
-        "latency under the cost model) and every optimizer-phase task and its launch ÷ "
-        "micro_batches; step time is then per micro-batch.",
+        "comm.grad_accum_steps := micro_batches (default 4): all but the last micro-batch of "
+        "an optimizer step run under no_sync, without collectives or optimizer phase; step "
+        "time is per micro-batch.",
         AccumArgs, ("comm", "compute:optimizer"), _grad_accumulation),
     Fix("remove_straggler", "systems",
         "every rank's delay_us := 0 and phase_extra_us := {} (the slow node replaced).",

@@ -165,8 +165,10 @@ def validated(data: dict, what: str) -> StepModel:
 def set_value(model: StepModel, path: str, value: Any) -> StepModel:
     """A copy of ``model`` with ``value`` at ``path``; the input is not changed.
 
-    Setting ``mean_us`` of a duration that holds ``samples_us`` rescales the samples to the new
-    mean (so the change takes effect; the shape of the distribution is kept).
+    Two settings keep the model consistent: setting ``mean_us`` of a duration that holds
+    ``samples_us`` rescales the samples to the new mean (the shape of the distribution is
+    kept); setting ``loader.num_workers`` when ``loader.produce_by_worker`` is given trims that
+    list or extends it with ``loader.produce`` for the new workers.
 
     Raises:
         ModelError: unknown path, or a value the model rejects (the message names the field).
@@ -179,6 +181,10 @@ def set_value(model: StepModel, path: str, value: Any) -> StepModel:
     if keys[-1] == "mean_us" and isinstance(_walk(model, keys[:-1]), DurationSpec):
         if parent.get("samples_us") and isinstance(value, (int, float)) and parent["mean_us"] > 0:
             parent["samples_us"] = [v * value / parent["mean_us"] for v in parent["samples_us"]]
+    if keys == ["loader", "num_workers"] and parent["produce_by_worker"] is not None \
+            and isinstance(value, int) and value >= 0:
+        per = parent["produce_by_worker"][:value]
+        parent["produce_by_worker"] = per + [parent["produce"]] * (value - len(per))
     parent[keys[-1]] = value
     return validated(data, f"set {path}={value!r}")
 

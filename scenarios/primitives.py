@@ -9,8 +9,8 @@ validate the result, so the input is never changed and the output is a valid Ste
   only the matching parts of ``breakdown_us`` (``dur_us`` becomes their new sum). A collective
   priced by the cost model (``comm.bus_gbps`` set and ``bytes`` known) has its ``bytes``
   scaled instead, since its duration is computed from them (``comm.latency_us`` is kept);
-* host op: ``dur_us``;
-* loader: ``produce`` (every sample), ``pin`` (``pin_gbps`` divided by the factor; factor 0
+* host op: ``dur_us`` (and ``samples_us``);
+* loader: ``produce`` and ``produce_by_worker`` (every sample), ``pin`` (``pin_gbps`` divided by the factor; factor 0
   sets ``batch_bytes`` to 0, nothing to pin), ``unpickle_us``;
 * rank skew: ``delay_us`` and ``phase_extra_us``.
 
@@ -18,7 +18,7 @@ validate the result, so the input is never changed and the output is a valid Ste
 
 * device task: deleted. Tasks that waited for it wait for what it waited for; its launch op
   goes with it (removing a kernel removes its launch); a sync on it waits instead for the task
-  before it on its stream (or is dropped if none); a gradient made ready by it is ready after
+  before it on its stream (if none, only the call's own CPU cost is kept); a gradient made ready by it is ready after
   that same task. With a category filter on a coarsened task, only those parts of
   ``breakdown_us`` are deleted (the task goes when nothing is left);
 * host op: ``cpu`` and ``sync`` ops are deleted; a ``launch`` op cannot go without its task,
@@ -51,9 +51,21 @@ def _scale_task(t: dict, cats: frozenset[str] | None, f: float, cost_model: bool
         t["dur_us"] = sum(t["breakdown_us"].values())
 
 
+def _scaled_spec(spec: dict, f: float) -> dict:
+    return DurationSpec.model_validate(spec).scaled(f).model_dump()
+
+
+def _scale_host_op(op: dict, f: float) -> None:
+    op["dur_us"] *= f
+    if op["samples_us"] is not None:
+        op["samples_us"] = [v * f for v in op["samples_us"]]
+
+
 def _scale_loader(ld: dict, parts: set[str], f: float) -> None:
     if "produce" in parts:
-        ld["produce"] = DurationSpec.model_validate(ld["produce"]).scaled(f).model_dump()
+        ld["produce"] = _scaled_spec(ld["produce"], f)
+        if ld["produce_by_worker"] is not None:
+            ld["produce_by_worker"] = [_scaled_spec(d, f) for d in ld["produce_by_worker"]]
     if "pin" in parts:
         if f == 0:
             ld["batch_bytes"] = 0
@@ -89,7 +101,7 @@ def scale(model: StepModel, sel: Selector, factor: float) -> StepModel:
             if t["id"] in picked.device:
                 _scale_task(t, picked.device[t["id"]], factor, cost_model)
     for i in picked.host:
-        data["host"]["ops"][i]["dur_us"] *= factor
+        _scale_host_op(data["host"]["ops"][i], factor)
     _scale_loader(data["loader"], picked.loader, factor)
     _scale_ranks(data, picked.ranks, sel.phase, factor)
     return validated(data, what)
@@ -122,7 +134,7 @@ def remove(model: StepModel, sel: Selector) -> StepModel:
     _drop_tasks(data, gone)
     drop_host = {i for i in picked.host if data["host"]["ops"][i]["kind"] != "launch"}
     for i in picked.host:
-        data["host"]["ops"][i]["dur_us"] = 0.0
+        _scale_host_op(data["host"]["ops"][i], 0.0)
     data["host"]["ops"] = [op for i, op in enumerate(data["host"]["ops"]) if i not in drop_host]
     _scale_loader(data["loader"], picked.loader, 0.0)
     _scale_ranks(data, picked.ranks, sel.phase, 0.0)
@@ -161,8 +173,8 @@ def _drop_tasks(data: dict, gone: set[str]) -> None:
             if op["kind"] == "launch":
                 continue
             op["task"] = before[op["task"]]
-            if op["task"] is None:
-                continue
+            if op["task"] is None:   # nothing left to wait for: keep the call's own cost
+                op.update(kind="cpu", category="sync")
         ops.append(op)
     data["host"]["ops"] = ops
     for g in data["comm"]["grad_params"]:

@@ -12,7 +12,7 @@ device task   its stream (``7``, ``stream:7``),  its category (for a coarsened t
 host op       ``host``                           ``launch`` / ``sync`` for those ops, the
                                                  op's category for ``cpu`` ops; its kind
                                                  (``cpu``, ``launch``, ``sync``), its name;
-                                                 no phase
+                                                 its phase, else its task's phase
 loader cost   ``loader``                         ``produce`` (worker time per batch),
                                                  ``pin`` (pin-memory copy), ``unpickle``
                                                  (main-thread receive); no kind or phase
@@ -168,11 +168,13 @@ def select(model: StepModel, sel: Selector) -> Selection:
             if m is not False:
                 out.device[t.id] = m
     host_lane = sel.lane is None or "host" in sel.lane
-    if host_lane and sel.phase is None and sel.direction is None:
+    if host_lane and sel.direction is None:
+        tasks = model.task_map()
         for i, op in enumerate(model.host.ops):
+            phase = op.phase if op.phase != "other" or op.task is None else tasks[op.task].phase
             if op.kind in HOST_KINDS and (sel.kind is None or op.kind in sel.kind) \
                     and (sel.category is None or host_category(op) in sel.category) \
-                    and _names(sel.name, op.name):
+                    and (sel.phase is None or phase in sel.phase) and _names(sel.name, op.name):
                 out.host.append(i)
     if (sel.lane is None or "loader" in sel.lane) and sel.phase is None and sel.kind is None \
             and sel.direction is None:

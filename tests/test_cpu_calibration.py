@@ -84,3 +84,31 @@ def test_sidecar_json_is_plain(cpu_run_nw1):
     assert data["stepsim_sidecar"] == 1
     assert {"num_workers", "prefetch_factor", "pin_memory", "batch_size",
             "persistent_workers"} <= set(data["loader"])
+
+
+def test_every_loader_parameter_has_a_source(cpu_run_nw1):
+    from models.params import LoaderParams
+
+    model = calibrate(cpu_run_nw1 / "trace.json.gz", sidecar=cpu_run_nw1 / "sidecar.json")
+    for k in LoaderParams.model_fields:
+        assert model.meta.sources[f"loader.{k}"] in ("measured", "inferred", "assumed")
+    assert model.meta.sources["loader.num_workers"] == "measured"
+
+
+def test_iterable_dataset_is_timed(tmp_path):
+    import torch
+
+    from calibration.capture import Capture
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            for i in range(200):
+                yield torch.full((4,), float(i))
+
+    cap = Capture(tmp_path)
+    loader = cap.dataloader(Stream(), batch_size=4, num_workers=0)
+    n = sum(1 for _ in cap.steps(loader, active=2, wait=0, warmup=1, skip_first=0))
+    assert n == 3
+    sc = load_sidecar(tmp_path / "sidecar.json")
+    assert len(sc.produce) >= 3 and all(r.bytes == 4 * 4 * 4 for r in sc.produce)
+    assert (tmp_path / "trace.json.gz").exists()

@@ -1,0 +1,159 @@
+"""``stepsim demo``: the whole loop on a real CPU workload.
+
+1. Capture: run :mod:`demo.workload` (a small CNN trained on the CPU on JPEG images decoded
+   and augmented in the DataLoader) once per ``num_workers`` setting and repeat, each run in
+   its own process, with the capture harness (trace + sidecar per run).
+2. Calibrate on the producer-bound setting (``num_workers=1``: one worker makes batches more
+   slowly than the training step uses them).
+3. Replay the calibrated baseline and compare with its measured step time (replay error).
+4. Predict every setting with the what-if planner (``loader.num_workers=N``), validate each
+   prediction against the re-measured runs of that setting, append it to the ledger.
+5. Print one table and write every artefact under the output folder::
+
+     runs/nw{N}-r{K}/trace.json.gz, sidecar.json   the captures
+     model.json                                   the calibrated StepModel
+     ledger.jsonl                                 one validation record per setting
+     table.json                                   the table below, machine-readable
+
+Step times compared are the **mean over the profiled window** (the throughput the user pays
+for); the median is shown beside it, since with more workers than cores batches arrive in
+bursts and the median can be far below the mean. The run-to-run spread is the range of the
+repeats' means; an error inside it cannot be told apart from noise.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from calibration.calibrate import calibrate
+from calibration.measure import measured_steps
+from models.metrics import label
+from models.params import save_model
+from models.simulate import simulate
+from scenarios.predict import predict
+from scenarios.transforms import parse_set
+from scenarios.validate import append_ledger, read_ledger, summarize_ledger, validate
+from simcore.atomic import write_atomic
+from simcore.errors import StepsimError
+
+CALIBRATION_WORKERS = 1
+SETTINGS = (0, 1, 2, 3, 4, 8)
+QUICK_SETTINGS = (0, 1, 2)
+
+
+def _capture(num_workers: int, out: Path, seed: int) -> None:
+    """Run the workload in a fresh process; raise StepsimError if it fails."""
+    cmd = [sys.executable, "-m", "demo.workload", "--num-workers", str(num_workers),
+           "--out", str(out), "--seed", str(seed)]
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0 or not (out / "trace.json.gz").exists():
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise StepsimError(f"demo workload (num_workers={num_workers}) failed: {tail[0]}")
+
+
+def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None = None) -> int:
+    """Run the demo into folder ``out``; returns the exit code (0)."""
+    console = Console(highlight=False)
+    settings = QUICK_SETTINGS if quick else SETTINGS
+    repeats = repeats or (1 if quick else 2)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    out.mkdir(parents=True, exist_ok=True)
+    ledger = out / "ledger.jsonl"
+    if ledger.exists():
+        ledger.unlink()  # this run's ledger only; earlier demo output is replaced
+    console.print(f"[bold]stepsim demo[/bold]: CNN on the CPU, JPEG decode + augmentation in the "
+                  f"DataLoader; {cores} cores; settings num_workers={list(settings)}, "
+                  f"{repeats} run(s) each; output in {out}/")
+    t0 = time.monotonic()
+    runs: dict[int, list[Path]] = {s: [] for s in settings}
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=False) as prog:
+        task = prog.add_task("capturing runs", total=len(settings) * repeats)
+        # repeats interleaved over the settings, so slow drift of the machine hits all alike
+        for k in range(repeats):
+            for s in settings:
+                prog.update(task, description=f"capturing num_workers={s} (run {k + 1}/{repeats})")
+                d = out / "runs" / f"nw{s}-r{k}"
+                _capture(s, d, seed + k)
+                runs[s].append(d)
+                prog.advance(task)
+        prog.update(task, description="captured")
+
+    base = runs[CALIBRATION_WORKERS][0]
+    model = calibrate(base / "trace.json.gz", sidecar=base / "sidecar.json")
+    save_model(model, out / "model.json")
+    measured_base = float(np.mean(model.meta.measured_step_us))
+    replay = simulate(model, steps=200, warmup=10, seed=seed).mean_step_us
+    replay_err = 100 * (replay - measured_base) / measured_base
+    console.print(f"calibrated on num_workers={CALIBRATION_WORKERS}: produce "
+                  f"{model.loader.produce.mean_us / 1e3:.1f} ms CPU per batch, training step "
+                  f"{model.host.ops[-1].dur_us / 1e3:.1f} ms; replay {replay / 1e3:.1f} ms vs measured "
+                  f"{measured_base / 1e3:.1f} ms ({replay_err:+.1f} %)")
+    for w in model.meta.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+    rows = []
+    for s in settings:
+        pred = predict(model, [parse_set(f"loader.num_workers={s}")], seed=seed, intervals=True)
+        meas = [measured_steps(d / "trace.json.gz") for d in runs[s]]
+        pooled = [v for m in meas for v in m.step_us]
+        necks = [m.bottleneck for m in meas]
+        observed = max(set(necks), key=necks.count)
+        rec = validate(pred, pooled, observed, label=f"demo num_workers={s}")
+        append_ledger(ledger, rec)
+        means = [m.mean_us for m in meas]
+        spread = 100 * (max(means) - min(means)) / float(np.mean(means)) if len(means) > 1 else None
+        err = rec.error_pct
+        rows.append({
+            "num_workers": s, "calibration": s == CALIBRATION_WORKERS,
+            "predicted_mean_ms": pred.mean_step_us / 1e3,
+            "predicted_p10_ms": pred.p10_step_us / 1e3 if pred.p10_step_us is not None else None,
+            "predicted_p90_ms": pred.p90_step_us / 1e3 if pred.p90_step_us is not None else None,
+            "measured_mean_ms": float(np.mean(pooled)) / 1e3,
+            "measured_median_ms": float(np.median(pooled)) / 1e3,
+            "run_means_ms": [m / 1e3 for m in means],
+            "spread_pct": spread, "error_pct": err,
+            "inside_spread": (spread is not None and min(means) <= pred.mean_step_us <= max(means)),
+            "bottleneck_predicted": pred.bottleneck, "bottleneck_observed": observed,
+        })
+    _print_table(console, rows, cores)
+    summary = summarize_ledger(read_ledger(ledger))
+    result = {"cores": cores, "repeats": repeats, "calibrated_on": CALIBRATION_WORKERS,
+              "replay_ms": replay / 1e3, "replay_measured_ms": measured_base / 1e3,
+              "replay_error_pct": replay_err, "rows": rows, "ledger": summary,
+              "elapsed_s": time.monotonic() - t0}
+    write_atomic(out / "table.json", orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    console.print(f"ledger: {summary}")
+    console.print(f"done in {time.monotonic() - t0:.0f} s; artefacts in {out}/")
+    return 0
+
+
+def _print_table(console: Console, rows: list[dict], cores: int) -> None:
+    t = Table(title=f"num_workers: predicted vs measured step time ({cores} cores)")
+    for col, just in (("num_workers", "right"), ("predicted ms (P10–P90)", "right"),
+                      ("measured mean ms", "right"), ("median", "right"), ("run spread", "right"),
+                      ("error", "right"), ("bottleneck predicted", "left"), ("observed", "left")):
+        t.add_column(col, justify=just)
+    for r in rows:
+        band = (f" ({r['predicted_p10_ms']:.0f}–{r['predicted_p90_ms']:.0f})"
+                if r["predicted_p10_ms"] is not None else "")
+        spread = f"{r['spread_pct']:.0f} %" if r["spread_pct"] is not None else "–"
+        inside = " (inside spread)" if r["inside_spread"] else ""
+        t.add_row(f"{r['num_workers']}{' *' if r['calibration'] else ''}",
+                  f"{r['predicted_mean_ms']:.1f}{band}", f"{r['measured_mean_ms']:.1f}",
+                  f"{r['measured_median_ms']:.1f}", spread, f"{r['error_pct']:+.1f} %{inside}",
+                  label(r["bottleneck_predicted"]), label(r["bottleneck_observed"]))
+    console.print(t)
+    console.print("* calibration setting (its row is the replay of the calibrated baseline)")
