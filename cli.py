@@ -61,6 +61,201 @@ def cmd_demo(args) -> int:
     return run_demo(Path(args.out), quick=args.quick, seed=args.seed)
 
 
+# ---------------------------------------------------------------- planner -------------------
+class _OpAction(argparse.Action):
+    """Collects --scenario/--set/--scale/--remove/--fix into ``args.ops`` in command-line
+    order, as ``(kind, value)``."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, "ops", [*(getattr(namespace, "ops", None) or []), (self.const, values)])
+
+
+def _planner_ops(args) -> list:
+    from scenarios.transforms import (load_scenario, parse_fix, parse_remove, parse_scale,
+                                      parse_set)
+
+    out: list = []
+    for kind, v in args.ops:
+        if kind == "scenario":
+            out += load_scenario(v).ops
+        elif kind == "set":
+            out.append(parse_set(v))
+        elif kind == "scale":
+            out.append(parse_scale(*v))
+        elif kind == "remove":
+            out.append(parse_remove(v))
+        else:
+            out.append(parse_fix(v))
+    return out
+
+
+def _sim_kw(args) -> dict:
+    from scenarios.parallel import default_jobs
+
+    return {"steps": args.steps, "warmup": args.warmup, "seed": args.seed,
+            "jobs": args.jobs or default_jobs()}
+
+
+def _measured(trace: str):
+    from calibration.measure import measured_steps
+
+    return measured_steps(trace)
+
+
+def cmd_whatif(args) -> int:
+    from models.params import load_model, save_model
+    from report.planner import print_whatif, progress_bar
+    from scenarios.predict import predict
+
+    model = load_model(args.model)
+    ops = _planner_ops(args)
+    if not ops:
+        raise StepsimError("whatif needs at least one --set, --scale, --remove, --fix or --scenario")
+    kw = _sim_kw(args)
+    with progress_bar("baseline", enabled=not args.json and args.draws > 0) as prog:
+        base = predict(model, [], intervals=args.draws, progress=prog, **kw)
+    with progress_bar("scenario", enabled=not args.json and args.draws > 0) as prog:
+        pred = predict(model, ops, intervals=args.draws, progress=prog, **kw)
+    print_whatif(base, pred, as_json=args.json)
+    if args.save_model:
+        save_model(pred.model, args.save_model)
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from models.params import load_model
+    from report.planner import plot_sweep, print_sweep, progress_bar
+    from scenarios.sweep import parse_axis, sweep
+
+    model = load_model(args.model)
+    grid: dict = {}
+    for text in args.axes:
+        path, values = parse_axis(text)
+        if path in grid:
+            raise StepsimError(f"sweep axis {path!r} is given twice")
+        grid[path] = values
+    measured = {}
+    for text in args.measured:
+        value, eq, trace = text.partition("=")
+        if not eq:
+            raise StepsimError(f"bad --measured {text!r}: expected VALUE=TRACE")
+        measured[parse_axis(f"x={value}")[1][0]] = _measured(trace).step_us
+    with progress_bar("sweep", enabled=not args.json) as prog:
+        r = sweep(model, grid, _planner_ops(args), intervals=args.draws, progress=prog,
+                  knee_tol=args.knee_tol, **_sim_kw(args))
+    print_sweep(r, as_json=args.json)
+    if args.plot:
+        plot_sweep(r, args.plot, measured)
+    return 0
+
+
+def cmd_ceiling(args) -> int:
+    from models.params import load_model
+    from report.planner import plot_ceilings, print_ceilings, progress_bar
+    from scenarios.ceiling import ceilings
+
+    model = load_model(args.model)
+    with progress_bar("ceilings", enabled=not args.json) as prog:
+        r = ceilings(model, _planner_ops(args), progress=prog, **_sim_kw(args))
+    print_ceilings(r, as_json=args.json)
+    if args.plot:
+        plot_ceilings(r, args.plot)
+    return 0
+
+
+def cmd_plan(args) -> int:
+    import yaml
+
+    from models.params import load_model
+    from report.planner import print_plan, progress_bar
+    from scenarios.plan import plan
+    from scenarios.transforms import Scenario, parse_fix
+    from simcore.atomic import write_atomic
+
+    model = load_model(args.model)
+    fix_args: dict = {}
+    for text in args.fix_arg:
+        op = parse_fix(text)
+        fix_args[op.name] = {**fix_args.get(op.name, {}), **op.args}
+    with progress_bar("plan", enabled=not args.json) as prog:
+        p = plan(model, _planner_ops(args), allow=tuple(args.allow or ("systems",)),
+                 fix_args=fix_args, min_gain=args.min_gain, max_moves=args.max_moves,
+                 draws=args.draws, progress=prog, **_sim_kw(args))
+    print_plan(p, as_json=args.json)
+    if args.save_scenario:
+        sc = Scenario(name=f"plan for {model.meta.name or args.model}", description=p.stop,
+                      ops=tuple(p.ops))
+        write_atomic(Path(args.save_scenario),
+                     yaml.safe_dump(sc.model_dump(), sort_keys=False).encode())
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from collections import Counter
+
+    from models.params import load_model
+    from report.planner import print_validation, progress_bar
+    from scenarios.predict import predict
+    from scenarios.validate import append_ledger, validate
+
+    model = load_model(args.model)
+    ops = _planner_ops(args)
+    runs = [_measured(t) for t in args.traces]
+    steps = [s for r in runs for s in r.step_us]
+    neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
+    with progress_bar("predict", enabled=not args.json and args.draws > 0) as prog:
+        pred = predict(model, ops, intervals=args.draws, progress=prog, **_sim_kw(args))
+    rec = validate(pred, steps, neck, label=args.label or pred.what, traces=args.traces,
+                   model_name=model.meta.name or Path(args.model).stem)
+    if args.ledger:
+        append_ledger(args.ledger, rec)
+    print_validation([rec], as_json=args.json)
+    return 0
+
+
+def cmd_ledger(args) -> int:
+    from report.planner import print_ledger
+    from scenarios.validate import read_ledger, summarize_ledger
+    from simcore.errors import InputError
+
+    if not Path(args.file).exists():
+        raise InputError(args.file, "no such ledger file")
+    records = read_ledger(args.file)
+    print_ledger(records, summarize_ledger(records), as_json=args.json)
+    return 0
+
+
+def cmd_fixes(args) -> int:
+    from report.planner import print_fixes
+
+    print_fixes(as_json=args.json)
+    return 0
+
+
+def _op_opts(p: argparse.ArgumentParser) -> None:
+    """The what-if operations, applied in the order given."""
+    p.set_defaults(ops=[])
+    g = p.add_argument_group("what-if operations (applied in the order given)")
+    g.add_argument("--scenario", action=_OpAction, const="scenario", metavar="FILE",
+                   help="a scenario file (YAML/JSON) with a list of ops")
+    g.add_argument("--set", action=_OpAction, const="set", metavar="PATH=VALUE",
+                   help="set a parameter, e.g. loader.num_workers=4")
+    g.add_argument("--scale", action=_OpAction, const="scale", nargs=2,
+                   metavar=("FACTOR", "SELECTOR"),
+                   help="scale durations, e.g. --scale 0.5 category=elementwise,phase=forward")
+    g.add_argument("--remove", action=_OpAction, const="remove", metavar="SELECTOR",
+                   help="remove what a selector picks, e.g. name=aten::copy_*")
+    g.add_argument("--fix", action=_OpAction, const="fix", metavar="NAME[:ARG=V,...]",
+                   help="a named fix (see 'stepsim fixes'), e.g. mixed_precision:factor=0.6")
+
+
+def _planner_sim_opts(p: argparse.ArgumentParser, draws: int) -> None:
+    _sim_opts(p)
+    p.add_argument("--draws", type=int, default=draws,
+                   help=f"Monte Carlo draws for P10/P50/P90 (default {draws}; 0: none)")
+    p.add_argument("--jobs", type=int, default=0, help="processes (default: the CPUs available)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stepsim",
@@ -87,6 +282,66 @@ def _parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     # ---- planner verbs (whatif, sweep, ceiling, plan, validate, ledger) are added here ----
+    w = sub.add_parser("whatif", help="predict the step after what-if operations")
+    w.add_argument("model", help="a StepModel (JSON or YAML)")
+    _op_opts(w)
+    _planner_sim_opts(w, draws=16)
+    w.add_argument("--save-model", metavar="FILE", help="write the transformed StepModel (JSON)")
+    w.set_defaults(func=cmd_whatif)
+
+    sw = sub.add_parser("sweep", help="predict a grid of parameter values; find the knee")
+    sw.add_argument("model")
+    sw.add_argument("axes", nargs="+", metavar="PATH=V1,V2,...",
+                    help="parameters and values; several make a grid")
+    _op_opts(sw)
+    _planner_sim_opts(sw, draws=0)
+    sw.add_argument("--knee-tol", type=float, default=0.05,
+                    help="within this of the best counts as no longer helping (default 0.05)")
+    sw.add_argument("--plot", metavar="FILE", help="write the sweep curve (.png/.svg/.pdf)")
+    sw.add_argument("--measured", action="append", default=[], metavar="VALUE=TRACE",
+                    help="a re-measured trace at one value of the first parameter, for the plot")
+    sw.set_defaults(func=cmd_sweep)
+
+    ce = sub.add_parser("ceiling", help="simulated Amdahl ceiling of every component")
+    ce.add_argument("model")
+    _op_opts(ce)
+    _planner_sim_opts(ce, draws=0)
+    ce.add_argument("--plot", metavar="FILE", help="write the ceilings as a bar chart")
+    ce.set_defaults(func=cmd_ceiling)
+
+    pl = sub.add_parser("plan", help="greedy chain of named fixes, one bottleneck at a time")
+    pl.add_argument("model")
+    _op_opts(pl)
+    _planner_sim_opts(pl, draws=16)
+    pl.add_argument("--allow", action="append", choices=("systems", "numerics", "algorithm",
+                                                         "hardware"),
+                    help="fix kinds the plan may use (repeatable; default: systems)")
+    pl.add_argument("--fix-arg", action="append", default=[], metavar="NAME:ARG=V,...",
+                    help="arguments for a fix instead of its candidates, "
+                         "e.g. mixed_precision:factor=0.6")
+    pl.add_argument("--min-gain", type=float, default=0.02,
+                    help="smallest relative step reduction worth a move (default 0.02)")
+    pl.add_argument("--max-moves", type=int, default=8)
+    pl.add_argument("--save-scenario", metavar="FILE", help="write the chain as a scenario YAML")
+    pl.set_defaults(func=cmd_plan)
+
+    v = sub.add_parser("validate", help="a prediction against re-measured trace(s); ledger")
+    v.add_argument("model")
+    v.add_argument("traces", nargs="+", metavar="TRACE", help="re-measured trace(s), pooled")
+    _op_opts(v)
+    _planner_sim_opts(v, draws=16)
+    v.add_argument("--ledger", metavar="FILE", help="append the result to this JSON-lines file")
+    v.add_argument("--label", help="a name for this check (default: the operations)")
+    v.set_defaults(func=cmd_validate)
+
+    lg = sub.add_parser("ledger", help="summarise a validation ledger")
+    lg.add_argument("file")
+    lg.add_argument("--json", action="store_true", help="machine-readable output")
+    lg.set_defaults(func=cmd_ledger)
+
+    fx = sub.add_parser("fixes", help="list the named fixes and exactly what each changes")
+    fx.add_argument("--json", action="store_true", help="machine-readable output")
+    fx.set_defaults(func=cmd_fixes)
     return p
 
 

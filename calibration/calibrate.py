@@ -51,17 +51,13 @@ def _gpu(p: Path, side, step_regex):
 
 def apply_sidecar(model: StepModel, side) -> StepModel:
     """The model with the sidecar's loader settings, produce times and cores filled in."""
-    from calibration.cpu import _steady_records
-    from models.params import DurationSpec
+    from calibration.cpu import steady_records, fit_produce, loader_settings
 
-    ls = side.loader
-    upd = dict(num_workers=ls.num_workers, pin_memory=ls.pin_memory,
-               persistent_workers=ls.persistent_workers, batch_size=ls.batch_size,
-               prefetch_factor=ls.prefetch_factor or 2,
-               in_order=True if ls.in_order is None else ls.in_order)
-    recs = _steady_records(side, ls.num_workers)
+    upd = loader_settings(side)
+    recs = steady_records(side, upd["num_workers"])
     if recs:
-        upd["produce"] = DurationSpec.from_samples([r.work_us for r in recs])
+        upd["produce"], upd["threads_per_worker"], _ = fit_produce(recs, upd["num_workers"],
+                                                                   side.host_cores)
     if side.host_cores:
         upd["host_cores"] = side.host_cores
     loader = model.loader.model_copy(update=upd)

@@ -65,28 +65,25 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         warnings.append("no DataLoader __next__ events in the steps: input wait taken as 0")
 
     lp: dict = {}
+    notes_produce = None
     if sidecar is not None:
-        ls = sidecar.loader
-        nw = ls.num_workers
-        lp.update(num_workers=nw, prefetch_factor=ls.prefetch_factor or 2,
-                  pin_memory=ls.pin_memory, persistent_workers=ls.persistent_workers,
-                  in_order=True if ls.in_order is None else ls.in_order,
-                  batch_size=ls.batch_size)
-        for k in ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "in_order",
-                  "batch_size"):
-            sources[f"loader.{k}"] = "measured"
-        if ls.prefetch_factor is None:
+        settings = loader_settings(sidecar)
+        nw = settings["num_workers"]
+        lp.update(settings)
+        sources.update({f"loader.{k}": "measured" for k in settings})
+        if sidecar.loader.prefetch_factor is None:
             sources["loader.prefetch_factor"] = "assumed"
-        recs = _steady_records(sidecar, nw)
+        recs = steady_records(sidecar, nw)
         if recs:
-            lp["produce"] = DurationSpec.from_samples([r.work_us for r in recs])
+            spec, tpw, why = fit_produce(recs, nw, sidecar.host_cores)
+            lp["produce"] = spec
             sources["loader.produce"] = "measured"
-            par = float(np.median([r.work_us / r.wall_us for r in recs if r.wall_us > 0] or [1.0]))
-            if par > 1.3:
-                lp["threads_per_worker"] = int(round(par))
+            notes_produce = why
+            if tpw > 1:
+                lp["threads_per_worker"] = tpw
                 sources["loader.threads_per_worker"] = "inferred"
-                warnings.append(f"workers used {par:.1f} cores each while producing (library "
-                                f"threads, e.g. BLAS): threads_per_worker set to {round(par)}")
+                warnings.append(f"workers used about {tpw} cores each while producing (library "
+                                f"threads, e.g. BLAS): threads_per_worker set to {tpw}")
             nbytes = [r.bytes for r in recs if r.bytes]
             if nbytes:
                 lp["batch_bytes"] = int(np.median(nbytes))
@@ -112,10 +109,12 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         lp["host_cores"] = max(1, lp.get("num_workers", 0) + 1)
         sources["loader.host_cores"] = "assumed"
         warnings.append(f"host cores unknown: assumed {lp['host_cores']} (one per thread)")
-    if lp.get("num_workers", 0) > 0:
-        # a next() that found its batch ready costs only the hand-over (unpickling)
-        lp["unpickle_us"] = float(np.percentile(wait_us, 10)) if wait_us.any() else 0.0
-        sources["loader.unpickle_us"] = "inferred"
+    prof_steps = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
+    if lp.get("num_workers", 0) > 0 and prof_steps:
+        # next() blocks without using CPU while it waits for a worker; the CPU it does use is
+        # the hand-over of the batch (unpickling, bookkeeping)
+        lp["unpickle_us"] = float(np.median([s.next_cpu_us for s in prof_steps]))
+        sources["loader.unpickle_us"] = "measured"
     for k in ("threads_per_worker", "pin_gbps", "worker_startup_us"):
         sources.setdefault(f"loader.{k}", "assumed")
     for k in LoaderParams.model_fields:
@@ -126,7 +125,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                            HostOp(kind="cpu", name="training step", dur_us=compute_mean,
                                   samples_us=[float(v) for v in compute_us], category="train")])
     sources["host.ops[1].dur_us"] = "measured"
-    notes: dict = {"kind": "cpu", "input_wait_mean_us": float(wait_us.mean()),
+    notes: dict = {"kind": "cpu", "produce_basis": notes_produce,
+                   "input_wait_mean_us": float(wait_us.mean()),
                    "compute_mean_us": compute_mean, "step_method": steps.method}
     if sidecar is not None:
         prof = [s for s in sidecar.steps if s.profiled]
@@ -147,7 +147,34 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     return StepModel(loader=LoaderParams(**lp), host=host, meta=meta)
 
 
-def _steady_records(sidecar: Sidecar, num_workers: int):
+def loader_settings(sidecar: Sidecar) -> dict:
+    """The DataLoader's settings recorded in the sidecar, as LoaderParams fields (PyTorch's
+    defaults where the run used none: ``prefetch_factor=2``, ``in_order=True``)."""
+    ls = sidecar.loader
+    return dict(num_workers=ls.num_workers, prefetch_factor=ls.prefetch_factor or 2,
+                pin_memory=ls.pin_memory, persistent_workers=ls.persistent_workers,
+                in_order=True if ls.in_order is None else ls.in_order, batch_size=ls.batch_size)
+
+
+def fit_produce(recs, num_workers: int, host_cores: int | None):
+    """The produce-time distribution from steady-state records.
+
+    Returns ``(DurationSpec, threads_per_worker, basis)``. ``threads_per_worker`` is the
+    median ratio of a worker's process CPU time to its wall time, rounded (1 unless library
+    threads ran). When the calibration run had no more producer and host threads than cores,
+    each batch's **wall** time × threads is used: it is what producing cost on this machine as
+    it was, other load included. Otherwise the wall time is inflated by the run's own
+    contention, which the simulator models itself, so the CPU time is used.
+    """
+    par = float(np.median([r.work_us / r.wall_us for r in recs if r.wall_us > 0] or [1.0]))
+    tpw = int(round(par)) if par > 1.3 else 1
+    threads = num_workers * tpw + 1
+    if host_cores is not None and threads > host_cores:
+        return DurationSpec.from_samples([r.work_us for r in recs]), tpw, "cpu_time"
+    return DurationSpec.from_samples([r.wall_us * tpw for r in recs]), tpw, "wall_time"
+
+
+def steady_records(sidecar: Sidecar, num_workers: int):
     """The produce records that represent the steady state: those of the right producer (the
     main thread when ``num_workers`` is 0), finished inside the profiled window when the
     sidecar has the instants (at least 3 of them), and never a producer's first batch (it

@@ -189,6 +189,7 @@ class EventTable:
     alias_version: int = ALIAS_VERSION
     warnings: list[str] = field(default_factory=list)
     _raw: RawTrace | None = field(default=None, repr=False)
+    _end: np.ndarray | None = field(default=None, repr=False)
 
     _COLUMNS = ("names", "cat", "raw_cat", "ph", "pid", "tid", "ts_ns", "dur_ns", "correlation",
                 "external_id", "flow_id", "stream", "device", "bytes", "gbps", "coll_name",
@@ -199,8 +200,10 @@ class EventTable:
 
     @property
     def end_ns(self) -> np.ndarray:
-        """shape (n,), int64: ``ts_ns + dur_ns``."""
-        return self.ts_ns + self.dur_ns
+        """shape (n,), int64: ``ts_ns + dur_ns`` (computed once; do not modify)."""
+        if self._end is None or len(self._end) != len(self.ts_ns):
+            self._end = self.ts_ns + self.dur_ns
+        return self._end
 
     def where(self, mask) -> "EventTable":
         """A new table with the rows selected by ``mask`` (boolean array or index array);

@@ -211,6 +211,8 @@ class RankFit:
     warnings: list[str]
     loader: LoaderParams
     complete_steps: int = 0
+    base_ns: int = 0
+    step_us_by_number: dict = field(default_factory=dict)
 
     @property
     def median_us(self) -> float:
@@ -307,9 +309,57 @@ def _coll_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarray,
     return None, None, ""
 
 
+class _Ctx:
+    """Per-trace lookups shared by the step fits (plain Python containers for speed)."""
+
+    def __init__(self, table: EventTable, links: Links):
+        self.table, self.links = table, links
+        self.ts = table.ts_ns
+        self.te = table.end_ns
+        self.names = table.names
+        gpu = links.gpu_rows
+        self.multi_dev = len(set(table.device[gpu].tolist())) > 1
+        dev, st = table.device[gpu].tolist(), table.stream[gpu].tolist()
+        self.stream_of: dict[int, str] = {
+            g: (f"{d}:{s}" if self.multi_dev else str(s)) for g, d, s in zip(gpu.tolist(), dev, st)}
+        self.prev_end: dict[int, int] = {}
+        last: dict[str, int] = {}
+        for g, e in zip(gpu.tolist(), self.te[gpu].tolist()):
+            sk = self.stream_of[g]
+            self.prev_end[g] = last.get(sk, -1)
+            last[sk] = max(e, last.get(sk, -1))
+        self.comm_rows = np.nonzero((table.names == "record_param_comms") & (table.ph == "X"))[0]
+        self.ann_rows = np.nonzero(
+            np.fromiter((n.startswith("nccl:") for n in table.names), bool, len(table)) &
+            table.is_cat("user_annotation", "cpu_op"))[0]
+        self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
+
+
+@dataclass
+class _StepFit:
+    step: Step
+    ops: list[HostOp]
+    streams: dict[str, list[DeviceTask]]
+    kernel_us: dict[str, float]
+    idle_us: dict[str, float]
+    next_us: list[float]
+    colls: list[tuple]
+    counts: dict
+    warnings: list[str]
+
+    def signature(self) -> tuple:
+        return (tuple((o.kind, o.name, o.task) for o in self.ops if o.kind != "cpu"),
+                tuple((s, tuple(t.name for t in ts)) for s, ts in self.streams.items()))
+
+
 def fit_rank(table: EventTable, step_regex: str | None = None,
              warnings: list[str] | None = None) -> RankFit:
     """Fit the host ops and device tasks of one trace's representative step.
+
+    The representative step is the median step. With an even number of complete steps the
+    median lies between the two middle steps, which no single step reproduces: then both are
+    fitted and, if they have the same structure (the same launches, syncs and next() calls in
+    the same order, the same tasks per stream), every duration is their mean.
 
     Raises:
         InputError: no step marker, or no complete step (every step lost GPU activity).
@@ -330,121 +380,151 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     measured = [s.dur_us for s in kept]
     med = float(np.median(measured))
     cands = [s for s in kept if not s.last] or kept
-    rep = min(cands, key=lambda s: (abs(s.dur_us - med), s.start_ns))
-    ops, streams, colls, notes, sources, w2, loader = _fit_step(table, links, rep, kept)
+    middle = _middle_steps(kept)
+    rep = min([s for s in middle if not s.last] or cands,
+              key=lambda s: (abs(s.dur_us - med), s.start_ns))
+    ctx = _Ctx(table, links)
+    fit = _fit_step(ctx, rep)
+    group = [fit]
+    for s in middle:
+        if s is rep or s.last:
+            continue
+        f = _fit_step(ctx, s)
+        if f.signature() == fit.signature():
+            group.append(f)
+    ops, streams, next_us = _median_of(group)
+    warnings += [f"{path.name}: {w}" for w in fit.warnings]
+    notes, sources, loader, w2 = _notes(ctx, kept, fit, group, next_us)
     warnings += [f"{path.name}: {w}" for w in w2]
     rank, world = _rank_of(table._raw, warnings) if table._raw is not None else (None, 1)
     return RankFit(path=path, rank=-1 if rank is None else rank, world_size=world, ops=ops,
                    streams=streams, measured_us=measured, steps_used=[s.number for s in kept],
-                   rep=rep, collectives=colls, notes=notes, sources=sources, warnings=warnings,
-                   loader=loader, complete_steps=len(kept))
+                   rep=rep, collectives=fit.colls, notes=notes, sources=sources,
+                   warnings=warnings, loader=loader, complete_steps=len(kept),
+                   base_ns=table.base_ns, step_us_by_number={s.number: s.dur_us for s in kept})
 
 
-def _fit_step(table: EventTable, links: Links, rep: Step, kept: list[Step]):
+def _middle_steps(kept: list[Step]) -> list[Step]:
+    """The step(s) whose time is the median: the middle one, or the two middle ones."""
+    order = sorted(kept, key=lambda s: (s.dur_us, s.start_ns))
+    n = len(order)
+    return [order[n // 2]] if n % 2 else [order[n // 2 - 1], order[n // 2]]
+
+
+def _slots(ops: list[HostOp]) -> tuple[list[float], list[HostOp]]:
+    """Split a host sequence into the non-cpu ops and the cpu time before each (plus after the
+    last): ``cpu[i]`` precedes ``other[i]``; ``cpu[-1]`` ends the step."""
+    cpu, other, acc = [], [], 0.0
+    for op in ops:
+        if op.kind == "cpu":
+            acc += op.dur_us
+        else:
+            cpu.append(acc)
+            other.append(op)
+            acc = 0.0
+    cpu.append(acc)
+    return cpu, other
+
+
+def _median_of(group: list[_StepFit]):
+    """The first fit's structure with every duration the median over ``group``."""
+    base = group[0]
+    if len(group) == 1:
+        return base.ops, base.streams, base.next_us
+    slots = [_slots(g.ops) for g in group]
+    ops = []
+    for i, op in enumerate(slots[0][1] + [None]):
+        c = float(np.median([sl[0][i] for sl in slots]))
+        if c > 0:
+            ops.append(HostOp(kind="cpu", name="cpu", dur_us=c))
+        if op is not None:
+            d = float(np.median([sl[1][i].dur_us for sl in slots]))
+            ops.append(op.model_copy(update={"dur_us": d}))
+    streams = {}
+    for s, ts in base.streams.items():
+        out = []
+        for t in ts:
+            k = float(np.median([g.kernel_us[t.id] for g in group]))
+            idle = float(np.median([g.idle_us[t.id] for g in group]))
+            bd = {t.category: k, "idle": idle} if idle > 0 else {}
+            out.append(t.model_copy(update={"dur_us": k + idle, "breakdown_us": bd}))
+        streams[s] = out
+    nx = [float(np.median([g.next_us[i] for g in group])) for i in range(len(base.next_us))]
+    return ops, streams, nx
+
+
+def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
+    table, links = ctx.table, ctx.links
+    ts, te, names = ctx.ts, ctx.te, ctx.names
     warnings: list[str] = []
-    notes: dict = {}
-    sources: dict = {}
-    pid = rep.pid
-    t0, t1 = rep.start_ns, rep.end_ns
-    api_mask = table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X") & (table.pid == pid)
-    api_rows = np.nonzero(api_mask)[0]
-    in_win = (table.ts_ns[api_rows] >= t0) & (table.ts_ns[api_rows] < t1)
-    win_rows = api_rows[in_win]
-    names = table.names
-    launches = np.fromiter((names[r] in LAUNCH_APIS for r in win_rows), bool, len(win_rows))
-    syncs = np.fromiter((names[r] in SYNC_APIS for r in win_rows), bool, len(win_rows))
-    launch_threads = set(zip(table.pid[win_rows[launches | syncs]].tolist(),
-                             table.tid[win_rows[launches | syncs]].tolist()))
-    launch_threads.add((pid, rep.tid))
-    host_threads = sorted(launch_threads, key=lambda k: (k != (pid, rep.tid), k))
-    on_host = np.fromiter(((int(table.pid[r]), int(table.tid[r])) in launch_threads
-                           for r in win_rows), bool, len(win_rows))
-    calls = win_rows[on_host]
-    calls = calls[np.argsort(table.ts_ns[calls], kind="stable")]
-    # DataLoader __next__ on the step thread
+    pid = step.pid
+    t0, t1 = step.start_ns, step.end_ns
+    api_rows = np.nonzero(table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X") &
+                          (table.pid == pid) & (ts >= t0) & (ts < t1))[0]
+    rel = np.fromiter((names[r] in LAUNCH_APIS or names[r] in SYNC_APIS for r in api_rows),
+                      bool, len(api_rows))
+    threads = set(zip(table.pid[api_rows[rel]].tolist(), table.tid[api_rows[rel]].tolist()))
+    threads.add((pid, step.tid))
+    host_threads = sorted(threads, key=lambda k: (k != (pid, step.tid), k))
+    on_host = np.fromiter(((int(p), int(t)) in threads for p, t in
+                           zip(table.pid[api_rows], table.tid[api_rows])), bool, len(api_rows))
+    calls = api_rows[on_host]
+    calls = calls[np.argsort(ts[calls], kind="stable")].tolist()
     cpu_rows = np.nonzero(table.is_cat("cpu_op", "user_annotation") & (table.ph == "X") &
-                          (table.pid == pid) & (table.tid == rep.tid) & (table.ts_ns >= t0) &
-                          (table.ts_ns < t1))[0]
+                          (table.pid == pid) & (table.tid == step.tid) & (ts >= t0) & (ts < t1))[0]
     nexts = [int(r) for r in cpu_rows if DATALOADER_RE.search(names[r])]
-    # ---- device tasks of this step: activities launched by these calls
+    # ---- device activities launched by this step's calls
     by_launch = links.by_launch
-    acts: list[int] = []
     act_launch: dict[int, int] = {}
-    for c in calls.tolist():
+    for c in calls:
         for g in by_launch.get(c, ()):
-            acts.append(g)
             act_launch[g] = c
-    acts_arr = np.array(sorted(acts, key=lambda g: (table.ts_ns[g], g)), dtype=np.int64)
-    devices = set(table.device[acts_arr].tolist()) if len(acts_arr) else set()
-    multi_dev = len(devices) > 1
-
-    def stream_name(g: int) -> str:
-        s = int(table.stream[g])
-        return f"{int(table.device[g])}:{s}" if multi_dev else str(s)
-
-    # phase by launch time
-    lt = np.array([table.ts_ns[act_launch[g]] for g in acts_arr], dtype=np.int64)
-    ltid = np.array([table.tid[act_launch[g]] for g in acts_arr], dtype=np.int64)
-    phases = _phase_of(table, host_threads, lt, ltid, rep.tid) if len(acts_arr) else np.zeros(0)
-    comm_rows = np.nonzero((table.names == "record_param_comms") & (table.ph == "X"))[0]
-    ann_rows = np.nonzero(np.fromiter((n.startswith("nccl:") for n in names), bool, len(names)) &
-                          table.is_cat("user_annotation", "cpu_op"))[0]
-    # previous activity end per stream in the real timeline (any step)
-    gpu_all = links.gpu_rows
-    stream_key_all = np.array([stream_name(g) for g in gpu_all], dtype=object) if len(gpu_all) else np.zeros(0, object)
-    prev_end: dict[int, int] = {}
-    last_end_by_stream: dict[str, int] = {}
-    for g, sk in zip(gpu_all.tolist(), stream_key_all.tolist()):
-        prev_end[g] = last_end_by_stream.get(sk, -1)
-        e = int(table.end_ns[g])
-        last_end_by_stream[sk] = max(e, last_end_by_stream.get(sk, -1))
-    # build tasks
-    tasks: dict[int, DeviceTask] = {}
-    per_stream: dict[str, list[int]] = {}
-    gap_total = 0.0
-    idle_per_task: dict[int, float] = {}
+    acts = sorted(act_launch, key=lambda g: (ts[g], g))
+    stream_of = ctx.stream_of
+    lt = np.array([ts[act_launch[g]] for g in acts], dtype=np.int64)
+    ltid = np.array([table.tid[act_launch[g]] for g in acts], dtype=np.int64)
+    phases = _phase_of(table, host_threads, lt, ltid, step.tid) if acts else []
     task_of: dict[int, str] = {}
-    for k, g in enumerate(acts_arr.tolist()):
-        s = stream_name(g)
-        per_stream.setdefault(s, []).append(g)
-        task_of[g] = f"s{s}.{len(per_stream[s]) - 1}"
-    # inferred cross-stream waits: ends of this step's tasks, by stream
-    ends_sorted = sorted(((int(table.end_ns[g]), g) for g in acts_arr.tolist()))
+    per_stream: dict[str, list[int]] = {}
+    for g in acts:
+        s = stream_of[g]
+        lst = per_stream.setdefault(s, [])
+        task_of[g] = f"s{s}.{len(lst)}"
+        lst.append(g)
+    ends_sorted = sorted((int(te[g]), g) for g in acts)
     end_vals = np.array([e for e, _ in ends_sorted], dtype=np.int64)
     end_rows = [g for _, g in ends_sorted]
+    tasks: dict[int, DeviceTask] = {}
+    kernel_us: dict[str, float] = {}
+    idle_map: dict[str, float] = {}
+    colls = []
     n_waits = 0
-    coll_list = []
-    graph_first: dict[int, int] = {}
-    for k, g in enumerate(acts_arr.tolist()):
-        s = stream_name(g)
+    for k, g in enumerate(acts):
+        s = stream_of[g]
         c = act_launch[g]
-        start = int(table.ts_ns[g])
-        dur = int(table.dur_ns[g])
-        launch_end = int(table.end_ns[c])
-        pe = prev_end.get(g, -1)
-        first_of_call = by_launch[c][0] == g
-        ready = max(pe, launch_end if first_of_call else -1)
+        start, dur = int(ts[g]), int(table.dur_ns[g])
+        first = by_launch[c][0] == g
+        ready = max(ctx.prev_end.get(g, -1), int(te[c]) if first else -1)
         waits: list[str] = []
-        if not first_of_call:
+        if not first:
             f = by_launch[c][0]
-            if stream_name(f) != s:
+            if stream_of[f] != s:
                 waits.append(task_of[f])
-                ready = max(ready, int(table.end_ns[f]))
+                ready = max(ready, int(te[f]))
         if start - ready > WAIT_MIN_US * 1000:
             lo = start - int(WAIT_WINDOW_US * 1000)
             i = int(np.searchsorted(end_vals, start, side="right")) - 1
+            my_launch = ts[c]
             while i >= 0 and end_vals[i] >= lo:
                 w = end_rows[i]
-                if stream_name(w) != s and w != g:
+                if stream_of[w] != s and ts[act_launch[w]] < my_launch:
                     if task_of[w] not in waits:
                         waits.append(task_of[w])
                         n_waits += 1
                     ready = max(ready, int(end_vals[i]))
                     break
                 i -= 1
-        idle = max(0, start - ready) if ready >= 0 else 0
-        idle_us = idle / 1000.0
-        gap_total += idle_us
+        idle_us = max(0, start - ready) / 1000.0 if ready >= 0 else 0.0
         name = str(names[g])
         cat = categorize(name, str(table.cat[g]))
         phase = str(phases[k]) if len(phases) else "other"
@@ -463,47 +543,68 @@ def _fit_step(table: EventTable, links: Links, rep: Step, kept: list[Step]):
                 extra = dict(bytes=int(table.bytes[g]))
         elif cat == "communication":
             kind = "collective"
-            b, gs, cname = _coll_info(table, g, c, comm_rows, ann_rows)
+            b, gs, cname = _coll_info(table, g, c, ctx.comm_rows, ctx.ann_rows)
             extra = dict(bytes=b)
-            coll_list.append((task_of[g], cname or name.split("(")[0], start, start + dur, gs))
+            colls.append((task_of[g], cname or name.split("(")[0], start, start + dur, gs))
         if phase == "optimizer" and cat in ("elementwise", "other", "reduction"):
             cat = "optimizer"
         dur_us = dur / 1000.0
         bd = {cat: dur_us, "idle": idle_us} if idle_us > 0 else {}
-        tasks[g] = DeviceTask(id=task_of[g], stream=s, name=name, kind=kind, category=cat,
-                              phase=phase, dur_us=dur_us + idle_us, breakdown_us=bd,
-                              waits=waits, **extra)
-        idle_per_task[g] = idle_us
+        tid_ = task_of[g]
+        kernel_us[tid_] = dur_us
+        idle_map[tid_] = idle_us
+        tasks[g] = DeviceTask(id=tid_, stream=s, name=name, kind=kind, category=cat, phase=phase,
+                              dur_us=dur_us + idle_us, breakdown_us=bd, waits=waits, **extra)
     streams = {s: [tasks[g] for g in rows] for s, rows in per_stream.items()}
+    by_id = {t.id: t for t in tasks.values()}
+    stream_pos = {t.id: (s, i) for s, lst in streams.items() for i, t in enumerate(lst)}
     # ---- host ops
     ops: list[HostOp] = []
     cursor = t0
-    pending_cpu = 0.0
+    pending = 0
+    launched: set[str] = set()
+    runnable: set[str] = set()
 
-    def flush_cpu(name="cpu"):
-        nonlocal pending_cpu
-        if pending_cpu > 0:
-            ops.append(HostOp(kind="cpu", name=name, dur_us=pending_cpu / 1000.0))
-        pending_cpu = 0.0
+    def can_finish(tid_: str) -> bool:
+        """Every dependency of task ``tid_`` (stream predecessors, waits) is launched."""
+        stack, seen = [tid_], set()
+        while stack:
+            x = stack.pop()
+            if x in runnable or x in seen:
+                continue
+            seen.add(x)
+            if x not in launched and x not in graph_members:
+                return False
+            s, i = stream_pos[x]
+            if i > 0:
+                stack.append(streams[s][i - 1].id)
+            stack.extend(by_id[x].waits)
+        runnable.update(seen)
+        return True
+
+    graph_members = {task_of[g] for g in acts if by_launch[act_launch[g]][0] != g}
+
+    def flush():
+        nonlocal pending
+        if pending > 0:
+            ops.append(HostOp(kind="cpu", name="cpu", dur_us=pending / 1000.0))
+        pending = 0
 
     launched_acts: list[int] = []
-    events: list[tuple[int, int, str]] = [(int(table.ts_ns[r]), int(r), "next") for r in nexts]
-    events += [(int(table.ts_ns[r]), int(r), "api") for r in calls.tolist()]
-    events.sort()
+    evs = sorted([(int(ts[r]), 0, r) for r in nexts] + [(int(ts[r]), 1, r) for r in calls])
     next_until = -1
-    next_durs = []
-    n_sync = n_block = 0
-    for ts, r, kind in events:
-        a, b = int(table.ts_ns[r]), int(table.end_ns[r])
-        if kind == "api" and a < next_until:
+    next_us: list[float] = []
+    n_sync = n_block = n_unres = 0
+    for a, kind, r in evs:
+        b = int(te[r])
+        if kind == 1 and a < next_until:
             continue  # inside DataLoader __next__: part of next_batch
         a_eff = max(a, cursor)
-        if a_eff > cursor:
-            pending_cpu += a_eff - cursor
-        if kind == "next":
-            flush_cpu()
+        pending += a_eff - cursor
+        if kind == 0:
+            flush()
             ops.append(HostOp(kind="next_batch", name=str(names[r])))
-            next_durs.append((b - a) / 1000.0)
+            next_us.append((b - a) / 1000.0)
             next_until = b
             cursor = max(cursor, b)
             continue
@@ -514,97 +615,118 @@ def _fit_step(table: EventTable, links: Links, rep: Step, kept: list[Step]):
         if gs:
             g0 = gs[0]
             if blocking:
-                # CPU cost before the copy could start
-                pe = prev_end.get(g0, -1)
-                ld = min(max(0, int(table.ts_ns[g0]) - max(a, pe)), b - a)
+                ld = min(max(0, int(ts[g0]) - max(a_eff, ctx.prev_end.get(g0, -1))), b - a_eff)
             else:
-                ld = b - a
-            flush_cpu()
+                ld = b - a_eff
+            flush()
             ops.append(HostOp(kind="launch", name=nm, dur_us=max(0, ld) / 1000.0,
                               task=task_of[g0], category="launch"))
+            launched.update(task_of[g] for g in gs)
             launched_acts.extend(gs)
             if not blocking:
                 cursor = max(cursor, b)
                 continue
-            a_after = a + ld
+            a_after = a_eff + max(0, ld)
         elif not blocking:
-            pending_cpu += max(0, b - a_eff)
+            pending += max(0, b - a_eff)
             cursor = max(cursor, b)
             continue
         else:
             a_after = a_eff
-        # blocking call: which activity of this step did it wait for?
-        cand = [g for g in launched_acts if table.end_ns[g] <= b + SYNC_TOLERANCE_US * 1000]
-        if not cand:
-            pending_cpu += max(0, b - a_eff)
+        # a blocking call: the activity of this step it waited for (a blocking copy waits
+        # for itself, even when the call returns before the copy's last chunk lands)
+        best, best_end = None, -1
+        if gs:
+            best = max(gs, key=lambda x: int(te[x]))
+            best_end = int(te[best])
+        else:
+            lim = b + SYNC_TOLERANCE_US * 1000
+            for g in launched_acts:
+                e = int(te[g])
+                if best_end < e <= lim:
+                    best, best_end = g, e
+        if best is None or not can_finish(task_of[best]):
+            if best is not None:
+                n_unres += 1
+            pending += max(0, b - a_after)
             cursor = max(cursor, b)
             continue
-        g = max(cand, key=lambda x: (table.end_ns[x], x))
-        ge = int(table.end_ns[g])
-        flush_cpu()
+        flush()
         n_sync += 1
-        if ge > a_after:
+        if best_end > a_after:
             n_block += 1
-            ops.append(HostOp(kind="sync", name=nm, dur_us=0.0, task=task_of[g], category="sync"))
-            cursor = max(cursor, min(b, ge))
-            if b > ge:
-                pending_cpu += b - ge
-                cursor = b
+            ops.append(HostOp(kind="sync", name=nm, dur_us=0.0, task=task_of[best], category="sync"))
+            # the host resumes when the awaited work ends; the call's return latency (or, for
+            # a copy that returned early, the lead it had) is charged to the next cpu op
+            cursor = max(cursor, best_end)
         else:
             ops.append(HostOp(kind="sync", name=nm, dur_us=max(0, b - a_after) / 1000.0,
-                              task=task_of[g], category="sync"))
+                              task=task_of[best], category="sync"))
             cursor = max(cursor, b)
     if t1 > cursor:
-        pending_cpu += t1 - cursor
-    flush_cpu()
-    # ---- loader
-    if next_durs:
-        loader = LoaderParams(num_workers=0, produce=DurationSpec.constant(sum(next_durs) / len(next_durs)))
+        pending += t1 - cursor
+    flush()
+    if n_unres:
+        warnings.append(f"{n_unres} blocking call(s) in step {step.number} waited on work whose "
+                        "dependencies are launched later; modelled as CPU time")
+    counts = {"inferred_waits": n_waits, "host_syncs": n_sync, "host_syncs_blocking": n_block,
+              "host_threads": ",".join(f"{p}/{t}" for p, t in host_threads),
+              "device_tasks": len(acts), "host_ops": len(ops)}
+    return _StepFit(step=step, ops=ops, streams=streams, kernel_us=kernel_us, idle_us=idle_map,
+                    next_us=next_us, colls=colls, counts=counts, warnings=warnings)
+
+
+def _step_stats(ctx: _Ctx, step: Step) -> dict:
+    """Measured GPU busy %, kernel-sum ÷ step-wall and exposed communication (µs) of a step
+    window: GPU activity clipped to [start, end)."""
+    table, gr = ctx.table, ctx.links.gpu_rows
+    t0, t1 = step.start_ns, step.end_ns
+    ts, te = ctx.ts[gr], ctx.te[gr]
+    m = (te > t0) & (ts < t1)
+    s, e = np.clip(ts[m], t0, t1), np.clip(te[m], t0, t1)
+    wall = (t1 - t0) / 1000.0
+    busy = _union_len(s, e) / 1000.0
+    ksum = float((e - s).sum()) / 1000.0
+    comm = np.array([ctx.is_coll[g] for g in gr[m].tolist()], dtype=bool)
+    exposed = _exposed(_union(s[comm], e[comm]), _union(s[~comm], e[~comm])) / 1000.0
+    return {"gpu_busy_pct": 100.0 * busy / wall if wall > 0 else 0.0,
+            "kernel_sum_over_step_wall": ksum / wall if wall > 0 else 0.0,
+            "exposed_comm_us": exposed}
+
+
+def _notes(ctx: _Ctx, kept: list[Step], fit: _StepFit, group: list[_StepFit], next_us):
+    notes: dict = {}
+    sources: dict = {"host.ops": "measured", "device.streams": "measured",
+                     "device.waits": "inferred", "device.idle": "inferred"}
+    warnings: list[str] = []
+    stats = [_step_stats(ctx, s) for s in kept]
+    for k in ("gpu_busy_pct", "kernel_sum_over_step_wall", "exposed_comm_us"):
+        notes[k] = float(np.median([st[k] for st in stats]))
+    rep = fit.step
+    notes.update(fit.counts)
+    notes["representative_step"] = rep.number
+    notes["representative_step_us"] = rep.dur_us
+    notes["median_of_steps"] = ",".join(str(g.step.number) for g in group)
+    notes["device_idle_added_us"] = float(sum(sum(t.breakdown_us.get("idle", 0.0) for t in ts)
+                                              for ts in fit.streams.values()))
+    notes["kernel_sum_us"] = float(sum(fit.kernel_us.values()))
+    if next_us:
+        produce = sum(next_us) / len(next_us)
+        loader = LoaderParams(num_workers=0, produce=DurationSpec.constant(produce))
         sources["loader.produce"] = "inferred"
         sources["loader.num_workers"] = "assumed"
-        all_next = [(table.end_ns[r] - table.ts_ns[r]) / 1000.0 for r in np.nonzero(
-            table.is_cat("cpu_op", "user_annotation") & (table.pid == pid) & (table.tid == rep.tid))[0]
-            if DATALOADER_RE.search(names[r]) and any(s.start_ns <= table.ts_ns[r] < s.end_ns for s in kept)]
-        notes["dataloader_next_us_median"] = float(np.median(all_next)) if all_next else None
-        warnings.append("DataLoader worker count is not in a GPU trace: the loader is modelled as "
-                        "its measured next() time on the main thread (num_workers=0); give a "
+        notes["dataloader_next_us"] = produce
+        warnings.append("DataLoader worker count is not in a GPU trace: the loader is modelled "
+                        "as its measured next() time on the main thread (num_workers=0); give a "
                         "capture sidecar for the real settings")
     else:
         loader = LoaderParams()
         sources["loader"] = "assumed"
-    # ---- notes
-    gpu_in = acts_arr
-    step_wall = (t1 - t0) / 1000.0
-    ksum = float(table.dur_ns[gpu_in].sum()) / 1000.0 if len(gpu_in) else 0.0
-    # busy: union of all GPU activity within the step window
-    gw = links.gpu_rows[(table.end_ns[links.gpu_rows] > t0) & (table.ts_ns[links.gpu_rows] < t1)]
-    busy = _union_len(np.clip(table.ts_ns[gw], t0, t1), np.clip(table.end_ns[gw], t0, t1)) / 1000.0
-    comm = np.array([COLLECTIVE_RE.match(str(names[g])) is not None for g in gw], dtype=bool)
-    other_iv = _union(np.clip(table.ts_ns[gw[~comm]], t0, t1), np.clip(table.end_ns[gw[~comm]], t0, t1))
-    comm_iv = _union(np.clip(table.ts_ns[gw[comm]], t0, t1), np.clip(table.end_ns[gw[comm]], t0, t1))
-    exposed = _exposed(comm_iv, other_iv) / 1000.0
-    notes.update({
-        "representative_step": rep.number,
-        "representative_step_us": step_wall,
-        "gpu_busy_pct": 100.0 * busy / step_wall if step_wall > 0 else 0.0,
-        "kernel_sum_over_step_wall": ksum / step_wall if step_wall > 0 else 0.0,
-        "kernel_sum_us": ksum,
-        "exposed_comm_us": exposed,
-        "device_idle_added_us": gap_total,
-        "inferred_waits": n_waits,
-        "host_syncs": n_sync,
-        "host_syncs_blocking": n_block,
-        "host_threads": ",".join(f"{p}/{t}" for p, t in host_threads),
-        "device_tasks": len(acts_arr),
-        "host_ops": len(ops),
-    })
-    sources.update({"host.ops": "measured", "device.streams": "measured",
-                    "device.waits": "inferred", "device.idle": "inferred"})
-    return ops, streams, coll_list, notes, sources, warnings, loader
+    return notes, sources, loader, warnings
 
 
 def _exposed(comm_iv, other_iv) -> float:
-    """Length (ns) of comm intervals not covered by other intervals."""
+    """Length (ns) of the union ``comm_iv`` not covered by the union ``other_iv``."""
     cs, ce = comm_iv
     os_, oe = other_iv
     total = 0
@@ -668,6 +790,129 @@ def calibrate_gpu(paths, step_regex: str | None = None) -> StepModel:
             f.warnings.append(f"{f.path.name}: no rank in distributedInfo or file name; taken as rank 0")
             f.rank = 0
         return _single_model(f, plist)
-    from calibration.ranks import combine_ranks
+    return _combine_ranks(fits, plist)
 
-    return combine_ranks(fits, plist)
+
+def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
+    """One StepModel for several ranks: the structure of the rank that arrives first at the
+    collectives (its work is never hidden behind waiting), collective durations from the last
+    rank to arrive, and every other rank's lateness as its ``RankParams`` skew."""
+    warnings: list[str] = []
+    for f in fits:
+        warnings += f.warnings
+    by_rank: dict[int, RankFit] = {}
+    unknown = 0
+    for f in sorted(fits, key=lambda f: f.path.name):
+        if f.rank < 0:
+            f.rank = max([g.rank for g in fits] + [-1]) + 1 + unknown
+            unknown += 1
+            warnings.append(f"{f.path.name}: no rank in distributedInfo or file name; numbered {f.rank}")
+        if f.rank in by_rank:
+            warnings.append(f"{f.path.name} and {by_rank[f.rank].path.name} both hold rank "
+                            f"{f.rank}: two captures of one rank; using {by_rank[f.rank].path.name}")
+            continue
+        by_rank[f.rank] = f
+    ranks = sorted(by_rank)
+    if len(ranks) == 1:
+        f = by_rank[ranks[0]]
+        f.warnings = warnings
+        return _single_model(f, paths)
+    # --- match collectives by (name, occurrence) and align clocks on their ends
+    def keyed(f: RankFit):
+        seen: dict[str, int] = {}
+        out = {}
+        for tid_, name, s0, e0, _gs in f.collectives:
+            k = seen.get(name, 0)
+            seen[name] = k + 1
+            out[(name, k)] = (tid_, f.base_ns + s0, f.base_ns + e0)
+        return out
+
+    colls = {r: keyed(by_rank[r]) for r in ranks}
+    common = set.intersection(*(set(c) for c in colls.values())) if colls else set()
+    if not common:
+        warnings.append("no collective matches across ranks: clocks not aligned, no skew fitted")
+    first = ranks[0]
+    offset = {r: 0 for r in ranks}
+    for r in ranks[1:]:
+        d = [colls[r][k][2] - colls[first][k][2] for k in common]
+        offset[r] = int(np.median(d)) if d else 0
+    order = sorted(common, key=lambda k: colls[first][k][1])
+    arrive = {r: [colls[r][k][1] - offset[r] for k in order] for r in ranks}
+    # the reference: the rank that arrives first (median lateness against the earliest)
+    if order:
+        earliest = np.min(np.array([arrive[r] for r in ranks]), axis=0)
+        late_med = {r: float(np.median(np.array(arrive[r]) - earliest)) for r in ranks}
+        ref_rank = min(ranks, key=lambda r: (late_med[r], r))
+    else:
+        ref_rank = first
+    ref = by_rank[ref_rank]
+    # transfer time of each collective: its duration on the last rank to arrive
+    transfer: dict[str, float] = {}
+    skew_us: dict[int, list[float]] = {r: [] for r in ranks}
+    for i, k in enumerate(order):
+        arr = {r: arrive[r][i] for r in ranks}
+        last_r = max(ranks, key=lambda r: (arr[r], r))
+        _, s_l, e_l = colls[last_r][k]
+        transfer[colls[ref_rank][k][0]] = (e_l - s_l) / 1000.0
+        for r in ranks:
+            skew_us[r].append((arr[last_r] - arr[r]) / 1000.0)
+    streams = {}
+    for sname, ts in ref.streams.items():
+        out = []
+        for t in ts:
+            if t.id in transfer:
+                out.append(t.model_copy(update={"dur_us": transfer[t.id], "breakdown_us": {}}))
+            else:
+                out.append(t)
+        streams[sname] = out
+    phase_of = {t.id: t.phase for ts in ref.streams.values() for t in ts}
+    # each rank's lateness against the reference, by collective: the first goes to delay_us,
+    # later increases to the phase of the collective where they show
+    rank_params = []
+    for r in ranks:
+        if r == ref_rank or not order:
+            rank_params.append(RankParams(rank=r))
+            continue
+        late = [(arrive[r][i] - arrive[ref_rank][i]) / 1000.0 for i in range(len(order))]
+        delay = max(0.0, late[0])
+        extra: dict[str, float] = {}
+        prev = late[0]
+        for i in range(1, len(order)):
+            inc = late[i] - max(prev, 0.0)
+            if inc > 0:
+                ph = phase_of.get(colls[ref_rank][order[i]][0], "forward")
+                if ph == "data":
+                    ph = "forward"
+                extra[ph] = extra.get(ph, 0.0) + inc
+            prev = late[i]
+        has_phase = {t.phase for ts in streams.values() for t in ts if t.kind != "collective"}
+        extra = {k: v for k, v in extra.items() if k in has_phase and v > 0}
+        rank_params.append(RankParams(rank=r, delay_us=delay, phase_extra_us=extra))
+    # measured: the job pays the slowest rank in each step
+    numbers = set.intersection(*(set(by_rank[r].step_us_by_number) for r in ranks))
+    if numbers:
+        nums = sorted(numbers)
+        job = [max(by_rank[r].step_us_by_number[n] for r in ranks) for n in nums]
+    else:
+        nums = ref.steps_used
+        job = ref.measured_us
+        warnings.append("ranks share no step number; measured step times are the reference rank's")
+    notes = dict(ref.notes)
+    notes.update({
+        "reference_rank": ref_rank,
+        "ranks": ",".join(map(str, ranks)),
+        "clock_offsets_us": ",".join(f"{r}:{offset[r] / 1000.0:.1f}" for r in ranks),
+        "collectives_matched": len(order),
+        "arrival_skew_us_median": ",".join(
+            f"{r}:{float(np.median(skew_us[r])) if skew_us[r] else 0.0:.1f}" for r in ranks),
+        "measured_median_step_us": float(np.median(job)),
+        "per_rank_median_step_us": ",".join(f"{r}:{by_rank[r].median_us:.1f}" for r in ranks),
+    })
+    sources = dict(ref.sources)
+    sources.update({"ranks": "inferred", "device.collectives": "measured"})
+    world = max([f.world_size for f in by_rank.values()] + [len(ranks)])
+    meta = Meta(name=f"{len(ranks)} ranks", sources=sources, traces=[str(p) for p in paths],
+                steps_used=nums, measured_step_us=job, warnings=warnings, notes=notes)
+    return StepModel(loader=ref.loader, host=HostParams(ops=ref.ops),
+                     device=DeviceParams(streams=streams), comm=CommParams(world_size=world),
+                     ranks=rank_params, meta=meta)

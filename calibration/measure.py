@@ -16,15 +16,21 @@ from calibration.trace_io import load_trace
 from simcore.errors import InputError
 
 
+INPUT_BOUND_SHARE = 0.10
+"""Share of the step the host thread must spend waiting on input for a run to count as
+input-bound."""
+
+
 @dataclass(frozen=True)
 class MeasuredSteps:
     """Attributes:
         path: the trace.
         step_us: each step's time (µs), start to next start, shape (n_steps,).
         input_wait_us: per step, µs the host thread waited in DataLoader ``next()``.
-        bottleneck: ``input`` when waiting for input is the largest share of the step, else
-            ``host_compute`` for a host-only trace, or ``device`` when the trace has GPU work
-            (the finer device split is the simulator's, not read here).
+        bottleneck: ``input`` when the host thread waits for the DataLoader for at least
+            ``INPUT_BOUND_SHARE`` of the step (then a faster input pipeline would shorten the
+            step), else ``host_compute`` for a host-only trace, or ``device`` when the trace has
+            GPU work (the finer device split is the simulator's, not read here).
     """
 
     path: Path
@@ -55,7 +61,7 @@ def measured_steps(path: str | Path, step_regex: str | None = None) -> MeasuredS
     step_us = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps])
     wait = step_loader_waits_us(table, steps)
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
-    if share >= 0.5:
+    if share >= INPUT_BOUND_SHARE:
         neck = "input"
     else:
         neck = "device" if table.gpu_mask().any() else "host_compute"

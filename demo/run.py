@@ -65,7 +65,7 @@ def _capture(num_workers: int, out: Path, seed: int) -> None:
 
 def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None = None) -> int:
     """Run the demo into folder ``out``; returns the exit code (0)."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     settings = QUICK_SETTINGS if quick else SETTINGS
     repeats = repeats or (1 if quick else 2)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -111,7 +111,9 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
         pooled = [v for m in meas for v in m.step_us]
         necks = [m.bottleneck for m in meas]
         observed = max(set(necks), key=necks.count)
-        rec = validate(pred, pooled, observed, label=f"demo num_workers={s}")
+        rec = validate(pred, pooled, observed, label=f"demo num_workers={s}",
+                       traces=[str(d / "trace.json.gz") for d in runs[s]],
+                       model_name=str(out / "model.json"))
         append_ledger(ledger, rec)
         means = [m.mean_us for m in meas]
         spread = 100 * (max(means) - min(means)) / float(np.mean(means)) if len(means) > 1 else None
@@ -134,26 +136,34 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
               "replay_ms": replay / 1e3, "replay_measured_ms": measured_base / 1e3,
               "replay_error_pct": replay_err, "rows": rows, "ledger": summary,
               "elapsed_s": time.monotonic() - t0}
-    write_atomic(out / "table.json", orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    console.print(f"ledger: {summary}")
+    write_atomic(out / "table.json", orjson.dumps(result, option=orjson.OPT_INDENT_2
+                                                  | orjson.OPT_SERIALIZE_NUMPY
+                                                  | orjson.OPT_SERIALIZE_DATACLASS))
+    console.print(f"ledger {ledger}: {summary.n} predictions, median |error| "
+                  f"{summary.median_abs_error_pct:.1f} %, max |error| {summary.max_abs_error_pct:.1f} %"
+                  + (f", measured mean inside P10–P90 for {summary.coverage:.0%}"
+                     if summary.coverage is not None else "")
+                  + (f", bottleneck agreement {summary.bottleneck_agreement:.0%}"
+                     if summary.bottleneck_agreement is not None else ""))
     console.print(f"done in {time.monotonic() - t0:.0f} s; artefacts in {out}/")
     return 0
 
 
 def _print_table(console: Console, rows: list[dict], cores: int) -> None:
-    t = Table(title=f"num_workers: predicted vs measured step time ({cores} cores)")
-    for col, just in (("num_workers", "right"), ("predicted ms (P10–P90)", "right"),
-                      ("measured mean ms", "right"), ("median", "right"), ("run spread", "right"),
-                      ("error", "right"), ("bottleneck predicted", "left"), ("observed", "left")):
-        t.add_column(col, justify=just)
+    t = Table(title=f"num_workers: predicted vs measured step time, ms ({cores} cores)")
+    for col in ("workers", "predicted [P10–P90]", "measured mean", "median", "run spread",
+                "error", "bottleneck: predicted", "observed"):
+        t.add_column(col, justify="left" if col.startswith(("bottleneck", "observed")) else "right")
     for r in rows:
-        band = (f" ({r['predicted_p10_ms']:.0f}–{r['predicted_p90_ms']:.0f})"
+        band = (f" [{r['predicted_p10_ms']:.0f}–{r['predicted_p90_ms']:.0f}]"
                 if r["predicted_p10_ms"] is not None else "")
         spread = f"{r['spread_pct']:.0f} %" if r["spread_pct"] is not None else "–"
-        inside = " (inside spread)" if r["inside_spread"] else ""
+        inside = " (in spread)" if r["inside_spread"] else ""
         t.add_row(f"{r['num_workers']}{' *' if r['calibration'] else ''}",
                   f"{r['predicted_mean_ms']:.1f}{band}", f"{r['measured_mean_ms']:.1f}",
                   f"{r['measured_median_ms']:.1f}", spread, f"{r['error_pct']:+.1f} %{inside}",
-                  label(r["bottleneck_predicted"]), label(r["bottleneck_observed"]))
+                  r["bottleneck_predicted"], r["bottleneck_observed"])
     console.print(t)
-    console.print("* calibration setting (its row is the replay of the calibrated baseline)")
+    console.print("* calibration setting: its row checks the replay of the calibrated baseline. "
+                  "Bottlenecks: input = DataLoader, host_compute = the training step's CPU work, "
+                  "cpu_cores = workers and training step share too few cores.")

@@ -79,6 +79,41 @@ class StepEvents:
         return ev
 
 
+class LaunchQueue:
+    """One rank's bounded queue of launched, unfinished device work (CUDA's launch queue, about
+    1024 entries): a launch takes a slot, its task frees it on completion; the host blocks only
+    when every slot is taken. A counter with one waiter (the rank's host thread)."""
+
+    def __init__(self, env: simpy.Environment, capacity: int):
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.env, self.capacity, self.pending = env, capacity, 0
+        self._held: set[tuple[int, str]] = set()
+        self._waiter: simpy.Event | None = None
+
+    def take(self, step: int, task: str) -> simpy.Event | None:
+        """Take a slot for ``task`` of ``step``: None when one was free, else an event that
+        fires once a slot has been handed over."""
+        self._held.add((step, task))
+        if self.pending < self.capacity:
+            self.pending += 1
+            return None
+        self._waiter = self.env.event()
+        return self._waiter
+
+    def free(self, step: int, task: str) -> None:
+        """``task`` of ``step`` finished: free its slot (if its launch took one)."""
+        try:
+            self._held.remove((step, task))
+        except KeyError:
+            return
+        if self._waiter is not None:
+            waiter, self._waiter = self._waiter, None
+            waiter.succeed()
+        else:
+            self.pending -= 1
+
+
 class Barrier:
     """Cross-rank rendezvous of collectives: the n-th arrival at a key releases everyone."""
 
@@ -98,14 +133,13 @@ class Barrier:
 def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[TaskPlan],
                    events: StepEvents, barrier: Barrier | None,
                    engines: dict[str, simpy.Resource], recorder: Recorder, n_steps: int,
-                   release_slot, runs: list[TaskRun], sync_step):
+                   launch_queue: LaunchQueue, runs: list[TaskRun], sync_step):
     """Process generator for one stream of one rank over ``n_steps`` steps.
 
     Args:
         plans: the stream's tasks in order, durations already set for this rank.
         engines: this rank's copy engines by direction (``h2d``, ``d2h``).
-        release_slot: ``release_slot(rank, step, task)`` frees the launch-queue slot of a
-            launched task once it finishes.
+        launch_queue: the rank's launch queue; a launched task frees its slot when done.
         runs: receives one :class:`TaskRun` per executed task.
         sync_step: ``sync_step(step)`` is False for a ``no_sync`` micro-step.
     """
@@ -127,7 +161,7 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
             if t.skip_in_no_sync and not syncing:
                 done(rank, step, t.id).succeed()
                 if t.launched:
-                    release_slot(rank, step, t.id)
+                    launch_queue.free(step, t.id)
                 continue
             ready = env.now
             req = None
@@ -154,4 +188,4 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                                 ready, start, env.now))
             done(rank, step, t.id).succeed()
             if t.launched:
-                release_slot(rank, step, t.id)
+                launch_queue.free(step, t.id)

@@ -24,7 +24,7 @@ import numpy as np
 import simpy
 
 from models.cpu import CpuPool, record_cpu_work
-from models.device import StepEvents
+from models.device import LaunchQueue, StepEvents
 from models.loader import DataLoaderSim
 from simcore.dists import Duration
 from simcore.record import Recorder, Span
@@ -67,12 +67,12 @@ class HostOpPlan:
 def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay_us: float,
                  cpu: CpuPool, uses_core: bool, loader: DataLoaderSim, events: StepEvents,
                  recorder: Recorder, n_steps: int, step_starts: list[float],
-                 launch_slots: simpy.Resource, take_slot, waits_out: list[HostWait], sync_step,
+                 launch_queue: LaunchQueue, waits_out: list[HostWait], sync_step,
                  rng: np.random.Generator):
     """Process generator of one rank's host thread over ``n_steps`` steps.
 
     Args:
-        take_slot: ``take_slot(rank, step, task, request)`` remembers a launch-queue slot.
+        launch_queue: the rank's launch queue (a launch takes a slot).
         waits_out: receives one :class:`HostWait` per blocking wait on the device.
         sync_step: ``sync_step(step)`` is False for a ``no_sync`` micro-step.
         rng: the host's random stream (draws of ``cpu`` ops with ``samples``).
@@ -113,13 +113,12 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                 continue
             kind = op.kind
             if kind == "launch":
-                req = launch_slots.request()
-                if not req.triggered:
+                full = launch_queue.take(step, op.task)
+                if full is not None:
                     start = env.now
-                    yield req
+                    yield full
                     recorder.span(Span(lane, "launch queue full", "wait", start, env.now - start,
                                        step, rank, cause="launch_queue"))
-                take_slot(rank, step, op.task, req)
                 yield from busy(op.name, op.dur_us, "launch", step)
                 events.launched(rank, step, op.task).succeed(env.now)
                 if op.block_cause is not None:

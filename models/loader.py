@@ -19,8 +19,11 @@ Semantics follow ``torch/utils/data/dataloader.py`` (``_MultiProcessingDataLoade
 * ``num_workers=0`` (``_SingleProcessDataLoaderIter``) produces each batch on the main thread
   inside ``next()``.
 
-Queue depth: ``rank{r}.loader.ready`` counts batches produced by a worker and not yet taken by
-the main thread; ``rank{r}.loader.outstanding`` counts indices sent and not yet returned.
+Queue depth: ``rank{r}.loader.ready`` counts the batches ``next()`` could return without
+waiting (pinned if ``pin_memory``; in order: the unbroken run from the next index, so batches
+stuck behind a late one in the reorder buffer don't count); ``rank{r}.loader.buffered``
+counts every batch a worker finished that the main thread has not taken;
+``rank{r}.loader.outstanding`` counts indices sent and not yet returned.
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ class LoaderStats:
         produced: batch indices in the order workers finished them.
         consumed: batch indices in the order the main thread returned them.
         max_outstanding: the most batches ever sent and not yet returned.
-        max_ready: the most batches ever produced and not yet taken.
+        max_ready: the most batches ever produced and not yet taken (``buffered``).
         cap: ``num_workers × prefetch_factor`` (0 without workers).
     """
 
@@ -81,7 +84,8 @@ class DataLoaderSim:
         self.stats = LoaderStats(cap=nw * params.prefetch_factor)
         self.sent = 0              # indices handed out (global batch counter)
         self.returned = 0          # batches returned to the user
-        self.ready = 0             # produced, not yet taken by the main thread
+        self.ready = 0             # produced, not yet taken by the main thread (buffered)
+        self.delivered: set[int] = set()   # through the pin thread, not yet taken
         self.epoch_sent = 0        # indices sent in the current epoch
         self.epoch_returned = 0    # batches returned in the current epoch
         self.startup_until = 0.0   # workers of this epoch can start producing at this instant
@@ -104,10 +108,21 @@ class DataLoaderSim:
     def _note(self):
         t, st = self.env.now, self.stats
         out = self.sent - self.returned
-        self.rec.sample(f"rank{self.rank}.loader.ready", t, self.ready)
+        if self.p.in_order:
+            usable = 0
+            while self.returned + usable in self.delivered:
+                usable += 1
+        else:
+            usable = len(self.delivered)
+        self.rec.sample(f"rank{self.rank}.loader.ready", t, usable)
+        self.rec.sample(f"rank{self.rank}.loader.buffered", t, self.ready)
         self.rec.sample(f"rank{self.rank}.loader.outstanding", t, out)
         st.max_outstanding = max(st.max_outstanding, out)
         st.max_ready = max(st.max_ready, self.ready)
+
+    def _deliver(self, idx: int):
+        self.delivered.add(idx)
+        self._note()
 
     def _start_epoch(self):
         """A new iterator (``_reset``): new workers unless persistent, then the first
@@ -160,6 +175,8 @@ class DataLoaderSim:
             self.stats.produced.append(idx)
             self._note()
             yield self.result_q.put((idx, w))
+            if not self.p.pin_memory:
+                self._deliver(idx)
 
     def _pin_thread(self):
         lane = f"rank{self.rank}.pin_memory"
@@ -172,6 +189,7 @@ class DataLoaderSim:
                 record_cpu_work(self.rec, lane, f"pin batch {item[0]}", "pin", start, cost_us,
                                  self.env.now, -1, self.rank)
             yield self.out_q.put(item)
+            self._deliver(item[0])
 
     # -- consumer side -------------------------------------------------------------------
     def next_batch(self, step: int):
@@ -204,6 +222,7 @@ class DataLoaderSim:
             self.rec.span(Span(self.host_lane, "next(DataLoader)", "wait", start,
                                self.env.now - start, step, self.rank, cause="input"))
         self.ready -= 1
+        self.delivered.discard(idx)
         self._note()
         if not p.pin_memory and p.unpickle_us > 0:
             t0 = self.env.now
@@ -219,6 +238,7 @@ class DataLoaderSim:
     def _returned(self, idx: int) -> int:
         self.returned += 1
         self.stats.consumed.append(idx)
-        self._note()
+        if self.p.num_workers:
+            self._note()
         return idx
 

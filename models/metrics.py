@@ -6,8 +6,11 @@ the field's words.
 All metrics are computed inside the measured window (after warm-up) of the rank summarised.
 Times are µs; per-step values are window totals divided by the number of measured steps.
 
-**Gap attribution.** The *scarce lane* is the union of the rank's compute kernels (every device
-task but collectives and host↔device copies); without any, the host thread. Each idle interval
+The bottleneck is named by :func:`name_bottleneck`: saturated cores, then a producer that sets
+the pace, then the largest critical-path share.
+
+**Gap attribution.** The *scarce lane* is the busier of two: the union of the rank's compute
+kernels (every device task but collectives and host↔device copies) and the host thread. Each idle interval
 of the scarce lane is charged to what the next task to run waited on, followed back through
 the chain that made it late (``_Blame``): a dependency that was still running (a copy → ``h2d``
 / ``d2h``, a collective → ``comm``, a kernel on another stream → ``compute:<category>``), a
@@ -35,7 +38,7 @@ from simcore.errors import ModelError
 __all__ = [
     "BOTTLENECK_LABELS", "Summary", "CollectiveStat", "CollectiveSplit", "summarize", "label",
     "amdahl_ceiling", "split_collective", "exposed_us", "union_length", "merge",
-    "subtract_length", "gap_attribution",
+    "subtract_length", "gap_attribution", "Hole", "name_bottleneck",
 ]
 
 BOTTLENECK_LABELS = {
@@ -165,6 +168,16 @@ class CollectiveStat:
 
 
 @dataclass(frozen=True)
+class Hole:
+    """One idle interval of the scarce lane: ``start_us`` (instant), ``dur_us``, and its
+    attribution ``causes`` (key → µs, summing to ``dur_us``)."""
+
+    start_us: float
+    dur_us: float
+    causes: dict[str, float]
+
+
+@dataclass(frozen=True)
 class Summary:
     """The numbers a report needs about one simulation (of ``rank``; ranks' steps coincide).
 
@@ -200,6 +213,10 @@ class Summary:
         batches_per_s: batches the main thread took per second.
         loader_cores_busy: mean cores busy with worker and pin-memory work.
         ceilings: per critical-path component, the Amdahl ceiling of removing it.
+        holes: the scarce lane's idle intervals in the last measured step, ``start_us``
+            counted from that step's start.
+        cpu_pool_busy: busy fraction of the rank's CPU pool (workers, pin thread and, when it
+            takes a core, the host thread).
     """
 
     mean_step_us: float
@@ -233,6 +250,47 @@ class Summary:
     batches_per_s: float = 0.0
     loader_cores_busy: float = 0.0
     ceilings: dict[str, float] = field(default_factory=dict)
+    holes: list[Hole] = field(default_factory=list)
+    cpu_pool_busy: float = 0.0
+
+
+INPUT_WAIT_SHARE = 0.10
+"""The host waiting on ``next()`` for this share of the step means the producer sets the pace."""
+POOL_SATURATED = 0.90
+"""The CPU pool counts as saturated above this busy fraction of its cores."""
+CORE_WAIT_SHARE = 0.05
+"""Runnable-without-a-core time of the host thread (share of the step) that counts."""
+WORKERS_STARVED = 0.25
+"""Share of the workers' producing time spent waiting for a core that makes them core-bound."""
+
+
+def name_bottleneck(shares: dict[str, float], input_wait: float, host_core_wait: float,
+                    workers_starved: float, pool_busy: float) -> str:
+    """The resource whose relief would shorten the step, in three rules, first match wins:
+
+    1. **Cores**: the CPU pool is saturated (busy ≥ ``POOL_SATURATED`` of its cores) and
+       threads wait for cores (the host ≥ ``CORE_WAIT_SHARE`` of the step, or the workers
+       ≥ ``WORKERS_STARVED`` of their producing time): more cores (or fewer threads) help,
+       speeding up any one thread's code mostly hands its core to another → ``cpu_cores``.
+    2. **Producer sets the pace**: the host waits on ``next()`` for ≥ ``INPUT_WAIT_SHARE`` of
+       the step. In a producer/consumer pipeline at steady state that wait means the loader is
+       the slower stage: shortening the consumer's work only lengthens the wait → ``input``
+       (``cpu_cores`` when the workers are core-starved).
+    3. Otherwise the largest critical-path share (see the module docstring).
+
+    Args:
+        shares: critical-path shares (fractions of the step).
+        input_wait / host_core_wait: the host thread's waits on ``next()`` / for a core, as
+            fractions of the step.
+        workers_starved: fraction of the workers' producing time spent waiting for a core.
+        pool_busy: busy fraction of the CPU pool (0..1).
+    """
+    if pool_busy >= POOL_SATURATED and (host_core_wait >= CORE_WAIT_SHARE
+                                         or workers_starved >= WORKERS_STARVED):
+        return "cpu_cores"
+    if input_wait >= INPUT_WAIT_SHARE:
+        return "cpu_cores" if workers_starved >= WORKERS_STARVED else "input"
+    return max(shares, key=lambda k: shares[k]) if shares else "host_compute"
 
 
 def label(key: str) -> str:
@@ -374,13 +432,17 @@ class _Blame:
             self._add("other", b - cur)
 
 
-def gap_attribution(result: SimResult, rank: int | None = None) -> tuple[str, dict[str, float], dict[str, float]]:
+def gap_attribution(result: SimResult, rank: int | None = None
+                    ) -> tuple[str, dict[str, float], dict[str, float], list[Hole]]:
     """Critical path of one rank over its measured window.
 
     Returns:
-        ``(scarce_lane, busy_us, gap_us)``: the scarce lane (``compute`` or the host lane), its
-        busy time by ``compute:<category>`` and its idle time by cause, as window totals (µs).
-        Together they cover the window exactly.
+        ``(scarce_lane, busy_us, gap_us, holes)``: the scarce lane (``compute`` or the host
+        lane), its busy time by ``compute:<category>`` and its idle time by cause, as window
+        totals (µs), which together cover the window exactly; and every idle interval of the
+        compute lane with its own attribution. When the host thread is the scarce lane its
+        busy time is keyed by what it did (``host_compute``, ``launch``, ``input``) and its
+        waits are followed to their causes; ``holes`` is then empty.
     """
     rank = result.ranks[0] if rank is None else rank
     w0, w1 = result.rank_window_us(rank)
@@ -388,10 +450,18 @@ def gap_attribution(result: SimResult, rank: int | None = None) -> tuple[str, di
     compute = sorted((r for r in bl.runs if bl.is_compute(r)), key=lambda r: r.start_us)
     iv = [(max(r.start_us, w0), min(r.end_us, w1)) for r in compute
           if r.end_us > w0 and r.start_us < w1 and r.end_us > r.start_us]
-    if not iv:
-        bl.blame(("host", None, w0, w1))
-        return f"rank{rank}.host", {}, dict(bl.acc)
     union = merge(iv)
+    host_busy = sum(min(sp.start_us + sp.dur_us, w1) - max(sp.start_us, w0) for sp in bl.host
+                    if sp.kind == "busy" and sp.start_us < w1 and sp.start_us + sp.dur_us > w0)
+    if host_busy > sum(e - s for s, e in union):
+        busy_h: dict[str, float] = defaultdict(float)
+        for sp, s, e in _clip(bl.host, w0, w1):
+            if sp.kind == "busy":
+                busy_h[_host_key("busy", sp.category, "")] += e - s
+            else:
+                bl.blame(("host", None, s, e))
+        bl.blame(("host", None, w0, w0))
+        return f"rank{rank}.host", dict(busy_h), dict(bl.acc), []
     raw: dict[str, float] = defaultdict(float)
     for r in compute:
         s, e = max(r.start_us, w0), min(r.end_us, w1)
@@ -402,15 +472,19 @@ def gap_attribution(result: SimResult, rank: int | None = None) -> tuple[str, di
     busy = {k: v * scale for k, v in raw.items()}
     starts = [r.start_us for r in compute]
     edges = [w0] + [x for se in union for x in se] + [w1]
+    holes = []
     for g0, g1 in zip(edges[::2], edges[1::2]):
         if g1 - g0 <= _EPS:
             continue
+        before = dict(bl.acc)
         j = bisect.bisect_left(starts, g1 - _EPS)
         if j < len(compute):
             bl.blame(("start", compute[j], g0, min(g1, compute[j].start_us)))
         else:
             bl.blame(("host", None, g0, g1))
-    return "compute", busy, dict(bl.acc)
+        holes.append(Hole(g0, g1 - g0, {k: v - before.get(k, 0.0) for k, v in bl.acc.items()
+                                        if v - before.get(k, 0.0) > _EPS}))
+    return "compute", busy, dict(bl.acc), holes
 
 
 def _queue_stats(result: SimResult, rank: int, w0: float, w1: float) -> tuple[float, float, float]:
@@ -533,7 +607,10 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
             kernel_sum += e - s
     exposed = exposed_us(comm_iv, compute_iv) * per
     comm_busy = union_length(comm_iv) * per
-    scarce, cp_busy, cp_gap = gap_attribution(result, rank)
+    scarce, cp_busy, cp_gap, holes = gap_attribution(result, rank)
+    last0 = result.step_starts_us[result.ranks.index(rank)][result.warmup + steps - 1]
+    last_holes = [Hole(h.start_us - last0, h.dur_us, h.causes) for h in holes
+                  if h.start_us >= last0 - _EPS]
     crit: dict[str, float] = defaultdict(float)
     for part in (cp_busy, cp_gap):
         for k, v in part.items():
@@ -541,9 +618,13 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     crit = dict(sorted(crit.items()))
     rank_step = width * per
     shares = {k: v / rank_step for k, v in crit.items() if v > _EPS}
-    key = max(shares, key=lambda k: shares[k]) if shares else "host_compute"
-    if key == "input" and worker_starved > 0.25 * (worker_busy + worker_starved):
-        key = "cpu_cores"
+    uses_core = result.model is None or result.model.host.uses_core
+    cores = result.model.loader.host_cores if result.model is not None else 1
+    host_cpu = sum(v for k, v in host_split.items() if k.startswith("busy:")) if uses_core else 0.0
+    pool_busy = (loader_core_us + host_cpu) / (cores * width)
+    starved = worker_starved / max(worker_busy + worker_starved, _EPS)
+    key = name_bottleneck(shares, host_split.get("wait:input", 0.0) / width,
+                          host_split.get("wait:cpu_cores", 0.0) / width, starved, pool_busy)
     collectives, straggler = _collectives(result, rank, w0, w1, steps)
     q_mean, q_max, q_empty = _queue_stats(result, rank, w0, w1)
     stats = result.loader_stats[result.ranks.index(rank)] if result.loader_stats else None
@@ -563,7 +644,8 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
         queue_mean=q_mean, queue_max=q_max, queue_cap=stats.cap if stats else 0,
         queue_empty_frac=q_empty, batches_per_s=_batches_per_step(result) * steps / width * 1e6,
         loader_cores_busy=loader_core_us / width,
-        ceilings={k: amdahl_ceiling(min(v, 1.0)) for k, v in shares.items()})
+        ceilings={k: amdahl_ceiling(min(v, 1.0)) for k, v in shares.items()}, holes=last_holes,
+        cpu_pool_busy=pool_busy)
 
 
 def _lane_rank(lane: str) -> int:

@@ -19,7 +19,7 @@ import simpy
 
 from models.cpu import CpuPool
 from models.ddp import collective_us
-from models.device import Barrier, StepEvents, TaskPlan, TaskRun, stream_process
+from models.device import Barrier, LaunchQueue, StepEvents, TaskPlan, TaskRun, stream_process
 from models.host import HostOpPlan, HostWait, host_process
 from models.loader import DataLoaderSim, LoaderStats
 from models.params import StepModel
@@ -226,11 +226,6 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     def sync_step(step: int) -> bool:
         return (step + 1) % accum == 0
 
-    slot_map: dict = {}
-
-    def take_slot(rank, step, task, req):
-        slot_map[(rank, step, task)] = req
-
     runs: list[TaskRun] = []
     waits: list[HostWait] = []
     hosts, starts, loaders = [], [], []
@@ -239,21 +234,16 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         loader = DataLoaderSim(env, lp, cpu, rngs[f"rank{rp.rank}.loader"], hook, rp.rank)
         loaders.append(loader)
         engines = {"h2d": simpy.Resource(env, capacity=1), "d2h": simpy.Resource(env, capacity=1)}
-        slots = simpy.Resource(env, capacity=MAX_QUEUED_LAUNCHES)
-
-        def release_slot(rank, step, task, _slots=slots):
-            req = slot_map.pop((rank, step, task), None)
-            if req is not None:
-                _slots.release(req)
+        lq = LaunchQueue(env, MAX_QUEUED_LAUNCHES)
 
         for s, plans in stream_plans(model, i).items():
             env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
-                                       n_total, release_slot, runs, sync_step))
+                                       n_total, lq, runs, sync_step))
         st: list[float] = []
         starts.append(st)
         hosts.append(env.process(host_process(
             env, rp.rank, ops, rp.delay_us, cpu, model.host.uses_core, loader, events, hook,
-            n_total, st, slots, take_slot, waits, sync_step, rngs[f"rank{rp.rank}.host"])))
+            n_total, st, lq, waits, sync_step, rngs[f"rank{rp.rank}.host"])))
     try:
         env.run(until=simpy.AllOf(env, hosts))
     except RuntimeError as e:

@@ -15,7 +15,8 @@ from simcore.units import us_to_ms
 
 
 def console() -> Console:
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    return Console(file=sys.stdout, highlight=False, soft_wrap=True,
+                   width=None if sys.stdout.isatty() else 110)
 
 
 def _to_ms(value):
@@ -82,6 +83,13 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
     c.print(t)
     c.print(f"compute busy {_ms(s.compute_busy_us)} ms/step; kernel-sum / step-wall "
             f"{s.kernel_ratio:.2f}")
+    big = [h for h in s.holes if h.dur_us >= 0.01 * step]
+    if big:
+        c.print("holes in the last step (at ms: length ms = causes):")
+        for h in big:
+            causes = ", ".join(f"{label(k)} {_ms(v)}" for k, v in sorted(h.causes.items(),
+                                                                          key=lambda kv: -kv[1]))
+            c.print(f"  at {_ms(h.start_us)}: {_ms(h.dur_us)} = {causes}")
     t = Table(title="lanes", show_edge=False)
     t.add_column("lane")
     t.add_column("busy %", justify="right")

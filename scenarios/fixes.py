@@ -49,6 +49,8 @@ class Fix:
         relieves: bottleneck keys it addresses.
         transform: ``(model, args) -> model``; raises ModelError when it does not apply.
         candidates: ``model -> [argument dict]`` the planner tries.
+        repeatable: whether a plan may use it again (fixes that set a value, like the number of
+            workers, may be raised again; multiplicative ones apply once).
     """
 
     name: str
@@ -58,6 +60,7 @@ class Fix:
     relieves: tuple[str, ...]
     transform: Callable[[StepModel, _Args], StepModel]
     candidates: Callable[[StepModel], list[dict]] = lambda m: [{}]
+    repeatable: bool = False
 
     def parse_args(self, raw: dict) -> _Args:
         """Validated arguments. Raises ModelError naming the bad or unknown argument."""
@@ -309,11 +312,11 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("more_workers", "systems",
         "loader.num_workers := workers (default twice the current, at least 2); each worker "
         "takes a share of loader.host_cores.",
-        WorkersArgs, ("input",), _more_workers, _worker_candidates),
+        WorkersArgs, ("input",), _more_workers, _worker_candidates, repeatable=True),
     Fix("prefetch_factor", "systems",
         "loader.prefetch_factor := prefetch_factor (default twice the current): more batches in "
         "flight per worker, which absorbs jitter but adds no throughput.",
-        PrefetchArgs, ("input",), _prefetch, _prefetch_candidates),
+        PrefetchArgs, ("input",), _prefetch, _prefetch_candidates, repeatable=True),
     Fix("gpu_decode", "systems",
         "loader.produce × (1 − share); a 'decode (GPU)' kernel of gpu_us µs (default: the "
         "removed CPU time / 40, assumed) is added before the first launched device task, on its "
@@ -334,14 +337,14 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("fused_elementwise", "systems",
         "elementwise device time × factor (default 0.5, assumed); each launch's cost shrinks by "
         "the same proportion of its task's elementwise share (fewer kernels to launch).",
-        FuseArgs, ("compute:elementwise", "launch"), _fused_elementwise),
+        FuseArgs, ("compute:elementwise",), _fused_elementwise),
     Fix("mixed_precision", "numerics",
         "device time of categories (default gemm, conv) × factor, which you must give.",
         PrecisionArgs, ("compute:gemm", "compute:conv"), _mixed_precision, lambda m: []),
     Fix("bucket_cap_mb", "systems",
         "comm.bucket_cap_mb := mb, then DDP's buckets and all-reduces are rebuilt from "
         "comm.grad_params (models.ddp).",
-        BucketArgs, ("comm",), _bucket_cap, _bucket_candidates),
+        BucketArgs, ("comm",), _bucket_cap, _bucket_candidates, repeatable=True),
     Fix("faster_interconnect", "hardware",
         "comm.bus_gbps × k (default 2); without a cost model, every collective's duration ÷ k.",
         InterconnectArgs, ("comm",), _faster_interconnect),

@@ -41,7 +41,7 @@ from scenarios.select import Selector
 from simcore.errors import InputError, ModelError
 
 
-class _Op(BaseModel):
+class Operation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     def apply(self, model: StepModel) -> StepModel:  # pragma: no cover - interface
@@ -51,7 +51,7 @@ class _Op(BaseModel):
         raise NotImplementedError
 
 
-class SetOp(_Op):
+class SetOp(Operation):
     """Set the parameter at ``path`` to ``value``."""
 
     op: Literal["set"] = "set"
@@ -65,7 +65,7 @@ class SetOp(_Op):
         return f"set {self.path}={_show(self.value)}"
 
 
-class ScaleOp(_Op):
+class ScaleOp(Operation):
     """Multiply durations of what ``select`` picks by ``factor`` (≥ 0)."""
 
     op: Literal["scale"] = "scale"
@@ -79,7 +79,7 @@ class ScaleOp(_Op):
         return f"scale {self.select.describe()} x{self.factor:g}"
 
 
-class RemoveOp(_Op):
+class RemoveOp(Operation):
     """Remove what ``select`` picks."""
 
     op: Literal["remove"] = "remove"
@@ -92,7 +92,7 @@ class RemoveOp(_Op):
         return f"remove {self.select.describe()}"
 
 
-class FixOp(_Op):
+class FixOp(Operation):
     """Apply the named fix ``name`` with ``args`` (checked when the op is built)."""
 
     op: Literal["fix"] = "fix"
@@ -134,7 +134,7 @@ def _show(v: Any) -> str:
     return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def apply_ops(model: StepModel, ops: Sequence[_Op]) -> StepModel:
+def apply_ops(model: StepModel, ops: Sequence[Operation]) -> StepModel:
     """Apply ``ops`` in order; pure (``model`` is unchanged).
 
     Raises:
@@ -146,7 +146,7 @@ def apply_ops(model: StepModel, ops: Sequence[_Op]) -> StepModel:
     return model
 
 
-def describe_ops(ops: Sequence[_Op]) -> str:
+def describe_ops(ops: Sequence[Operation]) -> str:
     """The ops in words, joined by ``; `` (``baseline`` when there are none)."""
     return "; ".join(op.describe() for op in ops) or "baseline"
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from calibration.calibrate import calibrate
-from calibration.measure import measured_steps
+from calibration.measure import INPUT_BOUND_SHARE, measured_steps
 from calibration.sidecar import load_sidecar
 from models.params import StepModel, load_model, save_model
 from models.simulate import simulate
@@ -45,7 +45,7 @@ def test_measured_steps_and_bottleneck(cpu_run_nw0):
     assert all(w <= s for w, s in zip(ms.input_wait_us, ms.step_us))
     share = sum(ms.input_wait_us) / sum(ms.step_us)
     assert 0 < share < 1
-    assert ms.bottleneck == ("input" if share >= 0.5 else "host_compute")
+    assert ms.bottleneck == ("input" if share >= INPUT_BOUND_SHARE else "host_compute")
 
 
 def test_without_sidecar_infers_and_warns(cpu_run_nw0):

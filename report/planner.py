@@ -1,0 +1,345 @@
+"""Rendering of the what-if planner's results: rich tables, ``--json`` documents and matplotlib
+plots (the sweep curve with measured points, the ceilings). Times arrive in µs and are shown
+in ms; nothing here computes a result."""
+from __future__ import annotations
+
+import io
+import math
+import sys
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from report.tables import console
+from scenarios.ceiling import CeilingReport
+from scenarios.fixes import FIXES
+from scenarios.plan import Plan
+from scenarios.predict import Prediction
+from scenarios.sweep import SweepResult
+from scenarios.validate import LedgerRecord, LedgerSummary
+from simcore.atomic import write_atomic
+from simcore.units import us_to_ms
+
+
+def _ms(us: float | None, nd: int = 1) -> str:
+    return "-" if us is None else f"{us_to_ms(us):.{nd}f}"
+
+
+def _interval(p: Prediction) -> str:
+    if not p.has_interval:
+        return "-"
+    return f"{_ms(p.p10_step_us)} / {_ms(p.p50_step_us)} / {_ms(p.p90_step_us)}"
+
+
+def _x(v: float) -> str:
+    return "inf" if math.isinf(v) else f"{v:.2f}x"
+
+
+def _json(doc: Any) -> None:
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+                                  default=str).decode() + "\n")
+
+
+@contextmanager
+def progress_bar(description: str, enabled: bool = True) -> Iterator:
+    """A ``progress(done, total)`` hook drawing a rich progress bar on stderr (None when
+    disabled, e.g. for ``--json`` or a quiet run)."""
+    if not enabled:
+        yield None
+        return
+    bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
+    task = bar.add_task(description, total=None)
+    with bar:
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _save(fig, path: str | Path) -> None:
+    buf = io.BytesIO()
+    fmt = Path(path).suffix.lstrip(".") or "png"
+    fig.savefig(buf, format=fmt, dpi=120, bbox_inches="tight")
+    write_atomic(Path(path), buf.getvalue())
+
+
+def _figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+# ---------------------------------------------------------------- whatif -----------------
+def whatif_dict(base: Prediction, pred: Prediction) -> dict:
+    return {"baseline": base.to_dict(), "scenario": pred.to_dict(),
+            "speedup": base.mean_step_us / pred.mean_step_us}
+
+
+def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> None:
+    """Baseline vs scenario: mean and median step (ms), interval, bottleneck, speed-up."""
+    if as_json:
+        return _json(whatif_dict(base, pred))
+    c = console()
+    t = Table(title=f"what if: {pred.what}", show_edge=False)
+    for col in ("", "mean ms", "median ms", "P10 / P50 / P90 ms", "bottleneck"):
+        t.add_column(col, justify="left" if col in ("", "bottleneck") else "right")
+    for name, p in (("baseline", base), ("scenario", pred)):
+        t.add_row(name, _ms(p.mean_step_us), _ms(p.median_step_us), _interval(p),
+                  p.bottleneck_label)
+    c.print(t)
+    c.print(f"speed-up {_x(base.mean_step_us / pred.mean_step_us)}; bottleneck: "
+            f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
+    _uncertainty_note(pred)
+
+
+def _uncertainty_note(p: Prediction) -> None:
+    c = console()
+    if p.draws:
+        varied = ", ".join(f"{k} x[{lo:g}, {hi:g}]" for k, (lo, hi) in p.uncertain.items())
+        c.print(f"interval: {p.draws} Monte Carlo draws over sampled durations"
+                + (f" and {varied}" if varied else " (no inferred or assumed parameters)")
+                + (f"; bottleneck agreed in {p.bottleneck_agreement:.0%} of draws"
+                   if p.bottleneck_agreement is not None else ""))
+    for k, why in p.skipped.items():
+        c.print(f"[dim]not varied: {k}: {why}[/dim]")
+
+
+# ---------------------------------------------------------------- sweep ------------------
+def sweep_dict(r: SweepResult) -> dict:
+    first = r.points[0].prediction.mean_step_us
+    return {"grid": r.grid, "base": r.base,
+            "points": [{"values": p.values, **p.prediction.to_dict(),
+                        "speedup_vs_first": first / p.prediction.mean_step_us}
+                       for p in r.points],
+            "knees": {k: {**asdict(v), "step_ms": us_to_ms(v.step_us),
+                          "best_step_ms": us_to_ms(v.best_step_us)} for k, v in r.knees.items()}}
+
+
+def print_sweep(r: SweepResult, as_json: bool = False) -> None:
+    """One row per grid point, then the knee of each parameter and why."""
+    if as_json:
+        return _json(sweep_dict(r))
+    c = console()
+    t = Table(title=f"sweep ({r.base})", show_edge=False)
+    for p in r.grid:
+        t.add_column(p, justify="right")
+    for col in ("mean ms", "median ms", "P10 / P50 / P90 ms", "vs first", "bottleneck"):
+        t.add_column(col, justify="left" if col == "bottleneck" else "right")
+    first = r.points[0].prediction.mean_step_us
+    for pt in r.points:
+        p = pt.prediction
+        t.add_row(*(str(pt.values[k]) for k in r.grid), _ms(p.mean_step_us),
+                  _ms(p.median_step_us), _interval(p), _x(first / p.mean_step_us),
+                  p.bottleneck_label)
+    c.print(t)
+    for k in r.knees.values():
+        c.print(f"knee of {k.path}: [bold]{k.value}[/bold] ({_ms(k.step_us)} ms; best "
+                f"{k.best_value} at {_ms(k.best_step_us)} ms): {k.reason}")
+
+
+def plot_sweep(r: SweepResult, path: str | Path,
+               measured: dict[Any, Sequence[float]] | None = None) -> None:
+    """The sweep curve against the first parameter (one line per combination of the others),
+    P10–P90 band when the points have intervals, the knee marked, and measured step times
+    (µs, per value of the first parameter) as points with their mean."""
+    plt = _figure()
+    x_path = next(iter(r.grid))
+    others = [p for p in r.grid if p != x_path]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    groups: dict[tuple, list] = {}
+    for pt in r.points:
+        groups.setdefault(tuple(pt.values[o] for o in others), []).append(pt)
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in r.grid[x_path])
+    pos = {v: (v if numeric else i) for i, v in enumerate(r.grid[x_path])}
+    for key, pts in groups.items():
+        xs = [pos[p.values[x_path]] for p in pts]
+        name = ", ".join(f"{o}={v}" for o, v in zip(others, key)) or "predicted"
+        ax.plot(xs, [us_to_ms(p.prediction.mean_step_us) for p in pts], "o-", label=name)
+        if all(p.prediction.has_interval for p in pts):
+            ax.fill_between(xs, [us_to_ms(p.prediction.p10_step_us) for p in pts],
+                            [us_to_ms(p.prediction.p90_step_us) for p in pts], alpha=0.2)
+    knee = r.knees.get(x_path)
+    if knee is not None:
+        ax.axvline(pos[knee.value], color="grey", ls="--", lw=1)
+        ax.annotate(f"knee: {knee.value}", (pos[knee.value], us_to_ms(knee.step_us)),
+                    textcoords="offset points", xytext=(6, 8), fontsize=8)
+    for v, steps in (measured or {}).items():
+        if v in pos and steps:
+            ax.scatter([pos[v]] * len(steps), [us_to_ms(s) for s in steps], marker="x",
+                       color="black", s=12, alpha=0.4)
+            ax.scatter([pos[v]], [us_to_ms(sum(steps) / len(steps))], marker="D",
+                       color="black", s=30, label="measured (mean)" if v == next(
+                           k for k in measured if k in pos) else None)
+    if not numeric:
+        ax.set_xticks(list(pos.values()), [str(v) for v in pos])
+    ax.set_xlabel(x_path)
+    ax.set_ylabel("step time (ms)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    _save(fig, path)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- ceiling ----------------
+def ceiling_dict(r: CeilingReport) -> dict:
+    return {"baseline": r.baseline.to_dict(),
+            "components": [{**asdict(x), "free_step_ms": us_to_ms(x.free_step_us)}
+                           for x in r.rows],
+            "kernel_sum_ms": us_to_ms(r.kernel_sum_us), "kernel_ratio": r.kernel_ratio,
+            "kernel_subtracted": r.kernel_subtracted,
+            "kernel_free_step_ms": None if r.kernel_free_step_us is None
+            else us_to_ms(r.kernel_free_step_us),
+            "kernel_ceiling": r.kernel_ceiling}
+
+
+def print_ceilings(r: CeilingReport, as_json: bool = False) -> None:
+    """Components ranked by simulated ceiling, with the subtracted one beside, and the kernel
+    line."""
+    if as_json:
+        return _json(ceiling_dict(r))
+    c = console()
+    b = r.baseline
+    c.print(f"baseline: mean step {_ms(b.mean_step_us)} ms ({b.what}); bottleneck "
+            f"[bold]{b.bottleneck_label}[/bold]")
+    t = Table(title="Amdahl ceilings (simulated with the component free)", show_edge=False)
+    for col in ("component", "step if free ms", "ceiling", "share of step", "subtracted"):
+        t.add_column(col, justify="left" if col == "component" else "right")
+    for x in r.rows:
+        t.add_row(x.label, _ms(x.free_step_us), _x(x.ceiling), f"{100 * x.share:.1f}%",
+                  _x(x.subtracted))
+    c.print(t)
+    if r.kernel_ceiling is None:
+        return
+    line = (f"kernel-sum / step-wall = {_ms(r.kernel_sum_us)} / {_ms(b.mean_step_us)} ms = "
+            f"{r.kernel_ratio:.2f}: any kernel work can give at most {_x(r.kernel_subtracted)}")
+    c.print(line + f" (simulated with every kernel free: {_x(r.kernel_ceiling)})")
+
+
+def plot_ceilings(r: CeilingReport, path: str | Path) -> None:
+    """Horizontal bars of the simulated ceilings, subtracted ceilings as ticks."""
+    plt = _figure()
+    rows = list(reversed(r.rows))
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.2))
+    ys = range(len(rows))
+    ax.barh(ys, [min(x.ceiling, 10) for x in rows], color="tab:blue", label="simulated")
+    ax.scatter([min(x.subtracted, 10) for x in rows], ys, marker="|", s=200, color="tab:red",
+               label="subtracted (1 / (1 - share))")
+    ax.set_yticks(list(ys), [x.label for x in rows], fontsize=8)
+    ax.axvline(1, color="grey", lw=1)
+    ax.set_xlabel("step-time ceiling (x), capped at 10")
+    ax.legend(fontsize=8, loc="lower right")
+    _save(fig, path)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- plan -------------------
+def plan_dict(p: Plan) -> dict:
+    return {"baseline": p.baseline.to_dict(),
+            "first_bottleneck": p.first.key if p.first else None,
+            "moves": [{"fix": m.op.describe(), "relieves": m.relieves.key,
+                       "relieves_label": m.relieves.label, "before_ms": us_to_ms(m.before_step_us),
+                       **m.prediction.to_dict(), "speedup": m.speedup,
+                       "next_bottleneck": m.next.key if m.next else None,
+                       "next_label": m.next.label if m.next else None,
+                       "next_ceiling": m.next.ceiling if m.next else None,
+                       "tried": [{"op": d, "mean_step_ms": None if s is None else us_to_ms(s)}
+                                 for d, s in m.tried]} for m in p.moves],
+            "speedup": p.speedup, "stop": p.stop, "category_share": p.category_share}
+
+
+def print_plan(p: Plan, as_json: bool = False) -> None:
+    """The chain: each move, the step after it, the bottleneck it relieved and the next."""
+    if as_json:
+        return _json(plan_dict(p))
+    c = console()
+    b = p.baseline
+    first = p.first.label if p.first else "-"
+    t = Table(title="plan (greedy; bottleneck = largest simulated ceiling)", show_edge=False)
+    for col in ("#", "fix", "relieves", "step ms", "P10 / P50 / P90 ms", "speed-up",
+                "next bottleneck"):
+        t.add_column(col, overflow="fold", justify="right" if col in (
+            "#", "step ms", "speed-up", "P10 / P50 / P90 ms") else "left")
+    t.add_row("0", "(baseline)", "", _ms(b.mean_step_us), _interval(b), "", first)
+    for i, m in enumerate(p.moves, 1):
+        nxt = f"{m.next.label} ({_x(m.next.ceiling)})" if m.next else "-"
+        t.add_row(str(i), m.op.describe().removeprefix("fix "), m.relieves.label,
+                  _ms(m.prediction.mean_step_us), _interval(m.prediction), _x(m.speedup), nxt)
+    c.print(t)
+    c.print(f"{_ms(b.mean_step_us)} ms -> {_ms(p.final_prediction.mean_step_us)} ms "
+            f"([bold]{_x(p.speedup)}[/bold]) in {len(p.moves)} moves")
+    mix = ", ".join(f"{k} {100 * v:.0f}%" for k, v in
+                    sorted(p.category_share.items(), key=lambda kv: -kv[1]) if v >= 0.01)
+    if mix:
+        c.print(f"final step, device time by category: {mix}")
+    c.print(f"stop: {p.stop}")
+
+
+# ---------------------------------------------------------------- validation -------------
+def _record_row(r: LedgerRecord) -> list[str]:
+    iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
+    return [r.label, r.scenario, _ms(r.predicted_mean_us), iv, _ms(r.measured_mean_us),
+            _ms(r.measured_median_us), f"{r.error_pct:+.1f}%",
+            {True: "yes", False: "no", None: "-"}[r.inside],
+            f"{r.predicted_bottleneck} / {r.measured_bottleneck or '-'}"
+            + {True: " ok", False: " differ", None: ""}[r.bottleneck_agrees]]
+
+
+_RECORD_COLS = ("label", "scenario", "predicted mean ms", "P10-P90 ms", "measured mean ms",
+                "measured median ms", "error", "inside", "bottleneck pred / meas")
+
+
+def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> None:
+    """Prediction vs measurement, one row per record."""
+    if as_json:
+        return _json([r.model_dump() for r in records])
+    t = Table(title="prediction vs re-measured", show_edge=False)
+    for col in _RECORD_COLS:
+        t.add_column(col, justify="left" if col in ("label", "scenario") else "right")
+    for r in records:
+        t.add_row(*_record_row(r))
+    console().print(t)
+
+
+def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
+                 as_json: bool = False) -> None:
+    """Every record, then the score: median and max |error|, interval coverage, bottleneck
+    agreement."""
+    if as_json:
+        return _json({"summary": asdict(s), "records": [r.model_dump() for r in records]})
+    print_validation(records)
+    c = console()
+    if s.n == 0:
+        c.print("the ledger is empty")
+        return
+    c.print(f"{s.n} predictions: median |error| {s.median_abs_error_pct:.1f}%, "
+            f"max |error| {s.max_abs_error_pct:.1f}%")
+    if s.coverage is not None:
+        c.print(f"interval coverage: {s.coverage:.0%} of {s.n_intervals} (P10-P90 aims at 80%)")
+    if s.bottleneck_agreement is not None:
+        c.print(f"bottleneck agreement: {s.bottleneck_agreement:.0%} of {s.n_bottlenecks}")
+
+
+# ---------------------------------------------------------------- fixes ------------------
+def print_fixes(as_json: bool = False) -> None:
+    """Every named fix: kind, what it relieves, its arguments and exactly what it changes."""
+    if as_json:
+        return _json({f.name: {"kind": f.kind, "relieves": list(f.relieves),
+                               "arguments": {k: str(v.default) if not v.is_required() else
+                                             "required" for k, v in f.args.model_fields.items()},
+                               "changes": f.changes} for f in FIXES.values()})
+    t = Table(title="named fixes", show_edge=False, show_lines=True)
+    for col in ("fix", "kind", "relieves", "arguments (default)", "what it changes"):
+        t.add_column(col, overflow="fold")
+    for f in FIXES.values():
+        args = ", ".join(f"{k}={'required' if v.is_required() else v.default}"
+                         for k, v in f.args.model_fields.items()) or "-"
+        t.add_row(f.name, f.kind, ", ".join(f.relieves), args, f.changes)
+    console().print(t)

@@ -1,0 +1,208 @@
+"""The fix chain: a greedy plan of named fixes, each chosen because the simulation says it
+relieves the current bottleneck.
+
+The *current bottleneck* is the component with the highest simulated ceiling
+(:mod:`scenarios.ceiling`): the one whose removal would shorten the step most. Each round:
+
+1. rank the components by simulated ceiling; stop when the top one's ceiling is below
+   ``1 + min_gain`` (nothing left worth a move);
+2. try every allowed fix that addresses it (``Fix.relieves``; a fix already applied only if
+   it is repeatable), with the user's arguments or the fix's candidate arguments; for each fix keep the least aggressive argument within
+   ``knee_tol`` of its best (where more stops helping), then keep the fix with the shortest
+   step;
+3. stop when none shortens the step by ``min_gain``, and say what would be needed: a fix of
+   another kind (numerics, algorithm, hardware) if one addresses the bottleneck, else a change
+   to the algorithm or the parallelism; otherwise apply the fix and repeat.
+
+Candidates of one round share a seed (common random numbers), so they are compared on the
+change alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from models.params import StepModel
+from scenarios.ceiling import CeilingReport, CeilingRow, ceilings
+from scenarios.fixes import FIXES, FixKind
+from scenarios.parallel import Progress, run_many
+from scenarios.predict import Prediction, predict, simulate_summary
+from scenarios.transforms import FixOp, Operation, apply_ops
+from simcore.errors import ModelError
+
+SYSTEMS_ONLY: tuple[FixKind, ...] = ("systems",)
+
+
+@dataclass(frozen=True)
+class Move:
+    """One step of the chain (times in µs).
+
+    Attributes:
+        op: the fix applied, with its arguments.
+        relieves: the bottleneck it was chosen for (a ceiling row before the move).
+        before_step_us: mean step before it.
+        prediction: the model after it (with an interval when asked).
+        next: the top ceiling row after it (None: no component left).
+        tried: every candidate evaluated this round, as (description, mean step µs or None
+            when it did not apply).
+    """
+
+    op: FixOp
+    relieves: CeilingRow
+    before_step_us: float
+    prediction: Prediction
+    next: CeilingRow | None
+    tried: tuple[tuple[str, float | None], ...]
+
+    @property
+    def speedup(self) -> float:
+        return self.before_step_us / self.prediction.mean_step_us
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A greedy chain of fixes.
+
+    Attributes:
+        baseline: the model before any move (after the base operations).
+        first: the top ceiling row of the baseline.
+        moves: the chain.
+        stop: why it stopped, in words.
+        final: the ceilings of the model after the last move.
+        category_share: per device category, its busy time ÷ the final step.
+    """
+
+    baseline: Prediction
+    first: CeilingRow | None
+    moves: tuple[Move, ...]
+    stop: str
+    final: CeilingReport
+    category_share: dict[str, float]
+
+    @property
+    def final_prediction(self) -> Prediction:
+        return self.moves[-1].prediction if self.moves else self.baseline
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline.mean_step_us / self.final_prediction.mean_step_us
+
+    @property
+    def ops(self) -> list[FixOp]:
+        return [m.op for m in self.moves]
+
+
+def _try(item) -> float | None:
+    model, ops, steps, warmup, seed = item
+    try:
+        return simulate_summary(apply_ops(model, ops), steps, warmup, seed).mean_step_us
+    except ModelError:
+        return None
+
+
+def _candidates(model: StepModel, key: str, allow: Sequence[str], fix_args: dict[str, dict],
+                done: set[str]) -> tuple[list[FixOp], list[str]]:
+    """(allowed candidate ops for bottleneck ``key``, names of fixes of other kinds for it);
+    fixes in ``done`` are not tried again unless repeatable."""
+    ops, other = [], []
+    for fix in FIXES.values():
+        if key not in fix.relieves or (fix.name in done and not fix.repeatable):
+            continue
+        if fix.kind not in allow:
+            other.append(f"{fix.name} ({fix.kind})")
+            continue
+        for a in ([fix_args[fix.name]] if fix.name in fix_args else fix.candidates(model)):
+            try:
+                ops.append(FixOp(name=fix.name, args=a))
+            except ModelError:
+                continue
+    return ops, other
+
+
+def _stop_reason(row: CeilingRow, tried: list[str], other: list[str], min_gain: float) -> str:
+    head = (f"{row.label} is now the bottleneck (removing it entirely would give "
+            f"{row.ceiling:.2f}x)")
+    if tried:
+        head += f"; the allowed fixes for it ({', '.join(tried)}) gain under {min_gain:.0%}"
+    else:
+        head += "; no allowed fix applies to it"
+    if other:
+        return (f"{head}. What remains needs a change of another kind: {', '.join(other)}; "
+                "beyond that, changes to the algorithm or the parallelism.")
+    return f"{head}. The remaining gains need changes to the algorithm, the numerics or the " \
+           "parallelism."
+
+
+def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] = SYSTEMS_ONLY,
+         fix_args: dict[str, dict] | None = None, min_gain: float = 0.02,
+         knee_tol: float = 0.01, max_moves: int = 8, steps: int = 30, warmup: int = 5,
+         seed: int = 0, draws: int = 0, jobs: int = 1,
+         progress: Progress | None = None) -> Plan:
+    """A greedy chain of named fixes (see the module docstring).
+
+    Args:
+        model: the StepModel; ``base`` operations are applied first and kept.
+        allow: fix kinds the plan may use (default: systems fixes only).
+        fix_args: per fix name, the arguments to use instead of its candidates
+            (``{"mixed_precision": {"factor": 0.6}}``).
+        min_gain: the smallest relative step reduction worth a move (0.02 = 2 %).
+        knee_tol: within one fix, take the least aggressive argument within this of its best.
+        max_moves: the longest chain.
+        draws: Monte Carlo draws for the intervals of the baseline and of each move (0: none).
+        progress: called as ``progress(round, max_moves)`` after each round.
+
+    Raises:
+        ModelError: a base op that does not apply, or a model that cannot be simulated.
+    """
+    fix_args = fix_args or {}
+    for name, a in fix_args.items():
+        FixOp(name=name, args=a)        # unknown fix or argument: fail before simulating
+    sim = {"steps": steps, "warmup": warmup, "seed": seed}
+    ops = list(base)
+    report = ceilings(model, ops, jobs=jobs, **sim)
+    baseline, first = report.baseline, report.top
+    moves: list[Move] = []
+    stop = f"stopped after {max_moves} moves (max_moves)"
+    for rnd in range(max_moves):
+        row = report.top
+        if row is None or row.ceiling < 1 + min_gain:
+            stop = (f"no component's removal would shorten the step by {min_gain:.0%} or more: "
+                    "the step is balanced")
+            break
+        current = report.baseline.model
+        done = {op.name for op in ops if isinstance(op, FixOp)}
+        cands, other = _candidates(current, row.key, allow, fix_args, done)
+        steps_us = run_many(_try, [(model, ops + [c], steps, warmup, seed) for c in cands],
+                            jobs=jobs)
+        best_by_fix: dict[str, tuple[FixOp, float]] = {}
+        for c, s in zip(cands, steps_us):
+            if s is None:
+                continue
+            prev = best_by_fix.get(c.name)
+            if prev is None or s < prev[1]:
+                best_by_fix[c.name] = (c, s)
+        chosen: tuple[FixOp, float] | None = None
+        for name, (_, best) in best_by_fix.items():
+            knee = next((c, s) for c, s in zip(cands, steps_us)
+                        if c.name == name and s is not None and s <= best * (1 + knee_tol))
+            if chosen is None or knee[1] < chosen[1]:
+                chosen = knee
+        before = report.baseline.mean_step_us
+        if chosen is None or before / chosen[1] < 1 + min_gain:
+            stop = _stop_reason(row, list(best_by_fix), other, min_gain)
+            break
+        ops.append(chosen[0])
+        report = ceilings(model, ops, jobs=jobs, **sim)
+        moves.append(Move(chosen[0], row, before, report.baseline, report.top,
+                          tuple((c.describe(), s) for c, s in zip(cands, steps_us))))
+        if progress:
+            progress(rnd + 1, max_moves)
+    if draws > 0:
+        baseline = predict(model, base, intervals=draws, jobs=jobs, **sim)
+        moves = [Move(m.op, m.relieves, m.before_step_us,
+                      predict(model, list(base) + [x.op for x in moves[:i + 1]],
+                              intervals=draws, jobs=jobs, **sim), m.next, m.tried)
+                 for i, m in enumerate(moves)]
+    final = report.baseline
+    share = {c: us / final.mean_step_us for c, us in final.summary.device_category_us.items()}
+    return Plan(baseline, first, tuple(moves), stop, report, share)

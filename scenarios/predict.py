@@ -1,0 +1,226 @@
+"""Predictions: a model and a list of operations, simulated, with prediction intervals.
+
+The point estimate is one simulation of the transformed model with the given seed. The
+*interval* comes from Monte Carlo over what is uncertain:
+
+* parameters the model marks ``inferred`` or ``assumed`` in ``meta.sources`` (and any path in
+  ``meta.ranges``) are multiplied, per draw, by a factor drawn uniformly from their range:
+  ``meta.ranges[path]`` if given, else ±20 % for inferred and ±50 % for assumed values;
+* each draw is simulated with its own seed, so sampled durations vary too.
+
+The base model is perturbed *before* the operations are applied (a ``set`` in the scenario
+overrides an uncertain value; a ``scale`` multiplies the perturbed one). Draws depend only on
+the seed and the model's uncertain paths, so a baseline and a scenario predicted with the same
+seed use the same draws (common random numbers). P10/P50/P90 are taken over the draws' mean
+step times; when every draw falls on one side of the point estimate (a response that is convex
+in the uncertain parameters) the interval is widened to include it.
+
+Perturbable values: numbers (integers are rounded and kept ≥ 1 when they were), durations
+(``DurationSpec``: every sample), device tasks (``dur_us`` and ``breakdown_us``), and lists or
+dicts of those. Paths that do not resolve or hold anything else are listed in
+``Prediction.skipped`` and left alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+from models.metrics import Summary, summarize
+from models.params import DeviceTask, DurationSpec, StepModel
+from models.simulate import simulate
+from scenarios.parallel import Progress, run_many
+from scenarios.paths import get_value, set_value
+from scenarios.transforms import Operation, apply_ops, describe_ops
+from simcore.errors import ModelError
+from simcore.rng import spawn_streams
+from simcore.units import us_to_ms
+
+DEFAULT_RANGES = {"inferred": (0.8, 1.2), "assumed": (0.5, 1.5)}
+"""Factor ranges for parameters without an entry in ``meta.ranges``."""
+DEFAULT_DRAWS = 16
+"""Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a model with operations is predicted to do (µs).
+
+    Attributes:
+        what: the operations in words (``baseline`` when none).
+        mean_step_us / median_step_us: point estimate, over the measured window.
+        bottleneck / bottleneck_label: the point estimate's bottleneck key and words.
+        summary: the point estimate's full :class:`models.metrics.Summary`.
+        steps / warmup / seed: how it was simulated.
+        p10_step_us / p50_step_us / p90_step_us: interval of the mean step (None without
+            intervals).
+        draws: Monte Carlo draws behind the interval (0: none).
+        bottleneck_agreement: fraction of draws whose bottleneck is the point's.
+        uncertain: the parameter paths varied, with their factor ranges.
+        skipped: uncertain paths that could not be varied, with why.
+        model: the transformed model (not part of equality or output).
+    """
+
+    what: str
+    mean_step_us: float
+    median_step_us: float
+    bottleneck: str
+    bottleneck_label: str
+    summary: Summary
+    steps: int
+    warmup: int
+    seed: int
+    p10_step_us: float | None = None
+    p50_step_us: float | None = None
+    p90_step_us: float | None = None
+    draws: int = 0
+    bottleneck_agreement: float | None = None
+    uncertain: dict[str, tuple[float, float]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    model: StepModel | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def has_interval(self) -> bool:
+        return self.p10_step_us is not None
+
+    def covers(self, step_us: float) -> bool | None:
+        """Whether ``step_us`` lies in [P10, P90]; None without an interval."""
+        if self.p10_step_us is None or self.p90_step_us is None:
+            return None
+        return self.p10_step_us <= step_us <= self.p90_step_us
+
+    def to_dict(self) -> dict:
+        """JSON-ready, times in ms."""
+        ms = {k: None if v is None else us_to_ms(v) for k, v in (
+            ("mean_step_ms", self.mean_step_us), ("median_step_ms", self.median_step_us),
+            ("p10_step_ms", self.p10_step_us), ("p50_step_ms", self.p50_step_us),
+            ("p90_step_ms", self.p90_step_us))}
+        return {"what": self.what, **ms, "bottleneck": self.bottleneck,
+                "bottleneck_label": self.bottleneck_label,
+                "shares": dict(self.summary.shares), "draws": self.draws,
+                "bottleneck_agreement": self.bottleneck_agreement,
+                "uncertain": {k: list(v) for k, v in self.uncertain.items()},
+                "skipped": dict(self.skipped), "steps": self.steps, "warmup": self.warmup,
+                "seed": self.seed}
+
+
+def simulate_summary(model: StepModel, steps: int, warmup: int, seed: int) -> Summary:
+    """Simulate and summarise (rank 0 of the model)."""
+    return summarize(simulate(model, steps=steps, warmup=warmup, seed=seed))
+
+
+# ---------------------------------------------------------------- uncertainty ------------
+def _perturbed(value: Any, f: float) -> Any:
+    """``value`` times ``f`` (see the module docstring); raises TypeError when it cannot be."""
+    if isinstance(value, bool) or value is None:
+        raise TypeError(type(value).__name__)
+    if isinstance(value, int):
+        return max(1 if value >= 1 else 0, int(round(value * f)))
+    if isinstance(value, float):
+        return value * f
+    if isinstance(value, DurationSpec):
+        return value.scaled(f)
+    if isinstance(value, DeviceTask):
+        return value.model_copy(update={
+            "dur_us": value.dur_us * f,
+            "breakdown_us": {k: v * f for k, v in value.breakdown_us.items()}})
+    if isinstance(value, list):
+        return [_perturbed(v, f) for v in value]
+    if isinstance(value, dict):
+        return {k: _perturbed(v, f) for k, v in value.items()}
+    raise TypeError(type(value).__name__)
+
+
+def uncertain_params(model: StepModel) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
+    """``(varied, skipped)``: path → factor range for every inferred/assumed parameter and
+    every ``meta.ranges`` entry that can be varied; path → reason for the rest."""
+    wanted = {p: DEFAULT_RANGES[s] for p, s in sorted(model.meta.sources.items())
+              if s in DEFAULT_RANGES}
+    wanted.update(model.meta.ranges)
+    varied, skipped = {}, {}
+    for path, rng in wanted.items():
+        try:
+            _perturbed(get_value(model, path), 1.0)
+        except ModelError as e:
+            skipped[path] = str(e)
+        except TypeError as e:
+            skipped[path] = f"a {e} value cannot be varied"
+        else:
+            if rng[0] != rng[1] or rng[0] != 1.0:
+                varied[path] = (float(rng[0]), float(rng[1]))
+    return varied, skipped
+
+
+def perturb(model: StepModel, factors: dict[str, float]) -> StepModel:
+    """A copy of ``model`` with the value at each path multiplied by its factor (pure).
+
+    Raises:
+        ModelError: a path that does not resolve or whose value cannot be varied.
+    """
+    for path, f in factors.items():
+        try:
+            new = _perturbed(get_value(model, path), f)
+        except TypeError as e:
+            raise ModelError(f"{path}: a {e} value cannot be varied") from None
+        model = set_value(model, path, new.model_dump() if isinstance(new, BaseModel) else new)
+    return model
+
+
+def draw_plan(model: StepModel, n: int, seed: int) -> list[tuple[dict[str, float], int]]:
+    """The ``n`` Monte Carlo draws for ``model``: (path → factor, simulation seed) each.
+    Depends only on ``seed`` and the model's uncertain paths."""
+    varied, _ = uncertain_params(model)
+    rng = spawn_streams(seed, ["intervals"])["intervals"]
+    plan = []
+    for _ in range(n):
+        factors = {p: float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
+        plan.append((factors, int(rng.integers(0, 2**31 - 1))))
+    return plan
+
+
+def _draw(item) -> tuple[float, str]:
+    model, ops, factors, steps, warmup, seed = item
+    s = simulate_summary(apply_ops(perturb(model, factors), ops), steps, warmup, seed)
+    return s.mean_step_us, s.bottleneck
+
+
+# ---------------------------------------------------------------- predict ----------------
+def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, warmup: int = 5,
+            seed: int = 0, intervals: bool | int = False, jobs: int = 1,
+            progress: Progress | None = None) -> Prediction:
+    """Predict the step of ``model`` after ``ops``.
+
+    Args:
+        model: the calibrated (or hand-written) StepModel; not changed.
+        ops: operations, applied in order (:mod:`scenarios.transforms`).
+        steps / warmup / seed: simulation window and seed.
+        intervals: False for the point estimate only; True for :data:`DEFAULT_DRAWS` Monte
+            Carlo draws; an int for that many (0 = none).
+        jobs: processes for the draws.
+        progress: hook called after each draw.
+
+    Raises:
+        ModelError: an op that does not apply, or a model that cannot be simulated.
+    """
+    final = apply_ops(model, ops)
+    s = simulate_summary(final, steps, warmup, seed)
+    n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
+    varied, skipped = uncertain_params(model)
+    point = Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,
+                       s.bottleneck_label, s, steps, warmup, seed, uncertain=varied,
+                       skipped=skipped, model=final)
+    if n <= 0:
+        return point
+    items = [(model, tuple(ops), f, steps, warmup, sd) for f, sd in draw_plan(model, n, seed)]
+    results = run_many(_draw, items, jobs=jobs, progress=progress)
+    means = np.array([m for m, _ in results])
+    p10, p50, p90 = (float(v) for v in np.percentile(means, [10, 50, 90]))
+    return Prediction(
+        point.what, point.mean_step_us, point.median_step_us, point.bottleneck,
+        point.bottleneck_label, s, steps, warmup, seed,
+        p10_step_us=min(p10, point.mean_step_us), p50_step_us=p50,
+        p90_step_us=max(p90, point.mean_step_us), draws=n,
+        bottleneck_agreement=sum(b == s.bottleneck for _, b in results) / n,
+        uncertain=varied, skipped=skipped, model=final)

@@ -1,0 +1,161 @@
+"""Sweeps: one or more parameters over lists of values (a grid), each point a prediction, run
+in parallel across processes, with the knee of the curve.
+
+Each point is exactly ``predict(model, base + [set path=value, ...], same steps and seed)``,
+so a sweep equals the individual runs. Points are in grid order: the last parameter varies
+fastest.
+
+**Knee.** Along each parameter (the others held at the best point's values), the knee is the
+first value, in the order given, whose mean step is within ``knee_tol`` of the best along that
+line: where more stops helping. The reason says why, from the bottlenecks on either side: the
+bottleneck changed (the parameter no longer limits the step), it stayed (the parameter does
+not relieve it; for DataLoader workers, more threads than host cores), or the curve is still
+falling at the last value.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import yaml
+
+from models.params import StepModel
+from scenarios.parallel import Progress, run_many
+from scenarios.paths import resolve
+from scenarios.predict import Prediction, predict
+from scenarios.transforms import Operation, SetOp, apply_ops
+from simcore.errors import ModelError
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One grid point: parameter path → value, and its prediction."""
+
+    values: dict[str, Any]
+    prediction: Prediction
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Where more of ``path`` stops helping (µs).
+
+    Attributes:
+        path / value / step_us: the knee.
+        best_value / best_step_us: the best point along the same line.
+        reason: why, in words.
+    """
+
+    path: str
+    value: Any
+    step_us: float
+    best_value: Any
+    best_step_us: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished sweep.
+
+    Attributes:
+        grid: path → the values swept, in the order given.
+        base: the base operations, in words.
+        points: every grid point, in grid order.
+        knees: path → its knee.
+    """
+
+    grid: dict[str, list]
+    base: str
+    points: tuple[SweepPoint, ...]
+    knees: dict[str, Knee]
+
+    @property
+    def best(self) -> SweepPoint:
+        return min(self.points, key=lambda p: p.prediction.mean_step_us)
+
+
+def parse_axis(text: str) -> tuple[str, list]:
+    """``loader.num_workers=0,1,2,4`` → ``("loader.num_workers", [0, 1, 2, 4])``. Values are
+    YAML (``true``, ``0.5``, ``{mean_us: 900}``); flow lists and maps may hold commas.
+
+    Raises:
+        ModelError: no ``=``, no values, repeated values or bad YAML.
+    """
+    path, eq, vals = text.partition("=")
+    if not eq or not path.strip() or not vals.strip():
+        raise ModelError(f"bad sweep axis {text!r}: expected PATH=V1,V2,... "
+                         "(e.g. loader.num_workers=0,1,2,4)")
+    try:
+        values = yaml.safe_load(f"[{vals}]")
+    except yaml.YAMLError as e:
+        raise ModelError(f"bad sweep values in {text!r}: {str(e).splitlines()[0]}") from None
+    if any(values.count(v) > 1 for v in values):
+        raise ModelError(f"sweep axis {path.strip()!r} repeats a value")
+    return path.strip(), values
+
+
+def _point(item) -> Prediction:
+    model, ops, steps, warmup, seed, intervals = item
+    return predict(model, ops, steps=steps, warmup=warmup, seed=seed, intervals=intervals)
+
+
+def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Operation] = (),
+          steps: int = 30, warmup: int = 5, seed: int = 0, intervals: bool | int = False,
+          jobs: int = 1, progress: Progress | None = None, knee_tol: float = 0.05) -> SweepResult:
+    """Predict every point of ``grid`` (see the module docstring).
+
+    Args:
+        grid: parameter path → values (at least one path, each with at least one value).
+        base: operations applied before each point's ``set``.
+        intervals: Monte Carlo draws per point (as :func:`scenarios.predict.predict`).
+        jobs / progress: processes and progress hook (one call per point).
+        knee_tol: relative distance from the best that counts as "stopped helping".
+
+    Raises:
+        ModelError: an empty grid, an unknown path (before anything runs), or a point that
+            cannot be simulated (the message names the value).
+    """
+    if not grid or any(len(v) == 0 for v in grid.values()):
+        raise ModelError("a sweep needs at least one parameter with at least one value")
+    start = apply_ops(model, base)
+    for path in grid:
+        resolve(start, path)
+    paths = list(grid)
+    combos = list(itertools.product(*(grid[p] for p in paths)))
+    items = [(model, list(base) + [SetOp(path=p, value=v) for p, v in zip(paths, combo)],
+              steps, warmup, seed, intervals) for combo in combos]
+    preds = run_many(_point, items, jobs=jobs, progress=progress)
+    points = tuple(SweepPoint(dict(zip(paths, c)), pr) for c, pr in zip(combos, preds))
+    result = SweepResult({p: list(grid[p]) for p in paths},
+                         "; ".join(o.describe() for o in base) or "baseline", points, {})
+    knees = {p: _knee(result, p, start, knee_tol) for p in paths}
+    return SweepResult(result.grid, result.base, points, knees)
+
+
+def _knee(result: SweepResult, path: str, start: StepModel, tol: float) -> Knee:
+    best = result.best.values
+    line = [pt for pt in result.points
+            if all(pt.values[q] == best[q] for q in result.grid if q != path)]
+    steps = [pt.prediction.mean_step_us for pt in line]
+    low = min(steps)
+    k = next(i for i, s in enumerate(steps) if s <= low * (1 + tol))
+    knee, first = line[k], line[0]
+    b = steps.index(low)
+    kp, fp = knee.prediction, first.prediction
+    v = knee.values[path]
+    if k == 0:
+        reason = (f"changing {path} does not help by more than {tol:.0%}: the step is bound by "
+                  f"{kp.bottleneck_label}")
+    elif k == len(line) - 1:
+        reason = f"still improving at the last value ({v}); extend the sweep"
+    elif kp.bottleneck != fp.bottleneck:
+        reason = (f"from {path}={v}, {fp.bottleneck_label} no longer limits the step; it is "
+                  f"bound by {kp.bottleneck_label}")
+    else:
+        reason = f"{kp.bottleneck_label} stays the bottleneck; more {path} gains under {tol:.0%}"
+        if path.endswith("num_workers") and isinstance(v, int):
+            cores = start.loader.host_cores
+            if v + 1 >= cores:
+                reason += f" (workers and the main thread already fill the {cores} host cores)"
+    return Knee(path, v, steps[k], line[b].values[path], low, reason)

@@ -1,0 +1,193 @@
+"""Validation: a prediction against re-measured step times, and the ledger that keeps score.
+
+:func:`validate` compares a :class:`scenarios.predict.Prediction` with measured step times
+(µs, start to next start, as calibration measures them) and returns a :class:`LedgerRecord`:
+predicted vs measured mean step (the primary number: with more workers than cores the median
+can be half the mean) and median beside it, the error in percent, whether the measured mean
+falls inside the prediction interval, and whether the bottlenecks agree.
+
+The ledger is a JSON-lines file, one record per line, that the user names;
+:func:`append_ledger` adds a record (rewriting the file atomically), :func:`read_ledger` reads
+it back and :func:`summarize_ledger` scores it (median and max |error|, interval coverage,
+bottleneck agreement). This module never reads traces: the CLI measures them with
+``calibration`` and passes the numbers in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from scenarios.predict import Prediction
+from simcore.atomic import write_atomic
+from simcore.errors import InputError, ModelError
+
+_COARSE = {"input": "input", "cpu_cores": "input", "host_compute": "host", "launch": "host",
+           "sync": "host", "device": "device", "h2d": "device", "d2h": "device",
+           "d2d": "device", "comm": "device", "arrival_skew": "device"}
+
+
+def coarse_bottleneck(key: str | None) -> str | None:
+    """``input``, ``host`` or ``device`` for a bottleneck key (``compute:*`` is device; a
+    measured ``host_compute`` or ``device`` maps to itself); None when unknown."""
+    if key is None:
+        return None
+    return "device" if key.startswith("compute:") else _COARSE.get(key)
+
+
+class LedgerRecord(BaseModel):
+    """One validation: a prediction and what was measured (times in µs).
+
+    ``error_pct`` is ``100 × (predicted − measured) / measured`` on the mean step;
+    ``median_error_pct`` the same on the median. ``inside`` is None without an interval;
+    ``bottleneck_agrees`` None without a measured bottleneck.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time: str
+    label: str
+    model: str
+    scenario: str
+    traces: list[str]
+    steps_measured: int
+    predicted_mean_us: float
+    predicted_median_us: float
+    p10_us: float | None
+    p50_us: float | None
+    p90_us: float | None
+    measured_mean_us: float
+    measured_median_us: float
+    error_pct: float
+    median_error_pct: float
+    inside: bool | None
+    predicted_bottleneck: str
+    measured_bottleneck: str | None
+    bottleneck_agrees: bool | None
+
+
+@dataclass(frozen=True)
+class LedgerSummary:
+    """How good the predictions in a ledger were.
+
+    Attributes:
+        n: records.
+        median_abs_error_pct / max_abs_error_pct: of |error_pct| (None when empty).
+        coverage: fraction of records with an interval whose measured mean fell inside it.
+        n_intervals: records with an interval.
+        bottleneck_agreement: fraction agreeing, of ``n_bottlenecks`` with a measured one.
+    """
+
+    n: int
+    median_abs_error_pct: float | None
+    max_abs_error_pct: float | None
+    coverage: float | None
+    n_intervals: int
+    bottleneck_agreement: float | None
+    n_bottlenecks: int
+
+
+def validate(prediction: Prediction, measured_step_us: Sequence[float],
+             measured_bottleneck: str | None, label: str, traces: Sequence[str] = (),
+             model_name: str = "", time: str | None = None) -> LedgerRecord:
+    """Score ``prediction`` against measured step times.
+
+    Args:
+        prediction: what was predicted (point estimate, and interval if it has one).
+        measured_step_us: every measured step (µs), pooled over the re-measured traces.
+        measured_bottleneck: the measured run's bottleneck key (``input``, ``host_compute``,
+            ``device`` or a finer key), or None.
+        label: the user's name for this check.
+        traces: the re-measured traces, for the record.
+        model_name: the model's name, for the record.
+        time: ISO timestamp (default: now, UTC).
+
+    Raises:
+        ModelError: no measured steps, or a non-positive or non-finite one.
+    """
+    m = np.asarray(list(measured_step_us), dtype=float)
+    if m.size == 0 or not np.all(np.isfinite(m)) or np.any(m <= 0):
+        raise ModelError("validation needs at least one measured step, every one > 0 µs")
+    mean, median = float(m.mean()), float(np.median(m))
+    agrees = None
+    if measured_bottleneck is not None:
+        agrees = prediction.bottleneck == measured_bottleneck or (
+            coarse_bottleneck(prediction.bottleneck) is not None
+            and coarse_bottleneck(prediction.bottleneck) == coarse_bottleneck(measured_bottleneck))
+    return LedgerRecord(
+        time=time or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        label=label, model=model_name, scenario=prediction.what, traces=[str(t) for t in traces],
+        steps_measured=int(m.size), predicted_mean_us=prediction.mean_step_us,
+        predicted_median_us=prediction.median_step_us, p10_us=prediction.p10_step_us,
+        p50_us=prediction.p50_step_us, p90_us=prediction.p90_step_us,
+        measured_mean_us=mean, measured_median_us=median,
+        error_pct=100 * (prediction.mean_step_us - mean) / mean,
+        median_error_pct=100 * (prediction.median_step_us - median) / median,
+        inside=prediction.covers(mean), predicted_bottleneck=prediction.bottleneck,
+        measured_bottleneck=measured_bottleneck, bottleneck_agrees=agrees)
+
+
+def read_ledger(path: str | Path) -> list[LedgerRecord]:
+    """Every record of a ledger file (a missing file is an empty ledger).
+
+    Raises:
+        InputError: a directory, an unreadable file, or a line that is not a valid record
+            (the message gives the line number).
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(p, "is a directory, expected a ledger file (JSON lines)")
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise InputError(p, f"cannot read: {e.strerror}") from None
+    out = []
+    for i, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(LedgerRecord.model_validate(orjson.loads(line)))
+        except orjson.JSONDecodeError as e:
+            raise InputError(p, f"not JSON: {e}", where=f"line {i}") from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"]) or "(record)"
+            raise InputError(p, f"not a ledger record: {loc}: {err['msg']}",
+                             where=f"line {i}") from None
+    return out
+
+
+def append_ledger(path: str | Path, record: LedgerRecord) -> None:
+    """Append ``record`` as one JSON line; the file is rewritten atomically, so a failure
+    leaves the old ledger whole.
+
+    Raises:
+        InputError: the existing file is not a ledger (checked before writing).
+    """
+    p = Path(path)
+    read_ledger(p)
+    old = p.read_bytes() if p.exists() else b""
+    if old and not old.endswith(b"\n"):
+        old += b"\n"
+    write_atomic(p, old + orjson.dumps(record.model_dump()) + b"\n")
+
+
+def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
+    """Score a ledger (see :class:`LedgerSummary`); an empty one gives ``n=0`` and Nones."""
+    errs = [abs(r.error_pct) for r in records]
+    with_iv = [r.inside for r in records if r.inside is not None]
+    with_b = [r.bottleneck_agrees for r in records if r.bottleneck_agrees is not None]
+    return LedgerSummary(
+        n=len(records),
+        median_abs_error_pct=float(np.median(errs)) if errs else None,
+        max_abs_error_pct=max(errs) if errs else None,
+        coverage=sum(with_iv) / len(with_iv) if with_iv else None, n_intervals=len(with_iv),
+        bottleneck_agreement=sum(with_b) / len(with_b) if with_b else None,
+        n_bottlenecks=len(with_b))

@@ -1,0 +1,27 @@
+"""`stepsim demo --quick` end to end, as a user runs it: real captures, calibration,
+predictions validated against re-measured runs, artefacts in one folder."""
+from __future__ import annotations
+
+import json
+
+from tests.conftest import run_cli
+
+
+def test_demo_quick(tmp_path):
+    out = tmp_path / "demo"
+    r = run_cli("demo", "--quick", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = json.loads((out / "table.json").read_text())
+    assert [row["num_workers"] for row in table["rows"]] == [0, 1, 2]
+    for row in table["rows"]:
+        assert row["predicted_mean_ms"] > 0 and row["measured_mean_ms"] > 0
+        assert abs(row["error_pct"] - 100 * (row["predicted_mean_ms"] - row["measured_mean_ms"])
+                   / row["measured_mean_ms"]) < 1e-6
+    assert table["ledger"]["n"] == 3
+    ledger = (out / "ledger.jsonl").read_text().splitlines()
+    assert len(ledger) == 3
+    assert (out / "model.json").exists()
+    for s in (0, 1, 2):
+        run = out / "runs" / f"nw{s}-r0"
+        assert (run / "trace.json.gz").exists() and (run / "sidecar.json").exists()
+    assert "predicted vs measured" in r.stdout
