@@ -584,10 +584,13 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
 
     graph_members = {task_of[g] for g in acts if by_launch[act_launch[g]][0] != g}
 
-    def flush():
+    op_t: list[int] = []
+
+    def flush(at: int):
         nonlocal pending
         if pending > 0:
             ops.append(HostOp(kind="cpu", name="cpu", dur_us=pending / 1000.0))
+            op_t.append(at - pending)
         pending = 0
 
     launched_acts: list[int] = []
@@ -602,8 +605,9 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
         a_eff = max(a, cursor)
         pending += a_eff - cursor
         if kind == 0:
-            flush()
-            ops.append(HostOp(kind="next_batch", name=str(names[r])))
+            flush(a_eff)
+            ops.append(HostOp(kind="next_batch", name=str(names[r]), phase="data"))
+            op_t.append(a_eff)
             next_us.append((b - a) / 1000.0)
             next_until = b
             cursor = max(cursor, b)
@@ -618,7 +622,8 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
                 ld = min(max(0, int(ts[g0]) - max(a_eff, ctx.prev_end.get(g0, -1))), b - a_eff)
             else:
                 ld = b - a_eff
-            flush()
+            flush(a_eff)
+            op_t.append(a_eff)
             ops.append(HostOp(kind="launch", name=nm, dur_us=max(0, ld) / 1000.0,
                               task=task_of[g0], category="launch"))
             launched.update(task_of[g] for g in gs)
@@ -651,7 +656,8 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
             pending += max(0, b - a_after)
             cursor = max(cursor, b)
             continue
-        flush()
+        flush(a_eff)
+        op_t.append(a_after)
         n_sync += 1
         if best_end > a_after:
             n_block += 1
@@ -665,7 +671,14 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
             cursor = max(cursor, b)
     if t1 > cursor:
         pending += t1 - cursor
-    flush()
+    flush(max(t1, cursor))
+    # phases: a launch/sync op has its task's, a cpu op the phase of the time it starts
+    tph = {t.id: t.phase for ts_ in streams.values() for t in ts_}
+    cph = _phase_of(table, host_threads, np.array(op_t, dtype=np.int64),
+                    np.full(len(op_t), step.tid, dtype=np.int64), step.tid) if ops else []
+    ops = [op.model_copy(update={"phase": tph.get(op.task, "other") if op.task else
+                                 (op.phase if op.kind == "next_batch" else str(cph[i]))})
+           for i, op in enumerate(ops)]
     if n_unres:
         warnings.append(f"{n_unres} blocking call(s) in step {step.number} waited on work whose "
                         "dependencies are launched later; modelled as CPU time")

@@ -167,6 +167,45 @@ def _exact_ts(raw: bytes, ts_vals: list, has_ts: np.ndarray) -> tuple[np.ndarray
     return out, exact
 
 
+def _check_ts(p: Path, events: list) -> tuple[list, np.ndarray]:
+    """The ``ts`` of every event and which events have one; raises InputError naming the
+    first bad event. Fast path: every event a dict with a finite numeric ``ts``."""
+    try:
+        ts_vals = [e.get("ts") for e in events]
+    except AttributeError:
+        ts_vals = None
+    if ts_vals is not None:
+        types = set(map(type, ts_vals))
+        if types <= {int, float}:
+            arr = np.fromiter(ts_vals, dtype=float, count=len(ts_vals))
+            if np.isfinite(arr).all():
+                return ts_vals, np.ones(len(events), dtype=bool)
+    ts_vals = []
+    has_ts = np.ones(len(events), dtype=bool)
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise InputError(p, f"event is a {type(e).__name__}, expected an object", f"event {i}")
+        v = e.get("ts")
+        if v is None:
+            if e.get("ph") in _NO_TS_OK:
+                has_ts[i] = False
+                ts_vals.append(0)
+                continue
+            raise InputError(p, f"event {e.get('name', '?')!r} has no 'ts'", f"event {i}")
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise InputError(p, f"non-numeric ts {v!r}", f"event {i}")
+        fv = v
+        if isinstance(v, str):
+            try:
+                fv = float(v)
+            except ValueError:
+                raise InputError(p, f"non-numeric ts {v!r}", f"event {i}") from None
+        if fv != fv or fv in (float("inf"), float("-inf")):
+            raise InputError(p, f"non-finite ts {v!r}", f"event {i}")
+        ts_vals.append(v)
+    return ts_vals, has_ts
+
+
 def load_trace(path: str | Path) -> RawTrace:
     """Read one Kineto trace file.
 
@@ -202,30 +241,7 @@ def load_trace(path: str | Path) -> RawTrace:
         raise InputError(p, f"JSON top level is a {type(data).__name__}, expected an object or array")
     if not events:
         raise InputError(p, "trace has no events")
-    ts_vals = []
-    has_ts = np.ones(len(events), dtype=bool)
-    for i, e in enumerate(events):
-        if not isinstance(e, dict):
-            raise InputError(p, f"event is a {type(e).__name__}, expected an object", f"event {i}")
-        v = e.get("ts")
-        if v is None:
-            if e.get("ph") in _NO_TS_OK:
-                has_ts[i] = False
-                ts_vals.append(0)
-                continue
-            raise InputError(p, f"event {e.get('name', '?')!r} has no 'ts'", f"event {i}")
-        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-            raise InputError(p, f"non-numeric ts {v!r}", f"event {i}")
-        if isinstance(v, str):
-            try:
-                fv = float(v)
-            except ValueError:
-                raise InputError(p, f"non-numeric ts {v!r}", f"event {i}") from None
-            if fv != fv or fv in (float("inf"), float("-inf")):
-                raise InputError(p, f"non-numeric ts {v!r}", f"event {i}")
-        elif isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
-            raise InputError(p, f"non-finite ts {v!r}", f"event {i}")
-        ts_vals.append(v)
+    ts_vals, has_ts = _check_ts(p, events)
     if not has_ts.any():
         raise InputError(p, "no event has a 'ts'")
     try:

@@ -81,37 +81,37 @@ class StepEvents:
 
 class LaunchQueue:
     """One rank's bounded queue of launched, unfinished device work (CUDA's launch queue, about
-    1024 entries): a launch takes a slot, its task frees it on completion; the host blocks only
-    when every slot is taken. A counter with one waiter (the rank's host thread)."""
+    1024 entries): a launch takes a slot (a coarsened task one per fine launch it stands for,
+    at most ``capacity``), its task frees them on completion; the host blocks only when the
+    slots it needs are taken. A counter with one waiter (the rank's host thread)."""
 
     def __init__(self, env: simpy.Environment, capacity: int):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.env, self.capacity, self.pending = env, capacity, 0
-        self._held: set[tuple[int, str]] = set()
-        self._waiter: simpy.Event | None = None
+        self._held: dict[tuple[int, str], int] = {}
+        self._waiter: tuple[simpy.Event, int] | None = None
 
-    def take(self, step: int, task: str) -> simpy.Event | None:
-        """Take a slot for ``task`` of ``step``: None when one was free, else an event that
-        fires once a slot has been handed over."""
-        self._held.add((step, task))
-        if self.pending < self.capacity:
-            self.pending += 1
+    def take(self, step: int, task: str, slots: int = 1) -> simpy.Event | None:
+        """Take ``slots`` for ``task`` of ``step``: None when they were free, else an event
+        that fires once they have been handed over."""
+        n = min(slots, self.capacity)
+        self._held[(step, task)] = n
+        if self.pending + n <= self.capacity:
+            self.pending += n
             return None
-        self._waiter = self.env.event()
-        return self._waiter
+        ev = self.env.event()
+        self._waiter = (ev, n)
+        return ev
 
     def free(self, step: int, task: str) -> None:
-        """``task`` of ``step`` finished: free its slot (if its launch took one)."""
-        try:
-            self._held.remove((step, task))
-        except KeyError:
-            return
-        if self._waiter is not None:
-            waiter, self._waiter = self._waiter, None
-            waiter.succeed()
-        else:
-            self.pending -= 1
+        """``task`` of ``step`` finished: free its slots (if its launch took any)."""
+        n = self._held.pop((step, task), 0)
+        self.pending -= n
+        if self._waiter is not None and self.pending + self._waiter[1] <= self.capacity:
+            (ev, need), self._waiter = self._waiter, None
+            self.pending += need
+            ev.succeed()
 
 
 class Barrier:

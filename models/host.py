@@ -50,7 +50,8 @@ class HostOpPlan:
     ``block_cause``: for a launch of a pageable copy, the wait cause (``h2d``/``d2h``);
     ``targets``: for a sync, the ``(step offset, task id)`` pairs it waits for (offset 0: this
     step, −1: the previous step); ``optimizer``: skipped under ``no_sync``; ``samples``: for a
-    ``cpu`` op with measured per-step durations, the distribution each step draws from.
+    ``cpu`` op with measured per-step durations, the distribution each step draws from;
+    ``slots``: for a launch, the launch-queue slots it takes (``DeviceTask.launches``).
     """
 
     kind: str
@@ -62,6 +63,7 @@ class HostOpPlan:
     targets: tuple[tuple[int, str], ...]
     optimizer: bool
     samples: Duration | None = None   # for cpu ops: per-step durations drawn instead of dur_us
+    slots: int = 1                    # launch-queue slots a launch takes
 
 
 def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay_us: float,
@@ -113,7 +115,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                 continue
             kind = op.kind
             if kind == "launch":
-                full = launch_queue.take(step, op.task)
+                full = launch_queue.take(step, op.task, op.slots)
                 if full is not None:
                     start = env.now
                     yield full

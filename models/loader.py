@@ -84,7 +84,7 @@ class DataLoaderSim:
         self.stats = LoaderStats(cap=nw * params.prefetch_factor)
         self.sent = 0              # indices handed out (global batch counter)
         self.returned = 0          # batches returned to the user
-        self.ready = 0             # produced, not yet taken by the main thread (buffered)
+        self.buffered = 0          # produced, not yet taken by the main thread
         self.delivered: set[int] = set()   # through the pin thread, not yet taken
         self.epoch_sent = 0        # indices sent in the current epoch
         self.epoch_returned = 0    # batches returned in the current epoch
@@ -115,10 +115,10 @@ class DataLoaderSim:
         else:
             usable = len(self.delivered)
         self.rec.sample(f"rank{self.rank}.loader.ready", t, usable)
-        self.rec.sample(f"rank{self.rank}.loader.buffered", t, self.ready)
+        self.rec.sample(f"rank{self.rank}.loader.buffered", t, self.buffered)
         self.rec.sample(f"rank{self.rank}.loader.outstanding", t, out)
         st.max_outstanding = max(st.max_outstanding, out)
-        st.max_ready = max(st.max_ready, self.ready)
+        st.max_ready = max(st.max_ready, self.buffered)
 
     def _deliver(self, idx: int):
         self.delivered.add(idx)
@@ -171,12 +171,12 @@ class DataLoaderSim:
             yield from self.cpu.parallel_work(work_us, tpw)
             record_cpu_work(self.rec, lane, f"batch {idx}", "produce", start,
                              work_us / tpw, self.env.now, -1, self.rank)
-            self.ready += 1
+            self.buffered += 1
             self.stats.produced.append(idx)
             self._note()
-            yield self.result_q.put((idx, w))
             if not self.p.pin_memory:
                 self._deliver(idx)
+            yield self.result_q.put((idx, w))
 
     def _pin_thread(self):
         lane = f"rank{self.rank}.pin_memory"
@@ -188,8 +188,8 @@ class DataLoaderSim:
             if cost_us > 0:
                 record_cpu_work(self.rec, lane, f"pin batch {item[0]}", "pin", start, cost_us,
                                  self.env.now, -1, self.rank)
-            yield self.out_q.put(item)
             self._deliver(item[0])
+            yield self.out_q.put(item)
 
     # -- consumer side -------------------------------------------------------------------
     def next_batch(self, step: int):
@@ -221,7 +221,7 @@ class DataLoaderSim:
         if self.env.now > start:
             self.rec.span(Span(self.host_lane, "next(DataLoader)", "wait", start,
                                self.env.now - start, step, self.rank, cause="input"))
-        self.ready -= 1
+        self.buffered -= 1
         self.delivered.discard(idx)
         self._note()
         if not p.pin_memory and p.unpickle_us > 0:

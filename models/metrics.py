@@ -331,8 +331,9 @@ class _Blame:
             if r.stream in last:
                 self.prev[(r.step, r.task)] = last[r.stream]
             last[r.stream] = r
-        lane = f"rank{rank}.host"
-        self.host = sorted((sp for sp in result.spans if sp.lane == lane), key=lambda sp: sp.start_us)
+        self.host_lane = f"rank{rank}.host"
+        self.host = sorted((sp for sp in result.spans if sp.lane == self.host_lane),
+                           key=lambda sp: sp.start_us)
         self.host_ends = [sp.start_us + sp.dur_us for sp in self.host]
         self.waits = {(w.start_us, w.cause): w for w in result.host_waits if w.rank == rank}
         self.acc: dict[str, float] = defaultdict(float)
@@ -445,8 +446,11 @@ def gap_attribution(result: SimResult, rank: int | None = None
         waits are followed to their causes; ``holes`` is then empty.
     """
     rank = result.ranks[0] if rank is None else rank
-    w0, w1 = result.rank_window_us(rank)
-    bl = _Blame(result, rank)
+    return _critical_path(_Blame(result, rank), *result.rank_window_us(rank))
+
+
+def _critical_path(bl: _Blame, w0: float, w1: float
+                   ) -> tuple[str, dict[str, float], dict[str, float], list[Hole]]:
     compute = sorted((r for r in bl.runs if bl.is_compute(r)), key=lambda r: r.start_us)
     iv = [(max(r.start_us, w0), min(r.end_us, w1)) for r in compute
           if r.end_us > w0 and r.start_us < w1 and r.end_us > r.start_us]
@@ -460,8 +464,8 @@ def gap_attribution(result: SimResult, rank: int | None = None
                 busy_h[_host_key("busy", sp.category, "")] += e - s
             else:
                 bl.blame(("host", None, s, e))
-        bl.blame(("host", None, w0, w0))
-        return f"rank{rank}.host", dict(busy_h), dict(bl.acc), []
+        bl._add("other", (w1 - w0) - sum(busy_h.values()) - sum(bl.acc.values()))
+        return bl.host_lane, dict(busy_h), dict(bl.acc), []
     raw: dict[str, float] = defaultdict(float)
     for r in compute:
         s, e = max(r.start_us, w0), min(r.end_us, w1)
@@ -534,13 +538,12 @@ def _collectives(result: SimResult, rank: int, w0: float, w1: float, steps: int
         stats.append(CollectiveStat(tid, t.name or tid, t.bytes or 0, obs, skew, xfer,
                                     moved / obs / 1e3 if obs > 0 else 0.0,
                                     moved / xfer / 1e3 if xfer > 0 else 0.0))
-    last: dict[int, float] = defaultdict(float)
-    for (step, _), ent in entries.items():
-        if len(ent) > 1:
-            s = split_collective(ent, ent)   # exits unused: only who entered last matters
-            if max(s.skew_us.values()) > _EPS:
-                last[s.straggler] += max(s.skew_us.values())
-    straggler = max(last, key=lambda r: last[r]) if last else None
+    lateness: dict[int, float] = defaultdict(float)   # rank -> skew it caused, summed
+    for ent in entries.values():
+        late = max(ent, key=lambda r: (ent[r], r))
+        if len(ent) > 1 and ent[late] - min(ent.values()) > _EPS:
+            lateness[late] += ent[late] - min(ent.values())
+    straggler = max(lateness, key=lambda r: lateness[r]) if lateness else None
     return stats, straggler
 
 
@@ -560,6 +563,7 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     job = result.job_step_us
     windows = {r: result.rank_window_us(r) for r in result.ranks}
     busy: dict[str, list] = defaultdict(list)
+    lane_rank: dict[str, int] = {}
     host_split: dict[str, float] = defaultdict(float)
     dev_cat: dict[str, float] = defaultdict(float)
     skew = 0.0
@@ -568,12 +572,13 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     host_lane = f"rank{rank}.host"
     tpw = result.model.loader.threads_per_worker if result.model is not None else 1
     for sp in result.spans:
-        a, b = windows.get(sp.rank, (w0, w1))
+        a, b = windows[sp.rank]
         s, e = max(sp.start_us, a), min(sp.start_us + sp.dur_us, b)
         if e <= s:
             continue
         if sp.kind == "busy":
             busy[sp.lane].append((s, e))
+            lane_rank[sp.lane] = sp.rank
         if sp.rank != rank:
             continue
         if sp.lane == host_lane:
@@ -590,8 +595,8 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
                 worker_busy += (e - s) if worker else 0.0
             elif worker and sp.cause == "cpu_cores":
                 worker_starved += e - s
-    lane_busy = {lane: union_length(iv) / max(windows.get(_lane_rank(lane), (w0, w1))[1]
-                                              - windows.get(_lane_rank(lane), (w0, w1))[0], _EPS)
+    lane_busy = {lane: union_length(iv) / max(windows[lane_rank[lane]][1]
+                                              - windows[lane_rank[lane]][0], _EPS)
                  for lane, iv in sorted(busy.items())}
     bl = _Blame(result, rank)
     compute_iv, comm_iv, kernel_sum = [], [], 0.0
@@ -607,7 +612,7 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
             kernel_sum += e - s
     exposed = exposed_us(comm_iv, compute_iv) * per
     comm_busy = union_length(comm_iv) * per
-    scarce, cp_busy, cp_gap, holes = gap_attribution(result, rank)
+    scarce, cp_busy, cp_gap, holes = _critical_path(bl, w0, w1)
     last0 = result.step_starts_us[result.ranks.index(rank)][result.warmup + steps - 1]
     last_holes = [Hole(h.start_us - last0, h.dur_us, h.causes) for h in holes
                   if h.start_us >= last0 - _EPS]
@@ -646,11 +651,6 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
         loader_cores_busy=loader_core_us / width,
         ceilings={k: amdahl_ceiling(min(v, 1.0)) for k, v in shares.items()}, holes=last_holes,
         cpu_pool_busy=pool_busy)
-
-
-def _lane_rank(lane: str) -> int:
-    head = lane.split(".", 1)[0]
-    return int(head[4:]) if head.startswith("rank") and head[4:].isdigit() else 0
 
 
 def _batches_per_step(result: SimResult) -> int:

@@ -201,6 +201,9 @@ class DeviceTask(_Strict):
     bytes: int | None = Field(default=None, ge=0)
     copy_kind: Literal["", "h2d", "d2h", "d2d"] = ""
     pinned: bool | None = None
+    launches: int = Field(default=1, ge=1)
+    """Fine launches this task stands for after coarsening: its host launch takes that many
+    slots of the launch queue until it finishes."""
 
     def category_us(self) -> dict[str, float]:
         """µs per category: ``breakdown_us`` when coarsened, else ``{category: dur_us}``."""

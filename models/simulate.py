@@ -172,7 +172,8 @@ def host_plan(model: StepModel) -> list[HostOpPlan]:
         plans.append(HostOpPlan(
             op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind), op.dur_us,
             op.task, op.category, block, targets, optimizer,
-            Empirical(tuple(op.samples_us)) if op.kind == "cpu" and op.samples_us else None))
+            Empirical(tuple(op.samples_us)) if op.kind == "cpu" and op.samples_us else None,
+            t.launches if op.kind == "launch" and t is not None else 1))
     return plans
 
 

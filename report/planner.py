@@ -27,6 +27,10 @@ from simcore.atomic import write_atomic
 from simcore.units import us_to_ms
 
 
+_FLAT = 0.005
+"""Ceilings below 1 + this are listed on one line rather than in the table."""
+
+
 def _ms(us: float | None, nd: int = 1) -> str:
     return "-" if us is None else f"{us_to_ms(us):.{nd}f}"
 
@@ -212,10 +216,14 @@ def print_ceilings(r: CeilingReport, as_json: bool = False) -> None:
     t = Table(title="Amdahl ceilings (simulated with the component free)", show_edge=False)
     for col in ("component", "step if free ms", "ceiling", "share of step", "subtracted"):
         t.add_column(col, justify="left" if col == "component" else "right")
+    flat = [x for x in r.rows if x.ceiling < 1 + _FLAT]
     for x in r.rows:
-        t.add_row(x.label, _ms(x.free_step_us), _x(x.ceiling), f"{100 * x.share:.1f}%",
-                  _x(x.subtracted))
+        if x not in flat:
+            t.add_row(x.label, _ms(x.free_step_us), _x(x.ceiling), f"{100 * x.share:.1f}%",
+                      _x(x.subtracted))
     c.print(t)
+    if flat:
+        c.print(f"no gain (< {_FLAT:.1%}) if free: {', '.join(x.label for x in flat)}")
     if r.kernel_ceiling is None:
         return
     line = (f"kernel-sum / step-wall = {_ms(r.kernel_sum_us)} / {_ms(b.mean_step_us)} ms = "

@@ -15,7 +15,9 @@ launch            host launch calls scaled by 0
 host_compute      host CPU ops scaled by 0
 sync              host sync calls' own CPU cost scaled by 0 (the wait itself is charged
                   to what it waits for, as the critical path charges it)
-compute:<cat>     kernels (and memsets) of that category scaled by 0
+compute:<cat>     kernels (and memsets) of that category scaled by 0 (the categories of
+                  :data:`models.params.CATEGORIES`; other breakdown keys, such as idle
+                  time a calibration folded into a task, are not components)
 comm              collectives scaled by 0 (and ``comm.latency_us`` := 0)
 arrival_skew      every rank's skew removed
 ================  ===============================================================
@@ -32,13 +34,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from models.metrics import amdahl_ceiling, label
-from models.params import StepModel
+from models.params import CATEGORIES, StepModel
 from scenarios.parallel import Progress, run_many
 from scenarios.predict import Prediction, predict, simulate_summary
 from scenarios.select import Selector, copy_direction
 from scenarios.transforms import Operation, RemoveOp, ScaleOp, SetOp, apply_ops
 
 _KERNELS = ("kernel", "memset")
+_COMPUTE = set(CATEGORIES) - {"communication"}
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ def components(model: StepModel) -> dict[str, list[Operation]]:
         if t.kind in _KERNELS:
             for c, us in t.category_us().items():
                 cats[c] = cats.get(c, 0.0) + us
-    for c in sorted(c for c, us in cats.items() if us > 0):
+    for c in sorted(c for c, us in cats.items() if us > 0 and c in _COMPUTE):
         out[f"compute:{c}"] = [ScaleOp(select=Selector(lane=("device",), kind=_KERNELS,
                                                        category=(c,)), factor=0)]
     if any(t.kind == "collective" for t in tasks):

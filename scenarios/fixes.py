@@ -201,6 +201,8 @@ def _cuda_graphs(m: StepModel, a: GraphArgs) -> StepModel:
                 op["name"] = "cudaGraphLaunch"
             held, open_ = [], True
             ops.append(op)
+        elif src.kind == "cpu" and src.phase in a.phases:
+            continue
         elif src.kind == "cpu" and open_:
             held.append(op)
         else:
@@ -331,8 +333,8 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("cuda_graphs", "systems",
         "launches of captured work (phases, default forward/backward/optimizer; input copies "
         "stay outside) are collapsed, per run between syncs, into one cudaGraphLaunch of "
-        "launch_us µs (default 10, assumed); host CPU ops between captured launches are deleted "
-        "(the replay skips that Python).",
+        "launch_us µs (default 10, assumed); host CPU ops of those phases, or between captured "
+        "launches, are deleted (the replay skips that Python).",
         GraphArgs, ("launch", "host_compute"), _cuda_graphs),
     Fix("fused_elementwise", "systems",
         "elementwise device time × factor (default 0.5, assumed); each launch's cost shrinks by "

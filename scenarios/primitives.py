@@ -117,6 +117,10 @@ def remove(model: StepModel, sel: Selector) -> StepModel:
     what = f"remove {sel.describe()}"
     picked = _selection(model, sel, what)
     data = model.model_dump()
+    drop_host = {i for i in picked.host if data["host"]["ops"][i]["kind"] != "launch"}
+    for i in picked.host:
+        _scale_host_op(data["host"]["ops"][i], 0.0)
+    data["host"]["ops"] = [op for i, op in enumerate(data["host"]["ops"]) if i not in drop_host]
     gone: set[str] = set()
     for ts in data["device"]["streams"].values():
         for t in ts:
@@ -132,10 +136,6 @@ def remove(model: StepModel, sel: Selector) -> StepModel:
             if t["category"] in cats:
                 t["category"] = max(left, key=left.get)
     _drop_tasks(data, gone)
-    drop_host = {i for i in picked.host if data["host"]["ops"][i]["kind"] != "launch"}
-    for i in picked.host:
-        _scale_host_op(data["host"]["ops"][i], 0.0)
-    data["host"]["ops"] = [op for i, op in enumerate(data["host"]["ops"]) if i not in drop_host]
     _scale_loader(data["loader"], picked.loader, 0.0)
     _scale_ranks(data, picked.ranks, sel.phase, 0.0)
     return validated(data, what)

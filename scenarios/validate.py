@@ -4,7 +4,8 @@
 (µs, start to next start, as calibration measures them) and returns a :class:`LedgerRecord`:
 predicted vs measured mean step (the primary number: with more workers than cores the median
 can be half the mean) and median beside it, the error in percent, whether the measured mean
-falls inside the prediction interval, and whether the bottlenecks agree.
+falls inside the prediction interval, and whether the bottlenecks agree
+(:func:`bottlenecks_agree`).
 
 The ledger is a JSON-lines file, one record per line, that the user names;
 :func:`append_ledger` adds a record (rewriting the file atomically), :func:`read_ledger` reads
@@ -28,16 +29,30 @@ from simcore.atomic import write_atomic
 from simcore.errors import InputError, ModelError
 
 _COARSE = {"input": "input", "cpu_cores": "input", "host_compute": "host", "launch": "host",
-           "sync": "host", "device": "device", "h2d": "device", "d2h": "device",
-           "d2d": "device", "comm": "device", "arrival_skew": "device"}
+           "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
+           "arrival_skew": "device"}
+_NOT_INPUT = ("device", "host_compute")
+"""What ``calibration.measure`` reports when waiting for input is not the largest share: it
+cannot split host from device on a GPU trace, so these mean only "not the input pipeline"."""
 
 
-def coarse_bottleneck(key: str | None) -> str | None:
-    """``input``, ``host`` or ``device`` for a bottleneck key (``compute:*`` is device; a
-    measured ``host_compute`` or ``device`` maps to itself); None when unknown."""
-    if key is None:
-        return None
+def coarse_bottleneck(key: str) -> str | None:
+    """``input``, ``host`` or ``device`` for a predicted bottleneck key (``compute:*`` is
+    device); None for an unknown key."""
     return "device" if key.startswith("compute:") else _COARSE.get(key)
+
+
+def bottlenecks_agree(predicted: str, measured: str) -> bool:
+    """Whether a predicted bottleneck key agrees with a measured one, at the measurement's
+    own resolution: ``input`` must be predicted as the input pipeline (or the cores starving
+    it); ``device`` / ``host_compute`` (not input) as anything else; a finer measured key
+    must match exactly or in its coarse group."""
+    p = coarse_bottleneck(predicted)
+    if measured == "input":
+        return p == "input"
+    if measured in _NOT_INPUT:
+        return p is not None and p != "input"
+    return predicted == measured or (p is not None and p == coarse_bottleneck(measured))
 
 
 class LedgerRecord(BaseModel):
@@ -114,11 +129,8 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
     if m.size == 0 or not np.all(np.isfinite(m)) or np.any(m <= 0):
         raise ModelError("validation needs at least one measured step, every one > 0 µs")
     mean, median = float(m.mean()), float(np.median(m))
-    agrees = None
-    if measured_bottleneck is not None:
-        agrees = prediction.bottleneck == measured_bottleneck or (
-            coarse_bottleneck(prediction.bottleneck) is not None
-            and coarse_bottleneck(prediction.bottleneck) == coarse_bottleneck(measured_bottleneck))
+    agrees = None if measured_bottleneck is None else \
+        bottlenecks_agree(prediction.bottleneck, measured_bottleneck)
     return LedgerRecord(
         time=time or datetime.now(timezone.utc).isoformat(timespec="seconds"),
         label=label, model=model_name, scenario=prediction.what, traces=[str(t) for t in traces],

@@ -127,3 +127,14 @@ def test_same_seed_same_spans():
               {"s": [k("a", "s", 2)]}).model_copy(update={"loader": LoaderParams(
                   num_workers=3, host_cores=2, produce=DurationSpec(mean_us=5 * MS, cv=0.5))})
     assert simulate(m, seed=7).spans == simulate(m, seed=7).spans
+
+
+def test_coarsened_task_holds_one_slot_per_fine_launch():
+    from models import simulate as sim
+    cap = sim.MAX_QUEUED_LAUNCHES
+    # one task standing for cap - 1 fine launches fills the queue but for one slot
+    m = model([launch("big", 0.001), launch("a", 0.001), launch("b", 0.001), HostOp(kind="sync")],
+              {"s": [k("big", "s", 10, launches=cap - 1), k("a", "s", 1), k("b", "s", 1)]})
+    res = simulate(m, steps=1, warmup=0)
+    waits = [s for s in res.spans if s.cause == "launch_queue" and s.step == 0]
+    assert len(waits) == 1 and (waits[0].start_us, waits[0].end_us) == pytest.approx((2.0, 10_001.0))
