@@ -347,7 +347,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _sim_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=30, help="measured steps (default 30)")
-    p.add_argument("--warmup", type=int, default=5, help="unmeasured warm-up steps (default 5)")
+    p.add_argument("--warmup", type=int, default=20,
+                   help="unmeasured warm-up steps, so prefetch queues fill (default 20)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 

@@ -31,7 +31,8 @@ STEPS, WARMUP = 10, 3
 
 
 def targets(root: Path) -> list[Path]:
-    """Every trace file, plus every directory holding several per-rank files."""
+    """Every trace file, plus every directory holding several trace files (listed only when
+    they are distinct ranks of one job)."""
     files = sorted(p for p in root.rglob("*") if p.is_file() and (
         p.name.endswith(".json") or p.name.endswith(".json.gz")))
     dirs = sorted({p.parent for p in files if sum(q.parent == p.parent for q in files) > 1})
@@ -61,6 +62,8 @@ def main(argv=None) -> int:
         except StepsimError as e:
             print(f"{rel[-62:]:62s} not calibrated: {e}")
             continue
+        if p.is_dir() and len(m.ranks) < 2:
+            continue  # one rank (several captures of it): already listed file by file
         meas = m.meta.notes.get("measured_median_step_us")
         c = coarsen(m)
         t = time.perf_counter()

@@ -458,7 +458,10 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
     ts, te, names = ctx.ts, ctx.te, ctx.names
     warnings: list[str] = []
     pid = step.pid
-    t0, t1 = step.start_ns, step.end_ns
+    t0 = step.start_ns
+    # the last step has no next start: its host part ends with its marker, then it waits for
+    # the GPU work it launched (its end, see calibration.steps)
+    t1 = step.cpu_end_ns if step.last else step.end_ns
     api_rows = np.nonzero(table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X") &
                           (table.pid == pid) & (ts >= t0) & (ts < t1))[0]
     rel = np.fromiter((names[r] in LAUNCH_APIS or names[r] in SYNC_APIS for r in api_rows),
@@ -672,6 +675,9 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
     if t1 > cursor:
         pending += t1 - cursor
     flush(max(t1, cursor))
+    if step.last and step.end_ns > max(t1, cursor) and launched_acts:
+        ops.append(HostOp(kind="sync", name="end of step: wait for its GPU work", dur_us=0.0))
+        op_t.append(max(t1, cursor))
     # phases: a launch/sync op has its task's, a cpu op the phase of the time it starts
     tph = {t.id: t.phase for ts_ in streams.values() for t in ts_}
     cph = _phase_of(table, host_threads, np.array(op_t, dtype=np.int64),
@@ -814,12 +820,10 @@ def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
     for f in fits:
         warnings += f.warnings
     by_rank: dict[int, RankFit] = {}
-    unknown = 0
     for f in sorted(fits, key=lambda f: f.path.name):
         if f.rank < 0:
-            f.rank = max([g.rank for g in fits] + [-1]) + 1 + unknown
-            unknown += 1
-            warnings.append(f"{f.path.name}: no rank in distributedInfo or file name; numbered {f.rank}")
+            f.rank = 0
+            warnings.append(f"{f.path.name}: no rank in distributedInfo or file name; taken as rank 0")
         if f.rank in by_rank:
             warnings.append(f"{f.path.name} and {by_rank[f.rank].path.name} both hold rank "
                             f"{f.rank}: two captures of one rank; using {by_rank[f.rank].path.name}")
@@ -926,6 +930,36 @@ def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
     world = max([f.world_size for f in by_rank.values()] + [len(ranks)])
     meta = Meta(name=f"{len(ranks)} ranks", sources=sources, traces=[str(p) for p in paths],
                 steps_used=nums, measured_step_us=job, warnings=warnings, notes=notes)
-    return StepModel(loader=ref.loader, host=HostParams(ops=ref.ops),
-                     device=DeviceParams(streams=streams), comm=CommParams(world_size=world),
-                     ranks=rank_params, meta=meta)
+    model = StepModel(loader=ref.loader, host=HostParams(ops=ref.ops),
+                      device=DeviceParams(streams=streams), comm=CommParams(world_size=world),
+                      ranks=rank_params, meta=meta)
+    return _cap_skew(model, ref_rank, ref.median_us)
+
+
+def _cap_skew(model: StepModel, ref_rank: int, ref_step_us: float) -> StepModel:
+    """Scale every rank's lateness so the reference rank waits in the model no longer than it
+    waited in the trace.
+
+    Lateness at a collective is charged as extra time on the late rank; the part of it the
+    reference rank hid behind its own host work (it kept launching while the collective
+    waited) would otherwise be charged twice. The reference's own time without skew is its
+    simulated step alone; its measured step minus that is the waiting budget."""
+    from models.simulate import simulate
+
+    worst = max((r.delay_us + sum(r.phase_extra_us.values()) for r in model.ranks), default=0.0)
+    if worst <= 0:
+        return model
+    alone = model.model_copy(update={"ranks": [RankParams(rank=ref_rank)]})
+    step_alone = simulate(alone, steps=2, warmup=1).median_step_us
+    budget = max(0.0, ref_step_us - step_alone)
+    model.meta.notes["reference_alone_step_us"] = step_alone
+    if worst <= budget:
+        model.meta.notes["skew_scale"] = 1.0
+        return model
+    f = budget / worst
+    model.meta.notes["skew_scale"] = f
+    model.meta.sources["ranks"] = "inferred"
+    ranks = [r.model_copy(update={"delay_us": r.delay_us * f,
+                                  "phase_extra_us": {k: v * f for k, v in r.phase_extra_us.items()}})
+             for r in model.ranks]
+    return model.model_copy(update={"ranks": ranks})

@@ -11,6 +11,7 @@ import numpy as np
 
 from calibration.cpu import step_loader_waits_us
 from calibration.events import build_table
+from calibration.sidecar import load_sidecar
 from calibration.steps import find_steps
 from calibration.trace_io import load_trace
 from simcore.errors import InputError
@@ -19,6 +20,9 @@ from simcore.errors import InputError
 INPUT_BOUND_SHARE = 0.10
 """Share of the step the host thread must spend waiting on input for a run to count as
 input-bound."""
+CORE_WAIT_RATIO = 1.15
+"""Wall ÷ CPU time of the training step above which the main thread is taken to have waited
+for a core."""
 
 
 @dataclass(frozen=True)
@@ -27,10 +31,13 @@ class MeasuredSteps:
         path: the trace.
         step_us: each step's time (µs), start to next start, shape (n_steps,).
         input_wait_us: per step, µs the host thread waited in DataLoader ``next()``.
-        bottleneck: ``input`` when the host thread waits for the DataLoader for at least
-            ``INPUT_BOUND_SHARE`` of the step (then a faster input pipeline would shorten the
-            step), else ``host_compute`` for a host-only trace, or ``device`` when the trace has
-            GPU work (the finer device split is the simulator's, not read here).
+        bottleneck: in the simulator's vocabulary (``models.metrics``), first rule that
+            holds: ``cpu_cores`` when the capture sidecar shows the training step's wall time
+            exceeding its CPU time by ``CORE_WAIT_RATIO`` (the main thread waited for a core);
+            ``input`` when the host thread waits for the DataLoader for at least
+            ``INPUT_BOUND_SHARE`` of the step (a faster input pipeline would shorten it);
+            else ``device`` when the trace has GPU work (the finer device split is the
+            simulator's, not read here) or ``host_compute``.
     """
 
     path: Path
@@ -47,13 +54,19 @@ class MeasuredSteps:
         return float(np.median(self.step_us))
 
 
-def measured_steps(path: str | Path, step_regex: str | None = None) -> MeasuredSteps:
+def measured_steps(path: str | Path, step_regex: str | None = None,
+                   sidecar: str | Path | None = None) -> MeasuredSteps:
     """Read the steps of one trace file.
 
+    ``sidecar``: the capture sidecar of the same run; by default ``sidecar.json`` beside the
+    trace is used when it exists (the capture harness writes both into one folder).
+
     Raises:
-        InputError: unreadable/malformed trace, or a trace without steps.
+        InputError: unreadable/malformed trace or sidecar, or a trace without steps.
     """
     p = Path(path)
+    side_path = Path(sidecar) if sidecar else p.parent / "sidecar.json"
+    side = load_sidecar(side_path) if (sidecar or side_path.is_file()) else None
     table = build_table(load_trace(p))
     steps = find_steps(table, step_regex=step_regex)
     if not steps:
@@ -61,7 +74,12 @@ def measured_steps(path: str | Path, step_regex: str | None = None) -> MeasuredS
     step_us = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps])
     wait = step_loader_waits_us(table, steps)
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
-    if share >= INPUT_BOUND_SHARE:
+    prof = [s for s in side.steps if s.profiled] if side is not None else []
+    compute_wall = float(np.mean(step_us - wait))
+    compute_cpu = float(np.mean([s.cpu_us - s.next_cpu_us for s in prof])) if prof else None
+    if compute_cpu and compute_wall > CORE_WAIT_RATIO * compute_cpu:
+        neck = "cpu_cores"
+    elif share >= INPUT_BOUND_SHARE:
         neck = "input"
     else:
         neck = "device" if table.gpu_mask().any() else "host_compute"

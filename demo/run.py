@@ -106,7 +106,8 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
 
     rows = []
     for s in settings:
-        pred = predict(model, [parse_set(f"loader.num_workers={s}")], seed=seed, intervals=True)
+        pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=120, warmup=20,
+                       seed=seed, intervals=True)
         meas = [measured_steps(d / "trace.json.gz") for d in runs[s]]
         pooled = [v for m in meas for v in m.step_us]
         necks = [m.bottleneck for m in meas]

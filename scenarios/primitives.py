@@ -10,8 +10,8 @@ validate the result, so the input is never changed and the output is a valid Ste
   priced by the cost model (``comm.bus_gbps`` set and ``bytes`` known) has its ``bytes``
   scaled instead, since its duration is computed from them (``comm.latency_us`` is kept);
 * host op: ``dur_us`` (and ``samples_us``);
-* loader: ``produce`` and ``produce_by_worker`` (every sample), ``pin`` (``pin_gbps`` divided by the factor; factor 0
-  sets ``batch_bytes`` to 0, nothing to pin), ``unpickle_us``;
+* loader: ``produce`` and ``produce_by_worker`` (every sample), ``pin`` (``pin_gbps`` divided by the factor; a factor
+  of 0, or so small the rate overflows, sets ``batch_bytes`` to 0: nothing to pin), ``unpickle_us``;
 * rank skew: ``delay_us`` and ``phase_extra_us``.
 
 ``remove(model, selector)`` takes picked work out of the step:
@@ -26,6 +26,8 @@ validate the result, so the input is never changed and the output is a valid Ste
 * loader cost and rank skew: set to zero (as ``scale`` by 0).
 """
 from __future__ import annotations
+
+import math
 
 from models.params import DurationSpec, StepModel
 from scenarios.paths import validated
@@ -67,7 +69,7 @@ def _scale_loader(ld: dict, parts: set[str], f: float) -> None:
         if ld["produce_by_worker"] is not None:
             ld["produce_by_worker"] = [_scaled_spec(d, f) for d in ld["produce_by_worker"]]
     if "pin" in parts:
-        if f == 0:
+        if f == 0 or not math.isfinite(ld["pin_gbps"] / f):
             ld["batch_bytes"] = 0
         else:
             ld["pin_gbps"] /= f
@@ -80,8 +82,10 @@ def _scale_ranks(data: dict, idx: list[int], phases, f: float) -> None:
         r = data["ranks"][i]
         if phases is None:
             r["delay_us"] *= f
-        r["phase_extra_us"] = {p: v * f if phases is None or p in phases else v
-                               for p, v in r["phase_extra_us"].items()}
+        picked = {p for p in r["phase_extra_us"] if phases is None or p in phases}
+        r["phase_extra_us"] = {p: v * f if p in picked else v
+                               for p, v in r["phase_extra_us"].items()
+                               if p not in picked or f > 0}
 
 
 def scale(model: StepModel, sel: Selector, factor: float) -> StepModel:

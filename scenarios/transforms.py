@@ -152,7 +152,9 @@ def describe_ops(ops: Sequence[Operation]) -> str:
 
 
 def _error_text(e: ValidationError) -> str:
-    err = e.errors()[0]
+    """The most telling error first: an unknown key or op, else the first one."""
+    errs = e.errors()
+    err = next((x for x in errs if x["type"] in ("extra_forbidden", "union_tag_invalid")), errs[0])
     loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
     if err["type"] == "extra_forbidden":
         return f"{loc}: unknown key {str(err['loc'][-1])!r}"
