@@ -110,7 +110,8 @@ def cmd_whatif(args) -> int:
     model = load_model(args.model)
     ops = _planner_ops(args)
     if not ops:
-        raise StepsimError("whatif needs at least one --set, --scale, --remove, --fix or --scenario")
+        raise StepsimError("whatif needs at least one --set, --scale, --remove, --fix or "
+                           "--scenario")
     kw = _sim_kw(args)
     with progress_bar("baseline", enabled=not args.json and args.draws > 0) as prog:
         base = predict(model, [], intervals=args.draws, progress=prog, **kw)
@@ -123,6 +124,8 @@ def cmd_whatif(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    import yaml
+
     from models.params import load_model
     from report.planner import plot_sweep, print_sweep, progress_bar
     from scenarios.sweep import parse_axis, sweep
@@ -139,7 +142,7 @@ def cmd_sweep(args) -> int:
         value, eq, trace = text.partition("=")
         if not eq:
             raise StepsimError(f"bad --measured {text!r}: expected VALUE=TRACE")
-        measured[parse_axis(f"x={value}")[1][0]] = _measured(trace).step_us
+        measured[yaml.safe_load(value)] = _measured(trace).step_us
     with progress_bar("sweep", enabled=not args.json) as prog:
         r = sweep(model, grid, _planner_ops(args), intervals=args.draws, progress=prog,
                   knee_tol=args.knee_tol, **_sim_kw(args))
@@ -249,11 +252,18 @@ def _op_opts(p: argparse.ArgumentParser) -> None:
                    help="a named fix (see 'stepsim fixes'), e.g. mixed_precision:factor=0.6")
 
 
-def _planner_sim_opts(p: argparse.ArgumentParser, draws: int) -> None:
+def _planner_verb(sub, name: str, help: str, func, draws: int) -> argparse.ArgumentParser:
+    """A planner verb: MODEL, the what-if operations, simulation options, ``--draws`` and
+    ``--jobs``."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("model", help="a StepModel (JSON or YAML)")
+    _op_opts(p)
     _sim_opts(p)
     p.add_argument("--draws", type=int, default=draws,
                    help=f"Monte Carlo draws for P10/P50/P90 (default {draws}; 0: none)")
     p.add_argument("--jobs", type=int, default=0, help="processes (default: the CPUs available)")
+    p.set_defaults(func=func)
+    return p
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -282,37 +292,25 @@ def _parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     # ---- planner verbs (whatif, sweep, ceiling, plan, validate, ledger) are added here ----
-    w = sub.add_parser("whatif", help="predict the step after what-if operations")
-    w.add_argument("model", help="a StepModel (JSON or YAML)")
-    _op_opts(w)
-    _planner_sim_opts(w, draws=16)
+    w = _planner_verb(sub, "whatif", "predict the step after what-if operations", cmd_whatif, 16)
     w.add_argument("--save-model", metavar="FILE", help="write the transformed StepModel (JSON)")
-    w.set_defaults(func=cmd_whatif)
 
-    sw = sub.add_parser("sweep", help="predict a grid of parameter values; find the knee")
-    sw.add_argument("model")
+    sw = _planner_verb(sub, "sweep", "predict a grid of parameter values; find the knee",
+                       cmd_sweep, 0)
     sw.add_argument("axes", nargs="+", metavar="PATH=V1,V2,...",
                     help="parameters and values; several make a grid")
-    _op_opts(sw)
-    _planner_sim_opts(sw, draws=0)
     sw.add_argument("--knee-tol", type=float, default=0.05,
                     help="within this of the best counts as no longer helping (default 0.05)")
     sw.add_argument("--plot", metavar="FILE", help="write the sweep curve (.png/.svg/.pdf)")
     sw.add_argument("--measured", action="append", default=[], metavar="VALUE=TRACE",
                     help="a re-measured trace at one value of the first parameter, for the plot")
-    sw.set_defaults(func=cmd_sweep)
 
-    ce = sub.add_parser("ceiling", help="simulated Amdahl ceiling of every component")
-    ce.add_argument("model")
-    _op_opts(ce)
-    _planner_sim_opts(ce, draws=0)
+    ce = _planner_verb(sub, "ceiling", "simulated Amdahl ceiling of every component",
+                       cmd_ceiling, 0)
     ce.add_argument("--plot", metavar="FILE", help="write the ceilings as a bar chart")
-    ce.set_defaults(func=cmd_ceiling)
 
-    pl = sub.add_parser("plan", help="greedy chain of named fixes, one bottleneck at a time")
-    pl.add_argument("model")
-    _op_opts(pl)
-    _planner_sim_opts(pl, draws=16)
+    pl = _planner_verb(sub, "plan", "greedy chain of named fixes, one bottleneck at a time",
+                       cmd_plan, 16)
     pl.add_argument("--allow", action="append", choices=("systems", "numerics", "algorithm",
                                                          "hardware"),
                     help="fix kinds the plan may use (repeatable; default: systems)")
@@ -323,16 +321,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="smallest relative step reduction worth a move (default 0.02)")
     pl.add_argument("--max-moves", type=int, default=8)
     pl.add_argument("--save-scenario", metavar="FILE", help="write the chain as a scenario YAML")
-    pl.set_defaults(func=cmd_plan)
 
-    v = sub.add_parser("validate", help="a prediction against re-measured trace(s); ledger")
-    v.add_argument("model")
+    v = _planner_verb(sub, "validate", "a prediction against re-measured trace(s); ledger",
+                      cmd_validate, 16)
     v.add_argument("traces", nargs="+", metavar="TRACE", help="re-measured trace(s), pooled")
-    _op_opts(v)
-    _planner_sim_opts(v, draws=16)
     v.add_argument("--ledger", metavar="FILE", help="append the result to this JSON-lines file")
     v.add_argument("--label", help="a name for this check (default: the operations)")
-    v.set_defaults(func=cmd_validate)
 
     lg = sub.add_parser("ledger", help="summarise a validation ledger")
     lg.add_argument("file")

@@ -7,10 +7,12 @@ Entry point: :func:`calibrate_gpu`. The pipeline, each stage in its own module::
               → representative step → host ops + device tasks → (ranks: align, skew) → model
 
 **Representative step.** The measured step times are those of the complete steps (start to
-next start, µs; see :mod:`calibration.steps`). The representative step is the complete step
-whose time is closest to their median, preferring one that is not the last step (the last
-step ends at its drain, not at a next start). Host ops and device tasks come from it alone, so
-replaying the model repeats that step.
+next start, µs; see :mod:`calibration.steps`). The representative step is the median one: the
+middle step by time, or, with an even number of steps, the two middle steps, fitted alike and
+combined duration by duration (mean of the two) when they have the same structure. Host ops
+and device tasks come from it, so replaying the model repeats the median step. A last step
+(no next start) is used only if no other step exists: its host part ends with its marker and
+is followed by a device-wide ``sync`` (the step ends when its GPU work does).
 
 **Host thread.** The profiled process's threads that issue launches (the main thread and, in
 newer PyTorch, the autograd engine's device thread that runs backward) are merged into one
@@ -18,8 +20,8 @@ sequence in time order, since the main thread is blocked while backward runs. Be
 API calls the host does CPU work (``cpu`` ops: the gaps, and the calls that enqueue nothing,
 such as ``cudaEventRecord``). A launch call becomes a ``launch`` op costing the call's
 duration and naming the first device task it enqueues. A blocking call becomes a ``sync`` op
-on the device task it waited for, which is inferred as the latest-ending activity of this step
-that ended before the call returned: ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
+on the device task it waited for: for a blocking copy its own copy, else the latest-ending
+activity of this step that ended before the call returned. Blocking calls are ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
 ``cudaEventSynchronize``, ``cudaMemcpy``/``cudaMemset`` (and their ``hip*``/``cu*`` forms) and
 copies from/to pageable memory (``Memcpy … (Pageable …)``: these block the caller even with
 ``cudaMemcpyAsync``; ``.item()`` is such a copy followed by a stream sync). A sync that
@@ -27,13 +29,16 @@ waited costs 0 µs itself and the time from the awaited activity's end to the ca
 charged to the following ``cpu`` op; a sync that did not wait costs its duration.
 ``enumerate(DataLoader)#…__next__`` becomes a ``next_batch`` op; the loader is modelled as
 ``num_workers=0`` with a constant produce time equal to that call's duration in the
-representative step (the trace cannot tell how many workers there were: ``inferred``).
+representative step (the trace cannot tell how many workers there were: ``inferred``; a
+capture sidecar supplies the real settings).
 
 **Device tasks.** Every GPU activity launched from the step's host calls, per stream in start
 order, with category and phase (see ``CATEGORY_RULES`` and :func:`_phase_of`). A task's
 ``dur_us`` is its measured duration plus the idle time before it that neither its stream,
-its launch nor a cross-stream wait explains (device-side launch latency, tens of µs at most
-per task); that part is kept in ``breakdown_us["idle"]``. Cross-stream waits are inferred: a
+its launch nor a cross-stream wait explains (device-side launch latency, a few µs, or a
+dependency the trace does not show, such as an event recorded by another thread); that part
+is kept in ``breakdown_us["idle"]`` and summed in ``meta.notes["device_idle_added_us"]``.
+Note that simulated device busy time therefore includes it. Cross-stream waits are inferred: a
 task that started more than ``WAIT_MIN_US`` after its stream and its launch allowed waits for
 the task of the same step on another stream that ended last, no more than ``WAIT_WINDOW_US``
 before it started.
@@ -44,16 +49,28 @@ size come from the kernel's own ``Collective name``/``In msg nelems``/``dtype``/
 args, else from the enclosing ``record_param_comms`` op, else from the enclosing ``nccl:*``
 annotation's ``Input Dims``/``Input type``.
 
-**Ranks.** The rank comes from ``distributedInfo.rank``, else from a ``rank<N>``/``worker<N>``
-in the file name; one file without either is rank 0 (with a warning). Two files that claim the
-same rank are two captures of it (a warning; the first by file name is used). Clocks are
-aligned on matched collectives (the k-th collective of a name on every rank ends at the same
-instant, as a collective finishes only when the last rank arrives): each rank's offset is the
-median difference of those ends against the reference rank. Each collective is split into
-arrival skew (last arrival − this rank's arrival) and transfer (end − last arrival, i.e. the
-duration on the last rank to arrive, never the mean); the model's collective ``dur_us`` is the
-transfer, and every rank's extra device time per phase (relative to the reference rank, the
-one with the least non-collective device time) goes into its ``RankParams.phase_extra_us``.
+**Ranks.** The rank comes from ``distributedInfo.rank`` (a dict, or the Python-repr string
+some Kineto versions write), else from a ``rank<N>``/``worker<N>`` in the file name; a file
+with neither is rank 0 (with a warning). Two files that claim the same rank are two captures of
+it (a warning; the first by file name is used). Clocks are aligned on matched collectives (the
+k-th collective of a name on every rank ends at the same instant, as a collective finishes only
+when the last rank arrives): each rank's offset is the median difference of those ends against
+the first rank. Each collective is split into arrival skew (last arrival − this rank's
+arrival) and transfer (end − last arrival, i.e. the duration on the last rank to arrive, never
+the mean); the model's collective ``dur_us`` is the transfer. The model's host ops and tasks
+are those of the rank that arrives first (its own work is never hidden behind waiting). Every
+other rank's lateness against it goes into its ``RankParams``: the lateness at the first
+collective as ``delay_us``, later increases as ``phase_extra_us`` of the collective's phase;
+all of it is scaled down (``meta.notes["skew_scale"]``) when the reference rank's measured
+waiting is smaller, i.e. when it hid part of the lateness behind its own host work. The
+measured step of a multi-rank model is, per step number, the slowest rank's step.
+
+**Phases** (``forward``, ``backward``, ``optimizer``, ``data``) come from the host side: a
+launch inside an ``Optimizer.step#…``/``zero_grad`` annotation is ``optimizer``; inside a
+``…Backward…`` op, an ``autograd::engine::evaluate_function`` or on a launching thread other
+than the step's (the autograd engine) ``backward``; inside a DataLoader ``__next__`` or an
+H2D copy outside backward/optimizer ``data``; else ``forward``. Host ops carry the phase of
+their task (launch, sync) or of the instant they start (cpu).
 
 Source of facts: Kineto's trace format as seen in ``../shared/traces`` (see
 ``SOURCES.md``), the CUDA runtime's documented blocking behaviour of pageable copies
@@ -85,6 +102,9 @@ WAIT_MIN_US = 2.0
 cross-stream wait (µs)."""
 WAIT_WINDOW_US = 20.0
 """An inferred wait's producer ended at most this long before the waiting task started (µs)."""
+STEP_CV_WARN = 0.25
+"""Above this coefficient of variation of step times the fit warns that one representative
+step cannot stand for all of them."""
 SYNC_TOLERANCE_US = 5.0
 """An activity ending up to this long after a blocking call returned may still be the one the
 call waited for (clock granularity of the two CUPTI record kinds, µs)."""
@@ -213,30 +233,33 @@ class RankFit:
     complete_steps: int = 0
     base_ns: int = 0
     step_us_by_number: dict = field(default_factory=dict)
+    rank_from: str = "none"
 
     @property
     def median_us(self) -> float:
         return float(np.median(self.measured_us))
 
 
-def _rank_of(raw: RawTrace, warnings: list[str]) -> tuple[int | None, int]:
+def _rank_of(raw: RawTrace, warnings: list[str]) -> tuple[int | None, int, str]:
+    """(rank, world size, where the rank came from: ``distributedInfo``, ``file name``,
+    ``none``)."""
     info = raw.metadata.get("distributedInfo")
     if isinstance(info, str):
         # some Kineto versions write it as a Python-repr string
         m = re.search(r"'rank':\s*(\d+)", info)
         w = re.search(r"'world_size':\s*(\d+)", info)
         if m:
-            return int(m.group(1)), int(w.group(1)) if w else 1
+            return int(m.group(1)), int(w.group(1)) if w else 1, "distributedInfo"
     elif isinstance(info, dict) and "rank" in info:
         try:
-            return int(info["rank"]), int(info.get("world_size", 1) or 1)
+            return int(info["rank"]), int(info.get("world_size", 1) or 1), "distributedInfo"
         except (TypeError, ValueError):
             pass
     m = _RANK_IN_NAME.search(raw.path.name)
     if m:
         warnings.append(f"{raw.path.name}: no distributedInfo; rank {m.group(1)} taken from the file name")
-        return int(m.group(1)), 1
-    return None, 1
+        return int(m.group(1)), 1, "file name"
+    return None, 1, "none"
 
 
 def _phase_of(table: EventTable, host_threads: list[tuple[int, int]], times: np.ndarray,
@@ -396,12 +419,14 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     warnings += [f"{path.name}: {w}" for w in fit.warnings]
     notes, sources, loader, w2 = _notes(ctx, kept, fit, group, next_us)
     warnings += [f"{path.name}: {w}" for w in w2]
-    rank, world = _rank_of(table._raw, warnings) if table._raw is not None else (None, 1)
+    rank, world, rank_from = (_rank_of(table._raw, warnings) if table._raw is not None
+                              else (None, 1, "none"))
     return RankFit(path=path, rank=-1 if rank is None else rank, world_size=world, ops=ops,
                    streams=streams, measured_us=measured, steps_used=[s.number for s in kept],
                    rep=rep, collectives=fit.colls, notes=notes, sources=sources,
                    warnings=warnings, loader=loader, complete_steps=len(kept),
-                   base_ns=table.base_ns, step_us_by_number={s.number: s.dur_us for s in kept})
+                   base_ns=table.base_ns, step_us_by_number={s.number: s.dur_us for s in kept},
+                   rank_from=rank_from)
 
 
 def _middle_steps(kept: list[Step]) -> list[Step]:
@@ -729,6 +754,38 @@ def _notes(ctx: _Ctx, kept: list[Step], fit: _StepFit, group: list[_StepFit], ne
     notes["device_idle_added_us"] = float(sum(sum(t.breakdown_us.get("idle", 0.0) for t in ts)
                                               for ts in fit.streams.values()))
     notes["kernel_sum_us"] = float(sum(fit.kernel_us.values()))
+    # copies: measured rate (GB/s, Kineto's "memory bandwidth (GB/s)") by direction and memory
+    table = ctx.table
+    tasks = [t for ts in fit.streams.values() for t in ts]
+    for kind in ("h2d", "d2h", "d2d"):
+        for pinned, label in ((True, "pinned"), (False, "pageable"), (None, "")):
+            sel = [t for t in tasks if t.kind == "memcpy" and t.copy_kind == kind
+                   and t.pinned is pinned and t.bytes]
+            if sel:
+                gb = sum(t.bytes for t in sel) / 1e9
+                us = sum(fit.kernel_us[t.id] for t in sel)
+                key = f"copy_{kind}{'_' + label if label else ''}_gbps"
+                notes[key] = gb / (us / 1e6) if us > 0 else None
+    rates = table.gbps[np.isin(table.cat, ["gpu_memcpy"]) & ~np.isnan(table.gbps)]
+    if len(rates):
+        notes["copy_gbps_median_trace"] = float(np.median(rates))
+    sizes = sorted({gs for *_, gs in fit.colls if gs})
+    if sizes:
+        notes["collective_group_sizes"] = ",".join(map(str, sizes))
+    if fit.colls:
+        with_bytes = sum(1 for t in tasks if t.kind == "collective" and t.bytes is not None)
+        sources["device.collectives.bytes"] = "measured" if with_bytes else "assumed"
+        notes["collectives_with_bytes"] = f"{with_bytes}/{len(fit.colls)}"
+    # a wide spread of step times: one representative step cannot stand for all of them
+    non_last = [s.dur_us for s in kept if not s.last]
+    if len(non_last) >= 3:
+        cv = float(np.std(non_last) / np.mean(non_last))
+        notes["step_time_cv"] = cv
+        if cv > STEP_CV_WARN:
+            warnings.append(f"step times vary widely (coefficient of variation {cv:.2f}, "
+                            f"{min(non_last) / 1e3:.1f}-{max(non_last) / 1e3:.1f} ms): the model "
+                            "replays the median step; steps stalled by input or other ranks are "
+                            "not reproduced one by one")
     if next_us:
         produce = sum(next_us) / len(next_us)
         loader = LoaderParams(num_workers=0, produce=DurationSpec.constant(produce))
@@ -766,6 +823,11 @@ def _single_model(fit: RankFit, paths: list[Path]) -> StepModel:
                 warnings=fit.warnings, notes=dict(fit.notes))
     meta.notes["measured_median_step_us"] = fit.median_us
     comm = CommParams(world_size=max(1, fit.world_size))
+    measured_rank = fit.rank_from == "distributedInfo"
+    meta.sources["comm.world_size"] = "measured" if measured_rank else "assumed"
+    meta.sources["comm.bus_gbps"] = "assumed"
+    meta.sources["ranks"] = {"distributedInfo": "measured", "file name": "inferred"}.get(
+        fit.rank_from, "assumed")
     return StepModel(loader=fit.loader, host=HostParams(ops=fit.ops),
                      device=DeviceParams(streams=fit.streams), comm=comm,
                      ranks=[RankParams(rank=max(0, fit.rank))], meta=meta)

@@ -65,27 +65,36 @@ def _protected(model: StepModel) -> set[str]:
 
 
 def _queued(model: StepModel, min_slack_us: float, warmup: int, steps: int) -> set[str]:
-    """Tasks that were queued behind their stream predecessor in every probed step."""
+    """Tasks that were queued behind their stream predecessor in the probe's last ``steps``
+    steps that ran them (a simulation stops when the host threads finish, so the device may
+    not have run the last steps' tasks)."""
     res = simulate(model, steps=steps, warmup=warmup)
-    lo, hi = warmup, warmup + steps
     end: dict[tuple[int, int, str], float] = {}
-    runs = [r for r in res.runs if lo <= r.step < hi]
-    for r in runs:
+    by_task: dict[str, list] = defaultdict(list)
+    for r in res.runs:
         end[(r.rank, r.step, r.task)] = r.end_us
+        by_task[r.task].append(r)
     prev: dict[str, str] = {}
     for ts in model.device.streams.values():
         for a, b in zip(ts, ts[1:]):
             prev[b.id] = a.id
-    ok: dict[str, bool] = {}
-    for r in runs:
-        p = prev.get(r.task)
-        if p is None:
-            ok[r.task] = False
+    out: set[str] = set()
+    for task, p in prev.items():
+        runs = by_task.get(task, [])
+        if not runs:
             continue
-        pe = end.get((r.rank, r.step, p))
-        q = pe is not None and (r.launch_us is None or r.launch_us <= pe - min_slack_us)
-        ok[r.task] = ok.get(r.task, True) and q
-    return {t for t, v in ok.items() if v}
+        last_steps = sorted({r.step for r in runs})[-steps:]
+        ok = True
+        for r in runs:
+            if r.step not in last_steps:
+                continue
+            pe = end.get((r.rank, r.step, p))
+            if pe is None or (r.launch_us is not None and r.launch_us > pe - min_slack_us):
+                ok = False
+                break
+        if ok:
+            out.add(task)
+    return out
 
 
 def _mergeable(t: DeviceTask) -> bool:

@@ -45,6 +45,18 @@ def _x(v: float) -> str:
     return "inf" if math.isinf(v) else f"{v:.2f}x"
 
 
+def _run_ahead_note(named: Sequence[tuple[str, Prediction]]) -> None:
+    """Warn about predictions whose host ran ahead of the device (a transient step time)."""
+    ahead = [(n, p) for n, p in named if p.runs_ahead]
+    if ahead:
+        which = ", ".join(f"{n} (device {_ms(p.device_lag_us)} ms further behind after "
+                          f"{p.steps} steps)" for n, p in ahead)
+        console().print(f"[yellow]warning:[/yellow] the host runs ahead of the device in: "
+                        f"{which}. Nothing makes the host wait, so its step time is shorter "
+                        "than the pace the device can keep until the launch queue fills; "
+                        "read the device's busy time as the step.")
+
+
 def _json(doc: Any) -> None:
     sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
                                   default=str).decode() + "\n")
@@ -71,7 +83,7 @@ def _save(fig, path: str | Path) -> None:
     write_atomic(Path(path), buf.getvalue())
 
 
-def _figure():
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,10 +113,14 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
     c.print(f"speed-up {_x(base.mean_step_us / pred.mean_step_us)}; bottleneck: "
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
     _uncertainty_note(pred)
+    _run_ahead_note([("baseline", base), ("scenario", pred)])
 
 
 def _uncertainty_note(p: Prediction) -> None:
     c = console()
+    if p.has_interval and not p.draws:
+        c.print("interval: the model has no uncertain parameter and no sampled duration, so "
+                "it is the point estimate")
     if p.draws:
         varied = ", ".join(f"{k} x[{lo:g}, {hi:g}]" for k, (lo, hi) in p.uncertain.items())
         c.print(f"interval: {p.draws} Monte Carlo draws over sampled durations"
@@ -146,6 +162,8 @@ def print_sweep(r: SweepResult, as_json: bool = False) -> None:
     for k in r.knees.values():
         c.print(f"knee of {k.path}: [bold]{k.value}[/bold] ({_ms(k.step_us)} ms; best "
                 f"{k.best_value} at {_ms(k.best_step_us)} ms): {k.reason}")
+    _run_ahead_note([(", ".join(f"{k}={v}" for k, v in pt.values.items()), pt.prediction)
+                     for pt in r.points])
 
 
 def plot_sweep(r: SweepResult, path: str | Path,
@@ -153,7 +171,7 @@ def plot_sweep(r: SweepResult, path: str | Path,
     """The sweep curve against the first parameter (one line per combination of the others),
     P10–P90 band when the points have intervals, the knee marked, and measured step times
     (µs, per value of the first parameter) as points with their mean."""
-    plt = _figure()
+    plt = _pyplot()
     x_path = next(iter(r.grid))
     others = [p for p in r.grid if p != x_path]
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -174,13 +192,12 @@ def plot_sweep(r: SweepResult, path: str | Path,
         ax.axvline(pos[knee.value], color="grey", ls="--", lw=1)
         ax.annotate(f"knee: {knee.value}", (pos[knee.value], us_to_ms(knee.step_us)),
                     textcoords="offset points", xytext=(6, 8), fontsize=8)
-    for v, steps in (measured or {}).items():
-        if v in pos and steps:
-            ax.scatter([pos[v]] * len(steps), [us_to_ms(s) for s in steps], marker="x",
-                       color="black", s=12, alpha=0.4)
-            ax.scatter([pos[v]], [us_to_ms(sum(steps) / len(steps))], marker="D",
-                       color="black", s=30, label="measured (mean)" if v == next(
-                           k for k in measured if k in pos) else None)
+    shown = [(v, steps) for v, steps in (measured or {}).items() if v in pos and steps]
+    for i, (v, steps) in enumerate(shown):
+        ax.scatter([pos[v]] * len(steps), [us_to_ms(s) for s in steps], marker="x",
+                   color="black", s=12, alpha=0.4)
+        ax.scatter([pos[v]], [us_to_ms(sum(steps) / len(steps))], marker="D", color="black",
+                   s=30, label="measured (mean)" if i == 0 else None)
     if not numeric:
         ax.set_xticks(list(pos.values()), [str(v) for v in pos])
     ax.set_xlabel(x_path)
@@ -224,6 +241,7 @@ def print_ceilings(r: CeilingReport, as_json: bool = False) -> None:
     c.print(t)
     if flat:
         c.print(f"no gain (< {_FLAT:.1%}) if free: {', '.join(x.label for x in flat)}")
+    _run_ahead_note([("baseline", b)])
     if r.kernel_ceiling is None:
         return
     line = (f"kernel-sum / step-wall = {_ms(r.kernel_sum_us)} / {_ms(b.mean_step_us)} ms = "
@@ -233,16 +251,18 @@ def print_ceilings(r: CeilingReport, as_json: bool = False) -> None:
 
 def plot_ceilings(r: CeilingReport, path: str | Path) -> None:
     """Horizontal bars of the simulated ceilings, subtracted ceilings as ticks."""
-    plt = _figure()
+    plt = _pyplot()
     rows = list(reversed(r.rows))
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.2))
     ys = range(len(rows))
-    ax.barh(ys, [min(x.ceiling, 10) for x in rows], color="tab:blue", label="simulated")
+    ax.barh(ys, [min(x.ceiling, 10) - 1 for x in rows], left=1, color="tab:blue",
+            label="simulated")
     ax.scatter([min(x.subtracted, 10) for x in rows], ys, marker="|", s=200, color="tab:red",
                label="subtracted (1 / (1 - share))")
     ax.set_yticks(list(ys), [x.label for x in rows], fontsize=8)
     ax.axvline(1, color="grey", lw=1)
-    ax.set_xlabel("step-time ceiling (x), capped at 10")
+    ax.set_xlim(left=0.98)
+    ax.set_xlabel("step-time ceiling (x, from 1 = no gain; capped at 10)")
     ax.legend(fontsize=8, loc="lower right")
     _save(fig, path)
     plt.close(fig)
@@ -288,6 +308,8 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
     if mix:
         c.print(f"final step, device time by category: {mix}")
     c.print(f"stop: {p.stop}")
+    _run_ahead_note([("baseline", b)] + [(f"move {i}", m.prediction)
+                                         for i, m in enumerate(p.moves, 1)])
 
 
 # ---------------------------------------------------------------- validation -------------

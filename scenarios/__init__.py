@@ -7,7 +7,7 @@ Stable interfaces (times in µs):
 * ``transforms.apply_ops(model, ops) -> StepModel``: apply operations in order (pure).
   ``transforms.parse_set("loader.num_workers=4") -> SetOp``; also ``parse_scale``,
   ``parse_remove``, ``parse_fix``, ``load_scenario(path) -> Scenario`` (``.ops``).
-* ``predict.predict(model, ops, steps=30, warmup=5, seed=0, intervals=False|int, jobs=1)
+* ``predict.predict(model, ops, steps=30, warmup=20, seed=0, intervals=False|int, jobs=1)
   -> Prediction`` with ``mean_step_us``, ``median_step_us``, ``p10/p50/p90_step_us`` (when
   asked), ``bottleneck``, ``bottleneck_label``, ``summary``.
 * ``validate.validate(prediction, measured_step_us, measured_bottleneck, label)

@@ -101,8 +101,8 @@ def components(model: StepModel) -> dict[str, list[Operation]]:
     pin_cost = ld.pin_memory and ld.batch_bytes > 0
     if ld.produce.mean_us > 0 or ld.unpickle_us > 0 or pin_cost or ld.produce_by_worker:
         out["input"] = [ScaleOp(select=Selector(lane=("loader",)), factor=0)]
-    threads = ld.num_workers * ld.threads_per_worker + (1 if ld.pin_memory and ld.num_workers else 0) \
-        + (1 if model.host.uses_core else 0)
+    threads = (ld.num_workers * ld.threads_per_worker + (ld.pin_memory and ld.num_workers > 0)
+               + model.host.uses_core)
     if threads > ld.host_cores:
         out["cpu_cores"] = [SetOp(path="loader.host_cores", value=threads)]
     tasks = model.task_map().values()
@@ -137,7 +137,7 @@ def _free_step(item) -> float:
     return simulate_summary(apply_ops(model, ops), steps, warmup, seed).mean_step_us
 
 
-def ceilings(model: StepModel, base: Sequence[Operation] = (), steps: int = 30, warmup: int = 5,
+def ceilings(model: StepModel, base: Sequence[Operation] = (), steps: int = 30, warmup: int = 20,
              seed: int = 0, jobs: int = 1, progress: Progress | None = None,
              baseline: Prediction | None = None) -> CeilingReport:
     """Simulated ceilings of ``model`` after ``base`` operations.

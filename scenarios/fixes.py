@@ -16,6 +16,14 @@ Every fix has a *kind*, which says what it would cost to adopt:
 
 Arguments that nobody measured carry documented assumed defaults; pass measured values where
 you have them (``--fix pin_memory:speedup=2.6``).
+
+Semantics followed: the DataLoader's ``num_workers``, ``prefetch_factor`` and ``pin_memory``
+as ``torch/utils/data/dataloader.py`` defines them; pageable vs page-locked copies and
+``non_blocking`` as PyTorch's CUDA semantics notes ("Use pinned memory buffers") describe
+them; CUDA graphs as ``torch.cuda.graphs`` captures them (kernels replayed by one launch, no
+synchronisation inside a captured region, static input buffers filled by a copy outside it);
+``bucket_cap_mb`` and ``no_sync`` as ``torch/nn/parallel/distributed.py`` uses them (through
+:mod:`models.ddp` and ``comm.grad_accum_steps``).
 """
 from __future__ import annotations
 
@@ -24,8 +32,9 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from models.ddp import apply_ddp
 from models.params import Phase, StepModel
-from scenarios.paths import set_value, validated
+from scenarios.paths import set_value, telling_error, validated
 from scenarios.primitives import remove, scale
 from scenarios.select import Selector, copy_direction
 from simcore.errors import ModelError
@@ -67,7 +76,7 @@ class Fix:
         try:
             return self.args.model_validate(raw or {})
         except ValidationError as e:
-            err = e.errors()[0]
+            err = telling_error(e)
             loc = ".".join(str(x) for x in err["loc"]) or "(arguments)"
             msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"]
             raise ModelError(f"fix {self.name}: {loc}: {msg} (arguments: "
@@ -134,7 +143,7 @@ def _gpu_decode(m: StepModel, a: GpuDecodeArgs) -> StepModel:
                and copy_direction(tasks[op.task]) is None), None)
     if at is None:
         raise _nothing("gpu_decode", "no launched device work to run the decode beside")
-    data = set_value(m, "loader.produce", m.loader.produce.scaled(1 - a.share)).model_dump()
+    data = scale(m, Selector(lane=("loader",), category=("produce",)), 1 - a.share).model_dump()
     first = tasks[m.host.ops[at].task]
     stream = data["device"]["streams"][first.stream]
     pos = next(j for j, t in enumerate(stream) if t["id"] == first.id)
@@ -255,11 +264,6 @@ def _bucket_cap(m: StepModel, a: BucketArgs) -> StepModel:
         raise _nothing("bucket_cap_mb", "the model lists no DDP gradients (comm.grad_params)")
     if a.mb == m.comm.bucket_cap_mb:
         raise _nothing("bucket_cap_mb", f"bucket_cap_mb is already {a.mb:g}")
-    try:
-        from models.ddp import apply_ddp
-    except ImportError:  # pragma: no cover - depends on the simulator's version
-        raise ModelError("fix bucket_cap_mb needs DDP bucketing (models.ddp), which this "
-                         "version of the simulator lacks") from None
     return apply_ddp(set_value(m, "comm.bucket_cap_mb", a.mb))
 
 

@@ -95,17 +95,12 @@ def resolve(model: StepModel, path: str, allow_new_key: bool = False) -> tuple[l
             if i + 1 >= len(segs):
                 raise ModelError(f"{path!r}: device.tasks needs a task id after it")
             tid = segs[i + 1]
-            for stream, ts in node.streams.items():
-                for j, t in enumerate(ts):
-                    if t.id == tid:
-                        keys += ["streams", stream, j]
-                        node = t
-                        break
-                else:
-                    continue
-                break
-            else:
+            hit = next(((s, j, t) for s, ts in node.streams.items() for j, t in enumerate(ts)
+                        if t.id == tid), None)
+            if hit is None:
                 raise ModelError(f"{path!r}: no device task with id {tid!r}")
+            keys += ["streams", hit[0], hit[1]]
+            node = hit[2]
             i += 2
             continue
         if isinstance(node, BaseModel):
@@ -144,11 +139,11 @@ def get_value(model: StepModel, path: str) -> Any:
     return resolve(model, path)[1]
 
 
-def dig(data: Any, keys: list[Key]) -> Any:
-    """``data[k0][k1]…`` on plain dicts/lists."""
-    for k in keys:
-        data = data[k]
-    return data
+def telling_error(e: ValidationError) -> dict:
+    """The most telling of a validation's errors: an unknown key or op, else the first."""
+    errs = e.errors()
+    return next((x for x in errs if x["type"] in ("extra_forbidden", "union_tag_invalid")),
+                errs[0])
 
 
 def validated(data: dict, what: str) -> StepModel:
@@ -157,7 +152,7 @@ def validated(data: dict, what: str) -> StepModel:
     try:
         return StepModel.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
+        err = telling_error(e)
         loc = ".".join(str(x) for x in err["loc"]) or "(model)"
         raise ModelError(f"{what}: gives an invalid model: {loc}: {err['msg']}") from None
 
@@ -173,9 +168,9 @@ def set_value(model: StepModel, path: str, value: Any) -> StepModel:
     Raises:
         ModelError: unknown path, or a value the model rejects (the message names the field).
     """
-    keys, old = resolve(model, path, allow_new_key=True)
+    keys, _ = resolve(model, path, allow_new_key=True)
     data = model.model_dump()
-    parent = dig(data, keys[:-1])
+    parent = _walk(data, keys[:-1])
     if isinstance(value, BaseModel):
         value = value.model_dump()
     if keys[-1] == "mean_us" and isinstance(_walk(model, keys[:-1]), DurationSpec):
@@ -190,7 +185,7 @@ def set_value(model: StepModel, path: str, value: Any) -> StepModel:
 
 
 def _walk(node: Any, keys: list[Key]) -> Any:
-    """Follow concrete keys through pydantic objects, lists and dicts."""
+    """Follow concrete keys through pydantic objects, lists and dicts (a model or its dump)."""
     for k in keys:
         node = getattr(node, k) if isinstance(node, BaseModel) else node[k]
     return node

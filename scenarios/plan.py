@@ -7,9 +7,9 @@ The *current bottleneck* is the component with the highest simulated ceiling
 1. rank the components by simulated ceiling; stop when the top one's ceiling is below
    ``1 + min_gain`` (nothing left worth a move);
 2. try every allowed fix that addresses it (``Fix.relieves``; a fix already applied only if
-   it is repeatable), with the user's arguments or the fix's candidate arguments; for each fix keep the least aggressive argument within
-   ``knee_tol`` of its best (where more stops helping), then keep the fix with the shortest
-   step;
+   it is repeatable), with the user's arguments or the fix's candidate arguments; for each
+   fix keep the least aggressive argument within ``knee_tol`` of its best (where more stops
+   helping), then keep the fix with the shortest step;
 3. stop when none shortens the step by ``min_gain``, and say what would be needed: a fix of
    another kind (numerics, algorithm, hardware) if one addresses the bottleneck, else a change
    to the algorithm or the parallelism; otherwise apply the fix and repeat.
@@ -19,6 +19,7 @@ change alone.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -26,8 +27,8 @@ from models.params import StepModel
 from scenarios.ceiling import CeilingReport, CeilingRow, ceilings
 from scenarios.fixes import FIXES, FixKind
 from scenarios.parallel import Progress, run_many
-from scenarios.predict import Prediction, predict, simulate_summary
-from scenarios.transforms import FixOp, Operation, apply_ops
+from scenarios.predict import Prediction, predict
+from scenarios.transforms import FixOp, Operation
 from simcore.errors import ModelError
 
 SYSTEMS_ONLY: tuple[FixKind, ...] = ("systems",)
@@ -92,12 +93,25 @@ class Plan:
         return [m.op for m in self.moves]
 
 
-def _try(item) -> float | None:
+def _try(item) -> Prediction | None:
     model, ops, steps, warmup, seed = item
     try:
-        return simulate_summary(apply_ops(model, ops), steps, warmup, seed).mean_step_us
+        return predict(model, ops, steps=steps, warmup=warmup, seed=seed)
     except ModelError:
         return None
+
+
+def _choose(cands: list[FixOp], preds: list[Prediction | None],
+            knee_tol: float) -> tuple[tuple[FixOp, Prediction] | None, list[str]]:
+    """(the chosen candidate, the names of the fixes that applied): per fix, the first (least
+    aggressive) candidate within ``knee_tol`` of that fix's best; of those, the fastest."""
+    best: dict[str, float] = {}
+    for c, p in zip(cands, preds):
+        if p is not None:
+            best[c.name] = min(best.get(c.name, math.inf), p.mean_step_us)
+    knees = [next((c, p) for c, p in zip(cands, preds) if c.name == name and p is not None
+                  and p.mean_step_us <= b * (1 + knee_tol)) for name, b in best.items()]
+    return min(knees, key=lambda cp: cp[1].mean_step_us, default=None), list(best)
 
 
 def _candidates(model: StepModel, key: str, allow: Sequence[str], fix_args: dict[str, dict],
@@ -135,7 +149,7 @@ def _stop_reason(row: CeilingRow, tried: list[str], other: list[str], min_gain: 
 
 def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] = SYSTEMS_ONLY,
          fix_args: dict[str, dict] | None = None, min_gain: float = 0.02,
-         knee_tol: float = 0.01, max_moves: int = 8, steps: int = 30, warmup: int = 5,
+         knee_tol: float = 0.01, max_moves: int = 8, steps: int = 30, warmup: int = 20,
          seed: int = 0, draws: int = 0, jobs: int = 1,
          progress: Progress | None = None) -> Plan:
     """A greedy chain of named fixes (see the module docstring).
@@ -172,29 +186,17 @@ def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] 
         current = report.baseline.model
         done = {op.name for op in ops if isinstance(op, FixOp)}
         cands, other = _candidates(current, row.key, allow, fix_args, done)
-        steps_us = run_many(_try, [(model, ops + [c], steps, warmup, seed) for c in cands],
-                            jobs=jobs)
-        best_by_fix: dict[str, tuple[FixOp, float]] = {}
-        for c, s in zip(cands, steps_us):
-            if s is None:
-                continue
-            prev = best_by_fix.get(c.name)
-            if prev is None or s < prev[1]:
-                best_by_fix[c.name] = (c, s)
-        chosen: tuple[FixOp, float] | None = None
-        for name, (_, best) in best_by_fix.items():
-            knee = next((c, s) for c, s in zip(cands, steps_us)
-                        if c.name == name and s is not None and s <= best * (1 + knee_tol))
-            if chosen is None or knee[1] < chosen[1]:
-                chosen = knee
+        preds = run_many(_try, [(model, ops + [c], steps, warmup, seed) for c in cands],
+                         jobs=jobs)
+        chosen, applied = _choose(cands, preds, knee_tol)
         before = report.baseline.mean_step_us
-        if chosen is None or before / chosen[1] < 1 + min_gain:
-            stop = _stop_reason(row, list(best_by_fix), other, min_gain)
+        if chosen is None or before / chosen[1].mean_step_us < 1 + min_gain:
+            stop = _stop_reason(row, applied, other, min_gain)
             break
         ops.append(chosen[0])
-        report = ceilings(model, ops, jobs=jobs, **sim)
-        moves.append(Move(chosen[0], row, before, report.baseline, report.top,
-                          tuple((c.describe(), s) for c, s in zip(cands, steps_us))))
+        report = ceilings(model, ops, jobs=jobs, baseline=chosen[1], **sim)
+        moves.append(Move(chosen[0], row, before, report.baseline, report.top, tuple(
+            (c.describe(), None if p is None else p.mean_step_us) for c, p in zip(cands, preds))))
         if progress:
             progress(rnd + 1, max_moves)
     if draws > 0:

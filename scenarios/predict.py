@@ -13,16 +13,18 @@ overrides an uncertain value; a ``scale`` multiplies the perturbed one). Draws d
 the seed and the model's uncertain paths, so a baseline and a scenario predicted with the same
 seed use the same draws (common random numbers). P10/P50/P90 are taken over the draws' mean
 step times; when every draw falls on one side of the point estimate (a response that is convex
-in the uncertain parameters) the interval is widened to include it.
+in the uncertain parameters) the interval is widened to include it. A model with nothing
+uncertain and nothing sampled is not drawn at all: its interval is the point (``draws`` 0).
 
 Perturbable values: numbers (integers are rounded and kept ≥ 1 when they were), durations
 (``DurationSpec``: every sample), device tasks (``dur_us`` and ``breakdown_us``), and lists or
-dicts of those. Paths that do not resolve or hold anything else are listed in
-``Prediction.skipped`` and left alone.
+dicts of those. Settings (booleans, strings) and absent values (None) are not quantities and
+are left alone; paths that do not resolve or hold anything else are listed in
+``Prediction.skipped``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -30,7 +32,7 @@ from pydantic import BaseModel
 
 from models.metrics import Summary, summarize
 from models.params import DeviceTask, DurationSpec, StepModel
-from models.simulate import simulate
+from models.simulate import SimResult, simulate
 from scenarios.parallel import Progress, run_many
 from scenarios.paths import get_value, set_value
 from scenarios.transforms import Operation, apply_ops, describe_ops
@@ -55,11 +57,13 @@ class Prediction:
         summary: the point estimate's full :class:`models.metrics.Summary`.
         steps / warmup / seed: how it was simulated.
         p10_step_us / p50_step_us / p90_step_us: interval of the mean step (None without
-            intervals).
+            intervals; all equal to the point for a deterministic model).
         draws: Monte Carlo draws behind the interval (0: none).
         bottleneck_agreement: fraction of draws whose bottleneck is the point's.
         uncertain: the parameter paths varied, with their factor ranges.
         skipped: uncertain paths that could not be varied, with why.
+        device_lag_us: how much further the device fell behind the host over the window
+            (:func:`device_lag_growth_us`); see ``runs_ahead``.
         model: the transformed model (not part of equality or output).
     """
 
@@ -79,7 +83,14 @@ class Prediction:
     bottleneck_agreement: float | None = None
     uncertain: dict[str, tuple[float, float]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    device_lag_us: float = 0.0
     model: StepModel | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def runs_ahead(self) -> bool:
+        """True when the device fell behind by more than 1 % of a step per step: the host
+        runs ahead, so ``mean_step_us`` is shorter than the pace the device can keep."""
+        return self.device_lag_us > 0.01 * self.mean_step_us * max(self.steps - 1, 1)
 
     @property
     def has_interval(self) -> bool:
@@ -103,12 +114,35 @@ class Prediction:
                 "bottleneck_agreement": self.bottleneck_agreement,
                 "uncertain": {k: list(v) for k, v in self.uncertain.items()},
                 "skipped": dict(self.skipped), "steps": self.steps, "warmup": self.warmup,
-                "seed": self.seed}
+                "seed": self.seed, "device_lag_ms": us_to_ms(self.device_lag_us),
+                "runs_ahead": self.runs_ahead}
 
 
 def simulate_summary(model: StepModel, steps: int, warmup: int, seed: int) -> Summary:
     """Simulate and summarise (rank 0 of the model)."""
-    return summarize(simulate(model, steps=steps, warmup=warmup, seed=seed))
+    return _simulate(model, steps, warmup, seed)[0]
+
+
+def _simulate(model: StepModel, steps: int, warmup: int, seed: int) -> tuple[Summary, float]:
+    res = simulate(model, steps=steps, warmup=warmup, seed=seed)
+    return summarize(res), device_lag_growth_us(res)
+
+
+def device_lag_growth_us(res: SimResult) -> float:
+    """How much further (µs) the device fell behind the host over the measured window: the
+    lag of the last measured step's device work behind that step's end on the host, minus the
+    same for the first measured step (first rank). About 0 in steady state; it grows when the
+    host runs ahead of the device (nothing makes it wait), and then the host's step time is a
+    transient, shorter than the device's pace, until the launch queue fills."""
+    rank, first, last = res.ranks[0], res.warmup, res.warmup + res.step_us.shape[1] - 1
+    ends: dict[int, float] = {}
+    for r in res.runs:
+        if r.rank == rank and r.step in (first, last):
+            ends[r.step] = max(ends.get(r.step, r.end_us), r.end_us)
+    if first == last or first not in ends or last not in ends:
+        return 0.0
+    starts = res.step_starts_us[0]
+    return max(0.0, (ends[last] - starts[last + 1]) - (ends[first] - starts[first + 1]))
 
 
 # ---------------------------------------------------------------- uncertainty ------------
@@ -142,7 +176,10 @@ def uncertain_params(model: StepModel) -> tuple[dict[str, tuple[float, float]], 
     varied, skipped = {}, {}
     for path, rng in wanted.items():
         try:
-            _perturbed(get_value(model, path), 1.0)
+            value = get_value(model, path)
+            if value is None or isinstance(value, (bool, str)):
+                continue        # a setting, not a quantity (or absent): nothing to vary
+            _perturbed(value, 1.0)
         except ModelError as e:
             skipped[path] = str(e)
         except TypeError as e:
@@ -180,6 +217,14 @@ def draw_plan(model: StepModel, n: int, seed: int) -> list[tuple[dict[str, float
     return plan
 
 
+def is_deterministic(model: StepModel) -> bool:
+    """True when a simulation of ``model`` draws nothing at random: constant DataLoader
+    production (cv 0, no samples, per worker too) and no sampled host ops."""
+    specs = [model.loader.produce, *(model.loader.produce_by_worker or [])]
+    return all(d.cv == 0 and not d.samples_us for d in specs) and not any(
+        op.samples_us for op in model.host.ops)
+
+
 def _draw(item) -> tuple[float, str]:
     model, ops, factors, steps, warmup, seed = item
     s = simulate_summary(apply_ops(perturb(model, factors), ops), steps, warmup, seed)
@@ -187,7 +232,7 @@ def _draw(item) -> tuple[float, str]:
 
 
 # ---------------------------------------------------------------- predict ----------------
-def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, warmup: int = 5,
+def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, warmup: int = 20,
             seed: int = 0, intervals: bool | int = False, jobs: int = 1,
             progress: Progress | None = None) -> Prediction:
     """Predict the step of ``model`` after ``ops``.
@@ -205,22 +250,21 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, wa
         ModelError: an op that does not apply, or a model that cannot be simulated.
     """
     final = apply_ops(model, ops)
-    s = simulate_summary(final, steps, warmup, seed)
+    s, lag = _simulate(final, steps, warmup, seed)
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
     varied, skipped = uncertain_params(model)
     point = Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,
                        s.bottleneck_label, s, steps, warmup, seed, uncertain=varied,
-                       skipped=skipped, model=final)
+                       skipped=skipped, device_lag_us=lag, model=final)
     if n <= 0:
         return point
+    if not varied and is_deterministic(model) and is_deterministic(final):
+        return replace(point, p10_step_us=s.mean_step_us, p50_step_us=s.mean_step_us,
+                       p90_step_us=s.mean_step_us)
     items = [(model, tuple(ops), f, steps, warmup, sd) for f, sd in draw_plan(model, n, seed)]
     results = run_many(_draw, items, jobs=jobs, progress=progress)
     means = np.array([m for m, _ in results])
     p10, p50, p90 = (float(v) for v in np.percentile(means, [10, 50, 90]))
-    return Prediction(
-        point.what, point.mean_step_us, point.median_step_us, point.bottleneck,
-        point.bottleneck_label, s, steps, warmup, seed,
-        p10_step_us=min(p10, point.mean_step_us), p50_step_us=p50,
-        p90_step_us=max(p90, point.mean_step_us), draws=n,
-        bottleneck_agreement=sum(b == s.bottleneck for _, b in results) / n,
-        uncertain=varied, skipped=skipped, model=final)
+    return replace(point, p10_step_us=min(p10, point.mean_step_us), p50_step_us=p50,
+                   p90_step_us=max(p90, point.mean_step_us), draws=n,
+                   bottleneck_agreement=sum(b == s.bottleneck for _, b in results) / n)

@@ -10,17 +10,18 @@ validate the result, so the input is never changed and the output is a valid Ste
   priced by the cost model (``comm.bus_gbps`` set and ``bytes`` known) has its ``bytes``
   scaled instead, since its duration is computed from them (``comm.latency_us`` is kept);
 * host op: ``dur_us`` (and ``samples_us``);
-* loader: ``produce`` and ``produce_by_worker`` (every sample), ``pin`` (``pin_gbps`` divided by the factor; a factor
-  of 0, or so small the rate overflows, sets ``batch_bytes`` to 0: nothing to pin), ``unpickle_us``;
+* loader: ``produce`` and ``produce_by_worker`` (every sample), ``pin`` (``pin_gbps``
+  divided by the factor; a factor of 0, or so small the rate overflows, sets
+  ``batch_bytes`` to 0: nothing to pin), ``unpickle_us``;
 * rank skew: ``delay_us`` and ``phase_extra_us``.
 
 ``remove(model, selector)`` takes picked work out of the step:
 
 * device task: deleted. Tasks that waited for it wait for what it waited for; its launch op
   goes with it (removing a kernel removes its launch); a sync on it waits instead for the task
-  before it on its stream (if none, only the call's own CPU cost is kept); a gradient made ready by it is ready after
-  that same task. With a category filter on a coarsened task, only those parts of
-  ``breakdown_us`` are deleted (the task goes when nothing is left);
+  before it on its stream (if none, only the call's own CPU cost is kept); a gradient made
+  ready by it is ready after that same task. With a category filter on a coarsened task,
+  only those parts of ``breakdown_us`` are deleted (the task goes when nothing is left);
 * host op: ``cpu`` and ``sync`` ops are deleted; a ``launch`` op cannot go without its task,
   so it is made free (``dur_us`` = 0);
 * loader cost and rank skew: set to zero (as ``scale`` by 0).

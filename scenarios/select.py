@@ -20,10 +20,11 @@ rank skew     (``rank`` filter)                  the rank's ``delay_us`` and its
                                                  ``phase_extra_us`` (for ``phase``, if given)
 ============  =================================  ==========================================
 
-``direction`` picks device copies by direction (``h2d``, ``d2h``, ``d2d``; see :func:`copy_direction`)
-and only device tasks. ``name`` is a shell-style pattern (``aten::*``). Without ``lane`` every device task, host op and
-loader cost is a candidate. ``rank`` picks rank skew only: durations of tasks are shared by all
-ranks in the StepModel, so it cannot be combined with ``lane``, ``category``, ``kind`` or ``name``.
+``direction`` picks device copies by direction (``h2d``, ``d2h``, ``d2d``; see
+:func:`copy_direction`) and only device tasks. ``name`` is a shell-style pattern
+(``aten::*``). Without ``lane`` every device task, host op and loader cost is a candidate.
+``rank`` picks rank skew only: durations of tasks are shared by all ranks in the StepModel,
+so it cannot be combined with ``lane``, ``category``, ``kind``, ``name`` or ``direction``.
 """
 from __future__ import annotations
 
@@ -117,6 +118,7 @@ def _task_lane_ok(lanes, stream: str) -> bool:
 
 
 def _device_match(sel: Selector, t: DeviceTask) -> frozenset[str] | None | bool:
+    """False: not picked; None: the whole task; a set: those categories of its breakdown."""
     if not _task_lane_ok(sel.lane, t.stream):
         return False
     if sel.phase is not None and t.phase not in sel.phase:
@@ -147,8 +149,8 @@ def select(model: StepModel, sel: Selector) -> Selection:
     if sel.rank is not None:
         if any(v is not None for v in (sel.lane, sel.category, sel.kind, sel.name, sel.direction)):
             raise ModelError(f"selector {sel.describe()}: 'rank' picks a rank's skew and cannot be "
-                             "combined with lane/category/kind/name (task durations are shared "
-                             "by all ranks)")
+                             "combined with lane/category/kind/name/direction (task durations "
+                             "are shared by all ranks)")
         index = {r.rank: i for i, r in enumerate(model.ranks)}
         for r in sel.rank:
             if r not in index:

@@ -35,13 +35,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from models.params import StepModel
 from scenarios.fixes import get_fix
-from scenarios.paths import set_value
+from scenarios.paths import set_value, telling_error
 from scenarios.primitives import remove, scale
 from scenarios.select import Selector
 from simcore.errors import InputError, ModelError
 
 
 class Operation(BaseModel):
+    """One what-if operation: ``apply(model)`` is the pure transform, ``describe()`` says it
+    in the CLI's words."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     def apply(self, model: StepModel) -> StepModel:  # pragma: no cover - interface
@@ -129,9 +132,12 @@ class Scenario(BaseModel):
 
 
 def _show(v: Any) -> str:
+    """A value as the CLI spells it (``a|b`` for a list, YAML's ``true``/``null``)."""
     if isinstance(v, (list, tuple)):
         return "|".join(map(_show, v))
-    return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+    if v is None or isinstance(v, bool):
+        return {None: "null", True: "true", False: "false"}[v]
+    return str(v)
 
 
 def apply_ops(model: StepModel, ops: Sequence[Operation]) -> StepModel:
@@ -152,9 +158,7 @@ def describe_ops(ops: Sequence[Operation]) -> str:
 
 
 def _error_text(e: ValidationError) -> str:
-    """The most telling error first: an unknown key or op, else the first one."""
-    errs = e.errors()
-    err = next((x for x in errs if x["type"] in ("extra_forbidden", "union_tag_invalid")), errs[0])
+    err = telling_error(e)
     loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
     if err["type"] == "extra_forbidden":
         return f"{loc}: unknown key {str(err['loc'][-1])!r}"

@@ -222,3 +222,9 @@ def test_apply_ops_of_a_plan_reproduces_its_prediction():
     p = plan(m, **SIM)
     assert predict(apply_ops(m, p.ops), **SIM).mean_step_us == pytest.approx(
         p.final_prediction.mean_step_us)
+
+
+def test_a_deterministic_model_is_not_drawn():
+    p = predict(cpu_model(1, sources={"loader.pin_memory": "assumed"}), intervals=8, **SIM)
+    assert p.draws == 0 and p.p10_step_us == p.p50_step_us == p.p90_step_us == p.mean_step_us
+    assert not p.skipped

@@ -1,0 +1,127 @@
+"""Coarsening: merged chains keep the replayed step and the per-category breakdown."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models.coarsen import coarsen
+from models.params import DeviceParams, DeviceTask, HostOp, HostParams, StepModel
+from models.simulate import simulate
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+def k(i, dur, cat="gemm", stream="7", phase="forward", **kw):
+    return DeviceTask(id=f"t{i}", stream=stream, name=f"kernel{i}", category=cat, phase=phase,
+                      dur_us=dur, **kw)
+
+
+def model(tasks, ops):
+    streams: dict[str, list] = {}
+    for t in tasks:
+        streams.setdefault(t.stream, []).append(t)
+    return StepModel(host=HostParams(ops=ops), device=DeviceParams(streams=streams))
+
+
+def launch(i, dur=5.0):
+    return HostOp(kind="launch", name="cudaLaunchKernel", dur_us=dur, task=f"t{i}")
+
+
+def cpu(d):
+    return HostOp(kind="cpu", name="cpu", dur_us=d)
+
+
+def step_us(m):
+    return simulate(m, steps=3, warmup=2).median_step_us
+
+
+def test_queued_chain_merges_with_breakdown():
+    # the host launches t1..t3 quickly; the device is busy with t0, so t1..t3 queue up
+    tasks = [k(0, 500), k(1, 100, "elementwise"), k(2, 200, "gemm"), k(3, 50, "elementwise")]
+    ops = [launch(0), cpu(10), launch(1), cpu(10), launch(2), cpu(10), launch(3),
+           HostOp(kind="sync", name="cudaStreamSynchronize", task="t3"), cpu(30)]
+    m = model(tasks, ops)
+    c = coarsen(m)
+    ts = c.device.streams["7"]
+    assert len(ts) == 1 and ts[0].id == "t0"
+    assert ts[0].dur_us == pytest.approx(850.0)
+    assert ts[0].breakdown_us == {"gemm": 700.0, "elementwise": 150.0}
+    assert ts[0].category == "gemm"
+    assert [o.kind for o in c.host.ops] == ["launch", "cpu", "cpu", "sync", "cpu"]
+    assert [o.task for o in c.host.ops if o.kind == "sync"] == ["t0"]
+    launch_cpu = [o for o in c.host.ops if o.kind == "cpu" and o.category == "launch"]
+    assert launch_cpu[0].dur_us == pytest.approx(15.0)
+    assert step_us(c) == pytest.approx(step_us(m), rel=1e-9)
+    assert c.meta.notes["coarsened_tasks"] == "4 -> 1"
+    assert m.device.streams["7"][1].id == "t1"  # the input is not changed
+
+
+def test_host_bound_tasks_are_not_merged():
+    # each kernel finishes before the host launches the next: launches are on the critical path
+    tasks = [k(0, 10), k(1, 10), k(2, 10)]
+    ops = [launch(0), cpu(100), launch(1), cpu(100), launch(2), cpu(100)]
+    m = model(tasks, ops)
+    c = coarsen(m)
+    assert len(c.device.streams["7"]) == 3
+    assert step_us(c) == pytest.approx(step_us(m))
+
+
+def test_synced_task_ends_a_chain():
+    tasks = [k(0, 500), k(1, 100), k(2, 100), k(3, 100)]
+    ops = [launch(0), launch(1), HostOp(kind="sync", name="cudaEventSynchronize", task="t1"),
+           launch(2), launch(3), cpu(5)]
+    m = model(tasks, ops)
+    c = coarsen(m)
+    # t1 is awaited by the sync, so nothing after it joins its chain
+    merged = {t.id: t.dur_us for t in c.device.streams["7"]}
+    assert merged["t0"] == pytest.approx(600.0)
+    assert step_us(c) == pytest.approx(step_us(m))
+
+
+def test_waiting_task_starts_a_new_chain_and_waits_are_remapped():
+    tasks = [k(0, 300), k(1, 100), k(5, 50, "communication", stream="20", kind="collective"),
+             k(2, 100, "optimizer", phase="forward", waits=["t5"]), k(3, 100)]
+    ops = [launch(0), launch(1), launch(5), launch(2), launch(3), cpu(5),
+           HostOp(kind="sync", name="cudaDeviceSynchronize")]
+    m = model(tasks, ops)
+    c = coarsen(m)
+    s7 = c.device.streams["7"]
+    assert [t.id for t in s7] == ["t0", "t2"]
+    assert s7[1].waits == ["t5"] and len(c.device.streams["20"]) == 1
+    assert step_us(c) == pytest.approx(step_us(m))
+
+
+def test_copies_and_phases_are_kept_apart():
+    tasks = [k(0, 300), DeviceTask(id="t1", stream="7", name="Memcpy HtoD", kind="memcpy",
+                                   category="memcpy", dur_us=50, copy_kind="h2d", pinned=True),
+             k(2, 100), k(3, 100, phase="backward")]
+    ops = [launch(0), launch(1), launch(2), launch(3), cpu(5),
+           HostOp(kind="sync", name="cudaDeviceSynchronize")]
+    c = coarsen(model(tasks, ops))
+    assert [t.id for t in c.device.streams["7"]] == ["t0", "t1", "t2", "t3"]
+
+
+def test_shared_trace_coarsens_without_changing_the_replay():
+    p = SHARED / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    if not p.exists():
+        pytest.skip(f"shared traces not present at {SHARED}")
+    from calibration.gpu import calibrate_gpu
+
+    m = calibrate_gpu(p)
+    c = coarsen(m)
+    n_fine = sum(len(ts) for ts in m.device.streams.values())
+    n_coarse = sum(len(ts) for ts in c.device.streams.values())
+    assert n_coarse < n_fine / 10
+    fine = simulate(m, steps=3, warmup=2).median_step_us
+    coarse = simulate(c, steps=3, warmup=2).median_step_us
+    assert coarse == pytest.approx(fine, rel=0.005)
+    cats_f: dict[str, float] = {}
+    for t in m.task_map().values():
+        for kk, v in t.category_us().items():
+            cats_f[kk] = cats_f.get(kk, 0.0) + v
+    cats_c: dict[str, float] = {}
+    for t in c.task_map().values():
+        for kk, v in t.category_us().items():
+            cats_c[kk] = cats_c.get(kk, 0.0) + v
+    assert cats_c == pytest.approx(cats_f)

@@ -1,0 +1,111 @@
+"""Step segmentation: one fixture per marker quirk, named after it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from calibration.events import build_table
+from calibration.steps import find_steps
+from calibration.trace_io import load_trace
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+def x(name, ts, dur, cat="user_annotation", pid=1, tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}
+
+
+def table_of(tmp_path, events):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    return build_table(load_trace(p))
+
+
+def test_profiler_steps_numbers_not_from_zero_start_to_next_start(tmp_path):
+    ev = [x("ProfilerStep#1009", 100, 80), x("ProfilerStep#1010", 200, 90),
+          x("ProfilerStep#1011", 330, 50)]
+    st = find_steps(table_of(tmp_path, ev))
+    assert [s.number for s in st] == [1009, 1010, 1011] and st.method == "profiler_step"
+    assert [s.dur_ns for s in st] == [100_000, 130_000, 50_000]
+    assert [s.last for s in st] == [False, False, True] and not st.warnings
+
+
+def test_gpu_user_annotation_copy_is_not_a_step(tmp_path):
+    ev = [x("ProfilerStep#5", 100, 50), x("ProfilerStep#6", 160, 50),
+          x("ProfilerStep#5", 90, 400, cat="gpu_user_annotation", pid=0, tid=7)]
+    st = find_steps(table_of(tmp_path, ev))
+    assert [(s.number, s.pid) for s in st] == [(5, 1), (6, 1)]
+
+
+def test_old_dialect_profiler_step_in_operator_category(tmp_path):
+    ev = [x("ProfilerStep#5", 0, 10, cat="Operator"), x("ProfilerStep#6", 10, 10, cat="Operator")]
+    assert [s.number for s in find_steps(table_of(tmp_path, ev))] == [5, 6]
+
+
+def test_last_step_ends_at_the_later_of_cpu_end_and_its_gpu_work(tmp_path):
+    ev = [x("ProfilerStep#1", 0, 100), x("ProfilerStep#2", 100, 50),
+          x("cudaLaunchKernel", 120, 5, cat="cuda_runtime", correlation=9),
+          {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 140, "dur": 300,
+           "args": {"correlation": 9, "stream": 7}}]
+    st = find_steps(table_of(tmp_path, ev))
+    assert st[-1].cpu_end_ns == 150_000 and st[-1].end_ns == 440_000
+
+
+def test_last_step_without_gpu_work_ends_at_cpu_end(tmp_path):
+    st = find_steps(table_of(tmp_path, [x("ProfilerStep#0", 0, 10)]))
+    assert len(st) == 1 and st[0].end_ns == 10_000 and st[0].last
+
+
+def test_dataloader_marker_fallback_with_warning(tmp_path):
+    nxt = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    ev = [x(nxt, 0, 5, cat="cpu_op"), x(nxt, 100, 5, cat="cpu_op"), x(nxt, 210, 5, cat="cpu_op")]
+    st = find_steps(table_of(tmp_path, ev))
+    # a short marker only opens a step: three markers, two steps
+    assert st.method == "dataloader" and [s.dur_ns for s in st] == [100_000, 110_000]
+    assert any("DataLoader" in w for w in st.warnings)
+
+
+def test_optimizer_marker_fallback_with_warning(tmp_path):
+    ev = [x("Optimizer.step#SGD.step", 50, 5), x("Optimizer.step#SGD.step", 150, 5),
+          x("Optimizer.zero_grad#SGD.zero_grad", 10, 1)]
+    st = find_steps(table_of(tmp_path, ev))
+    assert st.method == "optimizer" and len(st) == 1 and st[0].dur_ns == 100_000
+    assert st.warnings
+
+
+def test_user_regex_overrides_and_warns(tmp_path):
+    ev = [x("ProfilerStep#1", 0, 100), x("## iteration ##", 0, 40), x("## iteration ##", 50, 40),
+          x("## iteration ##", 100, 40)]
+    st = find_steps(table_of(tmp_path, ev), step_regex=r"^## iteration ##$")
+    assert st.method == "regex" and len(st) == 3 and st.warnings
+    with pytest.raises(ValueError):
+        find_steps(table_of(tmp_path, ev), step_regex="(")
+
+
+def test_no_marker_is_never_one_giant_step(tmp_path):
+    st = find_steps(table_of(tmp_path, [x("aten::mm", 0, 1000, cat="cpu_op")]))
+    assert len(st) == 0 and st.method == "none" and "no step marker" in st.warnings[0]
+
+
+def test_single_optimizer_marker_is_not_a_step(tmp_path):
+    st = find_steps(table_of(tmp_path, [x("Optimizer.step#SGD.step", 0, 5)]))
+    assert len(st) == 0 and st.warnings
+
+
+def test_markers_on_two_threads_keep_the_busier(tmp_path):
+    ev = [x("ProfilerStep#1", 0, 10), x("ProfilerStep#2", 10, 10), x("ProfilerStep#3", 20, 10),
+          x("ProfilerStep#9", 5, 10, tid=2)]
+    st = find_steps(table_of(tmp_path, ev))
+    assert [s.number for s in st] == [1, 2, 3] and "several threads" in st.warnings[0]
+
+
+def test_shared_trace_steps():
+    p = SHARED / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    if not p.exists():
+        pytest.skip(f"shared traces not present at {SHARED}")
+    st = find_steps(build_table(load_trace(p)))
+    assert [s.number for s in st] == [101, 102, 103, 104, 105]
+    assert st[2].dur_us == pytest.approx(95728.6, abs=1)
