@@ -2,7 +2,7 @@
 scenarios and turns domain errors (:class:`simcore.errors.StepsimError`) into one line on
 stderr and exit code 2.
 
-Verbs: calibrate, simulate, whatif, sweep, ceiling, plan, validate, ledger, demo.
+Verbs: calibrate, simulate, whatif, sweep, ceiling, plan, validate, ledger, fixes, demo.
 """
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ from simcore.errors import StepsimError
 from simcore.units import us_to_ms
 
 
+REPLAY_STEPS, REPLAY_WARMUP = 30, 10
+REPLAY_WARN = 0.10
+"""A replay further than this (fraction) from the measured mean and median is warned about."""
+
+
 def _fmt_ms(us: float) -> str:
     return f"{us_to_ms(us):.2f}"
 
@@ -23,17 +28,25 @@ def cmd_calibrate(args) -> int:
     from calibration.calibrate import calibrate
     from models.params import save_model
 
+    import numpy as np
+
+    from models.simulate import simulate
+
     model = calibrate(args.trace, sidecar=args.sidecar, step_regex=args.step_regex)
     save_model(model, args.output)
     for w in model.meta.warnings:
         print(f"warning: {w}", file=sys.stderr)
     ms = model.meta.measured_step_us
-    if ms:
-        import numpy as np
-        print(f"calibrated {len(ms)} steps: measured step mean {_fmt_ms(float(np.mean(ms)))} ms, "
-              f"median {_fmt_ms(float(np.median(ms)))} ms -> {args.output}")
-    else:
-        print(f"calibrated -> {args.output}")
+    print(f"calibrated {len(ms)} steps: measured step mean {_fmt_ms(float(np.mean(ms)))} ms, "
+          f"median {_fmt_ms(float(np.median(ms)))} ms -> {args.output}")
+    replay = simulate(model, steps=REPLAY_STEPS, warmup=REPLAY_WARMUP).mean_step_us
+    err = min(abs(replay - float(np.mean(ms))) / float(np.mean(ms)),
+              abs(replay - float(np.median(ms))) / float(np.median(ms)))
+    print(f"replay of the calibrated baseline: {_fmt_ms(replay)} ms "
+          f"({100 * err:.1f} % from the measured mean or median)")
+    if err > REPLAY_WARN:
+        print(f"warning: the replay is {100 * err:.0f} % off the measured step: the model misses "
+              "something the run did (see the warnings above)", file=sys.stderr)
     return 0
 
 
@@ -353,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except StepsimError as e:
         print(f"stepsim: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an output folder that cannot be made or written, a full disk
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"stepsim: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("stepsim: interrupted", file=sys.stderr)

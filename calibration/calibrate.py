@@ -9,6 +9,7 @@ trace holds.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from calibration.cpu import fit_cpu_model
@@ -17,7 +18,7 @@ from calibration.sidecar import load_sidecar
 from calibration.steps import find_steps
 from calibration.trace_io import load_trace
 from models.params import StepModel
-from simcore.errors import InputError
+from simcore.errors import InputError, StepsimError
 
 
 def calibrate(trace: str | Path, sidecar: str | Path | None = None,
@@ -26,8 +27,14 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
 
     Raises:
         InputError: unreadable/malformed trace or sidecar, or no step to calibrate from.
+        StepsimError: ``step_regex`` is not a valid regular expression.
     """
     p = Path(trace)
+    if step_regex is not None:
+        try:
+            re.compile(step_regex)
+        except re.error as e:
+            raise StepsimError(f"--step-regex {step_regex!r} is not a valid regular expression: {e}") from None
     side = load_sidecar(sidecar) if sidecar else None
     if p.is_dir():
         return _gpu(p, side, step_regex)
@@ -56,8 +63,8 @@ def apply_sidecar(model: StepModel, side) -> StepModel:
     upd = loader_settings(side)
     recs = steady_records(side, upd["num_workers"])
     if recs:
-        upd["produce"], upd["threads_per_worker"], _ = fit_produce(recs, upd["num_workers"],
-                                                                   side.host_cores)
+        upd["produce"], upd["threads_per_worker"], _ = fit_produce(
+            recs, upd["num_workers"], side.host_cores, side.torch_num_threads or 1)
     if side.host_cores:
         upd["host_cores"] = side.host_cores
     loader = model.loader.model_copy(update=upd)

@@ -30,8 +30,9 @@ Sidecar schema (``stepsim_sidecar: 1``), times in µs::
                 "persistent_workers", "in_order", "drop_last", "dataset_len"},
      "produce": [{"worker": int, "pid": int, "seq": int, "wall_us": float, "cpu_us": float,
                   "proc_cpu_us": float, "t_end_us": float, "bytes": int}],
-     "steps": [{"t_start_us", "wall_us", "cpu_us", "next_wall_us", "next_cpu_us",
-                "profiled"}],                                  # main thread, per step
+     "steps": [{"t_start_us", "wall_us", "cpu_us", "proc_cpu_us", "next_wall_us",
+                "next_cpu_us", "next_proc_cpu_us", "profiled"}],   # main process, per step
+     "warnings": [str]}   # e.g. the loop stopped early, the loader ran out
      "schedule": {"skip_first", "wait", "warmup", "active"}, "trace": "trace.json.gz"}
 
 Semantics relied on (``torch/utils/data/_utils/fetch.py``): a worker fetches a batch's samples
@@ -54,6 +55,11 @@ from simcore.atomic import write_atomic
 
 SIDECAR_VERSION = 1
 _STATE: dict = {"start": None, "seq": 0}
+
+
+def _clocks() -> tuple[float, float, float]:
+    """(monotonic wall, this thread's CPU, this process's CPU), all in µs."""
+    return time.monotonic() * 1e6, time.thread_time() * 1e6, time.process_time() * 1e6
 
 
 def _mark_start() -> None:
@@ -178,7 +184,11 @@ class Capture:
         """Iterate over ``loader`` for ``skip_first + wait + warmup + active`` steps, profiling
         the last ``active`` of them; on exit write ``trace.json.gz`` and ``sidecar.json``.
 
-        Yields batches. Stops early (with a warning in the sidecar) if the loader runs out.
+        Yields batches. Stops early (with a warning in the sidecar) if the loader runs out. If
+        the caller's loop stops early (``break``, an exception), the sidecar is still written,
+        with a warning, and the trace too if the profiler completed its active steps.
+        Per step it records the main thread's and the main process's CPU time (the latter
+        counts torch's intra-op threads).
         """
         if active < 1 or min(wait, warmup, skip_first) < 0:
             raise ValueError("active must be >= 1 and wait, warmup, skip_first >= 0")
@@ -199,31 +209,40 @@ class Capture:
         step_rows, warnings = [], []
         sched = schedule(skip_first=skip_first, wait=wait, warmup=warmup, active=active, repeat=1)
         it = iter(loader)
-        with profile(activities=activities, schedule=sched, on_trace_ready=on_ready) as prof:
-            for i in range(total):
-                w0, c0 = time.monotonic(), time.thread_time()
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    warnings.append(f"the DataLoader ran out after {i} of {total} steps")
-                    break
-                w1, c1 = time.monotonic(), time.thread_time()
-                yield batch
-                if torch.cuda.is_available():
-                    torch.cuda.synchronize()
-                w2, c2 = time.monotonic(), time.thread_time()
-                step_rows.append({"t_start_us": w0 * 1e6, "wall_us": (w2 - w0) * 1e6,
-                                  "cpu_us": (c2 - c0) * 1e6,
-                                  "next_wall_us": (w1 - w0) * 1e6, "next_cpu_us": (c1 - c0) * 1e6,
-                                  "profiled": i >= total - active})
-                prof.step()
-        del it
-        if done["exported"]:
-            os.replace(trace_tmp, self.out_dir / "trace.json.gz")
-        else:
-            warnings.append("the profiler never reached its active steps: no trace was written")
-        self._write_sidecar(step_rows, warnings, dict(skip_first=skip_first, wait=wait,
-                                                      warmup=warmup, active=active))
+        try:
+            with profile(activities=activities, schedule=sched, on_trace_ready=on_ready) as prof:
+                for i in range(total):
+                    t0 = _clocks()
+                    try:
+                        batch = next(it)
+                    except StopIteration:
+                        warnings.append(f"the DataLoader ran out after {i} of {total} steps")
+                        break
+                    t1 = _clocks()
+                    yield batch
+                    if torch.cuda.is_available():
+                        torch.cuda.synchronize()
+                    t2 = _clocks()
+                    step_rows.append({
+                        "t_start_us": t0[0], "wall_us": t2[0] - t0[0], "cpu_us": t2[1] - t0[1],
+                        "proc_cpu_us": t2[2] - t0[2], "next_wall_us": t1[0] - t0[0],
+                        "next_cpu_us": t1[1] - t0[1], "next_proc_cpu_us": t1[2] - t0[2],
+                        "profiled": i >= total - active})
+                    prof.step()
+        finally:
+            # also when the training loop stops early (break, exception): what was recorded
+            # is written, and the sidecar says what is missing
+            del it
+            if len(step_rows) < total and not any("ran out" in w for w in warnings):
+                warnings.append(f"the training loop stopped after {len(step_rows)} of {total} steps")
+            if done["exported"]:
+                os.replace(trace_tmp, self.out_dir / "trace.json.gz")
+            else:
+                trace_tmp.unlink(missing_ok=True)
+                warnings.append("the profiler never completed its active steps: no trace was "
+                                f"written (run at least {total} steps)")
+            self._write_sidecar(step_rows, warnings, dict(skip_first=skip_first, wait=wait,
+                                                          warmup=warmup, active=active))
 
     def _write_sidecar(self, step_rows, warnings, sched) -> None:
         produce = []

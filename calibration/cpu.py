@@ -28,6 +28,10 @@ from calibration.steps import StepList
 from models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
 from simcore.errors import InputError
 
+MIN_STEPS = 4
+"""Fewer profiled steps than this give a warning."""
+CORE_WAIT_RATIO = 1.15
+"""Wall ÷ CPU time of the training step above which its thread(s) waited for a core."""
 DATALOADER_NEXT = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
 
 
@@ -57,6 +61,11 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         raise InputError(trace_path, "no training steps found (no ProfilerStep#N or repeating "
                                      "marker); " + "; ".join(steps.warnings))
     warnings = list(steps.warnings)
+    if sidecar is not None:
+        warnings += [f"capture: {w}" for w in sidecar.warnings]
+    if len(steps) < MIN_STEPS:
+        warnings.append(f"only {len(steps)} step(s) to calibrate from: the model's numbers are "
+                        f"uncertain (profile at least {MIN_STEPS} steps)")
     sources: dict[str, str] = {}
     step_us = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps])
     wait_us = step_loader_waits_us(table, steps)
@@ -75,7 +84,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
             sources["loader.prefetch_factor"] = "assumed"
         recs = steady_records(sidecar, nw)
         if recs:
-            spec, tpw, why = fit_produce(recs, nw, sidecar.host_cores)
+            spec, tpw, why = fit_produce(recs, nw, sidecar.host_cores,
+                                         sidecar.torch_num_threads or 1)
             lp["produce"] = spec
             sources["loader.produce"] = "measured"
             notes_produce = why
@@ -121,14 +131,20 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     # The training step's wall time (trace) is its cost on this machine as it was, unless the
     # run itself had more runnable threads than cores: then the wall time already holds the
     # waits for a core that the simulator adds again, and the main thread's CPU time is used.
-    threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + 1
+    torch_threads = (sidecar.torch_num_threads or 1) if sidecar is not None else 1
+    threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + torch_threads
     prof = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
     compute_basis = "wall_time"
     if prof:
-        cpu_compute = np.array([max(s.cpu_us - s.next_cpu_us, 0.0) for s in prof])
+        cpu_compute = np.array([s.compute_cpu_us for s in prof])
         if threads > lp["host_cores"]:
             compute_us, compute_basis = cpu_compute, "cpu_time"
-        elif compute_us.mean() > 1.15 * cpu_compute.mean():
+            if torch_threads > 1:
+                warnings.append(
+                    f"torch used {torch_threads} intra-op threads beside {lp['num_workers']} "
+                    f"workers on {lp['host_cores']} cores: the training step's CPU time of all "
+                    "its threads is modelled as one thread's work")
+        elif compute_us.mean() > CORE_WAIT_RATIO * cpu_compute.mean() / min(torch_threads, lp["host_cores"]):
             warnings.append(
                 f"the training step's wall time ({compute_us.mean() / 1e3:.1f} ms) exceeds its "
                 f"CPU time ({cpu_compute.mean() / 1e3:.1f} ms) by more than 15 % although every "
@@ -160,7 +176,7 @@ def loader_settings(sidecar: Sidecar) -> dict:
                 in_order=True if ls.in_order is None else ls.in_order, batch_size=ls.batch_size)
 
 
-def fit_produce(recs, num_workers: int, host_cores: int | None):
+def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: int = 1):
     """The produce-time distribution from steady-state records.
 
     Returns ``(DurationSpec, threads_per_worker, basis)``. ``threads_per_worker`` is the
@@ -172,7 +188,7 @@ def fit_produce(recs, num_workers: int, host_cores: int | None):
     """
     par = float(np.median([r.work_us / r.wall_us for r in recs if r.wall_us > 0] or [1.0]))
     tpw = int(round(par)) if par > 1.3 else 1
-    threads = num_workers * tpw + 1
+    threads = num_workers * tpw + main_threads
     if host_cores is not None and threads > host_cores:
         return DurationSpec.from_samples([r.work_us for r in recs]), tpw, "cpu_time"
     return DurationSpec.from_samples([r.wall_us * tpw for r in recs]), tpw, "wall_time"

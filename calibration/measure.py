@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.cpu import step_loader_waits_us
+from calibration.cpu import CORE_WAIT_RATIO, step_loader_waits_us
 from calibration.events import build_table
 from calibration.sidecar import load_sidecar
 from calibration.steps import find_steps
@@ -20,9 +20,6 @@ from simcore.errors import InputError
 INPUT_BOUND_SHARE = 0.10
 """Share of the step the host thread must spend waiting on input for a run to count as
 input-bound."""
-CORE_WAIT_RATIO = 1.15
-"""Wall ÷ CPU time of the training step above which the main thread is taken to have waited
-for a core."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +73,10 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
     prof = [s for s in side.steps if s.profiled] if side is not None else []
     compute_wall = float(np.mean(step_us - wait))
-    compute_cpu = float(np.mean([s.cpu_us - s.next_cpu_us for s in prof])) if prof else None
-    if compute_cpu and compute_wall > CORE_WAIT_RATIO * compute_cpu:
+    compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None
+    # with torch's intra-op threads the step's CPU time spreads over that many cores
+    par = min(side.torch_num_threads or 1, side.host_cores or 1) if side is not None else 1
+    if compute_cpu and compute_wall > CORE_WAIT_RATIO * compute_cpu / par:
         neck = "cpu_cores"
     elif share >= INPUT_BOUND_SHARE:
         neck = "input"

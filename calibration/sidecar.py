@@ -43,9 +43,19 @@ class StepRecord(BaseModel):
     t_start_us: float | None = None
     wall_us: float
     cpu_us: float
+    proc_cpu_us: float | None = None
     next_wall_us: float
     next_cpu_us: float
+    next_proc_cpu_us: float | None = None
     profiled: bool = False
+
+    @property
+    def compute_cpu_us(self) -> float:
+        """CPU time (µs) of the step outside ``next()``: the main process's when recorded
+        (it counts torch's intra-op threads), else the main thread's."""
+        if self.proc_cpu_us is not None and self.next_proc_cpu_us is not None:
+            return max(self.proc_cpu_us - self.next_proc_cpu_us, 0.0)
+        return max(self.cpu_us - self.next_cpu_us, 0.0)
 
 
 class LoaderSettings(BaseModel):

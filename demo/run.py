@@ -97,8 +97,10 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     measured_base = float(np.mean(model.meta.measured_step_us))
     replay = simulate(model, steps=200, warmup=10, seed=seed).mean_step_us
     replay_err = 100 * (replay - measured_base) / measured_base
+    basis = {"wall_time": "wall time", "cpu_time": "CPU time"}
     console.print(f"calibrated on num_workers={CALIBRATION_WORKERS}: produce "
-                  f"{model.loader.produce.mean_us / 1e3:.1f} ms CPU per batch, training step "
+                  f"{model.loader.produce.mean_us / 1e3:.1f} ms per batch "
+                  f"({basis.get(model.meta.notes.get('produce_basis'), 'inferred')}), training step "
                   f"{model.host.ops[-1].dur_us / 1e3:.1f} ms; replay {replay / 1e3:.1f} ms vs measured "
                   f"{measured_base / 1e3:.1f} ms ({replay_err:+.1f} %)")
     for w in model.meta.warnings:

@@ -357,6 +357,9 @@ def load_model(path: str | Path) -> StepModel:
         raise InputError(p, f"cannot read: {e.strerror}") from None
     if not raw.strip():
         raise InputError(p, "file is empty")
+    if raw[:2] == b"\x1f\x8b":
+        raise InputError(p, "this is a gzip file (a profiler trace?), not a StepModel; run "
+                            "'stepsim calibrate' on a trace first")
     try:
         if p.suffix.lower() in (".yaml", ".yml"):
             data = yaml.safe_load(raw)
@@ -368,6 +371,12 @@ def load_model(path: str | Path) -> StepModel:
         raise InputError(p, f"expected a StepModel object, got {type(data).__name__}")
     if "traceEvents" in data:
         raise InputError(p, "this is a profiler trace, not a StepModel; run 'stepsim calibrate' on it first")
+    if "ops" in data and not ({"host", "loader", "device"} & set(data)):
+        raise InputError(p, "this is a scenario file, not a StepModel; use it with "
+                            "'stepsim whatif MODEL --scenario FILE'")
+    if "stepsim_sidecar" in data:
+        raise InputError(p, "this is a capture sidecar, not a StepModel; pass it to "
+                            "'stepsim calibrate TRACE --sidecar FILE'")
     try:
         return StepModel.model_validate(data)
     except ValidationError as e:

@@ -49,12 +49,12 @@ def _run_ahead_note(named: Sequence[tuple[str, Prediction]]) -> None:
     """Warn about predictions whose host ran ahead of the device (a transient step time)."""
     ahead = [(n, p) for n, p in named if p.runs_ahead]
     if ahead:
-        which = ", ".join(f"{n} (device {_ms(p.device_lag_us)} ms further behind after "
-                          f"{p.steps} steps)" for n, p in ahead)
+        which = ", ".join(f"{n} ({_ms(p.mean_step_us)} ms; the device needs "
+                          f"{_ms(p.device_floor_us)} ms)" for n, p in ahead)
         console().print(f"[yellow]warning:[/yellow] the host runs ahead of the device in: "
-                        f"{which}. Nothing makes the host wait, so its step time is shorter "
-                        "than the pace the device can keep until the launch queue fills; "
-                        "read the device's busy time as the step.")
+                        f"{which}. Nothing makes the host wait, so the simulated window saw "
+                        "its transient pace, which lasts only until the launch queue fills; "
+                        "the steady step is at least the device's time.")
 
 
 def _json(doc: Any) -> None:

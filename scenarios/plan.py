@@ -10,9 +10,11 @@ The *current bottleneck* is the component with the highest simulated ceiling
    it is repeatable), with the user's arguments or the fix's candidate arguments; for each
    fix keep the least aggressive argument within ``knee_tol`` of its best (where more stops
    helping), then keep the fix with the shortest step;
-3. stop when none shortens the step by ``min_gain``, and say what would be needed: a fix of
-   another kind (numerics, algorithm, hardware) if one addresses the bottleneck, else a change
-   to the algorithm or the parallelism; otherwise apply the fix and repeat.
+3. if none shortens the step by ``min_gain``, go down the ranking to the next component whose
+   ceiling still promises ``min_gain`` (a straggler can be fixed while GEMMs dominate);
+4. apply the fix found and repeat; when no component has one, stop and say what the
+   bottleneck would need: a fix of another kind (numerics, algorithm, hardware) if one
+   addresses it, else a change to the algorithm or the parallelism.
 
 Candidates of one round share a seed (common random numbers), so they are compared on the
 change alone.
@@ -147,6 +149,30 @@ def _stop_reason(row: CeilingRow, tried: list[str], other: list[str], min_gain: 
            "parallelism."
 
 
+def _next_move(model: StepModel, ops: list[Operation], report: CeilingReport,
+               allow: Sequence[str], fix_args: dict[str, dict], min_gain: float,
+               knee_tol: float, sim: tuple[int, int, int], jobs: int) -> tuple[tuple | None, str]:
+    """One round: ``((row relieved, fix op, its prediction, candidates tried), "")`` for the
+    first component in ceiling order with an allowed fix that gains ``min_gain``, else
+    ``(None, why not)``."""
+    before = report.baseline.mean_step_us
+    done = {op.name for op in ops if isinstance(op, FixOp)}
+    stop = ""
+    for row in (r for r in report.rows if r.ceiling >= 1 + min_gain):
+        cands, other = _candidates(report.baseline.model, row.key, allow, fix_args, done)
+        preds = run_many(_try, [(model, ops + [c], *sim) for c in cands], jobs=jobs)
+        chosen, applied = _choose(cands, preds, knee_tol)
+        if row is report.top:
+            stop = _stop_reason(row, applied, other, min_gain)
+        if chosen is not None and before / chosen[1].mean_step_us >= 1 + min_gain:
+            tried = tuple((c.describe(), None if p is None else p.mean_step_us)
+                          for c, p in zip(cands, preds))
+            return (row, chosen[0], chosen[1], tried), ""
+    if len(report.rows) > 1:
+        stop += " No allowed fix relieves any other component by that much either."
+    return None, stop
+
+
 def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] = SYSTEMS_ONLY,
          fix_args: dict[str, dict] | None = None, min_gain: float = 0.02,
          knee_tol: float = 0.01, max_moves: int = 8, steps: int = 30, warmup: int = 20,
@@ -178,25 +204,20 @@ def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] 
     moves: list[Move] = []
     stop = f"stopped after {max_moves} moves (max_moves)"
     for rnd in range(max_moves):
-        row = report.top
-        if row is None or row.ceiling < 1 + min_gain:
+        if report.top is None or report.top.ceiling < 1 + min_gain:
             stop = (f"no component's removal would shorten the step by {min_gain:.0%} or more: "
                     "the step is balanced")
             break
-        current = report.baseline.model
-        done = {op.name for op in ops if isinstance(op, FixOp)}
-        cands, other = _candidates(current, row.key, allow, fix_args, done)
-        preds = run_many(_try, [(model, ops + [c], steps, warmup, seed) for c in cands],
-                         jobs=jobs)
-        chosen, applied = _choose(cands, preds, knee_tol)
         before = report.baseline.mean_step_us
-        if chosen is None or before / chosen[1].mean_step_us < 1 + min_gain:
-            stop = _stop_reason(row, applied, other, min_gain)
+        found, why = _next_move(model, ops, report, allow, fix_args, min_gain, knee_tol,
+                                (steps, warmup, seed), jobs)
+        if found is None:
+            stop = why
             break
-        ops.append(chosen[0])
-        report = ceilings(model, ops, jobs=jobs, baseline=chosen[1], **sim)
-        moves.append(Move(chosen[0], row, before, report.baseline, report.top, tuple(
-            (c.describe(), None if p is None else p.mean_step_us) for c, p in zip(cands, preds))))
+        row, op, pred, tried = found
+        ops.append(op)
+        report = ceilings(model, ops, jobs=jobs, baseline=pred, **sim)
+        moves.append(Move(op, row, before, report.baseline, report.top, tried))
         if progress:
             progress(rnd + 1, max_moves)
     if draws > 0:

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from models.metrics import Summary, summarize
 from models.params import DeviceTask, DurationSpec, StepModel
-from models.simulate import SimResult, simulate
+from models.simulate import simulate, task_durations
 from scenarios.parallel import Progress, run_many
 from scenarios.paths import get_value, set_value
 from scenarios.transforms import Operation, apply_ops, describe_ops
@@ -62,8 +62,8 @@ class Prediction:
         bottleneck_agreement: fraction of draws whose bottleneck is the point's.
         uncertain: the parameter paths varied, with their factor ranges.
         skipped: uncertain paths that could not be varied, with why.
-        device_lag_us: how much further the device fell behind the host over the window
-            (:func:`device_lag_growth_us`); see ``runs_ahead``.
+        device_floor_us: the least a step can take on the device (:func:`device_floor_us`);
+            see ``runs_ahead``.
         model: the transformed model (not part of equality or output).
     """
 
@@ -83,14 +83,15 @@ class Prediction:
     bottleneck_agreement: float | None = None
     uncertain: dict[str, tuple[float, float]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
-    device_lag_us: float = 0.0
+    device_floor_us: float = 0.0
     model: StepModel | None = field(default=None, compare=False, repr=False)
 
     @property
     def runs_ahead(self) -> bool:
-        """True when the device fell behind by more than 1 % of a step per step: the host
-        runs ahead, so ``mean_step_us`` is shorter than the pace the device can keep."""
-        return self.device_lag_us > 0.01 * self.mean_step_us * max(self.steps - 1, 1)
+        """True when the step is more than 1 % shorter than the device's floor: nothing made
+        the host wait for the device, so the simulated window saw the host's transient pace,
+        which lasts only until the launch queue fills."""
+        return self.mean_step_us < 0.99 * self.device_floor_us
 
     @property
     def has_interval(self) -> bool:
@@ -114,35 +115,33 @@ class Prediction:
                 "bottleneck_agreement": self.bottleneck_agreement,
                 "uncertain": {k: list(v) for k, v in self.uncertain.items()},
                 "skipped": dict(self.skipped), "steps": self.steps, "warmup": self.warmup,
-                "seed": self.seed, "device_lag_ms": us_to_ms(self.device_lag_us),
+                "seed": self.seed, "device_floor_ms": us_to_ms(self.device_floor_us),
                 "runs_ahead": self.runs_ahead}
 
 
 def simulate_summary(model: StepModel, steps: int, warmup: int, seed: int) -> Summary:
     """Simulate and summarise (rank 0 of the model)."""
-    return _simulate(model, steps, warmup, seed)[0]
+    return summarize(simulate(model, steps=steps, warmup=warmup, seed=seed))
 
 
-def _simulate(model: StepModel, steps: int, warmup: int, seed: int) -> tuple[Summary, float]:
-    res = simulate(model, steps=steps, warmup=warmup, seed=seed)
-    return summarize(res), device_lag_growth_us(res)
-
-
-def device_lag_growth_us(res: SimResult) -> float:
-    """How much further (µs) the device fell behind the host over the measured window: the
-    lag of the last measured step's device work behind that step's end on the host, minus the
-    same for the first measured step (first rank). About 0 in steady state; it grows when the
-    host runs ahead of the device (nothing makes it wait), and then the host's step time is a
-    transient, shorter than the device's pace, until the launch queue fills."""
-    rank, first, last = res.ranks[0], res.warmup, res.warmup + res.step_us.shape[1] - 1
-    ends: dict[int, float] = {}
-    for r in res.runs:
-        if r.rank == rank and r.step in (first, last):
-            ends[r.step] = max(ends.get(r.step, r.end_us), r.end_us)
-    if first == last or first not in ends or last not in ends:
-        return 0.0
-    starts = res.step_starts_us[0]
-    return max(0.0, (ends[last] - starts[last + 1]) - (ends[first] - starts[first + 1]))
+def device_floor_us(model: StepModel) -> float:
+    """The least time (µs) one step can take on the device: the most work per step on any one
+    stream or copy engine (each direction's copies share one engine), over every rank, with
+    the rank's skew, collective transfer time without waiting, and optimizer-phase and
+    collective tasks counted once per ``comm.grad_accum_steps``."""
+    tasks = model.task_map()
+    accum = model.comm.grad_accum_steps
+    floor = 0.0
+    for i in range(len(model.ranks)):
+        work: dict[str, float] = {}
+        for tid, us in task_durations(model, i).items():
+            t = tasks[tid]
+            lane = t.copy_kind if t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h") \
+                else f"stream:{t.stream}"
+            once = t.kind == "collective" or t.phase == "optimizer"
+            work[lane] = work.get(lane, 0.0) + (us / accum if once else us)
+        floor = max(floor, *work.values(), 0.0)
+    return floor
 
 
 # ---------------------------------------------------------------- uncertainty ------------
@@ -250,12 +249,12 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, wa
         ModelError: an op that does not apply, or a model that cannot be simulated.
     """
     final = apply_ops(model, ops)
-    s, lag = _simulate(final, steps, warmup, seed)
+    s = simulate_summary(final, steps, warmup, seed)
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
     varied, skipped = uncertain_params(model)
     point = Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,
                        s.bottleneck_label, s, steps, warmup, seed, uncertain=varied,
-                       skipped=skipped, device_lag_us=lag, model=final)
+                       skipped=skipped, device_floor_us=device_floor_us(final), model=final)
     if n <= 0:
         return point
     if not varied and is_deterministic(model) and is_deterministic(final):

@@ -63,3 +63,25 @@ def test_missing_file(tmp_path):
 def test_simulate_rejects_a_trace(tmp_path, cpu_run_nw1):
     r = run_cli("simulate", str(cpu_run_nw1 / "sidecar.json"))
     assert r.returncode == 2 and "not a valid StepModel" in r.stderr
+
+
+def test_bad_step_regex_and_unwritable_output(tmp_path, cpu_run_nw1):
+    r = run_cli("calibrate", str(cpu_run_nw1 / "trace.json.gz"), "--step-regex", "(", "-o",
+                str(tmp_path / "m.json"))
+    assert r.returncode == 2 and "--step-regex" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("demo", "--quick", "--out", "/proc/stepsim-cannot-write-here")
+    assert r.returncode == 2 and "/proc/stepsim-cannot-write-here" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_calibrate_reports_its_replay(tmp_path, cpu_run_nw1):
+    r = run_cli("calibrate", str(cpu_run_nw1 / "trace.json.gz"), "--sidecar",
+                str(cpu_run_nw1 / "sidecar.json"), "-o", str(tmp_path / "m.json"))
+    assert r.returncode == 0 and "replay of the calibrated baseline" in r.stdout
+
+
+def test_simulate_names_what_it_was_given(cpu_run_nw1):
+    r = run_cli("simulate", str(cpu_run_nw1 / "trace.json.gz"))
+    assert r.returncode == 2 and "profiler trace" in r.stderr
+    r = run_cli("simulate", "scenarios/reference/case_study_fixes.yaml")
+    assert r.returncode == 2 and "scenario file" in r.stderr

@@ -116,3 +116,32 @@ def test_iterable_dataset_is_timed(tmp_path):
     sc = load_sidecar(tmp_path / "sidecar.json")
     assert len(sc.produce) >= 3 and all(r.bytes == 4 * 4 * 4 for r in sc.produce)
     assert (tmp_path / "trace.json.gz").exists()
+
+
+def test_loop_stopped_early_still_writes_sidecar(tmp_path):
+    import torch
+
+    from calibration.capture import Capture
+
+    cap = Capture(tmp_path)
+    loader = cap.dataloader(list(range(64)), batch_size=2, num_workers=0)
+    for i, _ in enumerate(cap.steps(loader, active=4, wait=0, warmup=1, skip_first=0)):
+        torch.ones(4).sum()
+        if i == 2:
+            break
+    sc = load_sidecar(tmp_path / "sidecar.json")
+    assert any("stopped after 2 of 5 steps" in w for w in sc.warnings)  # the 3rd never ended
+    assert any("no trace was written" in w for w in sc.warnings)
+    assert not list(tmp_path.glob(".partial*")), "no temporary file left behind"
+
+
+def test_capture_warnings_reach_the_model(cpu_run_nw0, tmp_path):
+    import shutil
+
+    d = tmp_path / "run"
+    shutil.copytree(cpu_run_nw0, d)
+    data = json.loads((d / "sidecar.json").read_text())
+    data["warnings"] = ["the DataLoader ran out after 6 of 14 steps"]
+    (d / "sidecar.json").write_text(json.dumps(data))
+    model = calibrate(d / "trace.json.gz", sidecar=d / "sidecar.json")
+    assert any("capture: the DataLoader ran out" in w for w in model.meta.warnings)

@@ -228,3 +228,45 @@ def test_a_deterministic_model_is_not_drawn():
     p = predict(cpu_model(1, sources={"loader.pin_memory": "assumed"}), intervals=8, **SIM)
     assert p.draws == 0 and p.p10_step_us == p.p50_step_us == p.p90_step_us == p.mean_step_us
     assert not p.skipped
+
+
+def test_plan_goes_down_the_ranking_when_the_top_has_no_fix():
+    """GEMMs dominate (no systems fix); the straggler is fixable and still worth it."""
+    m = StepModel.model_validate({
+        "host": {"ops": [{"kind": "launch", "task": "mm", "dur_us": 10},
+                         {"kind": "launch", "task": "ar", "dur_us": 10},
+                         {"kind": "sync", "task": "ar"}]},
+        "device": {"streams": {
+            "7": [{"id": "mm", "stream": "7", "category": "gemm", "dur_us": 50_000}],
+            "comm": [{"id": "ar", "stream": "comm", "kind": "collective",
+                      "category": "communication", "dur_us": 5000, "waits": ["mm"]}]}},
+        "comm": {"world_size": 2},
+        "ranks": [{"rank": 0}, {"rank": 1, "delay_us": 10_000}],
+    })
+    p = plan(m, **SIM)
+    assert p.first.key == "compute:gemm"
+    assert [(mv.op.name, mv.relieves.key) for mv in p.moves] == [
+        ("remove_straggler", "arrival_skew")]
+    assert p.final_prediction.mean_step_us == pytest.approx(55_020, rel=0.01)
+    assert "mixed_precision" in p.stop
+
+
+def test_device_floor_flags_a_host_running_ahead():
+    def gpu(sync: bool) -> StepModel:
+        return StepModel.model_validate({
+            "loader": {"num_workers": 2, "produce": {"mean_us": 2000}, "host_cores": 4},
+            "host": {"ops": [{"kind": "next_batch"},
+                             {"kind": "launch", "task": "mm", "dur_us": 10},
+                             {"kind": "cpu", "dur_us": 1000}]
+                     + ([{"kind": "sync", "task": "mm"}] if sync else [])},
+            "device": {"streams": {"7": [{"id": "mm", "stream": "7", "category": "gemm",
+                                          "dur_us": 20_000}]}}})
+    free = predict(gpu(False), **SIM)
+    assert free.device_floor_us == 20_000 and free.runs_ahead
+    synced = predict(gpu(True), **SIM)
+    assert synced.mean_step_us == pytest.approx(20_010, rel=0.01) and not synced.runs_ahead
+
+
+def test_plan_says_when_it_ran_out_of_moves():
+    p = plan(load_model(REFERENCE / "case_study.yaml"), max_moves=2, **SIM)
+    assert len(p.moves) == 2 and "max_moves" in p.stop
