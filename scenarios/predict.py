@@ -6,6 +6,11 @@ The point estimate is one simulation of the transformed model with the given see
 * parameters the model marks ``inferred`` or ``assumed`` in ``meta.sources`` (and any path in
   ``meta.ranges``) are multiplied, per draw, by a factor drawn uniformly from their range:
   ``meta.ranges[path]`` if given, else ±20 % for inferred and ±50 % for assumed values;
+* measured samples are bootstrapped, per draw: the DataLoader's produce times and the host
+  ops' per-step samples are resampled with replacement (a short profiled window pins their
+  mean only so far); a model without per-step samples (a GPU model fitted from one
+  representative step) has its host ops and device tasks scaled together by the ratio of a
+  bootstrap mean of ``meta.measured_step_us`` to their mean;
 * each draw is simulated with its own seed, so sampled durations vary too.
 
 The base model is perturbed *before* the operations are applied (a ``set`` in the scenario
@@ -205,8 +210,9 @@ def perturb(model: StepModel, factors: dict[str, float]) -> StepModel:
 
 
 def draw_plan(model: StepModel, n: int, seed: int) -> list[tuple[dict[str, float], int]]:
-    """The ``n`` Monte Carlo draws for ``model``: (path → factor, simulation seed) each.
-    Depends only on ``seed`` and the model's uncertain paths."""
+    """The ``n`` Monte Carlo draws for ``model``: (path → factor, simulation seed) each; the
+    simulation seed also seeds the draw's bootstrap. Depends only on ``seed`` and the model's
+    uncertain paths."""
     varied, _ = uncertain_params(model)
     rng = spawn_streams(seed, ["intervals"])["intervals"]
     plan = []
@@ -216,17 +222,57 @@ def draw_plan(model: StepModel, n: int, seed: int) -> list[tuple[dict[str, float
     return plan
 
 
-def is_deterministic(model: StepModel) -> bool:
-    """True when a simulation of ``model`` draws nothing at random: constant DataLoader
-    production (cv 0, no samples, per worker too) and no sampled host ops."""
+def _has_samples(model: StepModel) -> bool:
     specs = [model.loader.produce, *(model.loader.produce_by_worker or [])]
-    return all(d.cv == 0 and not d.samples_us for d in specs) and not any(
-        op.samples_us for op in model.host.ops)
+    return any(d.samples_us for d in specs) or any(op.samples_us for op in model.host.ops)
+
+
+def is_deterministic(model: StepModel) -> bool:
+    """True when a simulation of ``model`` draws nothing at random and there is nothing measured
+    to bootstrap: constant DataLoader production (cv 0, no samples, per worker too), no
+    sampled host ops, and fewer than two measured steps."""
+    specs = [model.loader.produce, *(model.loader.produce_by_worker or [])]
+    return (all(d.cv == 0 for d in specs) and not _has_samples(model)
+            and len(model.meta.measured_step_us) < 2)
+
+
+def bootstrap_measured(model: StepModel, rng: np.random.Generator) -> StepModel:
+    """A copy of ``model`` with its measured samples bootstrapped (see the module docstring)."""
+    def resample(values: list[float]) -> list[float]:
+        return [float(v) for v in rng.choice(values, size=len(values), replace=True)]
+
+    if _has_samples(model):
+        m = model.model_copy(deep=True)
+        if m.loader.produce.samples_us:
+            m.loader.produce = DurationSpec.from_samples(resample(m.loader.produce.samples_us))
+        if m.loader.produce_by_worker:
+            m.loader.produce_by_worker = [
+                DurationSpec.from_samples(resample(d.samples_us)) if d.samples_us else d
+                for d in m.loader.produce_by_worker]
+        for op in m.host.ops:
+            if op.samples_us:
+                op.samples_us = resample(op.samples_us)
+                op.dur_us = float(np.mean(op.samples_us))
+        return m
+    steps = model.meta.measured_step_us
+    if len(steps) < 2:
+        return model
+    f = float(np.mean(resample(steps)) / np.mean(steps))
+    m = model.model_copy(deep=True)
+    for op in m.host.ops:
+        op.dur_us *= f
+    for ts in m.device.streams.values():
+        for t in ts:
+            if t.kind != "collective":
+                t.dur_us *= f
+                t.breakdown_us = {k: v * f for k, v in t.breakdown_us.items()}
+    return m
 
 
 def _draw(item) -> tuple[float, str]:
     model, ops, factors, steps, warmup, seed = item
-    s = simulate_summary(apply_ops(perturb(model, factors), ops), steps, warmup, seed)
+    boot = bootstrap_measured(perturb(model, factors), np.random.default_rng(seed))
+    s = simulate_summary(apply_ops(boot, ops), steps, warmup, seed)
     return s.mean_step_us, s.bottleneck
 
 

@@ -28,7 +28,7 @@ from scenarios.predict import Prediction
 from simcore.atomic import write_atomic
 from simcore.errors import InputError, ModelError
 
-_COARSE = {"input": "input", "cpu_cores": "input", "host_compute": "host", "launch": "host",
+_COARSE = {"input": "input", "cpu_cores": "host", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
            "arrival_skew": "device"}
 _NOT_INPUT = ("device", "host_compute")
@@ -45,11 +45,12 @@ def coarse_bottleneck(key: str) -> str | None:
 def bottlenecks_agree(predicted: str, measured: str) -> bool:
     """Whether a predicted bottleneck key agrees with a measured one, at the measurement's
     own resolution: ``input`` must be predicted as the input pipeline (or the cores starving
-    it); ``device`` / ``host_compute`` (not input) as anything else; a finer measured key
+    it: without a sidecar a trace cannot show core waits); ``cpu_cores`` (host threads that
+    waited for a core, read from the sidecar) as a host-side bottleneck; ``device`` / ``host_compute`` (not input) as anything else; a finer measured key
     must match exactly or in its coarse group."""
     p = coarse_bottleneck(predicted)
     if measured == "input":
-        return p == "input"
+        return p == "input" or predicted == "cpu_cores"
     if measured in _NOT_INPUT:
         return p is not None and p != "input"
     return predicted == measured or (p is not None and p == coarse_bottleneck(measured))

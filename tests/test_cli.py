@@ -62,7 +62,7 @@ def test_missing_file(tmp_path):
 
 def test_simulate_rejects_a_trace(tmp_path, cpu_run_nw1):
     r = run_cli("simulate", str(cpu_run_nw1 / "sidecar.json"))
-    assert r.returncode == 2 and "not a valid StepModel" in r.stderr
+    assert r.returncode == 2 and "capture sidecar" in r.stderr
 
 
 def test_bad_step_regex_and_unwritable_output(tmp_path, cpu_run_nw1):

@@ -47,6 +47,8 @@ def test_validate_rejects_bad_measurements(pred):
     ("compute:gemm", "device", True), ("launch", "device", True), ("input", "device", False),
     ("host_compute", "host_compute", True), ("compute:gemm", "compute:conv", True),
     ("comm", "h2d", True), ("comm", "launch", False),
+    ("cpu_cores", "cpu_cores", True), ("host_compute", "cpu_cores", True),
+    ("input", "cpu_cores", False),
 ])
 def test_bottleneck_agreement(predicted, measured, agree):
     assert bottlenecks_agree(predicted, measured) is agree
