@@ -74,7 +74,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     if ledger.exists():
         ledger.unlink()  # this run's ledger only; earlier demo output is replaced
     console.print(f"[bold]stepsim demo[/bold]: CNN on the CPU, JPEG decode + augmentation in the "
-                  f"DataLoader; {cores} cores; settings num_workers={list(settings)}, "
+                  f"DataLoader; {cores} cores; num_workers {','.join(map(str, settings))}, "
                   f"{repeats} run(s) each; output in {out}/")
     t0 = time.monotonic()
     runs: dict[int, list[Path]] = {s: [] for s in settings}
@@ -154,19 +154,22 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
 
 def _print_table(console: Console, rows: list[dict], cores: int) -> None:
     t = Table(title=f"num_workers: predicted vs measured step time, ms ({cores} cores)")
-    for col in ("workers", "predicted [P10–P90]", "measured mean", "median", "run spread",
-                "error", "bottleneck: predicted", "observed"):
-        t.add_column(col, justify="left" if col.startswith(("bottleneck", "observed")) else "right")
+    for col in ("workers", "predicted", "P10–P90", "measured mean (median)", "spread",
+                "error", "bottleneck pred. / obs."):
+        t.add_column(col, justify="left" if col.startswith("bottleneck") else "right")
     for r in rows:
-        band = (f" [{r['predicted_p10_ms']:.0f}–{r['predicted_p90_ms']:.0f}]"
-                if r["predicted_p10_ms"] is not None else "")
+        band = (f"{r['predicted_p10_ms']:.0f}–{r['predicted_p90_ms']:.0f}"
+                if r["predicted_p10_ms"] is not None else "–")
         spread = f"{r['spread_pct']:.0f} %" if r["spread_pct"] is not None else "–"
-        inside = " (in spread)" if r["inside_spread"] else ""
+        inside = "†" if r["inside_spread"] else ""
         t.add_row(f"{r['num_workers']}{' *' if r['calibration'] else ''}",
-                  f"{r['predicted_mean_ms']:.1f}{band}", f"{r['measured_mean_ms']:.1f}",
-                  f"{r['measured_median_ms']:.1f}", spread, f"{r['error_pct']:+.1f} %{inside}",
-                  r["bottleneck_predicted"], r["bottleneck_observed"])
+                  f"{r['predicted_mean_ms']:.1f}", band,
+                  f"{r['measured_mean_ms']:.1f} ({r['measured_median_ms']:.1f})", spread,
+                  f"{r['error_pct']:+.1f} %{inside}",
+                  f"{r['bottleneck_predicted']} / {r['bottleneck_observed']}")
     console.print(t)
-    console.print("* calibration setting: its row checks the replay of the calibrated baseline. "
-                  "Bottlenecks: input = DataLoader, host_compute = the training step's CPU work, "
-                  "cpu_cores = workers and training step share too few cores.")
+    console.print("* calibration setting: its row checks the replay of the calibrated baseline.  "
+                  "† the prediction lies inside the range of the repeated runs' means (the "
+                  "error cannot be told from run-to-run noise).  Bottlenecks: input = the "
+                  "DataLoader, host_compute = the training step's CPU work, cpu_cores = workers "
+                  "and training step share too few cores.")

@@ -4,10 +4,13 @@ Each stream is one process that runs its tasks in order, step after step (CUDA s
 semantics). A task becomes *ready* when (1) the previous task on its stream has finished,
 (2) the host op that launches it has been issued (a kernel never starts before its launch), and
 (3) every task it ``waits`` for, in the same step, has finished (``cudaStreamWaitEvent``).
-It then *starts* once (4) a host↔device copy holds its direction's copy engine (one engine per
-direction, shared by every stream of the rank) and (5) a collective has been entered by every
-simulated rank: the time between ready and start is *arrival skew*, the rest is transfer
-(NCCL kernels spin until every peer joins, so a profiler shows skew + transfer as one kernel).
+The stream then idles for the task's ``gap_us`` (idle the calibration could not explain:
+device-side launch latency, a dependency the trace does not show; a ``wait`` span with cause
+``device_idle``, not busy time). The task *starts* once (4) a host↔device copy holds its
+direction's copy engine (one engine per direction, shared by every stream of the rank) and
+(5) a collective has been entered by every simulated rank: the time between entering and start
+is *arrival skew*, the rest is transfer (NCCL kernels spin until every peer joins, so a
+profiler shows skew + transfer as one kernel).
 
 Every run is logged as a :class:`TaskRun`, the raw material of gap attribution.
 """
@@ -25,9 +28,10 @@ class TaskRun:
     """One execution of a device task (instants in µs).
 
     ``launch_us`` is when its host launch was issued (None when no host op launches it);
-    ``ready_us`` when its stream, launch and waits allowed it (for a collective: when this rank
-    entered it); ``start_us`` when it got its copy engine / when the last rank entered;
-    ``end_us`` when it finished.
+    ``ready_us`` when its stream, launch and waits allowed it; ``gap_us`` the unexplained idle
+    it then waited out (``ready_us + gap_us`` is when a collective was entered by this rank);
+    ``start_us`` when it got its copy engine / when the last rank entered; ``end_us`` when it
+    finished.
     """
 
     rank: int
@@ -38,6 +42,7 @@ class TaskRun:
     ready_us: float
     start_us: float
     end_us: float
+    gap_us: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,7 @@ class TaskPlan:
     engine: str | None          # "h2d" / "d2h" when it needs a copy engine
     collective: bool
     skip_in_no_sync: bool       # DDP collective or optimizer task (skipped under no_sync)
+    gap_us: float = 0.0         # unexplained idle after ready, before it starts (µs)
 
 
 class StepEvents:
@@ -164,18 +170,23 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                     launch_queue.free(step, t.id)
                 continue
             ready = env.now
+            if t.gap_us > 0:
+                yield env.timeout(t.gap_us)
+                recorder.span(Span(lane, t.name, "wait", ready, t.gap_us, step, rank,
+                                   cause="device_idle"))
+            entered = env.now
             req = None
             if t.collective and barrier is not None:
                 yield barrier.arrive(step, t.id)
-                if env.now > ready:
-                    recorder.span(Span(lane, t.name, "wait", ready, env.now - ready, step, rank,
-                                       cause="arrival_skew"))
+                if env.now > entered:
+                    recorder.span(Span(lane, t.name, "wait", entered, env.now - entered, step,
+                                       rank, cause="arrival_skew"))
             elif t.engine is not None:
                 req = engines[t.engine].request()
                 yield req
-                if env.now > ready:
-                    recorder.span(Span(lane, t.name, "wait", ready, env.now - ready, step, rank,
-                                       cause=t.engine))
+                if env.now > entered:
+                    recorder.span(Span(lane, t.name, "wait", entered, env.now - entered, step,
+                                       rank, cause=t.engine))
             start = env.now
             if t.dur_us > 0:
                 yield env.timeout(t.dur_us)
@@ -185,7 +196,7 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                                category=t.category))
             runs.append(TaskRun(rank, step, t.id, stream,
                                 launch_ev.value if launch_ev is not None else None,
-                                ready, start, env.now))
+                                ready, start, env.now, t.gap_us))
             done(rank, step, t.id).succeed()
             if t.launched:
                 launch_queue.free(step, t.id)

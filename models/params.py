@@ -182,8 +182,9 @@ TaskKind = Literal["kernel", "memcpy", "memset", "collective"]
 class DeviceTask(_Strict):
     """One task on a device lane (a CUDA stream, a copy engine, the communication stream).
 
-    Tasks on one stream run in list order. A task starts when its stream is free, its launch
-    (the host op naming it, if any) has been issued, and every task in ``waits`` has finished.
+    Tasks on one stream run in list order. A task is ready when its stream is free, its launch
+    (the host op naming it, if any) has been issued, and every task in ``waits`` has finished;
+    it starts ``gap_us`` (× ``DeviceParams.gap_scale``) later.
     For ``collective`` tasks ``dur_us`` is the transfer time (taken from the last rank to
     arrive); the simulated collective also waits for every rank to arrive.
     """
@@ -204,6 +205,11 @@ class DeviceTask(_Strict):
     launches: int = Field(default=1, ge=1)
     """Fine launches this task stands for after coarsening: its host launch takes that many
     slots of the launch queue until it finishes."""
+    gap_us: float = Field(default=0.0, ge=0)
+    """Idle time (µs) between the task becoming ready and starting that nothing in the model
+    explains (device-side launch latency, a dependency the trace does not show). The stream
+    waits it out before the task's busy ``dur_us``; it is not busy time. After coarsening, the
+    gaps inside a merged chain, summed."""
 
     def category_us(self) -> dict[str, float]:
         """µs per category: ``breakdown_us`` when coarsened, else ``{category: dur_us}``."""
@@ -215,6 +221,9 @@ class DeviceParams(_Strict):
     strings, or ``h2d``, ``comm`` in hand-written models)."""
 
     streams: dict[str, list[DeviceTask]] = Field(default_factory=dict)
+    gap_scale: float = Field(default=1.0, ge=0)
+    """Factor on every task's ``gap_us`` when simulated (1: as calibrated). One number for
+    all of the device's unexplained idle, so a what-if or a prediction interval can vary it."""
 
     def tasks(self) -> dict[str, DeviceTask]:
         return {t.id: t for ts in self.streams.values() for t in ts}

@@ -178,15 +178,17 @@ def host_plan(model: StepModel) -> list[HostOpPlan]:
 
 
 def stream_plans(model: StepModel, rank_index: int) -> dict[str, list[TaskPlan]]:
-    """One rank's device tasks as its stream processes run them, durations set for the rank."""
+    """One rank's device tasks as its stream processes run them, durations set for the rank
+    and gaps scaled by ``device.gap_scale``."""
     durs = task_durations(model, rank_index)
     launched = {op.task for op in model.host.ops if op.kind == "launch"}
     comm = model.comm.comm_stream
+    gap = model.device.gap_scale
     return {s: [TaskPlan(
         t.id, t.name or t.id, t.category, durs[t.id], tuple(t.waits), t.id in launched,
         t.copy_kind if t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h") else None,
         t.kind == "collective",
-        (t.kind == "collective" and s == comm) or t.phase == "optimizer")
+        (t.kind == "collective" and s == comm) or t.phase == "optimizer", t.gap_us * gap)
         for t in ts] for s, ts in model.device.streams.items()}
 
 

@@ -104,7 +104,7 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
         return _json(whatif_dict(base, pred))
     c = console()
     t = Table(title=f"what if: {pred.what}", show_edge=False)
-    for col in ("", "mean ms", "median ms", "P10 / P50 / P90 ms", "bottleneck"):
+    for col in ("", "mean ms", "median step ms", "mean: P10 / P50 / P90", "bottleneck"):
         t.add_column(col, justify="left" if col in ("", "bottleneck") else "right")
     for name, p in (("baseline", base), ("scenario", pred)):
         t.add_row(name, _ms(p.mean_step_us), _ms(p.median_step_us), _interval(p),
@@ -315,14 +315,14 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
 # ---------------------------------------------------------------- validation -------------
 def _record_row(r: LedgerRecord) -> list[str]:
     iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
-    return [r.label, r.scenario, _ms(r.predicted_mean_us), iv, _ms(r.measured_mean_us),
+    return [r.label, _ms(r.predicted_mean_us), iv, _ms(r.measured_mean_us),
             _ms(r.measured_median_us), f"{r.error_pct:+.1f}%",
             {True: "yes", False: "no", None: "-"}[r.inside],
             f"{r.predicted_bottleneck} / {r.measured_bottleneck or '-'}"
             + {True: " ok", False: " differ", None: ""}[r.bottleneck_agrees]]
 
 
-_RECORD_COLS = ("label", "scenario", "predicted mean ms", "P10-P90 ms", "measured mean ms",
+_RECORD_COLS = ("check", "predicted mean ms", "P10-P90 ms", "measured mean ms",
                 "measured median ms", "error", "inside", "bottleneck pred / meas")
 
 
@@ -332,7 +332,8 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
         return _json([r.model_dump() for r in records])
     t = Table(title="prediction vs re-measured", show_edge=False)
     for col in _RECORD_COLS:
-        t.add_column(col, justify="left" if col in ("label", "scenario") else "right")
+        t.add_column(col, justify="left" if col == "check" else "right",
+                     overflow="fold", min_width=12 if col == "check" else None)
     for r in records:
         t.add_row(*_record_row(r))
     console().print(t)

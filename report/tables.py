@@ -14,6 +14,10 @@ from models.params import StepModel
 from simcore.units import us_to_ms
 
 
+MIN_BOUND_SHARE = 0.01
+"""Components under this share of the step get no Amdahl bound printed (it says nothing)."""
+
+
 def console() -> Console:
     return Console(file=sys.stdout, highlight=False, soft_wrap=True,
                    width=None if sys.stdout.isatty() else 110)
@@ -73,14 +77,17 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
     step = sum(s.critical_path_us.values()) or s.mean_step_us
     t = Table(title=f"critical path of rank {s.rank} (scarce lane: {s.scarce_lane or '-'})",
               show_edge=False)
-    for col in ("component", "ms/step", "% of step", "idle (gap) ms", "ceiling"):
+    for col in ("component", "ms/step", "% of step", "idle (gap) ms", "Amdahl bound"):
         t.add_column(col, justify="left" if col == "component" else "right")
     for k, v in sorted(s.critical_path_us.items(), key=lambda kv: -kv[1]):
         ceil = s.ceilings.get(k, 1.0)
-        t.add_row(label(k), f"{us_to_ms(v):.2f}", f"{100 * v / step:.1f}",
+        share = v / step if step else 0.0
+        t.add_row(label(k), f"{us_to_ms(v):.2f}", f"{100 * share:.1f}",
                   _ms(s.gap_us[k]) if k in s.gap_us else "",
-                  "inf" if math.isinf(ceil) else f"{ceil:.2f}x")
+                  "-" if math.isinf(ceil) or share < MIN_BOUND_SHARE else f"{ceil:.2f}x")
     c.print(t)
+    c.print("Amdahl bound = 1 / (1 - share): the most removing that component could buy if "
+            "nothing else moved; 'stepsim ceiling' simulates each removal.")
     c.print(f"compute busy {_ms(s.compute_busy_us)} ms/step; kernel-sum / step-wall "
             f"{s.kernel_ratio:.2f}")
     big = [h for h in s.holes if h.dur_us >= 0.01 * step]
