@@ -237,6 +237,8 @@ def cmd_ledger(args) -> int:
     if not Path(args.file).exists():
         raise InputError(args.file, "no such ledger file")
     records = read_ledger(args.file)
+    if not records:
+        raise InputError(args.file, "the ledger is empty (no validation records)")
     print_ledger(records, summarize_ledger(records), as_json=args.json)
     return 0
 

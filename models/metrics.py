@@ -10,16 +10,17 @@ The bottleneck is named by :func:`name_bottleneck`: saturated cores, then a prod
 the pace, then the largest critical-path share.
 
 **Gap attribution.** The *scarce lane* is the busier of two: the union of the rank's compute
-kernels (every device task but collectives and host↔device copies) and the host thread. Each idle interval
-of the scarce lane is charged to what the next task to run waited on, followed back through
-the chain that made it late (``_Blame``): a dependency that was still running (a copy → ``h2d``
-/ ``d2h``, a collective → ``comm``, a kernel on another stream → ``compute:<category>``), a
-collective waiting for other ranks (``arrival_skew``), a copy waiting for its engine, or its
-launch, in which case the host thread's activity in the interval is charged: launch calls
-(``launch``), other CPU work (``host_compute``), ``next()`` on the DataLoader and main-thread
-loading (``input``), runnable without a core (``cpu_cores``), and blocking syncs or pageable
-copies, which are followed to the device task awaited. The scarce lane's busy time plus its
-attributed gaps is the *critical path*; its shares sum to the step.
+kernels (every device task but collectives and host↔device copies) and the host thread. Each
+idle interval of the scarce lane is charged to what the next task to run waited on, followed
+back through the chain that made it late (``_Blame``): a dependency that was still running (a
+copy → ``h2d`` / ``d2h``, a collective → ``comm``, a kernel on another stream →
+``compute:<category>``), a collective waiting for other ranks (``arrival_skew``), a copy
+waiting for its engine, the idle a calibration could not explain (``device_idle``: a task's
+``gap_us``), or its launch, in which case the host thread's activity in the interval is
+charged: launch calls (``launch``), other CPU work (``host_compute``), ``next()`` on the
+DataLoader and main-thread loading (``input``), runnable without a core (``cpu_cores``), and
+blocking syncs or pageable copies, which are followed to the device task awaited. The scarce
+lane's busy time plus its attributed gaps is the *critical path*; its shares sum to the step.
 """
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ BOTTLENECK_LABELS = {
     "comm": "exposed communication",
     "arrival_skew": "arrival skew (waiting for a straggler)",
     "sync": "host synchronisation",
+    "device_idle": "device idle the trace does not explain (launch latency, hidden dependencies)",
     "other": "unexplained idle time",
 }
 _EPS = 1e-6
@@ -217,6 +219,9 @@ class Summary:
             counted from that step's start.
         cpu_pool_busy: busy fraction of the rank's CPU pool (workers, pin thread and, when it
             takes a core, the host thread).
+        device_busy_us: per step, the union of every device task's run on the rank (kernels,
+            copies, collectives, all streams; ``gap_us`` idle excluded): what a profiler's
+            "GPU busy" measures.
     """
 
     mean_step_us: float
@@ -252,6 +257,7 @@ class Summary:
     ceilings: dict[str, float] = field(default_factory=dict)
     holes: list[Hole] = field(default_factory=list)
     cpu_pool_busy: float = 0.0
+    device_busy_us: float = 0.0
 
 
 INPUT_WAIT_SHARE = 0.10
@@ -377,11 +383,17 @@ class _Blame:
                     self._add(k, (b - lo) * f)
                 stack.append(("start", run, a, min(b, run.start_us)))
             elif kind == "start":
-                if run.start_us > run.ready_us + _EPS:
+                entered = run.ready_us + run.gap_us
+                if run.start_us > entered + _EPS:
                     t = self.tasks.get(run.task)
                     key = "arrival_skew" if t is not None and t.kind == "collective" else (
                         t.copy_kind if t is not None and t.copy_kind else "other")
-                    self._add(key, b - max(a, run.ready_us))
+                    self._add(key, b - max(a, entered))
+                    b = min(b, entered)
+                    if b - a <= _EPS:
+                        continue
+                if run.gap_us > _EPS:
+                    self._add("device_idle", b - max(a, run.ready_us))
                     b = min(b, run.ready_us)
                     if b - a <= _EPS:
                         continue
@@ -525,14 +537,14 @@ def _collectives(result: SimResult, rank: int, w0: float, w1: float, steps: int
         t = tasks.get(r.task)
         if t is None or t.kind != "collective":
             continue
-        entries[(r.step, r.task)][r.rank] = r.ready_us
+        entries[(r.step, r.task)][r.rank] = r.ready_us + r.gap_us   # entered
         if r.rank == rank and w0 <= r.ready_us < w1:
             mine[r.task].append(r)
     stats = []
     for tid, rs in mine.items():
         t = tasks[tid]
-        obs = sum(r.end_us - r.ready_us for r in rs) / steps
-        skew = sum(r.start_us - r.ready_us for r in rs) / steps
+        obs = sum(r.end_us - r.ready_us - r.gap_us for r in rs) / steps
+        skew = sum(r.start_us - r.ready_us - r.gap_us for r in rs) / steps
         xfer = sum(r.end_us - r.start_us for r in rs) / steps
         moved = ring_bus_bytes(t.bytes or 0, n) * len(rs) / steps
         stats.append(CollectiveStat(tid, t.name or tid, t.bytes or 0, obs, skew, xfer,
@@ -599,11 +611,12 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
                                               - windows[lane_rank[lane]][0], _EPS)
                  for lane, iv in sorted(busy.items())}
     bl = _Blame(result, rank)
-    compute_iv, comm_iv, kernel_sum = [], [], 0.0
+    compute_iv, comm_iv, all_iv, kernel_sum = [], [], [], 0.0
     for r in bl.runs:
         s, e = max(r.start_us, w0), min(r.end_us, w1)
         if e <= s:
             continue
+        all_iv.append((s, e))
         t = bl.tasks.get(r.task)
         if t is not None and t.kind == "collective":
             comm_iv.append((s, e))
@@ -650,7 +663,7 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
         queue_empty_frac=q_empty, batches_per_s=_batches_per_step(result) * steps / width * 1e6,
         loader_cores_busy=loader_core_us / width,
         ceilings={k: amdahl_ceiling(min(v, 1.0)) for k, v in shares.items()}, holes=last_holes,
-        cpu_pool_busy=pool_busy)
+        cpu_pool_busy=pool_busy, device_busy_us=union_length(all_iv) * per)
 
 
 def _batches_per_step(result: SimResult) -> int:
