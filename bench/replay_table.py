@@ -3,9 +3,10 @@
 For each trace file under ``../shared/traces`` (and each directory of per-rank files, as one
 multi-rank model), prints: the measured median step (ms, over the complete steps), the
 replayed median step of the coarsened model (``models.simulate.simulate(coarsen(model),
-steps=STEPS, warmup=WARMUP)``) and of the fine model, the replay error, and the measured GPU
-busy %, kernel-sum ÷ step-wall and exposed communication (ms per step) next to the replayed
-exposed communication. ``trace_filter/`` files are HTA-sampled subsets and are marked
+steps=STEPS, warmup=WARMUP)``) and of the fine model, the replay error, the GPU busy % (union
+of every GPU activity over the step) measured and replayed, the measured kernel-sum ÷
+step-wall, and exposed communication (ms per step) measured and replayed, and the seconds the
+coarse replay took. ``trace_filter/`` files are HTA-sampled subsets and are marked
 ``partial``.
 
 Run from the repository root: ``python bench/replay_table.py [--fine] [--only SUBSTR]``.
@@ -49,7 +50,8 @@ def main(argv=None) -> int:
         return 1
     hdr = (f"{'trace':62s} {'steps':>5s} {'meas ms':>8s} {'replay':>8s} {'err %':>7s}"
            + (f" {'fine':>8s} {'err %':>7s}" if a.fine else "")
-           + f" {'busy %':>6s} {'ksum/wall':>9s} {'exp.comm':>8s} {'sim.comm':>8s} {'sim s':>5s}  note")
+           + f" {'busy %':>6s} {'sim %':>6s} {'ksum/wall':>9s} {'exp.comm':>8s} {'sim.comm':>8s}"
+           + f" {'sim s':>5s}  note")
     print(hdr)
     print("-" * len(hdr))
     for p in targets(TRACES):
@@ -58,7 +60,7 @@ def main(argv=None) -> int:
             continue
         note = "partial (HTA-sampled)" if "trace_filter" in rel else ""
         try:
-            m = calibrate_gpu(p)
+            m = calibrate_gpu(p, coarse=False)
         except StepsimError as e:
             print(f"{rel[-62:]:62s} not calibrated: {e}")
             continue
@@ -79,7 +81,8 @@ def main(argv=None) -> int:
         n = m.meta.notes
         if len(m.ranks) > 1:
             note = (note + " " if note else "") + f"{len(m.ranks)} ranks, job step = slowest rank"
-        line += (f" {n['gpu_busy_pct']:6.1f} {n['kernel_sum_over_step_wall']:9.2f} "
+        busy = 100 * s.device_busy_us / s.rank_step_us[s.rank]
+        line += (f" {n['gpu_busy_pct']:6.1f} {busy:6.1f} {n['kernel_sum_over_step_wall']:9.2f} "
                  f"{n['exposed_comm_us'] / 1e3:8.2f} {s.exposed_comm_us / 1e3:8.2f} {dt:5.1f}  {note}")
         print(line, flush=True)
     return 0

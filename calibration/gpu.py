@@ -34,14 +34,16 @@ capture sidecar supplies the real settings).
 
 **Device tasks.** Every GPU activity launched from the step's host calls, per stream in start
 order, with category and phase (see ``CATEGORY_RULES`` and :func:`_phase_of`). A task's
-``dur_us`` is its measured duration plus the idle time before it that neither its stream,
-its launch nor a cross-stream wait explains (device-side launch latency, a few µs, or a
-dependency the trace does not show, such as an event recorded by another thread); that part
-is kept in ``breakdown_us["idle"]`` and summed in ``meta.notes["device_idle_added_us"]``.
-Note that simulated device busy time therefore includes it. Cross-stream waits are inferred: a
-task that started more than ``WAIT_MIN_US`` after its stream and its launch allowed waits for
-the task of the same step on another stream that ended last, no more than ``WAIT_WINDOW_US``
-before it started.
+``dur_us`` is its measured duration. It is *ready* when its stream predecessor has ended, its
+launch call has returned, a host↔device copy's engine (one per direction) is free, and its
+cross-stream waits have ended. Cross-stream waits are inferred: a task that started more than
+``WAIT_MIN_US`` after the rest allowed waits for the task of the same step on another stream
+that ended last, no more than ``WAIT_WINDOW_US`` before it started. The idle from ready to
+start that none of these explains (device-side launch latency, a few µs, or a dependency the
+trace does not show, such as an event recorded by another thread or in an earlier step) is
+the task's ``gap_us``: the simulator idles the stream for it, so replayed busy time and
+exposed communication are the measured ones; it is summed in ``meta.notes["device_gap_us"]``
+and scaled as one parameter by ``device.gap_scale`` (``inferred``).
 
 **Collectives.** Kernels whose name starts with ``nccl`` or ``rccl`` in any case (including
 ``ncclDevKernel_*``) are ``collective`` tasks in category ``communication``. Bytes and group
@@ -90,6 +92,7 @@ from calibration.events import EventTable, build_table
 from calibration.linking import LAUNCH_APIS, SYNC_APIS, Links, complete_steps, link
 from calibration.steps import DATALOADER_RE, Step, find_steps
 from calibration.trace_io import RawTrace, load_rank_traces, load_trace
+from models.coarsen import coarsen
 from models.params import (CommParams, DeviceParams, DeviceTask, DurationSpec, HostOp,
                            HostParams, LoaderParams, Meta, RankParams, StepModel)
 from simcore.errors import InputError
@@ -469,10 +472,9 @@ def _median_of(group: list[_StepFit]):
     for s, ts in base.streams.items():
         out = []
         for t in ts:
-            k = float(np.median([g.kernel_us[t.id] for g in group]))
-            idle = float(np.median([g.idle_us[t.id] for g in group]))
-            bd = {t.category: k, "idle": idle} if idle > 0 else {}
-            out.append(t.model_copy(update={"dur_us": k + idle, "breakdown_us": bd}))
+            out.append(t.model_copy(update={
+                "dur_us": float(np.median([g.kernel_us[t.id] for g in group])),
+                "gap_us": float(np.median([g.idle_us[t.id] for g in group]))}))
         streams[s] = out
     nx = [float(np.median([g.next_us[i] for g in group])) for i in range(len(base.next_us))]
     return ops, streams, nx
@@ -525,6 +527,7 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
     tasks: dict[int, DeviceTask] = {}
     kernel_us: dict[str, float] = {}
     idle_map: dict[str, float] = {}
+    engine_free: dict[str, int] = {}
     colls = []
     n_waits = 0
     for k, g in enumerate(acts):
@@ -539,6 +542,12 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
             if stream_of[f] != s:
                 waits.append(task_of[f])
                 ready = max(ready, int(te[f]))
+        name = str(names[g])
+        engine = _copy_kind(name, None) if table.cat[g] == "gpu_memcpy" else ""
+        if engine in ("h2d", "d2h"):
+            # one copy engine per direction: a copy also waits for the one before it
+            ready = max(ready, engine_free.get(engine, -1))
+            engine_free[engine] = max(engine_free.get(engine, -1), start + dur)
         if start - ready > WAIT_MIN_US * 1000:
             lo = start - int(WAIT_WINDOW_US * 1000)
             i = int(np.searchsorted(end_vals, start, side="right")) - 1
@@ -553,7 +562,6 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
                     break
                 i -= 1
         idle_us = max(0, start - ready) / 1000.0 if ready >= 0 else 0.0
-        name = str(names[g])
         cat = categorize(name, str(table.cat[g]))
         phase = str(phases[k]) if len(phases) else "other"
         kind = "kernel"
@@ -577,12 +585,11 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
         if phase == "optimizer" and cat in ("elementwise", "other", "reduction"):
             cat = "optimizer"
         dur_us = dur / 1000.0
-        bd = {cat: dur_us, "idle": idle_us} if idle_us > 0 else {}
         tid_ = task_of[g]
         kernel_us[tid_] = dur_us
         idle_map[tid_] = idle_us
         tasks[g] = DeviceTask(id=tid_, stream=s, name=name, kind=kind, category=cat, phase=phase,
-                              dur_us=dur_us + idle_us, breakdown_us=bd, waits=waits, **extra)
+                              dur_us=dur_us, gap_us=idle_us, waits=waits, **extra)
     streams = {s: [tasks[g] for g in rows] for s, rows in per_stream.items()}
     by_id = {t.id: t for t in tasks.values()}
     stream_pos = {t.id: (s, i) for s, lst in streams.items() for i, t in enumerate(lst)}
@@ -751,8 +758,7 @@ def _notes(ctx: _Ctx, kept: list[Step], fit: _StepFit, group: list[_StepFit], ne
     notes["representative_step"] = rep.number
     notes["representative_step_us"] = rep.dur_us
     notes["median_of_steps"] = ",".join(str(g.step.number) for g in group)
-    notes["device_idle_added_us"] = float(sum(sum(t.breakdown_us.get("idle", 0.0) for t in ts)
-                                              for ts in fit.streams.values()))
+    notes["device_gap_us"] = float(sum(t.gap_us for ts in fit.streams.values() for t in ts))
     notes["kernel_sum_us"] = float(sum(fit.kernel_us.values()))
     # copies: measured rate (GB/s, Kineto's "memory bandwidth (GB/s)") by direction and memory
     table = ctx.table
@@ -833,7 +839,7 @@ def _single_model(fit: RankFit, paths: list[Path]) -> StepModel:
                      ranks=[RankParams(rank=max(0, fit.rank))], meta=meta)
 
 
-def calibrate_gpu(paths, step_regex: str | None = None) -> StepModel:
+def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> StepModel:
     """Calibrate a StepModel from a GPU trace file or a directory of per-rank trace files.
 
     Args:
@@ -841,12 +847,14 @@ def calibrate_gpu(paths, step_regex: str | None = None) -> StepModel:
             list of trace files.
         step_regex: optional regular expression naming the step marker (see
             :func:`calibration.steps.find_steps`).
+        coarse: return the model coarsened by :func:`models.coarsen.coarsen` (default: it
+            replays the same step with far fewer tasks, which is what the planner's many
+            simulations need); False for the fine, kernel-level model.
 
     Returns:
-        the fine (kernel-level) StepModel; coarsen it with :func:`models.coarsen.coarsen`
-        before long simulations. ``meta`` holds the sources, steps used, measured step times
-        (µs), warnings and notes (``gpu_busy_pct``, ``kernel_sum_over_step_wall``,
-        ``exposed_comm_us``, …).
+        the StepModel. ``meta`` holds the sources, steps used, measured step times (µs),
+        warnings and notes (``gpu_busy_pct``, ``kernel_sum_over_step_wall``,
+        ``exposed_comm_us``, ``coarsened_tasks``, …).
 
     Raises:
         InputError: unreadable or malformed trace, no GPU activity, no step, no complete step.
@@ -870,8 +878,10 @@ def calibrate_gpu(paths, step_regex: str | None = None) -> StepModel:
         if f.rank < 0:
             f.warnings.append(f"{f.path.name}: no rank in distributedInfo or file name; taken as rank 0")
             f.rank = 0
-        return _single_model(f, plist)
-    return _combine_ranks(fits, plist)
+        model = _single_model(f, plist)
+    else:
+        model = _combine_ranks(fits, plist)
+    return coarsen(model) if coarse else model
 
 
 def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:

@@ -12,6 +12,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from simcore.errors import InputError
+from simcore.files import read_input
 
 
 class ProduceRecord(BaseModel):
@@ -94,16 +95,7 @@ def load_sidecar(path: str | Path) -> Sidecar:
             field of the wrong type (named).
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(p, "no such sidecar file") from None
-    except IsADirectoryError:
-        raise InputError(p, "is a directory, expected a sidecar JSON file") from None
-    except OSError as e:
-        raise InputError(p, f"cannot read: {e.strerror}") from None
-    if not raw.strip():
-        raise InputError(p, "sidecar file is empty")
+    raw = read_input(p, "sidecar")
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as e:

@@ -12,17 +12,33 @@ of consecutive tasks on one stream, of one phase, where every task after the fir
 * is a kernel, a memset or a device-to-device copy (host↔device copies, which use copy
   engines and may block the host, and collectives, which meet other ranks, stay alone).
 
+* adds no more than ``max_chain_gap_us`` of idle (``DeviceTask.gap_us``) to the chain's
+  summed gaps, and the chain stands for at most ``max_chain_launches`` host launches.
+
 A chain becomes one task: the first task's id, launch and waits; ``dur_us`` the sum;
 ``breakdown_us`` the sum of the members' per-category µs (``DeviceTask.category_us``), so a
-what-if that scales one category still applies; ``category`` the largest part. The launch
+what-if that scales one category still applies; ``category`` the largest part; ``gap_us`` the
+sum of the members' gaps (the idle inside the chain moves to its front, so busy time is kept
+and the chain still ends when its last task did); ``launches`` the fine launches it stands
+for: the merged task's launch takes that many slots of the host's launch queue (see
+:mod:`models.simulate`) and frees them when the chain ends, where the fine tasks took them one
+by one and freed each as it ended; capping chains at ``max_chain_launches`` bounds the extra
+occupancy to about twice that per stream, so the host is not throttled earlier than in the
+fine model unless the queue was nearly full there (it holds 1024). The launch
 ops of the other members become ``cpu`` ops of category ``launch`` (their CPU cost stays on
 the host), and every run of consecutive ``cpu`` ops of the same category and phase becomes
-one op. Because each merged task started exactly when its predecessor ended, the merged task
-ends when the chain's last task did, and the replayed step does not change (the tests hold
-it within a fraction of a percent).
+one op. Because each merged task started exactly when its predecessor (and its gap) ended,
+the merged task ends when the chain's last task did, and the replayed step does not change
+(the tests hold it within a fraction of a percent).
 
-Merging relies on the queueing seen in the probe; a what-if that makes the device much
-faster than the host can undo it, so coarsen after transforming, not before.
+**When to coarsen.** :func:`calibration.gpu.calibrate_gpu` returns a coarsened model (the
+planner simulates it many times); pass ``coarse=False`` there for the kernel-level one.
+Merging relies on the queueing seen in the probe. A what-if that makes the device much faster
+than the host can undo it: a merged chain then runs as soon as its first launch is issued
+instead of waiting for each member's launch. What depends on the chain is protected from most
+of that error: only a chain's last task can be awaited, and a sync or a dependent launch comes
+after the members' launches on the host, so the error is at most the tail of the chain that
+ran after its last launch. Coarsening the transformed fine model again is the exact remedy.
 """
 from __future__ import annotations
 
@@ -31,11 +47,16 @@ from collections import defaultdict
 from models.params import DeviceTask, HostOp, StepModel
 from models.simulate import issue_points, simulate
 
-__all__ = ["coarsen", "MIN_SLACK_US"]
+__all__ = ["coarsen", "MIN_SLACK_US", "MAX_CHAIN_GAP_US", "MAX_CHAIN_LAUNCHES"]
 
 MIN_SLACK_US = 20.0
 """How long (µs) before its stream predecessor ends a task's launch must have been issued for
 the task to count as queued."""
+MAX_CHAIN_LAUNCHES = 32
+"""Most host launches one merged chain may stand for (its ``launches``)."""
+MAX_CHAIN_GAP_US = 50.0
+"""Most idle (µs, summed ``gap_us`` of the members after the first) a chain may hold: it
+moves to the chain's front when merged, which shifts busy time against the other streams."""
 _MERGEABLE_KINDS = ("kernel", "memset")
 
 
@@ -101,7 +122,7 @@ def _mergeable(t: DeviceTask) -> bool:
     return t.kind in _MERGEABLE_KINDS or (t.kind == "memcpy" and t.copy_kind == "d2d")
 
 
-def _merge(chain: list[DeviceTask]) -> DeviceTask:
+def _merge(chain: list[DeviceTask], launched: set[str]) -> DeviceTask:
     if len(chain) == 1:
         return chain[0]
     parts: dict[str, float] = defaultdict(float)
@@ -116,17 +137,22 @@ def _merge(chain: list[DeviceTask]) -> DeviceTask:
     return DeviceTask(
         id=first.id, stream=first.stream, name=f"{len(chain)} tasks: {first.name}"[:200],
         kind=kind, category=main, phase=first.phase, dur_us=dur,
-        breakdown_us={k: v for k, v in parts.items()}, waits=list(first.waits))
+        breakdown_us={k: v for k, v in parts.items()}, waits=list(first.waits),
+        gap_us=sum(t.gap_us for t in chain),
+        launches=max(1, sum(t.launches for t in chain if t.id in launched)))
 
 
 def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: int = 3,
-            probe_steps: int = 2) -> StepModel:
+            probe_steps: int = 2, max_chain_gap_us: float = MAX_CHAIN_GAP_US,
+            max_chain_launches: int = MAX_CHAIN_LAUNCHES) -> StepModel:
     """Merge queued chains of device tasks and the host ops around them (see the module
     docstring).
 
     Args:
         model: the (fine) StepModel; not modified.
         min_slack_us: a task's launch must precede its predecessor's end by this much (µs).
+        max_chain_gap_us: most summed idle (µs) of the members after a chain's first.
+        max_chain_launches: most host launches one chain stands for.
         probe_warmup, probe_steps: the probe simulation's warm-up and measured steps.
 
     Returns:
@@ -140,22 +166,30 @@ def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: 
         return model.model_copy(deep=True)
     queued = _queued(model, min_slack_us, probe_warmup, probe_steps)
     protected = _protected(model)
+    launched = {op.task for op in model.host.ops if op.kind == "launch"}
     new_id: dict[str, str] = {}
     streams: dict[str, list[DeviceTask]] = {}
     for s, ts in model.device.streams.items():
         out: list[DeviceTask] = []
         chain: list[DeviceTask] = []
+        inner_gap, n_launch = 0.0, 0
         for t in ts:
+            t_launch = t.launches if t.id in launched else 0
             join = (chain and _mergeable(t) and _mergeable(chain[-1]) and not t.waits
                     and t.id in queued and chain[-1].id not in protected
-                    and t.phase == chain[0].phase)
+                    and t.phase == chain[0].phase
+                    and inner_gap + t.gap_us <= max_chain_gap_us
+                    and n_launch + t_launch <= max_chain_launches)
             if not join and chain:
-                out.append(_merge(chain))
-                chain = []
+                out.append(_merge(chain, launched))
+                chain, inner_gap, n_launch = [], 0.0, 0
+            elif chain:
+                inner_gap += t.gap_us
+            n_launch += t_launch
             chain.append(t)
             new_id[t.id] = chain[0].id
         if chain:
-            out.append(_merge(chain))
+            out.append(_merge(chain, launched))
         streams[s] = out
     # remap waits (only chain ends can be waited for, and they map to their chain's id)
     for s, ts in streams.items():

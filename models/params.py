@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from simcore.dists import Constant, Duration, Empirical, LogNormal
 from simcore.errors import InputError, ModelError
+from simcore.files import read_input
 
 Source = Literal["measured", "inferred", "assumed"]
 CATEGORIES = (
@@ -356,16 +357,7 @@ def load_model(path: str | Path) -> StepModel:
     import yaml
 
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(p, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(p, "is a directory, expected a StepModel file") from None
-    except OSError as e:
-        raise InputError(p, f"cannot read: {e.strerror}") from None
-    if not raw.strip():
-        raise InputError(p, "file is empty")
+    raw = read_input(p, "StepModel")
     if raw[:2] == b"\x1f\x8b":
         raise InputError(p, "this is a gzip file (a profiler trace?), not a StepModel; run "
                             "'stepsim calibrate' on a trace first")

@@ -39,6 +39,7 @@ from scenarios.paths import set_value, telling_error
 from scenarios.primitives import remove, scale
 from scenarios.select import Selector
 from simcore.errors import InputError, ModelError
+from simcore.files import read_input
 
 
 class Operation(BaseModel):
@@ -176,14 +177,9 @@ def load_scenario(path: str | Path) -> Scenario:
             fix argument (the message names it and where it is).
     """
     p = Path(path)
+    raw = read_input(p, "scenario")
     try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise InputError(p, "no such scenario file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(p, f"cannot read: {e}") from None
-    try:
-        data = yaml.safe_load(text)
+        data = yaml.safe_load(raw)
     except yaml.YAMLError as e:
         raise InputError(p, f"not valid YAML/JSON: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict):

@@ -130,7 +130,7 @@ def test_validate_on_a_real_gpu_trace(tmp_path):
     (("sweep", CASE, "loader.num_workers"), "PATH=V1,V2"),
     (("plan", CASE, "--fix-arg", "mixed_precision:fctor=0.5"), "fctor"),
     (("ledger", "/nonexistent/ledger.jsonl"), "no such ledger file"),
-    (("whatif", "/nonexistent/model.json", "--set", "a=1"), "no such file"),
+    (("whatif", "/nonexistent/model.json", "--set", "a=1"), "no such StepModel file"),
 ])
 def test_bad_input_exits_2_with_one_line(args, named):
     r = run_cli(*args, *QUICK[:4]) if args[0] in ("whatif", "sweep", "plan") else run_cli(*args)

@@ -108,7 +108,7 @@ def test_shared_trace_coarsens_without_changing_the_replay():
         pytest.skip(f"shared traces not present at {SHARED}")
     from calibration.gpu import calibrate_gpu
 
-    m = calibrate_gpu(p)
+    m = calibrate_gpu(p, coarse=False)
     c = coarsen(m)
     n_fine = sum(len(ts) for ts in m.device.streams.values())
     n_coarse = sum(len(ts) for ts in c.device.streams.values())

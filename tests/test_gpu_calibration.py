@@ -142,7 +142,8 @@ def measured_median(model):
 @pytest.fixture
 def single(tmp_path):
     return calibrate_gpu(one_rank_trace(tmp_path / "rank0.pt.trace.json.gz",
-                                        distributedInfo={"rank": 0, "world_size": 1}))
+                                        distributedInfo={"rank": 0, "world_size": 1}),
+                         coarse=False)
 
 
 def test_steps_and_measured_times(single):
