@@ -49,11 +49,13 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
 
 def _gpu(p: Path, side, step_regex):
     from calibration.gpu import calibrate_gpu
+    from models.coarsen import coarsen
 
-    model = calibrate_gpu(p, step_regex=step_regex)
-    if side is not None:
-        model = apply_sidecar(model, side)
-    return model
+    if side is None:
+        return calibrate_gpu(p, step_regex=step_regex)
+    # coarsening probes which tasks queue behind each other; the sidecar's loader can change
+    # that, so it is applied to the kernel-level model first
+    return coarsen(apply_sidecar(calibrate_gpu(p, step_regex=step_regex, coarse=False), side))
 
 
 def apply_sidecar(model: StepModel, side) -> StepModel:

@@ -28,9 +28,11 @@ copies from/to pageable memory (``Memcpy … (Pageable …)``: these block the c
 waited costs 0 µs itself and the time from the awaited activity's end to the call's return is
 charged to the following ``cpu`` op; a sync that did not wait costs its duration.
 ``enumerate(DataLoader)#…__next__`` becomes a ``next_batch`` op; the loader is modelled as
-``num_workers=0`` with a constant produce time equal to that call's duration in the
-representative step (the trace cannot tell how many workers there were: ``inferred``; a
-capture sidecar supplies the real settings).
+``num_workers=0`` with a constant produce time equal to that call's mean duration in the
+representative step (``inferred``: the trace cannot tell how many workers there were, so the
+worker count and every other loader setting are ``assumed``, the host's cores
+``ASSUMED_HOST_CORES``; a capture sidecar supplies the real settings). Every parameter's
+source is a dotted path in ``meta.sources`` (see :func:`_mark_sources`).
 
 **Device tasks.** Every GPU activity launched from the step's host calls, per stream in start
 order, with category and phase (see ``CATEGORY_RULES`` and :func:`_phase_of`). A task's
@@ -93,6 +95,7 @@ from calibration.linking import LAUNCH_APIS, SYNC_APIS, Links, complete_steps, l
 from calibration.steps import DATALOADER_RE, Step, find_steps
 from calibration.trace_io import RawTrace, load_rank_traces, load_trace
 from models.coarsen import coarsen
+from models.metrics import INPUT_WAIT_SHARE
 from models.params import (CommParams, DeviceParams, DeviceTask, DurationSpec, HostOp,
                            HostParams, LoaderParams, Meta, RankParams, StepModel)
 from simcore.errors import InputError
@@ -108,6 +111,16 @@ WAIT_WINDOW_US = 20.0
 STEP_CV_WARN = 0.25
 """Above this coefficient of variation of step times the fit warns that one representative
 step cannot stand for all of them."""
+ASSUMED_HOST_CORES = 8
+"""CPU cores assumed for the DataLoader workers and the main thread when nothing recorded them
+(a GPU trace does not; a capture sidecar does). Eight is the smallest share of cores per GPU on
+common GPU machines (a one-GPU cloud instance has 8 vCPUs; 8-GPU servers have 10-16 per GPU),
+so what-ifs that add workers are not made core-bound by a default of one core; it is marked
+``assumed`` (the planner varies it ±50 %). A count derived from the worker count would not do:
+a what-if that sets ``loader.num_workers`` leaves ``host_cores`` as calibrated."""
+INPUT_STALL_SHARE = INPUT_WAIT_SHARE
+"""A step whose DataLoader ``next()`` takes this share of the representative step or more
+stalled on input (the share with which the metrics name the input pipeline the bottleneck)."""
 SYNC_TOLERANCE_US = 5.0
 """An activity ending up to this long after a blocking call returned may still be the one the
 call waited for (clock granularity of the two CUPTI record kinds, µs)."""
@@ -372,6 +385,7 @@ class _StepFit:
     colls: list[tuple]
     counts: dict
     warnings: list[str]
+    acts: list[int] = field(default_factory=list)   # table rows of the step's own GPU work
 
     def signature(self) -> tuple:
         return (tuple((o.kind, o.name, o.task) for o in self.ops if o.kind != "cpu"),
@@ -439,19 +453,23 @@ def _middle_steps(kept: list[Step]) -> list[Step]:
     return [order[n // 2]] if n % 2 else [order[n // 2 - 1], order[n // 2]]
 
 
-def _slots(ops: list[HostOp]) -> tuple[list[float], list[HostOp]]:
+def _slots(ops: list[HostOp]) -> tuple[list[float], list[str], list[HostOp]]:
     """Split a host sequence into the non-cpu ops and the cpu time before each (plus after the
-    last): ``cpu[i]`` precedes ``other[i]``; ``cpu[-1]`` ends the step."""
-    cpu, other, acc = [], [], 0.0
+    last): ``cpu[i]`` precedes ``other[i]``; ``cpu[-1]`` ends the step; ``phase[i]`` is the
+    phase of the first cpu op in slot ``i``."""
+    cpu, phase, other, acc, ph = [], [], [], 0.0, None
     for op in ops:
         if op.kind == "cpu":
             acc += op.dur_us
+            ph = ph or op.phase
         else:
             cpu.append(acc)
+            phase.append(ph or "other")
             other.append(op)
-            acc = 0.0
+            acc, ph = 0.0, None
     cpu.append(acc)
-    return cpu, other
+    phase.append(ph or "other")
+    return cpu, phase, other
 
 
 def _median_of(group: list[_StepFit]):
@@ -461,12 +479,12 @@ def _median_of(group: list[_StepFit]):
         return base.ops, base.streams, base.next_us
     slots = [_slots(g.ops) for g in group]
     ops = []
-    for i, op in enumerate(slots[0][1] + [None]):
+    for i, op in enumerate(slots[0][2] + [None]):
         c = float(np.median([sl[0][i] for sl in slots]))
         if c > 0:
-            ops.append(HostOp(kind="cpu", name="cpu", dur_us=c))
+            ops.append(HostOp(kind="cpu", name="cpu", dur_us=c, phase=slots[0][1][i]))
         if op is not None:
-            d = float(np.median([sl[1][i].dur_us for sl in slots]))
+            d = float(np.median([sl[2][i].dur_us for sl in slots]))
             ops.append(op.model_copy(update={"dur_us": d}))
     streams = {}
     for s, ts in base.streams.items():
@@ -724,21 +742,28 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
               "host_threads": ",".join(f"{p}/{t}" for p, t in host_threads),
               "device_tasks": len(acts), "host_ops": len(ops)}
     return _StepFit(step=step, ops=ops, streams=streams, kernel_us=kernel_us, idle_us=idle_map,
-                    next_us=next_us, colls=colls, counts=counts, warnings=warnings)
+                    next_us=next_us, colls=colls, counts=counts, warnings=warnings, acts=acts)
 
 
-def _step_stats(ctx: _Ctx, step: Step) -> dict:
-    """Measured GPU busy %, kernel-sum ÷ step-wall and exposed communication (µs) of a step
-    window: GPU activity clipped to [start, end)."""
-    table, gr = ctx.table, ctx.links.gpu_rows
+def _step_stats(ctx: _Ctx, step: Step, own: list[int] | None = None) -> dict:
+    """Measured GPU busy %, kernel-sum ÷ step-wall and exposed communication (µs) of a step:
+    the GPU activity in its window, clipped to [start, end) (what a profiler shows), or with
+    ``own`` those rows, the work the step itself launched, wherever it ran, over the step's
+    duration (what a replay of that step repeats every step)."""
     t0, t1 = step.start_ns, step.end_ns
-    ts, te = ctx.ts[gr], ctx.te[gr]
-    m = (te > t0) & (ts < t1)
-    s, e = np.clip(ts[m], t0, t1), np.clip(te[m], t0, t1)
+    if own is None:
+        gr = ctx.links.gpu_rows
+        ts, te = ctx.ts[gr], ctx.te[gr]
+        m = (te > t0) & (ts < t1)
+        rows = gr[m]
+        s, e = np.clip(ts[m], t0, t1), np.clip(te[m], t0, t1)
+    else:
+        rows = np.array(own, dtype=np.int64)
+        s, e = ctx.ts[rows], ctx.te[rows]
     wall = (t1 - t0) / 1000.0
     busy = _union_len(s, e) / 1000.0
     ksum = float((e - s).sum()) / 1000.0
-    comm = np.array([ctx.is_coll[g] for g in gr[m].tolist()], dtype=bool)
+    comm = np.array([ctx.is_coll[g] for g in rows.tolist()], dtype=bool)
     exposed = _exposed(_union(s[comm], e[comm]), _union(s[~comm], e[~comm])) / 1000.0
     return {"gpu_busy_pct": 100.0 * busy / wall if wall > 0 else 0.0,
             "kernel_sum_over_step_wall": ksum / wall if wall > 0 else 0.0,
@@ -747,13 +772,15 @@ def _step_stats(ctx: _Ctx, step: Step) -> dict:
 
 def _notes(ctx: _Ctx, kept: list[Step], fit: _StepFit, group: list[_StepFit], next_us):
     notes: dict = {}
-    sources: dict = {"host.ops": "measured", "device.streams": "measured",
-                     "device.waits": "inferred", "device.idle": "inferred"}
+    sources: dict = {}
     warnings: list[str] = []
     stats = [_step_stats(ctx, s) for s in kept]
     for k in ("gpu_busy_pct", "kernel_sum_over_step_wall", "exposed_comm_us"):
         notes[k] = float(np.median([st[k] for st in stats]))
     rep = fit.step
+    own = _step_stats(ctx, rep, fit.acts)
+    notes["step_gpu_busy_pct"] = own["gpu_busy_pct"]
+    notes["step_exposed_comm_us"] = own["exposed_comm_us"]
     notes.update(fit.counts)
     notes["representative_step"] = rep.number
     notes["representative_step_us"] = rep.dur_us
@@ -780,7 +807,6 @@ def _notes(ctx: _Ctx, kept: list[Step], fit: _StepFit, group: list[_StepFit], ne
         notes["collective_group_sizes"] = ",".join(map(str, sizes))
     if fit.colls:
         with_bytes = sum(1 for t in tasks if t.kind == "collective" and t.bytes is not None)
-        sources["device.collectives.bytes"] = "measured" if with_bytes else "assumed"
         notes["collectives_with_bytes"] = f"{with_bytes}/{len(fit.colls)}"
     # a wide spread of step times: one representative step cannot stand for all of them
     non_last = [s.dur_us for s in kept if not s.last]
@@ -792,19 +818,54 @@ def _notes(ctx: _Ctx, kept: list[Step], fit: _StepFit, group: list[_StepFit], ne
                             f"{min(non_last) / 1e3:.1f}-{max(non_last) / 1e3:.1f} ms): the model "
                             "replays the median step; steps stalled by input or other ranks are "
                             "not reproduced one by one")
+    _input_stalls(ctx, kept, rep, notes, warnings)
     if next_us:
         produce = sum(next_us) / len(next_us)
-        loader = LoaderParams(num_workers=0, produce=DurationSpec.constant(produce))
+        loader = LoaderParams(num_workers=0, produce=DurationSpec.constant(produce),
+                              host_cores=ASSUMED_HOST_CORES)
         sources["loader.produce"] = "inferred"
-        sources["loader.num_workers"] = "assumed"
         notes["dataloader_next_us"] = produce
         warnings.append("DataLoader worker count is not in a GPU trace: the loader is modelled "
                         "as its measured next() time on the main thread (num_workers=0); give a "
                         "capture sidecar for the real settings")
     else:
-        loader = LoaderParams()
-        sources["loader"] = "assumed"
+        loader = LoaderParams(host_cores=ASSUMED_HOST_CORES)
+    warnings.append(f"host CPU cores are not in a GPU trace: assumed {ASSUMED_HOST_CORES} for "
+                    "the DataLoader workers and the main thread; give a capture sidecar for the "
+                    "real count")
     return notes, sources, loader, warnings
+
+
+def _input_stalls(ctx: _Ctx, kept: list[Step], rep: Step, notes: dict, warnings: list[str]):
+    """Note the steps whose DataLoader ``next()`` took ``INPUT_STALL_SHARE`` of the
+    representative step or more when the representative step itself did not: the loader could
+    not keep up there, and a model of one step (whose loader is its ``next()`` time) replays
+    the other regime. ``notes``: ``input_stalled_steps``, ``input_stall_mean_us`` (mean
+    ``next()`` of those steps), ``input_stalled_step_mean_us`` (their mean step)."""
+    t = ctx.table
+    rows = np.nonzero(t.is_cat("cpu_op", "user_annotation") & (t.ph == "X"))[0]
+    rows = rows[np.fromiter((bool(DATALOADER_RE.search(n)) for n in t.names[rows]), bool,
+                            len(rows))]
+
+    def next_us(s: Step) -> float:
+        m = (t.tid[rows] == s.tid) & (t.ts_ns[rows] >= s.start_ns) & (t.ts_ns[rows] < s.end_ns)
+        return float(t.dur_ns[rows[m]].sum()) / 1000.0
+
+    limit = INPUT_STALL_SHARE * rep.dur_us
+    if next_us(rep) >= limit:
+        return
+    stalled = [(s, w) for s in kept if not s.last for w in (next_us(s),) if w >= limit]
+    if not stalled:
+        return
+    wait = float(np.mean([w for _, w in stalled]))
+    step = float(np.mean([s.dur_us for s, _ in stalled]))
+    notes.update(input_stalled_steps=len(stalled), input_stall_mean_us=wait,
+                 input_stalled_step_mean_us=step)
+    warnings.append(f"{len(stalled)} of {len(kept)} steps waited {wait / 1e3:.1f} ms on average "
+                    f"for the DataLoader (those steps: {step / 1e3:.1f} ms on average): the "
+                    "workers could not keep up there, while the replayed step does not wait; "
+                    "a capture sidecar records the workers' count and produce time that would "
+                    "model both")
 
 
 def _exposed(comm_iv, other_iv) -> float:
@@ -828,15 +889,41 @@ def _single_model(fit: RankFit, paths: list[Path]) -> StepModel:
                 steps_used=fit.steps_used, measured_step_us=fit.measured_us,
                 warnings=fit.warnings, notes=dict(fit.notes))
     meta.notes["measured_median_step_us"] = fit.median_us
-    comm = CommParams(world_size=max(1, fit.world_size))
-    measured_rank = fit.rank_from == "distributedInfo"
-    meta.sources["comm.world_size"] = "measured" if measured_rank else "assumed"
-    meta.sources["comm.bus_gbps"] = "assumed"
-    meta.sources["ranks"] = {"distributedInfo": "measured", "file name": "inferred"}.get(
-        fit.rank_from, "assumed")
-    return StepModel(loader=fit.loader, host=HostParams(ops=fit.ops),
-                     device=DeviceParams(streams=fit.streams), comm=comm,
-                     ranks=[RankParams(rank=max(0, fit.rank))], meta=meta)
+    meta.notes["rank_source"] = fit.rank_from
+    model = StepModel(loader=fit.loader, host=HostParams(ops=fit.ops),
+                      device=DeviceParams(streams=fit.streams),
+                      comm=CommParams(world_size=max(1, fit.world_size)),
+                      ranks=[RankParams(rank=max(0, fit.rank))], meta=meta)
+    _mark_sources(model, "measured" if fit.rank_from == "distributedInfo" else "assumed",
+                  ref_rank=model.ranks[0].rank)
+    return model
+
+
+def _mark_sources(model: StepModel, world_size: str, ref_rank: int) -> None:
+    """Give every parameter of ``model`` a source in ``meta.sources`` (in place), each key a
+    dotted path that :mod:`scenarios.paths` resolves; sources the fit already set (the
+    loader's produce time) are kept.
+
+    Measured: the host ops and the device tasks (durations, order, bytes; their inferred
+    cross-stream waits are structure, counted in ``notes["inferred_waits"]``), and the
+    reference rank's skew (zero by definition). Inferred: ``device.gap_scale`` when the tasks
+    have gaps (idle the trace does not explain), the other ranks' skew. Assumed: every loader
+    and comm setting a GPU trace does not record, ``host.uses_core``; ``comm.world_size`` is
+    ``world_size``. Rank numbers are identifiers, not quantities: where each came from is in
+    ``notes["rank_source"]`` and the warnings."""
+    src: dict[str, str] = {"host.ops": "measured", "host.uses_core": "assumed",
+                           "device.streams": "measured"}
+    has_gap = any(t.gap_us > 0 for ts in model.device.streams.values() for t in ts)
+    src["device.gap_scale"] = "inferred" if has_gap else "measured"
+    src.update({f"loader.{k}": "assumed" for k in LoaderParams.model_fields})
+    src.update({f"comm.{k}": "assumed" for k in CommParams.model_fields})
+    src["comm.world_size"] = world_size
+    for r in model.ranks:
+        how = "measured" if r.rank == ref_rank else "inferred"
+        src[f"ranks.{r.rank}.delay_us"] = how
+        src[f"ranks.{r.rank}.phase_extra_us"] = how
+    src.update({k: v for k, v in model.meta.sources.items() if k in src})
+    model.meta.sources = src
 
 
 def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> StepModel:
@@ -853,8 +940,12 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
 
     Returns:
         the StepModel. ``meta`` holds the sources, steps used, measured step times (µs),
-        warnings and notes (``gpu_busy_pct``, ``kernel_sum_over_step_wall``,
-        ``exposed_comm_us``, ``coarsened_tasks``, …).
+        warnings and notes: ``gpu_busy_pct``, ``kernel_sum_over_step_wall`` and
+        ``exposed_comm_us`` (µs per step) as a profiler reads them, the median over the steps
+        of their windows; ``step_gpu_busy_pct`` and ``step_exposed_comm_us``, the same for the
+        representative step's own GPU work over its duration, which is what a replay repeats
+        every step (the two differ when the device's backlog changes from step to step);
+        ``coarsened_tasks``, ….
 
     Raises:
         InputError: unreadable or malformed trace, no GPU activity, no step, no complete step.
@@ -997,14 +1088,16 @@ def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
         "measured_median_step_us": float(np.median(job)),
         "per_rank_median_step_us": ",".join(f"{r}:{by_rank[r].median_us:.1f}" for r in ranks),
     })
-    sources = dict(ref.sources)
-    sources.update({"ranks": "inferred", "device.collectives": "measured"})
+    notes["rank_source"] = ",".join(f"{r}:{by_rank[r].rank_from}" for r in ranks)
     world = max([f.world_size for f in by_rank.values()] + [len(ranks)])
-    meta = Meta(name=f"{len(ranks)} ranks", sources=sources, traces=[str(p) for p in paths],
-                steps_used=nums, measured_step_us=job, warnings=warnings, notes=notes)
+    meta = Meta(name=f"{len(ranks)} ranks", sources=dict(ref.sources),
+                traces=[str(p) for p in paths], steps_used=nums, measured_step_us=job,
+                warnings=warnings, notes=notes)
     model = StepModel(loader=ref.loader, host=HostParams(ops=ref.ops),
                       device=DeviceParams(streams=streams), comm=CommParams(world_size=world),
                       ranks=rank_params, meta=meta)
+    from_info = any(f.rank_from == "distributedInfo" for f in by_rank.values())
+    _mark_sources(model, "measured" if from_info else "inferred", ref_rank)
     return _cap_skew(model, ref_rank, ref.median_us)
 
 
@@ -1030,7 +1123,6 @@ def _cap_skew(model: StepModel, ref_rank: int, ref_step_us: float) -> StepModel:
         return model
     f = budget / worst
     model.meta.notes["skew_scale"] = f
-    model.meta.sources["ranks"] = "inferred"
     ranks = [r.model_copy(update={"delay_us": r.delay_us * f,
                                   "phase_extra_us": {k: v * f for k, v in r.phase_extra_us.items()}})
              for r in model.ranks]

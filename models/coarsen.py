@@ -3,37 +3,43 @@
 ``coarsen(model) -> StepModel`` is pure (the input is not changed). It merges *chains*: runs
 of consecutive tasks on one stream, of one phase, where every task after the first
 
-* was queued: in a probe simulation of ``model`` its host launch was issued at least
-  ``min_slack_us`` before the task in front of it on the stream finished, on every rank and
-  every probed step, so the task started because its stream became free, not because of
-  its launch;
 * has no cross-stream wait, and the task before it is not awaited by anything else (no sync
   op, no other task's ``waits``, no device-wide sync point);
 * is a kernel, a memset or a device-to-device copy (host↔device copies, which use copy
-  engines and may block the host, and collectives, which meet other ranks, stay alone).
-
-* adds no more than ``max_chain_gap_us`` of idle (``DeviceTask.gap_us``) to the chain's
-  summed gaps, and the chain stands for at most ``max_chain_launches`` host launches.
+  engines and may block the host, and collectives, which meet other ranks, stay alone);
+* keeps the chain within ``max_chain_gap_us`` of summed idle (``DeviceTask.gap_us``, after
+  the first member) and ``max_chain_launches`` host launches;
+* either was *queued*: in a probe simulation of ``model`` its host launch was issued at least
+  ``min_slack_us`` before the task in front of it on the stream finished, on every rank and
+  every probed step, so it started because its stream became free; or was *launch-bound*
+  (it waited for its own launch), is awaited by nothing, is not its stream's last task (the
+  next step's work may queue behind that), and was launched at most ``max_chain_span_us``
+  after the chain's first task.
 
 A chain becomes one task: the first task's id, launch and waits; ``dur_us`` the sum;
 ``breakdown_us`` the sum of the members' per-category µs (``DeviceTask.category_us``), so a
 what-if that scales one category still applies; ``category`` the largest part; ``gap_us`` the
-sum of the members' gaps (the idle inside the chain moves to its front, so busy time is kept
-and the chain still ends when its last task did); ``launches`` the fine launches it stands
-for: the merged task's launch takes that many slots of the host's launch queue (see
-:mod:`models.simulate`) and frees them when the chain ends, where the fine tasks took them one
-by one and freed each as it ended; capping chains at ``max_chain_launches`` bounds the extra
-occupancy to about twice that per stream, so the host is not throttled earlier than in the
-fine model unless the queue was nearly full there (it holds 1024). The launch
-ops of the other members become ``cpu`` ops of category ``launch`` (their CPU cost stays on
-the host), and every run of consecutive ``cpu`` ops of the same category and phase becomes
-one op. Because each merged task started exactly when its predecessor (and its gap) ended,
-the merged task ends when the chain's last task did, and the replayed step does not change
-(the tests hold it within a fraction of a percent).
+sum of the members' gaps (the idle inside the chain moves to its front, so busy time is kept);
+``launches`` the fine launches it stands for: the merged task's launch takes that many slots
+of the host's launch queue (see :mod:`models.simulate`) and frees them when the chain ends,
+where the fine tasks took them one by one and freed each as it ended; capping chains at
+``max_chain_launches`` bounds the extra occupancy to about twice that per stream, so the host
+is not throttled earlier than in the fine model unless the queue was nearly full there (it
+holds 1024). The launch ops of the other members become ``cpu`` ops of category ``launch``
+(their CPU cost stays on the host), and every run of consecutive ``cpu`` ops of the same
+category and phase becomes one op.
+
+**Why the replay does not change.** A chain of queued members ran back to back, so the merged
+task ends exactly when its last member did. A launch-bound member runs earlier in the merged
+task than it did (by at most ``max_chain_span_us``), so such a chain ends early; that is
+harmless unless its end matters: if its last task is awaited, or the next task on the stream
+was queued behind it, the chain is split at its last launch-bound member, which starts a chain
+of its own (with an exact end). Nothing else can see a member's end. The tests hold replays of
+real traces within a fraction of a percent.
 
 **When to coarsen.** :func:`calibration.gpu.calibrate_gpu` returns a coarsened model (the
 planner simulates it many times); pass ``coarse=False`` there for the kernel-level one.
-Merging relies on the queueing seen in the probe. A what-if that makes the device much faster
+Merging relies on the timing seen in the probe. A what-if that makes the device much faster
 than the host can undo it: a merged chain then runs as soon as its first launch is issued
 instead of waiting for each member's launch. What depends on the chain is protected from most
 of that error: only a chain's last task can be awaited, and a sync or a dependent launch comes
@@ -42,18 +48,23 @@ ran after its last launch. Coarsening the transformed fine model again is the ex
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from models.params import DeviceTask, HostOp, StepModel
 from models.simulate import issue_points, simulate
 
-__all__ = ["coarsen", "MIN_SLACK_US", "MAX_CHAIN_GAP_US", "MAX_CHAIN_LAUNCHES"]
+__all__ = ["coarsen", "MIN_SLACK_US", "MAX_CHAIN_GAP_US", "MAX_CHAIN_LAUNCHES",
+           "MAX_CHAIN_SPAN_US"]
 
 MIN_SLACK_US = 20.0
 """How long (µs) before its stream predecessor ends a task's launch must have been issued for
 the task to count as queued."""
 MAX_CHAIN_LAUNCHES = 32
 """Most host launches one merged chain may stand for (its ``launches``)."""
+MAX_CHAIN_SPAN_US = 200.0
+"""A member that waited for its own launch joins a chain only if it was launched at most this
+long (µs) after the chain's first task: the merged task runs it earlier by up to that."""
 MAX_CHAIN_GAP_US = 50.0
 """Most idle (µs, summed ``gap_us`` of the members after the first) a chain may hold: it
 moves to the chain's front when merged, which shifts busy time against the other streams."""
@@ -85,10 +96,13 @@ def _protected(model: StepModel) -> set[str]:
     return out
 
 
-def _queued(model: StepModel, min_slack_us: float, warmup: int, steps: int) -> set[str]:
-    """Tasks that were queued behind their stream predecessor in the probe's last ``steps``
-    steps that ran them (a simulation stops when the host threads finish, so the device may
-    not have run the last steps' tasks)."""
+def _probe(model: StepModel, min_slack_us: float, warmup: int, steps: int
+           ) -> tuple[set[str], set[str], dict[str, dict[tuple[int, int], float]]]:
+    """``(queued, launch_bound, launch_us)`` from a probe simulation, over the probe's last
+    ``steps`` steps that ran each task (a simulation stops when the host threads finish, so
+    the device may not have run the last steps' tasks): the tasks launched at least
+    ``min_slack_us`` before their stream predecessor ended, the tasks launched no earlier than
+    it ended, and per launched task its launch instants (µs) by (rank, step)."""
     res = simulate(model, steps=steps, warmup=warmup)
     end: dict[tuple[int, int, str], float] = {}
     by_task: dict[str, list] = defaultdict(list)
@@ -99,23 +113,35 @@ def _queued(model: StepModel, min_slack_us: float, warmup: int, steps: int) -> s
     for ts in model.device.streams.values():
         for a, b in zip(ts, ts[1:]):
             prev[b.id] = a.id
-    out: set[str] = set()
-    for task, p in prev.items():
-        runs = by_task.get(task, [])
-        if not runs:
+    queued: set[str] = set()
+    launch_bound: set[str] = set()
+    launch_us: dict[str, dict[tuple[int, int], float]] = {}
+    for task, runs in by_task.items():
+        last_steps = set(sorted({r.step for r in runs})[-steps:])
+        runs = [r for r in runs if r.step in last_steps]
+        if all(r.launch_us is not None for r in runs):
+            launch_us[task] = {(r.rank, r.step): r.launch_us for r in runs}
+        p = prev.get(task)
+        if p is None:
             continue
-        last_steps = sorted({r.step for r in runs})[-steps:]
-        ok = True
-        for r in runs:
-            if r.step not in last_steps:
-                continue
-            pe = end.get((r.rank, r.step, p))
-            if pe is None or (r.launch_us is not None and r.launch_us > pe - min_slack_us):
-                ok = False
-                break
-        if ok:
-            out.add(task)
-    return out
+        pend = [end.get((r.rank, r.step, p)) for r in runs]
+        if None in pend:
+            continue
+        if all(r.launch_us is None or r.launch_us <= pe - min_slack_us
+               for r, pe in zip(runs, pend)):
+            queued.add(task)
+        elif task in launch_us and all(r.launch_us >= pe for r, pe in zip(runs, pend)):
+            launch_bound.add(task)
+    return queued, launch_bound, launch_us
+
+
+def _span_us(launch_us: dict[str, dict[tuple[int, int], float]], first: str, t: str) -> float:
+    """Most time (µs) by which ``t``'s launch followed ``first``'s in the probe (inf when
+    either was not launched by the host in every probed step)."""
+    a, b = launch_us.get(first), launch_us.get(t)
+    if not a or not b or a.keys() != b.keys():
+        return math.inf
+    return max(b[k] - a[k] for k in a)
 
 
 def _mergeable(t: DeviceTask) -> bool:
@@ -144,7 +170,8 @@ def _merge(chain: list[DeviceTask], launched: set[str]) -> DeviceTask:
 
 def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: int = 3,
             probe_steps: int = 2, max_chain_gap_us: float = MAX_CHAIN_GAP_US,
-            max_chain_launches: int = MAX_CHAIN_LAUNCHES) -> StepModel:
+            max_chain_launches: int = MAX_CHAIN_LAUNCHES,
+            max_chain_span_us: float = MAX_CHAIN_SPAN_US) -> StepModel:
     """Merge queued chains of device tasks and the host ops around them (see the module
     docstring).
 
@@ -153,6 +180,8 @@ def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: 
         min_slack_us: a task's launch must precede its predecessor's end by this much (µs).
         max_chain_gap_us: most summed idle (µs) of the members after a chain's first.
         max_chain_launches: most host launches one chain stands for.
+        max_chain_span_us: how long (µs) after a chain's first launch a member that waited
+            for its own launch may have been launched.
         probe_warmup, probe_steps: the probe simulation's warm-up and measured steps.
 
     Returns:
@@ -164,7 +193,7 @@ def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: 
     n_before = sum(len(ts) for ts in model.device.streams.values())
     if n_before == 0 or not model.host.ops:
         return model.model_copy(deep=True)
-    queued = _queued(model, min_slack_us, probe_warmup, probe_steps)
+    queued, launch_bound, launch_us = _probe(model, min_slack_us, probe_warmup, probe_steps)
     protected = _protected(model)
     launched = {op.task for op in model.host.ops if op.kind == "launch"}
     new_id: dict[str, str] = {}
@@ -172,24 +201,46 @@ def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: 
     for s, ts in model.device.streams.items():
         out: list[DeviceTask] = []
         chain: list[DeviceTask] = []
+        loose: list[int] = []   # positions in the chain of members that waited for their launch
+
+        def close(nxt: DeviceTask | None):
+            # a chain with launch-bound members ends early: if its end matters (it is awaited,
+            # or the next task did not wait for its own launch), its last launch-bound member
+            # starts a chain of its own, whose end is exact
+            if loose and (chain[-1].id in protected or nxt is None
+                          or nxt.id not in launch_bound):
+                j = loose[-1]
+                out.append(_merge(chain[:j], launched))
+                out.append(_merge(chain[j:], launched))
+                for t in chain[j:]:
+                    new_id[t.id] = chain[j].id
+            else:
+                out.append(_merge(chain, launched))
+
         inner_gap, n_launch = 0.0, 0
         for t in ts:
             t_launch = t.launches if t.id in launched else 0
             join = (chain and _mergeable(t) and _mergeable(chain[-1]) and not t.waits
-                    and t.id in queued and chain[-1].id not in protected
-                    and t.phase == chain[0].phase
+                    and chain[-1].id not in protected and t.phase == chain[0].phase
                     and inner_gap + t.gap_us <= max_chain_gap_us
                     and n_launch + t_launch <= max_chain_launches)
+            is_loose = False
+            if join and t.id not in queued:
+                is_loose = (t.id in launch_bound and t.id not in protected
+                            and _span_us(launch_us, chain[0].id, t.id) <= max_chain_span_us)
+                join = is_loose
             if not join and chain:
-                out.append(_merge(chain, launched))
-                chain, inner_gap, n_launch = [], 0.0, 0
+                close(t)
+                chain, loose, inner_gap, n_launch = [], [], 0.0, 0
             elif chain:
                 inner_gap += t.gap_us
+                if is_loose:
+                    loose.append(len(chain))
             n_launch += t_launch
             chain.append(t)
             new_id[t.id] = chain[0].id
         if chain:
-            out.append(_merge(chain, launched))
+            close(None)
         streams[s] = out
     # remap waits (only chain ends can be waited for, and they map to their chain's id)
     for s, ts in streams.items():

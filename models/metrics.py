@@ -220,8 +220,9 @@ class Summary:
         cpu_pool_busy: busy fraction of the rank's CPU pool (workers, pin thread and, when it
             takes a core, the host thread).
         device_busy_us: per step, the union of every device task's run on the rank (kernels,
-            copies, collectives, all streams; ``gap_us`` idle excluded): what a profiler's
-            "GPU busy" measures.
+            copies, collectives from the rank's entry, since a collective kernel occupies the
+            device while it waits for the other ranks; all streams; ``gap_us`` idle excluded):
+            what a profiler's "GPU busy" measures.
     """
 
     mean_step_us: float
@@ -613,12 +614,15 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     bl = _Blame(result, rank)
     compute_iv, comm_iv, all_iv, kernel_sum = [], [], [], 0.0
     for r in bl.runs:
+        t = bl.tasks.get(r.task)
+        coll = t is not None and t.kind == "collective"
+        a = max(r.ready_us + r.gap_us if coll else r.start_us, w0)   # a collective from entry
+        if min(r.end_us, w1) > a:
+            all_iv.append((a, min(r.end_us, w1)))
         s, e = max(r.start_us, w0), min(r.end_us, w1)
         if e <= s:
             continue
-        all_iv.append((s, e))
-        t = bl.tasks.get(r.task)
-        if t is not None and t.kind == "collective":
+        if coll:
             comm_iv.append((s, e))
         elif bl.is_compute(r):
             compute_iv.append((s, e))

@@ -138,3 +138,35 @@ def test_coarsened_task_holds_one_slot_per_fine_launch():
     res = simulate(m, steps=1, warmup=0)
     waits = [s for s in res.spans if s.cause == "launch_queue" and s.step == 0]
     assert len(waits) == 1 and (waits[0].start_us, waits[0].end_us) == pytest.approx((2.0, 10_001.0))
+
+
+def test_gap_is_idle_after_ready_not_busy():
+    # b is ready when a ends (2 ms) but starts 1.5 ms later: a wait span, not busy time
+    m = model([launch("a"), launch("b"), HostOp(kind="sync")],
+              {"s": [k("a", "s", 2), k("b", "s", 1, gap_us=1.5 * MS)]})
+    res = simulate(m, steps=1, warmup=0)
+    assert runs_of(res, 0) == {"a": (0, 2), "b": (3.5, 4.5)}
+    run_b = [r for r in res.runs if r.task == "b"][0]
+    assert (run_b.ready_us, run_b.gap_us) == (2 * MS, 1.5 * MS)
+    idle = [s for s in res.spans if s.cause == "device_idle" and s.step == 0]
+    assert [(s.start_us, s.dur_us, s.kind) for s in idle] == [(2 * MS, 1.5 * MS, "wait")]
+    busy = sorted(s.dur_us for s in res.spans
+                  if s.kind == "busy" and ".stream:" in s.lane and s.step == 0)
+    assert busy == [1 * MS, 2 * MS]
+    # device.gap_scale scales every gap
+    m2 = m.model_copy(update={"device": m.device.model_copy(update={"gap_scale": 0.0})})
+    assert runs_of(simulate(m2, steps=1, warmup=0), 0)["b"] == (2, 3)
+
+
+def test_a_collective_is_entered_after_its_gap():
+    m = model([launch("fwd"), HostOp(kind="sync")],
+              {"compute": [k("fwd", "compute", 10, phase="forward")],
+               "comm": [k("ar", "comm", 2, kind="collective", category="communication",
+                          waits=["fwd"], gap_us=3 * MS)]},
+              ranks=[RankParams(rank=0), RankParams(rank=1, phase_extra_us={"forward": 1 * MS})])
+    res = simulate(m, steps=1, warmup=0)
+    ar = {r.rank: r for r in res.runs if r.task == "ar" and r.step == 0}
+    # rank 0 enters at 10 + 3, rank 1 at 11 + 3: 1 ms of skew on rank 0, then 2 ms transfer
+    assert (ar[0].start_us, ar[0].end_us) == (14 * MS, 16 * MS)
+    skew = [s for s in res.spans if s.cause == "arrival_skew" and s.step == 0]
+    assert [(s.rank, s.start_us, s.dur_us) for s in skew] == [(0, 13 * MS, 1 * MS)]

@@ -160,3 +160,26 @@ def test_summary_renders_as_json_and_table(capsys):
     print_summary(m, s)
     out = capsys.readouterr().out
     assert "exposed 12.00" in out and "critical path" in out
+
+
+def test_gaps_are_idle_charged_to_device_idle_and_expose_communication():
+    # compute: a (4 ms), 2 ms of unexplained idle, b (4 ms); a 6 ms collective from t=0 on its
+    # own stream is hidden under a and b but not under the gap
+    k = dict(category="gemm", phase="forward")
+    m = StepModel(
+        host=HostParams(ops=[HostOp(kind="launch", task="a"), HostOp(kind="launch", task="b"),
+                             HostOp(kind="launch", task="ar"), HostOp(kind="sync")],
+                        uses_core=False),
+        device=DeviceParams(streams={
+            "7": [DeviceTask(id="a", stream="7", dur_us=4 * MS, **k),
+                  DeviceTask(id="b", stream="7", dur_us=4 * MS, gap_us=2 * MS, **k)],
+            "9": [DeviceTask(id="ar", stream="9", kind="collective", category="communication",
+                             dur_us=6 * MS)]}))
+    s = summarize(simulate(m, steps=3, warmup=1))
+    assert s.median_step_us == pytest.approx(10 * MS)
+    assert s.device_busy_us == pytest.approx(10 * MS)     # the collective covers the gap
+    assert s.compute_busy_us == pytest.approx(8 * MS)
+    assert s.exposed_comm_us == pytest.approx(2 * MS)
+    assert s.gap_us == {"device_idle": pytest.approx(2 * MS)}
+    assert s.critical_path_us == {"compute:gemm": pytest.approx(8 * MS),
+                                  "device_idle": pytest.approx(2 * MS)}
