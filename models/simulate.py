@@ -7,8 +7,12 @@ its device streams (in ``device.streams`` order), then its host thread.
 Random streams are spawned from one seed in the order: ``rank{r}.loader`` for each rank, then
 ``rank{r}.host`` for each rank.
 
-Step time is defined once, as calibration defines it: from one step's start on the host thread
-(``ProfilerStep#N`` begins) to the next step's start.
+Step time: calibration measures a step from its start on the host thread (``ProfilerStep#N``
+begins) to the next step's start. The simulator measures between *step marks*
+(:func:`step_marks`): the later of the host starting the next step and the device finishing
+this step's work. In steady state the two agree (the host cannot stay ahead once CUDA's launch
+queue is full); in a short window they differ only when the device lags behind a host that
+never waits, and then the device's pace is what a long run pays.
 """
 from __future__ import annotations
 
@@ -51,6 +55,8 @@ class SimResult:
             (:class:`models.host.HostWait`).
         loader_stats: per rank, what its DataLoader produced and returned.
         model: the simulated model (metrics look tasks up in it).
+        step_marks_us: per rank, the step boundaries (µs) that ``step_us`` is measured
+            between (see :func:`step_marks`).
     """
 
     step_us: np.ndarray
@@ -66,6 +72,7 @@ class SimResult:
     host_waits: list[HostWait] = field(default_factory=list)
     loader_stats: list[LoaderStats] = field(default_factory=list)
     model: StepModel | None = None
+    step_marks_us: list[list[float]] = field(default_factory=list)
 
     @property
     def job_step_us(self) -> np.ndarray:
@@ -82,8 +89,8 @@ class SimResult:
 
     def rank_window_us(self, rank: int) -> tuple[float, float]:
         """(start, end) instants (µs) of ``rank``'s own measured window."""
-        st = self.step_starts_us[self.ranks.index(rank)]
-        return st[self.warmup], st[self.warmup + self.step_us.shape[1]]
+        m = self.step_marks_us[self.ranks.index(rank)]
+        return m[self.warmup], m[self.warmup + self.step_us.shape[1]]
 
 
 class _Tee(Recorder):
@@ -192,6 +199,21 @@ def stream_plans(model: StepModel, rank_index: int) -> dict[str, list[TaskPlan]]
         for t in ts] for s, ts in model.device.streams.items()}
 
 
+def step_marks(starts: list[list[float]], runs, ranks: list[int], n: int) -> list[list[float]]:
+    """Per rank, the instants (µs) that delimit steps: entry 0 is step 0's start on the host;
+    entry k+1 is when step k is over, the later of the host starting step k+1 and the device
+    finishing step k's work. Step k's time is ``marks[k+1] - marks[k]``: the host's pace while
+    it holds the device back, the device's pace while the host runs ahead of it (until CUDA's
+    launch queue fills, a host that never waits would otherwise show its own transient pace)."""
+    end: dict[tuple[int, int], float] = {}
+    for r in runs:
+        key = (r.rank, r.step)
+        if r.end_us > end.get(key, -1.0):
+            end[key] = r.end_us
+    return [[st[0]] + [max(st[k + 1], end.get((rank, k), st[k + 1])) for k in range(n)]
+            for rank, st in zip(ranks, starts)]
+
+
 def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
              recorder: Recorder | None = None) -> SimResult:
     """Simulate ``warmup + steps`` steps of every rank in ``model.ranks``.
@@ -257,10 +279,17 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             f"the simulation deadlocked on rank(s) {stuck} at t={env.now:.1f} us: a sync or "
             "wait on a task that can never finish (launched later in the step, or on another "
             "rank's collective that is never entered)") from None
-    step_us = np.array([[s[k + 1] - s[k] for k in range(warmup, warmup + steps)] for s in starts])
-    window = (starts[0][warmup], starts[0][warmup + steps])
+    # let the device finish the measured window too (it may lag behind the host)
+    last = warmup + steps - 1
+    need = [events.done(rp.rank, last, tid) for rp in model.ranks for tid in model.task_map()]
+    pending = [ev for ev in need if not ev.processed]
+    if pending:
+        env.run(until=simpy.AllOf(env, pending))
+    marks = step_marks(starts, runs, [r.rank for r in model.ranks], warmup + steps)
+    step_us = np.array([[m[k + 1] - m[k] for k in range(warmup, warmup + steps)] for m in marks])
+    window = (marks[0][warmup], marks[0][warmup + steps])
     return SimResult(step_us=step_us, step_starts_us=starts, warmup=warmup, window_us=window,
                      spans=rec.spans, samples=rec.samples,
                      max_outstanding=[ld.stats.max_outstanding for ld in loaders],
                      ranks=[r.rank for r in model.ranks], runs=runs, host_waits=waits,
-                     loader_stats=[ld.stats for ld in loaders], model=model)
+                     loader_stats=[ld.stats for ld in loaders], model=model, step_marks_us=marks)

@@ -78,7 +78,9 @@ def test_sync_on_one_task():
                HostOp(kind="cpu", dur_us=1 * MS)],
               {"s1": [k("a", "s1", 2)], "s2": [k("b", "s2", 10)]})
     res = simulate(m, steps=1, warmup=0)
-    assert res.step_us[0][0] == 3 * MS
+    # the host is done at 3 ms; the step is over when stream s2 finishes b at 10 ms
+    assert res.step_starts_us[0][1] == 3 * MS
+    assert res.step_us[0][0] == 10 * MS
     assert [(w.start_us, w.end_us, w.tasks) for w in res.host_waits][:1] == [(0.0, 2 * MS, ((0, "a"),))]
 
 
