@@ -19,6 +19,39 @@ REPLAY_WARN = 0.10
 """A replay further than this (fraction) from the measured mean and median is warned about."""
 
 
+def _count(lo: int):
+    """argparse type: an integer ≥ ``lo``."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"{v} is below {lo}")
+        return v
+    return parse
+
+
+def _fraction(text: str) -> float:
+    """argparse type: a finite number ≥ 0."""
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number >= 0")
+    return v
+
+
+def _path(text: str) -> str:
+    """argparse type: a non-empty path."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
 def _fmt_ms(us: float) -> str:
     return f"{us_to_ms(us):.2f}"
 
@@ -32,6 +65,10 @@ def cmd_calibrate(args) -> int:
 
     from models.simulate import simulate
 
+    out = Path(args.output).resolve()
+    for given in (args.trace, args.sidecar):
+        if given and Path(given).resolve() == out:
+            raise StepsimError(f"-o {args.output}: that is an input file; refusing to overwrite it")
     model = calibrate(args.trace, sidecar=args.sidecar, step_regex=args.step_regex)
     save_model(model, args.output)
     for w in model.meta.warnings:
@@ -112,7 +149,10 @@ def _sim_kw(args) -> dict:
 def _measured(trace: str):
     from calibration.measure import measured_steps
 
-    return measured_steps(trace)
+    ms = measured_steps(trace)
+    for w in ms.warnings:
+        print(f"warning: {trace}: {w}", file=sys.stderr)
+    return ms
 
 
 def cmd_whatif(args) -> int:
@@ -274,9 +314,10 @@ def _planner_verb(sub, name: str, help: str, func, draws: int) -> argparse.Argum
     p.add_argument("model", help="a StepModel (JSON or YAML)")
     _op_opts(p)
     _sim_opts(p)
-    p.add_argument("--draws", type=int, default=draws,
+    p.add_argument("--draws", type=_count(0), default=draws,
                    help=f"Monte Carlo draws for P10/P50/P90 (default {draws}; 0: none)")
-    p.add_argument("--jobs", type=int, default=0, help="processes (default: the CPUs available)")
+    p.add_argument("--jobs", type=_count(0), default=0,
+                   help="processes (default 0: the CPUs available)")
     p.set_defaults(func=func)
     return p
 
@@ -291,7 +332,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("trace", help="a .json/.json.gz trace, or a directory of per-rank traces")
     c.add_argument("--sidecar", help="the capture harness's sidecar JSON (DataLoader timings, settings)")
     c.add_argument("--step-regex", help="regex of a per-step marker when the trace has no ProfilerStep#N")
-    c.add_argument("-o", "--output", required=True, help="where to write the StepModel JSON")
+    c.add_argument("-o", "--output", required=True, type=_path,
+                   help="where to write the StepModel JSON")
     c.set_defaults(func=cmd_calibrate)
 
     s = sub.add_parser("simulate", help="simulate a StepModel (JSON or YAML) and report")
@@ -301,9 +343,10 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_simulate)
 
     d = sub.add_parser("demo", help="profile a real CPU workload, calibrate, predict, re-measure")
-    d.add_argument("--out", default="stepsim-demo", help="output folder for every artefact")
+    d.add_argument("--out", default="stepsim-demo", type=_path,
+                   help="output folder for every artefact")
     d.add_argument("--quick", action="store_true", help="fewer settings and repeats (for tests)")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--seed", type=_count(0), default=0)
     d.set_defaults(func=cmd_demo)
 
     # ---- planner verbs (whatif, sweep, ceiling, plan, validate, ledger) are added here ----
@@ -314,7 +357,7 @@ def _parser() -> argparse.ArgumentParser:
                        cmd_sweep, 0)
     sw.add_argument("axes", nargs="+", metavar="PATH=V1,V2,...",
                     help="parameters and values; several make a grid")
-    sw.add_argument("--knee-tol", type=float, default=0.05,
+    sw.add_argument("--knee-tol", type=_fraction, default=0.05,
                     help="within this of the best counts as no longer helping (default 0.05)")
     sw.add_argument("--plot", metavar="FILE", help="write the sweep curve (.png/.svg/.pdf)")
     sw.add_argument("--measured", action="append", default=[], metavar="VALUE=TRACE",
@@ -332,9 +375,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--fix-arg", action="append", default=[], metavar="NAME:ARG=V,...",
                     help="arguments for a fix instead of its candidates, "
                          "e.g. mixed_precision:factor=0.6")
-    pl.add_argument("--min-gain", type=float, default=0.02,
+    pl.add_argument("--min-gain", type=_fraction, default=0.02,
                     help="smallest relative step reduction worth a move (default 0.02)")
-    pl.add_argument("--max-moves", type=int, default=8)
+    pl.add_argument("--max-moves", type=_count(1), default=8)
     pl.add_argument("--save-scenario", metavar="FILE", help="write the chain as a scenario YAML")
 
     v = _planner_verb(sub, "validate", "a prediction against re-measured trace(s); ledger",
@@ -355,10 +398,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _sim_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=30, help="measured steps (default 30)")
-    p.add_argument("--warmup", type=int, default=20,
+    p.add_argument("--steps", type=_count(1), default=30, help="measured steps (default 30)")
+    p.add_argument("--warmup", type=_count(0), default=20,
                    help="unmeasured warm-up steps, so prefetch queues fill (default 20)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_count(0), default=0)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 

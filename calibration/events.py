@@ -67,7 +67,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.trace_io import RawTrace
+from calibration.trace_io import MAX_SPAN_US, RawTrace
+from simcore.errors import InputError
 
 __all__ = ["EventTable", "build_table", "ALIAS_VERSION", "CATEGORY_ALIASES", "ARG_ALIASES",
            "GPU_CATS", "HOST_API_CATS"]
@@ -123,20 +124,23 @@ HOST_API_CATS = ("cuda_runtime", "cuda_driver")
 _INT_COLS = ("correlation", "external_id", "stream", "device", "bytes", "in_nelems",
              "out_nelems", "group_size")
 _STREAM_TID = re.compile(r"^\s*stream\s+(\d+)", re.IGNORECASE)
+_I64 = 2**63 - 1
+_MAX_DUR_INT = int(MAX_SPAN_US)
 
 
 def _to_int(v) -> int:
-    """An int from an int, an integral float or a numeric string; −1 otherwise."""
+    """An int64 from an int, an integral float or a numeric string; −1 otherwise (and for
+    values beyond int64)."""
     if v is None or isinstance(v, bool):
         return -1
     if isinstance(v, int):
-        return v
+        return v if -_I64 <= v <= _I64 else -1
     if isinstance(v, float):
         return int(v) if v == v and abs(v) < 9e18 else -1
     if isinstance(v, str):
         s = v.strip()
         try:
-            return int(s)
+            return _to_int(int(s))
         except ValueError:
             try:
                 f = float(s)
@@ -231,9 +235,14 @@ class EventTable:
             raise LookupError("this table was built without its raw trace")
         return self._raw.events[int(self.index[i])]
 
+    def args(self, i: int) -> dict:
+        """``args`` of row ``i``'s raw event; ``{}`` when absent or not an object."""
+        a = self.event(i).get("args")
+        return a if isinstance(a, dict) else {}
+
     def arg(self, i: int, key: str, default=None):
         """``args[key]`` of row ``i``'s raw event."""
-        return (self.event(i).get("args") or {}).get(key, default)
+        return self.args(i).get(key, default)
 
     def tid_label(self, v: int) -> str:
         """The original text of a pid/tid value (negative codes map back to strings)."""

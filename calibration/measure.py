@@ -4,7 +4,7 @@ Step time is defined in :mod:`calibration.steps` (start to next start, µs here)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +35,14 @@ class MeasuredSteps:
             ``INPUT_BOUND_SHARE`` of the step (a faster input pipeline would shorten it);
             else ``device`` when the trace has GPU work (the finer device split is the
             simulator's, not read here) or ``host_compute``.
+        warnings: what could not be used (an unreadable ``sidecar.json`` beside the trace).
     """
 
     path: Path
     step_us: list[float]
     input_wait_us: list[float]
     bottleneck: str
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def mean_us(self) -> float:
@@ -56,14 +58,22 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
     """Read the steps of one trace file.
 
     ``sidecar``: the capture sidecar of the same run; by default ``sidecar.json`` beside the
-    trace is used when it exists (the capture harness writes both into one folder).
+    trace is used when it exists and is valid (the capture harness writes both into one
+    folder); an invalid one there is ignored with a warning.
 
     Raises:
         InputError: unreadable/malformed trace or sidecar, or a trace without steps.
     """
     p = Path(path)
-    side_path = Path(sidecar) if sidecar else p.parent / "sidecar.json"
-    side = load_sidecar(side_path) if (sidecar or side_path.is_file()) else None
+    notes: list[str] = []
+    side = None
+    if sidecar:
+        side = load_sidecar(sidecar)
+    elif (p.parent / "sidecar.json").is_file():
+        try:
+            side = load_sidecar(p.parent / "sidecar.json")
+        except InputError as e:  # not named by the user: not a reason to fail
+            notes.append(f"ignored {e}")
     table = build_table(load_trace(p))
     steps = find_steps(table, step_regex=step_regex)
     if not steps:
@@ -82,4 +92,4 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
         neck = "input"
     else:
         neck = "device" if table.gpu_mask().any() else "host_compute"
-    return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck)
+    return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck, notes)

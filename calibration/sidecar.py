@@ -9,24 +9,29 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from models.params import MAX_CORES, MAX_PREFETCH, MAX_WORKERS
 from simcore.errors import InputError
 from simcore.files import read_input
+
+
+_CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
+_US = Field(ge=0)
 
 
 class ProduceRecord(BaseModel):
     """One batch produced: by ``worker`` (−1 = the main thread), wall and thread-CPU µs."""
 
-    model_config = ConfigDict(extra="ignore")
-    worker: int
+    model_config = _CFG
+    worker: int = Field(ge=-1)
     pid: int
     seq: int = 0
-    wall_us: float
-    cpu_us: float
-    proc_cpu_us: float | None = None
+    wall_us: float = _US
+    cpu_us: float = _US
+    proc_cpu_us: float | None = Field(default=None, ge=0)
     t_end_us: float | None = None
-    bytes: int = 0
+    bytes: int = Field(default=0, ge=0)
 
     @property
     def work_us(self) -> float:
@@ -40,14 +45,14 @@ class ProduceRecord(BaseModel):
 class StepRecord(BaseModel):
     """One loop iteration on the main thread (µs): whole step and its ``next()`` call."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = _CFG
     t_start_us: float | None = None
-    wall_us: float
-    cpu_us: float
-    proc_cpu_us: float | None = None
-    next_wall_us: float
-    next_cpu_us: float
-    next_proc_cpu_us: float | None = None
+    wall_us: float = _US
+    cpu_us: float = _US
+    proc_cpu_us: float | None = Field(default=None, ge=0)
+    next_wall_us: float = _US
+    next_cpu_us: float = _US
+    next_proc_cpu_us: float | None = Field(default=None, ge=0)
     profiled: bool = False
 
     @property
@@ -60,27 +65,27 @@ class StepRecord(BaseModel):
 
 
 class LoaderSettings(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    num_workers: int
-    prefetch_factor: int | None = None
+    model_config = _CFG
+    num_workers: int = Field(ge=0, le=MAX_WORKERS)
+    prefetch_factor: int | None = Field(default=None, ge=1, le=MAX_PREFETCH)
     pin_memory: bool = False
-    batch_size: int | None = None
+    batch_size: int | None = Field(default=None, ge=1)
     persistent_workers: bool = False
     in_order: bool | None = None
     drop_last: bool = False
-    dataset_len: int | None = None
+    dataset_len: int | None = Field(default=None, ge=0)
 
 
 class Sidecar(BaseModel):
     """The sidecar's content (times in µs)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = _CFG
     stepsim_sidecar: int
     torch_version: str | None = None
     device: str | None = None
-    host_cores: int | None = None
-    cpu_count: int | None = None
-    torch_num_threads: int | None = None
+    host_cores: int | None = Field(default=None, ge=1, le=MAX_CORES)
+    cpu_count: int | None = Field(default=None, ge=1)
+    torch_num_threads: int | None = Field(default=None, ge=1)
     loader: LoaderSettings
     produce: list[ProduceRecord] = []
     steps: list[StepRecord] = []

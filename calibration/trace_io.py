@@ -17,15 +17,30 @@ about 16 significant digits, ``1606910596297023.125`` needs 19), so the ``ts`` t
 read from the raw bytes and turned into int64 **nanoseconds** exactly
 (:attr:`RawTrace.ts_ns`). Digits below 1 ns are truncated.
 
+Size limits: a file (compressed or not) and its decompressed JSON may each hold at most
+:data:`MAX_JSON_BYTES` (2 GiB). The largest shared sample is 54 MB of JSON, and parsing takes
+about 5 bytes of memory per JSON byte, so a 2 GiB trace already needs ~10 GiB; gzip is
+decompressed as a stream and stops at the limit, so a small "gzip bomb" cannot exhaust memory.
+
+Time limits: every ``ts`` must be finite and within ±:data:`MAX_ABS_TS_US` (what int64 ns can
+hold, about 292 years around the epoch), and the ``ts`` of the events (metadata ``M`` events
+aside) may spread over at most :data:`MAX_SPAN_US` (30 days): a profiler trace covers seconds
+to hours, so anything wider is a corrupt timestamp.
+
 Errors: every problem with the input raises :class:`simcore.errors.InputError` with the file
 and, where it applies, the place (``byte N`` of the decompressed JSON, ``event N`` = index in
-``traceEvents``): missing file, a directory, empty file, truncated or corrupt gzip, invalid
-JSON, JSON without trace events, an event without ``ts``, a non-numeric ``ts``.
+``traceEvents``): missing or unreadable file, a directory or device, empty file, a file over
+the size limit, truncated or corrupt gzip, invalid JSON, JSON without trace events (a stepsim
+capture sidecar is named as such), an event without ``ts``, a non-numeric, non-finite or
+out-of-range ``ts``, timestamps spread over more than 30 days.
 """
 from __future__ import annotations
 
 import gzip
+import math
+import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -36,10 +51,22 @@ import orjson
 
 from simcore.errors import InputError
 
-__all__ = ["RawTrace", "load_trace", "load_rank_traces", "TRACE_SUFFIXES"]
+__all__ = ["RawTrace", "load_trace", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
+           "MAX_ABS_TS_US", "MAX_SPAN_US"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+MAX_JSON_BYTES = 2 * 1024**3
+"""Largest trace file, and largest decompressed JSON, that is read (bytes; see the module
+docstring for why 2 GiB)."""
+MAX_ABS_TS_US = 9.2e15
+"""Largest ``|ts|`` accepted (µs): ``ts`` is held as int64 ns, whose range is ±9.22e18 ns."""
+MAX_SPAN_US = 30 * 86_400 * 1e6
+"""Widest spread of the events' ``ts``, and longest ``dur``, accepted (µs; 30 days)."""
+SIDECAR_NAME = "sidecar.json"
+"""File name of the capture harness's sidecar (:mod:`calibration.capture`), never a trace."""
+_SIDECAR_KEY = "stepsim_sidecar"
+_CHUNK = 16 * 1024**2
 _TS_RE = re.compile(rb'"ts"\s*:\s*"?(-?\d+)(?:\.(\d*))?([eE][-+]?\d+)?')
 _NO_TS_OK = frozenset(("M",))
 """Phases allowed to lack ``ts`` (Chrome-format metadata events)."""
@@ -76,30 +103,62 @@ class RawTrace:
         return len(self.events)
 
 
-def _read_bytes(p: Path) -> tuple[bytes, int]:
-    if p.is_dir():
-        raise InputError(p, "is a directory, expected a trace file (.json or .json.gz)")
+def _gib(n: int) -> str:
+    return f"{n / 1024**3:.3g} GiB"
+
+
+def _too_big(p: Path, what: str) -> InputError:
+    return InputError(p, f"{what} exceeds {_gib(MAX_JSON_BYTES)}, the limit on a trace "
+                         "(calibration.trace_io.MAX_JSON_BYTES)")
+
+
+def _read_capped(p: Path, stream, what: str) -> bytearray:
+    """Read ``stream`` to its end in chunks, stopping once more than MAX_JSON_BYTES came."""
+    out = bytearray()
+    while chunk := stream.read(_CHUNK):
+        out += chunk
+        if len(out) > MAX_JSON_BYTES:
+            raise _too_big(p, what)
+    return out
+
+
+def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
+    """The (decompressed) JSON bytes of ``p`` and the file's size on disk (bytes; 0 for a
+    pipe). Reads as a stream, never more than MAX_JSON_BYTES of input or output."""
     try:
-        raw = p.read_bytes()
+        st = p.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(p, "is a directory, expected a trace file (.json or .json.gz)")
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+            raise InputError(p, "is a device, expected a trace file (.json or .json.gz)")
+        regular = stat.S_ISREG(st.st_mode)
+        size = st.st_size if regular else 0
+        if size > MAX_JSON_BYTES:
+            raise _too_big(p, f"file size {_gib(size)}")
+        with open(p, "rb") as f:
+            if f.peek(2)[:2] == GZIP_MAGIC:
+                try:
+                    with gzip.GzipFile(fileobj=f) as g:
+                        raw = _read_capped(p, g, "decompressed size")
+                except EOFError:
+                    raise InputError(p, "gzip stream is truncated (file cut short?)") from None
+                except (gzip.BadGzipFile, zlib.error) as e:
+                    raise InputError(p, f"corrupt gzip data: {e}") from None
+                if not raw or raw.isspace():
+                    raise InputError(p, "file is empty (after decompression)")
+                return raw, size
+            raw = f.read() if regular else _read_capped(p, f, "size")
     except FileNotFoundError:
         raise InputError(p, "no such file") from None
     except OSError as e:
-        raise InputError(p, f"cannot read: {e.strerror}") from None
-    size = len(raw)
-    if size == 0:
+        raise InputError(p, f"cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_JSON_BYTES:  # a regular file that grew after the size check
+        raise _too_big(p, "size")
+    if not raw:
         raise InputError(p, "file is empty")
-    if raw[:2] == GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except EOFError:
-            raise InputError(p, "gzip stream is truncated (file cut short?)") from None
-        except (gzip.BadGzipFile, zlib.error, OSError) as e:
-            raise InputError(p, f"corrupt gzip data: {e}") from None
-        if not raw.strip():
-            raise InputError(p, "file is empty (after decompression)")
-    elif not raw.strip():
+    if raw.isspace():
         raise InputError(p, "file holds only whitespace")
-    return raw, size
+    return raw, size or len(raw)
 
 
 def _byte_offset(raw: bytes, char_pos: int) -> int:
@@ -167,21 +226,24 @@ def _exact_ts(raw: bytes, ts_vals: list, has_ts: np.ndarray) -> tuple[np.ndarray
     return out, exact
 
 
-def _check_ts(p: Path, events: list) -> tuple[list, np.ndarray]:
-    """The ``ts`` of every event and which events have one; raises InputError naming the
-    first bad event. Fast path: every event a dict with a finite numeric ``ts``."""
+def _check_ts(p: Path, events: list) -> tuple[list, np.ndarray, np.ndarray]:
+    """The ``ts`` of every event, which events have one, and the ``ts`` as float µs (0 where
+    absent); raises InputError naming the first bad event. Fast path: every event a dict with
+    an in-range numeric ``ts``."""
     try:
         ts_vals = [e.get("ts") for e in events]
     except AttributeError:
         ts_vals = None
-    if ts_vals is not None:
-        types = set(map(type, ts_vals))
-        if types <= {int, float}:
+    if ts_vals is not None and set(map(type, ts_vals)) <= {int, float}:
+        try:
             arr = np.fromiter(ts_vals, dtype=float, count=len(ts_vals))
-            if np.isfinite(arr).all():
-                return ts_vals, np.ones(len(events), dtype=bool)
+        except OverflowError:  # an int beyond a double: the slow path names it
+            arr = None
+        if arr is not None and (np.abs(arr) <= MAX_ABS_TS_US).all():  # False for NaN
+            return ts_vals, np.ones(len(events), dtype=bool), arr
     ts_vals = []
     has_ts = np.ones(len(events), dtype=bool)
+    arr = np.zeros(len(events))
     for i, e in enumerate(events):
         if not isinstance(e, dict):
             raise InputError(p, f"event is a {type(e).__name__}, expected an object", f"event {i}")
@@ -194,16 +256,42 @@ def _check_ts(p: Path, events: list) -> tuple[list, np.ndarray]:
             raise InputError(p, f"event {e.get('name', '?')!r} has no 'ts'", f"event {i}")
         if isinstance(v, bool) or not isinstance(v, (int, float, str)):
             raise InputError(p, f"non-numeric ts {v!r}", f"event {i}")
-        fv = v
-        if isinstance(v, str):
-            try:
-                fv = float(v)
-            except ValueError:
-                raise InputError(p, f"non-numeric ts {v!r}", f"event {i}") from None
-        if fv != fv or fv in (float("inf"), float("-inf")):
+        try:
+            fv = float(v)
+        except ValueError:
+            raise InputError(p, f"non-numeric ts {v!r}", f"event {i}") from None
+        except OverflowError:  # an int too large for a double
+            fv = math.inf
+        if math.isnan(fv) or (math.isinf(fv) and not isinstance(v, int)):
             raise InputError(p, f"non-finite ts {v!r}", f"event {i}")
+        if abs(fv) > MAX_ABS_TS_US:
+            raise InputError(p, f"ts {v!r} µs is out of range (|ts| above {MAX_ABS_TS_US:.3g} µs "
+                                "cannot be held as int64 ns)", f"event {i}")
         ts_vals.append(v)
-    return ts_vals, has_ts
+        arr[i] = fv
+    return ts_vals, has_ts, arr
+
+
+def _check_span(p: Path, events: list, ts_vals: list, ts_us: np.ndarray, has_ts: np.ndarray):
+    """Raise InputError when the events' ``ts`` (metadata aside) spread over more than
+    MAX_SPAN_US, naming the event farthest from the median ``ts``."""
+    rows = np.nonzero(has_ts)[0]
+    if np.ptp(ts_us[rows]) <= MAX_SPAN_US:
+        return
+    rows = np.array([i for i in rows if events[i].get("ph") != "M"], dtype=np.int64)
+    t = ts_us[rows]
+    if len(t) < 2 or np.ptp(t) <= MAX_SPAN_US:
+        return
+    off = np.abs(t - np.median(t))
+    k = int(np.argmax(off))
+    i = int(rows[k])
+    raise InputError(p, f"ts {ts_vals[i]!r} µs lies {off[k] / 86_400e6:.3g} days from the "
+                        f"median ts of the trace; a trace may span at most "
+                        f"{MAX_SPAN_US / 86_400e6:.0f} days (corrupt timestamp?)", f"event {i}")
+
+
+class _SidecarNotTrace(InputError):
+    """A stepsim capture sidecar given where a trace was expected."""
 
 
 def load_trace(path: str | Path) -> RawTrace:
@@ -216,9 +304,12 @@ def load_trace(path: str | Path) -> RawTrace:
         a :class:`RawTrace` with the events, the other top-level keys and exact ``ts_ns``.
 
     Raises:
-        InputError: missing file, directory, empty file, truncated/corrupt gzip, invalid JSON
-            (with the byte offset), no trace events, an event that is not an object, an event
-            without ``ts`` or with a non-numeric ``ts`` (with the event index).
+        InputError: missing or unreadable file, directory, device, empty file, a file or
+            decompressed JSON over :data:`MAX_JSON_BYTES`, truncated/corrupt gzip, invalid
+            JSON (with the byte offset), no trace events (a capture sidecar is named as such),
+            an event that is not an object, an event without ``ts`` or with a non-numeric,
+            non-finite or out-of-range ``ts``, ``ts`` spread over more than 30 days (with the
+            event index).
     """
     p = Path(path)
     raw, size = _read_bytes(p)
@@ -231,6 +322,9 @@ def load_trace(path: str | Path) -> RawTrace:
         events, metadata = data, {}
     elif isinstance(data, dict):
         if "traceEvents" not in data:
+            if _SIDECAR_KEY in data:
+                raise _SidecarNotTrace(p, "is a stepsim capture sidecar, not a trace (give it "
+                                          "as the sidecar)")
             keys = ", ".join(sorted(map(str, data))[:6]) or "none"
             raise InputError(p, f"JSON has no 'traceEvents' (top-level keys: {keys}); not a profiler trace")
         events = data["traceEvents"]
@@ -241,9 +335,10 @@ def load_trace(path: str | Path) -> RawTrace:
         raise InputError(p, f"JSON top level is a {type(data).__name__}, expected an object or array")
     if not events:
         raise InputError(p, "trace has no events")
-    ts_vals, has_ts = _check_ts(p, events)
+    ts_vals, has_ts, ts_us = _check_ts(p, events)
     if not has_ts.any():
         raise InputError(p, "no event has a 'ts'")
+    _check_span(p, events, ts_vals, ts_us, has_ts)
     try:
         ns_present, exact = _exact_ts(raw, ts_vals, has_ts)
     except (ValueError, InvalidOperation, OverflowError):  # pragma: no cover - defensive
@@ -258,25 +353,52 @@ def load_trace(path: str | Path) -> RawTrace:
                     json_bytes=len(raw), exact_ts=exact, warnings=warnings)
 
 
-def _is_trace_file(p: Path) -> bool:
-    n = p.name.lower()
-    return p.is_file() and (n.endswith(".json") or n.endswith(".json.gz") or n.endswith(".gz"))
+def _trace_candidates(d: Path) -> tuple[list[Path], list[str]]:
+    """The trace files directly inside directory ``d`` (sorted by name, the capture sidecar
+    left out) and warnings for entries that could not be looked at."""
+    try:
+        entries = sorted(d.iterdir())
+    except OSError as e:
+        raise InputError(d, f"cannot list the directory: {e.strerror or e}") from None
+    files, warnings = [], []
+    for f in entries:
+        n = f.name.lower()
+        if not n.endswith(TRACE_SUFFIXES) or n == SIDECAR_NAME:
+            continue
+        if f.is_symlink() and not f.exists():
+            warnings.append(f"{d.name}/{f.name}: broken symbolic link (to {os.readlink(f)}); "
+                            "skipped")
+        elif f.is_file():
+            files.append(f)
+    return files, warnings
 
 
 def load_rank_traces(path: str | Path) -> list[RawTrace]:
-    """Read every trace file (``*.json``, ``*.json.gz``) directly inside a directory, sorted by
-    file name. A single file is also accepted (a list of one).
+    """Read every trace file (``*.json``, ``*.json.gz``, ``*.gz``) directly inside a directory,
+    sorted by file name. A single file is also accepted (a list of one).
+
+    The capture harness's ``sidecar.json``, and any other JSON that is a stepsim sidecar (top
+    level key ``stepsim_sidecar``), is not a trace and is skipped. A broken symbolic link is
+    skipped with a warning (in the first trace's ``warnings``).
 
     Raises:
-        InputError: the path does not exist, the directory holds no trace file, or any file is
-            bad (see :func:`load_trace`).
+        InputError: the path does not exist, the directory cannot be listed or holds no trace
+            file, or any file is bad (see :func:`load_trace`).
     """
     p = Path(path)
     if not p.exists():
         raise InputError(p, "no such file or directory")
-    if p.is_file():
+    if not p.is_dir():
         return [load_trace(p)]
-    files = sorted(f for f in p.iterdir() if _is_trace_file(f))
-    if not files:
-        raise InputError(p, "directory holds no trace files (*.json, *.json.gz)")
-    return [load_trace(f) for f in files]
+    files, warnings = _trace_candidates(p)
+    out = []
+    for f in files:
+        try:
+            out.append(load_trace(f))
+        except _SidecarNotTrace:
+            continue
+    if not out:
+        why = f" ({'; '.join(warnings)})" if warnings else ""
+        raise InputError(p, f"directory holds no trace files (*.json, *.json.gz){why}")
+    out[0].warnings[:0] = warnings
+    return out

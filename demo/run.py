@@ -41,7 +41,7 @@ from models.params import save_model
 from models.simulate import simulate
 from scenarios.predict import predict
 from scenarios.transforms import parse_set
-from scenarios.validate import append_ledger, read_ledger, summarize_ledger, validate
+from scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
 from simcore.atomic import write_atomic
 from simcore.errors import StepsimError
 
@@ -70,9 +70,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     repeats = repeats or (1 if quick else 2)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     out.mkdir(parents=True, exist_ok=True)
-    ledger = out / "ledger.jsonl"
-    if ledger.exists():
-        ledger.unlink()  # this run's ledger only; earlier demo output is replaced
+    ledger = out / "ledger.jsonl"  # this run's records replace an earlier demo's, at the end
     console.print(f"[bold]stepsim demo[/bold]: CNN on the CPU, JPEG decode + augmentation in the "
                   f"DataLoader; {cores} cores; num_workers {','.join(map(str, settings))}, "
                   f"{repeats} run(s) each; output in {out}/")
@@ -106,7 +104,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     for w in model.meta.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
 
-    rows = []
+    rows, records = [], []
     for s in settings:
         pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=120, warmup=20,
                        seed=seed, intervals=True)
@@ -117,7 +115,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
         rec = validate(pred, pooled, observed, label=f"demo num_workers={s}",
                        traces=[str(d / "trace.json.gz") for d in runs[s]],
                        model_name=str(out / "model.json"))
-        append_ledger(ledger, rec)
+        records.append(rec)
         means = [m.mean_us for m in meas]
         spread = 100 * (max(means) - min(means)) / float(np.mean(means)) if len(means) > 1 else None
         err = rec.error_pct
@@ -134,6 +132,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
             "bottleneck_predicted": pred.bottleneck, "bottleneck_observed": observed,
         })
     _print_table(console, rows, cores)
+    write_atomic(ledger, b"".join(ledger_line(r) for r in records))
     summary = summarize_ledger(read_ledger(ledger))
     result = {"cores": cores, "repeats": repeats, "calibrated_on": CALIBRATION_WORKERS,
               "replay_ms": replay / 1e3, "replay_measured_ms": measured_base / 1e3,

@@ -41,10 +41,14 @@ Category = Literal[
 PHASES = ("forward", "backward", "optimizer", "data", "other")
 Phase = Literal["forward", "backward", "optimizer", "data", "other"]
 SCHEMA_VERSION = 1
+MAX_WORKERS, MAX_PREFETCH, MAX_THREADS, MAX_CORES = 1024, 1024, 256, 4096
+"""Bounds on loader settings: far beyond any real DataLoader or host, and small enough that a
+typo (``num_workers=1000000``) is an error rather than a simulation that never ends."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # infinities and NaNs are refused everywhere: no real duration, size or rate is one
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class DurationSpec(_Strict):
@@ -99,8 +103,8 @@ class LoaderParams(_Strict):
     loads on the main thread.
     """
 
-    num_workers: int = Field(default=0, ge=0)
-    prefetch_factor: int = Field(default=2, ge=1)
+    num_workers: int = Field(default=0, ge=0, le=MAX_WORKERS)
+    prefetch_factor: int = Field(default=2, ge=1, le=MAX_PREFETCH)
     pin_memory: bool = False
     in_order: bool = True
     persistent_workers: bool = False
@@ -108,8 +112,8 @@ class LoaderParams(_Strict):
     produce: DurationSpec = Field(default_factory=lambda: DurationSpec(mean_us=0.0))
     """CPU time (µs) one thread needs to produce one batch (fetch, decode, augment, collate) on
     an uncontended core."""
-    threads_per_worker: int = Field(default=1, ge=1)
-    host_cores: int = Field(default=1, ge=1)
+    threads_per_worker: int = Field(default=1, ge=1, le=MAX_THREADS)
+    host_cores: int = Field(default=1, ge=1, le=MAX_CORES)
     """Cores shared by the workers, the main thread and the pin-memory thread
     (``len(os.sched_getaffinity(0))``)."""
     unpickle_us: float = Field(default=0.0, ge=0)
@@ -304,7 +308,7 @@ class StepModel(_Strict):
     raised by :func:`load_model` for files.
     """
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(default=SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION)
     loader: LoaderParams = Field(default_factory=LoaderParams)
     host: HostParams = Field(default_factory=HostParams)
     device: DeviceParams = Field(default_factory=DeviceParams)
@@ -326,6 +330,7 @@ class StepModel(_Strict):
             for w in t.waits:
                 if w not in tasks:
                     raise ValueError(f"task {t.id!r} waits for unknown task {w!r}")
+        _check_no_wait_cycle(self.device.streams)
         launched: set[str] = set()
         for i, op in enumerate(self.host.ops):
             if op.kind in ("launch", "sync") and op.task is not None and op.task not in tasks:
@@ -344,6 +349,33 @@ class StepModel(_Strict):
 
     def task_map(self) -> dict[str, DeviceTask]:
         return self.device.tasks()
+
+
+def _check_no_wait_cycle(streams: dict[str, list[DeviceTask]]) -> None:
+    """Raise ValueError if the tasks of one step can never all run: a task that (through its
+    waits and the in-order rule of its stream) waits for itself."""
+    deps: dict[str, list[str]] = {}
+    for ts in streams.values():
+        for i, t in enumerate(ts):
+            deps[t.id] = list(t.waits) + ([ts[i - 1].id] if i else [])
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    for root in deps:
+        if root in state:
+            continue
+        stack = [(root, iter(deps[root]))]
+        state[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                raise ValueError(f"task {nxt!r} waits, through {node!r}, for itself: the step "
+                                 "can never finish (a wait on a later task of the same stream?)")
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter(deps[nxt])))
 
 
 def load_model(path: str | Path) -> StepModel:

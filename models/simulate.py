@@ -284,7 +284,13 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     need = [events.done(rp.rank, last, tid) for rp in model.ranks for tid in model.task_map()]
     pending = [ev for ev in need if not ev.processed]
     if pending:
-        env.run(until=simpy.AllOf(env, pending))
+        try:
+            env.run(until=simpy.AllOf(env, pending))
+        except RuntimeError as e:
+            if "until" not in str(e) and "No scheduled events" not in str(e):
+                raise
+            raise ModelError(f"the device never finished step {last} (t={env.now:.1f} us): a "
+                             "task waits for something that never happens") from None
     marks = step_marks(starts, runs, [r.rank for r in model.ranks], warmup + steps)
     step_us = np.array([[m[k + 1] - m[k] for k in range(warmup, warmup + steps)] for m in marks])
     window = (marks[0][warmup], marks[0][warmup + steps])

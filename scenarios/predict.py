@@ -292,10 +292,14 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, wa
         progress: hook called after each draw.
 
     Raises:
-        ModelError: an op that does not apply, or a model that cannot be simulated.
+        ModelError: an op that does not apply, a model that cannot be simulated, or ops that
+            leave a step of zero length.
     """
     final = apply_ops(model, ops)
     s = simulate_summary(final, steps, warmup, seed)
+    if not s.mean_step_us > 0:
+        raise ModelError(f"{describe_ops(ops)}: the step takes no time at all (every duration "
+                         "scaled to 0 or removed?): nothing left to predict")
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
     varied, skipped = uncertain_params(model)
     point = Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,

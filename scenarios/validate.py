@@ -177,6 +177,11 @@ def read_ledger(path: str | Path) -> list[LedgerRecord]:
     return out
 
 
+def ledger_line(record: LedgerRecord) -> bytes:
+    """One record as a ledger line (JSON, newline-terminated)."""
+    return orjson.dumps(record.model_dump()) + b"\n"
+
+
 def append_ledger(path: str | Path, record: LedgerRecord) -> None:
     """Append ``record`` as one JSON line; the file is rewritten atomically, so a failure
     leaves the old ledger whole.
@@ -189,7 +194,7 @@ def append_ledger(path: str | Path, record: LedgerRecord) -> None:
     old = p.read_bytes() if p.exists() else b""
     if old and not old.endswith(b"\n"):
         old += b"\n"
-    write_atomic(p, old + orjson.dumps(record.model_dump()) + b"\n")
+    write_atomic(p, old + ledger_line(record))
 
 
 def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
