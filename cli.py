@@ -52,6 +52,17 @@ def _path(text: str) -> str:
     return text
 
 
+PLOT_FORMATS = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
+
+
+def _plot_path(text: str) -> str:
+    """argparse type: a file name ending in a plot format matplotlib writes."""
+    if Path(text).suffix.lower() not in PLOT_FORMATS:
+        raise argparse.ArgumentTypeError(f"{text!r}: a plot is written as one of "
+                                         f"{', '.join(PLOT_FORMATS)}")
+    return text
+
+
 def _fmt_ms(us: float) -> str:
     return f"{us_to_ms(us):.2f}"
 
@@ -177,11 +188,10 @@ def cmd_whatif(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    import yaml
-
     from models.params import load_model
     from report.planner import plot_sweep, print_sweep, progress_bar
     from scenarios.sweep import parse_axis, sweep
+    from scenarios.transforms import parse_value
 
     model = load_model(args.model)
     grid: dict = {}
@@ -195,7 +205,7 @@ def cmd_sweep(args) -> int:
         value, eq, trace = text.partition("=")
         if not eq:
             raise StepsimError(f"bad --measured {text!r}: expected VALUE=TRACE")
-        measured[yaml.safe_load(value)] = _measured(trace).step_us
+        measured[parse_value(value)] = _measured(trace).step_us
     with progress_bar("sweep", enabled=not args.json) as prog:
         r = sweep(model, grid, _planner_ops(args), intervals=args.draws, progress=prog,
                   knee_tol=args.knee_tol, **_sim_kw(args))
@@ -359,13 +369,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="parameters and values; several make a grid")
     sw.add_argument("--knee-tol", type=_fraction, default=0.05,
                     help="within this of the best counts as no longer helping (default 0.05)")
-    sw.add_argument("--plot", metavar="FILE", help="write the sweep curve (.png/.svg/.pdf)")
+    sw.add_argument("--plot", metavar="FILE", type=_plot_path, help="write the sweep curve (.png/.svg/.pdf)")
     sw.add_argument("--measured", action="append", default=[], metavar="VALUE=TRACE",
                     help="a re-measured trace at one value of the first parameter, for the plot")
 
     ce = _planner_verb(sub, "ceiling", "simulated Amdahl ceiling of every component",
                        cmd_ceiling, 0)
-    ce.add_argument("--plot", metavar="FILE", help="write the ceilings as a bar chart")
+    ce.add_argument("--plot", metavar="FILE", type=_plot_path, help="write the ceilings as a bar chart")
 
     pl = _planner_verb(sub, "plan", "greedy chain of named fixes, one bottleneck at a time",
                        cmd_plan, 16)

@@ -61,6 +61,7 @@ with ``hip*`` API names.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,34 @@ def _to_int(v) -> int:
                 return -1
             return int(f) if f == f and abs(f) < 9e18 else -1
     return -1
+
+
+def _dur_ns(path, i: int, e: dict, d) -> int:
+    """ns of a ``dur`` (µs) that is not a plain in-range int; InputError naming event ``i``
+    when it is not a finite number in [0, MAX_SPAN_US]."""
+    if isinstance(d, bool) or not isinstance(d, (int, float, str)):
+        problem = f"non-numeric dur {d!r}"
+    else:
+        try:
+            fd = float(d)
+        except ValueError:
+            fd = None
+        except OverflowError:  # an int beyond a double
+            fd = math.inf
+        if fd is None:
+            problem = f"non-numeric dur {d!r}"
+        elif math.isnan(fd) or (math.isinf(fd) and not isinstance(d, int)):
+            problem = f"non-finite dur {d!r}"
+        elif fd < 0:
+            problem = f"negative dur {d!r} µs"
+        elif fd > MAX_SPAN_US:
+            problem = (f"dur {d!r} µs is longer than {MAX_SPAN_US / 86_400e6:.0f} days, the "
+                       "longest a trace may span")
+        else:
+            return int(round(fd * 1000))
+    name = str(e.get("name", ""))
+    name = name if len(name) <= 60 else name[:57] + "..."
+    raise InputError(path, f"{problem} (on {e.get('cat', 'event')} {name!r})", f"event {i}")
 
 
 def _to_float(v) -> float:
@@ -259,7 +288,11 @@ def build_table(raw: RawTrace) -> EventTable:
         the table, rows in file order (not sorted by time).
 
     Raises:
-        Nothing for odd events: unknown categories become ``other``, unparsable numbers −1/NaN.
+        InputError: an event whose ``dur`` (µs) is not a number, is not finite, is negative or
+            is longer than 30 days (:data:`calibration.trace_io.MAX_SPAN_US`), with the event
+            index. Other odd fields never raise: unknown categories become ``other``,
+            unparsable or out-of-int64 numbers −1/NaN, non-object ``args`` are ignored (a
+            warning counts them).
     """
     events = raw.events
     n = len(events)
@@ -279,30 +312,36 @@ def build_table(raw: RawTrace) -> EventTable:
     cat_cache: dict = {}
 
     def ident(v) -> int:
-        if isinstance(v, int) and not isinstance(v, bool):
+        if type(v) is int and -_I64 <= v <= _I64:
             return v
         if v is None:
             return -1
         s = str(v)
         try:
-            return int(s)
+            n = int(s)
         except ValueError:
             m = _STREAM_TID.match(s)
-            if m:
-                return int(m.group(1))
-            code = str_ids.get(s)
-            if code is None:
-                code = str_ids[s] = -2 - len(str_ids)
-            return code
+            n = int(m.group(1)) if m else None
+        if n is not None and -_I64 <= n <= _I64:
+            return n
+        code = str_ids.get(s)  # text, or an id beyond int64
+        if code is None:
+            code = str_ids[s] = -2 - len(str_ids)
+        return code
 
     corr, ext, stream, device, nbytes = (ints["correlation"], ints["external_id"], ints["stream"],
                                         ints["device"], ints["bytes"])
     in_n, out_n, gsize = ints["in_nelems"], ints["out_nelems"], ints["group_size"]
+    bad_args: list[int] = []
     for i, e in enumerate(events):
         nm = e.get("name")
         names[i] = nm if isinstance(nm, str) else ("" if nm is None else str(nm))
         c = e.get("cat")
         p = e.get("ph")
+        if not (c is None or type(c) is str):
+            c = str(c)
+        if not (p is None or type(p) is str):
+            p = str(p)
         ph[i] = p
         raw_cat[i] = c
         key = (c, p)
@@ -313,32 +352,31 @@ def build_table(raw: RawTrace) -> EventTable:
             elif p == "M":
                 nc = "metadata"
             else:
-                nc = CATEGORY_ALIASES.get(str(c).lower(), "other") if c is not None else "other"
+                nc = CATEGORY_ALIASES.get(c.lower(), "other") if c is not None else "other"
             cat_cache[key] = nc
         cat[i] = nc
         pid[i] = ident(e.get("pid"))
-        t = e.get("tid")
-        tid[i] = t if type(t) is int else ident(t)
+        tid[i] = ident(e.get("tid"))
         d = e.get("dur")
         if d is not None:
-            if type(d) is int:
-                dur[i] = d * 1000
-            else:
-                fd = _to_float(d)
-                dur[i] = int(round(fd * 1000)) if fd == fd and fd > 0 else 0
+            dur[i] = d * 1000 if type(d) is int and 0 <= d <= _MAX_DUR_INT else \
+                _dur_ns(raw.path, i, e, d)
         if p in ("s", "f", "t"):
             flow_id[i] = _to_int(e.get("id"))
         a = e.get("args")
-        if not a:
+        if a is None:
+            continue
+        if type(a) is not dict:
+            bad_args.append(i)
             continue
         v = a.get("correlation")
         if v is not None:
-            corr[i] = v if type(v) is int else _to_int(v)
+            corr[i] = _to_int(v)
         v = a.get("External id")
         if v is None:
             v = a.get("external id")
         if v is not None:
-            ext[i] = v if type(v) is int else _to_int(v)
+            ext[i] = _to_int(v)
         if nc in GPU_CATS or nc == "gpu_user_annotation":
             v = a.get("stream")
             if v is not None:
@@ -371,12 +409,16 @@ def build_table(raw: RawTrace) -> EventTable:
     ts = raw.ts_ns - base_rel
     base_abs = base_rel + _to_int(raw.metadata.get("baseTimeNanoseconds", 0)) if isinstance(
         raw.metadata, dict) else base_rel
-    if base_abs < base_rel:  # a bad baseTimeNanoseconds (−1) is ignored
+    if not base_rel <= base_abs <= _I64:  # a bad baseTimeNanoseconds (−1, huge) is ignored
         base_abs = base_rel
+    warnings = list(raw.warnings)
+    if bad_args:
+        warnings.append(f"{raw.path.name}: {len(bad_args)} event(s) have 'args' that is not an "
+                        f"object (first: event {bad_args[0]}); those args are ignored")
     return EventTable(
         names=names, cat=cat, raw_cat=raw_cat, ph=ph, pid=pid, tid=tid, ts_ns=ts, dur_ns=dur,
         correlation=corr, external_id=ext, flow_id=flow_id, stream=stream, device=device,
         bytes=nbytes, gbps=gbps, coll_name=coll, in_nelems=in_n, out_nelems=out_n,
         group_size=gsize, dtype=dtype, index=np.arange(n, dtype=np.int64), path=raw.path,
         metadata=raw.metadata, base_ns=base_abs, str_ids={v: k for k, v in str_ids.items()},
-        warnings=list(raw.warnings), _raw=raw)
+        warnings=warnings, _raw=raw)

@@ -55,10 +55,11 @@ annotation's ``Input Dims``/``Input type``.
 
 **Ranks.** The rank comes from ``distributedInfo.rank`` (a dict, or the Python-repr string
 some Kineto versions write), else from a ``rank<N>``/``worker<N>`` in the file name; a file
-with neither is rank 0 (with a warning). Two files that claim the same rank are two captures of
-it (a warning; the first by file name is used). Clocks are aligned on matched collectives (the
-k-th collective of a name on every rank ends at the same instant, as a collective finishes only
-when the last rank arrives): each rank's offset is the median difference of those ends against
+with neither is rank 0 (with a warning). Two files that claim the same rank are taken as
+separate captures, not ranks of one run: the first by file name is used, the other ignored (a
+warning names both). Clocks are aligned on matched collectives (the k-th collective of a name
+on every rank ends at the same instant, as a collective finishes only when the last rank
+arrives): each rank's offset is the median difference of those ends against
 the first rank. Each collective is split into arrival skew (last arrival − this rank's
 arrival) and transfer (end − last arrival, i.e. the duration on the last rank to arrive, never
 the mean); the model's collective ``dur_us`` is the transfer. The model's host ops and tasks
@@ -333,10 +334,9 @@ def _coll_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarray,
             return from_row(r)
         if rows is ann_rows:
             try:
-                ev = table.event(r)
+                a = table.args(r)
             except LookupError:
                 return None, None, ""
-            a = ev.get("args") or {}
             dims, typ = a.get("Input Dims"), a.get("Input type")
             b = None
             if isinstance(dims, list) and dims and isinstance(dims[0], list) and \
@@ -963,7 +963,7 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
         if not table.gpu_mask().any():
             raise InputError(raw.path, "trace has no GPU activity (kernel/memcpy/memset); use "
                              "the CPU calibration for host-only traces")
-        fits.append(fit_rank(table, step_regex=step_regex, warnings=list(raw.warnings)))
+        fits.append(fit_rank(table, step_regex=step_regex, warnings=list(table.warnings)))
     if len(fits) == 1:
         f = fits[0]
         if f.rank < 0:
@@ -988,8 +988,10 @@ def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
             f.rank = 0
             warnings.append(f"{f.path.name}: no rank in distributedInfo or file name; taken as rank 0")
         if f.rank in by_rank:
-            warnings.append(f"{f.path.name} and {by_rank[f.rank].path.name} both hold rank "
-                            f"{f.rank}: two captures of one rank; using {by_rank[f.rank].path.name}")
+            used = by_rank[f.rank].path.name
+            warnings.append(f"{f.path.name} and {used} both claim rank {f.rank}: taken as two "
+                            f"separate captures, not two ranks of one run; using {used} (first "
+                            f"by file name) and ignoring {f.path.name}")
             continue
         by_rank[f.rank] = f
     ranks = sorted(by_rank)

@@ -20,9 +20,15 @@ Markers, in order of preference:
 
 A repeating marker must occur at least twice, else it is not used. When nothing matches, the
 result is empty and ``warnings`` says so: the whole trace is never silently one giant step.
-Steps from markers 1, 3 and 4 are numbered 0, 1, … in time order. A marker *spans* its step
-when its median duration is at least half the median spacing of the markers (``ProfilerStep``
-does); a short marker (``__next__``) only opens a step, so its last occurrence opens none.
+Steps from markers 1, 3 and 4 are numbered 0, 1, … in time order. ``ProfilerStep`` *spans*
+its step (the profiler's record function runs from one ``step()`` to the next); another marker
+does when its median duration is at least half the median spacing of the markers; a short
+marker (``__next__``) only opens a step, so its last occurrence opens none.
+
+Broken markers are dropped with a warning that names their events: a marker that shares its
+start time with another one, and a spanning marker of zero length (both would give a step of
+no length). Dropping a step does not stretch its neighbours. Every step returned has
+``dur_ns > 0``; if none is left the result is empty, with a warning.
 """
 from __future__ import annotations
 
@@ -170,16 +176,12 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
             numbers = [n for n, s in zip(numbers, sel) if s]
     order = np.argsort(table.ts_ns[rows], kind="stable")
     rows = rows[order]
-    if numbers is None:
-        numbers = list(range(len(rows)))
-    else:
-        numbers = [numbers[i] for i in order]
+    numbers = list(range(len(rows))) if numbers is None else [numbers[i] for i in order]
     starts = table.ts_ns[rows]
     ends = table.end_ns[rows]
-    spans = True
-    if len(rows) >= 2:
-        gaps = np.diff(starts)
-        spans = bool(np.median(ends[:-1] - starts[:-1]) >= 0.5 * np.median(gaps))
+    # ProfilerStep always covers its step; other markers do when they are long
+    spans = method == "profiler_step" or len(rows) < 2 or bool(
+        np.median(ends[:-1] - starts[:-1]) >= 0.5 * np.median(np.diff(starts)))
     n_steps = len(rows) if spans else len(rows) - 1
     out = []
     for k, r in enumerate(rows[:n_steps]):
@@ -192,4 +194,21 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
         out.append(Step(number=int(numbers[k]), start_ns=int(starts[k]), end_ns=end,
                         cpu_end_ns=int(ends[k]), pid=int(table.pid[r]), tid=int(table.tid[r]),
                         name=str(table.names[r]), last=last, row=int(r)))
+    # broken markers give steps of no length; dropping one leaves its neighbours' bounds alone
+    same = np.diff(starts) == 0
+    tie = np.r_[False, same] | np.r_[same, False]
+    bad_by = {"shares its start time with another marker": tie[:n_steps],
+              "is of zero length": (ends[:n_steps] == starts[:n_steps]) & spans}
+    drop = np.zeros(n_steps, dtype=bool)
+    for what, bad in bad_by.items():
+        idx = table.index[rows[:n_steps][bad & ~drop]].tolist()
+        if idx:
+            more = ", …" if len(idx) > 5 else ""
+            warnings.append(f"dropped {len(idx)} step(s) whose marker {what} (events "
+                            f"{', '.join(map(str, idx[:5]))}{more})")
+        drop |= bad
+    out = [s for s, d in zip(out, drop) if not d]
+    if not out:
+        warnings.append("no step of positive length remains")
+        return StepList([], warnings, "none")
     return StepList(out, warnings, method)

@@ -83,7 +83,8 @@ class RawTrace:
             ``deviceProperties``, ``baseTimeNanoseconds``, …); empty for the bare-array form.
         ts_ns: shape (len(events),), int64: each event's ``ts`` in ns, parsed exactly from its
             text (no offset applied). Events without ``ts`` (metadata only) hold the minimum of
-            the others.
+            the others; a metadata event's ``ts`` far outside the others' range is clamped
+            into it.
         file_bytes: size of the file on disk (bytes).
         json_bytes: size of the (decompressed) JSON text (bytes).
         exact_ts: False when the ``ts`` texts could not be matched to events and ``ts_ns`` was
@@ -272,22 +273,29 @@ def _check_ts(p: Path, events: list) -> tuple[list, np.ndarray, np.ndarray]:
     return ts_vals, has_ts, arr
 
 
-def _check_span(p: Path, events: list, ts_vals: list, ts_us: np.ndarray, has_ts: np.ndarray):
-    """Raise InputError when the events' ``ts`` (metadata aside) spread over more than
-    MAX_SPAN_US, naming the event farthest from the median ``ts``."""
-    rows = np.nonzero(has_ts)[0]
-    if np.ptp(ts_us[rows]) <= MAX_SPAN_US:
-        return
-    rows = np.array([i for i in rows if events[i].get("ph") != "M"], dtype=np.int64)
+def _check_span(p: Path, events: list, ts_vals: list, ts_us: np.ndarray,
+                has_ts: np.ndarray) -> np.ndarray | None:
+    """Raise InputError when the events' ``ts`` (metadata ``M`` events aside: Chrome ignores
+    their ``ts``) spread over more than MAX_SPAN_US, naming the event farthest from the median
+    ``ts``. Returns None, or, when only metadata events lie that far out, the mask of the
+    events that are not metadata (the others' ``ts`` are to be clamped into their range)."""
+    if np.ptp(ts_us[has_ts]) <= MAX_SPAN_US:
+        return None
+    timed = has_ts & np.fromiter((e.get("ph") != "M" for e in events), dtype=bool,
+                                 count=len(events))
+    rows = np.nonzero(timed)[0]
+    if not len(rows):
+        return None
     t = ts_us[rows]
-    if len(t) < 2 or np.ptp(t) <= MAX_SPAN_US:
-        return
     off = np.abs(t - np.median(t))
     k = int(np.argmax(off))
-    i = int(rows[k])
-    raise InputError(p, f"ts {ts_vals[i]!r} µs lies {off[k] / 86_400e6:.3g} days from the "
-                        f"median ts of the trace; a trace may span at most "
-                        f"{MAX_SPAN_US / 86_400e6:.0f} days (corrupt timestamp?)", f"event {i}")
+    if t.max() - t.min() > MAX_SPAN_US:
+        i = int(rows[k])
+        raise InputError(p, f"ts {ts_vals[i]!r} µs lies {off[k] / 86_400e6:.3g} days from the "
+                            f"median ts of the trace; a trace may span at most "
+                            f"{MAX_SPAN_US / 86_400e6:.0f} days (corrupt timestamp?)",
+                         f"event {i}")
+    return timed
 
 
 class _SidecarNotTrace(InputError):
@@ -338,7 +346,7 @@ def load_trace(path: str | Path) -> RawTrace:
     ts_vals, has_ts, ts_us = _check_ts(p, events)
     if not has_ts.any():
         raise InputError(p, "no event has a 'ts'")
-    _check_span(p, events, ts_vals, ts_us, has_ts)
+    timed = _check_span(p, events, ts_vals, ts_us, has_ts)
     try:
         ns_present, exact = _exact_ts(raw, ts_vals, has_ts)
     except (ValueError, InvalidOperation, OverflowError):  # pragma: no cover - defensive
@@ -346,7 +354,9 @@ def load_trace(path: str | Path) -> RawTrace:
         exact = False
     ts_ns = np.empty(len(events), np.int64)
     ts_ns[has_ts] = ns_present
-    ts_ns[~has_ts] = ns_present.min()
+    if timed is not None:
+        ts_ns[~timed] = np.clip(ts_ns[~timed], ts_ns[timed].min(), ts_ns[timed].max())
+    ts_ns[~has_ts] = ts_ns[has_ts].min()
     warnings = [] if exact else [
         f"{p.name}: could not match every 'ts' text to its event; sub-µs digits may be rounded"]
     return RawTrace(path=p, events=events, metadata=metadata, ts_ns=ts_ns, file_bytes=size,

@@ -30,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
+import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -194,14 +195,24 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError(p, f"not a valid scenario: {e}") from None
 
 
-def _value(text: str) -> Any:
-    """A CLI value: YAML scalar, or ``a|b|c`` for a list of them."""
+def parse_value(text: str) -> Any:
+    """A value given on the command line: a JSON scalar (``4``, ``0.5``, ``true``, ``null``),
+    a YAML flow map or list (``{mean_us: 900}``, ``[1, 2]``), ``a|b|c`` for a list of values,
+    else the text itself. YAML's other scalar forms are not used (YAML 1.1 reads ``1:4`` as
+    64 and ``yes`` as true)."""
+    text = text.strip()
     if "|" in text:
-        return [_value(t) for t in text.split("|")]
+        return [parse_value(t) for t in text.split("|")]
     try:
-        return yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
-        return text
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    if text[:1] in ("{", "["):
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            return text
+    return text
 
 
 def _pairs(text: str, what: str) -> dict[str, Any]:
@@ -210,7 +221,7 @@ def _pairs(text: str, what: str) -> dict[str, Any]:
         key, eq, val = part.partition("=")
         if not eq or not key.strip():
             raise ModelError(f"bad {what} {text!r}: expected key=value[,key=value]")
-        out[key.strip()] = _value(val.strip())
+        out[key.strip()] = parse_value(val)
     return out
 
 
@@ -219,7 +230,7 @@ def parse_set(text: str) -> SetOp:
     path, eq, val = text.partition("=")
     if not eq or not path.strip() or not val.strip():
         raise ModelError(f"bad --set {text!r}: expected PATH=VALUE (e.g. loader.num_workers=4)")
-    return SetOp(path=path.strip(), value=_value(val.strip()))
+    return SetOp(path=path.strip(), value=parse_value(val))
 
 
 def parse_selector(text: str) -> Selector:

@@ -85,3 +85,45 @@ def test_simulate_names_what_it_was_given(cpu_run_nw1):
     assert r.returncode == 2 and "profiler trace" in r.stderr
     r = run_cli("simulate", "scenarios/reference/case_study_fixes.yaml")
     assert r.returncode == 2 and "scenario file" in r.stderr
+
+
+A = "scenarios/reference/input_pipeline_a.yaml"
+
+
+@pytest.mark.parametrize("args,says", [
+    (("simulate", A, "--seed", "-1"), "--seed"),
+    (("simulate", A, "--steps", "0"), "--steps"),
+    (("whatif", A, "--set", "loader.num_workers=1000000"), "less than or equal to 1024"),
+    (("whatif", A, "--set", "loader.num_workers=1:4"), "num_workers"),
+    (("whatif", A, "--scale", "0", "all"), "takes no time"),
+    (("sweep", A, "loader.num_workers=1,2", "--plot", "curve.xyz"), "plot"),
+    (("plan", A, "--min-gain", "nan"), "--min-gain"),
+])
+def test_bad_arguments_exit_2_without_traceback(args, says):
+    r = run_cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert says in r.stderr and "Traceback" not in r.stderr
+
+
+def test_calibrate_never_overwrites_its_input(tmp_path, cpu_run_nw1):
+    side = tmp_path / "sidecar.json"
+    side.write_bytes((cpu_run_nw1 / "sidecar.json").read_bytes())
+    before = side.read_bytes()
+    r = run_cli("calibrate", str(cpu_run_nw1 / "trace.json.gz"), "--sidecar", str(side),
+                "-o", str(side))
+    assert r.returncode == 2 and "input" in r.stderr
+    assert side.read_bytes() == before
+
+
+@pytest.mark.parametrize("text,says", [
+    ("loader: {num_workers: .inf}", "num_workers"),
+    ("host: {ops: [{kind: cpu, dur_us: .inf}]}", "finite"),
+    ("""host: {ops: [{kind: launch, task: a}, {kind: launch, task: b}]}
+device: {streams: {s: [{id: a, stream: s, dur_us: 1, waits: [b]}, {id: b, stream: s, dur_us: 1}]}}""",
+     "for itself"),
+])
+def test_models_that_cannot_run_are_refused(tmp_path, text, says):
+    p = tmp_path / "m.yaml"
+    p.write_text(text)
+    r = run_cli("simulate", str(p))
+    assert r.returncode == 2 and says in r.stderr and str(p) in r.stderr, r.stderr

@@ -409,7 +409,9 @@ def test_two_files_with_the_same_rank_are_two_captures(tmp_path):
     one_rank_trace(d / "b.json", distributedInfo={"rank": 2, "world_size": 4})
     m = calibrate_gpu(d)
     assert [r.rank for r in m.ranks] == [2]
-    assert any("two captures" in w for w in m.meta.warnings)
+    w = [w for w in m.meta.warnings if "both claim rank 2" in w]
+    assert len(w) == 1 and "separate captures" in w[0] and "using a.json" in w[0] \
+        and "ignoring b.json" in w[0]
 
 
 # ------------------------------------------------------------------------- shared traces
