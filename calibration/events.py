@@ -24,7 +24,9 @@ column             dtype     meaning
                              them back)
 ``ts_ns``          int64     start, **ns relative to the earliest ``ts`` in the trace**,
                              parsed exactly from the ``ts`` text
-``dur_ns``         int64     duration (ns); 0 for instants, flows, metadata
+``dur_ns``         int64     duration (ns); 0 for instants, flows, metadata and a missing
+                             ``dur``; a ``dur`` that is not a finite number in [0, 30 days]
+                             is an InputError naming the event
 ``correlation``    int64     CUPTI/roctracer correlation id (runtime call ↔ GPU activity), −1
 ``external_id``    int64     ``External id`` / ``external id`` (CPU op ↔ runtime), −1
 ``flow_id``        int64     ``id`` of a flow event (``s``/``f``), −1
@@ -412,6 +414,10 @@ def build_table(raw: RawTrace) -> EventTable:
     if not base_rel <= base_abs <= _I64:  # a bad baseTimeNanoseconds (−1, huge) is ignored
         base_abs = base_rel
     warnings = list(raw.warnings)
+    complete = ph == "X"
+    if complete.sum() > 1 and not dur[complete].any():
+        warnings.append(f"{raw.path.name}: all {int(complete.sum())} complete events have dur 0: "
+                        "the trace's durations are missing or zeroed")
     if bad_args:
         warnings.append(f"{raw.path.name}: {len(bad_args)} event(s) have 'args' that is not an "
                         f"object (first: event {bad_args[0]}); those args are ignored")

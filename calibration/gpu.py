@@ -409,8 +409,7 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     steps = find_steps(table, step_regex=step_regex)
     warnings += [f"{path.name}: {w}" for w in steps.warnings]
     if not steps:
-        raise InputError(path, "no training step found: no ProfilerStep#N and no repeating "
-                         "DataLoader/optimizer marker; pass a step regex")
+        raise InputError(path, "no training step found: " + "; ".join(steps.warnings))
     links = link(table)
     kept, cw = complete_steps(table, links, steps)
     warnings += [f"{path.name}: {w}" for w in cw]

@@ -343,6 +343,7 @@ class StepModel(_Strict):
                 launched.add(op.task)
         if not self.ranks:
             raise ValueError("ranks must list at least one rank")
+
         if len({r.rank for r in self.ranks}) != len(self.ranks):
             raise ValueError("rank numbers repeat")
         return self
@@ -410,6 +411,8 @@ def load_model(path: str | Path) -> StepModel:
     if "stepsim_sidecar" in data:
         raise InputError(p, "this is a capture sidecar, not a StepModel; pass it to "
                             "'stepsim calibrate TRACE --sidecar FILE'")
+    if not (data.get("host") or {}).get("ops"):
+        raise InputError(p, "the model's host thread has no ops (host.ops): nothing to simulate")
     try:
         return StepModel.model_validate(data)
     except ValidationError as e:

@@ -116,7 +116,8 @@ def test_calibrate_never_overwrites_its_input(tmp_path, cpu_run_nw1):
 
 
 @pytest.mark.parametrize("text,says", [
-    ("loader: {num_workers: .inf}", "num_workers"),
+    ("loader: {num_workers: .inf}\nhost: {ops: [{kind: next_batch}]}", "num_workers"),
+    ("loader: {num_workers: 2}", "no ops"),
     ("host: {ops: [{kind: cpu, dur_us: .inf}]}", "finite"),
     ("""host: {ops: [{kind: launch, task: a}, {kind: launch, task: b}]}
 device: {streams: {s: [{id: a, stream: s, dur_us: 1, waits: [b]}, {id: b, stream: s, dur_us: 1}]}}""",

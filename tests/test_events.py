@@ -9,6 +9,7 @@ import pytest
 
 from calibration.events import ALIAS_VERSION, build_table
 from calibration.trace_io import load_trace
+from simcore.errors import InputError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
@@ -143,3 +144,45 @@ def test_shared_old_and_new_traces_normalise():
     assert (to.cat == "kernel").sum() == 8772 and (to.cat == "instant").sum() == 12840
     tn = build_table(load_trace(new))
     assert (tn.cat == "kernel").sum() == 2700 and tn.base_ns > 1_711_964_646_000_000_000
+
+
+# ------------------------------------------------------------------ bad values
+
+def cpu_op(i, **kw):
+    e = {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+    e.update(kw)
+    return e
+
+
+def test_args_that_are_not_an_object_are_ignored_with_a_warning(tmp_path):
+    t = table_of(tmp_path, [cpu_op(0, args=[1, 2]), cpu_op(1, args="correlation=5"),
+                            cpu_op(2, args={"correlation": 7})])
+    assert t.correlation.tolist() == [-1, -1, 7] and t.arg(0, "correlation", "none") == "none"
+    assert t.warnings == ["t.json: 2 event(s) have 'args' that is not an object (first: event "
+                          "0); those args are ignored"]
+
+
+@pytest.mark.parametrize("dur,problem", [
+    (1e300, "dur 1e+300 µs is longer than 30 days"), (10**30, "dur 1e+30 µs is longer"),
+    (2**62, "is longer than 30 days"), ("inf", "non-finite dur 'inf'"),
+    ("nan", "non-finite dur 'nan'"), (-5, "negative dur -5 µs"), (-0.5, "negative dur -0.5"),
+    ("abc", "non-numeric dur 'abc'"), (True, "non-numeric dur True"), ([1], "non-numeric dur [1]"),
+])
+def test_bad_dur_names_its_event(tmp_path, dur, problem):
+    with pytest.raises(InputError) as ei:
+        table_of(tmp_path, [cpu_op(0), cpu_op(1, dur=dur, cat="kernel", name="k")])
+    assert ei.value.where == "event 1" and problem in ei.value.problem
+    assert "(on kernel 'k')" in ei.value.problem and str(tmp_path / "t.json") in str(ei.value)
+
+
+def test_ids_beyond_int64_do_not_overflow(tmp_path):
+    big = 2**63 + 5  # orjson reads it as an unsigned 64-bit int
+    t = table_of(tmp_path, [cpu_op(0, pid=big, tid=f"stream {big}",
+                                   args={"correlation": big, "External id": str(big)})])
+    assert t.pid[0] < 0 and t.tid_label(t.pid[0]) == str(big) and t.tid[0] < 0
+    assert t.correlation[0] == -1 and t.external_id[0] == -1
+
+
+def test_all_zero_durations_warn(tmp_path):
+    t = table_of(tmp_path, [cpu_op(i, dur=0) for i in range(3)])
+    assert any("all 3 complete events have dur 0" in w for w in t.warnings)

@@ -4,11 +4,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from calibration.events import build_table
 from calibration.steps import find_steps
-from calibration.trace_io import load_trace
+from calibration.trace_io import RawTrace, load_trace
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
@@ -109,3 +111,48 @@ def test_shared_trace_steps():
     st = find_steps(build_table(load_trace(p)))
     assert [s.number for s in st] == [101, 102, 103, 104, 105]
     assert st[2].dur_us == pytest.approx(95728.6, abs=1)
+
+
+# ------------------------------------------------------------------ broken markers
+
+def test_markers_at_one_start_time_give_no_step(tmp_path):
+    ev = [x(f"ProfilerStep#{n}", 100, 50 + n) for n in range(4)]
+    st = find_steps(table_of(tmp_path, ev))
+    assert len(st) == 0 and st.method == "none"
+    assert st.warnings == ["dropped 4 step(s) whose marker shares its start time with another "
+                           "marker (events 0, 1, 2, 3)", "no step of positive length remains"]
+
+
+def test_two_zero_length_profiler_steps_give_no_step(tmp_path):
+    st = find_steps(table_of(tmp_path, [x("ProfilerStep#1", 0, 0), x("ProfilerStep#2", 40, 0)]))
+    assert len(st) == 0 and "of zero length (events 0, 1)" in st.warnings[0]
+
+
+def test_zero_length_step_marker_is_dropped_without_stretching_its_neighbours(tmp_path):
+    ev = [x("ProfilerStep#1", 100, 80), x("ProfilerStep#2", 200, 0), x("ProfilerStep#3", 300, 90),
+          x("ProfilerStep#4", 300, 90), x("ProfilerStep#5", 450, 40)]
+    st = find_steps(table_of(tmp_path, ev))
+    assert [(s.number, s.start_ns, s.end_ns) for s in st] == \
+        [(1, 0, 100_000), (5, 350_000, 390_000)]  # ns from the first event
+    assert st.warnings == [
+        "dropped 2 step(s) whose marker shares its start time with another marker (events 2, 3)",
+        "dropped 1 step(s) whose marker is of zero length (events 1)"]
+
+
+def test_zero_length_short_markers_still_open_steps(tmp_path):
+    nxt = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    st = find_steps(table_of(tmp_path, [x(nxt, t, 0, cat="cpu_op") for t in (0, 100, 250)]))
+    assert [s.dur_ns for s in st] == [100_000, 150_000]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 30)), min_size=1, max_size=8),
+       st.sampled_from(["ProfilerStep#{}", "Optimizer.step#SGD.step"]))
+def test_every_step_has_positive_length_and_steps_never_overlap(markers, name):
+    events = [x(name.format(k), ts, dur) for k, (ts, dur) in enumerate(markers)]
+    raw = RawTrace(path=Path("t.json"), events=events, metadata={},
+                   ts_ns=np.array([ts * 1000 for ts, _ in markers], dtype=np.int64))
+    steps = find_steps(build_table(raw))
+    assert all(s.dur_ns > 0 for s in steps)
+    assert all(a.end_ns <= b.start_ns for a, b in zip(steps, steps[1:]))
+    assert bool(steps) or steps.warnings

@@ -194,3 +194,100 @@ def test_shared_bare_array_trace_loads():
         pytest.skip(f"shared traces not present at {SHARED}")
     r = load_trace(p)
     assert r.metadata == {} and len(r.events) == 76898 and r.exact_ts
+
+
+# ------------------------------------------------------- absurd timestamps and sizes
+
+@pytest.mark.parametrize("ts", [1e300, 10**30, "1e30", -1e18])
+def test_ts_beyond_int64_ns_names_its_index(tmp_path, ts):
+    p = write(tmp_path, "hugets.json", obj([ev(), ev(ts=ts)]))
+    with pytest.raises(InputError) as ei:
+        load_trace(p)
+    assert ei.value.where == "event 1" and "out of range" in ei.value.problem
+
+
+def test_timestamps_spread_over_more_than_30_days(tmp_path):
+    p = write(tmp_path, "spread.json", obj([ev(ts=0), ev(ts=20), ev(ts=3e12), ev(ts=40)]))
+    with pytest.raises(InputError) as ei:
+        load_trace(p)
+    assert ei.value.where == "event 2" and "at most 30 days" in ei.value.problem
+
+
+def test_metadata_event_far_from_the_others_is_clamped(tmp_path):
+    # Chrome ignores a metadata event's ts; it must not count as a 54-year span
+    meta = {"ph": "M", "name": "process_name", "pid": 1, "ts": 0, "args": {"name": "py"}}
+    r = load_trace(write(tmp_path, "meta_ts0.json",
+                         obj([meta, ev(ts=1_700_000_000_000_000), ev(ts=1_700_000_000_000_010)])))
+    assert r.ts_ns.tolist() == [1_700_000_000_000_000_000] * 2 + [1_700_000_000_000_010_000]
+
+
+def test_gzip_bomb_stops_at_the_size_limit(tmp_path, monkeypatch):
+    import calibration.trace_io as tio
+    monkeypatch.setattr(tio, "MAX_JSON_BYTES", 64 * 1024)
+    monkeypatch.setattr(tio, "_CHUNK", 4096)
+    events = obj([ev()])
+    bomb = write(tmp_path, "bomb.json.gz", gzip.compress(events[:-2] + b" " * 10**6 + b"]}"))
+    with pytest.raises(InputError, match="decompressed size exceeds .*MAX_JSON_BYTES"):
+        load_trace(bomb)
+    big = write(tmp_path, "big.json", events[:-2] + b" " * 70_000 + b"]}")
+    with pytest.raises(InputError, match="file size .* exceeds"):
+        load_trace(big)
+
+
+def test_pipe_is_read_as_a_stream_under_the_size_limit(tmp_path, monkeypatch):
+    import threading
+
+    import calibration.trace_io as tio
+    monkeypatch.setattr(tio, "_CHUNK", 1024)
+
+    def through_pipe(data: bytes) -> Path:
+        fifo = tmp_path / "fifo.json"
+        if fifo.exists():
+            fifo.unlink()
+        os.mkfifo(fifo)
+        threading.Thread(target=fifo.write_bytes, args=(data,), daemon=True).start()
+        return fifo
+
+    assert len(load_trace(through_pipe(obj([ev(), ev(ts=20)]))).events) == 2
+    monkeypatch.setattr(tio, "MAX_JSON_BYTES", 4096)
+    with pytest.raises(InputError, match="size exceeds"):
+        load_trace(through_pipe(obj([ev(ts=i) for i in range(200)])))
+
+
+def test_device_is_not_read(tmp_path):
+    with pytest.raises(InputError, match="is a device"):
+        load_trace("/dev/zero")
+
+
+# ----------------------------------------------------------------- directories
+
+def test_unreadable_directory(tmp_path, monkeypatch):
+    write(tmp_path, "rank0.json", obj([ev()]))
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied", str(self))
+    monkeypatch.setattr(Path, "iterdir", denied)
+    with pytest.raises(InputError, match="cannot list the directory: Permission denied"):
+        load_rank_traces(tmp_path)
+
+
+def test_capture_folder_sidecar_is_not_a_trace(tmp_path):
+    write(tmp_path, "trace.json.gz", gzip.compress(obj([ev()])))
+    write(tmp_path, "sidecar.json", b'{"stepsim_sidecar": 1, "loader": {}}')
+    write(tmp_path, "run2_sidecar_copy.json", b'{"loader": {}, "stepsim_sidecar": 1}')
+    rs = load_rank_traces(tmp_path)
+    assert [r.path.name for r in rs] == ["trace.json.gz"] and not rs[0].warnings
+    with pytest.raises(InputError, match="is a stepsim capture sidecar, not a trace"):
+        load_trace(tmp_path / "sidecar.json")
+
+
+def test_dangling_symlink_in_a_directory_warns(tmp_path):
+    write(tmp_path, "rank1.json", obj([ev()]))
+    (tmp_path / "rank0.json").symlink_to(tmp_path / "gone.json")
+    rs = load_rank_traces(tmp_path)
+    assert [r.path.name for r in rs] == ["rank1.json"]
+    assert rs[0].warnings == [f"{tmp_path.name}/rank0.json: broken symbolic link (to "
+                              f"{tmp_path / 'gone.json'}); skipped"]
+    (tmp_path / "rank1.json").unlink()
+    with pytest.raises(InputError, match="no trace files .*broken symbolic link"):
+        load_rank_traces(tmp_path)
