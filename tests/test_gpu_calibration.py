@@ -127,11 +127,14 @@ def part2(g: Gen, n: int, s0: float, c: int, arrive: float, end: float):
     g.op(f"ProfilerStep#{n}", s0, g.t, cat="user_annotation")
 
 
-def one_rank_trace(path: Path, steps=(3, 4, 5, 6), **top) -> Path:
+def one_rank_trace(path: Path, steps=(3, 4, 5, 6), change=None, **top) -> Path:
+    """The standard trace; ``change(events)``, if given, mutates its events before writing."""
     g = Gen()
     for n in steps:
         s0, c, arrive = part1(g, n)
         part2(g, n, s0, c, arrive, arrive + 120)
+    if change:
+        change(g.ev)
     return g.dump(path, **top)
 
 
@@ -351,22 +354,12 @@ def test_trace_without_steps_is_rejected(tmp_path):
 
 
 
-def _mutated(tmp_path: Path, name: str, change) -> Path:
-    """The standard one-rank trace with ``change(events)`` applied."""
-    g = Gen()
-    for n in (3, 4, 5, 6):
-        s0, c, arrive = part1(g, n)
-        part2(g, n, s0, c, arrive, arrive + 120)
-    change(g.ev)
-    return g.dump(tmp_path / name)
-
-
 def test_negative_kernel_dur_names_its_event(tmp_path):
     def neg(ev):
         i = next(i for i, e in enumerate(ev) if e["cat"] == "kernel")
         ev[i]["dur"] = -50
         neg.i = i
-    p = _mutated(tmp_path, "kernel_neg.json", neg)
+    p = one_rank_trace(tmp_path / "kernel_neg.json", change=neg)
     with pytest.raises(InputError) as ei:
         calibrate_gpu(p)
     assert ei.value.where == f"event {neg.i}" and "negative dur -50 µs (on kernel" in ei.value.problem
@@ -377,7 +370,7 @@ def test_non_object_args_warning_reaches_the_model(tmp_path):
         for e in ev:
             if e["cat"] == "cpu_op":
                 e["args"] = ["not", "an", "object"]
-    m = calibrate_gpu(_mutated(tmp_path, "args_list.json", listify))
+    m = calibrate_gpu(one_rank_trace(tmp_path / "args_list.json", change=listify))
     assert any("have 'args' that is not an object" in w for w in m.meta.warnings)
 
 
@@ -387,7 +380,7 @@ def test_zero_length_profiler_steps_are_named_in_the_error(tmp_path):
             if e["name"].startswith("ProfilerStep#"):
                 e["dur"] = 0
     with pytest.raises(InputError, match="no training step found: dropped 4 step.* of zero length"):
-        calibrate_gpu(_mutated(tmp_path, "step_zero.json", zero))
+        calibrate_gpu(one_rank_trace(tmp_path / "step_zero.json", change=zero))
 
 # ----------------------------------------------------------------------------- ranks
 def two_rank_dir(tmp_path: Path, late_us=400.0, clock_shift_us=5000.0) -> Path:
