@@ -21,9 +21,15 @@ from models.params import StepModel
 from simcore.errors import InputError, StepsimError
 
 
+CAPTURE_TRACE, CAPTURE_SIDECAR = "trace.json.gz", "sidecar.json"
+"""What :class:`calibration.capture.Capture` writes into its folder."""
+
+
 def calibrate(trace: str | Path, sidecar: str | Path | None = None,
               step_regex: str | None = None) -> StepModel:
-    """Calibrate a StepModel from ``trace`` (file or directory of per-rank files).
+    """Calibrate a StepModel from ``trace``: a trace file, a directory of per-rank trace
+    files, or a capture harness folder (``trace.json.gz`` + ``sidecar.json``, whose sidecar is
+    used unless ``sidecar`` is given).
 
     Raises:
         InputError: unreadable/malformed trace or sidecar, or no step to calibrate from.
@@ -35,6 +41,10 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
             re.compile(step_regex)
         except re.error as e:
             raise StepsimError(f"--step-regex {step_regex!r} is not a valid regular expression: {e}") from None
+    if p.is_dir() and (p / CAPTURE_TRACE).is_file() and (p / CAPTURE_SIDECAR).is_file():
+        # a capture harness folder: its trace, with its sidecar unless one is given
+        sidecar = sidecar or p / CAPTURE_SIDECAR
+        p = p / CAPTURE_TRACE
     side = load_sidecar(sidecar) if sidecar else None
     if p.is_dir():
         return _gpu(p, side, step_regex)

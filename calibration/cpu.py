@@ -60,7 +60,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     if not steps:
         raise InputError(trace_path, "no training steps found (no ProfilerStep#N or repeating "
                                      "marker); " + "; ".join(steps.warnings))
-    warnings = list(steps.warnings)
+    warnings = list(table.warnings) + list(steps.warnings)
     if sidecar is not None:
         warnings += [f"capture: {w}" for w in sidecar.warnings]
     if len(steps) < MIN_STEPS:

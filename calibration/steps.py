@@ -25,9 +25,9 @@ its step (the profiler's record function runs from one ``step()`` to the next); 
 does when its median duration is at least half the median spacing of the markers; a short
 marker (``__next__``) only opens a step, so its last occurrence opens none.
 
-Broken markers are dropped with a warning that names their events: a marker that shares its
-start time with another one, and a spanning marker of zero length (both would give a step of
-no length). Dropping a step does not stretch its neighbours. Every step returned has
+Broken markers are dropped with a warning that names their events: an exact duplicate (same
+name, start and end) is ignored; a marker that shares its start time with another one, and a
+spanning marker of zero length, are dropped (both would give a step of no length). Dropping a step does not stretch its neighbours. Every step returned has
 ``dur_ns > 0``; if none is left the result is empty, with a warning.
 """
 from __future__ import annotations
@@ -110,6 +110,15 @@ def _markers(table: EventTable, rx: re.Pattern, cpu_side: np.ndarray) -> np.ndar
     return np.nonzero(hit & cpu_side)[0]
 
 
+def _warn_rows(warnings: list[str], table: EventTable, rows: np.ndarray, what: str) -> None:
+    """Append ``what`` (with ``{}`` for the count) and the first file event indices of
+    ``rows``, if any."""
+    idx = table.index[rows].tolist()
+    if idx:
+        more = ", …" if len(idx) > 5 else ""
+        warnings.append(f"{what.format(len(idx))} (events {', '.join(map(str, idx[:5]))}{more})")
+
+
 def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
     """Segment ``table`` into steps (see the module docstring for the rules).
 
@@ -176,7 +185,22 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
             numbers = [n for n, s in zip(numbers, sel) if s]
     order = np.argsort(table.ts_ns[rows], kind="stable")
     rows = rows[order]
-    numbers = list(range(len(rows))) if numbers is None else [numbers[i] for i in order]
+    if numbers is not None:
+        numbers = [numbers[i] for i in order]
+    seen: set = set()
+    dup = np.zeros(len(rows), dtype=bool)
+    for i, marker in enumerate(zip(table.ts_ns[rows].tolist(), table.end_ns[rows].tolist(),
+                                   table.names[rows])):
+        dup[i] = marker in seen
+        seen.add(marker)
+    if dup.any():
+        _warn_rows(warnings, table, rows[dup], "ignored {} duplicate step marker(s) (same "
+                                               "name, start and end as another)")
+        rows = rows[~dup]
+        if numbers is not None:
+            numbers = [n for n, d in zip(numbers, dup) if not d]
+    if numbers is None:
+        numbers = list(range(len(rows)))
     starts = table.ts_ns[rows]
     ends = table.end_ns[rows]
     # ProfilerStep always covers its step; other markers do when they are long
@@ -201,11 +225,8 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
               "is of zero length": (ends[:n_steps] == starts[:n_steps]) & spans}
     drop = np.zeros(n_steps, dtype=bool)
     for what, bad in bad_by.items():
-        idx = table.index[rows[:n_steps][bad & ~drop]].tolist()
-        if idx:
-            more = ", …" if len(idx) > 5 else ""
-            warnings.append(f"dropped {len(idx)} step(s) whose marker {what} (events "
-                            f"{', '.join(map(str, idx[:5]))}{more})")
+        _warn_rows(warnings, table, rows[:n_steps][bad & ~drop],
+                   "dropped {} step(s) whose marker " + what)
         drop |= bad
     out = [s for s, d in zip(out, drop) if not d]
     if not out:

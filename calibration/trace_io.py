@@ -85,7 +85,7 @@ class RawTrace:
             text (no offset applied). Events without ``ts`` (metadata only) hold the minimum of
             the others; a metadata event's ``ts`` far outside the others' range is clamped
             into it.
-        file_bytes: size of the file on disk (bytes).
+        file_bytes: size of the file on disk (bytes; 0 for a pipe).
         json_bytes: size of the (decompressed) JSON text (bytes).
         exact_ts: False when the ``ts`` texts could not be matched to events and ``ts_ns`` was
             computed from the parsed floats instead (sub-µs digits may then be lost).
@@ -137,7 +137,10 @@ def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
         if size > MAX_JSON_BYTES:
             raise _too_big(p, f"file size {_gib(size)}")
         with open(p, "rb") as f:
-            if f.peek(2)[:2] == GZIP_MAGIC:
+            gz = f.peek(2)[:2] == GZIP_MAGIC
+            if not gz:
+                raw = f.read() if regular else _read_capped(p, f, "size")
+            else:
                 try:
                     with gzip.GzipFile(fileobj=f) as g:
                         raw = _read_capped(p, g, "decompressed size")
@@ -145,21 +148,18 @@ def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
                     raise InputError(p, "gzip stream is truncated (file cut short?)") from None
                 except (gzip.BadGzipFile, zlib.error) as e:
                     raise InputError(p, f"corrupt gzip data: {e}") from None
-                if not raw or raw.isspace():
-                    raise InputError(p, "file is empty (after decompression)")
-                return raw, size
-            raw = f.read() if regular else _read_capped(p, f, "size")
     except FileNotFoundError:
         raise InputError(p, "no such file") from None
     except OSError as e:
         raise InputError(p, f"cannot read: {e.strerror or e}") from None
     if len(raw) > MAX_JSON_BYTES:  # a regular file that grew after the size check
         raise _too_big(p, "size")
+    after = " (after decompression)" if gz else ""
     if not raw:
-        raise InputError(p, "file is empty")
+        raise InputError(p, f"file is empty{after}")
     if raw.isspace():
-        raise InputError(p, "file holds only whitespace")
-    return raw, size or len(raw)
+        raise InputError(p, f"file holds only whitespace{after}")
+    return raw, size
 
 
 def _byte_offset(raw: bytes, char_pos: int) -> int:

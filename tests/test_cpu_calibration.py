@@ -146,3 +146,9 @@ def test_capture_warnings_reach_the_model(cpu_run_nw0, tmp_path):
     (d / "sidecar.json").write_text(json.dumps(data))
     model = calibrate(d / "trace.json.gz", sidecar=d / "sidecar.json")
     assert any("capture: the DataLoader ran out" in w for w in model.meta.warnings)
+
+
+def test_capture_folder_calibrates_with_its_sidecar(cpu_run_nw1):
+    model = calibrate(cpu_run_nw1)
+    assert model.loader.num_workers == 1
+    assert model.meta.sources["loader.produce"] == "measured"

@@ -353,7 +353,6 @@ def test_trace_without_steps_is_rejected(tmp_path):
         calibrate_gpu(p)
 
 
-
 def test_negative_kernel_dur_names_its_event(tmp_path):
     def neg(ev):
         i = next(i for i, e in enumerate(ev) if e["cat"] == "kernel")
@@ -362,7 +361,8 @@ def test_negative_kernel_dur_names_its_event(tmp_path):
     p = one_rank_trace(tmp_path / "kernel_neg.json", change=neg)
     with pytest.raises(InputError) as ei:
         calibrate_gpu(p)
-    assert ei.value.where == f"event {neg.i}" and "negative dur -50 µs (on kernel" in ei.value.problem
+    assert ei.value.where == f"event {neg.i}"
+    assert "negative dur -50 µs (on kernel" in ei.value.problem
 
 
 def test_non_object_args_warning_reaches_the_model(tmp_path):
@@ -381,6 +381,7 @@ def test_zero_length_profiler_steps_are_named_in_the_error(tmp_path):
                 e["dur"] = 0
     with pytest.raises(InputError, match="no training step found: dropped 4 step.* of zero length"):
         calibrate_gpu(one_rank_trace(tmp_path / "step_zero.json", change=zero))
+
 
 # ----------------------------------------------------------------------------- ranks
 def two_rank_dir(tmp_path: Path, late_us=400.0, clock_shift_us=5000.0) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings, strategies as hst
 
 from calibration.events import build_table
 from calibration.steps import find_steps
@@ -146,8 +146,8 @@ def test_zero_length_short_markers_still_open_steps(tmp_path):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 30)), min_size=1, max_size=8),
-       st.sampled_from(["ProfilerStep#{}", "Optimizer.step#SGD.step"]))
+@given(hst.lists(hst.tuples(hst.integers(0, 50), hst.integers(0, 30)), min_size=1, max_size=8),
+       hst.sampled_from(["ProfilerStep#{}", "Optimizer.step#SGD.step"]))
 def test_every_step_has_positive_length_and_steps_never_overlap(markers, name):
     events = [x(name.format(k), ts, dur) for k, (ts, dur) in enumerate(markers)]
     raw = RawTrace(path=Path("t.json"), events=events, metadata={},
@@ -156,3 +156,11 @@ def test_every_step_has_positive_length_and_steps_never_overlap(markers, name):
     assert all(s.dur_ns > 0 for s in steps)
     assert all(a.end_ns <= b.start_ns for a, b in zip(steps, steps[1:]))
     assert bool(steps) or steps.warnings
+
+
+def test_duplicated_marker_events_count_once(tmp_path):
+    ev = [x("ProfilerStep#1", 0, 100), x("ProfilerStep#2", 100, 90)]
+    st = find_steps(table_of(tmp_path, ev + [dict(e) for e in ev]))
+    assert [(s.number, s.dur_ns) for s in st] == [(1, 100_000), (2, 90_000)]
+    assert st.warnings == ["ignored 2 duplicate step marker(s) (same name, start and end as "
+                           "another) (events 2, 3)"]
