@@ -122,6 +122,16 @@ ARG_ALIASES: dict[str, tuple[str, ...]] = {
 }
 """Column → ``args`` keys that may hold it, first found wins."""
 
+def _arg(args: dict, column: str):
+    """The value of ``column`` in an event's ``args``: the first of its spellings in
+    ``ARG_ALIASES`` that is present, else None."""
+    for key in ARG_ALIASES[column]:
+        v = args.get(key)
+        if v is not None:
+            return v
+    return None
+
+
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_API_CATS = ("cuda_runtime", "cuda_driver")
 _INT_COLS = ("correlation", "external_id", "stream", "device", "bytes", "in_nelems",
@@ -371,36 +381,27 @@ def build_table(raw: RawTrace) -> EventTable:
         if type(a) is not dict:
             bad_args.append(i)
             continue
-        v = a.get("correlation")
+        v = _arg(a, "correlation")
         if v is not None:
             corr[i] = _to_int(v)
-        v = a.get("External id")
-        if v is None:
-            v = a.get("external id")
+        v = _arg(a, "external_id")
         if v is not None:
             ext[i] = _to_int(v)
         if nc in GPU_CATS or nc == "gpu_user_annotation":
-            v = a.get("stream")
-            if v is not None:
-                stream[i] = _to_int(v)
-            v = a.get("device")
-            if v is None:
-                v = a.get("Device")
-            if v is not None:
-                device[i] = _to_int(v)
-            v = a.get("bytes")
-            if v is not None:
-                nbytes[i] = _to_int(v)
-            v = a.get("memory bandwidth (GB/s)")
+            for col, out in ((stream, "stream"), (device, "device"), (nbytes, "bytes")):
+                v = _arg(a, out)
+                if v is not None:
+                    col[i] = _to_int(v)
+            v = _arg(a, "gbps")
             if v is not None:
                 gbps[i] = _to_float(v)
-        v = a.get("Collective name")
+        v = _arg(a, "coll_name")
         if v is not None:
             coll[i] = str(v)
-            in_n[i] = _to_int(a.get("In msg nelems"))
-            out_n[i] = _to_int(a.get("Out msg nelems"))
-            gsize[i] = _to_int(a.get("Group size"))
-            dt = a.get("dtype")
+            in_n[i] = _to_int(_arg(a, "in_nelems"))
+            out_n[i] = _to_int(_arg(a, "out_nelems"))
+            gsize[i] = _to_int(_arg(a, "group_size"))
+            dt = _arg(a, "dtype")
             dtype[i] = "" if dt is None else str(dt)
     # GPU lanes written as "stream N" tids without an args.stream
     gpu = np.isin(cat, list(GPU_CATS))
