@@ -5,15 +5,19 @@ What is read (times converted to µs):
 * per step (``ProfilerStep#N``, start to next start; :mod:`calibration.steps`): the step time,
   the main thread's DataLoader wait (summed ``enumerate(DataLoader)#…__next__`` on the step's
   thread) and the rest of the step, the main thread's compute;
-* from the sidecar (:mod:`calibration.capture`): every batch's produce CPU time measured inside
-  its worker, the loader settings, the host's usable cores, the batch size in bytes.
+* from the sidecar (:mod:`calibration.capture`): every batch's produce time measured inside
+  its worker (wall and CPU), the loader settings, the host's usable cores, torch's intra-op
+  threads, the batch size in bytes, the main process's CPU time per step.
 
 The model (:class:`models.params.StepModel`): the host thread does ``next_batch`` then one
-``cpu`` op whose duration is drawn from the measured per-step compute times; the loader's ``produce`` is the empirical distribution of
-the workers' CPU times (first batch of each worker dropped: it carries the worker's start-up).
-Without a sidecar, produce time is inferred from the trace (``num_workers=0``: the ``next()``
-time; otherwise ``num_workers ×`` the mean step, valid only when the run was input-bound) and
-the core count is assumed; each such fallback adds a warning.
+``cpu`` op whose duration is drawn from the measured per-step compute times; the loader's
+``produce`` is the empirical distribution of the steady-state batches (:func:`steady_records`,
+:func:`fit_produce`). Both use wall time when the calibration run had a core for every busy
+thread, and CPU time when it had more busy threads than cores (its wall times then hold waits
+for a core, which the simulator adds itself). Without a sidecar, produce time is inferred from
+the trace (``num_workers=0``: the ``next()`` time; otherwise ``num_workers ×`` the mean step,
+valid only when the run was input-bound) and the core count is assumed; each such fallback
+adds a warning.
 """
 from __future__ import annotations
 
@@ -119,11 +123,11 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         lp["host_cores"] = max(1, lp.get("num_workers", 0) + 1)
         sources["loader.host_cores"] = "assumed"
         warnings.append(f"host cores unknown: assumed {lp['host_cores']} (one per thread)")
-    prof_steps = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
-    if lp.get("num_workers", 0) > 0 and prof_steps:
+    prof = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
+    if lp.get("num_workers", 0) > 0 and prof:
         # next() blocks without using CPU while it waits for a worker; the CPU it does use is
         # the hand-over of the batch (unpickling, bookkeeping)
-        lp["unpickle_us"] = float(np.median([s.next_cpu_us for s in prof_steps]))
+        lp["unpickle_us"] = float(np.median([s.next_cpu_us for s in prof]))
         sources["loader.unpickle_us"] = "measured"
     for k in LoaderParams.model_fields:
         sources.setdefault(f"loader.{k}", "assumed")
@@ -133,7 +137,6 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     # waits for a core that the simulator adds again, and the main thread's CPU time is used.
     torch_threads = (sidecar.torch_num_threads or 1) if sidecar is not None else 1
     threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + torch_threads
-    prof = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
     compute_basis = "wall_time"
     if prof:
         cpu_compute = np.array([s.compute_cpu_us for s in prof])
@@ -144,7 +147,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                     f"torch used {torch_threads} intra-op threads beside {lp['num_workers']} "
                     f"workers on {lp['host_cores']} cores: the training step's CPU time of all "
                     "its threads is modelled as one thread's work")
-        elif compute_us.mean() > CORE_WAIT_RATIO * cpu_compute.mean() / min(torch_threads, lp["host_cores"]):
+        elif (compute_us.mean()
+              > CORE_WAIT_RATIO * cpu_compute.mean() / min(torch_threads, lp["host_cores"])):
             warnings.append(
                 f"the training step's wall time ({compute_us.mean() / 1e3:.1f} ms) exceeds its "
                 f"CPU time ({cpu_compute.mean() / 1e3:.1f} ms) by more than 15 % although every "

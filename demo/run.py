@@ -36,7 +36,6 @@ from rich.table import Table
 
 from calibration.calibrate import calibrate
 from calibration.measure import measured_steps
-from models.metrics import label
 from models.params import save_model
 from models.simulate import simulate
 from scenarios.predict import predict
