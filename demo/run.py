@@ -72,7 +72,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     ledger = out / "ledger.jsonl"  # this run's records replace an earlier demo's, at the end
     console.print(f"[bold]stepsim demo[/bold]: CNN on the CPU, JPEG decode + augmentation in the "
                   f"DataLoader; {cores} cores; num_workers {','.join(map(str, settings))}, "
-                  f"{repeats} run(s) each; output in {out}/")
+                  f"{repeats} run{'s' if repeats > 1 else ''} each; output in {out}/")
     t0 = time.monotonic()
     runs: dict[int, list[Path]] = {s: [] for s in settings}
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -166,8 +166,9 @@ def _print_table(console: Console, rows: list[dict], cores: int) -> None:
                   f"{r['error_pct']:+.1f} %{inside}",
                   f"{r['bottleneck_predicted']} / {r['bottleneck_observed']}")
     console.print(t)
+    dagger = ("† the prediction lies inside the range of the repeated runs' means (the error "
+              "cannot be told from run-to-run noise).  " if any(r["inside_spread"] for r in rows)
+              else "")
     console.print("* calibration setting: its row checks the replay of the calibrated baseline.  "
-                  "† the prediction lies inside the range of the repeated runs' means (the "
-                  "error cannot be told from run-to-run noise).  Bottlenecks: input = the "
-                  "DataLoader, host_compute = the training step's CPU work, cpu_cores = workers "
-                  "and training step share too few cores.")
+                  + dagger + "Bottlenecks: input = the DataLoader, host_compute = the training "
+                  "step's CPU work, cpu_cores = workers and training step share too few cores.")

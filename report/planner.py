@@ -302,7 +302,7 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
                   _ms(m.prediction.mean_step_us), _interval(m.prediction), _x(m.speedup), nxt)
     c.print(t)
     c.print(f"{_ms(b.mean_step_us)} ms -> {_ms(p.final_prediction.mean_step_us)} ms "
-            f"([bold]{_x(p.speedup)}[/bold]) in {len(p.moves)} moves")
+            f"([bold]{_x(p.speedup)}[/bold]) in {len(p.moves)} move{'s' if len(p.moves) != 1 else ''}")
     mix = ", ".join(f"{k} {100 * v:.0f}%" for k, v in
                     sorted(p.category_share.items(), key=lambda kv: -kv[1]) if v >= 0.01)
     if mix:
@@ -350,7 +350,7 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
     if s.n == 0:
         c.print("the ledger is empty")
         return
-    c.print(f"{s.n} predictions: median |error| {s.median_abs_error_pct:.1f}%, "
+    c.print(f"{s.n} prediction{'s' if s.n != 1 else ''}: median |error| {s.median_abs_error_pct:.1f}%, "
             f"max |error| {s.max_abs_error_pct:.1f}%")
     if s.coverage is not None:
         c.print(f"interval coverage: {s.coverage:.0%} of {s.n_intervals} (P10-P90 aims at 80%)")

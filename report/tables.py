@@ -19,7 +19,7 @@ MIN_BOUND_SHARE = 0.01
 
 
 def console() -> Console:
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True,
+    return Console(file=sys.stdout, highlight=False, soft_wrap=False,
                    width=None if sys.stdout.isatty() else 110)
 
 
