@@ -228,7 +228,8 @@ def print_ceilings(r: CeilingReport, as_json: bool = False) -> None:
         return _json(ceiling_dict(r))
     c = console()
     b = r.baseline
-    c.print(f"baseline: mean step {_ms(b.mean_step_us)} ms ({b.what}); bottleneck "
+    what = "" if b.what == "baseline" else f" ({b.what})"
+    c.print(f"baseline: mean step {_ms(b.mean_step_us)} ms{what}; bottleneck "
             f"[bold]{b.bottleneck_label}[/bold]")
     t = Table(title="Amdahl ceilings (simulated with the component free)", show_edge=False)
     for col in ("component", "step if free ms", "ceiling", "share of step", "subtracted"):
@@ -292,7 +293,7 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
     first = p.first.label if p.first else "-"
     t = Table(title="plan (greedy; bottleneck = largest simulated ceiling)", show_edge=False)
     for col in ("#", "fix", "relieves", "step ms", "P10 / P50 / P90 ms", "speed-up",
-                "next bottleneck"):
+                "bottleneck after it"):
         t.add_column(col, overflow="fold", justify="right" if col in (
             "#", "step ms", "speed-up", "P10 / P50 / P90 ms") else "left")
     t.add_row("0", "(baseline)", "", _ms(b.mean_step_us), _interval(b), "", first)
