@@ -39,6 +39,13 @@ CORE_WAIT_RATIO = 1.15
 DATALOADER_NEXT = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
 
 
+def waited_for_cores(wall_us: float, cpu_us: float, torch_threads: int, host_cores: int) -> bool:
+    """Whether a training step of ``wall_us`` µs that used ``cpu_us`` µs of CPU (all its
+    threads) waited for a core: its wall time exceeds ``CORE_WAIT_RATIO`` × the CPU time
+    spread over its intra-op threads (at most ``host_cores`` of them run at once)."""
+    return wall_us > CORE_WAIT_RATIO * cpu_us / max(1, min(torch_threads, host_cores))
+
+
 def step_loader_waits_us(table: EventTable, steps: StepList) -> np.ndarray:
     """Per step, µs the step's host thread spent in ``enumerate(DataLoader)#…__next__``.
 
@@ -147,8 +154,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                     f"torch used {torch_threads} intra-op threads beside {lp['num_workers']} "
                     f"workers on {lp['host_cores']} cores: the training step's CPU time of all "
                     "its threads is modelled as one thread's work")
-        elif (compute_us.mean()
-              > CORE_WAIT_RATIO * cpu_compute.mean() / min(torch_threads, lp["host_cores"])):
+        elif waited_for_cores(float(compute_us.mean()), float(cpu_compute.mean()),
+                              torch_threads, lp["host_cores"]):
             warnings.append(
                 f"the training step's wall time ({compute_us.mean() / 1e3:.1f} ms) exceeds its "
                 f"CPU time ({cpu_compute.mean() / 1e3:.1f} ms) by more than 15 % although every "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.cpu import CORE_WAIT_RATIO, step_loader_waits_us
+from calibration.cpu import step_loader_waits_us, waited_for_cores
 from calibration.events import build_table
 from calibration.sidecar import load_sidecar
 from calibration.steps import find_steps
@@ -30,7 +30,7 @@ class MeasuredSteps:
         input_wait_us: per step, µs the host thread waited in DataLoader ``next()``.
         bottleneck: in the simulator's vocabulary (``models.metrics``), first rule that
             holds: ``cpu_cores`` when the capture sidecar shows the training step's wall time
-            exceeding its CPU time by ``CORE_WAIT_RATIO`` (the main thread waited for a core);
+            exceeding its CPU time (:func:`calibration.cpu.waited_for_cores`);
             ``input`` when the host thread waits for the DataLoader for at least
             ``INPUT_BOUND_SHARE`` of the step (a faster input pipeline would shorten it);
             else ``device`` when the trace has GPU work (the finer device split is the
@@ -84,9 +84,8 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
     prof = [s for s in side.steps if s.profiled] if side is not None else []
     compute_wall = float(np.mean(step_us - wait))
     compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None
-    # with torch's intra-op threads the step's CPU time spreads over that many cores
-    par = min(side.torch_num_threads or 1, side.host_cores or 1) if side is not None else 1
-    if compute_cpu and compute_wall > CORE_WAIT_RATIO * compute_cpu / par:
+    if compute_cpu and waited_for_cores(compute_wall, compute_cpu, side.torch_num_threads or 1,
+                                        side.host_cores or 1):
         neck = "cpu_cores"
     elif share >= INPUT_BOUND_SHARE:
         neck = "input"

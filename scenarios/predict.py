@@ -222,17 +222,20 @@ def draw_plan(model: StepModel, n: int, seed: int) -> list[tuple[dict[str, float
     return plan
 
 
+def _produce_specs(model: StepModel) -> list[DurationSpec]:
+    return [model.loader.produce, *(model.loader.produce_by_worker or [])]
+
+
 def _has_samples(model: StepModel) -> bool:
-    specs = [model.loader.produce, *(model.loader.produce_by_worker or [])]
-    return any(d.samples_us for d in specs) or any(op.samples_us for op in model.host.ops)
+    return (any(d.samples_us for d in _produce_specs(model))
+            or any(op.samples_us for op in model.host.ops))
 
 
 def is_deterministic(model: StepModel) -> bool:
     """True when a simulation of ``model`` draws nothing at random and there is nothing measured
     to bootstrap: constant DataLoader production (cv 0, no samples, per worker too), no
     sampled host ops, and fewer than two measured steps."""
-    specs = [model.loader.produce, *(model.loader.produce_by_worker or [])]
-    return (all(d.cv == 0 for d in specs) and not _has_samples(model)
+    return (all(d.cv == 0 for d in _produce_specs(model)) and not _has_samples(model)
             and len(model.meta.measured_step_us) < 2)
 
 
