@@ -79,7 +79,7 @@ def cmd_calibrate(args) -> int:
 
     import numpy as np
 
-    from models.simulate import simulate
+    from models.simulate import simulate, window_replay
 
     out = Path(args.output).resolve()
     for given in (args.trace, args.sidecar):
@@ -92,11 +92,19 @@ def cmd_calibrate(args) -> int:
     ms = model.meta.measured_step_us
     print(f"calibrated {len(ms)} steps: measured step mean {_fmt_ms(float(np.mean(ms)))} ms, "
           f"median {_fmt_ms(float(np.median(ms)))} ms -> {args.output}")
+    if model.replay is not None:
+        w = window_replay(model)
+        print(f"replay of the captured window ({len(w.steps)} steps, each with its own "
+              f"durations, from the captured device backlog): median "
+              f"{_fmt_ms(w.replayed_median_us)} ms ({100 * w.median_error:+.1f} % vs measured "
+              f"over {int(w.compared.sum())} steps), largest one-step error "
+              f"{100 * w.max_step_error:.1f} %")
     res = simulate(model, steps=DEFAULT_STEPS, warmup=DEFAULT_WARMUP)
     mean, median = float(np.mean(ms)), float(np.median(ms))
     err_mean = (res.mean_step_us - mean) / mean
     err_median = (res.median_step_us - median) / median
-    print(f"replay of the calibrated baseline: mean {_fmt_ms(res.mean_step_us)} ms "
+    print(f"{'steady state of the representative step (what predictions use)' if model.replay else 'replay of the calibrated baseline'}: "
+          f"mean {_fmt_ms(res.mean_step_us)} ms "
           f"({100 * err_mean:+.1f} % vs measured), median {_fmt_ms(res.median_step_us)} ms "
           f"({100 * err_median:+.1f} % vs measured)")
     if abs(err_mean) > REPLAY_WARN:

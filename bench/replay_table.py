@@ -1,9 +1,13 @@
 """Replay table: calibrate every shared GPU trace, replay it, compare with the measurement.
 
 For each trace file under ``../shared/traces`` (and each directory of per-rank files, as one
-multi-rank model), prints: the measured median step (ms, over the complete steps), the
-replayed median step of the coarsened model (``models.simulate.simulate(coarsen(model),
-steps=STEPS, warmup=WARMUP)``) and of the fine model, the replay error, the GPU busy % (union
+multi-rank model), prints: the measured median step (ms, over the complete steps); the
+*window* replay of the coarsened model (``models.simulate.window_replay``: the captured steps
+re-run in order, each with its own durations, from the captured device backlog, measured as
+calibration measures them), its median's error and its largest one-step error (single-rank
+models); the *steady* replay, the representative step repeated (``simulate(coarsen(model),
+steps=STEPS, warmup=WARMUP)``, what predictions start from; ``--fine``: also of the fine
+model) and its error; the GPU busy % (union
 of every GPU activity over the step) and exposed communication (ms per step), each measured
 two ways and replayed, the measured kernel-sum ÷ step-wall, and the seconds the coarse replay
 took. Measured "win" is the median over the steps of what ran in each step's window (a
@@ -30,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from calibration.gpu import calibrate_gpu  # noqa: E402
 from models.coarsen import coarsen  # noqa: E402
 from models.metrics import exposed_us, summarize  # noqa: E402
-from models.simulate import simulate  # noqa: E402
+from models.simulate import simulate, window_replay  # noqa: E402
 from simcore.errors import StepsimError  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces"
@@ -71,7 +75,8 @@ def main(argv=None) -> int:
     if not TRACES.is_dir():
         print(f"shared traces not found at {TRACES}")
         return 1
-    hdr = (f"{'trace':62s} {'steps':>5s} {'meas ms':>8s} {'replay':>8s} {'err %':>7s}"
+    hdr = (f"{'trace':62s} {'steps':>5s} {'meas ms':>8s} {'window':>8s} {'err %':>7s}"
+           + f" {'step %':>6s} {'steady':>8s} {'err %':>7s}"
            + (f" {'fine':>8s} {'err %':>7s}" if a.fine else "")
            + f" {'busy win':>8s} {'step':>5s} {'sim':>5s} {'ksum/wall':>9s}"
            + f" {'comm win':>8s} {'step':>6s} {'sim':>6s} {'sim s':>5s}  note")
@@ -97,7 +102,17 @@ def main(argv=None) -> int:
         ref = m.meta.notes.get("reference_rank", m.ranks[0].rank)
         s = summarize(r, rank=ref)
         sim = r.median_step_us
-        line = (f"{rel[-62:]:62s} {len(m.meta.measured_step_us):5d} {meas / 1e3:8.2f} "
+        if c.replay is not None:
+            w = window_replay(c)
+            win = (f"{w.replayed_median_us / 1e3:8.2f} {100 * w.median_error:+7.2f} "
+                   f"{100 * w.max_step_error:6.2f}")
+            if not w.compared.all():
+                note = (note + " " if note else "") + (
+                    f"window: {int(w.compared.sum())} of {len(w.steps)} steps compared, "
+                    f"measured median {w.measured_median_us / 1e3:.2f}")
+        else:
+            win = f"{'-':>8s} {'-':>7s} {'-':>6s}"
+        line = (f"{rel[-62:]:62s} {len(m.meta.measured_step_us):5d} {meas / 1e3:8.2f} {win} "
                 f"{sim / 1e3:8.2f} {100 * (sim - meas) / meas:+7.2f}")
         if a.fine:
             rf = simulate(m, steps=STEPS, warmup=WARMUP)

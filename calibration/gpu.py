@@ -86,7 +86,7 @@ PyTorch's profiler annotations (``ProfilerStep#N``, ``Optimizer.step#…``,
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -97,8 +97,9 @@ from calibration.steps import DATALOADER_RE, Step, find_steps
 from calibration.trace_io import RawTrace, load_rank_traces, load_trace
 from models.coarsen import coarsen
 from models.metrics import INPUT_WAIT_SHARE
-from models.params import (CommParams, DeviceParams, DeviceTask, DurationSpec, HostOp,
-                           HostParams, LoaderParams, Meta, RankParams, StepModel)
+from models.params import (LAUNCH_QUEUE_DEPTH, CommParams, DeviceParams, DeviceTask,
+                           DurationSpec, HostOp, HostParams, LoaderParams, Meta, RankParams,
+                           ReplayWindow, StepModel)
 from simcore.errors import InputError
 
 __all__ = ["calibrate_gpu", "fit_rank", "RankFit", "CATEGORY_RULES", "categorize",
@@ -109,6 +110,10 @@ WAIT_MIN_US = 2.0
 cross-stream wait (µs)."""
 WAIT_WINDOW_US = 20.0
 """An inferred wait's producer ended at most this long before the waiting task started (µs)."""
+END_OF_STEP_SYNC = "end of step: wait for its GPU work"
+"""Name of the sync op that closes a trace's last step (its time runs to its GPU work's end)."""
+REPLAY_MAX_STEPS = 200
+"""Most steps of a trace kept as the captured window (``StepModel.replay``)."""
 STEP_CV_WARN = 0.25
 """Above this coefficient of variation of step times the fit warns that one representative
 step cannot stand for all of them."""
@@ -232,6 +237,8 @@ class RankFit:
             end_ns) in the trace's absolute clock (ns since the epoch).
         notes, sources, warnings: for ``Meta``.
         loader: the LoaderParams.
+        replay: the captured window (per-step values are on ``ops`` and ``streams``).
+        peak_pending: the most launches the trace shows pending at a launch.
     """
 
     path: Path
@@ -251,6 +258,8 @@ class RankFit:
     base_ns: int = 0
     step_us_by_number: dict = field(default_factory=dict)
     rank_from: str = "none"
+    replay: ReplayWindow | None = None
+    peak_pending: int = 0
 
     @property
     def median_us(self) -> float:
@@ -388,8 +397,11 @@ class _StepFit:
     acts: list[int] = field(default_factory=list)   # table rows of the step's own GPU work
 
     def signature(self) -> tuple:
-        return (tuple((o.kind, o.name, o.task) for o in self.ops if o.kind != "cpu"),
-                tuple((s, tuple(t.name for t in ts)) for s, ts in self.streams.items()))
+        """The step's structure: its non-cpu host ops in order (a launch with its task; a
+        sync's target is left out, being inferred from timing) and each stream's tasks."""
+        return (tuple((o.kind, o.name, o.task if o.kind == "launch" else None)
+                      for o in self.ops if o.kind != "cpu"),
+                tuple(sorted((s, tuple(t.name for t in ts)) for s, ts in self.streams.items())))
 
 
 def fit_rank(table: EventTable, step_regex: str | None = None,
@@ -431,10 +443,27 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
         f = _fit_step(ctx, s)
         if f.signature() == fit.signature():
             group.append(f)
-    ops, streams, next_us = _median_of(group)
+    # a last step closes with a wait for its GPU work: compared and assembled without it
+    closes = bool(fit.ops) and fit.ops[-1].name == END_OF_STEP_SYNC
+    group = [_without_closing_wait(g) for g in group]
+    window, wfits = _window(ctx, steps, kept, {g.step.number: g for g in group}, group[0])
+    ops, streams, next_us = _assemble(group, wfits)
+    if closes:
+        ops.append(HostOp(kind="sync", name=END_OF_STEP_SYNC, replay_us=[0.0] * len(window)))
+    replay = ReplayWindow(steps=[s.number for s in window], calibrated=[f is not None for f in wfits],
+                          measured_step_us=[s.dur_us for s in window],
+                          stream_busy_us=_backlog_us(ctx, window[0], streams),
+                          last_gpu_inclusive=window[-1].last)
+    n_own = sum(replay.calibrated)
+    if n_own < len(window):
+        warnings.append(f"{path.name}: {len(window) - n_own} of the {len(window)} steps of the "
+                        "captured window replay the representative step's durations (their GPU "
+                        "work was incomplete or their structure differs)")
     warnings += [f"{path.name}: {w}" for w in fit.warnings]
     notes, sources, loader, w2 = _notes(ctx, kept, fit, group, next_us)
     warnings += [f"{path.name}: {w}" for w in w2]
+    peak = _peak_pending(ctx, window[0], window[-1])
+    notes["launch_queue_peak_pending"] = peak
     rank, world, rank_from = (_rank_of(table._raw, warnings) if table._raw is not None
                               else (None, 1, "none"))
     return RankFit(path=path, rank=-1 if rank is None else rank, world_size=world, ops=ops,
@@ -442,7 +471,7 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
                    rep=rep, collectives=fit.colls, notes=notes, sources=sources,
                    warnings=warnings, loader=loader, complete_steps=len(kept),
                    base_ns=table.base_ns, step_us_by_number={s.number: s.dur_us for s in kept},
-                   rank_from=rank_from)
+                   rank_from=rank_from, replay=replay, peak_pending=peak)
 
 
 def _middle_steps(kept: list[Step]) -> list[Step]:
@@ -471,30 +500,135 @@ def _slots(ops: list[HostOp]) -> tuple[list[float], list[str], list[HostOp]]:
     return cpu, phase, other
 
 
-def _median_of(group: list[_StepFit]):
-    """The first fit's structure with every duration the median over ``group``."""
+def _window(ctx: _Ctx, steps: list[Step], kept: list[Step], fitted: dict[int, _StepFit],
+            rep: _StepFit) -> tuple[list[Step], list[_StepFit | None]]:
+    """The captured window: every step from the first complete step to the last (at most
+    ``REPLAY_MAX_STEPS``), each with its own fit (without a closing wait) when it is complete
+    and has the representative's structure, else None. ``fitted``: fits already made (without
+    a closing wait), by step number."""
+    first, last = kept[0].number, kept[-1].number
+    window = [s for s in steps if first <= s.number <= last][:REPLAY_MAX_STEPS]
+    complete = {s.number for s in kept}
+    sig = rep.signature()
+    out: list[_StepFit | None] = []
+    for s in window:
+        f = None
+        if s.number in complete:
+            f = fitted.get(s.number) or _without_closing_wait(_fit_step(ctx, s))
+            if f.signature() != sig:
+                f = None
+        out.append(f)
+    return window, out
+
+
+def _without_closing_wait(f: _StepFit) -> _StepFit:
+    """``f`` without the wait for its GPU work that closes a trace's last step."""
+    if f.ops and f.ops[-1].name == END_OF_STEP_SYNC:
+        return replace(f, ops=f.ops[:-1])
+    return f
+
+
+def _assemble(group: list[_StepFit], window: list[_StepFit | None]):
+    """The representative structure (``group[0]``'s) with every duration the median over
+    ``group`` and, per op and task, its value in each step of ``window`` (``replay_us``,
+    ``replay_gap_us``; a step without a fit takes the median). Returns (host ops, streams,
+    per ``next_batch`` op the median ``next()`` time in µs)."""
     base = group[0]
-    if len(group) == 1:
-        return base.ops, base.streams, base.next_us
     slots = [_slots(g.ops) for g in group]
-    ops = []
+    wslots = [None if f is None else _slots(f.ops) for f in window]
+
+    def both(values_of):
+        """(median over the group, per window step value) of ``values_of(fit, its slots)``."""
+        med = float(np.median([values_of(g, sl) for g, sl in zip(group, slots)]))
+        per = [med if f is None else float(values_of(f, fs)) for f, fs in zip(window, wslots)]
+        return med, per
+
+    ops: list[HostOp] = []
+    n_next = 0
     for i, op in enumerate(slots[0][2] + [None]):
-        c = float(np.median([sl[0][i] for sl in slots]))
-        if c > 0:
-            ops.append(HostOp(kind="cpu", name="cpu", dur_us=c, phase=slots[0][1][i]))
-        if op is not None:
-            d = float(np.median([sl[2][i].dur_us for sl in slots]))
-            ops.append(op.model_copy(update={"dur_us": d}))
+        c, per = both(lambda g, sl: sl[0][i])
+        if c > 0 or max(per) > 0:
+            ops.append(HostOp(kind="cpu", name="cpu", dur_us=c, phase=slots[0][1][i],
+                              replay_us=per))
+        if op is None:
+            continue
+        if op.kind == "next_batch":
+            j = n_next
+            n_next += 1
+            _, per = both(lambda g, sl: g.next_us[j])
+            d, _ = both(lambda g, sl: sl[2][i].dur_us)
+        else:
+            d, per = both(lambda g, sl: sl[2][i].dur_us)
+        ops.append(op.model_copy(update={"dur_us": d, "replay_us": per}))
     streams = {}
     for s, ts in base.streams.items():
         out = []
         for t in ts:
-            out.append(t.model_copy(update={
-                "dur_us": float(np.median([g.kernel_us[t.id] for g in group])),
-                "gap_us": float(np.median([g.idle_us[t.id] for g in group]))}))
+            d, per = both(lambda g, sl: g.kernel_us[t.id])
+            gap, gper = both(lambda g, sl: g.idle_us[t.id])
+            out.append(t.model_copy(update={"dur_us": d, "gap_us": gap, "replay_us": per,
+                                            "replay_gap_us": gper}))
         streams[s] = out
     nx = [float(np.median([g.next_us[i] for g in group])) for i in range(len(base.next_us))]
     return ops, streams, nx
+
+
+def _backlog_rows(ctx: _Ctx, t0: int, t_end: int) -> list[int]:
+    """GPU activities still to finish at ``t0`` (ns) that were enqueued before it: launched
+    before ``t0``, or launched by no call in the trace (the launch preceded the capture) and
+    running ahead of their stream's first activity launched from ``t0`` on (a stream runs in
+    order; ``t_end`` when the stream has none)."""
+    launch_of = ctx.links.launch_of()
+    first_new: dict[str, int] = {}
+    for g in ctx.links.gpu_rows.tolist():
+        lr = launch_of.get(g)
+        if lr is not None and ctx.ts[lr] >= t0:
+            s = ctx.stream_of[g]
+            first_new[s] = min(first_new.get(s, int(ctx.ts[g])), int(ctx.ts[g]))
+    out = []
+    for g in ctx.links.gpu_rows.tolist():
+        if ctx.te[g] <= t0:
+            continue
+        lr = launch_of.get(g)
+        if ctx.ts[lr] < t0 if lr is not None else \
+                ctx.ts[g] < first_new.get(ctx.stream_of[g], t_end):
+            out.append(g)
+    return out
+
+
+def _backlog_us(ctx: _Ctx, first: Step, streams: dict[str, list]) -> dict[str, float]:
+    """Per modelled stream, how long (µs) after ``first`` starts it still ran GPU work
+    enqueued before then (:func:`_backlog_rows`)."""
+    t0 = first.start_ns
+    busy: dict[str, float] = {}
+    for g in _backlog_rows(ctx, t0, first.end_ns):
+        s = ctx.stream_of[g]
+        if s in streams:
+            busy[s] = max(busy.get(s, 0.0), (int(ctx.te[g]) - t0) / 1000.0)
+    return busy
+
+
+def _peak_pending(ctx: _Ctx, first: Step, last: Step) -> int:
+    """The most launches pending (issued, their device work unfinished) that any launch call
+    from ``first`` to ``last`` found, itself included: the runtime's launch queue held at least
+    that many without blocking the host. A call launching several activities (a CUDA graph)
+    holds one entry until its last activity ends; backlog activities (:func:`_backlog_rows`)
+    hold one each from ``first``'s start."""
+    t0, t1 = first.start_ns, last.end_ns
+    ends: dict[int, int] = {}
+    for g, lr in ctx.links.launch_of().items():
+        if t0 <= ctx.ts[lr] < t1:
+            ends[lr] = max(ends.get(lr, 0), int(ctx.te[g]))
+    events = [(int(ctx.ts[lr]), 1) for lr in ends] + [(e, -1) for e in ends.values()]
+    backlog = _backlog_rows(ctx, t0, first.end_ns)
+    events += [(int(ctx.te[g]), -1) for g in backlog]
+    events.sort(key=lambda e: (e[0], e[1]))   # at one instant, ends free slots first
+    pending, peak = len(backlog), 0
+    for _, d in events:
+        pending += d
+        if d > 0:
+            peak = max(peak, pending)
+    return peak
 
 
 def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
@@ -725,7 +859,7 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
         pending += t1 - cursor
     flush(max(t1, cursor))
     if step.last and step.end_ns > max(t1, cursor) and launched_acts:
-        ops.append(HostOp(kind="sync", name="end of step: wait for its GPU work", dur_us=0.0))
+        ops.append(HostOp(kind="sync", name=END_OF_STEP_SYNC, dur_us=0.0))
         op_t.append(max(t1, cursor))
     # phases: a launch/sync op has its task's, a cpu op the phase of the time it starts
     tph = {t.id: t.phase for ts_ in streams.values() for t in ts_}
@@ -890,12 +1024,19 @@ def _single_model(fit: RankFit, paths: list[Path]) -> StepModel:
     meta.notes["measured_median_step_us"] = fit.median_us
     meta.notes["rank_source"] = fit.rank_from
     model = StepModel(loader=fit.loader, host=HostParams(ops=fit.ops),
-                      device=DeviceParams(streams=fit.streams),
+                      device=DeviceParams(streams=fit.streams,
+                                          launch_queue_depth=_queue_depth([fit])),
                       comm=CommParams(world_size=max(1, fit.world_size)),
-                      ranks=[RankParams(rank=max(0, fit.rank))], meta=meta)
+                      ranks=[RankParams(rank=max(0, fit.rank))], meta=meta, replay=fit.replay)
     _mark_sources(model, "measured" if fit.rank_from == "distributedInfo" else "assumed",
                   ref_rank=model.ranks[0].rank)
     return model
+
+
+def _queue_depth(fits: list[RankFit]) -> int:
+    """The launch queue's depth: ``LAUNCH_QUEUE_DEPTH``, or more when a trace shows more
+    launches pending without the host blocking."""
+    return max([LAUNCH_QUEUE_DEPTH] + [f.peak_pending for f in fits])
 
 
 def _mark_sources(model: StepModel, world_size: str, ref_rank: int) -> None:
@@ -905,8 +1046,10 @@ def _mark_sources(model: StepModel, world_size: str, ref_rank: int) -> None:
 
     Measured: the host ops and the device tasks (durations, order, bytes; their inferred
     cross-stream waits are structure, counted in ``notes["inferred_waits"]``), and the
-    reference rank's skew (zero by definition). Inferred: ``device.gap_scale`` when the tasks
-    have gaps (idle the trace does not explain), the other ranks' skew. Assumed: every loader
+    reference rank's skew (zero by definition). Inferred: ``device.launch_queue_depth`` when a
+    trace showed more than ``LAUNCH_QUEUE_DEPTH`` launches pending (else assumed),
+    ``device.gap_scale`` when the tasks have gaps (idle the trace does not explain), the
+    other ranks' skew. Assumed: every loader
     and comm setting a GPU trace does not record, ``host.uses_core``; ``comm.world_size`` is
     ``world_size``. Rank numbers are identifiers, not quantities: where each came from is in
     ``notes["rank_source"]`` and the warnings."""
@@ -914,6 +1057,8 @@ def _mark_sources(model: StepModel, world_size: str, ref_rank: int) -> None:
                            "device.streams": "measured"}
     has_gap = any(t.gap_us > 0 for ts in model.device.streams.values() for t in ts)
     src["device.gap_scale"] = "inferred" if has_gap else "measured"
+    src["device.launch_queue_depth"] = ("inferred" if model.device.launch_queue_depth
+                                        > LAUNCH_QUEUE_DEPTH else "assumed")
     src.update({f"loader.{k}": "assumed" for k in LoaderParams.model_fields})
     src.update({f"comm.{k}": "assumed" for k in CommParams.model_fields})
     src["comm.world_size"] = world_size
@@ -1094,8 +1239,12 @@ def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
     meta = Meta(name=f"{len(ranks)} ranks", sources=dict(ref.sources),
                 traces=[str(p) for p in paths], steps_used=nums, measured_step_us=job,
                 warnings=warnings, notes=notes)
-    model = StepModel(loader=ref.loader, host=HostParams(ops=ref.ops),
-                      device=DeviceParams(streams=streams), comm=CommParams(world_size=world),
+    # a window replay is of one rank: the reference rank's captured values are dropped
+    ops = [op.model_copy(update={"replay_us": None}) for op in ref.ops]
+    streams = {s: [t.model_copy(update={"replay_us": None, "replay_gap_us": None}) for t in ts]
+               for s, ts in streams.items()}
+    model = StepModel(loader=ref.loader, host=HostParams(ops=ops),
+                      device=DeviceParams(streams=streams, launch_queue_depth=_queue_depth(fits)), comm=CommParams(world_size=world),
                       ranks=rank_params, meta=meta)
     from_info = any(f.rank_from == "distributedInfo" for f in by_rank.values())
     _mark_sources(model, "measured" if from_info else "inferred", ref_rank)

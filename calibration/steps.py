@@ -3,8 +3,9 @@
 **Step time, defined once.** A step runs from its start marker's start on the host thread to
 the next step's start (``start_ns`` → ``end_ns``). The last step has no next start: it ends at
 the later of its marker's CPU end and the end of the last GPU activity launched from inside it
-(runtime/driver calls of the same process in the step window, linked by ``correlation``). The
-simulator measures step time the same way (``models.simulate``).
+(runtime/driver calls of the same process in the step window, linked by ``correlation``). A
+window replay of the calibrated model measures step time the same way
+(``models.simulate.simulate(..., replay=True)``).
 
 Markers, in order of preference:
 

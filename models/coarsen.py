@@ -20,14 +20,18 @@ A chain becomes one task: the first task's id, launch and waits; ``dur_us`` the 
 ``breakdown_us`` the sum of the members' per-category µs (``DeviceTask.category_us``), so a
 what-if that scales one category still applies; ``category`` the largest part; ``gap_us`` the
 sum of the members' gaps (the idle inside the chain moves to its front, so busy time is kept);
+``replay_us``/``replay_gap_us`` the members' captured values summed step by step;
 ``launches`` the fine launches it stands for: the merged task's launch takes that many slots
 of the host's launch queue (see :mod:`models.simulate`) and frees them when the chain ends,
 where the fine tasks took them one by one and freed each as it ended; capping chains at
-``max_chain_launches`` bounds the extra occupancy to about twice that per stream, so the host
-is not throttled earlier than in the fine model unless the queue was nearly full there (it
-holds 1024). The launch ops of the other members become ``cpu`` ops of category ``launch``
-(their CPU cost stays on the host), and every run of consecutive ``cpu`` ops of the same
-category and phase becomes one op.
+``max_chain_launches`` bounds the extra occupancy to about twice that per stream, and the cap
+is lowered to fit the headroom the probe left in the queue (it holds
+``DeviceParams.launch_queue_depth``, by default 1024), so the host is not throttled in steady
+state where the fine model was not (in a captured transient that filled the queue it may
+block a little earlier: the window replay of such a coarse model can be off on one step). The
+launch ops of the other members become ``cpu`` ops of category ``launch`` (their CPU cost
+stays on the host), and every run of consecutive ``cpu`` ops of the same category and phase
+becomes one op.
 
 **Why the replay does not change.** A chain of queued members ran back to back, so the merged
 task ends exactly when its last member did. A launch-bound member runs earlier in the merged
@@ -97,12 +101,13 @@ def _protected(model: StepModel) -> set[str]:
 
 
 def _probe(model: StepModel, min_slack_us: float, warmup: int, steps: int
-           ) -> tuple[set[str], set[str], dict[str, dict[tuple[int, int], float]]]:
-    """``(queued, launch_bound, launch_us)`` from a probe simulation, over the probe's last
+           ) -> tuple[set[str], set[str], dict[str, dict[tuple[int, int], float]], int]:
+    """``(queued, launch_bound, launch_us, peak)`` from a probe simulation, over the probe's last
     ``steps`` steps that ran each task (a simulation stops when the host threads finish, so
     the device may not have run the last steps' tasks): the tasks launched at least
     ``min_slack_us`` before their stream predecessor ended, the tasks launched no earlier than
-    it ended, and per launched task its launch instants (µs) by (rank, step)."""
+    it ended, per launched task its launch instants (µs) by (rank, step), and the most
+    launch-queue slots the probe ever took on one rank (:func:`_peak_pending`)."""
     res = simulate(model, steps=steps, warmup=warmup)
     end: dict[tuple[int, int, str], float] = {}
     by_task: dict[str, list] = defaultdict(list)
@@ -132,7 +137,25 @@ def _probe(model: StepModel, min_slack_us: float, warmup: int, steps: int
             queued.add(task)
         elif task in launch_us and all(r.launch_us >= pe for r, pe in zip(runs, pend)):
             launch_bound.add(task)
-    return queued, launch_bound, launch_us
+    return queued, launch_bound, launch_us, _peak_pending(model, res.runs)
+
+
+def _peak_pending(model: StepModel, runs) -> int:
+    """The most launch-queue slots held at once on one rank by ``runs`` (a launched task holds
+    its ``launches`` slots from its launch to its end)."""
+    tasks = model.task_map()
+    events: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for r in runs:
+        if r.launch_us is not None:
+            n = tasks[r.task].launches
+            events[r.rank] += [(r.launch_us, n), (r.end_us, -n)]
+    peak = 0
+    for evs in events.values():
+        held = 0
+        for _, d in sorted(evs, key=lambda e: (e[0], e[1])):
+            held += d
+            peak = max(peak, held)
+    return peak
 
 
 def _span_us(launch_us: dict[str, dict[tuple[int, int], float]], first: str, t: str) -> float:
@@ -146,6 +169,13 @@ def _span_us(launch_us: dict[str, dict[tuple[int, int], float]], first: str, t: 
 
 def _mergeable(t: DeviceTask) -> bool:
     return t.kind in _MERGEABLE_KINDS or (t.kind == "memcpy" and t.copy_kind == "d2d")
+
+
+def _sum_per_step(values: list[list[float] | None]) -> list[float] | None:
+    """Step by step sums of captured window values (None when any is missing)."""
+    if any(v is None for v in values):
+        return None
+    return [float(sum(col)) for col in zip(*values)]
 
 
 def _merge(chain: list[DeviceTask], launched: set[str]) -> DeviceTask:
@@ -165,7 +195,9 @@ def _merge(chain: list[DeviceTask], launched: set[str]) -> DeviceTask:
         kind=kind, category=main, phase=first.phase, dur_us=dur,
         breakdown_us={k: v for k, v in parts.items()}, waits=list(first.waits),
         gap_us=sum(t.gap_us for t in chain),
-        launches=max(1, sum(t.launches for t in chain if t.id in launched)))
+        launches=max(1, sum(t.launches for t in chain if t.id in launched)),
+        replay_us=_sum_per_step([t.replay_us for t in chain]),
+        replay_gap_us=_sum_per_step([t.replay_gap_us for t in chain]))
 
 
 def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: int = 3,
@@ -193,7 +225,14 @@ def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: 
     n_before = sum(len(ts) for ts in model.device.streams.values())
     if n_before == 0 or not model.host.ops:
         return model.model_copy(deep=True)
-    queued, launch_bound, launch_us = _probe(model, min_slack_us, probe_warmup, probe_steps)
+    queued, launch_bound, launch_us, peak = _probe(model, min_slack_us, probe_warmup,
+                                                   probe_steps)
+    # a chain takes its launches' slots at once and frees them at its end, adding up to
+    # about twice its launches per stream to the queue: keep that within the headroom the
+    # probe left, so the host is not throttled in steady state where the fine model was not
+    n_streams = sum(1 for ts in model.device.streams.values() if ts)
+    headroom = model.device.launch_queue_depth - peak
+    max_chain_launches = max(1, min(max_chain_launches, headroom // (2 * max(1, n_streams))))
     protected = _protected(model)
     launched = {op.task for op in model.host.ops if op.kind == "launch"}
     new_id: dict[str, str] = {}
@@ -251,7 +290,7 @@ def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: 
     for op in model.host.ops:
         if op.kind == "launch" and op.task not in kept_ids:
             op = HostOp(kind="cpu", name=op.name, dur_us=op.dur_us, category="launch",
-                        phase=op.phase)
+                        phase=op.phase, replay_us=op.replay_us)
         elif op.kind == "sync" and op.task is not None:
             op = op.model_copy(update={"task": new_id[op.task]})
         if op.kind == "cpu" and op.samples_us is None:
@@ -261,7 +300,9 @@ def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: 
             while j >= 0 and ops[j].kind == "cpu":
                 o = ops[j]
                 if o.category == op.category and o.phase == op.phase and o.samples_us is None:
-                    ops[j] = o.model_copy(update={"dur_us": o.dur_us + op.dur_us})
+                    ops[j] = o.model_copy(update={
+                        "dur_us": o.dur_us + op.dur_us,
+                        "replay_us": _sum_per_step([o.replay_us, op.replay_us])})
                     merged = True
                     break
                 j -= 1

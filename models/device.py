@@ -59,6 +59,8 @@ class TaskPlan:
     collective: bool
     skip_in_no_sync: bool       # DDP collective or optimizer task (skipped under no_sync)
     gap_us: float = 0.0         # unexplained idle after ready, before it starts (µs)
+    replay_us: tuple[float, ...] | None = None      # window replay: dur_us per step
+    replay_gap_us: tuple[float, ...] | None = None  # window replay: gap_us per step
 
 
 class StepEvents:
@@ -86,8 +88,8 @@ class StepEvents:
 
 
 class LaunchQueue:
-    """One rank's bounded queue of launched, unfinished device work (CUDA's launch queue, about
-    1024 entries): a launch takes a slot (a coarsened task one per fine launch it stands for,
+    """One rank's bounded queue of launched, unfinished device work (the runtime's launch queue,
+    ``DeviceParams.launch_queue_depth`` entries): a launch takes a slot (a coarsened task one per fine launch it stands for,
     at most ``capacity``), its task frees them on completion; the host blocks only when the
     slots it needs are taken. A counter with one waiter (the rank's host thread)."""
 
@@ -139,7 +141,8 @@ class Barrier:
 def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[TaskPlan],
                    events: StepEvents, barrier: Barrier | None,
                    engines: dict[str, simpy.Resource], recorder: Recorder, n_steps: int,
-                   launch_queue: LaunchQueue, runs: list[TaskRun], sync_step):
+                   launch_queue: LaunchQueue, runs: list[TaskRun], sync_step,
+                   busy_us: float = 0.0):
     """Process generator for one stream of one rank over ``n_steps`` steps.
 
     Args:
@@ -148,9 +151,15 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
         launch_queue: the rank's launch queue; a launched task frees its slot when done.
         runs: receives one :class:`TaskRun` per executed task.
         sync_step: ``sync_step(step)`` is False for a ``no_sync`` micro-step.
+        busy_us: the stream is first busy this long (µs) with work from before step 0 (a
+            window replay's captured backlog).
     """
     lane = f"rank{rank}.stream:{stream}"
     done, launched = events.done, events.launched
+    if busy_us > 0:
+        yield env.timeout(busy_us)
+        recorder.span(Span(lane, "work launched before the window", "busy", 0.0, busy_us, -1,
+                           rank, category="other"))
     for step in range(n_steps):
         syncing = sync_step(step)
         for t in plans:
@@ -170,9 +179,11 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                     launch_queue.free(step, t.id)
                 continue
             ready = env.now
-            if t.gap_us > 0:
-                yield env.timeout(t.gap_us)
-                recorder.span(Span(lane, t.name, "wait", ready, t.gap_us, step, rank,
+            gap_us = t.gap_us if t.replay_gap_us is None else t.replay_gap_us[step]
+            dur_us = t.dur_us if t.replay_us is None else t.replay_us[step]
+            if gap_us > 0:
+                yield env.timeout(gap_us)
+                recorder.span(Span(lane, t.name, "wait", ready, gap_us, step, rank,
                                    cause="device_idle"))
             entered = env.now
             req = None
@@ -188,15 +199,15 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                     recorder.span(Span(lane, t.name, "wait", entered, env.now - entered, step,
                                        rank, cause=t.engine))
             start = env.now
-            if t.dur_us > 0:
-                yield env.timeout(t.dur_us)
+            if dur_us > 0:
+                yield env.timeout(dur_us)
             if req is not None:
                 engines[t.engine].release(req)
-            recorder.span(Span(lane, t.name, "busy", start, t.dur_us, step, rank,
+            recorder.span(Span(lane, t.name, "busy", start, dur_us, step, rank,
                                category=t.category))
             runs.append(TaskRun(rank, step, t.id, stream,
                                 launch_ev.value if launch_ev is not None else None,
-                                ready, start, env.now, t.gap_us))
+                                ready, start, env.now, gap_us))
             done(rank, step, t.id).succeed()
             if t.launched:
                 launch_queue.free(step, t.id)

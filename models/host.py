@@ -51,7 +51,9 @@ class HostOpPlan:
     ``targets``: for a sync, the ``(step offset, task id)`` pairs it waits for (offset 0: this
     step, −1: the previous step); ``optimizer``: skipped under ``no_sync``; ``samples``: for a
     ``cpu`` op with measured per-step durations, the distribution each step draws from;
-    ``slots``: for a launch, the launch-queue slots it takes (``DeviceTask.launches``).
+    ``slots``: for a launch, the launch-queue slots it takes (``DeviceTask.launches``);
+    ``replay_us``: in a window replay, the op's value in each step (``HostOp.replay_us``), used
+    instead of ``dur_us``/``samples`` (for ``next_batch``, the main thread's ``next()`` time).
     """
 
     kind: str
@@ -64,6 +66,7 @@ class HostOpPlan:
     optimizer: bool
     samples: Duration | None = None   # for cpu ops: per-step durations drawn instead of dur_us
     slots: int = 1                    # launch-queue slots a launch takes
+    replay_us: tuple[float, ...] | None = None   # window replay: the op's value per step
 
 
 def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay_us: float,
@@ -114,6 +117,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                     events.launched(rank, step, op.task).succeed(env.now)
                 continue
             kind = op.kind
+            dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
             if kind == "launch":
                 full = launch_queue.take(step, op.task, op.slots)
                 if full is not None:
@@ -121,17 +125,18 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                     yield full
                     recorder.span(Span(lane, "launch queue full", "wait", start, env.now - start,
                                        step, rank, cause="launch_queue"))
-                yield from busy(op.name, op.dur_us, "launch", step)
+                yield from busy(op.name, dur_us, "launch", step)
                 events.launched(rank, step, op.task).succeed(env.now)
                 if op.block_cause is not None:
                     yield from block(op.name, op.block_cause, step, ((step, op.task),))
             elif kind == "cpu":
-                dur = op.dur_us if op.samples is None else op.samples.sample(rng)
-                yield from busy(op.name, dur, op.category, step)
+                if op.samples is not None and op.replay_us is None:
+                    dur_us = op.samples.sample(rng)
+                yield from busy(op.name, dur_us, op.category, step)
             elif kind == "sync":
-                yield from busy(op.name, op.dur_us, "sync", step)
+                yield from busy(op.name, dur_us, "sync", step)
                 targets = tuple((step + off, t) for off, t in op.targets if step + off >= 0)
                 yield from block(op.name, "sync", step, targets)
             else:   # next_batch
-                yield from loader.next_batch(step)
+                yield from loader.next_batch(step, None if op.replay_us is None else dur_us)
     step_starts.append(env.now)

@@ -192,14 +192,18 @@ class DataLoaderSim:
             yield self.out_q.put(item)
 
     # -- consumer side -------------------------------------------------------------------
-    def next_batch(self, step: int):
+    def next_batch(self, step: int, main_thread_us: float | None = None):
         """Process generator run by the host thread: returns (the batch index) when the next
         batch is in the main thread's hands, after unpickling (or producing it when
-        ``num_workers=0``). Records its waits and work on the host lane."""
+        ``num_workers=0``). Records its waits and work on the host lane.
+
+        ``main_thread_us``: with ``num_workers=0``, the main thread's time for this batch (µs)
+        instead of a draw of ``produce`` (a window replay's measured ``next()`` time)."""
         p = self.p
         if p.num_workers == 0:
             start = self.env.now
-            work_us = self.produce[0].sample(self.rng) + self.pin_us
+            work_us = (self.produce[0].sample(self.rng) + self.pin_us if main_thread_us is None
+                       else main_thread_us)
             yield from self.cpu.work(work_us)
             record_cpu_work(self.rec, self.host_lane, "load batch (main thread)", "data", start,
                              work_us, self.env.now, step, self.rank)

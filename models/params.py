@@ -46,6 +46,13 @@ MAX_WORKERS, MAX_PREFETCH, MAX_THREADS, MAX_CORES = 1024, 1024, 256, 4096
 typo (``num_workers=1000000``) is an error rather than a simulation that never ends."""
 
 
+LAUNCH_QUEUE_DEPTH = 1024
+"""Pending launches CUDA's launch queue holds before a launch blocks the host: about 1024, an
+undocumented figure consistent with traces where the host stalls inside ``cudaLaunchKernel``
+(assumed; a calibrated model raises it when its trace shows more pending)."""
+MAX_LAUNCH_QUEUE_DEPTH = 1 << 24
+
+
 class _Strict(BaseModel):
     # infinities and NaNs are refused everywhere: no real duration, size or rate is one
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
@@ -164,11 +171,17 @@ class HostOp(_Strict):
     phase: Phase = "other"
     """Training phase the op belongs to (what-ifs scale a phase; under DDP's ``no_sync`` the
     ``optimizer`` phase is skipped)."""
+    replay_us: list[float] | None = None
+    """One value (µs) per step of the captured window (:class:`ReplayWindow`), in order: what
+    this op took in that step (for ``next_batch``, the measured ``next()`` time). Only a
+    window replay (``models.simulate.simulate(..., replay=True)``) reads it."""
 
     @model_validator(mode="after")
     def _check_samples(self):
-        if self.samples_us is not None and (not self.samples_us or min(self.samples_us) < 0):
-            raise ValueError("samples_us must be non-empty and >= 0")
+        for name in ("samples_us", "replay_us"):
+            v = getattr(self, name)
+            if v is not None and (not v or min(v) < 0):
+                raise ValueError(f"{name} must be non-empty and >= 0")
         return self
 
 
@@ -215,6 +228,18 @@ class DeviceTask(_Strict):
     explains (device-side launch latency, a dependency the trace does not show). The stream
     waits it out before the task's busy ``dur_us``; it is not busy time. After coarsening, the
     gaps inside a merged chain, summed."""
+    replay_us: list[float] | None = None
+    """Busy time (µs) in each step of the captured window (:class:`ReplayWindow`), in order."""
+    replay_gap_us: list[float] | None = None
+    """Unexplained idle (µs, as ``gap_us``) in each step of the captured window."""
+
+    @model_validator(mode="after")
+    def _check_replay(self):
+        for name in ("replay_us", "replay_gap_us"):
+            v = getattr(self, name)
+            if v is not None and (not v or min(v) < 0):
+                raise ValueError(f"{name} must be non-empty and >= 0")
+        return self
 
     def category_us(self) -> dict[str, float]:
         """µs per category: ``breakdown_us`` when coarsened, else ``{category: dur_us}``."""
@@ -226,6 +251,9 @@ class DeviceParams(_Strict):
     strings, or ``h2d``, ``comm`` in hand-written models)."""
 
     streams: dict[str, list[DeviceTask]] = Field(default_factory=dict)
+    launch_queue_depth: int = Field(default=LAUNCH_QUEUE_DEPTH, ge=1, le=MAX_LAUNCH_QUEUE_DEPTH)
+    """Launched, unfinished device tasks the runtime holds before a launch blocks the host
+    (``LAUNCH_QUEUE_DEPTH`` unless a trace showed more pending; see ``models.device.LaunchQueue``)."""
     gap_scale: float = Field(default=1.0, ge=0)
     """Factor on every task's ``gap_us`` when simulated (1: as calibrated). One number for
     all of the device's unexplained idle, so a what-if or a prediction interval can vary it."""
@@ -301,6 +329,43 @@ class Meta(_Strict):
         return self
 
 
+class ReplayWindow(_Strict):
+    """The captured window of a trace, kept so the calibrated baseline can be replayed step
+    by step from the state the profiler found (``simulate(..., replay=True)``): the check that
+    the simulator reproduces what was measured, including a transient (a device backlog, a run
+    of input stalls) that a steady-state simulation of the representative step does not show.
+
+    Attributes:
+        steps: the captured step numbers, in order, without holes (``ProfilerStep#N``).
+        calibrated: per step, whether it had its own fit (a complete step with the
+            representative's structure); the others replay the representative's durations and
+            are left out of the comparison.
+        measured_step_us: per step, its measured time (µs, start to next start; the last
+            step's tail is GPU-inclusive, see ``calibration.steps``).
+        stream_busy_us: per stream, how long (µs) after the first step's start the stream was
+            still running work launched before it (the backlog the window starts with).
+        last_gpu_inclusive: the window's last step was the trace's last, so its measured time
+            runs to the end of its GPU work (else to the next step's start).
+    """
+
+    steps: list[int]
+    calibrated: list[bool]
+    measured_step_us: list[float]
+    stream_busy_us: dict[str, float] = Field(default_factory=dict)
+    last_gpu_inclusive: bool = False
+
+    @model_validator(mode="after")
+    def _check_lengths(self):
+        n = len(self.steps)
+        if n == 0 or len(self.calibrated) != n or len(self.measured_step_us) != n:
+            raise ValueError("replay: steps, calibrated and measured_step_us must be non-empty "
+                             "and of one length")
+        if any(v < 0 for v in self.measured_step_us) or any(
+                v < 0 for v in self.stream_busy_us.values()):
+            raise ValueError("replay: times must be >= 0")
+        return self
+
+
 class StepModel(_Strict):
     """A rank's training step. See the module docstring for the structure and units.
 
@@ -315,6 +380,9 @@ class StepModel(_Strict):
     comm: CommParams = Field(default_factory=CommParams)
     ranks: list[RankParams] = Field(default_factory=lambda: [RankParams(rank=0)])
     meta: Meta = Field(default_factory=Meta)
+    replay: ReplayWindow | None = None
+    """The captured window, for a step-by-step replay of the baseline (trace calibration of a
+    single rank only; what-if transforms drop it, see :meth:`without_replay`)."""
 
     @model_validator(mode="after")
     def _check_refs(self):
@@ -346,10 +414,44 @@ class StepModel(_Strict):
 
         if len({r.rank for r in self.ranks}) != len(self.ranks):
             raise ValueError("rank numbers repeat")
+        self._check_replay_lengths(tasks)
         return self
+
+    def _check_replay_lengths(self, tasks: dict[str, DeviceTask]) -> None:
+        arrays = [(f"host op {i}", op.replay_us) for i, op in enumerate(self.host.ops)]
+        arrays += [(f"task {t.id!r}", v) for t in tasks.values()
+                   for v in (t.replay_us, t.replay_gap_us)]
+        given = [(where, v) for where, v in arrays if v is not None]
+        if self.replay is None:
+            if given:
+                raise ValueError(f"{given[0][0]} has replay values but the model has no replay "
+                                 "window")
+            return
+        n = len(self.replay.steps)
+        for where, v in given:
+            if len(v) != n:
+                raise ValueError(f"{where}: {len(v)} replay values for a window of {n} steps")
+        if len(given) != len(arrays):
+            missing = next(where for where, v in arrays if v is None)
+            raise ValueError(f"{missing} has no replay values but the model has a replay window")
+        for s in self.replay.stream_busy_us:
+            if s not in self.device.streams:
+                raise ValueError(f"replay.stream_busy_us names unknown stream {s!r}")
 
     def task_map(self) -> dict[str, DeviceTask]:
         return self.device.tasks()
+
+    def without_replay(self) -> "StepModel":
+        """This model without its captured window (what a what-if changes no longer matches
+        the capture). Pure."""
+        if self.replay is None:
+            return self
+        streams = {s: [t.model_copy(update={"replay_us": None, "replay_gap_us": None})
+                       for t in ts] for s, ts in self.device.streams.items()}
+        ops = [op.model_copy(update={"replay_us": None}) for op in self.host.ops]
+        return self.model_copy(update={
+            "replay": None, "host": self.host.model_copy(update={"ops": ops}),
+            "device": self.device.model_copy(update={"streams": streams})})
 
 
 def _check_no_wait_cycle(streams: dict[str, list[DeviceTask]]) -> None:

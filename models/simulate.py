@@ -8,11 +8,14 @@ Random streams are spawned from one seed in the order: ``rank{r}.loader`` for ea
 ``rank{r}.host`` for each rank.
 
 Step time: calibration measures a step from its start on the host thread (``ProfilerStep#N``
-begins) to the next step's start. The simulator measures between *step marks*
-(:func:`step_marks`): the later of the host starting the next step and the device finishing
-this step's work. In steady state the two agree (the host cannot stay ahead once CUDA's launch
-queue is full); in a short window they differ only when the device lags behind a host that
-never waits, and then the device's pace is what a long run pays.
+begins) to the next step's start (``calibration.steps``). A *window replay*
+(``simulate(model, replay=True)``) measures exactly that: it re-runs the captured steps, each
+with its own durations, from the captured state (:func:`replay_marks`). A steady-state
+simulation measures between *step marks* (:func:`step_marks`): the later of the host starting
+the next step and the device finishing this step's work. In steady state the two agree (the
+host cannot stay ahead once the launch queue is full); in a short window they differ only when
+the device lags behind a host that never waits, and then the device's pace is what a long run
+pays.
 """
 from __future__ import annotations
 
@@ -31,10 +34,6 @@ from simcore.dists import Empirical
 from simcore.errors import ModelError
 from simcore.record import ListRecorder, Recorder, Span
 from simcore.rng import spawn_streams
-
-MAX_QUEUED_LAUNCHES = 1024
-"""CUDA's launch queue holds about 1024 pending launches before a launch blocks the host."""
-
 
 @dataclass
 class SimResult:
@@ -150,9 +149,10 @@ def issue_points(model: StepModel) -> dict[str, int]:
     raise ModelError("device task waits form a cycle")
 
 
-def host_plan(model: StepModel) -> list[HostOpPlan]:
+def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
     """The host ops as the host process runs them: pageable copies that block, the targets of
-    every sync, optimizer-phase ops (skipped under ``no_sync``)."""
+    every sync, optimizer-phase ops (skipped under ``no_sync``); with ``replay``, each op's
+    captured per-step values (``HostOp.replay_us``)."""
     tasks = model.task_map()
     issue = issue_points(model)
     plans = []
@@ -180,13 +180,16 @@ def host_plan(model: StepModel) -> list[HostOpPlan]:
             op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind), op.dur_us,
             op.task, op.category, block, targets, optimizer,
             Empirical(tuple(op.samples_us)) if op.kind == "cpu" and op.samples_us else None,
-            t.launches if op.kind == "launch" and t is not None else 1))
+            t.launches if op.kind == "launch" and t is not None else 1,
+            tuple(op.replay_us) if replay and op.replay_us is not None else None))
     return plans
 
 
-def stream_plans(model: StepModel, rank_index: int) -> dict[str, list[TaskPlan]]:
+def stream_plans(model: StepModel, rank_index: int, replay: bool = False
+                 ) -> dict[str, list[TaskPlan]]:
     """One rank's device tasks as its stream processes run them, durations set for the rank
-    and gaps scaled by ``device.gap_scale``."""
+    and gaps scaled by ``device.gap_scale``; with ``replay``, each task's captured per-step
+    busy and idle times (``DeviceTask.replay_us``, ``replay_gap_us``)."""
     durs = task_durations(model, rank_index)
     launched = {op.task for op in model.host.ops if op.kind == "launch"}
     comm = model.comm.comm_stream
@@ -195,7 +198,9 @@ def stream_plans(model: StepModel, rank_index: int) -> dict[str, list[TaskPlan]]
         t.id, t.name or t.id, t.category, durs[t.id], tuple(t.waits), t.id in launched,
         t.copy_kind if t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h") else None,
         t.kind == "collective",
-        (t.kind == "collective" and s == comm) or t.phase == "optimizer", t.gap_us * gap)
+        (t.kind == "collective" and s == comm) or t.phase == "optimizer", t.gap_us * gap,
+        tuple(t.replay_us) if replay and t.replay_us is not None else None,
+        tuple(t.replay_gap_us) if replay and t.replay_gap_us is not None else None)
         for t in ts] for s, ts in model.device.streams.items()}
 
 
@@ -214,8 +219,19 @@ def step_marks(starts: list[list[float]], runs, ranks: list[int], n: int) -> lis
             for rank, st in zip(ranks, starts)]
 
 
+def replay_marks(starts: list[float], runs, n: int, gpu_inclusive: bool) -> list[float]:
+    """Step boundaries (µs) of a window replay, as calibration measures them
+    (``calibration.steps``): each step from its start on the host to the next step's start;
+    the last one, when it was the trace's last (``gpu_inclusive``), to the later of its host
+    work's end and the end of its device work."""
+    end = starts[n]
+    if gpu_inclusive:
+        end = max([end] + [r.end_us for r in runs if r.step == n - 1])
+    return starts[:n] + [end]
+
+
 def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
-             recorder: Recorder | None = None) -> SimResult:
+             recorder: Recorder | None = None, replay: bool = False) -> SimResult:
     """Simulate ``warmup + steps`` steps of every rank in ``model.ranks``.
 
     Args:
@@ -225,11 +241,28 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             the host's run-ahead reach steady state.
         seed: the run's one seed.
         recorder: optional extra observer; spans are always collected into the result.
+        replay: replay the captured window (``model.replay``) instead: its steps in order,
+            each with its own captured durations, from the state the capture started in (each
+            stream's backlog), steps measured exactly as calibration measures them
+            (:func:`replay_marks`); ``steps`` and ``warmup`` are then ignored (the window's
+            length, no warm-up). The check that the simulator reproduces a measured window,
+            transients included; predictions use the steady state (``replay=False``). Each
+            ``next()`` takes its measured time on the host thread; no worker is simulated.
 
     Raises:
         ModelError: a model that cannot run (no host ops, a bad skew, a deadlock such as a
-            sync on a task launched later, a cycle of waits).
+            sync on a task launched later, a cycle of waits); ``replay`` on a model without a
+            captured window or with several ranks.
     """
+    window = model.replay if replay else None
+    if replay:
+        if window is None:
+            raise ModelError("this model has no captured window to replay (only a single-rank "
+                             "trace calibration keeps one; a what-if drops it)")
+        if len(model.ranks) != 1:
+            raise ModelError("a window replay is of one rank; this model has "
+                             f"{len(model.ranks)}")
+        steps, warmup = len(window.steps), 0
     if steps < 1 or warmup < 0:
         raise ModelError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     if not model.host.ops:
@@ -237,15 +270,17 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     env = simpy.Environment()
     rec = ListRecorder()
     hook = _Tee(rec, recorder) if recorder is not None else rec
-    n_total = warmup + steps + 1
+    n_total = warmup + steps + (0 if replay else 1)
     rngs = spawn_streams(seed, [f"rank{r.rank}.loader" for r in model.ranks]
                          + [f"rank{r.rank}.host" for r in model.ranks])
     barrier = Barrier(env, len(model.ranks)) if len(model.ranks) > 1 else None
     events = StepEvents(env)
-    lp = model.loader
+    # a window replay gives the host its measured next() times: the main thread's own work,
+    # whatever the workers did (they are not simulated)
+    lp = model.loader if window is None else model.loader.model_copy(update={"num_workers": 0})
     threads = lp.num_workers * lp.threads_per_worker + (1 if lp.pin_memory and lp.num_workers else 0)
     threads += 1 if model.host.uses_core else 0
-    ops = host_plan(model)
+    ops = host_plan(model, replay)
     accum = model.comm.grad_accum_steps
 
     def sync_step(step: int) -> bool:
@@ -259,11 +294,12 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         loader = DataLoaderSim(env, lp, cpu, rngs[f"rank{rp.rank}.loader"], hook, rp.rank)
         loaders.append(loader)
         engines = {"h2d": simpy.Resource(env, capacity=1), "d2h": simpy.Resource(env, capacity=1)}
-        lq = LaunchQueue(env, MAX_QUEUED_LAUNCHES)
+        lq = LaunchQueue(env, model.device.launch_queue_depth)
 
-        for s, plans in stream_plans(model, i).items():
+        busy = window.stream_busy_us if window is not None else {}
+        for s, plans in stream_plans(model, i, replay).items():
             env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
-                                       n_total, lq, runs, sync_step))
+                                       n_total, lq, runs, sync_step, busy.get(s, 0.0)))
         st: list[float] = []
         starts.append(st)
         hosts.append(env.process(host_process(
@@ -291,7 +327,10 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
                 raise
             raise ModelError(f"the device never finished step {last} (t={env.now:.1f} us): a "
                              "task waits for something that never happens") from None
-    marks = step_marks(starts, runs, [r.rank for r in model.ranks], warmup + steps)
+    if window is not None:
+        marks = [replay_marks(starts[0], runs, steps, window.last_gpu_inclusive)]
+    else:
+        marks = step_marks(starts, runs, [r.rank for r in model.ranks], warmup + steps)
     step_us = np.array([[m[k + 1] - m[k] for k in range(warmup, warmup + steps)] for m in marks])
     window = (marks[0][warmup], marks[0][warmup + steps])
     return SimResult(step_us=step_us, step_starts_us=starts, warmup=warmup, window_us=window,
@@ -299,3 +338,52 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
                      max_outstanding=[ld.stats.max_outstanding for ld in loaders],
                      ranks=[r.rank for r in model.ranks], runs=runs, host_waits=waits,
                      loader_stats=[ld.stats for ld in loaders], model=model, step_marks_us=marks)
+
+
+@dataclass(frozen=True)
+class WindowReplay:
+    """A window replay (``simulate(model, replay=True)``) next to the measurement.
+
+    Attributes:
+        steps: the captured step numbers. measured_us, replayed_us: per step, its time (µs).
+        compared: per step, whether it is compared (it had its own calibrated durations).
+    """
+
+    steps: list[int]
+    measured_us: np.ndarray
+    replayed_us: np.ndarray
+    compared: np.ndarray
+
+    @property
+    def measured_median_us(self) -> float:
+        return float(np.median(self.measured_us[self.compared]))
+
+    @property
+    def replayed_median_us(self) -> float:
+        return float(np.median(self.replayed_us[self.compared]))
+
+    @property
+    def median_error(self) -> float:
+        """(replayed − measured) / measured of the medians over the compared steps."""
+        return self.replayed_median_us / self.measured_median_us - 1.0
+
+    @property
+    def max_step_error(self) -> float:
+        """The largest |replayed − measured| / measured of one compared step."""
+        m, r = self.measured_us[self.compared], self.replayed_us[self.compared]
+        return float(np.max(np.abs(r - m) / m))
+
+
+def window_replay(model: StepModel) -> WindowReplay:
+    """Replay ``model``'s captured window and pair each step with its measured time.
+
+    Raises:
+        ModelError: no captured window, several ranks, or no step with its own durations.
+    """
+    res = simulate(model, replay=True)
+    w = model.replay
+    compared = np.array(w.calibrated, dtype=bool)
+    if not compared.any():
+        raise ModelError("no step of the captured window has its own calibrated durations")
+    return WindowReplay(list(w.steps), np.array(w.measured_step_us, dtype=float),
+                        res.step_us[0], compared)

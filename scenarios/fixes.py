@@ -83,7 +83,7 @@ class Fix:
                              f"{', '.join(self.args.model_fields) or 'none'})") from None
 
     def apply(self, model: StepModel, raw_args: dict | None = None) -> StepModel:
-        return self.transform(model, self.parse_args(raw_args or {}))
+        return self.transform(model.without_replay(), self.parse_args(raw_args or {}))
 
 
 def _nothing(fix: str, why: str) -> ModelError:

@@ -45,7 +45,8 @@ from simcore.files import read_input
 
 class Operation(BaseModel):
     """One what-if operation: ``apply(model)`` is the pure transform, ``describe()`` says it
-    in the CLI's words."""
+    in the CLI's words. The result has no captured window (``StepModel.replay``): a changed
+    model no longer replays the capture."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -64,7 +65,7 @@ class SetOp(Operation):
     value: Any
 
     def apply(self, model: StepModel) -> StepModel:
-        return set_value(model, self.path, self.value)
+        return set_value(model.without_replay(), self.path, self.value)
 
     def describe(self) -> str:
         return f"set {self.path}={_show(self.value)}"
@@ -78,7 +79,7 @@ class ScaleOp(Operation):
     factor: float = Field(ge=0)
 
     def apply(self, model: StepModel) -> StepModel:
-        return scale(model, self.select, self.factor)
+        return scale(model.without_replay(), self.select, self.factor)
 
     def describe(self) -> str:
         return f"scale {self.select.describe()} x{self.factor:g}"
@@ -91,7 +92,7 @@ class RemoveOp(Operation):
     select: Selector
 
     def apply(self, model: StepModel) -> StepModel:
-        return remove(model, self.select)
+        return remove(model.without_replay(), self.select)
 
     def describe(self) -> str:
         return f"remove {self.select.describe()}"

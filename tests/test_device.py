@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from models.params import (DeviceParams, DeviceTask, HostOp, HostParams, RankParams, StepModel)
+from models.params import (LAUNCH_QUEUE_DEPTH, DeviceParams, DeviceTask, HostOp, HostParams,
+                           RankParams, StepModel)
 from models.simulate import simulate
 from simcore.errors import ModelError
 
@@ -100,8 +101,8 @@ def test_collective_ends_when_last_rank_arrives():
 
 def test_launch_queue_bounds_run_ahead():
     from models import simulate as sim
-    ops = [launch(f"k{i}", 0.001) for i in range(sim.MAX_QUEUED_LAUNCHES + 10)]
-    m = model(ops, {"s": [k(f"k{i}", "s", 10) for i in range(sim.MAX_QUEUED_LAUNCHES + 10)]})
+    ops = [launch(f"k{i}", 0.001) for i in range(LAUNCH_QUEUE_DEPTH + 10)]
+    m = model(ops, {"s": [k(f"k{i}", "s", 10) for i in range(LAUNCH_QUEUE_DEPTH + 10)]})
     res = simulate(m, steps=1, warmup=0)
     waits = [s for s in res.spans if s.cause == "launch_queue"]
     # 1024 launches of 1 us fill the queue; the next waits for the first kernel (ends 10.001 ms)
@@ -133,7 +134,7 @@ def test_same_seed_same_spans():
 
 def test_coarsened_task_holds_one_slot_per_fine_launch():
     from models import simulate as sim
-    cap = sim.MAX_QUEUED_LAUNCHES
+    cap = LAUNCH_QUEUE_DEPTH
     # one task standing for cap - 1 fine launches fills the queue but for one slot
     m = model([launch("big", 0.001), launch("a", 0.001), launch("b", 0.001), HostOp(kind="sync")],
               {"s": [k("big", "s", 10, launches=cap - 1), k("a", "s", 1), k("b", "s", 1)]})
