@@ -68,6 +68,11 @@ def _plot_path(text: str) -> str:
     return text
 
 
+def _n(n: int, noun: str) -> str:
+    """``1 step``, ``3 steps``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _fmt_ms(us: float) -> str:
     return f"{us_to_ms(us):.2f}"
 
@@ -90,27 +95,30 @@ def cmd_calibrate(args) -> int:
     for w in model.meta.warnings:
         print(f"warning: {w}", file=sys.stderr)
     ms = model.meta.measured_step_us
-    print(f"calibrated {len(ms)} steps: measured step mean {_fmt_ms(float(np.mean(ms)))} ms, "
+    print(f"calibrated {_n(len(ms), 'step')}: measured step mean {_fmt_ms(float(np.mean(ms)))} ms, "
           f"median {_fmt_ms(float(np.median(ms)))} ms -> {args.output}")
     if model.replay is not None:
         w = window_replay(model)
-        print(f"replay of the captured window ({len(w.steps)} steps, each with its own "
+        print(f"replay of the captured window ({_n(len(w.steps), 'step')}, each with its own "
               f"durations, from the captured device backlog): median "
               f"{_fmt_ms(w.replayed_median_us)} ms ({100 * w.median_error:+.1f} % vs measured "
-              f"over {int(w.compared.sum())} steps), largest one-step error "
+              f"over {_n(int(w.compared.sum()), 'step')}), largest one-step error "
               f"{100 * w.max_step_error:.1f} %")
     res = simulate(model, steps=DEFAULT_STEPS, warmup=DEFAULT_WARMUP)
     mean, median = float(np.mean(ms)), float(np.median(ms))
     err_mean = (res.mean_step_us - mean) / mean
     err_median = (res.median_step_us - median) / median
-    print(f"{'steady state of the representative step (what predictions use)' if model.replay else 'replay of the calibrated baseline'}: "
-          f"mean {_fmt_ms(res.mean_step_us)} ms "
-          f"({100 * err_mean:+.1f} % vs measured), median {_fmt_ms(res.median_step_us)} ms "
-          f"({100 * err_median:+.1f} % vs measured)")
+    what = ("steady state of the representative step (what predictions use)"
+            if model.replay is not None else "replay of the calibrated baseline")
+    print(f"{what}: mean {_fmt_ms(res.mean_step_us)} ms ({100 * err_mean:+.1f} % vs measured), "
+          f"median {_fmt_ms(res.median_step_us)} ms ({100 * err_median:+.1f} % vs measured)")
     if abs(err_mean) > REPLAY_WARN:
-        print(f"warning: the replay's mean step is {100 * err_mean:+.0f} % off the measured "
-              "one: the model misses something the run did (see the warnings above)",
-              file=sys.stderr)
+        why = ("the captured steps were not all in one steady state, or the model misses "
+               "something the run did" if model.replay is not None else
+               "the model misses something the run did")
+        print(f"warning: the {'steady state' if model.replay is not None else 'replay'}'s mean "
+              f"step is {100 * err_mean:+.0f} % off the measured one: {why} (see the warnings "
+              "above)", file=sys.stderr)
     return 0
 
 

@@ -52,12 +52,13 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
         raise InputError(p, "no such file")
     table = build_table(load_trace(p))
     if table.gpu_mask().any():
-        return _gpu(p, side, step_regex)
+        return _gpu(table, side, step_regex)
     steps = find_steps(table, step_regex=step_regex)
     return fit_cpu_model(table, steps, side, p, Path(sidecar) if sidecar else None)
 
 
-def _gpu(p: Path, side, step_regex):
+def _gpu(p, side, step_regex):
+    """``p``: a directory of per-rank traces or a built event table."""
     from calibration.gpu import calibrate_gpu
     from models.coarsen import coarsen
 

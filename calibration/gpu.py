@@ -1074,8 +1074,9 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
     """Calibrate a StepModel from a GPU trace file or a directory of per-rank trace files.
 
     Args:
-        paths: a ``.json``/``.json.gz`` Kineto trace, a directory of per-rank traces, or a
-            list of trace files.
+        paths: a ``.json``/``.json.gz`` Kineto trace, a directory of per-rank traces, a
+            list of trace files, or an already built :class:`~calibration.events.EventTable`
+            (so a trace read from a pipe is read once).
         step_regex: optional regular expression naming the step marker (see
             :func:`calibration.steps.find_steps`).
         coarse: return the model coarsened by :func:`models.coarsen.coarsen` (default: it
@@ -1094,18 +1095,19 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
     Raises:
         InputError: unreadable or malformed trace, no GPU activity, no step, no complete step.
     """
-    if isinstance(paths, (list, tuple)):
-        raws = [load_trace(p) for p in paths]
-        plist = [Path(p) for p in paths]
+    if isinstance(paths, EventTable):
+        tables, plist = [paths], [paths.path]
     else:
-        p = Path(paths)
-        raws = load_rank_traces(p)
+        if isinstance(paths, (list, tuple)):
+            raws = [load_trace(p) for p in paths]
+        else:
+            raws = load_rank_traces(Path(paths))
         plist = [r.path for r in raws]
+        tables = (build_table(raw) for raw in raws)
     fits: list[RankFit] = []
-    for raw in raws:
-        table = build_table(raw)
+    for table in tables:
         if not table.gpu_mask().any():
-            raise InputError(raw.path, "trace has no GPU activity (kernel/memcpy/memset); use "
+            raise InputError(table.path, "trace has no GPU activity (kernel/memcpy/memset); use "
                              "the CPU calibration for host-only traces")
         fits.append(fit_rank(table, step_regex=step_regex, warnings=list(table.warnings)))
     if len(fits) == 1:

@@ -12,8 +12,9 @@ import numpy as np
 from calibration.cpu import step_loader_waits_us, waited_for_cores
 from calibration.events import build_table
 from calibration.sidecar import load_sidecar
-from calibration.steps import find_steps
-from calibration.trace_io import load_trace
+from calibration.linking import complete_steps, link
+from calibration.steps import StepList, find_steps
+from calibration.trace_io import load_rank_traces
 from simcore.errors import InputError
 
 
@@ -36,6 +37,7 @@ class MeasuredSteps:
             else ``device`` when the trace has GPU work (the finer device split is the
             simulator's, not read here) or ``host_compute``.
         warnings: what could not be used (an unreadable ``sidecar.json`` beside the trace).
+        step_numbers: each step's number (``ProfilerStep#N``).
     """
 
     path: Path
@@ -43,6 +45,7 @@ class MeasuredSteps:
     input_wait_us: list[float]
     bottleneck: str
     warnings: list[str] = field(default_factory=list)
+    step_numbers: list[int] = field(default_factory=list)
 
     @property
     def mean_us(self) -> float:
@@ -55,16 +58,49 @@ class MeasuredSteps:
 
 def measured_steps(path: str | Path, step_regex: str | None = None,
                    sidecar: str | Path | None = None) -> MeasuredSteps:
-    """Read the steps of one trace file.
+    """Read the steps of one trace file, of a capture folder, or of a directory of per-rank
+    trace files (one run of several ranks).
 
     ``sidecar``: the capture sidecar of the same run; by default ``sidecar.json`` beside the
-    trace is used when it exists and is valid (the capture harness writes both into one
-    folder); an invalid one there is ignored with a warning.
+    trace (in the folder) is used when it exists and is valid (the capture harness writes both
+    into one folder); an invalid one there is ignored with a warning.
+
+    Several ranks: each rank's steps are read as above and matched by step number; a step of
+    the job takes as long as its slowest rank (the ranks meet in every collective, so the job
+    pays the slowest), and so does its input wait. Steps that not every rank has are left out,
+    with a warning. The bottleneck is ``input`` if any rank is input-bound.
 
     Raises:
-        InputError: unreadable/malformed trace or sidecar, or a trace without steps.
+        InputError: unreadable/malformed trace or sidecar, a trace without steps, ranks with
+            no step number in common.
     """
     p = Path(path)
+    raws = load_rank_traces(p)
+    if len(raws) == 1:
+        return _one(raws[0], step_regex, sidecar)
+    runs = [_one(r, step_regex, None) for r in raws]
+    common = sorted(set.intersection(*(set(r.step_numbers) for r in runs)))
+    if not common:
+        raise InputError(p, f"the {len(runs)} rank traces share no step number "
+                         f"({', '.join(f'{r.path.name}: {_span(r.step_numbers)}' for r in runs)})")
+    notes = [w for r in runs for w in r.warnings]
+    dropped = sum(len(r.step_numbers) for r in runs) - len(common) * len(runs)
+    if dropped:
+        notes.append(f"{dropped} rank step(s) without a match on every rank were left out")
+    idx = [{n: i for i, n in enumerate(r.step_numbers)} for r in runs]
+    step_us = [max(r.step_us[ix[n]] for r, ix in zip(runs, idx)) for n in common]
+    wait = [max(r.input_wait_us[ix[n]] for r, ix in zip(runs, idx)) for n in common]
+    necks = {r.bottleneck for r in runs}
+    neck = next(b for b in ("cpu_cores", "input", "device", "host_compute") if b in necks)
+    return MeasuredSteps(p, step_us, wait, neck, notes, common)
+
+
+def _span(numbers: list[int]) -> str:
+    return f"steps {numbers[0]}-{numbers[-1]}" if numbers else "no steps"
+
+
+def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSteps:
+    p = raw.path
     notes: list[str] = []
     side = None
     if sidecar:
@@ -74,10 +110,18 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
             side = load_sidecar(p.parent / "sidecar.json")
         except InputError as e:  # not named by the user: not a reason to fail
             notes.append(f"ignored {e}")
-    table = build_table(load_trace(p))
+    notes += raw.warnings
+    table = build_table(raw)
     steps = find_steps(table, step_regex=step_regex)
     if not steps:
         raise InputError(p, "no training steps found; " + "; ".join(steps.warnings))
+    if table.gpu_mask().any():
+        # as in calibration: a step the profiler lost GPU work of is not a measured step
+        kept, why = complete_steps(table, link(table), steps)
+        if not kept:
+            raise InputError(p, "no complete step: " + "; ".join(why))
+        notes += why
+        steps = StepList(kept, steps.warnings, steps.method)
     step_us = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps])
     wait = step_loader_waits_us(table, steps)
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
@@ -91,4 +135,5 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
         neck = "input"
     else:
         neck = "device" if table.gpu_mask().any() else "host_compute"
-    return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck, notes)
+    return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck, notes,
+                         [s.number for s in steps])

@@ -50,6 +50,7 @@ import numpy as np
 import orjson
 
 from simcore.errors import InputError
+from simcore.files import open_input
 
 __all__ = ["RawTrace", "load_trace", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
            "MAX_ABS_TS_US", "MAX_SPAN_US"]
@@ -136,7 +137,7 @@ def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
         size = st.st_size if regular else 0
         if size > MAX_JSON_BYTES:
             raise _too_big(p, f"file size {_gib(size)}")
-        with open(p, "rb") as f:
+        with open_input(p) as f:
             gz = f.peek(2)[:2] == GZIP_MAGIC
             if not gz:
                 raw = f.read() if regular else _read_capped(p, f, "size")

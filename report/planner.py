@@ -150,14 +150,18 @@ def print_sweep(r: SweepResult, as_json: bool = False) -> None:
     t = Table(title=f"sweep ({r.base})", show_edge=False)
     for p in r.grid:
         t.add_column(p, justify="right")
-    for col in ("mean ms", "median ms", "P10 / P50 / P90 ms", "vs first", "bottleneck"):
+    # the interval column only when the points have intervals (``--draws``)
+    intervals = any(pt.prediction.has_interval for pt in r.points)
+    cols = ("mean ms", "median ms") + (("P10 / P50 / P90 ms",) if intervals else ()) + (
+        "vs first", "bottleneck")
+    for col in cols:
         t.add_column(col, justify="left" if col == "bottleneck" else "right")
     first = r.points[0].prediction.mean_step_us
     for pt in r.points:
         p = pt.prediction
         t.add_row(*(str(pt.values[k]) for k in r.grid), _ms(p.mean_step_us),
-                  _ms(p.median_step_us), _interval(p), _x(first / p.mean_step_us),
-                  p.bottleneck_label)
+                  _ms(p.median_step_us), *((_interval(p),) if intervals else ()),
+                  _x(first / p.mean_step_us), p.bottleneck_label)
     c.print(t)
     for k in r.knees.values():
         c.print(f"knee of {k.path}: [bold]{k.value}[/bold] ({_ms(k.step_us)} ms; best "
@@ -323,18 +327,23 @@ def _record_row(r: LedgerRecord) -> list[str]:
             + {True: " ok", False: " differ", None: ""}[r.bottleneck_agrees]]
 
 
-_RECORD_COLS = ("check", "predicted mean ms", "P10-P90 ms", "measured mean ms",
-                "measured median ms", "error", "inside", "bottleneck pred / meas")
+_RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean", "measured median",
+                "error", "inside", "bottleneck predicted / measured")
 
 
 def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> None:
     """Prediction vs measurement, one row per record."""
     if as_json:
         return _json([r.model_dump() for r in records])
-    t = Table(title="prediction vs re-measured", show_edge=False)
+    t = Table(title="prediction vs re-measured step time (ms)", show_edge=False)
     for col in _RECORD_COLS:
-        t.add_column(col, justify="left" if col == "check" else "right",
-                     overflow="fold", min_width=12 if col == "check" else None)
+        if col == "check":   # the what-if in words: takes the width the numbers leave
+            t.add_column(col, justify="left", overflow="fold", ratio=1, min_width=16)
+        elif col.startswith("bottleneck"):
+            t.add_column(col, justify="left", overflow="fold", max_width=18)
+        else:
+            t.add_column(col, justify="right", overflow="fold",
+                         max_width=13 if col == "P10-P90" else 9)
     for r in records:
         t.add_row(*_record_row(r))
     console().print(t)
@@ -368,8 +377,11 @@ def print_fixes(as_json: bool = False) -> None:
                                              "required" for k, v in f.args.model_fields.items()},
                                "changes": f.changes} for f in FIXES.values()})
     t = Table(title="named fixes", show_edge=False, show_lines=True)
-    for col in ("fix", "kind", "relieves", "arguments (default)", "what it changes"):
-        t.add_column(col, overflow="fold")
+    t.add_column("fix", no_wrap=True)
+    t.add_column("kind", no_wrap=True)
+    t.add_column("relieves", overflow="fold", max_width=14)
+    t.add_column("arguments (default)", overflow="fold", max_width=22)
+    t.add_column("what it changes", overflow="fold", ratio=1)
     for f in FIXES.values():
         args = ", ".join(f"{k}={'required' if v.is_required() else v.default}"
                          for k, v in f.args.model_fields.items()) or "-"

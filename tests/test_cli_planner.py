@@ -144,3 +144,10 @@ def test_bad_scenario_file_exits_2(tmp_path):
     p.write_text("ops:\n  - {op: scale, select: {category: gemm}, facter: 0.5}\n")
     r = run_cli("whatif", CASE, "--scenario", str(p), *QUICK)
     assert r.returncode == 2 and "facter" in r.stderr and str(p) in r.stderr
+
+
+def test_sweep_shows_intervals_only_when_drawn():
+    base = ("sweep", str(REFERENCE / "input_pipeline_a.yaml"), "loader.num_workers=1,2",
+            "--steps", "6", "--warmup", "2")
+    assert "P10 / P50 / P90" not in _ok(run_cli(*base)).stdout
+    assert "P10 / P50 / P90" in _ok(run_cli(*base, "--draws", "3")).stdout

@@ -1,0 +1,61 @@
+"""Measured steps of a re-measured run, as ``stepsim validate`` reads them: one trace, a
+capture folder, or a directory of per-rank traces."""
+from __future__ import annotations
+
+import pytest
+
+from calibration.measure import measured_steps
+from simcore.errors import InputError
+from tests.conftest import run_cli, shared_traces
+from tests.test_gpu_calibration import Gen
+
+
+def rank_trace(path, host_us, numbers, drop_kernel_of=None):
+    """Steps of ``host_us`` µs each (a launch and a stream sync), ``ProfilerStep#N`` for N in
+    ``numbers``; the kernel of step ``drop_kernel_of`` is missing (the profiler lost it)."""
+    g = Gen()
+    for n, h in zip(numbers, host_us):
+        s0 = g.t
+        g.cpu(20)
+        g.launch("volta_sgemm_128x64_nn", 100)
+        if n == drop_kernel_of:
+            g.ev.pop()
+        g.stream_sync()
+        g.cpu(h - (g.t - s0))
+        g.op(f"ProfilerStep#{n}", s0, g.t, cat="user_annotation")
+    return g.dump(path)
+
+
+def test_a_directory_of_ranks_pays_the_slowest_rank_per_step(tmp_path):
+    rank_trace(tmp_path / "rank0.json", [1000, 3000, 1000], [5, 6, 7])
+    rank_trace(tmp_path / "rank1.json", [1000, 2000, 1000, 1000], [4, 5, 6, 7])
+    m = measured_steps(tmp_path)
+    assert m.step_numbers == [5, 6, 7]
+    assert m.step_us[:2] == pytest.approx([2000.0, 3000.0])
+    assert any("left out" in w for w in m.warnings)
+
+
+def test_ranks_without_a_common_step_are_an_error(tmp_path):
+    rank_trace(tmp_path / "rank0.json", [1000, 1000], [1, 2])
+    rank_trace(tmp_path / "rank1.json", [1000, 1000], [3, 4])
+    with pytest.raises(InputError, match="share no step number"):
+        measured_steps(tmp_path)
+
+
+def test_a_step_whose_gpu_work_was_lost_is_not_measured(tmp_path):
+    p = rank_trace(tmp_path / "t.json", [5000, 1000, 1000, 1000], [0, 1, 2, 3], drop_kernel_of=0)
+    m = measured_steps(p)
+    assert m.step_numbers == [1, 2, 3]
+    assert any("incomplete" in w for w in m.warnings)
+
+
+def test_validate_a_directory_of_ranks(tmp_path):
+    dlrm = shared_traces() / "param" / "dlrm_kineto"
+    model = tmp_path / "dlrm.json"
+    r = run_cli("calibrate", str(dlrm), "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    r = run_cli("validate", str(model), str(dlrm), "--steps", "4", "--warmup", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+    rec = json.loads(r.stdout)[0]
+    assert abs(rec["error_pct"]) < 3.0
