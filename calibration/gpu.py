@@ -288,24 +288,26 @@ def _rank_of(raw: RawTrace, warnings: list[str]) -> tuple[int | None, int, str]:
     return None, 1, "none"
 
 
-def _phase_of(table: EventTable, host_threads: list[tuple[int, int]], times: np.ndarray,
+def _phase_intervals(table: EventTable, pid: int):
+    """The (backward, optimizer, DataLoader) intervals (ns) of process ``pid``'s CPU ops, each
+    a union from :func:`_union`."""
+    cpu = table.is_cat("cpu_op", "user_annotation") & (table.ph == "X") & (table.pid == pid)
+    rows = np.nonzero(cpu)[0]
+    nm = table.names[rows]
+    ts, te = table.ts_ns, table.end_ns
+    out = []
+    for rx in (_BACKWARD_RE, _OPTIM_RE, DATALOADER_RE):
+        hit = np.fromiter((bool(rx.search(s)) for s in nm), bool, len(nm))
+        out.append(_union(ts[rows[hit]], te[rows[hit]]))
+    return tuple(out)
+
+
+def _phase_of(ctx: "_Ctx", host_threads: list[tuple[int, int]], times: np.ndarray,
               launch_tid: np.ndarray, main_tid: int) -> np.ndarray:
     """Phase per launch time: ``optimizer`` inside an optimizer annotation, ``backward`` inside
     a backward op/annotation or on a non-main launching thread (autograd engine), ``data``
     inside a DataLoader ``__next__``, else ``forward``."""
-    cpu = table.is_cat("cpu_op", "user_annotation") & (table.ph == "X")
-    pid = host_threads[0][0]
-    cpu &= table.pid == pid
-    names = table.names
-    rows = np.nonzero(cpu)[0]
-    nm = names[rows]
-    isb = np.fromiter((bool(_BACKWARD_RE.search(s)) for s in nm), bool, len(nm))
-    iso = np.fromiter((bool(_OPTIM_RE.search(s)) for s in nm), bool, len(nm))
-    isd = np.fromiter((bool(DATALOADER_RE.search(s)) for s in nm), bool, len(nm))
-    ts, te = table.ts_ns, table.end_ns
-    ivb = _union(ts[rows[isb]], te[rows[isb]])
-    ivo = _union(ts[rows[iso]], te[rows[iso]])
-    ivd = _union(ts[rows[isd]], te[rows[isd]])
+    ivb, ivo, ivd = ctx.phase_intervals(host_threads[0][0])
     out = np.full(len(times), "forward", dtype=object)
     out[_inside(times, ivd)] = "data"
     out[(launch_tid != main_tid) | _inside(times, ivb)] = "backward"
@@ -381,6 +383,13 @@ class _Ctx:
             np.fromiter((n.startswith("nccl:") for n in table.names), bool, len(table)) &
             table.is_cat("user_annotation", "cpu_op"))[0]
         self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
+        self._phases: dict[int, tuple] = {}
+
+    def phase_intervals(self, pid: int) -> tuple:
+        """:func:`_phase_intervals` of ``pid``, computed once."""
+        if pid not in self._phases:
+            self._phases[pid] = _phase_intervals(self.table, pid)
+        return self._phases[pid]
 
 
 @dataclass
@@ -664,7 +673,7 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
     stream_of = ctx.stream_of
     lt = np.array([ts[act_launch[g]] for g in acts], dtype=np.int64)
     ltid = np.array([table.tid[act_launch[g]] for g in acts], dtype=np.int64)
-    phases = _phase_of(table, host_threads, lt, ltid, step.tid) if acts else []
+    phases = _phase_of(ctx, host_threads, lt, ltid, step.tid) if acts else []
     task_of: dict[int, str] = {}
     per_stream: dict[str, list[int]] = {}
     for g in acts:
@@ -863,7 +872,7 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
         op_t.append(max(t1, cursor))
     # phases: a launch/sync op has its task's, a cpu op the phase of the time it starts
     tph = {t.id: t.phase for ts_ in streams.values() for t in ts_}
-    cph = _phase_of(table, host_threads, np.array(op_t, dtype=np.int64),
+    cph = _phase_of(ctx, host_threads, np.array(op_t, dtype=np.int64),
                     np.full(len(op_t), step.tid, dtype=np.int64), step.tid) if ops else []
     ops = [op.model_copy(update={"phase": tph.get(op.task, "other") if op.task else
                                  (op.phase if op.kind == "next_batch" else str(cph[i]))})
