@@ -130,12 +130,34 @@ def cmd_simulate(args) -> int:
     from report.tables import print_summary
 
     model = load_model(args.model)
+    if args.window:
+        return _simulate_window(model, args)
     res = simulate(model, steps=args.steps, warmup=args.warmup, seed=args.seed)
     summary = summarize(res)
     print_summary(model, summary, as_json=args.json)
     if args.chrome_trace:
         from report.chrome import write_chrome_trace
         write_chrome_trace(res, args.chrome_trace)
+    return 0
+
+
+def _simulate_window(model, args) -> int:
+    """``simulate --window``: the captured window replayed, each step against its measurement
+    (the steady-state summary, critical path and lanes, is what ``simulate`` prints without
+    ``--window``; ``--chrome-trace`` shows the replayed window's timeline)."""
+    import orjson
+
+    from models.simulate import window_replay
+    from report.tables import print_window, window_dict
+
+    w = window_replay(model)
+    if args.json:
+        sys.stdout.write(orjson.dumps(window_dict(w), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print_window(w)
+    if args.chrome_trace:
+        from report.chrome import write_chrome_trace
+        write_chrome_trace(w.result, args.chrome_trace)
     return 0
 
 
@@ -374,6 +396,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("model")
     _sim_opts(s)
     s.add_argument("--chrome-trace", help="write the simulated timeline as a Chrome trace (.json)")
+    s.add_argument("--window", action="store_true",
+                   help="replay the captured window of a calibrated trace instead (its steps in "
+                        "order, each with its own durations, from the captured device backlog) "
+                        "and compare each step with its measured time")
     s.set_defaults(func=cmd_simulate)
 
     d = sub.add_parser("demo", help="profile a real CPU workload, calibrate, predict, re-measure")

@@ -347,12 +347,14 @@ class WindowReplay:
     Attributes:
         steps: the captured step numbers. measured_us, replayed_us: per step, its time (µs).
         compared: per step, whether it is compared (it had its own calibrated durations).
+        result: the replay's simulation.
     """
 
     steps: list[int]
     measured_us: np.ndarray
     replayed_us: np.ndarray
     compared: np.ndarray
+    result: SimResult
 
     @property
     def measured_median_us(self) -> float:
@@ -386,4 +388,4 @@ def window_replay(model: StepModel) -> WindowReplay:
     if not compared.any():
         raise ModelError("no step of the captured window has its own calibrated durations")
     return WindowReplay(list(w.steps), np.array(w.measured_step_us, dtype=float),
-                        res.step_us[0], compared)
+                        res.step_us[0], compared, res)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from models.metrics import Summary, label
 from models.params import StepModel
+from models.simulate import WindowReplay
 from simcore.units import us_to_ms
 
 
@@ -122,3 +123,31 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
         c.print(f"input: {s.batches_per_s:.2f} batches/s; ready queue mean {s.queue_mean:.1f}, "
                 f"max {s.queue_max:.0f} of cap {s.queue_cap}, empty {100 * s.queue_empty_frac:.0f}% "
                 f"of the time; loader keeps {s.loader_cores_busy:.1f} cores busy")
+
+
+def window_dict(w: WindowReplay) -> dict:
+    """A window replay as JSON-ready data (ms)."""
+    return {"steps": [{"step": n, "measured_ms": us_to_ms(float(m)),
+                       "replayed_ms": us_to_ms(float(r)), "compared": bool(c),
+                       "error_pct": 100.0 * (float(r) / float(m) - 1.0) if m > 0 else None}
+                      for n, m, r, c in zip(w.steps, w.measured_us, w.replayed_us, w.compared)],
+            "measured_median_ms": us_to_ms(w.measured_median_us),
+            "replayed_median_ms": us_to_ms(w.replayed_median_us),
+            "median_error_pct": 100.0 * w.median_error,
+            "max_step_error_pct": 100.0 * w.max_step_error}
+
+
+def print_window(w: WindowReplay) -> None:
+    """Per captured step: measured and replayed step time, error; then the medians."""
+    t = Table(title="window replay: the captured steps re-run from the captured state",
+              show_edge=False)
+    for col in ("step", "measured ms", "replayed ms", "error", "compared"):
+        t.add_column(col, justify="right")
+    for n, m, r, cmp in zip(w.steps, w.measured_us, w.replayed_us, w.compared):
+        t.add_row(str(n), _ms(m), _ms(r), f"{100 * (r / m - 1):+.1f}%" if m > 0 else "-",
+                  "yes" if cmp else "no (representative durations)")
+    c = console()
+    c.print(t)
+    c.print(f"median over the compared steps: measured {_ms(w.measured_median_us)} ms, replayed "
+            f"{_ms(w.replayed_median_us)} ms ({100 * w.median_error:+.1f}%); largest one-step "
+            f"error {100 * w.max_step_error:.1f}%")

@@ -14,10 +14,11 @@ from models.simulate import simulate, window_replay
 from scenarios.select import Selector
 from scenarios.transforms import ScaleOp, apply_ops
 from simcore.errors import ModelError
-from tests.conftest import shared_traces
+from tests.conftest import REPO, shared_traces
 from tests.test_gpu_calibration import Gen
 
 BACKLOG_US, KERNEL_US, HOST_STEP_US = 20_000.0, 15_000.0, 10_000.0
+REFERENCE = REPO / "scenarios" / "reference"
 
 
 def backlogged_trace(path):
@@ -151,3 +152,22 @@ def test_shared_trace_window_replay_within_3_percent(rel):
     w = window_replay(m)
     assert w.compared.sum() >= len(w.steps) - 1
     assert abs(w.median_error) < 0.03
+
+
+def test_simulate_window_on_the_command_line(tmp_path):
+    import json
+
+    from tests.conftest import run_cli
+
+    model, chrome = tmp_path / "m.json", tmp_path / "window.json"
+    r = run_cli("calibrate", str(backlogged_trace(tmp_path / "t.json")), "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    assert "replay of the captured window (3 steps" in r.stdout
+    r = run_cli("simulate", str(model), "--window", "--json", "--chrome-trace", str(chrome))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [s["step"] for s in doc["steps"]] == [1, 2, 3]
+    assert abs(doc["median_error_pct"]) < 0.1
+    assert json.loads(chrome.read_text())["traceEvents"]
+    r = run_cli("simulate", str(REFERENCE / "input_pipeline_a.yaml"), "--window")
+    assert r.returncode == 2 and "no captured window" in r.stderr
