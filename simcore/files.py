@@ -2,18 +2,51 @@
 :class:`~simcore.errors.InputError` naming it. Inputs are only read, never changed."""
 from __future__ import annotations
 
+import io
 import os
 import stat
+import time
 from pathlib import Path
 from typing import BinaryIO
 
 from simcore.errors import InputError
 
 
+FIFO_WRITER_WAIT_S = 5.0
+"""How long (s) reading a named pipe waits for a process to open it for writing."""
+
+
+class _Pipe(io.RawIOBase):
+    """A pipe's file descriptor, with the bytes already read from it put back in front."""
+
+    def __init__(self, fd: int, head: bytes):
+        self.fd, self.head = fd, head
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.head:
+            n = min(len(b), len(self.head))
+            b[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        data = os.read(self.fd, len(b))
+        b[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self.fd)
+        super().close()
+
+
 def open_input(path: str | Path) -> BinaryIO:
-    """Open ``path`` for buffered binary reading without ever blocking in ``open``: a named
-    pipe is opened non-blocking and then switched back, so one that no process writes reads
-    as empty (POSIX: a read on a FIFO without writers returns end of file) instead of hanging.
+    """Open ``path`` for buffered binary reading without ever blocking forever in ``open``.
+
+    A named pipe is opened non-blocking: a read then tells a pipe with a writer (data, or
+    "would block") from one without (end of file). Without a writer it is retried for
+    ``FIFO_WRITER_WAIT_S``, then read as empty, instead of hanging; with one, it is read
+    blocking as usual.
 
     Raises:
         OSError: as ``open`` does.
@@ -22,8 +55,18 @@ def open_input(path: str | Path) -> BinaryIO:
     if not stat.S_ISFIFO(p.stat().st_mode):
         return open(p, "rb")
     fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    deadline = time.monotonic() + FIFO_WRITER_WAIT_S
+    head = b""
+    while True:
+        try:
+            head = os.read(fd, 1 << 16)
+        except BlockingIOError:   # a writer, no data yet
+            break
+        if head or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
     os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
+    return io.BufferedReader(_Pipe(fd, head))
 
 
 def read_input(path: str | Path, kind: str) -> bytes:
