@@ -384,6 +384,24 @@ class _Ctx:
             table.is_cat("user_annotation", "cpu_op"))[0]
         self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
         self._phases: dict[int, tuple] = {}
+        self._acts: dict[tuple[int, int], _StepActs] = {}
+        self.steps: list[Step] = []
+
+    def step_acts(self, step: Step) -> "_StepActs":
+        """:func:`_step_acts` of ``step``, computed once."""
+        key = (step.start_ns, step.number)
+        if key not in self._acts:
+            self._acts[key] = _step_acts(self, step)
+        return self._acts[key]
+
+    def previous(self, step: Step) -> Step | None:
+        """The step just before ``step`` (ending where it starts), if the trace has it."""
+        for i, s in enumerate(self.steps):
+            if s is step or (s.start_ns == step.start_ns and s.number == step.number):
+                if i > 0 and self.steps[i - 1].end_ns == step.start_ns:
+                    return self.steps[i - 1]
+                return None
+        return None
 
     def phase_intervals(self, pid: int) -> tuple:
         """:func:`_phase_intervals` of ``pid``, computed once."""
@@ -444,6 +462,7 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     rep = min([s for s in middle if not s.last] or cands,
               key=lambda s: (abs(s.dur_us - med), s.start_ns))
     ctx = _Ctx(table, links)
+    ctx.steps = list(steps)
     fit = _fit_step(ctx, rep)
     group = [fit]
     for s in middle:
@@ -570,13 +589,16 @@ def _assemble(group: list[_StepFit], window: list[_StepFit | None]):
             d, per = both(lambda g, sl: sl[2][i].dur_us)
         ops.append(op.model_copy(update={"dur_us": d, "replay_us": per}))
     streams = {}
+    ids = {t.id for ts in base.streams.values() for t in ts}
     for s, ts in base.streams.items():
         out = []
         for t in ts:
             d, per = both(lambda g, sl: g.kernel_us[t.id])
             gap, gper = both(lambda g, sl: g.idle_us[t.id])
-            out.append(t.model_copy(update={"dur_us": d, "gap_us": gap, "replay_us": per,
-                                            "replay_gap_us": gper}))
+            out.append(t.model_copy(update={
+                "dur_us": d, "gap_us": gap, "replay_us": per, "replay_gap_us": gper,
+                # a wait on the previous step's work that this step's structure lacks is dropped
+                "prev_waits": [w for w in t.prev_waits if w in ids]}))
         streams[s] = out
     nx = [float(np.median([g.next_us[i] for g in group])) for i in range(len(base.next_us))]
     return ops, streams, nx
@@ -640,10 +662,22 @@ def _peak_pending(ctx: _Ctx, first: Step, last: Step) -> int:
     return peak
 
 
-def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
+@dataclass
+class _StepActs:
+    """A step's launching calls and the GPU activities they launched (table rows)."""
+
+    calls: list[int]
+    host_threads: list[tuple[int, int]]
+    act_launch: dict[int, int]        # activity row -> its launching call row
+    acts: list[int]                   # activity rows in start order
+    task_of: dict[int, str]           # activity row -> task id (s{stream}.{index})
+    end_vals: np.ndarray              # activity ends (ns), sorted
+    end_rows: list[int]               # the activities in that order
+
+
+def _step_acts(ctx: _Ctx, step: Step) -> _StepActs:
     table, links = ctx.table, ctx.links
     ts, te, names = ctx.ts, ctx.te, ctx.names
-    warnings: list[str] = []
     pid = step.pid
     t0 = step.start_ns
     # the last step has no next start: its host part ends with its marker, then it waits for
@@ -660,36 +694,53 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
                            zip(table.pid[api_rows], table.tid[api_rows])), bool, len(api_rows))
     calls = api_rows[on_host]
     calls = calls[np.argsort(ts[calls], kind="stable")].tolist()
-    cpu_rows = np.nonzero(table.is_cat("cpu_op", "user_annotation") & (table.ph == "X") &
-                          (table.pid == pid) & (table.tid == step.tid) & (ts >= t0) & (ts < t1))[0]
-    nexts = [int(r) for r in cpu_rows if DATALOADER_RE.search(names[r])]
-    # ---- device activities launched by this step's calls
     by_launch = links.by_launch
     act_launch: dict[int, int] = {}
     for c in calls:
         for g in by_launch.get(c, ()):
             act_launch[g] = c
     acts = sorted(act_launch, key=lambda g: (ts[g], g))
+    task_of: dict[int, str] = {}
+    count: dict[str, int] = {}
+    for g in acts:
+        s = ctx.stream_of[g]
+        task_of[g] = f"s{s}.{count.get(s, 0)}"
+        count[s] = count.get(s, 0) + 1
+    ends_sorted = sorted((int(te[g]), g) for g in acts)
+    return _StepActs(calls, host_threads, act_launch, acts, task_of,
+                     np.array([e for e, _ in ends_sorted], dtype=np.int64),
+                     [g for _, g in ends_sorted])
+
+
+def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
+    table, links = ctx.table, ctx.links
+    ts, te, names = ctx.ts, ctx.te, ctx.names
+    warnings: list[str] = []
+    pid = step.pid
+    t0 = step.start_ns
+    t1 = step.cpu_end_ns if step.last else step.end_ns   # see _step_acts
+    sa = ctx.step_acts(step)
+    calls, host_threads, act_launch, acts = sa.calls, sa.host_threads, sa.act_launch, sa.acts
+    task_of, end_vals, end_rows = sa.task_of, sa.end_vals, sa.end_rows
+    cpu_rows = np.nonzero(table.is_cat("cpu_op", "user_annotation") & (table.ph == "X") &
+                          (table.pid == pid) & (table.tid == step.tid) & (ts >= t0) & (ts < t1))[0]
+    nexts = [int(r) for r in cpu_rows if DATALOADER_RE.search(names[r])]
+    # ---- device activities launched by this step's calls
+    by_launch = links.by_launch
     stream_of = ctx.stream_of
     lt = np.array([ts[act_launch[g]] for g in acts], dtype=np.int64)
     ltid = np.array([table.tid[act_launch[g]] for g in acts], dtype=np.int64)
     phases = _phase_of(ctx, host_threads, lt, ltid, step.tid) if acts else []
-    task_of: dict[int, str] = {}
     per_stream: dict[str, list[int]] = {}
     for g in acts:
-        s = stream_of[g]
-        lst = per_stream.setdefault(s, [])
-        task_of[g] = f"s{s}.{len(lst)}"
-        lst.append(g)
-    ends_sorted = sorted((int(te[g]), g) for g in acts)
-    end_vals = np.array([e for e, _ in ends_sorted], dtype=np.int64)
-    end_rows = [g for _, g in ends_sorted]
+        per_stream.setdefault(stream_of[g], []).append(g)
+    prev = ctx.previous(step)
     tasks: dict[int, DeviceTask] = {}
     kernel_us: dict[str, float] = {}
     idle_map: dict[str, float] = {}
     engine_free: dict[str, int] = {}
     colls = []
-    n_waits = 0
+    n_waits = n_prev_waits = 0
     for k, g in enumerate(acts):
         s = stream_of[g]
         c = act_launch[g]
@@ -708,6 +759,7 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
             # one copy engine per direction: a copy also waits for the one before it
             ready = max(ready, engine_free.get(engine, -1))
             engine_free[engine] = max(engine_free.get(engine, -1), start + dur)
+        prev_waits: list[str] = []
         if start - ready > WAIT_MIN_US * 1000:
             lo = start - int(WAIT_WINDOW_US * 1000)
             i = int(np.searchsorted(end_vals, start, side="right")) - 1
@@ -719,6 +771,20 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
                         waits.append(task_of[w])
                         n_waits += 1
                     ready = max(ready, int(end_vals[i]))
+                    break
+                i -= 1
+        if start - ready > WAIT_MIN_US * 1000 and prev is not None:
+            # still unexplained: an event wait on the previous step's work (a pipelined input
+            # copy or embedding lookup waiting for the last step's optimizer, say)
+            pa = ctx.step_acts(prev)
+            lo = start - int(WAIT_WINDOW_US * 1000)
+            i = int(np.searchsorted(pa.end_vals, start, side="right")) - 1
+            while i >= 0 and pa.end_vals[i] >= lo:
+                w = pa.end_rows[i]
+                if stream_of[w] != s:
+                    prev_waits.append(pa.task_of[w])
+                    n_prev_waits += 1
+                    ready = max(ready, int(pa.end_vals[i]))
                     break
                 i -= 1
         idle_us = max(0, start - ready) / 1000.0 if ready >= 0 else 0.0
@@ -749,7 +815,8 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
         kernel_us[tid_] = dur_us
         idle_map[tid_] = idle_us
         tasks[g] = DeviceTask(id=tid_, stream=s, name=name, kind=kind, category=cat, phase=phase,
-                              dur_us=dur_us, gap_us=idle_us, waits=waits, **extra)
+                              dur_us=dur_us, gap_us=idle_us, waits=waits,
+                              prev_waits=prev_waits, **extra)
     streams = {s: [tasks[g] for g in rows] for s, rows in per_stream.items()}
     by_id = {t.id: t for t in tasks.values()}
     stream_pos = {t.id: (s, i) for s, lst in streams.items() for i, t in enumerate(lst)}
@@ -880,7 +947,8 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
     if n_unres:
         warnings.append(f"{n_unres} blocking call(s) in step {step.number} waited on work whose "
                         "dependencies are launched later; modelled as CPU time")
-    counts = {"inferred_waits": n_waits, "host_syncs": n_sync, "host_syncs_blocking": n_block,
+    counts = {"inferred_waits": n_waits, "inferred_prev_step_waits": n_prev_waits,
+              "host_syncs": n_sync, "host_syncs_blocking": n_block,
               "host_threads": ",".join(f"{p}/{t}" for p, t in host_threads),
               "device_tasks": len(acts), "host_ops": len(ops)}
     return _StepFit(step=step, ops=ops, streams=streams, kernel_us=kernel_us, idle_us=idle_map,

@@ -3,8 +3,9 @@
 ``coarsen(model) -> StepModel`` is pure (the input is not changed). It merges *chains*: runs
 of consecutive tasks on one stream, of one phase, where every task after the first
 
-* has no cross-stream wait, and the task before it is not awaited by anything else (no sync
-  op, no other task's ``waits``, no device-wide sync point);
+* has no cross-stream wait (of this step or the previous), and the task before it is not
+  awaited by anything else (no sync op, no other task's ``waits`` or ``prev_waits``, no
+  device-wide sync point);
 * is a kernel, a memset or a device-to-device copy (host↔device copies, which use copy
   engines and may block the host, and collectives, which meet other ranks, stay alone);
 * keeps the chain within ``max_chain_gap_us`` of summed idle (``DeviceTask.gap_us``, after
@@ -76,14 +77,16 @@ _MERGEABLE_KINDS = ("kernel", "memset")
 
 
 def _protected(model: StepModel) -> set[str]:
-    """Tasks something outside their stream waits for: sync targets, waits, the per-stream
-    issue points of device-wide syncs, and each stream's last task."""
+    """Tasks something outside their stream waits for: sync targets, waits (of this step or
+    the next), the per-stream issue points of device-wide syncs, and each stream's last
+    task."""
     out: set[str] = set()
     for ts in model.device.streams.values():
         if ts:
             out.add(ts[-1].id)
         for t in ts:
             out.update(t.waits)
+            out.update(t.prev_waits)
     issue = None
     for j, op in enumerate(model.host.ops):
         if op.kind != "sync":
@@ -194,6 +197,7 @@ def _merge(chain: list[DeviceTask], launched: set[str]) -> DeviceTask:
         id=first.id, stream=first.stream, name=f"{len(chain)} tasks: {first.name}"[:200],
         kind=kind, category=main, phase=first.phase, dur_us=dur,
         breakdown_us={k: v for k, v in parts.items()}, waits=list(first.waits),
+        prev_waits=list(first.prev_waits),
         gap_us=sum(t.gap_us for t in chain),
         launches=max(1, sum(t.launches for t in chain if t.id in launched)),
         replay_us=_sum_per_step([t.replay_us for t in chain]),
@@ -260,6 +264,7 @@ def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: 
         for t in ts:
             t_launch = t.launches if t.id in launched else 0
             join = (chain and _mergeable(t) and _mergeable(chain[-1]) and not t.waits
+                    and not t.prev_waits
                     and chain[-1].id not in protected and t.phase == chain[0].phase
                     and inner_gap + t.gap_us <= max_chain_gap_us
                     and n_launch + t_launch <= max_chain_launches)
@@ -283,8 +288,9 @@ def coarsen(model: StepModel, min_slack_us: float = MIN_SLACK_US, probe_warmup: 
         streams[s] = out
     # remap waits (only chain ends can be waited for, and they map to their chain's id)
     for s, ts in streams.items():
-        streams[s] = [t if not t.waits else t.model_copy(update={
-            "waits": [new_id[w] for w in t.waits]}) for t in ts]
+        streams[s] = [t if not (t.waits or t.prev_waits) else t.model_copy(update={
+            "waits": [new_id[w] for w in t.waits],
+            "prev_waits": [new_id[w] for w in t.prev_waits]}) for t in ts]
     kept_ids = {t.id for ts in streams.values() for t in ts}
     ops: list[HostOp] = []
     for op in model.host.ops:

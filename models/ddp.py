@@ -177,7 +177,8 @@ def apply_ddp(model: StepModel) -> StepModel:
 
     new_streams: dict[str, list[DeviceTask]] = {}
     for s, ts in streams.items():
-        kept = [t.model_copy(update={"waits": remap(t.waits)}) for t in ts if t.id not in old_ids]
+        kept = [t.model_copy(update={"waits": remap(t.waits), "prev_waits": remap(t.prev_waits)})
+                for t in ts if t.id not in old_ids]
         new_streams[s] = kept + (new if s == c.comm_stream else [])
     if c.comm_stream not in new_streams:
         new_streams[c.comm_stream] = new

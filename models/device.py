@@ -59,6 +59,7 @@ class TaskPlan:
     collective: bool
     skip_in_no_sync: bool       # DDP collective or optimizer task (skipped under no_sync)
     gap_us: float = 0.0         # unexplained idle after ready, before it starts (µs)
+    prev_waits: tuple[str, ...] = ()                # tasks of the previous step it waits for
     replay_us: tuple[float, ...] | None = None      # window replay: dur_us per step
     replay_gap_us: tuple[float, ...] | None = None  # window replay: gap_us per step
 
@@ -164,7 +165,9 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
         syncing = sync_step(step)
         for t in plans:
             launch_ev = launched(rank, step, t.id) if t.launched else None
-            pending = [ev for ev in (done(rank, step, w) for w in t.waits) if not ev.processed]
+            evs = [done(rank, step, w) for w in t.waits]
+            evs += [done(rank, step - 1, w) for w in t.prev_waits]
+            pending = [ev for ev in evs if not ev.processed]
             if launch_ev is not None and not launch_ev.processed:
                 pending.append(launch_ev)
             if pending:

@@ -406,8 +406,10 @@ class _Blame:
         """What made ``run`` ready last: a dependency, its stream predecessor or its launch."""
         best, best_t = None, -math.inf
         t = self.tasks.get(run.task)
-        for w in (t.waits if t is not None else ()):
-            r = self.by_key.get((run.step, w))
+        deps = [(run.step, w) for w in t.waits] + [(run.step - 1, w) for w in t.prev_waits] \
+            if t is not None else []
+        for key in deps:
+            r = self.by_key.get(key)
             if r is not None and r.end_us > best_t:
                 best, best_t = r, r.end_us
         p = self.prev.get((run.step, run.task))

@@ -217,6 +217,10 @@ class DeviceTask(_Strict):
     breakdown_us: dict[str, float] = Field(default_factory=dict)
     """After coarsening: µs per category of the merged tasks (sums to ``dur_us``)."""
     waits: list[str] = Field(default_factory=list)
+    prev_waits: list[str] = Field(default_factory=list)
+    """Tasks whose run in the *previous* step this task also waits for: a cross-step event
+    wait (``cudaStreamWaitEvent`` on an event the previous step recorded), as when a pipelined
+    input copy waits for the last step's optimizer. Ignored in the first simulated step."""
     bytes: int | None = Field(default=None, ge=0)
     copy_kind: Literal["", "h2d", "d2h", "d2d"] = ""
     pinned: bool | None = None
@@ -395,7 +399,7 @@ class StepModel(_Strict):
                     raise ValueError(f"device task id {t.id!r} repeats")
                 tasks[t.id] = t
         for t in tasks.values():
-            for w in t.waits:
+            for w in t.waits + t.prev_waits:
                 if w not in tasks:
                     raise ValueError(f"task {t.id!r} waits for unknown task {w!r}")
         _check_no_wait_cycle(self.device.streams)

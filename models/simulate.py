@@ -199,6 +199,7 @@ def stream_plans(model: StepModel, rank_index: int, replay: bool = False
         t.copy_kind if t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h") else None,
         t.kind == "collective",
         (t.kind == "collective" and s == comm) or t.phase == "optimizer", t.gap_us * gap,
+        tuple(t.prev_waits),
         tuple(t.replay_us) if replay and t.replay_us is not None else None,
         tuple(t.replay_gap_us) if replay and t.replay_gap_us is not None else None)
         for t in ts] for s, ts in model.device.streams.items()}
@@ -217,6 +218,14 @@ def step_marks(starts: list[list[float]], runs, ranks: list[int], n: int) -> lis
             end[key] = r.end_us
     return [[st[0]] + [max(st[k + 1], end.get((rank, k), st[k + 1])) for k in range(n)]
             for rank, st in zip(ranks, starts)]
+
+
+def _release_step_before(events: StepEvents, rank: int, model: StepModel) -> None:
+    """Mark as done, at once, the step before the first (−1) of every task a ``prev_waits``
+    names: the first simulated step waits for nothing earlier (in a window replay, that step's
+    captured idle already holds any such wait, since calibration saw no step before it)."""
+    for w in {w for ts in model.device.streams.values() for t in ts for w in t.prev_waits}:
+        events.done(rank, -1, w).succeed()
 
 
 def replay_marks(starts: list[float], runs, n: int, gpu_inclusive: bool) -> list[float]:
@@ -297,6 +306,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         lq = LaunchQueue(env, model.device.launch_queue_depth)
 
         busy = window.stream_busy_us if window is not None else {}
+        _release_step_before(events, rp.rank, model)
         for s, plans in stream_plans(model, i, replay).items():
             env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
                                        n_total, lq, runs, sync_step, busy.get(s, 0.0)))

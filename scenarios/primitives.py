@@ -172,6 +172,7 @@ def _drop_tasks(data: dict, gone: set[str]) -> None:
         streams[s] = [t for t in ts if t["id"] not in gone]
         for t in streams[s]:
             t["waits"] = resolved(t["waits"])
+            t["prev_waits"] = resolved(t["prev_waits"])
     ops = []
     for op in data["host"]["ops"]:
         if op["task"] in gone:

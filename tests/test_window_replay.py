@@ -171,3 +171,36 @@ def test_simulate_window_on_the_command_line(tmp_path):
     assert json.loads(chrome.read_text())["traceEvents"]
     r = run_cli("simulate", str(REFERENCE / "input_pipeline_a.yaml"), "--window")
     assert r.returncode == 2 and "no captured window" in r.stderr
+
+
+def cross_step_trace(path, a_us=3000.0):
+    """Each step first runs B on stream 20, which waits (an event) for A, the last kernel the
+    previous step ran on stream 7; the host syncs on B, then launches A and moves on."""
+    g = Gen()
+    a_end = 0.0
+    for n in range(1, 6):
+        s0 = g.t
+        g.cpu(50)
+        g.launch("volta_sgemm_64x64_tn", 500, stream=20, after=(a_end,) if n > 1 else ())
+        g.cpu(50)
+        g.stream_sync(stream=20)
+        g.cpu(50)
+        a_end = g.launch("volta_sgemm_128x64_nn", a_us, stream=7)
+        g.cpu(100)
+        g.op(f"ProfilerStep#{n}", s0, g.t, cat="user_annotation")
+    return g.dump(path)
+
+
+def test_a_wait_on_the_previous_steps_work_is_modelled(tmp_path):
+    m = calibrate_gpu(cross_step_trace(tmp_path / "x.json"), coarse=False)
+    by_name = {t.name: t for t in m.task_map().values()}
+    b, a = by_name["volta_sgemm_64x64_tn"], by_name["volta_sgemm_128x64_nn"]
+    assert b.prev_waits == [a.id] and b.gap_us < 10
+    assert m.meta.notes["inferred_prev_step_waits"] == 1
+    base = simulate(m, steps=6, warmup=3).median_step_us
+    assert base == pytest.approx(float(np.median(m.meta.measured_step_us)), rel=0.02)
+    # the dependency carries a what-if across steps: A twice as fast shortens every step
+    faster = apply_ops(m, [ScaleOp(select=Selector(name=("volta_sgemm_128x64_nn",)), factor=0.5)])
+    assert simulate(faster, steps=6, warmup=3).median_step_us == pytest.approx(base - 1500, rel=0.02)
+    assert window_replay(m).median_error == pytest.approx(0.0, abs=0.01)
+    assert coarsen(m).task_map()[b.id].prev_waits == [a.id]
