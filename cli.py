@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from simcore.errors import StepsimError
+from simcore.errors import SimulationError, StepsimError, shown
 from simcore.units import us_to_ms
 
 
@@ -86,10 +86,6 @@ def cmd_calibrate(args) -> int:
 
     from models.simulate import simulate, window_replay
 
-    out = Path(args.output).resolve()
-    for given in (args.trace, args.sidecar):
-        if given and Path(given).resolve() == out:
-            raise StepsimError(f"-o {args.output}: that is an input file; refusing to overwrite it")
     model = calibrate(args.trace, sidecar=args.sidecar, step_regex=args.step_regex)
     save_model(model, args.output)
     for w in model.meta.warnings:
@@ -466,15 +462,67 @@ def _sim_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+_INPUTS = ("model", "trace", "sidecar", "traces", "file")
+_OUTPUTS = (("output", "-o"), ("chrome_trace", "--chrome-trace"), ("save_model", "--save-model"),
+            ("plot", "--plot"), ("save_scenario", "--save-scenario"), ("ledger", "--ledger"))
+
+
+def _inputs(args) -> list[Path]:
+    """Every file or folder the command reads."""
+    out: list[Path] = []
+    for name in _INPUTS:
+        v = getattr(args, name, None)
+        out += [Path(x) for x in (v if isinstance(v, list) else [v]) if x]
+    out += [Path(v) for kind, v in getattr(args, "ops", None) or [] if kind == "scenario"]
+    out += [Path(m.split("=", 1)[-1]) for m in getattr(args, "measured", None) or []]
+    return out
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def _refuse_overwriting_inputs(args) -> None:
+    """An output may not be one of the inputs, nor a JSON file inside an input folder (it
+    would replace, or later be read as, one of its traces).
+
+    Raises:
+        StepsimError: naming the option and the file.
+    """
+    inputs = _inputs(args)
+    for name, flag in _OUTPUTS:
+        v = getattr(args, name, None)
+        if not v:
+            continue
+        out = Path(v)
+        for i in inputs:
+            inside = (i.is_dir() and _same(out.parent, i)
+                      and out.name.endswith((".json", ".json.gz", ".gz")))
+            if _same(out, i) or inside:
+                what = "that is an input file" if not inside else f"that is inside the input folder {i}"
+                raise StepsimError(f"{flag} {v}: {what}; refusing to overwrite it")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        _refuse_overwriting_inputs(args)
         return args.func(args)
+    except SimulationError as e:
+        model = getattr(args, "model", None)
+        text = str(e)
+        if model and not text.startswith(shown(model)):
+            text = f"{shown(model)}: {text}"
+        print(f"stepsim: error: {text}", file=sys.stderr)
+        return 2
     except StepsimError as e:
         print(f"stepsim: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # an output folder that cannot be made or written, a full disk
-        where = f"{e.filename}: " if e.filename else ""
+        where = f"{shown(e.filename)}: " if e.filename else ""
         print(f"stepsim: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -42,7 +42,8 @@ from calibration.events import EventTable
 
 __all__ = ["Step", "StepList", "find_steps", "PROFILER_STEP_RE", "DATALOADER_RE", "OPTIMIZER_RE"]
 
-PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")
+"""``N`` fits in 64 bits: a longer "number" is not a step marker."""
 DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
 OPTIMIZER_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
 _CPU_CATS = ("cpu_op", "user_annotation")

@@ -23,10 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from simcore.dists import Constant, Duration, Empirical, LogNormal
-from simcore.errors import InputError, ModelError
+from simcore.errors import InputError, ModelError, printable
 from simcore.files import read_input
 
 Source = Literal["measured", "inferred", "assumed"]
@@ -324,6 +324,12 @@ class Meta(_Strict):
     value at that dotted path (``loader.produce: [0.7, 1.4]``). Paths in ``sources`` marked
     ``inferred`` or ``assumed`` without an entry here get the planner's defaults (±20 %,
     ±50 %); see :mod:`scenarios.predict`."""
+
+    @field_validator("name", "traces", "warnings", mode="before")
+    @classmethod
+    def _printable(cls, v):
+        """File names become printable UTF-8 (see :func:`simcore.errors.shown`)."""
+        return printable(v)
 
     @model_validator(mode="after")
     def _check_ranges(self):

@@ -31,7 +31,7 @@ from models.host import HostOpPlan, HostWait, host_process
 from models.loader import DataLoaderSim, LoaderStats
 from models.params import StepModel
 from simcore.dists import Empirical
-from simcore.errors import ModelError
+from simcore.errors import SimulationError
 from simcore.record import ListRecorder, Recorder, Span
 from simcore.rng import spawn_streams
 
@@ -122,7 +122,7 @@ def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
         ids = [t.id for t in tasks.values() if t.phase == phase and t.kind != "collective"]
         total = sum(out[i] for i in ids)
         if not ids:
-            raise ModelError(f"rank {rp.rank}: phase_extra_us names phase {phase!r}, which has no tasks")
+            raise SimulationError(f"rank {rp.rank}: phase_extra_us names phase {phase!r}, which has no tasks")
         for i in ids:
             out[i] += extra * (out[i] / total if total > 0 else 1 / len(ids))
     return out
@@ -146,7 +146,7 @@ def issue_points(model: StepModel) -> dict[str, int]:
                 prev = v
         if not changed:
             return issue
-    raise ModelError("device task waits form a cycle")
+    raise SimulationError("device task waits form a cycle")
 
 
 def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
@@ -259,23 +259,23 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             ``next()`` takes its measured time on the host thread; no worker is simulated.
 
     Raises:
-        ModelError: a model that cannot run (no host ops, a bad skew, a deadlock such as a
+        SimulationError: a model that cannot run (no host ops, a bad skew, a deadlock such as a
             sync on a task launched later, a cycle of waits); ``replay`` on a model without a
             captured window or with several ranks.
     """
     window = model.replay if replay else None
     if replay:
         if window is None:
-            raise ModelError("this model has no captured window to replay (only a single-rank "
+            raise SimulationError("this model has no captured window to replay (only a single-rank "
                              "trace calibration keeps one; a what-if drops it)")
         if len(model.ranks) != 1:
-            raise ModelError("a window replay is of one rank; this model has "
+            raise SimulationError("a window replay is of one rank; this model has "
                              f"{len(model.ranks)}")
         steps, warmup = len(window.steps), 0
     if steps < 1 or warmup < 0:
-        raise ModelError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+        raise SimulationError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     if not model.host.ops:
-        raise ModelError("the model's host thread has no ops: nothing to simulate")
+        raise SimulationError("the model's host thread has no ops: nothing to simulate")
     env = simpy.Environment()
     rec = ListRecorder()
     hook = _Tee(rec, recorder) if recorder is not None else rec
@@ -321,7 +321,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         if "until" not in str(e) and "No scheduled events" not in str(e):
             raise
         stuck = [model.ranks[i].rank for i, st in enumerate(starts) if len(st) <= n_total]
-        raise ModelError(
+        raise SimulationError(
             f"the simulation deadlocked on rank(s) {stuck} at t={env.now:.1f} us: a sync or "
             "wait on a task that can never finish (launched later in the step, or on another "
             "rank's collective that is never entered)") from None
@@ -335,7 +335,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         except RuntimeError as e:
             if "until" not in str(e) and "No scheduled events" not in str(e):
                 raise
-            raise ModelError(f"the device never finished step {last} (t={env.now:.1f} us): a "
+            raise SimulationError(f"the device never finished step {last} (t={env.now:.1f} us): a "
                              "task waits for something that never happens") from None
     if window is not None:
         marks = [replay_marks(starts[0], runs, steps, window.last_gpu_inclusive)]
@@ -390,12 +390,12 @@ def window_replay(model: StepModel) -> WindowReplay:
     """Replay ``model``'s captured window and pair each step with its measured time.
 
     Raises:
-        ModelError: no captured window, several ranks, or no step with its own durations.
+        SimulationError: no captured window, several ranks, or no step with its own durations.
     """
     res = simulate(model, replay=True)
     w = model.replay
     compared = np.array(w.calibrated, dtype=bool)
     if not compared.any():
-        raise ModelError("no step of the captured window has its own calibrated durations")
+        raise SimulationError("no step of the captured window has its own calibrated durations")
     return WindowReplay(list(w.steps), np.array(w.measured_step_us, dtype=float),
                         res.step_us[0], compared, res)

@@ -22,11 +22,11 @@ from typing import Sequence
 
 import numpy as np
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from scenarios.predict import Prediction
 from simcore.atomic import write_atomic
-from simcore.errors import InputError, ModelError
+from simcore.errors import InputError, ModelError, printable
 
 _COARSE = {"input": "input", "cpu_cores": "host", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
@@ -71,6 +71,12 @@ class LedgerRecord(BaseModel):
     model: str
     scenario: str
     traces: list[str]
+
+    @field_validator("label", "model", "traces", mode="before")
+    @classmethod
+    def _printable(cls, v):
+        """File names become printable UTF-8 (see :func:`simcore.errors.shown`)."""
+        return printable(v)
     steps_measured: int
     predicted_mean_us: float
     predicted_median_us: float

@@ -3,8 +3,11 @@ reader never sees a half-written file and a failure leaves the old file intact."
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+from simcore.errors import InputError
 
 
 def _umask() -> int:
@@ -14,12 +17,33 @@ def _umask() -> int:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` (bytes) to ``path`` atomically, creating parent folders.
+    """Write ``data`` (bytes) to ``path`` atomically, creating parent folders. A path that
+    names a character device or a named pipe (``/dev/null``, ``/dev/stdout``) is written
+    through instead: replacing it with a file would destroy it.
 
     Raises:
+        InputError: ``path`` is a directory, ends with a path separator, or is another kind
+            of special file.
         OSError: if the folder cannot be created or written.
     """
+    text = str(path)
     path = Path(path)
+    if text.endswith(("/", os.sep)) or path.is_dir():
+        raise InputError(path, "is a directory, expected an output file name")
+    if path.exists() and not path.is_file():
+        mode = path.stat().st_mode
+        if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+            raise InputError(path, "is not a regular file; refusing to replace it")
+        try:   # a named pipe without a reader would block the open forever
+            fd = os.open(path, os.O_WRONLY | (os.O_NONBLOCK if stat.S_ISFIFO(mode) else 0))
+        except OSError as e:
+            raise InputError(path, f"cannot write: {e.strerror or e}"
+                             + (" (no process reads this named pipe)" if stat.S_ISFIFO(mode)
+                                else "")) from None
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

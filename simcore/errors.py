@@ -5,6 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def shown(path: str | Path) -> str:
+    """``path`` as text that prints on one line: bytes that are not UTF-8 as ``\\xNN``,
+    control characters (a newline in a file name) escaped."""
+    text = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+def printable(value):
+    """:func:`shown` applied to a string or to each string of a list (a pydantic validator's
+    helper for fields that hold file names); anything else is returned as is."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, list):
+        return [shown(x) if isinstance(x, str) else x for x in value]
+    return value
+
+
 class StepsimError(Exception):
     """Base class of every error caused by the user's input or request."""
 
@@ -19,7 +36,7 @@ class InputError(StepsimError):
     """
 
     def __init__(self, path: str | Path, problem: str, where: str | None = None):
-        self.path = str(path)
+        self.path = shown(path)
         self.problem = problem
         self.where = where
         loc = f" (at {where})" if where else ""
@@ -28,3 +45,8 @@ class InputError(StepsimError):
 
 class ModelError(StepsimError):
     """A StepModel, scenario or parameter value is invalid or cannot be simulated."""
+
+
+class SimulationError(ModelError):
+    """A model that is valid but cannot be simulated (a deadlock, a dependency that never
+    resolves): the CLI names the model file."""
