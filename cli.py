@@ -7,6 +7,7 @@ Verbs: calibrate, simulate, whatif, sweep, ceiling, plan, validate, ledger, fixe
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -54,6 +55,14 @@ def _path(text: str) -> str:
     """argparse type: a non-empty path."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+def _out_file(text: str) -> str:
+    """argparse type: an output file name (not empty, not ending with a path separator)."""
+    text = _path(text)
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(f"{text!r} names a folder; give a file name")
     return text
 
 
@@ -384,14 +393,15 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("trace", help="a .json/.json.gz trace, or a directory of per-rank traces")
     c.add_argument("--sidecar", help="the capture harness's sidecar JSON (DataLoader timings, settings)")
     c.add_argument("--step-regex", help="regex of a per-step marker when the trace has no ProfilerStep#N")
-    c.add_argument("-o", "--output", required=True, type=_path,
+    c.add_argument("-o", "--output", required=True, type=_out_file,
                    help="where to write the StepModel JSON")
     c.set_defaults(func=cmd_calibrate)
 
     s = sub.add_parser("simulate", help="simulate a StepModel (JSON or YAML) and report")
     s.add_argument("model")
     _sim_opts(s)
-    s.add_argument("--chrome-trace", help="write the simulated timeline as a Chrome trace (.json)")
+    s.add_argument("--chrome-trace", type=_out_file,
+                   help="write the simulated timeline as a Chrome trace (.json)")
     s.add_argument("--window", action="store_true",
                    help="replay the captured window of a calibrated trace instead (its steps in "
                         "order, each with its own durations, from the captured device backlog) "
@@ -407,7 +417,8 @@ def _parser() -> argparse.ArgumentParser:
 
     # ---- planner verbs (whatif, sweep, ceiling, plan, validate, ledger) are added here ----
     w = _planner_verb(sub, "whatif", "predict the step after what-if operations", cmd_whatif, 16)
-    w.add_argument("--save-model", metavar="FILE", help="write the transformed StepModel (JSON)")
+    w.add_argument("--save-model", metavar="FILE", type=_out_file,
+                   help="write the transformed StepModel (JSON)")
 
     sw = _planner_verb(sub, "sweep", "predict a grid of parameter values; find the knee",
                        cmd_sweep, 0)
@@ -434,12 +445,14 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--min-gain", type=_fraction, default=0.02,
                     help="smallest relative step reduction worth a move (default 0.02)")
     pl.add_argument("--max-moves", type=_count(1), default=8)
-    pl.add_argument("--save-scenario", metavar="FILE", help="write the chain as a scenario YAML")
+    pl.add_argument("--save-scenario", metavar="FILE", type=_out_file,
+                    help="write the chain as a scenario YAML")
 
     v = _planner_verb(sub, "validate", "a prediction against re-measured trace(s); ledger",
                       cmd_validate, 16)
     v.add_argument("traces", nargs="+", metavar="TRACE", help="re-measured trace(s), pooled")
-    v.add_argument("--ledger", metavar="FILE", help="append the result to this JSON-lines file")
+    v.add_argument("--ledger", metavar="FILE", type=_out_file,
+                   help="append the result to this JSON-lines file")
     v.add_argument("--label", help="a name for this check (default: the operations)")
 
     lg = sub.add_parser("ledger", help="summarise a validation ledger")

@@ -21,7 +21,7 @@ values by a stated rule) or ``assumed`` (a default nobody measured).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -42,6 +42,10 @@ PHASES = ("forward", "backward", "optimizer", "data", "other")
 Phase = Literal["forward", "backward", "optimizer", "data", "other"]
 SCHEMA_VERSION = 1
 MAX_WORKERS, MAX_PREFETCH, MAX_THREADS, MAX_CORES = 1024, 1024, 256, 4096
+MAX_OUTSTANDING = 16384
+"""Most batches ``num_workers × prefetch_factor`` may keep outstanding in a simulation."""
+MAX_RANKS = 512
+"""Most ranks one model simulates."""
 """Bounds on loader settings: far beyond any real DataLoader or host, and small enough that a
 typo (``num_workers=1000000``) is an error rather than a simulation that never ends."""
 
@@ -53,6 +57,13 @@ undocumented figure consistent with traces where the host stalls inside ``cudaLa
 MAX_LAUNCH_QUEUE_DEPTH = 1 << 24
 
 
+MAX_DURATION_US = 1e12
+"""Longest duration (µs, about 11.6 days) any one field may hold: beyond any real step, and
+small enough that sums of them stay finite."""
+Micros = Annotated[float, Field(ge=0, le=MAX_DURATION_US)]
+"""A duration in µs, 0 to ``MAX_DURATION_US``."""
+
+
 class _Strict(BaseModel):
     # infinities and NaNs are refused everywhere: no real duration, size or rate is one
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
@@ -62,9 +73,9 @@ class DurationSpec(_Strict):
     """A duration distribution in µs, hand-writable as ``{mean_us: 900, cv: 0.1}`` or
     ``{samples_us: [...]}`` (resampled with replacement; ``mean_us`` is then their mean)."""
 
-    mean_us: float = Field(ge=0)
+    mean_us: Micros
     cv: float = Field(default=0.0, ge=0)
-    samples_us: list[float] | None = None
+    samples_us: list[Micros] | None = None
 
     @model_validator(mode="after")
     def _check_samples(self):
@@ -123,13 +134,13 @@ class LoaderParams(_Strict):
     host_cores: int = Field(default=1, ge=1, le=MAX_CORES)
     """Cores shared by the workers, the main thread and the pin-memory thread
     (``len(os.sched_getaffinity(0))``)."""
-    unpickle_us: float = Field(default=0.0, ge=0)
+    unpickle_us: Micros = 0.0
     """Main-thread cost (µs) of receiving one batch from a worker."""
     batch_bytes: int = Field(default=0, ge=0)
     """Bytes of one collated batch (what the pin-memory thread copies)."""
     pin_gbps: float = Field(default=8.0, gt=0)
     """Rate (GB/s) at which the pin-memory thread copies a batch into page-locked memory."""
-    worker_startup_us: float = Field(default=0.0, ge=0)
+    worker_startup_us: Micros = 0.0
     """Time (µs) to start the workers at the beginning of an epoch (paid per epoch unless
     ``persistent_workers``)."""
     batches_per_epoch: int | None = Field(default=None, ge=1)
@@ -142,6 +153,10 @@ class LoaderParams(_Strict):
         if self.produce_by_worker is not None and len(self.produce_by_worker) != self.num_workers:
             raise ValueError(f"produce_by_worker lists {len(self.produce_by_worker)} workers, "
                              f"num_workers is {self.num_workers}")
+        if self.num_workers * self.prefetch_factor > MAX_OUTSTANDING:
+            raise ValueError(f"num_workers x prefetch_factor = "
+                             f"{self.num_workers * self.prefetch_factor} batches outstanding; "
+                             f"at most {MAX_OUTSTANDING} are simulated")
         return self
 
 
@@ -162,8 +177,8 @@ class HostOp(_Strict):
 
     kind: HostKind
     name: str = ""
-    dur_us: float = Field(default=0.0, ge=0)
-    samples_us: list[float] | None = None
+    dur_us: Micros = 0.0
+    samples_us: list[Micros] | None = None
     """For ``cpu`` ops: measured per-step durations (µs); each simulated step draws one of
     them (with replacement) instead of ``dur_us``, so step-to-step variation is kept."""
     task: str | None = None
@@ -171,7 +186,7 @@ class HostOp(_Strict):
     phase: Phase = "other"
     """Training phase the op belongs to (what-ifs scale a phase; under DDP's ``no_sync`` the
     ``optimizer`` phase is skipped)."""
-    replay_us: list[float] | None = None
+    replay_us: list[Micros] | None = None
     """One value (µs) per step of the captured window (:class:`ReplayWindow`), in order: what
     this op took in that step (for ``next_batch``, the measured ``next()`` time). Only a
     window replay (``models.simulate.simulate(..., replay=True)``) reads it."""
@@ -213,8 +228,8 @@ class DeviceTask(_Strict):
     kind: TaskKind = "kernel"
     category: Category = "other"
     phase: Phase = "other"
-    dur_us: float = Field(ge=0)
-    breakdown_us: dict[str, float] = Field(default_factory=dict)
+    dur_us: Micros
+    breakdown_us: dict[str, Micros] = Field(default_factory=dict)
     """After coarsening: µs per category of the merged tasks (sums to ``dur_us``)."""
     waits: list[str] = Field(default_factory=list)
     prev_waits: list[str] = Field(default_factory=list)
@@ -227,14 +242,14 @@ class DeviceTask(_Strict):
     launches: int = Field(default=1, ge=1)
     """Fine launches this task stands for after coarsening: its host launch takes that many
     slots of the launch queue until it finishes."""
-    gap_us: float = Field(default=0.0, ge=0)
+    gap_us: Micros = 0.0
     """Idle time (µs) between the task becoming ready and starting that nothing in the model
     explains (device-side launch latency, a dependency the trace does not show). The stream
     waits it out before the task's busy ``dur_us``; it is not busy time. After coarsening, the
     gaps inside a merged chain, summed."""
-    replay_us: list[float] | None = None
+    replay_us: list[Micros] | None = None
     """Busy time (µs) in each step of the captured window (:class:`ReplayWindow`), in order."""
-    replay_gap_us: list[float] | None = None
+    replay_gap_us: list[Micros] | None = None
     """Unexplained idle (µs, as ``gap_us``) in each step of the captured window."""
 
     @model_validator(mode="after")
@@ -258,7 +273,7 @@ class DeviceParams(_Strict):
     launch_queue_depth: int = Field(default=LAUNCH_QUEUE_DEPTH, ge=1, le=MAX_LAUNCH_QUEUE_DEPTH)
     """Launched, unfinished device tasks the runtime holds before a launch blocks the host
     (``LAUNCH_QUEUE_DEPTH`` unless a trace showed more pending; see ``models.device.LaunchQueue``)."""
-    gap_scale: float = Field(default=1.0, ge=0)
+    gap_scale: float = Field(default=1.0, ge=0, le=1e6)
     """Factor on every task's ``gap_us`` when simulated (1: as calibrated). One number for
     all of the device's unexplained idle, so a what-if or a prediction interval can vary it."""
 
@@ -287,7 +302,7 @@ class CommParams(_Strict):
     world_size: int = Field(default=1, ge=1)
     bus_gbps: float | None = Field(default=None, gt=0)
     """Bus bandwidth (GB/s); None keeps each collective's measured transfer time."""
-    latency_us: float = Field(default=0.0, ge=0)
+    latency_us: Micros = 0.0
     bucket_cap_mb: float = Field(default=25.0, gt=0)
     first_bucket_cap_mb: float = Field(default=1.0, gt=0)
     grad_params: list[GradParam] = Field(default_factory=list)
@@ -302,9 +317,9 @@ class RankParams(_Strict):
     """One simulated rank and its skew relative to the calibrated rank."""
 
     rank: int = Field(ge=0)
-    delay_us: float = Field(default=0.0, ge=0)
+    delay_us: Micros = 0.0
     """Extra host CPU time at the start of every step (a slow data path, a noisy neighbour)."""
-    phase_extra_us: dict[str, float] = Field(default_factory=dict)
+    phase_extra_us: dict[str, Micros] = Field(default_factory=dict)
     """Extra device time per phase per step (``{"forward": 18000}`` = forward 18 ms longer)."""
 
 
@@ -315,7 +330,7 @@ class Meta(_Strict):
     sources: dict[str, Source] = Field(default_factory=dict)
     traces: list[str] = Field(default_factory=list)
     steps_used: list[int] = Field(default_factory=list)
-    measured_step_us: list[float] = Field(default_factory=list)
+    measured_step_us: list[Micros] = Field(default_factory=list)
     """Measured step times (start to next start, µs) of the steps used."""
     warnings: list[str] = Field(default_factory=list)
     notes: dict[str, str | float | int | bool | None] = Field(default_factory=dict)
@@ -360,8 +375,8 @@ class ReplayWindow(_Strict):
 
     steps: list[int]
     calibrated: list[bool]
-    measured_step_us: list[float]
-    stream_busy_us: dict[str, float] = Field(default_factory=dict)
+    measured_step_us: list[Micros]
+    stream_busy_us: dict[str, Micros] = Field(default_factory=dict)
     last_gpu_inclusive: bool = False
 
     @model_validator(mode="after")
@@ -421,6 +436,9 @@ class StepModel(_Strict):
                 launched.add(op.task)
         if not self.ranks:
             raise ValueError("ranks must list at least one rank")
+        if len(self.ranks) > MAX_RANKS:
+            raise ValueError(f"{len(self.ranks)} ranks to simulate; at most {MAX_RANKS} (a large "
+                             "job is modelled by a few representative ranks)")
 
         if len({r.rank for r in self.ranks}) != len(self.ranks):
             raise ValueError("rank numbers repeat")

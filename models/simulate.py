@@ -342,6 +342,8 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     else:
         marks = step_marks(starts, runs, [r.rank for r in model.ranks], warmup + steps)
     step_us = np.array([[m[k + 1] - m[k] for k in range(warmup, warmup + steps)] for m in marks])
+    if not np.isfinite(step_us).all():
+        raise SimulationError("the simulated step time is not finite (durations too large?)")
     window = (marks[0][warmup], marks[0][warmup + steps])
     return SimResult(step_us=step_us, step_starts_us=starts, warmup=warmup, window_us=window,
                      spans=rec.spans, samples=rec.samples,

@@ -161,3 +161,37 @@ def _env():
 
     from tests.conftest import REPO
     return dict(os.environ, PYTHONPATH=str(REPO))
+
+
+def test_outputs_never_replace_a_device_or_an_input(tmp_path):
+    import os
+    import stat
+
+    from tests.conftest import REPO
+    ref = REPO / "scenarios" / "reference" / "input_pipeline_a.yaml"
+    model = tmp_path / "m.yaml"
+    model.write_bytes(ref.read_bytes())
+    r = run_cli("simulate", str(model), "--steps", "4", "--warmup", "1", "--chrome-trace",
+                os.devnull)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode), "/dev/null is still a device"
+    for args in (("simulate", str(model), "--chrome-trace", str(model)),
+                 ("whatif", str(model), "--set", "loader.num_workers=2", "--draws", "0",
+                  "--save-model", str(model))):
+        r = run_cli(*args)
+        assert r.returncode == 2 and "is an input file" in r.stderr, r.stderr
+        assert model.read_bytes() == ref.read_bytes()
+    r = run_cli("calibrate", str(tmp_path), "-o", str(tmp_path / "model.json"))
+    assert r.returncode == 2 and "inside the input folder" in r.stderr
+    r = run_cli("calibrate", str(model), "-o", str(tmp_path / "sub") + "/")
+    assert r.returncode == 2 and "names a folder" in r.stderr
+
+
+def test_absurd_values_and_odd_names_give_one_line(tmp_path):
+    data = json.loads(json.dumps({"host": {"ops": [{"kind": "cpu", "dur_us": 1e308}]}}))
+    p = tmp_path / "odd\nname.json"
+    p.write_text(json.dumps(data))
+    r = run_cli("simulate", str(p))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "odd\\nname.json" in lines[0]
+    assert "less than or equal to" in lines[0]
