@@ -104,11 +104,16 @@ def cmd_calibrate(args) -> int:
           f"median {_fmt_ms(float(np.median(ms)))} ms -> {args.output}")
     if model.replay is not None:
         w = window_replay(model)
+        rest = len(w.steps) - int(w.compared.sum())
+        others = (f"; {rest} incomplete or differently shaped, replayed with the representative "
+                  "step's durations and not compared" if rest else "")
         print(f"replay of the captured window ({_n(len(w.steps), 'step')}, each with its own "
-              f"durations, from the captured device backlog): median "
+              f"durations, from the captured device backlog{others}): median "
               f"{_fmt_ms(w.replayed_median_us)} ms ({100 * w.median_error:+.1f} % vs measured "
               f"over {_n(int(w.compared.sum()), 'step')}), largest one-step error "
               f"{100 * w.max_step_error:.1f} %")
+    elif len(model.ranks) > 1:
+        print("(several ranks: no window replay; the steady state is compared)")
     res = simulate(model, steps=DEFAULT_STEPS, warmup=DEFAULT_WARMUP)
     mean, median = float(np.mean(ms)), float(np.median(ms))
     err_mean = (res.mean_step_us - mean) / mean
@@ -201,6 +206,13 @@ def _planner_ops(args) -> list:
     return out
 
 
+def _warn_caveats(model, ops, paths=()) -> None:
+    from scenarios.transforms import caveats
+
+    for w in caveats(model, ops, paths):
+        print(f"warning: {w}", file=sys.stderr)
+
+
 def _sim_kw(args) -> dict:
     from scenarios.parallel import default_jobs
 
@@ -208,13 +220,14 @@ def _sim_kw(args) -> dict:
             "jobs": args.jobs or default_jobs()}
 
 
-def _measured(trace: str):
-    from calibration.measure import measured_steps
+def _measured(traces: list[str]):
+    from calibration.measure import measured_runs
 
-    ms = measured_steps(trace)
-    for w in ms.warnings:
-        print(f"warning: {trace}: {w}", file=sys.stderr)
-    return ms
+    runs = measured_runs(traces)
+    for ms in runs:
+        for w in dict.fromkeys(ms.warnings):
+            print(f"warning: {shown(ms.path)}: {w}", file=sys.stderr)
+    return runs
 
 
 def cmd_whatif(args) -> int:
@@ -224,6 +237,7 @@ def cmd_whatif(args) -> int:
 
     model = load_model(args.model)
     ops = _planner_ops(args)
+    _warn_caveats(model, ops)
     if not ops:
         raise StepsimError("whatif needs at least one --set, --scale, --remove, --fix or "
                            "--scenario")
@@ -256,9 +270,11 @@ def cmd_sweep(args) -> int:
         value, eq, trace = text.partition("=")
         if not eq:
             raise StepsimError(f"bad --measured {text!r}: expected VALUE=TRACE")
-        measured[parse_value(value)] = _measured(trace).step_us
+        measured[parse_value(value)] = _measured([trace])[0].step_us
     with progress_bar("sweep", enabled=not args.json) as prog:
-        r = sweep(model, grid, _planner_ops(args), intervals=args.draws, progress=prog,
+        ops = _planner_ops(args)
+        _warn_caveats(model, ops, list(grid))
+        r = sweep(model, grid, ops, intervals=args.draws, progress=prog,
                   knee_tol=args.knee_tol, **_sim_kw(args))
     print_sweep(r, as_json=args.json)
     if args.plot:
@@ -317,7 +333,8 @@ def cmd_validate(args) -> int:
 
     model = load_model(args.model)
     ops = _planner_ops(args)
-    runs = [_measured(t) for t in args.traces]
+    _warn_caveats(model, ops)
+    runs = _measured(args.traces)
     steps = [s for r in runs for s in r.step_us]
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
     with progress_bar("predict", enabled=not args.json and args.draws > 0) as prog:
@@ -363,7 +380,8 @@ def _op_opts(p: argparse.ArgumentParser) -> None:
                    metavar=("FACTOR", "SELECTOR"),
                    help="scale durations, e.g. --scale 0.5 category=elementwise,phase=forward")
     g.add_argument("--remove", action=_OpAction, const="remove", metavar="SELECTOR",
-                   help="remove what a selector picks, e.g. name=aten::copy_*")
+                   help="remove what a selector picks, e.g. name=Memcpy* (device tasks by kernel "
+                        "name; a calibrated host thread's CPU work is one op per gap, named cpu)")
     g.add_argument("--fix", action=_OpAction, const="fix", metavar="NAME[:ARG=V,...]",
                    help="a named fix (see 'stepsim fixes'), e.g. mixed_precision:factor=0.6")
 

@@ -94,7 +94,7 @@ import numpy as np
 from calibration.events import EventTable, build_table
 from calibration.linking import LAUNCH_APIS, SYNC_APIS, Links, complete_steps, link
 from calibration.steps import DATALOADER_RE, Step, find_steps
-from calibration.trace_io import RawTrace, load_rank_traces, load_trace
+from calibration.trace_io import load_rank_traces, load_trace, rank_of
 from models.coarsen import coarsen
 from models.metrics import INPUT_WAIT_SHARE
 from models.params import (LAUNCH_QUEUE_DEPTH, CommParams, DeviceParams, DeviceTask,
@@ -157,7 +157,6 @@ _DTYPE_BYTES = {
     "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1, "byte": 1, "uint8": 1,
     "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }
-_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 _BACKWARD_RE = re.compile(r"Backward|^autograd::engine::evaluate_function|## backward ##", re.I)
 _OPTIM_RE = re.compile(r"^Optimizer\.(step|zero_grad)#|## optimizer ##", re.I)
 
@@ -264,28 +263,6 @@ class RankFit:
     @property
     def median_us(self) -> float:
         return float(np.median(self.measured_us))
-
-
-def _rank_of(raw: RawTrace, warnings: list[str]) -> tuple[int | None, int, str]:
-    """(rank, world size, where the rank came from: ``distributedInfo``, ``file name``,
-    ``none``)."""
-    info = raw.metadata.get("distributedInfo")
-    if isinstance(info, str):
-        # some Kineto versions write it as a Python-repr string
-        m = re.search(r"'rank':\s*(\d+)", info)
-        w = re.search(r"'world_size':\s*(\d+)", info)
-        if m:
-            return int(m.group(1)), int(w.group(1)) if w else 1, "distributedInfo"
-    elif isinstance(info, dict) and "rank" in info:
-        try:
-            return int(info["rank"]), int(info.get("world_size", 1) or 1), "distributedInfo"
-        except (TypeError, ValueError):
-            pass
-    m = _RANK_IN_NAME.search(raw.path.name)
-    if m:
-        warnings.append(f"{raw.path.name}: no distributedInfo; rank {m.group(1)} taken from the file name")
-        return int(m.group(1)), 1, "file name"
-    return None, 1, "none"
 
 
 def _phase_intervals(table: EventTable, pid: int):
@@ -488,11 +465,12 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
                         "captured window replay the representative step's durations (their GPU "
                         "work was incomplete or their structure differs)")
     warnings += [f"{path.name}: {w}" for w in fit.warnings]
-    notes, sources, loader, w2 = _notes(ctx, kept, fit, group, next_us)
+    waits = [x for f in wfits if f is not None for x in f.next_us]
+    notes, sources, loader, w2 = _notes(ctx, kept, fit, group, waits or next_us)
     warnings += [f"{path.name}: {w}" for w in w2]
     peak = _peak_pending(ctx, window[0], window[-1])
     notes["launch_queue_peak_pending"] = peak
-    rank, world, rank_from = (_rank_of(table._raw, warnings) if table._raw is not None
+    rank, world, rank_from = (rank_of(table._raw, warnings) if table._raw is not None
                               else (None, 1, "none"))
     return RankFit(path=path, rank=-1 if rank is None else rank, world_size=world, ops=ops,
                    streams=streams, measured_us=measured, steps_used=[s.number for s in kept],
@@ -1025,19 +1003,24 @@ def _notes(ctx: _Ctx, kept: list[Step], fit: _StepFit, group: list[_StepFit], ne
         notes["step_time_cv"] = cv
         if cv > STEP_CV_WARN:
             warnings.append(f"step times vary widely (coefficient of variation {cv:.2f}, "
-                            f"{min(non_last) / 1e3:.1f}-{max(non_last) / 1e3:.1f} ms): the model "
-                            "replays the median step; steps stalled by input or other ranks are "
-                            "not reproduced one by one")
+                            f"{min(non_last) / 1e3:.1f}-{max(non_last) / 1e3:.1f} ms): the steady "
+                            "state repeats the median step (with the measured next() times "
+                            "resampled); the window replay reproduces the steps one by one")
     _input_stalls(ctx, kept, rep, notes, warnings)
     if next_us:
-        produce = sum(next_us) / len(next_us)
-        loader = LoaderParams(num_workers=0, produce=DurationSpec.constant(produce),
-                              host_cores=ASSUMED_HOST_CORES)
+        # every next() the captured steps measured, resampled step by step: stalls included
+        produce = (DurationSpec.from_samples(next_us) if len(set(next_us)) > 1
+                   else DurationSpec.constant(next_us[0]))
+        loader = LoaderParams(num_workers=0, produce=produce, host_cores=ASSUMED_HOST_CORES)
         sources["loader.produce"] = "inferred"
-        notes["dataloader_next_us"] = produce
-        warnings.append("DataLoader worker count is not in a GPU trace: the loader is modelled "
-                        "as its measured next() time on the main thread (num_workers=0); give a "
-                        "capture sidecar for the real settings")
+        notes["dataloader_next_us"] = produce.mean_us
+        multi = any("_MultiProcessingDataLoaderIter" in str(n) for n in
+                    ctx.table.names[ctx.table.is_cat("cpu_op", "user_annotation")][:200000])
+        shows = ("the trace shows a multi-process DataLoader but not its num_workers"
+                 if multi else "DataLoader worker count is not in a GPU trace")
+        warnings.append(f"{shows}: the loader is modelled as its measured next() time on the "
+                        "main thread (num_workers=0 in the model); give a capture sidecar for "
+                        "the real settings")
     else:
         loader = LoaderParams(host_cores=ASSUMED_HOST_CORES)
     warnings.append(f"host CPU cores are not in a GPU trace: assumed {ASSUMED_HOST_CORES} for "
@@ -1073,9 +1056,9 @@ def _input_stalls(ctx: _Ctx, kept: list[Step], rep: Step, notes: dict, warnings:
                  input_stalled_step_mean_us=step)
     warnings.append(f"{len(stalled)} of {len(kept)} steps waited {wait / 1e3:.1f} ms on average "
                     f"for the DataLoader (those steps: {step / 1e3:.1f} ms on average): the "
-                    "workers could not keep up there, while the replayed step does not wait; "
-                    "a capture sidecar records the workers' count and produce time that would "
-                    "model both")
+                    "workers could not keep up there; the steady state draws such waits as "
+                    "often as they were measured, and a capture sidecar (the workers' count and "
+                    "produce time) would model why")
 
 
 def _exposed(comm_iv, other_iv) -> float:

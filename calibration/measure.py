@@ -14,7 +14,7 @@ from calibration.events import build_table
 from calibration.sidecar import load_sidecar
 from calibration.linking import complete_steps, link
 from calibration.steps import StepList, find_steps
-from calibration.trace_io import load_rank_traces
+from calibration.trace_io import load_rank_traces, rank_of
 from simcore.errors import InputError
 
 
@@ -34,8 +34,9 @@ class MeasuredSteps:
             exceeding its CPU time (:func:`calibration.cpu.waited_for_cores`);
             ``input`` when the host thread waits for the DataLoader for at least
             ``INPUT_BOUND_SHARE`` of the step (a faster input pipeline would shorten it);
-            else ``device`` when the trace has GPU work (the finer device split is the
-            simulator's, not read here) or ``host_compute``.
+            else ``compute`` when the trace has GPU work (not input-bound: the host thread
+            or the device, a split the simulator makes and a trace alone does not) or
+            ``host_compute`` (a CPU-only run).
         warnings: what could not be used (an unreadable ``sidecar.json`` beside the trace).
         step_numbers: each step's number (``ProfilerStep#N``).
     """
@@ -78,6 +79,36 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
     raws = load_rank_traces(p)
     if len(raws) == 1:
         return _one(raws[0], step_regex, sidecar)
+    return _job(raws, p, step_regex)
+
+
+def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
+    """The runs behind ``paths`` (each a trace file, capture folder or directory of per-rank
+    traces, as in :func:`measured_steps`), except that several single files that are distinct
+    ranks of one job (``distributedInfo`` names each a different rank of one world size) are
+    one run of that job, with a warning saying so.
+
+    Raises:
+        InputError: as :func:`measured_steps`.
+    """
+    groups = [load_rank_traces(Path(p)) for p in paths]
+    if len(groups) > 1 and all(len(g) == 1 for g in groups):
+        raws = [g[0] for g in groups]
+        info = [rank_of(r, []) for r in raws]
+        ranks, worlds = {i[0] for i in info}, {i[1] for i in info}
+        if all(i[2] == "distributedInfo" for i in info) and len(ranks) == len(raws) \
+                and len(worlds) == 1 and worlds.pop() > 1:
+            run = _job(raws, Path(paths[0]), step_regex)
+            run.warnings.append(f"the {len(raws)} traces are ranks {sorted(ranks)} of one job: "
+                                "measured as one run (each step takes its slowest rank)")
+            return [run]
+    return [_one(g[0], step_regex, None) if len(g) == 1 else _job(g, Path(p), step_regex)
+            for g, p in zip(groups, paths)]
+
+
+def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
+    """One run of several ranks (see :func:`measured_steps`)."""
+    p = where
     runs = [_one(r, step_regex, None) for r in raws]
     common = sorted(set.intersection(*(set(r.step_numbers) for r in runs)))
     if not common:
@@ -91,7 +122,7 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
     step_us = [max(r.step_us[ix[n]] for r, ix in zip(runs, idx)) for n in common]
     wait = [max(r.input_wait_us[ix[n]] for r, ix in zip(runs, idx)) for n in common]
     necks = {r.bottleneck for r in runs}
-    neck = next(b for b in ("cpu_cores", "input", "device", "host_compute") if b in necks)
+    neck = next(b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
     return MeasuredSteps(p, step_us, wait, neck, notes, common)
 
 
@@ -134,6 +165,6 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     elif share >= INPUT_BOUND_SHARE:
         neck = "input"
     else:
-        neck = "device" if table.gpu_mask().any() else "host_compute"
+        neck = "compute" if table.gpu_mask().any() else "host_compute"
     return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck, notes,
                          [s.number for s in steps])

@@ -413,3 +413,28 @@ def load_rank_traces(path: str | Path) -> list[RawTrace]:
         raise InputError(p, f"directory holds no trace files (*.json, *.json.gz){why}")
     out[0].warnings[:0] = warnings
     return out
+
+
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+
+
+def rank_of(raw: RawTrace, warnings: list[str]) -> tuple[int | None, int, str]:
+    """(rank, world size, where the rank came from: ``distributedInfo``, ``file name``,
+    ``none``) of one trace; a rank taken from the file name adds a warning to ``warnings``."""
+    info = raw.metadata.get("distributedInfo")
+    if isinstance(info, str):
+        # some Kineto versions write it as a Python-repr string
+        m = re.search(r"'rank':\s*(\d+)", info)
+        w = re.search(r"'world_size':\s*(\d+)", info)
+        if m:
+            return int(m.group(1)), int(w.group(1)) if w else 1, "distributedInfo"
+    elif isinstance(info, dict) and "rank" in info:
+        try:
+            return int(info["rank"]), int(info.get("world_size", 1) or 1), "distributedInfo"
+        except (TypeError, ValueError):
+            pass
+    m = _RANK_IN_NAME.search(raw.path.name)
+    if m:
+        warnings.append(f"{raw.path.name}: no distributedInfo; rank {m.group(1)} taken from the file name")
+        return int(m.group(1)), 1, "file name"
+    return None, 1, "none"

@@ -31,7 +31,7 @@ from simcore.errors import InputError, ModelError, printable
 _COARSE = {"input": "input", "cpu_cores": "host", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
            "arrival_skew": "device"}
-_NOT_INPUT = ("device", "host_compute")
+_NOT_INPUT = ("compute", "host_compute", "device")   # "device": ledgers written before "compute"
 """What ``calibration.measure`` reports when waiting for input is not the largest share: it
 cannot split host from device on a GPU trace, so these mean only "not the input pipeline"."""
 
@@ -46,8 +46,9 @@ def bottlenecks_agree(predicted: str, measured: str) -> bool:
     """Whether a predicted bottleneck key agrees with a measured one, at the measurement's
     own resolution: ``input`` must be predicted as the input pipeline (or the cores starving
     it: without a sidecar a trace cannot show core waits); ``cpu_cores`` (host threads that
-    waited for a core, read from the sidecar) as a host-side bottleneck; ``device`` / ``host_compute`` (not input) as anything else; a finer measured key
-    must match exactly or in its coarse group."""
+    waited for a core, read from the sidecar) as a host-side bottleneck; ``compute`` /
+    ``host_compute`` (not input-bound) as anything else; a finer measured key must match
+    exactly or in its coarse group."""
     p = coarse_bottleneck(predicted)
     if measured == "input":
         return p == "input" or predicted == "cpu_cores"

@@ -59,3 +59,20 @@ def test_validate_a_directory_of_ranks(tmp_path):
     import json
     rec = json.loads(r.stdout)[0]
     assert abs(rec["error_pct"]) < 3.0
+
+
+def test_listed_rank_files_of_one_job_are_one_run(tmp_path):
+    import json
+
+    from calibration.measure import measured_runs
+
+    for r, host in ((0, [1000, 3000, 1000]), (1, [2000, 1000, 1000])):
+        p = rank_trace(tmp_path / f"t{r}.json", host, [5, 6, 7])
+        d = json.loads(p.read_text())
+        d["distributedInfo"] = {"rank": r, "world_size": 2}
+        p.write_text(json.dumps(d))
+    runs = measured_runs([tmp_path / "t0.json", tmp_path / "t1.json"])
+    assert len(runs) == 1 and runs[0].step_us[:2] == pytest.approx([2000.0, 3000.0])
+    assert any("of one job" in w for w in runs[0].warnings)
+    # the same rank twice: two captures, pooled as two runs
+    assert len(measured_runs([tmp_path / "t0.json", tmp_path / "t0.json"])) == 2
