@@ -10,7 +10,9 @@ The bottleneck is named by :func:`name_bottleneck`: saturated cores, then a prod
 the pace, then the largest critical-path share.
 
 **Gap attribution.** The *scarce lane* is the busier of two: the union of the rank's compute
-kernels (every device task but collectives and host↔device copies) and the host thread. Each
+kernels (every device task but collectives and host↔device copies) and the host thread; but
+the compute lane whenever the device sets the pace (:func:`device_paced`: the steps end when
+the device finishes, after the host has moved on), however busy the host is. Each
 idle interval of the scarce lane is charged to what the next task to run waited on, followed
 back through the chain that made it late (``_Blame``): a dependency that was still running (a
 copy → ``h2d`` / ``d2h``, a collective → ``comm``, a kernel on another stream →
@@ -461,10 +463,22 @@ def gap_attribution(result: SimResult, rank: int | None = None
         waits are followed to their causes; ``holes`` is then empty.
     """
     rank = result.ranks[0] if rank is None else rank
-    return _critical_path(_Blame(result, rank), *result.rank_window_us(rank))
+    return _critical_path(_Blame(result, rank), *result.rank_window_us(rank),
+                          device_paced(result, rank))
 
 
-def _critical_path(bl: _Blame, w0: float, w1: float
+def device_paced(result: SimResult, rank: int) -> bool:
+    """Whether most measured steps of ``rank`` ended when its device finished the step's work
+    after the host had already started the next one (the device sets the pace, whatever the
+    host's busy time)."""
+    i = result.ranks.index(rank)
+    marks, starts = result.step_marks_us[i], result.step_starts_us[i]
+    ks = range(result.warmup + 1, result.warmup + result.step_us.shape[1] + 1)
+    later = sum(1 for k in ks if k < len(starts) and marks[k] > starts[k] + _EPS)
+    return later * 2 > len(ks)
+
+
+def _critical_path(bl: _Blame, w0: float, w1: float, paced_by_device: bool = False
                    ) -> tuple[str, dict[str, float], dict[str, float], list[Hole]]:
     compute = sorted((r for r in bl.runs if bl.is_compute(r)), key=lambda r: r.start_us)
     iv = [(max(r.start_us, w0), min(r.end_us, w1)) for r in compute
@@ -472,7 +486,7 @@ def _critical_path(bl: _Blame, w0: float, w1: float
     union = merge(iv)
     host_busy = sum(min(sp.start_us + sp.dur_us, w1) - max(sp.start_us, w0) for sp in bl.host
                     if sp.kind == "busy" and sp.start_us < w1 and sp.start_us + sp.dur_us > w0)
-    if host_busy > sum(e - s for s, e in union):
+    if host_busy > sum(e - s for s, e in union) and not paced_by_device:
         busy_h: dict[str, float] = defaultdict(float)
         for sp, s, e in _clip(bl.host, w0, w1):
             if sp.kind == "busy":
@@ -631,7 +645,7 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
             kernel_sum += e - s
     exposed = exposed_us(comm_iv, compute_iv) * per
     comm_busy = union_length(comm_iv) * per
-    scarce, cp_busy, cp_gap, holes = _critical_path(bl, w0, w1)
+    scarce, cp_busy, cp_gap, holes = _critical_path(bl, w0, w1, device_paced(result, rank))
     last0 = result.step_starts_us[result.ranks.index(rank)][result.warmup + steps - 1]
     last_holes = [Hole(h.start_us - last0, h.dur_us, h.causes) for h in holes
                   if h.start_us >= last0 - _EPS]

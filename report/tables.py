@@ -77,8 +77,8 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
     c.print(f"bottleneck: [bold]{s.bottleneck_label}[/bold]")
     step = sum(s.critical_path_us.values()) or s.mean_step_us
     lane = {"compute": "device compute, all streams"}.get(s.scarce_lane, s.scarce_lane or "-")
-    t = Table(title=f"critical path of rank {s.rank} (followed from the busier of host thread "
-                    f"and device compute: {lane})",
+    t = Table(title=f"critical path of rank {s.rank} (followed from {lane}: the device when it "
+                    "sets the pace, else the busier of host thread and device compute)",
               show_edge=False)
     for col in ("component", "ms/step", "% of step", "idle (gap) ms", "Amdahl bound"):
         t.add_column(col, justify="left" if col == "component" else "right")
