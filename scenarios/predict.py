@@ -47,6 +47,11 @@ from simcore.units import us_to_ms
 
 DEFAULT_RANGES = {"inferred": (0.8, 1.2), "assumed": (0.5, 1.5)}
 """Factor ranges for parameters without an entry in ``meta.ranges``."""
+SETTINGS = ("loader.num_workers", "loader.prefetch_factor", "loader.batch_size",
+            "loader.batches_per_epoch", "comm.world_size", "comm.grad_accum_steps",
+            "comm.bucket_cap_mb", "comm.first_bucket_cap_mb", "device.launch_queue_depth")
+"""Configuration the user chooses (or the hardware fixes), never varied as an uncertain
+quantity even when a trace could not record it."""
 DEFAULT_DRAWS = 16
 """Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores)."""
 
@@ -172,10 +177,11 @@ def _perturbed(value: Any, f: float) -> Any:
 
 
 def uncertain_params(model: StepModel) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
-    """``(varied, skipped)``: path → factor range for every inferred/assumed parameter and
-    every ``meta.ranges`` entry that can be varied; path → reason for the rest."""
+    """``(varied, skipped)``: path → factor range for every inferred/assumed quantity (not
+    the ``SETTINGS``) and every ``meta.ranges`` entry that can be varied; path → reason for
+    the rest."""
     wanted = {p: DEFAULT_RANGES[s] for p, s in sorted(model.meta.sources.items())
-              if s in DEFAULT_RANGES}
+              if s in DEFAULT_RANGES and p not in SETTINGS}
     wanted.update(model.meta.ranges)
     varied, skipped = {}, {}
     for path, rng in wanted.items():
