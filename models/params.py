@@ -64,6 +64,13 @@ Micros = Annotated[float, Field(ge=0, le=MAX_DURATION_US)]
 """A duration in µs, 0 to ``MAX_DURATION_US``."""
 
 
+def _non_empty(obj, *names: str) -> None:
+    """Raise ValueError if a list field among ``names`` of ``obj`` is given but empty."""
+    for name in names:
+        if getattr(obj, name) == []:
+            raise ValueError(f"{name} must not be empty")
+
+
 class _Strict(BaseModel):
     # infinities and NaNs are refused everywhere: no real duration, size or rate is one
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
@@ -193,10 +200,7 @@ class HostOp(_Strict):
 
     @model_validator(mode="after")
     def _check_samples(self):
-        for name in ("samples_us", "replay_us"):
-            v = getattr(self, name)
-            if v is not None and (not v or min(v) < 0):
-                raise ValueError(f"{name} must be non-empty and >= 0")
+        _non_empty(self, "samples_us", "replay_us")
         return self
 
 
@@ -254,10 +258,7 @@ class DeviceTask(_Strict):
 
     @model_validator(mode="after")
     def _check_replay(self):
-        for name in ("replay_us", "replay_gap_us"):
-            v = getattr(self, name)
-            if v is not None and (not v or min(v) < 0):
-                raise ValueError(f"{name} must be non-empty and >= 0")
+        _non_empty(self, "replay_us", "replay_gap_us")
         return self
 
     def category_us(self) -> dict[str, float]:
