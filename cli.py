@@ -77,6 +77,24 @@ def _plot_path(text: str) -> str:
     return text
 
 
+def _grouped(warnings: list[str]) -> list[str]:
+    """Warnings that differ only in the file they begin with (``name: text``) said once,
+    naming the files: a directory of ranks repeats each for every rank."""
+    files: dict[str, list[str]] = {}
+    for w in warnings:
+        name, sep, text = w.partition(": ")
+        key = text if sep and " " not in name else w
+        files.setdefault(key, []).append(name if key != w else "")
+    out = []
+    for text, names in files.items():
+        names = [n for n in names if n]
+        if len(names) > 1:
+            out.append(f"{names[0]} and {len(names) - 1} other file(s): {text}")
+        else:
+            out.append(f"{names[0]}: {text}" if names else text)
+    return out
+
+
 def _n(n: int, noun: str) -> str:
     """``1 step``, ``3 steps``."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
@@ -97,7 +115,7 @@ def cmd_calibrate(args) -> int:
 
     model = calibrate(args.trace, sidecar=args.sidecar, step_regex=args.step_regex)
     save_model(model, args.output)
-    for w in model.meta.warnings:
+    for w in _grouped(model.meta.warnings):
         print(f"warning: {w}", file=sys.stderr)
     ms = model.meta.measured_step_us
     print(f"calibrated {_n(len(ms), 'step')}: measured step mean {_fmt_ms(float(np.mean(ms)))} ms, "

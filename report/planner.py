@@ -311,7 +311,8 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
     mix = ", ".join(f"{k} {100 * v:.0f}%" for k, v in
                     sorted(p.category_share.items(), key=lambda kv: -kv[1]) if v >= 0.01)
     if mix:
-        c.print(f"final step, device time by category: {mix}")
+        c.print(f"final step, device time by category as a share of the step (streams run "
+                f"side by side, so the shares can add up past 100%): {mix}")
     c.print(f"stop: {p.stop}")
     _run_ahead_note([("baseline", b)] + [(f"move {i}", m.prediction)
                                          for i, m in enumerate(p.moves, 1)])
@@ -321,14 +322,14 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
 def _record_row(r: LedgerRecord) -> list[str]:
     iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
     return [r.label, _ms(r.predicted_mean_us), iv, _ms(r.measured_mean_us),
-            _ms(r.measured_median_us), f"{r.error_pct:+.1f}%",
+            _ms(r.measured_median_us), f"{r.error_pct:+.1f}% ({r.median_error_pct:+.1f}%)",
             {True: "yes", False: "no", None: "-"}[r.inside],
             f"{r.predicted_bottleneck} / {r.measured_bottleneck or '-'}"
             + {True: " ok", False: " differ", None: ""}[r.bottleneck_agrees]]
 
 
 _RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean", "measured median",
-                "error", "inside", "bottleneck predicted / measured")
+                "error mean (median)", "inside", "bottleneck predicted / measured")
 
 
 def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> None:
@@ -343,7 +344,7 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
             t.add_column(col, justify="left", overflow="fold", max_width=18)
         else:
             t.add_column(col, justify="right", overflow="fold",
-                         max_width=13 if col == "P10-P90" else 9)
+                         max_width={"P10-P90": 13, "error mean (median)": 15}.get(col, 9))
     for r in records:
         t.add_row(*_record_row(r))
     console().print(t)

@@ -8,9 +8,12 @@ The point estimate is one simulation of the transformed model with the given see
   ``meta.ranges[path]`` if given, else ±20 % for inferred and ±50 % for assumed values;
 * measured samples are bootstrapped, per draw: the DataLoader's produce times and the host
   ops' per-step samples are resampled with replacement (a short profiled window pins their
-  mean only so far); a model without per-step samples (a GPU model fitted from one
-  representative step) has its host ops and device tasks scaled together by the ratio of a
-  bootstrap mean of ``meta.measured_step_us`` to their mean;
+  mean only so far); a model with a captured window (a GPU trace) draws a bootstrap sample of
+  its captured steps and gives every host op and device task its mean over those steps (the
+  run's own step-to-step variation); any other model without per-step samples has its host
+  ops and device tasks scaled together by the ratio of a bootstrap mean of
+  ``meta.measured_step_us`` to their mean;
+* configuration settings (``SETTINGS``: worker counts, bucket caps, ...) are never varied;
 * each draw is simulated with its own seed, so sampled durations vary too.
 
 The base model is perturbed *before* the operations are applied (a ``set`` in the scenario
@@ -250,6 +253,10 @@ def bootstrap_measured(model: StepModel, rng: np.random.Generator) -> StepModel:
     def resample(values: list[float]) -> list[float]:
         return [float(v) for v in rng.choice(values, size=len(values), replace=True)]
 
+    w = model.replay
+    own = [k for k, c in enumerate(w.calibrated) if c] if w is not None else []
+    if len(own) >= 2:
+        return _bootstrap_window(model, [int(k) for k in rng.choice(own, size=len(own))], rng)
     if _has_samples(model):
         m = model.model_copy(deep=True)
         if m.loader.produce.samples_us:
@@ -275,6 +282,33 @@ def bootstrap_measured(model: StepModel, rng: np.random.Generator) -> StepModel:
             if t.kind != "collective":
                 t.dur_us *= f
                 t.breakdown_us = {k: v * f for k, v in t.breakdown_us.items()}
+    return m
+
+
+def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generator) -> StepModel:
+    """``model`` with every host op and device task at its mean over the captured steps
+    ``pick`` (indices into the window, repeats allowed), the loader's produce samples
+    resampled; ``next_batch`` ops keep the loader's account."""
+    def mean(values: list[float]) -> float:
+        return float(np.mean([values[k] for k in pick]))
+
+    m = model.model_copy(deep=True)
+    for op in m.host.ops:
+        if op.replay_us is not None and op.kind != "next_batch":
+            op.dur_us = mean(op.replay_us)
+    for ts in m.device.streams.values():
+        for t in ts:
+            if t.replay_us is not None:
+                d = mean(t.replay_us)
+                if t.breakdown_us and t.dur_us > 0:
+                    t.breakdown_us = {k: v * d / t.dur_us for k, v in t.breakdown_us.items()}
+                t.dur_us = d
+            if t.replay_gap_us is not None:
+                t.gap_us = mean(t.replay_gap_us)
+    if m.loader.produce.samples_us:
+        s = m.loader.produce.samples_us
+        m.loader.produce = DurationSpec.from_samples(
+            [float(v) for v in rng.choice(s, size=len(s), replace=True)])
     return m
 
 

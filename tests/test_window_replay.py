@@ -204,3 +204,23 @@ def test_a_wait_on_the_previous_steps_work_is_modelled(tmp_path):
     assert simulate(faster, steps=6, warmup=3).median_step_us == pytest.approx(base - 1500, rel=0.02)
     assert window_replay(m).median_error == pytest.approx(0.0, abs=0.01)
     assert coarsen(m).task_map()[b.id].prev_waits == [a.id]
+
+
+def test_intervals_bootstrap_the_captured_steps(tmp_path):
+    from scenarios.predict import bootstrap_measured, predict
+
+    g = Gen()
+    for n, k in enumerate([400.0, 900.0, 600.0, 500.0, 700.0], start=1):
+        s0 = g.t
+        g.cpu(50)
+        g.launch("volta_sgemm_128x64_nn", k)
+        g.stream_sync()
+        g.cpu(30)
+        g.op(f"ProfilerStep#{n}", s0, g.t, cat="user_annotation")
+    m = calibrate_gpu(g.dump(tmp_path / "t.json"), coarse=False)
+    gemm = next(t.id for t in m.task_map().values() if t.name == "volta_sgemm_128x64_nn")
+    draws = {bootstrap_measured(m, np.random.default_rng(s)).task_map()[gemm].dur_us
+             for s in range(6)}
+    assert len(draws) > 1 and all(400.0 <= d <= 900.0 for d in draws)
+    p = predict(m, steps=6, warmup=2, intervals=8)
+    assert p.p90_step_us > p.p10_step_us
