@@ -71,6 +71,7 @@ PLOT_FORMATS = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
 
 def _plot_path(text: str) -> str:
     """argparse type: a file name ending in a plot format matplotlib writes."""
+    text = _out_file(text)
     if Path(text).suffix.lower() not in PLOT_FORMATS:
         raise argparse.ArgumentTypeError(f"{text!r}: a plot is written as one of "
                                          f"{', '.join(PLOT_FORMATS)}")
@@ -119,7 +120,7 @@ def cmd_calibrate(args) -> int:
         print(f"warning: {w}", file=sys.stderr)
     ms = model.meta.measured_step_us
     print(f"calibrated {_n(len(ms), 'step')}: measured step mean {_fmt_ms(float(np.mean(ms)))} ms, "
-          f"median {_fmt_ms(float(np.median(ms)))} ms -> {args.output}")
+          f"median {_fmt_ms(float(np.median(ms)))} ms -> {shown(args.output)}")
     if model.replay is not None:
         w = window_replay(model)
         rest = len(w.steps) - int(w.compared.sum())
@@ -286,9 +287,14 @@ def cmd_sweep(args) -> int:
     measured = {}
     for text in args.measured:
         value, eq, trace = text.partition("=")
-        if not eq:
+        if not eq or not value.strip() or not trace.strip():
             raise StepsimError(f"bad --measured {text!r}: expected VALUE=TRACE")
-        measured[parse_value(value)] = _measured([trace])[0].step_us
+        v = parse_value(value)
+        first = next(iter(grid.values()))
+        if v not in first:
+            raise StepsimError(f"--measured {text!r}: {value} is not a value of the first sweep "
+                               f"axis ({', '.join(map(str, first))})")
+        measured[v] = _measured([trace])[0].step_us
     with progress_bar("sweep", enabled=not args.json) as prog:
         ops = _planner_ops(args)
         _warn_caveats(model, ops, list(grid))
@@ -547,9 +553,12 @@ def _refuse_overwriting_inputs(args) -> None:
         if not v:
             continue
         out = Path(v)
+        if name == "ledger" and out.exists() and not out.is_file():
+            raise StepsimError(f"--ledger {shown(v)}: a ledger is appended to and rewritten: it "
+                               "must be a regular file")
         for i in inputs:
             inside = (i.is_dir() and _same(out.parent, i)
-                      and out.name.endswith((".json", ".json.gz", ".gz")))
+                      and out.name.lower().endswith((".json", ".json.gz", ".gz")))
             if _same(out, i) or inside:
                 what = "that is an input file" if not inside else f"that is inside the input folder {i}"
                 raise StepsimError(f"{flag} {v}: {what}; refusing to overwrite it")

@@ -92,6 +92,14 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
         InputError: as :func:`measured_steps`.
     """
     groups = [load_rank_traces(Path(p)) for p in paths]
+    seen: dict[Path, Path] = {}
+    for p, g in zip(paths, groups):
+        for r in g:
+            key = r.path.resolve()
+            if key in seen:
+                raise InputError(p, f"reads {r.path.name} again (already given as "
+                                 f"{seen[key]}): a trace would count twice")
+            seen[key] = Path(p)
     if len(groups) > 1 and all(len(g) == 1 for g in groups):
         raws = [g[0] for g in groups]
         info = [rank_of(r, []) for r in raws]
@@ -102,6 +110,13 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
             run.warnings.append(f"the {len(raws)} traces are ranks {sorted(ranks)} of one job: "
                                 "measured as one run (each step takes its slowest rank)")
             return [run]
+        if sum(i[1] > 1 for i in info) > 1:
+            runs = [_one(r, step_regex, None) for r in raws]
+            runs[0].warnings.append(
+                "several of these traces are ranks of multi-rank jobs but do not form one job "
+                "(a rank repeats, or world sizes differ): each is pooled as a run of its own; "
+                "give one job's rank files together, e.g. as their directory")
+            return runs
     return [_one(g[0], step_regex, None) if len(g) == 1 else _job(g, Path(p), step_regex)
             for g, p in zip(groups, paths)]
 

@@ -20,6 +20,7 @@ values by a stated rule) or ``assumed`` (a default nobody measured).
 """
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -62,6 +63,8 @@ MAX_DURATION_US = 1e12
 small enough that sums of them stay finite."""
 Micros = Annotated[float, Field(ge=0, le=MAX_DURATION_US)]
 """A duration in µs, 0 to ``MAX_DURATION_US``."""
+StepMicros = Annotated[float, Field(gt=0, le=MAX_DURATION_US)]
+"""A measured step time in µs: a step always takes some time."""
 
 
 def _non_empty(obj, *names: str) -> None:
@@ -331,7 +334,7 @@ class Meta(_Strict):
     sources: dict[str, Source] = Field(default_factory=dict)
     traces: list[str] = Field(default_factory=list)
     steps_used: list[int] = Field(default_factory=list)
-    measured_step_us: list[Micros] = Field(default_factory=list)
+    measured_step_us: list[StepMicros] = Field(default_factory=list)
     """Measured step times (start to next start, µs) of the steps used."""
     warnings: list[str] = Field(default_factory=list)
     notes: dict[str, str | float | int | bool | None] = Field(default_factory=dict)
@@ -376,7 +379,7 @@ class ReplayWindow(_Strict):
 
     steps: list[int]
     calibrated: list[bool]
-    measured_step_us: list[Micros]
+    measured_step_us: list[StepMicros]
     stream_busy_us: dict[str, Micros] = Field(default_factory=dict)
     last_gpu_inclusive: bool = False
 
@@ -409,6 +412,46 @@ class StepModel(_Strict):
     replay: ReplayWindow | None = None
     """The captured window, for a step-by-step replay of the baseline (trace calibration of a
     single rank only; what-if transforms drop it, see :meth:`without_replay`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _incomplete_window(cls, data):
+        """A captured window whose section or per-step values were (partly) deleted is
+        dropped, with a warning in ``meta.warnings``: it is optional, the steady state does
+        not need it."""
+        if not isinstance(data, dict):
+            return data
+        host, device = data.get("host"), data.get("device")
+        ops = host.get("ops") if isinstance(host, dict) else None
+        streams = device.get("streams") if isinstance(device, dict) else None
+        ops = ops if isinstance(ops, list) else []
+        tasks = [t for ts in streams.values() if isinstance(ts, list) for t in ts] \
+            if isinstance(streams, dict) else []
+        holders = [(o, ("replay_us",)) for o in ops if isinstance(o, dict)]
+        holders += [(t, ("replay_us", "replay_gap_us")) for t in tasks if isinstance(t, dict)]
+        have = [h.get(k) is not None for h, keys in holders for k in keys]
+        window = data.get("replay") is not None
+        if not any(have) or (window and all(have)):
+            return data
+        why = ("the captured window's section is missing" if not window
+               else "some ops or tasks lack their captured per-step values")
+        data = copy.deepcopy(data)   # the caller's dict stays as it was
+        data["replay"] = None
+        host, device = data.get("host"), data.get("device")
+        for op in host.get("ops") or [] if isinstance(host, dict) else []:
+            if isinstance(op, dict):
+                op.pop("replay_us", None)
+        streams = device.get("streams") if isinstance(device, dict) else None
+        for ts in streams.values() if isinstance(streams, dict) else []:
+            for t in ts if isinstance(ts, list) else []:
+                if isinstance(t, dict):
+                    t.pop("replay_us", None)
+                    t.pop("replay_gap_us", None)
+        meta = dict(data.get("meta") or {})
+        meta["warnings"] = list(meta.get("warnings") or []) + [
+            f"captured window dropped ({why}): no window replay; the steady state is unchanged"]
+        data["meta"] = meta
+        return data
 
     @model_validator(mode="after")
     def _check_refs(self):

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from scenarios.predict import Prediction
 from simcore.atomic import write_atomic
 from simcore.errors import InputError, ModelError, printable
+from simcore.files import open_input
 
 _COARSE = {"input": "input", "cpu_cores": "host", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
@@ -163,7 +164,8 @@ def read_ledger(path: str | Path) -> list[LedgerRecord]:
     if p.is_dir():
         raise InputError(p, "is a directory, expected a ledger file (JSON lines)")
     try:
-        raw = p.read_bytes()
+        with open_input(p) as f:
+            raw = f.read()
     except FileNotFoundError:
         return []
     except OSError as e:
@@ -197,6 +199,8 @@ def append_ledger(path: str | Path, record: LedgerRecord) -> None:
         InputError: the existing file is not a ledger (checked before writing).
     """
     p = Path(path)
+    if p.exists() and not p.is_file():
+        raise InputError(p, "a ledger is appended to and rewritten: it must be a regular file")
     read_ledger(p)
     old = p.read_bytes() if p.exists() else b""
     if old and not old.endswith(b"\n"):

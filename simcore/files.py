@@ -66,6 +66,11 @@ def open_input(path: str | Path) -> BinaryIO:
             break
         time.sleep(0.05)
     os.set_blocking(fd, True)
+    while len(head) < 2:   # callers peek at two bytes (gzip's magic number)
+        more = os.read(fd, 1 << 16)
+        if not more:
+            break
+        head += more
     return io.BufferedReader(_Pipe(fd, head))
 
 

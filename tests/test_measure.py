@@ -74,5 +74,6 @@ def test_listed_rank_files_of_one_job_are_one_run(tmp_path):
     runs = measured_runs([tmp_path / "t0.json", tmp_path / "t1.json"])
     assert len(runs) == 1 and runs[0].step_us[:2] == pytest.approx([2000.0, 3000.0])
     assert any("of one job" in w for w in runs[0].warnings)
-    # the same rank twice: two captures, pooled as two runs
-    assert len(measured_runs([tmp_path / "t0.json", tmp_path / "t0.json"])) == 2
+    # the same file twice would count twice
+    with pytest.raises(InputError, match="again"):
+        measured_runs([tmp_path / "t0.json", tmp_path / "t0.json"])
