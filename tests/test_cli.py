@@ -195,3 +195,14 @@ def test_absurd_values_and_odd_names_give_one_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "odd\\nname.json" in lines[0]
     assert "less than or equal to" in lines[0]
+
+
+def test_a_ledger_must_be_a_regular_file(tmp_path):
+    import os
+
+    from tests.conftest import REPO
+    fifo = tmp_path / "ledger.jsonl"
+    os.mkfifo(fifo)
+    r = run_cli("validate", str(REPO / "scenarios" / "reference" / "input_pipeline_a.yaml"),
+                str(tmp_path / "missing.json"), "--ledger", str(fifo))
+    assert r.returncode == 2 and "must be a regular file" in r.stderr

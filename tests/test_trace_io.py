@@ -291,3 +291,21 @@ def test_dangling_symlink_in_a_directory_warns(tmp_path):
     (tmp_path / "rank1.json").unlink()
     with pytest.raises(InputError, match="no trace files .*broken symbolic link"):
         load_rank_traces(tmp_path)
+
+
+def test_gzip_through_a_pipe_that_delivers_one_byte_first(tmp_path):
+    import threading
+    import time
+
+    data = gzip.compress(obj([ev(), ev(ts=20)]))
+    fifo = tmp_path / "slow.json.gz"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "wb", buffering=0) as f:
+            f.write(data[:1])
+            time.sleep(0.5)
+            f.write(data[1:])
+
+    threading.Thread(target=write, daemon=True).start()
+    assert len(load_trace(fifo).events) == 2
