@@ -64,9 +64,9 @@ def test_coarsening_keeps_the_window(backlogged):
     assert window_replay(c).replayed_us == pytest.approx(window_replay(backlogged).replayed_us)
 
 
-def test_each_step_replays_its_own_durations(tmp_path):
+def varying_kernel_model(path, kernels: list[float]):
+    """One GEMM per step, of the given µs in each step, then a stream sync: calibrated."""
     g = Gen()
-    kernels = [400.0, 900.0, 600.0, 500.0]
     for n, k in enumerate(kernels, start=1):
         s0 = g.t
         g.cpu(50)
@@ -74,7 +74,12 @@ def test_each_step_replays_its_own_durations(tmp_path):
         g.stream_sync()
         g.cpu(30)
         g.op(f"ProfilerStep#{n}", s0, g.t, cat="user_annotation")
-    m = calibrate_gpu(g.dump(tmp_path / "t.json"), coarse=False)
+    return calibrate_gpu(g.dump(path), coarse=False)
+
+
+def test_each_step_replays_its_own_durations(tmp_path):
+    kernels = [400.0, 900.0, 600.0, 500.0]
+    m = varying_kernel_model(tmp_path / "t.json", kernels)
     gemm = next(t for t in m.task_map().values() if t.name == "volta_sgemm_128x64_nn")
     assert gemm.replay_us == pytest.approx(kernels)
     assert gemm.dur_us == pytest.approx(float(np.median(kernels[:3])))   # the last ends with a wait
@@ -211,15 +216,7 @@ def test_a_wait_on_the_previous_steps_work_is_modelled(tmp_path):
 def test_intervals_bootstrap_the_captured_steps(tmp_path):
     from scenarios.predict import bootstrap_measured, predict
 
-    g = Gen()
-    for n, k in enumerate([400.0, 900.0, 600.0, 500.0, 700.0], start=1):
-        s0 = g.t
-        g.cpu(50)
-        g.launch("volta_sgemm_128x64_nn", k)
-        g.stream_sync()
-        g.cpu(30)
-        g.op(f"ProfilerStep#{n}", s0, g.t, cat="user_annotation")
-    m = calibrate_gpu(g.dump(tmp_path / "t.json"), coarse=False)
+    m = varying_kernel_model(tmp_path / "t.json", [400.0, 900.0, 600.0, 500.0, 700.0])
     gemm = next(t.id for t in m.task_map().values() if t.name == "volta_sgemm_128x64_nn")
     draws = {bootstrap_measured(m, np.random.default_rng(s)).task_map()[gemm].dur_us
              for s in range(6)}
