@@ -339,6 +339,7 @@ def cmd_plan(args) -> int:
                  fix_args=fix_args, min_gain=args.min_gain, max_moves=args.max_moves,
                  draws=args.draws, progress=prog, **_sim_kw(args))
     print_plan(p, as_json=args.json)
+    _warn_caveats(model, [m.op for m in p.moves])
     if args.save_scenario:
         sc = Scenario(name=f"plan for {model.meta.name or args.model}", description=p.stop,
                       ops=tuple(p.ops))

@@ -1014,13 +1014,19 @@ def _notes(ctx: _Ctx, kept: list[Step], fit: _StepFit, group: list[_StepFit], ne
         loader = LoaderParams(num_workers=0, produce=produce, host_cores=ASSUMED_HOST_CORES)
         sources["loader.produce"] = "inferred"
         notes["dataloader_next_us"] = produce.mean_us
-        multi = any("_MultiProcessingDataLoaderIter" in str(n) for n in
-                    ctx.table.names[ctx.table.is_cat("cpu_op", "user_annotation")][:200000])
-        shows = ("the trace shows a multi-process DataLoader but not its num_workers"
-                 if multi else "DataLoader worker count is not in a GPU trace")
-        warnings.append(f"{shows}: the loader is modelled as its measured next() time on the "
-                        "main thread (num_workers=0 in the model); give a capture sidecar for "
-                        "the real settings")
+        names = {str(n) for n in
+                 ctx.table.names[ctx.table.is_cat("cpu_op", "user_annotation")][:200000]}
+        single = any("_SingleProcessDataLoaderIter" in n for n in names)
+        multi = any("_MultiProcessingDataLoaderIter" in n for n in names)
+        if single and not multi:
+            # the iterator's class says num_workers=0: next() is the main thread's own loading
+            sources["loader.num_workers"] = "measured"
+        else:
+            shows = ("the trace shows a multi-process DataLoader but not its num_workers"
+                     if multi else "DataLoader worker count is not in a GPU trace")
+            warnings.append(f"{shows}: the loader is modelled as its measured next() time on "
+                            "the main thread (num_workers=0 in the model); give a capture "
+                            "sidecar for the real settings")
     else:
         loader = LoaderParams(host_cores=ASSUMED_HOST_CORES)
     warnings.append(f"host CPU cores are not in a GPU trace: assumed {ASSUMED_HOST_CORES} for "

@@ -646,9 +646,10 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     exposed = exposed_us(comm_iv, compute_iv) * per
     comm_busy = union_length(comm_iv) * per
     scarce, cp_busy, cp_gap, holes = _critical_path(bl, w0, w1, device_paced(result, rank))
-    last0 = result.step_starts_us[result.ranks.index(rank)][result.warmup + steps - 1]
+    marks = result.step_marks_us[result.ranks.index(rank)]
+    last0, last1 = marks[result.warmup + steps - 1], marks[result.warmup + steps]
     last_holes = [Hole(h.start_us - last0, h.dur_us, h.causes) for h in holes
-                  if h.start_us >= last0 - _EPS]
+                  if last0 - _EPS <= h.start_us < last1]
     crit: dict[str, float] = defaultdict(float)
     for part in (cp_busy, cp_gap):
         for k, v in part.items():

@@ -361,7 +361,8 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
     if s.n == 0:
         c.print("the ledger is empty")
         return
-    c.print(f"{s.n} prediction{'s' if s.n != 1 else ''}: median |error| {s.median_abs_error_pct:.1f}%, "
+    c.print(f"{s.n} prediction{'s' if s.n != 1 else ''} (errors of the mean step): median "
+            f"|error| {s.median_abs_error_pct:.1f}%, "
             f"max |error| {s.max_abs_error_pct:.1f}%")
     if s.coverage is not None:
         c.print(f"interval coverage: {s.coverage:.0%} of {s.n_intervals} (P10-P90 aims at 80%)")

@@ -71,7 +71,7 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
     name = model.meta.name or "model"
     c.print(f"[bold]{name}[/bold]: step time mean {_ms(s.mean_step_us)} ms, "
             f"median {_ms(s.median_step_us)} ms "
-            f"(P10 {_ms(s.p10_step_us)}, P90 {_ms(s.p90_step_us)})")
+            f"(step to step: P10 {_ms(s.p10_step_us)}, P90 {_ms(s.p90_step_us)})")
     if len(s.rank_step_us) > 1:
         c.print("per rank: " + ", ".join(f"rank {r} {_ms(v)} ms" for r, v in s.rank_step_us.items()))
     c.print(f"bottleneck: [bold]{s.bottleneck_label}[/bold]")
@@ -119,10 +119,13 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
             t.add_row(cs.name, _ms(cs.observed_us), _ms(cs.skew_us), _ms(cs.transfer_us),
                       f"{cs.apparent_busbw_gbps:.1f}", f"{cs.busbw_gbps:.1f}")
         c.print(t)
-    if s.queue_cap or s.batches_per_s:
+    if s.queue_cap:
         c.print(f"input: {s.batches_per_s:.2f} batches/s; ready queue mean {s.queue_mean:.1f}, "
                 f"max {s.queue_max:.0f} of cap {s.queue_cap}, empty {100 * s.queue_empty_frac:.0f}% "
                 f"of the time; loader keeps {s.loader_cores_busy:.1f} cores busy")
+    elif s.batches_per_s:
+        c.print(f"input: {s.batches_per_s:.2f} batches/s, each loaded on the main thread "
+                "(num_workers=0: no prefetch queue)")
 
 
 def window_dict(w: WindowReplay) -> dict:

@@ -201,6 +201,15 @@ def _cuda_graphs(m: StepModel, a: GraphArgs) -> StepModel:
 
     if not any(captured(op) for op in m.host.ops):
         raise _nothing("cuda_graphs", f"no launches of {'/'.join(a.phases)} work")
+    # stream capture forbids synchronising with the host (CUDA programming guide, "CUDA
+    # Graphs": cudaStreamSynchronize and pageable copies are illegal during capture)
+    syncs = sum(1 for op in m.host.ops if op.phase in a.phases and (
+        op.kind == "sync" or (op.kind == "launch" and tasks[op.task].pinned is False
+                              and copy_direction(tasks[op.task]) is not None)))
+    if syncs:
+        raise _nothing("cuda_graphs", f"the {'/'.join(a.phases)} work synchronises with the "
+                       f"host {syncs} time(s) per step (syncs, pageable copies), which a "
+                       "captured graph cannot; remove them first")
     data = m.model_dump()
     ops, held, open_ = [], [], False
     for src, op in zip(m.host.ops, data["host"]["ops"]):

@@ -217,7 +217,22 @@ def test_cross_stream_wait_is_inferred(single):
 def test_loader_from_next_calls(single):
     assert single.loader.num_workers == 0
     assert single.loader.produce.mean_us == pytest.approx(300.0)
-    assert any("DataLoader worker count" in w for w in single.meta.warnings)
+    # _SingleProcessDataLoaderIter: the trace itself says num_workers=0
+    assert single.meta.sources["loader.num_workers"] == "measured"
+    assert not any("DataLoader worker count" in w for w in single.meta.warnings)
+
+
+def test_a_multi_process_loader_is_said_to_be_unknown(tmp_path):
+    multi = NEXT.replace("_SingleProcessDataLoaderIter", "_MultiProcessingDataLoaderIter")
+
+    def rename(events):
+        for e in events:
+            if e["name"] == NEXT:
+                e["name"] = multi
+
+    m = calibrate_gpu(one_rank_trace(tmp_path / "t.json", change=rename), coarse=False)
+    assert m.meta.sources["loader.num_workers"] == "assumed"
+    assert any("multi-process DataLoader but not its num_workers" in w for w in m.meta.warnings)
 
 
 def test_unexplained_idle_is_a_gap_not_busy_time(tmp_path):
@@ -297,7 +312,7 @@ def test_every_source_is_a_parameter_path(single):
         get_value(single, path)   # raises for a path the planner cannot resolve
     assert {f"loader.{k}" for k in LoaderParams.model_fields} <= set(src)
     assert {f"comm.{k}" for k in CommParams.model_fields} <= set(src)
-    assert src["loader.produce"] == "inferred" and src["loader.num_workers"] == "assumed"
+    assert src["loader.produce"] == "inferred" and src["loader.num_workers"] == "measured"
     assert src["ranks.0.delay_us"] == "measured" and src["comm.world_size"] == "measured"
 
 
