@@ -111,6 +111,10 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
                 f"{_ms(s.exposed_comm_us)}, hidden {_ms(s.hidden_comm_us)}; arrival skew "
                 f"{_ms(s.arrival_skew_us)} ms/step"
                 + (f"; straggler rank {s.straggler_rank}" if s.straggler_rank is not None else ""))
+        if len(s.rank_step_us) == 1:
+            c.print("(one rank simulated: its collectives replay their measured durations, "
+                    "which include any wait for the other ranks; arrival skew needs every "
+                    "rank's trace, e.g. a directory of them)")
         t = Table(title="collectives (per step)", show_edge=False)
         for col in ("collective", "observed ms", "arrival skew ms", "transfer ms",
                     "busbw (observed) GB/s", "busbw (transfer) GB/s"):

@@ -297,4 +297,9 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
         out.append("this model's DataLoader is not calibrated (its settings are assumed; a GPU "
                    "trace does not record them): a loader change is predicted from the "
                    "measured next() time alone; calibrate with a capture sidecar to trust it")
+    if loader and model.meta.sources.get("loader.host_cores") == "assumed":
+        out.append(f"the host's core count is assumed ({model.loader.host_cores}), and the "
+                   "model does not slow the host thread when workers run beside it (co-running "
+                   "workers slowed it 6-11 % in this project's measurements): more workers may "
+                   "gain less than predicted")
     return out
