@@ -51,6 +51,7 @@ BOTTLENECK_LABELS = {
     "launch": "host launch overhead",
     "h2d": "host-to-device copy",
     "d2h": "device-to-host copy",
+    "d2d": "device-to-device copy",
     "comm": "exposed communication",
     "arrival_skew": "arrival skew (waiting for a straggler)",
     "sync": "host synchronisation",

@@ -65,8 +65,9 @@ def _json(doc: Any) -> None:
 @contextmanager
 def progress_bar(description: str, enabled: bool = True) -> Iterator:
     """A ``progress(done, total)`` hook drawing a rich progress bar on stderr (None when
-    disabled, e.g. for ``--json`` or a quiet run)."""
-    if not enabled:
+    disabled, e.g. for ``--json`` or a quiet run, and when stderr is not a terminal: a log or
+    a pipe would only collect a blank line)."""
+    if not enabled or not sys.stderr.isatty():
         yield None
         return
     bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
