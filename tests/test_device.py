@@ -100,7 +100,6 @@ def test_collective_ends_when_last_rank_arrives():
 
 
 def test_launch_queue_bounds_run_ahead():
-    from models import simulate as sim
     ops = [launch(f"k{i}", 0.001) for i in range(LAUNCH_QUEUE_DEPTH + 10)]
     m = model(ops, {"s": [k(f"k{i}", "s", 10) for i in range(LAUNCH_QUEUE_DEPTH + 10)]})
     res = simulate(m, steps=1, warmup=0)
@@ -133,7 +132,6 @@ def test_same_seed_same_spans():
 
 
 def test_coarsened_task_holds_one_slot_per_fine_launch():
-    from models import simulate as sim
     cap = LAUNCH_QUEUE_DEPTH
     # one task standing for cap - 1 fine launches fills the queue but for one slot
     m = model([launch("big", 0.001), launch("a", 0.001), launch("b", 0.001), HostOp(kind="sync")],
