@@ -85,6 +85,7 @@ PyTorch's profiler annotations (``ProfilerStep#N``, ``Optimizer.step#…``,
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -161,8 +162,10 @@ _BACKWARD_RE = re.compile(r"Backward|^autograd::engine::evaluate_function|## bac
 _OPTIM_RE = re.compile(r"^Optimizer\.(step|zero_grad)#|## optimizer ##", re.I)
 
 
+@functools.lru_cache(maxsize=65536)
 def categorize(name: str, cat: str) -> str:
-    """The DeviceTask category of a GPU activity from its normalised ``cat`` and name."""
+    """The DeviceTask category of a GPU activity from its normalised ``cat`` and name (cached:
+    a trace repeats its kernel names once per step)."""
     if cat == "gpu_memcpy":
         return "memcpy"
     if cat == "gpu_memset":
