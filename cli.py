@@ -561,7 +561,8 @@ def _refuse_overwriting_inputs(args) -> None:
             inside = (i.is_dir() and _same(out.parent, i)
                       and out.name.lower().endswith((".json", ".json.gz", ".gz")))
             if _same(out, i) or inside:
-                what = "that is an input file" if not inside else f"that is inside the input folder {i}"
+                what = ("that is an input file" if not inside
+                        else f"that is inside the input folder {i}")
                 raise StepsimError(f"{flag} {v}: {what}; refusing to overwrite it")
 
 

@@ -363,6 +363,7 @@ class _Ctx:
             np.fromiter((n.startswith("nccl:") for n in table.names), bool, len(table)) &
             table.is_cat("user_annotation", "cpu_op"))[0]
         self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
+        self.launch_of = links.launch_of()   # activity row -> launching call row
         self._phases: dict[int, tuple] = {}
         self._acts: dict[tuple[int, int], _StepActs] = {}
         self.steps: list[Step] = []
@@ -458,9 +459,11 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     ops, streams, next_us = _assemble(group, wfits)
     if closes:
         ops.append(HostOp(kind="sync", name=END_OF_STEP_SYNC, replay_us=[0.0] * len(window)))
-    replay = ReplayWindow(steps=[s.number for s in window], calibrated=[f is not None for f in wfits],
+    backlog = _backlog_rows(ctx, window[0].start_ns, window[0].end_ns)
+    replay = ReplayWindow(steps=[s.number for s in window],
+                          calibrated=[f is not None for f in wfits],
                           measured_step_us=[s.dur_us for s in window],
-                          stream_busy_us=_backlog_us(ctx, window[0], streams),
+                          stream_busy_us=_backlog_us(ctx, window[0], streams, backlog),
                           last_gpu_inclusive=window[-1].last)
     n_own = sum(replay.calibrated)
     if n_own < len(window):
@@ -471,7 +474,7 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     waits = [x for f in wfits if f is not None for x in f.next_us]
     notes, sources, loader, w2 = _notes(ctx, kept, fit, group, waits or next_us)
     warnings += [f"{path.name}: {w}" for w in w2]
-    peak = _peak_pending(ctx, window[0], window[-1])
+    peak = _peak_pending(ctx, window[0], window[-1], backlog)
     notes["launch_queue_peak_pending"] = peak
     rank, world, rank_from = (rank_of(table._raw, warnings) if table._raw is not None
                               else (None, 1, "none"))
@@ -590,7 +593,7 @@ def _backlog_rows(ctx: _Ctx, t0: int, t_end: int) -> list[int]:
     before ``t0``, or launched by no call in the trace (the launch preceded the capture) and
     running ahead of their stream's first activity launched from ``t0`` on (a stream runs in
     order; ``t_end`` when the stream has none)."""
-    launch_of = ctx.links.launch_of()
+    launch_of = ctx.launch_of
     first_new: dict[str, int] = {}
     for g in ctx.links.gpu_rows.tolist():
         lr = launch_of.get(g)
@@ -608,31 +611,31 @@ def _backlog_rows(ctx: _Ctx, t0: int, t_end: int) -> list[int]:
     return out
 
 
-def _backlog_us(ctx: _Ctx, first: Step, streams: dict[str, list]) -> dict[str, float]:
-    """Per modelled stream, how long (µs) after ``first`` starts it still ran GPU work
-    enqueued before then (:func:`_backlog_rows`)."""
+def _backlog_us(ctx: _Ctx, first: Step, streams: dict[str, list],
+                backlog: list[int]) -> dict[str, float]:
+    """Per modelled stream, how long (µs) after ``first`` starts it still ran the ``backlog``
+    (:func:`_backlog_rows` at ``first``'s start)."""
     t0 = first.start_ns
     busy: dict[str, float] = {}
-    for g in _backlog_rows(ctx, t0, first.end_ns):
+    for g in backlog:
         s = ctx.stream_of[g]
         if s in streams:
             busy[s] = max(busy.get(s, 0.0), (int(ctx.te[g]) - t0) / 1000.0)
     return busy
 
 
-def _peak_pending(ctx: _Ctx, first: Step, last: Step) -> int:
+def _peak_pending(ctx: _Ctx, first: Step, last: Step, backlog: list[int]) -> int:
     """The most launches pending (issued, their device work unfinished) that any launch call
     from ``first`` to ``last`` found, itself included: the runtime's launch queue held at least
     that many without blocking the host. A call launching several activities (a CUDA graph)
-    holds one entry until its last activity ends; backlog activities (:func:`_backlog_rows`)
-    hold one each from ``first``'s start."""
+    holds one entry until its last activity ends; the ``backlog`` activities
+    (:func:`_backlog_rows` at ``first``'s start) hold one each from that start."""
     t0, t1 = first.start_ns, last.end_ns
     ends: dict[int, int] = {}
-    for g, lr in ctx.links.launch_of().items():
+    for g, lr in ctx.launch_of.items():
         if t0 <= ctx.ts[lr] < t1:
             ends[lr] = max(ends.get(lr, 0), int(ctx.te[g]))
     events = [(int(ctx.ts[lr]), 1) for lr in ends] + [(e, -1) for e in ends.values()]
-    backlog = _backlog_rows(ctx, t0, first.end_ns)
     events += [(int(ctx.te[g]), -1) for g in backlog]
     events.sort(key=lambda e: (e[0], e[1]))   # at one instant, ends free slots first
     pending, peak = len(backlog), 0
@@ -1315,7 +1318,8 @@ def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
     streams = {s: [t.model_copy(update={"replay_us": None, "replay_gap_us": None}) for t in ts]
                for s, ts in streams.items()}
     model = StepModel(loader=ref.loader, host=HostParams(ops=ops),
-                      device=DeviceParams(streams=streams, launch_queue_depth=_queue_depth(fits)), comm=CommParams(world_size=world),
+                      device=DeviceParams(streams=streams, launch_queue_depth=_queue_depth(fits)),
+                      comm=CommParams(world_size=world),
                       ranks=rank_params, meta=meta)
     from_info = any(f.rank_from == "distributedInfo" for f in by_rank.values())
     _mark_sources(model, "measured" if from_info else "inferred", ref_rank)

@@ -76,10 +76,12 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
             no step number in common.
     """
     p = Path(path)
-    raws = load_rank_traces(p)
-    if len(raws) == 1:
-        return _one(raws[0], step_regex, sidecar)
-    return _job(raws, p, step_regex)
+    return _run(load_rank_traces(p), p, step_regex, sidecar)
+
+
+def _run(raws, where: Path, step_regex: str | None, sidecar=None) -> MeasuredSteps:
+    """One trace's run, or one run of several ranks (``raws`` read from ``where``)."""
+    return _one(raws[0], step_regex, sidecar) if len(raws) == 1 else _job(raws, where, step_regex)
 
 
 def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
@@ -100,6 +102,7 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
                 raise InputError(p, f"reads {r.path.name} again (already given as "
                                  f"{seen[key]}): a trace would count twice")
             seen[key] = Path(p)
+    mixed = False   # single rank files of multi-rank jobs that do not form one job
     if len(groups) > 1 and all(len(g) == 1 for g in groups):
         raws = [g[0] for g in groups]
         info = [rank_of(r, []) for r in raws]
@@ -110,24 +113,22 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
             run.warnings.append(f"the {len(raws)} traces are ranks {sorted(ranks)} of one job: "
                                 "measured as one run (each step takes its slowest rank)")
             return [run]
-        if sum(i[1] > 1 for i in info) > 1:
-            runs = [_one(r, step_regex, None) for r in raws]
-            runs[0].warnings.append(
-                "several of these traces are ranks of multi-rank jobs but do not form one job "
-                "(a rank repeats, or world sizes differ): each is pooled as a run of its own; "
-                "give one job's rank files together, e.g. as their directory")
-            return runs
-    return [_one(g[0], step_regex, None) if len(g) == 1 else _job(g, Path(p), step_regex)
-            for g, p in zip(groups, paths)]
+        mixed = sum(i[1] > 1 for i in info) > 1
+    runs = [_run(g, Path(p), step_regex) for g, p in zip(groups, paths)]
+    if mixed:
+        runs[0].warnings.append(
+            "several of these traces are ranks of multi-rank jobs but do not form one job "
+            "(a rank repeats, or world sizes differ): each is pooled as a run of its own; give "
+            "one job's rank files together, e.g. as their directory")
+    return runs
 
 
 def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     """One run of several ranks (see :func:`measured_steps`)."""
-    p = where
     runs = [_one(r, step_regex, None) for r in raws]
     common = sorted(set.intersection(*(set(r.step_numbers) for r in runs)))
     if not common:
-        raise InputError(p, f"the {len(runs)} rank traces share no step number "
+        raise InputError(where, f"the {len(runs)} rank traces share no step number "
                          f"({', '.join(f'{r.path.name}: {_span(r.step_numbers)}' for r in runs)})")
     notes = [w for r in runs for w in r.warnings]
     dropped = sum(len(r.step_numbers) for r in runs) - len(common) * len(runs)
@@ -138,7 +139,7 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     wait = [max(r.input_wait_us[ix[n]] for r, ix in zip(runs, idx)) for n in common]
     necks = {r.bottleneck for r in runs}
     neck = next(b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
-    return MeasuredSteps(p, step_us, wait, neck, notes, common)
+    return MeasuredSteps(where, step_us, wait, neck, notes, common)
 
 
 def _span(numbers: list[int]) -> str:

@@ -89,10 +89,11 @@ class StepEvents:
 
 
 class LaunchQueue:
-    """One rank's bounded queue of launched, unfinished device work (the runtime's launch queue,
-    ``DeviceParams.launch_queue_depth`` entries): a launch takes a slot (a coarsened task one per fine launch it stands for,
-    at most ``capacity``), its task frees them on completion; the host blocks only when the
-    slots it needs are taken. A counter with one waiter (the rank's host thread)."""
+    """One rank's bounded queue of launched, unfinished device work (the runtime's launch
+    queue, ``DeviceParams.launch_queue_depth`` entries): a launch takes a slot (a coarsened
+    task one per fine launch it stands for, at most ``capacity``), its task frees them on
+    completion; the host blocks only when the slots it needs are taken. A counter with one
+    waiter (the rank's host thread)."""
 
     def __init__(self, env: simpy.Environment, capacity: int):
         if capacity < 1:

@@ -479,7 +479,7 @@ def device_paced(result: SimResult, rank: int) -> bool:
     return later * 2 > len(ks)
 
 
-def _critical_path(bl: _Blame, w0: float, w1: float, paced_by_device: bool = False
+def _critical_path(bl: _Blame, w0: float, w1: float, paced_by_device: bool
                    ) -> tuple[str, dict[str, float], dict[str, float], list[Hole]]:
     compute = sorted((r for r in bl.runs if bl.is_compute(r)), key=lambda r: r.start_us)
     iv = [(max(r.start_us, w0), min(r.end_us, w1)) for r in compute

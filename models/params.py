@@ -43,12 +43,12 @@ PHASES = ("forward", "backward", "optimizer", "data", "other")
 Phase = Literal["forward", "backward", "optimizer", "data", "other"]
 SCHEMA_VERSION = 1
 MAX_WORKERS, MAX_PREFETCH, MAX_THREADS, MAX_CORES = 1024, 1024, 256, 4096
+"""Bounds on loader settings: far beyond any real DataLoader or host, and small enough that a
+typo (``num_workers=1000000``) is an error rather than a simulation that never ends."""
 MAX_OUTSTANDING = 16384
 """Most batches ``num_workers × prefetch_factor`` may keep outstanding in a simulation."""
 MAX_RANKS = 512
 """Most ranks one model simulates."""
-"""Bounds on loader settings: far beyond any real DataLoader or host, and small enough that a
-typo (``num_workers=1000000``) is an error rather than a simulation that never ends."""
 
 
 LAUNCH_QUEUE_DEPTH = 1024
@@ -56,6 +56,7 @@ LAUNCH_QUEUE_DEPTH = 1024
 undocumented figure consistent with traces where the host stalls inside ``cudaLaunchKernel``
 (assumed; a calibrated model raises it when its trace shows more pending)."""
 MAX_LAUNCH_QUEUE_DEPTH = 1 << 24
+"""Largest ``device.launch_queue_depth`` accepted (a bound on typos, not a hardware figure)."""
 
 
 MAX_DURATION_US = 1e12
@@ -89,9 +90,7 @@ class DurationSpec(_Strict):
 
     @model_validator(mode="after")
     def _check_samples(self):
-        if self.samples_us is not None:
-            if not self.samples_us or min(self.samples_us) < 0:
-                raise ValueError("samples_us must be non-empty and >= 0")
+        _non_empty(self, "samples_us")
         return self
 
     @classmethod
@@ -276,7 +275,8 @@ class DeviceParams(_Strict):
     streams: dict[str, list[DeviceTask]] = Field(default_factory=dict)
     launch_queue_depth: int = Field(default=LAUNCH_QUEUE_DEPTH, ge=1, le=MAX_LAUNCH_QUEUE_DEPTH)
     """Launched, unfinished device tasks the runtime holds before a launch blocks the host
-    (``LAUNCH_QUEUE_DEPTH`` unless a trace showed more pending; see ``models.device.LaunchQueue``)."""
+    (``LAUNCH_QUEUE_DEPTH`` unless a trace showed more pending; see
+    ``models.device.LaunchQueue``)."""
     gap_scale: float = Field(default=1.0, ge=0, le=1e6)
     """Factor on every task's ``gap_us`` when simulated (1: as calibrated). One number for
     all of the device's unexplained idle, so a what-if or a prediction interval can vary it."""
@@ -421,15 +421,7 @@ class StepModel(_Strict):
         not need it."""
         if not isinstance(data, dict):
             return data
-        host, device = data.get("host"), data.get("device")
-        ops = host.get("ops") if isinstance(host, dict) else None
-        streams = device.get("streams") if isinstance(device, dict) else None
-        ops = ops if isinstance(ops, list) else []
-        tasks = [t for ts in streams.values() if isinstance(ts, list) for t in ts] \
-            if isinstance(streams, dict) else []
-        holders = [(o, ("replay_us",)) for o in ops if isinstance(o, dict)]
-        holders += [(t, ("replay_us", "replay_gap_us")) for t in tasks if isinstance(t, dict)]
-        have = [h.get(k) is not None for h, keys in holders for k in keys]
+        have = [h.get(k) is not None for h, keys in _window_holders(data) for k in keys]
         window = data.get("replay") is not None
         if not any(have) or (window and all(have)):
             return data
@@ -437,16 +429,9 @@ class StepModel(_Strict):
                else "some ops or tasks lack their captured per-step values")
         data = copy.deepcopy(data)   # the caller's dict stays as it was
         data["replay"] = None
-        host, device = data.get("host"), data.get("device")
-        for op in host.get("ops") or [] if isinstance(host, dict) else []:
-            if isinstance(op, dict):
-                op.pop("replay_us", None)
-        streams = device.get("streams") if isinstance(device, dict) else None
-        for ts in streams.values() if isinstance(streams, dict) else []:
-            for t in ts if isinstance(ts, list) else []:
-                if isinstance(t, dict):
-                    t.pop("replay_us", None)
-                    t.pop("replay_gap_us", None)
+        for h, keys in _window_holders(data):
+            for k in keys:
+                h.pop(k, None)
         meta = dict(data.get("meta") or {})
         meta["warnings"] = list(meta.get("warnings") or []) + [
             f"captured window dropped ({why}): no window replay; the steady state is unchanged"]
@@ -524,6 +509,20 @@ class StepModel(_Strict):
         return self.model_copy(update={
             "replay": None, "host": self.host.model_copy(update={"ops": ops}),
             "device": self.device.model_copy(update={"streams": streams})})
+
+
+def _window_holders(data: dict) -> list[tuple[dict, tuple[str, ...]]]:
+    """In a StepModel given as a dict, every host op and device task (as dicts) with the keys
+    that hold its captured per-step values."""
+    host, device = data.get("host"), data.get("device")
+    ops = host.get("ops") if isinstance(host, dict) else None
+    streams = device.get("streams") if isinstance(device, dict) else None
+    out = [(o, ("replay_us",)) for o in (ops if isinstance(ops, list) else [])
+           if isinstance(o, dict)]
+    for ts in streams.values() if isinstance(streams, dict) else []:
+        out += [(t, ("replay_us", "replay_gap_us")) for t in (ts if isinstance(ts, list) else [])
+                if isinstance(t, dict)]
+    return out
 
 
 def _check_no_wait_cycle(streams: dict[str, list[DeviceTask]]) -> None:

@@ -122,7 +122,8 @@ def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
         ids = [t.id for t in tasks.values() if t.phase == phase and t.kind != "collective"]
         total = sum(out[i] for i in ids)
         if not ids:
-            raise SimulationError(f"rank {rp.rank}: phase_extra_us names phase {phase!r}, which has no tasks")
+            raise SimulationError(f"rank {rp.rank}: phase_extra_us names phase {phase!r}, "
+                                  "which has no tasks")
         for i in ids:
             out[i] += extra * (out[i] / total if total > 0 else 1 / len(ids))
     return out
@@ -263,17 +264,18 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             sync on a task launched later, a cycle of waits); ``replay`` on a model without a
             captured window or with several ranks.
     """
-    window = model.replay if replay else None
+    captured = model.replay if replay else None
     if replay:
-        if window is None:
-            raise SimulationError("this model has no captured window to replay (only a single-rank "
-                             "trace calibration keeps one; a what-if drops it)")
+        if captured is None:
+            raise SimulationError("this model has no captured window to replay (only a "
+                                  "single-rank trace calibration keeps one; a what-if drops it)")
         if len(model.ranks) != 1:
             raise SimulationError("a window replay is of one rank; this model has "
-                             f"{len(model.ranks)}")
-        steps, warmup = len(window.steps), 0
+                                  f"{len(model.ranks)}")
+        steps, warmup = len(captured.steps), 0
     if steps < 1 or warmup < 0:
-        raise SimulationError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+        raise SimulationError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, "
+                              f"warmup={warmup}")
     if not model.host.ops:
         raise SimulationError("the model's host thread has no ops: nothing to simulate")
     env = simpy.Environment()
@@ -286,7 +288,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     events = StepEvents(env)
     # a window replay gives the host its measured next() times: the main thread's own work,
     # whatever the workers did (they are not simulated)
-    lp = model.loader if window is None else model.loader.model_copy(update={"num_workers": 0})
+    lp = model.loader if captured is None else model.loader.model_copy(update={"num_workers": 0})
     threads = lp.num_workers * lp.threads_per_worker + (1 if lp.pin_memory and lp.num_workers else 0)
     threads += 1 if model.host.uses_core else 0
     ops = host_plan(model, replay)
@@ -295,6 +297,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     def sync_step(step: int) -> bool:
         return (step + 1) % accum == 0
 
+    backlog = captured.stream_busy_us if captured is not None else {}
     runs: list[TaskRun] = []
     waits: list[HostWait] = []
     hosts, starts, loaders = [], [], []
@@ -305,11 +308,10 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         engines = {"h2d": simpy.Resource(env, capacity=1), "d2h": simpy.Resource(env, capacity=1)}
         lq = LaunchQueue(env, model.device.launch_queue_depth)
 
-        busy = window.stream_busy_us if window is not None else {}
         _release_step_before(events, rp.rank, model)
         for s, plans in stream_plans(model, i, replay).items():
             env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
-                                       n_total, lq, runs, sync_step, busy.get(s, 0.0)))
+                                       n_total, lq, runs, sync_step, backlog.get(s, 0.0)))
         st: list[float] = []
         starts.append(st)
         hosts.append(env.process(host_process(
@@ -335,10 +337,10 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         except RuntimeError as e:
             if "until" not in str(e) and "No scheduled events" not in str(e):
                 raise
-            raise SimulationError(f"the device never finished step {last} (t={env.now:.1f} us): a "
-                             "task waits for something that never happens") from None
-    if window is not None:
-        marks = [replay_marks(starts[0], runs, steps, window.last_gpu_inclusive)]
+            raise SimulationError(f"the device never finished step {last} (t={env.now:.1f} "
+                                  "us): a task waits for something that never happens") from None
+    if captured is not None:
+        marks = [replay_marks(starts[0], runs, steps, captured.last_gpu_inclusive)]
     else:
         marks = step_marks(starts, runs, [r.rank for r in model.ranks], warmup + steps)
     step_us = np.array([[m[k + 1] - m[k] for k in range(warmup, warmup + steps)] for m in marks])

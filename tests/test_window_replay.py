@@ -208,7 +208,8 @@ def test_a_wait_on_the_previous_steps_work_is_modelled(tmp_path):
     assert base == pytest.approx(float(np.median(m.meta.measured_step_us)), rel=0.02)
     # the dependency carries a what-if across steps: A twice as fast shortens every step
     faster = apply_ops(m, [ScaleOp(select=Selector(name=("volta_sgemm_128x64_nn",)), factor=0.5)])
-    assert simulate(faster, steps=6, warmup=3).median_step_us == pytest.approx(base - 1500, rel=0.02)
+    assert simulate(faster, steps=6, warmup=3).median_step_us == \
+        pytest.approx(base - 1500, rel=0.02)
     assert window_replay(m).median_error == pytest.approx(0.0, abs=0.01)
     assert coarsen(m).task_map()[b.id].prev_waits == [a.id]
 
