@@ -584,7 +584,9 @@ def load_model(path: str | Path) -> StepModel:
     if "stepsim_sidecar" in data:
         raise InputError(p, "this is a capture sidecar, not a StepModel; pass it to "
                             "'stepsim calibrate TRACE --sidecar FILE'")
-    if not (data.get("host") or {}).get("ops"):
+    host = data.get("host")
+    if not host or (isinstance(host, dict) and not host.get("ops")):
+        # any other kind of "host" is left to the schema's one-line error below
         raise InputError(p, "the model's host thread has no ops (host.ops): nothing to simulate")
     try:
         return StepModel.model_validate(data)

@@ -206,3 +206,12 @@ def test_a_ledger_must_be_a_regular_file(tmp_path):
     r = run_cli("validate", str(REPO / "scenarios" / "reference" / "input_pipeline_a.yaml"),
                 str(tmp_path / "missing.json"), "--ledger", str(fifo))
     assert r.returncode == 2 and "must be a regular file" in r.stderr
+
+
+@pytest.mark.parametrize("host", [5, "x", [1]])
+def test_a_model_whose_host_is_not_an_object_gives_one_line(tmp_path, host):
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps({"host": host}))
+    r = run_cli("simulate", str(p))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and str(p) in lines[0], r.stderr
