@@ -267,8 +267,9 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     captured = model.replay if replay else None
     if replay:
         if captured is None:
-            raise SimulationError("this model has no captured window to replay (only a "
-                                  "single-rank trace calibration keeps one; a what-if drops it)")
+            raise SimulationError("this model has no captured window to replay (only the "
+                                  "calibration of a single-rank GPU trace keeps one; a what-if "
+                                  "drops it)")
         if len(model.ranks) != 1:
             raise SimulationError("a window replay is of one rank; this model has "
                                   f"{len(model.ranks)}")
