@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from simcore.errors import SimulationError, StepsimError, shown
-from simcore.units import us_to_ms
+from stepsim.simcore.errors import SimulationError, StepsimError, shown
+from stepsim.simcore.units import us_to_ms
 
 
 DEFAULT_STEPS, DEFAULT_WARMUP = 30, 20
@@ -107,12 +107,12 @@ def _fmt_ms(us: float) -> str:
 
 # ---------------------------------------------------------------- calibrate -----------------
 def cmd_calibrate(args) -> int:
-    from calibration.calibrate import calibrate
-    from models.params import save_model
+    from stepsim.calibration.calibrate import calibrate
+    from stepsim.models.params import save_model
 
     import numpy as np
 
-    from models.simulate import simulate, window_replay
+    from stepsim.models.simulate import simulate, window_replay
 
     model = calibrate(args.trace, sidecar=args.sidecar, step_regex=args.step_regex)
     save_model(model, args.output)
@@ -153,10 +153,10 @@ def cmd_calibrate(args) -> int:
 
 # ---------------------------------------------------------------- simulate ------------------
 def cmd_simulate(args) -> int:
-    from models.params import load_model
-    from models.simulate import simulate
-    from models.metrics import summarize
-    from report.tables import print_summary
+    from stepsim.models.params import load_model
+    from stepsim.models.simulate import simulate
+    from stepsim.models.metrics import summarize
+    from stepsim.report.tables import print_summary
 
     model = load_model(args.model)
     if args.window:
@@ -165,7 +165,7 @@ def cmd_simulate(args) -> int:
     summary = summarize(res)
     print_summary(model, summary, as_json=args.json)
     if args.chrome_trace:
-        from report.chrome import write_chrome_trace
+        from stepsim.report.chrome import write_chrome_trace
         write_chrome_trace(res, args.chrome_trace)
     return 0
 
@@ -176,8 +176,8 @@ def _simulate_window(model, args) -> int:
     ``--window``; ``--chrome-trace`` shows the replayed window's timeline)."""
     import orjson
 
-    from models.simulate import window_replay
-    from report.tables import print_window, window_dict
+    from stepsim.models.simulate import window_replay
+    from stepsim.report.tables import print_window, window_dict
 
     w = window_replay(model)
     if args.json:
@@ -185,14 +185,14 @@ def _simulate_window(model, args) -> int:
     else:
         print_window(w)
     if args.chrome_trace:
-        from report.chrome import write_chrome_trace
+        from stepsim.report.chrome import write_chrome_trace
         write_chrome_trace(w.result, args.chrome_trace)
     return 0
 
 
 # ---------------------------------------------------------------- demo ----------------------
 def cmd_demo(args) -> int:
-    from demo.run import run_demo
+    from stepsim.demo.run import run_demo
 
     return run_demo(Path(args.out), quick=args.quick, seed=args.seed)
 
@@ -207,7 +207,7 @@ class _OpAction(argparse.Action):
 
 
 def _planner_ops(args) -> list:
-    from scenarios.transforms import (load_scenario, parse_fix, parse_remove, parse_scale,
+    from stepsim.scenarios.transforms import (load_scenario, parse_fix, parse_remove, parse_scale,
                                       parse_set)
 
     out: list = []
@@ -226,21 +226,21 @@ def _planner_ops(args) -> list:
 
 
 def _warn_caveats(model, ops, paths=()) -> None:
-    from scenarios.transforms import caveats
+    from stepsim.scenarios.transforms import caveats
 
     for w in caveats(model, ops, paths):
         print(f"warning: {w}", file=sys.stderr)
 
 
 def _sim_kw(args) -> dict:
-    from scenarios.parallel import default_jobs
+    from stepsim.scenarios.parallel import default_jobs
 
     return {"steps": args.steps, "warmup": args.warmup, "seed": args.seed,
             "jobs": args.jobs or default_jobs()}
 
 
 def _measured(traces: list[str]):
-    from calibration.measure import measured_runs
+    from stepsim.calibration.measure import measured_runs
 
     runs = measured_runs(traces)
     for ms in runs:
@@ -250,9 +250,9 @@ def _measured(traces: list[str]):
 
 
 def cmd_whatif(args) -> int:
-    from models.params import load_model, save_model
-    from report.planner import print_whatif, progress_bar
-    from scenarios.predict import predict
+    from stepsim.models.params import load_model, save_model
+    from stepsim.report.planner import print_whatif, progress_bar
+    from stepsim.scenarios.predict import predict
 
     model = load_model(args.model)
     ops = _planner_ops(args)
@@ -272,10 +272,10 @@ def cmd_whatif(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from models.params import load_model
-    from report.planner import plot_sweep, print_sweep, progress_bar
-    from scenarios.sweep import parse_axis, sweep
-    from scenarios.transforms import parse_value
+    from stepsim.models.params import load_model
+    from stepsim.report.planner import plot_sweep, print_sweep, progress_bar
+    from stepsim.scenarios.sweep import parse_axis, sweep
+    from stepsim.scenarios.transforms import parse_value
 
     model = load_model(args.model)
     grid: dict = {}
@@ -307,9 +307,9 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_ceiling(args) -> int:
-    from models.params import load_model
-    from report.planner import plot_ceilings, print_ceilings, progress_bar
-    from scenarios.ceiling import ceilings
+    from stepsim.models.params import load_model
+    from stepsim.report.planner import plot_ceilings, print_ceilings, progress_bar
+    from stepsim.scenarios.ceiling import ceilings
 
     model = load_model(args.model)
     with progress_bar("ceilings", enabled=not args.json) as prog:
@@ -323,11 +323,11 @@ def cmd_ceiling(args) -> int:
 def cmd_plan(args) -> int:
     import yaml
 
-    from models.params import load_model
-    from report.planner import print_plan, progress_bar
-    from scenarios.plan import plan
-    from scenarios.transforms import Scenario, parse_fix
-    from simcore.atomic import write_atomic
+    from stepsim.models.params import load_model
+    from stepsim.report.planner import print_plan, progress_bar
+    from stepsim.scenarios.plan import plan
+    from stepsim.scenarios.transforms import Scenario, parse_fix
+    from stepsim.simcore.atomic import write_atomic
 
     model = load_model(args.model)
     fix_args: dict = {}
@@ -351,10 +351,10 @@ def cmd_plan(args) -> int:
 def cmd_validate(args) -> int:
     from collections import Counter
 
-    from models.params import load_model
-    from report.planner import print_validation, progress_bar
-    from scenarios.predict import predict
-    from scenarios.validate import append_ledger, validate
+    from stepsim.models.params import load_model
+    from stepsim.report.planner import print_validation, progress_bar
+    from stepsim.scenarios.predict import predict
+    from stepsim.scenarios.validate import append_ledger, validate
 
     model = load_model(args.model)
     ops = _planner_ops(args)
@@ -373,9 +373,9 @@ def cmd_validate(args) -> int:
 
 
 def cmd_ledger(args) -> int:
-    from report.planner import print_ledger
-    from scenarios.validate import read_ledger, summarize_ledger
-    from simcore.errors import InputError
+    from stepsim.report.planner import print_ledger
+    from stepsim.scenarios.validate import read_ledger, summarize_ledger
+    from stepsim.simcore.errors import InputError
 
     if not Path(args.file).exists():
         raise InputError(args.file, "no such ledger file")
@@ -387,7 +387,7 @@ def cmd_ledger(args) -> int:
 
 
 def cmd_fixes(args) -> int:
-    from report.planner import print_fixes
+    from stepsim.report.planner import print_fixes
 
     print_fixes(as_json=args.json)
     return 0

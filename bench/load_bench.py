@@ -27,14 +27,13 @@ TRACES = ROOT.parent / "shared" / "traces"
 
 _CHILD = r"""
 import gzip, json, sys, time
-sys.path.insert(0, {root!r})
 def rss_kb(key):
     for line in open('/proc/self/status'):
         if line.startswith(key):
             return int(line.split()[1])
 import orjson
-from calibration.trace_io import load_trace
-from calibration.events import build_table
+from stepsim.calibration.trace_io import load_trace
+from stepsim.calibration.events import build_table
 path, what = {path!r}, {what!r}
 raw = open(path, 'rb').read()
 if raw[:2] == b'\x1f\x8b':
@@ -59,7 +58,7 @@ print(json.dumps({{'s': dt, 'peak_kb': max(0, peak - base), 'json_bytes': nbytes
 def _measure(path: Path, what: str, repeat: int) -> dict:
     best = None
     for _ in range(repeat):
-        code = _CHILD.format(root=str(ROOT), path=str(path), what=what)
+        code = _CHILD.format(path=str(path), what=what)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -29,13 +29,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from calibration.gpu import calibrate_gpu  # noqa: E402
-from models.coarsen import coarsen  # noqa: E402
-from models.metrics import exposed_us, summarize  # noqa: E402
-from models.simulate import simulate, window_replay  # noqa: E402
-from simcore.errors import StepsimError  # noqa: E402
+from stepsim.calibration.gpu import calibrate_gpu  # noqa: E402
+from stepsim.models.coarsen import coarsen  # noqa: E402
+from stepsim.models.metrics import exposed_us, summarize  # noqa: E402
+from stepsim.models.simulate import simulate, window_replay  # noqa: E402
+from stepsim.simcore.errors import StepsimError  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces"
 STEPS, WARMUP = 10, 3

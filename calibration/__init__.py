@@ -2,12 +2,12 @@
 
 Interfaces shared inside the package (stable; see each module's docstring for details):
 
-* ``from calibration.trace_io import load_trace`` → :class:`~calibration.trace_io.RawTrace` with
+* ``from stepsim.calibration.trace_io import load_trace`` → :class:`~calibration.trace_io.RawTrace` with
   ``.path`` (Path), ``.events`` (the ``traceEvents`` list of dicts, never modified),
   ``.metadata`` (dict of the other top-level keys) and ``.ts_ns`` (int64 ns per event, parsed
   exactly from the ``ts`` text). ``load_rank_traces(dir)`` reads a directory of per-rank files.
   Bad input raises ``simcore.errors.InputError`` (file + byte offset / event index).
-* ``from calibration.events import EventTable, build_table`` → ``build_table(raw)`` gives one
+* ``from stepsim.calibration.events import EventTable, build_table`` → ``build_table(raw)`` gives one
   columnar table (numpy arrays): ``names``, ``cat`` (normalised: ``cpu_op``,
   ``user_annotation``, ``gpu_user_annotation``, ``cuda_runtime``, ``cuda_driver``, ``kernel``,
   ``gpu_memcpy``, ``gpu_memset``, ``ac2g``, ``fwdbwd``, ``python_function``, ``instant``,
@@ -15,16 +15,16 @@ Interfaces shared inside the package (stable; see each module's docstring for de
   (int64 ns, relative to the trace's earliest ``ts``), ``correlation``, ``external_id``,
   ``stream``, ``device``, ``bytes``, … Helpers: ``where(mask)``, ``is_cat(*cats)``,
   ``busy_mask()``, ``gpu_mask()``, ``end_ns``, ``event(i)``.
-* ``from calibration.steps import find_steps`` → ``find_steps(table, step_regex=None)`` gives a
+* ``from stepsim.calibration.steps import find_steps`` → ``find_steps(table, step_regex=None)`` gives a
   ``StepList`` (a list of ``Step`` with ``number``, ``start_ns``, ``end_ns`` (start to next
   start), ``cpu_end_ns``, ``pid``, ``tid``, ``name``, ``last``) with ``.warnings`` and
   ``.method``.
-* ``from calibration.gpu import calibrate_gpu`` → ``calibrate_gpu(paths, step_regex=None)``
+* ``from stepsim.calibration.gpu import calibrate_gpu`` → ``calibrate_gpu(paths, step_regex=None)``
   fits a StepModel from a GPU trace file or a directory of per-rank files.
 """
-from calibration.events import EventTable, build_table
-from calibration.steps import Step, StepList, find_steps
-from calibration.trace_io import RawTrace, load_rank_traces, load_trace
+from stepsim.calibration.events import EventTable, build_table
+from stepsim.calibration.steps import Step, StepList, find_steps
+from stepsim.calibration.trace_io import RawTrace, load_rank_traces, load_trace
 
 __all__ = [
     "RawTrace", "load_trace", "load_rank_traces",
@@ -36,6 +36,6 @@ __all__ = [
 
 def calibrate_gpu(paths, step_regex=None):
     """See :func:`calibration.gpu.calibrate_gpu` (imported lazily)."""
-    from calibration.gpu import calibrate_gpu as _cal
+    from stepsim.calibration.gpu import calibrate_gpu as _cal
 
     return _cal(paths, step_regex=step_regex)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from calibration.cpu import fit_cpu_model
-from calibration.events import build_table
-from calibration.sidecar import load_sidecar
-from calibration.steps import find_steps
-from calibration.trace_io import load_trace
-from models.params import StepModel
-from simcore.errors import InputError, StepsimError
+from stepsim.calibration.cpu import fit_cpu_model
+from stepsim.calibration.events import build_table
+from stepsim.calibration.sidecar import load_sidecar
+from stepsim.calibration.steps import find_steps
+from stepsim.calibration.trace_io import load_trace
+from stepsim.models.params import StepModel
+from stepsim.simcore.errors import InputError, StepsimError
 
 
 CAPTURE_TRACE, CAPTURE_SIDECAR = "trace.json.gz", "sidecar.json"
@@ -59,8 +59,8 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
 
 def _gpu(p, side, step_regex):
     """``p``: a directory of per-rank traces or a built event table."""
-    from calibration.gpu import calibrate_gpu
-    from models.coarsen import coarsen
+    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.models.coarsen import coarsen
 
     if side is None:
         return calibrate_gpu(p, step_regex=step_regex)
@@ -71,7 +71,7 @@ def _gpu(p, side, step_regex):
 
 def apply_sidecar(model: StepModel, side) -> StepModel:
     """The model with the sidecar's loader settings, produce times and cores filled in."""
-    from calibration.cpu import steady_records, fit_produce, loader_settings
+    from stepsim.calibration.cpu import steady_records, fit_produce, loader_settings
 
     upd = loader_settings(side)
     recs = steady_records(side, upd["num_workers"])

@@ -2,7 +2,7 @@
 
 Three lines::
 
-    from calibration.capture import Capture
+    from stepsim.calibration.capture import Capture
     cap = Capture("runs/nw2")                                   # 1. an output folder
     loader = cap.dataloader(dataset, batch_size=32, num_workers=2)   # 2. instead of DataLoader(...)
     for batch in cap.steps(loader, active=8):                   # 3. instead of `for batch in loader:`
@@ -51,7 +51,7 @@ from pathlib import Path
 import torch
 import torch.utils.data as tud
 
-from simcore.atomic import write_atomic
+from stepsim.simcore.atomic import write_atomic
 
 SIDECAR_VERSION = 1
 _STATE: dict = {"start": None, "seq": 0}

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.events import EventTable
-from calibration.sidecar import Sidecar
-from calibration.steps import StepList
-from models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
-from simcore.errors import InputError
+from stepsim.calibration.events import EventTable
+from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.steps import StepList
+from stepsim.models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
+from stepsim.simcore.errors import InputError
 
 MIN_STEPS = 4
 """Fewer profiled steps than this give a warning."""

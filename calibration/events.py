@@ -70,8 +70,8 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.trace_io import MAX_SPAN_US, RawTrace
-from simcore.errors import InputError
+from stepsim.calibration.trace_io import MAX_SPAN_US, RawTrace
+from stepsim.simcore.errors import InputError
 
 __all__ = ["EventTable", "build_table", "ALIAS_VERSION", "CATEGORY_ALIASES", "ARG_ALIASES",
            "GPU_CATS", "HOST_API_CATS"]

@@ -92,16 +92,16 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.events import EventTable, build_table
-from calibration.linking import LAUNCH_APIS, SYNC_APIS, Links, complete_steps, link
-from calibration.steps import DATALOADER_RE, Step, find_steps
-from calibration.trace_io import load_rank_traces, load_trace, rank_of
-from models.coarsen import coarsen
-from models.metrics import INPUT_WAIT_SHARE
-from models.params import (LAUNCH_QUEUE_DEPTH, CommParams, DeviceParams, DeviceTask,
+from stepsim.calibration.events import EventTable, build_table
+from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS, Links, complete_steps, link
+from stepsim.calibration.steps import DATALOADER_RE, Step, find_steps
+from stepsim.calibration.trace_io import load_rank_traces, load_trace, rank_of
+from stepsim.models.coarsen import coarsen
+from stepsim.models.metrics import INPUT_WAIT_SHARE
+from stepsim.models.params import (LAUNCH_QUEUE_DEPTH, CommParams, DeviceParams, DeviceTask,
                            DurationSpec, HostOp, HostParams, LoaderParams, Meta, RankParams,
                            ReplayWindow, StepModel)
-from simcore.errors import InputError
+from stepsim.simcore.errors import InputError
 
 __all__ = ["calibrate_gpu", "fit_rank", "RankFit", "CATEGORY_RULES", "categorize",
            "WAIT_MIN_US", "WAIT_WINDOW_US"]
@@ -1334,7 +1334,7 @@ def _cap_skew(model: StepModel, ref_rank: int, ref_step_us: float) -> StepModel:
     reference rank hid behind its own host work (it kept launching while the collective
     waited) would otherwise be charged twice. The reference's own time without skew is its
     simulated step alone; its measured step minus that is the waiting budget."""
-    from models.simulate import simulate
+    from stepsim.models.simulate import simulate
 
     worst = max((r.delay_us + sum(r.phase_extra_us.values()) for r in model.ranks), default=0.0)
     if worst <= 0:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibration.events import EventTable
+from stepsim.calibration.events import EventTable
 
 __all__ = ["LAUNCH_APIS", "SYNC_APIS", "Links", "link", "step_coverage", "complete_steps",
            "api_kind"]

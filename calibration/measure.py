@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.cpu import step_loader_waits_us, waited_for_cores
-from calibration.events import build_table
-from calibration.sidecar import load_sidecar
-from calibration.linking import complete_steps, link
-from calibration.steps import StepList, find_steps
-from calibration.trace_io import load_rank_traces, rank_of
-from simcore.errors import InputError
+from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
+from stepsim.calibration.events import build_table
+from stepsim.calibration.sidecar import load_sidecar
+from stepsim.calibration.linking import complete_steps, link
+from stepsim.calibration.steps import StepList, find_steps
+from stepsim.calibration.trace_io import load_rank_traces, rank_of
+from stepsim.simcore.errors import InputError
 
 
 INPUT_BOUND_SHARE = 0.10

@@ -11,9 +11,9 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from models.params import MAX_CORES, MAX_PREFETCH, MAX_WORKERS
-from simcore.errors import InputError
-from simcore.files import read_input
+from stepsim.models.params import MAX_CORES, MAX_PREFETCH, MAX_WORKERS
+from stepsim.simcore.errors import InputError
+from stepsim.simcore.files import read_input
 
 
 _CFG = ConfigDict(extra="ignore", allow_inf_nan=False)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration.events import EventTable
+from stepsim.calibration.events import EventTable
 
 __all__ = ["Step", "StepList", "find_steps", "PROFILER_STEP_RE", "DATALOADER_RE", "OPTIMIZER_RE"]
 

@@ -49,8 +49,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from simcore.errors import InputError
-from simcore.files import open_input
+from stepsim.simcore.errors import InputError
+from stepsim.simcore.files import open_input
 
 __all__ = ["RawTrace", "load_trace", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
            "MAX_ABS_TS_US", "MAX_SPAN_US"]

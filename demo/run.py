@@ -34,15 +34,15 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from calibration.calibrate import calibrate
-from calibration.measure import measured_steps
-from models.params import save_model
-from models.simulate import simulate
-from scenarios.predict import predict
-from scenarios.transforms import parse_set
-from scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
-from simcore.atomic import write_atomic
-from simcore.errors import StepsimError
+from stepsim.calibration.calibrate import calibrate
+from stepsim.calibration.measure import measured_steps
+from stepsim.models.params import save_model
+from stepsim.models.simulate import simulate
+from stepsim.scenarios.predict import predict
+from stepsim.scenarios.transforms import parse_set
+from stepsim.scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
+from stepsim.simcore.atomic import write_atomic
+from stepsim.simcore.errors import StepsimError
 
 CALIBRATION_WORKERS = 1
 SETTINGS = (0, 1, 2, 3, 4, 8)
@@ -51,12 +51,9 @@ QUICK_SETTINGS = (0, 1, 2)
 
 def _capture(num_workers: int, out: Path, seed: int) -> None:
     """Run the workload in a fresh process; raise StepsimError if it fails."""
-    cmd = [sys.executable, "-m", "demo.workload", "--num-workers", str(num_workers),
+    cmd = [sys.executable, "-m", "stepsim.demo.workload", "--num-workers", str(num_workers),
            "--out", str(out), "--seed", str(seed)]
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0 or not (out / "trace.json.gz").exists():
         tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
         raise StepsimError(f"demo workload (num_workers={num_workers}) failed: {tail[0]}")

@@ -90,7 +90,7 @@ def run(num_workers: int, out_dir: str, active: int = 8, seed: int = 0,
     """Train the CNN with the given ``num_workers``, capturing ``active`` profiled steps."""
     import torch
 
-    from calibration.capture import Capture
+    from stepsim.calibration.capture import Capture
 
     torch.manual_seed(seed)
     torch.set_num_threads(1)

@@ -56,8 +56,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from models.params import DeviceTask, HostOp, StepModel
-from models.simulate import issue_points, simulate
+from stepsim.models.params import DeviceTask, HostOp, StepModel
+from stepsim.models.simulate import issue_points, simulate
 
 __all__ = ["coarsen", "MIN_SLACK_US", "MAX_CHAIN_GAP_US", "MAX_CHAIN_LAUNCHES",
            "MAX_CHAIN_SPAN_US"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import simpy
 
-from simcore.record import Recorder, Span
+from stepsim.simcore.record import Recorder, Span
 
 DEFAULT_QUANTUM_US = 2_000.0
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.params import CommParams, DeviceTask, GradParam, HostOp, StepModel
-from simcore.errors import ModelError
-from simcore.units import mib_to_bytes, transfer_us
+from stepsim.models.params import CommParams, DeviceTask, GradParam, HostOp, StepModel
+from stepsim.simcore.errors import ModelError
+from stepsim.simcore.units import mib_to_bytes, transfer_us
 
 __all__ = ["Bucket", "build_buckets", "apply_ddp", "collective_us", "ring_bus_bytes"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from simcore.record import Recorder, Span
+from stepsim.simcore.record import Recorder, Span
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from models.cpu import CpuPool, record_cpu_work
-from models.device import LaunchQueue, StepEvents
-from models.loader import DataLoaderSim
-from simcore.dists import Duration
-from simcore.record import Recorder, Span
+from stepsim.models.cpu import CpuPool, record_cpu_work
+from stepsim.models.device import LaunchQueue, StepEvents
+from stepsim.models.loader import DataLoaderSim
+from stepsim.simcore.dists import Duration
+from stepsim.simcore.record import Recorder, Span
 
 
 @dataclass(frozen=True, slots=True)

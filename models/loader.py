@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from models.cpu import CpuPool, record_cpu_work
-from models.params import LoaderParams
-from simcore.record import Recorder, Span
-from simcore.units import transfer_us
+from stepsim.models.cpu import CpuPool, record_cpu_work
+from stepsim.models.params import LoaderParams
+from stepsim.simcore.record import Recorder, Span
+from stepsim.simcore.units import transfer_us
 
 
 @dataclass

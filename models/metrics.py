@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.ddp import ring_bus_bytes
-from models.device import TaskRun
-from models.simulate import SimResult
-from simcore.errors import ModelError
+from stepsim.models.ddp import ring_bus_bytes
+from stepsim.models.device import TaskRun
+from stepsim.models.simulate import SimResult
+from stepsim.simcore.errors import ModelError
 
 __all__ = [
     "BOTTLENECK_LABELS", "Summary", "CollectiveStat", "CollectiveSplit", "summarize", "label",

@@ -26,9 +26,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from simcore.dists import Constant, Duration, Empirical, LogNormal
-from simcore.errors import InputError, ModelError, printable
-from simcore.files import read_input
+from stepsim.simcore.dists import Constant, Duration, Empirical, LogNormal
+from stepsim.simcore.errors import InputError, ModelError, printable
+from stepsim.simcore.files import read_input
 
 Source = Literal["measured", "inferred", "assumed"]
 CATEGORIES = (
@@ -598,6 +598,6 @@ def load_model(path: str | Path) -> StepModel:
 
 def save_model(model: StepModel, path: str | Path) -> None:
     """Write ``model`` as indented JSON, atomically (temp file in the same folder + rename)."""
-    from simcore.atomic import write_atomic
+    from stepsim.simcore.atomic import write_atomic
 
     write_atomic(Path(path), model.model_dump_json(indent=1).encode())

@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from models.cpu import CpuPool
-from models.ddp import collective_us
-from models.device import Barrier, LaunchQueue, StepEvents, TaskPlan, TaskRun, stream_process
-from models.host import HostOpPlan, HostWait, host_process
-from models.loader import DataLoaderSim, LoaderStats
-from models.params import StepModel
-from simcore.dists import Empirical
-from simcore.errors import SimulationError
-from simcore.record import ListRecorder, Recorder, Span
-from simcore.rng import spawn_streams
+from stepsim.models.cpu import CpuPool
+from stepsim.models.ddp import collective_us
+from stepsim.models.device import Barrier, LaunchQueue, StepEvents, TaskPlan, TaskRun, stream_process
+from stepsim.models.host import HostOpPlan, HostWait, host_process
+from stepsim.models.loader import DataLoaderSim, LoaderStats
+from stepsim.models.params import StepModel
+from stepsim.simcore.dists import Empirical
+from stepsim.simcore.errors import SimulationError
+from stepsim.simcore.record import ListRecorder, Recorder, Span
+from stepsim.simcore.rng import spawn_streams
 
 @dataclass
 class SimResult:

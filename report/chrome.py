@@ -12,8 +12,8 @@ from pathlib import Path
 
 import orjson
 
-from models.simulate import SimResult
-from simcore.atomic import write_atomic
+from stepsim.models.simulate import SimResult
+from stepsim.simcore.atomic import write_atomic
 
 __all__ = ["chrome_trace", "write_chrome_trace"]
 

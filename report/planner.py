@@ -16,15 +16,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from report.tables import console
-from scenarios.ceiling import CeilingReport
-from scenarios.fixes import FIXES
-from scenarios.plan import Plan
-from scenarios.predict import Prediction
-from scenarios.sweep import SweepResult
-from scenarios.validate import LedgerRecord, LedgerSummary
-from simcore.atomic import write_atomic
-from simcore.units import us_to_ms
+from stepsim.report.tables import console
+from stepsim.scenarios.ceiling import CeilingReport
+from stepsim.scenarios.fixes import FIXES
+from stepsim.scenarios.plan import Plan
+from stepsim.scenarios.predict import Prediction
+from stepsim.scenarios.sweep import SweepResult
+from stepsim.scenarios.validate import LedgerRecord, LedgerSummary
+from stepsim.simcore.atomic import write_atomic
+from stepsim.simcore.units import us_to_ms
 
 
 _FLAT = 0.005

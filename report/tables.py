@@ -9,10 +9,10 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from models.metrics import Summary, label
-from models.params import StepModel
-from models.simulate import WindowReplay
-from simcore.units import us_to_ms
+from stepsim.models.metrics import Summary, label
+from stepsim.models.params import StepModel
+from stepsim.models.simulate import WindowReplay
+from stepsim.simcore.units import us_to_ms
 
 
 MIN_BOUND_SHARE = 0.01

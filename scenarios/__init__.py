@@ -20,16 +20,16 @@ Stable interfaces (times in µs):
 """
 from pathlib import Path
 
-from scenarios.ceiling import CeilingReport, CeilingRow, ceilings
-from scenarios.fixes import FIXES, Fix, get_fix
-from scenarios.plan import Move, Plan, plan
-from scenarios.predict import Prediction, predict
-from scenarios.select import Selector
-from scenarios.sweep import Knee, SweepPoint, SweepResult, parse_axis, sweep
-from scenarios.transforms import (FixOp, Operation, RemoveOp, ScaleOp, Scenario, SetOp,
+from stepsim.scenarios.ceiling import CeilingReport, CeilingRow, ceilings
+from stepsim.scenarios.fixes import FIXES, Fix, get_fix
+from stepsim.scenarios.plan import Move, Plan, plan
+from stepsim.scenarios.predict import Prediction, predict
+from stepsim.scenarios.select import Selector
+from stepsim.scenarios.sweep import Knee, SweepPoint, SweepResult, parse_axis, sweep
+from stepsim.scenarios.transforms import (FixOp, Operation, RemoveOp, ScaleOp, Scenario, SetOp,
                                   apply_ops, describe_ops, load_scenario, parse_fix,
                                   parse_remove, parse_scale, parse_selector, parse_set)
-from scenarios.validate import (LedgerRecord, LedgerSummary, append_ledger, read_ledger,
+from stepsim.scenarios.validate import (LedgerRecord, LedgerSummary, append_ledger, read_ledger,
                                 summarize_ledger, validate)
 
 REFERENCE = Path(__file__).parent / "reference"

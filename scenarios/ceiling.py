@@ -33,12 +33,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from models.metrics import amdahl_ceiling, label
-from models.params import CATEGORIES, StepModel
-from scenarios.parallel import Progress, run_many
-from scenarios.predict import Prediction, predict, simulate_summary
-from scenarios.select import Selector, copy_direction
-from scenarios.transforms import Operation, RemoveOp, ScaleOp, SetOp, apply_ops
+from stepsim.models.metrics import amdahl_ceiling, label
+from stepsim.models.params import CATEGORIES, StepModel
+from stepsim.scenarios.parallel import Progress, run_many
+from stepsim.scenarios.predict import Prediction, predict, simulate_summary
+from stepsim.scenarios.select import Selector, copy_direction
+from stepsim.scenarios.transforms import Operation, RemoveOp, ScaleOp, SetOp, apply_ops
 
 _KERNELS = ("kernel", "memset")
 _COMPUTE = set(CATEGORIES) - {"communication"}

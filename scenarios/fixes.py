@@ -32,12 +32,12 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from models.ddp import apply_ddp
-from models.params import Phase, StepModel
-from scenarios.paths import set_value, telling_error, validated
-from scenarios.primitives import remove, scale
-from scenarios.select import Selector, copy_direction
-from simcore.errors import ModelError
+from stepsim.models.ddp import apply_ddp
+from stepsim.models.params import Phase, StepModel
+from stepsim.scenarios.paths import set_value, telling_error, validated
+from stepsim.scenarios.primitives import remove, scale
+from stepsim.scenarios.select import Selector, copy_direction
+from stepsim.simcore.errors import ModelError
 
 FixKind = Literal["systems", "numerics", "algorithm", "hardware"]
 

@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from simcore.errors import ModelError, StepsimError
+from stepsim.simcore.errors import ModelError, StepsimError
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each item finishes."""

@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from models.params import DeviceParams, DurationSpec, StepModel
-from simcore.errors import ModelError
+from stepsim.models.params import DeviceParams, DurationSpec, StepModel
+from stepsim.simcore.errors import ModelError
 
 _SEG = re.compile(r"\[([^\]]*)\]|([^.\[\]]+)")
 Key = str | int

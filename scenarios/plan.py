@@ -25,13 +25,13 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from models.params import StepModel
-from scenarios.ceiling import CeilingReport, CeilingRow, ceilings
-from scenarios.fixes import FIXES, FixKind
-from scenarios.parallel import Progress, run_many
-from scenarios.predict import Prediction, predict
-from scenarios.transforms import FixOp, Operation
-from simcore.errors import ModelError
+from stepsim.models.params import StepModel
+from stepsim.scenarios.ceiling import CeilingReport, CeilingRow, ceilings
+from stepsim.scenarios.fixes import FIXES, FixKind
+from stepsim.scenarios.parallel import Progress, run_many
+from stepsim.scenarios.predict import Prediction, predict
+from stepsim.scenarios.transforms import FixOp, Operation
+from stepsim.simcore.errors import ModelError
 
 SYSTEMS_ONLY: tuple[FixKind, ...] = ("systems",)
 

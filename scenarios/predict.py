@@ -38,15 +38,15 @@ from typing import Any, Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from models.metrics import Summary, summarize
-from models.params import DeviceTask, DurationSpec, StepModel
-from models.simulate import simulate, task_durations
-from scenarios.parallel import Progress, run_many
-from scenarios.paths import get_value, set_value
-from scenarios.transforms import Operation, apply_ops, describe_ops
-from simcore.errors import ModelError
-from simcore.rng import spawn_streams
-from simcore.units import us_to_ms
+from stepsim.models.metrics import Summary, summarize
+from stepsim.models.params import DeviceTask, DurationSpec, StepModel
+from stepsim.models.simulate import simulate, task_durations
+from stepsim.scenarios.parallel import Progress, run_many
+from stepsim.scenarios.paths import get_value, set_value
+from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
+from stepsim.simcore.errors import ModelError
+from stepsim.simcore.rng import spawn_streams
+from stepsim.simcore.units import us_to_ms
 
 DEFAULT_RANGES = {"inferred": (0.8, 1.2), "assumed": (0.5, 1.5)}
 """Factor ranges for parameters without an entry in ``meta.ranges``."""

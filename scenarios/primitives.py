@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import math
 
-from models.params import DurationSpec, StepModel
-from scenarios.paths import validated
-from scenarios.select import Selection, Selector, select
-from simcore.errors import ModelError
+from stepsim.models.params import DurationSpec, StepModel
+from stepsim.scenarios.paths import validated
+from stepsim.scenarios.select import Selection, Selector, select
+from stepsim.simcore.errors import ModelError
 
 
 def _selection(model: StepModel, sel: Selector, what: str) -> Selection:

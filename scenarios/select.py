@@ -34,8 +34,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from models.params import DeviceTask, HostOp, Phase, StepModel
-from simcore.errors import ModelError
+from stepsim.models.params import DeviceTask, HostOp, Phase, StepModel
+from stepsim.simcore.errors import ModelError
 
 LOADER_PARTS = ("produce", "pin", "unpickle")
 HOST_KINDS = ("cpu", "launch", "sync")

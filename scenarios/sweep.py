@@ -20,12 +20,12 @@ from typing import Any, Sequence
 
 import yaml
 
-from models.params import StepModel
-from scenarios.parallel import Progress, run_many
-from scenarios.paths import resolve
-from scenarios.predict import Prediction, predict
-from scenarios.transforms import Operation, SetOp, apply_ops
-from simcore.errors import ModelError
+from stepsim.models.params import StepModel
+from stepsim.scenarios.parallel import Progress, run_many
+from stepsim.scenarios.paths import resolve
+from stepsim.scenarios.predict import Prediction, predict
+from stepsim.scenarios.transforms import Operation, SetOp, apply_ops
+from stepsim.simcore.errors import ModelError
 
 
 @dataclass(frozen=True)

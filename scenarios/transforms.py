@@ -34,13 +34,13 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from models.params import StepModel
-from scenarios.fixes import get_fix
-from scenarios.paths import set_value, telling_error
-from scenarios.primitives import remove, scale
-from scenarios.select import Selector
-from simcore.errors import InputError, ModelError
-from simcore.files import read_input
+from stepsim.models.params import StepModel
+from stepsim.scenarios.fixes import get_fix
+from stepsim.scenarios.paths import set_value, telling_error
+from stepsim.scenarios.primitives import remove, scale
+from stepsim.scenarios.select import Selector
+from stepsim.simcore.errors import InputError, ModelError
+from stepsim.simcore.files import read_input
 
 
 class Operation(BaseModel):

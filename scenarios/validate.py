@@ -24,10 +24,10 @@ import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from scenarios.predict import Prediction
-from simcore.atomic import write_atomic
-from simcore.errors import InputError, ModelError, printable
-from simcore.files import open_input
+from stepsim.scenarios.predict import Prediction
+from stepsim.simcore.atomic import write_atomic
+from stepsim.simcore.errors import InputError, ModelError, printable
+from stepsim.simcore.files import open_input
 
 _COARSE = {"input": "input", "cpu_cores": "host", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",

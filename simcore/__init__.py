@@ -4,11 +4,11 @@ distributions, span records and a dependency-graph executor on SimPy.
 Simulated time is float microseconds everywhere (Kineto's unit); :mod:`simcore.units` holds
 every conversion. Nothing here knows about DataLoaders, GPUs or traces.
 """
-from simcore.errors import InputError, ModelError, StepsimError
-from simcore.dists import Constant, Duration, Empirical, LogNormal
-from simcore.record import ListRecorder, NullRecorder, Recorder, Span
-from simcore.rng import spawn_streams
-from simcore import units
+from stepsim.simcore.errors import InputError, ModelError, StepsimError
+from stepsim.simcore.dists import Constant, Duration, Empirical, LogNormal
+from stepsim.simcore.record import ListRecorder, NullRecorder, Recorder, Span
+from stepsim.simcore.rng import spawn_streams
+from stepsim.simcore import units
 
 __all__ = [
     "StepsimError", "InputError", "ModelError",

@@ -7,7 +7,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from simcore.errors import InputError
+from stepsim.simcore.errors import InputError
 
 
 def _umask() -> int:

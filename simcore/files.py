@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from simcore.errors import InputError
+from stepsim.simcore.errors import InputError
 
 
 FIFO_WRITER_WAIT_S = 5.0

@@ -22,9 +22,8 @@ def run_cli(*args: str, cwd: Path | None = None):
     """Run ``stepsim`` as a user does (a subprocess), returning the CompletedProcess."""
     import subprocess
 
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
-                          cwd=cwd or REPO, env=env, timeout=600)
+    return subprocess.run([sys.executable, "-m", "stepsim", *args], capture_output=True, text=True,
+                          cwd=cwd or REPO, timeout=600)
 
 
 class _SlowDataset:
@@ -51,7 +50,7 @@ def record_cpu_run(out: Path, num_workers: int, active: int = 6, work: int = 400
     """Record a real torch CPU training loop with the capture harness; returns ``out``."""
     import torch
 
-    from calibration.capture import Capture
+    from stepsim.calibration.capture import Capture
 
     torch.manual_seed(0)
     torch.set_num_threads(1)

@@ -149,7 +149,7 @@ def test_calibrate_reads_a_pipe_once(tmp_path):
 
     trace = backlogged_trace(tmp_path / "t.json")
     out = tmp_path / "m.json"
-    cmd = (f"{sys.executable} -m cli calibrate <(cat {trace}) -o {out}")
+    cmd = (f"{sys.executable} -m stepsim calibrate <(cat {trace}) -o {out}")
     r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120,
                        cwd=str(tmp_path.parent), env=_env())
     assert r.returncode == 0, r.stderr
@@ -159,8 +159,7 @@ def test_calibrate_reads_a_pipe_once(tmp_path):
 def _env():
     import os
 
-    from tests.conftest import REPO
-    return dict(os.environ, PYTHONPATH=str(REPO))
+    return dict(os.environ)
 
 
 def test_outputs_never_replace_a_device_or_an_input(tmp_path):

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from scenarios import REFERENCE
+from stepsim.scenarios import REFERENCE
 from tests.conftest import run_cli, shared_traces
 
 QUICK = ("--steps", "10", "--warmup", "3", "--jobs", "1")
@@ -31,7 +31,7 @@ def _ok(r):
 
 
 def test_fixes_lists_every_fix():
-    from scenarios.fixes import FIXES
+    from stepsim.scenarios.fixes import FIXES
 
     out = json.loads(_ok(run_cli("fixes", "--json")).stdout)
     assert set(out) == set(FIXES) and out["mixed_precision"]["arguments"]["factor"] == "required"

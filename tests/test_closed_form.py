@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from models.params import DurationSpec, HostOp, HostParams, LoaderParams, StepModel
-from models.simulate import simulate
+from stepsim.models.params import DurationSpec, HostOp, HostParams, LoaderParams, StepModel
+from stepsim.models.simulate import simulate
 
 
 def _model(nw: int, cores: int, produce_us: float, consume_us: float, pf: int = 2) -> StepModel:

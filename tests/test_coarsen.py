@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.coarsen import coarsen
-from models.params import DeviceParams, DeviceTask, HostOp, HostParams, StepModel
-from models.simulate import simulate
+from stepsim.models.coarsen import coarsen
+from stepsim.models.params import DeviceParams, DeviceTask, HostOp, HostParams, StepModel
+from stepsim.models.simulate import simulate
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
@@ -145,7 +145,7 @@ def test_shared_trace_coarsens_without_changing_the_replay():
     p = SHARED / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
     if not p.exists():
         pytest.skip(f"shared traces not present at {SHARED}")
-    from calibration.gpu import calibrate_gpu
+    from stepsim.calibration.gpu import calibrate_gpu
 
     m = calibrate_gpu(p, coarse=False)
     c = coarsen(m)

@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from calibration.calibrate import calibrate
-from calibration.measure import INPUT_BOUND_SHARE, measured_steps
-from calibration.sidecar import load_sidecar
-from models.params import StepModel, load_model, save_model
-from models.simulate import simulate
-from simcore.errors import InputError
+from stepsim.calibration.calibrate import calibrate
+from stepsim.calibration.measure import INPUT_BOUND_SHARE, measured_steps
+from stepsim.calibration.sidecar import load_sidecar
+from stepsim.models.params import StepModel, load_model, save_model
+from stepsim.models.simulate import simulate
+from stepsim.simcore.errors import InputError
 
 
 @pytest.mark.parametrize("fixture,nw", [("cpu_run_nw0", 0), ("cpu_run_nw1", 1)])
@@ -91,7 +91,7 @@ def test_sidecar_json_is_plain(cpu_run_nw1):
 
 
 def test_every_loader_parameter_has_a_source(cpu_run_nw1):
-    from models.params import LoaderParams
+    from stepsim.models.params import LoaderParams
 
     model = calibrate(cpu_run_nw1 / "trace.json.gz", sidecar=cpu_run_nw1 / "sidecar.json")
     for k in LoaderParams.model_fields:
@@ -102,7 +102,7 @@ def test_every_loader_parameter_has_a_source(cpu_run_nw1):
 def test_iterable_dataset_is_timed(tmp_path):
     import torch
 
-    from calibration.capture import Capture
+    from stepsim.calibration.capture import Capture
 
     class Stream(torch.utils.data.IterableDataset):
         def __iter__(self):
@@ -121,7 +121,7 @@ def test_iterable_dataset_is_timed(tmp_path):
 def test_loop_stopped_early_still_writes_sidecar(tmp_path):
     import torch
 
-    from calibration.capture import Capture
+    from stepsim.calibration.capture import Capture
 
     cap = Capture(tmp_path)
     loader = cap.dataloader(list(range(64)), batch_size=2, num_workers=0)

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from models.ddp import apply_ddp, build_buckets, collective_us
-from models.params import (CommParams, DeviceParams, DeviceTask, GradParam, HostOp, HostParams,
+from stepsim.models.ddp import apply_ddp, build_buckets, collective_us
+from stepsim.models.params import (CommParams, DeviceParams, DeviceTask, GradParam, HostOp, HostParams,
                            RankParams, StepModel)
-from models.simulate import simulate
-from simcore.errors import ModelError
+from stepsim.models.simulate import simulate
+from stepsim.simcore.errors import ModelError
 
 MS = 1000.0
 
@@ -100,7 +100,7 @@ def test_apply_ddp_builds_one_collective_per_bucket_in_order():
 
 
 def test_ddp_timeline_and_exposed_communication():
-    from models.metrics import summarize
+    from stepsim.models.metrics import summarize
     m = apply_ddp(ddp_model())
     res = simulate(m, steps=3, warmup=1)
     runs = {r.task: (r.start_us / MS, r.end_us / MS) for r in res.runs if r.step == 1}

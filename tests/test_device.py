@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from models.params import (LAUNCH_QUEUE_DEPTH, DeviceParams, DeviceTask, HostOp, HostParams,
+from stepsim.models.params import (LAUNCH_QUEUE_DEPTH, DeviceParams, DeviceTask, HostOp, HostParams,
                            RankParams, StepModel)
-from models.simulate import simulate
-from simcore.errors import ModelError
+from stepsim.models.simulate import simulate
+from stepsim.simcore.errors import ModelError
 
 MS = 1000.0
 
@@ -124,7 +124,7 @@ def test_cpu_op_samples_are_drawn_per_step_with_the_host_stream():
 
 
 def test_same_seed_same_spans():
-    from models.params import DurationSpec, LoaderParams
+    from stepsim.models.params import DurationSpec, LoaderParams
     m = model([HostOp(kind="next_batch"), launch("a", 0.1), HostOp(kind="sync")],
               {"s": [k("a", "s", 2)]}).model_copy(update={"loader": LoaderParams(
                   num_workers=3, host_cores=2, produce=DurationSpec(mean_us=5 * MS, cv=0.5))})

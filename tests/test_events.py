@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibration.events import ALIAS_VERSION, build_table
-from calibration.trace_io import load_trace
-from simcore.errors import InputError
+from stepsim.calibration.events import ALIAS_VERSION, build_table
+from stepsim.calibration.trace_io import load_trace
+from stepsim.simcore.errors import InputError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibration.gpu import calibrate_gpu, categorize
-from models.simulate import simulate
-from simcore.errors import InputError
+from stepsim.calibration.gpu import calibrate_gpu, categorize
+from stepsim.models.simulate import simulate
+from stepsim.simcore.errors import InputError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 MAIN, BWD = 100, 101
@@ -251,7 +251,7 @@ def test_unexplained_idle_is_a_gap_not_busy_time(tmp_path):
     k2 = [t for t in m.task_map().values() if t.name == "volta_sgemm_64x64_tn"][0]
     assert (k2.dur_us, k2.gap_us, k2.breakdown_us) == (200.0, pytest.approx(500.0), {})
     assert m.meta.sources["device.gap_scale"] == "inferred"
-    from models.metrics import summarize
+    from stepsim.models.metrics import summarize
     s = summarize(simulate(m, steps=3, warmup=1))
     assert s.median_step_us == pytest.approx(measured_median(m), rel=1e-6)
     assert 100 * s.device_busy_us / s.mean_step_us == pytest.approx(
@@ -304,8 +304,8 @@ def test_input_stalls_are_noted(tmp_path):
 
 
 def test_every_source_is_a_parameter_path(single):
-    from models.params import CommParams, LoaderParams
-    from scenarios.paths import get_value
+    from stepsim.models.params import CommParams, LoaderParams
+    from stepsim.scenarios.paths import get_value
 
     src = single.meta.sources
     for path in src:
@@ -344,7 +344,7 @@ def test_replay_matches_measured_median(single):
 
 
 def test_model_round_trips_json(single, tmp_path):
-    from models.params import StepModel, load_model, save_model
+    from stepsim.models.params import StepModel, load_model, save_model
 
     save_model(single, tmp_path / "m.json")
     assert load_model(tmp_path / "m.json") == single
@@ -495,7 +495,7 @@ def test_shared_old_dialect_resnet_replays():
 def test_shared_recsys_trace_replays_busy_and_exposed_comm():
     # up to 145 ms per step of device idle that the trace does not explain: as gaps (not busy
     # time) the replay shows the step's measured GPU busy and exposed communication
-    from models.metrics import summarize
+    from stepsim.models.metrics import summarize
 
     m = calibrate_gpu(_shared("hta/negative_queue_length_values_check/rank0.json.gz"))
     s = summarize(simulate(m, steps=4, warmup=2))

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.metrics import summarize
-from models.params import (DeviceParams, DeviceTask, DurationSpec, HostOp, HostParams,
+from stepsim.models.metrics import summarize
+from stepsim.models.params import (DeviceParams, DeviceTask, DurationSpec, HostOp, HostParams,
                            LoaderParams, RankParams, StepModel)
-from models.simulate import simulate
+from stepsim.models.simulate import simulate
 
 MS = 1000.0
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scenarios.predict import predict
-from scenarios.validate import (LedgerRecord, append_ledger, bottlenecks_agree, read_ledger,
+from stepsim.scenarios.predict import predict
+from stepsim.scenarios.validate import (LedgerRecord, append_ledger, bottlenecks_agree, read_ledger,
                                 summarize_ledger, validate)
-from simcore.errors import InputError, ModelError
+from stepsim.simcore.errors import InputError, ModelError
 from tests.test_planner import SIM, cpu_model
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from calibration.events import build_table
-from calibration.linking import complete_steps, link, step_coverage
-from calibration.steps import find_steps
-from calibration.trace_io import load_trace
+from stepsim.calibration.events import build_table
+from stepsim.calibration.linking import complete_steps, link, step_coverage
+from stepsim.calibration.steps import find_steps
+from stepsim.calibration.trace_io import load_trace
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 

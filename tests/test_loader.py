@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from models.params import (DeviceParams, DeviceTask, DurationSpec, HostOp, HostParams,
+from stepsim.models.params import (DeviceParams, DeviceTask, DurationSpec, HostOp, HostParams,
                            LoaderParams, StepModel)
-from models.simulate import simulate
+from stepsim.models.simulate import simulate
 
 MS = 1000.0
 

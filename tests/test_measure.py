@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from calibration.measure import measured_steps
-from simcore.errors import InputError
+from stepsim.calibration.measure import measured_steps
+from stepsim.simcore.errors import InputError
 from tests.conftest import run_cli, shared_traces
 from tests.test_gpu_calibration import Gen
 
@@ -64,7 +64,7 @@ def test_validate_a_directory_of_ranks(tmp_path):
 def test_listed_rank_files_of_one_job_are_one_run(tmp_path):
     import json
 
-    from calibration.measure import measured_runs
+    from stepsim.calibration.measure import measured_runs
 
     for r, host in ((0, [1000, 3000, 1000]), (1, [2000, 1000, 1000])):
         p = rank_trace(tmp_path / f"t{r}.json", host, [5, 6, 7])

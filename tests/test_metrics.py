@@ -5,12 +5,12 @@ import math
 
 import pytest
 
-from models.metrics import (amdahl_ceiling, exposed_us, name_bottleneck, split_collective,
+from stepsim.models.metrics import (amdahl_ceiling, exposed_us, name_bottleneck, split_collective,
                             summarize)
-from models.params import (DeviceParams, DeviceTask, DurationSpec, HostOp, HostParams,
+from stepsim.models.params import (DeviceParams, DeviceTask, DurationSpec, HostOp, HostParams,
                            LoaderParams, StepModel)
-from models.simulate import simulate
-from simcore.errors import ModelError
+from stepsim.models.simulate import simulate
+from stepsim.simcore.errors import ModelError
 
 MS = 1000.0
 
@@ -150,7 +150,7 @@ def test_host_bound_step_names_host_compute():
 def test_summary_renders_as_json_and_table(capsys):
     import json
 
-    from report.tables import print_summary
+    from stepsim.report.tables import print_summary
     m = buckets_model([40, 30, 30], [15, 15, 12])
     s = summarize(simulate(m, steps=3))
     print_summary(m, s, as_json=True)

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.params import StepModel, load_model
-from scenarios import REFERENCE
-from scenarios.ceiling import ceilings, components
-from scenarios.plan import plan
-from scenarios.predict import draw_plan, perturb, predict, uncertain_params
-from scenarios.sweep import parse_axis, sweep
-from scenarios.transforms import FixOp, ScaleOp, SetOp, apply_ops, load_scenario
-from simcore.errors import ModelError
+from stepsim.models.params import StepModel, load_model
+from stepsim.scenarios import REFERENCE
+from stepsim.scenarios.ceiling import ceilings, components
+from stepsim.scenarios.plan import plan
+from stepsim.scenarios.predict import draw_plan, perturb, predict, uncertain_params
+from stepsim.scenarios.sweep import parse_axis, sweep
+from stepsim.scenarios.transforms import FixOp, ScaleOp, SetOp, apply_ops, load_scenario
+from stepsim.simcore.errors import ModelError
 from tests.test_scenarios_transforms import rich_model
 
 SIM = {"steps": 12, "warmup": 3, "seed": 0}

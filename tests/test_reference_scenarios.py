@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from models.metrics import summarize
-from models.params import StepModel, load_model
-from models.simulate import simulate
+from stepsim.models.metrics import summarize
+from stepsim.models.params import StepModel, load_model
+from stepsim.models.simulate import simulate
 from tests.conftest import run_cli
 
 REF = Path(__file__).resolve().parents[1] / "scenarios" / "reference"

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.params import StepModel
-from models.simulate import simulate
-from scenarios.fixes import FIXES
-from scenarios.paths import get_value, set_value, split_path
-from scenarios.select import Selector, select
-from scenarios.transforms import (FixOp, RemoveOp, ScaleOp, SetOp, apply_ops, load_scenario,
+from stepsim.models.params import StepModel
+from stepsim.models.simulate import simulate
+from stepsim.scenarios.fixes import FIXES
+from stepsim.scenarios.paths import get_value, set_value, split_path
+from stepsim.scenarios.select import Selector, select
+from stepsim.scenarios.transforms import (FixOp, RemoveOp, ScaleOp, SetOp, apply_ops, load_scenario,
                                   parse_fix, parse_remove, parse_scale, parse_selector, parse_set)
-from simcore.errors import InputError, ModelError
+from stepsim.simcore.errors import InputError, ModelError
 
 
 def rich_model() -> StepModel:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as hst
 
-from calibration.events import build_table
-from calibration.steps import find_steps
-from calibration.trace_io import RawTrace, load_trace
+from stepsim.calibration.events import build_table
+from stepsim.calibration.steps import find_steps
+from stepsim.calibration.trace_io import RawTrace, load_trace
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from calibration.trace_io import load_rank_traces, load_trace
-from simcore.errors import InputError
+from stepsim.calibration.trace_io import load_rank_traces, load_trace
+from stepsim.simcore.errors import InputError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
@@ -222,7 +222,7 @@ def test_metadata_event_far_from_the_others_is_clamped(tmp_path):
 
 
 def test_gzip_bomb_stops_at_the_size_limit(tmp_path, monkeypatch):
-    import calibration.trace_io as tio
+    import stepsim.calibration.trace_io as tio
     monkeypatch.setattr(tio, "MAX_JSON_BYTES", 64 * 1024)
     monkeypatch.setattr(tio, "_CHUNK", 4096)
     events = obj([ev()])
@@ -237,7 +237,7 @@ def test_gzip_bomb_stops_at_the_size_limit(tmp_path, monkeypatch):
 def test_pipe_is_read_as_a_stream_under_the_size_limit(tmp_path, monkeypatch):
     import threading
 
-    import calibration.trace_io as tio
+    import stepsim.calibration.trace_io as tio
     monkeypatch.setattr(tio, "_CHUNK", 1024)
 
     def through_pipe(data: bytes) -> Path:

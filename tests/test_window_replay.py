@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from calibration.gpu import calibrate_gpu
-from models.coarsen import coarsen
-from models.params import LAUNCH_QUEUE_DEPTH, StepModel, load_model, save_model
-from models.simulate import simulate, window_replay
-from scenarios.select import Selector
-from scenarios.transforms import ScaleOp, apply_ops
-from simcore.errors import ModelError
+from stepsim.calibration.gpu import calibrate_gpu
+from stepsim.models.coarsen import coarsen
+from stepsim.models.params import LAUNCH_QUEUE_DEPTH, StepModel, load_model, save_model
+from stepsim.models.simulate import simulate, window_replay
+from stepsim.scenarios.select import Selector
+from stepsim.scenarios.transforms import ScaleOp, apply_ops
+from stepsim.simcore.errors import ModelError
 from tests.conftest import REPO, shared_traces
 from tests.test_gpu_calibration import Gen
 
@@ -215,7 +215,7 @@ def test_a_wait_on_the_previous_steps_work_is_modelled(tmp_path):
 
 
 def test_intervals_bootstrap_the_captured_steps(tmp_path):
-    from scenarios.predict import bootstrap_measured, predict
+    from stepsim.scenarios.predict import bootstrap_measured, predict
 
     m = varying_kernel_model(tmp_path / "t.json", [400.0, 900.0, 600.0, 500.0, 700.0])
     gemm = next(t.id for t in m.task_map().values() if t.name == "volta_sgemm_128x64_nn")
