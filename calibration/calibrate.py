@@ -54,7 +54,31 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
     if table.gpu_mask().any():
         return _gpu(table, side, step_regex)
     steps = find_steps(table, step_regex=step_regex)
-    return fit_cpu_model(table, steps, side, p, Path(sidecar) if sidecar else None)
+    model = fit_cpu_model(table, steps, side, p, Path(sidecar) if sidecar else None)
+    return _without_gpu_activity(table, model)
+
+
+def _without_gpu_activity(table, model: StepModel) -> StepModel:
+    """A host-only model of a trace whose launch calls (kernel or graph launches) enqueued no
+    GPU activity the profiler recorded (a CUDA graph's kernels are often dropped): the GPU's
+    busy time is unknown, not zero; a warning and ``meta.notes["gpu_busy_pct"] = "unknown"``
+    say so."""
+    from collections import Counter
+
+    from stepsim.calibration.linking import LAUNCH_APIS
+
+    api = table.names[table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X")]
+    calls = Counter(n for n in api.tolist() if LAUNCH_APIS.get(n) in ("kernel", "graph"))
+    if not calls:
+        return model
+    what = ", ".join(f"{n} ×{c}" for n, c in calls.most_common(3))
+    warning = (f"{table.path.name}: {sum(calls.values())} GPU launch call(s) ({what}) but no "
+               "GPU activity in the trace (the profiler dropped the kernels, as it often does "
+               "for CUDA graphs): GPU busy time is unknown and the model is of the host side "
+               "only; profile with CUPTI activity enabled to model the GPU")
+    meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, warning],
+                                         "notes": {**model.meta.notes, "gpu_busy_pct": "unknown"}})
+    return model.model_copy(update={"meta": meta})
 
 
 def _gpu(p, side, step_regex):

@@ -25,8 +25,10 @@ column             dtype     meaning
 ``ts_ns``          int64     start, **ns relative to the earliest ``ts`` in the trace**,
                              parsed exactly from the ``ts`` text
 ``dur_ns``         int64     duration (ns); 0 for instants, flows, metadata and a missing
-                             ``dur``; a ``dur`` that is not a finite number in [0, 30 days]
-                             is an InputError naming the event
+                             ``dur``; an event whose ``dur`` is not a finite number in
+                             [0, 30 days] cannot be right: it is left out of the table and
+                             counted in one warning (an InputError naming the first when no
+                             event with a ``dur`` is left)
 ``correlation``    int64     CUPTI/roctracer correlation id (runtime call ↔ GPU activity), −1
 ``external_id``    int64     ``External id`` / ``external id`` (CPU op ↔ runtime), −1
 ``flow_id``        int64     ``id`` of a flow event (``s``/``f``), −1
@@ -103,6 +105,8 @@ CATEGORY_ALIASES: dict[str, str] = {
     "async": "ac2g",
     # HTA trace_diff files
     "async_cpu_to_gpu": "ac2g",
+    # the autograd profiler's export_chrome_trace (PyTorch ≤ 1.7): flows only
+    "cpu_to_cuda": "ac2g",
 }
 """Raw ``cat`` (lower-cased) → normalised category. Phases override it by meaning: ``i``/``I``
 events are ``instant`` and ``M`` events ``metadata`` whatever their ``cat``."""
@@ -131,6 +135,12 @@ def _arg(args: dict, column: str):
             return v
     return None
 
+
+LEGACY_GPU_PID = "CUDA functions"
+"""The pid of GPU kernels in the pre-Kineto autograd profiler's ``export_chrome_trace``: a
+bare array of complete events without ``cat``, float ``ts``, pids ``"CPU functions"`` and
+``"CUDA functions"``. Its cat-less complete events are read as ``cpu_op``, or ``kernel`` on
+that pid."""
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_API_CATS = ("cuda_runtime", "cuda_driver")
@@ -163,9 +173,9 @@ def _to_int(v) -> int:
     return -1
 
 
-def _dur_ns(path, i: int, e: dict, d) -> int:
-    """ns of a ``dur`` (µs) that is not a plain in-range int; InputError naming event ``i``
-    when it is not a finite number in [0, MAX_SPAN_US]."""
+def _dur_ns(e: dict, d) -> tuple[int, str | None]:
+    """(ns, None) of a ``dur`` (µs) that is not a plain in-range int, or (0, the problem) when
+    it is not a finite number in [0, MAX_SPAN_US] (the record cannot be right)."""
     if isinstance(d, bool) or not isinstance(d, (int, float, str)):
         problem = f"non-numeric dur {d!r}"
     else:
@@ -185,10 +195,20 @@ def _dur_ns(path, i: int, e: dict, d) -> int:
             problem = (f"dur {d!r} µs is longer than {MAX_SPAN_US / 86_400e6:.0f} days, the "
                        "longest a trace may span")
         else:
-            return int(round(fd * 1000))
+            return int(round(fd * 1000)), None
     name = str(e.get("name", ""))
     name = name if len(name) <= 60 else name[:57] + "..."
-    raise InputError(path, f"{problem} (on {e.get('cat', 'event')} {name!r})", f"event {i}")
+    return 0, f"{problem} (on {e.get('cat', 'event')} {name!r})"
+
+
+def _bad_durs(path: Path, bad: list[tuple[int, str]], timed: int) -> str:
+    """The warning for the events dropped for a ``dur`` that cannot be right; InputError
+    naming the first when they are all the timed events there are (nothing left)."""
+    i, problem = bad[0]
+    if len(bad) >= timed:
+        raise InputError(path, problem, f"event {i}")
+    return (f"{path.name}: dropped {len(bad)} of {timed} event(s) whose dur cannot be right "
+            f"(first: {problem} at event {i})")
 
 
 def _to_float(v) -> float:
@@ -300,9 +320,11 @@ def build_table(raw: RawTrace) -> EventTable:
         the table, rows in file order (not sorted by time).
 
     Raises:
-        InputError: an event whose ``dur`` (µs) is not a number, is not finite, is negative or
-            is longer than 30 days (:data:`calibration.trace_io.MAX_SPAN_US`), with the event
-            index. Other odd fields never raise: unknown categories become ``other``,
+        InputError: every event with a ``dur`` has one (µs) that is not a number, is not
+            finite, is negative or is longer than 30 days
+            (:data:`calibration.trace_io.MAX_SPAN_US`), with the first event's index; when only
+            some have, those are dropped (``index`` still names each row's event) and one
+            warning counts them. Other odd fields never raise: unknown categories become ``other``,
             unparsable or out-of-int64 numbers −1/NaN, non-object ``args`` are ignored (a
             warning counts them).
     """
@@ -345,6 +367,8 @@ def build_table(raw: RawTrace) -> EventTable:
                                         ints["device"], ints["bytes"])
     in_n, out_n, gsize = ints["in_nelems"], ints["out_nelems"], ints["group_size"]
     bad_args: list[int] = []
+    bad_dur: list[tuple[int, str]] = []
+    timed = 0
     for i, e in enumerate(events):
         nm = e.get("name")
         names[i] = nm if isinstance(nm, str) else ("" if nm is None else str(nm))
@@ -366,13 +390,20 @@ def build_table(raw: RawTrace) -> EventTable:
             else:
                 nc = CATEGORY_ALIASES.get(c.lower(), "other") if c is not None else "other"
             cat_cache[key] = nc
+        if c is None and p == "X":   # the pre-Kineto autograd profiler writes no cat
+            nc = "kernel" if e.get("pid") == LEGACY_GPU_PID else "cpu_op"
         cat[i] = nc
         pid[i] = ident(e.get("pid"))
         tid[i] = ident(e.get("tid"))
         d = e.get("dur")
         if d is not None:
-            dur[i] = d * 1000 if type(d) is int and 0 <= d <= _MAX_DUR_INT else \
-                _dur_ns(raw.path, i, e, d)
+            timed += 1
+            if type(d) is int and 0 <= d <= _MAX_DUR_INT:
+                dur[i] = d * 1000
+            else:
+                dur[i], problem = _dur_ns(e, d)
+                if problem:
+                    bad_dur.append((i, problem))
         if p in ("s", "f", "t"):
             flow_id[i] = _to_int(e.get("id"))
         a = e.get("args")
@@ -422,10 +453,17 @@ def build_table(raw: RawTrace) -> EventTable:
     if bad_args:
         warnings.append(f"{raw.path.name}: {len(bad_args)} event(s) have 'args' that is not an "
                         f"object (first: event {bad_args[0]}); those args are ignored")
-    return EventTable(
+    if bad_dur:
+        warnings.append(_bad_durs(raw.path, bad_dur, timed))
+    table = EventTable(
         names=names, cat=cat, raw_cat=raw_cat, ph=ph, pid=pid, tid=tid, ts_ns=ts, dur_ns=dur,
         correlation=corr, external_id=ext, flow_id=flow_id, stream=stream, device=device,
         bytes=nbytes, gbps=gbps, coll_name=coll, in_nelems=in_n, out_nelems=out_n,
         group_size=gsize, dtype=dtype, index=np.arange(n, dtype=np.int64), path=raw.path,
         metadata=raw.metadata, base_ns=base_abs, str_ids={v: k for k, v in str_ids.items()},
         warnings=warnings, _raw=raw)
+    if bad_dur:
+        keep = np.ones(n, dtype=bool)
+        keep[[i for i, _ in bad_dur]] = False
+        table = table.where(keep)
+    return table

@@ -431,6 +431,12 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     if not steps:
         raise InputError(path, "no training step found: " + "; ".join(steps.warnings))
     links = link(table)
+    warnings += [f"{path.name}: {w}" for w in links.warnings if "'External id'" in w]
+    if len(links.gpu_rows) and not (links.launch_row >= 0).any():
+        raise InputError(path, f"none of the {len(links.gpu_rows)} GPU activities links to a "
+                         "launch call (no correlation id, flow or External id matches one; a "
+                         "pre-Kineto autograd-profiler trace records no launch calls): the GPU "
+                         "work cannot be placed in the steps; record with torch.profiler")
     kept, cw = complete_steps(table, links, steps)
     warnings += [f"{path.name}: {w}" for w in cw]
     if not kept:

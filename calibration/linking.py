@@ -12,6 +12,12 @@ One call may enqueue many activities (``cudaGraphLaunch``: one → many); each a
 most one launching call. Flow events (``ph`` ``s``/``f``, Kineto ``ac2g``/``async``) are used
 only as a fallback, for activities whose correlation finds no call: the ``f`` end bound to the
 activity (same lane and ``ts``) names a flow id, whose ``s`` start lies inside the call.
+Last comes ``External id``, for traces whose GPU activities carry no usable correlation (some
+exporters keep only ``External id``): an activity and a launch call that no other rule linked,
+of one kind (a kernel and a kernel or graph launch, a copy and a copy call, a memset and a
+memset call), with the same ``External id`` (the CPU op both belong to) are paired in start
+order; one call with several activities is a graph launch and takes them all. A warning counts
+the activities linked this way.
 
 Coverage: :func:`step_coverage` counts, per step, the launch calls (kernel launches, async
 copies/memsets, graph launches) made inside the step window and how many of them have a GPU
@@ -86,7 +92,8 @@ class Links:
         gpu_rows: shape (g,), rows of GPU activities (kernel/memcpy/memset), sorted by start.
         launch_row: shape (g,), row of each activity's launching call, −1 if unlinked.
         by_launch: launching call row → its activity rows (start order).
-        method: shape (g,), ``"correlation"``, ``"flow"`` or ``""`` (unlinked).
+        method: shape (g,), ``"correlation"``, ``"flow"``, ``"external_id"`` or ``""``
+            (unlinked).
         warnings: what could not be linked.
     """
 
@@ -130,11 +137,18 @@ def link(table: EventTable) -> Links:
     missing = np.nonzero(launch < 0)[0]
     if len(missing):
         _flow_fallback(table, gpu, launch, method, missing, api)
+    missing = np.nonzero(launch < 0)[0]
+    if len(missing):
+        _external_id_fallback(table, gpu, launch, method, missing, api)
     by_launch: dict[int, list[int]] = {}
     for g, l in zip(gpu.tolist(), launch.tolist()):
         if l >= 0:
             by_launch.setdefault(l, []).append(g)
     warnings = []
+    n_ext = int((method == "external_id").sum())
+    if n_ext:
+        warnings.append(f"{n_ext} of {len(gpu)} GPU activities linked to their launch by "
+                        "'External id' (no matching correlation id), paired in start order")
     n_un = int((launch < 0).sum())
     if n_un:
         warnings.append(f"{n_un} of {len(gpu)} GPU activities have no launching call in the trace")
@@ -180,6 +194,32 @@ def _flow_fallback(table: EventTable, gpu, launch, method, missing, api) -> None
         if i >= 0 and table.end_ns[rows[i]] >= s[2]:
             launch[k] = rows[i]
             method[k] = "flow"
+
+
+_ACT_KIND = {"kernel": ("kernel", "graph"), "gpu_memcpy": ("memcpy",), "gpu_memset": ("memset",)}
+
+
+def _external_id_fallback(table: EventTable, gpu, launch, method, missing, api) -> None:
+    """Fill ``launch`` for activities still unlinked by pairing them, in start order, with the
+    unlinked launch calls of the same kind and ``External id``."""
+    used = set(launch[launch >= 0].tolist())
+    calls: dict[tuple[int, str], list[int]] = {}
+    for r in api[np.argsort(table.ts_ns[api], kind="stable")].tolist():
+        e, kind = int(table.external_id[r]), LAUNCH_APIS.get(table.names[r])
+        if e >= 0 and kind is not None and r not in used:
+            calls.setdefault((e, kind), []).append(r)
+    acts: dict[tuple[int, str], list[int]] = {}
+    for k in missing.tolist():   # gpu is in start order
+        if table.external_id[gpu[k]] >= 0:
+            acts.setdefault((int(table.external_id[gpu[k]]), table.cat[gpu[k]]), []).append(k)
+    for (e, cat), ks in acts.items():
+        cand = [r for kind in _ACT_KIND[cat] for r in calls.get((e, kind), [])]
+        cand.sort(key=lambda r: table.ts_ns[r])
+        if not cand:
+            continue
+        pairs = [(k, cand[0]) for k in ks] if len(cand) == 1 else zip(ks, cand)
+        for k, r in pairs:
+            launch[k], method[k] = r, "external_id"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,9 @@ Markers, in order of preference:
 
 A repeating marker must occur at least twice, else it is not used. When nothing matches, the
 result is empty and ``warnings`` says so: the whole trace is never silently one giant step.
-Steps from markers 1, 3 and 4 are numbered 0, 1, … in time order. ``ProfilerStep`` *spans*
+Steps from markers 1, 3 and 4 are numbered 0, 1, … in time order, and so are
+``ProfilerStep`` steps whose numbers do not increase in time order (a warning says so: every
+later stage takes step numbers to follow time). ``ProfilerStep`` *spans*
 its step (the profiler's record function runs from one ``step()`` to the next); another marker
 does when its median duration is at least half the median spacing of the markers; a short
 marker (``__next__``) only opens a step, so its last occurrence opens none.
@@ -121,6 +123,12 @@ def _warn_rows(warnings: list[str], table: EventTable, rows: np.ndarray, what: s
         warnings.append(f"{what.format(len(idx))} (events {', '.join(map(str, idx[:5]))}{more})")
 
 
+def _numbers_text(numbers: list[int]) -> str:
+    """The first few step numbers, in time order, as text."""
+    more = ", …" if len(numbers) > 6 else ""
+    return ", ".join(map(str, numbers[:6])) + more
+
+
 def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
     """Segment ``table`` into steps (see the module docstring for the rules).
 
@@ -201,6 +209,10 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
         rows = rows[~dup]
         if numbers is not None:
             numbers = [n for n, d in zip(numbers, dup) if not d]
+    if numbers is not None and any(b <= a for a, b in zip(numbers, numbers[1:])):
+        warnings.append(f"ProfilerStep numbers are not increasing in time order "
+                        f"({_numbers_text(numbers)}); steps numbered 0, 1, … by time instead")
+        numbers = None
     if numbers is None:
         numbers = list(range(len(rows)))
     starts = table.ts_ns[rows]

@@ -168,11 +168,21 @@ def test_args_that_are_not_an_object_are_ignored_with_a_warning(tmp_path):
     ("nan", "non-finite dur 'nan'"), (-5, "negative dur -5 µs"), (-0.5, "negative dur -0.5"),
     ("abc", "non-numeric dur 'abc'"), (True, "non-numeric dur True"), ([1], "non-numeric dur [1]"),
 ])
-def test_bad_dur_names_its_event(tmp_path, dur, problem):
+def test_bad_dur_is_dropped_and_counted(tmp_path, dur, problem):
+    t = table_of(tmp_path, [cpu_op(0), cpu_op(1, dur=dur, cat="kernel", name="k"), cpu_op(2)])
+    assert t.index.tolist() == [0, 2] and t.names.tolist() == ["op0", "op2"]
+    assert t.event(1)["name"] == "op2"
+    (w,) = [w for w in t.warnings if "dropped" in w]
+    assert w.startswith("t.json: dropped 1 of 3 event(s) whose dur cannot be right (first: ")
+    assert problem in w and "(on kernel 'k') at event 1)" in w
+
+
+@pytest.mark.parametrize("dur,problem", [(-5, "negative dur -5 µs"), ("abc", "non-numeric")])
+def test_a_trace_whose_every_dur_is_bad_names_the_first(tmp_path, dur, problem):
     with pytest.raises(InputError) as ei:
-        table_of(tmp_path, [cpu_op(0), cpu_op(1, dur=dur, cat="kernel", name="k")])
-    assert ei.value.where == "event 1" and problem in ei.value.problem
-    assert "(on kernel 'k')" in ei.value.problem and str(tmp_path / "t.json") in str(ei.value)
+        table_of(tmp_path, [cpu_op(0, dur=dur), cpu_op(1, dur=dur, cat="kernel", name="k")])
+    assert ei.value.where == "event 0" and problem in ei.value.problem
+    assert "(on cpu_op 'op0')" in ei.value.problem and str(tmp_path / "t.json") in str(ei.value)
 
 
 def test_ids_beyond_int64_do_not_overflow(tmp_path):

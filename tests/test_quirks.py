@@ -1,0 +1,145 @@
+"""Input quirks (issue 9 §4): one small synthetic fixture per quirk, built here and named after
+it; each gives the right value, or one line naming the file with exit code 2."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stepsim.calibration.calibrate import calibrate
+from stepsim.cli import main
+from tests.test_gpu_calibration import Gen, measured_median, one_rank_trace, part1, part2
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    """``stepsim ARGS`` run in this process: (exit code, stderr, stdout)."""
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            rc = main([str(a) for a in args])
+        except SystemExit as e:   # argparse
+            rc = e.code
+    return rc, err.getvalue(), out.getvalue()
+
+
+def one_line_error(rc: int, err: str, *named: str) -> str:
+    """The one stderr line of a refusal (exit 2), checked to name each of ``named``."""
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("stepsim: error: "), err
+    assert "Traceback" not in err
+    for n in named:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """The standard synthetic trace's model, to compare the quirky ones with."""
+    return calibrate(one_rank_trace(tmp_path_factory.mktemp("whole") / "whole.json"))
+
+
+# ------------------------------------------------------------------ valid traces refused --
+def test_profiler_step_numbers_out_of_time_order(tmp_path, whole):
+    def renumber(ev):
+        steps = [e for e in ev if e["name"].startswith("ProfilerStep#")]
+        for e, n in zip(steps, (5, 3, 6, 4)):
+            e["name"] = f"ProfilerStep#{n}"
+    m = calibrate(one_rank_trace(tmp_path / "steps_out_of_order.json", change=renumber))
+    assert m.meta.steps_used == [0, 1, 2, 3]
+    assert any("ProfilerStep numbers are not increasing in time order (5, 3, 6, 4)" in w
+               for w in m.meta.warnings)
+    assert measured_median(m) == pytest.approx(measured_median(whole))
+
+
+def test_kernels_linked_through_external_id(tmp_path, whole):
+    """No correlation ids; every launch call shares its ``External id`` with its kernel and
+    with the other calls of the same CPU op (two ops, as in Kineto)."""
+    def external_only(ev):
+        calls = [e for e in ev if e["cat"] in ("cuda_runtime",)]
+        op_of = {}
+        for i, e in enumerate(calls):   # pairs of calls belong to one CPU op
+            op_of[e["args"].pop("correlation")] = 50_000 + i // 2
+            e["args"]["External id"] = op_of[next(reversed(op_of))]
+        for e in ev:
+            if e["cat"] in ("kernel", "gpu_memcpy"):
+                e["args"]["External id"] = op_of[e["args"].pop("correlation")]
+    m = calibrate(one_rank_trace(tmp_path / "external_id_only.json", change=external_only))
+    assert any("36 of 36 GPU activities linked to their launch by 'External id'" in w
+               for w in m.meta.warnings)
+    assert measured_median(m) == pytest.approx(measured_median(whole))
+    assert m.meta.notes["kernel_sum_us"] == pytest.approx(whole.meta.notes["kernel_sum_us"])
+
+
+def legacy_trace(path: Path, gpu: bool = False) -> Path:
+    """What the pre-Kineto autograd profiler's ``export_chrome_trace`` writes: a bare array,
+    no ``cat``, string pids, float ``ts``; with ``gpu``, kernels on ``"CUDA functions"``
+    linked to their CPU op by ``cpu_to_cuda`` flows (no launch calls)."""
+    ev, t, g = [], 1606910596297023.125, 0.0
+    for n in range(5, 11):
+        s0 = t
+        ev.append({"name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                   "ph": "X", "ts": t, "dur": 800.5, "tid": 1, "pid": "CPU functions", "args": {}})
+        t += 810.25
+        for k in range(3):
+            ev.append({"name": f"aten::conv{k}", "ph": "X", "ts": t, "dur": 300.75, "tid": 1,
+                       "pid": "CPU functions", "args": {}})
+            if gpu:
+                fid, g = len(ev), max(g, t + 20)
+                ev += [{"name": "conv", "ph": "s", "ts": t, "tid": 1, "pid": "CPU functions",
+                        "id": fid, "cat": "cpu_to_cuda", "args": {}},
+                       {"name": "kern", "ph": "f", "ts": g, "tid": 0, "pid": "CUDA functions",
+                        "id": fid, "cat": "cpu_to_cuda", "args": {}},
+                       {"name": "kern", "ph": "X", "ts": g, "dur": 250.0, "tid": 0,
+                        "pid": "CUDA functions", "args": {}}]
+                g += 250
+            t += 310.5
+        ev.append({"name": f"ProfilerStep#{n}", "ph": "X", "ts": s0, "dur": t - s0, "tid": 1,
+                   "pid": "CPU functions", "args": {}})
+        t += 12.0
+    path.write_text(json.dumps(ev))
+    return path
+
+
+def test_legacy_bare_array_with_string_pids_and_float_ts(tmp_path):
+    m = calibrate(legacy_trace(tmp_path / "legacy_bare_array.json"))
+    assert m.meta.steps_used == [5, 6, 7, 8, 9, 10]
+    step = 810.25 + 3 * 310.5 + 12.0
+    assert measured_median(m) == pytest.approx(step)
+    assert m.loader.produce.mean_us == pytest.approx(800.5)
+
+
+def test_legacy_trace_with_kernels_is_refused_not_made_cpu_only(tmp_path):
+    p = legacy_trace(tmp_path / "legacy_with_kernels.json", gpu=True)
+    line = one_line_error(*cli("calibrate", p, "-o", tmp_path / "m.json")[:2], str(p))
+    assert "none of the 18 GPU activities links to a launch call" in line
+
+
+def test_a_few_negative_durations_are_dropped_not_the_trace(tmp_path, whole):
+    def neg(ev):
+        ks = [i for i, e in enumerate(ev) if e["cat"] == "kernel"]
+        ev[ks[0]]["dur"], ev[ks[-1]]["dur"] = -50, -0.5
+    p = one_rank_trace(tmp_path / "negative_durations.json", change=neg)
+    rc, err, out = cli("calibrate", p, "-o", tmp_path / "m.json")
+    assert rc == 0, err
+    assert err.count("whose dur cannot be right") == 1 and "dropped 2 of" in err
+    assert "calibrated 2 steps" in out
+
+
+# ------------------------------------------------------------------ silent wrong values --
+def test_graph_launches_whose_kernels_were_dropped(tmp_path):
+    def drop_kernels(ev):
+        ev[:] = [e for e in ev if e["cat"] not in ("kernel", "gpu_memcpy")]
+        for e in ev:
+            if e["name"] == "cudaLaunchKernel":
+                e["name"] = "cudaGraphLaunch"
+    p = one_rank_trace(tmp_path / "graph_kernels_dropped.json", change=drop_kernels)
+    m = calibrate(p)
+    assert m.meta.notes["gpu_busy_pct"] == "unknown"
+    assert any("28 GPU launch call(s) (cudaGraphLaunch ×28) but no GPU activity" in w
+               and "GPU busy time is unknown" in w for w in m.meta.warnings)
+    rc, err, _ = cli("calibrate", p, "-o", tmp_path / "m.json")
+    assert rc == 0 and "GPU busy time is unknown" in err
