@@ -36,7 +36,9 @@ source is a dotted path in ``meta.sources`` (see :func:`_mark_sources`).
 
 **Device tasks.** Every GPU activity launched from the step's host calls, per stream in start
 order, with category and phase (see ``CATEGORY_RULES`` and :func:`_phase_of`). A task's
-``dur_us`` is its measured duration. It is *ready* when its stream predecessor has ended, its
+``dur_us`` is its measured duration; one that overlaps the activity before it on its stream
+(which a stream cannot run) counts from that one's end, so a stream's busy time is the union
+of its activities, never their sum. It is *ready* when its stream predecessor has ended, its
 launch call has returned, a host↔device copy's engine (one per direction) is free, and its
 cross-stream waits have ended. Cross-stream waits are inferred: a task that started more than
 ``WAIT_MIN_US`` after the rest allowed waits for the task of the same step on another stream
@@ -730,11 +732,16 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
     idle_map: dict[str, float] = {}
     engine_free: dict[str, int] = {}
     colls = []
-    n_waits = n_prev_waits = 0
+    n_waits = n_prev_waits = n_overlap = 0
     for k, g in enumerate(acts):
         s = stream_of[g]
         c = act_launch[g]
         start, dur = int(ts[g]), int(table.dur_ns[g])
+        if ctx.prev_end.get(g, -1) > start:
+            # overlaps the activity before it on its stream, which cannot run at once: only
+            # the part after that one's end is this one's (the stream's busy time is the union)
+            n_overlap += 1
+            start, dur = ctx.prev_end[g], max(0, int(te[g]) - ctx.prev_end[g])
         first = by_launch[c][0] == g
         ready = max(ctx.prev_end.get(g, -1), int(te[c]) if first else -1)
         waits: list[str] = []
@@ -934,6 +941,10 @@ def _fit_step(ctx: _Ctx, step: Step) -> _StepFit:
     ops = [op.model_copy(update={"phase": tph.get(op.task, "other") if op.task else
                                  (op.phase if op.kind == "next_batch" else str(cph[i]))})
            for i, op in enumerate(ops)]
+    if n_overlap:
+        warnings.append(f"{n_overlap} GPU activit(ies) in step {step.number} overlap the one "
+                        "before them on the same stream (timestamps a stream cannot have): "
+                        "each counts from the other's end, so the stream's busy time is the union")
     if n_unres:
         warnings.append(f"{n_unres} blocking call(s) in step {step.number} waited on work whose "
                         "dependencies are launched later; modelled as CPU time")

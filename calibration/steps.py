@@ -26,7 +26,9 @@ Steps from markers 1, 3 and 4 are numbered 0, 1, … in time order, and so are
 later stage takes step numbers to follow time). ``ProfilerStep`` *spans*
 its step (the profiler's record function runs from one ``step()`` to the next); another marker
 does when its median duration is at least half the median spacing of the markers; a short
-marker (``__next__``) only opens a step, so its last occurrence opens none.
+marker (``__next__``) only opens a step, so its last occurrence opens none. Each optimizer
+marker makes one step, shifted to start where the capture's first step does (see
+:func:`_optimizer_bounds`).
 
 Broken markers are dropped with a warning that names their events: an exact duplicate (same
 name, start and end) is ignored; a marker that shares its start time with another one, and a
@@ -123,6 +125,23 @@ def _warn_rows(warnings: list[str], table: EventTable, rows: np.ndarray, what: s
         warnings.append(f"{what.format(len(idx))} (events {', '.join(map(str, idx[:5]))}{more})")
 
 
+def _optimizer_bounds(table: EventTable, rows: np.ndarray, starts: np.ndarray,
+                      ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(starts, ends, spans) of the steps of optimizer markers (ns). A capture without
+    ``ProfilerStep`` begins with its first step: the thread's first CPU-side event starts step
+    0, and every marker lies as far into its step as the first does, so step ``k`` starts that
+    far before marker ``k``; the last ends with the thread's last CPU-side or runtime event. One step per
+    marker. When the thread's first event lies more than a marker spacing before the first
+    marker (set-up before the loop), the markers alone bound the steps (one fewer)."""
+    th = table.is_cat(*_CPU_CATS, "cuda_runtime", "cuda_driver") & (table.ph == "X") & \
+        (table.pid == table.pid[rows[0]]) & (table.tid == table.tid[rows[0]])
+    head = int(starts[0]) - int(table.ts_ns[th].min())
+    if len(rows) < 2 or head > np.diff(starts).min():
+        return starts, ends, False
+    starts = starts - head
+    return starts, np.r_[starts[1:], max(int(table.end_ns[th].max()), int(ends[-1]))], True
+
+
 def _numbers_text(numbers: list[int]) -> str:
     """The first few step numbers, in time order, as text."""
     more = ", …" if len(numbers) > 6 else ""
@@ -174,9 +193,12 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
                 r = r[np.array([k == keep for k in kinds])]
             if len(r) >= 2:
                 rows, method = r, label
+                how = ("a step runs from one marker to the next" if label == "dataloader" else
+                       "one step per marker, each starting as far before its marker as the "
+                       "capture's start lies before the first")
                 warnings.append(f"no ProfilerStep#N marker: steps taken from the repeating "
                                 f"{what} marker {table.names[r[0]]!r} ({len(r)} occurrences); "
-                                f"a step runs from one marker to the next")
+                                f"{how}")
                 break
     if len(rows) == 0:
         warnings.append("no step marker found (no ProfilerStep#N, no repeating DataLoader or "
@@ -220,6 +242,8 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
     # ProfilerStep always covers its step; other markers do when they are long
     spans = method == "profiler_step" or len(rows) < 2 or bool(
         np.median(ends[:-1] - starts[:-1]) >= 0.5 * np.median(np.diff(starts)))
+    if method == "optimizer":
+        starts, ends, spans = _optimizer_bounds(table, rows, starts, ends)
     n_steps = len(rows) if spans else len(rows) - 1
     out = []
     for k, r in enumerate(rows[:n_steps]):

@@ -143,3 +143,29 @@ def test_graph_launches_whose_kernels_were_dropped(tmp_path):
                and "GPU busy time is unknown" in w for w in m.meta.warnings)
     rc, err, _ = cli("calibrate", p, "-o", tmp_path / "m.json")
     assert rc == 0 and "GPU busy time is unknown" in err
+
+
+def test_two_kernels_overlapping_on_one_stream_are_unioned(tmp_path, whole):
+    """Each step's second kernel on stream 7 is written 20 µs earlier and 20 µs longer (same
+    end): it overlaps the one before it, which a stream cannot do."""
+    def overlap(ev):
+        for e in ev:
+            if e["name"].startswith("void at::native::vectorized_elementwise_kernel<4>"):
+                e["ts"] -= 20
+                e["dur"] += 20
+    m = calibrate(one_rank_trace(tmp_path / "overlap_on_one_stream.json", change=overlap))
+    assert m.meta.notes["kernel_sum_us"] == pytest.approx(whole.meta.notes["kernel_sum_us"])
+    assert measured_median(m) == pytest.approx(measured_median(whole))
+    assert any("overlap the one before them on the same stream" in w for w in m.meta.warnings)
+
+
+def test_optimizer_marker_steps_are_not_one_short(tmp_path, whole):
+    def no_step_markers(ev):
+        ev[:] = [e for e in ev if not e["name"].startswith("ProfilerStep#")]
+        for e in ev:
+            if e["name"].startswith("enumerate(DataLoader)"):
+                e["name"] = "load_batch"
+    m = calibrate(one_rank_trace(tmp_path / "optimizer_markers_only.json",
+                                 change=no_step_markers))
+    assert len(m.meta.measured_step_us) == 4
+    assert m.meta.measured_step_us[:3] == pytest.approx(whole.meta.measured_step_us[:3])

@@ -74,8 +74,28 @@ def test_optimizer_marker_fallback_with_warning(tmp_path):
     ev = [x("Optimizer.step#SGD.step", 50, 5), x("Optimizer.step#SGD.step", 150, 5),
           x("Optimizer.zero_grad#SGD.zero_grad", 10, 1)]
     st = find_steps(table_of(tmp_path, ev))
-    assert st.method == "optimizer" and len(st) == 1 and st[0].dur_ns == 100_000
-    assert st.warnings
+    # one step per marker, starting where the capture's first step does (zero_grad at 10 µs,
+    # the first event): the last ends with the thread's last event (the second step's end)
+    assert st.method == "optimizer" and len(st) == 2
+    assert [(s.start_ns, s.end_ns) for s in st] == [(0, 100_000), (100_000, 145_000)]
+    assert st[1].last and st.warnings
+
+
+def test_optimizer_markers_give_one_step_each_not_one_short(tmp_path):
+    """Optimizer.step 30 µs into each 100 µs step; the capture starts with the first step."""
+    ev = [x(f"aten::op{k}", 100 * k, 25) for k in range(5)]
+    ev += [x("Optimizer.step#SGD.step", 100 * k + 30, 10) for k in range(5)]
+    ev += [x("aten::tail", 100 * k + 45, 55) for k in range(5)]
+    st = find_steps(table_of(tmp_path, ev))
+    assert st.method == "optimizer" and len(st) == 5
+    assert [s.dur_ns for s in st] == [100_000] * 5
+
+
+def test_optimizer_markers_after_set_up_are_bounded_by_the_markers(tmp_path):
+    ev = [x("set_up", 0, 10)] + [x("Optimizer.step#SGD.step", 1000 + 100 * k, 10)
+                                 for k in range(3)]
+    st = find_steps(table_of(tmp_path, ev))
+    assert [s.dur_ns for s in st] == [100_000, 100_000]
 
 
 def test_user_regex_overrides_and_warns(tmp_path):
