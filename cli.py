@@ -1,6 +1,6 @@
-"""The ``stepsim`` command line: parse, call, render. The only place that joins calibration to
-scenarios and turns domain errors (:class:`simcore.errors.StepsimError`) into one line on
-stderr and exit code 2.
+"""The ``stepsim`` command line: parse the arguments, call :mod:`stepsim.api`, render what it
+returns. The only place that turns domain errors (:class:`simcore.errors.StepsimError`) into
+one line on stderr and exit code 2.
 
 Verbs: calibrate, simulate, whatif, sweep, ceiling, plan, validate, ledger, fixes, demo.
 """
@@ -11,18 +11,10 @@ import os
 import sys
 from pathlib import Path
 
+from stepsim import api
+from stepsim.api import DEFAULT_STEPS, DEFAULT_WARMUP
 from stepsim.simcore.errors import SimulationError, StepsimError, shown
 from stepsim.simcore.units import us_to_ms
-
-
-DEFAULT_STEPS, DEFAULT_WARMUP = 30, 20
-"""Measured and warm-up steps of every simulation the CLI runs unless told otherwise (the
-warm-up lets prefetch queues fill); calibrate's replay uses them too, so it prints what
-``stepsim simulate`` prints."""
-REPLAY_WARN = 0.10
-"""A replay whose mean step is further than this (fraction) from the measured mean is warned
-about. The mean is the throughput the run pays; a median can differ a lot when steps arrive in
-bursts (more workers than cores), so it is printed but not judged."""
 
 
 def _count(lo: int):
@@ -78,24 +70,6 @@ def _plot_path(text: str) -> str:
     return text
 
 
-def _grouped(warnings: list[str]) -> list[str]:
-    """Warnings that differ only in the file they begin with (``name: text``) said once,
-    naming the files: a directory of ranks repeats each for every rank."""
-    files: dict[str, list[str]] = {}
-    for w in warnings:
-        name, sep, text = w.partition(": ")
-        key = text if sep and " " not in name else w
-        files.setdefault(key, []).append(name if key != w else "")
-    out = []
-    for text, names in files.items():
-        names = [n for n in names if n]
-        if len(names) > 1:
-            out.append(f"{names[0]} and {len(names) - 1} other file(s): {text}")
-        else:
-            out.append(f"{names[0]}: {text}" if names else text)
-    return out
-
-
 def _n(n: int, noun: str) -> str:
     """``1 step``, ``3 steps``."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
@@ -106,23 +80,20 @@ def _fmt_ms(us: float) -> str:
 
 
 # ---------------------------------------------------------------- calibrate -----------------
-def cmd_calibrate(args) -> int:
-    from stepsim.calibration.calibrate import calibrate
-    from stepsim.models.params import save_model
-
-    import numpy as np
-
-    from stepsim.models.simulate import simulate, window_replay
-
-    model = calibrate(args.trace, sidecar=args.sidecar, step_regex=args.step_regex)
-    save_model(model, args.output)
-    for w in _grouped(model.meta.warnings):
+def _warn(warnings) -> None:
+    for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    ms = model.meta.measured_step_us
-    print(f"calibrated {_n(len(ms), 'step')}: measured step mean {_fmt_ms(float(np.mean(ms)))} ms, "
-          f"median {_fmt_ms(float(np.median(ms)))} ms -> {shown(args.output)}")
-    if model.replay is not None:
-        w = window_replay(model)
+
+
+def cmd_calibrate(args) -> int:
+    r = api.calibrate(args.trace, output=args.output, sidecar=args.sidecar,
+                      step_regex=args.step_regex)
+    _warn(r.warnings)
+    print(f"calibrated {_n(len(r.measured_step_us), 'step')}: measured step mean "
+          f"{_fmt_ms(r.measured_mean_us)} ms, median {_fmt_ms(r.measured_median_us)} ms -> "
+          f"{shown(args.output)}")
+    w = r.window
+    if w is not None:
         rest = len(w.steps) - int(w.compared.sum())
         others = (f"; {rest} incomplete or differently shaped, replayed with the representative "
                   "step's durations and not compared" if rest else "")
@@ -131,62 +102,34 @@ def cmd_calibrate(args) -> int:
               f"{_fmt_ms(w.replayed_median_us)} ms ({100 * w.median_error:+.1f} % vs measured "
               f"over {_n(int(w.compared.sum()), 'step')}), largest one-step error "
               f"{100 * w.max_step_error:.1f} %")
-    elif len(model.ranks) > 1:
+    elif len(r.model.ranks) > 1:
         print("(several ranks: no window replay; the steady state is compared)")
-    res = simulate(model, steps=DEFAULT_STEPS, warmup=DEFAULT_WARMUP)
-    mean, median = float(np.mean(ms)), float(np.median(ms))
-    err_mean = (res.mean_step_us - mean) / mean
-    err_median = (res.median_step_us - median) / median
     what = ("steady state of the representative step (what predictions use)"
-            if model.replay is not None else "replay of the calibrated baseline")
-    print(f"{what}: mean {_fmt_ms(res.mean_step_us)} ms ({100 * err_mean:+.1f} % vs measured), "
-          f"median {_fmt_ms(res.median_step_us)} ms ({100 * err_median:+.1f} % vs measured)")
-    if abs(err_mean) > REPLAY_WARN:
-        why = ("the captured steps were not all in one steady state, or the model misses "
-               "something the run did" if model.replay is not None else
-               "the model misses something the run did")
-        print(f"warning: the {'steady state' if model.replay is not None else 'replay'}'s mean "
-              f"step is {100 * err_mean:+.0f} % off the measured one: {why} (see the warnings "
-              "above)", file=sys.stderr)
+            if r.model.replay is not None else "replay of the calibrated baseline")
+    print(f"{what}: mean {_fmt_ms(r.steady_mean_us)} ms ({100 * r.steady_mean_error:+.1f} % vs "
+          f"measured), median {_fmt_ms(r.steady_median_us)} ms "
+          f"({100 * r.steady_median_error:+.1f} % vs measured)")
+    if r.steady_warning:
+        _warn([r.steady_warning])
     return 0
 
 
 # ---------------------------------------------------------------- simulate ------------------
 def cmd_simulate(args) -> int:
-    from stepsim.models.params import load_model
-    from stepsim.models.simulate import simulate
-    from stepsim.models.metrics import summarize
-    from stepsim.report.tables import print_summary
-
-    model = load_model(args.model)
-    if args.window:
-        return _simulate_window(model, args)
-    res = simulate(model, steps=args.steps, warmup=args.warmup, seed=args.seed)
-    summary = summarize(res)
-    print_summary(model, summary, as_json=args.json)
-    if args.chrome_trace:
-        from stepsim.report.chrome import write_chrome_trace
-        write_chrome_trace(res, args.chrome_trace)
-    return 0
-
-
-def _simulate_window(model, args) -> int:
-    """``simulate --window``: the captured window replayed, each step against its measurement
-    (the steady-state summary, critical path and lanes, is what ``simulate`` prints without
-    ``--window``; ``--chrome-trace`` shows the replayed window's timeline)."""
+    """``simulate`` prints the steady-state summary (critical path and lanes); ``--window``
+    the captured window replayed, each step against its measurement."""
     import orjson
 
-    from stepsim.models.simulate import window_replay
-    from stepsim.report.tables import print_window, window_dict
+    from stepsim.report.tables import print_summary, print_window
 
-    w = window_replay(model)
-    if args.json:
-        sys.stdout.write(orjson.dumps(window_dict(w), option=orjson.OPT_INDENT_2).decode() + "\n")
+    r = api.simulate(args.model, steps=args.steps, warmup=args.warmup, seed=args.seed,
+                     window=args.window, chrome_trace=args.chrome_trace)
+    if not args.window:
+        print_summary(r.model, r.summary, as_json=args.json)
+    elif args.json:
+        sys.stdout.write(orjson.dumps(r.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        print_window(w)
-    if args.chrome_trace:
-        from stepsim.report.chrome import write_chrome_trace
-        write_chrome_trace(w.result, args.chrome_trace)
+        print_window(r.replay)
     return 0
 
 
@@ -200,175 +143,64 @@ def cmd_demo(args) -> int:
 # ---------------------------------------------------------------- planner -------------------
 class _OpAction(argparse.Action):
     """Collects --scenario/--set/--scale/--remove/--fix into ``args.ops`` in command-line
-    order, as ``(kind, value)``."""
+    order, as ``(kind, value)`` (what :func:`stepsim.api.operations` reads)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, "ops", [*(getattr(namespace, "ops", None) or []), (self.const, values)])
 
 
-def _planner_ops(args) -> list:
-    from stepsim.scenarios.transforms import (load_scenario, parse_fix, parse_remove, parse_scale,
-                                      parse_set)
-
-    out: list = []
-    for kind, v in args.ops:
-        if kind == "scenario":
-            out += load_scenario(v).ops
-        elif kind == "set":
-            out.append(parse_set(v))
-        elif kind == "scale":
-            out.append(parse_scale(*v))
-        elif kind == "remove":
-            out.append(parse_remove(v))
-        else:
-            out.append(parse_fix(v))
-    return out
-
-
-def _warn_caveats(model, ops, paths=()) -> None:
-    from stepsim.scenarios.transforms import caveats
-
-    for w in caveats(model, ops, paths):
-        print(f"warning: {w}", file=sys.stderr)
-
-
 def _sim_kw(args) -> dict:
-    from stepsim.scenarios.parallel import default_jobs
-
-    return {"steps": args.steps, "warmup": args.warmup, "seed": args.seed,
-            "jobs": args.jobs or default_jobs()}
-
-
-def _measured(traces: list[str]):
-    from stepsim.calibration.measure import measured_runs
-
-    runs = measured_runs(traces)
-    for ms in runs:
-        for w in dict.fromkeys(ms.warnings):
-            print(f"warning: {shown(ms.path)}: {w}", file=sys.stderr)
-    return runs
+    return {"steps": args.steps, "warmup": args.warmup, "seed": args.seed, "jobs": args.jobs}
 
 
 def cmd_whatif(args) -> int:
-    from stepsim.models.params import load_model, save_model
-    from stepsim.report.planner import print_whatif, progress_bar
-    from stepsim.scenarios.predict import predict
+    from stepsim.report.planner import print_whatif
 
-    model = load_model(args.model)
-    ops = _planner_ops(args)
-    _warn_caveats(model, ops)
-    if not ops:
-        raise StepsimError("whatif needs at least one --set, --scale, --remove, --fix or "
-                           "--scenario")
-    kw = _sim_kw(args)
-    with progress_bar("baseline", enabled=not args.json and args.draws > 0) as prog:
-        base = predict(model, [], intervals=args.draws, progress=prog, **kw)
-    with progress_bar("scenario", enabled=not args.json and args.draws > 0) as prog:
-        pred = predict(model, ops, intervals=args.draws, progress=prog, **kw)
-    print_whatif(base, pred, as_json=args.json)
-    if args.save_model:
-        save_model(pred.model, args.save_model)
+    r = api.whatif(args.model, args.ops, draws=args.draws, save_model=args.save_model,
+                   progress=not args.json, **_sim_kw(args))
+    _warn(r.warnings)
+    print_whatif(r.baseline, r.scenario, as_json=args.json)
     return 0
 
 
 def cmd_sweep(args) -> int:
-    from stepsim.models.params import load_model
-    from stepsim.report.planner import plot_sweep, print_sweep, progress_bar
-    from stepsim.scenarios.sweep import parse_axis, sweep
-    from stepsim.scenarios.transforms import parse_value
+    from stepsim.report.planner import print_sweep
 
-    model = load_model(args.model)
-    grid: dict = {}
-    for text in args.axes:
-        path, values = parse_axis(text)
-        if path in grid:
-            raise StepsimError(f"sweep axis {path!r} is given twice")
-        grid[path] = values
-    measured = {}
-    for text in args.measured:
-        value, eq, trace = text.partition("=")
-        if not eq or not value.strip() or not trace.strip():
-            raise StepsimError(f"bad --measured {text!r}: expected VALUE=TRACE")
-        v = parse_value(value)
-        first = next(iter(grid.values()))
-        if v not in first:
-            raise StepsimError(f"--measured {text!r}: {value} is not a value of the first sweep "
-                               f"axis ({', '.join(map(str, first))})")
-        measured[v] = _measured([trace])[0].step_us
-    with progress_bar("sweep", enabled=not args.json) as prog:
-        ops = _planner_ops(args)
-        _warn_caveats(model, ops, list(grid))
-        r = sweep(model, grid, ops, intervals=args.draws, progress=prog,
-                  knee_tol=args.knee_tol, **_sim_kw(args))
-    print_sweep(r, as_json=args.json)
-    if args.plot:
-        plot_sweep(r, args.plot, measured)
+    r = api.sweep(args.model, args.axes, args.ops, draws=args.draws, knee_tol=args.knee_tol,
+                  plot=args.plot, measured=args.measured, progress=not args.json,
+                  **_sim_kw(args))
+    _warn(r.warnings)
+    print_sweep(r.result, as_json=args.json)
     return 0
 
 
 def cmd_ceiling(args) -> int:
-    from stepsim.models.params import load_model
-    from stepsim.report.planner import plot_ceilings, print_ceilings, progress_bar
-    from stepsim.scenarios.ceiling import ceilings
+    from stepsim.report.planner import print_ceilings
 
-    model = load_model(args.model)
-    with progress_bar("ceilings", enabled=not args.json) as prog:
-        r = ceilings(model, _planner_ops(args), progress=prog, **_sim_kw(args))
-    print_ceilings(r, as_json=args.json)
-    if args.plot:
-        plot_ceilings(r, args.plot)
+    r = api.ceiling(args.model, args.ops, plot=args.plot, progress=not args.json,
+                    **_sim_kw(args))
+    print_ceilings(r.report, as_json=args.json)
     return 0
 
 
 def cmd_plan(args) -> int:
-    import yaml
+    from stepsim.report.planner import print_plan
 
-    from stepsim.models.params import load_model
-    from stepsim.report.planner import print_plan, progress_bar
-    from stepsim.scenarios.plan import plan
-    from stepsim.scenarios.transforms import Scenario, parse_fix
-    from stepsim.simcore.atomic import write_atomic
-
-    model = load_model(args.model)
-    fix_args: dict = {}
-    for text in args.fix_arg:
-        op = parse_fix(text)
-        fix_args[op.name] = {**fix_args.get(op.name, {}), **op.args}
-    with progress_bar("plan", enabled=not args.json) as prog:
-        p = plan(model, _planner_ops(args), allow=tuple(args.allow or ("systems",)),
-                 fix_args=fix_args, min_gain=args.min_gain, max_moves=args.max_moves,
-                 draws=args.draws, progress=prog, **_sim_kw(args))
-    print_plan(p, as_json=args.json)
-    _warn_caveats(model, [m.op for m in p.moves])
-    if args.save_scenario:
-        sc = Scenario(name=f"plan for {model.meta.name or args.model}", description=p.stop,
-                      ops=tuple(p.ops))
-        write_atomic(Path(args.save_scenario),
-                     yaml.safe_dump(sc.model_dump(), sort_keys=False).encode())
+    r = api.plan(args.model, args.ops, draws=args.draws, allow=args.allow,
+                 fix_arg=args.fix_arg, min_gain=args.min_gain, max_moves=args.max_moves,
+                 save_scenario=args.save_scenario, progress=not args.json, **_sim_kw(args))
+    print_plan(r.plan, as_json=args.json)
+    _warn(r.warnings)
     return 0
 
 
 def cmd_validate(args) -> int:
-    from collections import Counter
+    from stepsim.report.planner import print_validation
 
-    from stepsim.models.params import load_model
-    from stepsim.report.planner import print_validation, progress_bar
-    from stepsim.scenarios.predict import predict
-    from stepsim.scenarios.validate import append_ledger, validate
-
-    model = load_model(args.model)
-    ops = _planner_ops(args)
-    _warn_caveats(model, ops)
-    runs = _measured(args.traces)
-    steps = [s for r in runs for s in r.step_us]
-    neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
-    with progress_bar("predict", enabled=not args.json and args.draws > 0) as prog:
-        pred = predict(model, ops, intervals=args.draws, progress=prog, **_sim_kw(args))
-    rec = validate(pred, steps, neck, label=args.label or pred.what, traces=args.traces,
-                   model_name=model.meta.name or Path(args.model).stem)
-    if args.ledger:
-        append_ledger(args.ledger, rec)
-    print_validation([rec], as_json=args.json)
+    r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
+                     label=args.label, progress=not args.json, **_sim_kw(args))
+    _warn(r.warnings)
+    print_validation([r.record], as_json=args.json)
     return 0
 
 

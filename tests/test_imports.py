@@ -1,5 +1,6 @@
-"""Imports point one way: cli → demo → (scenarios, calibration) → models → simcore;
-calibration uses models' parameter types, never scenarios; nothing imports cli."""
+"""Imports point one way: cli → api (with results) → demo → (scenarios, calibration) → models →
+simcore; calibration uses models' parameter types, never scenarios; nothing imports cli, and
+nothing but cli and the root ``__init__`` imports api."""
 from __future__ import annotations
 
 import ast
@@ -17,6 +18,18 @@ ALLOWED = {
     "report": {"report", "models", "scenarios", "simcore"},
     "demo": {"demo", "calibration", "scenarios", "models", "report", "simcore"},
 }
+MODULES = ("api", "results")
+"""Modules at the repository's root (``stepsim.api``, ...), between cli and the packages."""
+ALLOWED |= {
+    "api": {"api", "results", "demo", "calibration", "scenarios", "models", "report", "simcore"},
+    "results": {"results", "models", "report", "scenarios", "simcore"},
+}
+OWN = set(PACKAGES) | set(MODULES) | {"cli"}
+
+
+def _files(name: str) -> list[Path]:
+    """A package's Python files, or a root module's one file."""
+    return [REPO / f"{name}.py"] if name in MODULES else sorted((REPO / name).rglob("*.py"))
 
 
 def _top(module: str) -> str:
@@ -31,16 +44,17 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out |= {_top(a.name) for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module == "stepsim" and node.level == 0:
+            out |= {a.name for a in node.names}      # from stepsim import api
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(_top(node.module))
     return out
 
 
-@pytest.mark.parametrize("pkg", PACKAGES)
+@pytest.mark.parametrize("pkg", PACKAGES + MODULES)
 def test_import_direction(pkg):
-    own = set(PACKAGES) | {"cli"}
-    for f in sorted((REPO / pkg).rglob("*.py")):
-        bad = (_imports(f) & own) - ALLOWED[pkg]
+    for f in _files(pkg):
+        bad = (_imports(f) & OWN) - ALLOWED[pkg]
         assert not bad, f"{f.relative_to(REPO)} imports {sorted(bad)}"
 
 
@@ -49,16 +63,24 @@ def test_models_never_import_calibration():
         assert "calibration" not in _imports(f)
 
 
-@pytest.mark.parametrize("pkg", PACKAGES + ("tests", "bench"))
+@pytest.mark.parametrize("pkg", PACKAGES + MODULES + ("tests", "bench"))
 def test_project_imports_use_the_stepsim_namespace(pkg):
     """Inside the project every import names ``stepsim.<package>``: a bare ``models`` would be
     the user's own package in their training repository."""
-    own = set(PACKAGES) | {"cli", "api"}
-    for f in sorted((REPO / pkg).rglob("*.py")):
+    for f in _files(pkg) + ([REPO / "cli.py", REPO / "__init__.py"] if pkg == "api" else []):
         tree = ast.parse(f.read_text(), str(f))
         for node in ast.walk(tree):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module] if isinstance(node, ast.ImportFrom) and node.module
                      and node.level == 0 else [])
-            bare = [n for n in names if n.split(".")[0] in own]
+            bare = [n for n in names if n.split(".")[0] in OWN]
             assert not bare, f"{f.relative_to(REPO)}:{node.lineno} imports {bare} outside stepsim"
+
+
+def test_only_the_cli_and_the_root_import_the_api():
+    for f in sorted(REPO.rglob("*.py")):
+        rel = f.relative_to(REPO)
+        if rel.parts[0] in (".venv", "tests") or rel.name in ("cli.py", "__init__.py", "api.py") \
+                and len(rel.parts) == 1:
+            continue
+        assert "api" not in _imports(f), f"{rel} imports stepsim.api"

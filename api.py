@@ -1,0 +1,392 @@
+"""The verbs of the command line as Python functions, with the same names and defaults
+(``import stepsim; stepsim.whatif("model.json", set="loader.num_workers=4")``). Each returns a
+typed result (:mod:`stepsim.results`) with ``to_dict()`` and ``to_frame()``; the CLI
+(:mod:`stepsim.cli`) parses its arguments, calls these and renders what they return.
+
+- A model is a path (JSON or YAML) or a :class:`~stepsim.models.params.StepModel`.
+- What-if operations are given as the CLI's options are: ``scenario`` (files), ``set``
+  (``"PATH=VALUE"`` or a mapping path → value), ``scale`` (``(factor, selector)`` pairs),
+  ``remove`` (selectors), ``fix`` (``"NAME[:ARG=V,...]"``), each a single value or a list;
+  they apply in that order, after ``ops`` (operation objects or ``(kind, value)`` pairs, in
+  their own order, as the CLI collects them).
+- Outputs (``output``, ``save_model``, ``plot``, ...) are written when named, atomically.
+- Errors raise :class:`~stepsim.simcore.errors.StepsimError` subclasses naming the file and the
+  problem; nothing here prints or exits.
+- Times are µs in attributes (``*_us``) and ms in ``to_dict()``/``to_frame()`` (``*_ms``).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from stepsim.models.params import StepModel
+from stepsim.models.params import load_model as _load
+from stepsim.results import (Calibration, Ceilings, PlanResult, Simulation, Sweep, Validation,
+                             WhatIf, WindowSimulation)
+from stepsim.scenarios.transforms import Operation
+from stepsim.simcore.errors import ModelError, StepsimError, shown
+
+__all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
+           "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
+
+DEFAULT_STEPS, DEFAULT_WARMUP = 30, 20
+"""Measured and warm-up steps of every simulation unless told otherwise (the warm-up lets
+prefetch queues fill); calibrate's steady state uses them too, so it says what ``simulate``
+says."""
+
+_KINDS = ("scenario", "set", "scale", "remove", "fix")
+
+
+def load_model(model: str | Path | StepModel) -> StepModel:
+    """A StepModel from a JSON or YAML file (a StepModel is returned as it is).
+
+    Raises:
+        InputError: missing or unreadable file, or not a valid StepModel (named).
+    """
+    return model if isinstance(model, StepModel) else _load(model)
+
+
+def _name(model: str | Path | StepModel, loaded: StepModel) -> str:
+    """The model's name, else its file's stem."""
+    if loaded.meta.name:
+        return loaded.meta.name
+    return Path(model).stem if not isinstance(model, StepModel) else "model"
+
+
+def _grouped(warnings: Iterable[str]) -> tuple[str, ...]:
+    """Warnings that differ only in the file they begin with (``name: text``) said once,
+    naming the files: a directory of ranks repeats each for every rank."""
+    files: dict[str, list[str]] = {}
+    for w in warnings:
+        name, sep, text = w.partition(": ")
+        key = text if sep and " " not in name else w
+        files.setdefault(key, []).append(name if key != w else "")
+    out = []
+    for text, names in files.items():
+        names = [n for n in names if n]
+        if len(names) > 1:
+            out.append(f"{names[0]} and {len(names) - 1} other file(s): {text}")
+        else:
+            out.append(f"{names[0]}: {text}" if names else text)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- operations -----------------
+def _many(kind: str, value: Any) -> list:
+    """One option's values as a list (a single value, or a list of them)."""
+    if value is None:
+        return []
+    if kind == "set" and isinstance(value, Mapping):
+        return list(value.items())
+    if kind == "scale" and isinstance(value, tuple) and len(value) == 2 \
+            and not isinstance(value[0], (tuple, list)):
+        return [value]
+    if isinstance(value, (str, Path, Operation)):
+        return [value]
+    return list(value)
+
+
+def _op(kind: str, v: Any) -> list[Operation]:
+    from stepsim.scenarios.transforms import (SetOp, load_scenario, parse_fix, parse_remove,
+                                              parse_scale, parse_set)
+
+    if isinstance(v, Operation):
+        return [v]
+    if kind == "scenario":
+        return list(load_scenario(v).ops)
+    if kind == "set":
+        return [SetOp(path=v[0], value=v[1]) if isinstance(v, tuple) else parse_set(v)]
+    if kind == "scale":
+        factor, selector = v
+        return [parse_scale(str(factor), selector)]
+    if kind == "remove":
+        return [parse_remove(v)]
+    if kind == "fix":
+        return [parse_fix(v)]
+    raise ModelError(f"unknown kind of operation {kind!r}: expected one of {', '.join(_KINDS)}")
+
+
+def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=None,
+               fix=None) -> list[Operation]:
+    """The what-if operations, in the order they apply (see the module docstring).
+
+    Raises:
+        ModelError / InputError: a bad operation, or a scenario file that cannot be read.
+    """
+    out: list[Operation] = []
+    for item in ops:
+        out += _op("", item) if isinstance(item, Operation) else _op(*item)
+    for kind, value in zip(_KINDS, (scenario, set, scale, remove, fix)):
+        for v in _many(kind, value):
+            out += _op(kind, v)
+    return out
+
+
+def _progress(description: str, enabled: bool):
+    """A progress bar on stderr (a terminal only), or none."""
+    if not enabled:
+        return nullcontext(None)
+    from stepsim.report.planner import progress_bar
+
+    return progress_bar(description)
+
+
+def _sim_kw(steps: int, warmup: int, seed: int, jobs: int) -> dict:
+    from stepsim.scenarios.parallel import default_jobs
+
+    return {"steps": steps, "warmup": warmup, "seed": seed, "jobs": jobs or default_jobs()}
+
+
+def _caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()):
+    from stepsim.scenarios.transforms import caveats
+
+    return tuple(caveats(model, ops, paths))
+
+
+def _measured(traces: Sequence[str | Path]):
+    """The re-measured runs and their warnings (each said once per file)."""
+    from stepsim.calibration.measure import measured_runs
+
+    runs = measured_runs([str(t) for t in traces])
+    warnings = [f"{shown(r.path)}: {w}" for r in runs for w in dict.fromkeys(r.warnings)]
+    return runs, tuple(warnings)
+
+
+# ---------------------------------------------------------------- calibrate / simulate -------
+def calibrate(trace: str | Path, output: str | Path | None = None,
+              sidecar: str | Path | None = None, step_regex: str | None = None) -> Calibration:
+    """Calibrate a StepModel from a Kineto trace (a ``.json``/``.json.gz`` file, a folder of
+    per-rank traces, or a capture folder with its sidecar), check it against its own trace, and
+    write it to ``output`` when given.
+
+    Raises:
+        InputError: an unreadable or uncalibratable trace or sidecar (named).
+    """
+    from stepsim.calibration.calibrate import calibrate as fit
+    from stepsim.models.params import save_model
+    from stepsim.models.simulate import simulate as run, window_replay
+
+    model = fit(trace, sidecar=sidecar, step_regex=step_regex)
+    if output is not None:
+        save_model(model, output)
+    window = window_replay(model) if model.replay is not None else None
+    res = run(model, steps=DEFAULT_STEPS, warmup=DEFAULT_WARMUP)
+    return Calibration(model=model, output=None if output is None else str(output),
+                       warnings=_grouped(model.meta.warnings), window=window,
+                       steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us)
+
+
+def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
+             warmup: int = DEFAULT_WARMUP, seed: int = 0, window: bool = False,
+             chrome_trace: str | Path | None = None) -> Simulation | WindowSimulation:
+    """Simulate the model's steady state (or, with ``window``, replay its captured window
+    step by step against the measurement); ``chrome_trace`` writes the simulated timeline.
+
+    Raises:
+        InputError / ModelError / SimulationError: a bad model file or a model that cannot run.
+    """
+    from stepsim.models.metrics import summarize
+    from stepsim.models.simulate import simulate as run, window_replay
+    from stepsim.report.chrome import write_chrome_trace
+
+    m = load_model(model)
+    if window:
+        w = window_replay(m)
+        out: Simulation | WindowSimulation = WindowSimulation(model=m, replay=w)
+        res = w.result
+    else:
+        res = run(m, steps=steps, warmup=warmup, seed=seed)
+        out = Simulation(model=m, result=res, summary=summarize(res))
+    if chrome_trace:
+        write_chrome_trace(res, chrome_trace)
+    return out
+
+
+# ---------------------------------------------------------------- planner --------------------
+def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
+           scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+           warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
+           save_model: str | Path | None = None, progress: bool = False) -> WhatIf:
+    """Predict the step after the what-if operations, next to the baseline, each with a
+    P10-P90 interval from ``draws`` Monte Carlo draws (0: none); ``save_model`` writes the
+    transformed model.
+
+    Raises:
+        StepsimError: no operation, or a bad one; ModelError: one that does not apply.
+    """
+    from stepsim.models.params import save_model as save
+    from stepsim.scenarios.predict import predict
+
+    m = load_model(model)
+    todo = operations(ops, scenario, set, scale, remove, fix)
+    warnings = _caveats(m, todo)
+    if not todo:
+        raise StepsimError("whatif needs at least one --set, --scale, --remove, --fix or "
+                           "--scenario")
+    kw = _sim_kw(steps, warmup, seed, jobs)
+    with _progress("baseline", progress and draws > 0) as prog:
+        base = predict(m, [], intervals=draws, progress=prog, **kw)
+    with _progress("scenario", progress and draws > 0) as prog:
+        pred = predict(m, todo, intervals=draws, progress=prog, **kw)
+    if save_model:
+        save(pred.model, save_model)
+    return WhatIf(baseline=base, scenario=pred, warnings=warnings)
+
+
+def _grid(axes) -> dict:
+    from stepsim.scenarios.sweep import parse_axis
+
+    if isinstance(axes, Mapping):
+        return {k: list(v) for k, v in axes.items()}
+    grid: dict = {}
+    for text in [axes] if isinstance(axes, str) else axes:
+        path, values = parse_axis(text)
+        if path in grid:
+            raise StepsimError(f"sweep axis {path!r} is given twice")
+        grid[path] = values
+    return grid
+
+
+def _measured_points(measured, grid: dict) -> tuple[dict, tuple[str, ...]]:
+    """``VALUE=TRACE`` texts (or a mapping value → trace) → value → re-measured steps (µs)."""
+    from stepsim.scenarios.transforms import parse_value
+
+    pairs = []
+    for item in (measured.items() if isinstance(measured, Mapping) else measured):
+        if isinstance(item, str):
+            value, eq, trace = item.partition("=")
+            if not eq or not value.strip() or not trace.strip():
+                raise StepsimError(f"bad --measured {item!r}: expected VALUE=TRACE")
+            pairs.append((item, value, parse_value(value), trace))
+        else:
+            pairs.append((f"{item[0]}={item[1]}", str(item[0]), item[0], item[1]))
+    out, warnings = {}, ()
+    first = next(iter(grid.values()))
+    for text, shown_value, v, trace in pairs:
+        if v not in first:
+            raise StepsimError(f"--measured {text!r}: {shown_value} is not a value of the first "
+                               f"sweep axis ({', '.join(map(str, first))})")
+        runs, w = _measured([trace])
+        out[v], warnings = runs[0].step_us, warnings + w
+    return out, warnings
+
+
+def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=None, set=None,
+          scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+          warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 0, jobs: int = 0,
+          knee_tol: float = 0.05, plot: str | Path | None = None, measured=(),
+          progress: bool = False) -> Sweep:
+    """Predict a grid of parameter values and find each parameter's knee.
+
+    Args:
+        axes: ``"PATH=V1,V2,..."`` (or a list of them: a grid), or a mapping path → values.
+        knee_tol: within this of the best counts as no longer helping.
+        plot: write the sweep curve (``.png``/``.svg``/``.pdf``).
+        measured: ``"VALUE=TRACE"`` texts (or a mapping value → trace): re-measured runs at
+            values of the first axis, drawn on the plot.
+
+    Raises:
+        StepsimError: a bad axis or measured point; ModelError: an op that does not apply.
+    """
+    from stepsim.report.planner import plot_sweep
+    from stepsim.scenarios.sweep import sweep as run
+
+    m = load_model(model)
+    grid = _grid(axes)
+    points, warnings = _measured_points(measured, grid)
+    with _progress("sweep", progress) as prog:
+        todo = operations(ops, scenario, set, scale, remove, fix)
+        warnings += _caveats(m, todo, list(grid))
+        r = run(m, grid, todo, intervals=draws, progress=prog, knee_tol=knee_tol,
+                **_sim_kw(steps, warmup, seed, jobs))
+    if plot:
+        plot_sweep(r, plot, points)
+    return Sweep(result=r, measured=points, warnings=warnings)
+
+
+def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
+            scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+            warmup: int = DEFAULT_WARMUP, seed: int = 0, jobs: int = 0,
+            plot: str | Path | None = None, progress: bool = False) -> Ceilings:
+    """The simulated Amdahl ceiling of every component (after the operations); ``plot``
+    writes them as a bar chart."""
+    from stepsim.report.planner import plot_ceilings
+    from stepsim.scenarios.ceiling import ceilings
+
+    m = load_model(model)
+    with _progress("ceilings", progress) as prog:
+        r = ceilings(m, operations(ops, scenario, set, scale, remove, fix), progress=prog,
+                     **_sim_kw(steps, warmup, seed, jobs))
+    if plot:
+        plot_ceilings(r, plot)
+    return Ceilings(report=r)
+
+
+def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
+         scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+         warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
+         allow: Sequence[str] | None = None, fix_arg: Sequence[str] = (), min_gain: float = 0.02,
+         max_moves: int = 8, save_scenario: str | Path | None = None,
+         progress: bool = False) -> PlanResult:
+    """A greedy chain of named fixes, one bottleneck at a time.
+
+    Args:
+        allow: fix kinds the plan may use (default: systems).
+        fix_arg: ``"NAME:ARG=V,..."`` arguments for a fix instead of its candidates.
+        save_scenario: write the chain as a scenario YAML.
+    """
+    import yaml
+
+    from stepsim.scenarios.plan import plan as run
+    from stepsim.scenarios.transforms import Scenario, parse_fix
+    from stepsim.simcore.atomic import write_atomic
+
+    m = load_model(model)
+    fix_args: dict = {}
+    for text in [fix_arg] if isinstance(fix_arg, str) else fix_arg:
+        op = parse_fix(text)
+        fix_args[op.name] = {**fix_args.get(op.name, {}), **op.args}
+    with _progress("plan", progress) as prog:
+        p = run(m, operations(ops, scenario, set, scale, remove, fix),
+                allow=tuple(allow or ("systems",)), fix_args=fix_args, min_gain=min_gain,
+                max_moves=max_moves, draws=draws, progress=prog,
+                **_sim_kw(steps, warmup, seed, jobs))
+    if save_scenario:
+        label = m.meta.name or (str(model) if not isinstance(model, StepModel) else "model")
+        sc = Scenario(name=f"plan for {label}", description=p.stop, ops=tuple(p.ops))
+        write_atomic(Path(save_scenario),
+                     yaml.safe_dump(sc.model_dump(), sort_keys=False).encode())
+    return PlanResult(plan=p, warnings=_caveats(m, [mv.op for mv in p.moves]))
+
+
+def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scenario=None,
+             set=None, scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+             warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
+             ledger: str | Path | None = None, label: str | None = None,
+             progress: bool = False) -> Validation:
+    """A prediction against re-measured trace(s) (pooled); ``ledger`` appends the record to a
+    JSON-lines file.
+
+    Raises:
+        InputError: an unreadable trace or ledger; ModelError: no measured step.
+    """
+    from stepsim.scenarios.predict import predict
+    from stepsim.scenarios.validate import append_ledger, validate as score
+
+    m = load_model(model)
+    todo = operations(ops, scenario, set, scale, remove, fix)
+    traces = [traces] if isinstance(traces, (str, Path)) else list(traces)
+    runs, warnings = _measured(traces)
+    steps_us = [s for r in runs for s in r.step_us]
+    neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
+    with _progress("predict", progress and draws > 0) as prog:
+        pred = predict(m, todo, intervals=draws, progress=prog,
+                       **_sim_kw(steps, warmup, seed, jobs))
+    rec = score(pred, steps_us, neck, label=label or pred.what, traces=[str(t) for t in traces],
+                model_name=_name(model, m))
+    if ledger:
+        append_ledger(ledger, rec)
+    return Validation(record=rec, prediction=pred, warnings=_caveats(m, todo) + warnings)

@@ -1,0 +1,251 @@
+"""What the functions of :mod:`stepsim.api` return: one frozen dataclass per verb, holding the
+domain objects it produced (times in µs), with ``to_dict()`` (the document the CLI prints for
+``--json``, times in ms) and ``to_frame()`` (the natural table of the result as a pandas
+DataFrame, times in ms; pandas is optional: ``pip install 'stepsim[frames]'``).
+
+Nothing here computes a result; everything is read off what the verb made.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stepsim.models.metrics import Summary
+from stepsim.models.params import StepModel
+from stepsim.models.simulate import SimResult, WindowReplay
+from stepsim.report.planner import ceiling_dict, plan_dict, sweep_dict, whatif_dict
+from stepsim.report.tables import summary_dict, window_dict
+from stepsim.scenarios.ceiling import CeilingReport
+from stepsim.scenarios.plan import Plan
+from stepsim.scenarios.predict import Prediction
+from stepsim.scenarios.sweep import SweepResult
+from stepsim.scenarios.validate import LedgerRecord
+from stepsim.simcore.units import us_to_ms
+
+REPLAY_WARN = 0.10
+"""A calibration whose simulated mean step is further than this (fraction) from the measured
+mean is warned about. The mean is the throughput the run pays; a median can differ a lot when
+steps arrive in bursts (more workers than cores), so it is reported but not judged."""
+
+__all__ = ["Calibration", "Simulation", "WindowSimulation", "WhatIf", "Sweep", "Ceilings",
+           "PlanResult", "Validation", "REPLAY_WARN"]
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("to_frame() needs pandas, which is not installed: pip install pandas "
+                          "(or pip install 'stepsim[frames]'); to_dict() needs nothing") from None
+    return pandas
+
+
+def _flat(d: dict) -> dict:
+    """The scalar entries of a prediction's dict (a table row)."""
+    return {k: v for k, v in d.items() if not isinstance(v, (dict, list, tuple))}
+
+
+class _Result:
+    """``to_frame()`` from the rows a result names."""
+
+    def rows(self) -> list[dict]:  # pragma: no cover - every result overrides it
+        raise NotImplementedError
+
+    def to_frame(self):
+        """The result's table as a pandas DataFrame (times in ms).
+
+        Raises:
+            ImportError: pandas is not installed (the message says how to install it).
+        """
+        return _pandas().DataFrame(self.rows())
+
+
+@dataclass(frozen=True)
+class Calibration(_Result):
+    """A calibrated model and how well it reproduces its own trace (µs).
+
+    Attributes:
+        model: the StepModel (saved to ``output`` when one was given).
+        output: where it was written, or None.
+        warnings: the calibration's warnings, each said once (a folder of ranks repeats them).
+        window: the replay of the captured window, step by step (None: a CPU capture or
+            several ranks, which have none).
+        steady_mean_us / steady_median_us: the simulated steady state of the representative
+            step (what predictions use).
+    """
+
+    model: StepModel
+    output: str | None
+    warnings: tuple[str, ...]
+    window: WindowReplay | None
+    steady_mean_us: float
+    steady_median_us: float
+
+    @property
+    def measured_step_us(self) -> list[float]:
+        return list(self.model.meta.measured_step_us)
+
+    @property
+    def measured_mean_us(self) -> float:
+        return float(np.mean(self.measured_step_us))
+
+    @property
+    def measured_median_us(self) -> float:
+        return float(np.median(self.measured_step_us))
+
+    @property
+    def steady_mean_error(self) -> float:
+        """(simulated − measured) / measured of the mean step."""
+        return self.steady_mean_us / self.measured_mean_us - 1.0
+
+    @property
+    def steady_median_error(self) -> float:
+        return self.steady_median_us / self.measured_median_us - 1.0
+
+    @property
+    def steady_warning(self) -> str | None:
+        """Why the steady state is not to be trusted, when its mean step is more than
+        :data:`REPLAY_WARN` off the measured one; None otherwise."""
+        if abs(self.steady_mean_error) <= REPLAY_WARN:
+            return None
+        window = self.model.replay is not None
+        why = ("the captured steps were not all in one steady state, or the model misses "
+               "something the run did" if window else "the model misses something the run did")
+        return (f"the {'steady state' if window else 'replay'}'s mean step is "
+                f"{100 * self.steady_mean_error:+.0f} % off the measured one: {why} (see the "
+                "warnings above)")
+
+    def to_dict(self) -> dict:
+        return {"output": self.output, "steps": len(self.measured_step_us),
+                "measured_mean_ms": us_to_ms(self.measured_mean_us),
+                "measured_median_ms": us_to_ms(self.measured_median_us),
+                "window": None if self.window is None else window_dict(self.window),
+                "steady_state": {"mean_ms": us_to_ms(self.steady_mean_us),
+                                 "median_ms": us_to_ms(self.steady_median_us),
+                                 "mean_error_pct": 100 * self.steady_mean_error,
+                                 "median_error_pct": 100 * self.steady_median_error},
+                "warnings": list(self.warnings)}
+
+    def rows(self) -> list[dict]:
+        """One row per measured step (with the window replay's columns when there is one)."""
+        if self.window is not None:
+            return window_dict(self.window)["steps"]
+        return [{"step": i, "measured_ms": us_to_ms(s)} for i, s in
+                enumerate(self.measured_step_us)]
+
+
+@dataclass(frozen=True)
+class Simulation(_Result):
+    """A simulated steady state: the model, the raw result and its summary (µs)."""
+
+    model: StepModel
+    result: SimResult
+    summary: Summary
+
+    def to_dict(self) -> dict:
+        return summary_dict(self.summary)
+
+    def rows(self) -> list[dict]:
+        """One row per measured step: the job's step (its slowest rank) and each rank's."""
+        per_rank = self.result.step_us
+        return [{"step": i, "step_ms": us_to_ms(float(job)),
+                 **{f"rank{r}_ms": us_to_ms(float(per_rank[k, i]))
+                    for k, r in enumerate(self.result.ranks)}}
+                for i, job in enumerate(self.result.job_step_us)]
+
+
+@dataclass(frozen=True)
+class WindowSimulation(_Result):
+    """The captured window replayed step by step next to the measurement (µs)."""
+
+    model: StepModel
+    replay: WindowReplay
+
+    def to_dict(self) -> dict:
+        return window_dict(self.replay)
+
+    def rows(self) -> list[dict]:
+        return self.to_dict()["steps"]
+
+
+@dataclass(frozen=True)
+class WhatIf(_Result):
+    """The baseline and the scenario's prediction; ``warnings``: what the model cannot honour
+    in the operations (:func:`scenarios.transforms.caveats`)."""
+
+    baseline: Prediction
+    scenario: Prediction
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline.mean_step_us / self.scenario.mean_step_us
+
+    def to_dict(self) -> dict:
+        return whatif_dict(self.baseline, self.scenario)
+
+    def rows(self) -> list[dict]:
+        return [{"": name, **_flat(p.to_dict())} for name, p in
+                (("baseline", self.baseline), ("scenario", self.scenario))]
+
+
+@dataclass(frozen=True)
+class Sweep(_Result):
+    """A finished sweep; ``measured``: first-axis value → re-measured step times (µs), for
+    the plot."""
+
+    result: SweepResult
+    measured: dict[Any, list[float]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return sweep_dict(self.result)
+
+    def rows(self) -> list[dict]:
+        """One row per grid point: the swept values, then the prediction."""
+        return [{**pt["values"], **_flat({k: v for k, v in pt.items() if k != "values"})}
+                for pt in self.to_dict()["points"]]
+
+
+@dataclass(frozen=True)
+class Ceilings(_Result):
+    """The simulated Amdahl ceiling of every component."""
+
+    report: CeilingReport
+
+    def to_dict(self) -> dict:
+        return ceiling_dict(self.report)
+
+    def rows(self) -> list[dict]:
+        return self.to_dict()["components"]
+
+
+@dataclass(frozen=True)
+class PlanResult(_Result):
+    """A greedy chain of fixes; ``warnings``: the caveats of its moves."""
+
+    plan: Plan
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return plan_dict(self.plan)
+
+    def rows(self) -> list[dict]:
+        return [_flat(m) for m in self.to_dict()["moves"]]
+
+
+@dataclass(frozen=True)
+class Validation(_Result):
+    """A prediction scored against re-measured runs; ``record`` is what a ledger holds."""
+
+    record: LedgerRecord
+    prediction: Prediction
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return self.record.model_dump()
+
+    def rows(self) -> list[dict]:
+        return [{k: v for k, v in self.to_dict().items() if k != "traces"}]
