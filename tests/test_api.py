@@ -1,0 +1,110 @@
+"""The Python API (``import stepsim``): the CLI's verbs as functions, typed results, errors
+raised rather than exits; its documents are the CLI's ``--json`` output."""
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+
+import stepsim
+from stepsim import api
+from stepsim.scenarios.transforms import FixOp, ScaleOp, SetOp
+from stepsim.simcore.errors import InputError, ModelError, StepsimError
+from tests.conftest import REPO, run_cli
+
+A = str(REPO / "scenarios" / "reference" / "input_pipeline_a.yaml")
+FAST = {"steps": 10, "warmup": 5, "jobs": 1}
+
+
+def test_the_package_forwards_every_verb():
+    for name in stepsim.__all__:
+        assert getattr(stepsim, name) is getattr(api, name)
+    with pytest.raises(AttributeError):
+        stepsim.no_such_verb  # noqa: B018
+
+
+def test_defaults_are_the_clis():
+    """The API's defaults are the ones ``stepsim VERB --help`` states."""
+    for verb, draws in (("whatif", 16), ("sweep", 0), ("plan", 16), ("validate", 16)):
+        sig = inspect.signature(getattr(api, verb))
+        assert sig.parameters["draws"].default == draws, verb
+        assert sig.parameters["steps"].default == 30 and sig.parameters["warmup"].default == 20
+        assert sig.parameters["seed"].default == 0 and sig.parameters["jobs"].default == 0
+        r = run_cli(verb, "--help")
+        assert f"default {draws}" in " ".join(r.stdout.split()), verb
+    assert inspect.signature(api.sweep).parameters["knee_tol"].default == 0.05
+    assert inspect.signature(api.plan).parameters["min_gain"].default == 0.02
+
+
+def test_operations_in_order_and_in_every_form():
+    ops = api.operations([("fix", "mixed_precision:factor=0.6"), SetOp(path="loader.pin_memory",
+                                                                          value=True)],
+                         set={"loader.num_workers": 4}, scale=(0.5, "category=gemm"))
+    assert [type(o) for o in ops] == [FixOp, SetOp, SetOp, ScaleOp]
+    assert ops[2].value == 4 and ops[3].factor == 0.5
+    assert api.operations(set=["loader.num_workers=2", "loader.prefetch_factor=4"])[1].value == 4
+    with pytest.raises(ModelError, match="--set"):
+        api.operations(set="loader.num_workers")
+    with pytest.raises(ModelError, match="unknown kind"):
+        api.operations([("bogus", 1)])
+
+
+def test_whatif_matches_the_cli_json():
+    r = api.whatif(A, set="loader.num_workers=4", draws=0, **FAST)
+    assert isinstance(r.scenario.mean_step_us, float) and r.speedup > 1
+    cli = run_cli("whatif", A, "--set", "loader.num_workers=4", "--draws", "0", "--steps", "10",
+                  "--warmup", "5", "--jobs", "1", "--json")
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout) == json.loads(json.dumps(r.to_dict()))
+
+
+def test_errors_are_raised_not_exits(tmp_path):
+    with pytest.raises(StepsimError, match="at least one"):
+        api.whatif(A)
+    with pytest.raises(InputError, match="nope.json"):
+        api.simulate(tmp_path / "nope.json")
+    with pytest.raises(StepsimError, match="given twice"):
+        api.sweep(A, ["loader.num_workers=1,2", "loader.num_workers=3"])
+
+
+def test_simulate_and_a_model_object(tmp_path):
+    model = api.load_model(A)
+    r = api.simulate(model, chrome_trace=tmp_path / "t.json", **{k: FAST[k] for k in
+                                                                   ("steps", "warmup")})
+    assert r.model is model and len(r.result.job_step_us) == 10
+    assert r.to_dict()["mean_step_ms"] == pytest.approx(r.summary.mean_step_us / 1000)
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+
+
+def test_frames(tmp_path):
+    pd = pytest.importorskip("pandas", reason="pandas (the 'frames' extra) is not installed")
+    s = api.sweep(A, "loader.num_workers=1,2,4", plot=tmp_path / "s.png", **FAST)
+    df = s.to_frame()
+    assert isinstance(df, pd.DataFrame) and list(df["loader.num_workers"]) == [1, 2, 4]
+    assert (df["mean_step_ms"] > 0).all() and (tmp_path / "s.png").stat().st_size > 0
+    c = api.ceiling(A, **FAST).to_frame()
+    assert {"key", "ceiling", "free_step_ms"} <= set(c.columns)
+    w = api.whatif(A, fix="mixed_precision:factor=0.6", draws=0, **FAST).to_frame()
+    assert list(w[""]) == ["baseline", "scenario"]
+    p = api.plan(A, draws=0, max_moves=2, save_scenario=tmp_path / "p.yaml", **FAST)
+    assert len(p.to_frame()) == len(p.plan.moves) and (tmp_path / "p.yaml").exists()
+    sim = api.simulate(A, steps=10, warmup=5).to_frame()
+    assert list(sim.columns) == ["step", "step_ms", "rank0_ms"] and len(sim) == 10
+
+
+def test_to_frame_without_pandas_says_how_to_get_it(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_pandas(name, *a, **k):
+        if name == "pandas":
+            raise ImportError("No module named 'pandas'")
+        return real(name, *a, **k)
+
+    r = api.whatif(A, set={"loader.num_workers": 2}, draws=0, **FAST)
+    monkeypatch.setattr(builtins, "__import__", no_pandas)
+    with pytest.raises(ImportError, match="pip install"):
+        r.to_frame()
+    assert r.to_dict()["scenario"]["mean_step_ms"] > 0
