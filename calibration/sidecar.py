@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stepsim.models.params import MAX_CORES, MAX_PREFETCH, MAX_WORKERS
 from stepsim.simcore.errors import InputError
@@ -76,6 +76,53 @@ class LoaderSettings(BaseModel):
     dataset_len: int | None = Field(default=None, ge=0)
 
 
+class DDPParam(BaseModel):
+    """One parameter of a DDP job's model, in registration order (sizes in bytes)."""
+
+    model_config = _CFG
+    name: str
+    shape: list[int] = []
+    numel: int = Field(ge=0)
+    dtype: str
+    bytes: int = Field(ge=0)
+    requires_grad: bool = True
+    ddp_ignored: bool = False
+
+
+class DDPRecord(BaseModel):
+    """A DistributedDataParallel job as :mod:`calibration.ddp_info` records it."""
+
+    model_config = _CFG
+    world_size: int = Field(ge=1)
+    rank: int = Field(ge=0)
+    local_rank: int | None = Field(default=None, ge=0)
+    backend: str
+    hosts: list[str] = []
+    wrapped: bool = False
+    bucket_cap_mb: float | None = Field(default=None, gt=0)
+    first_bucket_bytes: int | None = Field(default=None, gt=0)
+    bucket_cap_mb_list: list[float] | None = None
+    gradient_as_bucket_view: bool | None = None
+    find_unused_parameters: bool | None = None
+    static_graph: bool | None = None
+    broadcast_buffers: bool | None = None
+    params: list[DDPParam] = []
+
+    @model_validator(mode="after")
+    def _ranks_fit(self):
+        if self.rank >= self.world_size:
+            raise ValueError(f"rank {self.rank} is not below world_size {self.world_size}")
+        if self.hosts and len(self.hosts) != self.world_size:
+            raise ValueError(f"{len(self.hosts)} host names for world_size {self.world_size}")
+        return self
+
+    @property
+    def grad_bytes(self) -> int:
+        """Bytes of the gradients DDP reduces each step (parameters that require a gradient
+        and are not ignored)."""
+        return sum(p.bytes for p in self.params if p.requires_grad and not p.ddp_ignored)
+
+
 class Sidecar(BaseModel):
     """The sidecar's content (times in µs)."""
 
@@ -90,6 +137,9 @@ class Sidecar(BaseModel):
     produce: list[ProduceRecord] = []
     steps: list[StepRecord] = []
     warnings: list[str] = []
+    capture: str | None = None
+    """What wrote it: ``harness``, ``lightning`` or ``transformers`` (absent in older files)."""
+    ddp: DDPRecord | None = None
 
 
 def load_sidecar(path: str | Path) -> Sidecar:

@@ -1,0 +1,173 @@
+"""A profiled window of training steps and the capture folder it writes (``trace.json.gz`` +
+``sidecar.json``), shared by the harness (:mod:`calibration.capture`) and the framework
+callbacks (:mod:`calibration.lightning`, :mod:`calibration.hf`).
+
+The caller marks three instants per step; the window does the rest::
+
+    win = Window(out_dir, records, loader, active=8)   # records: the produce-record folder
+    win.start()                # just before the first batch is asked for
+    ...  win.batch_ready()     # the step's batch is in hand (end of its next() part)
+    ...  win.step_end()        # the step is done: one sidecar row, one profiler step
+    win.finish()               # writes the files (also after an early stop, with a warning)
+
+Step ``i`` runs from the end of step ``i-1`` (or :meth:`start`) to its own end, which is the
+span of the trace's ``ProfilerStep#i``; its ``next_*`` fields cover the part before
+:meth:`batch_ready` (the DataLoader's ``next()`` plus whatever the framework does between
+steps). The profiler's schedule is ``skip_first``, ``wait``, ``warmup``, then ``active``
+recorded steps; :meth:`step_end` returns True once the window is complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from stepsim.simcore.atomic import write_atomic
+
+SIDECAR_VERSION = 1
+
+
+def _clocks() -> tuple[float, float, float]:
+    """(monotonic wall, this thread's CPU, this process's CPU), all in µs."""
+    return time.monotonic() * 1e6, time.thread_time() * 1e6, time.process_time() * 1e6
+
+
+def host_cores() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``), else ``os.cpu_count()``."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+class Window:
+    """One profiled window of ``skip_first + wait + warmup + active`` steps.
+
+    Args:
+        out_dir: the capture folder (created if needed).
+        records: the folder the producers write their per-batch records into (removed by
+            :meth:`finish`).
+        loader: the loader's settings (``loader`` in the sidecar schema), or None when no
+            ``torch.utils.data.DataLoader`` was found: then no sidecar is written.
+        via: what made the capture (``harness``, ``lightning``, ``transformers``).
+        ddp: the ``ddp`` section of the sidecar, or None for a single-process run.
+
+    Raises:
+        ValueError: for a non-positive ``active`` or negative schedule counts.
+    """
+
+    def __init__(self, out_dir, records: str, loader: dict | None, *, via: str,
+                 active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
+                 ddp: dict | None = None, warnings: list[str] | None = None):
+        if active < 1 or min(wait, warmup, skip_first) < 0:
+            raise ValueError(f"active must be >= 1 and wait, warmup, skip_first >= 0 (got "
+                             f"active={active}, wait={wait}, warmup={warmup}, "
+                             f"skip_first={skip_first})")
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.records, self.loader, self.via, self.ddp = records, loader, via, ddp
+        self.schedule = dict(skip_first=skip_first, wait=wait, warmup=warmup, active=active)
+        self.total = skip_first + wait + warmup + active
+        self.warnings: list[str] = list(warnings or [])
+        self.rows: list[dict] = []
+        self._prof = None
+        self._t_prev = self._t_ready = None
+        self._exported = False
+        self.finished = False
+        # export_chrome_trace gzips only when the name ends in .gz
+        self._trace_tmp = self.out_dir / ".partial.trace.json.gz"
+
+    @property
+    def running(self) -> bool:
+        """Started and not finished."""
+        return self._prof is not None and not self.finished
+
+    def start(self) -> None:
+        """Start the profiler; the first step starts now."""
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        activities = [ProfilerActivity.CPU]
+        if torch.cuda.is_available():
+            activities.append(ProfilerActivity.CUDA)
+        self._prof = profile(activities=activities, schedule=schedule(repeat=1, **self.schedule),
+                             on_trace_ready=self._on_ready)
+        self._prof.__enter__()
+        self._t_prev = _clocks()
+
+    def _on_ready(self, prof) -> None:
+        prof.export_chrome_trace(str(self._trace_tmp))
+        self._exported = True
+
+    def batch_ready(self) -> None:
+        """The current step's batch is in hand."""
+        self._t_ready = _clocks()
+
+    def step_end(self) -> bool:
+        """The current step is done; returns True when the window has all its steps."""
+        if not self.running:
+            return self.finished
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0, t2 = self._t_prev, _clocks()
+        t1 = self._t_ready or t0
+        i = len(self.rows)
+        self.rows.append({
+            "t_start_us": t0[0], "wall_us": t2[0] - t0[0], "cpu_us": t2[1] - t0[1],
+            "proc_cpu_us": t2[2] - t0[2], "next_wall_us": t1[0] - t0[0],
+            "next_cpu_us": t1[1] - t0[1], "next_proc_cpu_us": t1[2] - t0[2],
+            "profiled": i >= self.total - self.schedule["active"]})
+        self._prof.step()
+        self._t_prev, self._t_ready = _clocks(), None
+        if len(self.rows) >= self.total:
+            self.finish()
+        return self.finished
+
+    def finish(self, reason: str | None = None) -> None:
+        """Stop the profiler and write the capture folder; ``reason`` says why the window
+        stopped early (else a generic warning is given when steps are missing). Idempotent."""
+        if self.finished:
+            return
+        self.finished = True
+        if self._prof is not None:
+            self._prof.__exit__(None, None, None)
+        if len(self.rows) < self.total:
+            self.warnings.append(reason or f"the training loop stopped after {len(self.rows)} "
+                                           f"of {self.total} steps")
+        if self._exported:
+            os.replace(self._trace_tmp, self.out_dir / "trace.json.gz")
+        else:
+            self._trace_tmp.unlink(missing_ok=True)
+            self.warnings.append("the profiler never completed its active steps: no trace was "
+                                 f"written (run at least {self.total} steps)")
+        self._write_sidecar()
+
+    def _write_sidecar(self) -> None:
+        produce, rec = [], Path(self.records)
+        for f in sorted(rec.glob("produce-*.jsonl")):
+            produce += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        for f in sorted(rec.glob("untimed-*.txt")):
+            self.warnings.append(f"a DataLoader worker could not time its batches ({f.read_text()})")
+        shutil.rmtree(rec, ignore_errors=True)
+        if self.loader is None:
+            return
+        side = {
+            "stepsim_sidecar": SIDECAR_VERSION,
+            "capture": self.via,
+            "torch_version": torch.__version__,
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+            "host_cores": host_cores(),
+            "cpu_count": os.cpu_count(),
+            "torch_num_threads": torch.get_num_threads(),
+            "loader": self.loader,
+            "produce": produce,
+            "steps": self.rows,
+            "schedule": self.schedule,
+            "trace": "trace.json.gz",
+            "warnings": self.warnings,
+        }
+        if self.ddp is not None:
+            side["ddp"] = self.ddp
+        write_atomic(self.out_dir / "sidecar.json", json.dumps(side, indent=1).encode())
