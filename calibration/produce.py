@@ -69,8 +69,11 @@ def _mark_end(record_dir: str, batch) -> None:
            "wall_us": wall, "cpu_us": cpu, "proc_cpu_us": proc, "t_end_us": now * 1e6,
            "bytes": _nbytes(batch)}
     _STATE["seq"] += 1
-    with open(os.path.join(record_dir, f"produce-{os.getpid()}.jsonl"), "a") as f:
-        f.write(json.dumps(rec) + "\n")
+    try:
+        with open(os.path.join(record_dir, f"produce-{os.getpid()}.jsonl"), "a") as f:
+            f.write(json.dumps(rec) + "\n")
+    except OSError:  # the capture is over (its record folder is gone): training goes on
+        pass
 
 
 class TimedDataset(tud.Dataset):
@@ -171,33 +174,57 @@ def loader_settings(loader: tud.DataLoader) -> dict:
         dataset_len = len(loader.dataset)
     except TypeError:
         dataset_len = None
+    # a loader built with a batch_sampler (accelerate's DataLoaderShard is) has batch_size
+    # None and drop_last False; its batch sampler holds both
+    bs = loader.batch_size
+    sampler_bs = getattr(loader.batch_sampler, "batch_size", None)
+    from_sampler = bs is None and isinstance(sampler_bs, int)
     return {
         "num_workers": loader.num_workers,
         "prefetch_factor": loader.prefetch_factor if loader.num_workers > 0 else None,
         "pin_memory": bool(loader.pin_memory),
-        "batch_size": loader.batch_size,
+        "batch_size": sampler_bs if from_sampler else bs,
         "persistent_workers": bool(loader.persistent_workers),
         "in_order": getattr(loader, "in_order", None),
-        "drop_last": bool(loader.drop_last),
+        "drop_last": bool(getattr(loader.batch_sampler, "drop_last", False) if from_sampler
+                          else loader.drop_last),
         "dataset_len": dataset_len,
     }
 
 
-def attach_loader(loader: tud.DataLoader, record_dir: str) -> list[str]:
+def underlying(loader):
+    """The DataLoader that iterates: a wrapper that delegates to a ``base_dataloader``
+    (accelerate's ``DataLoaderAdapter``, which reads through to it but keeps what is set on
+    itself) gives that one."""
+    base = getattr(loader, "base_dataloader", None)
+    return base if isinstance(base, tud.DataLoader) else loader
+
+
+def attach_loader(loader: tud.DataLoader, record_dir: str, restart: bool = False) -> list[str]:
     """Make an existing DataLoader's workers record each batch's produce time into
     ``record_dir`` from its next ``iter()`` on. Returns warnings for the sidecar.
+
+    Persistent workers that already run keep the loader's old functions: with ``restart``
+    they are shut down so that the next ``iter()`` starts new ones (torch's ``DataLoader``
+    makes a new iterator when its ``_iterator`` is None), else a warning says their batches
+    are not recorded.
 
     Raises:
         TypeError: ``loader`` is not a ``torch.utils.data.DataLoader``.
     """
     if not isinstance(loader, tud.DataLoader):
         raise TypeError(f"loader must be a torch.utils.data.DataLoader, not {type(loader).__name__}")
+    loader = underlying(loader)
     if isinstance(loader.collate_fn, TimedCollate) or isinstance(loader.dataset, (TimedDataset, TimedIterable)):
         return []  # attached already (or built by Capture.dataloader)
     out: list[str] = []
     if loader.num_workers == 0:
         return out  # made inside next() on the main thread: the trace shows it
-    if loader.persistent_workers and getattr(loader, "_iterator", None) is not None:
+    live = getattr(loader, "_iterator", None)
+    if loader.persistent_workers and live is not None and restart:
+        live._shutdown_workers()
+        loader._iterator = None
+    elif loader.persistent_workers and live is not None:
         msg = ("the DataLoader's persistent workers were already running when the capture "
                "attached: their produce times are not recorded")
         _warnings.warn(msg, stacklevel=3)
@@ -209,6 +236,7 @@ def attach_loader(loader: tud.DataLoader, record_dir: str) -> list[str]:
 
 def detach_loader(loader) -> None:
     """Give an attached DataLoader back its own ``collate_fn`` and ``worker_init_fn``."""
+    loader = underlying(loader)
     if isinstance(getattr(loader, "collate_fn", None), TimedCollate):
         loader.collate_fn = loader.collate_fn.collate_fn
     if isinstance(getattr(loader, "worker_init_fn", None), TimedWorkerInit):

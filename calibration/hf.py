@@ -1,0 +1,62 @@
+"""A Hugging Face ``transformers.Trainer`` callback that captures a window of training steps.
+
+::
+
+    from stepsim.calibration.hf import StepsimTrainerCallback
+    trainer = transformers.Trainer(..., callbacks=[StepsimTrainerCallback("runs/baseline")])
+    trainer.train()
+    # then: stepsim calibrate runs/baseline -o model.json
+
+It profiles ``skip_first + wait + warmup + active`` optimizer steps from the start of training
+with ``torch.profiler`` (schedule + one ``step()`` per step) and writes the harness's
+``trace.json.gz`` + ``sidecar.json`` (:mod:`calibration.capture`), with ``"capture":
+"transformers"``. Needs the ``hf`` extra (``pip install 'stepsim[hf]'``).
+
+Hook timing (``Trainer._inner_training_loop`` / ``_run_epoch``): ``on_train_begin`` comes
+before ``iter(train_dataloader)``, so the callback attaches to the prepared DataLoader
+(accelerate's ``DataLoaderShard``, a ``DataLoader``) before its workers start. A step runs from
+the previous ``on_step_end`` to this one's; its ``next()`` part, up to ``on_step_begin``, holds
+``get_batch_samples`` (the DataLoader's ``next()`` for each of the step's
+``gradient_accumulation_steps`` batches) and the Trainer's logging of the previous step. The
+Trainer hands callbacks the unwrapped model, so in a distributed job the sidecar's ``ddp``
+section has the world, the hosts and the parameters, and no bucket settings
+(``wrapped: false``).
+"""
+from __future__ import annotations
+
+try:
+    from transformers import TrainerCallback
+except ImportError:
+    raise ImportError("stepsim.calibration.hf needs transformers: pip install 'stepsim[hf]'") from None
+
+from stepsim.calibration.hooks import HookCapture
+
+__all__ = ["StepsimTrainerCallback"]
+
+
+class StepsimTrainerCallback(TrainerCallback):
+    """Capture ``skip_first + wait + warmup + active`` optimizer steps into ``out_dir``.
+
+    Raises:
+        ValueError: for a non-positive ``active`` or negative schedule counts.
+    """
+
+    def __init__(self, out_dir, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3):
+        self.capture = HookCapture(out_dir, via="transformers", active=active, wait=wait,
+                                   warmup=warmup, skip_first=skip_first)
+
+    def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
+        self.capture.begin(train_dataloader, model)
+        if args.gradient_accumulation_steps > 1 and self.capture.window is not None:
+            self.capture.window.warnings.append(
+                f"gradient_accumulation_steps={args.gradient_accumulation_steps}: each step "
+                "consumed that many DataLoader batches")
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.capture.batch_ready()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.capture.step_end()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.capture.end(f"training ended after {state.global_step} optimizer steps")

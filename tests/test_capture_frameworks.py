@@ -1,0 +1,153 @@
+"""The Lightning and Hugging Face Trainer callbacks, each on the CPU with the real library: a
+tiny model, a few steps, then the capture folder calibrated and a what-if run with the CLI."""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+
+import pytest
+import torch
+import torch.utils.data as tud
+
+from stepsim.calibration.sidecar import load_sidecar
+from tests.conftest import run_cli
+from tests.test_capture_attach import Squares
+
+SCHED = dict(active=4, wait=1, warmup=1, skip_first=2)   # 8 steps, the last 4 profiled
+
+
+def _needs(module: str, extra: str):
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (pip install 'stepsim[{extra}]'; CI installs it)")
+
+
+def _check_capture_folder(out, via: str, tmp_path, num_workers: int) -> dict:
+    """The sidecar's fields, the trace's profiled steps, and the CLI on the folder."""
+    side = json.loads((out / "sidecar.json").read_text())
+    assert side["capture"] == via
+    assert side["loader"]["num_workers"] == num_workers and side["loader"]["batch_size"] == 8
+    assert side["schedule"] == {"skip_first": 2, "wait": 1, "warmup": 1, "active": 4}
+    assert len(side["steps"]) == 8 and [s["profiled"] for s in side["steps"]] == [False] * 4 + [True] * 4
+    assert all(s["wall_us"] >= s["next_wall_us"] >= 0 for s in side["steps"])
+    assert side["warnings"] == [] and "ddp" not in side
+    if num_workers:
+        prod = side["produce"]
+        assert {r["worker"] for r in prod} == set(range(num_workers))
+        assert len(prod) >= 8 and all(r["wall_us"] > 0 and r["bytes"] > 0 for r in prod)
+    load_sidecar(out / "sidecar.json")  # the reader takes it
+    with gzip.open(out / "trace.json.gz", "rt") as f:
+        names = {e.get("name", "") for e in json.load(f)["traceEvents"]}
+    assert sum(n.startswith("ProfilerStep#") for n in names) == 4
+    model = tmp_path / "model.json"
+    r = run_cli("calibrate", str(out), "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    m = json.loads(model.read_text())
+    assert m["loader"]["num_workers"] == num_workers
+    if num_workers:
+        assert m["meta"]["sources"]["loader.produce"] == "measured"
+    r = run_cli("whatif", str(model), "--set", f"loader.num_workers={num_workers + 2}")
+    assert r.returncode == 0, r.stderr
+    return side
+
+
+def test_lightning_callback(tmp_path):
+    _needs("lightning", "lightning")
+    import lightning.pytorch as pl
+
+    from stepsim.calibration.lightning import StepsimCallback
+
+    class Net(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 2))
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    # built by the user, workers already started by Lightning before any callback hook
+    loader = tud.DataLoader(Squares(8 * 40), batch_size=8, num_workers=2, persistent_workers=True)
+    out = tmp_path / "run"
+    torch.manual_seed(0)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=10, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[StepsimCallback(out, **SCHED)])
+    trainer.fit(Net(), train_dataloaders=loader)
+    assert trainer.global_step == 10, "training went on past the window"
+    side = _check_capture_folder(out, "lightning", tmp_path, num_workers=2)
+    assert side["loader"]["persistent_workers"] is True
+    assert loader.collate_fn is tud.default_collate, "the loader was given back its collate_fn"
+
+
+def test_lightning_callback_without_workers(tmp_path):
+    _needs("lightning", "lightning")
+    import lightning.pytorch as pl
+
+    from stepsim.calibration.lightning import StepsimCallback
+
+    class Net(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(64, 2)
+
+        def training_step(self, batch, batch_idx):
+            return torch.nn.functional.cross_entropy(self.lin(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+        def train_dataloader(self):
+            return tud.DataLoader(Squares(8 * 12), batch_size=8)
+
+    out = tmp_path / "run"
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=8, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[StepsimCallback(out, **SCHED)])
+    trainer.fit(Net())
+    _check_capture_folder(out, "lightning", tmp_path, num_workers=0)
+
+
+class _Tiny(torch.nn.Module):
+    """A model as the Trainer calls it: keyword inputs, a dict with the loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 2))
+
+    def forward(self, x, labels):
+        logits = self.net(x)
+        return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+
+class _Dicts(tud.Dataset):
+    def __init__(self, n):
+        self.inner = Squares(n)
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        x, y = self.inner[i]
+        return {"x": x, "labels": y}
+
+
+def test_hf_trainer_callback(tmp_path):
+    _needs("transformers", "hf")
+    _needs("accelerate", "hf")
+    from transformers import Trainer, TrainingArguments
+
+    from stepsim.calibration.hf import StepsimTrainerCallback
+
+    out = tmp_path / "run"
+    args = TrainingArguments(output_dir=str(tmp_path / "hf"), max_steps=10, per_device_train_batch_size=8,
+                             dataloader_num_workers=2, report_to="none", save_strategy="no",
+                             logging_strategy="no", use_cpu=True, disable_tqdm=True, seed=0)
+    trainer = Trainer(model=_Tiny(), args=args, train_dataset=_Dicts(8 * 40),
+                      callbacks=[StepsimTrainerCallback(out, **SCHED)])
+    trainer.train()
+    assert trainer.state.global_step == 10
+    _check_capture_folder(out, "transformers", tmp_path, num_workers=2)
