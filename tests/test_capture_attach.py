@@ -133,7 +133,8 @@ def _ddp_rank(rank: int, world: int, folder: str) -> None:
 def test_ddp_job_is_recorded_per_rank(tmp_path):
     import torch.multiprocessing as mp
 
-    mp.spawn(_ddp_rank, args=(2, str(tmp_path)), nprocs=2, join=True)
+    # fork: the ranks start with the modules already imported (a DataLoader worker starts so too)
+    mp.start_processes(_ddp_rank, args=(2, str(tmp_path)), nprocs=2, join=True, start_method="fork")
     for rank in (0, 1):
         sc = load_sidecar(tmp_path / "run" / f"rank{rank}" / "sidecar.json")
         d = sc.ddp
@@ -159,3 +160,47 @@ def test_bad_ddp_section_is_one_line(tmp_path):
     with pytest.raises(InputError, match="rank 2 is not below world_size 2"):
         load_sidecar(tmp_path / "sidecar.json")
     assert os.path.exists(tmp_path / "sidecar.json")
+
+
+class Stream(tud.IterableDataset):
+    """An iterable dataset; each worker yields every other sample (its own shard)."""
+
+    def __iter__(self):
+        info = tud.get_worker_info()
+        for i in range(info.id, 400, info.num_workers):
+            yield torch.full((16,), float(i)).tanh()
+
+
+def test_attach_times_an_iterable_dataset_in_its_workers(tmp_path):
+    loader = tud.DataLoader(Stream(), batch_size=4, num_workers=2)
+    n = sum(1 for _ in Capture(tmp_path).steps(loader, active=2, wait=0, warmup=1, skip_first=1))
+    assert n == 4
+    sc = load_sidecar(tmp_path / "sidecar.json")
+    assert {r.worker for r in sc.produce} == {0, 1} and all(r.bytes == 4 * 16 * 4 for r in sc.produce)
+    assert sc.loader.dataset_len is None and sc.warnings == []
+
+
+def test_a_dataset_whose_class_cannot_be_swapped_is_reported(tmp_path):
+    """A plain list (a built-in type) cannot take a timing subclass in the worker: no produce
+    records, and a warning that says why (calibration then infers produce time)."""
+    loader = tud.DataLoader([torch.ones(8) * i for i in range(64)], batch_size=4, num_workers=1)
+    for _ in Capture(tmp_path).steps(loader, active=1, wait=0, warmup=1, skip_first=0):
+        pass
+    sc = load_sidecar(tmp_path / "sidecar.json")
+    assert sc.produce == []
+    assert any("could not time its batches (list" in w for w in sc.warnings), sc.warnings
+
+
+@pytest.mark.parametrize("module, blocked, extra", [
+    ("stepsim.calibration.lightning", ("lightning.pytorch", "pytorch_lightning"), "lightning"),
+    ("stepsim.calibration.hf", ("transformers",), "hf"),
+])
+def test_a_missing_extra_is_named(monkeypatch, module, blocked, extra):
+    import importlib
+    import sys
+
+    for name in blocked:
+        monkeypatch.setitem(sys.modules, name, None)  # import of it raises ImportError
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(ImportError, match=rf"pip install 'stepsim\[{extra}\]'"):
+        importlib.import_module(module)
