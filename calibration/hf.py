@@ -58,5 +58,11 @@ class StepsimTrainerCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         self.capture.step_end()
 
+    def on_evaluate(self, args, state, control, **kwargs):
+        self.capture.note("evaluation")
+
+    def on_save(self, args, state, control, **kwargs):
+        self.capture.note("a checkpoint save")
+
     def on_train_end(self, args, state, control, **kwargs):
         self.capture.end(f"training ended after {state.global_step} optimizer steps")

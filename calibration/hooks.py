@@ -82,6 +82,13 @@ class HookCapture:
         if self.window is not None and self.window.running and self.window.step_end():
             self._detach()
 
+    def note(self, what: str) -> None:
+        """Something other than training (validation, a checkpoint) ran: inside the window it
+        is part of the next step's time, which the sidecar's warnings then say."""
+        if self.window is not None and self.window.running:
+            self.window.warnings.append(f"{what} ran inside the profiled window: step "
+                                        f"{len(self.window.rows)}'s time includes it")
+
     def end(self, reason: str | None = None) -> None:
         """Training stopped: write what was recorded (``reason`` goes into the warnings when
         the window is incomplete)."""

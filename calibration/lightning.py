@@ -62,6 +62,12 @@ class StepsimCallback(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.capture.step_end()
 
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self.capture.note("validation")
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self.capture.note("a checkpoint save")
+
     def on_train_end(self, trainer, pl_module) -> None:
         self.capture.end(f"training ended after {trainer.global_step} optimizer steps")
 

@@ -163,7 +163,7 @@ class TimedWorkerInit:
         ds = tud.get_worker_info().dataset
         try:
             ds.__class__ = _timed_class(type(ds))
-        except TypeError as e:  # a class whose instances cannot change class (C types, slots)
+        except Exception as e:  # a class that cannot take a subclass (a built-in type, ...): never break training
             with open(os.path.join(self.record_dir, f"untimed-{os.getpid()}.txt"), "w") as f:
                 f.write(f"{type(ds).__name__}: {e}")
 

@@ -22,7 +22,7 @@ def _needs(module: str, extra: str):
         pytest.skip(f"{module} is not installed (pip install 'stepsim[{extra}]'; CI installs it)")
 
 
-def _check_capture_folder(out, via: str, tmp_path, num_workers: int) -> dict:
+def _check_capture_folder(out, via: str, tmp_path, num_workers: int, warnings=()) -> dict:
     """The sidecar's fields, the trace's profiled steps, and the CLI on the folder."""
     side = json.loads((out / "sidecar.json").read_text())
     assert side["capture"] == via
@@ -30,7 +30,7 @@ def _check_capture_folder(out, via: str, tmp_path, num_workers: int) -> dict:
     assert side["schedule"] == {"skip_first": 2, "wait": 1, "warmup": 1, "active": 4}
     assert len(side["steps"]) == 8 and [s["profiled"] for s in side["steps"]] == [False] * 4 + [True] * 4
     assert all(s["wall_us"] >= s["next_wall_us"] >= 0 for s in side["steps"])
-    assert side["warnings"] == [] and "ddp" not in side
+    assert side["warnings"] == list(warnings) and "ddp" not in side
     if num_workers:
         prod = side["produce"]
         assert {r["worker"] for r in prod} == set(range(num_workers))
@@ -145,9 +145,12 @@ def test_hf_trainer_callback(tmp_path):
     out = tmp_path / "run"
     args = TrainingArguments(output_dir=str(tmp_path / "hf"), max_steps=10, per_device_train_batch_size=8,
                              dataloader_num_workers=2, report_to="none", save_strategy="no",
-                             logging_strategy="no", use_cpu=True, disable_tqdm=True, seed=0)
-    trainer = Trainer(model=_Tiny(), args=args, train_dataset=_Dicts(8 * 40),
+                             logging_strategy="no", use_cpu=True, disable_tqdm=True, seed=0,
+                             eval_strategy="steps", eval_steps=5, per_device_eval_batch_size=8)
+    trainer = Trainer(model=_Tiny(), args=args, train_dataset=_Dicts(8 * 40), eval_dataset=_Dicts(8),
                       callbacks=[StepsimTrainerCallback(out, **SCHED)])
     trainer.train()
     assert trainer.state.global_step == 10
-    _check_capture_folder(out, "transformers", tmp_path, num_workers=2)
+    # the evaluation after optimizer step 5 runs before the 6th step's batch: step index 5
+    _check_capture_folder(out, "transformers", tmp_path, num_workers=2,
+                          warnings=["evaluation ran inside the profiled window: step 5's time includes it"])
