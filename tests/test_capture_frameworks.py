@@ -154,3 +154,42 @@ def test_hf_trainer_callback(tmp_path):
     # the evaluation after optimizer step 5 runs before the 6th step's batch: step index 5
     _check_capture_folder(out, "transformers", tmp_path, num_workers=2,
                           warnings=["evaluation ran inside the profiled window: step 5's time includes it"])
+
+
+def test_lightning_callback_under_ddp(tmp_path):
+    """Two CPU ranks (gloo) forked by Lightning's ``ddp_fork`` strategy: each rank writes its
+    own folder, whose sidecar records the DDP module Lightning wrapped the model in."""
+    _needs("lightning", "lightning")
+    import socket
+
+    import lightning.pytorch as pl
+
+    from stepsim.calibration.lightning import StepsimCallback
+
+    class Net(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(64, 2)
+
+        def training_step(self, batch, batch_idx):
+            return torch.nn.functional.cross_entropy(self.lin(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+        def train_dataloader(self):
+            return tud.DataLoader(Squares(8 * 24), batch_size=8)
+
+    out = tmp_path / "run"
+    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp_fork", max_steps=8, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[StepsimCallback(out, **SCHED)])
+    trainer.fit(Net())
+    for rank in (0, 1):
+        sc = load_sidecar(out / f"rank{rank}" / "sidecar.json")
+        d = sc.ddp
+        assert sc.capture == "lightning" and (d.world_size, d.rank, d.backend) == (2, rank, "gloo")
+        assert d.wrapped and d.bucket_cap_mb == 25.0 and d.hosts == [socket.gethostname()] * 2
+        assert [(p.name, p.shape, p.dtype) for p in d.params] == [
+            ("lin.weight", [2, 64], "float32"), ("lin.bias", [2], "float32")]
+        assert len(sc.steps) == 8 and (out / f"rank{rank}" / "trace.json.gz").is_file()
