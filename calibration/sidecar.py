@@ -93,7 +93,8 @@ class DDPRecord(BaseModel):
     """A DistributedDataParallel job as :mod:`calibration.ddp_info` records it."""
 
     model_config = _CFG
-    world_size: int = Field(ge=1)
+    # a real job's size, which may exceed what the simulator runs (models.params.MAX_RANKS)
+    world_size: int = Field(ge=1, le=1 << 20)
     rank: int = Field(ge=0)
     local_rank: int | None = Field(default=None, ge=0)
     backend: str

@@ -4,7 +4,7 @@ callbacks (:mod:`calibration.lightning`, :mod:`calibration.hf`).
 
 The caller marks three instants per step; the window does the rest::
 
-    win = Window(out_dir, records, loader, active=8)   # records: the produce-record folder
+    win = Window(out_dir, records, loader, via="harness", active=8)  # records: produce records
     win.start()                # just before the first batch is asked for
     ...  win.batch_ready()     # the step's batch is in hand (end of its next() part)
     ...  win.step_end()        # the step is done: one sidecar row, one profiler step
