@@ -47,7 +47,9 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
         p = p / CAPTURE_TRACE
     side = load_sidecar(sidecar) if sidecar else None
     if p.is_dir():
-        return _gpu(p, side, step_regex)
+        from stepsim.calibration.gloo_dispatch import gloo_dir
+
+        return gloo_dir(p) or _gpu(p, side, step_regex)
     if not p.exists():
         raise InputError(p, "no such file")
     table = build_table(load_trace(p))

@@ -324,7 +324,12 @@ class RankParams(_Strict):
     delay_us: Micros = 0.0
     """Extra host CPU time at the start of every step (a slow data path, a noisy neighbour)."""
     phase_extra_us: dict[str, Micros] = Field(default_factory=dict)
-    """Extra device time per phase per step (``{"forward": 18000}`` = forward 18 ms longer)."""
+    """Extra time per phase per step (``{"forward": 18000}`` = forward 18 ms longer): on the
+    phase's device tasks, or, for a phase with none (a CPU training step), on its host ``cpu``
+    ops, in proportion to their duration."""
+    host: str = ""
+    """The machine the rank runs on: ranks with the same (non-empty) host share its
+    ``loader.host_cores``, so a rank that waits frees a core for the others."""
 
 
 class Meta(_Strict):

@@ -19,7 +19,7 @@ pays.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import simpy
@@ -118,14 +118,39 @@ def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
                                       model.comm.latency_us)
         else:
             out[t.id] = t.dur_us
+    host_phases = {op.phase for op in model.host.ops if op.kind == "cpu"}
     for phase, extra in rp.phase_extra_us.items():
         ids = [t.id for t in tasks.values() if t.phase == phase and t.kind != "collective"]
         total = sum(out[i] for i in ids)
+        if not ids and phase in host_phases:
+            continue        # a host-side phase: see rank_host_plan
         if not ids:
             raise SimulationError(f"rank {rp.rank}: phase_extra_us names phase {phase!r}, "
                                   "which has no tasks")
         for i in ids:
             out[i] += extra * (out[i] / total if total > 0 else 1 / len(ids))
+    return out
+
+
+def rank_host_plan(model: StepModel, rank_index: int, plans: list[HostOpPlan]
+                   ) -> list[HostOpPlan]:
+    """One rank's host ops: its ``phase_extra_us`` of a phase without device tasks (a CPU
+    training step) spread over that phase's ``cpu`` ops in proportion to their duration (each
+    measured sample shifted by the op's share)."""
+    rp = model.ranks[rank_index]
+    dev = {t.phase for t in model.task_map().values() if t.kind != "collective"}
+    ops = model.host.ops
+    out = list(plans)
+    for phase, extra in rp.phase_extra_us.items():
+        idx = [j for j, op in enumerate(ops) if op.kind == "cpu" and op.phase == phase]
+        if phase in dev or not idx or extra <= 0:
+            continue
+        total = sum(ops[j].dur_us for j in idx)
+        for j in idx:
+            add = extra * (ops[j].dur_us / total if total > 0 else 1 / len(idx))
+            p = out[j]
+            out[j] = replace(p, dur_us=p.dur_us + add, samples=None if p.samples is None else
+                             Empirical(tuple(v + add for v in p.samples.samples_us)))
     return out
 
 
@@ -302,8 +327,16 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     runs: list[TaskRun] = []
     waits: list[HostWait] = []
     hosts, starts, loaders = [], [], []
+    per_host = {h: sum(r.host == h for r in model.ranks) for h in {r.host for r in model.ranks}}
+    pools: dict[str, CpuPool] = {}
     for i, rp in enumerate(model.ranks):
-        cpu = CpuPool(env, lp.host_cores, contended=threads > lp.host_cores)
+        # ranks on one named host share its cores; a rank without a host has its own
+        n_on = per_host[rp.host] if rp.host else 1
+        cpu = pools.get(rp.host) if rp.host else None
+        if cpu is None:
+            cpu = CpuPool(env, lp.host_cores, contended=threads * n_on > lp.host_cores)
+            if rp.host:
+                pools[rp.host] = cpu
         loader = DataLoaderSim(env, lp, cpu, rngs[f"rank{rp.rank}.loader"], hook, rp.rank)
         loaders.append(loader)
         engines = {"h2d": simpy.Resource(env, capacity=1), "d2h": simpy.Resource(env, capacity=1)}
@@ -316,7 +349,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         st: list[float] = []
         starts.append(st)
         hosts.append(env.process(host_process(
-            env, rp.rank, ops, rp.delay_us, cpu, model.host.uses_core, loader, events, hook,
+            env, rp.rank, rank_host_plan(model, i, ops), rp.delay_us, cpu, model.host.uses_core, loader, events, hook,
             n_total, st, lq, waits, sync_step, rngs[f"rank{rp.rank}.host"])))
     try:
         env.run(until=simpy.AllOf(env, hosts))

@@ -1,0 +1,340 @@
+"""Calibration of a multi-rank CPU DistributedDataParallel job (gloo backend) from one Kineto
+trace per rank, into one :class:`models.params.StepModel` holding every rank.
+
+What a gloo trace holds (checked on 2-rank runs with torch 2.13, ``torch.profiler`` with CPU
+activities and ``record_shapes=True``):
+
+* on the main thread, ``c10d::allreduce_`` only *enqueues* a bucket's all-reduce (about 0.1 ms
+  when the thread has its core); its ``Input Dims`` ``[[[n]]]`` give the bucket's element
+  count and ``Input type`` its dtype. Backward runs on the main thread
+  (``autograd::engine::evaluate_function: …`` events): CPU tensors need no device thread;
+* on one of gloo's worker threads (two by default, taking the work in turn),
+  ``gloo:all_reduce`` spans the real collective *including the wait for the peer*, with the
+  same ``Input Dims``;
+* ``c10d::barrier`` (main thread, short) pairs with ``gloo:barrier`` (worker thread, the
+  wait); the main thread's wait for it, like its wait for the outstanding all-reduces at the
+  end of backward (DDP's ``finalize_backward``, before the optimizer), is an untraced gap.
+
+The k-th ``c10d::`` enqueue of the main thread is paired with the k-th ``gloo:`` event of the
+worker threads, by start time. Clocks are aligned on collective ends (a collective finishes
+at one instant on every rank): each rank's offset is the median difference of its ends
+against the first rank's. A collective's *arrival* on a rank is its ``gloo:`` start; its
+transfer is its duration on the **last rank to arrive** (never the mean); the rest, on the
+others, is arrival skew.
+
+The model, from the reference rank (the one that arrives first at the median collective,
+whose own work is never hidden behind waiting), per step on the host thread: ``cpu`` ops for
+the work between enqueues (phase ``forward`` before the first autograd event, ``backward``
+after it, ``optimizer`` after the end-of-backward wait), a ``launch`` per enqueue of a
+``collective`` task on stream ``gloo``, a ``sync`` after each barrier enqueue, and a ``sync``
+on the last all-reduce where backward's compute ends (the untraced wait). Each ``cpu`` op keeps
+its measured per-step durations (``samples_us``); waits are excluded, since the simulator adds
+them. Every other rank's extra host time per phase (its mean minus the reference's, when
+positive) is its ``RankParams.phase_extra_us``; each rank's host name (``host_name`` of the
+trace) is its ``RankParams.host``, so ranks on one host share its cores.
+
+Collective cost: ``latency_us`` and ``bus_gbps`` fitted by least squares to the all-reduces'
+transfer times against their ring bus bytes (``inferred``; the latency is 0 when fewer than
+two sizes were seen). DDP's parameters come from the capture sidecar's ``ddp`` record
+(``measured``); without it, one pseudo-parameter per observed bucket (``inferred``: buckets
+can then be merged by a what-if but never split).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from stepsim.calibration.events import EventTable
+from stepsim.calibration.steps import find_steps
+from stepsim.models.ddp import ring_bus_bytes
+from stepsim.models.params import (CommParams, DeviceParams, DeviceTask, GradParam, HostOp,
+                                   HostParams, Meta, RankParams, StepModel)
+from stepsim.simcore.errors import InputError
+
+__all__ = ["is_gloo", "calibrate_gloo", "GLOO_STREAM"]
+
+GLOO_STREAM = "gloo"
+DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int": 4,
+               "long int": 8, "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+PHASES = ("forward", "backward", "optimizer")
+
+
+def is_gloo(table: EventTable) -> bool:
+    """Whether a host-only trace holds gloo collectives (``gloo:*`` events)."""
+    return any(str(n).startswith("gloo:") for n in table.names.tolist())
+
+
+@dataclass
+class _Coll:
+    kind: str               # all_reduce, barrier, ...
+    numel: int | None
+    dtype: str
+    enq: tuple[int, int]    # main-thread enqueue (start, end), ns on this rank's clock
+    run: tuple[int, int]    # gloo worker (start, end), ns
+
+
+@dataclass
+class _StepRec:
+    number: int
+    step_us: float
+    ops: list[tuple[str, str, float, int | None]]   # (kind, phase, dur_us, coll index)
+    colls: list[_Coll]
+    phase_us: dict[str, float]
+
+    def shape(self) -> tuple:
+        return tuple((k, p, c) for k, p, _, c in self.ops) + tuple(c.kind for c in self.colls)
+
+
+@dataclass
+class _Rank:
+    rank: int
+    world: int
+    host: str
+    path: Path
+    base_ns: int
+    steps: list[_StepRec] = field(default_factory=list)
+
+
+def _input_numel(table: EventTable, i: int) -> tuple[int | None, str]:
+    dims, types = table.arg(i, "Input Dims"), table.arg(i, "Input type")
+    d = dims[0] if isinstance(dims, list) and dims else None
+    while isinstance(d, list) and d and isinstance(d[0], list):
+        d = d[0]
+    n = int(np.prod(d)) if isinstance(d, list) and d and all(isinstance(x, int) for x in d) else None
+    t = types[0] if isinstance(types, list) and types else ""
+    return n, str(t)
+
+
+def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
+    steps = find_steps(table)
+    if not steps:
+        raise InputError(table.path, "no training steps found (no ProfilerStep#N)")
+    info = table.metadata.get("distributedInfo") or {}
+    rank = int(info.get("rank", 0)) if isinstance(info, dict) else 0
+    world = int(info.get("world_size", 1)) if isinstance(info, dict) else 1
+    main = steps[0]
+    names = table.names.tolist()
+    X = table.ph == "X"
+    on_main = X & (table.tid == main.tid) & (table.pid == main.pid)
+    enq = [i for i in np.flatnonzero(on_main) if names[i].startswith("c10d::")]
+    run = [i for i in np.flatnonzero(X & (table.pid == main.pid) & (table.tid != main.tid))
+           if names[i].startswith("gloo:")]
+    enq.sort(key=lambda i: table.ts_ns[i])
+    run.sort(key=lambda i: table.ts_ns[i])
+    if len(enq) != len(run):
+        warnings.append(f"{table.path.name}: {len(enq)} c10d enqueues but {len(run)} gloo "
+                        "collectives; paired in order, the rest dropped")
+    colls = []
+    for e, g in zip(enq, run):
+        kind = names[g].split(":", 1)[1]
+        n, t = _input_numel(table, g)
+        colls.append(_Coll(kind, n, t, (int(table.ts_ns[e]), int(table.end_ns[e])),
+                           (int(table.ts_ns[g]), int(table.end_ns[g]))))
+    autograd = np.flatnonzero(on_main & np.fromiter(
+        (n.startswith("autograd::engine::evaluate_function") for n in names), bool, len(names)))
+    out = _Rank(rank, world, str(table.metadata.get("host_name") or ""), table.path,
+                int(table.base_ns))
+    use = [s for s in steps if not s.last] or list(steps)
+    for s in use:
+        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd])
+        if rec is not None:
+            out.steps.append(rec)
+    if not out.steps:
+        raise InputError(table.path, "no step with a backward pass (autograd events) to "
+                                     "calibrate from")
+    return out
+
+
+def _fit_step(s, colls: list[_Coll], ag_start, ag_end) -> _StepRec | None:
+    inside = (ag_start >= s.start_ns) & (ag_start < s.end_ns)
+    if not inside.any():
+        return None
+    bwd0, bwd1 = int(ag_start[inside].min()), int(ag_end[inside].max())
+    mine = [c for c in colls if s.start_ns <= c.enq[0] < s.end_ns]
+    ops: list[tuple[str, str, float, int | None]] = []
+    cur = s.start_ns
+
+    def cpu(until: int):
+        """Host work from ``cur`` to ``until``, split where backward starts."""
+        nonlocal cur
+        if cur < bwd0 < until:
+            cpu(bwd0)
+        ops.append(("cpu", "forward" if until <= bwd0 else "backward",
+                    max(until - cur, 0) / 1e3, None))
+        cur = max(cur, until)
+
+    last_ar = None
+    for k, c in enumerate(mine):
+        cpu(c.enq[0])
+        phase = "forward" if c.enq[0] < bwd0 else "backward"
+        ops.append(("launch", phase, (c.enq[1] - c.enq[0]) / 1e3, k))
+        cur = c.enq[1]
+        if c.kind == "barrier":
+            ops.append(("sync", phase, 0.0, k))
+            cur = max(cur, c.run[1])
+        elif c.kind == "all_reduce":
+            last_ar = k
+    cpu(max(bwd1, cur))
+    if last_ar is not None:
+        ops.append(("sync", "backward", 0.0, last_ar))
+        cur = max(cur, mine[last_ar].run[1])
+    ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
+    phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}
+    return _StepRec(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us)
+
+
+def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None = None
+                   ) -> StepModel:
+    """One StepModel of every rank (see the module docstring).
+
+    Args:
+        tables: one host-only trace per rank.
+        sidecars: capture sidecars by rank (:class:`calibration.sidecar.Sidecar` with a
+            ``ddp`` record), optional.
+
+    Raises:
+        InputError: a trace without steps or backward pass, two traces of one rank, or ranks
+            whose steps share no structure.
+    """
+    warnings: list[str] = [w for t in tables for w in t.warnings]
+    ranks: dict[int, _Rank] = {}
+    for t in tables:
+        r = _fit_rank(t, warnings)
+        if r.rank in ranks:
+            raise InputError(t.path, f"rank {r.rank} again (also {ranks[r.rank].path.name})")
+        ranks[r.rank] = r
+    order = sorted(ranks)
+    shape = Counter(s.shape() for r in ranks.values() for s in r.steps).most_common(1)[0][0]
+    for r in ranks.values():
+        kept = [s for s in r.steps if s.shape() == shape]
+        if len(kept) < len(r.steps):
+            warnings.append(f"rank {r.rank}: {len(r.steps) - len(kept)} step(s) with another "
+                            "structure (enqueue order) left out")
+        r.steps = kept
+    by_num = [set(s.number for s in ranks[r].steps) for r in order]
+    nums = sorted(set.intersection(*by_num))
+    if not nums:
+        raise InputError(tables[0].path, "the ranks share no step of one structure")
+    step = {r: {s.number: s for s in ranks[r].steps} for r in order}
+    # clock offsets from collective ends; arrival, skew and transfer per collective
+    first = order[0]
+
+    def abs_ns(r, t):
+        return ranks[r].base_ns + t
+
+    ends = {r: [abs_ns(r, c.run[1]) for n in nums for c in step[r][n].colls] for r in order}
+    offset = {r: float(np.median(np.array(ends[r]) - np.array(ends[first]))) for r in order}
+    n_coll = len(step[first][nums[0]].colls)
+    arrive = {r: np.array([[abs_ns(r, step[r][n].colls[k].run[0]) - offset[r]
+                            for k in range(n_coll)] for n in nums]) for r in order}
+    arr = np.stack([arrive[r] for r in order])                  # (ranks, steps, colls)
+    last = arr.argmax(axis=0)                                   # (steps, colls)
+    transfer = np.array([[(lambda c: (c.run[1] - c.run[0]) / 1e3)(
+        step[order[last[i, k]]][n].colls[k]) for k in range(n_coll)] for i, n in enumerate(nums)])
+    skew = (arr.max(axis=0)[None] - arr) / 1e3                  # µs each rank waited
+    # the reference arrives first: it waits longest at the median collective
+    ref = order[int(np.argmax(np.median(skew.reshape(len(order), -1), axis=1)))] \
+        if n_coll else first
+    recs = [step[ref][n] for n in nums]
+    colls0 = recs[0].colls
+    tasks = []
+    for k, c in enumerate(colls0):
+        nbytes = c.numel * DTYPE_BYTES.get(c.dtype, 4) if c.numel is not None else None
+        phase = next(p for kind, p, _, ci in recs[0].ops if kind == "launch" and ci == k)
+        tasks.append(DeviceTask(id=f"gloo.{c.kind}{k}", stream=GLOO_STREAM,
+                                name=f"gloo:{c.kind}" + (f" ({nbytes} B)" if nbytes else ""),
+                                kind="collective", category="communication", phase=phase,
+                                dur_us=float(np.median(transfer[:, k])), bytes=nbytes))
+    ops = []
+    for j, (kind, phase, _, ci) in enumerate(recs[0].ops):
+        vals = [r.ops[j][2] for r in recs]
+        task = tasks[ci].id if ci is not None else None
+        if kind == "cpu":
+            name = {"forward": "forward", "backward": "backward",
+                    "optimizer": "optimizer"}[phase]
+            ops.append(HostOp(kind="cpu", name=name, dur_us=float(np.mean(vals)),
+                              samples_us=[float(v) for v in vals], phase=phase, category=phase))
+        elif kind == "launch":
+            ops.append(HostOp(kind="launch", name=f"c10d::{colls0[ci].kind} enqueue",
+                              dur_us=float(np.median(vals)), task=task, phase=phase))
+        else:
+            ops.append(HostOp(kind="sync", name=f"wait for {tasks[ci].name} (untraced)",
+                              task=task, phase=phase))
+    ref_phase = {p: float(np.mean([r.phase_us[p] for r in recs])) for p in PHASES}
+    rank_params = []
+    for r in order:
+        extra = {p: float(np.mean([step[r][n].phase_us[p] for n in nums])) - ref_phase[p]
+                 for p in PHASES}
+        rank_params.append(RankParams(rank=r, host=ranks[r].host,
+                                      phase_extra_us={p: v for p, v in extra.items() if v > 0}))
+    comm, sources, how = _comm(tasks, colls0, ranks, sidecars or {}, warnings)
+    job = [max(step[r][n].step_us for r in order) for n in nums]
+    world = max([ranks[r].world for r in order] + [len(order)])
+    comm = comm.model_copy(update={"world_size": world})
+    host_cores = next((s.host_cores for s in (sidecars or {}).values() if s.host_cores), None)
+    per_host = Counter(ranks[r].host for r in order)
+    from stepsim.models.params import LoaderParams
+    loader = LoaderParams(host_cores=host_cores or max(per_host.values()))
+    sources["loader.host_cores"] = "measured" if host_cores else "assumed"
+    if not host_cores:
+        warnings.append(f"host cores unknown: assumed {loader.host_cores} (one per rank on a "
+                        "host); a capture sidecar records them")
+    sources.update({"host.ops": "measured", f"device.streams.{GLOO_STREAM}": "measured",
+                    "ranks": "measured"})
+    notes = {"kind": "cpu_ddp", "backend": "gloo", "reference_rank": ref,
+             "ranks": ",".join(map(str, order)), "buckets": how,
+             "clock_offsets_us": ",".join(f"{r}:{offset[r] / 1e3:.1f}" for r in order),
+             "arrival_skew_us_median": ",".join(
+                 f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
+                 for i, r in enumerate(order)),
+             "measured_median_step_us": float(np.median(job))}
+    meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,
+                traces=[str(ranks[r].path) for r in order], steps_used=nums,
+                measured_step_us=job, warnings=warnings, notes=notes)
+    return StepModel(loader=loader, host=HostParams(ops=ops),
+                     device=DeviceParams(streams={GLOO_STREAM: tasks}), comm=comm,
+                     ranks=rank_params, meta=meta)
+
+
+def _comm(tasks: list[DeviceTask], colls: list[_Coll], ranks: dict, sidecars: dict,
+          warnings: list[str]) -> tuple[CommParams, dict, str]:
+    """Collective cost (latency + bus bandwidth, least squares) and DDP's parameters."""
+    sources: dict[str, str] = {}
+    ar = [t for t in tasks if t.bytes]
+    world = max(len(ranks), max(r.world for r in ranks.values()))
+    upd: dict = {"comm_stream": GLOO_STREAM}
+    if ar:
+        x = np.array([ring_bus_bytes(t.bytes, world) for t in ar])
+        y = np.array([t.dur_us for t in ar])
+        if len(set(x.tolist())) >= 2:
+            b, a = np.polyfit(x, y, 1)
+        else:
+            b, a = float(y.sum() / x.sum()), 0.0
+        if b <= 0:
+            b, a = float(y.sum() / x.sum()), 0.0
+        a = max(float(a), 0.0)
+        upd["latency_us"], upd["bus_gbps"] = a, 1.0 / b / 1e3
+        sources["comm.latency_us"] = sources["comm.bus_gbps"] = "inferred"
+    rec = next((s.ddp for s in sidecars.values() if getattr(s, "ddp", None) is not None), None)
+    if rec is not None and rec.params:
+        upd["grad_params"] = [GradParam(name=p.name, bytes=p.bytes, dtype=p.dtype)
+                              for p in rec.params if p.requires_grad and not p.ddp_ignored]
+        if rec.bucket_cap_mb:
+            upd["bucket_cap_mb"] = rec.bucket_cap_mb
+        if rec.first_bucket_bytes:
+            upd["first_bucket_cap_mb"] = rec.first_bucket_bytes / 2 ** 20
+        how = "measured"
+    else:
+        # buckets in reduction order; registration order is the reverse
+        upd["grad_params"] = [GradParam(name=f"bucket{k}", bytes=t.bytes)
+                              for k, t in reversed(list(enumerate(ar)))]
+        how = "inferred"
+        warnings.append("no DDP record in a capture sidecar: one parameter per observed bucket "
+                        "(inferred from the all-reduces' Input Dims), so a bucket_cap_mb "
+                        "what-if can merge buckets but never split one")
+    for k in ("grad_params", "bucket_cap_mb", "first_bucket_cap_mb"):
+        sources[f"comm.{k}"] = how if k == "grad_params" or rec is not None else "assumed"
+    return CommParams(**upd), sources, how

@@ -1,0 +1,216 @@
+"""A real DistributedDataParallel job on the CPU: ranks with the gloo backend, one process each.
+
+The model is an MLP of ``depth`` square ``Linear`` layers whose gradients fill several DDP
+buckets. Each rank trains on fixed random tensors with one intra-op thread
+(``torch.set_num_threads(1)``), so a rank is one CPU consumer plus gloo's worker thread.
+
+One spawned group of ranks runs a *plan*: a list of :class:`Run` settings, each with a fresh
+DDP module (its own ``bucket_cap_mb``), so start-up (imports, rendezvous) is paid once. A run is
+either profiled (``torch.profiler``, CPU activities, one Kineto trace per rank, and a capture
+sidecar per rank through :class:`calibration.capture.Capture`'s DDP record when available) or
+timed (``time.perf_counter`` at each step start on every rank, no profiler).
+
+What the settings mean:
+
+* ``straggler_ms`` on ``straggler_rank``: that much extra **CPU work** (a spin measured by the
+  thread's own CPU clock, ``time.thread_time``) in that rank's forward: a slower rank, which,
+  on a shared core, takes longer than ``straggler_ms`` of wall time;
+* ``barrier``: ``dist.barrier()`` before backward; its duration on each rank is the rank's wait
+  for the last to arrive (arrival skew), recorded per step.
+
+Used by ``stepsim demo --ddp`` (:mod:`demo.ddp`) and by the tests.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+WIDTH, DEPTH, BATCH = 512, 8, 64
+"""The MLP: ``DEPTH`` layers of ``WIDTH``² float32 weights (1 MiB each) plus biases."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One setting of the job, run for ``steps`` measured steps after ``warmup`` steps.
+
+    ``bucket_cap_mb`` None uses DDP's defaults (25 MiB, first bucket 1 MiB)."""
+
+    label: str
+    bucket_cap_mb: float | None = None
+    straggler_rank: int = 1
+    straggler_ms: float = 0.0
+    barrier: bool = False
+    steps: int = 12
+    warmup: int = 3
+    profile_dir: str | None = None
+
+
+@dataclass
+class RunResult:
+    """What one rank measured in one run (times in µs)."""
+
+    label: str
+    rank: int
+    step_starts_us: list[float] = field(default_factory=list)
+    barrier_us: list[float] = field(default_factory=list)
+    buckets: dict = field(default_factory=dict)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spin_cpu(cpu_ms: float) -> None:
+    """Busy work until this thread has used ``cpu_ms`` ms of CPU."""
+    end = time.thread_time() + cpu_ms / 1e3
+    while time.thread_time() < end:
+        pass
+
+
+def build_mlp(width: int = WIDTH, depth: int = DEPTH):
+    import torch
+
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers)
+
+
+def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(build_mlp(width, depth), bucket_cap_mb=run.bucket_cap_mb)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(rank)
+    x, y = torch.randn(BATCH, width, generator=g), torch.randn(BATCH, width, generator=g)
+    res = RunResult(run.label, rank)
+
+    def step():
+        t0 = time.perf_counter()
+        res.step_starts_us.append(t0 * 1e6)
+        with torch.profiler.record_function("forward"):
+            out = model(x)
+            if run.straggler_ms and rank == run.straggler_rank:
+                spin_cpu(run.straggler_ms)
+            loss = torch.nn.functional.mse_loss(out, y)
+        if run.barrier:
+            b0 = time.perf_counter()
+            dist.barrier()
+            res.barrier_us.append((time.perf_counter() - b0) * 1e6)
+        with torch.profiler.record_function("backward"):
+            loss.backward()
+        with torch.profiler.record_function("optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    for _ in range(run.warmup):
+        step()
+    res.step_starts_us.clear()
+    res.barrier_us.clear()
+    if run.profile_dir:
+        _profiled(rank, run, model, step)
+    else:
+        for _ in range(run.steps):
+            step()
+        dist.barrier()
+        res.step_starts_us.append(time.perf_counter() * 1e6)
+    data = model._get_ddp_logging_data()
+    res.buckets = {k: data.get(k) for k in ("bucket_sizes", "rebuilt_bucket_sizes",
+                                             "rebuilt_per_bucket_param_indices",
+                                             "bucket_cap_bytes")}
+    return res
+
+
+def _profiled(rank: int, run: Run, model, step) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    out = Path(run.profile_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=run.steps, repeat=1)) as prof:
+        for _ in range(run.steps + 1):
+            step()
+            prof.step()
+    prof.export_chrome_trace(str(out / f"rank{rank}.json"))
+    _write_sidecar(out, model, rank)
+
+
+def _write_sidecar(out: Path, model, rank: int) -> None:
+    """The DDP record of :mod:`calibration.ddp_info`, as a capture sidecar beside the trace."""
+    import json
+
+    import torch
+
+    from stepsim.simcore.atomic import write_atomic
+    try:
+        from stepsim.calibration.ddp_info import ddp_record
+    except ImportError:      # the harness's DDP record is not there: no sidecar
+        return
+    side = {"stepsim_sidecar": 1, "torch_version": torch.__version__, "device": "cpu",
+            "host_cores": len(os.sched_getaffinity(0)), "cpu_count": os.cpu_count(),
+            "torch_num_threads": torch.get_num_threads(), "capture": "harness",
+            "loader": {"num_workers": 0}, "ddp": ddp_record(model)}
+    write_atomic(out / f"rank{rank}.sidecar.json", json.dumps(side).encode())
+
+
+def _worker(rank: int, world: int, port: int, plan: list[Run], width: int, depth: int,
+            results) -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        out = [asdict(_train(rank, run, width, depth)) for run in plan]
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    results.put((rank, out))
+
+
+def run_plan(plan: list[Run], world: int = 2, width: int = WIDTH, depth: int = DEPTH,
+             timeout_s: float = 600) -> dict[str, list[dict]]:
+    """Spawn ``world`` gloo ranks on this host and run ``plan`` in order.
+
+    Returns, per run label, each rank's :class:`RunResult` as a dict, in rank order.
+
+    Raises:
+        RuntimeError: a rank failed or the plan did not finish within ``timeout_s``.
+    """
+    import torch.multiprocessing as mp
+
+    import queue
+
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = mp.start_processes(_worker, args=(world, free_port(), plan, width, depth, q),
+                               nprocs=world, join=False, start_method="spawn")
+    deadline = time.monotonic() + timeout_s
+    got: dict[int, list[dict]] = {}
+    try:
+        while len(got) < world:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the DDP job did not finish within {timeout_s:.0f} s")
+            try:
+                rank, out = q.get(timeout=1.0)
+                got[rank] = out
+            except queue.Empty:
+                procs.join(timeout=0)      # raises if a rank failed
+        while not procs.join(timeout=5.0):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the DDP job did not exit within {timeout_s:.0f} s")
+    finally:
+        for p in procs.processes:
+            if p.is_alive():
+                p.kill()
+    return {run.label: [got[r][i] for r in range(world)] for i, run in enumerate(plan)}
