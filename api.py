@@ -125,6 +125,15 @@ def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=N
     return out
 
 
+def _guard(inputs: Sequence, ops: Sequence = (), scenario=None, **outputs) -> None:
+    """No output (keyword → path) over an input, scenario files included."""
+    from stepsim.simcore.outputs import refuse_overwriting_inputs
+
+    files = [*inputs, *(v for item in ops if isinstance(item, tuple) and item[0] == "scenario"
+                        for v in _many("scenario", item[1])), *_many("scenario", scenario)]
+    refuse_overwriting_inputs(files, outputs.items())
+
+
 def _progress(description: str, enabled: bool):
     """A progress bar on stderr (a terminal only), or none."""
     if not enabled:
@@ -169,6 +178,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     from stepsim.models.params import save_model
     from stepsim.models.simulate import simulate as run, window_replay
 
+    _guard([trace, sidecar], output=output)
     model = fit(trace, sidecar=sidecar, step_regex=step_regex)
     if output is not None:
         save_model(model, output)
@@ -192,6 +202,7 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
     from stepsim.models.simulate import simulate as run, window_replay
     from stepsim.report.chrome import write_chrome_trace
 
+    _guard([model], chrome_trace=chrome_trace)
     m = load_model(model)
     if window:
         w = window_replay(m)
@@ -220,6 +231,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     from stepsim.models.params import save_model as save
     from stepsim.scenarios.predict import predict
 
+    _guard([model], ops, scenario, save_model=save_model)
     m = load_model(model)
     todo = operations(ops, scenario, set, scale, remove, fix)
     warnings = _caveats(m, todo)
@@ -294,6 +306,9 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
     from stepsim.report.planner import plot_sweep
     from stepsim.scenarios.sweep import sweep as run
 
+    traces = [m.split("=", 1)[-1] if isinstance(m, str) else m[1] for m in
+              (measured.items() if isinstance(measured, Mapping) else measured)]
+    _guard([model, *traces], ops, scenario, plot=plot)
     m = load_model(model)
     grid = _grid(axes)
     points, warnings = _measured_points(measured, grid)
@@ -316,6 +331,7 @@ def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None,
     from stepsim.report.planner import plot_ceilings
     from stepsim.scenarios.ceiling import ceilings
 
+    _guard([model], ops, scenario, plot=plot)
     m = load_model(model)
     with _progress("ceilings", progress) as prog:
         r = ceilings(m, operations(ops, scenario, set, scale, remove, fix), progress=prog,
@@ -344,6 +360,7 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
     from stepsim.scenarios.transforms import Scenario, parse_fix
     from stepsim.simcore.atomic import write_atomic
 
+    _guard([model], ops, scenario, save_scenario=save_scenario)
     m = load_model(model)
     fix_args: dict = {}
     for text in [fix_arg] if isinstance(fix_arg, str) else fix_arg:
@@ -376,9 +393,10 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.validate import append_ledger, validate as score
 
+    traces = [traces] if isinstance(traces, (str, Path)) else list(traces)
+    _guard([model, *traces], ops, scenario, ledger=ledger)
     m = load_model(model)
     todo = operations(ops, scenario, set, scale, remove, fix)
-    traces = [traces] if isinstance(traces, (str, Path)) else list(traces)
     runs, warnings = _measured(traces)
     steps_us = [s for r in runs for s in r.step_us]
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]

@@ -366,36 +366,12 @@ def _inputs(args) -> list[Path]:
     return out
 
 
-def _same(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
-        return False
-
-
 def _refuse_overwriting_inputs(args) -> None:
-    """An output may not be one of the inputs, nor a JSON file inside an input folder (it
-    would replace, or later be read as, one of its traces).
+    """No output over an input (:func:`simcore.outputs.refuse_overwriting_inputs`)."""
+    from stepsim.simcore.outputs import refuse_overwriting_inputs
 
-    Raises:
-        StepsimError: naming the option and the file.
-    """
-    inputs = _inputs(args)
-    for name, flag in _OUTPUTS:
-        v = getattr(args, name, None)
-        if not v:
-            continue
-        out = Path(v)
-        if name == "ledger" and out.exists() and not out.is_file():
-            raise StepsimError(f"--ledger {shown(v)}: a ledger is appended to and rewritten: it "
-                               "must be a regular file")
-        for i in inputs:
-            inside = (i.is_dir() and _same(out.parent, i)
-                      and out.name.lower().endswith((".json", ".json.gz", ".gz")))
-            if _same(out, i) or inside:
-                what = ("that is an input file" if not inside
-                        else f"that is inside the input folder {i}")
-                raise StepsimError(f"{flag} {v}: {what}; refusing to overwrite it")
+    refuse_overwriting_inputs(_inputs(args), [(flag, getattr(args, name, None))
+                                              for name, flag in _OUTPUTS])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -108,3 +108,14 @@ def test_to_frame_without_pandas_says_how_to_get_it(monkeypatch):
     with pytest.raises(ImportError, match="pip install"):
         r.to_frame()
     assert r.to_dict()["scenario"]["mean_step_ms"] > 0
+
+
+def test_outputs_never_overwrite_inputs(tmp_path):
+    model = tmp_path / "m.yaml"
+    model.write_bytes(open(A, "rb").read())
+    before = model.read_bytes()
+    with pytest.raises(StepsimError, match="save_model .*input file"):
+        api.whatif(model, set="loader.num_workers=2", save_model=model, draws=0, **FAST)
+    with pytest.raises(StepsimError, match="plot .*input file"):
+        api.ceiling(model, plot=model, **FAST)
+    assert model.read_bytes() == before
