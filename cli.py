@@ -2,7 +2,7 @@
 returns. The only place that turns domain errors (:class:`simcore.errors.StepsimError`) into
 one line on stderr and exit code 2.
 
-Verbs: calibrate, simulate, whatif, sweep, ceiling, plan, validate, ledger, fixes, demo.
+Verbs: calibrate, simulate, whatif, sweep, ceiling, plan, validate, ledger, diagnose, fixes, demo.
 """
 from __future__ import annotations
 
@@ -138,6 +138,90 @@ def cmd_demo(args) -> int:
     from stepsim.demo.run import run_demo
 
     return run_demo(Path(args.out), quick=args.quick, seed=args.seed)
+
+
+# ---------------------------------------------------------------- diagnose ------------------
+def _trace_file(path: Path) -> Path | None:
+    """The one trace file a roofline and memory profile read: the file itself, a capture
+    folder's trace, or the first per-rank file of a directory (None: none found)."""
+    from stepsim.calibration.calibrate import CAPTURE_TRACE
+
+    if path.is_file():
+        return path
+    if (path / CAPTURE_TRACE).is_file():
+        return path / CAPTURE_TRACE
+    files = sorted(f for f in path.iterdir() if f.name.endswith((".json", ".json.gz")))
+    return files[0] if files else None
+
+
+def _is_model(path: Path) -> bool:
+    """A StepModel file (YAML, or JSON with ``schema_version``), not a trace."""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return True
+    if path.is_file() and path.suffix.lower() == ".json":
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        return b'"schema_version"' in head and b'"traceEvents"' not in head
+    return False
+
+
+def cmd_diagnose(args) -> int:
+    from stepsim.calibration.calibrate import calibrate
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.memory_events import memory_from_table
+    from stepsim.calibration.roofline_inputs import work_from_table
+    from stepsim.calibration.trace_io import load_trace
+    from stepsim.models.params import load_model
+    from stepsim.report.diagnose import plot_roofline, print_diagnosis
+    from stepsim.scenarios.diagnose import diagnose
+    from stepsim.scenarios.gpus import machine_for, parse_peaks
+    from stepsim.scenarios.memory import memory_verdict
+    from stepsim.scenarios.parallel import default_jobs
+    from stepsim.scenarios.roofline import roofline
+
+    path = Path(args.input)
+    if not path.exists():
+        raise StepsimError(f"{shown(path)}: no such file or folder")
+    override = parse_peaks(args.peak) if args.peak else None
+    kw = dict(steps=args.steps, warmup=args.warmup, seed=args.seed, draws=args.draws,
+              jobs=args.jobs or default_jobs())
+    if _is_model(path):
+        d = diagnose(load_model(path), roof_why_not="a model file has no kernel shapes (give "
+                     "the trace)", memory_why_not="a model file has no memory events (give the "
+                     "trace)", **kw)
+        print_diagnosis(d, as_json=args.json)
+        return 0
+    model = calibrate(path, step_regex=args.step_regex)
+    for w in _grouped(model.meta.warnings):
+        print(f"warning: {w}", file=sys.stderr)
+    tf = _trace_file(path)
+    table = build_table(load_trace(tf))
+    work = work_from_table(table, args.step_regex)
+    source = f"measured in {shown(tf)} over {_n(len(work.steps), 'step')}"
+    roof, why = None, ""
+    if not work.kernels:
+        why = "no device kernels in the trace (a CPU run): the step is host work"
+    else:
+        machine = machine_for(work.device, override)
+        if machine is None:
+            name = work.device.get("name") or "not recorded (no deviceProperties)"
+            why = (f"the GPU ({name}) is not in the table of known GPUs: give its peaks with "
+                   "--peak fp32=FLOPS,bf16=FLOPS,bw=BYTES_PER_S")
+        else:
+            roof = roofline(work.kernels, machine, len(work.steps))
+    mem = memory_from_table(table, args.step_regex)
+    d = diagnose(model, kernel_ratio=work.kernel_ratio if work.steps else None,
+                 ratio_source=source, roof=roof, kernels=work.kernels, roof_why_not=why,
+                 memory=memory_verdict(mem) if mem else None,
+                 memory_why_not="no device memory events (record with profile_memory=True)",
+                 **kw)
+    print_diagnosis(d, as_json=args.json)
+    if args.plot:
+        if roof is None:
+            print(f"warning: no roofline plot: {why}", file=sys.stderr)
+        else:
+            plot_roofline(roof, args.plot)
+    return 0
 
 
 # ---------------------------------------------------------------- planner -------------------
@@ -335,6 +419,22 @@ def _parser() -> argparse.ArgumentParser:
     lg.add_argument("--json", action="store_true", help="machine-readable output")
     lg.set_defaults(func=cmd_ledger)
 
+    dg = sub.add_parser("diagnose", help="the diagnosis tree: kernel-sum / wall, gaps, "
+                        "roofline, memory; each leaf's fix priced by a what-if")
+    dg.add_argument("input", metavar="TRACE|MODEL",
+                    help="a trace, capture folder or directory of ranks (calibrated first), or "
+                         "a StepModel file")
+    dg.add_argument("--step-regex", help="regex of a per-step marker when the trace has no "
+                    "ProfilerStep#N")
+    dg.add_argument("--peak", metavar="KEY=V,...", help="the GPU's peaks, overriding or "
+                    "adding to the table: fp32/tf32/bf16/fp16/fp8 FLOP/s, bw bytes/s")
+    dg.add_argument("--plot", metavar="FILE", type=_plot_path, help="write the roofline plot")
+    dg.add_argument("--draws", type=_count(0), default=8,
+                    help="Monte Carlo draws behind each what-if's P10-P90 (default 8)")
+    dg.add_argument("--jobs", type=_count(1), default=None, help="processes for the draws")
+    _sim_opts(dg)
+    dg.set_defaults(func=cmd_diagnose)
+
     fx = sub.add_parser("fixes", help="list the named fixes and exactly what each changes")
     fx.add_argument("--json", action="store_true", help="machine-readable output")
     fx.set_defaults(func=cmd_fixes)
@@ -350,7 +450,7 @@ def _sim_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-_INPUTS = ("model", "trace", "sidecar", "traces", "file")
+_INPUTS = ("model", "trace", "sidecar", "traces", "file", "input")
 _OUTPUTS = (("output", "-o"), ("chrome_trace", "--chrome-trace"), ("save_model", "--save-model"),
             ("plot", "--plot"), ("save_scenario", "--save-scenario"), ("ledger", "--ledger"))
 

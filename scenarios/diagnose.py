@@ -1,0 +1,260 @@
+"""The diagnosis tree: which of the ways to be slow a run is in, with the evidence, from the
+cheapest number up, each leaf naming the fix it implies and the what-if that prices it.
+
+Steps (every one is taken; each gives one :class:`Finding`):
+
+1. **kernel-sum ÷ step-wall** ``r`` (compute kernels; copies and collectives excluded): the
+   device computes ``r`` of the step. Amdahl bounds follow: making every kernel free buys at
+   most ``1 / (1 − r)``; closing every gap (kernels back to back) at most ``1 / r``.
+   ``r ≥ DEVICE_BOUND`` sends the diagnosis to the kernels, below it to the gaps.
+2. **gaps of the scarce lane** (the simulated baseline's gap attribution,
+   :mod:`models.metrics`): each cause with at least ``GAP_SHARE`` of the step is a leaf: input
+   pipeline, host launch overhead, host compute, host-to-device copies (pageable ones block
+   the host), synchronisations, exposed communication, arrival skew, idle the trace does not
+   explain; the leaf's fix is the first named fix that relieves it (:data:`FIXES`
+   ``relieves``), priced by a what-if. The evidence counts syncs, pageable copies and device
+   tasks that wait on the previous step's work.
+3. **roofline** of the kernel time (:mod:`scenarios.roofline`): the verdict per class and
+   phase, and the fixes it grounds (mixed precision, fused elementwise chains, CUDA graphs where
+   the host paces), each with its arithmetic and its floor.
+4. **memory headroom** (:mod:`scenarios.memory`).
+
+What-ifs are :func:`scenarios.predict.predict` with Monte Carlo intervals (P10–P90).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stepsim.models.metrics import amdahl_ceiling, label
+from stepsim.models.params import StepModel
+from stepsim.scenarios.fixes import FIXES
+from stepsim.scenarios.memory import MemoryVerdict
+from stepsim.scenarios.predict import Prediction, predict
+from stepsim.scenarios.roofline import (Grounded, Roofline, fusion_factor,
+                                        mixed_precision_factor)
+from stepsim.scenarios.transforms import parse_fix
+from stepsim.simcore.errors import ModelError
+
+__all__ = ["Finding", "WhatIf", "Diagnosis", "diagnose", "DEVICE_BOUND", "GAP_SHARE",
+           "fix_for"]
+
+DEVICE_BOUND = 0.80
+"""Kernel-sum ÷ step-wall from which the device is taken as the pacing lane: the gaps then
+cost at most 20 % of the step (``1 / 0.8 = 1.25×`` at best)."""
+GAP_SHARE = 0.05
+"""A gap cause taking at least this share of the step is a leaf of the tree."""
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A fix priced by simulation (µs): ``fix`` as ``--fix`` takes it; ``step_us`` the point,
+    ``p10_us``/``p90_us`` its interval (None without draws); ``note`` why it did not apply."""
+
+    fix: str
+    step_us: float | None = None
+    p10_us: float | None = None
+    p90_us: float | None = None
+    arithmetic: str = ""
+    floor_us: float | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One step of the tree: ``stage`` (``kernel_ratio``, ``gaps``, ``roofline``, ``memory``),
+    ``verdict`` in words, ``evidence`` lines, ``whatifs`` for its leaves, ``key`` the leaf key
+    (a bottleneck key, or "" for the stage's own verdict)."""
+
+    stage: str
+    verdict: str
+    evidence: list[str] = field(default_factory=list)
+    whatifs: list[WhatIf] = field(default_factory=list)
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The tree's findings in order, the baseline prediction, and the roofline and memory
+    verdicts when the trace allowed them."""
+
+    name: str
+    baseline: Prediction
+    kernel_ratio: float
+    kernel_ratio_source: str
+    findings: list[Finding]
+    roofline: Roofline | None = None
+    memory: MemoryVerdict | None = None
+
+
+def fix_for(key: str, model: StepModel) -> str | None:
+    """The ``--fix`` text of the first named fix that relieves ``key`` and applies to ``model``
+    with its default (or first candidate) arguments; None when none does."""
+    for fix in FIXES.values():
+        if key not in fix.relieves or fix.kind != "systems":
+            continue
+        cands = fix.candidates(model) or [{}]
+        for args in cands[:1]:
+            try:
+                fix.apply(model, args)
+            except ModelError:
+                continue
+            text = ",".join(f"{k}={v}" for k, v in args.items())
+            return f"{fix.name}:{text}" if text else fix.name
+    return None
+
+
+def _price(model, text: str, kw: dict, arithmetic: str = "", floor_us=None) -> WhatIf:
+    try:
+        p = predict(model, [parse_fix(text)], **kw)
+    except ModelError as e:
+        return WhatIf(text, arithmetic=arithmetic, floor_us=floor_us, note=str(e))
+    return WhatIf(text, p.mean_step_us, p.p10_step_us, p.p90_step_us, arithmetic, floor_us)
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:.2f} ms"
+
+
+def _ratio_finding(r: float, source: str, step_us: float) -> Finding:
+    free = amdahl_ceiling(min(r, 1.0))
+    closing = 1 / r if r > 0 else float("inf")
+    ev = [f"kernel-sum / step-wall = {r:.2f} ({source}; step {_ms(step_us)})",
+          f"every kernel free: at most {free:.2f}x (Amdahl, 1 / (1 - {r:.2f}))",
+          f"every gap closed (kernels back to back): at most {closing:.2f}x (1 / {r:.2f})"
+          if r > 0 else "no device kernels: the step is host work only"]
+    if r >= DEVICE_BOUND:
+        v = f"device-bound: kernels fill {100 * r:.0f} % of the step, so the kernels are where " \
+            "the time goes (see the roofline)"
+    elif r > 0:
+        v = f"the device idles {100 * (1 - r):.0f} % of the step: the gaps set the pace (see " \
+            "where they are)"
+    else:
+        v = "no device kernels: the step is paced by the host and the input pipeline"
+    return Finding("kernel_ratio", v, ev)
+
+
+def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]:
+    s = base.summary
+    step = s.mean_step_us
+    lane = "device compute (the union of compute kernels)" if s.scarce_lane == "compute" \
+        else f"the host thread ({s.scarce_lane})"
+    gaps = sorted(((k, v) for k, v in s.gap_us.items() if v > 0), key=lambda kv: -kv[1])
+    idle = sum(v for _, v in gaps)
+    tasks = model.task_map().values()
+    syncs = [op for op in model.host.ops if op.kind == "sync"]
+    pageable = [t for t in tasks if t.copy_kind == "h2d" and t.pinned is False]
+    prev = [t for t in tasks if t.prev_waits]
+    ev = [f"scarce lane: {lane}; idle {_ms(idle)} of {_ms(step)} per step",
+          *(f"{label(k)}: {_ms(v)} ({100 * v / step:.1f} %)" for k, v in gaps[:6]),
+          f"host syncs per step: {len(syncs)}, host waiting on them "
+          f"{_ms(sum(v for k, v in s.host_split_us.items() if k.startswith('wait:sync')))}",
+          f"pageable host-to-device copies per step: {len(pageable)} "
+          f"({_ms(sum(t.dur_us for t in pageable))} on the copy engine)",
+          f"device tasks waiting on the previous step's work: {len(prev)}"]
+    leaves = [(k, v) for k, v in gaps if v >= GAP_SHARE * step]
+    head = Finding("gaps", (f"{len(leaves)} gap cause(s) of at least {100 * GAP_SHARE:.0f} % "
+                            f"of the step on {lane}") if leaves else
+                   f"no gap cause reaches {100 * GAP_SHARE:.0f} % of the step", ev)
+    out = [head]
+    for k, v in leaves:
+        fix = fix_for(k, model)
+        what = [_price(model, fix, kw, f"removes up to {_ms(v)}/step of {label(k)}; "
+                       f"ceiling {amdahl_ceiling(min(v / step, 1.0)):.2f}x if it all went")] \
+            if fix else []
+        verdict = f"{label(k)}: {_ms(v)} per step ({100 * v / step:.0f} %)" + (
+            "" if fix else " (no named fix relieves it")
+        if not fix:
+            verdict += ": " + ("the trace cannot say what the device waited on" if
+                               k == "device_idle" else "more host cores or fewer threads")
+            verdict += ")"
+        out.append(Finding("gaps", verdict, [], what, k))
+    return out
+
+
+def _roof_findings(model, roof: Roofline | None, kernels, base: Prediction, kw: dict,
+                   why_not: str) -> list[Finding]:
+    if roof is None:
+        return [Finding("roofline", f"no roofline: {why_not}")]
+    m = roof.machine
+    cov = roof.covered_us / roof.time_us if roof.time_us else 0.0
+    ev = [f"machine: {m.name} ({m.source}): FP32 {m.peaks.get('fp32', 0) / 1e12:.1f} TFLOP/s, "
+          f"{m.bw_bytes_s / 1e9:.0f} GB/s; ridge {m.peaks.get('fp32', 0) / m.bw_bytes_s:.1f} "
+          "FLOP/byte (FP32)",
+          f"kernel time with op shapes: {100 * cov:.0f} % of {_ms(roof.time_us)} per step"]
+    for c in roof.classes[:8]:
+        if c.verdict == "no shapes":
+            ev.append(f"{c.klass}/{c.phase}: {_ms(c.time_us)}, no shapes")
+            continue
+        ev.append(f"{c.klass}/{c.phase}: {_ms(c.time_us)}, {c.dtype}, AI {c.intensity:.1f} "
+                  f"FLOP/B, {c.achieved_flops_s / 1e12:.2f} TFLOP/s of {c.peak_flops_s / 1e12:.1f}"
+                  f" ({c.peak_key}), {c.achieved_bytes_s / 1e9:.0f} of {c.bw_bytes_s / 1e9:.0f} "
+                  f"GB/s: {c.verdict} ({100 * c.attained:.0f} % of its roof)"
+                  + (f"; {c.note}" if c.note else ""))
+    top = max((c for c in roof.classes if c.verdict != "no shapes"), key=lambda c: c.time_us,
+              default=None)
+    verdict = (f"largest class {top.klass}/{top.phase} ({_ms(top.time_us)}) is {top.verdict}"
+               if top else "no kernel has op shapes (record with record_shapes=True)")
+    out = [Finding("roofline", verdict, ev)]
+    for g in (mixed_precision_factor(roof), fusion_factor(kernels, roof, roof.steps)):
+        if g is None:
+            continue
+        out.append(_grounded(model, g, kw))
+    s = base.summary
+    if s.scarce_lane != "compute" and s.gap_us.get("launch", 0) + s.gap_us.get(
+            "host_compute", 0) >= GAP_SHARE * s.mean_step_us:
+        launches = sum(1 for op in model.host.ops if op.kind == "launch")
+        cost = sum(op.dur_us for op in model.host.ops if op.kind == "launch")
+        w = _price(model, "cuda_graphs", kw,
+                   f"{launches} launches/step costing {_ms(cost)} on the host become one graph "
+                   "launch per run between syncs", s.device_busy_us)
+        out.append(Finding("roofline", "the host paces the device: CUDA graphs", [
+            f"floor: the device's busy time {_ms(s.device_busy_us)} per step"], [w],
+            "launch"))
+    return out
+
+
+def _grounded(model, g: Grounded, kw: dict) -> Finding:
+    cats = "|".join(g.categories)
+    text = f"{g.fix}:factor={g.factor:.3f}" + (f",categories={cats}" if g.fix ==
+                                                "mixed_precision" else "")
+    arith = (f"{g.arithmetic}: {_ms(g.old_us)} -> {_ms(g.new_us)} per step "
+             f"(factor {g.factor:.3f}); it cannot pass {_ms(g.floor_us)}")
+    what = [_price(model, text, kw, arith, g.floor_us)]
+    return Finding("roofline", f"{g.fix} grounded in the roofline: factor {g.factor:.3f} on "
+                   f"{'/'.join(g.categories)}", [], what, g.fix)
+
+
+def diagnose(model: StepModel, *, name: str = "", kernel_ratio: float | None = None,
+             ratio_source: str = "", roof: Roofline | None = None, kernels=(),
+             roof_why_not: str = "", memory: MemoryVerdict | None = None,
+             memory_why_not: str = "", steps: int = 30, warmup: int = 20, seed: int = 0,
+             draws: int = 8, jobs: int = 1) -> Diagnosis:
+    """Walk the tree for ``model`` (see the module docstring).
+
+    Args:
+        model: the calibrated StepModel (what-ifs run on it).
+        kernel_ratio / ratio_source: kernel-sum ÷ step-wall measured from the trace, and where
+            it came from; None: the simulated baseline's.
+        roof / kernels: the roofline and its kernel rows (None / () without them, and
+            ``roof_why_not`` says why).
+        memory / memory_why_not: the memory verdict, or why there is none.
+        steps / warmup / seed / draws / jobs: for the simulations.
+
+    Raises:
+        ModelError: the model cannot be simulated.
+    """
+    kw = {"steps": steps, "warmup": warmup, "seed": seed, "intervals": draws, "jobs": jobs}
+    base = predict(model, [], **kw)
+    if kernel_ratio is None:
+        kernel_ratio = base.summary.kernel_ratio
+        ratio_source = "simulated baseline of the model"
+    step = base.summary.mean_step_us
+    findings = [_ratio_finding(kernel_ratio, ratio_source, step)]
+    findings += _gap_findings(model, base, kw)
+    findings += _roof_findings(model, roof, kernels, base, kw, roof_why_not)
+    if memory is None:
+        findings.append(Finding("memory", f"no memory verdict: {memory_why_not}"))
+    else:
+        findings.append(Finding("memory", memory.verdict, memory.evidence))
+    return Diagnosis(name or model.meta.name, base, kernel_ratio, ratio_source, findings, roof,
+                     memory)
