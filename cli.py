@@ -204,9 +204,10 @@ def cmd_diagnose(args) -> int:
     else:
         machine = machine_for(work.device, override)
         if machine is None:
-            name = work.device.get("name") or "not recorded (no deviceProperties)"
-            why = (f"the GPU ({name}) is not in the table of known GPUs: give its peaks with "
-                   "--peak fp32=FLOPS,bf16=FLOPS,bw=BYTES_PER_S")
+            name = work.device.get("name")
+            why = ((f"the GPU ({name}) is not in the table of known GPUs" if name else
+                    "the trace does not name its GPU (no deviceProperties)") +
+                   ": give its peaks with --peak fp32=FLOPS,bf16=FLOPS,bw=BYTES_PER_S")
         else:
             roof = roofline(work.kernels, machine, len(work.steps))
     mem = memory_from_table(table, args.step_regex)

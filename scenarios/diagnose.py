@@ -7,8 +7,9 @@ Steps (every one is taken; each gives one :class:`Finding`):
    device computes ``r`` of the step. Amdahl bounds follow: making every kernel free buys at
    most ``1 / (1 − r)``; closing every gap (kernels back to back) at most ``1 / r``.
    ``r ≥ DEVICE_BOUND`` sends the diagnosis to the kernels, below it to the gaps.
-2. **gaps of the scarce lane** (the simulated baseline's gap attribution,
-   :mod:`models.metrics`): each cause with at least ``GAP_SHARE`` of the step is a leaf: input
+2. **gaps of the scarce lane** (the simulated baseline's critical path less device compute,
+   :mod:`models.metrics`: the scarce lane's attributed gaps when the device paces, the host
+   thread's own work when it does): each cause with at least ``GAP_SHARE`` of the step is a leaf: input
    pipeline, host launch overhead, host compute, host-to-device copies (pageable ones block
    the host), synchronisations, exposed communication, arrival skew, idle the trace does not
    explain; the leaf's fix is the first named fix that relieves it (:data:`FIXES`
@@ -23,7 +24,7 @@ What-ifs are :func:`scenarios.predict.predict` with Monte Carlo intervals (P10�
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from stepsim.models.metrics import amdahl_ceiling, label
 from stepsim.models.params import StepModel
@@ -86,21 +87,24 @@ class Diagnosis:
     memory: MemoryVerdict | None = None
 
 
-def fix_for(key: str, model: StepModel) -> str | None:
-    """The ``--fix`` text of the first named fix that relieves ``key`` and applies to ``model``
-    with its default (or first candidate) arguments; None when none does."""
+def fix_for(key: str, model: StepModel) -> tuple[str | None, str]:
+    """(``--fix`` text, "") of the first named systems fix that relieves ``key`` and applies
+    to ``model`` with its default (or first candidate) arguments; when none applies, (the
+    first one's text, why it does not apply); (None, "") when no fix relieves ``key``."""
+    first: tuple[str | None, str] = (None, "")
     for fix in FIXES.values():
         if key not in fix.relieves or fix.kind != "systems":
             continue
-        cands = fix.candidates(model) or [{}]
-        for args in cands[:1]:
-            try:
-                fix.apply(model, args)
-            except ModelError:
-                continue
-            text = ",".join(f"{k}={v}" for k, v in args.items())
-            return f"{fix.name}:{text}" if text else fix.name
-    return None
+        args = (fix.candidates(model) or [{}])[0]
+        text = ",".join(f"{k}={v}" for k, v in args.items())
+        text = f"{fix.name}:{text}" if text else fix.name
+        try:
+            fix.apply(model, args)
+        except ModelError as e:
+            first = first if first[0] else (text, str(e))
+            continue
+        return text, ""
+    return first
 
 
 def _price(model, text: str, kw: dict, arithmetic: str = "", floor_us=None) -> WhatIf:
@@ -138,13 +142,16 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
     step = s.mean_step_us
     lane = "device compute (the union of compute kernels)" if s.scarce_lane == "compute" \
         else f"the host thread ({s.scarce_lane})"
-    gaps = sorted(((k, v) for k, v in s.gap_us.items() if v > 0), key=lambda kv: -kv[1])
+    # the critical path less device compute: the scarce lane's gaps when the device paces,
+    # the host thread's own work and waits when the host does
+    gaps = sorted(((k, v) for k, v in s.critical_path_us.items()
+                   if v > 0 and not k.startswith("compute:")), key=lambda kv: -kv[1])
     idle = sum(v for _, v in gaps)
     tasks = model.task_map().values()
     syncs = [op for op in model.host.ops if op.kind == "sync"]
     pageable = [t for t in tasks if t.copy_kind == "h2d" and t.pinned is False]
     prev = [t for t in tasks if t.prev_waits]
-    ev = [f"scarce lane: {lane}; idle {_ms(idle)} of {_ms(step)} per step",
+    ev = [f"scarce lane: {lane}; {_ms(idle)} of {_ms(step)} per step not in device compute",
           *(f"{label(k)}: {_ms(v)} ({100 * v / step:.1f} %)" for k, v in gaps[:6]),
           f"host syncs per step: {len(syncs)}, host waiting on them "
           f"{_ms(sum(v for k, v in s.host_split_us.items() if k.startswith('wait:sync')))}",
@@ -157,10 +164,11 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
                    f"no gap cause reaches {100 * GAP_SHARE:.0f} % of the step", ev)
     out = [head]
     for k, v in leaves:
-        fix = fix_for(k, model)
-        what = [_price(model, fix, kw, f"removes up to {_ms(v)}/step of {label(k)}; "
-                       f"ceiling {amdahl_ceiling(min(v / step, 1.0)):.2f}x if it all went")] \
-            if fix else []
+        fix, why = fix_for(k, model)
+        arith = (f"removes up to {_ms(v)}/step of {label(k)}; ceiling "
+                 f"{amdahl_ceiling(min(v / step, 1.0)):.2f}x if it all went")
+        what = [] if not fix else [WhatIf(fix, arithmetic=arith, note=why)] if why else \
+            [_price(model, fix, kw, arith)]
         verdict = f"{label(k)}: {_ms(v)} per step ({100 * v / step:.0f} %)" + (
             "" if fix else " (no named fix relieves it")
         if not fix:
@@ -171,10 +179,7 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
     return out
 
 
-def _roof_findings(model, roof: Roofline | None, kernels, base: Prediction, kw: dict,
-                   why_not: str) -> list[Finding]:
-    if roof is None:
-        return [Finding("roofline", f"no roofline: {why_not}")]
+def _class_findings(model, roof: Roofline, kernels, kw: dict) -> list[Finding]:
     m = roof.machine
     cov = roof.covered_us / roof.time_us if roof.time_us else 0.0
     ev = [f"machine: {m.name} ({m.source}): FP32 {m.peaks.get('fp32', 0) / 1e12:.1f} TFLOP/s, "
@@ -199,28 +204,41 @@ def _roof_findings(model, roof: Roofline | None, kernels, base: Prediction, kw: 
         if g is None:
             continue
         out.append(_grounded(model, g, kw))
+    return out
+
+
+def _roof_findings(model, roof: Roofline | None, kernels, base: Prediction, kw: dict,
+                   why_not: str, priced: list[Finding]) -> list[Finding]:
+    """The roofline's verdicts and grounded fixes; ``priced``: the gap findings, whose
+    what-ifs are reused rather than simulated twice."""
+    out = [Finding("roofline", f"no roofline: {why_not}")] if roof is None else \
+        _class_findings(model, roof, kernels, kw)
     s = base.summary
-    if s.scarce_lane != "compute" and s.gap_us.get("launch", 0) + s.gap_us.get(
+    cp = s.critical_path_us
+    if s.scarce_lane != "compute" and cp.get("launch", 0) + cp.get(
             "host_compute", 0) >= GAP_SHARE * s.mean_step_us:
         launches = sum(1 for op in model.host.ops if op.kind == "launch")
         cost = sum(op.dur_us for op in model.host.ops if op.kind == "launch")
-        w = _price(model, "cuda_graphs", kw,
-                   f"{launches} launches/step costing {_ms(cost)} on the host become one graph "
-                   "launch per run between syncs", s.device_busy_us)
-        out.append(Finding("roofline", "the host paces the device: CUDA graphs", [
-            f"floor: the device's busy time {_ms(s.device_busy_us)} per step"], [w],
-            "launch"))
+        arith = (f"{launches} launches/step costing {_ms(cost)} on the host become one graph "
+                 f"launch per run between syncs; the step cannot pass the device's busy time")
+        done = next((w for f in priced for w in f.whatifs if w.fix == "cuda_graphs"), None)
+        w = replace(done, arithmetic=arith, floor_us=s.device_busy_us) if done else \
+            _price(model, "cuda_graphs", kw, arith, s.device_busy_us)
+        out.append(Finding("roofline", "the host paces the device (launch overhead): CUDA "
+                           "graphs", [f"floor: the device's busy time {_ms(s.device_busy_us)} "
+                                      "per step"], [w], "launch"))
     return out
 
 
 def _grounded(model, g: Grounded, kw: dict) -> Finding:
-    cats = "|".join(g.categories)
-    text = f"{g.fix}:factor={g.factor:.3f}" + (f",categories={cats}" if g.fix ==
+    # a list as --fix takes it: a|b, or [a] for one
+    cats = "|".join(g.categories) if len(g.categories) > 1 else f"[{g.categories[0]}]"
+    text = f"{g.fix}:factor={g.factor:.4g}" + (f",categories={cats}" if g.fix ==
                                                 "mixed_precision" else "")
     arith = (f"{g.arithmetic}: {_ms(g.old_us)} -> {_ms(g.new_us)} per step "
-             f"(factor {g.factor:.3f}); it cannot pass {_ms(g.floor_us)}")
+             f"(factor {g.factor:.4g}); it cannot pass {_ms(g.floor_us)}")
     what = [_price(model, text, kw, arith, g.floor_us)]
-    return Finding("roofline", f"{g.fix} grounded in the roofline: factor {g.factor:.3f} on "
+    return Finding("roofline", f"{g.fix} grounded in the roofline: factor {g.factor:.4g} on "
                    f"{'/'.join(g.categories)}", [], what, g.fix)
 
 
@@ -250,8 +268,8 @@ def diagnose(model: StepModel, *, name: str = "", kernel_ratio: float | None = N
         ratio_source = "simulated baseline of the model"
     step = base.summary.mean_step_us
     findings = [_ratio_finding(kernel_ratio, ratio_source, step)]
-    findings += _gap_findings(model, base, kw)
-    findings += _roof_findings(model, roof, kernels, base, kw, roof_why_not)
+    gaps = _gap_findings(model, base, kw)
+    findings += gaps + _roof_findings(model, roof, kernels, base, kw, roof_why_not, gaps)
     if memory is None:
         findings.append(Finding("memory", f"no memory verdict: {memory_why_not}"))
     else:

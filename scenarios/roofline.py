@@ -204,10 +204,11 @@ def mixed_precision_factor(roof: Roofline, categories=("gemm", "conv", "attentio
 
 def fusion_factor(kernels, roof: Roofline, steps: int) -> Grounded | None:
     """Fusing chains of elementwise ops (consecutive elementwise-class kernels of different
-    ops with nothing else between): every intermediate an op writes and the next reads is no
-    longer moved (2 × its bytes saved per link); the chain's time scales with its bytes at
-    the attained fraction of the bandwidth roof. None without bandwidth-bound elementwise
-    work or chains."""
+    ops in one step with nothing else between): every intermediate an op writes and the next
+    reads is no longer moved (2 × the smaller output saved per link; *assumed*: each op
+    consumes the previous one's output, as the trace records no data flow); the chain's time
+    scales with its bytes at the attained fraction of the bandwidth roof. None without
+    bandwidth-bound elementwise work or chains."""
     if not any(c.klass == "elementwise" and c.verdict == "bandwidth bound" for c in roof.classes):
         return None
     total = sum(c.time_us for c in roof.classes if c.klass == "elementwise") * max(1, steps)
@@ -215,8 +216,10 @@ def fusion_factor(kernels, roof: Roofline, steps: int) -> Grounded | None:
     links = 0
     prev = None
     for k in kernels:
-        if k.klass != "elementwise" or k.cost is None:
+        if k.klass != "elementwise" or k.cost is None or (prev is not None and
+                                                          prev.step != k.step):
             prev = None
+        if k.klass != "elementwise" or k.cost is None:
             continue
         bytes_all += k.bytes
         if prev is not None and prev.cost is not k.cost and k.cost.family == "elementwise" \
