@@ -24,13 +24,14 @@ from typing import Any, Iterable, Sequence
 
 from stepsim.models.params import StepModel
 from stepsim.models.params import load_model as _load
-from stepsim.results import (Calibration, Ceilings, PlanResult, Simulation, Sweep, Validation,
+from stepsim.results import (Calibration, Ceilings, Diagnosed, PlanResult, Simulation, Sweep,
+                             Validation,
                              WhatIf, WindowSimulation)
 from stepsim.scenarios.transforms import Operation
 from stepsim.simcore.errors import ModelError, StepsimError, shown
 
 __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
-           "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
+           "diagnose", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
 
 DEFAULT_STEPS, DEFAULT_WARMUP = 30, 20
 """Measured and warm-up steps of every simulation unless told otherwise (the warm-up lets
@@ -408,3 +409,103 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     if ledger:
         append_ledger(ledger, rec)
     return Validation(record=rec, prediction=pred, warnings=_caveats(m, todo) + warnings)
+
+
+# ---------------------------------------------------------------- diagnose -------------------
+def _trace_file(path: Path) -> Path | None:
+    """The one trace file a roofline and memory profile read: the file itself, a capture
+    folder's trace, or the first per-rank file of a directory (None: none found)."""
+    from stepsim.calibration.calibrate import CAPTURE_TRACE
+
+    if path.is_file():
+        return path
+    if (path / CAPTURE_TRACE).is_file():
+        return path / CAPTURE_TRACE
+    files = sorted(f for f in path.iterdir() if f.name.endswith((".json", ".json.gz")))
+    return files[0] if files else None
+
+
+def _is_model(path: Path) -> bool:
+    """A StepModel file (YAML, or JSON with ``schema_version``), not a trace."""
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return True
+    if path.is_file() and path.suffix.lower() == ".json":
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        return b'"schema_version"' in head and b'"traceEvents"' not in head
+    return False
+
+
+def _trace_evidence(path: Path, step_regex, peak):
+    """(roofline and kernels or None, why not, memory verdict or None, kernel-sum ÷ wall or
+    None, where it was measured) of the trace behind ``path``."""
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.memory_events import memory_from_table
+    from stepsim.calibration.roofline_inputs import work_from_table
+    from stepsim.calibration.trace_io import load_trace
+    from stepsim.scenarios.gpus import machine_for, parse_peaks
+    from stepsim.scenarios.memory import memory_verdict
+    from stepsim.scenarios.roofline import roofline
+
+    tf = _trace_file(path)
+    if tf is None:
+        return None, (), "no trace file in the folder", None, None, ""
+    table = build_table(load_trace(tf))
+    work = work_from_table(table, step_regex)
+    roof, why = None, ""
+    if not work.kernels:
+        why = "no device kernels in the trace (a CPU run): the step is host work"
+    else:
+        machine = machine_for(work.device, parse_peaks(peak) if peak else None)
+        if machine is None:
+            name = work.device.get("name")
+            why = ((f"the GPU ({name}) is not in the table of known GPUs" if name else
+                    "the trace does not name its GPU (no deviceProperties)") +
+                   ": give its peaks with --peak fp32=FLOPS,bf16=FLOPS,bw=BYTES_PER_S")
+        else:
+            roof = roofline(work.kernels, machine, len(work.steps))
+    mem = memory_from_table(table, step_regex)
+    ratio = work.kernel_ratio if work.steps else None
+    source = f"measured in {shown(tf)} over {len(work.steps)} step(s)"
+    return roof, work.kernels, why, memory_verdict(mem) if mem else None, ratio, source
+
+
+def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
+             peak: str | None = None, plot: str | Path | None = None,
+             steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
+             draws: int = 8, jobs: int = 0) -> Diagnosed:
+    """Walk the diagnosis tree (:mod:`scenarios.diagnose`) for a trace (calibrated first: a
+    file, a capture folder or a folder of ranks, whose first file gives the roofline and
+    memory) or a StepModel; ``peak`` (``fp32=...,bw=...``) overrides or adds the GPU's peaks;
+    ``plot`` writes the roofline plot.
+
+    Raises:
+        InputError: an unreadable trace or model; ModelError: a bad ``peak``.
+    """
+    from stepsim.calibration.calibrate import calibrate as fit
+    from stepsim.report.diagnose import plot_roofline
+    from stepsim.scenarios.diagnose import diagnose as walk
+
+    kw = dict(_sim_kw(steps, warmup, seed, jobs), draws=draws)
+    path = None if isinstance(input, StepModel) else Path(input)
+    if path is not None and not path.exists():
+        raise StepsimError(f"{shown(path)}: no such file or folder")
+    if path is None or _is_model(path):
+        if peak:
+            from stepsim.scenarios.gpus import parse_peaks
+
+            parse_peaks(peak)
+        d = walk(load_model(input), roof_why_not="a model has no kernel shapes (give the "
+                 "trace)", memory_why_not="a model has no memory events (give the trace)", **kw)
+        return Diagnosed(d)
+    model = fit(path, step_regex=step_regex)
+    roof, kernels, why, mem, ratio, source = _trace_evidence(path, step_regex, peak)
+    d = walk(model, name=path.name, kernel_ratio=ratio, ratio_source=source, roof=roof,
+             kernels=kernels, roof_why_not=why, memory=mem,
+             memory_why_not="no device memory events (record with profile_memory=True)", **kw)
+    warnings = _grouped(model.meta.warnings)
+    if plot and roof is None:
+        warnings += (f"no roofline plot: {why}",)
+    elif plot:
+        plot_roofline(roof, plot)
+    return Diagnosed(d, warnings)

@@ -141,87 +141,13 @@ def cmd_demo(args) -> int:
 
 
 # ---------------------------------------------------------------- diagnose ------------------
-def _trace_file(path: Path) -> Path | None:
-    """The one trace file a roofline and memory profile read: the file itself, a capture
-    folder's trace, or the first per-rank file of a directory (None: none found)."""
-    from stepsim.calibration.calibrate import CAPTURE_TRACE
-
-    if path.is_file():
-        return path
-    if (path / CAPTURE_TRACE).is_file():
-        return path / CAPTURE_TRACE
-    files = sorted(f for f in path.iterdir() if f.name.endswith((".json", ".json.gz")))
-    return files[0] if files else None
-
-
-def _is_model(path: Path) -> bool:
-    """A StepModel file (YAML, or JSON with ``schema_version``), not a trace."""
-    if path.suffix.lower() in (".yaml", ".yml"):
-        return True
-    if path.is_file() and path.suffix.lower() == ".json":
-        with open(path, "rb") as f:
-            head = f.read(4096)
-        return b'"schema_version"' in head and b'"traceEvents"' not in head
-    return False
-
-
 def cmd_diagnose(args) -> int:
-    from stepsim.calibration.calibrate import calibrate
-    from stepsim.calibration.events import build_table
-    from stepsim.calibration.memory_events import memory_from_table
-    from stepsim.calibration.roofline_inputs import work_from_table
-    from stepsim.calibration.trace_io import load_trace
-    from stepsim.models.params import load_model
-    from stepsim.report.diagnose import plot_roofline, print_diagnosis
-    from stepsim.scenarios.diagnose import diagnose
-    from stepsim.scenarios.gpus import machine_for, parse_peaks
-    from stepsim.scenarios.memory import memory_verdict
-    from stepsim.scenarios.parallel import default_jobs
-    from stepsim.scenarios.roofline import roofline
+    from stepsim.report.diagnose import print_diagnosis
 
-    path = Path(args.input)
-    if not path.exists():
-        raise StepsimError(f"{shown(path)}: no such file or folder")
-    override = parse_peaks(args.peak) if args.peak else None
-    kw = dict(steps=args.steps, warmup=args.warmup, seed=args.seed, draws=args.draws,
-              jobs=args.jobs or default_jobs())
-    if _is_model(path):
-        d = diagnose(load_model(path), roof_why_not="a model file has no kernel shapes (give "
-                     "the trace)", memory_why_not="a model file has no memory events (give the "
-                     "trace)", **kw)
-        print_diagnosis(d, as_json=args.json)
-        return 0
-    model = calibrate(path, step_regex=args.step_regex)
-    for w in _grouped(model.meta.warnings):
-        print(f"warning: {w}", file=sys.stderr)
-    tf = _trace_file(path)
-    table = build_table(load_trace(tf))
-    work = work_from_table(table, args.step_regex)
-    source = f"measured in {shown(tf)} over {_n(len(work.steps), 'step')}"
-    roof, why = None, ""
-    if not work.kernels:
-        why = "no device kernels in the trace (a CPU run): the step is host work"
-    else:
-        machine = machine_for(work.device, override)
-        if machine is None:
-            name = work.device.get("name")
-            why = ((f"the GPU ({name}) is not in the table of known GPUs" if name else
-                    "the trace does not name its GPU (no deviceProperties)") +
-                   ": give its peaks with --peak fp32=FLOPS,bf16=FLOPS,bw=BYTES_PER_S")
-        else:
-            roof = roofline(work.kernels, machine, len(work.steps))
-    mem = memory_from_table(table, args.step_regex)
-    d = diagnose(model, kernel_ratio=work.kernel_ratio if work.steps else None,
-                 ratio_source=source, roof=roof, kernels=work.kernels, roof_why_not=why,
-                 memory=memory_verdict(mem) if mem else None,
-                 memory_why_not="no device memory events (record with profile_memory=True)",
-                 **kw)
-    print_diagnosis(d, as_json=args.json)
-    if args.plot:
-        if roof is None:
-            print(f"warning: no roofline plot: {why}", file=sys.stderr)
-        else:
-            plot_roofline(roof, args.plot)
+    r = api.diagnose(args.input, step_regex=args.step_regex, peak=args.peak, plot=args.plot,
+                     draws=args.draws, **_sim_kw(args))
+    _warn(r.warnings)
+    print_diagnosis(r.diagnosis, as_json=args.json)
     return 0
 
 

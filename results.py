@@ -30,7 +30,7 @@ mean is warned about. The mean is the throughput the run pays; a median can diff
 steps arrive in bursts (more workers than cores), so it is reported but not judged."""
 
 __all__ = ["Calibration", "Simulation", "WindowSimulation", "WhatIf", "Sweep", "Ceilings",
-           "PlanResult", "Validation", "REPLAY_WARN"]
+           "PlanResult", "Validation", "Diagnosed", "REPLAY_WARN"]
 
 
 def _pandas():
@@ -249,3 +249,27 @@ class Validation(_Result):
 
     def rows(self) -> list[dict]:
         return [{k: v for k, v in self.to_dict().items() if k != "traces"}]
+
+
+@dataclass(frozen=True)
+class Diagnosed(_Result):
+    """The diagnosis tree (:class:`scenarios.diagnose.Diagnosis`); ``warnings``: the
+    calibration's, and a plot that could not be drawn."""
+
+    diagnosis: Any
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        from stepsim.report.diagnose import diagnosis_dict
+
+        return diagnosis_dict(self.diagnosis)
+
+    def rows(self) -> list[dict]:
+        """One row per finding: its stage, key, verdict and first what-if (ms)."""
+        out = []
+        for f in self.diagnosis.findings:
+            w = f.whatifs[0] if f.whatifs else None
+            out.append({"stage": f.stage, "key": f.key, "verdict": f.verdict,
+                        "fix": w.fix if w else None,
+                        "step_ms": us_to_ms(w.step_us) if w and w.step_us else None})
+        return out
