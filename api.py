@@ -117,9 +117,18 @@ def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=N
     Raises:
         ModelError / InputError: a bad operation, or a scenario file that cannot be read.
     """
+    if isinstance(ops, (str, Path)):
+        raise ModelError(f"operations {str(ops)!r}: give a text by its kind, e.g. "
+                         f"set={str(ops)!r} or fix={str(ops)!r}")
     out: list[Operation] = []
     for item in ops:
-        out += _op("", item) if isinstance(item, Operation) else _op(*item)
+        if isinstance(item, Operation):
+            out.append(item)
+        elif isinstance(item, tuple) and len(item) == 2:
+            out += _op(*item)
+        else:
+            raise ModelError(f"operation {item!r}: expected an operation object or a "
+                             f"(kind, value) pair, kind one of {', '.join(_KINDS)}")
     for kind, value in zip(_KINDS, (scenario, set, scale, remove, fix)):
         for v in _many(kind, value):
             out += _op(kind, v)

@@ -48,6 +48,10 @@ def test_operations_in_order_and_in_every_form():
         api.operations(set="loader.num_workers")
     with pytest.raises(ModelError, match="unknown kind"):
         api.operations([("bogus", 1)])
+    with pytest.raises(ModelError, match="set='loader.num_workers=4'"):
+        api.whatif(A, "loader.num_workers=4")
+    with pytest.raises(ModelError, match="pair"):
+        api.operations([["set", "loader.num_workers=4"]])
 
 
 def test_whatif_matches_the_cli_json():
