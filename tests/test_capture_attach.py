@@ -129,6 +129,7 @@ def _ddp_rank(rank: int, world: int, folder: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed")
 def test_ddp_job_is_recorded_per_rank(tmp_path):
     import torch.multiprocessing as mp
@@ -204,3 +205,36 @@ def test_a_missing_extra_is_named(monkeypatch, module, blocked, extra):
     monkeypatch.delitem(sys.modules, module, raising=False)
     with pytest.raises(ImportError, match=rf"pip install 'stepsim\[{extra}\]'"):
         importlib.import_module(module)
+
+
+@pytest.mark.slow
+def test_attach_with_spawned_workers(tmp_path):
+    """Under the spawn start method (macOS's default) the wrapped collate_fn and worker_init_fn
+    travel to the workers by pickling, and the timing subclass is made there."""
+    loader = tud.DataLoader(Squares(8 * 8), batch_size=8, num_workers=1, collate_fn=pair_collate,
+                            multiprocessing_context="spawn")
+    model = torch.nn.Linear(64, 2)
+    assert _train(Capture(tmp_path), loader, model, active=2, wait=0, warmup=1, skip_first=1) == ["mine"] * 4
+    sc = load_sidecar(tmp_path / "sidecar.json")
+    assert {r.worker for r in sc.produce} == {0} and len(sc.produce) >= 4 and sc.warnings == []
+
+
+def test_hooks_stopped_early_write_what_they_have(tmp_path):
+    """The callbacks' common driver, stopped by the framework before the window is complete:
+    the sidecar holds the steps that ran and says why the rest is missing."""
+    from stepsim.calibration.hooks import HookCapture
+
+    hc = HookCapture(tmp_path, via="lightning", active=4, wait=0, warmup=1, skip_first=1)
+    loader = tud.DataLoader(Squares(64), batch_size=8)
+    hc.begin({"main": loader}, torch.nn.Linear(64, 2))
+    for _, batch in zip(range(1), loader):  # the skipped step only: the profiler never recorded
+        hc.batch_ready()
+        hc.step_end()
+    hc.end("training ended after 1 optimizer steps")
+    sc = load_sidecar(tmp_path / "sidecar.json")
+    assert sc.capture == "lightning" and len(sc.steps) == 1 and sc.ddp is None
+    assert sc.warnings[0] == "training ended after 1 optimizer steps"
+    assert any("no trace was written (run at least 6 steps)" in w for w in sc.warnings)
+    assert not (tmp_path / "trace.json.gz").exists() and not list(tmp_path.glob(".partial*"))
+    with pytest.raises(ValueError, match="active must be >= 1"):
+        HookCapture(tmp_path, via="lightning", active=0)

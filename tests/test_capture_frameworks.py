@@ -156,6 +156,7 @@ def test_hf_trainer_callback(tmp_path):
                           warnings=["evaluation ran inside the profiled window: step 5's time includes it"])
 
 
+@pytest.mark.slow
 def test_lightning_callback_under_ddp(tmp_path):
     """Two CPU ranks (gloo) forked by Lightning's ``ddp_fork`` strategy: each rank writes its
     own folder, whose sidecar records the DDP module Lightning wrapped the model in."""
