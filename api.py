@@ -20,15 +20,16 @@ from collections import Counter
 from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from stepsim.models.params import StepModel
 from stepsim.models.params import load_model as _load
 from stepsim.results import (Calibration, Ceilings, Diagnosed, PlanResult, Simulation, Sweep,
                              Validation,
                              WhatIf, WindowSimulation)
+from stepsim.scenarios.options import operations, scenario_files, sweep_grid
 from stepsim.scenarios.transforms import Operation
-from stepsim.simcore.errors import ModelError, StepsimError, shown
+from stepsim.simcore.errors import StepsimError, shown
 
 __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
            "diagnose", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
@@ -38,7 +39,6 @@ DEFAULT_STEPS, DEFAULT_WARMUP = 30, 20
 prefetch queues fill); calibrate's steady state uses them too, so it says what ``simulate``
 says."""
 
-_KINDS = ("scenario", "set", "scale", "remove", "fix")
 
 
 def load_model(model: str | Path | StepModel) -> StepModel:
@@ -75,73 +75,11 @@ def _grouped(warnings: Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-# ---------------------------------------------------------------- operations -----------------
-def _many(kind: str, value: Any) -> list:
-    """One option's values as a list (a single value, or a list of them)."""
-    if value is None:
-        return []
-    if kind == "set" and isinstance(value, Mapping):
-        return list(value.items())
-    if kind == "scale" and isinstance(value, tuple) and len(value) == 2 \
-            and not isinstance(value[0], (tuple, list)):
-        return [value]
-    if isinstance(value, (str, Path, Operation)):
-        return [value]
-    return list(value)
-
-
-def _op(kind: str, v: Any) -> list[Operation]:
-    from stepsim.scenarios.transforms import (SetOp, load_scenario, parse_fix, parse_remove,
-                                              parse_scale, parse_set)
-
-    if isinstance(v, Operation):
-        return [v]
-    if kind == "scenario":
-        return list(load_scenario(v).ops)
-    if kind == "set":
-        return [SetOp(path=v[0], value=v[1]) if isinstance(v, tuple) else parse_set(v)]
-    if kind == "scale":
-        factor, selector = v
-        return [parse_scale(str(factor), selector)]
-    if kind == "remove":
-        return [parse_remove(v)]
-    if kind == "fix":
-        return [parse_fix(v)]
-    raise ModelError(f"unknown kind of operation {kind!r}: expected one of {', '.join(_KINDS)}")
-
-
-def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=None,
-               fix=None) -> list[Operation]:
-    """The what-if operations, in the order they apply (see the module docstring).
-
-    Raises:
-        ModelError / InputError: a bad operation, or a scenario file that cannot be read.
-    """
-    if isinstance(ops, (str, Path)):
-        raise ModelError(f"operations {str(ops)!r}: give a text by its kind, e.g. "
-                         f"set={str(ops)!r} or fix={str(ops)!r}")
-    out: list[Operation] = []
-    for item in ops:
-        if isinstance(item, Operation):
-            out.append(item)
-        elif isinstance(item, tuple) and len(item) == 2:
-            out += _op(*item)
-        else:
-            raise ModelError(f"operation {item!r}: expected an operation object or a "
-                             f"(kind, value) pair, kind one of {', '.join(_KINDS)}")
-    for kind, value in zip(_KINDS, (scenario, set, scale, remove, fix)):
-        for v in _many(kind, value):
-            out += _op(kind, v)
-    return out
-
-
 def _guard(inputs: Sequence, ops: Sequence = (), scenario=None, **outputs) -> None:
     """No output (keyword → path) over an input, scenario files included."""
     from stepsim.simcore.outputs import refuse_overwriting_inputs
 
-    files = [*inputs, *(v for item in ops if isinstance(item, tuple) and item[0] == "scenario"
-                        for v in _many("scenario", item[1])), *_many("scenario", scenario)]
-    refuse_overwriting_inputs(files, outputs.items())
+    refuse_overwriting_inputs([*inputs, *scenario_files(ops, scenario)], outputs.items())
 
 
 def _progress(description: str, enabled: bool):
@@ -258,20 +196,6 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     return WhatIf(baseline=base, scenario=pred, warnings=warnings)
 
 
-def _grid(axes) -> dict:
-    from stepsim.scenarios.sweep import parse_axis
-
-    if isinstance(axes, Mapping):
-        return {k: list(v) for k, v in axes.items()}
-    grid: dict = {}
-    for text in [axes] if isinstance(axes, str) else axes:
-        path, values = parse_axis(text)
-        if path in grid:
-            raise StepsimError(f"sweep axis {path!r} is given twice")
-        grid[path] = values
-    return grid
-
-
 def _measured_points(measured, grid: dict) -> tuple[dict, tuple[str, ...]]:
     """``VALUE=TRACE`` texts (or a mapping value → trace) → value → re-measured steps (µs)."""
     from stepsim.scenarios.transforms import parse_value
@@ -320,7 +244,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
               (measured.items() if isinstance(measured, Mapping) else measured)]
     _guard([model, *traces], ops, scenario, plot=plot)
     m = load_model(model)
-    grid = _grid(axes)
+    grid = sweep_grid(axes)
     points, warnings = _measured_points(measured, grid)
     with _progress("sweep", progress) as prog:
         todo = operations(ops, scenario, set, scale, remove, fix)

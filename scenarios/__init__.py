@@ -16,6 +16,8 @@ Stable interfaces (times in µs):
 * ``sweep.sweep(model, {path: values}, base=...) -> SweepResult`` (``parse_axis`` for
   ``PATH=V1,V2``); ``ceiling.ceilings(model, base) -> CeilingReport``;
   ``plan.plan(model, base) -> Plan``; ``fixes.FIXES`` (name → Fix, with ``changes``).
+* ``options.operations(ops, scenario=, set=, scale=, remove=, fix=) -> list[Operation]``: the
+  operations as the CLI and the Python API take them; ``options.sweep_grid(axes)``.
 * ``REFERENCE``: the folder of reference models and scenarios (``case_study.yaml``).
 """
 from pathlib import Path
