@@ -29,8 +29,8 @@ import numpy as np
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.steps import StepList
+from stepsim.calibration.step_fallback import no_step_error
 from stepsim.models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
-from stepsim.simcore.errors import InputError
 
 MIN_STEPS = 4
 """Fewer profiled steps than this give a warning."""
@@ -69,8 +69,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         InputError: when the trace has no step to calibrate from.
     """
     if not steps:
-        raise InputError(trace_path, "no training steps found (no ProfilerStep#N or repeating "
-                                     "marker); " + "; ".join(steps.warnings))
+        raise no_step_error(trace_path, steps.warnings)
     warnings = list(table.warnings) + list(steps.warnings)
     if sidecar is not None:
         warnings += [f"capture: {w}" for w in sidecar.warnings]

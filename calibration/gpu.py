@@ -95,8 +95,10 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.events import EventTable, build_table
+from stepsim.calibration.graphs import graph_refusal
 from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS, Links, complete_steps, link
 from stepsim.calibration.steps import DATALOADER_RE, Step, find_steps
+from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.trace_io import load_rank_traces, load_trace, rank_of
 from stepsim.models.coarsen import coarsen
 from stepsim.models.metrics import INPUT_WAIT_SHARE
@@ -431,7 +433,7 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     steps = find_steps(table, step_regex=step_regex)
     warnings += [f"{path.name}: {w}" for w in steps.warnings]
     if not steps:
-        raise InputError(path, "no training step found: " + "; ".join(steps.warnings))
+        raise no_step_error(path, steps.warnings)
     links = link(table)
     warnings += [f"{path.name}: {w}" for w in links.warnings if "'External id'" in w]
     if len(links.gpu_rows) and not (links.launch_row >= 0).any():
@@ -443,7 +445,8 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     warnings += [f"{path.name}: {w}" for w in cw]
     if not kept:
         raise InputError(path, f"no complete step: all {len(steps)} step(s) lack GPU activity "
-                         "for some launches (a sampled or truncated trace?)")
+                         "for some launches (" + (graph_refusal(table, links.by_launch) or
+                                                  "a sampled or truncated trace?") + ")")
     measured = [s.dur_us for s in kept]
     med = float(np.median(measured))
     cands = [s for s in kept if not s.last] or kept
@@ -484,6 +487,7 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     warnings += [f"{path.name}: {w}" for w in w2]
     peak = _peak_pending(ctx, window[0], window[-1], backlog)
     notes["launch_queue_peak_pending"] = peak
+    notes["step_method"] = steps.method
     rank, world, rank_from = (rank_of(table._raw, warnings) if table._raw is not None
                               else (None, 1, "none"))
     return RankFit(path=path, rank=-1 if rank is None else rank, world_size=world, ops=ops,

@@ -224,21 +224,31 @@ def _external_id_fallback(table: EventTable, gpu, launch, method, missing, api) 
 
 @dataclass(frozen=True)
 class StepCoverage:
-    """Launch calls in one step window and how many have GPU activity."""
+    """Launch calls in one step window and how many have GPU activity.
+
+    ``memsets_unrecorded``: memset calls without a GPU memset record (the profiler does not
+    always record memsets; such a call does not make the step incomplete). ``in_capture``:
+    launches made while their thread captured a CUDA/HIP graph (recorded into the graph, not
+    run; see :mod:`calibration.graphs`)."""
 
     number: int
     launches: int
     covered: int
+    memsets_unrecorded: int = 0
+    in_capture: int = 0
 
     @property
     def fraction(self) -> float:
-        return self.covered / self.launches if self.launches else 1.0
+        ok = self.covered + self.memsets_unrecorded + self.in_capture
+        return ok / self.launches if self.launches else 1.0
 
 
 def step_coverage(table: EventTable, links: Links, steps) -> list[StepCoverage]:
     """Per step, the launch calls (see :data:`LAUNCH_APIS`; copies and memsets shorter than
     :data:`NOOP_COPY_NS` are not counted) of the step's process started in [start_ns, end_ns)
     and how many of them enqueued a GPU activity in the trace."""
+    from stepsim.calibration.graphs import in_capture
+
     api = np.nonzero(table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X"))[0]
     is_launch = np.fromiter(
         (LAUNCH_APIS.get(table.names[r]) in ("kernel", "graph")
@@ -246,11 +256,15 @@ def step_coverage(table: EventTable, links: Links, steps) -> list[StepCoverage]:
         dtype=bool, count=len(api))
     api = api[is_launch]
     covered = np.fromiter((int(r) in links.by_launch for r in api), dtype=bool, count=len(api))
+    memset = np.fromiter((LAUNCH_APIS[table.names[r]] == "memset" for r in api), dtype=bool,
+                         count=len(api)) & ~covered
+    captured = in_capture(table, api) & ~covered & ~memset
     out = []
     for s in steps:
         m = (table.pid[api] == s.pid) & (table.ts_ns[api] >= s.start_ns) & \
             (table.ts_ns[api] < s.end_ns)
-        out.append(StepCoverage(s.number, int(m.sum()), int((m & covered).sum())))
+        out.append(StepCoverage(s.number, int(m.sum()), int((m & covered).sum()),
+                                int((m & memset).sum()), int((m & captured).sum())))
     return out
 
 
@@ -259,7 +273,8 @@ def complete_steps(table: EventTable, links: Links, steps, min_fraction: float =
 
     Returns:
         (kept steps, list of warnings). A warning says how many steps were excluded and how
-        many launches had no GPU activity.
+        many launches had no GPU activity, and how many memset calls and graph-capture
+        launches lacked it without making a step incomplete.
     """
     cov = step_coverage(table, links, steps)
     kept, dropped, missing = [], [], 0
@@ -268,10 +283,20 @@ def complete_steps(table: EventTable, links: Links, steps, min_fraction: float =
             kept.append(s)
         else:
             dropped.append(s.number)
-            missing += c.launches - c.covered
+            missing += c.launches - c.covered - c.memsets_unrecorded - c.in_capture
     warnings = []
     if dropped:
         warnings.append(f"excluded {len(dropped)} of {len(steps)} steps ({dropped}) whose GPU "
                         f"activity is incomplete: {missing} launch call(s) without a kernel/copy "
                         f"in the trace")
+    n_memset = sum(c.memsets_unrecorded for s, c in zip(steps, cov) if s in kept)
+    if n_memset:
+        warnings.append(f"{n_memset} memset call(s) in the steps used have no GPU memset record "
+                        "(the profiler does not always record memsets): they do not make a step "
+                        "incomplete, and their device time (usually a few µs) is not modelled")
+    n_cap = sum(c.in_capture for s, c in zip(steps, cov) if s in kept)
+    if n_cap:
+        from stepsim.calibration.graphs import CAPTURE_NOTE
+        warnings.append(f"{n_cap} launch call(s) in the steps used were made while a CUDA/HIP "
+                        f"graph was being captured: {CAPTURE_NOTE}")
     return kept, warnings

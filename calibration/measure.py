@@ -14,6 +14,7 @@ from stepsim.calibration.events import build_table
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.linking import complete_steps, link
 from stepsim.calibration.steps import StepList, find_steps
+from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.trace_io import load_rank_traces, rank_of
 from stepsim.simcore.errors import InputError
 
@@ -161,7 +162,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     table = build_table(raw)
     steps = find_steps(table, step_regex=step_regex)
     if not steps:
-        raise InputError(p, "no training steps found; " + "; ".join(steps.warnings))
+        raise no_step_error(p, steps.warnings)
     if table.gpu_mask().any():
         # as in calibration: a step the profiler lost GPU work of is not a measured step
         kept, why = complete_steps(table, link(table), steps)

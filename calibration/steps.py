@@ -3,7 +3,9 @@
 **Step time, defined once.** A step runs from its start marker's start on the host thread to
 the next step's start (``start_ns`` → ``end_ns``). The last step has no next start: it ends at
 the later of its marker's CPU end and the end of the last GPU activity launched from inside it
-(runtime/driver calls of the same process in the step window, linked by ``correlation``). A
+(runtime/driver calls of the same process in the step window, linked by ``correlation``),
+stray work left out; work after the last step belongs to no step and is reported
+(:mod:`calibration.stray`). A
 window replay of the calibrated model measures step time the same way
 (``models.simulate.simulate(..., replay=True)``).
 
@@ -17,13 +19,19 @@ Markers, in order of preference:
 3. a repeating DataLoader marker ``enumerate(DataLoader)#…__next__`` (one per iteration), with a
    warning;
 4. a repeating optimizer marker ``Optimizer.step#…`` / ``Optimizer.zero_grad#…``, with a
-   warning.
+   warning;
+5. a repeating top-level annotation of the main thread (``## forward ##``,
+   ``DistributedDataParallel.forward``, a ``record_function`` that occurs N times; see
+   :mod:`calibration.step_fallback`), with a warning;
+6. none of these: the whole capture is one step (``method`` ``"whole_capture"``, named
+   :data:`~calibration.step_fallback.WHOLE_CAPTURE`), from the main thread's first host op to
+   its last, closed as a last step; a warning says so and how to record steps next time. The
+   result is empty (with a warning) only when the trace has no host op at all.
 
-A repeating marker must occur at least twice, else it is not used. When nothing matches, the
-result is empty and ``warnings`` says so: the whole trace is never silently one giant step.
-Steps from markers 1, 3 and 4 are numbered 0, 1, … in time order, and so are
-``ProfilerStep`` steps whose numbers do not increase in time order (a warning says so: every
-later stage takes step numbers to follow time). ``ProfilerStep`` *spans*
+A repeating marker must occur at least twice, else it is not used. Steps from markers 1, 3, 4
+and 5 are numbered 0, 1, … in time order, and so are ``ProfilerStep`` steps whose numbers do
+not increase in time order (a warning says so: every later stage takes step numbers to follow
+time). ``ProfilerStep`` *spans*
 its step (the profiler's record function runs from one ``step()`` to the next); another marker
 does when its median duration is at least half the median spacing of the markers; a short
 marker (``__next__``) only opens a step, so its last occurrence opens none. Each optimizer
@@ -43,6 +51,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepsim.calibration.events import EventTable
+from stepsim.calibration.stray import after_last_step, last_step_end
+from stepsim.calibration.step_fallback import (HOW_TO_RECORD_STEPS, WHOLE_CAPTURE,
+                                               repeated_annotation, whole_capture_bounds)
 
 __all__ = ["Step", "StepList", "find_steps", "PROFILER_STEP_RE", "DATALOADER_RE", "OPTIMIZER_RE"]
 
@@ -89,7 +100,8 @@ class Step:
 
 class StepList(list):
     """A list of :class:`Step` in time order, with ``warnings`` (list of str) and ``method``
-    (``"profiler_step"``, ``"regex"``, ``"dataloader"``, ``"optimizer"`` or ``"none"``)."""
+    (``"profiler_step"``, ``"regex"``, ``"dataloader"``, ``"optimizer"``, ``"annotation"``,
+    ``"whole_capture"`` or ``"none"``)."""
 
     def __init__(self, steps=(), warnings=None, method="none"):
         super().__init__(steps)
@@ -97,17 +109,37 @@ class StepList(list):
         self.method = method
 
 
-def _gpu_end_of(table: EventTable, pid: int, start_ns: int, end_ns: int) -> int:
-    """End (ns) of the last GPU activity launched by runtime/driver calls of process ``pid``
-    whose start lies in [start_ns, end_ns]; −1 when none."""
-    api = table.is_cat("cuda_runtime", "cuda_driver") & (table.pid == pid) & \
-        (table.ts_ns >= start_ns) & (table.ts_ns <= end_ns) & (table.correlation >= 0)
-    if not api.any():
-        return -1
-    gpu = table.gpu_mask() & np.isin(table.correlation, table.correlation[api])
-    if not gpu.any():
-        return -1
-    return int(table.end_ns[gpu].max())
+def _last_end(table: EventTable, warnings: list[str], number, pid: int, start_ns: int,
+              cpu_end_ns: int) -> int:
+    """A last step's end (:func:`calibration.stray.last_step_end`), stray work named in
+    ``warnings``."""
+    end, n_stray, full = last_step_end(table, pid, start_ns, cpu_end_ns)
+    if n_stray:
+        warnings.append(f"{n_stray} GPU activit{'y' if n_stray == 1 else 'ies'} launched in the "
+                        f"last step ({number}) started only after the device idled past the "
+                        f"step's other work (longer than during its host part): stray, not "
+                        f"folded into the step ({(end - start_ns) / 1e6:.2f} ms; "
+                        f"{(full - start_ns) / 1e6:.2f} ms with them)")
+    return end
+
+
+def _whole_capture(table: EventTable, warnings: list[str]) -> StepList:
+    """Tier 6 of the module docstring: the whole capture as one step."""
+    what = "no step marker (no ProfilerStep#N, no repeating DataLoader, optimizer or top-level " \
+           "annotation)"
+    b = whole_capture_bounds(table)
+    if b is None:
+        warnings.append(f"{what}, and no host op to take the capture as one step (record the CPU "
+                        "side too: ProfilerActivity.CPU)")
+        return StepList([], warnings, "none")
+    pid, tid, a, cpu_end, row = b
+    end = _last_end(table, warnings, "the whole capture", pid, a, cpu_end)
+    warnings.append(f"{what}: the step was taken to be the whole capture ({(end - a) / 1e6:.2f} ms, "
+                    f"pid {pid} tid {tid} from its first host op to its last, with the GPU work "
+                    f"it launched); {HOW_TO_RECORD_STEPS}")
+    step = Step(number=0, start_ns=a, end_ns=end, cpu_end_ns=cpu_end, pid=pid, tid=tid,
+                name=WHOLE_CAPTURE, last=True, row=row)
+    return StepList([step], warnings + after_last_step(table, step), "whole_capture")
 
 
 def _markers(table: EventTable, rx: re.Pattern, cpu_side: np.ndarray) -> np.ndarray:
@@ -201,9 +233,15 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
                                 f"{how}")
                 break
     if len(rows) == 0:
-        warnings.append("no step marker found (no ProfilerStep#N, no repeating DataLoader or "
-                        "optimizer marker); give a step regex")
-        return StepList([], warnings, "none")
+        r, name = repeated_annotation(table)
+        if len(r):
+            rows, method = r, "annotation"
+            warnings.append(f"no ProfilerStep#N, DataLoader or optimizer marker: steps taken from "
+                            f"the repeating top-level annotation {name!r} ({len(r)} "
+                            f"occurrences; a step runs from one to the next; a step regex "
+                            f"chooses another); {HOW_TO_RECORD_STEPS}")
+    if len(rows) == 0:
+        return _whole_capture(table, warnings)
     # keep the thread that carries most markers
     keys = list(zip(table.pid[rows].tolist(), table.tid[rows].tolist()))
     if len(set(keys)) > 1:
@@ -251,8 +289,8 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
         if not last:
             end = int(starts[k + 1])
         else:
-            gpu_end = _gpu_end_of(table, int(table.pid[r]), int(starts[k]), int(ends[k]))
-            end = max(int(ends[k]), gpu_end)
+            end = _last_end(table, warnings, int(numbers[k]), int(table.pid[r]), int(starts[k]),
+                            int(ends[k]))
         out.append(Step(number=int(numbers[k]), start_ns=int(starts[k]), end_ns=end,
                         cpu_end_ns=int(ends[k]), pid=int(table.pid[r]), tid=int(table.tid[r]),
                         name=str(table.names[r]), last=last, row=int(r)))
@@ -270,4 +308,5 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
     if not out:
         warnings.append("no step of positive length remains")
         return StepList([], warnings, "none")
+    warnings += after_last_step(table, out[-1])
     return StepList(out, warnings, method)

@@ -107,14 +107,40 @@ def test_user_regex_overrides_and_warns(tmp_path):
         find_steps(table_of(tmp_path, ev), step_regex="(")
 
 
-def test_no_marker_is_never_one_giant_step(tmp_path):
-    st = find_steps(table_of(tmp_path, [x("aten::mm", 0, 1000, cat="cpu_op")]))
-    assert len(st) == 0 and st.method == "none" and "no step marker" in st.warnings[0]
+def test_no_marker_is_the_whole_capture_never_silently(tmp_path):
+    ev = [x("aten::mm", 10, 1000, cat="cpu_op"), x("aten::add", 1500, 100, cat="cpu_op"),
+          x("aten::mul", 0, 5000, cat="cpu_op", tid=2)]   # a busier side thread launches nothing
+    st = find_steps(table_of(tmp_path, ev))
+    assert st.method == "whole_capture" and len(st) == 1
+    s = st[0]
+    assert s.last and s.name == "(whole capture)" and (s.start_ns, s.end_ns) == (0, 5_000_000)
+    assert "the step was taken to be the whole capture" in st.warnings[0]
+    assert "prof.step()" in st.warnings[0] and "capture harness" in st.warnings[0]
 
 
-def test_single_optimizer_marker_is_not_a_step(tmp_path):
+def test_no_host_op_at_all_gives_no_step(tmp_path):
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 5,
+           "args": {"stream": 7}}]
+    st = find_steps(table_of(tmp_path, ev))
+    assert len(st) == 0 and st.method == "none" and "no host op" in st.warnings[0]
+
+
+def test_single_optimizer_marker_is_not_a_repeating_marker(tmp_path):
     st = find_steps(table_of(tmp_path, [x("Optimizer.step#SGD.step", 0, 5)]))
-    assert len(st) == 0 and st.warnings
+    assert st.method == "whole_capture" and st.warnings
+
+
+def test_repeated_top_level_annotation_is_the_step(tmp_path):
+    ev = [x("## forward ##", 0, 100), x("## backward ##", 100, 200), x("## forward ##", 400, 100),
+          x("## backward ##", 500, 200), x("## forward ##", 800, 100), x("## backward ##", 900, 50),
+          # nested annotations repeat more often but are not top level
+          *[x("inner", t, 5) for t in (10, 20, 410, 420, 810, 820)],
+          x("nccl:all_reduce", 1000, 5), x("nccl:all_reduce", 1010, 5), x("nccl:all_reduce", 1020, 5),
+          x("aten::mm", 300, 10, cat="cpu_op")]
+    st = find_steps(table_of(tmp_path, ev))
+    assert st.method == "annotation" and [s.name for s in st] == ["## forward ##"] * 2
+    assert [(s.start_ns, s.end_ns) for s in st] == [(0, 400_000), (400_000, 800_000)]
+    assert "'## forward ##' (3 occurrences" in st.warnings[0] and "prof.step()" in st.warnings[0]
 
 
 def test_markers_on_two_threads_keep_the_busier(tmp_path):

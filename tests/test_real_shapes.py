@@ -1,0 +1,161 @@
+"""Shapes of real traces a user brings (issue 15), one small synthetic fixture each, built here
+(no binary files): no step marker, memsets the profiler did not record, CUDA graph captures
+and replays, stray work after the last step, folders, a truncated last step. The same shapes
+in ``../shared/traces`` are checked by ``bench/calibrate_corpus.py``."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stepsim.calibration.calibrate import calibrate
+from stepsim.calibration.gpu import calibrate_gpu
+from stepsim.simcore.errors import InputError
+from tests.test_gpu_calibration import Gen
+
+
+def ann(g: Gen, name, a, b, tid=100):
+    g.op(name, a, b, cat="user_annotation", tid=tid)
+
+
+def steps_trace(path, n=3, memset=False, capture=False, graph_kernels=True, marker=True):
+    """``n`` ProfilerSteps of two kernels each, optionally with an unrecorded memset call, the
+    launches made inside a graph capture, or a graph replay (with or without its kernels)."""
+    g = Gen()
+    for k in range(n):
+        s0 = g.t
+        if capture:
+            g._api("cudaStreamBeginCapture", g.t, g.t + 2, 100)
+            g.cpu(2)
+            for _ in range(2):
+                g._api("cudaLaunchKernel", g.t, g.t + 5, 100)   # recorded into the graph
+                g.cpu(5)
+            g._api("cudaStreamEndCapture", g.t, g.t + 3, 100)
+            g.cpu(3)
+        g.launch("volta_sgemm_128x64_nn", 200)
+        g.cpu(10)
+        if memset:
+            g._api("cudaMemsetAsync", g.t, g.t + 4, 100)         # no GPU memset record
+            g.cpu(4)
+        if graph_kernels is not None and not graph_kernels:
+            g._api("cudaGraphLaunch", g.t, g.t + 6, 100)         # its kernels were not recorded
+            g.cpu(6)
+        g.launch("void at::native::vectorized_elementwise_kernel<4>(int)", 30)
+        g.cpu(300)
+        if marker:
+            ann(g, f"ProfilerStep#{k}", s0, g.t)
+    return g.dump(path)
+
+
+# ------------------------------------------------------------------------- no step marker
+def test_gpu_trace_without_marker_is_one_window(tmp_path):
+    m = calibrate(steps_trace(tmp_path / "t.json", n=1, marker=False))
+    assert m.meta.steps_used == [0] and len(m.meta.measured_step_us) == 1
+    w = " ".join(m.meta.warnings)
+    assert "taken to be the whole capture" in w and "schedule" in w and "prof.step()" in w
+
+
+def cpu_trace(path, steps=None, ann_name=None, n=4):
+    ev = []
+    t = 0
+    for k in range(n):
+        if steps == "zero":
+            ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k}",
+                       "pid": 1, "tid": 1, "ts": t, "dur": 0})
+        if ann_name:
+            ev.append({"ph": "X", "cat": "user_annotation", "name": ann_name, "pid": 1, "tid": 1,
+                       "ts": t, "dur": 400})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                   "ts": t + 10, "dur": 300 + 10 * k})
+        t += 1000
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return path
+
+
+def test_cpu_trace_without_marker_is_one_window_with_the_same_warning(tmp_path):
+    m = calibrate(cpu_trace(tmp_path / "cpu.json"))
+    assert len(m.meta.measured_step_us) == 1
+    assert m.meta.measured_step_us[0] == pytest.approx(3000.0 + 330.0)
+    assert any("taken to be the whole capture" in w and "prof.step()" in w
+               for w in m.meta.warnings)
+
+
+def test_cpu_trace_with_a_repeated_annotation_steps_on_it(tmp_path):
+    m = calibrate(cpu_trace(tmp_path / "cpu.json", ann_name="## forward ##"))
+    assert m.meta.measured_step_us == [pytest.approx(1000.0)] * 3
+    assert any("'## forward ##' (4 occurrences" in w for w in m.meta.warnings)
+
+
+def test_one_refusal_for_gpu_and_cpu_traces(tmp_path):
+    cpu = cpu_trace(tmp_path / "cpu.json", steps="zero")
+    gpu = tmp_path / "gpu.json"
+    ev = json.loads(cpu.read_text())
+    ev["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+                              "ts": 5, "dur": 5, "args": {"stream": 7, "correlation": 1}})
+    gpu.write_text(json.dumps(ev))
+    msgs = []
+    for p in (cpu, gpu):
+        with pytest.raises(InputError) as ei:
+            calibrate(p)
+        msgs.append(ei.value.problem)
+    assert msgs[0] == msgs[1] and msgs[0].startswith("no training step found: dropped 4 step(s)")
+
+
+# ------------------------------------------------------------------------------- memsets
+def test_unrecorded_memsets_do_not_make_steps_incomplete(tmp_path):
+    m = calibrate_gpu(steps_trace(tmp_path / "t.json", memset=True), coarse=False)
+    assert m.meta.steps_used == [0, 1, 2]
+    assert any("3 memset call(s)" in w and "does not always record memsets" in w
+               for w in m.meta.warnings)
+
+
+# ---------------------------------------------------------------------------- CUDA graphs
+def test_launches_inside_a_graph_capture_do_not_make_steps_incomplete(tmp_path):
+    m = calibrate_gpu(steps_trace(tmp_path / "t.json", capture=True), coarse=False)
+    assert m.meta.steps_used == [0, 1, 2]
+    assert any("6 launch call(s)" in w and "graph was being captured" in w
+               for w in m.meta.warnings)
+
+
+def test_graph_replays_without_kernels_are_named_as_such(tmp_path):
+    with pytest.raises(InputError) as ei:
+        calibrate_gpu(steps_trace(tmp_path / "t.json", graph_kernels=False))
+    msg = ei.value.problem
+    assert "replays CUDA/HIP graphs" in msg and "3 of its 3 cudaGraphLaunch" in msg
+    assert "truncated" not in msg
+
+
+# ------------------------------------------------------------------------- stray activity
+def stray_trace(path, lone_gap_us=52_000.0, tail_us=10.0):
+    """Two ProfilerSteps; the last launches, at its end, a kernel that runs only after the
+    device sat idle ``lone_gap_us`` (it waited on something outside the step), then a
+    trailing kernel after the last step that no step launched."""
+    g = Gen()
+    for k in range(2):
+        s0 = g.t
+        g.launch("volta_sgemm_128x64_nn", 1000)
+        g.cpu(1200)
+        if k == 1:
+            c = g._api("cudaLaunchKernel", g.t, g.t + 5, 100)
+            g._gpu("void lone_kernel(int)", g.free[7] + lone_gap_us, tail_us, 7, c)
+            g.cpu(5)
+        ann(g, f"ProfilerStep#{k}", s0, g.t)
+    g.cpu(100)
+    g.launch("void after_the_steps(int)", 20, stream=9)
+    return g.dump(path)
+
+
+def test_a_stray_kernel_is_reported_not_folded_into_the_last_step(tmp_path):
+    m = calibrate_gpu(stray_trace(tmp_path / "t.json"), coarse=False)
+    # the last step ends with its host part and its sgemm, not 52 ms later
+    assert m.meta.measured_step_us[-1] < 1300
+    w = " ".join(m.meta.warnings)
+    assert "1 GPU activity launched in the last step (1)" in w and "stray" in w
+    assert "run after the last step and belong to no step" in w
+
+
+def test_work_after_an_idle_that_fills_the_device_is_the_steps(tmp_path):
+    # the same shape with a long kernel after the idle: part of the step's work, kept
+    m = calibrate_gpu(stray_trace(tmp_path / "t.json", tail_us=20_000.0), coarse=False)
+    assert m.meta.measured_step_us[-1] > 52_000 + 20_000
+    assert not any("stray" in w for w in m.meta.warnings)
