@@ -1,7 +1,9 @@
 """One entry point from traces (and an optional capture sidecar) to a StepModel.
 
 * a directory of per-rank traces, or a trace with GPU activity (kernels, memcpy, memset):
-  :func:`calibration.gpu.calibrate_gpu`;
+  :func:`calibration.gpu.calibrate_gpu` (a folder's unreadable files are skipped and named,
+  see :mod:`calibration.folders`; a folder of host-only traces calibrates as its first file
+  does alone);
 * a host-only trace (a CPU training loop): :func:`calibration.cpu.fit_cpu_model`.
 
 The sidecar, when given, supplies the DataLoader settings and per-batch produce times that no
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from stepsim.calibration.cpu import fit_cpu_model
 from stepsim.calibration.events import build_table
+from stepsim.calibration.folders import calibrate_cpu_folder, read_folder
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import load_trace
@@ -49,7 +52,13 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
     if p.is_dir():
         from stepsim.calibration.gloo_dispatch import gloo_dir
 
-        return gloo_dir(p) or _gpu(p, side, step_regex)
+        model = gloo_dir(p)          # a CPU DDP (gloo) job's rank files
+        if model is not None:
+            return model
+        fold = read_folder(p)
+        if fold.gpu:
+            return _gpu(fold, side, step_regex)
+        return calibrate_cpu_folder(fold, side, Path(sidecar) if sidecar else None, step_regex)
     if not p.exists():
         raise InputError(p, "no such file")
     table = build_table(load_trace(p))
@@ -84,7 +93,8 @@ def _without_gpu_activity(table, model: StepModel) -> StepModel:
 
 
 def _gpu(p, side, step_regex):
-    """``p``: a directory of per-rank traces or a built event table."""
+    """``p``: a :class:`calibration.folders.Folder` of per-rank traces or a built event
+    table."""
     from stepsim.calibration.gpu import calibrate_gpu
     from stepsim.models.coarsen import coarsen
 

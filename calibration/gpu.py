@@ -3,7 +3,7 @@ of per-rank files.
 
 Entry point: :func:`calibrate_gpu`. The pipeline, each stage in its own module::
 
-    load_trace → build_table → find_steps → link (launch → activity) → complete_steps
+    load_trace → build_table → find_steps → link (launch → activity) → usable_steps
               → representative step → host ops + device tasks → (ranks: align, skew) → model
 
 **Representative step.** The measured step times are those of the complete steps (start to
@@ -94,12 +94,14 @@ from pathlib import Path
 
 import numpy as np
 
-from stepsim.calibration.events import EventTable, build_table
+from stepsim.calibration.events import EventTable
+from stepsim.calibration.folders import gpu_inputs
 from stepsim.calibration.graphs import graph_refusal
-from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS, Links, complete_steps, link
+from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS, Links, link
 from stepsim.calibration.steps import DATALOADER_RE, Step, find_steps
 from stepsim.calibration.step_fallback import no_step_error
-from stepsim.calibration.trace_io import load_rank_traces, load_trace, rank_of
+from stepsim.calibration.truncated import usable_steps
+from stepsim.calibration.trace_io import rank_of
 from stepsim.models.coarsen import coarsen
 from stepsim.models.metrics import INPUT_WAIT_SHARE
 from stepsim.models.params import (LAUNCH_QUEUE_DEPTH, CommParams, DeviceParams, DeviceTask,
@@ -441,7 +443,7 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
                          "launch call (no correlation id, flow or External id matches one; a "
                          "pre-Kineto autograd-profiler trace records no launch calls): the GPU "
                          "work cannot be placed in the steps; record with torch.profiler")
-    kept, cw = complete_steps(table, links, steps)
+    kept, cw = usable_steps(table, links, steps)
     warnings += [f"{path.name}: {w}" for w in cw]
     if not kept:
         raise InputError(path, f"no complete step: all {len(steps)} step(s) lack GPU activity "
@@ -1188,21 +1190,24 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
     Raises:
         InputError: unreadable or malformed trace, no GPU activity, no step, no complete step.
     """
-    if isinstance(paths, EventTable):
-        tables, plist = [paths], [paths.path]
-    else:
-        if isinstance(paths, (list, tuple)):
-            raws = [load_trace(p) for p in paths]
-        else:
-            raws = load_rank_traces(Path(paths))
-        plist = [r.path for r in raws]
-        tables = (build_table(raw) for raw in raws)
+    tables, plist, notes, folder = gpu_inputs(paths)
     fits: list[RankFit] = []
     for table in tables:
         if not table.gpu_mask().any():
             raise InputError(table.path, "trace has no GPU activity (kernel/memcpy/memset); use "
                              "the CPU calibration for host-only traces")
-        fits.append(fit_rank(table, step_regex=step_regex, warnings=list(table.warnings)))
+        try:
+            fits.append(fit_rank(table, step_regex=step_regex, warnings=list(table.warnings)))
+        except InputError as e:
+            if folder is None:
+                raise
+            folder.skipped.append(f"{table.path.name}: {e.problem}")   # named, not fatal
+    if folder is not None:
+        if not fits:
+            raise InputError(folder.path, "no trace in the folder could be calibrated: "
+                             + "; ".join(folder.skipped))
+        plist = [f.path for f in fits]
+        notes += folder.skip_note()
     if len(fits) == 1:
         f = fits[0]
         if f.rank < 0:
@@ -1211,6 +1216,7 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
         model = _single_model(f, plist)
     else:
         model = _combine_ranks(fits, plist)
+    model.meta.warnings[:0] = notes
     return coarsen(model) if coarse else model
 
 

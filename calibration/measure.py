@@ -12,9 +12,10 @@ import numpy as np
 from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
 from stepsim.calibration.events import build_table
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.calibration.linking import complete_steps, link
+from stepsim.calibration.linking import link
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
+from stepsim.calibration.truncated import usable_steps
 from stepsim.calibration.trace_io import load_rank_traces, rank_of
 from stepsim.simcore.errors import InputError
 
@@ -165,7 +166,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
         raise no_step_error(p, steps.warnings)
     if table.gpu_mask().any():
         # as in calibration: a step the profiler lost GPU work of is not a measured step
-        kept, why = complete_steps(table, link(table), steps)
+        kept, why = usable_steps(table, link(table), steps)
         if not kept:
             raise InputError(p, "no complete step: " + "; ".join(why))
         notes += why

@@ -159,3 +159,113 @@ def test_work_after_an_idle_that_fills_the_device_is_the_steps(tmp_path):
     m = calibrate_gpu(stray_trace(tmp_path / "t.json", tail_us=20_000.0), coarse=False)
     assert m.meta.measured_step_us[-1] > 52_000 + 20_000
     assert not any("stray" in w for w in m.meta.warnings)
+
+
+# ---------------------------------------------------------------------- two-step captures
+def two_step_trace(path, cut=True, drop_kernel=False):
+    """ProfilerStep#0 complete (three launches, 715 µs); ProfilerStep#1 cut by the profiler's
+    stop after its first launch (``cut``), or complete with a kernel record the profiler lost
+    (``drop_kernel``)."""
+    g = Gen()
+    for k in range(2):
+        s0 = g.t
+        for j in range(1 if (cut and k == 1) else 3):
+            if drop_kernel and k == 1 and j == 2:
+                g._api("cudaLaunchKernel", g.t, g.t + 5, 100)
+                g.cpu(5)
+                continue
+            g.launch(f"volta_sgemm_{j}_nn", 300)
+            g.cpu(100)
+        g.cpu(10 if cut and k == 1 else 400)
+        ann(g, f"ProfilerStep#{k}", s0, g.t)
+    return g.dump(path)
+
+
+def test_a_truncated_last_step_is_left_out_and_said(tmp_path):
+    m = calibrate_gpu(two_step_trace(tmp_path / "t.json"), coarse=False)
+    assert m.meta.steps_used == [0] and len(m.meta.measured_step_us) == 1
+    assert m.meta.measured_step_us[0] == pytest.approx(715.0)
+    assert any("the last step (1) is truncated" in w and "1 of 2 step(s) are complete" in w
+               for w in m.meta.warnings)
+
+
+def test_a_complete_last_step_is_kept(tmp_path):
+    m = calibrate_gpu(two_step_trace(tmp_path / "t.json", cut=False), coarse=False)
+    assert m.meta.steps_used == [0, 1]
+    assert not any("truncated" in w for w in m.meta.warnings)
+
+
+def test_a_last_step_that_lost_kernels_is_excluded_and_counted(tmp_path):
+    m = calibrate_gpu(two_step_trace(tmp_path / "t.json", cut=False, drop_kernel=True),
+                      coarse=False)
+    assert m.meta.steps_used == [0]
+    assert any("excluded 1 of 2 steps ([1])" in w for w in m.meta.warnings)
+
+
+# -------------------------------------------------------------------------------- folders
+def rank_file(path, rank, world=2):
+    g = Gen()
+    for k in range(3):
+        s0 = g.t
+        g.launch("volta_sgemm_128x64_nn", 200)
+        g.cpu(300)
+        ann(g, f"ProfilerStep#{k}", s0, g.t)
+    return g.dump(path, distributedInfo={"rank": rank, "world_size": world})
+
+
+def test_a_folder_calibrates_what_it_can_and_names_what_it_skipped(tmp_path):
+    d = tmp_path / "job"
+    d.mkdir()
+    rank_file(d / "rank0.json", 0)
+    rank_file(d / "rank1.json", 1)
+    (d / "rank2.json").write_text("{not json")
+    steps_trace(d / "rank3.json", graph_kernels=False)      # every step incomplete
+    cpu_trace(d / "rank4.json")                              # host-only among GPU ranks
+    m = calibrate(d)
+    assert sorted(r.rank for r in m.ranks) == [0, 1]
+    note = next(w for w in m.meta.warnings if "skipped 3 of 5 trace files" in w)
+    assert "rank2.json:" in note and "rank3.json: no complete step" in note
+    assert "rank4.json: host-only trace" in note
+
+
+def test_a_folder_where_nothing_calibrates_is_refused_naming_each_file(tmp_path):
+    d = tmp_path / "bad"
+    d.mkdir()
+    (d / "a.json").write_text("[1, 2")
+    steps_trace(d / "b.json", graph_kernels=False)
+    with pytest.raises(InputError) as ei:
+        calibrate(d)
+    assert "a.json:" in ei.value.problem and "b.json: no complete step" in ei.value.problem
+
+
+def test_a_folder_of_cpu_traces_works_as_each_file_alone(tmp_path):
+    d = tmp_path / "cpu"
+    d.mkdir()
+    for k in range(2):
+        cpu_trace(d / f"worker{k}.json", ann_name="## forward ##")
+    alone = calibrate(d / "worker0.json")
+    m = calibrate(d)
+    assert m.meta.measured_step_us == alone.meta.measured_step_us
+    assert any("2 host-only traces" in w and "not from worker1.json" in w
+               for w in m.meta.warnings)
+
+
+def test_a_folder_of_two_runs_of_one_rank_says_they_are_not_one_job(tmp_path):
+    d = tmp_path / "runs"
+    d.mkdir()
+    rank_file(d / "run_a.json", 0)
+    rank_file(d / "run_b.json", 0)
+    m = calibrate(d)
+    assert len(m.ranks) == 1
+    assert any("not ranks of one job" in w and "rank 0" in w for w in m.meta.warnings)
+
+
+def test_a_folder_of_two_jobs_uses_the_first(tmp_path):
+    d = tmp_path / "jobs"
+    d.mkdir()
+    rank_file(d / "a_rank0.json", 0, world=2)
+    rank_file(d / "b_rank1.json", 1, world=8)
+    m = calibrate(d)
+    assert len(m.ranks) == 1 and m.meta.traces == [str(d / "a_rank0.json")]
+    assert any("world sizes differ: 2, 8" in w and "b_rank1.json (world size 8)" in w
+               for w in m.meta.warnings)
