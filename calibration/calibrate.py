@@ -3,7 +3,7 @@
 * a directory of per-rank traces, or a trace with GPU activity (kernels, memcpy, memset):
   :func:`calibration.gpu.calibrate_gpu` (a folder's unreadable files are skipped and named,
   see :mod:`calibration.folders`; a folder of host-only traces calibrates as its first file
-  does alone);
+  does alone, unless it is a CPU DDP (gloo) job: :mod:`calibration.gloo_dispatch`);
 * a host-only trace (a CPU training loop): :func:`calibration.cpu.fit_cpu_model`.
 
 The sidecar, when given, supplies the DataLoader settings and per-batch produce times that no
