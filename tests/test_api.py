@@ -123,3 +123,22 @@ def test_outputs_never_overwrite_inputs(tmp_path):
     with pytest.raises(StepsimError, match="plot .*input file"):
         api.ceiling(model, plot=model, **FAST)
     assert model.read_bytes() == before
+
+
+def test_calibrate_and_validate_a_capture(tmp_path, cpu_run_nw1):
+    """On a real CPU capture: the calibration's table and document, and a validation whose
+    record is the CLI's."""
+    cal = api.calibrate(cpu_run_nw1, output=tmp_path / "m.json")
+    assert cal.window is None and len(cal.measured_step_us) == 6
+    assert cal.to_dict()["measured_mean_ms"] == pytest.approx(cal.measured_mean_us / 1000)
+    json.dumps(cal.to_dict())
+    v = api.validate(tmp_path / "m.json", cpu_run_nw1, draws=0, label="same run", **FAST)
+    cli = run_cli("validate", str(tmp_path / "m.json"), str(cpu_run_nw1), "--draws", "0",
+                  "--label", "same run", "--steps", "10", "--warmup", "5", "--jobs", "1",
+                  "--json")
+    assert cli.returncode == 0, cli.stderr
+    (doc,) = json.loads(cli.stdout)
+    assert {**doc, "time": None} == {**json.loads(json.dumps(v.to_dict())), "time": None}
+    pd = pytest.importorskip("pandas", reason="pandas (the 'frames' extra) is not installed")
+    assert list(cal.to_frame().columns) == ["step", "measured_ms"] and len(cal.to_frame()) == 6
+    assert isinstance(v.to_frame(), pd.DataFrame) and len(v.to_frame()) == 1
