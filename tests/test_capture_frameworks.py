@@ -51,39 +51,9 @@ def _check_capture_folder(out, via: str, tmp_path, num_workers: int, warnings=()
     return side
 
 
-def test_lightning_callback(tmp_path):
-    _needs("lightning", "lightning")
-    import lightning.pytorch as pl
-
-    from stepsim.calibration.lightning import StepsimCallback
-
-    class Net(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 2))
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            return torch.nn.functional.cross_entropy(self.net(x), y)
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
-    # built by the user, workers already started by Lightning before any callback hook
-    loader = tud.DataLoader(Squares(8 * 40), batch_size=8, num_workers=2, persistent_workers=True)
-    out = tmp_path / "run"
-    torch.manual_seed(0)
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=10, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, callbacks=[StepsimCallback(out, **SCHED)])
-    trainer.fit(Net(), train_dataloaders=loader)
-    assert trainer.global_step == 10, "training went on past the window"
-    side = _check_capture_folder(out, "lightning", tmp_path, num_workers=2)
-    assert side["loader"]["persistent_workers"] is True
-    assert loader.collate_fn is tud.default_collate, "the loader was given back its collate_fn"
-
-
-def test_lightning_callback_without_workers(tmp_path):
+def _lightning(tmp_path, train_loader=None, **trainer_kw):
+    """A tiny LightningModule (its own ``train_dataloader`` when ``train_loader`` is given)
+    and a quiet CPU Trainer with the callback; returns (module, trainer, capture folder)."""
     _needs("lightning", "lightning")
     import lightning.pytorch as pl
 
@@ -100,14 +70,31 @@ def test_lightning_callback_without_workers(tmp_path):
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
-        def train_dataloader(self):
-            return tud.DataLoader(Squares(8 * 12), batch_size=8)
-
+    if train_loader is not None:
+        Net.train_dataloader = lambda self: train_loader()
     out = tmp_path / "run"
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=8, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, callbacks=[StepsimCallback(out, **SCHED)])
-    trainer.fit(Net())
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[StepsimCallback(out, **SCHED)], **trainer_kw)
+    return Net(), trainer, out
+
+
+def test_lightning_callback(tmp_path):
+    # built by the user, workers already started by Lightning before any callback hook
+    loader = tud.DataLoader(Squares(8 * 40), batch_size=8, num_workers=2, persistent_workers=True)
+    torch.manual_seed(0)
+    net, trainer, out = _lightning(tmp_path, devices=1, max_steps=10)
+    trainer.fit(net, train_dataloaders=loader)
+    assert trainer.global_step == 10, "training went on past the window"
+    side = _check_capture_folder(out, "lightning", tmp_path, num_workers=2)
+    assert side["loader"]["persistent_workers"] is True
+    assert loader.collate_fn is tud.default_collate, "the loader was given back its collate_fn"
+
+
+def test_lightning_callback_without_workers(tmp_path):
+    net, trainer, out = _lightning(tmp_path, lambda: tud.DataLoader(Squares(8 * 12), batch_size=8),
+                                   devices=1, max_steps=8)
+    trainer.fit(net)
     _check_capture_folder(out, "lightning", tmp_path, num_workers=0)
 
 
@@ -160,32 +147,11 @@ def test_hf_trainer_callback(tmp_path):
 def test_lightning_callback_under_ddp(tmp_path):
     """Two CPU ranks (gloo) forked by Lightning's ``ddp_fork`` strategy: each rank writes its
     own folder, whose sidecar records the DDP module Lightning wrapped the model in."""
-    _needs("lightning", "lightning")
     import socket
 
-    import lightning.pytorch as pl
-
-    from stepsim.calibration.lightning import StepsimCallback
-
-    class Net(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(64, 2)
-
-        def training_step(self, batch, batch_idx):
-            return torch.nn.functional.cross_entropy(self.lin(batch[0]), batch[1])
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
-        def train_dataloader(self):
-            return tud.DataLoader(Squares(8 * 24), batch_size=8)
-
-    out = tmp_path / "run"
-    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp_fork", max_steps=8, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, callbacks=[StepsimCallback(out, **SCHED)])
-    trainer.fit(Net())
+    net, trainer, out = _lightning(tmp_path, lambda: tud.DataLoader(Squares(8 * 24), batch_size=8),
+                                   devices=2, strategy="ddp_fork", max_steps=8)
+    trainer.fit(net)
     for rank in (0, 1):
         sc = load_sidecar(out / f"rank{rank}" / "sidecar.json")
         d = sc.ddp
