@@ -20,16 +20,15 @@ from collections import Counter
 from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-from stepsim.models.params import StepModel
-from stepsim.models.params import load_model as _load
-from stepsim.results import (Calibration, Ceilings, Diagnosed, PlanResult, Simulation, Sweep,
-                             Validation,
-                             WhatIf, WindowSimulation)
-from stepsim.scenarios.options import operations, scenario_files, sweep_grid
-from stepsim.scenarios.transforms import Operation
 from stepsim.simcore.errors import StepsimError, shown
+
+if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
+    from stepsim.models.params import StepModel
+    from stepsim.results import (Calibration, Ceilings, Diagnosed, PlanResult, Simulation,
+                                 Sweep, Validation, WhatIf, WindowSimulation)
+    from stepsim.scenarios.transforms import Operation
 
 __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
            "diagnose", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
@@ -47,14 +46,31 @@ def load_model(model: str | Path | StepModel) -> StepModel:
     Raises:
         InputError: missing or unreadable file, or not a valid StepModel (named).
     """
-    return model if isinstance(model, StepModel) else _load(model)
+    from stepsim.models.params import load_model as load
+
+    return model if _is_step_model(model) else load(model)
+
+
+def _is_step_model(model) -> bool:
+    from stepsim.models.params import StepModel
+
+    return isinstance(model, StepModel)
+
+
+def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=None,
+               fix=None) -> list[Operation]:
+    """The what-if operations in the order they apply
+    (:func:`stepsim.scenarios.options.operations`)."""
+    from stepsim.scenarios.options import operations as parse
+
+    return parse(ops, scenario, set, scale, remove, fix)
 
 
 def _name(model: str | Path | StepModel, loaded: StepModel) -> str:
     """The model's name, else its file's stem."""
     if loaded.meta.name:
         return loaded.meta.name
-    return Path(model).stem if not isinstance(model, StepModel) else "model"
+    return Path(model).stem if not _is_step_model(model) else "model"
 
 
 def _grouped(warnings: Iterable[str]) -> tuple[str, ...]:
@@ -78,6 +94,8 @@ def _grouped(warnings: Iterable[str]) -> tuple[str, ...]:
 def _guard(inputs: Sequence, ops: Sequence = (), scenario=None, **outputs) -> None:
     """No output (keyword → path) over an input, scenario files included."""
     from stepsim.simcore.outputs import refuse_overwriting_inputs
+
+    from stepsim.scenarios.options import scenario_files
 
     refuse_overwriting_inputs([*inputs, *scenario_files(ops, scenario)], outputs.items())
 
@@ -125,6 +143,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     from stepsim.calibration.calibrate import calibrate as fit
     from stepsim.models.params import save_model
     from stepsim.models.simulate import simulate as run, window_replay
+    from stepsim.results import Calibration
 
     _guard([trace, sidecar], output=output)
     model = fit(trace, sidecar=sidecar, step_regex=step_regex)
@@ -149,6 +168,7 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
     from stepsim.models.metrics import summarize
     from stepsim.models.simulate import simulate as run, window_replay
     from stepsim.report.chrome import write_chrome_trace
+    from stepsim.results import Simulation, WindowSimulation
 
     _guard([model], chrome_trace=chrome_trace)
     m = load_model(model)
@@ -177,6 +197,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
         StepsimError: no operation, or a bad one; ModelError: one that does not apply.
     """
     from stepsim.models.params import save_model as save
+    from stepsim.results import WhatIf
     from stepsim.scenarios.predict import predict
 
     _guard([model], ops, scenario, save_model=save_model)
@@ -238,12 +259,15 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
         StepsimError: a bad axis or measured point; ModelError: an op that does not apply.
     """
     from stepsim.report.planner import plot_sweep
+    from stepsim.results import Sweep
     from stepsim.scenarios.sweep import sweep as run
 
     traces = [m.split("=", 1)[-1] if isinstance(m, str) else m[1] for m in
               (measured.items() if isinstance(measured, Mapping) else measured)]
     _guard([model, *traces], ops, scenario, plot=plot)
     m = load_model(model)
+    from stepsim.scenarios.options import sweep_grid
+
     grid = sweep_grid(axes)
     points, warnings = _measured_points(measured, grid)
     with _progress("sweep", progress) as prog:
@@ -263,6 +287,7 @@ def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None,
     """The simulated Amdahl ceiling of every component (after the operations); ``plot``
     writes them as a bar chart."""
     from stepsim.report.planner import plot_ceilings
+    from stepsim.results import Ceilings
     from stepsim.scenarios.ceiling import ceilings
 
     _guard([model], ops, scenario, plot=plot)
@@ -290,6 +315,7 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
     """
     import yaml
 
+    from stepsim.results import PlanResult
     from stepsim.scenarios.plan import plan as run
     from stepsim.scenarios.transforms import Scenario, parse_fix
     from stepsim.simcore.atomic import write_atomic
@@ -306,7 +332,7 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
                 max_moves=max_moves, draws=draws, progress=prog,
                 **_sim_kw(steps, warmup, seed, jobs))
     if save_scenario:
-        label = m.meta.name or (str(model) if not isinstance(model, StepModel) else "model")
+        label = m.meta.name or (str(model) if not _is_step_model(model) else "model")
         sc = Scenario(name=f"plan for {label}", description=p.stop, ops=tuple(p.ops))
         write_atomic(Path(save_scenario),
                      yaml.safe_dump(sc.model_dump(), sort_keys=False).encode())
@@ -324,6 +350,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     Raises:
         InputError: an unreadable trace or ledger; ModelError: no measured step.
     """
+    from stepsim.results import Validation
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.validate import append_ledger, validate as score
 
@@ -417,10 +444,11 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
     """
     from stepsim.calibration.calibrate import calibrate as fit
     from stepsim.report.diagnose import plot_roofline
+    from stepsim.results import Diagnosed
     from stepsim.scenarios.diagnose import diagnose as walk
 
     kw = dict(_sim_kw(steps, warmup, seed, jobs), draws=draws)
-    path = None if isinstance(input, StepModel) else Path(input)
+    path = None if _is_step_model(input) else Path(input)
     if path is not None and not path.exists():
         raise StepsimError(f"{shown(path)}: no such file or folder")
     if path is None or _is_model(path):
