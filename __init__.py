@@ -2,13 +2,14 @@
 
 The verbs of the command line are functions here, with the same names and defaults
 (:mod:`stepsim.api`): ``calibrate``, ``simulate``, ``whatif``, ``sweep``, ``ceiling``, ``plan``,
-``validate``. They are imported on first use, so ``import stepsim.calibration.capture`` inside a
+``validate``, ``diagnose``. They are imported on first use, so ``import stepsim.calibration.capture`` inside a
 training script loads no simulator.
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate", "load_model"]
+__all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate", "diagnose",
+           "load_model"]
 
 
 def __getattr__(name: str):

@@ -147,7 +147,7 @@ CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = (
                         r"hipblas|rocblas", re.I)),
     ("normalization", re.compile(r"batch_?norm|bn_fw|bn_bw|layer_?norm|group_?norm|rms_?norm|"
                                  r"instance_?norm|cudnn::bn_|welford", re.I)),
-    ("optimizer", re.compile(r"multi_tensor_apply|adam|sgd|adagrad|lamb|fused_optim|"
+    ("optimizer", re.compile(r"multi_tensor_apply|adam|sgd|adagrad|lamb(?!da)|fused_optim|"
                              r"optimizer", re.I)),
     ("reduction", re.compile(r"reduce|reduction|softmax|cross_entropy|nll_loss|argmax|topk|"
                              r"sort|scan|cub::|norm_kernel|sum_kernel|mean_kernel", re.I)),

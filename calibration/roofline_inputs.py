@@ -109,6 +109,7 @@ class _Ops:
 
     def __init__(self, table: EventTable):
         self.t = table
+        self.ts, self.end = table.ts_ns, table.end_ns
         rows = np.nonzero(table.is_cat("cpu_op") & (table.ph == "X"))[0]
         o = np.lexsort((-table.dur_ns[rows], table.ts_ns[rows], table.tid[rows], table.pid[rows]))
         self.rows = rows[o]
@@ -132,15 +133,16 @@ class _Ops:
         return self._args[r]
 
     def enclosing(self, launch: int) -> list[int]:
-        """CPU ops enclosing the call ``launch`` on its thread, innermost first."""
+        """CPU ops enclosing the call ``launch`` on its thread, innermost first (the thread's
+        ops are in start order, longer first at one start)."""
         t = self.t
         th = self.threads.get((int(t.pid[launch]), int(t.tid[launch])))
         if th is None:
             return []
         ts = int(t.ts_ns[launch])
-        i = int(np.searchsorted(t.ts_ns[th], ts, side="right"))
-        out = [int(r) for r in th[max(0, i - 400):i][::-1] if t.end_ns[r] >= ts]
-        return sorted(out, key=lambda r: -int(t.ts_ns[r]))
+        i = int(np.searchsorted(self.ts[th], ts, side="right"))
+        near = th[max(0, i - 400):i]
+        return near[self.end[near] >= ts][::-1].tolist()
 
     def op_of(self, launch: int) -> int:
         """The op row whose cost a kernel launched by ``launch`` shares (−1: none)."""
@@ -148,7 +150,7 @@ class _Ops:
         ts = int(t.ts_ns[launch])
         outer = self.enclosing(launch)
         ext = int(t.external_id[launch])
-        own = [r for r in self.by_ext.get(ext, ()) if t.ts_ns[r] <= ts <= t.end_ns[r]] \
+        own = [r for r in self.by_ext.get(ext, ()) if self.ts[r] <= ts <= self.end[r]] \
             if ext >= 0 else []
         own.sort(key=lambda r: -int(t.ts_ns[r]))
         cands = own + [r for r in outer if r not in own
@@ -177,9 +179,9 @@ class _Ops:
             return None
         if fam == "conv" and isinstance(dims[0], list) and isinstance(dims[1], list) \
                 and len(dims[0]) >= 3 and dims[1]:
-            n, cout, end = dims[0][0], dims[1][0], int(self.t.end_ns[r])
+            n, cout, end = dims[0][0], dims[1][0], int(self.end[r])
             for q in self._near(r, after=True):
-                if int(self.t.ts_ns[q]) < end:
+                if int(self.ts[q]) < end:
                     continue
                 d, _ = self._dims(int(q))
                 if isinstance(d, list) and d and isinstance(d[0], list) and \

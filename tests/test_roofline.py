@@ -161,3 +161,13 @@ def test_fusion_factor_removes_the_intermediate_traffic():
     g = fusion_factor([add, relu], r, 1)
     assert g.factor == pytest.approx(3 / 5)
     assert g.floor_us == pytest.approx(12.0 * n / 1555e9 * 1e6)
+
+
+def test_a_lambda_in_a_kernel_name_is_not_the_lamb_optimizer():
+    from stepsim.calibration.gpu import categorize
+
+    relu = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous "
+            "namespace)::clamp_min_scalar_kernel_impl(at::TensorIterator&, c10::Scalar)::"
+            "{lambda()#1}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >")
+    assert categorize(relu, "kernel") == "elementwise"
+    assert categorize("void multi_tensor_apply_kernel<LAMBStage1Functor>", "kernel") == "optimizer"
