@@ -20,6 +20,8 @@ FAST = {"steps": 10, "warmup": 5, "jobs": 1}
 def test_the_package_forwards_every_verb():
     for name in stepsim.__all__:
         assert getattr(stepsim, name) is getattr(api, name)
+    verbs = {n for n in api.__all__ if callable(getattr(api, n))} - {"operations"}
+    assert verbs <= set(stepsim.__all__), verbs - set(stepsim.__all__)
     with pytest.raises(AttributeError):
         stepsim.no_such_verb  # noqa: B018
 
@@ -142,3 +144,22 @@ def test_calibrate_and_validate_a_capture(tmp_path, cpu_run_nw1):
     pd = pytest.importorskip("pandas", reason="pandas (the 'frames' extra) is not installed")
     assert list(cal.to_frame().columns) == ["step", "measured_ms"] and len(cal.to_frame()) == 6
     assert isinstance(v.to_frame(), pd.DataFrame) and len(v.to_frame()) == 1
+
+
+@pytest.mark.parametrize("module,never", [
+    ("stepsim.cli", ("stepsim.models", "stepsim.scenarios", "stepsim.report", "stepsim.results",
+                     "stepsim.calibration")),
+    ("stepsim.calibration.capture", ("stepsim.api", "stepsim.models.simulate",
+                                     "stepsim.scenarios", "stepsim.report", "simpy")),
+])
+def test_what_an_import_loads(module, never):
+    """``stepsim --help`` loads no simulator or planner (the API imports them when a verb
+    runs), and the harness in a training script loads neither the API nor the simulator."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print('\\n'.join(sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    loaded = [m for m in r.stdout.split() if m.startswith(never)]
+    assert not loaded, f"import {module} loads {loaded[:5]}"
