@@ -3,7 +3,6 @@ plots (the sweep curve with measured points, the ceilings). Times arrive in µs 
 in ms; nothing here computes a result."""
 from __future__ import annotations
 
-import io
 import math
 import sys
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from stepsim.report.figures import pyplot, save
 from stepsim.report.tables import console
 from stepsim.scenarios.ceiling import CeilingReport
 from stepsim.scenarios.fixes import FIXES
@@ -23,7 +23,6 @@ from stepsim.scenarios.plan import Plan
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.sweep import SweepResult
 from stepsim.scenarios.validate import LedgerRecord, LedgerSummary
-from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.units import us_to_ms
 
 
@@ -75,22 +74,6 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator:
     task = bar.add_task(description, total=None)
     with bar:
         yield lambda done, total: bar.update(task, completed=done, total=total)
-
-
-def _save(fig, path: str | Path) -> None:
-    buf = io.BytesIO()
-    fmt = Path(path).suffix.lstrip(".") or "png"
-    fig.savefig(buf, format=fmt, dpi=120, bbox_inches="tight")
-    write_atomic(Path(path), buf.getvalue())
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 # ---------------------------------------------------------------- whatif -----------------
@@ -176,7 +159,7 @@ def plot_sweep(r: SweepResult, path: str | Path,
     """The sweep curve against the first parameter (one line per combination of the others),
     P10–P90 band when the points have intervals, the knee marked, and measured step times
     (µs, per value of the first parameter) as points with their mean."""
-    plt = _pyplot()
+    plt = pyplot()
     x_path = next(iter(r.grid))
     others = [p for p in r.grid if p != x_path]
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -210,8 +193,7 @@ def plot_sweep(r: SweepResult, path: str | Path,
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    _save(fig, path)
-    plt.close(fig)
+    save(fig, path)
 
 
 # ---------------------------------------------------------------- ceiling ----------------
@@ -257,7 +239,7 @@ def print_ceilings(r: CeilingReport, as_json: bool = False) -> None:
 
 def plot_ceilings(r: CeilingReport, path: str | Path) -> None:
     """Horizontal bars of the simulated ceilings, subtracted ceilings as ticks."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = list(reversed(r.rows))
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.2))
     ys = range(len(rows))
@@ -270,8 +252,7 @@ def plot_ceilings(r: CeilingReport, path: str | Path) -> None:
     ax.set_xlim(left=0.98)
     ax.set_xlabel("step-time ceiling (x, from 1 = no gain; capped at 10)")
     ax.legend(fontsize=8, loc="lower right")
-    _save(fig, path)
-    plt.close(fig)
+    save(fig, path)
 
 
 # ---------------------------------------------------------------- plan -------------------
@@ -338,16 +319,26 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
     if as_json:
         return _json([r.model_dump() for r in records])
     t = Table(title="prediction vs re-measured step time (ms)", show_edge=False)
+    rows = [_record_row(r) for r in records]
+
+    def longest_word(i: int, floor: int) -> int:
+        """Wide enough for the column's longest word (capped), so labels wrap between
+        words, never inside one."""
+        return min(40, max([floor] + [len(w) for row in rows for w in row[i].split()]))
+
     for col in _RECORD_COLS:
         if col == "check":   # the what-if in words: takes the width the numbers leave
-            t.add_column(col, justify="left", overflow="fold", ratio=1, min_width=16)
+            t.add_column(col, justify="left", overflow="fold", ratio=1,
+                         min_width=longest_word(0, 16))
         elif col.startswith("bottleneck"):
-            t.add_column(col, justify="left", overflow="fold", max_width=18)
+            t.add_column(col, justify="left", overflow="fold",
+                         min_width=longest_word(len(_RECORD_COLS) - 1, 8),
+                         max_width=max(18, longest_word(len(_RECORD_COLS) - 1, 8)))
         else:
             t.add_column(col, justify="right", overflow="fold",
                          max_width={"P10-P90": 13, "error mean (median)": 15}.get(col, 9))
-    for r in records:
-        t.add_row(*_record_row(r))
+    for row in rows:
+        t.add_row(*row)
     console().print(t)
 
 
@@ -372,12 +363,25 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
 
 
 # ---------------------------------------------------------------- fixes ------------------
+def _argument(field) -> dict:
+    """A fix argument for ``fixes --json``: its type and default as JSON values (a number is a
+    number, None is null), ``required`` when it has no default."""
+    ann = field.annotation
+    kind = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+    out = {"type": kind, "required": field.is_required()}
+    if not field.is_required():
+        out["default"] = field.default
+    if field.description:
+        out["description"] = field.description
+    return out
+
+
 def print_fixes(as_json: bool = False) -> None:
     """Every named fix: kind, what it relieves, its arguments and exactly what it changes."""
     if as_json:
         return _json({f.name: {"kind": f.kind, "relieves": list(f.relieves),
-                               "arguments": {k: str(v.default) if not v.is_required() else
-                                             "required" for k, v in f.args.model_fields.items()},
+                               "arguments": {k: _argument(v) for k, v in
+                                             f.args.model_fields.items()},
                                "changes": f.changes} for f in FIXES.values()})
     t = Table(title="named fixes", show_edge=False, show_lines=True)
     t.add_column("fix", no_wrap=True)

@@ -9,12 +9,15 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from stepsim.models.metrics import Summary, label
+from stepsim.models.metrics import CollectiveStat, Summary, label
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import WindowReplay
+from stepsim.report.names import readable_kernel
 from stepsim.simcore.units import us_to_ms
 
 
+TOP_ROWS = 8
+"""Collective groups listed one per row; the rest are counted in one row."""
 MIN_BOUND_SHARE = 0.01
 """Components under this share of the step get no Amdahl bound printed (it says nothing)."""
 
@@ -100,12 +103,7 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
             causes = ", ".join(f"{label(k)} {_ms(v)}" for k, v in sorted(h.causes.items(),
                                                                           key=lambda kv: -kv[1]))
             c.print(f"  at {_ms(h.start_us)}: {_ms(h.dur_us)} = {causes}")
-    t = Table(title="lanes", show_edge=False)
-    t.add_column("lane")
-    t.add_column("busy %", justify="right")
-    for lane, f in s.lane_busy.items():
-        t.add_row(lane, f"{100 * f:.1f}")
-    c.print(t)
+    c.print(lane_table(s.lane_busy))
     if s.comm_busy_us or s.arrival_skew_us:
         c.print(f"communication: busy {_ms(s.comm_busy_us)} ms/step, exposed "
                 f"{_ms(s.exposed_comm_us)}, hidden {_ms(s.hidden_comm_us)}; arrival skew "
@@ -115,14 +113,7 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
             c.print("(one rank simulated: its collectives replay their measured durations, "
                     "which include any wait for the other ranks; arrival skew needs every "
                     "rank's trace, e.g. a directory of them)")
-        t = Table(title="collectives (per step)", show_edge=False)
-        for col in ("collective", "observed ms", "arrival skew ms", "transfer ms",
-                    "busbw (observed) GB/s", "busbw (transfer) GB/s"):
-            t.add_column(col, justify="left" if col == "collective" else "right")
-        for cs in s.collectives:
-            t.add_row(cs.name, _ms(cs.observed_us), _ms(cs.skew_us), _ms(cs.transfer_us),
-                      f"{cs.apparent_busbw_gbps:.1f}", f"{cs.busbw_gbps:.1f}")
-        c.print(t)
+        c.print(collective_table(s.collectives))
     if s.queue_cap:
         c.print(f"input: {s.batches_per_s:.2f} batches/s; ready queue mean {s.queue_mean:.1f}, "
                 f"max {s.queue_max:.0f} of cap {s.queue_cap}, empty {100 * s.queue_empty_frac:.0f}% "
@@ -158,3 +149,62 @@ def print_window(w: WindowReplay) -> None:
     c.print(f"median over the compared steps: measured {_ms(w.measured_median_us)} ms, replayed "
             f"{_ms(w.replayed_median_us)} ms ({100 * w.median_error:+.1f}%); largest one-step "
             f"error {100 * w.max_step_error:.1f}%")
+
+
+def lane_table(lane_busy: dict[str, float]) -> Table:
+    """Lanes and their busy %; with several ranks, one row per lane name across the ranks
+    (mean, and the least and most busy rank) instead of one per rank and lane."""
+    ranks: dict[str, dict[str, float]] = {}
+    for lane, f in lane_busy.items():
+        rank, _, rest = lane.partition(".")
+        ranks.setdefault(rest or rank, {})[rank] = f
+    if all(len(v) <= 1 for v in ranks.values()):
+        t = Table(title="lanes", show_edge=False)
+        t.add_column("lane")
+        t.add_column("busy %", justify="right")
+        for lane, f in lane_busy.items():
+            t.add_row(lane, f"{100 * f:.1f}")
+        return t
+    t = Table(title="lanes (busy % of the window, over the ranks)", show_edge=False)
+    for col in ("lane", "ranks", "mean", "least busy", "most busy"):
+        t.add_column(col, justify="left" if col == "lane" else "right")
+    for rest, per in ranks.items():
+        lo, hi = min(per, key=per.get), max(per, key=per.get)
+        t.add_row(rest, str(len(per)), f"{100 * sum(per.values()) / len(per):.1f}",
+                  f"{100 * per[lo]:.1f} ({lo})", f"{100 * per[hi]:.1f} ({hi})")
+    return t
+
+
+def _busbw(values: list[float]) -> str:
+    """A bus bandwidth range (GB/s) from the collectives whose bytes were measured; "–" when
+    none was (a bandwidth without bytes would be made up)."""
+    v = [x for x in values if x > 0]
+    if not v:
+        return "–"
+    lo, hi = f"{min(v):.3g}", f"{max(v):.3g}"
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def collective_table(stats: list[CollectiveStat], top: int = TOP_ROWS) -> Table:
+    """Collectives grouped by readable kernel name (count per step, summed times, the bus
+    bandwidth range from those with bytes), the ``top`` groups by observed time and one row
+    counting the rest."""
+    groups: dict[str, list[CollectiveStat]] = {}
+    for cs in stats:
+        groups.setdefault(readable_kernel(cs.name), []).append(cs)
+    order = sorted(groups.items(), key=lambda kv: -sum(c.observed_us for c in kv[1]))
+    t = Table(title=f"collectives (per step; {len(stats)} in {len(groups)} kinds)", show_edge=False)
+    for col in ("collective", "count", "observed ms", "skew ms", "transfer ms",
+                "busbw GB/s (transfer)"):
+        t.add_column(col, justify="left" if col == "collective" else "right",
+                     no_wrap=col == "collective")
+    for name, cs in order[:top]:
+        t.add_row(name, str(len(cs)), _ms(sum(c.observed_us for c in cs)),
+                  _ms(sum(c.skew_us for c in cs)), _ms(sum(c.transfer_us for c in cs)),
+                  _busbw([c.busbw_gbps for c in cs if c.bytes]))
+    rest = [c for _, cs in order[top:] for c in cs]
+    if rest:
+        t.add_row(f"... {len(order) - top} more kinds", str(len(rest)),
+                  _ms(sum(c.observed_us for c in rest)), _ms(sum(c.skew_us for c in rest)),
+                  _ms(sum(c.transfer_us for c in rest)), "")
+    return t
