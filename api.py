@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from stepsim.simcore.errors import StepsimError, shown
+from stepsim.views import draw_compare, draw_simulation, ledger_points, report
 
 if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
     from stepsim.models.params import StepModel
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --hel
     from stepsim.scenarios.transforms import Operation
 
 __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
-           "diagnose", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
+           "diagnose", "report", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
 
 DEFAULT_STEPS, DEFAULT_WARMUP = 30, 20
 """Measured and warm-up steps of every simulation unless told otherwise (the warm-up lets
@@ -158,9 +159,13 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
 
 def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
              warmup: int = DEFAULT_WARMUP, seed: int = 0, window: bool = False,
-             chrome_trace: str | Path | None = None) -> Simulation | WindowSimulation:
+             chrome_trace: str | Path | None = None, plot: str | Path | None = None,
+             measured: str | Path | None = None, plot_steps: int = 1,
+             queue_plot: str | Path | None = None) -> Simulation | WindowSimulation:
     """Simulate the model's steady state (or, with ``window``, replay its captured window
-    step by step against the measurement); ``chrome_trace`` writes the simulated timeline.
+    step by step against the measurement); ``chrome_trace`` writes the simulated timeline;
+    ``plot`` its lanes (``plot_steps`` steps; the ``measured`` trace's lanes above them),
+    ``queue_plot`` the prefetch queue (see :func:`stepsim.views.draw_simulation`).
 
     Raises:
         InputError / ModelError / SimulationError: a bad model file or a model that cannot run.
@@ -170,7 +175,7 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
     from stepsim.report.chrome import write_chrome_trace
     from stepsim.results import Simulation, WindowSimulation
 
-    _guard([model], chrome_trace=chrome_trace)
+    _guard([model, measured], chrome_trace=chrome_trace, plot=plot, queue_plot=queue_plot)
     m = load_model(model)
     if window:
         w = window_replay(m)
@@ -179,6 +184,8 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
     else:
         res = run(m, steps=steps, warmup=warmup, seed=seed)
         out = Simulation(model=m, result=res, summary=summarize(res))
+        if plot or queue_plot:
+            draw_simulation(m, res, out.summary, plot, measured, plot_steps, queue_plot)
     if chrome_trace:
         write_chrome_trace(res, chrome_trace)
     return out
@@ -188,10 +195,11 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
 def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
            scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
            warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
-           save_model: str | Path | None = None, progress: bool = False) -> WhatIf:
+           save_model: str | Path | None = None, progress: bool = False,
+           compare: str | Path | None = None, plot_steps: int = 1) -> WhatIf:
     """Predict the step after the what-if operations, next to the baseline, each with a
     P10-P90 interval from ``draws`` Monte Carlo draws (0: none); ``save_model`` writes the
-    transformed model.
+    transformed model; ``compare`` the lanes of the baseline above the what-if's.
 
     Raises:
         StepsimError: no operation, or a bad one; ModelError: one that does not apply.
@@ -200,7 +208,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     from stepsim.results import WhatIf
     from stepsim.scenarios.predict import predict
 
-    _guard([model], ops, scenario, save_model=save_model)
+    _guard([model], ops, scenario, save_model=save_model, compare=compare)
     m = load_model(model)
     todo = operations(ops, scenario, set, scale, remove, fix)
     warnings = _caveats(m, todo)
@@ -214,6 +222,8 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
         pred = predict(m, todo, intervals=draws, progress=prog, **kw)
     if save_model:
         save(pred.model, save_model)
+    if compare:
+        draw_compare(base, pred, compare, plot_steps)
     return WhatIf(baseline=base, scenario=pred, warnings=warnings)
 
 
@@ -245,7 +255,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
           scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
           warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 0, jobs: int = 0,
           knee_tol: float = 0.05, plot: str | Path | None = None, measured=(),
-          progress: bool = False) -> Sweep:
+          ledger: str | Path | None = None, progress: bool = False) -> Sweep:
     """Predict a grid of parameter values and find each parameter's knee.
 
     Args:
@@ -254,6 +264,8 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
         plot: write the sweep curve (``.png``/``.svg``/``.pdf``).
         measured: ``"VALUE=TRACE"`` texts (or a mapping value → trace): re-measured runs at
             values of the first axis, drawn on the plot.
+        ledger: a validation ledger whose records set the first axis alone: their measured
+            mean steps are drawn too.
 
     Raises:
         StepsimError: a bad axis or measured point; ModelError: an op that does not apply.
@@ -264,12 +276,15 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
 
     traces = [m.split("=", 1)[-1] if isinstance(m, str) else m[1] for m in
               (measured.items() if isinstance(measured, Mapping) else measured)]
-    _guard([model, *traces], ops, scenario, plot=plot)
+    _guard([model, *traces, ledger], ops, scenario, plot=plot)
     m = load_model(model)
     from stepsim.scenarios.options import sweep_grid
 
     grid = sweep_grid(axes)
     points, warnings = _measured_points(measured, grid)
+    if ledger:
+        for v, pts in ledger_points(ledger, next(iter(grid))).items():
+            points.setdefault(v, pts)
     with _progress("sweep", progress) as prog:
         todo = operations(ops, scenario, set, scale, remove, fix)
         warnings += _caveats(m, todo, list(grid))
@@ -305,13 +320,14 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
          warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
          allow: Sequence[str] | None = None, fix_arg: Sequence[str] = (), min_gain: float = 0.02,
          max_moves: int = 8, save_scenario: str | Path | None = None,
-         progress: bool = False) -> PlanResult:
+         plot: str | Path | None = None, progress: bool = False) -> PlanResult:
     """A greedy chain of named fixes, one bottleneck at a time.
 
     Args:
         allow: fix kinds the plan may use (default: systems).
         fix_arg: ``"NAME:ARG=V,..."`` arguments for a fix instead of its candidates.
         save_scenario: write the chain as a scenario YAML.
+        plot: write the step after each fix as a bar chart.
     """
     import yaml
 
@@ -320,7 +336,7 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
     from stepsim.scenarios.transforms import Scenario, parse_fix
     from stepsim.simcore.atomic import write_atomic
 
-    _guard([model], ops, scenario, save_scenario=save_scenario)
+    _guard([model], ops, scenario, save_scenario=save_scenario, plot=plot)
     m = load_model(model)
     fix_args: dict = {}
     for text in [fix_arg] if isinstance(fix_arg, str) else fix_arg:
@@ -336,6 +352,10 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
         sc = Scenario(name=f"plan for {label}", description=p.stop, ops=tuple(p.ops))
         write_atomic(Path(save_scenario),
                      yaml.safe_dump(sc.model_dump(), sort_keys=False).encode())
+    if plot:
+        from stepsim.report.charts import plot_plan
+
+        plot_plan(p, plot)
     return PlanResult(plan=p, warnings=_caveats(m, [mv.op for mv in p.moves]))
 
 

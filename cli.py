@@ -2,7 +2,8 @@
 returns. The only place that turns domain errors (:class:`simcore.errors.StepsimError`) into
 one line on stderr and exit code 2.
 
-Verbs: calibrate, simulate, whatif, sweep, ceiling, plan, validate, ledger, diagnose, fixes, demo.
+Verbs: calibrate, simulate, whatif, sweep, ceiling, plan, validate, ledger, diagnose, fixes,
+report, demo.
 """
 from __future__ import annotations
 
@@ -123,7 +124,9 @@ def cmd_simulate(args) -> int:
     from stepsim.report.tables import print_summary, print_window
 
     r = api.simulate(args.model, steps=args.steps, warmup=args.warmup, seed=args.seed,
-                     window=args.window, chrome_trace=args.chrome_trace)
+                     window=args.window, chrome_trace=args.chrome_trace, plot=args.plot,
+                     measured=args.measured, plot_steps=args.plot_steps,
+                     queue_plot=args.queue_plot)
     if not args.window:
         print_summary(r.model, r.summary, as_json=args.json)
     elif args.json:
@@ -168,7 +171,8 @@ def cmd_whatif(args) -> int:
     from stepsim.report.planner import print_whatif
 
     r = api.whatif(args.model, args.ops, draws=args.draws, save_model=args.save_model,
-                   progress=not args.json, **_sim_kw(args))
+                   compare=args.compare, plot_steps=args.plot_steps, progress=not args.json,
+                   **_sim_kw(args))
     _warn(r.warnings)
     print_whatif(r.baseline, r.scenario, as_json=args.json)
     return 0
@@ -178,7 +182,8 @@ def cmd_sweep(args) -> int:
     from stepsim.report.planner import print_sweep
 
     r = api.sweep(args.model, args.axes, args.ops, draws=args.draws, knee_tol=args.knee_tol,
-                  plot=args.plot, measured=args.measured, progress=not args.json,
+                  plot=args.plot, measured=args.measured, ledger=args.ledger,
+                  progress=not args.json,
                   **_sim_kw(args))
     _warn(r.warnings)
     print_sweep(r.result, as_json=args.json)
@@ -199,7 +204,8 @@ def cmd_plan(args) -> int:
 
     r = api.plan(args.model, args.ops, draws=args.draws, allow=args.allow,
                  fix_arg=args.fix_arg, min_gain=args.min_gain, max_moves=args.max_moves,
-                 save_scenario=args.save_scenario, progress=not args.json, **_sim_kw(args))
+                 save_scenario=args.save_scenario, plot=args.plot, progress=not args.json,
+                 **_sim_kw(args))
     print_plan(r.plan, as_json=args.json)
     _warn(r.warnings)
     return 0
@@ -217,15 +223,22 @@ def cmd_validate(args) -> int:
 
 def cmd_ledger(args) -> int:
     from stepsim.report.planner import print_ledger
-    from stepsim.scenarios.validate import read_ledger, summarize_ledger
-    from stepsim.simcore.errors import InputError
+    from stepsim.scenarios.validate import summarize_ledger
+    from stepsim.views import ledger_records
 
-    if not Path(args.file).exists():
-        raise InputError(args.file, "no such ledger file")
-    records = read_ledger(args.file)
-    if not records:
-        raise InputError(args.file, "the ledger is empty (no validation records)")
+    records = ledger_records(args.file)
     print_ledger(records, summarize_ledger(records), as_json=args.json)
+    return 0
+
+
+def cmd_report(args) -> int:
+    d = api.report(args.model, args.ops, output=args.output, ledger=args.ledger,
+                   measured=args.measured, draws=args.draws, plot_steps=args.plot_steps,
+                   with_plan=not args.no_plan, progress=sys.stderr.isatty(), **_sim_kw(args))
+    _warn(dict.fromkeys(w for x in d.whatifs for w in x.caveats))
+    print(f"report: baseline {_fmt_ms(d.baseline.mean_step_us)} ms, "
+          f"{_n(len(d.whatifs), 'what-if')}, {_n(len(d.ledger), 'validation record')} -> "
+          f"{shown(args.output)}")
     return 0
 
 
@@ -284,10 +297,16 @@ def _parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_calibrate)
 
     s = sub.add_parser("simulate", help="simulate a StepModel (JSON or YAML) and report")
-    s.add_argument("model")
+    s.add_argument("model", help="a StepModel (JSON or YAML), e.g. from 'stepsim calibrate'")
     _sim_opts(s)
     s.add_argument("--chrome-trace", type=_out_file,
-                   help="write the simulated timeline as a Chrome trace (.json)")
+                   help="write the simulated timeline as a Kineto-style Chrome trace (.json, "
+                        ".json.gz) to open beside the real one in Perfetto")
+    _plot_opts(s, "--plot", "write the lanes timeline of the simulated step(s) (.png/.svg/.pdf)")
+    s.add_argument("--measured", metavar="TRACE", type=_path,
+                   help="with --plot: draw this real trace's lanes above the simulated ones")
+    s.add_argument("--queue-plot", metavar="FILE", type=_plot_path,
+                   help="write the prefetch queue's depth over time, its cap and the workers")
     s.add_argument("--window", action="store_true",
                    help="replay the captured window of a calibrated trace instead (its steps in "
                         "order, each with its own durations, from the captured device backlog) "
@@ -298,13 +317,15 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="stepsim-demo", type=_path,
                    help="output folder for every artefact")
     d.add_argument("--quick", action="store_true", help="fewer settings and repeats (for tests)")
-    d.add_argument("--seed", type=_count(0), default=0)
+    d.add_argument("--seed", type=_count(0), default=0,
+                   help="seed of the workload and the simulations (default 0)")
     d.set_defaults(func=cmd_demo)
 
     # ---- planner verbs (whatif, sweep, ceiling, plan, validate, ledger) are added here ----
     w = _planner_verb(sub, "whatif", "predict the step after what-if operations", cmd_whatif, 16)
     w.add_argument("--save-model", metavar="FILE", type=_out_file,
                    help="write the transformed StepModel (JSON)")
+    _plot_opts(w, "--compare", "write the lanes timeline of the baseline above the what-if")
 
     sw = _planner_verb(sub, "sweep", "predict a grid of parameter values; find the knee",
                        cmd_sweep, 0)
@@ -315,6 +336,9 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--plot", metavar="FILE", type=_plot_path, help="write the sweep curve (.png/.svg/.pdf)")
     sw.add_argument("--measured", action="append", default=[], metavar="VALUE=TRACE",
                     help="a re-measured trace at one value of the first parameter, for the plot")
+    sw.add_argument("--ledger", metavar="FILE", type=_path,
+                    help="measured points for the plot from a validation ledger's records "
+                         "that set the first parameter")
 
     ce = _planner_verb(sub, "ceiling", "simulated Amdahl ceiling of every component",
                        cmd_ceiling, 0)
@@ -333,6 +357,22 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--max-moves", type=_count(1), default=8)
     pl.add_argument("--save-scenario", metavar="FILE", type=_out_file,
                     help="write the chain as a scenario YAML")
+    pl.add_argument("--plot", metavar="FILE", type=_plot_path,
+                    help="write the step time after each fix as a bar chart")
+
+    rp = _planner_verb(sub, "report", "one self-contained HTML report: baseline, what-ifs "
+                       "(one per operation or scenario file), ceilings, plan, validation",
+                       cmd_report, 16)
+    rp.add_argument("-o", "--output", required=True, type=_out_file,
+                    help="where to write the report (.html)")
+    rp.add_argument("--ledger", metavar="FILE", type=_path,
+                    help="a validation ledger to show (with its sweep when its records set one "
+                         "parameter)")
+    rp.add_argument("--measured", metavar="TRACE", type=_path,
+                    help="a real trace whose lanes are drawn above the simulated baseline")
+    rp.add_argument("--plot-steps", type=_count(1), default=1,
+                    help="steps drawn in each lanes timeline (default 1)")
+    rp.add_argument("--no-plan", action="store_true", help="leave the plan out (faster)")
 
     v = _planner_verb(sub, "validate", "a prediction against re-measured trace(s); ledger",
                       cmd_validate, 16)
@@ -368,18 +408,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _plot_opts(p: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """A lanes-timeline output and how many steps it draws."""
+    p.add_argument(flag, metavar="FILE", type=_plot_path, help=help)
+    p.add_argument("--plot-steps", type=_count(1), default=1,
+                   help="steps drawn in the lanes timeline (default 1)")
+
+
 def _sim_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=_count(1), default=DEFAULT_STEPS,
                    help=f"measured steps (default {DEFAULT_STEPS})")
     p.add_argument("--warmup", type=_count(0), default=DEFAULT_WARMUP,
                    help=f"unmeasured warm-up steps, so prefetch queues fill (default {DEFAULT_WARMUP})")
-    p.add_argument("--seed", type=_count(0), default=0)
+    p.add_argument("--seed", type=_count(0), default=0,
+                   help="seed of the simulation's random streams (default 0; the same seed "
+                        "gives the same output)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 _INPUTS = ("model", "trace", "sidecar", "traces", "file", "input")
 _OUTPUTS = (("output", "-o"), ("chrome_trace", "--chrome-trace"), ("save_model", "--save-model"),
-            ("plot", "--plot"), ("save_scenario", "--save-scenario"), ("ledger", "--ledger"))
+            ("plot", "--plot"), ("save_scenario", "--save-scenario"), ("ledger", "--ledger"),
+            ("compare", "--compare"), ("queue_plot", "--queue-plot"))
 
 
 def _inputs(args) -> list[Path]:
@@ -389,7 +439,9 @@ def _inputs(args) -> list[Path]:
         v = getattr(args, name, None)
         out += [Path(x) for x in (v if isinstance(v, list) else [v]) if x]
     out += [Path(v) for kind, v in getattr(args, "ops", None) or [] if kind == "scenario"]
-    out += [Path(m.split("=", 1)[-1]) for m in getattr(args, "measured", None) or []]
+    measured = getattr(args, "measured", None) or []   # simulate/report: TRACE; sweep: V=TRACE
+    out += [Path(m.split("=", 1)[-1]) for m in measured] if isinstance(measured, list) else [
+        Path(measured)]
     return out
 
 

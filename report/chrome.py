@@ -106,12 +106,22 @@ def chrome_trace(result: SimResult) -> dict:
         ev.append({"ph": "X", "cat": _GPU_CAT.get(t.kind, "kernel"), "name": _task_name(t),
                    "pid": run.rank, "tid": tid, "ts": run.start_us,
                    "dur": run.end_us - run.start_us, "args": args})
-        if run.launch_us is not None:
-            ev.append({"ph": "f", "bp": "e", "cat": "ac2g", "name": "ac2g", "id": i + 1,
-                       "pid": run.rank, "tid": tid, "ts": run.start_us})
+        ev.append({"ph": "f", "bp": "e", "cat": "ac2g", "name": "ac2g", "id": i + 1,
+                   "pid": run.rank, "tid": tid, "ts": run.start_us})
+        if run.launch_us is None:   # issued with the step (a hand-written model's task that
+            # no host op launches): a zero-cost launch call where its step starts
+            hp = HOST_PID + run.rank
+            starts = result.step_starts_us[result.ranks.index(run.rank)]
+            at = starts[min(max(run.step, 0), len(starts) - 1)]
+            ev += [{"ph": "X", "cat": "cuda_runtime", "name": _LAUNCH_API.get(t.kind),
+                    "pid": hp, "tid": hp, "ts": at, "dur": 0,
+                    "args": {"correlation": i + 1, "External id": i + 1}},
+                   {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i + 1, "pid": hp,
+                    "tid": hp, "ts": at}]
     for rank, stream in sorted(streams):
         tid = stream_tid[stream]
-        ev += [_meta("thread_name", rank, tid, name=f"stream {tid} "),
+        named = "" if stream.rsplit(":", 1)[-1].isdigit() else f"({stream}) "
+        ev += [_meta("thread_name", rank, tid, name=f"stream {tid} {named}"),
                _meta("thread_sort_index", rank, tid, sort_index=tid)]
     workers: dict[str, tuple[int, int]] = {}
     for sp in result.spans:

@@ -1,5 +1,6 @@
 """One self-contained HTML report: every picture embedded as base64 PNG, the style inline, no
-script and no network, so the file opens anywhere (a laptop, a mail attachment, offline).
+network, so the file opens anywhere (a laptop, a mail attachment, offline). One inline script
+only counts the decoded pictures (for the browser test); the page reads the same without it.
 
 Sections, in order, each an ``<section id=...>`` named in the page's contents bar:
 ``baseline`` (step time, bottleneck, critical path, lanes measured above simulated, the
@@ -43,11 +44,18 @@ h2{border-bottom:2px solid #90a4ae;padding-bottom:4px} h3{margin-bottom:6px}
 table{border-collapse:collapse;margin:8px 0 12px;font-size:14px}
 th,td{border-bottom:1px solid #e0e0e0;padding:4px 10px;text-align:right;vertical-align:top}
 th{background:#f5f5f5} td:first-child,th:first-child{text-align:left}
-td.text{text-align:left}
+td.text,th.text{text-align:left}
 img{max-width:100%;height:auto;border:1px solid #eee;margin:6px 0}
 .key{font-size:22px;font-weight:700} .muted{color:#666;font-size:13px}
 li{margin:3px 0}
 """
+
+
+_CHECK = ("<script>addEventListener('load',function(){var i=document.images,n=0;"
+          "for(var k=0;k<i.length;k++){if(i[k].complete&&i[k].naturalWidth>0)n++;}"
+          "document.body.setAttribute('data-images',n+'/'+i.length);});</script>")
+"""The page's only script, offline: once loaded it writes ``decoded/total`` images into
+``body[data-images]``, which the browser test reads back."""
 
 
 def _e(x) -> str:
@@ -63,7 +71,9 @@ def _x(v: float | None) -> str:
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence], text_cols: Sequence[int] = (0,)) -> str:
-    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    out = ["<table><thead><tr>", *(f"<th class='text'>{_e(h)}</th>" if i in text_cols else
+                                   f"<th>{_e(h)}</th>" for i, h in enumerate(head)),
+           "</tr></thead><tbody>"]
     for r in rows:
         out.append("<tr>" + "".join(
             f"<td class='text'>{_e(v)}</td>" if i in text_cols else f"<td>{_e(v)}</td>"
@@ -231,7 +241,7 @@ def render_html(d: ReportData) -> str:
             f"<title>stepsim report: {_e(d.name)}</title><style>{_CSS}</style></head><body>"
             f"<header><h1>stepsim report: {_e(d.name)}</h1><p>calibrated from {_e(traces)}"
             "</p></header>"
-            f"<nav>{nav}</nav><main>{secs}</main></body></html>")
+            f"<nav>{nav}</nav><main>{secs}</main>{_CHECK}</body></html>")
 
 
 def write_report(d: ReportData, path: str | Path) -> None:

@@ -175,6 +175,7 @@ def _draw_panel(ax, tl: Timeline, legend: dict) -> None:
     compute_busy = _union([(a, a + d) for ln in lanes if roles[ln] == "compute"
                            for s, a, d in _clip(by_lane[ln], t0, t1) if s.kind == "busy"])
     ms = us_to_ms
+    gap_total: dict[str, float] = {}
     for y, lane in enumerate(lanes):
         rows = _clip(by_lane[lane], t0, t1)
         cats: dict[str, list] = {}
@@ -191,7 +192,10 @@ def _draw_panel(ax, tl: Timeline, legend: dict) -> None:
             _write_causes(ax, y, [(a, a + d, s.cause) for s, a, d in rows if s.kind == "wait"],
                           width, "#555555")
         if lane == tl.scarce:
-            _shade_gaps(ax, y, _gaps(rows, width), width)
+            gaps = _gaps(rows, width)
+            _shade_gaps(ax, y, gaps, width)
+            for a, b, cause in gaps:
+                gap_total[cause] = gap_total.get(cause, 0.0) + b - a
         if roles[lane] == "comm":
             comm = _union([(a, a + d) for s, a, d in rows if s.kind == "busy"])
             exposed = _minus(comm, compute_busy)
@@ -211,8 +215,10 @@ def _draw_panel(ax, tl: Timeline, legend: dict) -> None:
                     f"step {num}: {ms(tl.marks_us[i + 1] - m):.1f} ms", ha="center",
                     va="center", fontsize=8, fontweight="bold",
                     bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85))
-    ax.set_title(tl.title + (f"   (★ {tl.scarce.split('.', 1)[-1]}: the scarce lane; its gaps "
-                             "are shaded with what it waited on)" if tl.scarce else ""),
+    top = sorted(gap_total.items(), key=lambda kv: -kv[1])[:4]
+    gaps = ", ".join(f"{GAP_LABELS.get(c, c)} {ms(v):.1f} ms" for c, v in top)
+    ax.set_title(tl.title + (f"   ★ scarce lane {tl.scarce.split('.', 1)[-1]}; its gaps "
+                             f"(shaded) waited on: {gaps or 'nothing'}" if tl.scarce else ""),
                  fontsize=9, loc="left")
     ax.grid(axis="x", alpha=0.25)
 
@@ -222,8 +228,9 @@ def _shade_gaps(ax, y: int, gaps: list[tuple[float, float, str]], width: float) 
     takes about 1/220 of the 12-inch axis per character; narrower gaps are shaded only)."""
     ms = us_to_ms
     for a, b, cause in sorted(gaps):
+        # a wait inside a traced operator (a sync call) is drawn over it; idle lies beneath
         ax.broken_barh([(ms(a), ms(b - a))], (y - 0.4, 0.8), facecolors="#fde0dd",
-                       edgecolors="#c51b8a", linewidth=0.4, zorder=0.5)
+                       edgecolors="#c51b8a", linewidth=0.4, zorder=0.5 if cause == "idle" else 2)
     _write_causes(ax, y, gaps, width, "#7a0177")
 
 
@@ -262,7 +269,7 @@ def plot_lanes(timelines: Sequence[Timeline], path: str | Path) -> None:
     handles.append(Patch(facecolor="#fde0dd", edgecolor="#c51b8a", label="gap of the scarce lane"))
     handles.append(Patch(facecolor="none", edgecolor="#999999", hatch="////",
                          label="wait (other lanes)"))
-    fig.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8,
-               frameon=False, bbox_to_anchor=(0.5, -0.01 - 0.018 * (len(handles) // 6)))
-    fig.tight_layout(rect=(0, 0.04 + 0.02 * (len(handles) // 6), 1, 1))
+    fig.tight_layout()
+    fig.legend(handles=handles, loc="upper center", ncol=min(6, len(handles)), fontsize=8,
+               frameon=False, bbox_to_anchor=(0.5, 0.0))   # below the axis; saved in full
     save(fig, path)

@@ -238,10 +238,16 @@ def print_ceilings(r: CeilingReport, as_json: bool = False) -> None:
 
 
 def plot_ceilings(r: CeilingReport, path: str | Path) -> None:
-    """Horizontal bars of the simulated ceilings, subtracted ceilings as ticks."""
+    """Horizontal bars of the simulated ceilings, subtracted ceilings as ticks; components
+    with no gain (< 0.5 %) if free are named in one line beneath, not drawn as empty bars."""
     plt = pyplot()
-    rows = list(reversed(r.rows))
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.2))
+    flat = [x for x in r.rows if x.ceiling < 1 + _FLAT and x.subtracted < 1 + _FLAT]
+    rows = [x for x in reversed(r.rows) if x not in flat] or list(reversed(r.rows[:1]))
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.6))
+    for y, x in enumerate(rows):
+        ax.text(min(max(x.ceiling, x.subtracted), 10) + 0.02, y,
+                f" simulated {x.ceiling:.2f}x (step {x.free_step_us / 1e3:.1f} ms)", va="center",
+                fontsize=7)
     ys = range(len(rows))
     ax.barh(ys, [min(x.ceiling, 10) - 1 for x in rows], left=1, color="tab:blue",
             label="simulated")
@@ -250,8 +256,17 @@ def plot_ceilings(r: CeilingReport, path: str | Path) -> None:
     ax.set_yticks(list(ys), [x.label for x in rows], fontsize=8)
     ax.axvline(1, color="grey", lw=1)
     ax.set_xlim(left=0.98)
+    ax.set_xlim(right=max(min(max(x.ceiling, x.subtracted), 10) for x in rows) * 1.3)
     ax.set_xlabel("step-time ceiling (x, from 1 = no gain; capped at 10)")
     ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"baseline {r.baseline.mean_step_us / 1e3:.1f} ms: the step if each component "
+                 "were free", fontsize=9, loc="left")
+    if flat:
+        names = ", ".join(x.label for x in flat)
+        fig.text(0.01, 0.0, "no gain if free: " + (names if len(names) < 150 else
+                                                     names[:148] + "…"),
+                 fontsize=7, ha="left", va="top", wrap=True)
+    fig.tight_layout()
     save(fig, path)
 
 

@@ -34,7 +34,11 @@ def test_fixes_lists_every_fix():
     from stepsim.scenarios.fixes import FIXES
 
     out = json.loads(_ok(run_cli("fixes", "--json")).stdout)
-    assert set(out) == set(FIXES) and out["mixed_precision"]["arguments"]["factor"] == "required"
+    assert set(out) == set(FIXES) and out["mixed_precision"]["arguments"]["factor"]["required"] is True
+    # typed: a default is a JSON number or null, never its string spelling
+    args = [a for f in out.values() for a in f["arguments"].values()]
+    assert all(not isinstance(a.get("default"), str) or a["type"] == "str" for a in args)
+    assert any(a.get("default") is None and "default" in a for a in args)
     assert "cuda_graphs" in _ok(run_cli("fixes")).stdout
 
 

@@ -95,7 +95,9 @@ def test_cli_prints_the_unhealthy_step_and_writes_a_chrome_trace(tmp_path):
     assert "at 0.00: 22.00 = input pipeline (DataLoader) 20.00, host-to-device copy 2.00" in out
     assert "busy 44.00 ms/step, exposed 16.00, hidden 28.00" in out
     events = json.loads(trace.read_text())["traceEvents"]
-    names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
-    assert {"host", "worker0", "stream:compute", "stream:comm", "stream:h2d"} <= names
+    names = {e["args"]["name"] for e in events if e.get("name") in ("thread_name", "process_name")}
+    # named as the PyTorch profiler names them: the host's main thread, one thread per stream
+    assert {"thread 100000 (python)", "pt_data_worker_0"} <= names
+    assert {"stream 1000 (comm) ", "stream 1001 (compute) ", "stream 1002 (h2d) "} <= names
     assert any(e["ph"] == "C" for e in events)
     assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")

@@ -1,0 +1,150 @@
+"""The pictures and the report of :mod:`stepsim.api`: where a real trace's lanes (read by
+calibration) meet the simulated ones (drawn by report). The API's verbs call these; they are
+also usable on their own (``stepsim.views.report("model.json", output="report.html")``).
+
+Times are µs; outputs are written atomically when named; errors raise
+:class:`~stepsim.simcore.errors.StepsimError` subclasses, nothing here prints.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from stepsim.models.params import StepModel
+from stepsim.simcore.errors import StepsimError, shown
+
+__all__ = ["measured_timeline", "draw_simulation", "draw_compare", "report", "ledger_records",
+           "ledger_points"]
+
+
+def measured_timeline(trace: str | Path, steps: int = 1, scarce: str = ""):
+    """The real trace's lanes over ``steps`` steps as a :class:`report.lanes.Timeline`;
+    ``scarce`` (a simulated lane name such as ``rank0.host``) is shaded on the trace's rank.
+
+    Raises:
+        InputError: the trace cannot be read or has no complete step.
+    """
+    from stepsim.calibration.lanes import measured_lanes
+    from stepsim.report.lanes import Timeline
+
+    m = measured_lanes(trace, steps=steps)
+    if scarce == "compute" or "." not in scarce:
+        scarce = ""
+    lane = f"rank{m.rank}.{scarce.split('.', 1)[1]}" if scarce else ""
+    return Timeline(f"measured: {shown(m.path.name)}", m.spans, m.marks_us, lane, m.steps)
+
+
+def draw_simulation(model: StepModel, result, summary, plot: str | Path | None = None,
+                    measured: str | Path | None = None, plot_steps: int = 1,
+                    queue_plot: str | Path | None = None) -> None:
+    """``plot``: the lanes of the simulated step(s), the ``measured`` trace's above them;
+    ``queue_plot``: the prefetch queue over time with the workers beneath.
+
+    Raises:
+        StepsimError: ``queue_plot`` for a model without DataLoader workers.
+    """
+    from stepsim.report.charts import plot_queue
+    from stepsim.report.lanes import plot_lanes, sim_timeline
+
+    if plot:
+        panels = [sim_timeline(result, summary, steps=plot_steps,
+                               title=f"simulated: {model.meta.name or 'model'}")]
+        if measured:
+            panels.insert(0, measured_timeline(measured, plot_steps, summary.scarce_lane))
+        plot_lanes(panels, plot)
+    if queue_plot:
+        try:
+            plot_queue(result, queue_plot, steps=max(plot_steps, 6))
+        except ValueError as e:
+            raise StepsimError(f"--queue-plot: {e}") from None
+
+
+def draw_compare(base, pred, path: str | Path, plot_steps: int = 1) -> None:
+    """The lanes of the baseline above those of the what-if (two
+    :class:`scenarios.predict.Prediction`, each re-simulated as it was predicted)."""
+    from stepsim.models.simulate import simulate
+    from stepsim.report.lanes import plot_lanes, sim_timeline
+
+    panels = []
+    for name, p in (("baseline", base), (f"what-if: {pred.what}", pred)):
+        res = simulate(p.model, steps=p.steps, warmup=p.warmup, seed=p.seed)
+        panels.append(sim_timeline(res, p.summary, steps=plot_steps,
+                                   title=f"{name} (mean step {p.mean_step_us / 1e3:.1f} ms)"))
+    plot_lanes(panels, path)
+
+
+def ledger_records(path: str | Path):
+    """The records of a validation ledger.
+
+    Raises:
+        InputError: no such file, or no record in it.
+    """
+    from stepsim.scenarios.validate import read_ledger
+    from stepsim.simcore.errors import InputError
+
+    if not Path(path).exists():
+        raise InputError(path, "no such ledger file")
+    records = read_ledger(path)
+    if not records:
+        raise InputError(path, "the ledger is empty (no validation records)")
+    return records
+
+
+def _whatifs(ops: Sequence) -> list[tuple[str, list]]:
+    """Each operation, or scenario file, as one what-if ``(name, ops)``."""
+    from stepsim.api import operations
+    from stepsim.scenarios.transforms import describe_ops, load_scenario
+
+    out = []
+    for item in ops:
+        todo = operations([item])
+        kind, value = item if isinstance(item, tuple) else ("", None)
+        name = (load_scenario(value).name or Path(value).stem) if kind == "scenario" else \
+            describe_ops(todo)
+        out.append((name, todo))
+    return out
+
+
+def report(model, ops: Sequence = (), *, output: str | Path | None = None,
+           ledger: str | Path | None = None, measured: str | Path | None = None,
+           steps: int = 30, warmup: int = 20, seed: int = 0, draws: int = 16, jobs: int = 0,
+           plot_steps: int = 1, with_plan: bool = True, progress: bool = False):
+    """One self-contained HTML report (:mod:`report.html`) of the model: the baseline (its
+    lanes below the ``measured`` trace's), one what-if per operation or scenario file in
+    ``ops`` (``(kind, value)`` pairs as the CLI collects them, or operation objects), the
+    ceilings, the plan (unless ``with_plan`` is False), the ``ledger``'s validation and the
+    caveats. Returns the :class:`report.document.ReportData`; writes ``output`` when named.
+
+    Raises:
+        InputError / ModelError / SimulationError: as the planner verbs do.
+    """
+    from stepsim.api import _sim_kw, load_model
+    from stepsim.report.document import build_report
+    from stepsim.report.html import write_report
+
+    m = load_model(model)
+    timeline = measured_timeline(measured, plot_steps) if measured else None
+    records = ledger_records(ledger) if ledger else []
+    say = (lambda what: print(f"report: {what}", file=sys.stderr)) if progress else None
+    data = build_report(m, _whatifs(ops), records, timeline, with_plan=with_plan, draws=draws,
+                        lane_steps=plot_steps, progress=say, **_sim_kw(steps, warmup, seed, jobs))
+    if output is not None:
+        write_report(data, output)
+    return data
+
+
+def ledger_points(ledger: str | Path, path: str) -> dict:
+    """Measured mean steps (µs) per value of ``path`` from the ledger's records that set it
+    alone (:func:`report.document.ledger_sweep_points`).
+
+    Raises:
+        InputError: an unreadable or empty ledger; StepsimError: no record sets ``path``.
+    """
+    from stepsim.report.document import ledger_sweep_points
+
+    found = ledger_sweep_points(ledger_records(ledger))
+    if found is None or found[0] != path:
+        raise StepsimError(f"--ledger {shown(ledger)}: no records that set {path} alone "
+                           f"(e.g. 'stepsim validate MODEL --set {path}=V TRACE --ledger L')")
+    return found[1]
