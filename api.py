@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from stepsim.simcore.errors import StepsimError, shown
-from stepsim.views import draw_compare, draw_simulation, ledger_points, report
+from stepsim.views import draw_compare, draw_simulation, ledger_points
 
 if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
     from stepsim.models.params import StepModel
@@ -490,3 +490,25 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
     elif plot:
         plot_roofline(roof, plot)
     return Diagnosed(d, warnings)
+
+
+def report(model: str | Path | StepModel, ops: Sequence = (), *, output=None, ledger=None,
+           measured=None, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP,
+           seed: int = 0, draws: int = 16, jobs: int = 0, plot_steps: int = 1,
+           with_plan: bool = True, progress: bool = False):
+    """One self-contained HTML report written to ``output``: one what-if per operation or
+    scenario file in ``ops`` (see :func:`stepsim.views.report`, which takes the rest)."""
+    from stepsim.scenarios.transforms import describe_ops, load_scenario
+
+    _guard([model, ledger, measured], ops, output=output)
+    whatifs = []
+    for item in ops:
+        kind, value = item if isinstance(item, tuple) else ("", None)
+        todo = operations([item])
+        whatifs.append(((load_scenario(value).name or Path(value).stem) if kind == "scenario"
+                        else describe_ops(todo), todo))
+    from stepsim.views import report as run
+
+    return run(load_model(model), whatifs, output=output, ledger=ledger, measured=measured,
+               draws=draws, plot_steps=plot_steps, with_plan=with_plan, progress=progress,
+               **_sim_kw(steps, warmup, seed, jobs))

@@ -1,6 +1,6 @@
 """The pictures and the report of :mod:`stepsim.api`: where a real trace's lanes (read by
 calibration) meet the simulated ones (drawn by report). The API's verbs call these; they are
-also usable on their own (``stepsim.views.report("model.json", output="report.html")``).
+also usable on their own, with a loaded model and parsed operations.
 
 Times are µs; outputs are written atomically when named; errors raise
 :class:`~stepsim.simcore.errors.StepsimError` subclasses, nothing here prints.
@@ -91,44 +91,28 @@ def ledger_records(path: str | Path):
     return records
 
 
-def _whatifs(ops: Sequence) -> list[tuple[str, list]]:
-    """Each operation, or scenario file, as one what-if ``(name, ops)``."""
-    from stepsim.api import operations
-    from stepsim.scenarios.transforms import describe_ops, load_scenario
-
-    out = []
-    for item in ops:
-        todo = operations([item])
-        kind, value = item if isinstance(item, tuple) else ("", None)
-        name = (load_scenario(value).name or Path(value).stem) if kind == "scenario" else \
-            describe_ops(todo)
-        out.append((name, todo))
-    return out
-
-
-def report(model, ops: Sequence = (), *, output: str | Path | None = None,
-           ledger: str | Path | None = None, measured: str | Path | None = None,
-           steps: int = 30, warmup: int = 20, seed: int = 0, draws: int = 16, jobs: int = 0,
-           plot_steps: int = 1, with_plan: bool = True, progress: bool = False):
-    """One self-contained HTML report (:mod:`report.html`) of the model: the baseline (its
-    lanes below the ``measured`` trace's), one what-if per operation or scenario file in
-    ``ops`` (``(kind, value)`` pairs as the CLI collects them, or operation objects), the
-    ceilings, the plan (unless ``with_plan`` is False), the ``ledger``'s validation and the
-    caveats. Returns the :class:`report.document.ReportData`; writes ``output`` when named.
+def report(model: StepModel, whatifs: Sequence[tuple[str, list]] = (), *,
+           output: str | Path | None = None, ledger: str | Path | None = None,
+           measured: str | Path | None = None, steps: int = 30, warmup: int = 20,
+           seed: int = 0, draws: int = 16, jobs: int = 1, plot_steps: int = 1,
+           with_plan: bool = True, progress: bool = False):
+    """One self-contained HTML report (:mod:`report.html`) of ``model``: the baseline (its
+    lanes below the ``measured`` trace's), each ``(name, operations)`` what-if, the ceilings,
+    the plan (unless ``with_plan`` is False), the ``ledger``'s validation and the caveats.
+    Returns the :class:`report.document.ReportData`; writes ``output`` when named.
 
     Raises:
         InputError / ModelError / SimulationError: as the planner verbs do.
     """
-    from stepsim.api import _sim_kw, load_model
     from stepsim.report.document import build_report
     from stepsim.report.html import write_report
 
-    m = load_model(model)
     timeline = measured_timeline(measured, plot_steps) if measured else None
     records = ledger_records(ledger) if ledger else []
     say = (lambda what: print(f"report: {what}", file=sys.stderr)) if progress else None
-    data = build_report(m, _whatifs(ops), records, timeline, with_plan=with_plan, draws=draws,
-                        lane_steps=plot_steps, progress=say, **_sim_kw(steps, warmup, seed, jobs))
+    data = build_report(model, list(whatifs), records, timeline, with_plan=with_plan,
+                        draws=draws, lane_steps=plot_steps, progress=say, steps=steps,
+                        warmup=warmup, seed=seed, jobs=jobs)
     if output is not None:
         write_report(data, output)
     return data

@@ -14,6 +14,7 @@
      model.json                                   the calibrated StepModel
      ledger.jsonl                                 one validation record per setting
      table.json                                   the table below, machine-readable
+     report.html                                  every picture and table in one page
 
 Step times compared are the **mean over the profiled window** (the throughput the user pays
 for); the median is shown beside it, since with more workers than cores batches arrive in
@@ -143,8 +144,30 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                      if summary.coverage is not None else "")
                   + (f", bottleneck agreement {summary.bottleneck_agreement:.0%}"
                      if summary.bottleneck_agreement is not None else ""))
+    report = _write_report(model, read_ledger(ledger), base, settings, seed, out, quick)
+    console.print(f"report (open it in a browser): {report}")
     console.print(f"done in {time.monotonic() - t0:.0f} s; artefacts in {out}/")
     return 0
+
+
+def _write_report(model, records, base: Path, settings, seed: int, out: Path,
+                  quick: bool) -> Path:
+    """``report.html``: the calibrated model against its own capture's lanes, the most
+    workers as a what-if, the ceilings, the plan, and the ledger with its sweep."""
+    from stepsim.calibration.lanes import measured_lanes
+    from stepsim.report.document import build_report
+    from stepsim.report.html import write_report
+    from stepsim.report.lanes import Timeline
+
+    m = measured_lanes(base / "trace.json.gz", steps=2)
+    measured = Timeline(f"measured: num_workers={CALIBRATION_WORKERS} capture", m.spans,
+                        m.marks_us, steps=m.steps)
+    whatif = [(f"num_workers={max(settings)}", [parse_set(f"loader.num_workers={max(settings)}")])]
+    data = build_report(model, whatif, records, measured, steps=40 if quick else 120,
+                        warmup=10 if quick else 20, seed=seed, draws=4 if quick else 16,
+                        lane_steps=2)
+    write_report(data, out / "report.html")
+    return out / "report.html"
 
 
 def _print_table(console: Console, rows: list[dict], cores: int) -> None:

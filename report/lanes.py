@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from stepsim.report.figures import CATEGORY_LABELS, colour, pyplot, save
+from stepsim.report.figures import CATEGORY_LABELS, COLOURS, colour, pyplot, save
 from stepsim.simcore.record import Span
 from stepsim.simcore.units import us_to_ms
 
@@ -145,7 +145,11 @@ def _minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[t
 
 
 def _category(s: Span, role: str) -> str:
-    return "cpu" if role == "host" and s.category in ("other", "") else s.category or "other"
+    """The colour key of a busy span: on the host thread anything but a launch, a sync, the
+    DataLoader or the training step is host CPU work."""
+    if role == "host" and s.category not in ("launch", "sync", "data", "train", "optimizer"):
+        return "cpu"
+    return s.category if s.category in COLOURS else "other"
 
 
 def _gaps(rows: list[tuple[Span, float, float]], width: float) -> list[tuple[float, float, str]]:

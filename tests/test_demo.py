@@ -25,3 +25,6 @@ def test_demo_quick(tmp_path):
         run = out / "runs" / f"nw{s}-r0"
         assert (run / "trace.json.gz").exists() and (run / "sidecar.json").exists()
     assert "predicted vs measured" in r.stdout
+    html = (out / "report.html").read_text(encoding="utf-8")   # the report, in the folder
+    assert html.startswith("<!DOCTYPE html>") and "sweep of loader.num_workers" in html
+    assert "measured: num_workers=1 capture" in html and "report.html" in r.stdout
