@@ -126,10 +126,11 @@ def plot_plan(p: Plan, path: str | Path) -> None:
                         [us_to_ms(x.p90_step_us - x.p50_step_us)]], color="black", capsize=3,
                         lw=1)
     top = max(vals)
-    for y, v, neck in zip(ys, vals, necks):
+    for y, v, neck, x in zip(ys, vals, necks, preds):
         ax.text(top * 0.01, y, f"{v:.1f} ms", va="center", color="white", fontsize=8,
                 fontweight="bold")
-        ax.text(v + top * 0.02, y, f"bottleneck: {neck if len(neck) <= 40 else neck[:38] + '…'}",
+        right = max(v, us_to_ms(x.p90_step_us)) if x.has_interval else v   # past the error bar
+        ax.text(right + top * 0.02, y, f"bottleneck: {neck if len(neck) <= 40 else neck[:38] + '…'}",
                 va="center", fontsize=8)
     ax.set_yticks(ys, [n if len(n) <= 48 else n[:46] + "…" for n in names], fontsize=8)
     ax.set_xlim(0, top * 1.9)

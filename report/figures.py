@@ -15,7 +15,7 @@ COLOURS: dict[str, str] = {
     "reduction": "#bcbd22", "normalization": "#8c564b", "optimizer": "#e377c2",
     "memcpy": "#ff7f0e", "memset": "#ffbb78", "communication": "#d62728", "other": "#7f7f7f",
     # host thread, DataLoader workers, pin-memory thread
-    "cpu": "#aec7e8", "train": "#aec7e8", "launch": "#393b79", "sync": "#c7c7c7",
+    "cpu": "#aec7e8", "train": "#6baed6", "launch": "#393b79", "sync": "#c7c7c7",
     "data": "#637939", "produce": "#98df8a", "pin": "#c5b0d5",
 }
 """Category → colour (matplotlib's tab palettes; colour-blind safe enough to tell apart side
@@ -23,7 +23,8 @@ by side, and every category also appears in the legend by name)."""
 
 CATEGORY_LABELS: dict[str, str] = {
     "cpu": "host CPU work", "train": "training step (CPU)", "launch": "kernel launch",
-    "sync": "sync call", "data": "DataLoader (main thread)", "produce": "batch produce (worker)",
+    "sync": "sync call", "data": "DataLoader next() (main thread)",
+    "produce": "batch produce (worker)",
     "pin": "pin memory", "memcpy": "memcpy (H2D/D2H/D2D)", "communication": "communication",
     "other": "other kernels",
 }

@@ -174,7 +174,8 @@ def plot_sweep(r: SweepResult, path: str | Path,
         ax.plot(xs, [us_to_ms(p.prediction.mean_step_us) for p in pts], "o-", label=name)
         if all(p.prediction.has_interval for p in pts):
             ax.fill_between(xs, [us_to_ms(p.prediction.p10_step_us) for p in pts],
-                            [us_to_ms(p.prediction.p90_step_us) for p in pts], alpha=0.2)
+                            [us_to_ms(p.prediction.p90_step_us) for p in pts], alpha=0.25,
+                            label=f"{name}: P10–P90")
     knee = r.knees.get(x_path)
     if knee is not None:
         ax.axvline(pos[knee.value], color="grey", ls="--", lw=1)
@@ -186,7 +187,7 @@ def plot_sweep(r: SweepResult, path: str | Path,
                    color="black", s=12, alpha=0.4)
         ax.scatter([pos[v]], [us_to_ms(sum(steps) / len(steps))], marker="D", color="black",
                    s=30, label="measured (mean)" if i == 0 else None)
-    if not numeric:
+    if not numeric or all(isinstance(v, int) for v in pos):   # no 1.5 workers on the axis
         ax.set_xticks(list(pos.values()), [str(v) for v in pos])
     ax.set_xlabel(x_path)
     ax.set_ylabel("step time (ms)")
