@@ -40,7 +40,6 @@ prefetch queues fill); calibrate's steady state uses them too, so it says what `
 says."""
 
 
-
 def load_model(model: str | Path | StepModel) -> StepModel:
     """A StepModel from a JSON or YAML file (a StepModel is returned as it is).
 
@@ -94,9 +93,8 @@ def _grouped(warnings: Iterable[str]) -> tuple[str, ...]:
 
 def _guard(inputs: Sequence, ops: Sequence = (), scenario=None, **outputs) -> None:
     """No output (keyword → path) over an input, scenario files included."""
-    from stepsim.simcore.outputs import refuse_overwriting_inputs
-
     from stepsim.scenarios.options import scenario_files
+    from stepsim.simcore.outputs import refuse_overwriting_inputs
 
     refuse_overwriting_inputs([*inputs, *scenario_files(ops, scenario)], outputs.items())
 
