@@ -269,3 +269,44 @@ def test_a_folder_of_two_jobs_uses_the_first(tmp_path):
     assert len(m.ranks) == 1 and m.meta.traces == [str(d / "a_rank0.json")]
     assert any("world sizes differ: 2, 8" in w and "b_rank1.json (world size 8)" in w
                for w in m.meta.warnings)
+
+
+# ------------------------------------------------------ the same shapes in the real traces
+def test_real_trace_with_unrecorded_memsets_keeps_its_steps():
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.linking import link
+    from stepsim.calibration.steps import find_steps
+    from stepsim.calibration.trace_io import load_trace
+    from stepsim.calibration.truncated import usable_steps
+    from tests.conftest import shared_traces
+
+    t = build_table(load_trace(shared_traces() / "param" / "resnet_kineto.json.gz"))
+    steps = find_steps(t)
+    kept, w = usable_steps(t, link(t), steps)
+    # two of its 29 steps hold a memset call the profiler did not record: kept, and said
+    assert len(kept) == len(steps) == 29
+    assert any("3 memset call(s)" in x for x in w) and not any("excluded" in x for x in w)
+
+
+def test_real_trace_with_an_unmarked_last_iteration_reports_it():
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.steps import find_steps
+    from stepsim.calibration.trace_io import load_trace
+    from tests.conftest import shared_traces
+
+    p = shared_traces() / "kineto" / "02522842_rec2021-01-11_autograd_api" / \
+        "resnet50_autograd_api_num_workers_0" / "worker0.pt.trace.json.gz"
+    st = find_steps(build_table(load_trace(p)))
+    assert len(st) == 5
+    assert any("2057 GPU activities" in w and "belong to no step" in w for w in st.warnings)
+
+
+def test_real_folder_of_two_runs_of_one_rank_says_so():
+    from stepsim.calibration.folders import one_job, read_folder
+    from tests.conftest import shared_traces
+
+    fold = read_folder(shared_traces() / "kineto" / "be239c04_rec2021-06-08" /
+                       "resnet50_num_workers_0")
+    tables, notes = one_job(fold.gpu)
+    assert len(tables) == 2 and not fold.skipped
+    assert any("not ranks of one job" in n and "rank 0" in n for n in notes)
