@@ -528,10 +528,12 @@ def _slots(ops: list[HostOp]) -> tuple[list[float], list[str], list[HostOp]]:
 
 def _window(ctx: _Ctx, steps: list[Step], kept: list[Step], fitted: dict[int, _StepFit],
             rep: _StepFit) -> tuple[list[Step], list[_StepFit | None]]:
-    """The captured window: every step from the first complete step to the last (at most
-    ``REPLAY_MAX_STEPS``), each with its own fit (without a closing wait) when it is complete
-    and has the representative's structure, else None. ``fitted``: fits already made (without
-    a closing wait), by step number."""
+    """The captured window: every step from the first complete step with the
+    representative's structure to the last complete step (at most ``REPLAY_MAX_STEPS``),
+    each with its own fit (without a closing wait) when it is complete and has that
+    structure, else None. (A leading step without its own fit, such as a warm-up step, would
+    replay the representative's durations and hand the next step a backlog the trace never
+    had.) ``fitted``: fits already made (without a closing wait), by step number."""
     first, last = kept[0].number, kept[-1].number
     window = [s for s in steps if first <= s.number <= last][:REPLAY_MAX_STEPS]
     complete = {s.number for s in kept}
@@ -544,7 +546,8 @@ def _window(ctx: _Ctx, steps: list[Step], kept: list[Step], fitted: dict[int, _S
             if f.signature() != sig:
                 f = None
         out.append(f)
-    return window, out
+    i0 = next((i for i, f in enumerate(out) if f is not None), 0)
+    return window[i0:], out[i0:]
 
 
 def _without_closing_wait(f: _StepFit) -> _StepFit:
