@@ -17,6 +17,7 @@ from pathlib import Path
 from stepsim.calibration.cpu import fit_cpu_model
 from stepsim.calibration.events import build_table
 from stepsim.calibration.folders import calibrate_cpu_folder, read_folder
+from stepsim.calibration.nccl_buckets import infer_buckets
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import load_trace
@@ -57,13 +58,13 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
             return model
         fold = read_folder(p)
         if fold.gpu:
-            return _gpu(fold, side, step_regex)
+            return infer_buckets(_gpu(fold, side, step_regex))
         return calibrate_cpu_folder(fold, side, Path(sidecar) if sidecar else None, step_regex)
     if not p.exists():
         raise InputError(p, "no such file")
     table = build_table(load_trace(p))
     if table.gpu_mask().any():
-        return _gpu(table, side, step_regex)
+        return infer_buckets(_gpu(table, side, step_regex))
     steps = find_steps(table, step_regex=step_regex)
     model = fit_cpu_model(table, steps, side, p, Path(sidecar) if sidecar else None)
     return _without_gpu_activity(table, model)

@@ -2,7 +2,9 @@
 
 A directory whose traces have no GPU activity and hold ``gloo:*`` collectives is calibrated by
 :func:`calibration.gloo.calibrate_gloo`, with the capture sidecars found beside the traces
-(``*sidecar*.json``, matched to ranks by their ``ddp.rank``). Any other directory is left to
+(``*sidecar*.json``, matched to ranks by their ``ddp.rank``). The capture harness's layout of
+a DDP job, one folder per rank (``rank<N>/trace.json.gz`` + ``rank<N>/sidecar.json``, see
+:func:`calibration.capture.rank_dir`), is read the same way. Any other directory is left to
 the GPU calibration, unchanged.
 """
 from __future__ import annotations
@@ -26,6 +28,9 @@ def gloo_dir(path: Path) -> StepModel | None:
     """
     from stepsim.calibration.gloo import calibrate_gloo, is_gloo
 
+    subs = sorted(d for d in path.glob("rank*") if (d / "trace.json.gz").is_file())
+    if subs:
+        return _capture_ranks(subs)
     files, _ = _trace_candidates(path)
     first = next((f for f in files if not f.name.lower().endswith("sidecar.json")), None)
     if first is None:
@@ -45,4 +50,20 @@ def gloo_dir(path: Path) -> StepModel | None:
         ddp = getattr(side, "ddp", None)
         if ddp is not None:
             sidecars[ddp.rank] = side
+    return calibrate_gloo(tables, sidecars)
+
+
+def _capture_ranks(dirs: list[Path]) -> StepModel | None:
+    """A DDP job captured by the harness: one capture folder per rank."""
+    from stepsim.calibration.gloo import calibrate_gloo, is_gloo
+
+    tables = [build_table(load_trace(d / "trace.json.gz")) for d in dirs]
+    if any(t.gpu_mask().any() for t in tables) or not all(is_gloo(t) for t in tables):
+        return None
+    sidecars = {}
+    for d in dirs:
+        if (d / "sidecar.json").is_file():
+            side = load_sidecar(d / "sidecar.json")
+            if getattr(side, "ddp", None) is not None:
+                sidecars[side.ddp.rank] = side
     return calibrate_gloo(tables, sidecars)

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stepsim.models.ddp_host import apply_ddp_host, host_launched
 from stepsim.models.params import CommParams, DeviceTask, GradParam, HostOp, StepModel
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.units import mib_to_bytes, transfer_us
 
-__all__ = ["Bucket", "build_buckets", "apply_ddp", "collective_us", "ring_bus_bytes"]
+__all__ = ["Bucket", "build_buckets", "apply_ddp", "collective_us", "ring_bus_bytes",
+           "set_bucket_caps"]
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,9 @@ def apply_ddp(model: StepModel) -> StepModel:
     What waited for the old collectives (tasks, host syncs) waits for the last bucket; host
     launches of old collectives become CPU ops of the same cost (DDP's hook still runs). With
     no reference to the old collectives, the first optimizer task of each other stream waits
-    for the last bucket. A model without ``grad_params`` is returned unchanged.
+    for the last bucket. A model without ``grad_params`` is returned unchanged. In a model
+    whose all-reduces are enqueued by the host (CPU training), the host's backward is cut at
+    the new buckets' ready instants instead (:mod:`models.ddp_host`).
 
     Raises:
         ModelError: no backward task to hang end-of-backward gradients on, or no way to cost
@@ -136,9 +140,15 @@ def apply_ddp(model: StepModel) -> StepModel:
     if not c.grad_params:
         return model
     streams = model.device.streams
-    old = [t for t in streams.get(c.comm_stream, []) if t.kind == "collective"]
+    # DDP's all-reduces: a forward-phase collective (a buffer broadcast) is not a bucket
+    old = [t for t in streams.get(c.comm_stream, [])
+           if t.kind == "collective" and t.phase != "forward"]
     old_ids = {t.id for t in old}
     gbps = _bus_gbps(model, old)
+    if host_launched(model):
+        return apply_ddp_host(
+            model, build_buckets(c.grad_params, c.bucket_cap_mb, c.first_bucket_cap_mb),
+            lambda nbytes: collective_us(nbytes, c.world_size, gbps, c.latency_us))
     end_bwd = []
     for s, ts in streams.items():
         bwd = [t.id for t in ts if s != c.comm_stream and t.phase == "backward"]
@@ -201,3 +211,32 @@ def apply_ddp(model: StepModel) -> StepModel:
     data["device"]["streams"] = {s: [t.model_dump() for t in ts] for s, ts in new_streams.items()}
     data["host"]["ops"] = [op.model_dump() for op in ops]
     return StepModel.model_validate(data)
+
+
+def set_bucket_caps(model: StepModel, bucket_cap_mb: float | None = None,
+                    first_bucket_cap_mb: float | None = None) -> StepModel:
+    """The model with DDP's bucket caps set (MiB) and its buckets rebuilt (:func:`apply_ddp`).
+
+    ``bucket_cap_mb`` alone means ``DistributedDataParallel(bucket_cap_mb=X)``: as torch's
+    ``_BucketCapacityConfig.create`` does (``torch/nn/parallel/distributed.py``), an explicit
+    cap also caps the first bucket (the 1 MiB first bucket is DDP's default only when
+    ``bucket_cap_mb`` is not given), unless ``first_bucket_cap_mb`` is given too.
+
+    Raises:
+        ModelError: the model lists no DDP gradients (``comm.grad_params``): there is nothing
+            to rebuild, and the what-if would silently change nothing.
+    """
+    if not model.comm.grad_params:
+        raise ModelError("the model lists no DDP gradients (comm.grad_params), so bucket caps "
+                         "cannot be applied: record the DDP model with the capture harness "
+                         "(Capture.ddp(model) on every rank) or calibrate traces whose collectives "
+                         "carry their sizes (In msg nelems / Input Dims)")
+    upd = {}
+    if bucket_cap_mb is not None:
+        upd["bucket_cap_mb"] = upd["first_bucket_cap_mb"] = bucket_cap_mb
+    if first_bucket_cap_mb is not None:
+        upd["first_bucket_cap_mb"] = first_bucket_cap_mb
+    for k, v in upd.items():
+        if not v > 0:
+            raise ModelError(f"comm.{k} must be > 0 MiB, got {v}")
+    return apply_ddp(model.model_copy(update={"comm": model.comm.model_copy(update=upd)}))

@@ -32,7 +32,8 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from stepsim.models.ddp import apply_ddp
+from stepsim.models.ddp import set_bucket_caps
+from stepsim.scenarios.ddp_whatifs import add_straggler, insert_barrier
 from stepsim.models.params import Phase, StepModel
 from stepsim.scenarios.paths import set_value, telling_error, validated
 from stepsim.scenarios.primitives import remove, scale
@@ -273,13 +274,23 @@ def _bucket_cap(m: StepModel, a: BucketArgs) -> StepModel:
         raise _nothing("bucket_cap_mb", "the model lists no DDP gradients (comm.grad_params)")
     if a.mb == m.comm.bucket_cap_mb:
         raise _nothing("bucket_cap_mb", f"bucket_cap_mb is already {a.mb:g}")
-    return apply_ddp(set_value(m, "comm.bucket_cap_mb", a.mb))
+    return set_bucket_caps(m, bucket_cap_mb=a.mb)
 
 
 def _bucket_candidates(m: StepModel) -> list[dict]:
     if not m.comm.grad_params:
         return []
     return [{"mb": v} for v in (5.0, 10.0, 50.0, 100.0) if v != m.comm.bucket_cap_mb]
+
+
+class StragglerArgs(_Args):
+    rank: int = Field(ge=0)
+    phase: str = "forward"
+    ms: float = Field(ge=0)
+
+
+class BarrierArgs(_Args):
+    phase: str = "backward"
 
 
 class InterconnectArgs(_Args):
@@ -371,6 +382,14 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("remove_straggler", "systems",
         "every rank's delay_us := 0 and phase_extra_us := {} (the slow node replaced).",
         NoArgs, ("arrival_skew",), _remove_straggler),
+    Fix("straggler", "systems",
+        "rank's phase_extra_us[phase] += ms × 1000: a slower rank, for the others to wait for "
+        "(scenarios.ddp_whatifs; never proposed by the planner).",
+        StragglerArgs, (), lambda m, a: add_straggler(m, a.rank, a.phase, a.ms), lambda m: []),
+    Fix("barrier", "systems",
+        "a barrier (zero-byte collective) entered by the host before phase, so each rank's "
+        "arrival skew shows apart from transfer (scenarios.ddp_whatifs; never proposed).",
+        BarrierArgs, (), lambda m, a: insert_barrier(m, a.phase), lambda m: []),
 )}
 
 

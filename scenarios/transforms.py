@@ -65,6 +65,14 @@ class SetOp(Operation):
     value: Any
 
     def apply(self, model: StepModel) -> StepModel:
+        if self.path in ("comm.bucket_cap_mb", "comm.first_bucket_cap_mb"):
+            # DDP's buckets are rebuilt as DDP builds them (models.ddp.set_bucket_caps)
+            from stepsim.models.ddp import set_bucket_caps
+
+            key = self.path.split(".")[1]
+            if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
+                raise ModelError(f"--set {self.path}: expected a number of MiB, got {self.value!r}")
+            return set_bucket_caps(model.without_replay(), **{key: float(self.value)})
         return set_value(model.without_replay(), self.path, self.value)
 
     def describe(self) -> str:

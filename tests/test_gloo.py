@@ -20,13 +20,21 @@ def gloo_run(tmp_path_factory):
     from stepsim.demo.ddp_job import Run, run_plan
 
     out = tmp_path_factory.mktemp("gloo") / "cal"
-    res = run_plan([Run("cal", bucket_cap_mb=CAP_MB, steps=4, warmup=2, profile_dir=str(out))],
+    res = run_plan([Run("cal", bucket_cap_mb=CAP_MB, steps=4, warmup=2, profile_dir=str(out)),
+                    Run("default", bucket_cap_mb=None, steps=1, warmup=2),
+                    Run("cap0.6", bucket_cap_mb=0.6, steps=1, warmup=2)],
                    width=WIDTH, depth=DEPTH, timeout_s=240)
-    return out, res["cal"]
+    return out, res
+
+
+def _reported(res, label) -> list[int]:
+    """The bucket sizes (bytes, reduction order) DDP's reducer reports after its rebuild."""
+    return [int(x) for x in res[label][0]["buckets"]["rebuilt_bucket_sizes"].split(",")]
 
 
 def test_two_rank_gloo_run_calibrates_into_one_model(gloo_run):
-    out, ranks = gloo_run
+    out, res = gloo_run
+    ranks = res["cal"]
     model = calibrate(out)
     assert [r.rank for r in model.ranks] == [0, 1]
     assert model.comm.world_size == 2 and model.meta.notes["kind"] == "cpu_ddp"
@@ -44,3 +52,39 @@ def test_two_rank_gloo_run_calibrates_into_one_model(gloo_run):
     assert phases[0] == "forward" and "backward" in phases and phases[-1] == "optimizer"
     res = simulate(model, steps=3, warmup=1)
     assert res.step_us.shape == (2, 3) and (res.step_us > 0).all()
+
+
+def test_bucket_rebuild_matches_what_ddp_reports(gloo_run):
+    """The sidecar's parameters (measured) rebuilt as DDP does, against the reducer's own
+    bucket sizes at each cap, and a what-if that rebuilds the model's all-reduces."""
+    from stepsim.models.ddp import build_buckets, set_bucket_caps
+
+    out, res = gloo_run
+    model = calibrate(out)
+    assert model.meta.notes["buckets"] == "measured"
+    gp = model.comm.grad_params
+    assert len(gp) == 2 * DEPTH
+    assert [b.bytes for b in build_buckets(gp, model.comm.bucket_cap_mb,
+                                           model.comm.first_bucket_cap_mb)] == _reported(res, "cal")
+    assert [b.bytes for b in build_buckets(gp, 25.0, 1.0)] == _reported(res, "default")
+    assert [b.bytes for b in build_buckets(gp, 0.6, 0.6)] == _reported(res, "cap0.6")
+    # --set comm.bucket_cap_mb=0.6 is DDP(bucket_cap_mb=0.6): the first bucket capped alike
+    new = set_bucket_caps(model, bucket_cap_mb=0.6)
+    coll = [t for t in new.device.streams["gloo"] if t.bytes]
+    assert [t.bytes for t in coll] == _reported(res, "cap0.6")
+    launches = [op.task for op in new.host.ops if op.kind == "launch"]
+    assert launches == [t.id for t in coll]
+    bwd = lambda m: sum(op.dur_us for op in m.host.ops if op.kind == "cpu" and op.phase == "backward")
+    assert bwd(new) == pytest.approx(bwd(model))
+    assert simulate(new, steps=2, warmup=1).mean_step_us > 0
+
+
+def test_ddp_whatif_without_gradients_is_one_clear_error(gloo_run):
+    from stepsim.scenarios.transforms import parse_set
+    from stepsim.simcore.errors import ModelError
+
+    model = calibrate(gloo_run[0])
+    bare = model.model_copy(update={"comm": model.comm.model_copy(update={"grad_params": []})})
+    for path in ("comm.bucket_cap_mb=1", "comm.first_bucket_cap_mb=2"):
+        with pytest.raises(ModelError, match="lists no DDP gradients"):
+            parse_set(path).apply(bare)

@@ -1,0 +1,129 @@
+"""``stepsim demo --ddp``: DDP what-ifs predicted from one capture and re-measured.
+
+1. One group of 2 gloo ranks on this host (:mod:`demo.ddp_job`) runs, in order: a profiled
+   capture at DDP's defaults (``bucket_cap_mb`` unset: 25 MiB, first bucket 1 MiB), then
+   ``repeats`` rounds of the measured settings, interleaved so slow drift of the machine's
+   load hits every setting alike: the defaults again, ``bucket_cap_mb=1``,
+   ``bucket_cap_mb=25``, a 40 ms straggler in rank 1's forward, and that straggler with a
+   barrier before backward.
+2. Calibrate the capture (:mod:`calibration.gloo`): one model with both ranks.
+3. Predict each setting with its what-if (``--set comm.bucket_cap_mb=…``,
+   ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``) and compare with the
+   re-measured runs: the job's step (per step, the slower rank's start-to-start time; the mean
+   over a run's steps; mean and range over the repeats), and, for the barrier, each rank's
+   time in it (arrival skew) against the simulated split.
+4. Write everything under one folder: ``capture/`` (traces + sidecars), ``model.json``,
+   ``runs.json`` (every rank's measured instants), ``table.json``.
+
+The straggler is 40 ms of *wall-clock* busy work (a thread spinning on ``perf_counter``): it
+holds its core for 40 ms whatever else the machine runs, which is what the what-if adds.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from stepsim.calibration.calibrate import calibrate
+from stepsim.models.params import save_model
+from stepsim.models.simulate import simulate
+from stepsim.scenarios.ddp_whatifs import BARRIER_TASK
+from stepsim.scenarios.transforms import parse_fix, parse_set
+from stepsim.simcore.atomic import write_atomic
+
+STRAGGLER_MS = 40.0
+SETTINGS = {   # label: (what-if ops, Run keyword arguments)
+    "defaults (replay)": ([], {}),
+    "bucket_cap_mb=1": (["set comm.bucket_cap_mb=1"], {"bucket_cap_mb": 1}),
+    "bucket_cap_mb=25": (["set comm.bucket_cap_mb=25"], {"bucket_cap_mb": 25}),
+    "straggler 40 ms": ([f"fix straggler:rank=1,phase=forward,ms={STRAGGLER_MS:g}"],
+                        {"straggler_ms": STRAGGLER_MS}),
+    "straggler + barrier": ([f"fix straggler:rank=1,phase=forward,ms={STRAGGLER_MS:g}",
+                             "fix barrier"], {"straggler_ms": STRAGGLER_MS, "barrier": True}),
+}
+
+
+def _op(text: str):
+    kind, arg = text.split(" ", 1)
+    return parse_set(arg) if kind == "set" else parse_fix(arg)
+
+
+def _job_steps_us(ranks: list[dict]) -> np.ndarray:
+    """Per step, the slower rank's start-to-start time (µs)."""
+    d = [np.diff(np.array(r["step_starts_us"])) for r in ranks]
+    n = min(len(x) for x in d)
+    return np.max([x[:n] for x in d], axis=0)
+
+
+def _barrier_split(res) -> dict[int, float]:
+    """Per rank, mean µs from entering the barrier to leaving it: its arrival skew (waiting
+    for the last rank) plus the barrier's transfer, as ``dist.barrier()`` is timed."""
+    out: dict[int, list[float]] = {}
+    for r in res.runs:
+        if r.task == BARRIER_TASK and r.step >= res.warmup:
+            out.setdefault(r.rank, []).append(r.end_us - r.ready_us - r.gap_us)
+    return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 8, seed: int = 0) -> int:
+    """Run the DDP demo into ``out`` (see the module docstring); returns the exit code."""
+    from stepsim.demo.ddp_job import Run, run_plan
+
+    console = Console(stderr=True)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    load_before = os.getloadavg()
+    plan = [Run("capture", steps=steps, profile_dir=str(out / "capture"))]
+    for k in range(repeats):
+        plan += [Run(f"{label}#{k}", steps=steps, **kw) for label, (_, kw) in SETTINGS.items()]
+    console.print(f"running 2 gloo ranks: 1 capture + {repeats} x {len(SETTINGS)} measured "
+                  f"runs of {steps} steps (load average {load_before[0]:.1f})")
+    runs = run_plan(plan, timeout_s=900)
+    load_after = os.getloadavg()
+    write_atomic(out / "runs.json", orjson.dumps(runs, option=orjson.OPT_SERIALIZE_NUMPY))
+    model = calibrate(out / "capture")
+    save_model(model, out / "model.json")
+    rows = []
+    for label, (ops, _) in SETTINGS.items():
+        m = model
+        for text in ops:
+            m = _op(text).apply(m)
+        sim = simulate(m, steps=40, warmup=3, seed=seed)
+        means = [float(_job_steps_us(runs[f"{label}#{k}"]).mean()) for k in range(repeats)]
+        pred, meas = sim.mean_step_us, float(np.mean(means))
+        rows.append({"setting": label, "predicted_ms": pred / 1e3, "measured_ms": meas / 1e3,
+                     "spread_ms": [min(means) / 1e3, max(means) / 1e3],
+                     "error": pred / meas - 1.0})
+        if "barrier" in label:
+            split = _barrier_split(sim)
+            for r in (0, 1):
+                waits = [np.mean(runs[f"{label}#{k}"][r]["barrier_us"]) for k in range(repeats)]
+                rows.append({"setting": f"  rank {r} time in barrier (skew + transfer)",
+                             "predicted_ms": split.get(r, 0.0) / 1e3,
+                             "measured_ms": float(np.mean(waits)) / 1e3,
+                             "spread_ms": [min(waits) / 1e3, max(waits) / 1e3], "error": None})
+    errs = [abs(r["error"]) for r in rows if r["error"] is not None]
+    summary = {"median_abs_error": float(np.median(errs)), "max_abs_error": float(max(errs)),
+               "load_average_before": list(load_before), "load_average_after": list(load_after),
+               "wall_s": time.monotonic() - t0, "repeats": repeats, "steps": steps,
+               "cpu_count": os.cpu_count()}
+    write_atomic(out / "table.json", orjson.dumps({"rows": rows, "summary": summary},
+                                                  option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    table = Table(title="DDP on the CPU (2 gloo ranks): predicted from one capture vs re-measured")
+    for col in ("setting", "predicted ms", "measured ms (mean)", "range of repeats", "error"):
+        table.add_column(col, justify="left" if col == "setting" else "right")
+    for r in rows:
+        table.add_row(r["setting"], f"{r['predicted_ms']:.1f}", f"{r['measured_ms']:.1f}",
+                      f"{r['spread_ms'][0]:.1f}–{r['spread_ms'][1]:.1f}",
+                      "" if r["error"] is None else f"{r['error']:+.1%}")
+    Console().print(table)
+    Console().print(f"step errors: median |error| {summary['median_abs_error']:.1%}, max "
+                    f"{summary['max_abs_error']:.1%}; load average {load_before[0]:.1f} -> "
+                    f"{load_after[0]:.1f} on {os.cpu_count()} cores; {summary['wall_s']:.0f} s; "
+                    f"artefacts in {out}")
+    return 0

@@ -1,0 +1,84 @@
+"""DDP what-ifs on the ranks of a model: a straggler, and a barrier that splits waiting from
+transfer. Both are pure ``StepModel -> StepModel`` transforms (see :mod:`scenarios.transforms`),
+registered as the fixes ``straggler`` and ``barrier`` (never proposed by the planner).
+
+* ``straggler``: rank ``rank`` (its rank number) spends ``ms`` more per step in ``phase``,
+  added to its ``phase_extra_us`` (on the phase's device tasks, or on its host ``cpu`` ops
+  when the phase has none; see ``models.simulate``). The other ranks wait for it in the next
+  collective; ranks that share its host free their cores while they wait.
+* ``barrier``: a zero-byte collective (``dist.barrier()``) entered by the host right before
+  the first op of ``phase`` (default ``backward``), which then waits for it. Its time on each
+  rank is that rank's *arrival skew* (waiting for the last rank), so the collectives after it
+  show only their *transfer*. Its own transfer cost is ``comm.latency_us`` (assumed: one
+  message exchange). For models whose collectives the host enqueues (CPU training, gloo).
+"""
+from __future__ import annotations
+
+from stepsim.models.ddp_host import host_launched
+from stepsim.models.params import DeviceTask, HostOp, StepModel
+from stepsim.simcore.errors import ModelError
+
+__all__ = ["add_straggler", "insert_barrier", "BARRIER_TASK"]
+
+BARRIER_TASK = "ddp.barrier"
+
+
+def add_straggler(model: StepModel, rank: int, phase: str, ms: float) -> StepModel:
+    """``model`` where rank ``rank`` spends ``ms`` ms more per step in ``phase``.
+
+    Raises:
+        ModelError: no such rank, ``ms`` < 0, or a phase with neither device tasks nor host
+            ``cpu`` ops.
+    """
+    idx = next((i for i, r in enumerate(model.ranks) if r.rank == rank), None)
+    if idx is None:
+        raise ModelError(f"straggler: the model has no rank {rank} (ranks "
+                         f"{', '.join(str(r.rank) for r in model.ranks)})")
+    if len(model.ranks) < 2:
+        raise ModelError("straggler: the model simulates one rank; a straggler needs others "
+                         "that wait for it (calibrate every rank's trace)")
+    if ms < 0:
+        raise ModelError(f"straggler: ms must be >= 0, got {ms}")
+    has = any(t.phase == phase and t.kind != "collective" for t in model.task_map().values()) \
+        or any(op.kind == "cpu" and op.phase == phase for op in model.host.ops)
+    if not has:
+        raise ModelError(f"straggler: the model has no work in phase {phase!r}")
+    rp = model.ranks[idx]
+    extra = dict(rp.phase_extra_us)
+    extra[phase] = extra.get(phase, 0.0) + ms * 1e3
+    ranks = list(model.ranks)
+    ranks[idx] = rp.model_copy(update={"phase_extra_us": extra})
+    return model.without_replay().model_copy(update={"ranks": ranks})
+
+
+def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
+    """``model`` with a barrier entered right before the host's first op of ``phase``.
+
+    Raises:
+        ModelError: a model whose collectives are not host-enqueued, one rank only, no host op
+            of ``phase``, or a barrier already there.
+    """
+    if not host_launched(model):
+        raise ModelError("barrier: the model's collectives are not enqueued by the host (a "
+                         "CPU DDP model calibrated from gloo traces has them)")
+    if len(model.ranks) < 2:
+        raise ModelError("barrier: the model simulates one rank; nothing to wait for")
+    if BARRIER_TASK in model.task_map():
+        raise ModelError("barrier: the model already has one")
+    at = next((j for j, op in enumerate(model.host.ops) if op.phase == phase), None)
+    if at is None:
+        raise ModelError(f"barrier: the host has no op in phase {phase!r}")
+    c = model.comm
+    before = model.host.ops[at - 1].phase if at > 0 else phase
+    task = DeviceTask(id=BARRIER_TASK, stream=c.comm_stream, name="barrier", kind="collective",
+                      category="communication", phase=before, dur_us=c.latency_us, bytes=0)
+    ops = list(model.host.ops)
+    ops[at:at] = [HostOp(kind="launch", name="c10d::barrier", task=BARRIER_TASK, phase=before),
+                  HostOp(kind="sync", name="wait for the barrier", task=BARRIER_TASK,
+                         phase=before)]
+    streams = dict(model.device.streams)
+    streams[c.comm_stream] = [task] + list(streams[c.comm_stream])
+    data = model.without_replay().model_dump()
+    data["host"]["ops"] = [op.model_dump() for op in ops]
+    data["device"]["streams"] = {s: [t.model_dump() for t in v] for s, v in streams.items()}
+    return StepModel.model_validate(data)
