@@ -140,6 +140,10 @@ def cmd_simulate(args) -> int:
 def cmd_demo(args) -> int:
     from stepsim.demo.run import run_demo
 
+    if args.ddp:
+        from stepsim.demo.ddp import run_ddp_demo
+
+        return run_ddp_demo(Path(args.out), seed=args.seed)
     return run_demo(Path(args.out), quick=args.quick, seed=args.seed)
 
 
@@ -317,6 +321,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="stepsim-demo", type=_path,
                    help="output folder for every artefact")
     d.add_argument("--quick", action="store_true", help="fewer settings and repeats (for tests)")
+    d.add_argument("--ddp", action="store_true",
+                   help="the DDP demo: 2 gloo ranks on the CPU, bucket caps, a straggler, a barrier")
     d.add_argument("--seed", type=_count(0), default=0,
                    help="seed of the workload and the simulations (default 0)")
     d.set_defaults(func=cmd_demo)

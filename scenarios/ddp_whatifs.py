@@ -10,7 +10,9 @@ registered as the fixes ``straggler`` and ``barrier`` (never proposed by the pla
   the first op of ``phase`` (default ``backward``), which then waits for it. Its time on each
   rank is that rank's *arrival skew* (waiting for the last rank), so the collectives after it
   show only their *transfer*. Its own transfer cost is ``comm.latency_us`` (assumed: one
-  message exchange). For models whose collectives the host enqueues (CPU training, gloo).
+  message exchange). In a model whose device runs the phases (GPU), the barrier is a task on
+  the communication stream after each stream's last task before ``phase``, and each stream's
+  first task of ``phase`` waits for it.
 """
 from __future__ import annotations
 
@@ -58,13 +60,12 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
         ModelError: a model whose collectives are not host-enqueued, one rank only, no host op
             of ``phase``, or a barrier already there.
     """
-    if not host_launched(model):
-        raise ModelError("barrier: the model's collectives are not enqueued by the host (a "
-                         "CPU DDP model calibrated from gloo traces has them)")
     if len(model.ranks) < 2:
         raise ModelError("barrier: the model simulates one rank; nothing to wait for")
     if BARRIER_TASK in model.task_map():
         raise ModelError("barrier: the model already has one")
+    if not host_launched(model):
+        return _device_barrier(model, phase)
     at = next((j for j, op in enumerate(model.host.ops) if op.phase == phase), None)
     if at is None:
         raise ModelError(f"barrier: the host has no op in phase {phase!r}")
@@ -80,5 +81,32 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
     streams[c.comm_stream] = [task] + list(streams[c.comm_stream])
     data = model.without_replay().model_dump()
     data["host"]["ops"] = [op.model_dump() for op in ops]
+    data["device"]["streams"] = {s: [t.model_dump() for t in v] for s, v in streams.items()}
+    return StepModel.model_validate(data)
+
+
+def _device_barrier(model: StepModel, phase: str) -> StepModel:
+    c = model.comm
+    streams = {s: list(v) for s, v in model.device.streams.items()}
+    before, first = [], []
+    for s, ts in streams.items():
+        if s == c.comm_stream:
+            continue
+        k = next((i for i, t in enumerate(ts) if t.phase == phase), None)
+        if k is None:
+            continue
+        first.append((s, k))
+        if k > 0:
+            before.append(ts[k - 1].id)
+    if not first:
+        raise ModelError(f"barrier: the device has no task in phase {phase!r}")
+    task = DeviceTask(id=BARRIER_TASK, stream=c.comm_stream, name="barrier", kind="collective",
+                      category="communication", phase=phase, dur_us=c.latency_us, bytes=0,
+                      waits=before)
+    for s, k in first:
+        t = streams[s][k]
+        streams[s][k] = t.model_copy(update={"waits": [*t.waits, BARRIER_TASK]})
+    streams[c.comm_stream] = [task] + streams.get(c.comm_stream, [])
+    data = model.without_replay().model_dump()
     data["device"]["streams"] = {s: [t.model_dump() for t in v] for s, v in streams.items()}
     return StepModel.model_validate(data)

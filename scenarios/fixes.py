@@ -385,11 +385,11 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("straggler", "systems",
         "rank's phase_extra_us[phase] += ms × 1000: a slower rank, for the others to wait for "
         "(scenarios.ddp_whatifs; never proposed by the planner).",
-        StragglerArgs, (), lambda m, a: add_straggler(m, a.rank, a.phase, a.ms), lambda m: []),
+        StragglerArgs, ("arrival_skew",), lambda m, a: add_straggler(m, a.rank, a.phase, a.ms), lambda m: []),
     Fix("barrier", "systems",
         "a barrier (zero-byte collective) entered by the host before phase, so each rank's "
         "arrival skew shows apart from transfer (scenarios.ddp_whatifs; never proposed).",
-        BarrierArgs, (), lambda m, a: insert_barrier(m, a.phase), lambda m: []),
+        BarrierArgs, ("arrival_skew",), lambda m, a: insert_barrier(m, a.phase), lambda m: []),
 )}
 
 

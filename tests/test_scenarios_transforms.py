@@ -87,7 +87,8 @@ def every_op() -> list:
         RemoveOp(select=sel({"name": "optimizer"})),
         RemoveOp(select=sel({"direction": "h2d"})),
     ]
-    args = {"mixed_precision": {"factor": 0.5}, "bucket_cap_mb": {"mb": 5}}
+    args = {"mixed_precision": {"factor": 0.5}, "bucket_cap_mb": {"mb": 5},
+            "straggler": {"rank": 1, "ms": 40}}
     ops += [FixOp(name=n, args=args.get(n, {})) for n in FIXES]
     return ops
 
