@@ -1,0 +1,335 @@
+"""Issue 11's table, one subcommand per row, each a ratio against a reference measured in the
+same run.
+
+Rows (``python bench/issue11.py ROW [--quick]``; ``all`` runs every row):
+
+* ``sim-resnet``, ``sim-largest``, ``sim-dlrm``: simulate N steps of a calibrated, coarsened
+  shared trace (ResNet-50 on a V100; the largest single-rank trace; the 8-rank DLRM job).
+  Reference: the trace's measured median step (hardware ÷ simulator per step, goal ≥ 100×),
+  and a bare ``heapq`` event loop doing as many events as the simulator scheduled (the Python
+  floor). ``sim-largest`` also reports the simulator's traced peak memory at two step counts
+  (flat in steps is the goal).
+* ``whatif``, ``plan``: the CLI verbs with their draws (seconds; goal < 2 s / < 10 s), next to
+  the same verb without draws.
+* ``sweep``: 32 points × 200 steps, as a ratio to one ``calibrate`` of its trace.
+* ``calibrate-54mb``, ``calibrate-500mb``, ``calibrate-2gb``: ``stepsim calibrate`` end to end
+  as a ratio to a bare ``orjson.loads`` of the same (decompressed) bytes, with peak memory as a
+  ratio to the file; the large ones are synthetic (``bench/load_bench.synthetic_trace``),
+  written to /tmp on demand and deleted after.
+* ``calibrate-ranks``: 128 and 256 rank files (the DLRM job's eight files, copied to N ranks
+  with their ``distributedInfo`` rewritten), written to /tmp; seconds, peak memory, CPU
+  seconds ÷ wall seconds (cores used).
+* ``sim-ranks``: the 256-rank model, 30 steps (goal: 1,024 ranks in < 60 s).
+
+``--quick`` shrinks every row so the whole table runs in about a minute on this machine.
+Timings are only meaningful under ``flock /tmp/cpu-timing.lock``; each row prints ``uptime``.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import heapq
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT.parent / "shared" / "traces"
+RESNET = TRACES / "kineto/34d6ad53_rec2021-01-11/resnet50_num_workers_0/worker0.pt.trace.json.gz"
+LARGEST = TRACES / "hta/df_index_resolver/df_index_resolver.json.gz"
+DLRM = TRACES / "param/dlrm_kineto"
+CACHE = Path(tempfile.gettempdir()) / "stepsim-bench"
+PY = sys.executable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_bench import synthetic_trace  # noqa: E402
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def model_of(trace: Path, coarse: bool = True):
+    """The calibrated (coarsened) model of ``trace``, cached in /tmp between runs."""
+    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.models.coarsen import coarsen
+
+    CACHE.mkdir(exist_ok=True)
+    key = CACHE / (trace.name.replace(".", "_") + ".pkl")
+    if key.exists():
+        return pickle.loads(key.read_bytes())
+    m = calibrate_gpu(trace, coarse=False)
+    m = coarsen(m) if coarse else m
+    key.write_bytes(pickle.dumps(m))
+    return m
+
+
+def model_json(trace: Path) -> Path:
+    """``stepsim calibrate`` of ``trace`` (cached JSON)."""
+    CACHE.mkdir(exist_ok=True)
+    out = CACHE / (trace.name.replace(".", "_") + ".model.json")
+    if not out.exists():
+        subprocess.run([PY, "-m", "stepsim", "calibrate", str(trace), "-o", str(out)],
+                       check=True, capture_output=True)
+    return out
+
+
+def heapq_floor_s(n_events: int, concurrent: int = 8) -> float:
+    """Seconds for a bare heapq event loop to process ``n_events`` events, ``concurrent``
+    processes each scheduling its next event from a callback (the Python floor)."""
+    heap, push, pop = [], heapq.heappush, heapq.heappop
+    eid = 0
+
+    def cb(t):
+        nonlocal eid
+        eid += 1
+        push(heap, (t + 1.5, eid, cb))
+
+    for i in range(concurrent):
+        push(heap, (float(i), i, cb))
+    eid = concurrent
+    t0 = time.perf_counter()
+    for _ in range(n_events):
+        t, _, f = pop(heap)
+        f(t)
+    return time.perf_counter() - t0
+
+
+def counted_simulate(model, steps: int, warmup: int = 3):
+    """Simulate and return (result, wall seconds, CPU seconds, events scheduled)."""
+    import simpy
+
+    import stepsim.models.simulate as sim
+
+    envs = []
+
+    class Env(simpy.Environment):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            envs.append(self)
+
+    orig = sim.simpy.Environment
+    sim.simpy.Environment = Env
+    try:
+        t, c = time.perf_counter(), time.process_time()
+        r = sim.simulate(model, steps=steps, warmup=warmup)
+        dt, dc = time.perf_counter() - t, time.process_time() - c
+    finally:
+        sim.simpy.Environment = orig
+    return r, dt, dc, sum(next(e._eid) for e in envs)
+
+
+def row_sim(label: str, trace: Path, steps: int, memory: bool = False) -> None:
+    from stepsim.models.simulate import simulate
+
+    m = model_of(trace)
+    hw_us = m.meta.notes["measured_median_step_us"]
+    r, dt, dc, n_ev = counted_simulate(m, steps)
+    per_us, cpu_us = dt * 1e6 / (steps + 3), dc * 1e6 / (steps + 3)
+    c0 = time.process_time()
+    floor = heapq_floor_s(n_ev)
+    floor_cpu = time.process_time() - c0
+    print(f"{label}: {len(m.ranks)} rank(s), {steps}+3 steps in {dt:.2f} s wall, {dc:.2f} s CPU "
+          f"= {cpu_us / 1e3:.2f} ms CPU per step; hardware step {hw_us / 1e3:.1f} ms -> "
+          f"{hw_us / cpu_us:.1f}x faster than the hardware per CPU second "
+          f"({hw_us / per_us:.1f}x per wall second; goal >= 100x); {n_ev} events = "
+          f"{n_ev / (steps + 3):.0f} per step, {dc / floor_cpu:.1f}x a bare heapq loop of as "
+          f"many events ({floor_cpu:.2f} s CPU)")
+    if memory:
+        peaks = []
+        for n in (max(5, steps // 10), max(10, steps // 5)):
+            tracemalloc.start()
+            simulate(m, steps=n, warmup=3)
+            peaks.append((n, tracemalloc.get_traced_memory()[1]))
+            tracemalloc.stop()
+        (n1, p1), (n2, p2) = peaks
+        print(f"  traced peak: {p1 / 1e6:.1f} MB at {n1} steps, {p2 / 1e6:.1f} MB at {n2} "
+              f"steps: {(p2 - p1) / (n2 - n1) / 1e6:.2f} MB per step (goal: flat)")
+
+
+def timed(cmd: list[str]) -> tuple[float, str]:
+    """Run ``cmd``: (wall seconds, a note with its CPU seconds, or why it failed)."""
+    import resource
+
+    t = time.perf_counter()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    dt = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        return dt, "FAILED: " + (p.stderr.strip().splitlines() or ["?"])[-1] + " "
+    cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return dt, f"[{cpu:.1f} s CPU] "
+
+
+def row_verb(verb: str, trace: Path, draws: int, steps: int, extra: list[str]) -> None:
+    mj = model_json(trace)
+    base = [PY, "-m", "stepsim", verb, str(mj), *extra, "--steps", str(steps)]
+    t0, e0 = timed(base + ["--draws", "0"])
+    t1, e1 = timed(base + ["--draws", str(draws)])
+    goal = {"whatif": 2, "plan": 10}[verb]
+    print(f"{verb} ({trace.name}): {t1:.1f} s with {draws} draws {e1}(goal < {goal} s), "
+          f"{t0:.1f} s without {e0}; ratio {t1 / max(t0, 1e-9):.1f}x")
+
+
+def row_sweep(trace: Path, points: int, steps: int) -> None:
+    mj = CACHE / "sweep-model.json"
+    CACHE.mkdir(exist_ok=True)
+    tc, ec = timed([PY, "-m", "stepsim", "calibrate", str(trace), "-o", str(mj)])
+    vals = ",".join(f"{0.5 + 1.5 * k / max(1, points - 1):.3f}" for k in range(points))
+    ts, es = timed([PY, "-m", "stepsim", "sweep", str(mj), f"device.gap_scale={vals}",
+                    "--steps", str(steps), "--warmup", "3"])
+    print(f"sweep {points} points x {steps} steps: {ts:.1f} s {es}= {ts / tc:.2f}x one "
+          f"calibrate of its trace ({tc:.1f} s {ec}) (goal < 1x)")
+
+
+_CHILD = r"""
+import gzip, json, resource, sys, time, subprocess
+what, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
+if what == 'orjson':
+    import orjson
+    raw = open(path, 'rb').read()
+    if raw[:2] == b'\x1f\x8b':
+        raw = gzip.decompress(raw)
+    t = time.perf_counter(); orjson.loads(raw); dt = time.perf_counter() - t
+else:
+    from stepsim.cli import main
+    t = time.perf_counter(); c0 = time.process_time()
+    try:
+        main(['calibrate', path, '-o', out])
+    except SystemExit:
+        pass
+    dt = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_SELF); rc = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({'s': dt, 'peak_mb': max(ru.ru_maxrss, rc.ru_maxrss) / 1e3,
+                  'cpu_s': ru.ru_utime + ru.ru_stime + rc.ru_utime + rc.ru_stime}))
+"""
+
+
+def child(what: str, path: Path, timeout: float) -> dict:
+    out = CACHE / "calibrated.json"
+    try:
+        p = subprocess.run([PY, "-c", _CHILD, what, str(path), str(out)], capture_output=True,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"s": float("inf"), "peak_mb": float("nan"), "cpu_s": float("nan"),
+                "error": f"did not finish in {timeout:.0f} s"}
+    if p.returncode != 0 or not p.stdout.strip():
+        return {"s": float("nan"), "peak_mb": float("nan"), "cpu_s": float("nan"),
+                "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def row_calibrate(label: str, path: Path, timeout: float) -> None:
+    size = path.stat().st_size
+    ref = child("orjson", path, timeout)
+    cal = child("calibrate", path, timeout)
+    print(f"{label} ({size / 1e6:.0f} MB file): calibrate {cal['s']:.1f} s "
+          f"{cal.get('error', '')} = {cal['s'] / ref['s']:.1f}x orjson.loads ({ref['s']:.2f} s) "
+          f"(goal <= 2x); peak {cal['peak_mb']:.0f} MB = {cal['peak_mb'] * 1e6 / size:.1f}x "
+          f"the file (goal <= 3x)")
+
+
+def synthetic(mb: float) -> Path:
+    CACHE.mkdir(exist_ok=True)
+    p = CACHE / f"synthetic-{mb:g}MB.pt.trace.json"
+    synthetic_trace(p, mb)
+    return p
+
+
+def rank_folder(n: int) -> Path:
+    """The DLRM job's rank files copied to ``n`` ranks (``distributedInfo`` rewritten)."""
+    import orjson
+
+    d = CACHE / f"ranks-{n}"
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    src = sorted(DLRM.glob("*.json"))
+    docs = [orjson.loads(p.read_bytes()) for p in src]
+    for r in range(n):
+        doc = docs[r % len(docs)]
+        doc["distributedInfo"] = dict(doc.get("distributedInfo") or {}, rank=r, world_size=n)
+        (d / f"rank{r:04d}.pt.trace.json").write_bytes(orjson.dumps(doc))
+    return d
+
+
+def row_ranks(ns: list[int], timeout: float) -> None:
+    for n in ns:
+        d = rank_folder(n)
+        cal = child("calibrate", d, timeout)
+        print(f"calibrate {n} rank files ({sum(p.stat().st_size for p in d.iterdir()) / 1e6:.0f}"
+              f" MB): {cal['s']:.1f} s {cal.get('error', '')}, peak {cal['peak_mb']:.0f} MB, "
+              f"{cal['cpu_s'] / cal['s']:.2f} cores used (goal: both cores; <= HTA's load)")
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def row_sim_ranks(n: int, steps: int) -> None:
+    from stepsim.models.simulate import simulate
+
+    m = model_of(DLRM)
+    ranks = [m.ranks[k % len(m.ranks)].model_copy(update={"rank": k}) for k in range(n)]
+    big = m.model_copy(update={"ranks": ranks,
+                               "comm": m.comm.model_copy(update={"world_size": n})})
+    tracemalloc.start()
+    t, c = time.perf_counter(), time.process_time()
+    simulate(big, steps=steps, warmup=3)
+    dt, dc = time.perf_counter() - t, time.process_time() - c
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(f"simulate {n} ranks (DLRM ranks repeated), {steps} steps: {dt:.1f} s wall, "
+          f"{dc:.1f} s CPU (tracemalloc on), peak {peak / 1e6:.0f} MB (goal: 1,024 ranks in < 60 s)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("row", choices=["all", "sim-resnet", "sim-largest", "sim-dlrm", "whatif",
+                                    "plan", "sweep", "calibrate-54mb", "calibrate-500mb",
+                                    "calibrate-2gb", "calibrate-ranks", "sim-ranks"])
+    ap.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
+    a = ap.parse_args(argv)
+    if not TRACES.is_dir():
+        print(f"shared traces not found at {TRACES}")
+        return 1
+    q = a.quick
+    print(uptime(), flush=True)
+    rows = {
+        "sim-resnet": lambda: row_sim("sim-resnet", RESNET, 20 if q else 1000),
+        "sim-largest": lambda: row_sim("sim-largest", LARGEST, 10 if q else 1000, memory=True),
+        "sim-dlrm": lambda: row_sim("sim-dlrm", DLRM, 10 if q else 1000),
+        "whatif": lambda: row_verb("whatif", RESNET, 4 if q else 100, 10 if q else 30,
+                                   ["--set", "loader.num_workers=4"] + (["--warmup", "3"] if q else [])),
+        "plan": lambda: row_verb("plan", RESNET, 2 if q else 16, 5 if q else 30,
+                                 ["--warmup", "3", "--max-moves", "1"] if q else []),
+        "sweep": lambda: row_sweep(RESNET, 4 if q else 32, 10 if q else 200),
+        "calibrate-54mb": lambda: row_calibrate("calibrate-54mb", LARGEST, 600),
+        "calibrate-500mb": lambda: _synthetic_row("calibrate-500mb", 20 if q else 500),
+        "calibrate-2gb": lambda: _synthetic_row("calibrate-2gb", 40 if q else 2000, 180),
+        "calibrate-ranks": lambda: row_ranks([8, 16] if q else [128, 256], 600),
+        "sim-ranks": lambda: row_sim_ranks(16 if q else 256, 5 if q else 30),
+    }
+    for name, fn in rows.items():
+        if a.row in ("all", name):
+            fn()
+            sys.stdout.flush()
+    if a.row == "all":
+        print(uptime())
+    return 0
+
+
+def _synthetic_row(label: str, mb: float, timeout: float = 600) -> None:
+    p = synthetic(mb)
+    try:
+        row_calibrate(label, p, timeout)
+    finally:
+        p.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
