@@ -293,6 +293,8 @@ def main(argv=None) -> int:
                                     "plan", "sweep", "calibrate-54mb", "calibrate-500mb",
                                     "calibrate-2gb", "calibrate-ranks", "sim-ranks"])
     ap.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="simulated steps of the sim-* rows (default 1000; --quick: 10-20)")
     a = ap.parse_args(argv)
     if not TRACES.is_dir():
         print(f"shared traces not found at {TRACES}")
@@ -300,9 +302,10 @@ def main(argv=None) -> int:
     q = a.quick
     print(uptime(), flush=True)
     rows = {
-        "sim-resnet": lambda: row_sim("sim-resnet", RESNET, 20 if q else 1000),
-        "sim-largest": lambda: row_sim("sim-largest", LARGEST, 10 if q else 1000, memory=True),
-        "sim-dlrm": lambda: row_sim("sim-dlrm", DLRM, 10 if q else 1000),
+        "sim-resnet": lambda: row_sim("sim-resnet", RESNET, a.steps or (20 if q else 1000)),
+        "sim-largest": lambda: row_sim("sim-largest", LARGEST, a.steps or (10 if q else 1000),
+                                       memory=True),
+        "sim-dlrm": lambda: row_sim("sim-dlrm", DLRM, a.steps or (10 if q else 1000)),
         "whatif": lambda: row_verb("whatif", RESNET, 4 if q else 100, 10 if q else 30,
                                    ["--set", "loader.num_workers=4"] + (["--warmup", "3"] if q else [])),
         "plan": lambda: row_verb("plan", RESNET, 2 if q else 16, 5 if q else 30,
