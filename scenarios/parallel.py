@@ -1,9 +1,20 @@
 """Run independent simulations across processes, in order, with a progress hook.
 
 Each call of ``fn`` must be independent and deterministic in its arguments (a seed travels
-with each item), so results do not depend on ``jobs``. Worker processes are forked (the
-simulator holds no global state) and user errors raised inside them come back as
-:class:`simcore.errors.ModelError` with the same message.
+with each item), so results do not depend on ``jobs`` or on the executor. Sweeps, Monte Carlo
+draws, plans and ceilings all go through :func:`run_many`, which picks the executor:
+
+* ``local`` (the default): a pool of forked worker processes on this machine (the simulator
+  holds no global state);
+* ``dask``: a Dask ``distributed`` cluster (the optional extra ``stepsim[dask]``), chosen with
+  the environment variable ``STEPSIM_EXECUTOR``: ``dask`` starts a local cluster of ``jobs``
+  worker processes for the call, ``dask:tcp://host:8786`` submits to an existing scheduler.
+  Dask rather than Ray: it is a small pure-Python install that pickles our module-level
+  functions as they are, and its scheduler is what HPC and cloud clusters already run
+  (``dask-jobqueue``, ``dask-kubernetes``).
+
+User errors raised inside a worker come back as :class:`simcore.errors.ModelError` with the
+same message.
 """
 from __future__ import annotations
 
@@ -39,20 +50,69 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def executor_name() -> str:
+    """The executor ``run_many`` uses: ``STEPSIM_EXECUTOR`` (``local`` when unset).
+
+    Raises:
+        ModelError: a value that is neither ``local``, ``dask`` nor ``dask:ADDRESS``.
+    """
+    name = os.environ.get("STEPSIM_EXECUTOR", "local").strip() or "local"
+    if name != "local" and name != "dask" and not name.startswith("dask:"):
+        raise ModelError(f"STEPSIM_EXECUTOR={name!r}: expected local, dask or dask:ADDRESS")
+    return name
+
+
+def _dask_map(fn: Callable, items: Sequence[Any], jobs: int, address: str | None,
+              progress: Progress | None) -> list[Any]:
+    """``_guard(fn, item)`` for every item on a Dask cluster (a local one of ``jobs``
+    processes when ``address`` is None), results in item order."""
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed as dask_completed
+    except ImportError:
+        raise ModelError("STEPSIM_EXECUTOR=dask needs Dask: pip install 'stepsim[dask]'") from None
+    cluster = None
+    if address is None:
+        cluster = LocalCluster(n_workers=max(1, jobs), threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+    try:
+        with Client(cluster if cluster is not None else address) as client:
+            futures = client.map(_guard, [fn] * len(items), list(items), pure=False)
+            index = {f.key: i for i, f in enumerate(futures)}
+            results: list[Any] = [None] * len(items)
+            for done, fut in enumerate(dask_completed(futures), 1):
+                results[index[fut.key]] = fut.result()
+                if progress:
+                    progress(done, len(items))
+            return results
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
 def run_many(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int = 1,
              progress: Progress | None = None) -> list[Any]:
-    """``[fn(item) for item in items]``, across up to ``jobs`` processes.
+    """``[fn(item) for item in items]``, across up to ``jobs`` processes of the executor
+    :func:`executor_name` names.
 
     Args:
         fn: a module-level function (it is pickled by name).
         items: its arguments, one per call (picklable).
-        jobs: processes; 1 (or a single item) runs in this process.
+        jobs: processes; 1 (or a single item) runs in this process (the local executor), or
+            the local Dask cluster's workers.
         progress: optional hook called after each item.
 
     Raises:
-        ModelError: the first item (in order) whose call raised a StepsimError.
+        ModelError: the first item (in order) whose call raised a StepsimError; a bad
+            ``STEPSIM_EXECUTOR``.
     """
     total = len(items)
+    name = executor_name()
+    if name != "local" and total > 0:
+        results = _dask_map(fn, items, jobs, name[5:] or None, progress)
+        for r in results:
+            if isinstance(r, _Failed):
+                raise ModelError(r.message)
+        return results
     if jobs <= 1 or total <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         out = []
         for i, item in enumerate(items):
