@@ -128,6 +128,12 @@ def _whole_capture(table: EventTable, warnings: list[str]) -> StepList:
     what = "no step marker (no ProfilerStep#N, no repeating DataLoader, optimizer or top-level " \
            "annotation)"
     b = whole_capture_bounds(table)
+    if b is not None and not ((table.is_cat(*_CPU_CATS) & (table.ph == "X")).any()
+                              or table.gpu_mask().any()):
+        warnings.append(f"{what}, and the capture holds no CPU op and no GPU activity (only "
+                        "runtime calls): no work to take as a step (record the training "
+                        "iterations with ProfilerActivity.CPU and CUDA)")
+        return StepList([], warnings, "none")
     if b is None:
         warnings.append(f"{what}, and no host op to take the capture as one step (record the CPU "
                         "side too: ProfilerActivity.CPU)")

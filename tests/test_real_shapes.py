@@ -310,3 +310,14 @@ def test_real_folder_of_two_runs_of_one_rank_says_so():
     tables, notes = one_job(fold.gpu)
     assert len(tables) == 2 and not fold.skipped
     assert any("not ranks of one job" in n and "rank 0" in n for n in notes)
+
+
+def test_a_capture_of_runtime_calls_only_is_refused_naming_what_is_missing(tmp_path):
+    # the shape of a real RL-rollout capture: one 10 s cudaMemGetInfo, nothing else
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemGetInfo", "pid": 9, "tid": 9,
+         "ts": 0, "dur": 10_000_000, "args": {"correlation": 5}}]}))
+    with pytest.raises(InputError) as ei:
+        calibrate(p)
+    assert "no CPU op and no GPU activity" in ei.value.problem
