@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from stepsim.simcore.errors import StepsimError, shown
-from stepsim.views import draw_compare, draw_simulation, ledger_points
 
 if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
     from stepsim.models.params import StepModel
@@ -172,6 +171,7 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
     from stepsim.models.simulate import simulate as run, window_replay
     from stepsim.report.chrome import write_chrome_trace
     from stepsim.results import Simulation, WindowSimulation
+    from stepsim.views import draw_simulation
 
     _guard([model, measured], chrome_trace=chrome_trace, plot=plot, queue_plot=queue_plot)
     m = load_model(model)
@@ -205,6 +205,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     from stepsim.models.params import save_model as save
     from stepsim.results import WhatIf
     from stepsim.scenarios.predict import predict
+    from stepsim.views import draw_compare
 
     _guard([model], ops, scenario, save_model=save_model, compare=compare)
     m = load_model(model)
@@ -271,6 +272,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
     from stepsim.report.planner import plot_sweep
     from stepsim.results import Sweep
     from stepsim.scenarios.sweep import sweep as run
+    from stepsim.views import ledger_points
 
     traces = [m.split("=", 1)[-1] if isinstance(m, str) else m[1] for m in
               (measured.items() if isinstance(measured, Mapping) else measured)]

@@ -1,6 +1,6 @@
-"""Imports point one way: cli → api (with results) → demo → (scenarios, calibration) → models →
-simcore; calibration uses models' parameter types, never scenarios; nothing imports cli, and
-nothing but cli and the root ``__init__`` imports api."""
+"""Imports point one way: cli → api (with results, views) → demo → (scenarios, calibration) →
+models → simcore; calibration uses models' parameter types, never scenarios; nothing imports cli,
+and nothing but cli and the root ``__init__`` imports api."""
 from __future__ import annotations
 
 import ast
@@ -18,10 +18,12 @@ ALLOWED = {
     "report": {"report", "models", "scenarios", "simcore"},
     "demo": {"demo", "calibration", "scenarios", "models", "report", "simcore"},
 }
-MODULES = ("api", "results")
+MODULES = ("api", "results", "views")
 """Modules at the repository's root (``stepsim.api``, ...), between cli and the packages."""
 ALLOWED |= {
-    "api": {"api", "results", "demo", "calibration", "scenarios", "models", "report", "simcore"},
+    "api": {"api", "results", "views", "demo", "calibration", "scenarios", "models", "report",
+            "simcore"},
+    "views": {"views", "calibration", "report", "scenarios", "models", "simcore"},
     "results": {"results", "models", "report", "scenarios", "simcore"},
 }
 OWN = set(PACKAGES) | set(MODULES) | {"cli"}
