@@ -39,9 +39,13 @@ Sidecar schema (``stepsim_sidecar: 1``), times in µs::
      "produce": [{"worker": int, "pid": int, "seq": int, "wall_us": float, "cpu_us": float,
                   "proc_cpu_us": float, "t_end_us": float, "bytes": int}],
      "steps": [{"t_start_us", "wall_us", "cpu_us", "proc_cpu_us", "next_wall_us",
-                "next_cpu_us", "next_proc_cpu_us", "profiled"}],   # main process, per step
+                "next_cpu_us", "next_proc_cpu_us", "vcsw", "ivcsw", "profiled"}],
+                # per step, main process; vcsw/ivcsw: the main thread's voluntary/involuntary
+                # context switches outside next() (blocking vs waiting for a core)
      "warnings": [str],   # e.g. the loop stopped early, the loader ran out
      "schedule": {"skip_first", "wait", "warmup", "active"}, "trace": "trace.json.gz",
+     "host_name": str,    # ranks with one host name share its cores
+     "probe": {"num_workers": int, "produce": [...], "steps": [...]},  # optional: steps()
      "ddp": {...}}        # only in a distributed job: calibration.ddp_info's schema
 
 With a world size above 1 each rank writes its own folder, ``OUT/rank<R>``.
@@ -54,12 +58,13 @@ import os
 import tempfile
 from pathlib import Path
 
+import torch
 import torch.utils.data as tud
 
 from stepsim.calibration.ddp_info import ddp_record
 from stepsim.calibration.produce import (TimedCollate, TimedDataset, TimedIterable, attach_loader,
                                          loader_settings)
-from stepsim.calibration.window import SIDECAR_VERSION, Window
+from stepsim.calibration.window import SIDECAR_VERSION, Window, clocks, step_row
 
 __all__ = ["Capture", "SIDECAR_VERSION", "rank_dir"]
 
@@ -70,6 +75,34 @@ def rank_dir(out_dir, ddp: dict | None) -> Path:
     if ddp is not None and ddp["world_size"] > 1:
         return Path(out_dir) / f"rank{ddp['rank']}"
     return Path(out_dir)
+
+
+PROBE_SKIP = 2
+"""Probe steps left unrecorded: the probe loader's first batches carry its workers' start-up."""
+
+
+def _probe(args, num_workers: int, n_steps: int, records: str, rows: list):
+    """Yield ``PROBE_SKIP + n_steps`` batches of a second DataLoader with ``num_workers`` over
+    the same (wrapped) dataset, recording the last ``n_steps`` steps into ``rows``."""
+    wrapped, collate, kwargs = args
+    kw = dict(kwargs, num_workers=num_workers)
+    if num_workers == 0:
+        for k in ("prefetch_factor", "persistent_workers", "worker_init_fn",
+                  "multiprocessing_context"):
+            kw.pop(k, None)
+    it = iter(tud.DataLoader(wrapped, collate_fn=TimedCollate(collate, records, "probe"), **kw))
+    for i in range(PROBE_SKIP + n_steps):
+        t0 = clocks()
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        t1 = clocks()
+        yield batch
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        if i >= PROBE_SKIP:
+            rows.append(step_row(t0, t1, clocks(), False))
 
 
 class Capture:
@@ -96,6 +129,7 @@ class Capture:
         wrapped = TimedIterable(dataset) if isinstance(dataset, tud.IterableDataset) else TimedDataset(dataset)
         loader = tud.DataLoader(wrapped, collate_fn=TimedCollate(collate, self._records), **kwargs)
         self._loader_settings = loader_settings(loader)
+        self._probe_args = (wrapped, collate, kwargs)
         try:
             self._loader_settings["dataset_len"] = len(dataset)
         except TypeError:
@@ -121,9 +155,16 @@ class Capture:
         self._ddp = ddp_record(model)
         return model
 
-    def steps(self, loader, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3):
+    def steps(self, loader, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
+              probe_workers: int | None = None, probe_steps: int = 8):
         """Iterate over ``loader`` for ``skip_first + wait + warmup + active`` steps, profiling
         the last ``active`` of them; on exit write ``trace.json.gz`` and ``sidecar.json``.
+
+        With ``probe_workers`` (a loader made by :meth:`dataloader`), a short probe follows:
+        ``probe_steps`` more steps (after ``PROBE_SKIP`` unrecorded ones, which carry the new
+        workers' start-up) from a second DataLoader on the same dataset with that
+        ``num_workers``, unprofiled, recorded in the sidecar's ``probe`` section; calibration
+        fits co-run interference from it (:mod:`calibration.corun`).
 
         A DataLoader not made by :meth:`dataloader` is attached (:meth:`attach`) first. Yields
         batches. Stops early (with a warning in the sidecar) if the loader runs out. If the
@@ -140,6 +181,9 @@ class Capture:
         win = Window(rank_dir(self.out_dir, self._ddp), self._records, self._loader_settings,
                      via="harness", active=active, wait=wait, warmup=warmup,
                      skip_first=skip_first, ddp=self._ddp, warnings=self._warnings)
+        if probe_workers is not None and not hasattr(self, "_probe_args"):
+            raise ValueError("probe_workers needs a loader made by Capture.dataloader")
+        win.hold = probe_workers is not None
         it = iter(loader)
         reason = None
         win.start()
@@ -153,6 +197,12 @@ class Capture:
                 win.batch_ready()
                 yield batch
                 win.step_end()
+            if win.hold and len(win.rows) == win.total:
+                it = None   # the first loader's workers shut down before the probe starts
+                rows: list[dict] = []
+                win.probe = {"num_workers": probe_workers, "steps": rows}
+                yield from _probe(self._probe_args, probe_workers, probe_steps, self._records,
+                                  rows)
         finally:
             # also when the training loop stops early (break, exception): what was recorded
             # is written, and the sidecar says what is missing

@@ -28,6 +28,8 @@ import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.sidecar_fit import (capture_loads, interference_from_sidecar,
+                                             loader_from_sidecar)
 from stepsim.calibration.steps import StepList
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
@@ -36,14 +38,42 @@ MIN_STEPS = 4
 """Fewer profiled steps than this give a warning."""
 CORE_WAIT_RATIO = 1.15
 """Wall ÷ CPU time of the training step above which its thread(s) waited for a core."""
+BLOCK_NOTE_SHARE = 0.15
+"""Share of the training step's wall time without CPU above which calibration says so."""
 DATALOADER_NEXT = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
 
 
-def waited_for_cores(wall_us: float, cpu_us: float, torch_threads: int, host_cores: int) -> bool:
+def waited_for_cores(wall_us: float, cpu_us: float) -> bool:
     """Whether a training step of ``wall_us`` µs that used ``cpu_us`` µs of CPU (all its
-    threads) waited for a core: its wall time exceeds ``CORE_WAIT_RATIO`` × the CPU time
-    spread over its intra-op threads (at most ``host_cores`` of them run at once)."""
-    return wall_us > CORE_WAIT_RATIO * cpu_us / max(1, min(torch_threads, host_cores))
+    threads) spent part of its wall time with none of its threads on a core (waiting for a
+    core, or blocked): its wall time exceeds ``CORE_WAIT_RATIO`` × its CPU time. Like is
+    compared with like: a process's CPU time (any number of threads) cannot fall below its
+    wall time while one of its threads runs."""
+    return wall_us > CORE_WAIT_RATIO * cpu_us
+
+
+def split_host_step(wall_us: float, cpu_us: float, threads: int) -> tuple[float, float]:
+    """``(parallel_fraction, block_fraction)`` of a host step of ``wall_us`` µs (every thread
+    with a core) that used ``cpu_us`` µs of CPU on up to ``threads`` threads, in closed form:
+    the parallel part ``p`` runs ``threads`` threads and the serial part ``s`` one, so
+    ``s + p ≤ wall`` and ``s + threads × p = cpu``; the least parallel part that explains the
+    CPU time is taken (``p = (cpu − wall) / (threads − 1)`` when the CPU time exceeds the
+    wall), and the wall time no thread's CPU explains is blocking."""
+    if wall_us <= 0:
+        return 0.0, 0.0
+    par = min(max((cpu_us - wall_us) / (threads - 1), 0.0), wall_us) if threads > 1 else 0.0
+    serial = min(max(cpu_us - threads * par, 0.0), wall_us - par)
+    block = max(wall_us - par - serial, 0.0)
+    return par / wall_us, block / wall_us
+
+
+def preempted_share(steps) -> float:
+    """Of the main thread's context switches outside ``next()`` over ``steps``, the share that
+    were involuntary (preempted while runnable, i.e. waiting for a core, not blocking); 0 when
+    the sidecar did not record them."""
+    vol = sum(s.vcsw or 0 for s in steps)
+    inv = sum(s.ivcsw or 0 for s in steps)
+    return inv / (vol + inv) if vol + inv else 0.0
 
 
 def step_loader_waits_us(table: EventTable, steps: StepList) -> np.ndarray:
@@ -85,32 +115,13 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
 
     lp: dict = {}
     notes_produce = None
+    torch_threads = (sidecar.torch_num_threads or 1) if sidecar is not None else 1
     if sidecar is not None:
-        settings = loader_settings(sidecar)
-        nw = settings["num_workers"]
-        lp.update(settings)
-        sources.update({f"loader.{k}": "measured" for k in settings})
-        if sidecar.loader.prefetch_factor is None:
-            sources["loader.prefetch_factor"] = "assumed"
-        recs = steady_records(sidecar, nw)
-        if recs:
-            spec, tpw, why = fit_produce(recs, nw, sidecar.host_cores,
-                                         sidecar.torch_num_threads or 1)
-            lp["produce"] = spec
-            sources["loader.produce"] = "measured"
-            notes_produce = why
-            if tpw > 1:
-                lp["threads_per_worker"] = tpw
-                sources["loader.threads_per_worker"] = "inferred"
-                warnings.append(f"workers used about {tpw} cores each while producing (library "
-                                f"threads, e.g. BLAS): threads_per_worker set to {tpw}")
-            nbytes = [r.bytes for r in recs if r.bytes]
-            if nbytes:
-                lp["batch_bytes"] = int(np.median(nbytes))
-                sources["loader.batch_bytes"] = "measured"
-        if sidecar.host_cores:
-            lp["host_cores"] = sidecar.host_cores
-            sources["loader.host_cores"] = "measured"
+        upd, src, warn, notes_produce = loader_from_sidecar(sidecar, torch_threads)
+        lp.update(upd)
+        sources.update(src)
+        warnings += warn
+        nw = lp["num_workers"]
     else:
         warnings.append("no sidecar: loader settings, per-batch produce time and host cores "
                         "could not be measured (use calibration.capture to record them)")
@@ -130,40 +141,67 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         sources["loader.host_cores"] = "assumed"
         warnings.append(f"host cores unknown: assumed {lp['host_cores']} (one per thread)")
     prof = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
-    if lp.get("num_workers", 0) > 0 and prof:
-        # next() blocks without using CPU while it waits for a worker; the CPU it does use is
-        # the hand-over of the batch (unpickling, bookkeeping)
-        lp["unpickle_us"] = float(np.median([s.next_cpu_us for s in prof]))
-        sources["loader.unpickle_us"] = "measured"
     for k in LoaderParams.model_fields:
         sources.setdefault(f"loader.{k}", "assumed")
 
-    # The training step's wall time (trace) is its cost on this machine as it was, unless the
-    # run itself had more runnable threads than cores: then the wall time already holds the
-    # waits for a core that the simulator adds again, and the main thread's CPU time is used.
-    torch_threads = (sidecar.torch_num_threads or 1) if sidecar is not None else 1
+    # The training step's wall time (trace) is its cost on this machine as it was, split into
+    # one thread's CPU work, intra-op threads' parallel work and blocking by its measured CPU
+    # time (split_host_step), unless the run itself had more runnable threads than cores: then
+    # the wall time already holds the waits for a core that the simulator adds again, and the
+    # CPU time is used.
     threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + torch_threads
-    compute_basis = "wall_time"
+    compute_basis, split = "wall_time", {"threads": torch_threads}
     if prof:
-        cpu_compute = np.array([s.compute_cpu_us for s in prof])
+        thread_cpu = np.array([max(s.cpu_us - s.next_cpu_us, 0.0) for s in prof])
+        cpu_compute = (thread_cpu if torch_threads == 1
+                       else np.array([s.compute_cpu_us for s in prof]))
         if threads > lp["host_cores"]:
-            compute_us, compute_basis = cpu_compute, "cpu_time"
+            compute_basis = "cpu_time"
+            compute_us = cpu_compute / torch_threads
+            split["parallel_fraction"] = 1.0 if torch_threads > 1 else 0.0
+            sources["host.ops[1].parallel_fraction"] = "assumed"
+            sources["host.ops[1].block_fraction"] = "assumed"
             if torch_threads > 1:
                 warnings.append(
                     f"torch used {torch_threads} intra-op threads beside {lp['num_workers']} "
-                    f"workers on {lp['host_cores']} cores: the training step's CPU time of all "
-                    "its threads is modelled as one thread's work")
-        elif waited_for_cores(float(compute_us.mean()), float(cpu_compute.mean()),
-                              torch_threads, lp["host_cores"]):
-            warnings.append(
-                f"the training step's wall time ({compute_us.mean() / 1e3:.1f} ms) exceeds its "
-                f"CPU time ({cpu_compute.mean() / 1e3:.1f} ms) by more than 15 % although every "
-                "thread had a core: other load on the machine slowed the run")
+                    f"workers on {lp['host_cores']} cores: the training step's wall time holds "
+                    "waits for a core, so its CPU time is modelled as parallel work on "
+                    f"{torch_threads} threads (parallel efficiency assumed 1, blocking 0)")
+        else:
+            wall = float(np.mean([s.wall_us - s.next_wall_us for s in prof]))
+            pf, bf = split_host_step(wall, float(cpu_compute.mean()), torch_threads)
+            preempted = preempted_share(prof)
+            if bf * preempted > BLOCK_NOTE_SHARE:
+                # off-core time spent preempted (waiting for a core: other load, as the run
+                # was uncontended) is the machine as it was: kept as CPU work
+                warnings.append(
+                    f"the training step was preempted in {100 * preempted:.0f} % of its context "
+                    f"switches ({wall / 1e3:.1f} ms wall, {cpu_compute.mean() / 1e3:.1f} ms CPU "
+                    "although every thread had a core): other load on the machine slowed the "
+                    "run; that share of its off-core time is modelled as CPU work")
+            bf *= 1 - preempted
+            split.update(parallel_fraction=pf, block_fraction=bf)
+            sources["host.ops[1].parallel_fraction"] = "inferred"
+            sources["host.ops[1].block_fraction"] = "inferred"
+            if bf > BLOCK_NOTE_SHARE:
+                warnings.append(
+                    f"the training step used no core for {100 * bf:.0f} % of its wall time "
+                    f"({wall / 1e3:.1f} ms wall, {cpu_compute.mean() / 1e3:.1f} ms CPU on "
+                    f"{torch_threads} thread(s)): modelled as blocking (a sync, I/O), which does "
+                    "not compete with workers for cores")
+        split["corun_ref"] = capture_loads(sidecar)[1]
+        sources["host.ops[1].corun_ref"] = "measured"
     compute_mean = float(compute_us.mean())
+    host_fields, src, ranges, warn = interference_from_sidecar(sidecar)
+    sources.update(src)
+    warnings += warn
     host = HostParams(ops=[HostOp(kind="next_batch", name="next(DataLoader)"),
                            HostOp(kind="cpu", name="training step", dur_us=compute_mean,
-                                  samples_us=[float(v) for v in compute_us], category="train")])
+                                  samples_us=[float(v) for v in compute_us], category="train",
+                                  **split)],
+                      **host_fields)
     sources["host.ops[1].dur_us"] = "measured"
+    sources["host.ops[1].threads"] = "measured" if sidecar is not None else "assumed"
     notes: dict = {"kind": "cpu", "produce_basis": notes_produce, "compute_basis": compute_basis,
                    "input_wait_mean_us": float(wait_us.mean()),
                    "compute_mean_us": compute_mean, "step_method": steps.method}
@@ -173,56 +211,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     meta = Meta(name=name, sources=sources,
                 traces=[str(trace_path)] + ([str(sidecar_path)] if sidecar_path else []),
                 steps_used=[s.number for s in steps], measured_step_us=[float(v) for v in step_us],
-                warnings=warnings, notes=notes)
+                warnings=warnings, notes=notes, ranges=ranges)
     return StepModel(loader=LoaderParams(**lp), host=host, meta=meta)
-
-
-def loader_settings(sidecar: Sidecar) -> dict:
-    """The DataLoader's settings recorded in the sidecar, as LoaderParams fields (PyTorch's
-    defaults where the run used none: ``prefetch_factor=2``, ``in_order=True``)."""
-    ls = sidecar.loader
-    return dict(num_workers=ls.num_workers, prefetch_factor=ls.prefetch_factor or 2,
-                pin_memory=ls.pin_memory, persistent_workers=ls.persistent_workers,
-                in_order=True if ls.in_order is None else ls.in_order, batch_size=ls.batch_size)
-
-
-def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: int = 1):
-    """The produce-time distribution from steady-state records.
-
-    Returns ``(DurationSpec, threads_per_worker, basis)``. ``threads_per_worker`` is the
-    median ratio of a worker's process CPU time to its wall time, rounded (1 unless library
-    threads ran). When the calibration run had no more producer and host threads than cores,
-    each batch's **wall** time × threads is used: it is what producing cost on this machine as
-    it was, other load included. Otherwise the wall time is inflated by the run's own
-    contention, which the simulator models itself, so the CPU time is used.
-    """
-    par = float(np.median([r.work_us / r.wall_us for r in recs if r.wall_us > 0] or [1.0]))
-    tpw = int(round(par)) if par > 1.3 else 1
-    threads = num_workers * tpw + main_threads
-    if host_cores is not None and threads > host_cores:
-        return DurationSpec.from_samples([r.work_us for r in recs]), tpw, "cpu_time"
-    return DurationSpec.from_samples([r.wall_us * tpw for r in recs]), tpw, "wall_time"
-
-
-def steady_records(sidecar: Sidecar, num_workers: int):
-    """The produce records that represent the steady state: those of the right producer (the
-    main thread when ``num_workers`` is 0), finished inside the profiled window when the
-    sidecar has the instants (at least 3 of them), and never a producer's first batch (it
-    carries the worker's start-up)."""
-    recs = [r for r in sidecar.produce if (r.worker < 0) == (num_workers == 0)]
-    prof = [s for s in sidecar.steps if s.profiled and s.t_start_us is not None]
-    if prof and all(r.t_end_us is not None for r in recs):
-        lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
-        window = [r for r in recs if lo <= r.t_end_us <= hi]
-        if len(window) >= 3:
-            recs = window
-    seen: set[int] = set()
-    steady = []
-    for r in sorted(recs, key=lambda r: (r.pid, r.seq)):
-        if r.pid in seen:
-            steady.append(r)
-        seen.add(r.pid)
-    return steady or recs
 
 
 def _guess_workers(table: EventTable) -> int:

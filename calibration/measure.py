@@ -177,8 +177,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     prof = [s for s in side.steps if s.profiled] if side is not None else []
     compute_wall = float(np.mean(step_us - wait))
     compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None
-    if compute_cpu and waited_for_cores(compute_wall, compute_cpu, side.torch_num_threads or 1,
-                                        side.host_cores or 1):
+    if compute_cpu and waited_for_cores(compute_wall, compute_cpu):
         neck = "cpu_cores"
     elif share >= INPUT_BOUND_SHARE:
         neck = "input"

@@ -55,7 +55,7 @@ def _nbytes(obj) -> int:
     return 0
 
 
-def _mark_end(record_dir: str, batch) -> None:
+def _mark_end(record_dir: str, batch, phase: str = "") -> None:
     start = _STATE["start"]
     if start is None:
         return
@@ -68,6 +68,8 @@ def _mark_end(record_dir: str, batch) -> None:
     rec = {"worker": -1 if info is None else info.id, "pid": os.getpid(), "seq": _STATE["seq"],
            "wall_us": wall, "cpu_us": cpu, "proc_cpu_us": proc, "t_end_us": now * 1e6,
            "bytes": _nbytes(batch)}
+    if phase:
+        rec["phase"] = phase
     _STATE["seq"] += 1
     try:
         with open(os.path.join(record_dir, f"produce-{os.getpid()}.jsonl"), "a") as f:
@@ -119,14 +121,15 @@ def _timed_iter(dataset):
 
 
 class TimedCollate:
-    """Calls the user's collate_fn, then records the batch's produce time (picklable)."""
+    """Calls the user's collate_fn, then records the batch's produce time (picklable);
+    ``phase`` tags the records (``probe``: the harness's probe loader)."""
 
-    def __init__(self, collate_fn, record_dir: str):
-        self.collate_fn, self.record_dir = collate_fn, record_dir
+    def __init__(self, collate_fn, record_dir: str, phase: str = ""):
+        self.collate_fn, self.record_dir, self.phase = collate_fn, record_dir, phase
 
     def __call__(self, samples):
         out = self.collate_fn(samples)
-        _mark_end(self.record_dir, out)
+        _mark_end(self.record_dir, out, self.phase)
         return out
 
 

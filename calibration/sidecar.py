@@ -53,6 +53,10 @@ class StepRecord(BaseModel):
     next_wall_us: float = _US
     next_cpu_us: float = _US
     next_proc_cpu_us: float | None = Field(default=None, ge=0)
+    vcsw: int | None = Field(default=None, ge=0)
+    ivcsw: int | None = Field(default=None, ge=0)
+    """The main thread's voluntary / involuntary context switches outside ``next()``: it
+    blocked, or it was preempted while runnable (it waited for a core)."""
     profiled: bool = False
 
     @property
@@ -124,6 +128,16 @@ class DDPRecord(BaseModel):
         return sum(p.bytes for p in self.params if p.requires_grad and not p.ddp_ignored)
 
 
+class Probe(BaseModel):
+    """A few extra steps at a second ``num_workers`` recorded by the harness (``probe_workers``)
+    with the same dataset and training step: what co-run interference is fitted from."""
+
+    model_config = _CFG
+    num_workers: int = Field(ge=0, le=MAX_WORKERS)
+    produce: list[ProduceRecord] = []
+    steps: list[StepRecord] = []
+
+
 class Sidecar(BaseModel):
     """The sidecar's content (times in µs)."""
 
@@ -134,6 +148,7 @@ class Sidecar(BaseModel):
     host_cores: int | None = Field(default=None, ge=1, le=MAX_CORES)
     cpu_count: int | None = Field(default=None, ge=1)
     torch_num_threads: int | None = Field(default=None, ge=1)
+    host_name: str | None = None
     loader: LoaderSettings
     produce: list[ProduceRecord] = []
     steps: list[StepRecord] = []
@@ -141,6 +156,7 @@ class Sidecar(BaseModel):
     capture: str | None = None
     """What wrote it: ``harness``, ``lightning`` or ``transformers`` (absent in older files)."""
     ddp: DDPRecord | None = None
+    probe: Probe | None = None
 
 
 def load_sidecar(path: str | Path) -> Sidecar:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
+import socket
 import time
 from pathlib import Path
 
@@ -31,9 +33,25 @@ from stepsim.simcore.atomic import write_atomic
 SIDECAR_VERSION = 1
 
 
-def _clocks() -> tuple[float, float, float]:
-    """(monotonic wall, this thread's CPU, this process's CPU), all in µs."""
-    return time.monotonic() * 1e6, time.thread_time() * 1e6, time.process_time() * 1e6
+def clocks() -> tuple[float, float, float, int, int]:
+    """(monotonic wall, this thread's CPU, this process's CPU), all in µs, and this thread's
+    voluntary and involuntary context switches so far (0 where the OS does not say)."""
+    try:
+        ru = resource.getrusage(resource.RUSAGE_THREAD)
+        sw = ru.ru_nvcsw, ru.ru_nivcsw
+    except (AttributeError, OSError):
+        sw = 0, 0
+    return (time.monotonic() * 1e6, time.thread_time() * 1e6, time.process_time() * 1e6) + sw
+
+
+def step_row(t0, t1, t2, profiled: bool) -> dict:
+    """A step's sidecar row from :func:`clocks` at its start, at the end of its ``next()``
+    part and at its end; ``vcsw``/``ivcsw``: the main thread's voluntary / involuntary context
+    switches after ``next()`` (it blocked / it was preempted while runnable)."""
+    return {"t_start_us": t0[0], "wall_us": t2[0] - t0[0], "cpu_us": t2[1] - t0[1],
+            "proc_cpu_us": t2[2] - t0[2], "next_wall_us": t1[0] - t0[0],
+            "next_cpu_us": t1[1] - t0[1], "next_proc_cpu_us": t1[2] - t0[2],
+            "vcsw": t2[3] - t1[3], "ivcsw": t2[4] - t1[4], "profiled": profiled}
 
 
 def host_cores() -> int:
@@ -77,6 +95,8 @@ class Window:
         self._t_prev = self._t_ready = None
         self._exported = False
         self.finished = False
+        self.hold = False   # True: a complete window stops profiling but waits for finish()
+        self.probe: dict | None = None   # the probe's settings and step rows, if any
         # export_chrome_trace gzips only when the name ends in .gz
         self._trace_tmp = self.out_dir / ".partial.trace.json.gz"
 
@@ -95,7 +115,7 @@ class Window:
         self._prof = profile(activities=activities, schedule=schedule(repeat=1, **self.schedule),
                              on_trace_ready=self._on_ready)
         self._prof.__enter__()
-        self._t_prev = _clocks()
+        self._t_prev = clocks()
 
     def _on_ready(self, prof) -> None:
         prof.export_chrome_trace(str(self._trace_tmp))
@@ -103,7 +123,7 @@ class Window:
 
     def batch_ready(self) -> None:
         """The current step's batch is in hand."""
-        self._t_ready = _clocks()
+        self._t_ready = clocks()
 
     def step_end(self) -> bool:
         """The current step is done; returns True when the window has all its steps."""
@@ -111,19 +131,23 @@ class Window:
             return self.finished
         if torch.cuda.is_available():
             torch.cuda.synchronize()
-        t0, t2 = self._t_prev, _clocks()
+        t0, t2 = self._t_prev, clocks()
         t1 = self._t_ready or t0
         i = len(self.rows)
-        self.rows.append({
-            "t_start_us": t0[0], "wall_us": t2[0] - t0[0], "cpu_us": t2[1] - t0[1],
-            "proc_cpu_us": t2[2] - t0[2], "next_wall_us": t1[0] - t0[0],
-            "next_cpu_us": t1[1] - t0[1], "next_proc_cpu_us": t1[2] - t0[2],
-            "profiled": i >= self.total - self.schedule["active"]})
+        self.rows.append(step_row(t0, t1, t2, i >= self.total - self.schedule["active"]))
         self._prof.step()
-        self._t_prev, self._t_ready = _clocks(), None
+        self._t_prev, self._t_ready = clocks(), None
         if len(self.rows) >= self.total:
+            if self.hold:
+                self._stop()
+                return True
             self.finish()
         return self.finished
+
+    def _stop(self) -> None:
+        if self._prof is not None:
+            self._prof.__exit__(None, None, None)
+            self._prof = None
 
     def finish(self, reason: str | None = None) -> None:
         """Stop the profiler and write the capture folder; ``reason`` says why the window
@@ -131,8 +155,7 @@ class Window:
         if self.finished:
             return
         self.finished = True
-        if self._prof is not None:
-            self._prof.__exit__(None, None, None)
+        self._stop()
         if len(self.rows) < self.total:
             self.warnings.append(reason or f"the training loop stopped after {len(self.rows)} "
                                            f"of {self.total} steps")
@@ -153,6 +176,8 @@ class Window:
         shutil.rmtree(rec, ignore_errors=True)
         if self.loader is None:
             return
+        probed = [r for r in produce if r.get("phase") == "probe"]
+        produce = [r for r in produce if r.get("phase") != "probe"]
         side = {
             "stepsim_sidecar": SIDECAR_VERSION,
             "capture": self.via,
@@ -167,7 +192,12 @@ class Window:
             "schedule": self.schedule,
             "trace": "trace.json.gz",
             "warnings": self.warnings,
+            "host_name": socket.gethostname(),
         }
+        if self.probe is not None:
+            for r in probed:
+                del r["phase"]
+            side["probe"] = dict(self.probe, produce=probed)
         if self.ddp is not None:
             side["ddp"] = self.ddp
         write_atomic(self.out_dir / "sidecar.json", json.dumps(side, indent=1).encode())

@@ -22,6 +22,7 @@ CROP_PX = 64       # training crop side (pixels)
 BATCH_SIZE = 32
 N_IMAGES = 512      # distinct images; the dataset cycles over them
 CLASSES = 10
+PROBE_STEPS = 8     # recorded steps of the optional probe at a second num_workers
 
 
 def make_jpegs(n: int, seed: int = 0) -> list[bytes]:
@@ -86,14 +87,18 @@ def make_model():
 
 
 def run(num_workers: int, out_dir: str, active: int = 8, seed: int = 0,
-        prefetch_factor: int = 2) -> None:
-    """Train the CNN with the given ``num_workers``, capturing ``active`` profiled steps."""
+        prefetch_factor: int = 2, probe_workers: int | None = None,
+        threads: int | None = 1) -> None:
+    """Train the CNN with the given ``num_workers``, capturing ``active`` profiled steps (then
+    a probe at ``probe_workers``, if given); ``threads``: torch's intra-op threads (None:
+    torch's default, one per core)."""
     import torch
 
     from stepsim.calibration.capture import Capture
 
     torch.manual_seed(seed)
-    torch.set_num_threads(1)
+    if threads is not None:
+        torch.set_num_threads(threads)
     model = make_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -101,13 +106,16 @@ def run(num_workers: int, out_dir: str, active: int = 8, seed: int = 0,
     skip_first, wait, warmup = 4, 1, 2
     total = skip_first + wait + warmup + active
     # The dataset holds more batches than the loop takes, so workers never run dry mid-window.
-    ds = JpegDataset(make_jpegs(N_IMAGES, seed), length=(total + 4 * max(num_workers, 1)) * BATCH_SIZE,
-                     seed=seed)
+    probe = 0 if probe_workers is None else PROBE_STEPS + 2
+    ds = JpegDataset(make_jpegs(N_IMAGES, seed),
+                     length=(max(total, probe) + 4 * max(num_workers, probe_workers or 0, 1))
+                     * BATCH_SIZE, seed=seed)
     kwargs = dict(batch_size=BATCH_SIZE, shuffle=False, num_workers=num_workers)
     if num_workers > 0:
         kwargs["prefetch_factor"] = prefetch_factor
     loader = cap.dataloader(ds, **kwargs)
-    for x, y in cap.steps(loader, active=active, wait=wait, warmup=warmup, skip_first=skip_first):
+    for x, y in cap.steps(loader, active=active, wait=wait, warmup=warmup, skip_first=skip_first,
+                          probe_workers=probe_workers, probe_steps=PROBE_STEPS):
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -120,8 +128,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--active", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--probe-workers", type=int, default=None)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: default)")
     a = p.parse_args(argv)
-    run(a.num_workers, a.out, active=a.active, seed=a.seed)
+    run(a.num_workers, a.out, active=a.active, seed=a.seed, probe_workers=a.probe_workers,
+        threads=a.threads or None)
     return 0
 
 

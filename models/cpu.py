@@ -5,6 +5,15 @@ The pool is a ``simpy.Resource`` with one server per core. The OS time-slices ru
 we approximate that by splitting CPU work into quanta of ``quantum_us`` µs, each taken from the
 pool in FIFO order, so ``k`` runnable threads on ``c < k`` cores each progress at about ``c/k``
 of full speed (round robin), as under Linux's fair scheduler.
+
+Two factors change how long a unit of CPU work takes (both 1 / 0 by default):
+
+* ``scale``: the host's speed in this run relative to the capture (run-to-run noise);
+* ``interference``: co-run interference (shared caches, memory bandwidth). With ``o`` other
+  runnable threads per core (threads inside :meth:`CpuPool.work`, waiting for a core or
+  not, divided by ``cores``), work runs ``(1 + interference × o) / (1 + interference × ref)``
+  times slower, ``ref`` being the load its duration was captured under, so a duration
+  replayed at its own capture's load is unchanged. The factor is taken per quantum.
 """
 from __future__ import annotations
 
@@ -24,7 +33,8 @@ class CpuPool:
     """
 
     def __init__(self, env: simpy.Environment, cores: int, contended: bool,
-                 quantum_us: float = DEFAULT_QUANTUM_US):
+                 quantum_us: float = DEFAULT_QUANTUM_US, scale: float = 1.0,
+                 interference: float = 0.0):
         if cores < 1:
             raise ValueError(f"cores must be >= 1, got {cores}")
         if quantum_us <= 0:
@@ -34,29 +44,53 @@ class CpuPool:
         self.contended = contended
         self.quantum_us = quantum_us
         self.resource = simpy.Resource(env, capacity=cores)
+        self.scale, self.interference = scale, interference
+        self.active = 0   # threads inside work(): running or runnable
 
-    def work(self, work_us: float):
-        """Process generator: run ``work_us`` µs of single-threaded CPU work to completion."""
+    def slowdown(self, ref: float) -> float:
+        """Factor on CPU work now, for work captured at ``ref`` other threads per core."""
+        if self.interference <= 0:
+            return self.scale
+        others = max(self.active - 1, 0) / self.cores
+        return self.scale * (1 + self.interference * others) / (1 + self.interference * ref)
+
+    def work(self, work_us: float, ref: float = 0.0):
+        """Process generator: run ``work_us`` µs of single-threaded CPU work (as captured at
+        ``ref`` other runnable threads per core) to completion; returns the core time it
+        took (µs)."""
         if work_us <= 0:
-            return
-        if not self.contended:
-            yield self.env.timeout(work_us)
-            return
-        left = work_us
-        while left > 1e-9:
-            with self.resource.request() as req:
-                yield req
+            return 0.0
+        self.active += 1
+        try:
+            if not self.contended and self.interference <= 0:
+                busy = work_us * self.scale
+                yield self.env.timeout(busy)
+                return busy
+            left, busy = work_us, 0.0
+            while left > 1e-9:
                 chunk = min(self.quantum_us, left)
-                yield self.env.timeout(chunk)
+                if self.contended:
+                    with self.resource.request() as req:
+                        yield req
+                        dt = chunk * self.slowdown(ref)
+                        yield self.env.timeout(dt)
+                else:
+                    dt = chunk * self.slowdown(ref)
+                    yield self.env.timeout(dt)
+                busy += dt
                 left -= chunk
+            return busy
+        finally:
+            self.active -= 1
 
-    def parallel_work(self, work_us: float, threads: int):
-        """Process generator: ``work_us`` µs of CPU work split evenly over ``threads`` threads."""
+    def parallel_work(self, work_us: float, threads: int, ref: float = 0.0):
+        """Process generator: ``work_us`` µs of CPU work split evenly over ``threads`` threads;
+        returns one thread's core time (µs, the mean)."""
         if threads <= 1:
-            yield from self.work(work_us)
-            return
-        procs = [self.env.process(self.work(work_us / threads)) for _ in range(threads)]
-        yield simpy.AllOf(self.env, procs)
+            return (yield from self.work(work_us, ref))
+        procs = [self.env.process(self.work(work_us / threads, ref)) for _ in range(threads)]
+        done = yield simpy.AllOf(self.env, procs)
+        return sum(done.values()) / threads
 
 
 def record_cpu_work(rec: Recorder, lane: str, name: str, category: str, start_us: float,

@@ -13,6 +13,12 @@ Semantics (CUDA runtime, as PyTorch uses it):
   ``cudaEventSynchronize``, ``.item()``); a sync without a task waits for everything issued
   so far on every stream (``cudaDeviceSynchronize``).
 
+A ``cpu`` op of ``d`` µs (its wall time with a core for every thread) is three parts, in
+order (``HostOp``): one thread's CPU work, ``threads`` threads' parallel CPU work
+(``parallel_fraction × d`` of wall, ``threads ×`` that of CPU) and a wait that uses no core
+(``block_fraction × d``: a sleep, a CUDA synchronisation, I/O). Only the CPU parts compete
+with DataLoader workers for the cores.
+
 Every blocking wait on the device is logged as a :class:`HostWait` naming the tasks awaited,
 so gap attribution can follow it to what the device was doing.
 """
@@ -67,6 +73,10 @@ class HostOpPlan:
     samples: Duration | None = None   # for cpu ops: per-step durations drawn instead of dur_us
     slots: int = 1                    # launch-queue slots a launch takes
     replay_us: tuple[float, ...] | None = None   # window replay: the op's value per step
+    threads: int = 1                  # cpu ops: intra-op threads of the parallel part
+    parallel_fraction: float = 0.0    # cpu ops: share of the wall on ``threads`` threads
+    block_fraction: float = 0.0       # cpu ops: share of the wall that uses no core
+    corun_ref: float = 0.0            # cpu ops: co-runners per core in the capture
 
 
 def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay_us: float,
@@ -87,13 +97,26 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
     """
     lane = f"rank{rank}.host"
 
-    def busy(name: str, dur_us: float, category: str, step: int):
+    def busy(name: str, dur_us: float, category: str, step: int, op: HostOpPlan | None = None):
         start = env.now
+        serial, par, block = dur_us, 0.0, 0.0
+        if op is not None:
+            par, block = dur_us * op.parallel_fraction, dur_us * op.block_fraction
+            serial = max(dur_us - par - block, 0.0)
+        ref = op.corun_ref if op is not None else 0.0
         if uses_core:
-            yield from cpu.work(dur_us)
-        elif dur_us > 0:
-            yield env.timeout(dur_us)
-        record_cpu_work(recorder, lane, name, category, start, dur_us, env.now, step, rank)
+            core_us = yield from cpu.work(serial, ref)
+            if par > 0:
+                core_us += yield from cpu.parallel_work(par * op.threads, op.threads, ref)
+        else:
+            core_us = serial + par
+            if core_us > 0:
+                yield env.timeout(core_us)
+        record_cpu_work(recorder, lane, name, category, start, core_us, env.now, step, rank)
+        if block > 0:
+            t0 = env.now
+            yield env.timeout(block)
+            recorder.span(Span(lane, name, "busy", t0, block, step, rank, category=category))
 
     def block(name: str, cause: str, step: int, targets: tuple[tuple[int, str], ...]):
         evs = [events.done(rank, s, t) for s, t in targets]
@@ -132,7 +155,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             elif kind == "cpu":
                 if op.samples is not None and op.replay_us is None:
                     dur_us = op.samples.sample(rng)
-                yield from busy(op.name, dur_us, op.category, step)
+                yield from busy(op.name, dur_us, op.category, step, op)
             elif kind == "sync":
                 yield from busy(op.name, dur_us, "sync", step)
                 targets = tuple((step + off, t) for off, t in op.targets if step + off >= 0)

@@ -168,9 +168,9 @@ class DataLoaderSim:
                                    rank=self.rank, cause="startup"))
             start = self.env.now
             work_us = dist.sample(self.rng)
-            yield from self.cpu.parallel_work(work_us, tpw)
+            core_us = yield from self.cpu.parallel_work(work_us, tpw, self.p.corun_ref)
             record_cpu_work(self.rec, lane, f"batch {idx}", "produce", start,
-                             work_us / tpw, self.env.now, -1, self.rank)
+                             core_us, self.env.now, -1, self.rank)
             self.buffered += 1
             self.stats.produced.append(idx)
             self._note()
@@ -184,9 +184,9 @@ class DataLoaderSim:
         while True:
             item = yield self.result_q.get()
             start = self.env.now
-            yield from self.cpu.work(cost_us)
+            core_us = yield from self.cpu.work(cost_us)
             if cost_us > 0:
-                record_cpu_work(self.rec, lane, f"pin batch {item[0]}", "pin", start, cost_us,
+                record_cpu_work(self.rec, lane, f"pin batch {item[0]}", "pin", start, core_us,
                                  self.env.now, -1, self.rank)
             self._deliver(item[0])
             yield self.out_q.put(item)
@@ -204,9 +204,9 @@ class DataLoaderSim:
             start = self.env.now
             work_us = (self.produce[0].sample(self.rng) + self.pin_us if main_thread_us is None
                        else main_thread_us)
-            yield from self.cpu.work(work_us)
+            core_us = yield from self.cpu.work(work_us, self.p.corun_ref)
             record_cpu_work(self.rec, self.host_lane, "load batch (main thread)", "data", start,
-                             work_us, self.env.now, step, self.rank)
+                             core_us, self.env.now, step, self.rank)
             idx = self.returned
             self.stats.produced.append(idx)
             return self._returned(idx)
@@ -230,9 +230,9 @@ class DataLoaderSim:
         self._note()
         if not p.pin_memory and p.unpickle_us > 0:
             t0 = self.env.now
-            yield from self.cpu.work(p.unpickle_us)
+            core_us = yield from self.cpu.work(p.unpickle_us)
             record_cpu_work(self.rec, self.host_lane, "unpickle batch", "data", t0,
-                             p.unpickle_us, self.env.now, step, self.rank)
+                             core_us, self.env.now, step, self.rank)
         self.worker_tasks[w] -= 1
         self.epoch_returned += 1
         out = self._returned(idx)

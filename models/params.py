@@ -145,6 +145,9 @@ class LoaderParams(_Strict):
     (``len(os.sched_getaffinity(0))``)."""
     unpickle_us: Micros = 0.0
     """Main-thread cost (µs) of receiving one batch from a worker."""
+    corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
+    """Other runnable threads per core beside a worker while it produced, on average, in the
+    capture the ``produce`` times come from (``HostParams.interference`` is relative to it)."""
     batch_bytes: int = Field(default=0, ge=0)
     """Bytes of one collated batch (what the pin-memory thread copies)."""
     pin_gbps: float = Field(default=8.0, gt=0)
@@ -195,6 +198,18 @@ class HostOp(_Strict):
     phase: Phase = "other"
     """Training phase the op belongs to (what-ifs scale a phase; under DDP's ``no_sync`` the
     ``optimizer`` phase is skipped)."""
+    threads: int = Field(default=1, ge=1, le=MAX_THREADS)
+    """For ``cpu`` ops: the intra-op threads its parallel part runs on
+    (``torch.get_num_threads()`` in the capture)."""
+    parallel_fraction: float = Field(default=0.0, ge=0, le=1)
+    """For ``cpu`` ops: the share of ``dur_us`` (wall, every thread with a core) during which
+    ``threads`` threads each do CPU work; the rest is one thread's work, then blocking."""
+    block_fraction: float = Field(default=0.0, ge=0, le=1)
+    """For ``cpu`` ops: the share of ``dur_us`` that waits without using a core (a sleep, a
+    CUDA synchronisation, I/O): it does not compete with DataLoader workers for cores."""
+    corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
+    """For ``cpu`` ops: other runnable threads per core beside this op, on average, in the
+    capture its durations come from (``HostParams.interference`` is relative to it)."""
     replay_us: list[Micros] | None = None
     """One value (µs) per step of the captured window (:class:`ReplayWindow`), in order: what
     this op took in that step (for ``next_batch``, the measured ``next()`` time). Only a
@@ -203,6 +218,8 @@ class HostOp(_Strict):
     @model_validator(mode="after")
     def _check_samples(self):
         _non_empty(self, "samples_us", "replay_us")
+        if self.parallel_fraction + self.block_fraction > 1 + 1e-9:
+            raise ValueError("parallel_fraction + block_fraction must be <= 1")
         return self
 
 
@@ -213,6 +230,17 @@ class HostParams(_Strict):
     uses_core: bool = True
     """Whether the host thread's CPU work takes a core from the shared pool (it competes with
     DataLoader workers for ``loader.host_cores``)."""
+    cpu_scale: float = Field(default=1.0, gt=0, le=1e3)
+    """Factor on every CPU duration of the host (host thread, workers, pin-memory thread):
+    the machine's speed in this run relative to the capture (1: as calibrated). One number
+    for the host's run-to-run noise, so a prediction interval can vary it."""
+    interference: float = Field(default=0.0, ge=0, le=100)
+    """Co-run interference: CPU work runs ``1 + interference × o`` times slower with ``o``
+    other runnable threads per core beside it (shared caches and memory bandwidth), relative
+    to the load its durations were captured under (``corun_ref``)."""
+    interference_range: tuple[float, float] | None = None
+    """Uncertainty of ``interference`` (low, high), drawn uniformly by prediction intervals:
+    calibrated from a probe, or a stated prior without one."""
 
 
 TaskKind = Literal["kernel", "memcpy", "memset", "collective"]

@@ -207,7 +207,11 @@ def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
             op.task, op.category, block, targets, optimizer,
             Empirical(tuple(op.samples_us)) if op.kind == "cpu" and op.samples_us else None,
             t.launches if op.kind == "launch" and t is not None else 1,
-            tuple(op.replay_us) if replay and op.replay_us is not None else None))
+            tuple(op.replay_us) if replay and op.replay_us is not None else None,
+            op.threads if op.kind == "cpu" else 1,
+            op.parallel_fraction if op.kind == "cpu" else 0.0,
+            op.block_fraction if op.kind == "cpu" else 0.0,
+            op.corun_ref if op.kind == "cpu" else 0.0))
     return plans
 
 
@@ -316,7 +320,9 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     # whatever the workers did (they are not simulated)
     lp = model.loader if captured is None else model.loader.model_copy(update={"num_workers": 0})
     threads = lp.num_workers * lp.threads_per_worker + (1 if lp.pin_memory and lp.num_workers else 0)
-    threads += 1 if model.host.uses_core else 0
+    if model.host.uses_core:
+        threads += max([op.threads for op in model.host.ops
+                        if op.kind == "cpu" and op.parallel_fraction > 0] or [1])
     ops = host_plan(model, replay)
     accum = model.comm.grad_accum_steps
 
@@ -334,7 +340,8 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         n_on = per_host[rp.host] if rp.host else 1
         cpu = pools.get(rp.host) if rp.host else None
         if cpu is None:
-            cpu = CpuPool(env, lp.host_cores, contended=threads * n_on > lp.host_cores)
+            cpu = CpuPool(env, lp.host_cores, contended=threads * n_on > lp.host_cores,
+                          scale=model.host.cpu_scale, interference=model.host.interference)
             if rp.host:
                 pools[rp.host] = cpu
         loader = DataLoaderSim(env, lp, cpu, rngs[f"rank{rp.rank}.loader"], hook, rp.rank)

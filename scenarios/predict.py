@@ -5,7 +5,12 @@ The point estimate is one simulation of the transformed model with the given see
 
 * parameters the model marks ``inferred`` or ``assumed`` in ``meta.sources`` (and any path in
   ``meta.ranges``) are multiplied, per draw, by a factor drawn uniformly from their range:
-  ``meta.ranges[path]`` if given, else ±20 % for inferred and ±50 % for assumed values;
+  ``meta.ranges[path]`` if given, else ±20 % for inferred and ±50 % for assumed values (a
+  value of 0 varies nothing under a factor: it is listed in ``Prediction.skipped``);
+  calibration states the host's run-to-run noise as a range of ``host.cpu_scale``;
+* the co-run interference coefficient ``host.interference`` is drawn uniformly from
+  ``host.interference_range`` (calibrated from a probe, or a stated prior): its effect grows
+  with how far a what-if moves the co-runners per core from the capture's;
 * measured samples are bootstrapped, per draw: the DataLoader's produce times and the host
   ops' per-step samples are resampled with replacement (a short profiled window pins their
   mean only so far); a model with a captured window (a GPU trace) draws a bootstrap sample of
@@ -20,9 +25,10 @@ The base model is perturbed *before* the operations are applied (a ``set`` in th
 overrides an uncertain value; a ``scale`` multiplies the perturbed one). Draws depend only on
 the seed and the model's uncertain paths, so a baseline and a scenario predicted with the same
 seed use the same draws (common random numbers). P10/P50/P90 are taken over the draws' mean
-step times; when every draw falls on one side of the point estimate (a response that is convex
-in the uncertain parameters) the interval is widened to include it. A model with nothing
-uncertain and nothing sampled is not drawn at all: its interval is the point (``draws`` 0).
+step times, as they fall: the interval is never widened to contain the point estimate (one
+simulation at the calibrated values), so it can miss, and a response that is convex in the
+uncertain parameters shows as a point near one end. A model with nothing uncertain and
+nothing sampled is not drawn at all: its interval is the point (``draws`` 0).
 
 Perturbable values: numbers (integers are rounded and kept ≥ 1 when they were), durations
 (``DurationSpec``: every sample), device tasks (``dur_us`` and ``breakdown_us``), and lists or
@@ -55,6 +61,12 @@ SETTINGS = ("loader.num_workers", "loader.prefetch_factor", "loader.batch_size",
             "comm.bucket_cap_mb", "comm.first_bucket_cap_mb", "device.launch_queue_depth")
 """Configuration the user chooses (or the hardware fixes), never varied as an uncertain
 quantity even when a trace could not record it."""
+SPLITS = ("parallel_fraction", "block_fraction")
+"""A host op's split (inferred in closed form from measured wall and CPU times): not varied by
+a factor, which could make its parts exceed the whole; the measured times' variation is in the
+bootstrap."""
+ABSOLUTE = {"host.interference": "host.interference_range"}
+"""Paths drawn as values from a range the model holds (not as factors on the value)."""
 DEFAULT_DRAWS = 16
 """Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores)."""
 
@@ -69,8 +81,9 @@ class Prediction:
         bottleneck / bottleneck_label: the point estimate's bottleneck key and words.
         summary: the point estimate's full :class:`models.metrics.Summary`.
         steps / warmup / seed: how it was simulated.
-        p10_step_us / p50_step_us / p90_step_us: interval of the mean step (None without
-            intervals; all equal to the point for a deterministic model).
+        p10_step_us / p50_step_us / p90_step_us: interval of the mean step over the draws, as
+            they fall (None without intervals; all equal to the point for a deterministic
+            model); it need not contain the point.
         draws: Monte Carlo draws behind the interval (0: none).
         bottleneck_agreement: fraction of draws whose bottleneck is the point's.
         uncertain: the parameter paths varied, with their factor ranges.
@@ -184,7 +197,8 @@ def uncertain_params(model: StepModel) -> tuple[dict[str, tuple[float, float]], 
     the ``SETTINGS``) and every ``meta.ranges`` entry that can be varied; path → reason for
     the rest."""
     wanted = {p: DEFAULT_RANGES[s] for p, s in sorted(model.meta.sources.items())
-              if s in DEFAULT_RANGES and p not in SETTINGS}
+              if s in DEFAULT_RANGES and p not in SETTINGS and p not in ABSOLUTE
+              and not p.endswith(SPLITS)}
     wanted.update(model.meta.ranges)
     varied, skipped = {}, {}
     for path, rng in wanted.items():
@@ -198,18 +212,35 @@ def uncertain_params(model: StepModel) -> tuple[dict[str, tuple[float, float]], 
         except TypeError as e:
             skipped[path] = f"a {e} value cannot be varied"
         else:
-            if rng[0] != rng[1] or rng[0] != 1.0:
+            if _is_zero(value):
+                skipped[path] = ("0: a factor range varies nothing (give it an absolute "
+                                 "value to vary, or measure it)")
+            elif rng[0] != rng[1] or rng[0] != 1.0:
                 varied[path] = (float(rng[0]), float(rng[1]))
+    for path, holder in ABSOLUTE.items():
+        rng = get_value(model, holder)
+        if rng is not None and rng[0] != rng[1]:
+            varied[path] = (float(rng[0]), float(rng[1]))
     return varied, skipped
 
 
+def _is_zero(value: Any) -> bool:
+    if isinstance(value, DurationSpec):
+        return value.mean_us == 0
+    return isinstance(value, (int, float)) and value == 0
+
+
 def perturb(model: StepModel, factors: dict[str, float]) -> StepModel:
-    """A copy of ``model`` with the value at each path multiplied by its factor (pure).
+    """A copy of ``model`` with the value at each path multiplied by its factor (pure); a
+    path of ``ABSOLUTE`` is set to the value given.
 
     Raises:
         ModelError: a path that does not resolve or whose value cannot be varied.
     """
     for path, f in factors.items():
+        if path in ABSOLUTE:
+            model = set_value(model, path, f)
+            continue
         try:
             new = _perturbed(get_value(model, path), f)
         except TypeError as e:
@@ -356,7 +387,8 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, wa
     items = [(model, tuple(ops), f, steps, warmup, sd) for f, sd in draw_plan(model, n, seed)]
     results = run_many(_draw, items, jobs=jobs, progress=progress)
     means = np.array([m for m, _ in results])
-    p10, p50, p90 = (float(v) for v in np.percentile(means, [10, 50, 90]))
-    return replace(point, p10_step_us=min(p10, point.mean_step_us), p50_step_us=p50,
-                   p90_step_us=max(p90, point.mean_step_us), draws=n,
+    # quantiles at rank p (n + 1): [P10, P90] then holds a new draw with probability 0.8
+    # whatever n is (the default interpolation between ranks would give about 0.7 at n = 16)
+    p10, p50, p90 = (float(v) for v in np.percentile(means, [10, 50, 90], method="weibull"))
+    return replace(point, p10_step_us=p10, p50_step_us=p50, p90_step_us=p90, draws=n,
                    bottleneck_agreement=sum(b == s.bottleneck for _, b in results) / n)

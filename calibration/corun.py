@@ -1,0 +1,132 @@
+"""Co-run load and interference, read from the capture sidecar.
+
+CPU work gets slower per unit when other threads run beside it (shared caches, memory
+bandwidth), beyond the sharing of cores. The simulator models it as a slowdown
+``1 + interference × o`` of CPU work with ``o`` other runnable threads per core
+(:class:`models.cpu.CpuPool`), relative to the load ``corun_ref`` each duration was captured
+under. This module measures that load and fits the coefficient:
+
+* :func:`corun_loads`: for every record (a worker's batch, the main thread's training step),
+  the other threads runnable beside it per core, averaged over its wall interval, from the
+  sidecar's instants (``t_end_us - wall_us .. t_end_us`` for a batch, ``t_start_us +
+  next_wall_us .. t_start_us + wall_us`` for a step). A batch counts its worker's threads
+  (process CPU ÷ wall, at least 1), a step its process's (CPU ÷ wall of its non-``next()``
+  part), so a step's own intra-op threads count as each other's co-runners, as in the
+  simulator.
+* :func:`fit_interference`: with a probe at a second ``num_workers`` (the harness records a few
+  steps of it into the same sidecar), the coefficient that explains how the CPU time per batch
+  and per step changed with the load, and its P10–P90 over a bootstrap of the records.
+  Without a probe, :data:`INTERFERENCE_PRIOR`.
+
+CPU time, not wall time, is compared: waiting for a core does not advance a thread's CPU time,
+interference (cache misses, memory stalls) does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+INTERFERENCE_PRIOR = (0.0, 0.16)
+"""Stated prior range of the interference coefficient without a probe (per other runnable
+thread per core). Measured on a 2-core host (issue 10): a worker's CPU time per batch rose
+about 8 % from 2 to 4 workers (one more co-runner per core), the training step's 6–11 % when
+workers ran beside it; the range runs from none to twice that."""
+FIT_GRID = np.linspace(0.0, 1.0, 401)
+"""Coefficients tried by the fit (per co-runner per core)."""
+BOOTSTRAP = 200
+"""Bootstrap resamples behind a fitted coefficient's range."""
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One thread group's busy interval (µs, monotonic clock): ``threads`` runnable threads,
+    ``cpu_us`` of CPU; ``kind`` is ``batch`` or ``step``."""
+
+    start_us: float
+    end_us: float
+    threads: float
+    cpu_us: float
+    kind: str
+
+
+def activities(produce, steps, workers: bool) -> list[Activity]:
+    """The activities of one loader setting: its batches (worker batches when ``workers``,
+    else the main thread's) and its main-thread steps (outside ``next()``). Records without
+    instants are left out."""
+    out = []
+    for r in produce:
+        if (r.worker >= 0) != workers or r.t_end_us is None or r.wall_us <= 0:
+            continue
+        par = r.work_us / r.wall_us if r.worker >= 0 else 1.0
+        out.append(Activity(r.t_end_us - r.wall_us, r.t_end_us, max(par, 1.0), r.work_us,
+                            "batch"))
+    for s in steps:
+        if s.t_start_us is None:
+            continue
+        a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
+        if b > a:
+            out.append(Activity(a, b, max(s.compute_cpu_us / (b - a), 1.0), s.compute_cpu_us,
+                                "step"))
+    return out
+
+
+def corun_loads(acts: list[Activity], cores: int) -> np.ndarray:
+    """Per activity, the other runnable threads per core beside it, averaged over its wall
+    interval (its own extra threads included)."""
+    starts = np.array([a.start_us for a in acts])
+    ends = np.array([a.end_us for a in acts])
+    thr = np.array([a.threads for a in acts])
+    out = np.zeros(len(acts))
+    for i, a in enumerate(acts):
+        ov = np.clip(np.minimum(ends, a.end_us) - np.maximum(starts, a.start_us), 0, None)
+        ov[i] = 0.0
+        others = float((ov * thr).sum()) / (a.end_us - a.start_us) + (a.threads - 1)
+        out[i] = others / cores
+    return out
+
+
+def mean_load(acts: list[Activity], loads: np.ndarray, kind: str) -> float:
+    """The mean co-run load of the activities of one ``kind`` (0 when there are none)."""
+    sel = [x for a, x in zip(acts, loads) if a.kind == kind]
+    return float(np.mean(sel)) if sel else 0.0
+
+
+def _fit(groups) -> float:
+    """Least squares on log CPU-time ratios over ``groups`` of (cal cpu, cal load, probe cpu,
+    probe load) means."""
+    err = np.zeros_like(FIT_GRID)
+    for c0, o0, c1, o1 in groups:
+        pred = np.log((1 + FIT_GRID * o1) / (1 + FIT_GRID * o0))
+        err += (np.log(c1 / c0) - pred) ** 2
+    return float(FIT_GRID[int(np.argmin(err))])
+
+
+def fit_interference(cal: list[Activity], probe: list[Activity], cores: int,
+                     seed: int = 0) -> tuple[float, tuple[float, float]] | None:
+    """The interference coefficient from a calibration setting and a probe setting, with its
+    P10–P90 over a bootstrap of the records; None when no kind of activity appears in both
+    with a different load (the probe then cannot tell interference from nothing)."""
+    l0, l1 = corun_loads(cal, cores), corun_loads(probe, cores)
+    per_kind = []
+    for kind in ("batch", "step"):
+        a0 = [(a.cpu_us, x) for a, x in zip(cal, l0) if a.kind == kind and a.cpu_us > 0]
+        a1 = [(a.cpu_us, x) for a, x in zip(probe, l1) if a.kind == kind and a.cpu_us > 0]
+        if len(a0) >= 2 and len(a1) >= 2:
+            per_kind.append((np.array(a0), np.array(a1)))
+    per_kind = [(a0, a1) for a0, a1 in per_kind
+                if abs(a1[:, 1].mean() - a0[:, 1].mean()) > 0.05]
+    if not per_kind:
+        return None
+
+    def groups(pick0, pick1):
+        return [(a0[p0, 0].mean(), a0[p0, 1].mean(), a1[p1, 0].mean(), a1[p1, 1].mean())
+                for (a0, a1), p0, p1 in zip(per_kind, pick0, pick1)]
+
+    point = _fit(groups([slice(None)] * len(per_kind), [slice(None)] * len(per_kind)))
+    rng = np.random.default_rng(seed)
+    boots = [_fit(groups([rng.integers(0, len(a0), len(a0)) for a0, _ in per_kind],
+                         [rng.integers(0, len(a1), len(a1)) for _, a1 in per_kind]))
+             for _ in range(BOOTSTRAP)]
+    lo, hi = (float(v) for v in np.percentile(boots, [10, 90]))
+    return point, (lo, hi)

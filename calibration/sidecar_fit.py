@@ -1,0 +1,160 @@
+"""What the capture sidecar says about the DataLoader and the host, for every calibration path
+(a CPU loop's trace and a GPU trace read it alike, so no parameter a sidecar measures is left
+at its default on one path).
+
+* :func:`loader_from_sidecar`: the loader's settings, per-batch produce time
+  (:func:`fit_produce`), threads per worker, batch bytes, the main thread's hand-over time per
+  batch (``unpickle_us``), the host's cores and the co-run load the batches were produced
+  under (:mod:`calibration.corun`).
+* :func:`interference_from_sidecar`: the co-run interference coefficient, fitted from the
+  sidecar's probe at a second ``num_workers`` when there is one, else the stated prior
+  (:data:`calibration.corun.INTERFERENCE_PRIOR`), and the host's run-to-run noise prior
+  (:data:`HOST_NOISE_PRIOR`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
+                                       fit_interference, mean_load)
+from stepsim.calibration.sidecar import Sidecar
+from stepsim.models.params import DurationSpec
+
+HOST_NOISE_PRIOR = (0.94, 1.06)
+"""Stated prior range of the host's speed from one run to the next (``host.cpu_scale``): one
+capture cannot measure it. Repeated runs of the demo on a shared 2-core machine differ by 5–15 %
+in mean step time (issue 10); a uniform draw over ±6 % has a P10–P90 of about ±5 %."""
+PROBE_FIRST_STEPS = 2
+"""Steps at the start of a run left out of the interference fit (they carry the workers'
+start-up)."""
+
+
+def loader_settings(sidecar: Sidecar) -> dict:
+    """The DataLoader's settings recorded in the sidecar, as LoaderParams fields (PyTorch's
+    defaults where the run used none: ``prefetch_factor=2``, ``in_order=True``)."""
+    ls = sidecar.loader
+    return dict(num_workers=ls.num_workers, prefetch_factor=ls.prefetch_factor or 2,
+                pin_memory=ls.pin_memory, persistent_workers=ls.persistent_workers,
+                in_order=True if ls.in_order is None else ls.in_order, batch_size=ls.batch_size)
+
+
+def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: int = 1):
+    """The produce-time distribution from steady-state records.
+
+    Returns ``(DurationSpec, threads_per_worker, basis)``. ``threads_per_worker`` is the
+    median ratio of a worker's process CPU time to its wall time, rounded (1 unless library
+    threads ran). When the calibration run had no more producer and host threads than cores,
+    each batch's **wall** time × threads is used: it is what producing cost on this machine as
+    it was, other load included. Otherwise the wall time is inflated by the run's own
+    contention, which the simulator models itself, so the CPU time is used.
+    """
+    par = float(np.median([r.work_us / r.wall_us for r in recs if r.wall_us > 0] or [1.0]))
+    tpw = int(round(par)) if par > 1.3 else 1
+    threads = num_workers * tpw + main_threads
+    if host_cores is not None and threads > host_cores:
+        return DurationSpec.from_samples([r.work_us for r in recs]), tpw, "cpu_time"
+    return DurationSpec.from_samples([r.wall_us * tpw for r in recs]), tpw, "wall_time"
+
+
+def steady_records(sidecar: Sidecar, num_workers: int):
+    """The produce records that represent the steady state: those of the right producer (the
+    main thread when ``num_workers`` is 0), finished inside the profiled window when the
+    sidecar has the instants (at least 3 of them), and never a producer's first batch (it
+    carries the worker's start-up)."""
+    recs = [r for r in sidecar.produce if (r.worker < 0) == (num_workers == 0)]
+    prof = [s for s in sidecar.steps if s.profiled and s.t_start_us is not None]
+    if prof and all(r.t_end_us is not None for r in recs):
+        lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
+        window = [r for r in recs if lo <= r.t_end_us <= hi]
+        if len(window) >= 3:
+            recs = window
+    return _after_first(recs) or recs
+
+
+def capture_loads(side: Sidecar) -> tuple[float, float]:
+    """``(batch, step)``: the mean co-run load (other runnable threads per core) beside the
+    steady batches and beside the profiled training steps, in the capture."""
+    nw = side.loader.num_workers
+    acts = activities(steady_records(side, nw), [s for s in side.steps if s.profiled], nw > 0)
+    if not acts:
+        return 0.0, 0.0
+    loads = corun_loads(acts, side.host_cores or 1)
+    return mean_load(acts, loads, "batch"), mean_load(acts, loads, "step")
+
+
+def loader_from_sidecar(side: Sidecar, main_threads: int = 1):
+    """``(fields, sources, warnings, basis)``: LoaderParams fields the sidecar measures, their
+    sources, what it could not measure, and the produce basis (``wall_time``/``cpu_time``,
+    None without produce records)."""
+    lp = loader_settings(side)
+    sources = {f"loader.{k}": "measured" for k in lp}
+    warnings: list[str] = []
+    if side.loader.prefetch_factor is None:
+        sources["loader.prefetch_factor"] = "assumed"
+    nw = lp["num_workers"]
+    basis = None
+    recs = steady_records(side, nw)
+    if recs:
+        lp["produce"], tpw, basis = fit_produce(recs, nw, side.host_cores, main_threads)
+        sources["loader.produce"] = "measured"
+        if tpw > 1:
+            lp["threads_per_worker"] = tpw
+            sources["loader.threads_per_worker"] = "inferred"
+            warnings.append(f"workers used about {tpw} cores each while producing (library "
+                            f"threads, e.g. BLAS): threads_per_worker set to {tpw}")
+        nbytes = [r.bytes for r in recs if r.bytes]
+        if nbytes:
+            lp["batch_bytes"] = int(np.median(nbytes))
+            sources["loader.batch_bytes"] = "measured"
+        lp["corun_ref"] = capture_loads(side)[0]
+        sources["loader.corun_ref"] = "measured"
+    if side.host_cores:
+        lp["host_cores"] = side.host_cores
+        sources["loader.host_cores"] = "measured"
+    prof = [s for s in side.steps if s.profiled]
+    if nw > 0 and prof:
+        # next() blocks without using CPU while it waits for a worker; the CPU it does use is
+        # the hand-over of the batch (unpickling, bookkeeping)
+        lp["unpickle_us"] = float(np.median([s.next_cpu_us for s in prof]))
+        sources["loader.unpickle_us"] = "measured"
+    return lp, sources, warnings, basis
+
+
+def _after_first(recs):
+    """The records without each producer's first batch (it carries the start-up)."""
+    seen: set[int] = set()
+    out = []
+    for r in sorted(recs, key=lambda r: (r.pid, r.seq)):
+        if r.pid in seen:
+            out.append(r)
+        seen.add(r.pid)
+    return out
+
+
+def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
+    """``(host fields, sources, ranges, warnings)`` for ``host.interference`` (fitted from the
+    probe, else the prior) and ``host.cpu_scale`` (the run-to-run noise prior)."""
+    host: dict = {"cpu_scale": 1.0}
+    sources = {"host.cpu_scale": "assumed"}
+    ranges = {"host.cpu_scale": HOST_NOISE_PRIOR}
+    fit = None
+    if side is not None and side.probe is not None and side.host_cores:
+        nw = side.loader.num_workers
+        cal = activities(_after_first(side.produce),
+                         [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:], nw > 0)
+        probe = activities(_after_first(side.probe.produce), side.probe.steps, side.probe.num_workers > 0)
+        fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
+    if fit is not None:
+        host["interference"], host["interference_range"] = fit[0], fit[1]
+        sources["host.interference"] = "inferred"
+        warn = []
+    else:
+        lo, hi = INTERFERENCE_PRIOR
+        host["interference"], host["interference_range"] = (lo + hi) / 2, (lo, hi)
+        sources["host.interference"] = "assumed"
+        why = ("the probe could not separate interference (no change of load)"
+               if side is not None and side.probe is not None else "no probe in the capture")
+        warn = [f"co-run interference not calibrated ({why}): a prior of {lo:g}–{hi:g} per "
+                "co-running thread per core widens the interval of any what-if that changes "
+                "the co-runners (capture with probe_workers=N to calibrate it)"]
+    return host, sources, ranges, warn
