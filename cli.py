@@ -144,7 +144,7 @@ def cmd_demo(args) -> int:
         from stepsim.demo.ddp import run_ddp_demo
 
         return run_ddp_demo(Path(args.out), seed=args.seed)
-    return run_demo(Path(args.out), quick=args.quick, seed=args.seed)
+    return run_demo(Path(args.out), quick=args.quick, seed=args.seed, probe=args.probe)
 
 
 # ---------------------------------------------------------------- diagnose ------------------
@@ -325,6 +325,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="the DDP demo: 2 gloo ranks on the CPU, bucket caps, a straggler, a barrier")
     d.add_argument("--seed", type=_count(0), default=0,
                    help="seed of the workload and the simulations (default 0)")
+    d.add_argument("--probe", type=_count(0), default=None, metavar="N",
+                   help="the calibration run also records a probe at num_workers=N, from which "
+                        "co-run interference is calibrated (else a stated prior widens the "
+                        "interval)")
     d.set_defaults(func=cmd_demo)
 
     # ---- planner verbs (whatif, sweep, ceiling, plan, validate, ledger) are added here ----

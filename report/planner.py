@@ -366,14 +366,18 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
         return _json({"summary": asdict(s), "records": [r.model_dump() for r in records]})
     print_validation(records)
     c = console()
+    if s.n_in_sample:
+        c.print(f"{s.n_in_sample} in-sample record{'s' if s.n_in_sample != 1 else ''} (the "
+                "calibration setting itself) left out of the score")
     if s.n == 0:
-        c.print("the ledger is empty")
+        c.print("the ledger has no out-of-sample prediction")
         return
-    c.print(f"{s.n} prediction{'s' if s.n != 1 else ''} (errors of the mean step): median "
-            f"|error| {s.median_abs_error_pct:.1f}%, "
+    c.print(f"{s.n} out-of-sample prediction{'s' if s.n != 1 else ''} (errors of the mean "
+            f"step): median |error| {s.median_abs_error_pct:.1f}%, "
             f"max |error| {s.max_abs_error_pct:.1f}%")
     if s.coverage is not None:
-        c.print(f"interval coverage: {s.coverage:.0%} of {s.n_intervals} (P10-P90 aims at 80%)")
+        c.print(f"interval coverage: {s.coverage:.0%} of {s.n_intervals} (P10-P90 aims at 80%), "
+                f"median width {s.median_width_pct:.1f}% of the prediction")
     if s.bottleneck_agreement is not None:
         c.print(f"bottleneck agreement: {s.bottleneck_agreement:.0%} of {s.n_bottlenecks}")
 

@@ -93,14 +93,25 @@ class LedgerRecord(BaseModel):
     predicted_bottleneck: str
     measured_bottleneck: str | None
     bottleneck_agrees: bool | None
+    in_sample: bool = False
+    """The prediction is of the setting the model was calibrated on (a replay, not a
+    prediction): kept apart from the score."""
+
+    @property
+    def width_pct(self) -> float | None:
+        """The P10–P90 interval's width, in % of the predicted mean (None without one)."""
+        if self.p10_us is None or self.p90_us is None or self.predicted_mean_us <= 0:
+            return None
+        return 100 * (self.p90_us - self.p10_us) / self.predicted_mean_us
 
 
 @dataclass(frozen=True)
 class LedgerSummary:
-    """How good the predictions in a ledger were.
+    """How good the out-of-sample predictions in a ledger were (records of the calibration
+    setting itself are counted in ``n_in_sample`` and left out of every score).
 
     Attributes:
-        n: records.
+        n: out-of-sample records.
         median_abs_error_pct / max_abs_error_pct: of |error_pct| (None when empty).
         coverage: fraction of records with an interval whose measured mean fell inside it.
         n_intervals: records with an interval.
@@ -114,11 +125,15 @@ class LedgerSummary:
     n_intervals: int
     bottleneck_agreement: float | None
     n_bottlenecks: int
+    median_width_pct: float | None = None
+    """Median P10–P90 width, in % of the predicted mean, of the records with an interval."""
+    n_in_sample: int = 0
 
 
 def validate(prediction: Prediction, measured_step_us: Sequence[float],
              measured_bottleneck: str | None, label: str, traces: Sequence[str] = (),
-             model_name: str = "", time: str | None = None) -> LedgerRecord:
+             model_name: str = "", time: str | None = None, in_sample: bool = False
+             ) -> LedgerRecord:
     """Score ``prediction`` against measured step times.
 
     Args:
@@ -130,6 +145,7 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         traces: the re-measured traces, for the record.
         model_name: the model's name, for the record.
         time: ISO timestamp (default: now, UTC).
+        in_sample: the measured runs are of the calibration setting (scored apart).
 
     Raises:
         ModelError: no measured steps, or a non-positive or non-finite one.
@@ -150,7 +166,7 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         error_pct=100 * (prediction.mean_step_us - mean) / mean,
         median_error_pct=100 * (prediction.median_step_us - median) / median,
         inside=prediction.covers(mean), predicted_bottleneck=prediction.bottleneck,
-        measured_bottleneck=measured_bottleneck, bottleneck_agrees=agrees)
+        measured_bottleneck=measured_bottleneck, bottleneck_agrees=agrees, in_sample=in_sample)
 
 
 def read_ledger(path: str | Path) -> list[LedgerRecord]:
@@ -209,8 +225,12 @@ def append_ledger(path: str | Path, record: LedgerRecord) -> None:
 
 
 def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
-    """Score a ledger (see :class:`LedgerSummary`); an empty one gives ``n=0`` and Nones."""
+    """Score a ledger's out-of-sample records (see :class:`LedgerSummary`); none gives
+    ``n=0`` and Nones."""
+    n_in = sum(r.in_sample for r in records)
+    records = [r for r in records if not r.in_sample]
     errs = [abs(r.error_pct) for r in records]
+    widths = [r.width_pct for r in records if r.width_pct is not None]
     with_iv = [r.inside for r in records if r.inside is not None]
     with_b = [r.bottleneck_agrees for r in records if r.bottleneck_agrees is not None]
     return LedgerSummary(
@@ -219,4 +239,5 @@ def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
         max_abs_error_pct=max(errs) if errs else None,
         coverage=sum(with_iv) / len(with_iv) if with_iv else None, n_intervals=len(with_iv),
         bottleneck_agreement=sum(with_b) / len(with_b) if with_b else None,
-        n_bottlenecks=len(with_b))
+        n_bottlenecks=len(with_b),
+        median_width_pct=float(np.median(widths)) if widths else None, n_in_sample=n_in)

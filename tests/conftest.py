@@ -46,25 +46,31 @@ class _SlowDataset:
         return torch.from_numpy(a[:8, :8].astype("float32").ravel()), i % 2
 
 
-def record_cpu_run(out: Path, num_workers: int, active: int = 6, work: int = 400) -> Path:
-    """Record a real torch CPU training loop with the capture harness; returns ``out``."""
+def record_cpu_run(out: Path, num_workers: int, active: int = 6, work: int = 400,
+                   probe_workers: int | None = None, threads: int | None = 1) -> Path:
+    """Record a real torch CPU training loop with the capture harness (then a probe at
+    ``probe_workers``; ``threads``: torch's intra-op threads, None for its default); returns
+    ``out``."""
     import torch
 
     from stepsim.calibration.capture import Capture
 
     torch.manual_seed(0)
-    torch.set_num_threads(1)
+    default_threads = torch.get_num_threads()
+    torch.set_num_threads(threads or default_threads)
     model = torch.nn.Sequential(torch.nn.Linear(64, 1024), torch.nn.ReLU(),
                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 2))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     cap = Capture(out)
     kw = dict(batch_size=8, num_workers=num_workers)
     loader = cap.dataloader(_SlowDataset(8 * 40, work), **kw)
-    for x, y in cap.steps(loader, active=active, wait=1, warmup=2, skip_first=3):
+    for x, y in cap.steps(loader, active=active, wait=1, warmup=2, skip_first=3,
+                          probe_workers=probe_workers, probe_steps=6):
         for _ in range(4):
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(x.repeat(16, 1)), y.repeat(16)).backward()
             opt.step()
+    torch.set_num_threads(default_threads)
     return out
 
 

@@ -137,3 +137,40 @@ def test_fit_interference_recovers_the_coefficient(alpha):
 def test_fit_interference_needs_a_change_of_load():
     rng = np.random.default_rng(2)
     assert fit_interference(_synthetic(0.1, 2, 2, 8, rng), _synthetic(0.1, 2, 2, 8, rng), 2) is None
+
+
+@pytest.mark.slow
+def test_capture_with_a_probe_calibrates_interference(tmp_path):
+    """A real capture at num_workers=1 with a probe at 3 (more workers than this machine's
+    cores, if it has 2): the sidecar holds the probe's steps and batches, and calibration
+    either fits the coefficient (inferred, with a range) or says why it kept the prior."""
+    from stepsim.calibration.calibrate import calibrate
+    from stepsim.calibration.sidecar import load_sidecar
+    from tests.conftest import record_cpu_run
+
+    run = record_cpu_run(tmp_path / "run", 1, probe_workers=3)
+    side = load_sidecar(run / "sidecar.json")
+    assert side.probe is not None and side.probe.num_workers == 3
+    assert len(side.probe.steps) == 6 and len(side.probe.produce) >= 6
+    assert side.host_name and all(s.vcsw is not None for s in side.steps)
+    m = calibrate(run)
+    lo, hi = m.host.interference_range
+    assert lo <= hi and m.meta.sources["host.interference"] in ("inferred", "assumed")
+    if m.meta.sources["host.interference"] == "assumed":
+        assert any("probe could not separate" in w for w in m.meta.warnings)
+    assert m.meta.ranges["host.cpu_scale"] == (0.94, 1.06)
+
+
+@pytest.mark.slow
+def test_capture_at_torch_default_threads(tmp_path):
+    """torch's default intra-op threads are recorded and modelled: the training step runs
+    its parallel part on that many threads."""
+    import torch
+
+    from stepsim.calibration.calibrate import calibrate
+    from tests.conftest import record_cpu_run
+
+    m = calibrate(record_cpu_run(tmp_path / "run", 0, threads=None))
+    op = m.host.ops[1]
+    assert op.threads == torch.get_num_threads()
+    assert 0 <= op.parallel_fraction + op.block_fraction <= 1

@@ -114,3 +114,16 @@ def test_missing_ledger_is_empty_and_a_folder_is_an_error(tmp_path):
     assert read_ledger(tmp_path / "none.jsonl") == []
     with pytest.raises(InputError, match="directory"):
         read_ledger(tmp_path)
+
+
+def test_in_sample_records_are_kept_apart_and_width_is_scored(pred):
+    """The calibration setting's own record (a replay) never enters the score; the median
+    P10–P90 width is reported in % of the prediction."""
+    out = validate(pred, [pred.mean_step_us * 1.02], "input", "nw2")
+    replay = validate(pred, [pred.mean_step_us * 0.5], "input", "nw1", in_sample=True)
+    s = summarize_ledger([out, replay])
+    assert s.n == 1 and s.n_in_sample == 1
+    assert s.max_abs_error_pct == pytest.approx(abs(out.error_pct))
+    width = 100 * (pred.p90_step_us - pred.p10_step_us) / pred.mean_step_us
+    assert s.median_width_pct == pytest.approx(width) and out.width_pct == pytest.approx(width)
+    assert summarize_ledger([replay]).n == 0
