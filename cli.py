@@ -247,7 +247,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_fixes(args) -> int:
-    from stepsim.report.planner import print_fixes
+    from stepsim.report.tables import print_fixes
 
     print_fixes(as_json=args.json)
     return 0

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from stepsim.report.planner import _json, _pyplot, _save
+from stepsim.report.figures import pyplot as _pyplot, save as _save
+from stepsim.report.tables import json_out as _json
 from stepsim.scenarios.diagnose import Diagnosis, WhatIf
 from stepsim.scenarios.roofline import Roofline
 from stepsim.simcore.units import us_to_ms
@@ -121,4 +122,3 @@ def plot_roofline(roof: Roofline, path: str | Path, title: str = "") -> None:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.9)
     _save(fig, path)
-    plt.close(fig)

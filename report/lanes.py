@@ -86,12 +86,22 @@ def _label(lane: str, role: str, ranks: int) -> str:
     return f"{rank} {rest}" if ranks > 1 else rest
 
 
+MAX_RANKS_DRAWN = 8
+"""Up to this many ranks are drawn, one group of lanes each; beyond, the first rank only."""
+
+
 def sim_timeline(result, summary=None, steps: int = 1, rank: int | None = None,
                  title: str = "simulated") -> Timeline:
-    """The first ``steps`` measured steps of ``rank`` (default the first) of a
-    :class:`models.simulate.SimResult`; ``summary`` (:class:`models.metrics.Summary`) names
-    the scarce lane (its busiest compute stream when the device sets the pace)."""
-    rank = result.ranks[0] if rank is None else rank
+    """The first ``steps`` measured steps of a :class:`models.simulate.SimResult`: every
+    rank (one group of lanes each, up to :data:`MAX_RANKS_DRAWN`; beyond, the first) or the
+    given ``rank``, on the first drawn rank's step boundaries; ``summary``
+    (:class:`models.metrics.Summary`) names the scarce lane (its busiest compute stream when
+    the device sets the pace)."""
+    drawn = ([rank] if rank is not None else result.ranks if len(result.ranks) <= MAX_RANKS_DRAWN
+             else result.ranks[:1])
+    rank = drawn[0]
+    if summary is not None and summary.rank in drawn:
+        rank = summary.rank
     marks = result.step_marks_us[result.ranks.index(rank)]
     n = min(steps, result.step_us.shape[1])
     chosen = list(marks[result.warmup:result.warmup + n + 1])
@@ -105,7 +115,7 @@ def sim_timeline(result, summary=None, steps: int = 1, rank: int | None = None,
                         "stream") and s.category not in ("communication", "memcpy", "memset"):
                     busy[s.lane] = busy.get(s.lane, 0.0) + s.dur_us
             scarce = max(busy, key=busy.get) if busy else ""
-    spans = [s for s in result.spans if s.rank == rank]
+    spans = [s for s in result.spans if s.rank in drawn]
     return Timeline(title, spans, chosen, scarce, tuple(range(n)))
 
 
@@ -181,6 +191,8 @@ def _draw_panel(ax, tl: Timeline, legend: dict) -> None:
     ms = us_to_ms
     gap_total: dict[str, float] = {}
     for y, lane in enumerate(lanes):
+        if y and lane.partition(".")[0] != lanes[y - 1].partition(".")[0]:
+            ax.axhline(y - 0.5, color="#555555", lw=0.8)   # one group of lanes per rank
         rows = _clip(by_lane[lane], t0, t1)
         cats: dict[str, list] = {}
         for s, a, d in rows:

@@ -16,9 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from stepsim.report.figures import pyplot, save
-from stepsim.report.tables import console
+from stepsim.report.tables import console, json_out as _json
 from stepsim.scenarios.ceiling import CeilingReport
-from stepsim.scenarios.fixes import FIXES
 from stepsim.scenarios.plan import Plan
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.sweep import SweepResult
@@ -54,11 +53,6 @@ def _run_ahead_note(named: Sequence[tuple[str, Prediction]]) -> None:
                         f"{which}. Nothing makes the host wait, so the simulated window saw "
                         "its transient pace, which lasts only until the launch queue fills; "
                         "the steady step is at least the device's time.")
-
-
-def _json(doc: Any) -> None:
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
-                                  default=str).decode() + "\n")
 
 
 @contextmanager
@@ -380,37 +374,3 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
                 f"median width {s.median_width_pct:.1f}% of the prediction")
     if s.bottleneck_agreement is not None:
         c.print(f"bottleneck agreement: {s.bottleneck_agreement:.0%} of {s.n_bottlenecks}")
-
-
-# ---------------------------------------------------------------- fixes ------------------
-def _argument(field) -> dict:
-    """A fix argument for ``fixes --json``: its type and default as JSON values (a number is a
-    number, None is null), ``required`` when it has no default."""
-    ann = field.annotation
-    kind = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
-    out = {"type": kind, "required": field.is_required()}
-    if not field.is_required():
-        out["default"] = field.default
-    if field.description:
-        out["description"] = field.description
-    return out
-
-
-def print_fixes(as_json: bool = False) -> None:
-    """Every named fix: kind, what it relieves, its arguments and exactly what it changes."""
-    if as_json:
-        return _json({f.name: {"kind": f.kind, "relieves": list(f.relieves),
-                               "arguments": {k: _argument(v) for k, v in
-                                             f.args.model_fields.items()},
-                               "changes": f.changes} for f in FIXES.values()})
-    t = Table(title="named fixes", show_edge=False, show_lines=True)
-    t.add_column("fix", no_wrap=True)
-    t.add_column("kind", no_wrap=True)
-    t.add_column("relieves", overflow="fold", max_width=14)
-    t.add_column("arguments (default)", overflow="fold", max_width=22)
-    t.add_column("what it changes", overflow="fold", ratio=1)
-    for f in FIXES.values():
-        args = ", ".join(f"{k}={'required' if v.is_required() else v.default}"
-                         for k, v in f.args.model_fields.items()) or "-"
-        t.add_row(f.name, f.kind, ", ".join(f.relieves), args, f.changes)
-    console().print(t)

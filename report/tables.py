@@ -12,6 +12,7 @@ from rich.table import Table
 from stepsim.models.metrics import CollectiveStat, Summary, label
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import WindowReplay
+from stepsim.scenarios.fixes import FIXES
 from stepsim.report.names import readable_kernel
 from stepsim.simcore.units import us_to_ms
 
@@ -20,6 +21,12 @@ TOP_ROWS = 8
 """Collective groups listed one per row; the rest are counted in one row."""
 MIN_BOUND_SHARE = 0.01
 """Components under this share of the step get no Amdahl bound printed (it says nothing)."""
+
+
+def json_out(doc) -> None:
+    """``doc`` as indented JSON on stdout (anything orjson cannot write, as its str)."""
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+                                  default=str).decode() + "\n")
 
 
 def console() -> Console:
@@ -208,3 +215,37 @@ def collective_table(stats: list[CollectiveStat], top: int = TOP_ROWS) -> Table:
                   _ms(sum(c.observed_us for c in rest)), _ms(sum(c.skew_us for c in rest)),
                   _ms(sum(c.transfer_us for c in rest)), "")
     return t
+
+
+# ---------------------------------------------------------------- fixes ------------------
+def _argument(field) -> dict:
+    """A fix argument for ``fixes --json``: its type and default as JSON values (a number is a
+    number, None is null), ``required`` when it has no default."""
+    ann = field.annotation
+    kind = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+    out = {"type": kind, "required": field.is_required()}
+    if not field.is_required():
+        out["default"] = field.default
+    if field.description:
+        out["description"] = field.description
+    return out
+
+
+def print_fixes(as_json: bool = False) -> None:
+    """Every named fix: kind, what it relieves, its arguments and exactly what it changes."""
+    if as_json:
+        return json_out({f.name: {"kind": f.kind, "relieves": list(f.relieves),
+                               "arguments": {k: _argument(v) for k, v in
+                                             f.args.model_fields.items()},
+                               "changes": f.changes} for f in FIXES.values()})
+    t = Table(title="named fixes", show_edge=False, show_lines=True)
+    t.add_column("fix", no_wrap=True)
+    t.add_column("kind", no_wrap=True)
+    t.add_column("relieves", overflow="fold", max_width=14)
+    t.add_column("arguments (default)", overflow="fold", max_width=22)
+    t.add_column("what it changes", overflow="fold", ratio=1)
+    for f in FIXES.values():
+        args = ", ".join(f"{k}={'required' if v.is_required() else v.default}"
+                         for k, v in f.args.model_fields.items()) or "-"
+        t.add_row(f.name, f.kind, ", ".join(f.relieves), args, f.changes)
+    console().print(t)
