@@ -70,7 +70,7 @@ def _barrier_split(res) -> dict[int, float]:
     return {k: float(np.mean(v)) for k, v in out.items()}
 
 
-def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 8, seed: int = 0) -> int:
+def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> int:
     """Run the DDP demo into ``out`` (see the module docstring); returns the exit code."""
     from stepsim.demo.ddp_job import Run, run_plan
 

@@ -194,6 +194,9 @@ def run_plan(plan: list[Run], world: int = 2, width: int = WIDTH, depth: int = D
     # fork where the platform has it: the ranks start in a fraction of a spawn's time (no
     # re-import of torch), as torch.multiprocessing allows for CPU-only work
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    if method == "fork":
+        # DDP's constructor imports torch._dynamo (seconds); once here, not once per rank
+        import torch._dynamo  # noqa: F401
     ctx = mp.get_context(method)
     q = ctx.Queue()
     procs = mp.start_processes(_worker, args=(world, free_port(), plan, width, depth, q),

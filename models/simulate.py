@@ -19,7 +19,7 @@ pays.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
@@ -30,6 +30,7 @@ from stepsim.models.device import Barrier, LaunchQueue, StepEvents, TaskPlan, Ta
 from stepsim.models.host import HostOpPlan, HostWait, host_process
 from stepsim.models.loader import DataLoaderSim, LoaderStats
 from stepsim.models.params import StepModel
+from stepsim.models.ranks import rank_host_plan
 from stepsim.simcore.dists import Empirical
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.record import ListRecorder, Recorder, Span
@@ -129,28 +130,6 @@ def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
                                   "which has no tasks")
         for i in ids:
             out[i] += extra * (out[i] / total if total > 0 else 1 / len(ids))
-    return out
-
-
-def rank_host_plan(model: StepModel, rank_index: int, plans: list[HostOpPlan]
-                   ) -> list[HostOpPlan]:
-    """One rank's host ops: its ``phase_extra_us`` of a phase without device tasks (a CPU
-    training step) spread over that phase's ``cpu`` ops in proportion to their duration (each
-    measured sample shifted by the op's share)."""
-    rp = model.ranks[rank_index]
-    dev = {t.phase for t in model.task_map().values() if t.kind != "collective"}
-    ops = model.host.ops
-    out = list(plans)
-    for phase, extra in rp.phase_extra_us.items():
-        idx = [j for j, op in enumerate(ops) if op.kind == "cpu" and op.phase == phase]
-        if phase in dev or not idx or extra <= 0:
-            continue
-        total = sum(ops[j].dur_us for j in idx)
-        for j in idx:
-            add = extra * (ops[j].dur_us / total if total > 0 else 1 / len(idx))
-            p = out[j]
-            out[j] = replace(p, dur_us=p.dur_us + add, samples=None if p.samples is None else
-                             Empirical(tuple(v + add for v in p.samples.samples_us)))
     return out
 
 
