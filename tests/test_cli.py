@@ -24,7 +24,10 @@ def test_calibrate_simulate_whatif(tmp_path, cpu_run_nw1):
 
 
 def _trace_no_steps() -> bytes:
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0}]
+    # step markers that cannot be steps (zero length); a trace with no marker at all is one
+    # window (tests/test_real_shapes.py)
+    ev = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
+           "ts": 10.0 * n, "dur": 0.0} for n in range(2)]
     return json.dumps({"traceEvents": ev}).encode()
 
 
