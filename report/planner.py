@@ -251,9 +251,11 @@ def plot_ceilings(r: CeilingReport, path: str | Path) -> None:
     ax.set_yticks(list(ys), [x.label for x in rows], fontsize=8)
     ax.axvline(1, color="grey", lw=1)
     ax.set_xlim(left=0.98)
-    ax.set_xlim(right=max(min(max(x.ceiling, x.subtracted), 10) for x in rows) * 1.3)
+    end = max(min(max(x.ceiling, x.subtracted), 10) for x in rows)
+    ax.set_xlim(right=end + (end - 0.98) * 0.6)   # room for the value written past each bar
     ax.set_xlabel("step-time ceiling (x, from 1 = no gain; capped at 10)")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_ylim(-1.5, len(rows) - 0.5)   # an empty row at the bottom holds the legend
+    ax.legend(fontsize=8, loc="lower right", ncol=2)
     ax.set_title(f"baseline {r.baseline.mean_step_us / 1e3:.1f} ms: the step if each component "
                  "were free", fontsize=9, loc="left")
     if flat:
