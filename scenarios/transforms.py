@@ -73,6 +73,11 @@ class SetOp(Operation):
             if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
                 raise ModelError(f"--set {self.path}: expected a number of MiB, got {self.value!r}")
             return set_bucket_caps(model.without_replay(), **{key: float(self.value)})
+        if self.path == "loader.pin_memory" and self.value is True and not model.loader.pin_memory:
+            # one meaning with --fix pin_memory: pinning also makes the H2D copies pinned
+            from stepsim.scenarios.fixes import PinArgs, _pin_memory
+
+            return _pin_memory(model.without_replay(), PinArgs())
         return set_value(model.without_replay(), self.path, self.value)
 
     def describe(self) -> str:

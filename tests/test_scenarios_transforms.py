@@ -369,3 +369,14 @@ def test_unknown_path_in_a_scenario_is_named_when_applied(tmp_path):
     sc = load_scenario(_write(tmp_path, "ops:\n  - {op: set, path: loader.nworkers, value: 2}"))
     with pytest.raises(ModelError, match="no field 'nworkers'"):
         sc.apply(rich_model())
+
+
+def test_set_pin_memory_means_the_fix():
+    """``--set loader.pin_memory=true`` and ``--fix pin_memory`` are one what-if."""
+    from stepsim.scenarios.transforms import FixOp, SetOp, apply_ops
+
+    m = rich_model().model_copy(deep=True)
+    m.loader.pin_memory = False
+    a = apply_ops(m, [SetOp(path="loader.pin_memory", value=True)])
+    b = apply_ops(m, [FixOp(name="pin_memory")])
+    assert a.model_dump() == b.model_dump()
