@@ -49,6 +49,7 @@ import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.steps import find_steps
+from stepsim.calibration.trace_io import rank_of
 from stepsim.models.ddp import ring_bus_bytes
 from stepsim.models.params import (CommParams, DeviceParams, DeviceTask, GradParam, HostOp,
                                    HostParams, Meta, RankParams, StepModel)
@@ -112,9 +113,9 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     steps = find_steps(table)
     if not steps:
         raise InputError(table.path, "no training steps found (no ProfilerStep#N)")
-    info = table.metadata.get("distributedInfo") or {}
-    rank = int(info.get("rank", 0)) if isinstance(info, dict) else 0
-    world = int(info.get("world_size", 1)) if isinstance(info, dict) else 1
+    rank, world, _ = rank_of(table._raw, warnings) if table._raw is not None else (None, 1, "")
+    if rank is None:
+        raise InputError(table.path, "no rank in distributedInfo or the file name (rank<N>)")
     main = steps[0]
     names = table.names.tolist()
     X = table.ph == "X"
