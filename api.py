@@ -446,7 +446,9 @@ def _trace_evidence(path: Path, step_regex, peak):
             roof = roofline(work.kernels, machine, len(work.steps))
     mem = memory_from_table(table, step_regex)
     ratio = work.kernel_ratio if work.steps else None
-    source = f"measured in {shown(tf)} over {len(work.steps)} step(s)"
+    mean_us = sum(work.step_us) / len(work.step_us) if work.step_us else 0.0
+    source = (f"measured in {tf.name} over {len(work.steps)} step(s) of {mean_us / 1e3:.2f} ms "
+              "mean")
     return roof, work.kernels, why, memory_verdict(mem) if mem else None, ratio, source
 
 

@@ -3,6 +3,7 @@ document, and the roofline plot (matplotlib). Times arrive in µs and are shown 
 here computes a result."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from pathlib import Path
 
@@ -90,7 +91,7 @@ def plot_roofline(roof: Roofline, path: str | Path, title: str = "") -> None:
     for key, style in roofs:
         p = m.peaks[key]
         ax.plot(xs, [min(p, x * m.bw_bytes_s) for x in xs], style, color="black", lw=1.2,
-                label=f"{key.upper()} roof {p / 1e12:.1f} TFLOP/s, {m.bw_bytes_s / 1e9:.0f} GB/s")
+                label=f"{key.upper()} roof {p / 1e12:g} TFLOP/s, {m.bw_bytes_s / 1e9:g} GB/s")
     total = sum(c.covered_us for c in pts) or 1.0
     cmap = plt.get_cmap("tab10")
     classes = sorted({c.klass for c in pts})
@@ -104,10 +105,22 @@ def plot_roofline(roof: Roofline, path: str | Path, title: str = "") -> None:
     for ph, mk in (("forward", "o"), ("backward", "s"), ("optimizer", "^")):
         if any(c.phase == ph for c in pts):
             ax.scatter([], [], color="grey", marker=mk, label=ph, s=40)
-    for c in sorted(pts, key=lambda c: -c.covered_us)[:5]:
-        ax.annotate(f"{c.klass}/{c.phase[:3]} {us_to_ms(c.time_us):.1f} ms",
-                    (c.intensity, c.achieved_flops_s), textcoords="offset points",
-                    xytext=(6, -12), fontsize=7)
+    short = {"forward": "fwd", "backward": "bwd", "optimizer": "opt", "data": "data"}
+    by_class: dict[str, list] = {}
+    for c in sorted(pts, key=lambda c: -c.time_us):
+        by_class.setdefault(c.klass, []).append(c)
+    top = sorted(by_class.values(), key=lambda cs: -sum(c.time_us for c in cs))[:5]
+    mid = math.sqrt(lo * hi)
+    for cs in top:   # one label per class of 3 % of the time or more, at its largest point
+        if sum(c.covered_us for c in cs) < 0.03 * total:
+            continue
+        text = f"{cs[0].klass}: " + ", ".join(f"{short.get(c.phase, c.phase)} "
+                                              f"{us_to_ms(c.time_us):.1f}" for c in cs[:3])
+        right = cs[0].intensity > mid
+        ax.annotate(text + " ms", (cs[0].intensity, cs[0].achieved_flops_s),
+                    textcoords="offset points",
+                    xytext=(-10 if right else 10, 10 if cs[0].attained > 1 else -16),
+                    ha="right" if right else "left", fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(lambda v, _: f"{v / 1e12:g}")
@@ -117,8 +130,8 @@ def plot_roofline(roof: Roofline, path: str | Path, title: str = "") -> None:
     ax.set_ylim(max(ymin, 1e6), ymax)
     ax.set_xlabel("arithmetic intensity (FLOP / byte, compulsory bytes)")
     ax.set_ylabel("attained TFLOP/s")
-    ax.set_title(title or f"roofline on {m.name} ({m.source}): one point per kernel class and "
-                 "phase, area = kernel time per step", fontsize=8)
+    ax.set_title(title or f"roofline on {m.name} ({m.source})\none point per kernel class and "
+                 "phase; area = kernel time per step; labels: ms per step", fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.9)
     _save(fig, path)

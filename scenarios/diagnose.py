@@ -119,10 +119,10 @@ def _ms(us: float) -> str:
     return f"{us / 1e3:.2f} ms"
 
 
-def _ratio_finding(r: float, source: str, step_us: float) -> Finding:
+def _ratio_finding(r: float, source: str) -> Finding:
     free = amdahl_ceiling(min(r, 1.0))
     closing = 1 / r if r > 0 else float("inf")
-    ev = [f"kernel-sum / step-wall = {r:.2f} ({source}; step {_ms(step_us)})",
+    ev = [f"kernel-sum / step-wall = {r:.2f} ({source})",
           f"every kernel free: at most {free:.2f}x (Amdahl, 1 / (1 - {r:.2f}))",
           f"every gap closed (kernels back to back): at most {closing:.2f}x (1 / {r:.2f})"
           if r > 0 else "no device kernels: the step is host work only"]
@@ -265,9 +265,9 @@ def diagnose(model: StepModel, *, name: str = "", kernel_ratio: float | None = N
     base = predict(model, [], **kw)
     if kernel_ratio is None:
         kernel_ratio = base.summary.kernel_ratio
-        ratio_source = "simulated baseline of the model"
-    step = base.summary.mean_step_us
-    findings = [_ratio_finding(kernel_ratio, ratio_source, step)]
+        ratio_source = (f"the model's simulated baseline, step "
+                        f"{_ms(base.summary.mean_step_us)}")
+    findings = [_ratio_finding(kernel_ratio, ratio_source)]
     gaps = _gap_findings(model, base, kw)
     findings += gaps + _roof_findings(model, roof, kernels, base, kw, roof_why_not, gaps)
     if memory is None:
