@@ -157,7 +157,9 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
           f"{_ms(sum(v for k, v in s.host_split_us.items() if k.startswith('wait:sync')))}",
           f"pageable host-to-device copies per step: {len(pageable)} "
           f"({_ms(sum(t.dur_us for t in pageable))} on the copy engine)",
-          f"device tasks waiting on the previous step's work: {len(prev)}"]
+          f"device tasks waiting on the previous step's work: {len(prev)}",
+          f"exposed communication {_ms(s.exposed_comm_us)} and arrival skew "
+          f"{_ms(s.arrival_skew_us)} per step"]
     leaves = [(k, v) for k, v in gaps if v >= GAP_SHARE * step]
     head = Finding("gaps", (f"{len(leaves)} gap cause(s) of at least {100 * GAP_SHARE:.0f} % "
                             f"of the step on {lane}") if leaves else

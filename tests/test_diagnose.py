@@ -282,3 +282,23 @@ def test_cpu_capture(cpu_run_nw0):
     assert "no device kernels" in roof["verdict"]
     leaves = _leaves(d)
     assert leaves and all(f["verdict"] for f in leaves.values())
+
+
+def test_a_model_file_is_diagnosed_from_its_simulation(tmp_path):
+    def body(g, k):
+        g.op(NEXT, g.t, g.t + 2000)
+        g.cpu(2010)
+        g.launch(EW, 500.0)
+        g.stream_sync()
+
+    g = Gen()
+    starts = _steps(g, body)
+    path, _ = _write(g, tmp_path / "m.json", starts)
+    model = tmp_path / "model.json"
+    assert run_cli("calibrate", str(path), "-o", str(model)).returncode == 0
+    d = _diagnose(model)
+    assert "simulated baseline" in d["kernel_ratio_source"]
+    assert d["kernel_ratio"] == pytest.approx(500.0 / d["baseline_step_us"], rel=0.02)
+    assert "input" in _leaves(d)
+    assert "no kernel shapes" in next(f for f in d["findings"]
+                                      if f["stage"] == "roofline")["verdict"]
