@@ -180,9 +180,14 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                     "although every thread had a core): other load on the machine slowed the "
                     "run; that share of its off-core time is modelled as CPU work")
             bf *= 1 - preempted
+            switches = any(s.vcsw is not None for s in prof)
+            if not switches:
+                # an older sidecar without context switches cannot tell blocking from
+                # waiting for a core behind other load: the off-core time stays CPU work
+                bf = 0.0
             split.update(parallel_fraction=pf, block_fraction=bf)
             sources["host.ops[1].parallel_fraction"] = "inferred"
-            sources["host.ops[1].block_fraction"] = "inferred"
+            sources["host.ops[1].block_fraction"] = "inferred" if switches else "assumed"
             if bf > BLOCK_NOTE_SHARE:
                 warnings.append(
                     f"the training step used no core for {100 * bf:.0f} % of its wall time "
