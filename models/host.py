@@ -96,6 +96,45 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
     step's host work ends (so it has ``n_steps + 1`` entries).
     """
     lane = f"rank{rank}.host"
+    # Run-ahead: while the host's CPU work cannot contend with anything (no core pool, or one
+    # with no more runnable threads than cores and no co-run interference), cpu ops and
+    # launches only move the host's own clock ``t``; a launch's event is scheduled for its
+    # instant and the process yields only where it meets the rest (a sync, next(), a pageable
+    # copy, a full launch queue, intra-op parallel work): one SimPy event per launch instead of
+    # a process resume per op, with the same instants.
+    simple = not uses_core or (not cpu.contended and cpu.interference <= 0)
+    t = env.now
+
+    def catch_up():
+        nonlocal t
+        if t > env.now:
+            yield env.timeout(t - env.now)
+        t = env.now
+
+    def fire_launch(step: int, task: str, when: float) -> None:
+        if when <= env.now:
+            events.launched(rank, step, task).succeed(env.now)
+            return
+        env.timeout(when - env.now).callbacks.append(
+            lambda _ev: events.launched(rank, step, task).succeed(when))
+
+    def run_ahead(name: str, dur_us: float, category: str, step: int,
+                  block_fraction: float = 0.0) -> None:
+        """``busy`` on the host's own clock, for work without a parallel part."""
+        nonlocal t
+        start = t
+        block = dur_us * block_fraction
+        serial = max(dur_us - block, 0.0) if block_fraction else dur_us
+        if uses_core:
+            core_us = serial * cpu.scale if serial > 0 else 0.0
+        else:
+            core_us = serial
+        if core_us > 0:
+            t = t + core_us
+        record_cpu_work(recorder, lane, name, category, start, core_us, t, step, rank)
+        if block > 0:
+            t0, t = t, t + block
+            recorder.span(Span(lane, name, "busy", t0, block, step, rank, category=category))
 
     def busy(name: str, dur_us: float, category: str, step: int, op: HostOpPlan | None = None):
         start = env.now
@@ -119,7 +158,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             recorder.span(Span(lane, name, "busy", t0, block, step, rank, category=category))
 
     def block(name: str, cause: str, step: int, targets: tuple[tuple[int, str], ...]):
-        evs = [events.done(rank, s, t) for s, t in targets]
+        evs = [events.done(rank, s, tid) for s, tid in targets]
         pending = [e for e in evs if not e.processed]
         if not pending:
             return
@@ -130,17 +169,33 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             waits_out.append(HostWait(rank, step, start, env.now, cause, targets))
 
     for step in range(n_steps):
-        step_starts.append(env.now)
+        step_starts.append(t)
         syncing = sync_step(step)
         if delay_us > 0:
-            yield from busy("straggle", delay_us, "straggle", step)
+            if simple:
+                run_ahead("straggle", delay_us, "straggle", step)
+            else:
+                yield from busy("straggle", delay_us, "straggle", step)
         for op in ops:
             if op.optimizer and not syncing:
                 if op.kind == "launch":
-                    events.launched(rank, step, op.task).succeed(env.now)
+                    fire_launch(step, op.task, t)
                 continue
             kind = op.kind
             dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
+            if kind == "cpu" and op.samples is not None and op.replay_us is None:
+                dur_us = op.samples.sample(rng)
+            if simple and kind == "cpu" and op.parallel_fraction <= 0:
+                run_ahead(op.name, dur_us, op.category, step, op.block_fraction)
+                continue
+            if simple and kind == "launch" and op.block_cause is None and (
+                    launch_queue.pending + min(op.slots, launch_queue.capacity)
+                    <= launch_queue.capacity):
+                launch_queue.take(step, op.task, op.slots)   # slots free: it cannot block
+                run_ahead(op.name, dur_us, "launch", step)
+                fire_launch(step, op.task, t)
+                continue
+            yield from catch_up()
             if kind == "launch":
                 full = launch_queue.take(step, op.task, op.slots)
                 if full is not None:
@@ -153,13 +208,13 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                 if op.block_cause is not None:
                     yield from block(op.name, op.block_cause, step, ((step, op.task),))
             elif kind == "cpu":
-                if op.samples is not None and op.replay_us is None:
-                    dur_us = op.samples.sample(rng)
                 yield from busy(op.name, dur_us, op.category, step, op)
             elif kind == "sync":
                 yield from busy(op.name, dur_us, "sync", step)
-                targets = tuple((step + off, t) for off, t in op.targets if step + off >= 0)
+                targets = tuple((step + off, tid) for off, tid in op.targets if step + off >= 0)
                 yield from block(op.name, "sync", step, targets)
             else:   # next_batch
                 yield from loader.next_batch(step, None if op.replay_us is None else dur_us)
+            t = env.now
+    yield from catch_up()
     step_starts.append(env.now)

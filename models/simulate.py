@@ -33,6 +33,7 @@ from stepsim.models.params import StepModel
 from stepsim.models.ranks import rank_host_plan
 from stepsim.simcore.dists import Empirical
 from stepsim.simcore.errors import SimulationError
+from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.record import ListRecorder, Recorder, Span
 from stepsim.simcore.rng import spawn_streams
 
@@ -248,6 +249,7 @@ def replay_marks(starts: list[float], runs, n: int, gpu_inclusive: bool) -> list
     return starts[:n] + [end]
 
 
+@gc_paused
 def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
              recorder: Recorder | None = None, replay: bool = False) -> SimResult:
     """Simulate ``warmup + steps`` steps of every rank in ``model.ranks``.
