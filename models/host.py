@@ -124,7 +124,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
         nonlocal t
         start = t
         block = dur_us * block_fraction
-        serial = max(dur_us - block, 0.0) if block_fraction else dur_us
+        serial = max(dur_us - block, 0.0)
         if uses_core:
             core_us = serial * cpu.scale if serial > 0 else 0.0
         else:
