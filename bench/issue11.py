@@ -31,7 +31,6 @@ import gzip
 import heapq
 import json
 import os
-import pickle
 import shutil
 import subprocess
 import sys
@@ -57,17 +56,19 @@ def uptime() -> str:
 
 
 def model_of(trace: Path, coarse: bool = True):
-    """The calibrated (coarsened) model of ``trace``, cached in /tmp between runs."""
+    """The calibrated (coarsened) model of ``trace``, cached in /tmp (as JSON) between runs."""
     from stepsim.calibration.gpu import calibrate_gpu
     from stepsim.models.coarsen import coarsen
 
+    from stepsim.models.params import StepModel
+
     CACHE.mkdir(exist_ok=True)
-    key = CACHE / (trace.name.replace(".", "_") + ".pkl")
-    if key.exists():
-        return pickle.loads(key.read_bytes())
+    key = CACHE / (trace.name.replace(".", "_") + f"{'' if coarse else '.fine'}.json")
+    if key.exists():   # JSON, not a pickle: fields added to the model since get their defaults
+        return StepModel.model_validate_json(key.read_text())
     m = calibrate_gpu(trace, coarse=False)
     m = coarsen(m) if coarse else m
-    key.write_bytes(pickle.dumps(m))
+    key.write_text(m.model_dump_json())
     return m
 
 
