@@ -107,18 +107,15 @@ def _gpu(p, side, step_regex):
 
 
 def apply_sidecar(model: StepModel, side) -> StepModel:
-    """The model with the sidecar's loader settings, produce times and cores filled in."""
-    from stepsim.calibration.cpu import steady_records, fit_produce, loader_settings
+    """The model with what the sidecar measures filled in, read as on the CPU path
+    (:func:`calibration.sidecar_fit.loader_from_sidecar`: settings, produce times, batch
+    bytes, hand-over time, cores), each parameter's source as it was obtained."""
+    from stepsim.calibration.sidecar_fit import loader_from_sidecar
 
-    upd = loader_settings(side)
-    recs = steady_records(side, upd["num_workers"])
-    if recs:
-        upd["produce"], upd["threads_per_worker"], _ = fit_produce(
-            recs, upd["num_workers"], side.host_cores, side.torch_num_threads or 1)
-    if side.host_cores:
-        upd["host_cores"] = side.host_cores
+    upd, src, warn, _ = loader_from_sidecar(side, side.torch_num_threads or 1)
     loader = model.loader.model_copy(update=upd)
     sources = dict(model.meta.sources)
-    sources.update({f"loader.{k}": "measured" for k in upd})
-    meta = model.meta.model_copy(update={"sources": sources})
+    sources.update(src)
+    meta = model.meta.model_copy(update={"sources": sources,
+                                         "warnings": list(model.meta.warnings) + warn})
     return model.model_copy(update={"loader": loader, "meta": meta})
