@@ -56,8 +56,9 @@ args, else from the enclosing ``record_param_comms`` op, else from the enclosing
 annotation's ``Input Dims``/``Input type``.
 
 **Ranks.** The rank comes from ``distributedInfo.rank`` (a dict, or the Python-repr string
-some Kineto versions write), else from a ``rank<N>``/``worker<N>`` in the file name; a file
-with neither is rank 0 (with a warning). Two files that claim the same rank are taken as
+some Kineto versions write; a rank or world size beyond ``MAX_RANK_ID`` is ignored with a
+warning), else from a ``rank<N>``/``worker<N>`` in the file name; files with neither take the
+lowest free ranks in file-name order (a single file is rank 0), with a warning. Two files that claim the same rank are taken as
 separate captures, not ranks of one run: the first by file name is used, the other ignored (a
 warning names both). Clocks are aligned on matched collectives (the k-th collective of a name
 on every rank ends at the same instant, as a collective finishes only when the last rank
@@ -1223,6 +1224,25 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
     return coarsen(model) if coarse else model
 
 
+def _number_unranked(fits: list[RankFit], warnings: list[str]) -> None:
+    """Files with no rank (no ``distributedInfo``, none in the name) become the lowest free
+    ranks in file-name order, with a warning naming them: several files of one job, never
+    one of them silently dropped."""
+    taken = {f.rank for f in fits}
+    unranked = sorted((f for f in fits if f.rank < 0), key=lambda f: f.path.name)
+    rank = 0
+    for f in unranked:
+        while rank in taken:
+            rank += 1
+        f.rank = rank
+        taken.add(rank)
+    if unranked:
+        warnings.append(f"{', '.join(f.path.name for f in unranked)}: no rank in "
+                        "distributedInfo or file name; taken as rank(s) "
+                        f"{', '.join(str(f.rank) for f in unranked)} of one job, in file-name "
+                        "order")
+
+
 def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
     """One StepModel for several ranks: the structure of the rank that arrives first at the
     collectives (its work is never hidden behind waiting), collective durations from the last
@@ -1231,10 +1251,8 @@ def _combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
     for f in fits:
         warnings += f.warnings
     by_rank: dict[int, RankFit] = {}
+    _number_unranked(fits, warnings)
     for f in sorted(fits, key=lambda f: f.path.name):
-        if f.rank < 0:
-            f.rank = 0
-            warnings.append(f"{f.path.name}: no rank in distributedInfo or file name; taken as rank 0")
         if f.rank in by_rank:
             used = by_rank[f.rank].path.name
             warnings.append(f"{f.path.name} and {used} both claim rank {f.rank}: taken as two "

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from stepsim.models.params import MAX_CORES, MAX_PREFETCH, MAX_WORKERS
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input
+from stepsim.simcore.parsing import parse_json
 
 
 _CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
@@ -167,11 +167,7 @@ def load_sidecar(path: str | Path) -> Sidecar:
             field of the wrong type (named).
     """
     p = Path(path)
-    raw = read_input(p, "sidecar")
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise InputError(p, f"sidecar is not valid JSON: {e}") from None
+    data = parse_json(p, read_input(p, "sidecar"), "sidecar")
     if not isinstance(data, dict) or "stepsim_sidecar" not in data:
         raise InputError(p, "not a stepsim sidecar (no 'stepsim_sidecar' key); "
                             "it is written by calibration.capture.Capture")

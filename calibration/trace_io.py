@@ -28,8 +28,8 @@ aside) may spread over at most :data:`MAX_SPAN_US` (30 days): a profiler trace c
 to hours, so anything wider is a corrupt timestamp.
 
 Errors: every problem with the input raises :class:`simcore.errors.InputError` with the file
-and, where it applies, the place (``byte N`` of the decompressed JSON, ``event N`` = index in
-``traceEvents``): missing or unreadable file, a directory or device, empty file, a file over
+and, where it applies, the place (``line L, column C, byte N`` of the decompressed JSON,
+``event N`` = index in ``traceEvents``): missing or unreadable file, a directory or device, empty file, a file over
 the size limit, truncated or corrupt gzip, invalid JSON, JSON without trace events (a stepsim
 capture sidecar is named as such), an event without ``ts``, a non-numeric, non-finite or
 out-of-range ``ts``, timestamps spread over more than 30 days.
@@ -47,10 +47,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import numpy as np
-import orjson
 
+from stepsim.models.params import MAX_RANK_ID
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import open_input
+from stepsim.simcore.parsing import parse_json
 
 __all__ = ["RawTrace", "load_trace", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
            "MAX_ABS_TS_US", "MAX_SPAN_US"]
@@ -161,12 +162,6 @@ def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
     if raw.isspace():
         raise InputError(p, f"file holds only whitespace{after}")
     return raw, size
-
-
-def _byte_offset(raw: bytes, char_pos: int) -> int:
-    """orjson reports a character position; turn it into a byte offset."""
-    text = raw.decode("utf-8", errors="surrogateescape")
-    return len(text[:char_pos].encode("utf-8", errors="surrogateescape"))
 
 
 def _text_to_ns(int_part: bytes, frac: bytes, exp: bytes) -> int:
@@ -314,19 +309,15 @@ def load_trace(path: str | Path) -> RawTrace:
 
     Raises:
         InputError: missing or unreadable file, directory, device, empty file, a file or
-            decompressed JSON over :data:`MAX_JSON_BYTES`, truncated/corrupt gzip, invalid
-            JSON (with the byte offset), no trace events (a capture sidecar is named as such),
+            decompressed JSON over :data:`MAX_JSON_BYTES`, truncated/corrupt gzip, text that is
+            not UTF-8 or not valid JSON (with the line, column and byte offset), no trace events (a capture sidecar is named as such),
             an event that is not an object, an event without ``ts`` or with a non-numeric,
             non-finite or out-of-range ``ts``, ``ts`` spread over more than 30 days (with the
             event index).
     """
     p = Path(path)
     raw, size = _read_bytes(p)
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        first = str(e).split(":")[0]
-        raise InputError(p, f"invalid JSON: {first}", f"byte {_byte_offset(raw, e.pos)}") from None
+    data = parse_json(p, raw, "trace")
     if isinstance(data, list):
         events, metadata = data, {}
     elif isinstance(data, dict):
@@ -422,19 +413,26 @@ def rank_of(raw: RawTrace, warnings: list[str]) -> tuple[int | None, int, str]:
     """(rank, world size, where the rank came from: ``distributedInfo``, ``file name``,
     ``none``) of one trace; a rank taken from the file name adds a warning to ``warnings``."""
     info = raw.metadata.get("distributedInfo")
+    got = None
     if isinstance(info, str):
         # some Kineto versions write it as a Python-repr string
         m = re.search(r"'rank':\s*(\d+)", info)
         w = re.search(r"'world_size':\s*(\d+)", info)
         if m:
-            return int(m.group(1)), int(w.group(1)) if w else 1, "distributedInfo"
+            got = int(m.group(1)), int(w.group(1)) if w else 1
     elif isinstance(info, dict) and "rank" in info:
         try:
-            return int(info["rank"]), int(info.get("world_size", 1) or 1), "distributedInfo"
-        except (TypeError, ValueError):
+            got = int(info["rank"]), int(info.get("world_size", 1) or 1)
+        except (TypeError, ValueError, OverflowError):
             pass
+    if got is not None:
+        if 0 <= got[0] <= MAX_RANK_ID and 1 <= got[1] <= MAX_RANK_ID + 1:
+            return got[0], got[1], "distributedInfo"
+        warnings.append(f"{raw.path.name}: distributedInfo gives rank {got[0]} of world size "
+                        f"{got[1]}, which cannot be right (ranks are 0 to {MAX_RANK_ID}); "
+                        "ignored")
     m = _RANK_IN_NAME.search(raw.path.name)
-    if m:
+    if m and int(m.group(1)) <= MAX_RANK_ID:
         warnings.append(f"{raw.path.name}: no distributedInfo; rank {m.group(1)} taken from the file name")
         return int(m.group(1)), 1, "file name"
     return None, 1, "none"

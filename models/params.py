@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Literal
+from types import UnionType
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -49,6 +50,8 @@ MAX_OUTSTANDING = 16384
 """Most batches ``num_workers × prefetch_factor`` may keep outstanding in a simulation."""
 MAX_RANKS = 512
 """Most ranks one model simulates."""
+MAX_RANK_ID = 2**31 - 1
+"""Largest rank number (and world size) accepted: what c10d's int rank holds."""
 
 
 LAUNCH_QUEUE_DEPTH = 1024
@@ -75,9 +78,43 @@ def _non_empty(obj, *names: str) -> None:
             raise ValueError(f"{name} must not be empty")
 
 
+def _scalar_kind(annotation) -> str | None:
+    """``"int"``, ``"float"`` or ``"bool"`` for a field of that type (or that type or None)."""
+    origin = get_origin(annotation)
+    if origin is None:
+        args = [annotation]
+    elif origin in (Union, UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+    else:
+        return None
+    if len(args) == 1 and args[0] in (int, float, bool):
+        return args[0].__name__
+    return None
+
+
+_SCALAR_OK = {"bool": lambda v: isinstance(v, bool),
+              "int": lambda v: not isinstance(v, (bool, str, float)),
+              "float": lambda v: not isinstance(v, (bool, str))}
+
+
 class _Strict(BaseModel):
     # infinities and NaNs are refused everywhere: no real duration, size or rate is one
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_scalars(cls, data):
+        """A number, a count or a switch must be written as one: pydantic's lax mode would read
+        ``"4"`` as 4, ``true`` as 1 and ``"yes"`` as True."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                f = cls.model_fields.get(name) if isinstance(name, str) else None
+                kind = _scalar_kind(f.annotation) if f is not None else None
+                if kind and value is not None and not _SCALAR_OK[kind](value):
+                    what = {"int": "an integer", "float": "a number", "bool": "true or false"}
+                    raise ValueError(f"{name} must be {what[kind]}, not "
+                                     f"{type(value).__name__} {value!r}")
+        return data
 
 
 class DurationSpec(_Strict):
@@ -331,7 +368,7 @@ class CommParams(_Strict):
     ``latency_us + 2(n-1)/n × b / bus_gbps`` (µs, with b/bus_gbps converted to µs).
     """
 
-    world_size: int = Field(default=1, ge=1)
+    world_size: int = Field(default=1, ge=1, le=MAX_RANK_ID + 1)
     bus_gbps: float | None = Field(default=None, gt=0)
     """Bus bandwidth (GB/s); None keeps each collective's measured transfer time."""
     latency_us: Micros = 0.0
@@ -348,7 +385,7 @@ class CommParams(_Strict):
 class RankParams(_Strict):
     """One simulated rank and its skew relative to the calibrated rank."""
 
-    rank: int = Field(ge=0)
+    rank: int = Field(ge=0, le=MAX_RANK_ID)
     delay_us: Micros = 0.0
     """Extra host CPU time at the start of every step (a slow data path, a noisy neighbour)."""
     phase_extra_us: dict[str, Micros] = Field(default_factory=dict)
@@ -589,24 +626,20 @@ def load_model(path: str | Path) -> StepModel:
     """Read a StepModel from JSON or YAML (by suffix ``.yaml``/``.yml``).
 
     Raises:
-        InputError: missing/unreadable file, not JSON/YAML, or not a valid StepModel
-            (the message names the first invalid field).
+        InputError: missing/unreadable file, a device, a file over
+            ``simcore.files.MAX_INPUT_BYTES``, not UTF-8, not JSON/YAML (with the line and
+            column; a duplicate YAML key, nesting too deep), or not a valid StepModel (the
+            message names the first invalid field).
     """
-    import orjson
-    import yaml
+    from stepsim.simcore.parsing import parse_json, parse_yaml
 
     p = Path(path)
     raw = read_input(p, "StepModel")
     if raw[:2] == b"\x1f\x8b":
         raise InputError(p, "this is a gzip file (a profiler trace?), not a StepModel; run "
                             "'stepsim calibrate' on a trace first")
-    try:
-        if p.suffix.lower() in (".yaml", ".yml"):
-            data = yaml.safe_load(raw)
-        else:
-            data = orjson.loads(raw)
-    except (orjson.JSONDecodeError, yaml.YAMLError) as e:
-        raise InputError(p, f"not valid {'YAML' if p.suffix.lower() in ('.yaml', '.yml') else 'JSON'}: {str(e).splitlines()[0]}") from None
+    parse = parse_yaml if p.suffix.lower() in (".yaml", ".yml") else parse_json
+    data = parse(p, raw, "StepModel")
     if not isinstance(data, dict):
         raise InputError(p, f"expected a StepModel object, got {type(data).__name__}")
     if "traceEvents" in data:
@@ -622,11 +655,17 @@ def load_model(path: str | Path) -> StepModel:
         # any other kind of "host" is left to the schema's one-line error below
         raise InputError(p, "the model's host thread has no ops (host.ops): nothing to simulate")
     try:
-        return StepModel.model_validate(data)
+        model = StepModel.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
         raise InputError(p, f"not a valid StepModel: {loc}: {err['msg']}") from None
+    if model.loader.num_workers == 0 and model.loader.prefetch_factor != 2:
+        # what-ifs and sweeps may still vary it: the simulated loader ignores it without workers
+        raise InputError(p, f"not a valid StepModel: loader.prefetch_factor="
+                            f"{model.loader.prefetch_factor} needs num_workers > 0 (PyTorch's "
+                            "DataLoader raises ValueError for it; 2 stands for its default)")
+    return model
 
 
 def save_model(model: StepModel, path: str | Path) -> None:

@@ -41,6 +41,7 @@ from stepsim.scenarios.primitives import remove, scale
 from stepsim.scenarios.select import Selector
 from stepsim.simcore.errors import InputError, ModelError
 from stepsim.simcore.files import read_input
+from stepsim.simcore.parsing import parse_yaml
 
 
 class Operation(BaseModel):
@@ -192,11 +193,7 @@ def load_scenario(path: str | Path) -> Scenario:
             fix argument (the message names it and where it is).
     """
     p = Path(path)
-    raw = read_input(p, "scenario")
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        raise InputError(p, f"not valid YAML/JSON: {str(e).splitlines()[0]}") from None
+    data = parse_yaml(p, read_input(p, "scenario"), "scenario")
     if not isinstance(data, dict):
         raise InputError(p, "expected a scenario object with 'ops'")
     if "schema_version" in data or "host" in data:

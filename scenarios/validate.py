@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.errors import InputError, ModelError, printable
-from stepsim.simcore.files import open_input
+from stepsim.simcore.files import read_input
+from stepsim.simcore.parsing import parse_json
 
 _COARSE = {"input": "input", "cpu_cores": "host", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
@@ -177,23 +178,19 @@ def read_ledger(path: str | Path) -> list[LedgerRecord]:
             (the message gives the line number).
     """
     p = Path(path)
-    if p.is_dir():
-        raise InputError(p, "is a directory, expected a ledger file (JSON lines)")
-    try:
-        with open_input(p) as f:
-            raw = f.read()
-    except FileNotFoundError:
+    if not p.exists() and not p.is_symlink():
         return []
-    except OSError as e:
-        raise InputError(p, f"cannot read: {e.strerror}") from None
+    raw = read_input(p, "ledger", empty_ok=True)
     out = []
     for i, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            out.append(LedgerRecord.model_validate(orjson.loads(line)))
-        except orjson.JSONDecodeError as e:
-            raise InputError(p, f"not JSON: {e}", where=f"line {i}") from None
+            data = parse_json(p, line, "ledger")
+        except InputError as e:
+            raise InputError(p, e.problem, where=f"line {i}; in it {e.where}") from None
+        try:
+            out.append(LedgerRecord.model_validate(data))
         except ValidationError as e:
             err = e.errors()[0]
             loc = ".".join(str(x) for x in err["loc"]) or "(record)"

@@ -74,23 +74,43 @@ def open_input(path: str | Path) -> BinaryIO:
     return io.BufferedReader(_Pipe(fd, head))
 
 
-def read_input(path: str | Path, kind: str) -> bytes:
+MAX_INPUT_BYTES = 256 * 1024**2
+"""Largest model, scenario, sidecar or ledger file that is read (bytes). The largest model
+calibrated from the shared sample traces is a few MB; validating one takes several times its
+size in memory, so a file beyond this is refused before it is read."""
+
+
+def read_input(path: str | Path, kind: str, empty_ok: bool = False) -> bytes:
     """The bytes of the file at ``path``, which should hold a ``kind`` (``"sidecar"``,
-    ``"StepModel"``, ``"scenario"`` …, used in messages).
+    ``"StepModel"``, ``"scenario"`` …, used in messages). Never reads more than
+    :data:`MAX_INPUT_BYTES`, and never from a device (``/dev/zero`` would never end).
 
     Raises:
-        InputError: the file is missing, a directory, unreadable, or empty (whitespace only).
+        InputError: the file is missing, a directory, a device, unreadable, larger than
+            :data:`MAX_INPUT_BYTES`, or (unless ``empty_ok``) empty (whitespace only).
     """
     p = Path(path)
-    if p.is_dir():
-        raise InputError(p, f"is a directory, expected a {kind} file")
     try:
+        st = p.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError(p, f"is a directory, expected a {kind} file")
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+            raise InputError(p, f"is a device, expected a {kind} file")
+        if stat.S_ISREG(st.st_mode) and st.st_size > MAX_INPUT_BYTES:
+            raise _too_big(p, kind)
         with open_input(p) as f:
-            raw = f.read()
+            raw = f.read(MAX_INPUT_BYTES + 1)
     except FileNotFoundError:
         raise InputError(p, f"no such {kind} file") from None
     except OSError as e:
-        raise InputError(p, f"cannot read: {e.strerror}") from None
-    if not raw.strip():
+        raise InputError(p, f"cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_INPUT_BYTES:   # a pipe, or a file that grew
+        raise _too_big(p, kind)
+    if not empty_ok and not raw.strip():
         raise InputError(p, f"the {kind} file is empty")
     return raw
+
+
+def _too_big(p: Path, kind: str) -> InputError:
+    return InputError(p, f"larger than {MAX_INPUT_BYTES // 1024**2} MiB, the limit on a {kind} "
+                         "file (simcore.files.MAX_INPUT_BYTES)")

@@ -102,14 +102,25 @@ def test_bad_structure(tmp_path, quirk, data, expect):
     assert expect in msg and str(p) in msg and "\n" not in msg
 
 
-def test_invalid_json_reports_byte_offset(tmp_path):
+def test_invalid_json_reports_line_column_and_byte_offset(tmp_path):
     # a 2-byte character before the error: the offset is in bytes, not characters
-    data = '{"traceEvents": [{"name": "é"}, ,]}'.encode()
+    data = '{"traceEvents": [\n {"name": "é"}, ,]}'.encode()
     p = write(tmp_path, "invalid.json", data)
     with pytest.raises(InputError) as ei:
         load_trace(p)
-    assert ei.value.where == f"byte {data.index(b', ,') + 2}"
-    assert "invalid JSON" in str(ei.value)
+    at, nl = data.index(b', ,') + 2, data.index(b"\n")
+    assert ei.value.where == f"line 2, column {at - nl}, byte {at}"
+    assert "not valid JSON" in str(ei.value)
+
+
+def test_invalid_utf8_reports_the_real_byte_offset(tmp_path):
+    data = b'{"traceEvents": [\n {"name": "\xff"}]}'
+    p = write(tmp_path, "not_utf8.json", data)
+    with pytest.raises(InputError) as ei:
+        load_trace(p)
+    at, nl = data.index(b"\xff"), data.index(b"\n")
+    assert ei.value.where == f"line 2, column {at - nl}, byte {at}"
+    assert "not valid UTF-8" in str(ei.value) and "0xff" in str(ei.value)
 
 
 def test_truncated_gzip(tmp_path):

@@ -1,0 +1,113 @@
+"""Parsing a user's JSON or YAML input into plain Python data, with errors that say where: one
+:class:`~simcore.errors.InputError` naming the file, the problem and the line, column and byte
+offset; input that is not UTF-8 names the first bad byte. YAML is read strictly: a key given
+twice in one mapping is an error (PyYAML keeps the last silently), and nesting deeper than
+:data:`MAX_NESTING` is refused (PyYAML would recurse until Python's stack runs out)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from stepsim.simcore.errors import InputError
+
+__all__ = ["parse_json", "parse_yaml", "location", "MAX_NESTING"]
+
+MAX_NESTING = 64
+"""Deepest nesting of YAML collections accepted; a StepModel needs about 8 levels. (JSON is
+parsed by orjson, which refuses more than 1024.)"""
+
+
+def location(raw: bytes, offset: int) -> str:
+    """``line L, column C, byte N`` of byte ``offset`` of ``raw`` (1-based line and column;
+    the column counts bytes)."""
+    offset = max(0, min(offset, len(raw)))
+    line = raw.count(b"\n", 0, offset) + 1
+    col = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
+    return f"line {line}, column {col}, byte {offset}"
+
+
+def _check_utf8(path: Path, raw: bytes, kind: str) -> str:
+    """``raw`` decoded, or InputError at its first byte that is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"the {kind} file is not valid UTF-8 ({e.reason}, byte "
+                               f"0x{raw[e.start]:02x})", location(raw, e.start)) from None
+
+
+def parse_json(path: str | Path, raw: bytes, kind: str) -> Any:
+    """``raw`` (bytes of the ``kind`` file at ``path``) parsed as JSON.
+
+    Raises:
+        InputError: not UTF-8, or not valid JSON (with the line, column and byte offset).
+    """
+    p = Path(path)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        text = _check_utf8(p, raw, kind)
+        what = str(e).split(": line ")[0]
+        offset = len(text[:e.pos].encode("utf-8"))
+        raise InputError(p, f"not valid JSON: {what}", location(raw, offset)) from None
+
+
+class _TooDeep(yaml.YAMLError):
+    def __init__(self, mark):
+        self.problem, self.problem_mark = f"nested deeper than {MAX_NESTING} levels", mark
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses duplicate keys and deep nesting."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                raise _TooDeep(self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                dup = key in seen
+            except TypeError:   # an unhashable key: the constructor says so
+                break
+            if dup:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(path: str | Path, raw: bytes, kind: str) -> Any:
+    """``raw`` (bytes of the ``kind`` file at ``path``) parsed as YAML (which reads JSON too),
+    refusing duplicate keys and nesting deeper than :data:`MAX_NESTING`.
+
+    Raises:
+        InputError: not UTF-8, not valid YAML, a duplicate key or too deep (with the line,
+            column and byte offset where it is).
+    """
+    p = Path(path)
+    text = _check_utf8(p, raw, kind)
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        where = None
+        if mark is not None:
+            where = location(raw, len(text[:mark.index].encode("utf-8")))
+        raise InputError(p, f"not valid YAML: {what}", where) from None
+    except RecursionError:   # pragma: no cover - MAX_NESTING keeps the stack shallow
+        raise InputError(p, f"not valid YAML: nested too deeply") from None
