@@ -18,8 +18,21 @@ from stepsim.simcore.errors import SimulationError, StepsimError, shown
 from stepsim.simcore.units import us_to_ms
 
 
-def _count(lo: int):
-    """argparse type: an integer ≥ ``lo``."""
+MAX_STEPS, MAX_DRAWS, MAX_JOBS = 100_000, 10_000, 1024
+"""Most simulated (or warm-up, or drawn) steps, Monte Carlo draws and processes a command
+takes: far beyond any useful run, and small enough that a typo is an error, not a run that
+never ends."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with an error of one line and a hint to ``--help``, not its usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _count(lo: int, hi: int | None = None):
+    """argparse type: an integer ≥ ``lo`` (and ≤ ``hi``)."""
     def parse(text: str) -> int:
         try:
             v = int(text)
@@ -27,6 +40,8 @@ def _count(lo: int):
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
         if v < lo:
             raise argparse.ArgumentTypeError(f"{v} is below {lo}")
+        if hi is not None and v > hi:
+            raise argparse.ArgumentTypeError(f"{v} is above {hi}, the most this takes")
         return v
     return parse
 
@@ -278,16 +293,16 @@ def _planner_verb(sub, name: str, help: str, func, draws: int) -> argparse.Argum
     p.add_argument("model", help="a StepModel (JSON or YAML)")
     _op_opts(p)
     _sim_opts(p)
-    p.add_argument("--draws", type=_count(0), default=draws,
+    p.add_argument("--draws", type=_count(0, MAX_DRAWS), default=draws,
                    help=f"Monte Carlo draws for P10/P50/P90 (default {draws}; 0: none)")
-    p.add_argument("--jobs", type=_count(0), default=0,
+    p.add_argument("--jobs", type=_count(0, MAX_JOBS), default=0,
                    help="processes (default 0: the CPUs available)")
     p.set_defaults(func=func)
     return p
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="stepsim",
         description="Discrete-event step simulator and what-if planner for deep-learning training.")
     sub = p.add_subparsers(dest="verb", required=True)
@@ -364,7 +379,7 @@ def _parser() -> argparse.ArgumentParser:
                          "e.g. mixed_precision:factor=0.6")
     pl.add_argument("--min-gain", type=_fraction, default=0.02,
                     help="smallest relative step reduction worth a move (default 0.02)")
-    pl.add_argument("--max-moves", type=_count(1), default=8)
+    pl.add_argument("--max-moves", type=_count(1, 1000), default=8)
     pl.add_argument("--save-scenario", metavar="FILE", type=_out_file,
                     help="write the chain as a scenario YAML")
     pl.add_argument("--plot", metavar="FILE", type=_plot_path,
@@ -380,7 +395,7 @@ def _parser() -> argparse.ArgumentParser:
                          "parameter)")
     rp.add_argument("--measured", metavar="TRACE", type=_path,
                     help="a real trace whose lanes are drawn above the simulated baseline")
-    rp.add_argument("--plot-steps", type=_count(1), default=1,
+    rp.add_argument("--plot-steps", type=_count(1, MAX_STEPS), default=1,
                     help="steps drawn in each lanes timeline (default 1)")
     rp.add_argument("--no-plan", action="store_true", help="leave the plan out (faster)")
 
@@ -406,9 +421,9 @@ def _parser() -> argparse.ArgumentParser:
     dg.add_argument("--peak", metavar="KEY=V,...", help="the GPU's peaks, overriding or "
                     "adding to the table: fp32/tf32/bf16/fp16/fp8 FLOP/s, bw bytes/s")
     dg.add_argument("--plot", metavar="FILE", type=_plot_path, help="write the roofline plot")
-    dg.add_argument("--draws", type=_count(0), default=8,
+    dg.add_argument("--draws", type=_count(0, MAX_DRAWS), default=8,
                     help="Monte Carlo draws behind each what-if's P10-P90 (default 8)")
-    dg.add_argument("--jobs", type=_count(1), default=None, help="processes for the draws")
+    dg.add_argument("--jobs", type=_count(1, MAX_JOBS), default=None, help="processes for the draws")
     _sim_opts(dg)
     dg.set_defaults(func=cmd_diagnose)
 
@@ -421,14 +436,14 @@ def _parser() -> argparse.ArgumentParser:
 def _plot_opts(p: argparse.ArgumentParser, flag: str, help: str) -> None:
     """A lanes-timeline output and how many steps it draws."""
     p.add_argument(flag, metavar="FILE", type=_plot_path, help=help)
-    p.add_argument("--plot-steps", type=_count(1), default=1,
+    p.add_argument("--plot-steps", type=_count(1, MAX_STEPS), default=1,
                    help="steps drawn in the lanes timeline (default 1)")
 
 
 def _sim_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=_count(1), default=DEFAULT_STEPS,
+    p.add_argument("--steps", type=_count(1, MAX_STEPS), default=DEFAULT_STEPS,
                    help=f"measured steps (default {DEFAULT_STEPS})")
-    p.add_argument("--warmup", type=_count(0), default=DEFAULT_WARMUP,
+    p.add_argument("--warmup", type=_count(0, MAX_STEPS), default=DEFAULT_WARMUP,
                    help=f"unmeasured warm-up steps, so prefetch queues fill (default {DEFAULT_WARMUP})")
     p.add_argument("--seed", type=_count(0), default=0,
                    help="seed of the simulation's random streams (default 0; the same seed "

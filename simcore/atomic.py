@@ -24,7 +24,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     Raises:
         InputError: ``path`` is a directory, ends with a path separator, or is another kind
             of special file.
-        OSError: if the folder cannot be created or written.
+        OSError: if the folder cannot be created or written (a read-only folder, a full
+            disk), with ``filename`` the output ``path``, never the temporary file.
     """
     text = str(path)
     path = Path(path)
@@ -41,19 +42,27 @@ def write_atomic(path: Path, data: bytes) -> None:
                              + (" (no process reads this named pipe)" if stat.S_ISFIFO(mode)
                                 else "")) from None
         os.set_blocking(fd, True)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except OSError as e:   # /dev/full
+            raise OSError(e.errno, e.strerror, str(path)) from None
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:   # a read-only folder: name the output, not the temporary file
+        raise OSError(e.errno, e.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):   # a full disk: the write names no file
+            raise OSError(e.errno, e.strerror, str(path)) from None
         raise

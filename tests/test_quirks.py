@@ -3,6 +3,7 @@ it; each gives the right value, or one line naming the file with exit code 2."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 from pathlib import Path
@@ -169,3 +170,161 @@ def test_optimizer_marker_steps_are_not_one_short(tmp_path, whole):
                                  change=no_step_markers))
     assert len(m.meta.measured_step_us) == 4
     assert m.meta.measured_step_us[:3] == pytest.approx(whole.meta.measured_step_us[:3])
+
+
+# ------------------------------------------------------------------ ranks --------------
+def test_two_rank_files_without_rank_info_are_two_ranks(tmp_path):
+    from tests.test_gpu_calibration import two_rank_dir
+
+    d = two_rank_dir(tmp_path)
+    for f, name in zip(sorted(d.iterdir()), ("a_first.json", "b_second.json.gz")):
+        raw = f.read_bytes()
+        data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        data.pop("distributedInfo")
+        f.unlink()
+        (d / name).write_bytes(json.dumps(data).encode())
+    m = calibrate(d)
+    assert sorted(r.rank for r in m.ranks) == [0, 1]
+    assert any("a_first.json, b_second.json.gz: no rank in distributedInfo or file name; taken "
+               "as rank(s) 0, 1" in w for w in m.meta.warnings)
+
+
+def test_a_rank_of_10_to_the_30_gives_a_loadable_model(tmp_path):
+    from stepsim.models.params import load_model
+
+    p = one_rank_trace(tmp_path / "huge_distributed_rank.json",
+                       distributedInfo={"rank": 10**30, "world_size": 10**30 + 1})
+    rc, err, _ = cli("calibrate", p, "-o", tmp_path / "m.json")
+    assert rc == 0 and "distributedInfo gives rank 1" in err and "cannot be right" in err
+    assert load_model(tmp_path / "m.json").ranks[0].rank == 0
+
+
+# ------------------------------------------------------------------ model, scenario files --
+MODEL = "host:\n  ops:\n    - {kind: cpu, dur_us: 100}\n"
+
+
+def _simulate(tmp_path, text: str | bytes, name: str = "m.yaml"):
+    p = tmp_path / name
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return p, cli("simulate", p, "--steps", "2", "--warmup", "0")
+
+
+@pytest.mark.parametrize("quirk,text,says", [
+    ("duplicate_yaml_key", MODEL + "loader: {num_workers: 1}\nloader: {num_workers: 2}\n",
+     "duplicate key 'loader' (at line 5, column 1, byte 69)"),
+    ("deeply_nested_yaml", MODEL + "meta: {notes: {a: " + "[" * 5000 + "]" * 5000 + "}}\n",
+     "nested deeper than 64 levels"),
+    ("string_count", MODEL + "loader: {num_workers: '4'}\n",
+     "num_workers must be an integer, not str '4'"),
+    ("bool_count", MODEL + "loader: {num_workers: true}\n",
+     "num_workers must be an integer, not bool True"),
+    ("string_duration", MODEL.replace("100", "'100'"), "dur_us must be a number, not str"),
+    ("prefetch_without_workers", MODEL + "loader: {num_workers: 0, prefetch_factor: 4}\n",
+     "loader.prefetch_factor=4 needs num_workers > 0 (PyTorch's DataLoader raises"),
+    ("not_utf8", MODEL.encode() + b"meta: {name: \xff}\n", "not valid UTF-8 (invalid start "
+     "byte, byte 0xff) (at line 4, column 14, byte 57)"),
+])
+def test_model_file_quirks_give_one_line(tmp_path, quirk, text, says):
+    p, (rc, err, _) = _simulate(tmp_path, text, f"{quirk}.yaml")
+    one_line_error(rc, err, str(p), says)
+
+
+def test_json_model_errors_give_line_and_column(tmp_path):
+    p, (rc, err, _) = _simulate(tmp_path, '{"host": {"ops": [\n  {"kind": "cpu",, }]}}',
+                                "bad.json")
+    one_line_error(rc, err, str(p), "not valid JSON", "(at line 2, column 18, byte 36)")
+
+
+@pytest.mark.parametrize("verb", ["simulate", "ceiling"])
+def test_a_device_is_refused_not_read_forever(verb):
+    one_line_error(*cli(verb, "/dev/zero")[:2], "/dev/zero: is a device, expected a "
+                                                "StepModel file")
+
+
+def test_a_device_as_scenario_or_sidecar_is_refused(tmp_path):
+    p, _ = _simulate(tmp_path, MODEL)
+    one_line_error(*cli("whatif", p, "--scenario", "/dev/zero")[:2], "/dev/zero: is a device")
+    trace = one_rank_trace(tmp_path / "t.json")
+    one_line_error(*cli("calibrate", trace, "--sidecar", "/dev/urandom", "-o",
+                        tmp_path / "o.json")[:2], "/dev/urandom: is a device")
+
+
+def test_an_oversized_model_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    import stepsim.simcore.files as files
+
+    monkeypatch.setattr(files, "MAX_INPUT_BYTES", 64)
+    p, (rc, err, _) = _simulate(tmp_path, MODEL + "meta: {name: " + "x" * 100 + "}\n")
+    one_line_error(rc, err, str(p), "larger than 0 MiB, the limit on a StepModel file")
+
+
+def test_set_true_for_a_count_is_refused(tmp_path):
+    p, _ = _simulate(tmp_path, MODEL)
+    one_line_error(*cli("whatif", p, "--set", "loader.num_workers=true", "--draws", "0")[:2],
+                   "num_workers must be an integer, not bool True")
+
+
+# ------------------------------------------------------------------ arguments ----------
+@pytest.mark.parametrize("args,says", [
+    (("simulate", "m.yaml", "--steps", "10000000000"), "argument --steps: 10000000000 is above"),
+    (("whatif", "m.yaml", "--draws", "99999999"), "argument --draws: 99999999 is above"),
+    (("calibrate", "t.json"), "the following arguments are required: -o/--output"),
+    (("frobnicate",), "invalid choice: 'frobnicate'"),
+])
+def test_argument_errors_are_one_line_with_a_hint(args, says):
+    rc, err, out = cli(*args)
+    assert rc == 2 and not out
+    (line,) = err.strip().splitlines()
+    assert says in line and line.endswith("--help')") and "usage:" not in err
+
+
+# ------------------------------------------------------------------ outputs -------------
+def test_a_full_disk_names_the_output(tmp_path):
+    p, _ = _simulate(tmp_path, MODEL)
+    one_line_error(*cli("whatif", p, "--set", "loader.num_workers=1", "--draws", "0",
+                        "--save-model", "/dev/full")[:2],
+                   "stepsim: error: /dev/full: No space left on device")
+
+
+def test_a_full_disk_while_writing_the_temporary_file_names_the_output(tmp_path, monkeypatch):
+    import errno
+
+    import stepsim.simcore.atomic as atomic
+
+    class Full:
+        def __init__(self, fd, mode):
+            import os
+            os.close(fd)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fdopen", Full)
+    out = tmp_path / "out" / "model.json"
+    trace = one_rank_trace(tmp_path / "t.json")
+    one_line_error(*cli("calibrate", trace, "-o", out)[:2],
+                   f"stepsim: error: {out}: No space left on device")
+    assert list(out.parent.iterdir()) == []   # the temporary file is gone
+
+
+def test_a_read_only_folder_names_the_output_not_the_temporary_file(tmp_path):
+    import os
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        if os.access(ro, os.W_OK):   # root writes anywhere: a folder under a file instead
+            out = tmp_path / "t.json" / "model.json"
+        else:
+            out = ro / "model.json"
+        trace = one_rank_trace(tmp_path / "t.json")
+        line = one_line_error(*cli("calibrate", trace, "-o", out)[:2], str(out))
+        assert ".tmp" not in line
+    finally:
+        ro.chmod(0o755)
