@@ -140,6 +140,10 @@ def _whole_capture(table: EventTable, warnings: list[str]) -> StepList:
         return StepList([], warnings, "none")
     pid, tid, a, cpu_end, row = b
     end = _last_end(table, warnings, "the whole capture", pid, a, cpu_end)
+    if end <= a:
+        warnings.append(f"{what}, and the capture's host ops take no time: no step of positive "
+                        "length")
+        return StepList([], warnings, "none")
     warnings.append(f"{what}: the step was taken to be the whole capture ({(end - a) / 1e6:.2f} ms, "
                     f"pid {pid} tid {tid} from its first host op to its last, with the GPU work "
                     f"it launched); {HOW_TO_RECORD_STEPS}")
@@ -164,18 +168,18 @@ def _warn_rows(warnings: list[str], table: EventTable, rows: np.ndarray, what: s
 
 
 def _optimizer_bounds(table: EventTable, rows: np.ndarray, starts: np.ndarray,
-                      ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+                      ends: np.ndarray, spans: bool) -> tuple[np.ndarray, np.ndarray, bool]:
     """(starts, ends, spans) of the steps of optimizer markers (ns). A capture without
     ``ProfilerStep`` begins with its first step: the thread's first CPU-side event starts step
     0, and every marker lies as far into its step as the first does, so step ``k`` starts that
     far before marker ``k``; the last ends with the thread's last CPU-side or runtime event. One step per
     marker. When the thread's first event lies more than a marker spacing before the first
-    marker (set-up before the loop), the markers alone bound the steps (one fewer)."""
+    marker (set-up before the loop), the markers alone bound the steps (``spans`` as given)."""
     th = table.is_cat(*_CPU_CATS, "cuda_runtime", "cuda_driver") & (table.ph == "X") & \
         (table.pid == table.pid[rows[0]]) & (table.tid == table.tid[rows[0]])
     head = int(starts[0]) - int(table.ts_ns[th].min())
     if len(rows) < 2 or head > np.diff(starts).min():
-        return starts, ends, False
+        return starts, ends, spans
     starts = starts - head
     return starts, np.r_[starts[1:], max(int(table.end_ns[th].max()), int(ends[-1]))], True
 
@@ -287,7 +291,7 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
     spans = method == "profiler_step" or len(rows) < 2 or bool(
         np.median(ends[:-1] - starts[:-1]) >= 0.5 * np.median(np.diff(starts)))
     if method == "optimizer":
-        starts, ends, spans = _optimizer_bounds(table, rows, starts, ends)
+        starts, ends, spans = _optimizer_bounds(table, rows, starts, ends, spans)
     n_steps = len(rows) if spans else len(rows) - 1
     out = []
     for k, r in enumerate(rows[:n_steps]):
