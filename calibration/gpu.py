@@ -439,6 +439,13 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
         raise no_step_error(path, steps.warnings)
     links = link(table)
     warnings += [f"{path.name}: {w}" for w in links.warnings if "'External id'" in w]
+    unlaunched = [g for g, l in zip(links.gpu_rows.tolist(), links.launch_row.tolist())
+                  if l < 0 and COLLECTIVE_RE.match(table.names[g])]
+    if unlaunched:
+        warnings.append(f"{path.name}: {len(unlaunched)} communication kernel(s) have no "
+                        "launching call in the trace: the notes' GPU busy time counts them, the "
+                        "simulated model does not hold them (its exposed communication is too "
+                        "low)")
     if len(links.gpu_rows) and not (links.launch_row >= 0).any():
         raise InputError(path, f"none of the {len(links.gpu_rows)} GPU activities links to a "
                          "launch call (no correlation id, flow or External id matches one; a "
