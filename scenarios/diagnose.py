@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from pydantic import ValidationError
+
 from stepsim.models.metrics import amdahl_ceiling, label
 from stepsim.models.params import StepModel
 from stepsim.scenarios.fixes import FIXES
@@ -100,8 +102,8 @@ def fix_for(key: str, model: StepModel) -> tuple[str | None, str]:
         text = f"{fix.name}:{text}" if text else fix.name
         try:
             fix.apply(model, args)
-        except ModelError as e:
-            first = first if first[0] else (text, str(e))
+        except (ModelError, ValidationError) as e:   # a fix that leaves an invalid model
+            first = first if first[0] else (text, str(e).splitlines()[0])
             continue
         return text, ""
     return first
@@ -110,8 +112,9 @@ def fix_for(key: str, model: StepModel) -> tuple[str | None, str]:
 def _price(model, text: str, kw: dict, arithmetic: str = "", floor_us=None) -> WhatIf:
     try:
         p = predict(model, [parse_fix(text)], **kw)
-    except ModelError as e:
-        return WhatIf(text, arithmetic=arithmetic, floor_us=floor_us, note=str(e))
+    except (ModelError, ValidationError) as e:
+        return WhatIf(text, arithmetic=arithmetic, floor_us=floor_us,
+                      note=str(e).splitlines()[0])
     return WhatIf(text, p.mean_step_us, p.p10_step_us, p.p90_step_us, arithmetic, floor_us)
 
 
