@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from stepsim.models.metrics import merge
 from stepsim.report.figures import CATEGORY_LABELS, COLOURS, colour, pyplot, save
 from stepsim.simcore.record import Span
 from stepsim.simcore.units import us_to_ms
@@ -128,16 +129,6 @@ def _clip(spans: Sequence[Span], t0: float, t1: float) -> list[tuple[Span, float
     return out
 
 
-def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for a, b in sorted(iv):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
 def _minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """Intervals of ``a`` not covered by ``b`` (both unions)."""
     out = []
@@ -172,7 +163,7 @@ def _gaps(rows: list[tuple[Span, float, float]], width: float) -> list[tuple[flo
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b, c])
-    busy = _union([(a, a + d) for s, a, d in rows])
+    busy = merge([(a, a + d) for s, a, d in rows])
     idle = _minus([(0.0, width)], busy)
     return [(a, b, c) for a, b, c in merged] + [(a, b, "idle") for a, b in idle]
 
@@ -186,7 +177,7 @@ def _draw_panel(ax, tl: Timeline, legend: dict) -> None:
     roles = {lane: lane_role(lane, sp) for lane, sp in by_lane.items()}
     lanes = sorted(by_lane, key=lambda ln: _key(ln, roles[ln]))
     ranks = len({ln.partition(".")[0] for ln in lanes})
-    compute_busy = _union([(a, a + d) for ln in lanes if roles[ln] == "compute"
+    compute_busy = merge([(a, a + d) for ln in lanes if roles[ln] == "compute"
                            for s, a, d in _clip(by_lane[ln], t0, t1) if s.kind == "busy"])
     ms = us_to_ms
     gap_total: dict[str, float] = {}
@@ -213,7 +204,7 @@ def _draw_panel(ax, tl: Timeline, legend: dict) -> None:
             for a, b, cause in gaps:
                 gap_total[cause] = gap_total.get(cause, 0.0) + b - a
         if roles[lane] == "comm":
-            comm = _union([(a, a + d) for s, a, d in rows if s.kind == "busy"])
+            comm = merge([(a, a + d) for s, a, d in rows if s.kind == "busy"])
             exposed = _minus(comm, compute_busy)
             if exposed:
                 ax.broken_barh([(ms(a), ms(b - a)) for a, b in exposed], (y + 0.42, 0.2),
