@@ -22,6 +22,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from stepsim.limits import DEFAULT_STEPS, DEFAULT_WARMUP
 from stepsim.simcore.errors import StepsimError, shown
 
 if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
@@ -32,12 +33,6 @@ if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --hel
 
 __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
            "diagnose", "report", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
-
-DEFAULT_STEPS, DEFAULT_WARMUP = 30, 20
-"""Measured and warm-up steps of every simulation unless told otherwise (the warm-up lets
-prefetch queues fill); calibrate's steady state uses them too, so it says what ``simulate``
-says."""
-
 
 def load_model(model: str | Path | StepModel) -> StepModel:
     """A StepModel from a JSON or YAML file (a StepModel is returned as it is).

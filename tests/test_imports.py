@@ -1,6 +1,7 @@
-"""Imports point one way: cli → api (with results, views) → demo → (scenarios, calibration) →
+"""Imports point one way: cli (with cli_args) → api (with results, views) → demo → (scenarios, calibration) →
 models → simcore; calibration uses models' parameter types, never scenarios; nothing imports cli,
-and nothing but cli and the root ``__init__`` imports api."""
+nothing but cli imports cli_args, and nothing but cli and the root ``__init__`` imports api;
+limits (the verbs' bounds) is below both front ends."""
 from __future__ import annotations
 
 import ast
@@ -18,11 +19,13 @@ ALLOWED = {
     "report": {"report", "models", "scenarios", "simcore"},
     "demo": {"demo", "calibration", "scenarios", "models", "report", "simcore"},
 }
-MODULES = ("api", "results", "views")
+MODULES = ("api", "results", "views", "limits", "cli_args")
 """Modules at the repository's root (``stepsim.api``, ...), between cli and the packages."""
 ALLOWED |= {
-    "api": {"api", "results", "views", "demo", "calibration", "scenarios", "models", "report",
-            "simcore"},
+    "api": {"api", "results", "views", "limits", "demo", "calibration", "scenarios", "models",
+            "report", "simcore"},
+    "limits": {"limits", "simcore"},
+    "cli_args": {"cli_args", "limits"},
     "views": {"views", "calibration", "report", "scenarios", "models", "simcore"},
     "results": {"results", "models", "report", "scenarios", "simcore"},
 }
@@ -77,6 +80,14 @@ def test_project_imports_use_the_stepsim_namespace(pkg):
                      and node.level == 0 else [])
             bare = [n for n in names if n.split(".")[0] in OWN]
             assert not bare, f"{f.relative_to(REPO)}:{node.lineno} imports {bare} outside stepsim"
+
+
+def test_only_the_cli_imports_its_arguments():
+    for f in sorted(REPO.rglob("*.py")):
+        rel = f.relative_to(REPO)
+        if rel.parts[0] in (".venv", "tests") or rel.as_posix() == "cli.py":
+            continue
+        assert "cli_args" not in _imports(f), f"{rel} imports stepsim.cli_args"
 
 
 def test_only_the_cli_and_the_root_import_the_api():

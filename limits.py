@@ -1,0 +1,88 @@
+"""The defaults and bounds of the verbs' counts and fractions: one definition that the command
+line (:mod:`stepsim.cli_args`, as argparse types) and the Python API (:mod:`stepsim.api`, as
+checks that raise :class:`ArgumentError`) both use, so ``stepsim.whatif(..., steps=10**9)`` is
+refused as ``stepsim whatif --steps 1000000000`` is.
+
+Loads nothing heavy: ``stepsim --help`` imports it.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+from stepsim.simcore.errors import StepsimError
+
+DEFAULT_STEPS, DEFAULT_WARMUP = 30, 20
+"""Measured and warm-up steps of every simulation unless told otherwise (the warm-up lets
+prefetch queues fill); calibrate's steady state uses them too, so it says what ``simulate``
+says."""
+
+MAX_STEPS, MAX_DRAWS, MAX_JOBS, MAX_MOVES = 100_000, 10_000, 1024, 1000
+"""Most simulated (or warm-up, or drawn) steps, Monte Carlo draws, processes and plan moves a
+verb takes: far beyond any useful run, and small enough that a typo is an error, not a run that
+never ends."""
+
+COUNTS: dict[str, tuple[int, int | None]] = {
+    "steps": (1, MAX_STEPS),
+    "warmup": (0, MAX_STEPS),
+    "plot_steps": (1, MAX_STEPS),
+    "draws": (0, MAX_DRAWS),
+    "jobs": (0, MAX_JOBS),          # 0: the CPUs available
+    "max_moves": (1, MAX_MOVES),
+    "seed": (0, None),
+    "probe": (0, None),
+}
+"""Each integer argument's least and most value (None: no most)."""
+
+FRACTIONS = ("knee_tol", "min_gain")
+"""Arguments that are a finite number ≥ 0."""
+
+
+class ArgumentError(StepsimError, ValueError):
+    """An argument of a verb that is out of its bounds or of the wrong type (the API's form of
+    the CLI's argument error)."""
+
+
+def count_problem(name: str, value: int) -> str | None:
+    """What is wrong with the integer ``value`` of the count ``name`` (None: nothing)."""
+    lo, hi = COUNTS[name]
+    if value < lo:
+        return f"{value} is below {lo}"
+    if hi is not None and value > hi:
+        return f"{value} is above {hi}, the most this takes"
+    return None
+
+
+def fraction_problem(value: float, text: str | None = None) -> str | None:
+    """What is wrong with ``value`` (given as ``text``) as a fraction argument (None:
+    nothing)."""
+    if not math.isfinite(value) or value < 0:
+        return f"{value if text is None else text} must be a finite number >= 0"
+    return None
+
+
+def checked(**values):
+    """The values of the named counts and fractions (``checked(steps=30, draws=16)``), as
+    ``int``/``float``; ``None`` passes (an optional argument left out).
+
+    Raises:
+        ArgumentError: a value out of its bounds or not a number (a ``bool`` or ``"30"``
+            included), naming the argument.
+    """
+    out = []
+    for name, v in values.items():
+        if v is None:
+            out.append(v)
+            continue
+        if name in FRACTIONS:
+            if isinstance(v, bool) or not isinstance(v, Real):
+                raise ArgumentError(f"{name}={v!r}: expected a number, not {type(v).__name__}")
+            problem, v = fraction_problem(float(v)), float(v)
+        else:
+            if isinstance(v, bool) or not isinstance(v, Integral):
+                raise ArgumentError(f"{name}={v!r}: expected an integer, not {type(v).__name__}")
+            problem, v = count_problem(name, int(v)), int(v)
+        if problem:
+            raise ArgumentError(f"{name}={v}: {problem}")
+        out.append(v)
+    return out[0] if len(out) == 1 else tuple(out)
