@@ -11,7 +11,10 @@ typed result (:mod:`stepsim.results`) with ``to_dict()`` and ``to_frame()``; the
   their own order, as the CLI collects them).
 - Outputs (``output``, ``save_model``, ``plot``, ...) are written when named, atomically.
 - Errors raise :class:`~stepsim.simcore.errors.StepsimError` subclasses naming the file and the
-  problem; nothing here prints or exits.
+  problem; nothing here prints or exits. Counts (``steps``, ``warmup``, ``draws``, ``jobs``,
+  ``seed``, ``plot_steps``, ``max_moves``) and fractions (``knee_tol``, ``min_gain``) have the
+  CLI's bounds (:mod:`stepsim.limits`): outside them, or not numbers, they raise
+  :class:`~stepsim.limits.ArgumentError` naming the argument.
 - Times are µs in attributes (``*_us``) and ms in ``to_dict()``/``to_frame()`` (``*_ms``).
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from stepsim.limits import DEFAULT_STEPS, DEFAULT_WARMUP
+from stepsim.limits import DEFAULT_STEPS, DEFAULT_WARMUP, bounded
 from stepsim.simcore.errors import StepsimError, shown
 
 if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
@@ -149,6 +152,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
                        steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us)
 
 
+@bounded
 def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
              warmup: int = DEFAULT_WARMUP, seed: int = 0, window: bool = False,
              chrome_trace: str | Path | None = None, plot: str | Path | None = None,
@@ -185,6 +189,7 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
 
 
 # ---------------------------------------------------------------- planner --------------------
+@bounded
 def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
            scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
            warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
@@ -245,6 +250,7 @@ def _measured_points(measured, grid: dict) -> tuple[dict, tuple[str, ...]]:
     return out, warnings
 
 
+@bounded
 def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=None, set=None,
           scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
           warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 0, jobs: int = 0,
@@ -290,6 +296,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
     return Sweep(result=r, measured=points, warnings=warnings)
 
 
+@bounded
 def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
             scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
             warmup: int = DEFAULT_WARMUP, seed: int = 0, jobs: int = 0,
@@ -310,6 +317,7 @@ def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None,
     return Ceilings(report=r)
 
 
+@bounded
 def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
          scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
          warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
@@ -354,6 +362,7 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
     return PlanResult(plan=p, warnings=_caveats(m, [mv.op for mv in p.moves]))
 
 
+@bounded
 def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scenario=None,
              set=None, scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
              warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
@@ -447,6 +456,7 @@ def _trace_evidence(path: Path, step_regex, peak):
     return roof, work.kernels, why, memory_verdict(mem) if mem else None, ratio, source
 
 
+@bounded
 def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
              peak: str | None = None, plot: str | Path | None = None,
              steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
@@ -489,6 +499,7 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
     return Diagnosed(d, warnings)
 
 
+@bounded
 def report(model: str | Path | StepModel, ops: Sequence = (), *, output=None, ledger=None,
            measured=None, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP,
            seed: int = 0, draws: int = 16, jobs: int = 0, plot_steps: int = 1,

@@ -1,12 +1,14 @@
 """The defaults and bounds of the verbs' counts and fractions: one definition that the command
-line (:mod:`stepsim.cli_args`, as argparse types) and the Python API (:mod:`stepsim.api`, as
-checks that raise :class:`ArgumentError`) both use, so ``stepsim.whatif(..., steps=10**9)`` is
+line (:mod:`stepsim.cli_args`, as argparse types) and the Python API (:mod:`stepsim.api`, whose
+verbs are :func:`bounded`: they raise :class:`ArgumentError`) both use, so ``stepsim.whatif(..., steps=10**9)`` is
 refused as ``stepsim whatif --steps 1000000000`` is.
 
 Loads nothing heavy: ``stepsim --help`` imports it.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from numbers import Integral, Real
 
@@ -76,13 +78,28 @@ def checked(**values):
             continue
         if name in FRACTIONS:
             if isinstance(v, bool) or not isinstance(v, Real):
-                raise ArgumentError(f"{name}={v!r}: expected a number, not {type(v).__name__}")
+                raise ArgumentError(f"{name}: {v!r} is not a number")
             problem, v = fraction_problem(float(v)), float(v)
         else:
             if isinstance(v, bool) or not isinstance(v, Integral):
-                raise ArgumentError(f"{name}={v!r}: expected an integer, not {type(v).__name__}")
+                raise ArgumentError(f"{name}: {v!r} is not an integer")
             problem, v = count_problem(name, int(v)), int(v)
         if problem:
-            raise ArgumentError(f"{name}={v}: {problem}")
+            raise ArgumentError(f"{name}: {problem}")
         out.append(v)
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def bounded(func):
+    """A verb whose arguments named in :data:`COUNTS` or :data:`FRACTIONS` are
+    :func:`checked` before it runs (its signature unchanged)."""
+    sig = inspect.signature(func)
+    names = [n for n in sig.parameters if n in COUNTS or n in FRACTIONS]
+
+    @functools.wraps(func)
+    def verb(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        checked(**{n: bound.arguments[n] for n in names})
+        return func(*args, **kwargs)
+    return verb

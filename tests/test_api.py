@@ -165,3 +165,49 @@ def test_what_an_import_loads(module, never):
     assert r.returncode == 0, r.stderr
     loaded = [m for m in r.stdout.split() if m.startswith(never)]
     assert not loaded, f"import {module} loads {loaded[:5]}"
+
+
+def _bounded_verbs():
+    """(verb, argument) for every count or fraction a verb of the API takes."""
+    from stepsim.limits import COUNTS, FRACTIONS
+
+    return [(v, n) for v in ("simulate", "whatif", "sweep", "ceiling", "plan", "validate",
+                             "diagnose", "report")
+            for n in inspect.signature(getattr(api, v)).parameters
+            if n in COUNTS or n in FRACTIONS]
+
+
+_VERB_ARGS = {"sweep": ("loader.num_workers=1,2",), "validate": ("no-trace.json",)}
+
+
+@pytest.mark.parametrize("verb,name", _bounded_verbs())
+def test_the_api_bounds_counts_as_the_cli_does(verb, name):
+    """Each count and fraction is refused outside the CLI's bounds (one table,
+    :mod:`stepsim.limits`) before any work, naming the argument; a bool or a string is not a
+    number."""
+    from stepsim.limits import COUNTS, ArgumentError
+
+    lo, hi = COUNTS.get(name, (0, None))
+    bad = [lo - 1 if name in COUNTS else -0.5, True, "3"]
+    bad += [hi + 1] if hi is not None else []
+    bad += [float("nan")] if name not in COUNTS else [2.0]
+    call = getattr(api, verb)
+    for value in bad:
+        with pytest.raises(ArgumentError, match=f"^{name}: "):
+            call(A, *_VERB_ARGS.get(verb, ()), **{name: value})
+    assert issubclass(ArgumentError, StepsimError) and issubclass(ArgumentError, ValueError)
+
+
+def test_bounds_are_the_clis_and_say_the_same():
+    """The CLI and the API refuse the same value with the same words."""
+    from stepsim.limits import MAX_DRAWS, MAX_STEPS, ArgumentError
+
+    with pytest.raises(ArgumentError) as e:
+        api.whatif(A, set="loader.num_workers=2", steps=MAX_STEPS + 1)
+    r = run_cli("whatif", A, "--set", "loader.num_workers=2", "--steps", str(MAX_STEPS + 1))
+    assert r.returncode == 2 and str(e.value) in r.stderr.replace("argument --", ""), r.stderr
+    with pytest.raises(ArgumentError, match=f"draws: {MAX_DRAWS + 1} is above {MAX_DRAWS}"):
+        api.plan(A, draws=MAX_DRAWS + 1)
+    import numpy as np
+
+    assert len(api.simulate(A, steps=np.int64(3), warmup=1).result.job_step_us) == 3
