@@ -9,7 +9,7 @@
   launches as busy ``launch`` spans, blocking calls (``cudaStreamSynchronize``, a pageable
   ``cudaMemcpy`` ...) as ``wait`` spans with cause ``sync``.
 * ``rank{r}.stream:{s}`` (``{device}:{s}`` when the trace has several devices): every kernel,
-  memcpy and memset, categorised as calibration does (:func:`calibration.gpu.categorize`).
+  memcpy and memset, categorised as calibration does (:func:`calibration.gpu_kinds.categorize`).
 
 Instants are µs relative to the first drawn step's start, so a measured and a simulated
 timeline share one axis. Reading only: the simulator is never run here; drawing belongs to
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.events import build_table
-from stepsim.calibration.gpu import categorize
+from stepsim.calibration.gpu_kinds import categorize
 from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS
 from stepsim.calibration.steps import DATALOADER_RE, OPTIMIZER_RE, find_steps
 from stepsim.calibration.trace_io import load_trace

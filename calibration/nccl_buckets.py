@@ -2,7 +2,7 @@
 
 The trace does not list the model's parameters, but each bucket's all-reduce carries its size
 (``In msg nelems`` × dtype, or the ``nccl:all_reduce`` annotation's ``Input Dims``; see
-:mod:`calibration.gpu`). The backward all-reduces with a size, in the order they ran, are
+:mod:`calibration.gpu_kinds`). The backward all-reduces with a size, in the order they ran, are
 taken as DDP's buckets in reduction order, and each becomes one pseudo-parameter
 (``GradParam`` named ``bucket<k>``, listed in registration order, i.e. reversed) whose
 gradient is ready after the backward device task the host launched last before the bucket's

@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.events import EventTable, build_table
-from stepsim.calibration.gpu import _inside, _phase_intervals, categorize
+from stepsim.calibration.gpu_kinds import categorize
+from stepsim.calibration.intervals import in_union
+from stepsim.calibration.trace_context import phase_intervals
 from stepsim.calibration.linking import link
 from stepsim.calibration.op_costs import OpCost, op_cost, op_family
 from stepsim.calibration.steps import find_steps
@@ -44,7 +46,7 @@ class KernelWork:
 
     Attributes:
         name / category / phase: the kernel's name, its DeviceTask category
-            (:func:`calibration.gpu.categorize`) and phase (forward, backward, optimizer, data).
+            (:func:`calibration.gpu_kinds.categorize`) and phase (forward, backward, optimizer, data).
         klass: the roofline class: the category of the longest kernel its op launched (its
             own category when it has no op).
         dur_us: its duration.
@@ -235,14 +237,14 @@ def work_from_table(table: EventTable, step_regex: str | None = None) -> TraceWo
         if not inside.any():
             continue
         if s.pid not in phases:
-            phases[s.pid] = _phase_intervals(table, s.pid)
+            phases[s.pid] = phase_intervals(table, s.pid)
         ivb, ivo, ivd = phases[s.pid]
         g, l, tt = gpu[inside], launch[inside], t0[inside]
         phase = np.full(len(g), "forward", dtype=object)
-        phase[_inside(tt, ivd)] = "data"
+        phase[in_union(tt, ivd)] = "data"
         lt = np.where(l >= 0, table.tid[np.maximum(l, 0)], s.tid)
-        phase[(lt != s.tid) | _inside(tt, ivb)] = "backward"
-        phase[_inside(tt, ivo)] = "optimizer"
+        phase[(lt != s.tid) | in_union(tt, ivb)] = "backward"
+        phase[in_union(tt, ivo)] = "optimizer"
         for gi, li, ph in zip(g.tolist(), l.tolist(), phase.tolist()):
             cat = categorize(table.names[gi], "kernel")
             if cat in NOT_ROOFLINE:

@@ -1,0 +1,67 @@
+"""The device's backlog at the start of the captured window and the launch queue's depth the
+trace shows: GPU work still running when the window starts (:func:`backlog_rows`,
+:func:`backlog_us`) and the most launches pending at any launch (:func:`peak_pending`)."""
+from __future__ import annotations
+
+from stepsim.calibration.steps import Step
+from stepsim.calibration.trace_context import TraceContext
+
+__all__ = ["backlog_rows", "backlog_us", "peak_pending"]
+
+
+def backlog_rows(ctx: TraceContext, t0: int, t_end: int) -> list[int]:
+    """GPU activities still to finish at ``t0`` (ns) that were enqueued before it: launched
+    before ``t0``, or launched by no call in the trace (the launch preceded the capture) and
+    running ahead of their stream's first activity launched from ``t0`` on (a stream runs in
+    order; ``t_end`` when the stream has none)."""
+    launch_of = ctx.launch_of
+    first_new: dict[str, int] = {}
+    for g in ctx.links.gpu_rows.tolist():
+        lr = launch_of.get(g)
+        if lr is not None and ctx.ts[lr] >= t0:
+            s = ctx.stream_of[g]
+            first_new[s] = min(first_new.get(s, int(ctx.ts[g])), int(ctx.ts[g]))
+    out = []
+    for g in ctx.links.gpu_rows.tolist():
+        if ctx.te[g] <= t0:
+            continue
+        lr = launch_of.get(g)
+        if ctx.ts[lr] < t0 if lr is not None else \
+                ctx.ts[g] < first_new.get(ctx.stream_of[g], t_end):
+            out.append(g)
+    return out
+
+
+def backlog_us(ctx: TraceContext, first: Step, streams: dict[str, list],
+                backlog: list[int]) -> dict[str, float]:
+    """Per modelled stream, how long (µs) after ``first`` starts it still ran the ``backlog``
+    (:func:`backlog_rows` at ``first``'s start)."""
+    t0 = first.start_ns
+    busy: dict[str, float] = {}
+    for g in backlog:
+        s = ctx.stream_of[g]
+        if s in streams:
+            busy[s] = max(busy.get(s, 0.0), (int(ctx.te[g]) - t0) / 1000.0)
+    return busy
+
+
+def peak_pending(ctx: TraceContext, first: Step, last: Step, backlog: list[int]) -> int:
+    """The most launches pending (issued, their device work unfinished) that any launch call
+    from ``first`` to ``last`` found, itself included: the runtime's launch queue held at least
+    that many without blocking the host. A call launching several activities (a CUDA graph)
+    holds one entry until its last activity ends; the ``backlog`` activities
+    (:func:`backlog_rows` at ``first``'s start) hold one each from that start."""
+    t0, t1 = first.start_ns, last.end_ns
+    ends: dict[int, int] = {}
+    for g, lr in ctx.launch_of.items():
+        if t0 <= ctx.ts[lr] < t1:
+            ends[lr] = max(ends.get(lr, 0), int(ctx.te[g]))
+    events = [(int(ctx.ts[lr]), 1) for lr in ends] + [(e, -1) for e in ends.values()]
+    events += [(int(ctx.te[g]), -1) for g in backlog]
+    events.sort(key=lambda e: (e[0], e[1]))   # at one instant, ends free slots first
+    pending, peak = len(backlog), 0
+    for _, d in events:
+        pending += d
+        if d > 0:
+            peak = max(peak, pending)
+    return peak

@@ -1,0 +1,131 @@
+"""What kind of GPU activity a trace record is, and what a collective carries.
+
+:func:`categorize` gives a :class:`models.params.DeviceTask`'s category (``CATEGORY_RULES``);
+:func:`copy_kind_of` and :func:`is_pinned` read a copy's direction and host memory from its
+name; :func:`collective_info` a collective's bytes, group size and name.
+
+**Collectives.** Kernels whose name starts with ``nccl`` or ``rccl`` in any case (including
+``ncclDevKernel_*``) are ``collective`` tasks in category ``communication``. Bytes and group
+size come from the kernel's own ``Collective name``/``In msg nelems``/``dtype``/``Group size``
+args, else from the enclosing ``record_param_comms`` op, else from the enclosing ``nccl:*``
+annotation's ``Input Dims``/``Input type``.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+
+from stepsim.calibration.events import EventTable
+
+__all__ = ["COLLECTIVE_RE", "CATEGORY_RULES", "DTYPE_BYTES", "categorize", "copy_kind_of",
+           "is_pinned", "collective_info"]
+
+COLLECTIVE_RE = re.compile(r"^(nccl|rccl)", re.IGNORECASE)
+CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = (
+    ("attention", re.compile(r"flash|fmha|attn|attention|sdpa|mha_", re.I)),
+    ("conv", re.compile(r"conv|cudnn::(?!bn_)|scudnn|hcudnn|wgrad|dgrad|fprop|winograd|"
+                        r"implicit_gemm|miopen|igemm|naive_conv", re.I)),
+    ("gemm", re.compile(r"gemm|gemv|cublas|cutlass|matmul|xmma|Cijk_|magma|_nn_|_nt_|_tn_|"
+                        r"hipblas|rocblas", re.I)),
+    ("normalization", re.compile(r"batch_?norm|bn_fw|bn_bw|layer_?norm|group_?norm|rms_?norm|"
+                                 r"instance_?norm|cudnn::bn_|welford", re.I)),
+    ("optimizer", re.compile(r"multi_tensor_apply|adam|sgd|adagrad|lamb(?!da)|fused_optim|"
+                             r"optimizer", re.I)),
+    ("reduction", re.compile(r"reduce|reduction|softmax|cross_entropy|nll_loss|argmax|topk|"
+                             r"sort|scan|cub::|norm_kernel|sum_kernel|mean_kernel", re.I)),
+    ("elementwise", re.compile(r"elementwise|vectorized|unrolled|pointwise|fill|copy|index|"
+                               r"gather|scatter|cat|embedding|relu|gelu|silu|dropout|add|mul|"
+                               r"div|triton_poi|transpose|where|clamp|sigmoid|tanh|pool", re.I)),
+)
+"""Kernel name patterns → category, first match wins (memcpy/memset/communication are decided
+before these, by event category and the ``nccl``/``rccl`` prefix)."""
+
+DTYPE_BYTES = {
+    "float": 4, "float32": 4, "c10::float": 4, "double": 8, "float64": 8, "half": 2,
+    "float16": 2, "c10::half": 2, "bfloat16": 2, "c10::bfloat16": 2, "long": 8, "int64": 8,
+    "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1, "byte": 1, "uint8": 1,
+    "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
+"""Bytes per element of the dtype names Kineto writes (``dtype``, ``Input type``)."""
+
+
+@functools.lru_cache(maxsize=65536)
+def categorize(name: str, cat: str) -> str:
+    """The DeviceTask category of a GPU activity from its normalised ``cat`` and name (cached:
+    a trace repeats its kernel names once per step)."""
+    if cat == "gpu_memcpy":
+        return "memcpy"
+    if cat == "gpu_memset":
+        return "memset"
+    if COLLECTIVE_RE.match(name):
+        return "communication"
+    for label, rx in CATEGORY_RULES:
+        if rx.search(name):
+            return label
+    return "other"
+
+
+def copy_kind_of(name: str, raw_kind) -> str:
+    """A copy's direction from its name (and raw kind): ``h2d``, ``d2h``, ``d2d`` or ``""``."""
+    s = f"{name} {raw_kind or ''}"
+    for k, v in (("HtoD", "h2d"), ("DtoH", "d2h"), ("DtoD", "d2d"), ("PtoP", "d2d")):
+        if k in s:
+            return v
+    return ""
+
+
+def is_pinned(name: str) -> bool | None:
+    """Whether a copy's host memory is pinned, from its name (None when it does not say)."""
+    if "Pageable" in name:
+        return False
+    if "Pinned" in name:
+        return True
+    return None
+
+
+def collective_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarray,
+                    ann_rows: np.ndarray) -> tuple[int | None, int | None, str]:
+    """(bytes, group size, collective name) of collective kernel row ``g`` launched by call
+    row ``launch`` (-1: none), looked up in the ``record_param_comms`` rows ``comm_rows`` and
+    the ``nccl:*`` annotation rows ``ann_rows``."""
+
+    def from_row(r):
+        n = table.in_nelems[r]
+        if n < 0:
+            n = table.out_nelems[r]
+        size = DTYPE_BYTES.get(str(table.dtype[r]).lower())
+        b = int(n * size) if n >= 0 and size else None
+        gs = int(table.group_size[r]) if table.group_size[r] > 0 else None
+        return b, gs, str(table.coll_name[r])
+
+    if table.coll_name[g]:
+        return from_row(g)
+    if launch < 0:
+        return None, None, ""
+    t, p, th = table.ts_ns[launch], table.pid[launch], table.tid[launch]
+    for rows in (comm_rows, ann_rows):
+        if not len(rows):
+            continue
+        m = (table.pid[rows] == p) & (table.tid[rows] == th) & (table.ts_ns[rows] <= t) & \
+            (table.end_ns[rows] >= t)
+        if not m.any():
+            continue
+        r = rows[m][np.argmax(table.ts_ns[rows[m]])]
+        if rows is comm_rows and table.coll_name[r]:
+            return from_row(r)
+        if rows is ann_rows:
+            try:
+                a = table.args(r)
+            except LookupError:
+                return None, None, ""
+            dims, typ = a.get("Input Dims"), a.get("Input type")
+            b = None
+            if isinstance(dims, list) and dims and isinstance(dims[0], list) and \
+                    isinstance(typ, list) and typ:
+                size = DTYPE_BYTES.get(str(typ[0]).lower())
+                if size and all(isinstance(x, int) for x in dims[0]):
+                    b = int(np.prod(dims[0], dtype=np.int64)) * size if dims[0] else size
+            return b, None, str(table.names[r]).split(":", 1)[-1]
+    return None, None, ""

@@ -1,0 +1,159 @@
+"""Per-trace lookups shared by the step fits (:class:`TraceContext`), each step's launching
+calls and the GPU activities they launched (:func:`step_acts`), and the phase of an instant.
+
+**Phases** (``forward``, ``backward``, ``optimizer``, ``data``) come from the host side: a
+launch inside an ``Optimizer.step#…``/``zero_grad`` annotation is ``optimizer``; inside a
+``…Backward…`` op, an ``autograd::engine::evaluate_function`` or on a launching thread other
+than the step's (the autograd engine) ``backward``; inside a DataLoader ``__next__`` or an
+H2D copy outside backward/optimizer ``data``; else ``forward``. Host ops carry the phase of
+their task (launch, sync) or of the instant they start (cpu).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepsim.calibration.events import EventTable
+from stepsim.calibration.gpu_kinds import COLLECTIVE_RE
+from stepsim.calibration.intervals import in_union, union
+from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS, Links
+from stepsim.calibration.steps import DATALOADER_RE, Step
+
+__all__ = ["TraceContext", "StepActs", "step_acts", "phase_intervals", "phase_of",
+           "BACKWARD_RE", "OPTIMIZER_RE"]
+
+BACKWARD_RE = re.compile(r"Backward|^autograd::engine::evaluate_function|## backward ##", re.I)
+OPTIMIZER_RE = re.compile(r"^Optimizer\.(step|zero_grad)#|## optimizer ##", re.I)
+
+
+def phase_intervals(table: EventTable, pid: int):
+    """The (backward, optimizer, DataLoader) intervals (ns) of process ``pid``'s CPU ops, each
+    a union from :func:`union`."""
+    cpu = table.is_cat("cpu_op", "user_annotation") & (table.ph == "X") & (table.pid == pid)
+    rows = np.nonzero(cpu)[0]
+    nm = table.names[rows]
+    ts, te = table.ts_ns, table.end_ns
+    out = []
+    for rx in (BACKWARD_RE, OPTIMIZER_RE, DATALOADER_RE):
+        hit = np.fromiter((bool(rx.search(s)) for s in nm), bool, len(nm))
+        out.append(union(ts[rows[hit]], te[rows[hit]]))
+    return tuple(out)
+
+
+def phase_of(ctx: "TraceContext", host_threads: list[tuple[int, int]], times: np.ndarray,
+             launch_tid: np.ndarray, main_tid: int) -> np.ndarray:
+    """Phase per launch time: ``optimizer`` inside an optimizer annotation, ``backward`` inside
+    a backward op/annotation or on a non-main launching thread (autograd engine), ``data``
+    inside a DataLoader ``__next__``, else ``forward``."""
+    ivb, ivo, ivd = ctx.phase_intervals(host_threads[0][0])
+    out = np.full(len(times), "forward", dtype=object)
+    out[in_union(times, ivd)] = "data"
+    out[(launch_tid != main_tid) | in_union(times, ivb)] = "backward"
+    out[in_union(times, ivo)] = "optimizer"
+    return out
+
+
+class TraceContext:
+    """Per-trace lookups shared by the step fits (plain Python containers for speed)."""
+
+    def __init__(self, table: EventTable, links: Links):
+        self.table, self.links = table, links
+        self.ts = table.ts_ns
+        self.te = table.end_ns
+        self.names = table.names
+        gpu = links.gpu_rows
+        self.multi_dev = len(set(table.device[gpu].tolist())) > 1
+        dev, st = table.device[gpu].tolist(), table.stream[gpu].tolist()
+        self.stream_of: dict[int, str] = {
+            g: (f"{d}:{s}" if self.multi_dev else str(s)) for g, d, s in zip(gpu.tolist(), dev, st)}
+        self.prev_end: dict[int, int] = {}
+        last: dict[str, int] = {}
+        for g, e in zip(gpu.tolist(), self.te[gpu].tolist()):
+            sk = self.stream_of[g]
+            self.prev_end[g] = last.get(sk, -1)
+            last[sk] = max(e, last.get(sk, -1))
+        self.comm_rows = np.nonzero((table.names == "record_param_comms") & (table.ph == "X"))[0]
+        self.ann_rows = np.nonzero(
+            np.fromiter((n.startswith("nccl:") for n in table.names), bool, len(table)) &
+            table.is_cat("user_annotation", "cpu_op"))[0]
+        self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
+        self.launch_of = links.launch_of()   # activity row -> launching call row
+        self._phases: dict[int, tuple] = {}
+        self._acts: dict[tuple[int, int], StepActs] = {}
+        self.steps: list[Step] = []
+
+    def step_acts(self, step: Step) -> "StepActs":
+        """:func:`step_acts` of ``step``, computed once."""
+        key = (step.start_ns, step.number)
+        if key not in self._acts:
+            self._acts[key] = step_acts(self, step)
+        return self._acts[key]
+
+    def previous(self, step: Step) -> Step | None:
+        """The step just before ``step`` (ending where it starts), if the trace has it."""
+        for i, s in enumerate(self.steps):
+            if s is step or (s.start_ns == step.start_ns and s.number == step.number):
+                if i > 0 and self.steps[i - 1].end_ns == step.start_ns:
+                    return self.steps[i - 1]
+                return None
+        return None
+
+    def phase_intervals(self, pid: int) -> tuple:
+        """:func:`phase_intervals` of ``pid``, computed once."""
+        if pid not in self._phases:
+            self._phases[pid] = phase_intervals(self.table, pid)
+        return self._phases[pid]
+
+
+@dataclass
+class StepActs:
+    """A step's launching calls and the GPU activities they launched (table rows)."""
+
+    calls: list[int]
+    host_threads: list[tuple[int, int]]
+    act_launch: dict[int, int]        # activity row -> its launching call row
+    acts: list[int]                   # activity rows in start order
+    task_of: dict[int, str]           # activity row -> task id (s{stream}.{index})
+    end_vals: np.ndarray              # activity ends (ns), sorted
+    end_rows: list[int]               # the activities in that order
+
+
+def step_acts(ctx: TraceContext, step: Step) -> StepActs:
+    """The host API calls of ``step`` on its launching threads (the step's own thread first)
+    and the GPU activities they launched, each with its task id ``s{stream}.{index}``."""
+    table, links = ctx.table, ctx.links
+    ts, te, names = ctx.ts, ctx.te, ctx.names
+    pid = step.pid
+    t0 = step.start_ns
+    # the last step has no next start: its host part ends with its marker, then it waits for
+    # the GPU work it launched (its end, see calibration.steps)
+    t1 = step.cpu_end_ns if step.last else step.end_ns
+    api_rows = np.nonzero(table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X") &
+                          (table.pid == pid) & (ts >= t0) & (ts < t1))[0]
+    rel = np.fromiter((names[r] in LAUNCH_APIS or names[r] in SYNC_APIS for r in api_rows),
+                      bool, len(api_rows))
+    threads = set(zip(table.pid[api_rows[rel]].tolist(), table.tid[api_rows[rel]].tolist()))
+    threads.add((pid, step.tid))
+    host_threads = sorted(threads, key=lambda k: (k != (pid, step.tid), k))
+    on_host = np.fromiter(((int(p), int(t)) in threads for p, t in
+                           zip(table.pid[api_rows], table.tid[api_rows])), bool, len(api_rows))
+    calls = api_rows[on_host]
+    calls = calls[np.argsort(ts[calls], kind="stable")].tolist()
+    by_launch = links.by_launch
+    act_launch: dict[int, int] = {}
+    for c in calls:
+        for g in by_launch.get(c, ()):
+            act_launch[g] = c
+    acts = sorted(act_launch, key=lambda g: (ts[g], g))
+    task_of: dict[int, str] = {}
+    count: dict[str, int] = {}
+    for g in acts:
+        s = ctx.stream_of[g]
+        task_of[g] = f"s{s}.{count.get(s, 0)}"
+        count[s] = count.get(s, 0) + 1
+    ends_sorted = sorted((int(te[g]), g) for g in acts)
+    return StepActs(calls, host_threads, act_launch, acts, task_of,
+                    np.array([e for e, _ in ends_sorted], dtype=np.int64),
+                    [g for _, g in ends_sorted])
