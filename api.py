@@ -23,10 +23,10 @@ from collections import Counter
 from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from stepsim.limits import DEFAULT_STEPS, DEFAULT_WARMUP, bounded
-from stepsim.simcore.errors import StepsimError, shown
+from stepsim.simcore.errors import StepsimError
 
 if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
     from stepsim.models.params import StepModel
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --hel
 
 __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
            "diagnose", "report", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
+
 
 def load_model(model: str | Path | StepModel) -> StepModel:
     """A StepModel from a JSON or YAML file (a StepModel is returned as it is).
@@ -70,24 +71,6 @@ def _name(model: str | Path | StepModel, loaded: StepModel) -> str:
     return Path(model).stem if not _is_step_model(model) else "model"
 
 
-def _grouped(warnings: Iterable[str]) -> tuple[str, ...]:
-    """Warnings that differ only in the file they begin with (``name: text``) said once,
-    naming the files: a directory of ranks repeats each for every rank."""
-    files: dict[str, list[str]] = {}
-    for w in warnings:
-        name, sep, text = w.partition(": ")
-        key = text if sep and " " not in name else w
-        files.setdefault(key, []).append(name if key != w else "")
-    out = []
-    for text, names in files.items():
-        names = [n for n in names if n]
-        if len(names) > 1:
-            out.append(f"{names[0]} and {len(names) - 1} other file(s): {text}")
-        else:
-            out.append(f"{names[0]}: {text}" if names else text)
-    return tuple(out)
-
-
 def _guard(inputs: Sequence, ops: Sequence = (), scenario=None, **outputs) -> None:
     """No output (keyword → path) over an input, scenario files included."""
     from stepsim.scenarios.options import scenario_files
@@ -117,15 +100,6 @@ def _caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = 
     return tuple(caveats(model, ops, paths))
 
 
-def _measured(traces: Sequence[str | Path]):
-    """The re-measured runs and their warnings (each said once per file)."""
-    from stepsim.calibration.measure import measured_runs
-
-    runs = measured_runs([str(t) for t in traces])
-    warnings = [f"{shown(r.path)}: {w}" for r in runs for w in dict.fromkeys(r.warnings)]
-    return runs, tuple(warnings)
-
-
 # ---------------------------------------------------------------- calibrate / simulate -------
 def calibrate(trace: str | Path, output: str | Path | None = None,
               sidecar: str | Path | None = None, step_regex: str | None = None) -> Calibration:
@@ -140,6 +114,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     from stepsim.models.params import save_model
     from stepsim.models.simulate import simulate as run, window_replay
     from stepsim.results import Calibration
+    from stepsim.views import grouped_warnings
 
     _guard([trace, sidecar], output=output)
     model = fit(trace, sidecar=sidecar, step_regex=step_regex)
@@ -148,7 +123,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     window = window_replay(model) if model.replay is not None else None
     res = run(model, steps=DEFAULT_STEPS, warmup=DEFAULT_WARMUP)
     return Calibration(model=model, output=None if output is None else str(output),
-                       warnings=_grouped(model.meta.warnings), window=window,
+                       warnings=grouped_warnings(model.meta.warnings), window=window,
                        steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us)
 
 
@@ -226,30 +201,6 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     return WhatIf(baseline=base, scenario=pred, warnings=warnings)
 
 
-def _measured_points(measured, grid: dict) -> tuple[dict, tuple[str, ...]]:
-    """``VALUE=TRACE`` texts (or a mapping value → trace) → value → re-measured steps (µs)."""
-    from stepsim.scenarios.transforms import parse_value
-
-    pairs = []
-    for item in (measured.items() if isinstance(measured, Mapping) else measured):
-        if isinstance(item, str):
-            value, eq, trace = item.partition("=")
-            if not eq or not value.strip() or not trace.strip():
-                raise StepsimError(f"bad --measured {item!r}: expected VALUE=TRACE")
-            pairs.append((item, value, parse_value(value), trace))
-        else:
-            pairs.append((f"{item[0]}={item[1]}", str(item[0]), item[0], item[1]))
-    out, warnings = {}, ()
-    first = next(iter(grid.values()))
-    for text, shown_value, v, trace in pairs:
-        if v not in first:
-            raise StepsimError(f"--measured {text!r}: {shown_value} is not a value of the first "
-                               f"sweep axis ({', '.join(map(str, first))})")
-        runs, w = _measured([trace])
-        out[v], warnings = runs[0].step_us, warnings + w
-    return out, warnings
-
-
 @bounded
 def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=None, set=None,
           scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
@@ -273,7 +224,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
     from stepsim.report.planner import plot_sweep
     from stepsim.results import Sweep
     from stepsim.scenarios.sweep import sweep as run
-    from stepsim.views import ledger_points
+    from stepsim.views import ledger_points, measured_points
 
     traces = [m.split("=", 1)[-1] if isinstance(m, str) else m[1] for m in
               (measured.items() if isinstance(measured, Mapping) else measured)]
@@ -282,7 +233,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
     from stepsim.scenarios.options import sweep_grid
 
     grid = sweep_grid(axes)
-    points, warnings = _measured_points(measured, grid)
+    points, warnings = measured_points(measured, grid)
     if ledger:
         for v, pts in ledger_points(ledger, next(iter(grid))).items():
             points.setdefault(v, pts)
@@ -377,12 +328,13 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     from stepsim.results import Validation
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.validate import append_ledger, validate as score
+    from stepsim.views import measured_runs
 
     traces = [traces] if isinstance(traces, (str, Path)) else list(traces)
     _guard([model, *traces], ops, scenario, ledger=ledger)
     m = load_model(model)
     todo = operations(ops, scenario, set, scale, remove, fix)
-    runs, warnings = _measured(traces)
+    runs, warnings = measured_runs(traces)
     steps_us = [s for r in runs for s in r.step_us]
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
     with _progress("predict", progress and draws > 0) as prog:
@@ -396,66 +348,6 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
 
 
 # ---------------------------------------------------------------- diagnose -------------------
-def _trace_file(path: Path) -> Path | None:
-    """The one trace file a roofline and memory profile read: the file itself, a capture
-    folder's trace, or the first per-rank file of a directory (None: none found)."""
-    from stepsim.calibration.calibrate import CAPTURE_TRACE
-
-    if path.is_file():
-        return path
-    if (path / CAPTURE_TRACE).is_file():
-        return path / CAPTURE_TRACE
-    files = sorted(f for f in path.iterdir() if f.name.endswith((".json", ".json.gz")))
-    return files[0] if files else None
-
-
-def _is_model(path: Path) -> bool:
-    """A StepModel file (YAML, or JSON with ``schema_version``), not a trace."""
-    if path.suffix.lower() in (".yaml", ".yml"):
-        return True
-    if path.is_file() and path.suffix.lower() == ".json":
-        with open(path, "rb") as f:
-            head = f.read(4096)
-        return b'"schema_version"' in head and b'"traceEvents"' not in head
-    return False
-
-
-def _trace_evidence(path: Path, step_regex, peak):
-    """(roofline and kernels or None, why not, memory verdict or None, kernel-sum ÷ wall or
-    None, where it was measured) of the trace behind ``path``."""
-    from stepsim.calibration.events import build_table
-    from stepsim.calibration.memory_events import memory_from_table
-    from stepsim.calibration.roofline_inputs import work_from_table
-    from stepsim.calibration.trace_io import load_trace
-    from stepsim.scenarios.gpus import machine_for, parse_peaks
-    from stepsim.scenarios.memory import memory_verdict
-    from stepsim.scenarios.roofline import roofline
-
-    tf = _trace_file(path)
-    if tf is None:
-        return None, (), "no trace file in the folder", None, None, ""
-    table = build_table(load_trace(tf))
-    work = work_from_table(table, step_regex)
-    roof, why = None, ""
-    if not work.kernels:
-        why = "no device kernels in the trace (a CPU run): the step is host work"
-    else:
-        machine = machine_for(work.device, parse_peaks(peak) if peak else None)
-        if machine is None:
-            name = work.device.get("name")
-            why = ((f"the GPU ({name}) is not in the table of known GPUs" if name else
-                    "the trace does not name its GPU (no deviceProperties)") +
-                   ": give its peaks with --peak fp32=FLOPS,bf16=FLOPS,bw=BYTES_PER_S")
-        else:
-            roof = roofline(work.kernels, machine, len(work.steps))
-    mem = memory_from_table(table, step_regex)
-    ratio = work.kernel_ratio if work.steps else None
-    mean_us = sum(work.step_us) / len(work.step_us) if work.step_us else 0.0
-    source = (f"measured in {tf.name} over {len(work.steps)} step(s) of {mean_us / 1e3:.2f} ms "
-              "mean")
-    return roof, work.kernels, why, memory_verdict(mem) if mem else None, ratio, source
-
-
 @bounded
 def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
              peak: str | None = None, plot: str | Path | None = None,
@@ -469,34 +361,9 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
     Raises:
         InputError: an unreadable trace or model; ModelError: a bad ``peak``.
     """
-    from stepsim.calibration.calibrate import calibrate as fit
-    from stepsim.report.diagnose import plot_roofline
-    from stepsim.results import Diagnosed
-    from stepsim.scenarios.diagnose import diagnose as walk
+    from stepsim.diagnosis import diagnose as run
 
-    kw = dict(_sim_kw(steps, warmup, seed, jobs), draws=draws)
-    path = None if _is_step_model(input) else Path(input)
-    if path is not None and not path.exists():
-        raise StepsimError(f"{shown(path)}: no such file or folder")
-    if path is None or _is_model(path):
-        if peak:
-            from stepsim.scenarios.gpus import parse_peaks
-
-            parse_peaks(peak)
-        d = walk(load_model(input), roof_why_not="a model has no kernel shapes (give the "
-                 "trace)", memory_why_not="a model has no memory events (give the trace)", **kw)
-        return Diagnosed(d)
-    model = fit(path, step_regex=step_regex)
-    roof, kernels, why, mem, ratio, source = _trace_evidence(path, step_regex, peak)
-    d = walk(model, name=path.name, kernel_ratio=ratio, ratio_source=source, roof=roof,
-             kernels=kernels, roof_why_not=why, memory=mem,
-             memory_why_not="no device memory events (record with profile_memory=True)", **kw)
-    warnings = _grouped(model.meta.warnings)
-    if plot and roof is None:
-        warnings += (f"no roofline plot: {why}",)
-    elif plot:
-        plot_roofline(roof, plot)
-    return Diagnosed(d, warnings)
+    return run(input, step_regex, peak, plot, draws=draws, **_sim_kw(steps, warmup, seed, jobs))
 
 
 @bounded

@@ -1,6 +1,8 @@
-"""The pictures and the report of :mod:`stepsim.api`: where a real trace's lanes (read by
-calibration) meet the simulated ones (drawn by report). The API's verbs call these; they are
-also usable on their own, with a loaded model and parsed operations.
+"""The pictures and the report of :mod:`stepsim.api`: where real traces (read by calibration)
+meet the simulated steps (drawn by report): measured lanes above simulated ones, re-measured
+runs and ledger points beside predictions, calibration warnings said once for a folder of
+ranks. The API's verbs call these; they are also usable on their own, with a loaded model and
+parsed operations.
 
 Times are µs; outputs are written atomically when named; errors raise
 :class:`~stepsim.simcore.errors.StepsimError` subclasses, nothing here prints.
@@ -8,14 +10,15 @@ Times are µs; outputs are written atomically when named; errors raise
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import StepsimError, shown
 
 __all__ = ["measured_timeline", "draw_simulation", "draw_compare", "report", "ledger_records",
-           "ledger_points"]
+           "ledger_points", "measured_runs", "measured_points", "grouped_warnings"]
 
 
 def measured_timeline(trace: str | Path, steps: int = 1, scarce: str = ""):
@@ -132,3 +135,54 @@ def ledger_points(ledger: str | Path, path: str) -> dict:
         raise StepsimError(f"--ledger {shown(ledger)}: no records that set {path} alone "
                            f"(e.g. 'stepsim validate MODEL --set {path}=V TRACE --ledger L')")
     return found[1]
+
+
+def measured_runs(traces: Sequence[str | Path]):
+    """The re-measured runs and their warnings (each said once per file)."""
+    from stepsim.calibration.measure import measured_runs
+
+    runs = measured_runs([str(t) for t in traces])
+    warnings = [f"{shown(r.path)}: {w}" for r in runs for w in dict.fromkeys(r.warnings)]
+    return runs, tuple(warnings)
+
+
+def measured_points(measured, grid: dict) -> tuple[dict, tuple[str, ...]]:
+    """``VALUE=TRACE`` texts (or a mapping value → trace) → value → re-measured steps (µs)."""
+    from stepsim.scenarios.transforms import parse_value
+
+    pairs = []
+    for item in (measured.items() if isinstance(measured, Mapping) else measured):
+        if isinstance(item, str):
+            value, eq, trace = item.partition("=")
+            if not eq or not value.strip() or not trace.strip():
+                raise StepsimError(f"bad --measured {item!r}: expected VALUE=TRACE")
+            pairs.append((item, value, parse_value(value), trace))
+        else:
+            pairs.append((f"{item[0]}={item[1]}", str(item[0]), item[0], item[1]))
+    out, warnings = {}, ()
+    first = next(iter(grid.values()))
+    for text, shown_value, v, trace in pairs:
+        if v not in first:
+            raise StepsimError(f"--measured {text!r}: {shown_value} is not a value of the first "
+                               f"sweep axis ({', '.join(map(str, first))})")
+        runs, w = measured_runs([trace])
+        out[v], warnings = runs[0].step_us, warnings + w
+    return out, warnings
+
+
+def grouped_warnings(warnings: Iterable[str]) -> tuple[str, ...]:
+    """Warnings that differ only in the file they begin with (``name: text``) said once,
+    naming the files: a directory of ranks repeats each for every rank."""
+    files: dict[str, list[str]] = {}
+    for w in warnings:
+        name, sep, text = w.partition(": ")
+        key = text if sep and " " not in name else w
+        files.setdefault(key, []).append(name if key != w else "")
+    out = []
+    for text, names in files.items():
+        names = [n for n in names if n]
+        if len(names) > 1:
+            out.append(f"{names[0]} and {len(names) - 1} other file(s): {text}")
+        else:
+            out.append(f"{names[0]}: {text}" if names else text)
+    return tuple(out)

@@ -1,6 +1,6 @@
-"""Imports point one way: cli (with cli_args) → api (with results, views) → demo → (scenarios, calibration) →
-models → simcore; calibration uses models' parameter types, never scenarios; nothing imports cli,
-nothing but cli imports cli_args, and nothing but cli and the root ``__init__`` imports api;
+"""Imports point one way: cli (with cli_args) → api (with results, views, diagnosis) → demo →
+(scenarios, calibration) → models → simcore; calibration uses models' parameter types, never
+scenarios; nothing imports cli, nothing but cli imports cli_args, and nothing but cli and the root ``__init__`` imports api;
 limits (the verbs' bounds) is below both front ends."""
 from __future__ import annotations
 
@@ -19,11 +19,13 @@ ALLOWED = {
     "report": {"report", "models", "scenarios", "simcore"},
     "demo": {"demo", "calibration", "scenarios", "models", "report", "simcore"},
 }
-MODULES = ("api", "results", "views", "limits", "cli_args")
+MODULES = ("api", "results", "views", "diagnosis", "limits", "cli_args")
 """Modules at the repository's root (``stepsim.api``, ...), between cli and the packages."""
 ALLOWED |= {
-    "api": {"api", "results", "views", "limits", "demo", "calibration", "scenarios", "models",
-            "report", "simcore"},
+    "api": {"api", "results", "views", "diagnosis", "limits", "demo", "calibration", "scenarios",
+            "models", "report", "simcore"},
+    "diagnosis": {"diagnosis", "results", "views", "calibration", "report", "scenarios", "models",
+                  "simcore"},
     "limits": {"limits", "simcore"},
     "cli_args": {"cli_args", "limits"},
     "views": {"views", "calibration", "report", "scenarios", "models", "simcore"},
