@@ -102,10 +102,12 @@ def _caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = 
 
 # ---------------------------------------------------------------- calibrate / simulate -------
 def calibrate(trace: str | Path, output: str | Path | None = None,
-              sidecar: str | Path | None = None, step_regex: str | None = None) -> Calibration:
+              sidecar: str | Path | None = None, step_regex: str | None = None,
+              replicates=()) -> Calibration:
     """Calibrate a StepModel from a Kineto trace (a ``.json``/``.json.gz`` file, a folder of
     per-rank traces, or a capture folder with its sidecar), check it against its own trace, and
-    write it to ``output`` when given.
+    write it to ``output`` when given. ``replicates``: other captures of the same setting
+    (folders or sidecars), which measure the host's run-to-run speed noise for the intervals.
 
     Raises:
         InputError: an unreadable or uncalibratable trace or sidecar (named).
@@ -116,8 +118,8 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     from stepsim.results import Calibration
     from stepsim.views import grouped_warnings
 
-    _guard([trace, sidecar], output=output)
-    model = fit(trace, sidecar=sidecar, step_regex=step_regex)
+    _guard([trace, sidecar, *replicates], output=output)
+    model = fit(trace, sidecar=sidecar, step_regex=step_regex, replicates=list(replicates))
     if output is not None:
         save_model(model, output)
     window = window_replay(model) if model.replay is not None else None

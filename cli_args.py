@@ -123,6 +123,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("trace", help="a .json/.json.gz trace, or a directory of per-rank traces")
     c.add_argument("--sidecar", help="the capture harness's sidecar JSON (DataLoader timings, settings)")
     c.add_argument("--step-regex", help="regex of a per-step marker when the trace has no ProfilerStep#N")
+    c.add_argument("--replicate", action="append", metavar="CAPTURE",
+                   help="another capture of the same setting, recorded at another time "
+                        "(repeatable): the replicates measure the host's run-to-run speed, "
+                        "which every prediction interval then carries")
     c.add_argument("-o", "--output", required=True, type=_out_file,
                    help="where to write the StepModel JSON")
 

@@ -30,15 +30,39 @@ CAPTURE_TRACE, CAPTURE_SIDECAR = "trace.json.gz", "sidecar.json"
 
 
 def calibrate(trace: str | Path, sidecar: str | Path | None = None,
-              step_regex: str | None = None) -> StepModel:
+              step_regex: str | None = None, replicates=()) -> StepModel:
     """Calibrate a StepModel from ``trace``: a trace file, a directory of per-rank trace
     files, or a capture harness folder (``trace.json.gz`` + ``sidecar.json``, whose sidecar is
-    used unless ``sidecar`` is given).
+    used unless ``sidecar`` is given). ``replicates``: other captures (folders or sidecar
+    files) of the same setting, from which the host's run-to-run speed noise is measured
+    (:mod:`calibration.host_noise`).
 
     Raises:
-        InputError: unreadable/malformed trace or sidecar, or no step to calibrate from.
+        InputError: unreadable/malformed trace, sidecar or replicate, a replicate of another
+            setting, or no step to calibrate from.
         StepsimError: ``step_regex`` is not a valid regular expression.
     """
+    model = _calibrate(trace, sidecar, step_regex)
+    if not replicates:
+        return model
+    from stepsim.calibration.host_noise import apply_replicates
+
+    side_path = sidecar or _capture_sidecar(Path(trace))
+    if side_path is None:
+        raise StepsimError("replicates need the capture's sidecar (a capture folder or --sidecar)")
+    reps = [(Path(r), load_sidecar(_capture_sidecar(Path(r)) or r)) for r in replicates]
+    return apply_replicates(model, load_sidecar(side_path), reps)
+
+
+def _capture_sidecar(p: Path) -> Path | None:
+    """The sidecar of a capture harness folder (None if ``p`` is not one)."""
+    if p.is_dir() and (p / CAPTURE_SIDECAR).is_file():
+        return p / CAPTURE_SIDECAR
+    return None
+
+
+def _calibrate(trace, sidecar, step_regex) -> StepModel:
+    """:func:`calibrate` without replicates."""
     p = Path(trace)
     if step_regex is not None:
         try:

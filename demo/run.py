@@ -4,7 +4,9 @@
    and augmented in the DataLoader) once per ``num_workers`` setting and repeat, each run in
    its own process, with the capture harness (trace + sidecar per run).
 2. Calibrate on the producer-bound setting (``num_workers=1``: one worker makes batches more
-   slowly than the training step uses them).
+   slowly than the training step uses them). That setting gets one run more than the others,
+   at the end: its other runs are replicates from which the host's run-to-run speed noise is
+   measured (:mod:`calibration.host_noise`), so every interval carries it.
 3. Replay the calibrated baseline and compare with its measured step time (replay error).
 4. Predict every setting with the what-if planner (``loader.num_workers=N``), validate each
    prediction against the re-measured runs of that setting, append it to the ledger.
@@ -36,6 +38,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from stepsim.calibration.calibrate import calibrate
+from stepsim.calibration.host_noise import identical_work_us
+from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
@@ -76,27 +80,30 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     ledger = out / "ledger.jsonl"  # this run's records replace an earlier demo's, at the end
     console.print(f"[bold]stepsim demo[/bold]: CNN on the CPU, JPEG decode + augmentation in the "
                   f"DataLoader; {cores} cores; num_workers {','.join(map(str, settings))}, "
-                  f"{repeats} run{'s' if repeats > 1 else ''} each"
+                  f"{repeats} run{'s' if repeats > 1 else ''} each (one more of num_workers="
+                  f"{CALIBRATION_WORKERS}: replicates measure the host's run-to-run speed)"
                   + (f", calibration run with a probe at num_workers={probe}" if probe is not None
                      else ", no probe") + f"; output in {out}/")
     t0 = time.monotonic()
     runs: dict[int, list[Path]] = {s: [] for s in settings}
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=False) as prog:
-        task = prog.add_task("capturing runs", total=len(settings) * repeats)
-        # repeats interleaved over the settings, so slow drift of the machine hits all alike
-        for k in range(repeats):
-            for s in settings:
-                prog.update(task, description=f"capturing num_workers={s} (run {k + 1}/{repeats})")
-                d = out / "runs" / f"nw{s}-r{k}"
-                _capture(s, d, seed + k,
-                         probe if (k == 0 and s == CALIBRATION_WORKERS) else None)
-                runs[s].append(d)
-                prog.advance(task)
+        # repeats interleaved over the settings, so slow drift of the machine hits all alike;
+        # one more run of the calibration setting at the end (a replicate for the host noise)
+        plan = [(k, s) for k in range(repeats) for s in settings] + [(repeats, CALIBRATION_WORKERS)]
+        task = prog.add_task("capturing runs", total=len(plan))
+        for k, s in plan:
+            prog.update(task, description=f"capturing num_workers={s} (run {k + 1})")
+            d = out / "runs" / f"nw{s}-r{k}"
+            _capture(s, d, seed + k, probe if (k == 0 and s == CALIBRATION_WORKERS) else None)
+            runs[s].append(d)
+            prog.advance(task)
         prog.update(task, description="captured")
 
     base = runs[CALIBRATION_WORKERS][0]
-    model = calibrate(base / "trace.json.gz", sidecar=base / "sidecar.json")
+    model = calibrate(base / "trace.json.gz", sidecar=base / "sidecar.json",
+                      replicates=runs[CALIBRATION_WORKERS][1:])
+    work0 = identical_work_us(load_sidecar(base / "sidecar.json"))
     save_model(model, out / "model.json")
     measured_base = float(np.mean(model.meta.measured_step_us))
     replay = simulate(model, steps=200, warmup=10, seed=seed).mean_step_us
@@ -127,6 +134,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                        in_sample=s == CALIBRATION_WORKERS)
         records.append(rec)
         means = [m.mean_us for m in meas]
+        speed = [identical_work_us(load_sidecar(d / "sidecar.json")) / work0 for d in runs[s]]
         spread = 100 * (max(means) - min(means)) / float(np.mean(means)) if len(means) > 1 else None
         err = rec.error_pct
         rows.append({
@@ -137,6 +145,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
             "measured_mean_ms": float(np.mean(pooled)) / 1e3,
             "measured_median_ms": float(np.median(pooled)) / 1e3,
             "run_means_ms": [m / 1e3 for m in means],
+            "host_cpu_time_x": float(np.mean(speed)),
             "spread_pct": spread, "error_pct": err, "inside": rec.inside,
             "width_pct": rec.width_pct,
             "inside_spread": (spread is not None and min(means) <= pred.mean_step_us <= max(means)),
@@ -192,7 +201,7 @@ def _write_report(model, records, base: Path, settings, seed: int, out: Path,
 def _print_table(console: Console, rows: list[dict], cores: int) -> None:
     t = Table(title=f"num_workers: predicted vs measured step time, ms ({cores} cores)")
     for col in ("workers", "predicted", "P10–P90", "measured mean (median)", "spread",
-                "error", "in P10–P90", "bottleneck pred. / obs."):
+                "error", "in P10–P90", "CPU time ×", "bottleneck pred. / obs."):
         t.add_column(col, justify="left" if col.startswith("bottleneck") else "right")
     for r in rows:
         band = (f"{r['predicted_p10_ms']:.0f}–{r['predicted_p90_ms']:.0f}"
@@ -204,6 +213,7 @@ def _print_table(console: Console, rows: list[dict], cores: int) -> None:
                   f"{r['measured_mean_ms']:.1f} ({r['measured_median_ms']:.1f})", spread,
                   f"{r['error_pct']:+.1f} %{inside}",
                   "–" if r["inside"] is None else ("yes" if r["inside"] else "no"),
+                  f"{r['host_cpu_time_x']:.2f}",
                   f"{r['bottleneck_predicted']} / {r['bottleneck_observed']}")
     console.print(t)
     dagger = ("† the prediction lies inside the range of the repeated runs' means (the error "
@@ -211,5 +221,7 @@ def _print_table(console: Console, rows: list[dict], cores: int) -> None:
               else "")
     console.print("* calibration setting (in-sample): its row checks the replay of the calibrated "
                   "baseline and is left out of the score.  "
-                  + dagger + "Bottlenecks: input = the DataLoader, host_compute = the training "
+                  + dagger + "CPU time ×: the runs' CPU time per batch and step (identical "
+                  "work) over the calibration capture's (the host's speed, plus co-run "
+                  "interference).  Bottlenecks: input = the DataLoader, host_compute = the training "
                   "step's CPU work, cpu_cores = workers and training step share too few cores.")

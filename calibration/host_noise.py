@@ -1,0 +1,112 @@
+"""The host's run-to-run speed noise, measured from replicate captures of one setting.
+
+One capture cannot tell how fast the host will be in the next run: on a shared or virtual
+machine the CPU time of *identical* work changes from minute to minute (measured on the 2-core
+demo machine with every other process paused: a training step's thread CPU time 93 → 122 ms
+and a batch's produce CPU time 154 → 238 ms, seconds apart). Replicates, other captures of the
+same setting recorded at other times, measure it: each run's CPU time per unit of identical
+work is
+
+    w = median(produce CPU per batch) + median(training-step CPU per step)   (µs)
+
+(thread/process CPU time, so waiting for a core or for the loader does not count), and the
+run's host speed relative to the calibration capture is ``w_j / w_0``. With ``n`` runs (the
+capture and its replicates) and ``s`` the sample standard deviation of ``log(w_j / w_0)``,
+the next run's speed lies, at 80 %, in
+
+    exp(c ± t(0.9, n − 1) · s · sqrt(1 + 1/n)),  c = mean(log(w_j / w_0))
+
+(a prediction interval for one new draw; Student's t because ``s`` comes from few runs). The
+model keeps ``host.cpu_scale`` = exp(c) (the runs' mean speed, source "measured") and states
+the interval as the uniform factor range whose P10–P90 it is.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from stepsim.calibration.sidecar import Sidecar
+from stepsim.models.params import StepModel
+from stepsim.simcore.errors import InputError
+
+P10_P90_OF_UNIFORM = 0.8
+"""The P10–P90 of a uniform draw spans 80 % of its support."""
+
+
+def identical_work_us(side: Sidecar) -> float | None:
+    """CPU µs of one batch's produce plus one training step's work outside ``next()``
+    (medians, each producer's first batch and the run's first step left out: they carry
+    start-up); None when the sidecar holds neither."""
+    first: set[int] = set()
+    produce = []
+    for r in sorted(side.produce, key=lambda r: (r.pid, r.seq)):
+        if r.pid in first:
+            produce.append(r.work_us)
+        first.add(r.pid)
+    train = [max(s.cpu_us - s.next_cpu_us, 0.0) for s in side.steps[1:]]
+    parts = [float(np.median(x)) for x in (produce, train) if x]
+    return sum(parts) if parts else None
+
+
+def _same_setting(a: Sidecar, b: Sidecar) -> str | None:
+    """What differs between two captures' settings (None: the same setting)."""
+    la, lb = a.loader, b.loader
+    for name in ("num_workers", "batch_size", "prefetch_factor", "pin_memory"):
+        if getattr(la, name) != getattr(lb, name):
+            return f"{name} is {getattr(lb, name)!r}, the capture's is {getattr(la, name)!r}"
+    if (a.torch_num_threads or 1) != (b.torch_num_threads or 1):
+        return f"torch_num_threads is {b.torch_num_threads}, the capture's is {a.torch_num_threads}"
+    return None
+
+
+def host_speed_interval(speeds: list[float]) -> tuple[float, float, float]:
+    """``(centre, P10, P90)`` of the next run's host speed factor, from the measured speed
+    factors of ``n ≥ 2`` runs (the first is the calibration capture, 1.0)."""
+    from scipy.stats import t as student_t
+
+    logs = np.log(np.asarray(speeds, dtype=float))
+    n = len(logs)
+    c = float(logs.mean())
+    half = float(student_t.ppf(0.9, n - 1) * logs.std(ddof=1) * math.sqrt(1 + 1 / n))
+    return math.exp(c), math.exp(c - half), math.exp(c + half)
+
+
+def apply_replicates(model: StepModel, side: Sidecar, replicates: list[tuple[Path, Sidecar]]
+                     ) -> StepModel:
+    """``model`` with ``host.cpu_scale`` and its range measured from ``replicates`` (paths and
+    sidecars of other captures of the capture ``side``'s setting).
+
+    Raises:
+        InputError: a replicate of another setting, or one (or the capture) without the
+            records that measure identical work.
+    """
+    w0 = identical_work_us(side)
+    if w0 is None or w0 <= 0:
+        raise InputError(replicates[0][0], "the calibration capture's sidecar has no produce or "
+                                           "step records to compare replicates with")
+    speeds = [1.0]
+    for path, rep in replicates:
+        why = _same_setting(side, rep)
+        if why is not None:
+            raise InputError(path, f"not a replicate of the capture: {why}")
+        w = identical_work_us(rep)
+        if w is None or w <= 0:
+            raise InputError(path, "no produce or step records: it cannot measure the host's speed")
+        speeds.append(w / w0)
+    centre, p10, p90 = host_speed_interval(speeds)
+    # the uniform factor range (relative to the centre) whose P10–P90 is [p10, p90]
+    lo, hi = (math.log(p10 / centre), math.log(p90 / centre))
+    lo, hi = math.exp(lo / P10_P90_OF_UNIFORM), math.exp(hi / P10_P90_OF_UNIFORM)
+    host = model.host.model_copy(update={"cpu_scale": centre})
+    meta = model.meta
+    sources = {**meta.sources, "host.cpu_scale": "measured"}
+    ranges = {**meta.ranges, "host.cpu_scale": (lo, hi)}
+    note = (f"the host's speed varies from run to run: over {len(speeds)} runs of this setting "
+            f"the CPU time of identical work was {', '.join(f'{s:.3f}' for s in speeds)}× the "
+            f"capture's; the next run's P10–P90 is {p10:.3f}–{p90:.3f}× (in every interval)")
+    notes = {**meta.notes, "host_speed_runs": ", ".join(f"{s:.4f}" for s in speeds)}
+    meta = meta.model_copy(update={"sources": sources, "ranges": ranges, "notes": notes,
+                                   "warnings": [*meta.warnings, note]})
+    return model.model_copy(update={"host": host, "meta": meta})

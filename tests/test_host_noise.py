@@ -1,0 +1,78 @@
+"""The host's run-to-run speed noise measured from replicate captures (calibration.host_noise)."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+
+import pytest
+from scipy.stats import t as student_t
+
+from stepsim.calibration.calibrate import calibrate
+from stepsim.calibration.host_noise import host_speed_interval, identical_work_us
+from stepsim.calibration.sidecar import load_sidecar
+from stepsim.scenarios.predict import predict
+from stepsim.scenarios.transforms import parse_set
+from stepsim.simcore.errors import InputError
+
+
+def test_interval_closed_form():
+    speeds = [1.0, 1.1, 0.9]
+    logs = [math.log(s) for s in speeds]
+    c = sum(logs) / 3
+    sd = math.sqrt(sum((x - c) ** 2 for x in logs) / 2)
+    half = student_t.ppf(0.9, 2) * sd * math.sqrt(1 + 1 / 3)
+    centre, p10, p90 = host_speed_interval(speeds)
+    assert centre == pytest.approx(math.exp(c))
+    assert (p10, p90) == pytest.approx((math.exp(c - half), math.exp(c + half)))
+
+
+def test_identical_runs_give_no_noise():
+    assert host_speed_interval([1.0, 1.0, 1.0]) == pytest.approx((1.0, 1.0, 1.0))
+
+
+def _replicate(src, dst, factor: float, **loader):
+    """A copy of capture ``src`` whose every CPU time is ``factor``× (a slower host)."""
+    shutil.copytree(src, dst)
+    data = json.loads((dst / "sidecar.json").read_text())
+    for rec in data["produce"] + data["steps"]:
+        for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
+            if rec.get(k) is not None:
+                rec[k] *= factor
+    data["loader"].update(loader)
+    (dst / "sidecar.json").write_text(json.dumps(data))
+    return dst
+
+
+def test_replicate_measures_speed_and_widens_interval(cpu_run_nw1, tmp_path):
+    slow = _replicate(cpu_run_nw1, tmp_path / "slow", 1.2)
+    w0 = identical_work_us(load_sidecar(cpu_run_nw1 / "sidecar.json"))
+    assert identical_work_us(load_sidecar(slow / "sidecar.json")) == pytest.approx(1.2 * w0)
+    base = calibrate(cpu_run_nw1)
+    model = calibrate(cpu_run_nw1, replicates=[slow])
+    assert model.host.cpu_scale == pytest.approx(math.sqrt(1.2))
+    assert model.meta.sources["host.cpu_scale"] == "measured"
+    lo, hi = model.meta.ranges["host.cpu_scale"]
+    _, p10, p90 = host_speed_interval([1.0, 1.2])
+    # the uniform factor range whose P10–P90 is the prediction interval
+    assert math.log(lo) * 0.8 == pytest.approx(math.log(p10 / math.sqrt(1.2)))
+    assert math.log(hi) * 0.8 == pytest.approx(math.log(p90 / math.sqrt(1.2)))
+    ops = [parse_set("loader.num_workers=2")]
+    wide = predict(model, ops, steps=60, warmup=10, seed=0, intervals=16)
+    narrow = predict(base, ops, steps=60, warmup=10, seed=0, intervals=16)
+    assert (wide.p90_step_us - wide.p10_step_us) > 1.5 * (narrow.p90_step_us - narrow.p10_step_us)
+
+
+def test_replicate_of_another_setting_is_refused(cpu_run_nw1, tmp_path):
+    other = _replicate(cpu_run_nw1, tmp_path / "other", 1.0, num_workers=3)
+    with pytest.raises(InputError, match="num_workers is 3") as e:
+        calibrate(cpu_run_nw1, replicates=[other])
+    assert str(other) in str(e.value)
+    r = subprocess.run([sys.executable, "-m", "stepsim", "calibrate", str(cpu_run_nw1),
+                        "--replicate", str(other), "-o", str(tmp_path / "m.json")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "not a replicate" in r.stderr
+    assert not (tmp_path / "m.json").exists()
