@@ -13,8 +13,11 @@ def backlog_rows(ctx: TraceContext, t0: int, t_end: int) -> list[int]:
     """GPU activities still to finish at ``t0`` (ns) that were enqueued before it: launched
     before ``t0``, or launched by no call in the trace (the launch preceded the capture) and
     running ahead of their stream's first activity launched from ``t0`` on (a stream runs in
-    order; ``t_end`` when the stream has none)."""
+    order; ``t_end`` when the stream has none). A communication kernel of a step whose launch
+    the trace lacks (:func:`calibration.trace_context.unlaunched_comm`) is enqueued before
+    ``t0`` if it started before it."""
     launch_of = ctx.launch_of
+    own = set(ctx.unlaunched_comm)
     first_new: dict[str, int] = {}
     for g in ctx.links.gpu_rows.tolist():
         lr = launch_of.get(g)
@@ -26,8 +29,13 @@ def backlog_rows(ctx: TraceContext, t0: int, t_end: int) -> list[int]:
         if ctx.te[g] <= t0:
             continue
         lr = launch_of.get(g)
-        if ctx.ts[lr] < t0 if lr is not None else \
-                ctx.ts[g] < first_new.get(ctx.stream_of[g], t_end):
+        if lr is not None:
+            queued = ctx.ts[lr] < t0
+        elif g in own:
+            queued = ctx.ts[g] < t0
+        else:
+            queued = ctx.ts[g] < first_new.get(ctx.stream_of[g], t_end)
+        if queued:
             out.append(g)
     return out
 

@@ -10,12 +10,16 @@ It is *ready* when its stream predecessor has ended, its launch call has returne
 host↔device copy's engine (one per direction) is free, and its cross-stream waits have ended.
 Cross-stream waits are inferred: a task that started more than ``WAIT_MIN_US`` after the rest
 allowed waits for the task of the same step on another stream that ended last, no more than
-``WAIT_WINDOW_US`` before it started. The idle from ready to start that none of these
-explains (device-side launch latency, a few µs, or a dependency the trace does not show, such
-as an event recorded by another thread or in an earlier step) is the task's ``gap_us``: the
-simulator idles the stream for it, so replayed busy time and exposed communication are the
-measured ones; it is summed in ``meta.notes["device_gap_us"]`` and scaled as one parameter by
-``device.gap_scale`` (``inferred``).
+``WAIT_WINDOW_US`` before it started. A communication kernel that no recorded call launched
+(:func:`calibration.trace_context.unlaunched_comm`) is a task like the others but without a
+host launch (no host op names it, so the simulator runs it when its stream and waits allow):
+it waits for the step's activity on another stream that ended last before it started, however
+long before, and its phase is that of the instant it started. The idle from ready to start
+that none of these explains (device-side launch latency, a few µs, or a dependency the trace
+does not show, such as an event recorded by another thread or in an earlier step) is the
+task's ``gap_us``: the simulator idles the stream for it, so replayed busy time and exposed
+communication are the measured ones; it is summed in ``meta.notes["device_gap_us"]`` and
+scaled as one parameter by ``device.gap_scale`` (``inferred``).
 """
 from __future__ import annotations
 
@@ -69,8 +73,10 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
     task_of, end_vals, end_rows = sa.task_of, sa.end_vals, sa.end_rows
     by_launch = links.by_launch
     stream_of = ctx.stream_of
-    lt = np.array([ts[act_launch[g]] for g in acts], dtype=np.int64)
-    ltid = np.array([table.tid[act_launch[g]] for g in acts], dtype=np.int64)
+    # the phase of a task is that of its launch; of an unlaunched one, that of its start
+    lt = np.array([ts[act_launch.get(g, g)] for g in acts], dtype=np.int64)
+    ltid = np.array([table.tid[act_launch[g]] if g in act_launch else step.tid for g in acts],
+                    dtype=np.int64)
     phases = phase_of(ctx, sa.host_threads, lt, ltid, step.tid) if acts else []
     per_stream: dict[str, list[int]] = {}
     for g in acts:
@@ -84,15 +90,15 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
     n_waits = n_prev_waits = n_overlap = 0
     for k, g in enumerate(acts):
         s = stream_of[g]
-        c = act_launch[g]
+        c = act_launch.get(g, -1)   # -1: a communication kernel no recorded call launched
         start, dur = int(ts[g]), int(table.dur_ns[g])
         if ctx.prev_end.get(g, -1) > start:
             # overlaps the activity before it on its stream, which cannot run at once: only
             # the part after that one's end is this one's (the stream's busy time is the union)
             n_overlap += 1
             start, dur = ctx.prev_end[g], max(0, int(te[g]) - ctx.prev_end[g])
-        first = by_launch[c][0] == g
-        ready = max(ctx.prev_end.get(g, -1), int(te[c]) if first else -1)
+        first = c < 0 or by_launch[c][0] == g
+        ready = max(ctx.prev_end.get(g, -1), int(te[c]) if first and c >= 0 else -1)
         waits: list[str] = []
         if not first:
             f = by_launch[c][0]
@@ -107,12 +113,14 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
             engine_free[engine] = max(engine_free.get(engine, -1), start + dur)
         prev_waits: list[str] = []
         if start - ready > WAIT_MIN_US * 1000:
-            lo = start - int(WAIT_WINDOW_US * 1000)
+            # an unlaunched task has no launch to order it: it waits for the activity on
+            # another stream that ended last before it started, however long before
+            lo = start - int(WAIT_WINDOW_US * 1000) if c >= 0 else -1
             i = int(np.searchsorted(end_vals, start, side="right")) - 1
-            my_launch = ts[c]
             while i >= 0 and end_vals[i] >= lo:
                 w = end_rows[i]
-                if stream_of[w] != s and ts[act_launch[w]] < my_launch:
+                if stream_of[w] != s and (c < 0 or w not in act_launch
+                                          or ts[act_launch[w]] < ts[c]):
                     if task_of[w] not in waits:
                         waits.append(task_of[w])
                         n_waits += 1

@@ -93,7 +93,10 @@ def fit_host_ops(ctx: TraceContext, step: Step, sa: StepActs, dev: DeviceFit) ->
         runnable.update(seen)
         return True
 
-    graph_members = {task_of[g] for g in acts if by_launch[act_launch[g]][0] != g}
+    # tasks that run without a launch op of their own: a graph's later members, and the
+    # communication kernels no recorded call launched
+    graph_members = {task_of[g] for g in acts
+                     if g not in act_launch or by_launch[act_launch[g]][0] != g}
 
     op_t: list[int] = []
 

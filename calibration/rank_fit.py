@@ -16,7 +16,6 @@ import numpy as np
 
 from stepsim.calibration.backlog import backlog_rows, backlog_us, peak_pending
 from stepsim.calibration.events import EventTable
-from stepsim.calibration.gpu_kinds import COLLECTIVE_RE
 from stepsim.calibration.gpu_notes import fit_notes
 from stepsim.calibration.graphs import graph_refusal
 from stepsim.calibration.host_ops import END_OF_STEP_SYNC
@@ -98,13 +97,6 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
         raise no_step_error(path, steps.warnings)
     links = link(table)
     warnings += [f"{path.name}: {w}" for w in links.warnings if "'External id'" in w]
-    unlaunched = [g for g, l in zip(links.gpu_rows.tolist(), links.launch_row.tolist())
-                  if l < 0 and COLLECTIVE_RE.match(table.names[g])]
-    if unlaunched:
-        warnings.append(f"{path.name}: {len(unlaunched)} communication kernel(s) have no "
-                        "launching call in the trace: the notes' GPU busy time counts them, the "
-                        "simulated model does not hold them (its exposed communication is too "
-                        "low)")
     if len(links.gpu_rows) and not (links.launch_row >= 0).any():
         raise InputError(path, f"none of the {len(links.gpu_rows)} GPU activities links to a "
                          "launch call (no correlation id, flow or External id matches one; a "
@@ -123,6 +115,7 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     rep = min([s for s in middle if not s.last] or cands,
               key=lambda s: (abs(s.dur_us - med), s.start_ns))
     ctx = TraceContext(table, links)
+    warnings += [f"{path.name}: {w}" for w in _unlaunched_warnings(ctx)]
     ctx.steps = list(steps)
     fit = fit_step(ctx, rep)
     group = [fit]
@@ -157,6 +150,9 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     peak = peak_pending(ctx, window[0], window[-1], backlog)
     notes["launch_queue_peak_pending"] = peak
     notes["step_method"] = steps.method
+    if ctx.unlaunched_comm or ctx.comm_before_first_launch:
+        notes["comm_kernels_unlaunched"] = len(ctx.unlaunched_comm)
+        notes["comm_kernels_before_first_launch"] = ctx.comm_before_first_launch
     rank, world, rank_from = (rank_of(table._raw, warnings) if table._raw is not None
                               else (None, 1, "none"))
     return RankFit(path=path, rank=-1 if rank is None else rank, world_size=world, ops=ops,
@@ -165,3 +161,20 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
                    warnings=warnings, loader=loader, complete_steps=len(kept),
                    base_ns=table.base_ns, step_us_by_number={s.number: s.dur_us for s in kept},
                    rank_from=rank_from, replay=replay, peak_pending=peak)
+
+
+def _unlaunched_warnings(ctx: TraceContext) -> list[str]:
+    """What the fit did with the communication kernels no recorded call launched
+    (:func:`calibration.trace_context.unlaunched_comm`)."""
+    out = []
+    if ctx.unlaunched_comm:
+        out.append(f"{len(ctx.unlaunched_comm)} communication kernel(s) have no launching call "
+                   "in the trace (a thread the profiler did not record?): modelled as device "
+                   "tasks of the step they ran in, without a host launch, each after the "
+                   "activity on another stream that ended last before it")
+    if ctx.comm_before_first_launch:
+        out.append(f"{ctx.comm_before_first_launch} communication kernel(s) were launched before "
+                   "the trace's first recorded launch call (no launching call, a lower "
+                   "correlation id, ahead of their stream's first recorded launch): work queued "
+                   "before the recorded launches, not a step's own work")
+    return out

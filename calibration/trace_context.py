@@ -7,6 +7,15 @@ launch inside an ``Optimizer.step#…``/``zero_grad`` annotation is ``optimizer`
 than the step's (the autograd engine) ``backward``; inside a DataLoader ``__next__`` or an
 H2D copy outside backward/optimizer ``data``; else ``forward``. Host ops carry the phase of
 their task (launch, sync) or of the instant they start (cpu).
+
+**Communication kernels without a launching call.** A collective kernel that no recorded call
+launched either was launched before the trace's first recorded launch call (it runs ahead of
+its stream's first recorded launch, and its correlation id, when it has one, is below every
+recorded launch's: CUPTI numbers launches in order; the runtime calls of the first moments of
+a capture are often missing), and is then work queued before the steps, or was launched by
+a thread the profiler did not record (a stream with no recorded launch, or a correlation id
+among the recorded ones), and is then the own work of the step whose window holds its start
+(:func:`unlaunched_comm`; :func:`step_acts` adds it to that step's activities).
 """
 from __future__ import annotations
 
@@ -22,7 +31,7 @@ from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS, Links
 from stepsim.calibration.steps import DATALOADER_RE, Step
 
 __all__ = ["TraceContext", "StepActs", "step_acts", "phase_intervals", "phase_of",
-           "BACKWARD_RE", "OPTIMIZER_RE"]
+           "unlaunched_comm", "BACKWARD_RE", "OPTIMIZER_RE"]
 
 BACKWARD_RE = re.compile(r"Backward|^autograd::engine::evaluate_function|## backward ##", re.I)
 OPTIMIZER_RE = re.compile(r"^Optimizer\.(step|zero_grad)#|## optimizer ##", re.I)
@@ -80,6 +89,10 @@ class TraceContext:
             table.is_cat("user_annotation", "cpu_op"))[0]
         self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
         self.launch_of = links.launch_of()   # activity row -> launching call row
+        # communication kernels without a launching call: the steps' own (rows), and the
+        # number launched before the first recorded launch call
+        self.unlaunched_comm, self.comm_before_first_launch = unlaunched_comm(
+            table, links, self.stream_of)
         self._phases: dict[int, tuple] = {}
         self._acts: dict[tuple[int, int], StepActs] = {}
         self.steps: list[Step] = []
@@ -107,9 +120,37 @@ class TraceContext:
         return self._phases[pid]
 
 
+def unlaunched_comm(table: EventTable, links: Links,
+                    stream_of: dict[int, str]) -> tuple[list[int], int]:
+    """The communication kernels no recorded call launched that are the steps' own work (rows,
+    in start order), and how many others were launched before the first recorded launch call
+    (see the module docstring)."""
+    gpu, lr = links.gpu_rows.tolist(), links.launch_row.tolist()
+    ts, corr = table.ts_ns, table.correlation
+    rec = [int(corr[l]) for l in lr if l >= 0 and corr[l] >= 0]
+    min_corr = min(rec) if rec else None
+    first: dict[str, int] = {}   # stream -> start of its first activity a recorded call launched
+    for g, l in zip(gpu, lr):
+        if l >= 0:
+            first.setdefault(stream_of[g], int(ts[g]))   # gpu rows are in start order
+    own, before = [], 0
+    for g, l in zip(gpu, lr):
+        if l >= 0 or not COLLECTIVE_RE.match(table.names[g]):
+            continue
+        s = stream_of[g]
+        ahead = s not in first or ts[g] < first[s]
+        c = int(corr[g])
+        if ahead and (c < min_corr if c >= 0 and min_corr is not None else s in first):
+            before += 1
+        else:
+            own.append(g)
+    return own, before
+
+
 @dataclass
 class StepActs:
-    """A step's launching calls and the GPU activities they launched (table rows)."""
+    """A step's launching calls and the GPU activities they launched (table rows), with the
+    communication kernels no recorded call launched that ran in it (not in ``act_launch``)."""
 
     calls: list[int]
     host_threads: list[tuple[int, int]]
@@ -122,7 +163,9 @@ class StepActs:
 
 def step_acts(ctx: TraceContext, step: Step) -> StepActs:
     """The host API calls of ``step`` on its launching threads (the step's own thread first)
-    and the GPU activities they launched, each with its task id ``s{stream}.{index}``."""
+    and the GPU activities they launched, plus the unlaunched communication kernels of the
+    step (:func:`unlaunched_comm`) that start in it, each with its task id
+    ``s{stream}.{index}``."""
     table, links = ctx.table, ctx.links
     ts, te, names = ctx.ts, ctx.te, ctx.names
     pid = step.pid
@@ -146,7 +189,8 @@ def step_acts(ctx: TraceContext, step: Step) -> StepActs:
     for c in calls:
         for g in by_launch.get(c, ()):
             act_launch[g] = c
-    acts = sorted(act_launch, key=lambda g: (ts[g], g))
+    own = [g for g in ctx.unlaunched_comm if t0 <= ts[g] < step.end_ns]
+    acts = sorted(list(act_launch) + own, key=lambda g: (ts[g], g))
     task_of: dict[int, str] = {}
     count: dict[str, int] = {}
     for g in acts:

@@ -331,9 +331,11 @@ def test_a_read_only_folder_names_the_output_not_the_temporary_file(tmp_path):
 
 
 def test_communication_kernels_without_a_launch_are_not_silently_left_out(tmp_path):
+    """Simulated as device tasks of their step (more in ``tests/test_unlaunched_comm.py``)."""
     def unlaunch(ev):   # the launch calls of the NCCL kernels were not recorded
         nccl = {e["args"]["correlation"] for e in ev if e["name"].startswith("ncclDevKernel")}
         ev[:] = [e for e in ev if not (e["cat"] == "cuda_runtime"
                                        and e["args"]["correlation"] in nccl)]
     m = calibrate(one_rank_trace(tmp_path / "comm_without_launch.json", change=unlaunch))
     assert any("4 communication kernel(s) have no launching call" in w for w in m.meta.warnings)
+    assert [t.kind for t in m.device.streams["20"]] == ["collective"]
