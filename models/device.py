@@ -17,15 +17,15 @@ Every run is logged as a :class:`TaskRun`, the raw material of gap attribution.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import simpy
 
 from stepsim.simcore.record import Recorder, Span
 
 
-@dataclass(frozen=True, slots=True)
-class TaskRun:
-    """One execution of a device task (instants in µs).
+class TaskRun(NamedTuple):
+    """One execution of a device task (instants in µs); a named tuple (immutable, cheap).
 
     ``launch_us`` is when its host launch was issued (None when no host op launches it);
     ``ready_us`` when its stream, launch and waits allowed it; ``gap_us`` the unexplained idle

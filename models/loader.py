@@ -202,14 +202,11 @@ class DataLoaderSim:
         p = self.p
         if p.num_workers == 0:
             start = self.env.now
-            work_us = (self.produce[0].sample(self.rng) + self.pin_us if main_thread_us is None
-                       else main_thread_us)
-            core_us = yield from self.cpu.work(work_us, self.p.corun_ref)
+            core_us = yield from self.cpu.work(self.main_thread_draw_us(main_thread_us),
+                                               self.p.corun_ref)
             record_cpu_work(self.rec, self.host_lane, "load batch (main thread)", "data", start,
                              core_us, self.env.now, step, self.rank)
-            idx = self.returned
-            self.stats.produced.append(idx)
-            return self._returned(idx)
+            return self.returned_on_main()
         if p.batches_per_epoch is not None and self.epoch_returned >= p.batches_per_epoch:
             self._start_epoch()   # StopIteration, then the training loop's next iter(loader)
         start = self.env.now
@@ -238,6 +235,19 @@ class DataLoaderSim:
         out = self._returned(idx)
         self._try_put_index()
         return out
+
+    def main_thread_draw_us(self, main_thread_us: float | None = None) -> float:
+        """With ``num_workers=0``: the main thread's CPU work (µs, before the pool's speed
+        factor) for the next batch, as :meth:`next_batch` draws it."""
+        if main_thread_us is not None:
+            return main_thread_us
+        return self.produce[0].sample(self.rng) + self.pin_us
+
+    def returned_on_main(self) -> int:
+        """With ``num_workers=0``: the batch produced on the main thread is returned."""
+        idx = self.returned
+        self.stats.produced.append(idx)
+        return self._returned(idx)
 
     def _returned(self, idx: int) -> int:
         self.returned += 1

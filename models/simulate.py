@@ -25,16 +25,16 @@ import numpy as np
 import simpy
 
 from stepsim.models.cpu import CpuPool
-from stepsim.models.ddp import collective_us
-from stepsim.models.device import Barrier, LaunchQueue, StepEvents, TaskPlan, TaskRun, stream_process
-from stepsim.models.host import HostOpPlan, HostWait, host_process
+from stepsim.models.device import Barrier, LaunchQueue, StepEvents, TaskRun, stream_process
+from stepsim.models.host import HostWait, host_process
 from stepsim.models.loader import DataLoaderSim, LoaderStats
 from stepsim.models.params import StepModel
+from stepsim.models.plans import host_plan, issue_points, stream_plans, task_durations  # noqa: F401
 from stepsim.models.ranks import rank_host_plan
-from stepsim.simcore.dists import Empirical
+from stepsim.models.solo import Unsolvable, solvable, solve
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.gcpause import gc_paused
-from stepsim.simcore.record import ListRecorder, Recorder, Span
+from stepsim.simcore.record import Block, ListRecorder, NullRecorder, Recorder, Span
 from stepsim.simcore.rng import spawn_streams
 
 @dataclass
@@ -106,152 +106,197 @@ class _Tee(Recorder):
         for r in self.recs:
             r.sample(series, t_us, value)
 
-
-def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
-    """µs per device task for one rank: measured durations, collectives from the cost model
-    when ``comm.bus_gbps`` is set, and the rank's per-phase extra time spread over that
-    phase's non-collective tasks in proportion to their duration."""
-    rp = model.ranks[rank_index]
-    tasks = model.task_map()
-    out: dict[str, float] = {}
-    for t in tasks.values():
-        if t.kind == "collective" and model.comm.bus_gbps is not None and t.bytes is not None:
-            out[t.id] = collective_us(t.bytes, model.comm.world_size, model.comm.bus_gbps,
-                                      model.comm.latency_us)
-        else:
-            out[t.id] = t.dur_us
-    host_phases = {op.phase for op in model.host.ops if op.kind == "cpu"}
-    for phase, extra in rp.phase_extra_us.items():
-        ids = [t.id for t in tasks.values() if t.phase == phase and t.kind != "collective"]
-        total = sum(out[i] for i in ids)
-        if not ids and phase in host_phases:
-            continue        # a host-side phase: see rank_host_plan
-        if not ids:
-            raise SimulationError(f"rank {rp.rank}: phase_extra_us names phase {phase!r}, "
-                                  "which has no tasks")
-        for i in ids:
-            out[i] += extra * (out[i] / total if total > 0 else 1 / len(ids))
-    return out
+    def shifted(self, spans, dt_us, dstep):
+        for r in self.recs:
+            r.shifted(spans, dt_us, dstep)
 
 
-def issue_points(model: StepModel) -> dict[str, int]:
-    """For every device task, the index of the host op by which it has been issued: its launch
-    op, or for a task no host op launches, the latest issue point among its stream predecessor
-    and the tasks it waits for (−1: issued when the step starts). A device-wide sync at op ``j``
-    waits for the tasks issued before ``j``."""
-    launch = {op.task: i for i, op in enumerate(model.host.ops) if op.kind == "launch"}
-    issue = {t: launch.get(t, -1) for t in model.task_map()}
-    for _ in range(len(issue) + 1):
-        changed = False
-        for ts in model.device.streams.values():
-            prev = -1
-            for t in ts:
-                v = max([prev, launch.get(t.id, -1)] + [issue[w] for w in t.waits])
-                if v != issue[t.id]:
-                    issue[t.id], changed = v, True
-                prev = v
-        if not changed:
-            return issue
-    raise SimulationError("device task waits form a cycle")
-
-
-def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
-    """The host ops as the host process runs them: pageable copies that block, the targets of
-    every sync, optimizer-phase ops (skipped under ``no_sync``); with ``replay``, each op's
-    captured per-step values (``HostOp.replay_us``)."""
-    tasks = model.task_map()
-    issue = issue_points(model)
-    plans = []
-    for j, op in enumerate(model.host.ops):
-        block = None
-        targets: tuple[tuple[int, str], ...] = ()
-        t = tasks.get(op.task) if op.task is not None else None
-        if op.kind == "launch" and t is not None and t.pinned is False \
-                and t.copy_kind in ("h2d", "d2h"):
-            block = t.copy_kind
-        if op.kind == "sync":
-            if t is not None:
-                targets = ((0, t.id),)
-            else:
-                tl = []
-                for ts in model.device.streams.values():
-                    done_before = [x.id for x in ts if issue[x.id] < j]
-                    if done_before:
-                        tl.append((0, done_before[-1]))
-                    elif ts:
-                        tl.append((-1, ts[-1].id))
-                targets = tuple(tl)
-        optimizer = op.phase == "optimizer" or (t is not None and t.phase == "optimizer")
-        plans.append(HostOpPlan(
-            op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind), op.dur_us,
-            op.task, op.category, block, targets, optimizer,
-            Empirical(tuple(op.samples_us)) if op.kind == "cpu" and op.samples_us else None,
-            t.launches if op.kind == "launch" and t is not None else 1,
-            tuple(op.replay_us) if replay and op.replay_us is not None else None,
-            op.threads if op.kind == "cpu" else 1,
-            op.parallel_fraction if op.kind == "cpu" else 0.0,
-            op.block_fraction if op.kind == "cpu" else 0.0,
-            op.corun_ref if op.kind == "cpu" else 0.0))
-    return plans
-
-
-def stream_plans(model: StepModel, rank_index: int, replay: bool = False
-                 ) -> dict[str, list[TaskPlan]]:
-    """One rank's device tasks as its stream processes run them, durations set for the rank
-    and gaps scaled by ``device.gap_scale``; with ``replay``, each task's captured per-step
-    busy and idle times (``DeviceTask.replay_us``, ``replay_gap_us``)."""
-    durs = task_durations(model, rank_index)
-    launched = {op.task for op in model.host.ops if op.kind == "launch"}
-    comm = model.comm.comm_stream
-    gap = model.device.gap_scale
-    return {s: [TaskPlan(
-        t.id, t.name or t.id, t.category, durs[t.id], tuple(t.waits), t.id in launched,
-        t.copy_kind if t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h") else None,
-        t.kind == "collective",
-        (t.kind == "collective" and s == comm) or t.phase == "optimizer", t.gap_us * gap,
-        tuple(t.prev_waits),
-        tuple(t.replay_us) if replay and t.replay_us is not None else None,
-        tuple(t.replay_gap_us) if replay and t.replay_gap_us is not None else None)
-        for t in ts] for s, ts in model.device.streams.items()}
-
-
-def step_marks(starts: list[list[float]], runs, ranks: list[int], n: int) -> list[list[float]]:
+def step_marks(starts: list[list[float]], end: dict[tuple[int, int], float], ranks: list[int],
+               n: int) -> list[list[float]]:
     """Per rank, the instants (µs) that delimit steps: entry 0 is step 0's start on the host;
     entry k+1 is when step k is over, the later of the host starting step k+1 and the device
-    finishing step k's work. Step k's time is ``marks[k+1] - marks[k]``: the host's pace while
-    it holds the device back, the device's pace while the host runs ahead of it (until CUDA's
-    launch queue fills, a host that never waits would otherwise show its own transient pace)."""
-    end: dict[tuple[int, int], float] = {}
-    for r in runs:
-        key = (r.rank, r.step)
-        if r.end_us > end.get(key, -1.0):
-            end[key] = r.end_us
+    finishing step k's work (``end``: its last device task's end, per (rank, step)). Step k's time is
+    ``marks[k+1] - marks[k]``: the host's pace while it holds the device back, the device's
+    pace while the host runs ahead of it (until CUDA's launch queue fills, a host that never
+    waits would otherwise show its own transient pace)."""
     return [[st[0]] + [max(st[k + 1], end.get((rank, k), st[k + 1])) for k in range(n)]
             for rank, st in zip(ranks, starts)]
 
 
-def _release_step_before(events: StepEvents, rank: int, model: StepModel) -> None:
-    """Mark as done, at once, the step before the first (−1) of every task a ``prev_waits``
-    names: the first simulated step waits for nothing earlier (in a window replay, that step's
-    captured idle already holds any such wait, since calibration saw no step before it)."""
-    for w in {w for ts in model.device.streams.values() for t in ts for w in t.prev_waits}:
-        events.done(rank, -1, w).succeed()
-
-
-def replay_marks(starts: list[float], runs, n: int, gpu_inclusive: bool) -> list[float]:
+def replay_marks(starts: list[float], end: dict[tuple[int, int], float], rank: int, n: int,
+                 gpu_inclusive: bool) -> list[float]:
     """Step boundaries (µs) of a window replay, as calibration measures them
     (``calibration.steps``): each step from its start on the host to the next step's start;
     the last one, when it was the trace's last (``gpu_inclusive``), to the later of its host
-    work's end and the end of its device work."""
-    end = starts[n]
+    work's end and the end of its device work (``end``, per (rank, step))."""
+    last = starts[n]
     if gpu_inclusive:
-        end = max([end] + [r.end_us for r in runs if r.step == n - 1])
-    return starts[:n] + [end]
+        last = max(last, end.get((rank, n - 1), last))
+    return starts[:n] + [last]
+
+
+def _released(model: StepModel) -> set[str]:
+    """The tasks some ``prev_waits`` names: their step before the first (−1) counts as done at
+    once, since the first simulated step waits for nothing earlier (in a window replay, that
+    step's captured idle already holds any such wait: calibration saw no step before it)."""
+    return {w for ts in model.device.streams.values() for t in ts for w in t.prev_waits}
+
+
+class _Setup:
+    """What both engines share: the run's steps, plans, loader parameters and random streams."""
+
+    def __init__(self, model: StepModel, steps: int, warmup: int, seed: int, replay: bool,
+                 hook: Recorder):
+        captured = model.replay if replay else None
+        self.model, self.hook, self.replay = model, hook, replay
+        self.n_total = warmup + steps + (0 if replay else 1)
+        self.last = warmup + steps - 1
+        self.rngs = spawn_streams(seed, [f"rank{r.rank}.loader" for r in model.ranks]
+                                  + [f"rank{r.rank}.host" for r in model.ranks])
+        # a window replay gives the host its measured next() times: the main thread's own
+        # work, whatever the workers did (they are not simulated)
+        lp = model.loader if captured is None else model.loader.model_copy(
+            update={"num_workers": 0})
+        self.lp = lp
+        threads = lp.num_workers * lp.threads_per_worker + (
+            1 if lp.pin_memory and lp.num_workers else 0)
+        if model.host.uses_core:
+            threads += max([op.threads for op in model.host.ops
+                            if op.kind == "cpu" and op.parallel_fraction > 0] or [1])
+        self.threads = threads
+        self.ops = host_plan(model, replay)
+        accum = model.comm.grad_accum_steps
+        self.sync_step = lambda step: (step + 1) % accum == 0
+        self.backlog = captured.stream_busy_us if captured is not None else {}
+        self.per_host = {h: sum(r.host == h for r in model.ranks)
+                         for h in {r.host for r in model.ranks}}
+
+    def pool(self, env: simpy.Environment, host: str, pools: dict[str, CpuPool]) -> CpuPool:
+        """The core pool of a rank on ``host`` (ranks on one named host share its cores; a
+        rank without a host has its own)."""
+        cpu = pools.get(host) if host else None
+        if cpu is None:
+            n_on = self.per_host[host] if host else 1
+            m = self.model
+            cpu = CpuPool(env, self.lp.host_cores, contended=self.threads * n_on > self.lp.host_cores,
+                          scale=m.host.cpu_scale, interference=m.host.interference)
+            if host:
+                pools[host] = cpu
+        return cpu
+
+
+class _Runs:
+    """Receives task runs (``append``): keeps them when asked, and always each (rank, step)'s
+    last device end (µs), which the step marks need."""
+
+    def __init__(self, keep: bool):
+        self.kept: list[TaskRun] = []
+        self.keep = keep
+        self.end: dict[tuple[int, int], float] = {}
+
+    def append(self, r: TaskRun) -> None:
+        if self.keep:
+            self.kept.append(r)
+        key = (r.rank, r.step)
+        if r.end_us > self.end.get(key, -1.0):
+            self.end[key] = r.end_us
+
+    def shifted(self, block: Block, dt_us: float, dstep: int) -> None:
+        """Receive the runs of a repeated step (``block.rows``) moved by ``dt_us`` µs and
+        ``dstep`` steps."""
+        if self.keep:
+            self.kept.extend(block.moved(dt_us, dstep))
+        end = self.end
+        for (rank, step), e in block.maxima((0, 1), 7).items():
+            key, e = (rank, step + dstep), e + dt_us
+            if e > end.get(key, -1.0):
+                end[key] = e
+
+
+class _Waits(list):
+    """Receives host waits; keeps them only when asked."""
+
+    def __init__(self, keep: bool):
+        super().__init__()
+        if not keep:
+            self.append = lambda w: None
+
+
+def _solved(su: _Setup, runs: _Runs, waits: list):
+    """The run without events (:mod:`models.solo`) when the model qualifies, else None."""
+    m = su.model
+    if len(m.ranks) != 1:
+        return None
+    rp = m.ranks[0]
+    env = simpy.Environment()
+    cpu = su.pool(env, rp.host, {})
+    streams = stream_plans(m, 0, su.replay)
+    ops = rank_host_plan(m, 0, su.ops)
+    if cpu.contended or cpu.interference > 0 or not solvable(
+            1, True, su.lp.num_workers, ops, streams):
+        return None
+    loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], su.hook, rp.rank)
+    starts = solve(rp.rank, ops, streams, rp.delay_us, m.host.uses_core, cpu.scale, loader,
+                   m.device.launch_queue_depth, su.hook, runs, waits, su.n_total, su.last,
+                   su.sync_step, su.rngs[f"rank{rp.rank}.host"], su.backlog, _released(m))
+    return [starts], [loader]
+
+
+def _simulated(su: _Setup, runs: _Runs, waits: list):
+    """The run as SimPy processes (see the module docstring for their start order)."""
+    model, hook, n_total = su.model, su.hook, su.n_total
+    env = simpy.Environment()
+    barrier = Barrier(env, len(model.ranks)) if len(model.ranks) > 1 else None
+    events = StepEvents(env)
+    hosts, starts, loaders = [], [], []
+    pools: dict[str, CpuPool] = {}
+    released = _released(model)
+    for i, rp in enumerate(model.ranks):
+        cpu = su.pool(env, rp.host, pools)
+        loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], hook, rp.rank)
+        loaders.append(loader)
+        engines = {"h2d": simpy.Resource(env, capacity=1), "d2h": simpy.Resource(env, capacity=1)}
+        lq = LaunchQueue(env, model.device.launch_queue_depth)
+        for w in released:
+            events.done(rp.rank, -1, w).succeed()
+        for s, plans in stream_plans(model, i, su.replay).items():
+            env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
+                                       n_total, lq, runs, su.sync_step, su.backlog.get(s, 0.0)))
+        st: list[float] = []
+        starts.append(st)
+        hosts.append(env.process(host_process(
+            env, rp.rank, rank_host_plan(model, i, su.ops), rp.delay_us, cpu,
+            model.host.uses_core, loader, events, hook, n_total, st, lq, waits, su.sync_step,
+            su.rngs[f"rank{rp.rank}.host"])))
+    try:
+        env.run(until=simpy.AllOf(env, hosts))
+    except RuntimeError as e:
+        if "until" not in str(e) and "No scheduled events" not in str(e):
+            raise
+        stuck = [model.ranks[i].rank for i, st in enumerate(starts) if len(st) <= n_total]
+        raise SimulationError(
+            f"the simulation deadlocked on rank(s) {stuck} at t={env.now:.1f} us: a sync or "
+            "wait on a task that can never finish (launched later in the step, or on another "
+            "rank's collective that is never entered)") from None
+    # let the device finish the measured window too (it may lag behind the host)
+    last = su.last
+    need = [events.done(rp.rank, last, tid) for rp in model.ranks for tid in model.task_map()]
+    pending = [ev for ev in need if not ev.processed]
+    if pending:
+        try:
+            env.run(until=simpy.AllOf(env, pending))
+        except RuntimeError as e:
+            if "until" not in str(e) and "No scheduled events" not in str(e):
+                raise
+            raise SimulationError(f"the device never finished step {last} (t={env.now:.1f} "
+                                  "us): a task waits for something that never happens") from None
+    return starts, loaders
 
 
 @gc_paused
 def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
-             recorder: Recorder | None = None, replay: bool = False) -> SimResult:
+             recorder: Recorder | None = None, replay: bool = False, keep: str = "all",
+             engine: str = "auto") -> SimResult:
     """Simulate ``warmup + steps`` steps of every rank in ``model.ranks``.
 
     Args:
@@ -260,7 +305,14 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         warmup: steps simulated first and not measured (≥ 0), so the prefetch pipeline and
             the host's run-ahead reach steady state.
         seed: the run's one seed.
-        recorder: optional extra observer; spans are always collected into the result.
+        recorder: optional extra observer, streamed every span.
+        keep: what the result keeps: ``"all"`` (every span, task run and host wait: what
+            summaries, timelines and gap attribution read) or ``"steps"`` (only the step
+            times: memory flat in steps; ``spans``, ``samples``, ``runs`` and ``host_waits``
+            are empty).
+        engine: ``"auto"`` solves a rank that contends with nothing without events
+            (:mod:`models.solo`, same instants) and runs SimPy processes otherwise;
+            ``"events"`` always runs the processes.
         replay: replay the captured window (``model.replay``) instead: its steps in order,
             each with its own captured durations, from the state the capture started in (each
             stream's backlog), steps measured exactly as calibration measures them
@@ -289,90 +341,38 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
                               f"warmup={warmup}")
     if not model.host.ops:
         raise SimulationError("the model's host thread has no ops: nothing to simulate")
-    env = simpy.Environment()
-    rec = ListRecorder()
-    hook = _Tee(rec, recorder) if recorder is not None else rec
-    n_total = warmup + steps + (0 if replay else 1)
-    rngs = spawn_streams(seed, [f"rank{r.rank}.loader" for r in model.ranks]
-                         + [f"rank{r.rank}.host" for r in model.ranks])
-    barrier = Barrier(env, len(model.ranks)) if len(model.ranks) > 1 else None
-    events = StepEvents(env)
-    # a window replay gives the host its measured next() times: the main thread's own work,
-    # whatever the workers did (they are not simulated)
-    lp = model.loader if captured is None else model.loader.model_copy(update={"num_workers": 0})
-    threads = lp.num_workers * lp.threads_per_worker + (1 if lp.pin_memory and lp.num_workers else 0)
-    if model.host.uses_core:
-        threads += max([op.threads for op in model.host.ops
-                        if op.kind == "cpu" and op.parallel_fraction > 0] or [1])
-    ops = host_plan(model, replay)
-    accum = model.comm.grad_accum_steps
-
-    def sync_step(step: int) -> bool:
-        return (step + 1) % accum == 0
-
-    backlog = captured.stream_busy_us if captured is not None else {}
-    runs: list[TaskRun] = []
-    waits: list[HostWait] = []
-    hosts, starts, loaders = [], [], []
-    per_host = {h: sum(r.host == h for r in model.ranks) for h in {r.host for r in model.ranks}}
-    pools: dict[str, CpuPool] = {}
-    for i, rp in enumerate(model.ranks):
-        # ranks on one named host share its cores; a rank without a host has its own
-        n_on = per_host[rp.host] if rp.host else 1
-        cpu = pools.get(rp.host) if rp.host else None
-        if cpu is None:
-            cpu = CpuPool(env, lp.host_cores, contended=threads * n_on > lp.host_cores,
-                          scale=model.host.cpu_scale, interference=model.host.interference)
-            if rp.host:
-                pools[rp.host] = cpu
-        loader = DataLoaderSim(env, lp, cpu, rngs[f"rank{rp.rank}.loader"], hook, rp.rank)
-        loaders.append(loader)
-        engines = {"h2d": simpy.Resource(env, capacity=1), "d2h": simpy.Resource(env, capacity=1)}
-        lq = LaunchQueue(env, model.device.launch_queue_depth)
-
-        _release_step_before(events, rp.rank, model)
-        for s, plans in stream_plans(model, i, replay).items():
-            env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
-                                       n_total, lq, runs, sync_step, backlog.get(s, 0.0)))
-        st: list[float] = []
-        starts.append(st)
-        hosts.append(env.process(host_process(
-            env, rp.rank, rank_host_plan(model, i, ops), rp.delay_us, cpu, model.host.uses_core, loader, events, hook,
-            n_total, st, lq, waits, sync_step, rngs[f"rank{rp.rank}.host"])))
+    if keep not in ("all", "steps"):
+        raise SimulationError(f"keep must be 'all' or 'steps', got {keep!r}")
+    if engine not in ("auto", "events"):
+        raise SimulationError(f"engine must be 'auto' or 'events', got {engine!r}")
+    rec = ListRecorder() if keep == "all" else None
+    hooks = [h for h in (rec, recorder) if h is not None]
+    hook = hooks[0] if len(hooks) == 1 else _Tee(*hooks) if hooks else NullRecorder()
+    su = _Setup(model, steps, warmup, seed, replay, hook)
+    runs, waits = _Runs(keep == "all"), _Waits(keep == "all")
     try:
-        env.run(until=simpy.AllOf(env, hosts))
-    except RuntimeError as e:
-        if "until" not in str(e) and "No scheduled events" not in str(e):
-            raise
-        stuck = [model.ranks[i].rank for i, st in enumerate(starts) if len(st) <= n_total]
-        raise SimulationError(
-            f"the simulation deadlocked on rank(s) {stuck} at t={env.now:.1f} us: a sync or "
-            "wait on a task that can never finish (launched later in the step, or on another "
-            "rank's collective that is never entered)") from None
-    # let the device finish the measured window too (it may lag behind the host)
-    last = warmup + steps - 1
-    need = [events.done(rp.rank, last, tid) for rp in model.ranks for tid in model.task_map()]
-    pending = [ev for ev in need if not ev.processed]
-    if pending:
-        try:
-            env.run(until=simpy.AllOf(env, pending))
-        except RuntimeError as e:
-            if "until" not in str(e) and "No scheduled events" not in str(e):
-                raise
-            raise SimulationError(f"the device never finished step {last} (t={env.now:.1f} "
-                                  "us): a task waits for something that never happens") from None
+        starts, loaders = (engine == "auto" and _solved(su, runs, waits)) or _simulated(
+            su, runs, waits)
+    except Unsolvable:   # a wait that never ends: the processes report where
+        if rec is not None:
+            rec.spans.clear()
+            rec.samples.clear()
+        runs, waits = _Runs(keep == "all"), _Waits(keep == "all")
+        starts, loaders = _simulated(su, runs, waits)
+    ranks = [r.rank for r in model.ranks]
     if captured is not None:
-        marks = [replay_marks(starts[0], runs, steps, captured.last_gpu_inclusive)]
+        marks = [replay_marks(starts[0], runs.end, ranks[0], steps,
+                              captured.last_gpu_inclusive)]
     else:
-        marks = step_marks(starts, runs, [r.rank for r in model.ranks], warmup + steps)
+        marks = step_marks(starts, runs.end, ranks, warmup + steps)
     step_us = np.array([[m[k + 1] - m[k] for k in range(warmup, warmup + steps)] for m in marks])
     if not np.isfinite(step_us).all():
         raise SimulationError("the simulated step time is not finite (durations too large?)")
     window = (marks[0][warmup], marks[0][warmup + steps])
     return SimResult(step_us=step_us, step_starts_us=starts, warmup=warmup, window_us=window,
-                     spans=rec.spans, samples=rec.samples,
+                     spans=rec.spans if rec else [], samples=rec.samples if rec else {},
                      max_outstanding=[ld.stats.max_outstanding for ld in loaders],
-                     ranks=[r.rank for r in model.ranks], runs=runs, host_waits=waits,
+                     ranks=ranks, runs=runs.kept, host_waits=list(waits),
                      loader_stats=[ld.stats for ld in loaders], model=model, step_marks_us=marks)
 
 

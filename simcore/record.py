@@ -16,15 +16,21 @@ cause      –      for waits: what was waited on (``input``, ``sync``, ``comm``
 category   –      for busy spans: component category (``gemm``, ``produce`` …)
 =========  =====  ======================================================
 
-Observers are passed-in hooks with a no-op default (:class:`NullRecorder`).
+Observers are passed-in hooks with a no-op default (:class:`NullRecorder`); the simulator
+streams every span to its recorder as it finishes, so a recorder keeps only what its output
+needs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+import math
+from itertools import repeat
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
+    """One span (fields in the table above); a named tuple: immutable and cheap to make."""
+
     lane: str
     name: str
     kind: str
@@ -49,9 +55,57 @@ class Recorder:
     def sample(self, series: str, t_us: float, value: float) -> None:
         """Called when a sampled quantity (e.g. a queue depth) changes, at instant ``t_us``."""
 
+    def shifted(self, block: "Block", dt_us: float, dstep: int) -> None:
+        """Called with the spans of a step that repeats (``block.rows``): each is to be
+        recorded moved by ``dt_us`` µs and ``dstep`` steps (by default, one :meth:`span`
+        call each)."""
+        for sp in block.moved(dt_us, dstep):
+            self.span(sp)
+
+
+class Block:
+    """Rows (named tuples: spans, task runs) of one step, to be emitted again moved in time.
+
+    Args:
+        rows: the rows.
+        times: the indices of their instant fields (µs; None stays None).
+        step: the index of their step field.
+    """
+
+    def __init__(self, rows: Sequence[tuple], times: tuple[int, ...], step: int):
+        self.rows = list(rows)
+        self.cls = type(self.rows[0]) if self.rows else tuple
+        self.cols = list(zip(*self.rows))
+        self.times, self.step = times, step
+        self._maxima: dict = {}
+
+    def maxima(self, keys: tuple[int, ...], value: int) -> dict[tuple, float]:
+        """The largest field ``value`` per distinct ``keys`` fields (computed once)."""
+        got = self._maxima.get((keys, value))
+        if got is None:
+            got = self._maxima[(keys, value)] = {}
+            for r in self.rows:
+                k = tuple(r[i] for i in keys)
+                if r[value] > got.get(k, -math.inf):
+                    got[k] = r[value]
+        return got
+
+    def moved(self, dt_us: float, dstep: int) -> list:
+        """The rows with every instant moved by ``dt_us`` and the step by ``dstep``."""
+        if not self.rows:
+            return []
+        cols = list(self.cols)
+        for i in self.times:
+            cols[i] = [None if x is None else x + dt_us for x in cols[i]]
+        cols[self.step] = [x + dstep for x in cols[self.step]]
+        return list(map(tuple.__new__, repeat(self.cls), zip(*cols)))
+
 
 class NullRecorder(Recorder):
     """Records nothing (the default)."""
+
+    def shifted(self, block: "Block", dt_us: float, dstep: int) -> None:
+        pass
 
 
 class ListRecorder(Recorder):
@@ -63,6 +117,9 @@ class ListRecorder(Recorder):
 
     def span(self, span: Span) -> None:
         self.spans.append(span)
+
+    def shifted(self, block: "Block", dt_us: float, dstep: int) -> None:
+        self.spans.extend(block.moved(dt_us, dstep))
 
     def sample(self, series: str, t_us: float, value: float) -> None:
         self.samples.setdefault(series, []).append((t_us, value))

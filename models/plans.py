@@ -1,0 +1,123 @@
+"""The simulator's plans: a StepModel turned into what the processes run.
+
+``host_plan`` gives the host thread's ops (:class:`models.host.HostOpPlan`), ``stream_plans``
+each stream's tasks of one rank (:class:`models.device.TaskPlan`) with the rank's durations
+(``task_durations``), ``issue_points`` the host op by which each device task has been issued.
+"""
+from __future__ import annotations
+
+from stepsim.models.ddp import collective_us
+from stepsim.models.device import TaskPlan
+from stepsim.models.host import HostOpPlan
+from stepsim.models.params import StepModel
+from stepsim.simcore.dists import Empirical
+from stepsim.simcore.errors import SimulationError
+
+__all__ = ["host_plan", "issue_points", "stream_plans", "task_durations"]
+
+def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
+    """µs per device task for one rank: measured durations, collectives from the cost model
+    when ``comm.bus_gbps`` is set, and the rank's per-phase extra time spread over that
+    phase's non-collective tasks in proportion to their duration."""
+    rp = model.ranks[rank_index]
+    tasks = model.task_map()
+    out: dict[str, float] = {}
+    for t in tasks.values():
+        if t.kind == "collective" and model.comm.bus_gbps is not None and t.bytes is not None:
+            out[t.id] = collective_us(t.bytes, model.comm.world_size, model.comm.bus_gbps,
+                                      model.comm.latency_us)
+        else:
+            out[t.id] = t.dur_us
+    host_phases = {op.phase for op in model.host.ops if op.kind == "cpu"}
+    for phase, extra in rp.phase_extra_us.items():
+        ids = [t.id for t in tasks.values() if t.phase == phase and t.kind != "collective"]
+        total = sum(out[i] for i in ids)
+        if not ids and phase in host_phases:
+            continue        # a host-side phase: see rank_host_plan
+        if not ids:
+            raise SimulationError(f"rank {rp.rank}: phase_extra_us names phase {phase!r}, "
+                                  "which has no tasks")
+        for i in ids:
+            out[i] += extra * (out[i] / total if total > 0 else 1 / len(ids))
+    return out
+
+
+def issue_points(model: StepModel) -> dict[str, int]:
+    """For every device task, the index of the host op by which it has been issued: its launch
+    op, or for a task no host op launches, the latest issue point among its stream predecessor
+    and the tasks it waits for (−1: issued when the step starts). A device-wide sync at op ``j``
+    waits for the tasks issued before ``j``."""
+    launch = {op.task: i for i, op in enumerate(model.host.ops) if op.kind == "launch"}
+    issue = {t: launch.get(t, -1) for t in model.task_map()}
+    for _ in range(len(issue) + 1):
+        changed = False
+        for ts in model.device.streams.values():
+            prev = -1
+            for t in ts:
+                v = max([prev, launch.get(t.id, -1)] + [issue[w] for w in t.waits])
+                if v != issue[t.id]:
+                    issue[t.id], changed = v, True
+                prev = v
+        if not changed:
+            return issue
+    raise SimulationError("device task waits form a cycle")
+
+
+def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
+    """The host ops as the host process runs them: pageable copies that block, the targets of
+    every sync, optimizer-phase ops (skipped under ``no_sync``); with ``replay``, each op's
+    captured per-step values (``HostOp.replay_us``)."""
+    tasks = model.task_map()
+    issue = issue_points(model)
+    plans = []
+    for j, op in enumerate(model.host.ops):
+        block = None
+        targets: tuple[tuple[int, str], ...] = ()
+        t = tasks.get(op.task) if op.task is not None else None
+        if op.kind == "launch" and t is not None and t.pinned is False \
+                and t.copy_kind in ("h2d", "d2h"):
+            block = t.copy_kind
+        if op.kind == "sync":
+            if t is not None:
+                targets = ((0, t.id),)
+            else:
+                tl = []
+                for ts in model.device.streams.values():
+                    done_before = [x.id for x in ts if issue[x.id] < j]
+                    if done_before:
+                        tl.append((0, done_before[-1]))
+                    elif ts:
+                        tl.append((-1, ts[-1].id))
+                targets = tuple(tl)
+        optimizer = op.phase == "optimizer" or (t is not None and t.phase == "optimizer")
+        plans.append(HostOpPlan(
+            op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind), op.dur_us,
+            op.task, op.category, block, targets, optimizer,
+            Empirical(tuple(op.samples_us)) if op.kind == "cpu" and op.samples_us else None,
+            t.launches if op.kind == "launch" and t is not None else 1,
+            tuple(op.replay_us) if replay and op.replay_us is not None else None,
+            op.threads if op.kind == "cpu" else 1,
+            op.parallel_fraction if op.kind == "cpu" else 0.0,
+            op.block_fraction if op.kind == "cpu" else 0.0,
+            op.corun_ref if op.kind == "cpu" else 0.0))
+    return plans
+
+
+def stream_plans(model: StepModel, rank_index: int, replay: bool = False
+                 ) -> dict[str, list[TaskPlan]]:
+    """One rank's device tasks as its stream processes run them, durations set for the rank
+    and gaps scaled by ``device.gap_scale``; with ``replay``, each task's captured per-step
+    busy and idle times (``DeviceTask.replay_us``, ``replay_gap_us``)."""
+    durs = task_durations(model, rank_index)
+    launched = {op.task for op in model.host.ops if op.kind == "launch"}
+    comm = model.comm.comm_stream
+    gap = model.device.gap_scale
+    return {s: [TaskPlan(
+        t.id, t.name or t.id, t.category, durs[t.id], tuple(t.waits), t.id in launched,
+        t.copy_kind if t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h") else None,
+        t.kind == "collective",
+        (t.kind == "collective" and s == comm) or t.phase == "optimizer", t.gap_us * gap,
+        tuple(t.prev_waits),
+        tuple(t.replay_us) if replay and t.replay_us is not None else None,
+        tuple(t.replay_gap_us) if replay and t.replay_gap_us is not None else None)
+        for t in ts] for s, ts in model.device.streams.items()}
