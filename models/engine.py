@@ -1,0 +1,202 @@
+"""The two ways to run a StepModel's steps, behind one interface.
+
+``solved`` runs a rank that contends with nothing without events (:mod:`models.solo`, its
+repeating steps replayed by :mod:`models.memo`) and returns None for any other model;
+``simulated`` runs SimPy processes (see :mod:`models.simulate` for their start order). Both
+stream every span to the run's recorder and every task run and host wait to the sinks
+(:class:`Runs`, :class:`Waits`), and return ``(step_starts, loaders)``.
+"""
+from __future__ import annotations
+
+import simpy
+
+from stepsim.models.cpu import CpuPool
+from stepsim.models.device import Barrier, LaunchQueue, StepEvents, TaskRun, stream_process
+from stepsim.models.host import host_process
+from stepsim.models.loader import DataLoaderSim
+from stepsim.models.params import StepModel
+from stepsim.models.plans import host_plan, stream_plans
+from stepsim.models.ranks import rank_host_plan
+from stepsim.models.solo import solvable, solve
+from stepsim.simcore.errors import SimulationError
+from stepsim.simcore.record import Block, Recorder
+from stepsim.simcore.rng import spawn_streams
+
+__all__ = ["Runs", "Setup", "Tee", "Waits", "simulated", "solved"]
+
+
+class Tee(Recorder):
+    """Forwards every call to each of ``recs``."""
+
+    def __init__(self, *recs: Recorder):
+        self.recs = recs
+
+    def span(self, span):
+        for r in self.recs:
+            r.span(span)
+
+    def sample(self, series, t_us, value):
+        for r in self.recs:
+            r.sample(series, t_us, value)
+
+    def shifted(self, spans, dt_us, dstep):
+        for r in self.recs:
+            r.shifted(spans, dt_us, dstep)
+
+
+def _released(model: StepModel) -> set[str]:
+    """The tasks some ``prev_waits`` names: their step before the first (−1) counts as done at
+    once, since the first simulated step waits for nothing earlier (in a window replay, that
+    step's captured idle already holds any such wait: calibration saw no step before it)."""
+    return {w for ts in model.device.streams.values() for t in ts for w in t.prev_waits}
+
+
+class Setup:
+    """What both engines share: the run's steps, plans, loader parameters and random streams."""
+
+    def __init__(self, model: StepModel, steps: int, warmup: int, seed: int, replay: bool,
+                 hook: Recorder):
+        captured = model.replay if replay else None
+        self.model, self.hook, self.replay = model, hook, replay
+        self.n_total = warmup + steps + (0 if replay else 1)
+        self.last = warmup + steps - 1
+        self.rngs = spawn_streams(seed, [f"rank{r.rank}.loader" for r in model.ranks]
+                                  + [f"rank{r.rank}.host" for r in model.ranks])
+        # a window replay gives the host its measured next() times: the main thread's own
+        # work, whatever the workers did (they are not simulated)
+        lp = model.loader if captured is None else model.loader.model_copy(
+            update={"num_workers": 0})
+        self.lp = lp
+        threads = lp.num_workers * lp.threads_per_worker + (
+            1 if lp.pin_memory and lp.num_workers else 0)
+        if model.host.uses_core:
+            threads += max([op.threads for op in model.host.ops
+                            if op.kind == "cpu" and op.parallel_fraction > 0] or [1])
+        self.threads = threads
+        self.ops = host_plan(model, replay)
+        accum = model.comm.grad_accum_steps
+        self.sync_step = lambda step: (step + 1) % accum == 0
+        self.backlog = captured.stream_busy_us if captured is not None else {}
+        self.per_host = {h: sum(r.host == h for r in model.ranks)
+                         for h in {r.host for r in model.ranks}}
+
+    def pool(self, env: simpy.Environment, host: str, pools: dict[str, CpuPool]) -> CpuPool:
+        """The core pool of a rank on ``host`` (ranks on one named host share its cores; a
+        rank without a host has its own)."""
+        cpu = pools.get(host) if host else None
+        if cpu is None:
+            n_on = self.per_host[host] if host else 1
+            m = self.model
+            cpu = CpuPool(env, self.lp.host_cores, contended=self.threads * n_on > self.lp.host_cores,
+                          scale=m.host.cpu_scale, interference=m.host.interference)
+            if host:
+                pools[host] = cpu
+        return cpu
+
+
+class Runs:
+    """Receives task runs (``append``): keeps them when asked, and always each (rank, step)'s
+    last device end (µs), which the step marks need."""
+
+    def __init__(self, keep: bool):
+        self.kept: list[TaskRun] = []
+        self.keep = keep
+        self.end: dict[tuple[int, int], float] = {}
+
+    def append(self, r: TaskRun) -> None:
+        if self.keep:
+            self.kept.append(r)
+        key = (r.rank, r.step)
+        if r.end_us > self.end.get(key, -1.0):
+            self.end[key] = r.end_us
+
+    def shifted(self, block: Block, dt_us: float, dstep: int) -> None:
+        """Receive the runs of a repeated step (``block.rows``) moved by ``dt_us`` µs and
+        ``dstep`` steps."""
+        if self.keep:
+            self.kept.extend(block.moved(dt_us, dstep))
+        end = self.end
+        for (rank, step), e in block.maxima((0, 1), 7).items():
+            key, e = (rank, step + dstep), e + dt_us
+            if e > end.get(key, -1.0):
+                end[key] = e
+
+
+class Waits(list):
+    """Receives host waits; keeps them only when asked."""
+
+    def __init__(self, keep: bool):
+        super().__init__()
+        if not keep:
+            self.append = lambda w: None
+
+
+def solved(su: Setup, runs: Runs, waits: list):
+    """The run without events (:mod:`models.solo`) when the model qualifies, else None."""
+    m = su.model
+    if len(m.ranks) != 1:
+        return None
+    rp = m.ranks[0]
+    env = simpy.Environment()
+    cpu = su.pool(env, rp.host, {})
+    streams = stream_plans(m, 0, su.replay)
+    ops = rank_host_plan(m, 0, su.ops)
+    if cpu.contended or cpu.interference > 0 or not solvable(
+            1, True, su.lp.num_workers, ops, streams):
+        return None
+    loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], su.hook, rp.rank)
+    starts = solve(rp.rank, ops, streams, rp.delay_us, m.host.uses_core, cpu.scale, loader,
+                   m.device.launch_queue_depth, su.hook, runs, waits, su.n_total, su.last,
+                   su.sync_step, su.rngs[f"rank{rp.rank}.host"], su.backlog, _released(m))
+    return [starts], [loader]
+
+
+def simulated(su: Setup, runs: Runs, waits: list):
+    """The run as SimPy processes (see the module docstring for their start order)."""
+    model, hook, n_total = su.model, su.hook, su.n_total
+    env = simpy.Environment()
+    barrier = Barrier(env, len(model.ranks)) if len(model.ranks) > 1 else None
+    events = StepEvents(env)
+    hosts, starts, loaders = [], [], []
+    pools: dict[str, CpuPool] = {}
+    released = _released(model)
+    for i, rp in enumerate(model.ranks):
+        cpu = su.pool(env, rp.host, pools)
+        loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], hook, rp.rank)
+        loaders.append(loader)
+        engines = {"h2d": simpy.Resource(env, capacity=1), "d2h": simpy.Resource(env, capacity=1)}
+        lq = LaunchQueue(env, model.device.launch_queue_depth)
+        for w in released:
+            events.done(rp.rank, -1, w).succeed()
+        for s, plans in stream_plans(model, i, su.replay).items():
+            env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
+                                       n_total, lq, runs, su.sync_step, su.backlog.get(s, 0.0)))
+        st: list[float] = []
+        starts.append(st)
+        hosts.append(env.process(host_process(
+            env, rp.rank, rank_host_plan(model, i, su.ops), rp.delay_us, cpu,
+            model.host.uses_core, loader, events, hook, n_total, st, lq, waits, su.sync_step,
+            su.rngs[f"rank{rp.rank}.host"])))
+    try:
+        env.run(until=simpy.AllOf(env, hosts))
+    except RuntimeError as e:
+        if "until" not in str(e) and "No scheduled events" not in str(e):
+            raise
+        stuck = [model.ranks[i].rank for i, st in enumerate(starts) if len(st) <= n_total]
+        raise SimulationError(
+            f"the simulation deadlocked on rank(s) {stuck} at t={env.now:.1f} us: a sync or "
+            "wait on a task that can never finish (launched later in the step, or on another "
+            "rank's collective that is never entered)") from None
+    # let the device finish the measured window too (it may lag behind the host)
+    last = su.last
+    need = [events.done(rp.rank, last, tid) for rp in model.ranks for tid in model.task_map()]
+    pending = [ev for ev in need if not ev.processed]
+    if pending:
+        try:
+            env.run(until=simpy.AllOf(env, pending))
+        except RuntimeError as e:
+            if "until" not in str(e) and "No scheduled events" not in str(e):
+                raise
+            raise SimulationError(f"the device never finished step {last} (t={env.now:.1f} "
+                                  "us): a task waits for something that never happens") from None
+    return starts, loaders
