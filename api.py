@@ -244,6 +244,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
         warnings += _caveats(m, todo, list(grid))
         r = run(m, grid, todo, intervals=draws, progress=prog, knee_tol=knee_tol,
                 **_sim_kw(steps, warmup, seed, jobs))
+    warnings = tuple(dict.fromkeys(warnings + r.notes))
     if plot:
         plot_sweep(r, plot, points)
     return Sweep(result=r, measured=points, warnings=warnings)
@@ -299,9 +300,9 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
         op = parse_fix(text)
         fix_args[op.name] = {**fix_args.get(op.name, {}), **op.args}
     with _progress("plan", progress) as prog:
-        p = run(m, operations(ops, scenario, set, scale, remove, fix),
-                allow=tuple(allow or ("systems",)), fix_args=fix_args, min_gain=min_gain,
-                max_moves=max_moves, draws=draws, progress=prog,
+        base = operations(ops, scenario, set, scale, remove, fix)
+        p = run(m, base, allow=tuple(allow or ("systems",)), fix_args=fix_args,
+                min_gain=min_gain, max_moves=max_moves, draws=draws, progress=prog,
                 **_sim_kw(steps, warmup, seed, jobs))
     if save_scenario:
         label = m.meta.name or (str(model) if not _is_step_model(model) else "model")
@@ -312,7 +313,7 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
         from stepsim.report.charts import plot_plan
 
         plot_plan(p, plot)
-    return PlanResult(plan=p, warnings=_caveats(m, [mv.op for mv in p.moves]))
+    return PlanResult(plan=p, warnings=_caveats(m, [*base, *(mv.op for mv in p.moves)]))
 
 
 @bounded

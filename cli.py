@@ -1,6 +1,6 @@
 """The ``stepsim`` command line: parse the arguments (:mod:`stepsim.cli_args`), call
-:mod:`stepsim.api`, render what it returns. The only place that turns domain errors (:class:`simcore.errors.StepsimError`) into
-one line on stderr and exit code 2.
+:mod:`stepsim.api`, render what it returns. The only place that turns domain errors
+(:class:`simcore.errors.StepsimError`) into one line on stderr and exit code 2.
 
 Verbs: calibrate, simulate, whatif, sweep, ceiling, plan, validate, ledger, diagnose, fixes,
 report, demo.

@@ -1,7 +1,7 @@
 """The defaults and bounds of the verbs' counts and fractions: one definition that the command
 line (:mod:`stepsim.cli_args`, as argparse types) and the Python API (:mod:`stepsim.api`, whose
-verbs are :func:`bounded`: they raise :class:`ArgumentError`) both use, so ``stepsim.whatif(..., steps=10**9)`` is
-refused as ``stepsim whatif --steps 1000000000`` is.
+verbs are :func:`bounded`: they raise :class:`ArgumentError`) both use, so
+``stepsim.whatif(..., steps=10**9)`` is refused as ``stepsim whatif --steps 1000000000`` is.
 
 Loads nothing heavy: ``stepsim --help`` imports it.
 """

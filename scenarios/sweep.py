@@ -24,7 +24,8 @@ from stepsim.models.params import StepModel
 from stepsim.scenarios.parallel import Progress, run_many
 from stepsim.scenarios.paths import resolve
 from stepsim.scenarios.predict import Prediction, predict
-from stepsim.scenarios.transforms import Operation, SetOp, apply_ops
+from stepsim.scenarios.transforms import (Operation, PrefetchWithoutWorkers, SetOp, apply_ops,
+                                          apply_with_notes)
 from stepsim.simcore.errors import ModelError
 
 
@@ -61,14 +62,18 @@ class SweepResult:
     Attributes:
         grid: path → the values swept, in the order given.
         base: the base operations, in words.
-        points: every grid point, in grid order.
+        points: every grid point, in grid order (but those left out).
         knees: path → its knee.
+        notes: what the points could not honour as given, in words: points left out (a
+            prefetch_factor without workers, which PyTorch's DataLoader refuses), a
+            prefetch_factor dropped with the workers.
     """
 
     grid: dict[str, list]
     base: str
     points: tuple[SweepPoint, ...]
     knees: dict[str, Knee]
+    notes: tuple[str, ...] = ()
 
     @property
     def best(self) -> SweepPoint:
@@ -122,7 +127,8 @@ def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Opera
     for path in grid:
         resolve(start, path)
     paths = list(grid)
-    combos = list(itertools.product(*(grid[p] for p in paths)))
+    combos, notes = _valid_points(model, base, paths,
+                                  list(itertools.product(*(grid[p] for p in paths))))
     items = [(model, list(base) + [SetOp(path=p, value=v) for p, v in zip(paths, combo)],
               steps, warmup, seed, intervals) for combo in combos]
     preds = run_many(_point, items, jobs=jobs, progress=progress)
@@ -130,7 +136,38 @@ def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Opera
     result = SweepResult({p: list(grid[p]) for p in paths},
                          "; ".join(o.describe() for o in base) or "baseline", points, {})
     knees = {p: _knee(result, p, start, knee_tol) for p in paths}
-    return SweepResult(result.grid, result.base, points, knees)
+    return SweepResult(result.grid, result.base, points, knees, notes)
+
+
+def _valid_points(model: StepModel, base: Sequence[Operation], paths: list[str],
+                  combos: list[tuple]) -> tuple[list[tuple], tuple[str, ...]]:
+    """The grid points PyTorch's DataLoader accepts, and the notes of
+    :attr:`SweepResult.notes`: a point that sets a prefetch_factor without workers is left out
+    (the rest of a grid over both still runs); a model's prefetch_factor at a point without
+    workers goes with them (:func:`scenarios.transforms.apply_with_notes`).
+
+    Raises:
+        PrefetchWithoutWorkers: every point is one PyTorch refuses.
+    """
+    if not {"loader.num_workers", "loader.prefetch_factor"} & set(paths):
+        return combos, ()
+    kept, out, notes, error = [], [], {}, None
+    for combo in combos:
+        ops = [*base, *(SetOp(path=p, value=v) for p, v in zip(paths, combo))]
+        try:
+            said = apply_with_notes(model, ops)[1]
+        except PrefetchWithoutWorkers as e:
+            out.append(", ".join(f"{p}={v}" for p, v in zip(paths, combo)))
+            error = e
+            continue
+        kept.append(combo)
+        notes.update(dict.fromkeys(said))
+    if not kept:
+        raise error
+    if out:
+        notes[f"{len(out)} grid point(s) left out, which PyTorch's DataLoader refuses (a "
+              f"prefetch_factor needs num_workers > 0): {'; '.join(out)}"] = None
+    return kept, tuple(notes)
 
 
 def _knee(result: SweepResult, path: str, start: StepModel, tol: float) -> Knee:

@@ -158,15 +158,72 @@ def _show(v: Any) -> str:
 
 
 def apply_ops(model: StepModel, ops: Sequence[Operation]) -> StepModel:
-    """Apply ``ops`` in order; pure (``model`` is unchanged).
+    """Apply ``ops`` in order; pure (``model`` is unchanged). The result is a DataLoader
+    PyTorch accepts (:func:`apply_with_notes`).
 
     Raises:
         ModelError: the first op that does not apply (unknown path, empty selection, a fix that
             does not fit the model, an invalid result), named in the message.
     """
+    return apply_with_notes(model, ops)[0]
+
+
+PREFETCH_DEFAULT = 2
+"""The model's ``prefetch_factor`` without workers: it stands for PyTorch's ``None``."""
+
+
+class PrefetchWithoutWorkers(ModelError):
+    """Operations that set a ``prefetch_factor`` for a DataLoader they leave without workers."""
+
+
+def _sets_prefetch(op: Operation) -> bool:
+    """``op`` sets a prefetch_factor (other than the default, which stands for None)."""
+    return (isinstance(op, SetOp) and op.path == "loader.prefetch_factor"
+            and op.value != PREFETCH_DEFAULT) or (isinstance(op, FixOp)
+                                                  and op.name == "prefetch_factor")
+
+
+def apply_with_notes(model: StepModel, ops: Sequence[Operation]) -> tuple[StepModel,
+                                                                          tuple[str, ...]]:
+    """:func:`apply_ops`, and what the result could not honour as given, in words.
+
+    PyTorch's DataLoader raises ValueError for ``num_workers=0`` with a ``prefetch_factor``
+    (torch/utils/data/dataloader.py: "prefetch_factor option could only be specified in
+    multiprocessing"), and without workers nothing prefetches. So:
+
+    - ops that set a prefetch_factor (``--set``, ``--fix prefetch_factor``) and end without
+      workers are refused, as PyTorch refuses them, in whatever order they come (in between
+      they may: ``--set loader.prefetch_factor=4 --set loader.num_workers=2`` on a model
+      without workers is a DataLoader PyTorch accepts);
+    - otherwise an op that takes the workers to 0 takes the model's prefetch_factor with them
+      (back to the default, PyTorch's ``None``, also if workers return later): what a user who
+      sets ``num_workers=0`` must write for the DataLoader to accept the call; a note says so.
+
+    Raises:
+        ModelError: as :func:`apply_ops`; PrefetchWithoutWorkers: the first case.
+    """
+    out, dropped = model, []
     for op in ops:
-        model = op.apply(model)
-    return model
+        after = op.apply(out)
+        lo = after.loader
+        if out.loader.num_workers > 0 and lo.num_workers == 0 \
+                and lo.prefetch_factor != PREFETCH_DEFAULT:
+            dropped.append(lo.prefetch_factor)
+            after = set_value(after, "loader.prefetch_factor", PREFETCH_DEFAULT)
+        out = after
+    explicit = [op for op in ops if _sets_prefetch(op)]
+    if explicit and out.loader.num_workers == 0:
+        raise PrefetchWithoutWorkers(
+            f"{explicit[-1].describe()} with loader.num_workers=0: PyTorch's DataLoader raises "
+            "ValueError for a prefetch_factor without workers (it only applies with "
+            "num_workers > 0)")
+    if any(isinstance(op, SetOp) and op.path == "loader.prefetch_factor" for op in ops):
+        dropped = []                # set to the default as asked: nothing was dropped
+    notes = tuple(f"loader.num_workers=0: prefetch_factor={n} is dropped with the workers "
+                  "(PyTorch's DataLoader raises ValueError for a prefetch_factor without "
+                  "workers): from there on it is left out of the DataLoader call (PyTorch's "
+                  "default)" for n in dict.fromkeys(dropped))
+    return out, notes
 
 
 def describe_ops(ops: Sequence[Operation]) -> str:
@@ -294,7 +351,8 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
     """What in ``ops`` (and the swept ``paths``) the model cannot honour as the user likely
     expects, in words: a collective cost setting without ``comm.bus_gbps`` (collectives keep
     their measured durations), and a loader change where the loader was never calibrated
-    (a GPU trace does not record the DataLoader's settings)."""
+    (a GPU trace does not record the DataLoader's settings), and a prefetch_factor dropped with
+    the workers (:func:`apply_with_notes`)."""
     sets = {op.path for op in ops if isinstance(op, SetOp)} | set(paths)
     out = []
     comm = sorted(p for p in sets if p in _COMM_COST_PATHS)
@@ -307,6 +365,11 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
         out.append("this model's DataLoader is not calibrated (its settings are assumed; a GPU "
                    "trace does not record them): a loader change is predicted from the "
                    "measured next() time alone; calibrate with a capture sidecar to trust it")
+    if model.loader.num_workers > 0 and any(isinstance(op, (SetOp, FixOp)) for op in ops):
+        try:
+            out += apply_with_notes(model, ops)[1]
+        except ModelError:
+            pass                    # the op's own error is raised where it is applied
     if loader and model.meta.sources.get("loader.host_cores") == "assumed":
         out.append(f"the host's core count is assumed ({model.loader.host_cores}), and the "
                    "model does not slow the host thread when workers run beside it (co-running "

@@ -81,7 +81,8 @@ def test_sweep_table_knee_plot(cpu_yaml, tmp_path):
     r = _ok(run_cli("sweep", str(cpu_yaml), "loader.num_workers=0,1,2,3,4",
                     "loader.prefetch_factor=1,2", *QUICK, "--json", "--plot", str(plot)))
     doc = json.loads(r.stdout)
-    assert len(doc["points"]) == 10
+    # (0 workers, prefetch_factor 1) is left out, with a warning: PyTorch refuses it
+    assert len(doc["points"]) == 9 and "1 grid point(s) left out" in r.stderr
     assert doc["knees"]["loader.num_workers"]["value"] == 3
     assert plot.stat().st_size > 1000
     text = _ok(run_cli("sweep", str(cpu_yaml), "loader.num_workers=0,2,4", *QUICK)).stdout
