@@ -88,7 +88,7 @@ def _progress(description: str, enabled: bool):
     return progress_bar(description)
 
 
-def _sim_kw(steps: int, warmup: int, seed: int, jobs: int) -> dict:
+def _sim_kw(steps: int | None, warmup: int, seed: int, jobs: int) -> dict:
     from stepsim.scenarios.parallel import default_jobs
 
     return {"steps": steps, "warmup": warmup, "seed": seed, "jobs": jobs or default_jobs()}
@@ -114,8 +114,9 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     """
     from stepsim.calibration.calibrate import calibrate as fit
     from stepsim.models.params import save_model
-    from stepsim.models.simulate import simulate as run, window_replay
+    from stepsim.models.simulate import window_replay
     from stepsim.results import Calibration
+    from stepsim.scenarios.stepcount import simulate_counted
     from stepsim.views import grouped_warnings
 
     _guard([trace, sidecar, *replicates], output=output)
@@ -123,20 +124,21 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     if output is not None:
         save_model(model, output)
     window = window_replay(model) if model.replay is not None else None
-    res = run(model, steps=DEFAULT_STEPS, warmup=DEFAULT_WARMUP)
+    res, _ = simulate_counted(model, DEFAULT_STEPS, DEFAULT_WARMUP, 0)
     return Calibration(model=model, output=None if output is None else str(output),
                        warnings=grouped_warnings(model.meta.warnings), window=window,
                        steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us)
 
 
 @bounded
-def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
+def simulate(model: str | Path | StepModel, steps: int | None = DEFAULT_STEPS,
              warmup: int = DEFAULT_WARMUP, seed: int = 0, window: bool = False,
              chrome_trace: str | Path | None = None, plot: str | Path | None = None,
              measured: str | Path | None = None, plot_steps: int = 1,
              queue_plot: str | Path | None = None) -> Simulation | WindowSimulation:
-    """Simulate the model's steady state (or, with ``window``, replay its captured window
-    step by step against the measurement); ``chrome_trace`` writes the simulated timeline;
+    """Simulate the model's steady state for ``steps`` steps (None: as many as pin its
+    mean step, see :data:`stepsim.limits.DEFAULT_STEPS`), or, with ``window``, replay its
+    captured window step by step against the measurement; ``chrome_trace`` writes the simulated timeline;
     ``plot`` its lanes (``plot_steps`` steps; the ``measured`` trace's lanes above them),
     ``queue_plot`` the prefetch queue (see :func:`stepsim.views.draw_simulation`).
 
@@ -144,7 +146,8 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
         InputError / ModelError / SimulationError: a bad model file or a model that cannot run.
     """
     from stepsim.models.metrics import summarize
-    from stepsim.models.simulate import simulate as run, window_replay
+    from stepsim.models.simulate import window_replay
+    from stepsim.scenarios.stepcount import simulate_counted
     from stepsim.report.chrome import write_chrome_trace
     from stepsim.results import Simulation, WindowSimulation
     from stepsim.views import draw_simulation
@@ -156,8 +159,8 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
         out: Simulation | WindowSimulation = WindowSimulation(model=m, replay=w)
         res = w.result
     else:
-        res = run(m, steps=steps, warmup=warmup, seed=seed)
-        out = Simulation(model=m, result=res, summary=summarize(res))
+        res, count = simulate_counted(m, steps, warmup, seed)
+        out = Simulation(model=m, result=res, summary=summarize(res), count=count)
         if plot or queue_plot:
             draw_simulation(m, res, out.summary, plot, measured, plot_steps, queue_plot)
     if chrome_trace:
@@ -168,7 +171,7 @@ def simulate(model: str | Path | StepModel, steps: int = DEFAULT_STEPS,
 # ---------------------------------------------------------------- planner --------------------
 @bounded
 def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
-           scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+           scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
            warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
            save_model: str | Path | None = None, progress: bool = False,
            compare: str | Path | None = None, plot_steps: int = 1) -> WhatIf:
@@ -205,7 +208,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
 
 @bounded
 def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=None, set=None,
-          scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+          scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
           warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 0, jobs: int = 0,
           knee_tol: float = 0.05, plot: str | Path | None = None, measured=(),
           ledger: str | Path | None = None, progress: bool = False) -> Sweep:
@@ -252,7 +255,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
 
 @bounded
 def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
-            scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+            scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
             warmup: int = DEFAULT_WARMUP, seed: int = 0, jobs: int = 0,
             plot: str | Path | None = None, progress: bool = False) -> Ceilings:
     """The simulated Amdahl ceiling of every component (after the operations); ``plot``
@@ -273,7 +276,7 @@ def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None,
 
 @bounded
 def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
-         scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+         scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
          warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
          allow: Sequence[str] | None = None, fix_arg: Sequence[str] = (), min_gain: float = 0.02,
          max_moves: int = 8, save_scenario: str | Path | None = None,
@@ -318,7 +321,7 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
 
 @bounded
 def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scenario=None,
-             set=None, scale=None, remove=None, fix=None, steps: int = DEFAULT_STEPS,
+             set=None, scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
              warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
              ledger: str | Path | None = None, label: str | None = None,
              progress: bool = False) -> Validation:
@@ -354,7 +357,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
 @bounded
 def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
              peak: str | None = None, plot: str | Path | None = None,
-             steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
+             steps: int | None = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
              draws: int = 8, jobs: int = 0) -> Diagnosed:
     """Walk the diagnosis tree (:mod:`scenarios.diagnose`) for a trace (calibrated first: a
     file, a capture folder or a folder of ranks, whose first file gives the roofline and
@@ -371,7 +374,7 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
 
 @bounded
 def report(model: str | Path | StepModel, ops: Sequence = (), *, output=None, ledger=None,
-           measured=None, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP,
+           measured=None, steps: int | None = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP,
            seed: int = 0, draws: int = 16, jobs: int = 0, plot_steps: int = 1,
            with_plan: bool = True, progress: bool = False):
     """One self-contained HTML report written to ``output``: one what-if per operation or

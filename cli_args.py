@@ -251,7 +251,9 @@ def _plot_opts(p: argparse.ArgumentParser, flag: str, help: str) -> None:
 
 def _sim_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=_count("steps"), default=DEFAULT_STEPS,
-                   help=f"measured steps (default {DEFAULT_STEPS})")
+                   help="measured steps (default: as many as it takes for the mean step's "
+                        "standard error to be at most 1 %% of it, within a bound the output "
+                        "names)")
     p.add_argument("--warmup", type=_count("warmup"), default=DEFAULT_WARMUP,
                    help=f"unmeasured warm-up steps, so prefetch queues fill (default {DEFAULT_WARMUP})")
     p.add_argument("--seed", type=_count("seed"), default=0,

@@ -14,10 +14,11 @@ from numbers import Integral, Real
 
 from stepsim.simcore.errors import StepsimError
 
-DEFAULT_STEPS, DEFAULT_WARMUP = 30, 20
+DEFAULT_STEPS, DEFAULT_WARMUP = None, 20
 """Measured and warm-up steps of every simulation unless told otherwise (the warm-up lets
-prefetch queues fill); calibrate's steady state uses them too, so it says what ``simulate``
-says."""
+prefetch queues fill); measured steps None: as many as it takes for the mean step's standard
+error to be at most 1 % of it (:mod:`stepsim.scenarios.stepcount`). Calibrate's steady state
+uses them too, so it says what ``simulate`` says."""
 
 MAX_STEPS, MAX_DRAWS, MAX_JOBS, MAX_MOVES = 100_000, 10_000, 1024, 1000
 """Most simulated (or warm-up, or drawn) steps, Monte Carlo draws, processes and plan moves a

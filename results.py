@@ -20,6 +20,7 @@ from stepsim.report.tables import summary_dict, window_dict
 from stepsim.scenarios.ceiling import CeilingReport
 from stepsim.scenarios.plan import Plan
 from stepsim.scenarios.predict import Prediction
+from stepsim.scenarios.stepcount import StepCount
 from stepsim.scenarios.sweep import SweepResult
 from stepsim.scenarios.validate import LedgerRecord
 from stepsim.simcore.units import us_to_ms
@@ -138,14 +139,16 @@ class Calibration(_Result):
 
 @dataclass(frozen=True)
 class Simulation(_Result):
-    """A simulated steady state: the model, the raw result and its summary (µs)."""
+    """A simulated steady state: the model, the raw result, its summary, and how many steps
+    it simulated with the mean's standard error (µs)."""
 
     model: StepModel
     result: SimResult
     summary: Summary
+    count: StepCount | None = None
 
     def to_dict(self) -> dict:
-        return summary_dict(self.summary)
+        return summary_dict(self.summary, self.count)
 
     def rows(self) -> list[dict]:
         """One row per measured step: the job's step (its slowest rank) and each rank's."""

@@ -96,7 +96,7 @@ def ledger_records(path: str | Path):
 
 def report(model: StepModel, whatifs: Sequence[tuple[str, list]] = (), *,
            output: str | Path | None = None, ledger: str | Path | None = None,
-           measured: str | Path | None = None, steps: int = 30, warmup: int = 20,
+           measured: str | Path | None = None, steps: int | None = None, warmup: int = 20,
            seed: int = 0, draws: int = 16, jobs: int = 1, plot_steps: int = 1,
            with_plan: bool = True, progress: bool = False):
     """One self-contained HTML report (:mod:`report.html`) of ``model``: the baseline (its

@@ -94,7 +94,7 @@ def ledger_sweep_points(records: Sequence[LedgerRecord]) -> tuple[str, dict[Any,
 
 def build_report(model: StepModel, scenarios: Sequence[tuple[str, list]] = (),
                  ledger: Sequence[LedgerRecord] = (), measured: Timeline | None = None,
-                 steps: int = 30, warmup: int = 20, seed: int = 0, draws: int = 16,
+                 steps: int | None = None, warmup: int = 20, seed: int = 0, draws: int = 16,
                  jobs: int = 1, with_plan: bool = True, lane_steps: int = 1,
                  progress: Callable[[str], None] | None = None) -> ReportData:
     """Predict the baseline and each ``(name, ops)`` what-if, the ceilings and (unless
@@ -109,7 +109,7 @@ def build_report(model: StepModel, scenarios: Sequence[tuple[str, list]] = (),
     kw = {"steps": steps, "warmup": warmup, "seed": seed}
     say("baseline")
     base = predict(model, [], intervals=draws, jobs=jobs, **kw)
-    base_res = simulate(base.model, **kw)
+    base_res = simulate(base.model, **{**kw, "steps": base.steps})
     base_tl = sim_timeline(base_res, base.summary, steps=lane_steps, title="simulated baseline "
                            f"(mean step {base.mean_step_us / 1e3:.1f} ms)")
     panels = ([measured] if measured is not None else []) + [base_tl]
@@ -123,7 +123,7 @@ def build_report(model: StepModel, scenarios: Sequence[tuple[str, list]] = (),
     for name, ops in scenarios:
         say(f"what-if {name}")
         pred = predict(model, ops, intervals=draws, jobs=jobs, **kw)
-        res = simulate(pred.model, **kw)
+        res = simulate(pred.model, **{**kw, "steps": pred.steps})
         tl = sim_timeline(res, pred.summary, steps=lane_steps,
                           title=f"what-if: {name} (mean step {pred.mean_step_us / 1e3:.1f} ms)")
         w = WhatIf(name, list(ops), pred, res, caveats=caveats(model, ops))

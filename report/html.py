@@ -223,8 +223,11 @@ def _caveats(d: ReportData) -> str:
                      "saw its transient pace.")
     items += d.caveats
     st = d.settings
-    items.append(f"Simulated {st.get('steps')} steps after {st.get('warmup')} warm-up steps, "
-                 f"seed {st.get('seed')}; intervals from {st.get('draws')} Monte Carlo draws.")
+    count = d.baseline.count
+    steps = (f"Baseline: {count.describe()}" if count is not None
+             else f"Simulated {st.get('steps')} steps")
+    items.append(f"{steps}; after {st.get('warmup')} warm-up steps, seed {st.get('seed')}; "
+                 f"intervals from {st.get('draws')} Monte Carlo draws.")
     return "<ul>" + "".join(f"<li>{_e(i)}</li>" for i in items) + "</ul>"
 
 

@@ -90,8 +90,16 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
     c.print(t)
     c.print(f"speed-up {_x(base.mean_step_us / pred.mean_step_us)}; bottleneck: "
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
+    _steps_note([("baseline", base), ("scenario", pred)])
     _uncertainty_note(pred)
     _run_ahead_note([("baseline", base), ("scenario", pred)])
+
+
+def _steps_note(named: Sequence[tuple[str, Prediction]]) -> None:
+    """How many steps each prediction simulated and how well they pin its mean."""
+    for name, p in named:
+        if p.count is not None:
+            console().print(f"{name}: {p.count.describe()}")
 
 
 def _uncertainty_note(p: Prediction) -> None:
@@ -104,7 +112,11 @@ def _uncertainty_note(p: Prediction) -> None:
         c.print(f"interval: {p.draws} Monte Carlo draws over sampled durations"
                 + (f" and {varied}" if varied else " (no inferred or assumed parameters)")
                 + (f"; bottleneck agreed in {p.bottleneck_agreement:.0%} of draws"
-                   if p.bottleneck_agreement is not None else ""))
+                   if p.bottleneck_agreement is not None else "")
+                + (f"; each draw simulated {p.draw_steps} steps (its own standard error "
+                   f"{100 * p.draw_std_error_us / p.mean_step_us:.1f} % of the mean, median "
+                   "over the draws)" if p.draw_std_error_us is not None and p.mean_step_us > 0
+                   else ""))
     for k, why in p.skipped.items():
         c.print(f"[dim]not varied: {k}: {why}[/dim]")
 

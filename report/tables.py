@@ -13,6 +13,7 @@ from stepsim.models.metrics import CollectiveStat, Summary, label
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import WindowReplay
 from stepsim.scenarios.fixes import FIXES
+from stepsim.scenarios.stepcount import StepCount
 from stepsim.report.names import readable_kernel
 from stepsim.simcore.units import us_to_ms
 
@@ -58,11 +59,13 @@ def _to_ms(value):
     return out
 
 
-def summary_dict(summary: Summary) -> dict:
-    """The summary with times in ms (keys renamed ``*_ms``), for JSON output; an infinite
-    Amdahl ceiling becomes null."""
+def summary_dict(summary: Summary, count: StepCount | None = None) -> dict:
+    """The summary with times in ms (keys renamed ``*_ms``), for JSON output, with the step
+    count and its standard error when given; an infinite Amdahl ceiling becomes null."""
     d = _to_ms(asdict(summary))
     d["ceilings"] = {k: (None if math.isinf(v) else v) for k, v in summary.ceilings.items()}
+    if count is not None:
+        d.update(count.to_dict())
     return d
 
 
@@ -70,11 +73,13 @@ def _ms(us: float) -> str:
     return f"{us_to_ms(us):.2f}"
 
 
-def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
-    """Print one simulation's summary: step time, bottleneck, critical path with Amdahl
-    ceilings, lanes, communication (exposed, skew vs transfer), input queue."""
+def print_summary(model: StepModel, s: Summary, as_json: bool = False,
+                  count: StepCount | None = None) -> None:
+    """Print one simulation's summary: step time (with how many steps pin it), bottleneck,
+    critical path with Amdahl ceilings, lanes, communication (exposed, skew vs transfer),
+    input queue."""
     if as_json:
-        sys.stdout.write(orjson.dumps(summary_dict(s), option=orjson.OPT_INDENT_2
+        sys.stdout.write(orjson.dumps(summary_dict(s, count), option=orjson.OPT_INDENT_2
                                       | orjson.OPT_NON_STR_KEYS).decode() + "\n")
         return
     c = console()
@@ -82,6 +87,8 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False) -> None:
     c.print(f"[bold]{name}[/bold]: step time mean {_ms(s.mean_step_us)} ms, "
             f"median {_ms(s.median_step_us)} ms "
             f"(step to step: P10 {_ms(s.p10_step_us)}, P90 {_ms(s.p90_step_us)})")
+    if count is not None:
+        c.print(count.describe())
     if len(s.rank_step_us) > 1:
         c.print("per rank: " + ", ".join(f"rank {r} {_ms(v)} ms" for r, v in s.rank_step_us.items()))
     c.print(f"bottleneck: [bold]{s.bottleneck_label}[/bold]")

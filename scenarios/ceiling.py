@@ -137,7 +137,7 @@ def _free_step(item) -> float:
     return simulate_summary(apply_ops(model, ops), steps, warmup, seed).mean_step_us
 
 
-def ceilings(model: StepModel, base: Sequence[Operation] = (), steps: int = 30, warmup: int = 20,
+def ceilings(model: StepModel, base: Sequence[Operation] = (), steps: int | None = None, warmup: int = 20,
              seed: int = 0, jobs: int = 1, progress: Progress | None = None,
              baseline: Prediction | None = None) -> CeilingReport:
     """Simulated ceilings of ``model`` after ``base`` operations.

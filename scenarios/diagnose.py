@@ -250,7 +250,7 @@ def _grounded(model, g: Grounded, kw: dict) -> Finding:
 def diagnose(model: StepModel, *, name: str = "", kernel_ratio: float | None = None,
              ratio_source: str = "", roof: Roofline | None = None, kernels=(),
              roof_why_not: str = "", memory: MemoryVerdict | None = None,
-             memory_why_not: str = "", steps: int = 30, warmup: int = 20, seed: int = 0,
+             memory_why_not: str = "", steps: int | None = None, warmup: int = 20, seed: int = 0,
              draws: int = 8, jobs: int = 1) -> Diagnosis:
     """Walk the tree for ``model`` (see the module docstring).
 

@@ -175,7 +175,7 @@ def _next_move(model: StepModel, ops: list[Operation], report: CeilingReport,
 
 def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] = SYSTEMS_ONLY,
          fix_args: dict[str, dict] | None = None, min_gain: float = 0.02,
-         knee_tol: float = 0.01, max_moves: int = 8, steps: int = 30, warmup: int = 20,
+         knee_tol: float = 0.01, max_moves: int = 8, steps: int | None = None, warmup: int = 20,
          seed: int = 0, draws: int = 0, jobs: int = 1,
          progress: Progress | None = None) -> Plan:
     """A greedy chain of named fixes (see the module docstring).

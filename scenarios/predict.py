@@ -21,6 +21,12 @@ The point estimate is one simulation of the transformed model with the given see
 * configuration settings (``SETTINGS``: worker counts, bucket caps, ...) are never varied;
 * each draw is simulated with its own seed, so sampled durations vary too.
 
+Steps: with ``steps`` None the point estimate simulates as many steps as it takes for the
+mean's standard error to be at most :data:`scenarios.stepcount.SE_TARGET` of the mean (or the
+model's bound; :class:`scenarios.stepcount.StepCount` says which), and each draw simulates as
+many, but at most :data:`scenarios.stepcount.DRAW_STEPS`; a given ``steps`` is simulated
+exactly, by the point and by every draw.
+
 The base model is perturbed *before* the operations are applied (a ``set`` in the scenario
 overrides an uncertain value; a ``scale`` multiplies the perturbed one). Draws depend only on
 the seed and the model's uncertain paths, so a baseline and a scenario predicted with the same
@@ -49,6 +55,8 @@ from stepsim.models.params import DeviceTask, DurationSpec, StepModel
 from stepsim.models.simulate import simulate, task_durations
 from stepsim.scenarios.parallel import Progress, run_many
 from stepsim.scenarios.paths import get_value, set_value
+from stepsim.scenarios.stepcount import (DRAW_STEPS, StepCount, mean_std_error_us,
+                                         simulate_counted)
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.rng import spawn_streams
@@ -80,11 +88,15 @@ class Prediction:
         mean_step_us / median_step_us: point estimate, over the measured window.
         bottleneck / bottleneck_label: the point estimate's bottleneck key and words.
         summary: the point estimate's full :class:`models.metrics.Summary`.
-        steps / warmup / seed: how it was simulated.
+        steps / warmup / seed: how it was simulated (``steps``: as given, or chosen).
+        count: the point estimate's step count and its standard error.
         p10_step_us / p50_step_us / p90_step_us: interval of the mean step over the draws, as
             they fall (None without intervals; all equal to the point for a deterministic
             model); it need not contain the point.
         draws: Monte Carlo draws behind the interval (0: none).
+        draw_steps: steps each draw simulated (0: no draws).
+        draw_std_error_us: the median over the draws of each draw's own standard error of
+            its mean step (simulation noise inside the interval; None: no draws).
         bottleneck_agreement: fraction of draws whose bottleneck is the point's.
         uncertain: the parameter paths varied, with their factor ranges.
         skipped: uncertain paths that could not be varied, with why.
@@ -106,6 +118,9 @@ class Prediction:
     p50_step_us: float | None = None
     p90_step_us: float | None = None
     draws: int = 0
+    count: StepCount | None = None
+    draw_steps: int = 0
+    draw_std_error_us: float | None = None
     bottleneck_agreement: float | None = None
     uncertain: dict[str, tuple[float, float]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -142,12 +157,24 @@ class Prediction:
                 "uncertain": {k: list(v) for k, v in self.uncertain.items()},
                 "skipped": dict(self.skipped), "steps": self.steps, "warmup": self.warmup,
                 "seed": self.seed, "device_floor_ms": us_to_ms(self.device_floor_us),
-                "runs_ahead": self.runs_ahead}
+                "runs_ahead": self.runs_ahead,
+                **(self.count.to_dict() if self.count is not None else {}),
+                "draw_steps": self.draw_steps,
+                "draw_std_error_ms": None if self.draw_std_error_us is None
+                else us_to_ms(self.draw_std_error_us)}
 
 
-def simulate_summary(model: StepModel, steps: int, warmup: int, seed: int) -> Summary:
-    """Simulate and summarise (rank 0 of the model)."""
-    return summarize(simulate(model, steps=steps, warmup=warmup, seed=seed))
+def simulate_summary(model: StepModel, steps: int | None, warmup: int, seed: int) -> Summary:
+    """Simulate and summarise (rank 0 of the model); ``steps`` None: a chosen step count
+    (:func:`scenarios.stepcount.simulate_counted`)."""
+    return counted_summary(model, steps, warmup, seed)[0]
+
+
+def counted_summary(model: StepModel, steps: int | None, warmup: int, seed: int
+                    ) -> tuple[Summary, StepCount]:
+    """:func:`simulate_summary` with the step count and its standard error."""
+    res, count = simulate_counted(model, steps, warmup, seed)
+    return summarize(res), count
 
 
 def device_floor_us(model: StepModel) -> float:
@@ -343,15 +370,17 @@ def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generato
     return m
 
 
-def _draw(item) -> tuple[float, str]:
+def _draw(item) -> tuple[float, str, float]:
     model, ops, factors, steps, warmup, seed = item
     boot = bootstrap_measured(perturb(model, factors), np.random.default_rng(seed))
-    s = simulate_summary(apply_ops(boot, ops), steps, warmup, seed)
-    return s.mean_step_us, s.bottleneck
+    res = simulate(apply_ops(boot, ops), steps=steps, warmup=warmup, seed=seed)
+    s = summarize(res)
+    return s.mean_step_us, s.bottleneck, mean_std_error_us(res.job_step_us)
 
 
 # ---------------------------------------------------------------- predict ----------------
-def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, warmup: int = 20,
+def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None = None,
+            warmup: int = 20,
             seed: int = 0, intervals: bool | int = False, jobs: int = 1,
             progress: Progress | None = None) -> Prediction:
     """Predict the step of ``model`` after ``ops``.
@@ -359,7 +388,8 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, wa
     Args:
         model: the calibrated (or hand-written) StepModel; not changed.
         ops: operations, applied in order (:mod:`scenarios.transforms`).
-        steps / warmup / seed: simulation window and seed.
+        steps / warmup / seed: simulation window and seed (``steps`` None: chosen from the
+            mean's standard error, see the module docstring).
         intervals: False for the point estimate only; True for :data:`DEFAULT_DRAWS` Monte
             Carlo draws; an int for that many (0 = none).
         jobs: processes for the draws.
@@ -370,25 +400,29 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int = 30, wa
             leave a step of zero length.
     """
     final = apply_ops(model, ops)
-    s = simulate_summary(final, steps, warmup, seed)
+    s, count = counted_summary(final, steps, warmup, seed)
     if not s.mean_step_us > 0:
         raise ModelError(f"{describe_ops(ops)}: the step takes no time at all (every duration "
                          "scaled to 0 or removed?): nothing left to predict")
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
     varied, skipped = uncertain_params(model)
     point = Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,
-                       s.bottleneck_label, s, steps, warmup, seed, uncertain=varied,
+                       s.bottleneck_label, s, count.steps, warmup, seed, count=count,
+                       uncertain=varied,
                        skipped=skipped, device_floor_us=device_floor_us(final), model=final)
     if n <= 0:
         return point
     if not varied and is_deterministic(model) and is_deterministic(final):
         return replace(point, p10_step_us=s.mean_step_us, p50_step_us=s.mean_step_us,
                        p90_step_us=s.mean_step_us)
-    items = [(model, tuple(ops), f, steps, warmup, sd) for f, sd in draw_plan(model, n, seed)]
+    each = count.steps if steps is not None else min(count.steps, DRAW_STEPS)
+    items = [(model, tuple(ops), f, each, warmup, sd) for f, sd in draw_plan(model, n, seed)]
     results = run_many(_draw, items, jobs=jobs, progress=progress)
-    means = np.array([m for m, _ in results])
+    means = np.array([m for m, _, _ in results])
     # quantiles at rank p (n + 1): [P10, P90] then holds a new draw with probability 0.8
     # whatever n is (the default interpolation between ranks would give about 0.7 at n = 16)
     p10, p50, p90 = (float(v) for v in np.percentile(means, [10, 50, 90], method="weibull"))
     return replace(point, p10_step_us=p10, p50_step_us=p50, p90_step_us=p90, draws=n,
-                   bottleneck_agreement=sum(b == s.bottleneck for _, b in results) / n)
+                   draw_steps=each,
+                   draw_std_error_us=float(np.median([e for _, _, e in results])),
+                   bottleneck_agreement=sum(b == s.bottleneck for _, b, _ in results) / n)

@@ -106,7 +106,7 @@ def _point(item) -> Prediction:
 
 
 def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Operation] = (),
-          steps: int = 30, warmup: int = 20, seed: int = 0, intervals: bool | int = False,
+          steps: int | None = None, warmup: int = 20, seed: int = 0, intervals: bool | int = False,
           jobs: int = 1, progress: Progress | None = None, knee_tol: float = 0.05) -> SweepResult:
     """Predict every point of ``grid`` (see the module docstring).
 

@@ -33,10 +33,11 @@ def test_defaults_are_the_clis():
     for verb, draws in (("whatif", 16), ("sweep", 0), ("plan", 16), ("validate", 16)):
         sig = inspect.signature(getattr(api, verb))
         assert sig.parameters["draws"].default == draws, verb
-        assert sig.parameters["steps"].default == 30 and sig.parameters["warmup"].default == 20
+        assert sig.parameters["steps"].default is None and sig.parameters["warmup"].default == 20
         assert sig.parameters["seed"].default == 0 and sig.parameters["jobs"].default == 0
         r = run_cli(verb, "--help")
         assert f"default {draws}" in " ".join(r.stdout.split()), verb
+        assert "standard error" in " ".join(r.stdout.split()), verb   # steps: chosen
     assert inspect.signature(api.sweep).parameters["knee_tol"].default == 0.05
     assert inspect.signature(api.plan).parameters["min_gain"].default == 0.02
 
