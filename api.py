@@ -138,8 +138,8 @@ def simulate(model: str | Path | StepModel, steps: int | None = DEFAULT_STEPS,
              queue_plot: str | Path | None = None) -> Simulation | WindowSimulation:
     """Simulate the model's steady state for ``steps`` steps (None: as many as pin its
     mean step, see :data:`stepsim.limits.DEFAULT_STEPS`), or, with ``window``, replay its
-    captured window step by step against the measurement; ``chrome_trace`` writes the simulated timeline;
-    ``plot`` its lanes (``plot_steps`` steps; the ``measured`` trace's lanes above them),
+    captured window step by step against the measurement; ``chrome_trace`` writes the
+    simulated timeline; ``plot`` its lanes (``plot_steps`` steps; the ``measured`` trace's lanes above them),
     ``queue_plot`` the prefetch queue (see :func:`stepsim.views.draw_simulation`).
 
     Raises:
