@@ -4,11 +4,11 @@ same run.
 Rows (``python bench/issue11.py ROW [--quick]``; ``all`` runs every row):
 
 * ``sim-resnet``, ``sim-largest``, ``sim-dlrm``: simulate N steps of a calibrated, coarsened
-  shared trace (ResNet-50 on a V100; the largest single-rank trace; the 8-rank DLRM job).
-  Reference: the trace's measured median step (hardware ÷ simulator per step, goal ≥ 100×),
-  and a bare ``heapq`` event loop doing as many events as the simulator scheduled (the Python
-  floor). ``sim-largest`` also reports the simulator's traced peak memory at two step counts
-  (flat in steps is the goal).
+  shared trace (ResNet-50 on a V100; the largest single-rank trace; the 8-rank DLRM job),
+  keeping every span (``keep="all"``) and only step times (``keep="steps"``). Reference: the
+  trace's measured median step (hardware ÷ simulator per step, goal ≥ 100×), and, where SimPy
+  events ran, a bare ``heapq`` event loop doing as many (the Python floor). ``sim-largest``
+  also reports the traced peak memory at two step counts (flat in steps is the goal).
 * ``whatif``, ``plan``: the CLI verbs with their draws (seconds; goal < 2 s / < 10 s), next to
   the same verb without draws.
 * ``sweep``: 32 points × 200 steps, as a ratio to one ``calibrate`` of its trace.
@@ -103,11 +103,13 @@ def heapq_floor_s(n_events: int, concurrent: int = 8) -> float:
     return time.perf_counter() - t0
 
 
-def counted_simulate(model, steps: int, warmup: int = 3):
-    """Simulate and return (result, wall seconds, CPU seconds, events scheduled)."""
+def counted_simulate(model, steps: int, warmup: int = 3, keep: str = "all"):
+    """Simulate and return (result, wall seconds, CPU seconds, SimPy events scheduled: 0 when
+    the model was solved without events)."""
     import simpy
 
-    import stepsim.models.simulate as sim
+    import stepsim.models.engine as eng
+    from stepsim.models.simulate import simulate
 
     envs = []
 
@@ -116,43 +118,51 @@ def counted_simulate(model, steps: int, warmup: int = 3):
             super().__init__(*a, **k)
             envs.append(self)
 
-    orig = sim.simpy.Environment
-    sim.simpy.Environment = Env
+    orig = eng.simpy.Environment
+    eng.simpy.Environment = Env
     try:
         t, c = time.perf_counter(), time.process_time()
-        r = sim.simulate(model, steps=steps, warmup=warmup)
+        r = simulate(model, steps=steps, warmup=warmup, keep=keep)
         dt, dc = time.perf_counter() - t, time.process_time() - c
     finally:
-        sim.simpy.Environment = orig
+        eng.simpy.Environment = orig
     return r, dt, dc, sum(next(e._eid) for e in envs)
 
 
 def row_sim(label: str, trace: Path, steps: int, memory: bool = False) -> None:
+    """Both ways a simulation keeps its output: ``keep="all"`` (every span, for summaries and
+    timelines: what ``stepsim simulate`` runs) and ``keep="steps"`` (step times only: draws,
+    sweeps)."""
     from stepsim.models.simulate import simulate
 
     m = model_of(trace)
     hw_us = m.meta.notes["measured_median_step_us"]
-    r, dt, dc, n_ev = counted_simulate(m, steps)
-    per_us, cpu_us = dt * 1e6 / (steps + 3), dc * 1e6 / (steps + 3)
-    c0 = time.process_time()
-    floor = heapq_floor_s(n_ev)
-    floor_cpu = time.process_time() - c0
-    print(f"{label}: {len(m.ranks)} rank(s), {steps}+3 steps in {dt:.2f} s wall, {dc:.2f} s CPU "
-          f"= {cpu_us / 1e3:.2f} ms CPU per step; hardware step {hw_us / 1e3:.1f} ms -> "
-          f"{hw_us / cpu_us:.1f}x faster than the hardware per CPU second "
-          f"({hw_us / per_us:.1f}x per wall second; goal >= 100x); {n_ev} events = "
-          f"{n_ev / (steps + 3):.0f} per step, {dc / floor_cpu:.1f}x a bare heapq loop of as "
-          f"many events ({floor_cpu:.2f} s CPU)")
+    for keep in ("all", "steps"):
+        r, dt, dc, n_ev = counted_simulate(m, steps, keep=keep)
+        per_us, cpu_us = dt * 1e6 / (steps + 3), dc * 1e6 / (steps + 3)
+        if n_ev:
+            c0 = time.process_time()
+            floor = heapq_floor_s(n_ev)
+            floor_cpu = time.process_time() - c0
+            events = (f"{n_ev} events = {n_ev / (steps + 3):.0f} per step, {dc / floor_cpu:.1f}x "
+                      f"a bare heapq loop of as many events ({floor_cpu:.2f} s CPU)")
+        else:
+            events = "solved without events (models/solo.py, repeated steps replayed)"
+        print(f"{label} keep={keep}: {len(m.ranks)} rank(s), {steps}+3 steps in {dt:.2f} s wall, "
+              f"{dc:.2f} s CPU = {cpu_us / 1e3:.3f} ms CPU per step; hardware step "
+              f"{hw_us / 1e3:.1f} ms -> {hw_us / cpu_us:.1f}x faster than the hardware per CPU "
+              f"second ({hw_us / per_us:.1f}x per wall second; goal >= 100x); {events}")
     if memory:
-        peaks = []
-        for n in (max(5, steps // 10), max(10, steps // 5)):
-            tracemalloc.start()
-            simulate(m, steps=n, warmup=3)
-            peaks.append((n, tracemalloc.get_traced_memory()[1]))
-            tracemalloc.stop()
-        (n1, p1), (n2, p2) = peaks
-        print(f"  traced peak: {p1 / 1e6:.1f} MB at {n1} steps, {p2 / 1e6:.1f} MB at {n2} "
-              f"steps: {(p2 - p1) / (n2 - n1) / 1e6:.2f} MB per step (goal: flat)")
+        for keep in ("all", "steps"):
+            peaks = []
+            for n in (max(5, steps // 10), max(10, steps // 5)):
+                tracemalloc.start()
+                simulate(m, steps=n, warmup=3, keep=keep)
+                peaks.append((n, tracemalloc.get_traced_memory()[1]))
+                tracemalloc.stop()
+            (n1, p1), (n2, p2) = peaks
+            print(f"  keep={keep}: traced peak {p1 / 1e6:.1f} MB at {n1} steps, {p2 / 1e6:.1f} MB "
+                  f"at {n2} steps: {(p2 - p1) / (n2 - n1) / 1e3:.1f} kB per step (goal: flat)")
 
 
 def timed(cmd: list[str]) -> tuple[float, str]:

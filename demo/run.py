@@ -106,7 +106,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     work0 = identical_work_us(load_sidecar(base / "sidecar.json"))
     save_model(model, out / "model.json")
     measured_base = float(np.mean(model.meta.measured_step_us))
-    replay = simulate(model, steps=200, warmup=10, seed=seed).mean_step_us
+    replay = simulate(model, steps=200, warmup=10, seed=seed, keep="steps").mean_step_us
     replay_err = 100 * (replay - measured_base) / measured_base
     basis = {"wall_time": "wall time", "cpu_time": "CPU time"}
     console.print(f"calibrated on num_workers={CALIBRATION_WORKERS}: produce "
