@@ -88,6 +88,7 @@ def _calibrate(trace, sidecar, step_regex) -> StepModel:
         raise InputError(p, "no such file")
     table = build_table(load_trace(p))
     if table.gpu_mask().any():
+        table = table.slim()   # the raw event dicts go: the fit reads the columns
         return infer_buckets(_gpu(table, side, step_regex))
     steps = find_steps(table, step_regex=step_regex)
     model = fit_cpu_model(table, steps, side, p, Path(sidecar) if sidecar else None)

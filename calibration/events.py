@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -142,6 +142,9 @@ bare array of complete events without ``cat``, float ``ts``, pids ``"CPU functio
 ``"CUDA functions"``. Its cat-less complete events are read as ``cpu_op``, or ``kernel`` on
 that pid."""
 
+SLIM_KEEPS = ("nccl:", "[memory]")
+"""Names of the events whose raw ``args`` a fit reads (a collective annotation's ``Input
+Dims``, a memory event's fields): :meth:`EventTable.slim` keeps these."""
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_API_CATS = ("cuda_runtime", "cuda_driver")
 _INT_COLS = ("correlation", "external_id", "stream", "device", "bytes", "in_nelems",
@@ -289,6 +292,18 @@ class EventTable:
     def gpu_mask(self) -> np.ndarray:
         """GPU activity: kernels, memcpys and memsets (complete events)."""
         return self.is_cat(*GPU_CATS) & (self.ph == "X")
+
+    def slim(self) -> "EventTable":
+        """This table without its raw event dicts but for the few whose ``args`` a fit reads
+        (events named ``SLIM_KEEPS``): what a folder's tables keep, and what crosses between
+        processes. ``event(i)`` of another row raises LookupError."""
+        if self._raw is None or isinstance(self._raw.events, dict):
+            return self
+        keep = np.fromiter((n.startswith(SLIM_KEEPS) for n in self.names), bool, len(self))
+        ev = self._raw.events
+        raw = replace(self._raw, events={i: ev[i] for i in self.index[keep].tolist()},
+                      ts_ns=np.zeros(0, np.int64))
+        return replace(self, _raw=raw)
 
     def event(self, i: int) -> dict:
         """The raw event dict of row ``i`` (do not modify it)."""

@@ -11,7 +11,8 @@
 * **skipped** files, each with the one-line reason it could not be read (a broken or foreign
   file does not fail the folder; the folder is refused only when nothing in it calibrates).
 
-It also says when the files are not ranks of one job (:func:`one_job`): two files that claim
+Each file is read in its own process (:mod:`calibration.rank_pool`), and a folder's tables keep
+no raw event dicts (:meth:`calibration.events.EventTable.slim`). It also says when the files are not ranks of one job (:func:`one_job`): two files that claim
 the same rank are separate runs, and files whose ``distributedInfo`` gives different world
 sizes come from different jobs; then only the first file's job is used.
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stepsim.calibration.events import EventTable, build_table
+from stepsim.calibration.rank_pool import Problem, map_ranks
 from stepsim.calibration.trace_io import (_SidecarNotTrace, _trace_candidates, load_trace,
                                           rank_of)
 from stepsim.simcore.errors import InputError
@@ -56,16 +58,13 @@ def read_folder(path: str | Path) -> Folder:
     p = Path(path)
     files, warnings = _trace_candidates(p)
     fold = Folder(p, warnings=list(warnings))
-    for f in files:
-        try:
-            table = build_table(load_trace(f))
-        except _SidecarNotTrace:
-            continue
-        except InputError as e:
-            fold.total += 1
-            fold.skipped.append(f"{f.name}: {e.problem}")
+    for f, table in zip(files, map_ranks(_read, files)):   # each file in its own process
+        if table is None:   # a capture sidecar
             continue
         fold.total += 1
+        if isinstance(table, Problem):
+            fold.skipped.append(f"{f.name}: {table.problem}")
+            continue
         (fold.gpu if table.gpu_mask().any() else fold.cpu).append(table)
     if not (fold.gpu or fold.cpu or fold.skipped):
         why = f" ({'; '.join(warnings)})" if warnings else ""
@@ -77,6 +76,14 @@ def read_folder(path: str | Path) -> Folder:
     if not (fold.gpu or fold.cpu):
         raise InputError(p, "no trace in the folder could be read: " + "; ".join(fold.skipped))
     return fold
+
+
+def _read(f: Path) -> EventTable | None:
+    """The slimmed table of trace file ``f``; None for a capture sidecar."""
+    try:
+        return build_table(load_trace(f)).slim()
+    except _SidecarNotTrace:
+        return None
 
 
 def gpu_inputs(paths):

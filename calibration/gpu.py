@@ -20,6 +20,7 @@ Entry point: :func:`calibrate_gpu`. The pipeline, each stage in its own module::
 :mod:`calibration.gpu_kinds`                 categories, copies and collectives of activities
 :mod:`calibration.intervals`                 interval unions and exposed time
 :mod:`calibration.rank_combine`              the model: one rank, or ranks combined
+:mod:`calibration.rank_pool`                 per-rank reading and fitting in processes
 ==========================================  =================================================
 
 Each module's docstring states its rules (the representative step, the host thread, device
@@ -33,17 +34,25 @@ PyTorch's profiler annotations (``ProfilerStep#N``, ``Optimizer.step#…``,
 """
 from __future__ import annotations
 
+from functools import partial
+
 from stepsim.calibration.device_tasks import WAIT_MIN_US, WAIT_WINDOW_US
 from stepsim.calibration.folders import gpu_inputs
 from stepsim.calibration.gpu_kinds import CATEGORY_RULES, categorize
 from stepsim.calibration.rank_combine import combine_ranks, single_model
 from stepsim.calibration.rank_fit import RankFit, fit_rank
+from stepsim.calibration.rank_pool import Problem, map_ranks
 from stepsim.models.coarsen import coarsen
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
 __all__ = ["calibrate_gpu", "fit_rank", "RankFit", "CATEGORY_RULES", "categorize",
            "WAIT_MIN_US", "WAIT_WINDOW_US"]
+
+
+def _fit(table, step_regex: str | None) -> RankFit:
+    """:func:`fit_rank` of ``table`` with its warnings (module level: it runs in a worker)."""
+    return fit_rank(table, step_regex=step_regex, warnings=list(table.warnings))
 
 
 def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> StepModel:
@@ -72,17 +81,20 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
         InputError: unreadable or malformed trace, no GPU activity, no step, no complete step.
     """
     tables, plist, notes, folder = gpu_inputs(paths)
-    fits: list[RankFit] = []
+    tables = list(tables)
     for table in tables:
         if not table.gpu_mask().any():
             raise InputError(table.path, "trace has no GPU activity (kernel/memcpy/memset); use "
                              "the CPU calibration for host-only traces")
-        try:
-            fits.append(fit_rank(table, step_regex=step_regex, warnings=list(table.warnings)))
-        except InputError as e:
+    fits: list[RankFit] = []
+    # each rank fitted in its own process (calibration.rank_pool), in file order
+    for table, fit in zip(tables, map_ranks(partial(_fit, step_regex=step_regex), tables)):
+        if isinstance(fit, Problem):
             if folder is None:
-                raise
-            folder.skipped.append(f"{table.path.name}: {e.problem}")   # named, not fatal
+                raise fit.error()
+            folder.skipped.append(f"{table.path.name}: {fit.problem}")   # named, not fatal
+        else:
+            fits.append(fit)
     if folder is not None:
         if not fits:
             raise InputError(folder.path, "no trace in the folder could be calibrated: "

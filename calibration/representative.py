@@ -87,6 +87,16 @@ def without_closing_wait(f: StepFit) -> StepFit:
     return f
 
 
+def _median(values: list[float]) -> float:
+    """``np.median`` of ``values``, without its overhead for the one or two values of a
+    representative group (called once per op and task)."""
+    if len(values) == 1:
+        return float(values[0])
+    if len(values) == 2:
+        return float((np.float64(values[0]) + np.float64(values[1])) / 2)
+    return float(np.median(values))
+
+
 def assemble(group: list[StepFit], window: list[StepFit | None]):
     """The representative structure (``group[0]``'s) with every duration the median over
     ``group`` and, per op and task, its value in each step of ``window`` (``replay_us``,
@@ -98,7 +108,7 @@ def assemble(group: list[StepFit], window: list[StepFit | None]):
 
     def both(values_of):
         """(median over the group, per window step value) of ``values_of(fit, its slots)``."""
-        med = float(np.median([values_of(g, sl) for g, sl in zip(group, slots)]))
+        med = _median([values_of(g, sl) for g, sl in zip(group, slots)])
         per = [med if f is None else float(values_of(f, fs)) for f, fs in zip(window, wslots)]
         return med, per
 
@@ -131,5 +141,5 @@ def assemble(group: list[StepFit], window: list[StepFit | None]):
                 # a wait on the previous step's work that this step's structure lacks is dropped
                 "prev_waits": [w for w in t.prev_waits if w in ids]}))
         streams[s] = out
-    nx = [float(np.median([g.next_us[i] for g in group])) for i in range(len(base.next_us))]
+    nx = [_median([g.next_us[i] for g in group]) for i in range(len(base.next_us))]
     return ops, streams, nx

@@ -80,7 +80,9 @@ class RawTrace:
 
     Attributes:
         path: the file.
-        events: the ``traceEvents`` list, as parsed (dicts; never modified here).
+        events: the ``traceEvents`` list, as parsed (dicts; never modified here); in a table
+            slimmed by :meth:`calibration.events.EventTable.slim`, a dict of the few events it
+            keeps, by index.
         metadata: every top-level key except ``traceEvents`` (``distributedInfo``,
             ``deviceProperties``, ``baseTimeNanoseconds``, …); empty for the bare-array form.
         ts_ns: shape (len(events),), int64: each event's ``ts`` in ns, parsed exactly from its

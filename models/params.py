@@ -92,6 +92,20 @@ def _scalar_kind(annotation) -> str | None:
     return None
 
 
+_SCALAR_KINDS: dict[type, dict[str, str]] = {}
+
+
+def _scalar_fields(cls) -> dict[str, str]:
+    """Field name → :func:`_scalar_kind` of model class ``cls``, computed once per class (the
+    check runs on every object built, and ``model_fields`` is slow to read)."""
+    kinds = _SCALAR_KINDS.get(cls)
+    if kinds is None:
+        kinds = _SCALAR_KINDS[cls] = {
+            name: k for name, f in cls.model_fields.items()
+            if (k := _scalar_kind(f.annotation)) is not None}
+    return kinds
+
+
 _SCALAR_OK = {"bool": lambda v: isinstance(v, bool),
               "int": lambda v: not isinstance(v, (bool, str, float)),
               "float": lambda v: not isinstance(v, (bool, str))}
@@ -107,9 +121,9 @@ class _Strict(BaseModel):
         """A number, a count or a switch must be written as one: pydantic's lax mode would read
         ``"4"`` as 4, ``true`` as 1 and ``"yes"`` as True."""
         if isinstance(data, dict):
+            kinds = _scalar_fields(cls)
             for name, value in data.items():
-                f = cls.model_fields.get(name) if isinstance(name, str) else None
-                kind = _scalar_kind(f.annotation) if f is not None else None
+                kind = kinds.get(name) if isinstance(name, str) else None
                 if kind and value is not None and not _SCALAR_OK[kind](value):
                     what = {"int": "an integer", "float": "a number", "bool": "true or false"}
                     raise ValueError(f"{name} must be {what[kind]}, not "

@@ -1,0 +1,93 @@
+"""The per-rank work of a folder of traces in a pool of processes (:func:`map_ranks`): each rank
+file is read (:func:`calibration.folders.read_folder`) and fitted
+(:func:`calibration.gpu.calibrate_gpu`) on its own, so the cost is linear in ranks and spread
+over the machine's cores.
+
+Workers are forked (the parent's modules and, for :func:`map_ranks`, its tables are inherited,
+never pickled); results come back in input order, so the model does not depend on how many
+processes ran. One process, no pool, when there is one item or one core, when the platform
+cannot fork, or when ``STEPSIM_CALIBRATION_JOBS`` is ``1`` (it caps the processes). A
+problem with one file (:class:`simcore.errors.InputError`) comes back as that file's result,
+not as a failure of the pool.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Callable, Sequence
+
+from stepsim.simcore.errors import InputError
+
+__all__ = ["jobs_for", "map_ranks", "Problem", "JOBS_ENV"]
+
+JOBS_ENV = "STEPSIM_CALIBRATION_JOBS"
+"""Environment variable capping the processes of the per-rank pool (default: every core this
+process may run on)."""
+
+_ITEMS: Sequence | None = None
+"""The items of the running :func:`map_ranks`, inherited by its forked workers."""
+
+
+class Problem(tuple):
+    """The result of an item whose file cannot be used: ``(path, problem)`` of its
+    :class:`InputError` (exceptions with their own arguments do not pickle back)."""
+
+    @classmethod
+    def of(cls, e: InputError) -> "Problem":
+        return cls((str(e.path), e.problem, e.where))
+
+    @property
+    def problem(self) -> str:
+        """What is wrong with the file."""
+        return self[1]
+
+    def error(self) -> InputError:
+        """The InputError again."""
+        return InputError(self[0], self[1], self[2])
+
+
+def jobs_for(n_items: int) -> int:
+    """Processes for ``n_items`` independent items: at most one per item and per core, capped
+    by ``STEPSIM_CALIBRATION_JOBS``; 1 where the platform cannot fork."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    cap = os.environ.get(JOBS_ENV, "").strip()
+    if cap.isdigit() and int(cap) > 0:
+        cores = min(cores, int(cap))
+    if "fork" not in multiprocessing.get_all_start_methods():   # pragma: no cover
+        return 1
+    return max(1, min(cores, n_items))
+
+
+def _guarded(fn: Callable, item: Any) -> Any:
+    try:
+        return fn(item)
+    except InputError as e:
+        return Problem.of(e)
+
+
+def _call_inherited(args: tuple[Callable, int]) -> Any:
+    fn, i = args
+    return _guarded(fn, _ITEMS[i])
+
+
+def map_ranks(fn: Callable, items: Sequence) -> list:
+    """``[fn(item) for item in items]`` in input order, in forked processes that inherit
+    ``items`` (large tables are never pickled to the workers; ``fn`` is a module-level
+    function; its results are pickled back). An item whose ``fn`` raises InputError gives a
+    :class:`Problem`."""
+    global _ITEMS
+    jobs = jobs_for(len(items))
+    if jobs <= 1:
+        return [_guarded(fn, it) for it in items]
+    _ITEMS = items
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_call_inherited, [(fn, i) for i in range(len(items))],
+                                 chunksize=max(1, len(items) // (4 * jobs))))
+    finally:
+        _ITEMS = None
+
