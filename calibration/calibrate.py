@@ -42,16 +42,17 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
             setting, or no step to calibrate from.
         StepsimError: ``step_regex`` is not a valid regular expression.
     """
-    model = _calibrate(trace, sidecar, step_regex)
     if not replicates:
-        return model
-    from stepsim.calibration.host_noise import apply_replicates
+        return _calibrate(trace, sidecar, step_regex)
+    from stepsim.calibration.host_noise import apply_replicates, replicate_speeds
 
     side_path = sidecar or _capture_sidecar(Path(trace))
     if side_path is None:
-        raise StepsimError("replicates need the capture's sidecar (a capture folder or --sidecar)")
+        raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
+                                      "folder or --sidecar)")
     reps = [(Path(r), load_sidecar(_capture_sidecar(Path(r)) or r)) for r in replicates]
-    return apply_replicates(model, load_sidecar(side_path), reps)
+    speeds = replicate_speeds(Path(side_path), load_sidecar(side_path), reps)   # before the fit
+    return apply_replicates(_calibrate(trace, sidecar, step_regex), speeds)
 
 
 def _capture_sidecar(p: Path) -> Path | None:

@@ -73,28 +73,54 @@ def host_speed_interval(speeds: list[float]) -> tuple[float, float, float]:
     return math.exp(c), math.exp(c - half), math.exp(c + half)
 
 
-def apply_replicates(model: StepModel, side: Sidecar, replicates: list[tuple[Path, Sidecar]]
-                     ) -> StepModel:
-    """``model`` with ``host.cpu_scale`` and its range measured from ``replicates`` (paths and
-    sidecars of other captures of the capture ``side``'s setting).
+MAX_SPEED_RATIO = 1000.0
+"""A replicate whose identical work took more than this many times (or less than its
+inverse) the capture's CPU time is not a run of the same work on the same kind of host: its
+records cannot be right."""
+
+
+def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path, Sidecar]]
+                     ) -> list[float]:
+    """The host speed factors of the capture (1.0, its sidecar ``side`` read from
+    ``side_path``) and of each replicate (path, sidecar), checked before any calibration.
 
     Raises:
-        InputError: a replicate of another setting, or one (or the capture) without the
-            records that measure identical work.
+        InputError: (naming the file) the capture or a replicate without the records that
+            measure identical work, a replicate of another setting, the capture itself or a
+            copy of it (or of another replicate), or a speed that cannot be right.
     """
     w0 = identical_work_us(side)
     if w0 is None or w0 <= 0:
-        raise InputError(replicates[0][0], "the calibration capture's sidecar has no produce or "
-                                           "step records to compare replicates with")
-    speeds = [1.0]
+        raise InputError(side_path, "the calibration capture's sidecar has no produce or step "
+                                    "records with CPU time to compare replicates with")
+    speeds, seen = [1.0], {_records(side): side_path}
     for path, rep in replicates:
         why = _same_setting(side, rep)
         if why is not None:
             raise InputError(path, f"not a replicate of the capture: {why}")
         w = identical_work_us(rep)
         if w is None or w <= 0:
-            raise InputError(path, "no produce or step records: it cannot measure the host's speed")
+            raise InputError(path, "no produce or step records with CPU time: it cannot "
+                                   "measure the host's speed")
+        first = seen.setdefault(_records(rep), path)
+        if first is not path:
+            raise InputError(path, f"has the same records as {first}: a replicate is another "
+                                   "run of the setting, not the capture or a copy")
+        if not 1 / MAX_SPEED_RATIO <= w / w0 <= MAX_SPEED_RATIO:
+            raise InputError(path, f"its identical work took {w / w0:.3g}× the capture's CPU "
+                                   "time: not a run of the same work")
         speeds.append(w / w0)
+    return speeds
+
+
+def _records(side: Sidecar) -> str:
+    """The produce and step records of a capture (what two runs never share)."""
+    return repr((side.produce, side.steps))
+
+
+def apply_replicates(model: StepModel, speeds: list[float]) -> StepModel:
+    """``model`` with ``host.cpu_scale`` and its range measured from the host speed factors
+    ``speeds`` of the capture and its replicates (:func:`replicate_speeds`)."""
     centre, p10, p90 = host_speed_interval(speeds)
     # the uniform factor range (relative to the centre) whose P10–P90 is [p10, p90]
     lo, hi = (math.log(p10 / centre), math.log(p90 / centre))

@@ -1,0 +1,74 @@
+"""Bad input to this session's new features: one line naming the file, exit code 2, nothing
+written (calibrate --replicate, the API's bounds, the prefetch rule, the step count)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from stepsim.calibration.calibrate import calibrate
+from stepsim.simcore.errors import InputError
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "stepsim", *map(str, argv)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def _one_line_error(r, *words):
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+
+
+def _edited(src, dst, edit):
+    """A copy of capture ``src`` whose sidecar JSON ``edit`` changes in place."""
+    shutil.copytree(src, dst)
+    data = json.loads((dst / "sidecar.json").read_text())
+    edit(data)
+    (dst / "sidecar.json").write_text(json.dumps(data))
+    return dst
+
+
+def _scaled(factor):
+    def edit(data):
+        for rec in data["produce"] + data["steps"]:
+            for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
+                if rec.get(k) is not None:
+                    rec[k] *= factor
+    return edit
+
+
+def test_the_capture_or_a_copy_is_not_a_replicate(cpu_run_nw1, tmp_path):
+    copy = _edited(cpu_run_nw1, tmp_path / "copy", lambda d: None)
+    for rep in (cpu_run_nw1, cpu_run_nw1 / "sidecar.json", copy):
+        with pytest.raises(InputError, match="same records as") as e:
+            calibrate(cpu_run_nw1, replicates=[rep])
+        assert str(rep) in str(e.value)
+    slow = _edited(cpu_run_nw1, tmp_path / "slow", _scaled(1.1))
+    with pytest.raises(InputError, match=f"same records as {slow}"):
+        calibrate(cpu_run_nw1, replicates=[slow, slow])
+
+
+def test_a_replicate_whose_cpu_times_cannot_be_right(cpu_run_nw1, tmp_path):
+    huge = _edited(cpu_run_nw1, tmp_path / "huge", _scaled(1e300))
+    r = _cli("calibrate", cpu_run_nw1, "--replicate", huge, "-o", tmp_path / "m.json")
+    _one_line_error(r, str(huge), "not a run of the same work")
+    assert not (tmp_path / "m.json").exists()
+    zero = _edited(cpu_run_nw1, tmp_path / "zero", _scaled(0.0))
+    with pytest.raises(InputError, match="no produce or step records with CPU time"):
+        calibrate(cpu_run_nw1, replicates=[zero])
+
+
+def test_replicate_errors_name_the_capture_file(cpu_run_nw1, tmp_path):
+    zero = _edited(cpu_run_nw1, tmp_path / "zero", _scaled(0.0))
+    with pytest.raises(InputError, match="calibration capture's sidecar") as e:
+        calibrate(zero, replicates=[cpu_run_nw1])
+    assert str(zero / "sidecar.json") in str(e.value)
+    r = _cli("calibrate", cpu_run_nw1 / "trace.json.gz", "--replicate", cpu_run_nw1,
+             "-o", tmp_path / "m.json")
+    _one_line_error(r, str(cpu_run_nw1 / "trace.json.gz"), "needs the capture's sidecar")
