@@ -141,8 +141,8 @@ def solved(su: Setup, runs: Runs, waits: list):
     cpu = su.pool(env, rp.host, {})
     streams = stream_plans(m, 0, su.replay)
     ops = rank_host_plan(m, 0, su.ops)
-    if cpu.contended or cpu.interference > 0 or not solvable(
-            1, True, su.lp.num_workers, ops, streams):
+    if not solvable(len(m.ranks), not cpu.contended and cpu.interference <= 0,
+                    su.lp.num_workers, ops, streams):
         return None
     loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], su.hook, rp.rank)
     starts = solve(rp.rank, ops, streams, rp.delay_us, m.host.uses_core, cpu.scale, loader,

@@ -1,5 +1,12 @@
 """Run a StepModel in SimPy and collect what happened.
 
+Two engines give the same instants (:mod:`models.engine`): a rank that contends with nothing
+(one rank, a host thread that cannot lose its core, no DataLoader workers, no copy engine two
+streams share) is solved without events, its repeating steps replayed (:mod:`models.solo`,
+:mod:`models.memo`); every other model runs as SimPy processes. Either streams each span to
+the recorder as it finishes; the result keeps every record, or only the step times
+(``keep="steps"``: memory flat in steps).
+
 Process start order (fixed; SimPy's FIFO tie-break then makes runs repeatable byte for byte):
 for each rank in ``model.ranks`` order: its DataLoader workers (0..n-1), its pin-memory thread,
 its device streams (in ``device.streams`` order), then its host thread.

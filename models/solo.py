@@ -15,7 +15,9 @@ computes those instants directly, in program order, with the semantics of
   so far allow: a task is *ready* at the latest of its predecessor's end, its launch and the
   ends of the tasks it waits for; it then idles ``gap_us`` and runs ``dur_us``.
 
-:func:`solvable` says whether a model qualifies; :func:`solve` raises :class:`Unsolvable`
+A step whose relative state and drawn durations already occurred is replayed from its first
+occurrence instead (:mod:`models.memo`). :func:`solvable` says whether a model qualifies;
+:func:`solve` raises :class:`Unsolvable`
 when it meets what only the event simulation can report (a wait that never ends), and the
 caller then runs the SimPy processes, which raise the user-facing error.
 """
