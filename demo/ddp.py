@@ -32,7 +32,7 @@ from rich.table import Table
 from stepsim.calibration.calibrate import calibrate
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
-from stepsim.scenarios.ddp_whatifs import BARRIER_TASK
+from stepsim.models.skew import BARRIER, rank_comm
 from stepsim.scenarios.transforms import parse_fix, parse_set
 from stepsim.simcore.atomic import write_atomic
 
@@ -58,16 +58,6 @@ def _job_steps_us(ranks: list[dict]) -> np.ndarray:
     d = [np.diff(np.array(r["step_starts_us"])) for r in ranks]
     n = min(len(x) for x in d)
     return np.max([x[:n] for x in d], axis=0)
-
-
-def _barrier_split(res) -> dict[int, float]:
-    """Per rank, mean µs from entering the barrier to leaving it: its arrival skew (waiting
-    for the last rank) plus the barrier's transfer, as ``dist.barrier()`` is timed."""
-    out: dict[int, list[float]] = {}
-    for r in res.runs:
-        if r.task == BARRIER_TASK and r.step >= res.warmup:
-            out.setdefault(r.rank, []).append(r.end_us - r.ready_us - r.gap_us)
-    return {k: float(np.mean(v)) for k, v in out.items()}
 
 
 def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> int:
@@ -100,7 +90,8 @@ def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> 
                      "spread_ms": [min(means) / 1e3, max(means) / 1e3],
                      "error": pred / meas - 1.0})
         if "barrier" in label:
-            split = _barrier_split(sim)
+            # time in the barrier (skew + transfer), as ``dist.barrier()`` is timed
+            split = {c.rank: c.in_us for c in rank_comm(sim) if c.group == BARRIER}
             for r in (0, 1):
                 waits = [np.mean(runs[f"{label}#{k}"][r]["barrier_us"]) for k in range(repeats)]
                 rows.append({"setting": f"  rank {r} time in barrier (skew + transfer)",

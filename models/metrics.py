@@ -36,6 +36,7 @@ import numpy as np
 from stepsim.models.ddp import ring_bus_bytes
 from stepsim.models.device import TaskRun
 from stepsim.models.simulate import SimResult
+from stepsim.models.skew import RankComm, rank_comm
 from stepsim.simcore.errors import ModelError
 
 __all__ = [
@@ -226,6 +227,9 @@ class Summary:
             copies, collectives from the rank's entry, since a collective kernel occupies the
             device while it waits for the other ranks; all streams; ``gap_us`` idle excluded):
             what a profiler's "GPU busy" measures.
+        rank_comm: per rank (every rank, not only ``rank``), its barriers' and its other
+            collectives' time split into arrival skew and transfer (:mod:`models.skew`;
+            empty for one rank).
     """
 
     mean_step_us: float
@@ -262,6 +266,7 @@ class Summary:
     holes: list[Hole] = field(default_factory=list)
     cpu_pool_busy: float = 0.0
     device_busy_us: float = 0.0
+    rank_comm: list[RankComm] = field(default_factory=list)
 
 
 INPUT_WAIT_SHARE = 0.10
@@ -685,7 +690,8 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
         queue_empty_frac=q_empty, batches_per_s=_batches_per_step(result) * steps / width * 1e6,
         loader_cores_busy=loader_core_us / width,
         ceilings={k: amdahl_ceiling(min(v, 1.0)) for k, v in shares.items()}, holes=last_holes,
-        cpu_pool_busy=pool_busy, device_busy_us=union_length(all_iv) * per)
+        cpu_pool_busy=pool_busy, device_busy_us=union_length(all_iv) * per,
+        rank_comm=rank_comm(result))
 
 
 def _batches_per_step(result: SimResult) -> int:

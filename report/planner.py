@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from stepsim.report.figures import pyplot, save
-from stepsim.report.tables import console, json_out as _json
+from stepsim.report.tables import console, json_out as _json, rank_comm_table
 from stepsim.scenarios.ceiling import CeilingReport
 from stepsim.scenarios.plan import Plan
 from stepsim.scenarios.predict import Prediction
@@ -90,6 +90,8 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
     c.print(t)
     c.print(f"speed-up {_x(base.mean_step_us / pred.mean_step_us)}; bottleneck: "
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
+    if base.summary.rank_comm or pred.summary.rank_comm:
+        c.print(rank_comm_table([("baseline", base.summary), ("scenario", pred.summary)]))
     _steps_note([("baseline", base), ("scenario", pred)])
     _uncertainty_note(pred)
     _run_ahead_note([("baseline", base), ("scenario", pred)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import asdict
+from typing import Sequence
 
 import orjson
 from rich.console import Console
@@ -128,6 +129,8 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False,
                     "which include any wait for the other ranks; arrival skew needs every "
                     "rank's trace, e.g. a directory of them)")
         c.print(collective_table(s.collectives))
+    if s.rank_comm:
+        c.print(rank_comm_table([("", s)]))
     if s.queue_cap:
         c.print(f"input: {s.batches_per_s:.2f} batches/s; ready queue mean {s.queue_mean:.1f}, "
                 f"max {s.queue_max:.0f} of cap {s.queue_cap}, empty {100 * s.queue_empty_frac:.0f}% "
@@ -225,6 +228,24 @@ def collective_table(stats: list[CollectiveStat], top: int = TOP_ROWS) -> Table:
 
 
 # ---------------------------------------------------------------- fixes ------------------
+def rank_comm_table(named: Sequence[tuple[str, Summary]]) -> Table:
+    """Per rank, its barriers' and its other collectives' time split into arrival skew
+    (waiting for the last rank) and transfer, ms per step; one block of rows per named
+    summary (a name column when there are several)."""
+    t = Table(title="arrival skew vs transfer per rank (ms per step; skew = waiting for the "
+                    "last rank to enter)", show_edge=False)
+    cols = (("",) if len(named) > 1 else ()) + ("rank", "kind", "count", "time in it",
+                                                  "arrival skew", "transfer")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("", "kind") else "right")
+    for name, s in named:
+        for rc in s.rank_comm:
+            t.add_row(*((name,) if len(named) > 1 else ()), str(rc.rank),
+                      f"{rc.group}s",
+                      f"{rc.count:g}", _ms(rc.in_us), _ms(rc.skew_us), _ms(rc.transfer_us))
+    return t
+
+
 def _argument(field) -> dict:
     """A fix argument for ``fixes --json``: its type and default as JSON values (a number is a
     number, None is null), ``required`` when it has no default."""

@@ -159,6 +159,7 @@ class Prediction:
                 "seed": self.seed, "device_floor_ms": us_to_ms(self.device_floor_us),
                 "runs_ahead": self.runs_ahead,
                 **(self.count.to_dict() if self.count is not None else {}),
+                "rank_comm": [c.to_dict() for c in self.summary.rank_comm],
                 "draw_steps": self.draw_steps,
                 "draw_std_error_ms": None if self.draw_std_error_us is None
                 else us_to_ms(self.draw_std_error_us)}

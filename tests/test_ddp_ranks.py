@@ -79,3 +79,30 @@ def test_ddp_whatifs_that_cannot_apply_say_why():
         insert_barrier(insert_barrier(m))
     with pytest.raises(ModelError, match="lists no DDP gradients"):
         parse_fix("bucket_cap_mb:mb=5").apply(m)
+
+
+def test_a_rank_delayed_by_s_shows_s_of_arrival_skew_on_the_other():
+    """Closed form: rank 1 starts every step S late, so rank 0 enters the collective S before
+    the last rank and waits S in it (arrival skew); the transfer is C on both ranks."""
+    from stepsim.models.metrics import summarize
+    from stepsim.models.skew import rank_comm
+
+    m = cpu_ddp(cores=2)
+    m = m.model_copy(update={"ranks": [m.ranks[0], m.ranks[1].model_copy(
+        update={"delay_us": S})]})
+    res = simulate(m, steps=6, warmup=2)
+    split = {(c.rank, c.group): c for c in rank_comm(res)}
+    assert split[(0, "collective")].skew_us == pytest.approx(S)
+    assert split[(1, "collective")].skew_us == pytest.approx(0.0)
+    for r in (0, 1):
+        c = split[(r, "collective")]
+        assert c.count == 1 and c.transfer_us == pytest.approx(C)
+        assert c.in_us == pytest.approx(c.skew_us + c.transfer_us)
+    assert summarize(res).rank_comm == rank_comm(res)
+    # with a barrier before backward, the wait moves into the barrier: all skew, no transfer
+    split = {(c.rank, c.group): c for c in rank_comm(simulate(insert_barrier(m), 6, 2))}
+    assert split[(0, "barrier")].skew_us == pytest.approx(S)
+    assert split[(0, "barrier")].transfer_us == pytest.approx(0.0)
+    assert split[(0, "collective")].skew_us == pytest.approx(0.0)
+    # one rank: nothing to split
+    assert rank_comm(simulate(m.model_copy(update={"ranks": m.ranks[:1]}), 2, 1)) == []

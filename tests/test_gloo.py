@@ -88,3 +88,39 @@ def test_ddp_whatif_without_gradients_is_one_clear_error(gloo_run):
     for path in ("comm.bucket_cap_mb=1", "comm.first_bucket_cap_mb=2"):
         with pytest.raises(ModelError, match="lists no DDP gradients"):
             parse_set(path).apply(bare)
+
+
+def test_arrival_skew_vs_transfer_per_rank_in_simulate_and_whatif(gloo_run, tmp_path):
+    """The calibrated 2-rank model's collectives split per rank in ``simulate --json``; with a
+    40 ms straggler in rank 1's forward and a barrier before backward (whatif), rank 0 waits
+    in the barrier for rank 1's lateness there: the 40 ms plus what rank 1's calibrated
+    forward and optimizer (its step starts after the optimizer) take beyond rank 0's."""
+    import json
+
+    from stepsim.models.params import save_model
+    from tests.conftest import run_cli
+
+    path = tmp_path / "gloo.json"
+    model = calibrate(gloo_run[0])
+    save_model(model, path)
+    extra = [sum(r.phase_extra_us.get(p, 0.0) for p in ("forward", "optimizer")) + r.delay_us
+             for r in model.ranks]
+    late_ms = 40.0 + (extra[1] - extra[0]) / 1e3
+    r = run_cli("simulate", str(path), "--steps", "6", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rank_comm"]
+    assert {(x["rank"], x["group"]) for x in rows} == {(0, "collective"), (1, "collective")}
+    for x in rows:
+        assert x["count"] == DEPTH and x["transfer_ms"] > 0
+        assert x["in_ms"] == pytest.approx(x["skew_ms"] + x["transfer_ms"])
+    r = run_cli("whatif", str(path), "--fix", "straggler:rank=1,phase=forward,ms=40", "--fix",
+                "barrier", "--steps", "6", "--draws", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    split = {(x["rank"], x["group"]): x for x in doc["scenario"]["rank_comm"]}
+    assert split[(0, "barrier")]["skew_ms"] == pytest.approx(late_ms, abs=4.0)
+    assert split[(1, "barrier")]["skew_ms"] < 1.0
+    assert split[(0, "barrier")]["transfer_ms"] < 1.0
+    r = run_cli("whatif", str(path), "--fix", "straggler:rank=1,phase=forward,ms=40",
+                "--steps", "6", "--draws", "0")
+    assert "arrival skew vs transfer per rank" in r.stdout
