@@ -124,7 +124,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     if output is not None:
         save_model(model, output)
     window = window_replay(model) if model.replay is not None else None
-    res, _ = simulate_counted(model, DEFAULT_STEPS, DEFAULT_WARMUP, 0)
+    res, _ = simulate_counted(model, DEFAULT_STEPS, DEFAULT_WARMUP, 0, keep="steps")
     return Calibration(model=model, output=None if output is None else str(output),
                        warnings=grouped_warnings(model.meta.warnings), window=window,
                        steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us)

@@ -35,10 +35,10 @@ from typing import Sequence
 
 from stepsim.models.metrics import amdahl_ceiling, label
 from stepsim.models.params import CATEGORIES, StepModel
-from stepsim.models.simulate import simulate
 from stepsim.scenarios.parallel import Progress, run_many
 from stepsim.scenarios.predict import Prediction, predict
 from stepsim.scenarios.select import Selector, copy_direction
+from stepsim.scenarios.stepcount import simulate_counted
 from stepsim.scenarios.transforms import Operation, RemoveOp, ScaleOp, SetOp, apply_ops
 
 _KERNELS = ("kernel", "memset")
@@ -135,8 +135,8 @@ def components(model: StepModel) -> dict[str, list[Operation]]:
 
 def _free_step(item) -> float:
     model, ops, steps, warmup, seed = item
-    return simulate(apply_ops(model, ops), steps=steps, warmup=warmup, seed=seed,
-                    keep="steps").mean_step_us
+    return simulate_counted(apply_ops(model, ops), steps, warmup, seed,
+                            keep="steps")[0].mean_step_us
 
 
 def ceilings(model: StepModel, base: Sequence[Operation] = (), steps: int | None = None, warmup: int = 20,

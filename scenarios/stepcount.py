@@ -125,22 +125,22 @@ def step_bound(model: StepModel) -> int:
 
 
 def simulate_counted(model: StepModel, steps: int | None, warmup: int, seed: int,
-                     target: float = SE_TARGET, max_steps: int | None = None
-                     ) -> tuple[SimResult, StepCount]:
+                     target: float = SE_TARGET, max_steps: int | None = None,
+                     keep: str = "all") -> tuple[SimResult, StepCount]:
     """Simulate ``model`` for ``steps`` steps, or (``steps`` None) for as many as it takes to
     pin the mean step to ``target``, at most ``max_steps`` (default :func:`step_bound`) (see
-    the module docstring).
+    the module docstring); ``keep`` as :func:`models.simulate.simulate` takes it.
 
     Raises:
         SimulationError: a model that cannot run (as :func:`models.simulate.simulate`).
     """
     if steps is not None:
-        r = simulate(model, steps=steps, warmup=warmup, seed=seed)
+        r = simulate(model, steps=steps, warmup=warmup, seed=seed, keep=keep)
         return r, _count(r, False, target)
     max_steps = step_bound(model) if max_steps is None else max_steps
     n = min(FIRST_STEPS, max_steps)
     while True:
-        r = simulate(model, steps=n, warmup=warmup, seed=seed)
+        r = simulate(model, steps=n, warmup=warmup, seed=seed, keep=keep)
         c = _count(r, True, target)
         if c.met or n >= max_steps:
             return r, c
