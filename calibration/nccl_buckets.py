@@ -15,15 +15,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from stepsim.models.ddp import is_allreduce
 from stepsim.models.params import GradParam, StepModel
 
 __all__ = ["infer_buckets"]
 
 
 def _is_allreduce(t) -> bool:
-    n = (t.name or t.id).lower()
-    return t.kind == "collective" and t.phase == "backward" and bool(t.bytes) and (
-        "allreduce" in n or "all_reduce" in n)
+    return t.phase == "backward" and bool(t.bytes) and is_allreduce(t)
 
 
 def infer_buckets(model: StepModel) -> StepModel:

@@ -17,7 +17,10 @@ per rank (nccl-tests' bus-bandwidth convention).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+
+from pydantic import ValidationError
 
 from stepsim.models.ddp_host import apply_ddp_host, host_launched
 from stepsim.models.params import CommParams, DeviceTask, GradParam, HostOp, StepModel
@@ -25,7 +28,7 @@ from stepsim.simcore.errors import ModelError
 from stepsim.simcore.units import mib_to_bytes, transfer_us
 
 __all__ = ["Bucket", "build_buckets", "apply_ddp", "collective_us", "ring_bus_bytes",
-           "set_bucket_caps"]
+           "set_bucket_caps", "is_allreduce"]
 
 
 @dataclass(frozen=True)
@@ -125,24 +128,26 @@ def apply_ddp(model: StepModel) -> StepModel:
     each waiting for the tasks that make its gradients ready (a gradient without
     ``ready_task`` is ready when the last backward task of every other stream is done). Costs
     come from ``comm.bus_gbps`` and ``comm.latency_us`` (or the measured collectives' rate).
-    What waited for the old collectives (tasks, host syncs) waits for the last bucket; host
-    launches of old collectives become CPU ops of the same cost (DDP's hook still runs). With
+    The old collectives are the backward all-reduces (:func:`_old_buckets`; an all-to-all
+    stays where it ran) and the buckets take their places on the stream (:func:`_in_place`).
+    What waited for an old all-reduce (tasks, host syncs) waits for the bucket that carries its
+    gradients (:func:`_carriers`), and a wait that could then never be met is refused
+    (:func:`_refuse_deadlock`); host launches of old collectives become CPU ops of the same
+    cost (DDP's hook still runs). With
     no reference to the old collectives, the first optimizer task of each other stream waits
     for the last bucket. A model without ``grad_params`` is returned unchanged. In a model
     whose all-reduces are enqueued by the host (CPU training), the host's backward is cut at
     the new buckets' ready instants instead (:mod:`models.ddp_host`).
 
     Raises:
-        ModelError: no backward task to hang end-of-backward gradients on, or no way to cost
-            the buckets.
+        ModelError: no backward task to hang end-of-backward gradients on, no way to cost
+            the buckets, or buckets that cannot run as the step was captured.
     """
     c: CommParams = model.comm
     if not c.grad_params:
         return model
     streams = model.device.streams
-    # DDP's all-reduces: a forward-phase collective (a buffer broadcast) is not a bucket
-    old = [t for t in streams.get(c.comm_stream, [])
-           if t.kind == "collective" and t.phase != "forward"]
+    old = _old_buckets(streams.get(c.comm_stream, []))
     old_ids = {t.id for t in old}
     gbps = _bus_gbps(model, old)
     if host_launched(model):
@@ -175,7 +180,7 @@ def apply_ddp(model: StepModel) -> StepModel:
             kind="collective", category="communication", phase="backward",
             dur_us=collective_us(b.bytes, c.world_size, gbps, c.latency_us),
             waits=list(dict.fromkeys(waits)), bytes=b.bytes))
-    last = new[-1].id
+    carrier = _carriers(old, new)
     referenced = False
 
     def remap(ids: list[str]) -> list[str]:
@@ -183,15 +188,15 @@ def apply_ddp(model: StepModel) -> StepModel:
         if not old_ids.intersection(ids):
             return ids
         referenced = True
-        return list(dict.fromkeys(last if i in old_ids else i for i in ids))
+        return list(dict.fromkeys(carrier[i] if i in old_ids else i for i in ids))
 
     new_streams: dict[str, list[DeviceTask]] = {}
     for s, ts in streams.items():
-        kept = [t.model_copy(update={"waits": remap(t.waits), "prev_waits": remap(t.prev_waits)})
-                for t in ts if t.id not in old_ids]
-        new_streams[s] = kept + (new if s == c.comm_stream else [])
-    if c.comm_stream not in new_streams:
-        new_streams[c.comm_stream] = new
+        new_streams[s] = [t if t.id in old_ids else t.model_copy(update={
+            "waits": remap(t.waits), "prev_waits": remap(t.prev_waits)}) for t in ts]
+    new_streams[c.comm_stream] = _in_place(new_streams.get(c.comm_stream, []), old_ids,
+                                           carrier, new)
+    _refuse_deadlock(new_streams, old_ids, carrier, streams, c)
     ops: list[HostOp] = []
     for op in model.host.ops:
         if op.task in old_ids and op.kind == "launch":
@@ -199,10 +204,11 @@ def apply_ddp(model: StepModel) -> StepModel:
                                              "name": op.name or "DDP all-reduce launch"}))
         elif op.task in old_ids:
             referenced = True
-            ops.append(op.model_copy(update={"task": last}))
+            ops.append(op.model_copy(update={"task": carrier[op.task]}))
         else:
             ops.append(op)
     if not referenced:
+        last = new[-1].id
         for s, ts in new_streams.items():
             opt = next((k for k, t in enumerate(ts) if t.phase == "optimizer"), None)
             if s != c.comm_stream and opt is not None:
@@ -210,7 +216,91 @@ def apply_ddp(model: StepModel) -> StepModel:
     data = model.model_dump()
     data["device"]["streams"] = {s: [t.model_dump() for t in ts] for s, ts in new_streams.items()}
     data["host"]["ops"] = [op.model_dump() for op in ops]
-    return StepModel.model_validate(data)
+    try:
+        return StepModel.model_validate(data)
+    except ValidationError as e:   # a cycle _refuse_deadlock does not see (through other streams)
+        raise ModelError(f"the rebuilt DDP buckets cannot run as captured: "
+                         f"{e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+
+
+def is_allreduce(task: DeviceTask) -> bool:
+    """A collective whose kernel or annotation names an all-reduce (NCCL's
+    ``ncclKernel_AllReduce_*``, ``nccl:all_reduce``): what DDP's buckets launch."""
+    n = (task.name or task.id).lower()
+    return task.kind == "collective" and ("allreduce" in n or "all_reduce" in n)
+
+
+def _old_buckets(comm: list[DeviceTask]) -> list[DeviceTask]:
+    """The captured DDP all-reduces on the comm stream: the collectives after forward (a
+    forward collective is a buffer broadcast), all-reduces only where any is named so (an
+    all-to-all or send/recv of embeddings in backward is not DDP's, and stays)."""
+    after = [t for t in comm if t.kind == "collective" and t.phase != "forward"]
+    named = [t for t in after if is_allreduce(t)]
+    return named or after
+
+
+def _carriers(old: list[DeviceTask], new: list[DeviceTask]) -> dict[str, str]:
+    """Each captured all-reduce → the rebuilt bucket by which its gradients are reduced.
+    Buckets are reduced in one order (reverse registration order) whatever the caps, so the
+    gradients of the k-th captured all-reduce and those before it are the first part of that
+    order: they are reduced by the first rebuilt bucket whose running share of the bytes
+    reaches theirs. The last captured all-reduce (and one of unknown size) maps to the last
+    bucket: what waited for it waits for every gradient."""
+    total_old = sum(t.bytes or 0 for t in old)
+    totals = list(itertools.accumulate(t.bytes or 0 for t in new))
+    out, done, k = {}, 0, 0
+    for t in old:
+        done += t.bytes or 0
+        while k < len(new) - 1 and (not t.bytes or totals[k] * total_old < done * totals[-1]):
+            k += 1
+        out[t.id] = new[k].id
+    if old:
+        out[old[-1].id] = new[-1].id
+    return out
+
+
+def _in_place(comm: list[DeviceTask], old_ids: set[str], carrier: dict[str, str],
+              new: list[DeviceTask]) -> list[DeviceTask]:
+    """The comm stream with the rebuilt buckets where the captured all-reduces ran (each
+    bucket at the first one it carries, with any before it not yet placed), so the
+    collectives that stay (all-to-all, send/recv) keep their order among them."""
+    order = {t.id: i for i, t in enumerate(new)}
+    out, placed = [], 0
+    for t in comm:
+        if t.id not in old_ids:
+            out.append(t)
+            continue
+        upto = order[carrier[t.id]] + 1
+        out += new[placed:upto]
+        placed = max(placed, upto)
+    return out + new[placed:]
+
+
+def _refuse_deadlock(streams: dict[str, list[DeviceTask]], old_ids: set[str],
+                     carrier: dict[str, str], before: dict[str, list[DeviceTask]],
+                     c: CommParams) -> None:
+    """A task the trace shows waiting for a captured all-reduce, whose rebuilt bucket also
+    waits for gradients its own stream makes only after it, would never run: say so.
+
+    Raises:
+        ModelError: naming the task, the all-reduce, the bucket and the gradient.
+    """
+    waits_on = {t.id: [w for w in t.waits if w in old_ids] for ts in before.values() for t in ts}
+    buckets = {t.id: t for t in streams[c.comm_stream] if t.id in set(carrier.values())}
+    for s, ts in streams.items():
+        pos = {t.id: i for i, t in enumerate(ts)}
+        for i, t in enumerate(ts):
+            for w in waits_on.get(t.id, ()):
+                late = [r for r in buckets[carrier[w]].waits if pos.get(r, -1) >= i]
+                if late:
+                    raise ModelError(
+                        f"bucket_cap_mb={c.bucket_cap_mb:g}, first_bucket_cap_mb="
+                        f"{c.first_bucket_cap_mb:g} cannot apply to this model as captured: "
+                        f"{t.id} ({t.phase}, stream {s}) waits in the trace for the all-reduce "
+                        f"{w}, whose gradients these caps put in one bucket ({carrier[w]}) with "
+                        f"gradients ready only after {t.id} (at {late[0]}), so the wait could "
+                        "never be met (the trace's wait is a stream event after that "
+                        "all-reduce, not one DDP makes; smaller caps keep the buckets apart)")
 
 
 def set_bucket_caps(model: StepModel, bucket_cap_mb: float | None = None,

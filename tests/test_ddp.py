@@ -141,3 +141,68 @@ def test_apply_ddp_without_params_is_identity_and_needs_a_cost():
     assert apply_ddp(m.model_copy(update={"comm": CommParams()})).device == m.device
     with pytest.raises(ModelError, match="bus_gbps"):
         apply_ddp(m.model_copy(update={"comm": m.comm.model_copy(update={"bus_gbps": None})}))
+
+
+def captured_nccl_model() -> StepModel:
+    """A captured NCCL step, as calibration infers it from a trace (the DLRM rank-1 shape):
+    three backward all-reduces with an embedding send/recv among them on the comm stream, a
+    backward kernel ``w`` that the trace shows waiting for the middle all-reduce, and the
+    optimizer waiting for the last one. One pseudo-parameter per captured bucket (as
+    ``calibration.nccl_buckets`` infers them), in registration order (reversed)."""
+    from stepsim.calibration.nccl_buckets import infer_buckets
+
+    gbps = 10.0
+    dur = lambda b: collective_us(b, 2, gbps, 0.0)   # noqa: E731 - one measured rate
+    compute = [DeviceTask(id=i, stream="7", dur_us=10 * MS, phase="backward",
+                          waits=["ar1"] if i == "w" else []) for i in ("k0", "k1", "w", "k2")]
+    compute += [DeviceTask(id="opt", stream="7", dur_us=2 * MS, phase="optimizer",
+                           waits=["ar2"])]
+    sizes = {"ar0": 4_000_000, "ar1": 400, "ar2": 2_000_000}
+    ready = {"ar0": "k0", "ar1": "k1", "ar2": "k2"}   # the stream event each waited for
+    comm = [DeviceTask(id="ar0", stream="84", name="ncclKernel_AllReduce_RING_LL_Sum_float",
+                       kind="collective", category="communication", phase="backward",
+                       dur_us=dur(sizes["ar0"]), bytes=sizes["ar0"], waits=["k0"]),
+            DeviceTask(id="a2a", stream="84", name="ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t",
+                       kind="collective", category="communication", phase="backward",
+                       dur_us=3 * MS, bytes=24576),
+            *(DeviceTask(id=i, stream="84", name="ncclKernel_AllReduce_RING_LL_Sum_float",
+                         kind="collective", category="communication", phase="backward",
+                         dur_us=dur(sizes[i]), bytes=sizes[i], waits=[ready[i]])
+              for i in ("ar1", "ar2"))]
+    order = ["k0", "ar0", "a2a", "k1", "ar1", "w", "k2", "ar2", "opt"]
+    ops = [HostOp(kind="launch", task=t) for t in order] + [HostOp(kind="sync")]
+    m = StepModel(host=HostParams(ops=ops, uses_core=False),
+                  device=DeviceParams(streams={"7": compute, "84": comm}),
+                  comm=CommParams(world_size=2, latency_us=0.0))
+    return infer_buckets(m)
+
+
+def test_rebuilt_buckets_keep_other_collectives_and_carry_each_wait():
+    """Caps too small to merge the captured buckets rebuild the step as it was: the send/recv
+    stays in its place among the buckets, ``w`` waits for the bucket carrying the middle
+    all-reduce's gradients (not the last one), and the step time is the captured one."""
+    from stepsim.models.ddp import set_bucket_caps
+
+    m = captured_nccl_model()
+    assert [p.name for p in m.comm.grad_params] == ["bucket2", "bucket1", "bucket0"]
+    r = set_bucket_caps(m, bucket_cap_mb=1e-4)
+    assert [t.id for t in r.device.streams["84"]] == ["ddp.bucket0", "a2a", "ddp.bucket1",
+                                                      "ddp.bucket2"]
+    waits = {t.id: t.waits for t in r.device.streams["7"]}
+    assert waits["w"] == ["ddp.bucket1"] and waits["opt"] == ["ddp.bucket2"]
+    base = simulate(m, steps=3, warmup=1).mean_step_us
+    assert simulate(r, steps=3, warmup=1).mean_step_us == pytest.approx(base, rel=1e-9)
+
+
+def test_merged_buckets_that_a_captured_wait_cannot_follow_are_refused_with_the_reason():
+    """A cap that merges every bucket makes ``w``'s wait need ``k2``, which runs after ``w``
+    on its stream: that is refused naming the tasks (not a model that fails validation)."""
+    from stepsim.models.ddp import set_bucket_caps
+    from stepsim.scenarios.fixes import get_fix
+
+    m = captured_nccl_model()
+    with pytest.raises(ModelError, match=r"w \(backward, stream 7\) waits in the trace for the "
+                                         r"all-reduce ar1, .*ready only after w \(at k2\)"):
+        set_bucket_caps(m, bucket_cap_mb=25)
+    with pytest.raises(ModelError, match="cannot apply to this model as captured"):
+        get_fix("bucket_cap_mb").apply(m, {"mb": 50.0})

@@ -71,3 +71,28 @@ def test_diagnose_every_real_trace(rel):
         for c in d["roofline"]["classes"]:
             assert c["verdict"] in ("compute bound", "bandwidth bound", "neither (occupancy)",
                                     "neither (latency/launch)", "no shapes")
+
+
+def test_dlrm_rank1_bucket_fix_says_why_it_cannot_apply():
+    """DLRM rank 1 (TorchRec): a backward kernel waits in the trace for the small middle
+    all-reduce, so caps that merge all three buckets could never meet that wait: the
+    bucket_cap_mb fix and ``--set comm.bucket_cap_mb`` say so in one line (they were a model
+    that failed validation, a traceback on ``--set``); caps that keep the buckets apart
+    rebuild the captured step exactly, the embedding send/recv kept in its place."""
+    from stepsim import api
+    from stepsim.simcore.errors import ModelError
+
+    (trace,) = (shared_traces() / "param" / "dlrm_kineto").glob("worker1_*.json")
+    r = run_cli("diagnose", str(trace), "--json", "--draws", "0", "--steps", "3", "--warmup", "1")
+    assert r.returncode == 0, r.stderr
+    assert "cannot apply to this model as captured" in r.stdout
+    assert "waits in the trace for the all-reduce" in r.stdout
+    m = api.calibrate(trace).model
+    kw = {"draws": 0, "steps": 3, "warmup": 1, "jobs": 1}
+    with pytest.raises(ModelError, match="cannot apply to this model as captured"):
+        api.whatif(m, set="comm.bucket_cap_mb=5", **kw)
+    w = api.whatif(m, set="comm.bucket_cap_mb=0.0001", **kw)
+    assert w.scenario.mean_step_us == pytest.approx(w.baseline.mean_step_us, rel=1e-6)
+    sendrecv = [[t.id for t in x.device.streams[m.comm.comm_stream] if "SendRecv" in t.name]
+                for x in (m, w.scenario.model)]
+    assert sendrecv[0] and sendrecv[0] == sendrecv[1]
