@@ -1,6 +1,9 @@
-"""DDP what-ifs on the ranks of a model: a straggler, and a barrier that splits waiting from
-transfer. Both are pure ``StepModel -> StepModel`` transforms (see :mod:`scenarios.transforms`),
-registered as the fixes ``straggler`` and ``barrier`` (never proposed by the planner).
+"""DDP what-ifs on the communication and ranks of a model: a straggler, and a barrier that
+splits waiting from transfer, registered as the fixes ``straggler`` and ``barrier`` (never
+proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
+``faster_interconnect``, ``grad_accumulation`` and ``remove_straggler``
+(:mod:`scenarios.fixes` lists them). All are pure ``StepModel -> StepModel`` transforms (see
+:mod:`scenarios.transforms`).
 
 * ``straggler``: rank ``rank`` (its rank number) spends ``ms`` more per step in ``phase``,
   added to its ``phase_extra_us`` (on the phase's device tasks, or on its host ``cpu`` ops
@@ -16,11 +19,20 @@ registered as the fixes ``straggler`` and ``barrier`` (never proposed by the pla
 """
 from __future__ import annotations
 
+from pydantic import Field
+
+from stepsim.models.ddp import set_bucket_caps
 from stepsim.models.ddp_host import host_launched
 from stepsim.models.params import DeviceTask, HostOp, StepModel
+from stepsim.scenarios.fix_types import FixArgs, nothing
+from stepsim.scenarios.paths import set_value
+from stepsim.scenarios.primitives import remove, scale
+from stepsim.scenarios.select import Selector
 from stepsim.simcore.errors import ModelError
 
-__all__ = ["add_straggler", "insert_barrier", "BARRIER_TASK"]
+__all__ = ["add_straggler", "insert_barrier", "BARRIER_TASK", "bucket_cap", "bucket_candidates",
+           "faster_interconnect", "grad_accumulation", "remove_straggler", "BucketArgs",
+           "StragglerArgs", "BarrierArgs", "InterconnectArgs", "AccumArgs", "NoArgs"]
 
 BARRIER_TASK = "ddp.barrier"
 
@@ -110,3 +122,74 @@ def _device_barrier(model: StepModel, phase: str) -> StepModel:
     data = model.without_replay().model_dump()
     data["device"]["streams"] = {s: [t.model_dump() for t in v] for s, v in streams.items()}
     return StepModel.model_validate(data)
+
+
+# ---------------------------------------------------------------- communication ----------
+class BucketArgs(FixArgs):
+    mb: float = Field(gt=0)
+    """DDP ``bucket_cap_mb`` (MiB)."""
+
+
+def bucket_cap(m: StepModel, a: BucketArgs) -> StepModel:
+    if not m.comm.grad_params:
+        raise nothing("bucket_cap_mb", "the model lists no DDP gradients (comm.grad_params)")
+    if a.mb == m.comm.bucket_cap_mb:
+        raise nothing("bucket_cap_mb", f"bucket_cap_mb is already {a.mb:g}")
+    return set_bucket_caps(m, bucket_cap_mb=a.mb)
+
+
+def bucket_candidates(m: StepModel) -> list[dict]:
+    if not m.comm.grad_params:
+        return []
+    return [{"mb": v} for v in (5.0, 10.0, 50.0, 100.0) if v != m.comm.bucket_cap_mb]
+
+
+class StragglerArgs(FixArgs):
+    rank: int = Field(ge=0)
+    phase: str = "forward"
+    ms: float = Field(ge=0)
+
+
+class BarrierArgs(FixArgs):
+    phase: str = "backward"
+
+
+class InterconnectArgs(FixArgs):
+    k: float = Field(default=2.0, gt=0)
+    """Bus bandwidth multiplier."""
+
+
+def collectives(m: StepModel) -> bool:
+    return any(t.kind == "collective" for t in m.task_map().values())
+
+
+def faster_interconnect(m: StepModel, a: InterconnectArgs) -> StepModel:
+    if not collectives(m):
+        raise nothing("faster_interconnect", "no collectives")
+    if m.comm.bus_gbps is not None:
+        return set_value(m, "comm.bus_gbps", m.comm.bus_gbps * a.k)
+    return scale(m, Selector(kind=("collective",)), 1 / a.k)
+
+
+class AccumArgs(FixArgs):
+    micro_batches: int = Field(default=4, ge=2)
+    """Micro-batches per optimizer step (DDP ``no_sync`` on all but the last)."""
+
+
+def grad_accumulation(m: StepModel, a: AccumArgs) -> StepModel:
+    if m.comm.grad_accum_steps == a.micro_batches:
+        raise nothing("grad_accumulation", f"grad_accum_steps is already {a.micro_batches}")
+    if not collectives(m) and not any(t.phase == "optimizer" for t in m.task_map().values()):
+        raise nothing("grad_accumulation", "no collectives and no optimizer work")
+    return set_value(m, "comm.grad_accum_steps", a.micro_batches)
+
+
+# ---------------------------------------------------------------- ranks ------------------
+class NoArgs(FixArgs):
+    pass
+
+
+def remove_straggler(m: StepModel, a: NoArgs) -> StepModel:
+    if not any(r.delay_us or any(r.phase_extra_us.values()) for r in m.ranks):
+        raise nothing("remove_straggler", "no rank has skew (delay_us, phase_extra_us)")
+    return remove(m, Selector(rank=tuple(r.rank for r in m.ranks)))

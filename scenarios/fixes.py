@@ -27,72 +27,24 @@ synchronisation inside a captured region, static input buffers filled by a copy 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Literal
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from stepsim.models.ddp import set_bucket_caps
-from stepsim.scenarios.ddp_whatifs import add_straggler, insert_barrier
 from stepsim.models.params import Phase, StepModel
-from stepsim.scenarios.paths import set_value, telling_error, validated
-from stepsim.scenarios.primitives import remove, scale
+from stepsim.scenarios.ddp_whatifs import (AccumArgs, BarrierArgs, BucketArgs, InterconnectArgs,
+                                           NoArgs, StragglerArgs, add_straggler,
+                                           bucket_candidates, bucket_cap, faster_interconnect,
+                                           grad_accumulation, insert_barrier, remove_straggler)
+from stepsim.scenarios.fix_types import Fix, FixArgs, FixKind, nothing
+from stepsim.scenarios.paths import set_value, validated
+from stepsim.scenarios.primitives import scale
 from stepsim.scenarios.select import Selector, copy_direction
 from stepsim.simcore.errors import ModelError
 
-FixKind = Literal["systems", "numerics", "algorithm", "hardware"]
-
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-@dataclass(frozen=True)
-class Fix:
-    """One named fix.
-
-    Attributes:
-        name: the name used in ``--fix NAME`` and scenario files.
-        kind: systems / numerics / algorithm / hardware (see the module docstring).
-        changes: exactly what the transform changes in the StepModel.
-        args: pydantic model of its arguments (unknown arguments are an error).
-        relieves: bottleneck keys it addresses.
-        transform: ``(model, args) -> model``; raises ModelError when it does not apply.
-        candidates: ``model -> [argument dict]`` the planner tries.
-        repeatable: whether a plan may use it again (fixes that set a value, like the number of
-            workers, may be raised again; multiplicative ones apply once).
-    """
-
-    name: str
-    kind: FixKind
-    changes: str
-    args: type[_Args]
-    relieves: tuple[str, ...]
-    transform: Callable[[StepModel, _Args], StepModel]
-    candidates: Callable[[StepModel], list[dict]] = lambda m: [{}]
-    repeatable: bool = False
-
-    def parse_args(self, raw: dict) -> _Args:
-        """Validated arguments. Raises ModelError naming the bad or unknown argument."""
-        try:
-            return self.args.model_validate(raw or {})
-        except ValidationError as e:
-            err = telling_error(e)
-            loc = ".".join(str(x) for x in err["loc"]) or "(arguments)"
-            msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"]
-            raise ModelError(f"fix {self.name}: {loc}: {msg} (arguments: "
-                             f"{', '.join(self.args.model_fields) or 'none'})") from None
-
-    def apply(self, model: StepModel, raw_args: dict | None = None) -> StepModel:
-        return self.transform(model.without_replay(), self.parse_args(raw_args or {}))
-
-
-def _nothing(fix: str, why: str) -> ModelError:
-    return ModelError(f"fix {fix} does not apply to this model: {why}")
+__all__ = ["FIXES", "Fix", "FixKind", "get_fix"]
 
 
 # ---------------------------------------------------------------- input pipeline ---------
-class WorkersArgs(_Args):
+class WorkersArgs(FixArgs):
     workers: int | None = Field(default=None, ge=1)
     """DataLoader worker processes (default: twice the current number, at least 2)."""
 
@@ -100,7 +52,7 @@ class WorkersArgs(_Args):
 def _more_workers(m: StepModel, a: WorkersArgs) -> StepModel:
     n = a.workers if a.workers is not None else max(2, 2 * m.loader.num_workers)
     if n == m.loader.num_workers:
-        raise _nothing("more_workers", f"num_workers is already {n}")
+        raise nothing("more_workers", f"num_workers is already {n}")
     return set_value(m, "loader.num_workers", n)
 
 
@@ -110,17 +62,17 @@ def _worker_candidates(m: StepModel) -> list[dict]:
             if m.loader.num_workers < w <= top]
 
 
-class PrefetchArgs(_Args):
+class PrefetchArgs(FixArgs):
     prefetch_factor: int | None = Field(default=None, ge=1)
     """Batches each worker keeps in flight (default: twice the current)."""
 
 
 def _prefetch(m: StepModel, a: PrefetchArgs) -> StepModel:
     if m.loader.num_workers == 0:
-        raise _nothing("prefetch_factor", "num_workers is 0 (prefetch_factor needs workers)")
+        raise nothing("prefetch_factor", "num_workers is 0 (prefetch_factor needs workers)")
     n = a.prefetch_factor if a.prefetch_factor is not None else 2 * m.loader.prefetch_factor
     if n == m.loader.prefetch_factor:
-        raise _nothing("prefetch_factor", f"prefetch_factor is already {n}")
+        raise nothing("prefetch_factor", f"prefetch_factor is already {n}")
     return set_value(m, "loader.prefetch_factor", n)
 
 
@@ -128,7 +80,7 @@ def _prefetch_candidates(m: StepModel) -> list[dict]:
     return [{"prefetch_factor": p} for p in (4, 8) if p > m.loader.prefetch_factor]
 
 
-class GpuDecodeArgs(_Args):
+class GpuDecodeArgs(FixArgs):
     share: float = Field(default=0.5, gt=0, le=1)
     """Fraction of a worker's per-batch time that is decoding (assumed 0.5)."""
     gpu_us: float | None = Field(default=None, ge=0)
@@ -138,12 +90,12 @@ class GpuDecodeArgs(_Args):
 def _gpu_decode(m: StepModel, a: GpuDecodeArgs) -> StepModel:
     cpu_us = m.loader.produce.mean_us * a.share
     if cpu_us <= 0:
-        raise _nothing("gpu_decode", "the loader's produce time is 0")
+        raise nothing("gpu_decode", "the loader's produce time is 0")
     tasks = m.task_map()
     at = next((i for i, op in enumerate(m.host.ops) if op.kind == "launch"
                and copy_direction(tasks[op.task]) is None), None)
     if at is None:
-        raise _nothing("gpu_decode", "no launched device work to run the decode beside")
+        raise nothing("gpu_decode", "no launched device work to run the decode beside")
     data = scale(m, Selector(lane=("loader",), category=("produce",)), 1 - a.share).model_dump()
     first = tasks[m.host.ops[at].task]
     stream = data["device"]["streams"][first.stream]
@@ -161,7 +113,7 @@ def _gpu_decode(m: StepModel, a: GpuDecodeArgs) -> StepModel:
 
 
 # ---------------------------------------------------------------- copies -----------------
-class PinArgs(_Args):
+class PinArgs(FixArgs):
     speedup: float = Field(default=2.0, gt=0)
     """Pinned over pageable host-to-device copy rate (assumed 2.0; measure with a copy test)."""
 
@@ -172,7 +124,7 @@ def _pin_memory(m: StepModel, a: PinArgs) -> StepModel:
     blocking = [i for i, op in enumerate(m.host.ops) if op.kind == "sync"
                 and op.task is not None and copy_direction(tasks[op.task]) == "h2d"]
     if m.loader.pin_memory and not pageable and not blocking:
-        raise _nothing("pin_memory", "pin_memory is on and every host-to-device copy is pinned")
+        raise nothing("pin_memory", "pin_memory is on and every host-to-device copy is pinned")
     data = m.model_dump()
     data["loader"]["pin_memory"] = True
     for ts in data["device"]["streams"].values():
@@ -186,7 +138,7 @@ def _pin_memory(m: StepModel, a: PinArgs) -> StepModel:
 
 
 # ---------------------------------------------------------------- host launch ------------
-class GraphArgs(_Args):
+class GraphArgs(FixArgs):
     phases: tuple[Phase, ...] = ("forward", "backward", "optimizer")
     """Phases whose kernels are captured (copies of the input batch stay outside)."""
     launch_us: float = Field(default=10.0, ge=0)
@@ -201,14 +153,14 @@ def _cuda_graphs(m: StepModel, a: GraphArgs) -> StepModel:
             and copy_direction(tasks[op.task]) is None
 
     if not any(captured(op) for op in m.host.ops):
-        raise _nothing("cuda_graphs", f"no launches of {'/'.join(a.phases)} work")
+        raise nothing("cuda_graphs", f"no launches of {'/'.join(a.phases)} work")
     # stream capture forbids synchronising with the host (CUDA programming guide, "CUDA
     # Graphs": cudaStreamSynchronize and pageable copies are illegal during capture)
     syncs = sum(1 for op in m.host.ops if op.phase in a.phases and (
         op.kind == "sync" or (op.kind == "launch" and tasks[op.task].pinned is False
                               and copy_direction(tasks[op.task]) is not None)))
     if syncs:
-        raise _nothing("cuda_graphs", f"the {'/'.join(a.phases)} work synchronises with the "
+        raise nothing("cuda_graphs", f"the {'/'.join(a.phases)} work synchronises with the "
                        f"host {syncs} time(s) per step (syncs, pageable copies), which a "
                        "captured graph cannot; remove them first")
     data = m.model_dump()
@@ -233,7 +185,7 @@ def _cuda_graphs(m: StepModel, a: GraphArgs) -> StepModel:
 
 
 # ---------------------------------------------------------------- kernels ----------------
-class FuseArgs(_Args):
+class FuseArgs(FixArgs):
     factor: float = Field(default=0.5, gt=0, le=1)
     """Fused time over unfused time of the elementwise work (assumed 0.5: the chain reads and
     writes memory once instead of once per kernel)."""
@@ -243,7 +195,7 @@ def _fused_elementwise(m: StepModel, a: FuseArgs) -> StepModel:
     tasks = m.task_map()
     ew = {tid: t.category_us().get("elementwise", 0.0) for tid, t in tasks.items()}
     if not any(ew.values()):
-        raise _nothing("fused_elementwise", "no elementwise kernels")
+        raise nothing("fused_elementwise", "no elementwise kernels")
     out = scale(m, Selector(lane=("device",), category=("elementwise",)), a.factor).model_dump()
     for op in out["host"]["ops"]:
         t = tasks.get(op["task"]) if op["kind"] == "launch" else None
@@ -252,7 +204,7 @@ def _fused_elementwise(m: StepModel, a: FuseArgs) -> StepModel:
     return validated(out, "fix fused_elementwise")
 
 
-class PrecisionArgs(_Args):
+class PrecisionArgs(FixArgs):
     factor: float = Field(gt=0)
     """New over old time of the selected categories in reduced precision (you give it: it
     depends on the GPU's tensor cores and the shapes; 0.5 is common for bf16 GEMMs)."""
@@ -261,77 +213,6 @@ class PrecisionArgs(_Args):
 
 def _mixed_precision(m: StepModel, a: PrecisionArgs) -> StepModel:
     return scale(m, Selector(lane=("device",), category=a.categories), a.factor)
-
-
-# ---------------------------------------------------------------- communication ----------
-class BucketArgs(_Args):
-    mb: float = Field(gt=0)
-    """DDP ``bucket_cap_mb`` (MiB)."""
-
-
-def _bucket_cap(m: StepModel, a: BucketArgs) -> StepModel:
-    if not m.comm.grad_params:
-        raise _nothing("bucket_cap_mb", "the model lists no DDP gradients (comm.grad_params)")
-    if a.mb == m.comm.bucket_cap_mb:
-        raise _nothing("bucket_cap_mb", f"bucket_cap_mb is already {a.mb:g}")
-    return set_bucket_caps(m, bucket_cap_mb=a.mb)
-
-
-def _bucket_candidates(m: StepModel) -> list[dict]:
-    if not m.comm.grad_params:
-        return []
-    return [{"mb": v} for v in (5.0, 10.0, 50.0, 100.0) if v != m.comm.bucket_cap_mb]
-
-
-class StragglerArgs(_Args):
-    rank: int = Field(ge=0)
-    phase: str = "forward"
-    ms: float = Field(ge=0)
-
-
-class BarrierArgs(_Args):
-    phase: str = "backward"
-
-
-class InterconnectArgs(_Args):
-    k: float = Field(default=2.0, gt=0)
-    """Bus bandwidth multiplier."""
-
-
-def _collectives(m: StepModel) -> bool:
-    return any(t.kind == "collective" for t in m.task_map().values())
-
-
-def _faster_interconnect(m: StepModel, a: InterconnectArgs) -> StepModel:
-    if not _collectives(m):
-        raise _nothing("faster_interconnect", "no collectives")
-    if m.comm.bus_gbps is not None:
-        return set_value(m, "comm.bus_gbps", m.comm.bus_gbps * a.k)
-    return scale(m, Selector(kind=("collective",)), 1 / a.k)
-
-
-class AccumArgs(_Args):
-    micro_batches: int = Field(default=4, ge=2)
-    """Micro-batches per optimizer step (DDP ``no_sync`` on all but the last)."""
-
-
-def _grad_accumulation(m: StepModel, a: AccumArgs) -> StepModel:
-    if m.comm.grad_accum_steps == a.micro_batches:
-        raise _nothing("grad_accumulation", f"grad_accum_steps is already {a.micro_batches}")
-    if not _collectives(m) and not any(t.phase == "optimizer" for t in m.task_map().values()):
-        raise _nothing("grad_accumulation", "no collectives and no optimizer work")
-    return set_value(m, "comm.grad_accum_steps", a.micro_batches)
-
-
-# ---------------------------------------------------------------- ranks ------------------
-class NoArgs(_Args):
-    pass
-
-
-def _remove_straggler(m: StepModel, a: NoArgs) -> StepModel:
-    if not any(r.delay_us or any(r.phase_extra_us.values()) for r in m.ranks):
-        raise _nothing("remove_straggler", "no rank has skew (delay_us, phase_extra_us)")
-    return remove(m, Selector(rank=tuple(r.rank for r in m.ranks)))
 
 
 FIXES: dict[str, Fix] = {f.name: f for f in (
@@ -370,18 +251,18 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("bucket_cap_mb", "systems",
         "comm.bucket_cap_mb := mb, then DDP's buckets and all-reduces are rebuilt from "
         "comm.grad_params (models.ddp).",
-        BucketArgs, ("comm",), _bucket_cap, _bucket_candidates, repeatable=True),
+        BucketArgs, ("comm",), bucket_cap, bucket_candidates, repeatable=True),
     Fix("faster_interconnect", "hardware",
         "comm.bus_gbps × k (default 2); without a cost model, every collective's duration ÷ k.",
-        InterconnectArgs, ("comm",), _faster_interconnect),
+        InterconnectArgs, ("comm",), faster_interconnect),
     Fix("grad_accumulation", "algorithm",
         "comm.grad_accum_steps := micro_batches (default 4): all but the last micro-batch of "
         "an optimizer step run under no_sync, without collectives or optimizer phase; step "
         "time is per micro-batch.",
-        AccumArgs, ("comm", "compute:optimizer"), _grad_accumulation),
+        AccumArgs, ("comm", "compute:optimizer"), grad_accumulation),
     Fix("remove_straggler", "systems",
         "every rank's delay_us := 0 and phase_extra_us := {} (the slow node replaced).",
-        NoArgs, ("arrival_skew",), _remove_straggler),
+        NoArgs, ("arrival_skew",), remove_straggler),
     Fix("straggler", "systems",
         "rank's phase_extra_us[phase] += ms × 1000: a slower rank, for the others to wait for "
         "(scenarios.ddp_whatifs; never proposed by the planner).",

@@ -1,0 +1,67 @@
+"""The type of a named fix (:mod:`scenarios.fixes` lists them): its name, kind, what it
+changes, its arguments (a pydantic model; unknown arguments are errors) and its transform."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from stepsim.models.params import StepModel
+from stepsim.scenarios.paths import telling_error
+from stepsim.simcore.errors import ModelError
+
+__all__ = ["Fix", "FixArgs", "FixKind", "nothing"]
+
+FixKind = Literal["systems", "numerics", "algorithm", "hardware"]
+
+
+class FixArgs(BaseModel):
+    """A fix's arguments: frozen, unknown keys refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One named fix.
+
+    Attributes:
+        name: the name used in ``--fix NAME`` and scenario files.
+        kind: systems / numerics / algorithm / hardware (see the module docstring).
+        changes: exactly what the transform changes in the StepModel.
+        args: pydantic model of its arguments (unknown arguments are an error).
+        relieves: bottleneck keys it addresses.
+        transform: ``(model, args) -> model``; raises ModelError when it does not apply.
+        candidates: ``model -> [argument dict]`` the planner tries.
+        repeatable: whether a plan may use it again (fixes that set a value, like the number of
+            workers, may be raised again; multiplicative ones apply once).
+    """
+
+    name: str
+    kind: FixKind
+    changes: str
+    args: type[FixArgs]
+    relieves: tuple[str, ...]
+    transform: Callable[[StepModel, FixArgs], StepModel]
+    candidates: Callable[[StepModel], list[dict]] = lambda m: [{}]
+    repeatable: bool = False
+
+    def parse_args(self, raw: dict) -> FixArgs:
+        """Validated arguments. Raises ModelError naming the bad or unknown argument."""
+        try:
+            return self.args.model_validate(raw or {})
+        except ValidationError as e:
+            err = telling_error(e)
+            loc = ".".join(str(x) for x in err["loc"]) or "(arguments)"
+            msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"]
+            raise ModelError(f"fix {self.name}: {loc}: {msg} (arguments: "
+                             f"{', '.join(self.args.model_fields) or 'none'})") from None
+
+    def apply(self, model: StepModel, raw_args: dict | None = None) -> StepModel:
+        return self.transform(model.without_replay(), self.parse_args(raw_args or {}))
+
+
+def nothing(fix: str, why: str) -> ModelError:
+    """The error of a fix that does not apply to a model, saying why."""
+    return ModelError(f"fix {fix} does not apply to this model: {why}")
