@@ -95,7 +95,7 @@ def _sim_kw(steps: int | None, warmup: int, seed: int, jobs: int) -> dict:
 
 
 def _caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()):
-    from stepsim.scenarios.transforms import caveats
+    from stepsim.scenarios.caveats import caveats
 
     return tuple(caveats(model, ops, paths))
 

@@ -22,7 +22,8 @@ from stepsim.scenarios.ceiling import CeilingReport, ceilings
 from stepsim.scenarios.plan import Plan, plan
 from stepsim.scenarios.predict import Prediction, predict
 from stepsim.scenarios.sweep import SweepResult, sweep
-from stepsim.scenarios.transforms import caveats, parse_value
+from stepsim.scenarios.caveats import caveats
+from stepsim.scenarios.transforms import parse_value
 from stepsim.scenarios.validate import LedgerRecord, LedgerSummary, summarize_ledger
 from stepsim.simcore.errors import StepsimError
 

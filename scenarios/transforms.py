@@ -342,37 +342,3 @@ def parse_fix(text: str) -> FixOp:
         return FixOp(name=name.strip(), args=_pairs(rest, f"--fix {name} arguments"))
     except ValidationError as e:
         raise ModelError(f"bad --fix {text!r}: {_error_text(e)}") from None
-
-
-_COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
-
-
-def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()) -> list[str]:
-    """What in ``ops`` (and the swept ``paths``) the model cannot honour as the user likely
-    expects, in words: a collective cost setting without ``comm.bus_gbps`` (collectives keep
-    their measured durations), and a loader change where the loader was never calibrated
-    (a GPU trace does not record the DataLoader's settings), and a prefetch_factor dropped with
-    the workers (:func:`apply_with_notes`)."""
-    sets = {op.path for op in ops if isinstance(op, SetOp)} | set(paths)
-    out = []
-    comm = sorted(p for p in sets if p in _COMM_COST_PATHS)
-    if comm and model.comm.bus_gbps is None and "comm.bus_gbps" not in sets:
-        out.append(f"{', '.join(comm)} changes nothing here: collectives keep their measured "
-                   "durations unless comm.bus_gbps is set (the collective cost model)")
-    loader = any(p.startswith("loader.") for p in sets) or any(
-        isinstance(op, FixOp) and "input" in get_fix(op.name).relieves for op in ops)
-    if loader and model.meta.sources.get("loader.num_workers") == "assumed":
-        out.append("this model's DataLoader is not calibrated (its settings are assumed; a GPU "
-                   "trace does not record them): a loader change is predicted from the "
-                   "measured next() time alone; calibrate with a capture sidecar to trust it")
-    if model.loader.num_workers > 0 and any(isinstance(op, (SetOp, FixOp)) for op in ops):
-        try:
-            out += apply_with_notes(model, ops)[1]
-        except ModelError:
-            pass                    # the op's own error is raised where it is applied
-    if loader and model.meta.sources.get("loader.host_cores") == "assumed":
-        out.append(f"the host's core count is assumed ({model.loader.host_cores}), and the "
-                   "model does not slow the host thread when workers run beside it (co-running "
-                   "workers slowed it 6-11 % in this project's measurements): more workers may "
-                   "gain less than predicted")
-    return out

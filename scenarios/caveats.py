@@ -1,0 +1,72 @@
+"""What a what-if asks that the model cannot honour as the user likely expects, in words
+(printed as warnings beside the prediction)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from stepsim.models.params import StepModel
+from stepsim.scenarios.fixes import get_fix
+from stepsim.scenarios.transforms import FixOp, Operation, SetOp, apply_with_notes
+from stepsim.simcore.errors import ModelError
+
+OVERSUBSCRIBED_THREADS_NOTE = (
+    "measured on this project's 2-core machine: a training step on 2 intra-op threads beside one "
+    "busy process took 196–210 ms against 108–113 ms on 1 thread, its CPU time rising from "
+    "131–152 to 246–250 ms (threads spinning at the parallel regions' barriers)")
+"""The measurement behind the oversubscribed intra-op threads caveat (two quiet runs)."""
+
+_COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
+
+
+def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()) -> list[str]:
+    """What in ``ops`` (and the swept ``paths``) the model cannot honour as the user likely
+    expects, in words: a collective cost setting without ``comm.bus_gbps`` (collectives keep
+    their measured durations), and a loader change where the loader was never calibrated
+    (a GPU trace does not record the DataLoader's settings), and a prefetch_factor dropped with
+    the workers (:func:`apply_with_notes`)."""
+    sets = {op.path for op in ops if isinstance(op, SetOp)} | set(paths)
+    out = []
+    comm = sorted(p for p in sets if p in _COMM_COST_PATHS)
+    if comm and model.comm.bus_gbps is None and "comm.bus_gbps" not in sets:
+        out.append(f"{', '.join(comm)} changes nothing here: collectives keep their measured "
+                   "durations unless comm.bus_gbps is set (the collective cost model)")
+    loader = any(p.startswith("loader.") for p in sets) or any(
+        isinstance(op, FixOp) and "input" in get_fix(op.name).relieves for op in ops)
+    if loader and model.meta.sources.get("loader.num_workers") == "assumed":
+        out.append("this model's DataLoader is not calibrated (its settings are assumed; a GPU "
+                   "trace does not record them): a loader change is predicted from the "
+                   "measured next() time alone; calibrate with a capture sidecar to trust it")
+    if model.loader.num_workers > 0 and any(isinstance(op, (SetOp, FixOp)) for op in ops):
+        try:
+            out += apply_with_notes(model, ops)[1]
+        except ModelError:
+            pass                    # the op's own error is raised where it is applied
+    if loader and model.meta.sources.get("loader.host_cores") == "assumed":
+        out.append(f"the host's core count is assumed ({model.loader.host_cores}), and the "
+                   "model does not slow the host thread when workers run beside it (co-running "
+                   "workers slowed it 6-11 % in this project's measurements): more workers may "
+                   "gain less than predicted")
+    out += _oversubscribed_threads(model, ops)
+    return out
+
+
+def _oversubscribed_threads(model: StepModel, ops: Sequence[Operation]) -> list[str]:
+    """A what-if that leaves the training step's intra-op threads (``threads`` > 1) beside
+    more runnable worker threads than the cores hold: torch's OpenMP threads wait for each other
+    at every parallel region, spinning while a thread has no core. The model shares the cores
+    fairly and does not simulate that spinning, so the prediction is optimistic."""
+    try:
+        after = apply_with_notes(model, ops)[0] if ops else model
+    except ModelError:
+        return []                     # the op's own error is raised where it is applied
+    threads = max((op.threads for op in after.host.ops if op.kind == "cpu"), default=1)
+    lp = after.loader
+    runnable = lp.num_workers * lp.threads_per_worker + threads
+    if threads <= 1 or runnable <= lp.host_cores:
+        return []
+    return [f"the training step runs on {threads} intra-op threads beside {lp.num_workers} "
+            f"worker(s) on {lp.host_cores} cores: oversubscribed intra-op threads spin while "
+            "they wait for each other, which the model does not simulate, so this prediction "
+            f"can be far too fast ({OVERSUBSCRIBED_THREADS_NOTE}); set torch.set_num_threads("
+            f"{max(lp.host_cores - lp.num_workers, 1)}) (or OMP_NUM_THREADS) in the training "
+            "script, or capture at the target setting"]
