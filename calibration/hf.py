@@ -17,10 +17,15 @@ before ``iter(train_dataloader)``, so the callback attaches to the prepared Data
 (accelerate's ``DataLoaderShard``, a ``DataLoader``) before its workers start. A step runs from
 the previous ``on_step_end`` to this one's; its ``next()`` part, up to ``on_step_begin``, holds
 ``get_batch_samples`` (the DataLoader's ``next()`` for each of the step's
-``gradient_accumulation_steps`` batches) and the Trainer's logging of the previous step. The
-Trainer hands callbacks the unwrapped model, so in a distributed job the sidecar's ``ddp``
-section has the world, the hosts and the parameters, and no bucket settings
-(``wrapped: false``).
+``gradient_accumulation_steps`` batches) and the Trainer's logging of the previous step.
+
+DDP: the Trainer hands callbacks its unwrapped ``self.model``; the
+``DistributedDataParallel`` that ``accelerator.prepare`` wrapped it in is kept only by the
+Trainer (``model_wrapped``) and the Accelerator (``_models``), neither of which a callback is
+given. By ``on_train_begin`` it exists (``_inner_training_loop`` prepares the model first), so
+the callback finds it as the live ``DistributedDataParallel`` whose ``module`` is the model
+(:func:`wrapped_ddp`) and records its buckets (``wrapped: true``); without one (a single
+process) the plain model is recorded as before.
 """
 from __future__ import annotations
 
@@ -29,9 +34,26 @@ try:
 except ImportError:
     raise ImportError("stepsim.calibration.hf needs transformers: pip install 'stepsim[hf]'") from None
 
+import gc
+
+import torch
+
 from stepsim.calibration.hooks import HookCapture
 
-__all__ = ["StepsimTrainerCallback"]
+__all__ = ["StepsimTrainerCallback", "wrapped_ddp"]
+
+
+def wrapped_ddp(model):
+    """The ``DistributedDataParallel`` module that wraps ``model`` (the one accelerate made for
+    the Trainer), else ``model`` itself. Found among the objects the garbage collector tracks
+    (the only way from the unwrapped model to its wrapper: the model does not refer to it),
+    once per training run."""
+    if model is None or isinstance(model, torch.nn.parallel.DistributedDataParallel) \
+            or not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return model
+    ddp = torch.nn.parallel.DistributedDataParallel
+    found = [o for o in gc.get_objects() if isinstance(o, ddp) and o.module is model]
+    return found[0] if found else model
 
 
 class StepsimTrainerCallback(TrainerCallback):
@@ -46,7 +68,7 @@ class StepsimTrainerCallback(TrainerCallback):
                                    warmup=warmup, skip_first=skip_first)
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
-        self.capture.begin(train_dataloader, model)
+        self.capture.begin(train_dataloader, wrapped_ddp(model))
         if args.gradient_accumulation_steps > 1 and self.capture.window is not None:
             self.capture.window.warnings.append(
                 f"gradient_accumulation_steps={args.gradient_accumulation_steps}: each step "

@@ -160,3 +160,69 @@ def test_lightning_callback_under_ddp(tmp_path):
         assert [(p.name, p.shape, p.dtype) for p in d.params] == [
             ("lin.weight", [2, 64], "float32"), ("lin.bias", [2], "float32")]
         assert len(sc.steps) == 8 and (out / f"rank{rank}" / "trace.json.gz").is_file()
+
+
+_HF_RANK = """
+import sys
+from transformers import Trainer, TrainingArguments
+from stepsim.calibration.hf import StepsimTrainerCallback
+from tests.test_capture_frameworks import SCHED, _Dicts, _Tiny
+
+args = TrainingArguments(output_dir=sys.argv[2], max_steps=8, per_device_train_batch_size=8,
+                         dataloader_num_workers=0, report_to="none", save_strategy="no",
+                         logging_strategy="no", use_cpu=True, disable_tqdm=True, seed=0,
+                         ddp_backend="gloo")
+trainer = Trainer(model=_Tiny(), args=args, train_dataset=_Dicts(8 * 40),
+                  callbacks=[StepsimTrainerCallback(sys.argv[1], **SCHED)])
+trainer.train()
+assert type(trainer.model_wrapped).__name__ == "DistributedDataParallel"
+"""
+
+
+@pytest.mark.slow
+def test_hf_trainer_callback_under_ddp(tmp_path):
+    """Two CPU ranks (gloo) of a real ``Trainer`` launched as torchrun does (RANK, WORLD_SIZE,
+    MASTER_ADDR in the environment): the callback, handed the unwrapped model, records the
+    ``DistributedDataParallel`` accelerate wrapped it in (its bucket settings, not nulls), and
+    the calibrated model of both ranks takes them as measured."""
+    _needs("transformers", "hf")
+    _needs("accelerate", "hf")
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "rank.py"
+    script.write_text(_HF_RANK)
+    out = tmp_path / "run"
+    procs = [subprocess.Popen(
+        [sys.executable, str(script), str(out), str(tmp_path / "hf")], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2",
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
+             "PYTHONPATH": str(REPO)})
+        for r in (0, 1)]
+    for p in procs:
+        log = p.communicate(timeout=300)[0]
+        assert p.returncode == 0, log[-3000:]
+    for rank in (0, 1):
+        sc = load_sidecar(out / f"rank{rank}" / "sidecar.json")
+        d = sc.ddp
+        assert sc.capture == "transformers" and (d.world_size, d.rank, d.backend) == (2, rank, "gloo")
+        assert d.wrapped and d.bucket_cap_mb == 25.0 and d.first_bucket_bytes == 1024 * 1024
+        assert d.gradient_as_bucket_view is not None and d.find_unused_parameters is not None
+        assert [(p.name, p.shape) for p in d.params] == [
+            ("net.0.weight", [256, 64]), ("net.0.bias", [256]), ("net.2.weight", [2, 256]),
+            ("net.2.bias", [2])]
+    model = tmp_path / "m.json"
+    r = run_cli("calibrate", str(out), "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    m = json.loads(model.read_text())
+    assert len(m["ranks"]) == 2 and m["comm"]["bucket_cap_mb"] == 25.0
+    assert m["meta"]["sources"]["comm.bucket_cap_mb"] == "measured"
+    assert len(m["comm"]["grad_params"]) == 4
