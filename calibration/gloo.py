@@ -35,7 +35,9 @@ trace) is its ``RankParams.host``, so ranks on one host share its cores.
 
 Collective cost: ``latency_us`` and ``bus_gbps`` fitted by least squares to the all-reduces'
 transfer times against their ring bus bytes (``inferred``; the latency is 0 when fewer than
-two sizes were seen). DDP's parameters come from the capture sidecar's ``ddp`` record
+two sizes were seen). Each collective's CPU work on its rank's host cores
+(``comm.host_cpu_us``, ``comm.host_cpu_fraction``) comes from the job's per-thread CPU times in
+the capture sidecars (:mod:`calibration.gloo_cpu`). DDP's parameters come from the capture sidecar's ``ddp`` record
 (``measured``); without it, one pseudo-parameter per observed bucket (``inferred``: buckets
 can then be merged by a what-if but never split).
 """
@@ -48,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.events import EventTable
+from stepsim.calibration.gloo_cpu import DTYPE_BYTES, host_cpu_cost
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
 from stepsim.models.ddp import ring_bus_bytes
@@ -58,8 +61,6 @@ from stepsim.simcore.errors import InputError
 __all__ = ["is_gloo", "calibrate_gloo", "GLOO_STREAM"]
 
 GLOO_STREAM = "gloo"
-DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int": 4,
-               "long int": 8, "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 PHASES = ("forward", "backward", "optimizer")
 
 
@@ -75,6 +76,7 @@ class _Coll:
     dtype: str
     enq: tuple[int, int]    # main-thread enqueue (start, end), ns on this rank's clock
     run: tuple[int, int]    # gloo worker (start, end), ns
+    tid: int = 0            # the gloo worker thread that ran it
 
 
 @dataclass
@@ -97,6 +99,7 @@ class _Rank:
     path: Path
     base_ns: int
     steps: list[_StepRec] = field(default_factory=list)
+    colls: list[_Coll] = field(default_factory=list)    # every collective of the trace
 
 
 def _input_numel(table: EventTable, i: int) -> tuple[int | None, str]:
@@ -133,11 +136,11 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
         kind = names[g].split(":", 1)[1]
         n, t = _input_numel(table, g)
         colls.append(_Coll(kind, n, t, (int(table.ts_ns[e]), int(table.end_ns[e])),
-                           (int(table.ts_ns[g]), int(table.end_ns[g]))))
+                           (int(table.ts_ns[g]), int(table.end_ns[g])), int(table.tid[g])))
     autograd = np.flatnonzero(on_main & np.fromiter(
         (n.startswith("autograd::engine::evaluate_function") for n in names), bool, len(names)))
     out = _Rank(rank, world, str(table.metadata.get("host_name") or ""), table.path,
-                int(table.base_ns))
+                int(table.base_ns), colls=colls)
     use = [s for s in steps if not s.last] or list(steps)
     for s in use:
         rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd])
@@ -319,6 +322,10 @@ def _comm(tasks: list[DeviceTask], colls: list[_Coll], ranks: dict, sidecars: di
         a = max(float(a), 0.0)
         upd["latency_us"], upd["bus_gbps"] = a, 1.0 / b / 1e3
         sources["comm.latency_us"] = sources["comm.bus_gbps"] = "inferred"
+    cpu_us, frac, src = host_cpu_cost(tasks, ranks, sidecars, upd.get("latency_us", 0.0),
+                                      upd.get("bus_gbps"), world, warnings)
+    upd["host_cpu_us"], upd["host_cpu_fraction"] = cpu_us, frac
+    sources["comm.host_cpu_us"] = sources["comm.host_cpu_fraction"] = src
     rec = next((s.ddp for s in sidecars.values() if getattr(s, "ddp", None) is not None), None)
     if rec is not None and rec.params:
         upd["grad_params"] = [GradParam(name=p.name, bytes=p.bytes, dtype=p.dtype)

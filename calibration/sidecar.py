@@ -93,6 +93,17 @@ class DDPParam(BaseModel):
     ddp_ignored: bool = False
 
 
+class ThreadCPU(BaseModel):
+    """One thread's CPU time over the profiled steps (µs), as the job measured it from the
+    kernel's per-thread ``/proc/self/task/<tid>/schedstat``; ``tid`` is the thread id the
+    trace's events carry."""
+
+    model_config = _CFG
+    tid: int
+    name: str = ""
+    cpu_us: float = Field(ge=0)
+
+
 class DDPRecord(BaseModel):
     """A DistributedDataParallel job as :mod:`calibration.ddp_info` records it."""
 
@@ -112,6 +123,9 @@ class DDPRecord(BaseModel):
     static_graph: bool | None = None
     broadcast_buffers: bool | None = None
     params: list[DDPParam] = []
+    threads: list[ThreadCPU] = []
+    """CPU time of the rank's process threads other than the training thread over the
+    profiled steps: the backend's (gloo's TCP loop and worker threads)."""
 
     @model_validator(mode="after")
     def _ranks_fit(self):

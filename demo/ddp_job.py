@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -57,6 +58,7 @@ class RunResult:
     step_starts_us: list[float] = field(default_factory=list)
     barrier_us: list[float] = field(default_factory=list)
     buckets: dict = field(default_factory=dict)
+    threads: list[dict] = field(default_factory=list)
 
 
 def free_port() -> int:
@@ -70,6 +72,33 @@ def spin(ms: float) -> None:
     end = time.perf_counter() + ms / 1e3
     while time.perf_counter() < end:
         pass
+
+
+def thread_stats() -> dict[int, tuple[str, int, int]]:
+    """Per thread of this process: (name, CPU ns, runqueue wait ns), from the kernel's
+    ``/proc/self/task/<tid>/schedstat`` (empty where the kernel has no schedstat)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                cpu_ns, wait_ns = (int(x) for x in f.read().split()[:2])
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        out[int(tid)] = (name, cpu_ns, wait_ns)
+    return out
+
+
+def thread_deltas(before: dict, after: dict, main_tid: int) -> list[dict]:
+    """What each thread used between two :func:`thread_stats` (µs); ``main`` marks the
+    training thread."""
+    rows = []
+    for tid, (name, cpu, wait) in after.items():
+        _, c0, w0 = before.get(tid, (name, 0, 0))
+        rows.append({"tid": tid, "name": name, "main": tid == main_tid,
+                     "cpu_us": (cpu - c0) / 1e3, "runqueue_us": (wait - w0) / 1e3})
+    return rows
 
 
 def build_mlp(width: int = WIDTH, depth: int = DEPTH):
@@ -116,12 +145,15 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
     res.step_starts_us.clear()
     res.barrier_us.clear()
     if run.profile_dir:
-        _profiled(rank, run, model, step)
+        before, after = _profiled(rank, run, model, step)
     else:
+        before = thread_stats()
         for _ in range(run.steps):
             step()
         dist.barrier()
         res.step_starts_us.append(time.perf_counter() * 1e6)
+        after = thread_stats()
+    res.threads = thread_deltas(before, after, threading.get_native_id())
     data = model._get_ddp_logging_data()
     res.buckets = {k: data.get(k) for k in ("bucket_sizes", "rebuilt_bucket_sizes",
                                              "rebuilt_per_bucket_param_indices",
@@ -129,7 +161,9 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
     return res
 
 
-def _profiled(rank: int, run: Run, model, step) -> None:
+def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
+    """Profile ``run.steps`` steps (after one profiler warm-up step); returns the
+    :func:`thread_stats` before and after the profiled steps."""
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -137,15 +171,23 @@ def _profiled(rank: int, run: Run, model, step) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                  schedule=schedule(wait=0, warmup=1, active=run.steps, repeat=1)) as prof:
-        for _ in range(run.steps + 1):
+        for k in range(run.steps + 1):
+            if k == 1:
+                before = thread_stats()
             step()
             prof.step()
+        after = thread_stats()
     prof.export_chrome_trace(str(out / f"rank{rank}.json"))
-    _write_sidecar(out, model, rank)
+    others = [{k: t[k] for k in ("tid", "name", "cpu_us")}
+              for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
+    _write_sidecar(out, model, rank, others)
+    return before, after
 
 
-def _write_sidecar(out: Path, model, rank: int) -> None:
-    """The DDP record of :mod:`calibration.ddp_info`, as a capture sidecar beside the trace."""
+def _write_sidecar(out: Path, model, rank: int, threads: list[dict]) -> None:
+    """The DDP record of :mod:`calibration.ddp_info`, as a capture sidecar beside the trace,
+    with the CPU time over the profiled steps of the process's threads other than the
+    training thread (``threads``, empty where the kernel has no per-thread schedstat)."""
     import json
 
     import torch
@@ -159,6 +201,8 @@ def _write_sidecar(out: Path, model, rank: int) -> None:
             "host_cores": len(os.sched_getaffinity(0)), "cpu_count": os.cpu_count(),
             "torch_num_threads": torch.get_num_threads(), "capture": "harness",
             "loader": {"num_workers": 0}, "ddp": ddp_record(model)}
+    if side["ddp"] is not None:
+        side["ddp"]["threads"] = threads
     write_atomic(out / f"rank{rank}.sidecar.json", json.dumps(side).encode())
 
 

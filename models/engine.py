@@ -67,11 +67,17 @@ class Setup:
         lp = model.loader if captured is None else model.loader.model_copy(
             update={"num_workers": 0})
         self.lp = lp
+        c = model.comm
+        # a collective's CPU work on its rank's host cores (fixed µs, per µs of transfer)
+        self.comm_cpu = ((c.host_cpu_us, c.host_cpu_fraction) if model.host.uses_core
+                         else (0.0, 0.0))
         threads = lp.num_workers * lp.threads_per_worker + (
             1 if lp.pin_memory and lp.num_workers else 0)
         if model.host.uses_core:
             threads += max([op.threads for op in model.host.ops
                             if op.kind == "cpu" and op.parallel_fraction > 0] or [1])
+            # the backend's threads (gloo on CPU tensors) run collectives on the same cores
+            threads += 1 if self.comm_cpu[0] + self.comm_cpu[1] > 0 else 0
         self.threads = threads
         self.ops = host_plan(model, replay)
         accum = model.comm.grad_accum_steps
@@ -141,8 +147,9 @@ def solved(su: Setup, runs: Runs, waits: list):
     cpu = su.pool(env, rp.host, {})
     streams = stream_plans(m, 0, su.replay)
     ops = rank_host_plan(m, 0, su.ops)
-    if not solvable(len(m.ranks), not cpu.contended and cpu.interference <= 0,
-                    su.lp.num_workers, ops, streams):
+    if sum(su.comm_cpu) > 0 or not solvable(
+            len(m.ranks), not cpu.contended and cpu.interference <= 0,
+            su.lp.num_workers, ops, streams):
         return None
     loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], su.hook, rp.rank)
     starts = solve(rp.rank, ops, streams, rp.delay_us, m.host.uses_core, cpu.scale, loader,
@@ -169,8 +176,10 @@ def simulated(su: Setup, runs: Runs, waits: list):
         for w in released:
             events.done(rp.rank, -1, w).succeed()
         for s, plans in stream_plans(model, i, su.replay).items():
+            on_cores = s == model.comm.comm_stream and sum(su.comm_cpu) > 0
             env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
-                                       n_total, lq, runs, su.sync_step, su.backlog.get(s, 0.0)))
+                                       n_total, lq, runs, su.sync_step, su.backlog.get(s, 0.0),
+                                       cpu if on_cores else None, su.comm_cpu))
         st: list[float] = []
         starts.append(st)
         hosts.append(env.process(host_process(

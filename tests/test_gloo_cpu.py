@@ -1,0 +1,87 @@
+"""Gloo collectives as CPU work on the host's cores: closed forms for the simulator (a
+collective that competes with the training threads, with and without a free core) and for the
+calibration of its cost from the job's per-thread CPU times."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from stepsim.calibration.gloo import _Coll, _Rank
+from stepsim.calibration.gloo_cpu import host_cpu_cost
+from stepsim.calibration.sidecar import ThreadCPU
+from stepsim.models.params import DeviceTask, StepModel
+from tests.test_ddp_ranks import B, C, F, O, cpu_ddp, step_us
+
+X = 2 * C
+"""The collective's CPU work on each rank (µs)."""
+
+
+def with_cpu(m: StepModel, fixed_us: float, fraction: float = 0.0) -> StepModel:
+    return m.model_copy(update={"comm": m.comm.model_copy(
+        update={"host_cpu_us": fixed_us, "host_cpu_fraction": fraction})})
+
+
+def overlapped(cores: int) -> StepModel:
+    """The all-reduce enqueued before backward's host work (as DDP does for early buckets)."""
+    m = cpu_ddp(cores)
+    ops = m.host.ops
+    return m.model_copy(update={"host": m.host.model_copy(
+        update={"ops": [ops[0], ops[2], ops[1], ops[3], ops[4]]})})
+
+
+def test_a_collective_lasts_until_its_cpu_work_is_done():
+    """After backward both training threads wait, so each rank's collective has a core: it
+    lasts max(transfer, CPU work)."""
+    m = cpu_ddp(cores=2)
+    assert step_us(with_cpu(m, X)) == pytest.approx(F + B + X + O)
+    assert step_us(with_cpu(m, C / 2)) == pytest.approx(F + B + C + O)
+    # the CPU work per µs of transfer: 0.5 + 1.5 × C = 2C
+    assert step_us(with_cpu(m, C / 2, 1.5)) == pytest.approx(F + B + X + O)
+
+
+def test_an_overlapped_collective_is_hidden_only_with_a_free_core():
+    """Two ranks on two cores: backward's threads and the collectives' share the cores, which
+    stay busy until all 2(B + X) of work is done, so the step is F + B + X + O (the overlap
+    hides nothing); with four cores each thread has one: F + max(B, X) + O."""
+    assert step_us(overlapped(2)) == pytest.approx(F + B + O)     # no CPU cost: hidden
+    assert step_us(with_cpu(overlapped(2), X)) == pytest.approx(F + B + X + O)
+    assert step_us(with_cpu(overlapped(4), X)) == pytest.approx(F + B + O)
+
+
+MIB = 2 ** 20
+A_US, K_WORKER, K_TCP = 300.0, 1e-4, 5e-4
+"""Per-collective CPU (µs), the worker threads' and the TCP loop's CPU per byte (µs)."""
+
+
+def _rank(r: int) -> tuple[_Rank, object]:
+    small, big = 262144, 7 * 262144          # float32 elements: 1 MiB and 7 MiB
+    colls = [_Coll("all_reduce", n, "float", (0, 0), (0, 0), tid)
+             for _ in range(8) for n, tid in ((small, 11), (big, 12))]
+    cpu = {11: 8 * (A_US + K_WORKER * MIB), 12: 8 * (A_US + K_WORKER * 7 * MIB),
+           10: K_TCP * 8 * 8 * MIB}
+    side = SimpleNamespace(ddp=SimpleNamespace(
+        threads=[ThreadCPU(tid=t, cpu_us=v) for t, v in cpu.items()]))
+    return _Rank(r, 2, "h", Path(f"rank{r}.json"), 0, colls=colls), side
+
+
+def test_collective_cpu_cost_from_the_threads_cpu_times():
+    """a + k × bytes per collective, with the workers' times solved by least squares and the
+    TCP loop's per byte; turned into host_cpu_us + host_cpu_fraction × transfer."""
+    ranks, sides = zip(*(_rank(r) for r in (0, 1)))
+    tasks = [DeviceTask(id=f"ar{k}", stream="gloo", kind="collective", dur_us=d)
+             for k, d in enumerate((1000.0, 7000.0))]
+    warnings: list[str] = []
+    fixed, frac, src = host_cpu_cost(tasks, dict(enumerate(ranks)), dict(enumerate(sides)),
+                                     latency_us=200.0, bus_gbps=1.0, world=2, warnings=warnings)
+    k = K_WORKER + K_TCP                       # µs per byte; 1 GB/s is 1e3 bytes per µs
+    assert frac == pytest.approx(k * 1e3) and fixed == pytest.approx(A_US - frac * 200.0)
+    for nbytes in (0, MIB, 7 * MIB):           # a barrier, the two buckets
+        transfer = 200.0 + nbytes / 1e3
+        assert fixed + frac * transfer == pytest.approx(A_US + k * nbytes)
+    assert src == "measured" and not warnings
+    # without thread times: one core busy for the transfer, assumed, with a warning
+    assert host_cpu_cost(tasks, dict(enumerate(ranks)), {}, 200.0, 1.0, 2, warnings) == \
+        (0.0, 1.0, "assumed")
+    assert "not in the capture sidecars" in warnings[0]
