@@ -18,31 +18,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _count(name: str):
-    """argparse type: an integer within the bounds of the count ``name``
-    (:data:`stepsim.limits.COUNTS`)."""
-    def parse(text: str) -> int:
+def _checked(convert, noun: str, problem):
+    """argparse type: ``convert(text)`` (else "is not {noun}"), refused with the text of
+    ``problem(value, text)`` unless that is None."""
+    def parse(text: str):
         try:
-            v = int(text)
+            v = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        problem = count_problem(name, v)
-        if problem:
-            raise argparse.ArgumentTypeError(problem)
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        wrong = problem(v, text)
+        if wrong:
+            raise argparse.ArgumentTypeError(wrong)
         return v
     return parse
 
 
-def _fraction(text: str) -> float:
-    """argparse type: a finite number ≥ 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    problem = fraction_problem(v, text)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return v
+def _count(name: str):
+    """argparse type: an integer within the bounds of the count ``name``
+    (:data:`stepsim.limits.COUNTS`)."""
+    return _checked(int, "an integer", lambda v, text: count_problem(name, v))
+
+
+_fraction = _checked(float, "a number", fraction_problem)
+"""argparse type: a finite number ≥ 0."""
 
 
 def _path(text: str) -> str:
