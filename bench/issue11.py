@@ -9,6 +9,9 @@ Rows (``python bench/issue11.py ROW [--quick]``; ``all`` runs every row):
   trace's measured median step (hardware ÷ simulator per step, goal ≥ 100×), and, where SimPy
   events ran, a bare ``heapq`` event loop doing as many (the Python floor). ``sim-largest``
   also reports the traced peak memory at two step counts (flat in steps is the goal).
+* ``simulate``: ``stepsim simulate --steps N`` of the calibrated ResNet-50 trace end to end
+  (seconds, and the hardware's time for as many steps ÷ it), next to its parts in one process:
+  the simulation keeping every span and the summary of it (``models.metrics.summarize``).
 * ``whatif``, ``plan``: the CLI verbs with their draws (seconds; goal < 2 s / < 10 s), next to
   the same verb without draws.
 * ``sweep``: 32 points × 200 steps, as a ratio to one ``calibrate`` of its trace.
@@ -165,6 +168,25 @@ def row_sim(label: str, trace: Path, steps: int, memory: bool = False) -> None:
                   f"at {n2} steps: {(p2 - p1) / (n2 - n1) / 1e3:.1f} kB per step (goal: flat)")
 
 
+def row_simulate(trace: Path, steps: int) -> None:
+    """``stepsim simulate`` end to end, and its simulation and summary apart."""
+    from stepsim.models.metrics import summarize
+    from stepsim.models.params import StepModel
+
+    mj = model_json(trace)
+    m = StepModel.model_validate_json(mj.read_text())
+    hw_us = m.meta.notes["measured_median_step_us"]
+    r, dt, dc, _ = counted_simulate(m, steps, warmup=20)
+    c0 = time.process_time()
+    summarize(r)
+    ds = time.process_time() - c0
+    t1, e1 = timed([PY, "-m", "stepsim", "simulate", str(mj), "--steps", str(steps), "--json"])
+    print(f"simulate ({trace.name}, {steps}+20 steps): {t1:.2f} s end to end {e1}= "
+          f"{hw_us * (steps + 20) / 1e6 / t1:.1f}x faster than the hardware; in one process "
+          f"simulate {dc:.2f} s CPU, summarize {ds:.2f} s CPU ({ds / max(dc, 1e-9):.1f}x the "
+          f"simulation)")
+
+
 def timed(cmd: list[str]) -> tuple[float, str]:
     """Run ``cmd``: (wall seconds, a note with its CPU seconds, or why it failed)."""
     import resource
@@ -302,7 +324,8 @@ def row_sim_ranks(n: int, steps: int) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("row", choices=["all", "sim-resnet", "sim-largest", "sim-dlrm", "whatif",
+    ap.add_argument("row", choices=["all", "sim-resnet", "sim-largest", "sim-dlrm", "simulate",
+                                    "whatif",
                                     "plan", "sweep", "calibrate-54mb", "calibrate-500mb",
                                     "calibrate-2gb", "calibrate-ranks", "sim-ranks"])
     ap.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
@@ -319,6 +342,7 @@ def main(argv=None) -> int:
         "sim-largest": lambda: row_sim("sim-largest", LARGEST, a.steps or (10 if q else 1000),
                                        memory=True),
         "sim-dlrm": lambda: row_sim("sim-dlrm", DLRM, a.steps or (10 if q else 1000)),
+        "simulate": lambda: row_simulate(RESNET, a.steps or (50 if q else 1000)),
         "whatif": lambda: row_verb("whatif", RESNET, 4 if q else 100, 10 if q else 30,
                                    ["--set", "loader.num_workers=4"] + (["--warmup", "3"] if q else [])),
         "plan": lambda: row_verb("plan", RESNET, 2 if q else 16, 5 if q else 30,

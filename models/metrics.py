@@ -30,6 +30,7 @@ import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from stepsim.models.device import TaskRun
 from stepsim.models.simulate import SimResult
 from stepsim.models.skew import RankComm, rank_comm
 from stepsim.simcore.errors import ModelError
+from stepsim.simcore.gcpause import gc_paused
 
 __all__ = [
     "BOTTLENECK_LABELS", "Summary", "CollectiveStat", "CollectiveSplit", "summarize", "label",
@@ -68,19 +70,34 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
 
 
 def merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of intervals as a sorted list of disjoint ``(start, end)`` pairs."""
-    out: list[list[float]] = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
+    """The union of intervals as a sorted list of disjoint ``(start, end)`` pairs (intervals
+    that touch are joined)."""
+    if len(intervals) < 64:
+        out: list[list[float]] = []
+        for s, e in sorted(intervals):
+            if out and s <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([s, e])
+        return [(s, e) for s, e in out]
+    a = np.fromiter(chain.from_iterable(intervals), float, 2 * len(intervals)).reshape(-1, 2)
+    a = a[np.lexsort((a[:, 1], a[:, 0]))]
+    reach = np.maximum.accumulate(a[:, 1])   # the furthest end so far
+    new = np.empty(len(a), dtype=bool)
+    new[0] = True
+    new[1:] = a[1:, 0] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(a) - 1)
+    return list(zip(a[first, 0].tolist(), reach[last].tolist()))
 
 
 def subtract_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
     """Length (µs) of the union of ``a`` minus the union of ``b``."""
-    a, b = merge(a), merge(b)
+    return _subtract_merged(merge(a), merge(b))
+
+
+def _subtract_merged(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """:func:`subtract_length` of two unions (outputs of :func:`merge`)."""
     total, j = 0.0, 0
     for s, e in a:
         cur = s
@@ -352,10 +369,19 @@ class _Blame:
         self.host_ends = [sp.start_us + sp.dur_us for sp in self.host]
         self.waits = {(w.start_us, w.cause): w for w in result.host_waits if w.rank == rank}
         self.acc: dict[str, float] = defaultdict(float)
+        self._keys: dict[str, list[tuple[str, float]]] = {}
+        self._compute: dict[str, bool] = {}
+        self._deps: dict[str, tuple] = {}
 
     def task_keys(self, run: TaskRun) -> list[tuple[str, float]]:
-        """(key, fraction) pairs a running task is charged to."""
-        t = self.tasks.get(run.task)
+        """(key, fraction) pairs a running task is charged to (computed once per task)."""
+        got = self._keys.get(run.task)
+        if got is None:
+            got = self._keys[run.task] = self._task_keys(run.task)
+        return got
+
+    def _task_keys(self, task: str) -> list[tuple[str, float]]:
+        t = self.tasks.get(task)
         if t is None:
             return [("other", 1.0)]
         if t.kind == "collective":
@@ -369,9 +395,12 @@ class _Blame:
         return [(f"compute:{c}", v / total) for c, v in cats.items() if v > 0]
 
     def is_compute(self, run: TaskRun) -> bool:
-        t = self.tasks.get(run.task)
-        return t is not None and t.kind != "collective" and not (
-            t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h"))
+        got = self._compute.get(run.task)
+        if got is None:
+            t = self.tasks.get(run.task)
+            got = self._compute[run.task] = t is not None and t.kind != "collective" and not (
+                t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h"))
+        return got
 
     def _add(self, key: str, us: float):
         if us > _EPS:
@@ -386,11 +415,12 @@ class _Blame:
             kind, run, a, b = stack.pop()
             if b - a <= _EPS:
                 continue
-            if kind == "finish":
-                lo = max(a, run.start_us)
+            if kind == "finish":   # (x if x > y else y: max(y, x) without the call)
+                st = run.start_us
+                lo = st if st > a else a
                 for k, f in self.task_keys(run):
                     self._add(k, (b - lo) * f)
-                stack.append(("start", run, a, min(b, run.start_us)))
+                stack.append(("start", run, a, st if st < b else b))
             elif kind == "start":
                 entered = run.ready_us + run.gap_us
                 if run.start_us > entered + _EPS:
@@ -413,11 +443,15 @@ class _Blame:
     def _binding(self, run: TaskRun, a: float, b: float) -> tuple:
         """What made ``run`` ready last: a dependency, its stream predecessor or its launch."""
         best, best_t = None, -math.inf
-        t = self.tasks.get(run.task)
-        deps = [(run.step, w) for w in t.waits] + [(run.step - 1, w) for w in t.prev_waits] \
-            if t is not None else []
-        for key in deps:
-            r = self.by_key.get(key)
+        deps = self._deps.get(run.task)
+        if deps is None:
+            t = self.tasks.get(run.task)
+            deps = self._deps[run.task] = (
+                tuple((0, w) for w in t.waits) + tuple((-1, w) for w in t.prev_waits)
+                if t is not None else ())
+        by_key, step = self.by_key, run.step
+        for ds, w in deps:
+            r = by_key.get((step + ds, w))
             if r is not None and r.end_us > best_t:
                 best, best_t = r, r.end_us
         p = self.prev.get((run.step, run.task))
@@ -432,12 +466,13 @@ class _Blame:
 
     def _host(self, a: float, b: float, stack: list) -> None:
         i = bisect.bisect_right(self.host_ends, a)
-        cur = a
-        while i < len(self.host) and cur < b:
-            sp = self.host[i]
-            s, e = max(sp.start_us, cur), min(sp.start_us + sp.dur_us, b)
+        cur, host, n = a, self.host, len(self.host)
+        while i < n and cur < b:
+            sp = host[i]
+            s, e = sp.start_us, self.host_ends[i]
+            s, e = (cur if cur > s else s), (b if b < e else e)   # max(s, cur), min(e, b)
             if s > cur:
-                self._add("other", min(s, b) - cur)
+                self._add("other", (b if b < s else s) - cur)
             if e > s:
                 key = _host_key(sp.kind, sp.category, sp.cause)
                 w = self.waits.get((sp.start_us, sp.cause)) if key is None else None
@@ -450,7 +485,7 @@ class _Blame:
                         self._add("sync", e - s)
                 else:
                     self._add(key or "sync", e - s)
-            cur = max(cur, e)
+            cur = e if e > cur else cur
             i += 1
         if cur < b:
             self._add("other", b - cur)
@@ -484,14 +519,22 @@ def device_paced(result: SimResult, rank: int) -> bool:
     return later * 2 > len(ks)
 
 
-def _critical_path(bl: _Blame, w0: float, w1: float, paced_by_device: bool
+def _critical_path(bl: _Blame, w0: float, w1: float, paced_by_device: bool,
+                   union: list[tuple[float, float]] | None = None,
+                   holes_in: tuple[float, float] | None = None
                    ) -> tuple[str, dict[str, float], dict[str, float], list[Hole]]:
+    """:func:`gap_attribution` of ``bl``'s rank in ``[w0, w1)``; ``union``: the merged compute
+    runs when known; ``holes_in``: only the holes starting in this ``[start, end)`` are
+    returned (all by default)."""
     compute = sorted((r for r in bl.runs if bl.is_compute(r)), key=lambda r: r.start_us)
-    iv = [(max(r.start_us, w0), min(r.end_us, w1)) for r in compute
-          if r.end_us > w0 and r.start_us < w1 and r.end_us > r.start_us]
-    union = merge(iv)
-    host_busy = sum(min(sp.start_us + sp.dur_us, w1) - max(sp.start_us, w0) for sp in bl.host
-                    if sp.kind == "busy" and sp.start_us < w1 and sp.start_us + sp.dur_us > w0)
+    if union is None:
+        union = merge([(max(r.start_us, w0), min(r.end_us, w1)) for r in compute
+                       if r.end_us > w0 and r.start_us < w1 and r.end_us > r.start_us])
+    host_busy = 0
+    for sp, end in zip(bl.host, bl.host_ends):
+        st = sp.start_us
+        if sp.kind == "busy" and st < w1 and end > w0:
+            host_busy += (w1 if w1 < end else end) - (w0 if w0 > st else st)
     if host_busy > sum(e - s for s, e in union) and not paced_by_device:
         busy_h: dict[str, float] = defaultdict(float)
         for sp, s, e in _clip(bl.host, w0, w1):
@@ -503,7 +546,8 @@ def _critical_path(bl: _Blame, w0: float, w1: float, paced_by_device: bool
         return bl.host_lane, dict(busy_h), dict(bl.acc), []
     raw: dict[str, float] = defaultdict(float)
     for r in compute:
-        s, e = max(r.start_us, w0), min(r.end_us, w1)
+        s, e = r.start_us, r.end_us
+        s, e = (w0 if w0 > s else s), (w1 if w1 < e else e)   # max(s, w0), min(e, w1)
         if e > s:
             for k, f in bl.task_keys(r):
                 raw[k] += (e - s) * f
@@ -512,17 +556,20 @@ def _critical_path(bl: _Blame, w0: float, w1: float, paced_by_device: bool
     starts = [r.start_us for r in compute]
     edges = [w0] + [x for se in union for x in se] + [w1]
     holes = []
+    h0, h1 = holes_in if holes_in is not None else (-math.inf, math.inf)
     for g0, g1 in zip(edges[::2], edges[1::2]):
         if g1 - g0 <= _EPS:
             continue
-        before = dict(bl.acc)
+        kept = h0 <= g0 < h1
+        before = dict(bl.acc) if kept else None
         j = bisect.bisect_left(starts, g1 - _EPS)
         if j < len(compute):
             bl.blame(("start", compute[j], g0, min(g1, compute[j].start_us)))
         else:
             bl.blame(("host", None, g0, g1))
-        holes.append(Hole(g0, g1 - g0, {k: v - before.get(k, 0.0) for k, v in bl.acc.items()
-                                        if v - before.get(k, 0.0) > _EPS}))
+        if kept:
+            holes.append(Hole(g0, g1 - g0, {k: v - before.get(k, 0.0) for k, v in bl.acc.items()
+                                            if v - before.get(k, 0.0) > _EPS}))
     return "compute", busy, dict(bl.acc), holes
 
 
@@ -582,6 +629,7 @@ def _collectives(result: SimResult, rank: int, w0: float, w1: float, steps: int
     return stats, straggler
 
 
+@gc_paused
 def summarize(result: SimResult, rank: int | None = None) -> Summary:
     """Compute the :class:`Summary` of ``result`` for ``rank`` (default: the first rank).
 
@@ -606,29 +654,36 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     worker_busy = worker_starved = 0.0
     host_lane = f"rank{rank}.host"
     tpw = result.model.loader.threads_per_worker if result.model is not None else 1
-    for sp in result.spans:
-        a, b = windows[sp.rank]
-        s, e = max(sp.start_us, a), min(sp.start_us + sp.dur_us, b)
+    lanes: dict[str, int] = {}   # lane -> 0 host thread, 1 stream, 2 worker, 3 pin, 4 other
+    for lane, _, kind, start, dur, _, sp_rank, cause, category in result.spans:
+        a, b = windows[sp_rank]
+        e = start + dur
+        s, e = (a if a > start else start), (b if b < e else e)   # max(start, a), min(end, b)
         if e <= s:
             continue
-        if sp.kind == "busy":
-            busy[sp.lane].append((s, e))
-            lane_rank[sp.lane] = sp.rank
-        if sp.rank != rank:
+        if kind == "busy":
+            busy[lane].append((s, e))
+            lane_rank[lane] = sp_rank
+        if sp_rank != rank:
             continue
-        if sp.lane == host_lane:
-            host_split[f"busy:{sp.category}" if sp.kind == "busy" else f"wait:{sp.cause}"] += e - s
-        elif ".stream:" in sp.lane:
-            if sp.kind == "busy":
-                dev_cat[sp.category] += e - s
-            elif sp.cause == "arrival_skew":
+        where = lanes.get(lane)
+        if where is None:
+            where = lanes[lane] = (0 if lane == host_lane else 1 if ".stream:" in lane
+                                   else 2 if ".worker" in lane
+                                   else 3 if lane.endswith(".pin_memory") else 4)
+        if where == 0:
+            host_split[f"busy:{category}" if kind == "busy" else f"wait:{cause}"] += e - s
+        elif where == 1:
+            if kind == "busy":
+                dev_cat[category] += e - s
+            elif cause == "arrival_skew":
                 skew += e - s
-        elif ".worker" in sp.lane or sp.lane.endswith(".pin_memory"):
-            worker = ".worker" in sp.lane
-            if sp.kind == "busy":
+        elif where != 4:
+            worker = where == 2
+            if kind == "busy":
                 loader_core_us += (e - s) * (tpw if worker else 1)
                 worker_busy += (e - s) if worker else 0.0
-            elif worker and sp.cause == "cpu_cores":
+            elif worker and cause == "cpu_cores":
                 worker_starved += e - s
     lane_busy = {lane: union_length(iv) / max(windows[lane_rank[lane]][1]
                                               - windows[lane_rank[lane]][0], _EPS)
@@ -638,10 +693,12 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     for r in bl.runs:
         t = bl.tasks.get(r.task)
         coll = t is not None and t.kind == "collective"
-        a = max(r.ready_us + r.gap_us if coll else r.start_us, w0)   # a collective from entry
-        if min(r.end_us, w1) > a:
-            all_iv.append((a, min(r.end_us, w1)))
-        s, e = max(r.start_us, w0), min(r.end_us, w1)
+        st, e = r.start_us, r.end_us
+        a = r.ready_us + r.gap_us if coll else st   # a collective from entry
+        a, e = (w0 if w0 > a else a), (w1 if w1 < e else e)   # max(a, w0), min(end, w1)
+        if e > a:
+            all_iv.append((a, e))
+        s = w0 if w0 > st else st
         if e <= s:
             continue
         if coll:
@@ -649,13 +706,14 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
         elif bl.is_compute(r):
             compute_iv.append((s, e))
             kernel_sum += e - s
-    exposed = exposed_us(comm_iv, compute_iv) * per
-    comm_busy = union_length(comm_iv) * per
-    scarce, cp_busy, cp_gap, holes = _critical_path(bl, w0, w1, device_paced(result, rank))
+    compute_union, comm_union = merge(compute_iv), merge(comm_iv)
+    exposed = _subtract_merged(comm_union, compute_union) * per
+    comm_busy = sum(e - s for s, e in comm_union) * per
     marks = result.step_marks_us[result.ranks.index(rank)]
     last0, last1 = marks[result.warmup + steps - 1], marks[result.warmup + steps]
-    last_holes = [Hole(h.start_us - last0, h.dur_us, h.causes) for h in holes
-                  if last0 - _EPS <= h.start_us < last1]
+    scarce, cp_busy, cp_gap, holes = _critical_path(bl, w0, w1, device_paced(result, rank),
+                                                    compute_union, (last0 - _EPS, last1))
+    last_holes = [Hole(h.start_us - last0, h.dur_us, h.causes) for h in holes]
     crit: dict[str, float] = defaultdict(float)
     for part in (cp_busy, cp_gap):
         for k, v in part.items():
@@ -683,7 +741,7 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
         rank_step_us={r: float(result.step_us[i].mean()) for i, r in enumerate(result.ranks)},
         scarce_lane=scarce, critical_path_us=crit,
         gap_us={k: v * per for k, v in sorted(cp_gap.items())},
-        compute_busy_us=union_length(compute_iv) * per, kernel_sum_us=kernel_sum * per,
+        compute_busy_us=sum(e - s for s, e in compute_union) * per, kernel_sum_us=kernel_sum * per,
         kernel_ratio=kernel_sum / width, comm_busy_us=comm_busy,
         hidden_comm_us=comm_busy - exposed, collectives=collectives, straggler_rank=straggler,
         queue_mean=q_mean, queue_max=q_max, queue_cap=stats.cap if stats else 0,

@@ -139,10 +139,15 @@ def simulate_counted(model: StepModel, steps: int | None, warmup: int, seed: int
         return r, _count(r, False, target)
     max_steps = step_bound(model) if max_steps is None else max_steps
     n = min(FIRST_STEPS, max_steps)
-    while True:
-        r = simulate(model, steps=n, warmup=warmup, seed=seed, keep=keep)
+    first = True   # the first count and the bound keep what was asked; the counts between
+    while True:    # keep only step times, and the one chosen is simulated again as asked
+        kept = keep if first or n >= max_steps else "steps"
+        r = simulate(model, steps=n, warmup=warmup, seed=seed, keep=kept)
         c = _count(r, True, target)
         if c.met or n >= max_steps:
+            if kept != keep:
+                r = simulate(model, steps=n, warmup=warmup, seed=seed, keep=keep)
             return r, c
+        first = False
         need = n * (c.rel_error / target) ** 2 * _MARGIN
         n = min(max_steps, int(np.clip(math.ceil(need), _GROWTH[0] * n, _GROWTH[1] * n)))
