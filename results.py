@@ -176,7 +176,7 @@ class WindowSimulation(_Result):
 @dataclass(frozen=True)
 class WhatIf(_Result):
     """The baseline and the scenario's prediction; ``warnings``: what the model cannot honour
-    in the operations (:func:`scenarios.transforms.caveats`)."""
+    in the operations (:func:`scenarios.caveats.caveats`)."""
 
     baseline: Prediction
     scenario: Prediction

@@ -13,8 +13,9 @@ from torch.utils.data import DataLoader
 from stepsim.models.params import load_model
 from stepsim.scenarios.plan import plan
 from stepsim.scenarios.sweep import sweep
+from stepsim.scenarios.caveats import caveats
 from stepsim.scenarios.transforms import (FixOp, PrefetchWithoutWorkers, SetOp, apply_ops,
-                                          apply_with_notes, caveats)
+                                          apply_with_notes)
 from tests.conftest import REPO
 from tests.test_quirks import cli, one_line_error
 
