@@ -346,8 +346,10 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     with _progress("predict", progress and draws > 0) as prog:
         pred = predict(m, todo, intervals=draws, progress=prog,
                        **_sim_kw(steps, warmup, seed, jobs))
+    ups = [r.startup for r in runs if r.startup is not None]
     rec = score(pred, steps_us, neck, label=label or pred.what, traces=[str(t) for t in traces],
-                model_name=_name(model, m))
+                model_name=_name(model, m), startup=[(u.step_us, u.next_us, u.later_next_us)
+                                                     for u in ups])
     if ledger:
         append_ledger(ledger, rec)
     return Validation(record=rec, prediction=pred, warnings=_caveats(m, todo) + warnings)

@@ -1,6 +1,16 @@
 """Measured step times of a (re-measured) trace, for validation: no fitting, only reading.
 
-Step time is defined in :mod:`calibration.steps` (start to next start, µs here).
+Step time is defined in :mod:`calibration.steps` (start to next start, µs here). Every step
+the trace measured counts, stalls included (the steps as the user pays them), except the
+worker start-up step: the first ``next()`` of a multi-process DataLoader's iterator spawns its
+workers and waits for their first batch (seconds in real traces, against ms after it), a cost
+paid once per iterator, not per step. It is left out of the steps and reported on its own
+(:class:`StartupStep`): found from the capture sidecar (its first loop iteration, with
+``num_workers > 0``), or, without one, as step number 0 (``ProfilerStep#0``: the loop's
+first iteration under the profiler) whose ``next()`` took more than :data:`STARTUP_RATIO`
+times the longest of every later step's, in a trace whose ``next()`` is a
+``_MultiProcessingDataLoaderIter``'s (a later first step, ``ProfilerStep#5`` after a
+profiler schedule's wait, is not the iterator's first ``next()``).
 """
 from __future__ import annotations
 
@@ -23,6 +33,29 @@ from stepsim.simcore.errors import InputError
 INPUT_BOUND_SHARE = 0.10
 """Share of the step the host thread must spend waiting on input for a run to count as
 input-bound."""
+STARTUP_RATIO = 2.0
+"""Without a sidecar, a step number 0 whose ``next()`` took more than this many times the
+longest ``next()`` of every later step is the worker start-up step (a stated rule, not a
+fit: a start-up wait is seconds against ms, a stall in a steady run recurs)."""
+
+
+@dataclass(frozen=True)
+class StartupStep:
+    """The worker start-up step of a run (µs), left out of its measured steps.
+
+    Attributes:
+        step_us: the whole step (the sidecar's loop iteration, or the trace's step).
+        next_us: its ``next()`` (spawning the workers and waiting for their first batch).
+        later_next_us: the median ``next()`` of the steps after it.
+        source: ``sidecar`` or ``trace``.
+        in_trace: the step was one of the trace's steps (so it was taken out of them).
+    """
+
+    step_us: float
+    next_us: float
+    later_next_us: float
+    source: str
+    in_trace: bool
 
 
 @dataclass(frozen=True)
@@ -41,6 +74,7 @@ class MeasuredSteps:
             ``host_compute`` (a CPU-only run).
         warnings: what could not be used (an unreadable ``sidecar.json`` beside the trace).
         step_numbers: each step's number (``ProfilerStep#N``).
+        startup: the worker start-up step, left out of ``step_us`` (None: none seen).
     """
 
     path: Path
@@ -49,6 +83,7 @@ class MeasuredSteps:
     bottleneck: str
     warnings: list[str] = field(default_factory=list)
     step_numbers: list[int] = field(default_factory=list)
+    startup: StartupStep | None = None
 
     @property
     def mean_us(self) -> float:
@@ -141,7 +176,9 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     wait = [max(r.input_wait_us[ix[n]] for r, ix in zip(runs, idx)) for n in common]
     necks = {r.bottleneck for r in runs}
     neck = next(b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
-    return MeasuredSteps(where, step_us, wait, neck, notes, common)
+    ups = [r.startup for r in runs if r.startup is not None]
+    startup = max(ups, key=lambda u: u.next_us) if ups else None   # the job waits for the last
+    return MeasuredSteps(where, step_us, wait, neck, notes, common, startup)
 
 
 def _span(numbers: list[int]) -> str:
@@ -173,6 +210,11 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
         steps = StepList(kept, steps.warnings, steps.method)
     step_us = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps])
     wait = step_loader_waits_us(table, steps)
+    multi = any("_MultiProcessingDataLoaderIter" in n for n in table.names)
+    numbers = [s.number for s in steps]
+    startup = startup_step(side, step_us, wait, multi and numbers[0] == 0)
+    if startup is not None and startup.in_trace:
+        step_us, wait, numbers = step_us[1:], wait[1:], numbers[1:]
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
     prof = [s for s in side.steps if s.profiled] if side is not None else []
     compute_wall = float(np.mean(step_us - wait))
@@ -184,4 +226,27 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     else:
         neck = "compute" if table.gpu_mask().any() else "host_compute"
     return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck, notes,
-                         [s.number for s in steps])
+                         numbers, startup)
+
+
+def startup_step(side, step_us: np.ndarray, wait_us: np.ndarray, multi: bool
+                 ) -> StartupStep | None:
+    """The run's worker start-up step (see the module docstring), or None.
+
+    Args:
+        side: the run's capture sidecar, or None.
+        step_us / wait_us: the trace's steps and each step's ``next()`` time (µs).
+        multi: the trace's ``next()`` is a multi-process loader's and its first step is
+            the loop's first (number 0).
+    """
+    if side is not None and side.steps:
+        if side.loader.num_workers == 0:
+            return None
+        first, later = side.steps[0], side.steps[1:]
+        rest = float(np.median([r.next_wall_us for r in later])) if later else 0.0
+        in_trace = first.profiled and step_us.size > 1
+        return StartupStep(first.wall_us, first.next_wall_us, rest, "sidecar", in_trace)
+    if not multi or step_us.size < 2 or not wait_us[0] > STARTUP_RATIO * wait_us[1:].max():
+        return None
+    return StartupStep(float(step_us[0]), float(wait_us[0]), float(np.median(wait_us[1:])),
+                       "trace", True)

@@ -329,14 +329,16 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
 # ---------------------------------------------------------------- validation -------------
 def _record_row(r: LedgerRecord) -> list[str]:
     iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
-    return [r.label, _ms(r.predicted_mean_us), iv, _ms(r.measured_mean_us),
-            _ms(r.measured_median_us), f"{r.error_pct:+.1f}% ({r.median_error_pct:+.1f}%)",
+    n = f" ({r.steps_measured})"
+    return [r.label, _ms(r.predicted_mean_us), iv, _ms(r.measured_mean_us) + n,
+            _ms(r.measured_median_us) + n, f"{r.error_pct:+.1f}% ({r.median_error_pct:+.1f}%)",
             {True: "yes", False: "no", None: "-"}[r.inside],
             f"{r.predicted_bottleneck} / {r.measured_bottleneck or '-'}"
             + {True: " ok", False: " differ", None: ""}[r.bottleneck_agrees]]
 
 
-_RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean", "measured median",
+_RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean (steps)",
+                "measured median (steps)",
                 "error mean (median)", "inside", "bottleneck predicted / measured")
 
 
@@ -362,10 +364,20 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
                          max_width=max(18, longest_word(len(_RECORD_COLS) - 1, 8)))
         else:
             t.add_column(col, justify="right", overflow="fold",
-                         max_width={"P10-P90": 13, "error mean (median)": 15}.get(col, 9))
+                         max_width={"P10-P90": 13, "error mean (median)": 15,
+                                    "measured mean (steps)": 13,
+                                    "measured median (steps)": 13}.get(col, 9))
     for row in rows:
         t.add_row(*row)
     console().print(t)
+    for r in records:
+        if r.startup_us is not None:
+            console().print(
+                f"{r.label}: the worker start-up step is left out of the measured steps: "
+                f"{_ms(r.startup_us)} ms, its next() {_ms(r.startup_next_us)} ms against a "
+                f"median {_ms(r.startup_later_next_us, 2)} ms after it (the first next() of "
+                f"a multi-process DataLoader spawns its workers; "
+                f"{r.startup_runs} run{'s' if r.startup_runs != 1 else ''})")
 
 
 def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,

@@ -97,6 +97,14 @@ class LedgerRecord(BaseModel):
     in_sample: bool = False
     """The prediction is of the setting the model was calibrated on (a replay, not a
     prediction): kept apart from the score."""
+    startup_us: float | None = None
+    """The worker start-up step (a multi-process DataLoader's first ``next()`` spawns its
+    workers), left out of the measured steps: its mean over the runs that had one (None:
+    none seen); ``startup_next_us`` its ``next()``, ``startup_later_next_us`` the median
+    ``next()`` after it, ``startup_runs`` how many runs it is of."""
+    startup_next_us: float | None = None
+    startup_later_next_us: float | None = None
+    startup_runs: int = 0
 
     @property
     def width_pct(self) -> float | None:
@@ -133,8 +141,8 @@ class LedgerSummary:
 
 def validate(prediction: Prediction, measured_step_us: Sequence[float],
              measured_bottleneck: str | None, label: str, traces: Sequence[str] = (),
-             model_name: str = "", time: str | None = None, in_sample: bool = False
-             ) -> LedgerRecord:
+             model_name: str = "", time: str | None = None, in_sample: bool = False,
+             startup: Sequence[tuple[float, float, float]] = ()) -> LedgerRecord:
     """Score ``prediction`` against measured step times.
 
     Args:
@@ -147,6 +155,9 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         model_name: the model's name, for the record.
         time: ISO timestamp (default: now, UTC).
         in_sample: the measured runs are of the calibration setting (scored apart).
+        startup: per run that had one, its worker start-up step as (step, its ``next()``, the
+            median ``next()`` after it) in µs, left out of ``measured_step_us`` and recorded
+            on its own.
 
     Raises:
         ModelError: no measured steps, or a non-positive or non-finite one.
@@ -167,7 +178,16 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         error_pct=100 * (prediction.mean_step_us - mean) / mean,
         median_error_pct=100 * (prediction.median_step_us - median) / median,
         inside=prediction.covers(mean), predicted_bottleneck=prediction.bottleneck,
-        measured_bottleneck=measured_bottleneck, bottleneck_agrees=agrees, in_sample=in_sample)
+        measured_bottleneck=measured_bottleneck, bottleneck_agrees=agrees, in_sample=in_sample,
+        **_startup_fields(startup))
+
+
+def _startup_fields(startup: Sequence[tuple[float, float, float]]) -> dict:
+    if not startup:
+        return {}
+    step, nxt, later = (float(v) for v in np.mean(np.asarray(startup, dtype=float), axis=0))
+    return {"startup_us": step, "startup_next_us": nxt, "startup_later_next_us": later,
+            "startup_runs": len(startup)}
 
 
 def read_ledger(path: str | Path) -> list[LedgerRecord]:

@@ -47,10 +47,11 @@ class _SlowDataset:
 
 
 def record_cpu_run(out: Path, num_workers: int, active: int = 6, work: int = 400,
-                   probe_workers: int | None = None, threads: int | None = 1) -> Path:
+                   probe_workers: int | None = None, threads: int | None = 1,
+                   schedule: dict | None = None) -> Path:
     """Record a real torch CPU training loop with the capture harness (then a probe at
-    ``probe_workers``; ``threads``: torch's intra-op threads, None for its default); returns
-    ``out``."""
+    ``probe_workers``; ``threads``: torch's intra-op threads, None for its default;
+    ``schedule``: ``wait``, ``warmup``, ``skip_first`` other than 1, 2, 3); returns ``out``."""
     import torch
 
     from stepsim.calibration.capture import Capture
@@ -64,8 +65,9 @@ def record_cpu_run(out: Path, num_workers: int, active: int = 6, work: int = 400
     cap = Capture(out)
     kw = dict(batch_size=8, num_workers=num_workers)
     loader = cap.dataloader(_SlowDataset(8 * 40, work), **kw)
-    for x, y in cap.steps(loader, active=active, wait=1, warmup=2, skip_first=3,
-                          probe_workers=probe_workers, probe_steps=6):
+    sched = {"wait": 1, "warmup": 2, "skip_first": 3, **(schedule or {})}
+    for x, y in cap.steps(loader, active=active, probe_workers=probe_workers, probe_steps=6,
+                          **sched):
         for _ in range(4):
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(x.repeat(16, 1)), y.repeat(16)).backward()

@@ -77,3 +77,53 @@ def test_listed_rank_files_of_one_job_are_one_run(tmp_path):
     # the same file twice would count twice
     with pytest.raises(InputError, match="again"):
         measured_runs([tmp_path / "t0.json", tmp_path / "t0.json"])
+
+
+def test_worker_startup_rule_without_a_sidecar():
+    import numpy as np
+
+    from stepsim.calibration.measure import STARTUP_RATIO, startup_step
+
+    steps = np.array([4000.0, 200.0, 300.0, 200.0])
+    waits = np.array([1900.0, 1.0, 100.0, 2.0])
+    up = startup_step(None, steps, waits, True)
+    assert up is not None and up.in_trace and up.source == "trace"
+    assert (up.step_us, up.next_us, up.later_next_us) == (4000.0, 1900.0, 2.0)
+    # a single-process loader, or a first next() no longer than STARTUP_RATIO x a later one
+    assert startup_step(None, steps, waits, False) is None
+    waits[2] = 1900.0 / STARTUP_RATIO
+    assert startup_step(None, steps, waits, True) is None
+
+
+def test_validate_leaves_the_worker_startup_step_out(tmp_path, cpu_run_nw1):
+    """A capture whose profiler starts at the loop's first step (no skip, wait or warm-up):
+    the first step spawns 2 workers and waits for their first batch; it is taken out of the
+    measured steps and reported on its own. With the harness's default schedule the trace
+    holds no start-up step, and the sidecar's first iteration is reported."""
+    import json
+
+    from tests.conftest import record_cpu_run
+
+    out = record_cpu_run(tmp_path / "nw2", num_workers=2, active=5,
+                         schedule={"wait": 0, "warmup": 0, "skip_first": 0})
+    m = measured_steps(out)
+    up = m.startup
+    assert up is not None and up.source == "sidecar" and up.in_trace
+    assert len(m.step_us) == 4 and m.step_numbers[0] == 1
+    assert up.next_us > up.later_next_us and up.step_us > up.next_us
+    model = tmp_path / "m.json"
+    r = run_cli("calibrate", str(cpu_run_nw1), "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    r = run_cli("validate", str(model), str(out), "--set", "loader.num_workers=2",
+                "--steps", "20", "--draws", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)[0]
+    assert rec["steps_measured"] == 4 and rec["startup_runs"] == 1
+    assert rec["startup_us"] == pytest.approx(up.step_us)
+    assert rec["measured_mean_us"] == pytest.approx(sum(m.step_us) / 4)
+    r = run_cli("validate", str(model), str(out), "--set", "loader.num_workers=2",
+                "--steps", "20", "--draws", "0")
+    assert "worker start-up step is left out" in r.stdout and "(4)" in r.stdout
+    default = measured_steps(cpu_run_nw1)
+    assert default.startup is not None and not default.startup.in_trace
+    assert len(default.step_us) == 6
