@@ -3,12 +3,12 @@ file is read (:func:`calibration.folders.read_folder`) and fitted
 (:func:`calibration.gpu.calibrate_gpu`) on its own, so the cost is linear in ranks and spread
 over the machine's cores.
 
-Workers are forked (the parent's modules and, for :func:`map_ranks`, its tables are inherited,
-never pickled); results come back in input order, so the model does not depend on how many
+Workers are forked (they inherit the parent's modules and the items, which are never pickled
+to them); results come back in input order, so the model does not depend on how many
 processes ran. One process, no pool, when there is one item or one core, when the platform
-cannot fork, or when ``STEPSIM_CALIBRATION_JOBS`` is ``1`` (it caps the processes). A
-problem with one file (:class:`simcore.errors.InputError`) comes back as that file's result,
-not as a failure of the pool.
+cannot fork, inside a daemonic process, or when ``STEPSIM_CALIBRATION_JOBS`` is ``1`` (it caps
+the processes). A problem with one file (:class:`simcore.errors.InputError`) comes back as
+that file's result, not as a failure of the pool.
 """
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ class Problem(tuple):
 
 def jobs_for(n_items: int) -> int:
     """Processes for ``n_items`` independent items: at most one per item and per core, capped
-    by ``STEPSIM_CALIBRATION_JOBS``; 1 where the platform cannot fork."""
+    by ``STEPSIM_CALIBRATION_JOBS``; 1 where the platform cannot fork and inside a daemonic
+    process (a ``multiprocessing.Pool`` worker)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
@@ -58,6 +59,8 @@ def jobs_for(n_items: int) -> int:
     if cap.isdigit() and int(cap) > 0:
         cores = min(cores, int(cap))
     if "fork" not in multiprocessing.get_all_start_methods():   # pragma: no cover
+        return 1
+    if multiprocessing.current_process().daemon:   # a daemonic process may not have children
         return 1
     return max(1, min(cores, n_items))
 

@@ -35,6 +35,14 @@ def test_jobs_follow_the_cores_and_the_items(monkeypatch):
     assert jobs_for(10_000) == len(os.sched_getaffinity(0))
 
 
+def test_one_process_inside_a_daemonic_worker():
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(jobs_for, (100,)) == 1
+        assert pool.apply(map_ranks, (_square_or_refuse, [1, 2, 3])) == [1, 4, 9]
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """Four ranks of the standard synthetic trace and a file that is not JSON."""
