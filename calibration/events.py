@@ -72,75 +72,14 @@ from pathlib import Path
 
 import numpy as np
 
+from stepsim.calibration.event_aliases import (ALIAS_VERSION, ARG_ALIASES, CATEGORY_ALIASES,
+                                               LEGACY_GPU_PID, arg_value)
 from stepsim.calibration.trace_io import MAX_SPAN_US, RawTrace
 from stepsim.simcore.errors import InputError
 
 __all__ = ["EventTable", "build_table", "ALIAS_VERSION", "CATEGORY_ALIASES", "ARG_ALIASES",
            "GPU_CATS", "HOST_API_CATS"]
 
-ALIAS_VERSION = 1
-"""Version of the alias tables below; bump it when a mapping changes meaning."""
-
-CATEGORY_ALIASES: dict[str, str] = {
-    # current Kineto names map to themselves
-    "cpu_op": "cpu_op",
-    "user_annotation": "user_annotation",
-    "gpu_user_annotation": "gpu_user_annotation",
-    "cuda_runtime": "cuda_runtime",
-    "cuda_driver": "cuda_driver",
-    "kernel": "kernel",
-    "gpu_memcpy": "gpu_memcpy",
-    "gpu_memset": "gpu_memset",
-    "ac2g": "ac2g",
-    "fwdbwd": "fwdbwd",
-    "python_function": "python_function",
-    "cpu_instant_event": "instant",
-    "trace": "trace_span",
-    # 2020-12 .. 2021-06 Kineto (PyTorch 1.8 / 1.9)
-    "operator": "cpu_op",
-    "runtime": "cuda_runtime",
-    "driver": "cuda_driver",
-    "memcpy": "gpu_memcpy",
-    "memset": "gpu_memset",
-    "async": "ac2g",
-    # HTA trace_diff files
-    "async_cpu_to_gpu": "ac2g",
-    # the autograd profiler's export_chrome_trace (PyTorch ≤ 1.7): flows only
-    "cpu_to_cuda": "ac2g",
-}
-"""Raw ``cat`` (lower-cased) → normalised category. Phases override it by meaning: ``i``/``I``
-events are ``instant`` and ``M`` events ``metadata`` whatever their ``cat``."""
-
-ARG_ALIASES: dict[str, tuple[str, ...]] = {
-    "correlation": ("correlation",),
-    "external_id": ("External id", "external id"),
-    "stream": ("stream",),
-    "device": ("device", "Device"),
-    "bytes": ("bytes",),
-    "gbps": ("memory bandwidth (GB/s)",),
-    "coll_name": ("Collective name",),
-    "in_nelems": ("In msg nelems",),
-    "out_nelems": ("Out msg nelems",),
-    "group_size": ("Group size",),
-    "dtype": ("dtype",),
-}
-"""Column → ``args`` keys that may hold it, first found wins."""
-
-def _arg(args: dict, column: str):
-    """The value of ``column`` in an event's ``args``: the first of its spellings in
-    ``ARG_ALIASES`` that is present, else None."""
-    for key in ARG_ALIASES[column]:
-        v = args.get(key)
-        if v is not None:
-            return v
-    return None
-
-
-LEGACY_GPU_PID = "CUDA functions"
-"""The pid of GPU kernels in the pre-Kineto autograd profiler's ``export_chrome_trace``: a
-bare array of complete events without ``cat``, float ``ts``, pids ``"CPU functions"`` and
-``"CUDA functions"``. Its cat-less complete events are read as ``cpu_op``, or ``kernel`` on
-that pid."""
 
 SLIM_KEEPS = ("nccl:", "[memory]")
 """Names of the events whose raw ``args`` a fit reads (a collective annotation's ``Input
@@ -427,27 +366,27 @@ def build_table(raw: RawTrace) -> EventTable:
         if type(a) is not dict:
             bad_args.append(i)
             continue
-        v = _arg(a, "correlation")
+        v = arg_value(a, "correlation")
         if v is not None:
             corr[i] = _to_int(v)
-        v = _arg(a, "external_id")
+        v = arg_value(a, "external_id")
         if v is not None:
             ext[i] = _to_int(v)
         if nc in GPU_CATS or nc == "gpu_user_annotation":
             for col, out in ((stream, "stream"), (device, "device"), (nbytes, "bytes")):
-                v = _arg(a, out)
+                v = arg_value(a, out)
                 if v is not None:
                     col[i] = _to_int(v)
-            v = _arg(a, "gbps")
+            v = arg_value(a, "gbps")
             if v is not None:
                 gbps[i] = _to_float(v)
-        v = _arg(a, "coll_name")
+        v = arg_value(a, "coll_name")
         if v is not None:
             coll[i] = str(v)
-            in_n[i] = _to_int(_arg(a, "in_nelems"))
-            out_n[i] = _to_int(_arg(a, "out_nelems"))
-            gsize[i] = _to_int(_arg(a, "group_size"))
-            dt = _arg(a, "dtype")
+            in_n[i] = _to_int(arg_value(a, "in_nelems"))
+            out_n[i] = _to_int(arg_value(a, "out_nelems"))
+            gsize[i] = _to_int(arg_value(a, "group_size"))
+            dt = arg_value(a, "dtype")
             dtype[i] = "" if dt is None else str(dt)
     # GPU lanes written as "stream N" tids without an args.stream
     gpu = np.isin(cat, list(GPU_CATS))
