@@ -6,12 +6,14 @@ Prints, for the DLRM job's eight rank files copied to N ranks (``bench/issue11.p
 ``STEPSIM_CALIBRATION_JOBS=1`` and with the default pool, wall and CPU seconds (the pool's
 workers included), the ratio of the two and the cores used; then the coarsening of the
 combined model (serial: its probe simulates every rank), which the ``calibrate-ranks`` row
-also pays. ``python bench/rank_pool.py [N]`` (default 128); run it under ``/tmp/quiet``.
+also pays. ``python bench/rank_pool.py [N]`` (default 128); run it under ``/tmp/quiet``. The
+rank folder is written to /tmp and deleted after.
 """
 from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -58,6 +60,7 @@ def main() -> None:
     coarsen(pooled)
     print(f"coarsening the {n}-rank model (serial, its probe simulates every rank): "
           f"{time.perf_counter() - t:.1f} s")
+    shutil.rmtree(folder, ignore_errors=True)
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 
