@@ -227,7 +227,6 @@ def collective_table(stats: list[CollectiveStat], top: int = TOP_ROWS) -> Table:
     return t
 
 
-# ---------------------------------------------------------------- fixes ------------------
 def rank_comm_table(named: Sequence[tuple[str, Summary]]) -> Table:
     """Per rank, its barriers' and its other collectives' time split into arrival skew
     (waiting for the last rank) and transfer, ms per step; one block of rows per named
@@ -240,12 +239,12 @@ def rank_comm_table(named: Sequence[tuple[str, Summary]]) -> Table:
         t.add_column(col, justify="left" if col in ("", "kind") else "right")
     for name, s in named:
         for rc in s.rank_comm:
-            t.add_row(*((name,) if len(named) > 1 else ()), str(rc.rank),
-                      f"{rc.group}s",
+            t.add_row(*((name,) if len(named) > 1 else ()), str(rc.rank), f"{rc.group}s",
                       f"{rc.count:g}", _ms(rc.in_us), _ms(rc.skew_us), _ms(rc.transfer_us))
     return t
 
 
+# ---------------------------------------------------------------- fixes ------------------
 def _argument(field) -> dict:
     """A fix argument for ``fixes --json``: its type and default as JSON values (a number is a
     number, None is null), ``required`` when it has no default."""
