@@ -72,3 +72,24 @@ def test_replicate_errors_name_the_capture_file(cpu_run_nw1, tmp_path):
     r = _cli("calibrate", cpu_run_nw1 / "trace.json.gz", "--replicate", cpu_run_nw1,
              "-o", tmp_path / "m.json")
     _one_line_error(r, str(cpu_run_nw1 / "trace.json.gz"), "needs the capture's sidecar")
+
+
+def test_huge_cpu_work_takes_bounded_quanta():
+    """Two threads of 1e12 µs of work on one core: round robin, both end near 2e12 µs, in at
+    most MAX_QUANTA quanta each (it was 5e8 quanta: a model with 1e12 µs ops never ended)."""
+    import simpy
+
+    from stepsim.models.cpu import MAX_QUANTA, CpuPool
+
+    env = simpy.Environment()
+    pool = CpuPool(env, cores=1, contended=True)
+    procs = [env.process(pool.work(1e12)) for _ in range(2)]
+    ends = []
+    for p in procs:
+        p.callbacks.append(lambda _e: ends.append(env.now))
+    events = 0
+    while env.peek() != float("inf"):
+        env.step()
+        events += 1
+        assert events < 20 * MAX_QUANTA
+    assert ends == pytest.approx([2e12, 2e12], rel=1e-3)
