@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from stepsim.models.metrics import Summary, summarize
 from stepsim.models.params import DeviceTask, DurationSpec, StepModel
@@ -373,7 +373,13 @@ def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generato
 
 def _draw(item) -> tuple[float, str, float]:
     model, ops, factors, steps, warmup, seed = item
-    boot = bootstrap_measured(perturb(model, factors), np.random.default_rng(seed))
+    try:
+        boot = bootstrap_measured(perturb(model, factors), np.random.default_rng(seed))
+    except ValidationError as e:   # a duration drawn past the most a model holds
+        err = e.errors()[0]
+        raise ModelError(f"an interval draw leaves an invalid model ({err['msg']}, "
+                         f"{err['input']!r}): the model's values are too near their bounds "
+                         "to vary (use --draws 0)") from None
     res = simulate(apply_ops(boot, ops), steps=steps, warmup=warmup, seed=seed)
     s = summarize(res)
     return s.mean_step_us, s.bottleneck, mean_std_error_us(res.job_step_us)

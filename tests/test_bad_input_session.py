@@ -93,3 +93,21 @@ def test_huge_cpu_work_takes_bounded_quanta():
         events += 1
         assert events < 20 * MAX_QUANTA
     assert ends == pytest.approx([2e12, 2e12], rel=1e-3)
+
+
+def test_a_draw_past_the_duration_bound_is_one_error():
+    """A host op at the most a model holds (1e12 µs) and measured steps to bootstrap: a draw
+    that scales it up was a pydantic traceback; it is a ModelError the CLI shows in one line."""
+    from stepsim.models.params import (MAX_DURATION_US, DurationSpec, HostOp, HostParams,
+                                       LoaderParams, StepModel)
+    from stepsim.scenarios.predict import predict
+    from stepsim.scenarios.transforms import parse_set
+    from stepsim.simcore.errors import ModelError
+
+    m = StepModel(loader=LoaderParams(num_workers=1, produce=DurationSpec(mean_us=10.0)),
+                  host=HostParams(uses_core=False, ops=[
+                      HostOp(kind="next_batch"), HostOp(kind="cpu", dur_us=MAX_DURATION_US)]))
+    m.meta.measured_step_us = [MAX_DURATION_US / 2, MAX_DURATION_US]
+    with pytest.raises(ModelError, match="interval draw leaves an invalid model"):
+        predict(m, [parse_set("loader.num_workers=2")], steps=3, warmup=1, seed=0, intervals=4,
+                jobs=1)
