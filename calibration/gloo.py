@@ -36,7 +36,7 @@ trace) is its ``RankParams.host``, so ranks on one host share its cores.
 Collective cost: ``latency_us`` and ``bus_gbps`` fitted by least squares to the all-reduces'
 transfer times against their ring bus bytes (``inferred``; the latency is 0 when fewer than
 two sizes were seen). Each collective's CPU work on its rank's host cores
-(``comm.host_cpu_us``, ``comm.host_cpu_fraction``) comes from the job's per-thread CPU times in
+(``comm.host_cpu_us``, ``comm.host_cpu_us_per_mb``) comes from the job's per-thread CPU times in
 the capture sidecars (:mod:`calibration.gloo_cpu`). DDP's parameters come from the capture sidecar's ``ddp`` record
 (``measured``); without it, one pseudo-parameter per observed bucket (``inferred``: buckets
 can then be merged by a what-if but never split).
@@ -322,10 +322,9 @@ def _comm(tasks: list[DeviceTask], colls: list[_Coll], ranks: dict, sidecars: di
         a = max(float(a), 0.0)
         upd["latency_us"], upd["bus_gbps"] = a, 1.0 / b / 1e3
         sources["comm.latency_us"] = sources["comm.bus_gbps"] = "inferred"
-    cpu_us, frac, src = host_cpu_cost(tasks, ranks, sidecars, upd.get("latency_us", 0.0),
-                                      upd.get("bus_gbps"), world, warnings)
-    upd["host_cpu_us"], upd["host_cpu_fraction"] = cpu_us, frac
-    sources["comm.host_cpu_us"] = sources["comm.host_cpu_fraction"] = src
+    upd["host_cpu_us"], upd["host_cpu_us_per_mb"], src = host_cpu_cost(
+        ranks, sidecars, upd.get("latency_us", 0.0), upd.get("bus_gbps"), world, warnings)
+    sources["comm.host_cpu_us"] = sources["comm.host_cpu_us_per_mb"] = src
     rec = next((s.ddp for s in sidecars.values() if getattr(s, "ddp", None) is not None), None)
     if rec is not None and rec.params:
         upd["grad_params"] = [GradParam(name=p.name, bytes=p.bytes, dtype=p.dtype)

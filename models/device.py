@@ -144,7 +144,7 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                    events: StepEvents, barrier: Barrier | None,
                    engines: dict[str, simpy.Resource], recorder: Recorder, n_steps: int,
                    launch_queue: LaunchQueue, runs: list[TaskRun], sync_step,
-                   busy_us: float = 0.0, cpu=None, cpu_cost: tuple[float, float] = (0.0, 0.0)):
+                   busy_us: float = 0.0, cpu=None, cpu_us: dict[str, float] | None = None):
     """Process generator for one stream of one rank over ``n_steps`` steps.
 
     Args:
@@ -155,10 +155,9 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
         sync_step: ``sync_step(step)`` is False for a ``no_sync`` micro-step.
         busy_us: the stream is first busy this long (µs) with work from before step 0 (a
             window replay's captured backlog).
-        cpu, cpu_cost: the rank's host cores (:class:`models.cpu.CpuPool`) and a collective's
-            CPU work on them, ``(fixed_us, per_us)``: ``fixed_us + per_us × dur_us``
-            (``comm.host_cpu_us``, ``comm.host_cpu_fraction``); the collective lasts until
-            both that work and ``dur_us`` are done.
+        cpu, cpu_us: the rank's host cores (:class:`models.cpu.CpuPool`) and the collectives'
+            CPU work on them by task id (µs, see ``comm.host_cpu_us``); a collective lasts
+            until both that work and ``dur_us`` are done.
     """
     lane = f"rank{rank}.stream:{stream}"
     done, launched = events.done, events.launched
@@ -208,7 +207,7 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                                        rank, cause=t.engine))
             start = env.now
             if t.collective and cpu is not None:
-                yield from cpu.work(cpu_cost[0] + cpu_cost[1] * dur_us)
+                yield from cpu.work(cpu_us.get(t.id, 0.0))
                 if start + dur_us > env.now:
                     yield env.timeout(start + dur_us - env.now)
             elif dur_us > 0:

@@ -68,16 +68,18 @@ class Setup:
             update={"num_workers": 0})
         self.lp = lp
         c = model.comm
-        # a collective's CPU work on its rank's host cores (fixed µs, per µs of transfer)
-        self.comm_cpu = ((c.host_cpu_us, c.host_cpu_fraction) if model.host.uses_core
-                         else (0.0, 0.0))
+        # each collective's CPU work on its rank's host cores (µs; gloo on CPU tensors)
+        self.comm_cpu = {t.id: c.host_cpu_us + c.host_cpu_us_per_mb * (t.bytes or 0) / 2 ** 20
+                         for t in model.device.streams.get(c.comm_stream, [])
+                         if t.kind == "collective"} \
+            if model.host.uses_core and c.host_cpu_us + c.host_cpu_us_per_mb > 0 else {}
         threads = lp.num_workers * lp.threads_per_worker + (
             1 if lp.pin_memory and lp.num_workers else 0)
         if model.host.uses_core:
             threads += max([op.threads for op in model.host.ops
                             if op.kind == "cpu" and op.parallel_fraction > 0] or [1])
             # the backend's threads (gloo on CPU tensors) run collectives on the same cores
-            threads += 1 if self.comm_cpu[0] + self.comm_cpu[1] > 0 else 0
+            threads += 1 if self.comm_cpu else 0
         self.threads = threads
         self.ops = host_plan(model, replay)
         accum = model.comm.grad_accum_steps
@@ -147,7 +149,7 @@ def solved(su: Setup, runs: Runs, waits: list):
     cpu = su.pool(env, rp.host, {})
     streams = stream_plans(m, 0, su.replay)
     ops = rank_host_plan(m, 0, su.ops)
-    if sum(su.comm_cpu) > 0 or not solvable(
+    if su.comm_cpu or not solvable(
             len(m.ranks), not cpu.contended and cpu.interference <= 0,
             su.lp.num_workers, ops, streams):
         return None
@@ -176,7 +178,7 @@ def simulated(su: Setup, runs: Runs, waits: list):
         for w in released:
             events.done(rp.rank, -1, w).succeed()
         for s, plans in stream_plans(model, i, su.replay).items():
-            on_cores = s == model.comm.comm_stream and sum(su.comm_cpu) > 0
+            on_cores = s == model.comm.comm_stream and bool(su.comm_cpu)
             env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
                                        n_total, lq, runs, su.sync_step, su.backlog.get(s, 0.0),
                                        cpu if on_cores else None, su.comm_cpu))

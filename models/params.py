@@ -392,12 +392,12 @@ class CommParams(_Strict):
     """Parameters in registration order (DDP walks them in reverse)."""
     comm_stream: str = "comm"
     host_cpu_us: Micros = 0.0
-    host_cpu_fraction: float = Field(default=0.0, ge=0, le=8)
-    """A collective's CPU work on its rank's host cores: ``host_cpu_us + host_cpu_fraction ×
-    dur_us`` (gloo on CPU tensors: its TCP loop and worker threads copy and reduce the data;
-    both 0 for NCCL, whose work runs on the GPU). It competes with the training threads for
-    the cores the rank's host shares; the collective ends when its transfer and that work are
-    done (:func:`models.device.stream_process`)."""
+    host_cpu_us_per_mb: Micros = 0.0
+    """A collective's CPU work on its rank's host cores: ``host_cpu_us + host_cpu_us_per_mb ×
+    bytes / 2**20`` (gloo on CPU tensors: its worker and TCP loop threads copy and reduce the
+    data; both 0 for NCCL, whose work runs on the GPU). It competes with the training threads
+    for the cores the rank's host shares; the collective ends when its transfer and that work
+    are done (:func:`models.device.stream_process`)."""
     grad_accum_steps: int = Field(default=1, ge=1)
     """Gradient accumulation: each optimizer step spans this many simulated steps, all but the
     last under ``DistributedDataParallel.no_sync()`` (no collectives, no optimizer phase)."""

@@ -51,8 +51,8 @@ def test_two_rank_gloo_run_calibrates_into_one_model(gloo_run):
     phases = [op.phase for op in model.host.ops if op.kind == "cpu"]
     assert phases[0] == "forward" and "backward" in phases and phases[-1] == "optimizer"
     # the collectives' CPU work on the shared cores, from the job's thread CPU times
-    assert model.meta.sources["comm.host_cpu_fraction"] == "measured"
-    assert model.comm.host_cpu_fraction > 0 and model.comm.host_cpu_us >= 0
+    assert model.meta.sources["comm.host_cpu_us_per_mb"] == "measured"
+    assert model.comm.host_cpu_us_per_mb > 0 and model.comm.host_cpu_us >= 0
     res = simulate(model, steps=3, warmup=1)
     assert res.step_us.shape == (2, 3) and (res.step_us > 0).all()
 

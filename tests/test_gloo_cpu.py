@@ -11,16 +11,16 @@ import pytest
 from stepsim.calibration.gloo import _Coll, _Rank
 from stepsim.calibration.gloo_cpu import host_cpu_cost
 from stepsim.calibration.sidecar import ThreadCPU
-from stepsim.models.params import DeviceTask, StepModel
+from stepsim.models.params import StepModel
 from tests.test_ddp_ranks import B, C, F, O, cpu_ddp, step_us
 
 X = 2 * C
 """The collective's CPU work on each rank (µs)."""
 
 
-def with_cpu(m: StepModel, fixed_us: float, fraction: float = 0.0) -> StepModel:
+def with_cpu(m: StepModel, fixed_us: float, per_mb_us: float = 0.0) -> StepModel:
     return m.model_copy(update={"comm": m.comm.model_copy(
-        update={"host_cpu_us": fixed_us, "host_cpu_fraction": fraction})})
+        update={"host_cpu_us": fixed_us, "host_cpu_us_per_mb": per_mb_us})})
 
 
 def overlapped(cores: int) -> StepModel:
@@ -37,8 +37,9 @@ def test_a_collective_lasts_until_its_cpu_work_is_done():
     m = cpu_ddp(cores=2)
     assert step_us(with_cpu(m, X)) == pytest.approx(F + B + X + O)
     assert step_us(with_cpu(m, C / 2)) == pytest.approx(F + B + C + O)
-    # the CPU work per µs of transfer: 0.5 + 1.5 × C = 2C
-    assert step_us(with_cpu(m, C / 2, 1.5)) == pytest.approx(F + B + X + O)
+    # per MiB of the collective's bytes (4e6 B in cpu_ddp): C/2 + 1.5 C = 2C
+    per_mb = 1.5 * C / (4_000_000 / 2 ** 20)
+    assert step_us(with_cpu(m, C / 2, per_mb)) == pytest.approx(F + B + X + O)
 
 
 def test_an_overlapped_collective_is_hidden_only_with_a_free_core():
@@ -68,20 +69,21 @@ def _rank(r: int) -> tuple[_Rank, object]:
 
 def test_collective_cpu_cost_from_the_threads_cpu_times():
     """a + k × bytes per collective, with the workers' times solved by least squares and the
-    TCP loop's per byte; turned into host_cpu_us + host_cpu_fraction × transfer."""
+    TCP loop's per byte."""
     ranks, sides = zip(*(_rank(r) for r in (0, 1)))
-    tasks = [DeviceTask(id=f"ar{k}", stream="gloo", kind="collective", dur_us=d)
-             for k, d in enumerate((1000.0, 7000.0))]
     warnings: list[str] = []
-    fixed, frac, src = host_cpu_cost(tasks, dict(enumerate(ranks)), dict(enumerate(sides)),
-                                     latency_us=200.0, bus_gbps=1.0, world=2, warnings=warnings)
-    k = K_WORKER + K_TCP                       # µs per byte; 1 GB/s is 1e3 bytes per µs
-    assert frac == pytest.approx(k * 1e3) and fixed == pytest.approx(A_US - frac * 200.0)
-    for nbytes in (0, MIB, 7 * MIB):           # a barrier, the two buckets
-        transfer = 200.0 + nbytes / 1e3
-        assert fixed + frac * transfer == pytest.approx(A_US + k * nbytes)
+    fixed, per_mb, src = host_cpu_cost(dict(enumerate(ranks)), dict(enumerate(sides)),
+                                       latency_us=200.0, bus_gbps=1.0, world=2,
+                                       warnings=warnings)
+    assert fixed == pytest.approx(A_US) and per_mb == pytest.approx((K_WORKER + K_TCP) * MIB)
     assert src == "measured" and not warnings
-    # without thread times: one core busy for the transfer, assumed, with a warning
-    assert host_cpu_cost(tasks, dict(enumerate(ranks)), {}, 200.0, 1.0, 2, warnings) == \
-        (0.0, 1.0, "assumed")
+    # without thread times: one core busy for the transfer (latency + a MiB at 1 GB/s = 1e3
+    # bytes per µs), assumed, with a warning
+    fixed, per_mb, src = host_cpu_cost(dict(enumerate(ranks)), {}, 200.0, 1.0, 2, warnings)
+    assert (fixed, per_mb, src) == (200.0, pytest.approx(MIB / 1e3), "assumed")
     assert "not in the capture sidecars" in warnings[0]
+    # the workers ran one mix of sizes: not separable, all of it per byte
+    same = {r: _Rank(r, 2, "h", Path("x"), 0, colls=[c for c in rk.colls if c.tid == 11])
+            for r, rk in enumerate(ranks)}
+    fixed, per_mb, _ = host_cpu_cost(same, dict(enumerate(sides)), 200.0, 1.0, 2, warnings)
+    assert fixed == 0.0 and per_mb > 0 and "could not be split" in warnings[-1]
