@@ -31,6 +31,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -364,8 +365,8 @@ class _Blame:
                 self.prev[(r.step, r.task)] = last[r.stream]
             last[r.stream] = r
         self.host_lane = f"rank{rank}.host"
-        self.host = sorted((sp for sp in result.spans if sp.lane == self.host_lane),
-                           key=lambda sp: sp.start_us)
+        lane = self.host_lane
+        self.host = sorted([sp for sp in result.spans if sp[0] == lane], key=itemgetter(3))
         self.host_ends = [sp.start_us + sp.dur_us for sp in self.host]
         self.waits = {(w.start_us, w.cause): w for w in result.host_waits if w.rank == rank}
         self.acc: dict[str, float] = defaultdict(float)
@@ -526,7 +527,7 @@ def _critical_path(bl: _Blame, w0: float, w1: float, paced_by_device: bool,
     """:func:`gap_attribution` of ``bl``'s rank in ``[w0, w1)``; ``union``: the merged compute
     runs when known; ``holes_in``: only the holes starting in this ``[start, end)`` are
     returned (all by default)."""
-    compute = sorted((r for r in bl.runs if bl.is_compute(r)), key=lambda r: r.start_us)
+    compute = sorted([r for r in bl.runs if bl.is_compute(r)], key=attrgetter("start_us"))
     if union is None:
         union = merge([(max(r.start_us, w0), min(r.end_us, w1)) for r in compute
                        if r.end_us > w0 and r.start_us < w1 and r.end_us > r.start_us])
