@@ -185,6 +185,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     from stepsim.models.params import save_model as save
     from stepsim.results import WhatIf
     from stepsim.scenarios.predict import predict
+    from stepsim.scenarios.transforms import apply_ops
     from stepsim.views import draw_compare
 
     _guard([model], ops, scenario, save_model=save_model, compare=compare)
@@ -194,6 +195,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     if not todo:
         raise StepsimError("whatif needs at least one --set, --scale, --remove, --fix or "
                            "--scenario")
+    apply_ops(m, todo)   # an op that does not apply is refused before the baseline runs
     kw = _sim_kw(steps, warmup, seed, jobs)
     with _progress("baseline", progress and draws > 0) as prog:
         base = predict(m, [], intervals=draws, progress=prog, **kw)

@@ -17,9 +17,9 @@ FixKind = Literal["systems", "numerics", "algorithm", "hardware"]
 
 
 class FixArgs(BaseModel):
-    """A fix's arguments: frozen, unknown keys refused."""
+    """A fix's arguments: frozen, unknown keys and non-finite numbers refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)

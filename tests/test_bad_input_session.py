@@ -111,3 +111,29 @@ def test_a_draw_past_the_duration_bound_is_one_error():
     with pytest.raises(ModelError, match="interval draw leaves an invalid model"):
         predict(m, [parse_set("loader.num_workers=2")], steps=3, warmup=1, seed=0, intervals=4,
                 jobs=1)
+
+
+def _one_rank_model():
+    from stepsim.models.params import DurationSpec, HostOp, HostParams, LoaderParams, StepModel
+
+    return StepModel(loader=LoaderParams(num_workers=1, produce=DurationSpec(mean_us=10.0)),
+                     host=HostParams(uses_core=False, ops=[HostOp(kind="next_batch"),
+                                                           HostOp(kind="cpu", dur_us=50.0)]))
+
+
+@pytest.mark.parametrize("fix, words", [("straggler:rank=0,ms=5", "one rank"),
+                                        ("straggler:rank=0,ms=inf", "finite"),
+                                        ("faster_interconnect:k=nan", "finite")])
+def test_whatif_refuses_a_bad_fix_before_the_baseline(monkeypatch, fix, words):
+    """A fix that does not apply (or a non-finite argument) is refused before any simulation
+    (it took 15-45 s of baseline draws on a real two-rank model before the one-line error)."""
+    import stepsim
+    import stepsim.scenarios.predict  # noqa: F401  (the module, which the package's name hides)
+    from stepsim.simcore.errors import StepsimError
+
+    def no_simulation(*a, **k):
+        raise AssertionError("simulated before the ops were checked")
+
+    monkeypatch.setattr(sys.modules["stepsim.scenarios.predict"], "predict", no_simulation)
+    with pytest.raises(StepsimError, match=words):
+        stepsim.whatif(_one_rank_model(), fix=[fix], steps=3, draws=0)
