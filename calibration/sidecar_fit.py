@@ -59,8 +59,14 @@ def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: in
 def steady_records(sidecar: Sidecar, num_workers: int):
     """The produce records that represent the steady state: those of the right producer (the
     main thread when ``num_workers`` is 0), finished inside the profiled window when the
-    sidecar has the instants (at least 3 of them), and never a producer's first batch (it
-    carries the worker's start-up)."""
+    sidecar has the instants (at least 3 of them), and never a worker process's first batch
+    (``seq`` 0 of a worker ≥ 0: it carries the worker's start-up)."""
+    return _steady(sidecar, num_workers)[0]
+
+
+def _steady(sidecar: Sidecar, num_workers: int):
+    """``(records, dropped)``: :func:`steady_records` and how many start-up batches it left
+    out."""
     recs = [r for r in sidecar.produce if (r.worker < 0) == (num_workers == 0)]
     prof = [s for s in sidecar.steps if s.profiled and s.t_start_us is not None]
     if prof and all(r.t_end_us is not None for r in recs):
@@ -68,7 +74,8 @@ def steady_records(sidecar: Sidecar, num_workers: int):
         window = [r for r in recs if lo <= r.t_end_us <= hi]
         if len(window) >= 3:
             recs = window
-    return _after_first(recs) or recs
+    kept = _after_first(recs)
+    return (kept, len(recs) - len(kept)) if kept else (recs, 0)
 
 
 def capture_loads(side: Sidecar) -> tuple[float, float]:
@@ -93,7 +100,10 @@ def loader_from_sidecar(side: Sidecar, main_threads: int = 1):
         sources["loader.prefetch_factor"] = "assumed"
     nw = lp["num_workers"]
     basis = None
-    recs = steady_records(side, nw)
+    recs, dropped = _steady(side, nw)
+    if dropped:
+        warnings.append(f"{dropped} produce record(s) left out of loader.produce: a worker's "
+                        "first batch (it carries the worker's start-up)")
     if recs:
         lp["produce"], tpw, basis = fit_produce(recs, nw, side.host_cores, main_threads)
         sources["loader.produce"] = "measured"
@@ -121,14 +131,10 @@ def loader_from_sidecar(side: Sidecar, main_threads: int = 1):
 
 
 def _after_first(recs):
-    """The records without each producer's first batch (it carries the start-up)."""
-    seen: set[int] = set()
-    out = []
-    for r in sorted(recs, key=lambda r: (r.pid, r.seq)):
-        if r.pid in seen:
-            out.append(r)
-        seen.add(r.pid)
-    return out
+    """The records without any worker process's first batch (``seq`` 0 of a worker ≥ 0: it
+    carries the worker's start-up). The main thread's batches at ``num_workers=0`` and a
+    worker's later batches carry none, so they are kept."""
+    return [r for r in recs if not (r.worker >= 0 and r.seq == 0)]
 
 
 def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
