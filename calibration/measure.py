@@ -22,6 +22,7 @@ import numpy as np
 from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
 from stepsim.calibration.events import build_table
 from stepsim.calibration.sidecar import load_sidecar
+from stepsim.calibration.sidecar_fit import loader_settings
 from stepsim.calibration.linking import link
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
@@ -65,8 +66,10 @@ class MeasuredSteps:
         step_us: each step's time (µs), start to next start, shape (n_steps,).
         input_wait_us: per step, µs the host thread waited in DataLoader ``next()``.
         bottleneck: in the simulator's vocabulary (``models.metrics``), first rule that
-            holds: ``cpu_cores`` when the capture sidecar shows the training step's wall time
-            exceeding its CPU time (:func:`calibration.cpu.waited_for_cores`);
+            holds: ``cpu_cores`` when the capture sidecar states DataLoader workers
+            (``num_workers`` > 0) and shows the training step's wall time exceeding its CPU
+            time (:func:`calibration.cpu.waited_for_cores`; at ``num_workers=0`` no worker
+            competes for the cores and the next rules decide);
             ``input`` when the host thread waits for the DataLoader for at least
             ``INPUT_BOUND_SHARE`` of the step (a faster input pipeline would shorten it);
             else ``compute`` when the trace has GPU work (not input-bound: the host thread
@@ -75,6 +78,8 @@ class MeasuredSteps:
         warnings: what could not be used (an unreadable ``sidecar.json`` beside the trace).
         step_numbers: each step's number (``ProfilerStep#N``).
         startup: the worker start-up step, left out of ``step_us`` (None: none seen).
+        loader: the DataLoader settings the capture sidecar states
+            (:func:`calibration.sidecar_fit.loader_settings`), None without a sidecar.
     """
 
     path: Path
@@ -84,6 +89,7 @@ class MeasuredSteps:
     warnings: list[str] = field(default_factory=list)
     step_numbers: list[int] = field(default_factory=list)
     startup: StartupStep | None = None
+    loader: dict | None = None
 
     @property
     def mean_us(self) -> float:
@@ -178,7 +184,7 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     neck = next(b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
     ups = [r.startup for r in runs if r.startup is not None]
     startup = max(ups, key=lambda u: u.next_us) if ups else None   # the job waits for the last
-    return MeasuredSteps(where, step_us, wait, neck, notes, common, startup)
+    return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader)
 
 
 def _span(numbers: list[int]) -> str:
@@ -219,14 +225,16 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     prof = [s for s in side.steps if s.profiled] if side is not None else []
     compute_wall = float(np.mean(step_us - wait))
     compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None
-    if compute_cpu and waited_for_cores(compute_wall, compute_cpu):
+    workers = side is not None and side.loader.num_workers > 0
+    if workers and compute_cpu and waited_for_cores(compute_wall, compute_cpu):
         neck = "cpu_cores"
     elif share >= INPUT_BOUND_SHARE:
         neck = "input"
     else:
         neck = "compute" if table.gpu_mask().any() else "host_compute"
     return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck, notes,
-                         numbers, startup)
+                         numbers, startup,
+                         None if side is None else loader_settings(side))
 
 
 def startup_step(side, step_us: np.ndarray, wait_us: np.ndarray, multi: bool

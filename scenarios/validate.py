@@ -30,7 +30,7 @@ from stepsim.simcore.errors import InputError, ModelError, printable
 from stepsim.simcore.files import read_input
 from stepsim.simcore.parsing import parse_json
 
-_COARSE = {"input": "input", "cpu_cores": "host", "host_compute": "host", "launch": "host",
+_COARSE = {"input": "input", "cpu_cores": "cores", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
            "arrival_skew": "device"}
 _NOT_INPUT = ("compute", "host_compute", "device")   # "device": ledgers written before "compute"
@@ -46,17 +46,52 @@ def coarse_bottleneck(key: str) -> str | None:
 
 def bottlenecks_agree(predicted: str, measured: str) -> bool:
     """Whether a predicted bottleneck key agrees with a measured one, at the measurement's
-    own resolution: ``input`` must be predicted as the input pipeline (or the cores starving
-    it: without a sidecar a trace cannot show core waits); ``cpu_cores`` (host threads that
-    waited for a core, read from the sidecar) as a host-side bottleneck; ``compute`` /
-    ``host_compute`` (not input-bound) as anything else; a finer measured key must match
-    exactly or in its coarse group."""
+    own resolution (README, "the bottleneck"): a measured ``input`` agrees with a predicted
+    ``input`` or ``cpu_cores`` (without a sidecar a trace cannot show core waits); a measured
+    ``compute`` / ``host_compute`` (not input-bound) with anything but ``input``; a measured
+    ``cpu_cores`` (workers ran and the training step waited for a core, read from the
+    sidecar) only with ``cpu_cores``; any other measured key with the same key or one of its
+    coarse group (``host``, ``device``)."""
     p = coarse_bottleneck(predicted)
     if measured == "input":
         return p == "input" or predicted == "cpu_cores"
     if measured in _NOT_INPUT:
         return p is not None and p != "input"
     return predicted == measured or (p is not None and p == coarse_bottleneck(measured))
+
+
+SETTINGS = ("num_workers", "prefetch_factor", "pin_memory", "batch_size")
+"""The DataLoader settings a re-measured capture must share with the predicted model."""
+
+
+def setting_mismatch(loader, stated: dict | None) -> str | None:
+    """The first DataLoader setting a capture's sidecar states (``stated``, LoaderParams
+    fields) that differs from the predicted model's ``loader``, as ``"loader.NAME is X in the
+    capture, Y in the prediction (--set loader.NAME=X would match)"``; None when they match
+    (``prefetch_factor`` only counts with workers on both sides; a setting either side leaves
+    unstated is not compared)."""
+    for name in SETTINGS if stated else ():
+        mine, theirs = getattr(loader, name), stated.get(name)
+        if name == "prefetch_factor" and not (loader.num_workers and stated["num_workers"]):
+            continue
+        if mine is not None and theirs is not None and mine != theirs:
+            return (f"loader.{name} is {theirs} in the capture, {mine} in the prediction "
+                    f"(--set loader.{name}={theirs} would match)")
+    return None
+
+
+def same_setting(loader, runs) -> None:
+    """Refuse a re-measured run (``calibration.measure.MeasuredSteps``) whose sidecar states
+    other DataLoader settings than the predicted ``loader``: it would score a prediction of
+    another setting.
+
+    Raises:
+        InputError: naming the run, the differing setting and the ``--set`` that matches.
+    """
+    for r in runs:
+        why = setting_mismatch(loader, r.loader)
+        if why:
+            raise InputError(r.path, f"not a run of the predicted setting: {why}")
 
 
 class LedgerRecord(BaseModel):

@@ -212,3 +212,22 @@ def test_bounds_are_the_clis_and_say_the_same():
     import numpy as np
 
     assert len(api.simulate(A, steps=np.int64(3), warmup=1).result.job_step_us) == 3
+
+
+def test_validate_refuses_a_run_of_another_loader_setting(tmp_path, cpu_run_nw0, cpu_run_nw1):
+    """A re-measured capture whose sidecar states other DataLoader settings than the predicted
+    model's (after its --set ops) is refused in one line naming the trace, the setting and the
+    --set that matches (exit 2), and nothing is written to the ledger."""
+    api.calibrate(cpu_run_nw1, output=tmp_path / "m.json")
+    ledger = tmp_path / "ledger.jsonl"
+    fast = ("--draws", "0", "--steps", "10", "--warmup", "5", "--jobs", "1", "--ledger", str(ledger))
+    for ops in ((), ("--set", "loader.num_workers=2")):
+        r = run_cli("validate", str(tmp_path / "m.json"), str(cpu_run_nw0), *ops, *fast)
+        assert r.returncode == 2, r.stderr
+        assert "trace.json.gz: not a run of the predicted setting: loader.num_workers is 0" in r.stderr
+        assert "--set loader.num_workers=0 would match" in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and not ledger.exists()
+    r = run_cli("validate", str(tmp_path / "m.json"), str(cpu_run_nw0),
+                "--set", "loader.num_workers=0", *fast)
+    assert r.returncode == 0, r.stderr
+    assert len(ledger.read_text().splitlines()) == 1

@@ -152,3 +152,21 @@ def test_capture_folder_calibrates_with_its_sidecar(cpu_run_nw1):
     model = calibrate(cpu_run_nw1)
     assert model.loader.num_workers == 1
     assert model.meta.sources["loader.produce"] == "measured"
+
+
+def test_no_cpu_cores_bottleneck_without_workers(cpu_run_nw0, tmp_path):
+    """The training step's wall time far over its CPU time (a busy machine) names the cores
+    only when DataLoader workers competed for them: at num_workers=0 the next rules decide."""
+    import shutil
+
+    side = json.loads((cpu_run_nw0 / "sidecar.json").read_text())
+    for s in side["steps"]:
+        s["cpu_us"], s["next_cpu_us"] = 1.0, 0.0
+        s["proc_cpu_us"] = s["next_proc_cpu_us"] = None
+    for nw, want in ((0, {"input", "host_compute"}), (1, {"cpu_cores"})):
+        run = tmp_path / f"nw{nw}"
+        run.mkdir()
+        shutil.copy(cpu_run_nw0 / "trace.json.gz", run / "trace.json.gz")
+        side["loader"]["num_workers"] = nw
+        (run / "sidecar.json").write_text(json.dumps(side))
+        assert measured_steps(run).bottleneck in want, nw

@@ -47,8 +47,9 @@ def test_validate_rejects_bad_measurements(pred):
     ("compute:gemm", "device", True), ("launch", "device", True), ("input", "device", False),
     ("host_compute", "host_compute", True), ("compute:gemm", "compute:conv", True),
     ("comm", "h2d", True), ("comm", "launch", False),
-    ("cpu_cores", "cpu_cores", True), ("host_compute", "cpu_cores", True),
-    ("input", "cpu_cores", False),
+    ("cpu_cores", "cpu_cores", True), ("host_compute", "cpu_cores", False),
+    ("input", "cpu_cores", False), ("launch", "cpu_cores", False), ("cpu_cores", "launch", False),
+    ("cpu_cores", "compute", True), ("cpu_cores", "host_compute", True),
 ])
 def test_bottleneck_agreement(predicted, measured, agree):
     assert bottlenecks_agree(predicted, measured) is agree
