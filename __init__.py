@@ -18,3 +18,9 @@ def __getattr__(name: str):
 
         return getattr(api, name)
     raise AttributeError(f"module 'stepsim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The verbs (loaded on first use) beside the module's own names, for ``dir(stepsim)``
+    and tab completion."""
+    return sorted({*globals(), *__all__} - {"annotations"})
