@@ -130,10 +130,16 @@ def ledger_points(ledger: str | Path, path: str) -> dict:
     """
     from stepsim.report.document import ledger_sweep_points
 
-    found = ledger_sweep_points(ledger_records(ledger))
+    records = ledger_records(ledger)
+    found = ledger_sweep_points(records)
     if found is None or found[0] != path:
-        raise StepsimError(f"--ledger {shown(ledger)}: no records that set {path} alone "
-                           f"(e.g. 'stepsim validate MODEL --set {path}=V TRACE --ledger L')")
+        values = {r.scenario.partition("=")[2] for r in records
+                  if r.scenario.startswith(f"set {path}=") and ";" not in r.scenario}
+        got = (f"its records set {path} alone to {len(values)} value ({', '.join(values)}): "
+               "a measured sweep needs two distinct values" if len(values) == 1 else
+               f"no records that set {path} alone, at two distinct values or more")
+        raise StepsimError(f"--ledger {shown(ledger)}: {got} (e.g. 'stepsim validate MODEL "
+                           f"--set {path}=V TRACE --ledger L' for another V)")
     return found[1]
 
 

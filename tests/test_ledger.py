@@ -128,3 +128,18 @@ def test_in_sample_records_are_kept_apart_and_width_is_scored(pred):
     width = 100 * (pred.p90_step_us - pred.p10_step_us) / pred.mean_step_us
     assert s.median_width_pct == pytest.approx(width) and out.width_pct == pytest.approx(width)
     assert summarize_ledger([replay]).n == 0
+
+
+def test_ledger_sweep_of_one_value_says_two_are_needed(tmp_path):
+    """A ledger whose one record sets the swept path gets a message saying a measured sweep
+    needs two distinct values, not that no record sets it."""
+    from stepsim.simcore.errors import StepsimError
+    from stepsim.views import ledger_points
+
+    ledger = tmp_path / "l.jsonl"
+    append_ledger(ledger, _rec(1.0, None).model_copy(update={"scenario": "set loader.num_workers=2"}))
+    with pytest.raises(StepsimError, match=r"loader.num_workers alone to 1 value \(2\): a "
+                                           "measured sweep needs two distinct values"):
+        ledger_points(ledger, "loader.num_workers")
+    with pytest.raises(StepsimError, match="no records that set loader.pin_memory alone"):
+        ledger_points(ledger, "loader.pin_memory")
