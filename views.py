@@ -24,13 +24,17 @@ __all__ = ["measured_timeline", "draw_simulation", "draw_compare", "report", "le
 def measured_timeline(trace: str | Path, steps: int = 1, scarce: str = ""):
     """The real trace's lanes over ``steps`` steps as a :class:`report.lanes.Timeline`;
     ``scarce`` (a simulated lane name such as ``rank0.host``) is shaded on the trace's rank.
+    ``trace`` may be a capture folder (its ``trace.json.gz`` is read), as for other verbs.
 
     Raises:
         InputError: the trace cannot be read or has no complete step.
     """
+    from stepsim.calibration.calibrate import CAPTURE_TRACE
     from stepsim.calibration.lanes import measured_lanes
     from stepsim.report.lanes import Timeline
 
+    if Path(trace).is_dir() and (Path(trace) / CAPTURE_TRACE).is_file():
+        trace = Path(trace) / CAPTURE_TRACE
     m = measured_lanes(trace, steps=steps)
     if scarce == "compute" or "." not in scarce:
         scarce = ""
