@@ -224,11 +224,24 @@ COMMANDS = {"calibrate": cmd_calibrate, "simulate": cmd_simulate, "demo": cmd_de
 """Each verb's command (the verbs :func:`stepsim.cli_args.parser` parses)."""
 
 
+_DRAWN = ("plot", "compare", "queue_plot", "chrome_trace")
+
+
+def _say_written(args) -> None:
+    """``wrote FILE`` on stderr for each figure or trace a verb wrote (stdout keeps --json)."""
+    for name in _DRAWN:
+        path = getattr(args, name, None)
+        if path and Path(path).is_file():
+            print(f"wrote {shown(path)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         _refuse_overwriting_inputs(args)
-        return COMMANDS[args.verb](args)
+        rc = COMMANDS[args.verb](args)
+        _say_written(args)
+        return rc
     except SimulationError as e:
         model = getattr(args, "model", None)
         text = str(e)
