@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 from dataclasses import asdict
 from typing import Sequence
@@ -31,9 +32,19 @@ def json_out(doc) -> None:
                                   default=str).decode() + "\n")
 
 
+class _Uncropped(Console):
+    """A console that never cuts a line at its width: a table wider than the width (its
+    columns' longest words) runs past it rather than losing text."""
+
+    def print(self, *objects, crop: bool = False, **kw) -> None:
+        super().print(*objects, crop=crop, **kw)
+
+
 def console() -> Console:
-    return Console(file=sys.stdout, highlight=False, soft_wrap=False,
-                   width=None if sys.stdout.isatty() else 110)
+    """stdout's console: the terminal's width, else ``COLUMNS``, else 110 columns
+    (:func:`shutil.get_terminal_size`); no line is cut."""
+    return _Uncropped(file=sys.stdout, highlight=False, soft_wrap=False,
+                      width=shutil.get_terminal_size((110, 24)).columns)
 
 
 def _to_ms(value):

@@ -20,10 +20,12 @@ def shared_traces() -> Path:
 
 def run_cli(*args: str, cwd: Path | None = None):
     """Run ``stepsim`` as a user does (a subprocess), returning the CompletedProcess."""
+    import os
     import subprocess
 
+    # tables take COLUMNS (pytest sets 80): the width of a pipe without COLUMNS, 110
     return subprocess.run([sys.executable, "-m", "stepsim", *args], capture_output=True, text=True,
-                          cwd=cwd or REPO, timeout=600)
+                          cwd=cwd or REPO, timeout=600, env={**os.environ, "COLUMNS": "110"})
 
 
 class _SlowDataset:

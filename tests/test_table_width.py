@@ -1,0 +1,24 @@
+"""Tables on a pipe honour COLUMNS and never cut a cell's text (report/tables.py console)."""
+from stepsim.report.planner import print_validation
+from tests.test_ledger import _rec
+
+
+def _lines(capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    rec = _rec(1.0, False).model_copy(update={
+        "scenario": "set loader.num_workers=2", "label": "set loader.num_workers=2",
+        "predicted_bottleneck": "host_compute", "measured_bottleneck": "cpu_cores",
+        "bottleneck_agrees": False})
+    print_validation([rec])
+    return capsys.readouterr().out
+
+
+def test_columns_honoured_and_no_cell_cut(capsys, monkeypatch):
+    assert "…" not in _lines(capsys, monkeypatch, 60)   # folded when narrow, never cut
+    for columns in (90, 200):
+        out = _lines(capsys, monkeypatch, columns)
+        words = out.split()
+        for word in ("host_compute", "cpu_cores", "inside", "differ"):
+            assert word in words, (columns, out)
+    wide = _lines(capsys, monkeypatch, 200)
+    assert max(len(l) for l in wide.splitlines()) > 110
