@@ -167,7 +167,9 @@ class Capture:
         fits co-run interference from it (:mod:`calibration.corun`).
 
         A DataLoader not made by :meth:`dataloader` is attached (:meth:`attach`) first. Yields
-        batches. Stops early (with a warning in the sidecar) if the loader runs out. If the
+        batches: only these ``skip_first + wait + warmup + active`` (then the probe's), after
+        which the loop ends, the capture written; the rest of the epoch is not yielded (loop
+        over ``loader`` again to go on training). Stops early (with a warning in the sidecar) if the loader runs out. If the
         caller's loop stops early (``break``, an exception), the sidecar is still written, with
         a warning, and the trace too if the profiler completed its active steps. Per step it
         records the main thread's and the main process's CPU time (the latter counts torch's
