@@ -28,8 +28,11 @@ def _whatif_line(w: WhatIf, base_us: float) -> str:
         return f"stepsim whatif MODEL --fix {w.fix}: does not apply ({w.note})"
     interval = (f", P10-P90 {_ms(w.p10_us)} - {_ms(w.p90_us)}"
                 if w.p10_us is not None and w.p90_us is not None else "")
-    return (f"stepsim whatif MODEL --fix {w.fix} -> {_ms(w.step_us)}{interval} "
-            f"({base_us / w.step_us:.2f}x)")
+    x = base_us / w.step_us
+    if x <= 1:   # a predicted slow-down (or no change) is never offered as a fix
+        return (f"no fix: --fix {w.fix} predicts {_ms(w.step_us)}, a {x:.2f}x speed-up "
+                "(none)")
+    return f"stepsim whatif MODEL --fix {w.fix} -> {_ms(w.step_us)}{interval} ({x:.2f}x)"
 
 
 def diagnosis_dict(d: Diagnosis) -> dict:
