@@ -36,29 +36,28 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
         out.append("this model's DataLoader is not calibrated (its settings are assumed; a GPU "
                    "trace does not record them): a loader change is predicted from the "
                    "measured next() time alone; calibrate with a capture sidecar to trust it")
+    try:
+        after, notes = apply_with_notes(model, ops) if ops else (model, [])
+    except ModelError:
+        after, notes = None, []     # the op's own error is raised where it is applied
     if model.loader.num_workers > 0 and any(isinstance(op, (SetOp, FixOp)) for op in ops):
-        try:
-            out += apply_with_notes(model, ops)[1]
-        except ModelError:
-            pass                    # the op's own error is raised where it is applied
+        out += notes
     if loader and model.meta.sources.get("loader.host_cores") == "assumed":
         out.append(f"the host's core count is assumed ({model.loader.host_cores}), and the "
                    "model does not slow the host thread when workers run beside it (co-running "
                    "workers slowed it 6-11 % in this project's measurements): more workers may "
                    "gain less than predicted")
-    out += _oversubscribed_threads(model, ops)
+    if after is not None:
+        out += _oversubscribed_threads(after)
     return out
 
 
-def _oversubscribed_threads(model: StepModel, ops: Sequence[Operation]) -> list[str]:
-    """A what-if that leaves the training step's intra-op threads (``threads`` > 1) beside
-    more runnable worker threads than the cores hold: torch's OpenMP threads wait for each other
-    at every parallel region, spinning while a thread has no core. The model shares the cores
-    fairly and does not simulate that spinning, so the prediction is optimistic."""
-    try:
-        after = apply_with_notes(model, ops)[0] if ops else model
-    except ModelError:
-        return []                     # the op's own error is raised where it is applied
+def _oversubscribed_threads(after: StepModel) -> list[str]:
+    """A model (after the what-if's ops) whose training step's intra-op threads
+    (``threads`` > 1) run beside more runnable worker threads than the cores hold: torch's
+    OpenMP threads wait for each other at every parallel region, spinning while a thread has no
+    core. The model shares the cores fairly and does not simulate that spinning, so the
+    prediction is optimistic."""
     threads = max((op.threads for op in after.host.ops if op.kind == "cpu"), default=1)
     lp = after.loader
     runnable = lp.num_workers * lp.threads_per_worker + threads
