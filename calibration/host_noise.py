@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.sidecar_fit import after_startup
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
@@ -37,14 +38,10 @@ P10_P90_OF_UNIFORM = 0.8
 
 def identical_work_us(side: Sidecar) -> float | None:
     """CPU µs of one batch's produce plus one training step's work outside ``next()``
-    (medians, each producer's first batch and the run's first step left out: they carry
-    start-up); None when the sidecar holds neither."""
-    first: set[int] = set()
-    produce = []
-    for r in sorted(side.produce, key=lambda r: (r.pid, r.seq)):
-        if r.pid in first:
-            produce.append(r.work_us)
-        first.add(r.pid)
+    (medians; a worker process's first batch (:func:`calibration.sidecar_fit.after_startup`)
+    and the run's first step left out: they carry start-up); None when the sidecar holds
+    neither."""
+    produce = [r.work_us for r in after_startup(side.produce)]
     train = [max(s.cpu_us - s.next_cpu_us, 0.0) for s in side.steps[1:]]
     parts = [float(np.median(x)) for x in (produce, train) if x]
     return sum(parts) if parts else None

@@ -74,7 +74,7 @@ def _steady(sidecar: Sidecar, num_workers: int):
         window = [r for r in recs if lo <= r.t_end_us <= hi]
         if len(window) >= 3:
             recs = window
-    kept = _after_first(recs)
+    kept = after_startup(recs)
     return (kept, len(recs) - len(kept)) if kept else (recs, 0)
 
 
@@ -130,7 +130,7 @@ def loader_from_sidecar(side: Sidecar, main_threads: int = 1):
     return lp, sources, warnings, basis
 
 
-def _after_first(recs):
+def after_startup(recs):
     """The records without any worker process's first batch (``seq`` 0 of a worker ≥ 0: it
     carries the worker's start-up). The main thread's batches at ``num_workers=0`` and a
     worker's later batches carry none, so they are kept."""
@@ -146,9 +146,9 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     fit = None
     if side is not None and side.probe is not None and side.host_cores:
         nw = side.loader.num_workers
-        cal = activities(_after_first(side.produce),
+        cal = activities(after_startup(side.produce),
                          [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:], nw > 0)
-        probe = activities(_after_first(side.probe.produce), side.probe.steps, side.probe.num_workers > 0)
+        probe = activities(after_startup(side.probe.produce), side.probe.steps, side.probe.num_workers > 0)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
     if fit is not None:
         host["interference"], host["interference_range"] = fit[0], fit[1]
