@@ -1,0 +1,156 @@
+"""The StepModel's building blocks: units and bounds, the vocabularies (sources, kernel
+categories, training phases), the strict pydantic base every parameter type derives from, and
+:class:`DurationSpec`, a duration distribution in µs.
+
+Every time is in **µs**, every size in **bytes**, every rate in **GB/s**
+(see :mod:`models.params`).
+"""
+from __future__ import annotations
+
+from types import UnionType
+from typing import Annotated, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from stepsim.simcore.dists import Constant, Duration, Empirical, LogNormal
+from stepsim.simcore.errors import ModelError
+
+Source = Literal["measured", "inferred", "assumed"]
+CATEGORIES = (
+    "gemm", "conv", "elementwise", "reduction", "normalization", "attention",
+    "memcpy", "memset", "communication", "optimizer", "other",
+)
+Category = Literal[
+    "gemm", "conv", "elementwise", "reduction", "normalization", "attention",
+    "memcpy", "memset", "communication", "optimizer", "other",
+]
+PHASES = ("forward", "backward", "optimizer", "data", "other")
+Phase = Literal["forward", "backward", "optimizer", "data", "other"]
+SCHEMA_VERSION = 1
+MAX_WORKERS, MAX_PREFETCH, MAX_THREADS, MAX_CORES = 1024, 1024, 256, 4096
+"""Bounds on loader settings: far beyond any real DataLoader or host, and small enough that a
+typo (``num_workers=1000000``) is an error rather than a simulation that never ends."""
+MAX_OUTSTANDING = 16384
+"""Most batches ``num_workers × prefetch_factor`` may keep outstanding in a simulation."""
+MAX_RANKS = 512
+"""Most ranks one model simulates."""
+MAX_RANK_ID = 2**31 - 1
+"""Largest rank number (and world size) accepted: what c10d's int rank holds."""
+
+
+LAUNCH_QUEUE_DEPTH = 1024
+"""Pending launches CUDA's launch queue holds before a launch blocks the host: about 1024, an
+undocumented figure consistent with traces where the host stalls inside ``cudaLaunchKernel``
+(assumed; a calibrated model raises it when its trace shows more pending)."""
+MAX_LAUNCH_QUEUE_DEPTH = 1 << 24
+"""Largest ``device.launch_queue_depth`` accepted (a bound on typos, not a hardware figure)."""
+
+
+MAX_DURATION_US = 1e12
+"""Longest duration (µs, about 11.6 days) any one field may hold: beyond any real step, and
+small enough that sums of them stay finite."""
+Micros = Annotated[float, Field(ge=0, le=MAX_DURATION_US)]
+"""A duration in µs, 0 to ``MAX_DURATION_US``."""
+StepMicros = Annotated[float, Field(gt=0, le=MAX_DURATION_US)]
+"""A measured step time in µs: a step always takes some time."""
+
+
+def non_empty(obj, *names: str) -> None:
+    """Raise ValueError if a list field among ``names`` of ``obj`` is given but empty."""
+    for name in names:
+        if getattr(obj, name) == []:
+            raise ValueError(f"{name} must not be empty")
+
+
+def _scalar_kind(annotation) -> str | None:
+    """``"int"``, ``"float"`` or ``"bool"`` for a field of that type (or that type or None)."""
+    origin = get_origin(annotation)
+    if origin is None:
+        args = [annotation]
+    elif origin in (Union, UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+    else:
+        return None
+    if len(args) == 1 and args[0] in (int, float, bool):
+        return args[0].__name__
+    return None
+
+
+_SCALAR_KINDS: dict[type, dict[str, str]] = {}
+
+
+def _scalar_fields(cls) -> dict[str, str]:
+    """Field name → :func:`_scalar_kind` of model class ``cls``, computed once per class (the
+    check runs on every object built, and ``model_fields`` is slow to read)."""
+    kinds = _SCALAR_KINDS.get(cls)
+    if kinds is None:
+        kinds = _SCALAR_KINDS[cls] = {
+            name: k for name, f in cls.model_fields.items()
+            if (k := _scalar_kind(f.annotation)) is not None}
+    return kinds
+
+
+_SCALAR_OK = {"bool": lambda v: isinstance(v, bool),
+              "int": lambda v: not isinstance(v, (bool, str, float)),
+              "float": lambda v: not isinstance(v, (bool, str))}
+
+
+class StrictModel(BaseModel):
+    # infinities and NaNs are refused everywhere: no real duration, size or rate is one
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_scalars(cls, data):
+        """A number, a count or a switch must be written as one: pydantic's lax mode would read
+        ``"4"`` as 4, ``true`` as 1 and ``"yes"`` as True."""
+        if isinstance(data, dict):
+            kinds = _scalar_fields(cls)
+            for name, value in data.items():
+                kind = kinds.get(name) if isinstance(name, str) else None
+                if kind and value is not None and not _SCALAR_OK[kind](value):
+                    what = {"int": "an integer", "float": "a number", "bool": "true or false"}
+                    raise ValueError(f"{name} must be {what[kind]}, not "
+                                     f"{type(value).__name__} {value!r}")
+        return data
+
+
+class DurationSpec(StrictModel):
+    """A duration distribution in µs, hand-writable as ``{mean_us: 900, cv: 0.1}`` or
+    ``{samples_us: [...]}`` (resampled with replacement; ``mean_us`` is then their mean)."""
+
+    mean_us: Micros
+    cv: float = Field(default=0.0, ge=0)
+    samples_us: list[Micros] | None = None
+
+    @model_validator(mode="after")
+    def _check_samples(self):
+        non_empty(self, "samples_us")
+        return self
+
+    @classmethod
+    def constant(cls, us: float) -> "DurationSpec":
+        return cls(mean_us=us)
+
+    @classmethod
+    def from_samples(cls, samples_us: list[float]) -> "DurationSpec":
+        s = [float(v) for v in samples_us]
+        return cls(mean_us=sum(s) / len(s), samples_us=s)
+
+    def build(self) -> Duration:
+        """The simcore distribution: Empirical if samples are given, else LogNormal (cv > 0)
+        or Constant."""
+        if self.samples_us:
+            return Empirical(tuple(self.samples_us))
+        if self.cv > 0:
+            return LogNormal(self.mean_us, self.cv)
+        return Constant(self.mean_us)
+
+    def scaled(self, factor: float) -> "DurationSpec":
+        """Every value multiplied by ``factor`` (≥ 0)."""
+        if factor < 0:
+            raise ModelError(f"scale factor must be >= 0, got {factor}")
+        return DurationSpec(
+            mean_us=self.mean_us * factor, cv=self.cv,
+            samples_us=None if self.samples_us is None else [v * factor for v in self.samples_us],
+        )

@@ -1,0 +1,333 @@
+"""The StepModel's sections: DataLoader (:class:`LoaderParams`), host thread
+(:class:`HostOp`, :class:`HostParams`), device (:class:`DeviceTask`, :class:`DeviceParams`),
+collectives and DDP (:class:`GradParam`, :class:`CommParams`), ranks (:class:`RankParams`),
+provenance (:class:`Meta`) and the captured window (:class:`ReplayWindow`).
+
+Every time is in **µs**, every size in **bytes**, every rate in **GB/s** (see
+:mod:`models.params`, which holds the StepModel that combines them).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from stepsim.models.param_base import (LAUNCH_QUEUE_DEPTH, MAX_CORES, MAX_LAUNCH_QUEUE_DEPTH,
+                                       MAX_OUTSTANDING, MAX_PREFETCH, MAX_RANK_ID, MAX_THREADS,
+                                       MAX_WORKERS, Category, DurationSpec, Micros, Phase,
+                                       Source, StepMicros, StrictModel, non_empty)
+from stepsim.simcore.errors import printable
+
+
+class LoaderParams(StrictModel):
+    """DataLoader settings and costs, named as in ``torch.utils.data.DataLoader``.
+
+    Semantics follow ``torch/utils/data/dataloader.py``: at most ``num_workers ×
+    prefetch_factor`` batches outstanding, indices sent to workers round-robin, one new index
+    sent per batch returned, in-order delivery unless ``in_order`` is False; ``num_workers=0``
+    loads on the main thread.
+    """
+
+    num_workers: int = Field(default=0, ge=0, le=MAX_WORKERS)
+    prefetch_factor: int = Field(default=2, ge=1, le=MAX_PREFETCH)
+    pin_memory: bool = False
+    in_order: bool = True
+    persistent_workers: bool = False
+    batch_size: int | None = Field(default=None, ge=1)
+    produce: DurationSpec = Field(default_factory=lambda: DurationSpec(mean_us=0.0))
+    """CPU time (µs) one thread needs to produce one batch (fetch, decode, augment, collate) on
+    an uncontended core."""
+    threads_per_worker: int = Field(default=1, ge=1, le=MAX_THREADS)
+    host_cores: int = Field(default=1, ge=1, le=MAX_CORES)
+    """Cores shared by the workers, the main thread and the pin-memory thread
+    (``len(os.sched_getaffinity(0))``)."""
+    unpickle_us: Micros = 0.0
+    """Main-thread cost (µs) of receiving one batch from a worker."""
+    corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
+    """Other runnable threads per core beside a worker while it produced, on average, in the
+    capture the ``produce`` times come from (``HostParams.interference`` is relative to it)."""
+    batch_bytes: int = Field(default=0, ge=0)
+    """Bytes of one collated batch (what the pin-memory thread copies)."""
+    pin_gbps: float = Field(default=8.0, gt=0)
+    """Rate (GB/s) at which the pin-memory thread copies a batch into page-locked memory."""
+    worker_startup_us: Micros = 0.0
+    """Time (µs) to start the workers at the beginning of an epoch (paid per epoch unless
+    ``persistent_workers``)."""
+    batches_per_epoch: int | None = Field(default=None, ge=1)
+    produce_by_worker: list[DurationSpec] | None = None
+    """Per-worker production time (index = worker id), overriding ``produce`` (a slow worker,
+    a worker pinned to a busy core); must list ``num_workers`` entries."""
+
+    @model_validator(mode="after")
+    def _check_by_worker(self):
+        if self.produce_by_worker is not None and len(self.produce_by_worker) != self.num_workers:
+            raise ValueError(f"produce_by_worker lists {len(self.produce_by_worker)} workers, "
+                             f"num_workers is {self.num_workers}")
+        if self.num_workers * self.prefetch_factor > MAX_OUTSTANDING:
+            raise ValueError(f"num_workers x prefetch_factor = "
+                             f"{self.num_workers * self.prefetch_factor} batches outstanding; "
+                             f"at most {MAX_OUTSTANDING} are simulated")
+        return self
+
+
+HostKind = Literal["cpu", "launch", "sync", "next_batch"]
+
+
+class HostOp(StrictModel):
+    """One item of the host thread's per-step sequence.
+
+    kind:
+      * ``cpu``: CPU work of ``dur_us`` µs on the host thread (Python, framework overhead).
+      * ``launch``: a launch API call costing ``dur_us`` µs that enqueues device task ``task``.
+      * ``sync``: the host blocks until device task ``task`` finishes (``task=None``: until
+        every device task launched so far finishes, as ``cudaDeviceSynchronize``); ``dur_us``
+        is the call's own CPU cost.
+      * ``next_batch``: ``next()`` on the DataLoader; waits for the next batch in order.
+    """
+
+    kind: HostKind
+    name: str = ""
+    dur_us: Micros = 0.0
+    samples_us: list[Micros] | None = None
+    """For ``cpu`` ops: measured per-step durations (µs); each simulated step draws one of
+    them (with replacement) instead of ``dur_us``, so step-to-step variation is kept."""
+    task: str | None = None
+    category: str = "other"
+    phase: Phase = "other"
+    """Training phase the op belongs to (what-ifs scale a phase; under DDP's ``no_sync`` the
+    ``optimizer`` phase is skipped)."""
+    threads: int = Field(default=1, ge=1, le=MAX_THREADS)
+    """For ``cpu`` ops: the intra-op threads its parallel part runs on
+    (``torch.get_num_threads()`` in the capture)."""
+    parallel_fraction: float = Field(default=0.0, ge=0, le=1)
+    """For ``cpu`` ops: the share of ``dur_us`` (wall, every thread with a core) during which
+    ``threads`` threads each do CPU work; the rest is one thread's work, then blocking."""
+    block_fraction: float = Field(default=0.0, ge=0, le=1)
+    """For ``cpu`` ops: the share of ``dur_us`` that waits without using a core (a sleep, a
+    CUDA synchronisation, I/O): it does not compete with DataLoader workers for cores."""
+    corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
+    """For ``cpu`` ops: other runnable threads per core beside this op, on average, in the
+    capture its durations come from (``HostParams.interference`` is relative to it)."""
+    replay_us: list[Micros] | None = None
+    """One value (µs) per step of the captured window (:class:`ReplayWindow`), in order: what
+    this op took in that step (for ``next_batch``, the measured ``next()`` time). Only a
+    window replay (``models.simulate.simulate(..., replay=True)``) reads it."""
+
+    @model_validator(mode="after")
+    def _check_samples(self):
+        non_empty(self, "samples_us", "replay_us")
+        if self.parallel_fraction + self.block_fraction > 1 + 1e-9:
+            raise ValueError("parallel_fraction + block_fraction must be <= 1")
+        return self
+
+
+class HostParams(StrictModel):
+    """The host thread: one step is ``ops`` in order, repeated every step."""
+
+    ops: list[HostOp] = Field(default_factory=list)
+    uses_core: bool = True
+    """Whether the host thread's CPU work takes a core from the shared pool (it competes with
+    DataLoader workers for ``loader.host_cores``)."""
+    cpu_scale: float = Field(default=1.0, gt=0, le=1e3)
+    """Factor on every CPU duration of the host (host thread, workers, pin-memory thread):
+    the machine's speed in this run relative to the capture (1: as calibrated). One number
+    for the host's run-to-run noise, so a prediction interval can vary it."""
+    interference: float = Field(default=0.0, ge=0, le=100)
+    """Co-run interference: CPU work runs ``1 + interference × o`` times slower with ``o``
+    other runnable threads per core beside it (shared caches and memory bandwidth), relative
+    to the load its durations were captured under (``corun_ref``)."""
+    interference_range: tuple[float, float] | None = None
+    """Uncertainty of ``interference`` (low, high), drawn uniformly by prediction intervals:
+    calibrated from a probe, or a stated prior without one."""
+
+
+TaskKind = Literal["kernel", "memcpy", "memset", "collective"]
+
+
+class DeviceTask(StrictModel):
+    """One task on a device lane (a CUDA stream, a copy engine, the communication stream).
+
+    Tasks on one stream run in list order. A task is ready when its stream is free, its launch
+    (the host op naming it, if any) has been issued, and every task in ``waits`` has finished;
+    it starts ``gap_us`` (× ``DeviceParams.gap_scale``) later.
+    For ``collective`` tasks ``dur_us`` is the transfer time (taken from the last rank to
+    arrive); the simulated collective also waits for every rank to arrive.
+    """
+
+    id: str
+    stream: str
+    name: str = ""
+    kind: TaskKind = "kernel"
+    category: Category = "other"
+    phase: Phase = "other"
+    dur_us: Micros
+    breakdown_us: dict[str, Micros] = Field(default_factory=dict)
+    """After coarsening: µs per category of the merged tasks (sums to ``dur_us``)."""
+    waits: list[str] = Field(default_factory=list)
+    prev_waits: list[str] = Field(default_factory=list)
+    """Tasks whose run in the *previous* step this task also waits for: a cross-step event
+    wait (``cudaStreamWaitEvent`` on an event the previous step recorded), as when a pipelined
+    input copy waits for the last step's optimizer. Ignored in the first simulated step."""
+    bytes: int | None = Field(default=None, ge=0)
+    copy_kind: Literal["", "h2d", "d2h", "d2d"] = ""
+    pinned: bool | None = None
+    launches: int = Field(default=1, ge=1)
+    """Fine launches this task stands for after coarsening: its host launch takes that many
+    slots of the launch queue until it finishes."""
+    gap_us: Micros = 0.0
+    """Idle time (µs) between the task becoming ready and starting that nothing in the model
+    explains (device-side launch latency, a dependency the trace does not show). The stream
+    waits it out before the task's busy ``dur_us``; it is not busy time. After coarsening, the
+    gaps inside a merged chain, summed."""
+    replay_us: list[Micros] | None = None
+    """Busy time (µs) in each step of the captured window (:class:`ReplayWindow`), in order."""
+    replay_gap_us: list[Micros] | None = None
+    """Unexplained idle (µs, as ``gap_us``) in each step of the captured window."""
+
+    @model_validator(mode="after")
+    def _check_replay(self):
+        non_empty(self, "replay_us", "replay_gap_us")
+        return self
+
+    def category_us(self) -> dict[str, float]:
+        """µs per category: ``breakdown_us`` when coarsened, else ``{category: dur_us}``."""
+        return dict(self.breakdown_us) if self.breakdown_us else {self.category: self.dur_us}
+
+
+class DeviceParams(StrictModel):
+    """Per stream, the ordered tasks. Stream names are free-form (Kineto stream ids as
+    strings, or ``h2d``, ``comm`` in hand-written models)."""
+
+    streams: dict[str, list[DeviceTask]] = Field(default_factory=dict)
+    launch_queue_depth: int = Field(default=LAUNCH_QUEUE_DEPTH, ge=1, le=MAX_LAUNCH_QUEUE_DEPTH)
+    """Launched, unfinished device tasks the runtime holds before a launch blocks the host
+    (``LAUNCH_QUEUE_DEPTH`` unless a trace showed more pending; see
+    ``models.device.LaunchQueue``)."""
+    gap_scale: float = Field(default=1.0, ge=0, le=1e6)
+    """Factor on every task's ``gap_us`` when simulated (1: as calibrated). One number for
+    all of the device's unexplained idle, so a what-if or a prediction interval can vary it."""
+
+    def tasks(self) -> dict[str, DeviceTask]:
+        return {t.id: t for ts in self.streams.values() for t in ts}
+
+
+class GradParam(StrictModel):
+    """One model parameter as DDP sees it: its gradient's size and the task that makes it."""
+
+    name: str
+    bytes: int = Field(ge=0)
+    ready_task: str | None = None
+    """The backward device task after which this gradient is ready (None: end of backward)."""
+    dtype: str = "float32"
+    """Gradient dtype: DDP never mixes dtypes in one bucket (reducer.cpp ``BucketKey``)."""
+
+
+class CommParams(StrictModel):
+    """Collective cost and DDP settings (``torch/nn/parallel/distributed.py``).
+
+    A ring all-reduce of ``b`` bytes on ``n`` ranks costs
+    ``latency_us + 2(n-1)/n × b / bus_gbps`` (µs, with b/bus_gbps converted to µs).
+    """
+
+    world_size: int = Field(default=1, ge=1, le=MAX_RANK_ID + 1)
+    bus_gbps: float | None = Field(default=None, gt=0)
+    """Bus bandwidth (GB/s); None keeps each collective's measured transfer time."""
+    latency_us: Micros = 0.0
+    bucket_cap_mb: float = Field(default=25.0, gt=0)
+    first_bucket_cap_mb: float = Field(default=1.0, gt=0)
+    grad_params: list[GradParam] = Field(default_factory=list)
+    """Parameters in registration order (DDP walks them in reverse)."""
+    comm_stream: str = "comm"
+    host_cpu_us: Micros = 0.0
+    host_cpu_us_per_mb: Micros = 0.0
+    """A collective's CPU work on its rank's host cores: ``host_cpu_us + host_cpu_us_per_mb ×
+    bytes / 2**20`` (gloo on CPU tensors: its worker and TCP loop threads copy and reduce the
+    data; both 0 for NCCL, whose work runs on the GPU). It competes with the training threads
+    for the cores the rank's host shares; the collective ends when its transfer and that work
+    are done (:func:`models.device.stream_process`)."""
+    grad_accum_steps: int = Field(default=1, ge=1)
+    """Gradient accumulation: each optimizer step spans this many simulated steps, all but the
+    last under ``DistributedDataParallel.no_sync()`` (no collectives, no optimizer phase)."""
+
+
+class RankParams(StrictModel):
+    """One simulated rank and its skew relative to the calibrated rank."""
+
+    rank: int = Field(ge=0, le=MAX_RANK_ID)
+    delay_us: Micros = 0.0
+    """Extra host CPU time at the start of every step (a slow data path, a noisy neighbour)."""
+    phase_extra_us: dict[str, Micros] = Field(default_factory=dict)
+    """Extra time per phase per step (``{"forward": 18000}`` = forward 18 ms longer): on the
+    phase's device tasks, or, for a phase with none (a CPU training step), on its host ``cpu``
+    ops, in proportion to their duration."""
+    host: str = ""
+    """The machine the rank runs on: ranks with the same (non-empty) host share its
+    ``loader.host_cores``, so a rank that waits frees a core for the others."""
+
+
+class Meta(StrictModel):
+    """Where the model came from and what it could not calibrate."""
+
+    name: str = ""
+    sources: dict[str, Source] = Field(default_factory=dict)
+    traces: list[str] = Field(default_factory=list)
+    steps_used: list[int] = Field(default_factory=list)
+    measured_step_us: list[StepMicros] = Field(default_factory=list)
+    """Measured step times (start to next start, µs) of the steps used."""
+    warnings: list[str] = Field(default_factory=list)
+    notes: dict[str, str | float | int | bool | None] = Field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Optional uncertainty of parameters, as ``path -> (low, high)`` *factors* applied to the
+    value at that dotted path (``loader.produce: [0.7, 1.4]``). Paths in ``sources`` marked
+    ``inferred`` or ``assumed`` without an entry here get the planner's defaults (±20 %,
+    ±50 %); see :mod:`scenarios.predict`."""
+
+    @field_validator("name", "traces", "warnings", mode="before")
+    @classmethod
+    def _printable(cls, v):
+        """File names become printable UTF-8 (see :func:`simcore.errors.shown`)."""
+        return printable(v)
+
+    @model_validator(mode="after")
+    def _check_ranges(self):
+        for path, (lo, hi) in self.ranges.items():
+            if not (0 <= lo <= hi):
+                raise ValueError(f"ranges[{path!r}] must satisfy 0 <= low <= high, got ({lo}, {hi})")
+        return self
+
+
+class ReplayWindow(StrictModel):
+    """The captured window of a trace, kept so the calibrated baseline can be replayed step
+    by step from the state the profiler found (``simulate(..., replay=True)``): the check that
+    the simulator reproduces what was measured, including a transient (a device backlog, a run
+    of input stalls) that a steady-state simulation of the representative step does not show.
+
+    Attributes:
+        steps: the captured step numbers, in order, without holes (``ProfilerStep#N``).
+        calibrated: per step, whether it had its own fit (a complete step with the
+            representative's structure); the others replay the representative's durations and
+            are left out of the comparison.
+        measured_step_us: per step, its measured time (µs, start to next start; the last
+            step's tail is GPU-inclusive, see ``calibration.steps``).
+        stream_busy_us: per stream, how long (µs) after the first step's start the stream was
+            still running work launched before it (the backlog the window starts with).
+        last_gpu_inclusive: the window's last step was the trace's last, so its measured time
+            runs to the end of its GPU work (else to the next step's start).
+    """
+
+    steps: list[int]
+    calibrated: list[bool]
+    measured_step_us: list[StepMicros]
+    stream_busy_us: dict[str, Micros] = Field(default_factory=dict)
+    last_gpu_inclusive: bool = False
+
+    @model_validator(mode="after")
+    def _check_lengths(self):
+        n = len(self.steps)
+        if n == 0 or len(self.calibrated) != n or len(self.measured_step_us) != n:
+            raise ValueError("replay: steps, calibrated and measured_step_us must be non-empty "
+                             "and of one length")
+        if any(v < 0 for v in self.measured_step_us) or any(
+                v < 0 for v in self.stream_busy_us.values()):
+            raise ValueError("replay: times must be >= 0")
+        return self
