@@ -1,6 +1,7 @@
 """Rendering of the what-if planner's results: rich tables, ``--json`` documents and matplotlib
 plots (the sweep curve with measured points, the ceilings). Times arrive in µs and are shown
-in ms; nothing here computes a result."""
+in ms; nothing here computes a result. Validation and the ledger are
+:mod:`report.validation`'s (re-exported here)."""
 from __future__ import annotations
 
 import math
@@ -10,27 +11,26 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from stepsim.report.figures import pyplot, save
-from stepsim.report.tables import console, json_out as _json, rank_comm_table
+from stepsim.report.tables import console, json_out as _json, ms_text as _ms, rank_comm_table
+from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
 from stepsim.scenarios.plan import Plan
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.sweep import SweepResult
-from stepsim.scenarios.validate import LedgerRecord, LedgerSummary
 from stepsim.simcore.units import us_to_ms
+
+__all__ = ["progress_bar", "whatif_dict", "print_whatif", "sweep_dict", "print_sweep",
+           "plot_sweep", "ceiling_dict", "print_ceilings", "plot_ceilings", "plan_dict",
+           "print_plan", "print_validation", "print_ledger"]
 
 
 _FLAT = 0.005
 """Ceilings below 1 + this are listed on one line rather than in the table."""
-
-
-def _ms(us: float | None, nd: int = 1) -> str:
-    return "-" if us is None else f"{us_to_ms(us):.{nd}f}"
 
 
 def _interval(p: Prediction) -> str:
@@ -324,81 +324,3 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
     c.print(f"stop: {p.stop}")
     _run_ahead_note([("baseline", b)] + [(f"move {i}", m.prediction)
                                          for i, m in enumerate(p.moves, 1)])
-
-
-# ---------------------------------------------------------------- validation -------------
-def _record_row(r: LedgerRecord) -> list[str]:
-    iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
-    n = f" ({r.steps_measured})"
-    return [r.label, _ms(r.predicted_mean_us), iv, _ms(r.measured_mean_us) + n,
-            _ms(r.measured_median_us) + n, f"{r.error_pct:+.1f}% ({r.median_error_pct:+.1f}%)",
-            {True: "yes", False: "no", None: "-"}[r.inside],
-            f"{r.predicted_bottleneck} / {r.measured_bottleneck or '-'}"
-            + {True: " ok", False: " differ", None: ""}[r.bottleneck_agrees]]
-
-
-_RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean (steps)",
-                "measured median (steps)",
-                "error mean (median)", "inside", "bottleneck predicted / measured")
-
-
-def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> None:
-    """Prediction vs measurement, one row per record."""
-    if as_json:
-        return _json([r.model_dump() for r in records])
-    t = Table(title="prediction vs re-measured step time (ms)", show_edge=False)
-    rows = [_record_row(r) for r in records]
-
-    def longest_word(i: int, floor: int) -> int:
-        """Wide enough for the column's longest word (capped), so labels wrap between
-        words, never inside one."""
-        return min(40, max([floor] + [len(w) for row in rows for w in row[i].split()]))
-
-    for col in _RECORD_COLS:
-        if col == "check":   # the what-if in words: takes the width the numbers leave
-            t.add_column(col, justify="left", overflow="fold", ratio=1,
-                         min_width=longest_word(0, 16))
-        elif col.startswith("bottleneck"):
-            t.add_column(col, justify="left", overflow="fold",
-                         min_width=longest_word(len(_RECORD_COLS) - 1, 8),
-                         max_width=max(18, longest_word(len(_RECORD_COLS) - 1, 8)))
-        else:
-            t.add_column(col, justify="right", overflow="fold",
-                         max_width={"P10-P90": 13, "error mean (median)": 15,
-                                    "measured mean (steps)": 13,
-                                    "measured median (steps)": 13}.get(col, 9))
-    for row in rows:
-        t.add_row(*row)
-    console().print(t)
-    for r in records:
-        if r.startup_us is not None:
-            console().print(
-                f"{r.label}: the worker start-up step is left out of the measured steps: "
-                f"{_ms(r.startup_us)} ms, its next() {_ms(r.startup_next_us)} ms against a "
-                f"median {_ms(r.startup_later_next_us, 2)} ms after it (the first next() of "
-                f"a multi-process DataLoader spawns its workers; "
-                f"{r.startup_runs} run{'s' if r.startup_runs != 1 else ''})")
-
-
-def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
-                 as_json: bool = False) -> None:
-    """Every record, then the score: median and max |error|, interval coverage, bottleneck
-    agreement."""
-    if as_json:
-        return _json({"summary": asdict(s), "records": [r.model_dump() for r in records]})
-    print_validation(records)
-    c = console()
-    if s.n_in_sample:
-        c.print(f"{s.n_in_sample} in-sample record{'s' if s.n_in_sample != 1 else ''} (the "
-                "calibration setting itself) left out of the score")
-    if s.n == 0:
-        c.print("the ledger has no out-of-sample prediction")
-        return
-    c.print(f"{s.n} out-of-sample prediction{'s' if s.n != 1 else ''} (errors of the mean "
-            f"step): median |error| {s.median_abs_error_pct:.1f}%, "
-            f"max |error| {s.max_abs_error_pct:.1f}%")
-    if s.coverage is not None:
-        c.print(f"interval coverage: {s.coverage:.0%} of {s.n_intervals} (P10-P90 aims at 80%), "
-                f"median width {s.median_width_pct:.1f}% of the prediction")
-    if s.bottleneck_agreement is not None:
-        c.print(f"bottleneck agreement: {s.bottleneck_agreement:.0%} of {s.n_bottlenecks}")

@@ -81,6 +81,11 @@ def summary_dict(summary: Summary, count: StepCount | None = None) -> dict:
     return d
 
 
+def ms_text(us: float | None, nd: int = 1) -> str:
+    """``us`` (µs) in ms with ``nd`` decimals; ``-`` for None."""
+    return "-" if us is None else f"{us_to_ms(us):.{nd}f}"
+
+
 def _ms(us: float) -> str:
     return f"{us_to_ms(us):.2f}"
 
