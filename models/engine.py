@@ -18,6 +18,7 @@ from stepsim.models.params import StepModel
 from stepsim.models.plans import host_plan, stream_plans
 from stepsim.models.ranks import rank_host_plan
 from stepsim.models.solo import solvable, solve
+from stepsim.models.solo_loader import SoloLoader, loader_solvable
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.record import Block, Recorder
 from stepsim.simcore.rng import spawn_streams
@@ -149,14 +150,18 @@ def solved(su: Setup, runs: Runs, waits: list):
     cpu = su.pool(env, rp.host, {})
     streams = stream_plans(m, 0, su.replay)
     ops = rank_host_plan(m, 0, su.ops)
+    lp, lrng = su.lp, su.rngs[f"rank{rp.rank}.loader"]
+    fast = loader_solvable(lp, cpu)
     if su.comm_cpu or not solvable(
             len(m.ranks), not cpu.contended and cpu.interference <= 0,
-            su.lp.num_workers, ops, streams):
+            lp.num_workers, ops, streams, workers_solvable=fast):
         return None
-    loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], su.hook, rp.rank)
+    workers = SoloLoader(lp, cpu.scale, lrng, rp.rank) if lp.num_workers else None
+    loader = DataLoaderSim(env, lp, cpu, lrng, su.hook, rp.rank) if workers is None else workers
     starts = solve(rp.rank, ops, streams, rp.delay_us, m.host.uses_core, cpu.scale, loader,
                    m.device.launch_queue_depth, su.hook, runs, waits, su.n_total, su.last,
-                   su.sync_step, su.rngs[f"rank{rp.rank}.host"], su.backlog, _released(m))
+                   su.sync_step, su.rngs[f"rank{rp.rank}.host"], su.backlog, _released(m),
+                   workers=workers)
     return [starts], [loader]
 
 

@@ -13,11 +13,17 @@ Semantics follow ``torch/utils/data/dataloader.py`` (``_MultiProcessingDataLoade
 * ``_next_data`` returns batch ``rcvd_idx`` next, an early batch waiting in the reorder buffer
   (head-of-line blocking); with ``in_order=False`` batches are returned as they arrive;
 * with ``pin_memory`` one thread of the main process (``_pin_memory_loop``) receives every
-  batch from the workers (so it pays the unpickling) and pins it, serially; without it the main
+  batch from the workers (so it pays the unpickling) and pins it, serially, in arrival order
+  (batches that arrive at the same instant: the lower index first); without it the main
   thread unpickles;
 * ``persistent_workers=False`` starts new workers every epoch (``worker_startup_us``);
 * ``num_workers=0`` (``_SingleProcessDataLoaderIter``) produces each batch on the main thread
   inside ``next()``.
+
+A batch's produce time is drawn when its index is sent (in index order, from the worker's
+distribution), so the draws do not depend on which of two simultaneous events SimPy runs
+first; with the pin thread's tie rule, a loader whose threads never wait for a core is then a
+function of its durations alone, which :mod:`models.solo_loader` solves without events.
 
 Queue depth: ``rank{r}.loader.ready`` counts the batches ``next()`` could return without
 waiting (pinned if ``pin_memory``; in order: the unbroken run from the next index, so batches
@@ -29,6 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import heapq
+
 import numpy as np
 import simpy
 
@@ -36,6 +44,19 @@ from stepsim.models.cpu import CpuPool, record_cpu_work
 from stepsim.models.params import LoaderParams
 from stepsim.simcore.record import Recorder, Span
 from stepsim.simcore.units import transfer_us
+
+
+LATE = 2
+"""SimPy priority after URGENT (0) and NORMAL (1): an event scheduled with it now runs once
+every other event of this instant has."""
+
+
+def end_of_instant(env: simpy.Environment) -> simpy.Event:
+    """An event that fires at ``env.now`` after every URGENT or NORMAL event of this instant."""
+    ev = simpy.Event(env)
+    ev._ok, ev._value = True, None   # triggered (what Event.succeed sets), at a later priority
+    env.schedule(ev, LATE)
+    return ev
 
 
 @dataclass
@@ -95,7 +116,8 @@ class DataLoaderSim:
         self.worker_tasks = [0] * nw   # sent to a worker, not yet returned (``_workers_num_tasks``)
         self.next_worker = 0
         self.index_q = [simpy.Store(env) for _ in range(nw)]
-        self.result_q = simpy.Store(env)
+        # with a pin thread: (arrival instant, index, worker), served lowest first
+        self.result_q = simpy.PriorityStore(env) if params.pin_memory else simpy.Store(env)
         self.out_q = simpy.Store(env) if params.pin_memory else self.result_q
         self.reorder: dict[int, int] = {}   # idx -> worker, received early (in-order mode)
         for w in range(nw):
@@ -149,7 +171,7 @@ class DataLoaderSim:
         else:
             return
         self.worker_tasks[w] += 1
-        self.index_q[w].put(self.sent)
+        self.index_q[w].put((self.sent, self.produce[w].sample(self.rng)))
         self.sent += 1
         self.epoch_sent += 1
         self._note()
@@ -157,17 +179,15 @@ class DataLoaderSim:
     # -- processes -----------------------------------------------------------------------
     def _worker(self, w: int):
         lane = f"rank{self.rank}.worker{w}"
-        dist = self.produce[w]
         tpw = self.p.threads_per_worker
         while True:
-            idx = yield self.index_q[w].get()
+            idx, work_us = yield self.index_q[w].get()
             if self.env.now < self.startup_until:
                 t0 = self.env.now
                 yield self.env.timeout(self.startup_until - t0)
                 self.rec.span(Span(lane, "worker start-up", "wait", t0, self.env.now - t0,
                                    rank=self.rank, cause="startup"))
             start = self.env.now
-            work_us = dist.sample(self.rng)
             core_us = yield from self.cpu.parallel_work(work_us, tpw, self.p.corun_ref)
             record_cpu_work(self.rec, lane, f"batch {idx}", "produce", start,
                              core_us, self.env.now, -1, self.rank)
@@ -176,13 +196,19 @@ class DataLoaderSim:
             self._note()
             if not self.p.pin_memory:
                 self._deliver(idx)
-            yield self.result_q.put((idx, w))
+                yield self.result_q.put((idx, w))
+            else:
+                yield self.result_q.put((self.env.now, idx, w))
 
     def _pin_thread(self):
         lane = f"rank{self.rank}.pin_memory"
         cost_us = self.p.unpickle_us + self.pin_us
+        q = self.result_q
         while True:
-            item = yield self.result_q.get()
+            first = yield q.get()
+            yield end_of_instant(self.env)   # every batch arriving now is in the queue
+            heapq.heappush(q.items, first)
+            item = heapq.heappop(q.items)[1:]
             start = self.env.now
             core_us = yield from self.cpu.work(cost_us)
             if cost_us > 0:

@@ -40,11 +40,12 @@ class Unsolvable(Exception):
 
 
 def solvable(n_ranks: int, simple_host: bool, num_workers: int, ops: list[HostOpPlan],
-             streams: dict[str, list[TaskPlan]]) -> bool:
+             streams: dict[str, list[TaskPlan]], workers_solvable: bool = False) -> bool:
     """Whether a rank can be solved without events: one rank, a host that cannot lose its
-    core (``simple_host``), no DataLoader workers, no intra-op parallel CPU work, and each
-    copy engine used by at most one stream (so copies never queue for it)."""
-    if n_ranks != 1 or not simple_host or num_workers != 0:
+    core (``simple_host``), no DataLoader workers unless they can be solved too
+    (``workers_solvable``: :func:`models.solo_loader.loader_solvable`), no intra-op parallel
+    CPU work, and each copy engine used by at most one stream (so copies never queue for it)."""
+    if n_ranks != 1 or not simple_host or (num_workers != 0 and not workers_solvable):
         return False
     if any(op.kind == "cpu" and op.parallel_fraction > 0 for op in ops):
         return False
@@ -270,7 +271,7 @@ class _Device:
 def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
           delay_us: float, uses_core: bool, cpu_scale: float, loader: DataLoaderSim,
           queue_depth: int, rec: Recorder, runs, waits, n_steps: int, last: int, sync_step,
-          rng, backlog: dict[str, float], released: set[str]) -> list[float]:
+          rng, backlog: dict[str, float], released: set[str], workers=None) -> list[float]:
     """Solve ``n_steps`` steps of one rank; returns the host's step-start instants (µs,
     ``n_steps + 1`` of them).
 
@@ -280,6 +281,8 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
         what the event simulation would have recorded by its stop: the host's end or, if
         later, the end of step ``last``'s device work; so spans and runs of the steps after
         ``last`` are held back until that instant is known.
+        workers: the DataLoader's workers as a :class:`models.solo_loader.SoloLoader` (None
+        without workers: ``loader`` then produces each batch on the main thread).
 
     Raises:
         Unsolvable: a wait that never ends (the event simulation names it).
@@ -314,7 +317,8 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
             waits.append(HostWait(rank, step, t, end, cause, targets))
         return end
 
-    memo = StepMemo(ops, streams, last) if memoizable(ops, streams) else None
+    memo = StepMemo(ops, streams, last) if workers is None and memoizable(ops, streams) \
+        else None
     drawing = [op for op in ops if op.kind == "cpu" and op.samples is not None
                and op.replay_us is None]
     batches = [op for op in ops if op.kind == "next_batch"]
@@ -325,7 +329,7 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
         # the step's random durations, drawn first (in op order, as the processes draw them)
         draws = [op.samples.sample(rng) for op in drawing if syncing or not op.optimizer]
         loads = [loader.main_thread_draw_us(None if op.replay_us is None else op.replay_us[step])
-                 for op in batches if syncing or not op.optimizer]
+                 for op in batches if syncing or not op.optimizer] if workers is None else []
         key = memo.key(step, t, dev, lq, draws, loads, tuple(sync_step(step + d) for d in (-1, 0, 1))
                        ) if memo is not None else None
         hit = memo.get(key) if key is not None else None
@@ -365,6 +369,8 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
                 t = cpu(op.name, dur_us, "sync", step, 0.0)
                 t = block(op.name, "sync", step, tuple(
                     (step + off, tid) for off, tid in op.targets if step + off >= 0))
+            elif workers is not None:   # next_batch from the DataLoader's workers
+                t = workers.next_batch(t, step, rec)
             else:   # next_batch, produced on the main thread (no workers)
                 work_us = next(load)
                 core_us = work_us * loader.cpu.scale if work_us > 0 else 0.0
@@ -379,5 +385,8 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
     ends = dev.done.get(last, {})
     if len(ends) < sum(len(ps) for ps in dev.plans):
         raise Unsolvable(f"the device never finishes step {last}")
-    dev.flush(max([t, *ends.values()]))
+    stop = max([t, *ends.values()])
+    dev.flush(stop)
+    if workers is not None:
+        workers.finish(stop, out_rec)
     return starts
