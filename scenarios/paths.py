@@ -184,6 +184,54 @@ def set_value(model: StepModel, path: str, value: Any) -> StepModel:
     return validated(data, f"set {path}={value!r}")
 
 
+def replaced(model: StepModel, path: str, value: Any) -> StepModel:
+    """:func:`set_value` without a model-wide dump and validation: a copy of ``model`` that
+    shares every part off ``path``, the field set by validated assignment on a copy of the
+    model that holds it (its own checks run; the model-wide ones check references between
+    tasks, ops and ranks, which a new number at a leaf cannot change). A path through a free
+    dict, one whose leaf is not a model's field, and the two settings :func:`set_value`
+    keeps consistent, go through :func:`set_value`.
+
+    Raises:
+        ModelError: as :func:`set_value`.
+    """
+    keys, _ = resolve(model, path, allow_new_key=True)
+    nodes = [model]
+    for k in keys[:-1]:
+        nodes.append(getattr(nodes[-1], k) if isinstance(nodes[-1], BaseModel) else nodes[-1][k])
+    holder = nodes[-1]
+    if (not isinstance(holder, BaseModel) or keys[-1] == "mean_us" or len(keys) < 2
+            or keys == ["loader", "num_workers"]
+            or any(isinstance(n, dict) for n in nodes)):
+        return set_value(model, path, value)
+    new = holder.model_copy()
+    try:
+        setattr(new, keys[-1], _fresh(value))
+    except ValidationError as e:
+        err = telling_error(e)
+        loc = ".".join(str(x) for x in err["loc"]) or keys[-1]
+        raise ModelError(f"set {path}={value!r}: gives an invalid model: {loc}: "
+                         f"{err['msg']}") from None
+    for node, k in zip(reversed(nodes[:-1]), reversed(keys[:-1])):
+        if isinstance(node, BaseModel):
+            new = node.model_copy(update={k: new})
+        else:
+            new = node[:k] + [new] + node[k + 1:]
+    return new
+
+
+def _fresh(value: Any) -> Any:
+    """``value`` with each pydantic object in it validated anew (an assignment takes an object
+    of the field's type as it is)."""
+    if isinstance(value, BaseModel):
+        return type(value).model_validate(value.model_dump())
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
+
+
 def _walk(node: Any, keys: list[Key]) -> Any:
     """Follow concrete keys through pydantic objects, lists and dicts (a model or its dump)."""
     for k in keys:

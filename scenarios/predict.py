@@ -48,13 +48,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from stepsim.models.metrics import Summary, summarize
 from stepsim.models.params import DeviceTask, DurationSpec, StepModel
 from stepsim.models.simulate import simulate, task_durations
 from stepsim.scenarios.parallel import Progress, run_many
-from stepsim.scenarios.paths import get_value, set_value
+from stepsim.scenarios.paths import get_value, replaced
 from stepsim.scenarios.stepcount import (DRAW_STEPS, StepCount, mean_std_error_us,
                                          simulate_counted)
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
@@ -267,13 +267,13 @@ def perturb(model: StepModel, factors: dict[str, float]) -> StepModel:
     """
     for path, f in factors.items():
         if path in ABSOLUTE:
-            model = set_value(model, path, f)
+            model = replaced(model, path, f)
             continue
         try:
             new = _perturbed(get_value(model, path), f)
         except TypeError as e:
             raise ModelError(f"{path}: a {e} value cannot be varied") from None
-        model = set_value(model, path, new.model_dump() if isinstance(new, BaseModel) else new)
+        model = replaced(model, path, new)
     return model
 
 
@@ -351,24 +351,31 @@ def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generato
     def mean(values: list[float]) -> float:
         return float(np.mean([values[k] for k in pick]))
 
-    m = model.model_copy(deep=True)
-    for op in m.host.ops:
-        if op.replay_us is not None and op.kind != "next_batch":
-            op.dur_us = mean(op.replay_us)
-    for ts in m.device.streams.values():
+    # new objects only where a value changes (means of valid values: no validation needed)
+    ops = [op.model_copy(update={"dur_us": mean(op.replay_us)})
+           if op.replay_us is not None and op.kind != "next_batch" else op
+           for op in model.host.ops]
+    streams = {}
+    for s, ts in model.device.streams.items():
+        streams[s] = out = []
         for t in ts:
+            up = {}
             if t.replay_us is not None:
                 d = mean(t.replay_us)
                 if t.breakdown_us and t.dur_us > 0:
-                    t.breakdown_us = {k: v * d / t.dur_us for k, v in t.breakdown_us.items()}
-                t.dur_us = d
+                    up["breakdown_us"] = {k: v * d / t.dur_us for k, v in t.breakdown_us.items()}
+                up["dur_us"] = d
             if t.replay_gap_us is not None:
-                t.gap_us = mean(t.replay_gap_us)
-    if m.loader.produce.samples_us:
-        s = m.loader.produce.samples_us
-        m.loader.produce = DurationSpec.from_samples(
-            [float(v) for v in rng.choice(s, size=len(s), replace=True)])
-    return m
+                up["gap_us"] = mean(t.replay_gap_us)
+            out.append(t.model_copy(update=up) if up else t)
+    loader = model.loader
+    if loader.produce.samples_us:
+        s = loader.produce.samples_us
+        loader = loader.model_copy(update={"produce": DurationSpec.from_samples(
+            [float(v) for v in rng.choice(s, size=len(s), replace=True)])})
+    return model.model_copy(update={
+        "host": model.host.model_copy(update={"ops": ops}),
+        "device": model.device.model_copy(update={"streams": streams}), "loader": loader})
 
 
 def _draw(item) -> tuple[float, str, float]:
