@@ -39,9 +39,13 @@ Sidecar schema (``stepsim_sidecar: 1``), times in µs::
      "produce": [{"worker": int, "pid": int, "seq": int, "wall_us": float, "cpu_us": float,
                   "proc_cpu_us": float, "t_end_us": float, "bytes": int}],
      "steps": [{"t_start_us", "wall_us", "cpu_us", "proc_cpu_us", "next_wall_us",
-                "next_cpu_us", "next_proc_cpu_us", "vcsw", "ivcsw", "profiled"}],
+                "next_cpu_us", "next_proc_cpu_us", "vcsw", "ivcsw", "profiled",
+                "profiler_on"}],
                 # per step, main process; vcsw/ivcsw: the main thread's voluntary/involuntary
-                # context switches outside next() (blocking vs waiting for a core)
+                # context switches outside next() (blocking vs waiting for a core);
+                # profiled: a recorded step; profiler_on: the profiler ran (warm-up or
+                # active): the skip_first + wait steps before it are unprofiled, which
+                # calibration.profiler_overhead compares the recorded ones with
      "warnings": [str],   # e.g. the loop stopped early, the loader ran out
      "schedule": {"skip_first", "wait", "warmup", "active"}, "trace": "trace.json.gz",
      "host_name": str,    # ranks with one host name share its cores

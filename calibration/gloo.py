@@ -33,16 +33,26 @@ them. Every other rank's extra host time per phase (its mean minus the reference
 positive) is its ``RankParams.phase_extra_us``; each rank's host name (``host_name`` of the
 trace) is its ``RankParams.host``, so ranks on one host share its cores.
 
+The profiler's own per-op cost is taken out of these host durations: each rank's ``cpu`` and
+``launch`` durations (and so its phase times) are scaled by its measured factor, unprofiled ÷
+profiled main-thread CPU per step from the capture sidecar's steps
+(:mod:`calibration.profiler_overhead`; named in ``meta.notes["profiler_factor"]``). The
+host's speed range ``host.cpu_scale`` (every interval draws it) holds the stated run-to-run
+prior and that factor's uncertainty, added in quadrature in log space.
+
 Collective cost: ``latency_us`` and ``bus_gbps`` fitted by least squares to the all-reduces'
 transfer times against their ring bus bytes (``inferred``; the latency is 0 when fewer than
 two sizes were seen). Each collective's CPU work on its rank's host cores
 (``comm.host_cpu_us``, ``comm.host_cpu_us_per_mb``) comes from the job's per-thread CPU times in
 the capture sidecars (:mod:`calibration.gloo_cpu`). DDP's parameters come from the capture sidecar's ``ddp`` record
 (``measured``); without it, one pseudo-parameter per observed bucket (``inferred``: buckets
-can then be merged by a what-if but never split).
+can then be merged by a what-if but never split). A trace recorded without
+``record_shapes`` has no ``Input Dims``: the all-reduces' sizes are then the buckets DDP builds
+from the record's parameters at its caps.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,9 +61,11 @@ import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES, host_cpu_cost
+from stepsim.calibration.profiler_overhead import rank_factors
+from stepsim.calibration.sidecar_fit import HOST_NOISE_PRIOR
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
-from stepsim.models.ddp import ring_bus_bytes
+from stepsim.models.ddp import build_buckets, ring_bus_bytes
 from stepsim.models.params import (CommParams, DeviceParams, DeviceTask, GradParam, HostOp,
                                    HostParams, Meta, RankParams, StepModel)
 from stepsim.simcore.errors import InputError
@@ -244,9 +256,14 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         if n_coll else first
     recs = [step[ref][n] for n in nums]
     colls0 = recs[0].colls
+    # the profiler's own cost, measured per rank against its unprofiled steps
+    fac, fac_notes, fac_half = rank_factors(order, sidecars or {}, warnings)
+    rec = next((s.ddp for s in (sidecars or {}).values() if getattr(s, "ddp", None) is not None
+                and s.ddp.params), None)
+    sized = _record_sizes(colls0, rec, warnings)
     tasks = []
     for k, c in enumerate(colls0):
-        nbytes = c.numel * DTYPE_BYTES.get(c.dtype, 4) if c.numel is not None else None
+        nbytes = c.numel * DTYPE_BYTES.get(c.dtype, 4) if c.numel is not None else sized.get(k)
         phase = next(p for kind, p, _, ci in recs[0].ops if kind == "launch" and ci == k)
         tasks.append(DeviceTask(id=f"gloo.{c.kind}{k}", stream=GLOO_STREAM,
                                 name=f"gloo:{c.kind}" + (f" ({nbytes} B)" if nbytes else ""),
@@ -254,7 +271,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                                 dur_us=float(np.median(transfer[:, k])), bytes=nbytes))
     ops = []
     for j, (kind, phase, _, ci) in enumerate(recs[0].ops):
-        vals = [r.ops[j][2] for r in recs]
+        vals = [r.ops[j][2] * fac[ref] for r in recs]
         task = tasks[ci].id if ci is not None else None
         if kind == "cpu":
             name = {"forward": "forward", "backward": "backward",
@@ -267,14 +284,14 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         else:
             ops.append(HostOp(kind="sync", name=f"wait for {tasks[ci].name} (untraced)",
                               task=task, phase=phase))
-    ref_phase = {p: float(np.mean([r.phase_us[p] for r in recs])) for p in PHASES}
+    ref_phase = {p: float(np.mean([r.phase_us[p] for r in recs])) * fac[ref] for p in PHASES}
     rank_params = []
     for r in order:
-        extra = {p: float(np.mean([step[r][n].phase_us[p] for n in nums])) - ref_phase[p]
-                 for p in PHASES}
+        extra = {p: float(np.mean([step[r][n].phase_us[p] for n in nums])) * fac[r]
+                 - ref_phase[p] for p in PHASES}
         rank_params.append(RankParams(rank=r, host=ranks[r].host,
                                       phase_extra_us={p: v for p, v in extra.items() if v > 0}))
-    comm, sources, how = _comm(tasks, colls0, ranks, sidecars or {}, warnings)
+    comm, sources, how = _comm(tasks, ranks, sidecars or {}, rec, warnings)
     job = [max(step[r][n].step_us for r in order) for n in nums]
     world = max([ranks[r].world for r in order] + [len(order)])
     comm = comm.model_copy(update={"world_size": world})
@@ -287,23 +304,55 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         warnings.append(f"host cores unknown: assumed {loader.host_cores} (one per rank on a "
                         "host); a capture sidecar records them")
     sources.update({"host.ops": "measured", f"device.streams.{GLOO_STREAM}": "measured",
-                    "ranks": "measured"})
+                    "ranks": "measured", "host.cpu_scale": "assumed"})
+    # the host's run-to-run speed (the stated prior) and the profiler factor's uncertainty,
+    # independent, added in quadrature in log space
+    half = math.hypot(max(-math.log(HOST_NOISE_PRIOR[0]), math.log(HOST_NOISE_PRIOR[1])),
+                      fac_half)
+    ranges = {"host.cpu_scale": (math.exp(-half), math.exp(half))}
     notes = {"kind": "cpu_ddp", "backend": "gloo", "reference_rank": ref,
              "ranks": ",".join(map(str, order)), "buckets": how,
              "clock_offsets_us": ",".join(f"{r}:{offset[r] / 1e3:.1f}" for r in order),
              "arrival_skew_us_median": ",".join(
                  f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
                  for i, r in enumerate(order)),
-             "measured_median_step_us": float(np.median(job))}
+             "measured_median_step_us": float(np.median(job)), **fac_notes}
     meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,
                 traces=[str(ranks[r].path) for r in order], steps_used=nums,
-                measured_step_us=job, warnings=warnings, notes=notes)
+                measured_step_us=job, warnings=warnings, notes=notes, ranges=ranges)
     return StepModel(loader=loader, host=HostParams(ops=ops),
                      device=DeviceParams(streams={GLOO_STREAM: tasks}), comm=comm,
                      ranks=rank_params, meta=meta)
 
 
-def _comm(tasks: list[DeviceTask], colls: list[_Coll], ranks: dict, sidecars: dict,
+def _grad_params(rec) -> list[GradParam]:
+    """The DDP record's parameters that DDP reduces, in registration order."""
+    return [GradParam(name=p.name, bytes=p.bytes, dtype=p.dtype)
+            for p in rec.params if p.requires_grad and not p.ddp_ignored]
+
+
+def _record_sizes(colls: list[_Coll], rec, warnings: list[str]) -> dict[int, int]:
+    """Bytes of the all-reduces whose trace event has no ``Input Dims`` (a profiler without
+    ``record_shapes``), by collective index: the buckets DDP builds from the DDP record's
+    parameters at its caps, in reduction order; empty when none is missing, without a record,
+    or when their count is not the all-reduces'."""
+    ars = [k for k, c in enumerate(colls) if c.kind == "all_reduce"]
+    if rec is None or not ars or all(colls[k].numel is not None for k in ars):
+        return {}
+    cap = rec.bucket_cap_mb or 25.0
+    first = rec.first_bucket_bytes / 2 ** 20 if rec.first_bucket_bytes else cap
+    sizes = [b.bytes for b in build_buckets(_grad_params(rec), cap, first)]
+    if len(sizes) != len(ars):
+        warnings.append(f"the all-reduces have no Input Dims and the DDP record's parameters "
+                        f"make {len(sizes)} bucket(s) for {len(ars)} all-reduce(s): their sizes "
+                        "are unknown (capture with record_shapes=True)")
+        return {}
+    warnings.append("the all-reduces have no Input Dims (recorded without record_shapes): "
+                    "their sizes are the buckets DDP builds from the DDP record's parameters")
+    return dict(zip(ars, sizes))
+
+
+def _comm(tasks: list[DeviceTask], ranks: dict, sidecars: dict, rec,
           warnings: list[str]) -> tuple[CommParams, dict, str]:
     """Collective cost (latency + bus bandwidth, least squares) and DDP's parameters."""
     sources: dict[str, str] = {}
@@ -325,10 +374,8 @@ def _comm(tasks: list[DeviceTask], colls: list[_Coll], ranks: dict, sidecars: di
     upd["host_cpu_us"], upd["host_cpu_us_per_mb"], src = host_cpu_cost(
         ranks, sidecars, upd.get("latency_us", 0.0), upd.get("bus_gbps"), world, warnings)
     sources["comm.host_cpu_us"] = sources["comm.host_cpu_us_per_mb"] = src
-    rec = next((s.ddp for s in sidecars.values() if getattr(s, "ddp", None) is not None), None)
-    if rec is not None and rec.params:
-        upd["grad_params"] = [GradParam(name=p.name, bytes=p.bytes, dtype=p.dtype)
-                              for p in rec.params if p.requires_grad and not p.ddp_ignored]
+    if rec is not None:
+        upd["grad_params"] = _grad_params(rec)
         if rec.bucket_cap_mb:
             upd["bucket_cap_mb"] = rec.bucket_cap_mb
         if rec.first_bucket_bytes:

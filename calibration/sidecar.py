@@ -58,6 +58,11 @@ class StepRecord(BaseModel):
     """The main thread's voluntary / involuntary context switches outside ``next()``: it
     blocked, or it was preempted while runnable (it waited for a core)."""
     profiled: bool = False
+    """Whether the step is one of the trace's recorded (active) steps."""
+    profiler_on: bool | None = None
+    """Whether the profiler ran during the step (its warm-up or active steps): the steps with
+    ``False`` are the unprofiled ones :mod:`calibration.profiler_overhead` compares the
+    profiled ones with; None in sidecars written before this was recorded."""
 
     @property
     def compute_cpu_us(self) -> float:

@@ -44,14 +44,17 @@ def clocks() -> tuple[float, float, float, int, int]:
     return (time.monotonic() * 1e6, time.thread_time() * 1e6, time.process_time() * 1e6) + sw
 
 
-def step_row(t0, t1, t2, profiled: bool) -> dict:
+def step_row(t0, t1, t2, profiled: bool, profiler_on: bool | None = None) -> dict:
     """A step's sidecar row from :func:`clocks` at its start, at the end of its ``next()``
     part and at its end; ``vcsw``/``ivcsw``: the main thread's voluntary / involuntary context
-    switches after ``next()`` (it blocked / it was preempted while runnable)."""
+    switches after ``next()`` (it blocked / it was preempted while runnable); ``profiled``: a
+    recorded (active) step; ``profiler_on``: the profiler ran (warm-up or active; default:
+    ``profiled``)."""
     return {"t_start_us": t0[0], "wall_us": t2[0] - t0[0], "cpu_us": t2[1] - t0[1],
             "proc_cpu_us": t2[2] - t0[2], "next_wall_us": t1[0] - t0[0],
             "next_cpu_us": t1[1] - t0[1], "next_proc_cpu_us": t1[2] - t0[2],
-            "vcsw": t2[3] - t1[3], "ivcsw": t2[4] - t1[4], "profiled": profiled}
+            "vcsw": t2[3] - t1[3], "ivcsw": t2[4] - t1[4], "profiled": profiled,
+            "profiler_on": profiled if profiler_on is None else profiler_on}
 
 
 def host_cores() -> int:
@@ -112,8 +115,9 @@ class Window:
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(ProfilerActivity.CUDA)
+        # a DDP job's buckets are costed from the all-reduces' Input Dims (calibration.gloo)
         self._prof = profile(activities=activities, schedule=schedule(repeat=1, **self.schedule),
-                             on_trace_ready=self._on_ready)
+                             on_trace_ready=self._on_ready, record_shapes=self.ddp is not None)
         self._prof.__enter__()
         self._t_prev = clocks()
 
@@ -133,8 +137,9 @@ class Window:
             torch.cuda.synchronize()
         t0, t2 = self._t_prev, clocks()
         t1 = self._t_ready or t0
-        i = len(self.rows)
-        self.rows.append(step_row(t0, t1, t2, i >= self.total - self.schedule["active"]))
+        i, sch = len(self.rows), self.schedule
+        self.rows.append(step_row(t0, t1, t2, i >= self.total - sch["active"],
+                                  i >= sch["skip_first"] + sch["wait"]))
         self._prof.step()
         self._t_prev, self._t_ready = clocks(), None
         if len(self.rows) >= self.total:

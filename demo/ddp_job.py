@@ -161,46 +161,65 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
     return res
 
 
+UNPROFILED_STEPS = 4
+"""Unprofiled steps timed right before and again right after the profiled window of a
+capture: the profiler's own cost is measured against them
+(:mod:`calibration.profiler_overhead`)."""
+
+
 def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
-    """Profile ``run.steps`` steps (after one profiler warm-up step); returns the
-    :func:`thread_stats` before and after the profiled steps."""
-    import torch
+    """Profile ``run.steps`` steps (after one profiler warm-up step), between
+    :data:`UNPROFILED_STEPS` unprofiled steps before and after; every step's wall and
+    main-thread CPU time goes into the sidecar (``steps``, with ``profiled`` and
+    ``profiler_on``). Returns the :func:`thread_stats` before and after the profiled steps."""
     from torch.profiler import ProfilerActivity, profile, schedule
+
+    from stepsim.calibration.window import clocks, step_row
 
     out = Path(run.profile_dir)
     out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+
+    def timed(profiled: bool, profiler_on: bool) -> None:
+        t0 = clocks()
+        step()
+        rows.append(step_row(t0, t0, clocks(), profiled, profiler_on))
+
+    for _ in range(UNPROFILED_STEPS):
+        timed(False, False)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                  schedule=schedule(wait=0, warmup=1, active=run.steps, repeat=1)) as prof:
         for k in range(run.steps + 1):
             if k == 1:
                 before = thread_stats()
-            step()
+            timed(k >= 1, True)
             prof.step()
         after = thread_stats()
+    for _ in range(UNPROFILED_STEPS):
+        timed(False, False)
     prof.export_chrome_trace(str(out / f"rank{rank}.json"))
     others = [{k: t[k] for k in ("tid", "name", "cpu_us")}
               for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
-    _write_sidecar(out, model, rank, others)
+    _write_sidecar(out, model, rank, others, rows)
     return before, after
 
 
-def _write_sidecar(out: Path, model, rank: int, threads: list[dict]) -> None:
+def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list[dict]) -> None:
     """The DDP record of :mod:`calibration.ddp_info`, as a capture sidecar beside the trace,
     with the CPU time over the profiled steps of the process's threads other than the
-    training thread (``threads``, empty where the kernel has no per-thread schedstat)."""
+    training thread (``threads``, empty where the kernel has no per-thread schedstat) and the
+    step rows (``steps``: :func:`calibration.window.step_row`)."""
     import json
 
     import torch
 
+    from stepsim.calibration.ddp_info import ddp_record
     from stepsim.simcore.atomic import write_atomic
-    try:
-        from stepsim.calibration.ddp_info import ddp_record
-    except ImportError:      # the harness's DDP record is not there: no sidecar
-        return
+
     side = {"stepsim_sidecar": 1, "torch_version": torch.__version__, "device": "cpu",
             "host_cores": len(os.sched_getaffinity(0)), "cpu_count": os.cpu_count(),
             "torch_num_threads": torch.get_num_threads(), "capture": "harness",
-            "loader": {"num_workers": 0}, "ddp": ddp_record(model)}
+            "loader": {"num_workers": 0}, "steps": steps, "ddp": ddp_record(model)}
     if side["ddp"] is not None:
         side["ddp"]["threads"] = threads
     write_atomic(out / f"rank{rank}.sidecar.json", json.dumps(side).encode())

@@ -124,7 +124,7 @@ def _ddp_rank(rank: int, world: int, folder: str) -> None:
         cap = Capture(Path(folder) / "run")
         cap.ddp(model)
         loader = tud.DataLoader(Squares(8 * 12), batch_size=8, collate_fn=pair_collate)
-        _train(cap, loader, model, active=3, wait=0, warmup=1, skip_first=1)
+        _train(cap, loader, model, active=3, wait=1, warmup=1, skip_first=2)
     finally:
         dist.destroy_process_group()
 
@@ -148,8 +148,30 @@ def test_ddp_job_is_recorded_per_rank(tmp_path):
         assert [p.requires_grad for p in d.params] == [True, True, True, False]
         assert d.grad_bytes == 4 * (64 * 128 + 128 + 256)
         assert d.find_unused_parameters is False and d.gradient_as_bucket_view is False
+        # the skip_first + wait steps ran without the profiler, the warm-up step with it
+        assert [s.profiler_on for s in sc.steps] == [False] * 3 + [True] * 4
+        assert [s.profiled for s in sc.steps] == [False] * 4 + [True] * 3
     r = run_cli("calibrate", str(tmp_path / "run" / "rank0"), "-o", str(tmp_path / "m.json"))
     assert r.returncode == 0, r.stderr
+    # the job: both ranks, its all-reduce sized from Input Dims (the profiler records shapes
+    # under DDP), the profiler's cost measured per rank against the unprofiled steps
+    job = tmp_path / "job.json"
+    r = run_cli("calibrate", str(tmp_path / "run"), "-o", str(job))
+    assert r.returncode == 0, r.stderr
+    assert "profiler overhead (measured)" in r.stderr and "no Input Dims" not in r.stderr
+    m = json.loads(job.read_text())
+    assert len(m["ranks"]) == 2
+    assert [k.split(":")[0] for k in m["meta"]["notes"]["profiler_factor"].split(",")] == ["0", "1"]
+    grads = 4 * (64 * 128 + 128 + 256)
+    assert [t["bytes"] for t in m["device"]["streams"]["gloo"]] == [grads]
+    # a bucket what-if rebuilds the all-reduces from the recorded parameters: a 1 KiB cap
+    # (the first bucket's too, as DDP(bucket_cap_mb=...) does) closes one bucket at 2.weight
+    # (1 KiB) and one with 0.bias + 0.weight
+    r = run_cli("whatif", str(job), "--set", f"comm.bucket_cap_mb={1 / 1024}", "--draws", "0",
+                "--steps", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    comm = json.loads(r.stdout)["scenario"]["rank_comm"]
+    assert {x["rank"]: x["count"] for x in comm if x["group"] == "collective"} == {0: 2, 1: 2}
 
 
 def test_bad_ddp_section_is_one_line(tmp_path):

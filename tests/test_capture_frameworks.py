@@ -160,6 +160,27 @@ def test_lightning_callback_under_ddp(tmp_path):
         assert [(p.name, p.shape, p.dtype) for p in d.params] == [
             ("lin.weight", [2, 64], "float32"), ("lin.bias", [2], "float32")]
         assert len(sc.steps) == 8 and (out / f"rank{rank}" / "trace.json.gz").is_file()
+    _bucket_whatif(tmp_path, out, cap_mb=8 / 2 ** 20, buckets=2)   # lin.bias, then lin.weight
+
+
+def _bucket_whatif(tmp_path, out, cap_mb: float, buckets: int) -> dict:
+    """Calibrate the job's rank folders into one model and price a ``bucket_cap_mb`` what-if
+    on it: the captured all-reduces carry their sizes (the profiler records shapes under DDP),
+    the profiler's cost is measured, and the what-if rebuilds ``buckets`` all-reduces per rank
+    from the recorded parameters. Returns the model (JSON)."""
+    model = tmp_path / "m.json"
+    r = run_cli("calibrate", str(out), "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    assert "profiler overhead (measured)" in r.stderr and "no Input Dims" not in r.stderr
+    m = json.loads(model.read_text())
+    assert m["device"]["streams"]["gloo"] and all(t["bytes"] for t in m["device"]["streams"]["gloo"])
+    r = run_cli("whatif", str(model), "--set", f"comm.bucket_cap_mb={cap_mb!r}", "--draws", "0",
+                "--steps", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    comm = json.loads(r.stdout)["scenario"]["rank_comm"]
+    assert {x["rank"]: x["count"] for x in comm if x["group"] == "collective"} == \
+        {0: buckets, 1: buckets}
+    return m
 
 
 _HF_RANK = """
@@ -219,10 +240,8 @@ def test_hf_trainer_callback_under_ddp(tmp_path):
         assert [(p.name, p.shape) for p in d.params] == [
             ("net.0.weight", [256, 64]), ("net.0.bias", [256]), ("net.2.weight", [2, 256]),
             ("net.2.bias", [2])]
-    model = tmp_path / "m.json"
-    r = run_cli("calibrate", str(out), "-o", str(model))
-    assert r.returncode == 0, r.stderr
-    m = json.loads(model.read_text())
+    # net.2.bias + net.2.weight + net.0.bias pass a 2 KiB + 49 B cap, net.0.weight alone
+    m = _bucket_whatif(tmp_path, out, cap_mb=2097 / 2 ** 20, buckets=2)
     assert len(m["ranks"]) == 2 and m["comm"]["bucket_cap_mb"] == 25.0
     assert m["meta"]["sources"]["comm.bucket_cap_mb"] == "measured"
     assert len(m["comm"]["grad_params"]) == 4

@@ -132,3 +132,111 @@ def test_arrival_skew_vs_transfer_per_rank_in_simulate_and_whatif(gloo_run, tmp_
     r = run_cli("whatif", str(path), "--fix", "straggler:rank=1,phase=forward,ms=40",
                 "--steps", "6", "--draws", "0")
     assert "arrival skew vs transfer per rank" in r.stdout
+
+
+def _copy_capture(src, dst, edit_sidecar=None, edit_event=None):
+    """A copy of the demo job's capture folder with each rank's sidecar (dict) and trace
+    events (dicts) passed through the given edits."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    for f in dst.glob("rank*.json"):
+        data = json.loads(f.read_text())
+        if f.name.endswith("sidecar.json"):
+            if edit_sidecar:
+                edit_sidecar(data)
+        elif edit_event:
+            for e in data["traceEvents"]:
+                edit_event(e)
+        f.write_text(json.dumps(data))
+    return dst
+
+
+def test_profiler_overhead_is_measured_and_applied(gloo_run, tmp_path):
+    """The capture times unprofiled steps beside the profiled ones; calibration measures each
+    rank's factor from its own sidecar and scales the host-side durations by it: against the
+    same capture whose sidecars do not say which steps were profiled (an older sidecar), every
+    host op's samples are exactly the factor of the reference rank times the uncorrected."""
+    import math
+
+    from stepsim.calibration.profiler_overhead import overhead_factor
+    from stepsim.calibration.sidecar import load_sidecar
+    from stepsim.scenarios.predict import uncertain_params
+
+    out, _ = gloo_run
+    model = calibrate(out)
+    notes = model.meta.notes
+    factors = dict(kv.split(":") for kv in notes["profiler_factor"].split(","))
+    assert set(factors) == {"0", "1"} and notes["profiler_factor_source"].startswith("measured")
+    for r, f in factors.items():
+        side = load_sidecar(out / f"rank{r}.sidecar.json")
+        own = overhead_factor(side)
+        assert own is not None and float(f) == pytest.approx(own.factor, abs=1e-4)
+        assert own.n_unprofiled >= 2 and own.n_profiled >= 2
+        assert 0.3 < own.factor < 1.5         # the profiler costs; it never halves a step
+    assert any(w.startswith("profiler overhead (measured)") for w in model.meta.warnings)
+
+    def forget(side):          # a sidecar written before profiler_on was recorded
+        for s in side["steps"]:
+            del s["profiler_on"]
+
+    old = calibrate(_copy_capture(out, tmp_path / "old", edit_sidecar=forget))
+    assert "profiler_factor" not in old.meta.notes
+    assert any("profiler's own cost stays" in w for w in old.meta.warnings)
+    ref = model.meta.notes["reference_rank"]
+    f_ref = overhead_factor(load_sidecar(out / f"rank{ref}.sidecar.json")).factor
+    for a, b in zip(model.host.ops, old.host.ops):
+        assert (a.kind, a.name) == (b.kind, b.name)
+        if a.kind in ("cpu", "launch"):
+            assert a.dur_us == pytest.approx(b.dur_us * f_ref, rel=1e-9)
+        if a.kind == "cpu":
+            assert a.samples_us == pytest.approx([v * f_ref for v in b.samples_us], rel=1e-9)
+    # the factor's uncertainty widens the host-speed range every interval draws from
+    lo, hi = model.meta.ranges["host.cpu_scale"]
+    lo0, hi0 = old.meta.ranges["host.cpu_scale"]
+    assert lo < lo0 < 1 < hi0 < hi and math.log(hi) == pytest.approx(-math.log(lo))
+    assert uncertain_params(model)[0]["host.cpu_scale"] == (lo, hi)
+
+
+def test_profiler_factors_scale_each_rank_in_closed_form(gloo_run, tmp_path):
+    """Sidecars whose unprofiled steps took exactly half the profiled steps' CPU: the factor is
+    0.5 on both ranks with no uncertainty, so every host duration and every rank's extra
+    phase time is exactly half the uncorrected one."""
+    out, _ = gloo_run
+
+    def steps(unprof_us, prof_us):
+        def edit(side):
+            row = lambda cpu, prof: {"wall_us": cpu, "cpu_us": cpu, "next_wall_us": 0.0,
+                                     "next_cpu_us": 0.0, "profiled": prof, "profiler_on": prof}
+            side["steps"] = [row(unprof_us, False)] * 5 + [row(prof_us, True)] * 4
+        return edit
+
+    half = calibrate(_copy_capture(out, tmp_path / "half", edit_sidecar=steps(10e3, 20e3)))
+    same = calibrate(_copy_capture(out, tmp_path / "same", edit_sidecar=steps(20e3, 20e3)))
+    assert half.meta.notes["profiler_factor"] == "0:0.5000,1:0.5000"
+    assert same.meta.notes["profiler_factor"] == "0:1.0000,1:1.0000"
+    assert half.meta.ranges["host.cpu_scale"] == same.meta.ranges["host.cpu_scale"]
+    for a, b in zip(half.host.ops, same.host.ops):
+        if a.kind in ("cpu", "launch"):
+            assert a.dur_us == pytest.approx(0.5 * b.dur_us, rel=1e-9)
+    for a, b in zip(half.ranks, same.ranks):
+        assert a.phase_extra_us == pytest.approx({k: 0.5 * v for k, v in b.phase_extra_us.items()})
+
+
+def test_buckets_without_input_dims_come_from_the_ddp_record(gloo_run, tmp_path):
+    """A trace recorded without ``record_shapes`` (no Input Dims): the all-reduces' sizes are
+    the buckets DDP builds from the sidecar's parameters at the recorded cap, which are the
+    sizes DDP reported, and a bucket what-if can cost them."""
+    from stepsim.models.ddp import set_bucket_caps
+
+    out, res = gloo_run
+
+    def no_dims(e):
+        e.get("args", {}).pop("Input Dims", None)
+
+    model = calibrate(_copy_capture(out, tmp_path / "nodims", edit_event=no_dims))
+    assert [t.bytes for t in model.device.streams["gloo"]] == _reported(res, "cal")
+    assert any("no Input Dims" in w for w in model.meta.warnings)
+    new = set_bucket_caps(model, bucket_cap_mb=0.6)
+    assert [t.bytes for t in new.device.streams["gloo"] if t.bytes] == _reported(res, "cap0.6")
