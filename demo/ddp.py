@@ -6,9 +6,14 @@
    load hits every setting alike: the defaults again, ``bucket_cap_mb=1``,
    ``bucket_cap_mb=25``, a 40 ms straggler in rank 1's forward, and that straggler with a
    barrier before backward.
-2. Calibrate the capture (:mod:`calibration.gloo`): one model with both ranks.
+2. Calibrate the capture (:mod:`calibration.gloo`): one model with both ranks. The capture
+   times unprofiled steps right before and after its profiled window, in the same processes:
+   the profiler's own cost per rank, measured against them, is taken out of the host's
+   durations (:mod:`calibration.profiler_overhead`).
 3. Predict each setting with its what-if (``--set comm.bucket_cap_mb=…``,
-   ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``) and compare with the
+   ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``), with its P10–P90
+   (:func:`scenarios.predict.predict`: the host's run-to-run speed and the profiler factor's
+   uncertainty, the captured steps bootstrapped), and compare with the
    re-measured runs: the job's step (per step, the slower rank's start-to-start time; the mean
    over a run's steps; mean and range over the repeats), and, for the barrier, each rank's
    time in it (arrival skew) against the simulated split.
@@ -33,6 +38,7 @@ from stepsim.calibration.calibrate import calibrate
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm
+from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_fix, parse_set
 from stepsim.simcore.atomic import write_atomic
 
@@ -80,22 +86,25 @@ def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> 
     save_model(model, out / "model.json")
     rows = []
     for label, (ops, _) in SETTINGS.items():
-        m = model
-        for text in ops:
-            m = _op(text).apply(m)
-        sim = simulate(m, steps=40, warmup=3, seed=seed)
+        ops = [_op(text) for text in ops]
+        p = predict(model, ops, steps=40, warmup=3, seed=seed, intervals=True)
         means = [float(_job_steps_us(runs[f"{label}#{k}"]).mean()) for k in range(repeats)]
-        pred, meas = sim.mean_step_us, float(np.mean(means))
+        pred, meas = p.mean_step_us, float(np.mean(means))
         rows.append({"setting": label, "predicted_ms": pred / 1e3, "measured_ms": meas / 1e3,
+                     "p10_ms": p.p10_step_us / 1e3 if p.p10_step_us is not None else None,
+                     "p90_ms": p.p90_step_us / 1e3 if p.p90_step_us is not None else None,
+                     "in_interval": p.covers(meas),
                      "spread_ms": [min(means) / 1e3, max(means) / 1e3],
                      "error": pred / meas - 1.0})
         if "barrier" in label:
             # time in the barrier (skew + transfer), as ``dist.barrier()`` is timed
+            sim = simulate(p.model, steps=40, warmup=3, seed=seed)
             split = {c.rank: c.in_us for c in rank_comm(sim) if c.group == BARRIER}
             for r in (0, 1):
                 waits = [np.mean(runs[f"{label}#{k}"][r]["barrier_us"]) for k in range(repeats)]
                 rows.append({"setting": f"  rank {r} time in barrier (skew + transfer)",
-                             "predicted_ms": split.get(r, 0.0) / 1e3,
+                             "predicted_ms": split.get(r, 0.0) / 1e3, "p10_ms": None,
+                             "p90_ms": None, "in_interval": None,
                              "measured_ms": float(np.mean(waits)) / 1e3,
                              "spread_ms": [min(waits) / 1e3, max(waits) / 1e3], "error": None})
     errs = [abs(r["error"]) for r in rows if r["error"] is not None]
@@ -106,12 +115,15 @@ def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> 
     write_atomic(out / "table.json", orjson.dumps({"rows": rows, "summary": summary},
                                                   option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     table = Table(title="DDP on the CPU (2 gloo ranks): predicted from one capture vs re-measured")
-    for col in ("setting", "predicted ms", "measured ms (mean)", "range of repeats", "error"):
+    for col in ("setting", "predicted ms", "P10–P90", "measured ms (mean)", "range of repeats",
+                "error", "in P10–P90"):
         table.add_column(col, justify="left" if col == "setting" else "right")
     for r in rows:
-        table.add_row(r["setting"], f"{r['predicted_ms']:.1f}", f"{r['measured_ms']:.1f}",
+        band = "" if r["p10_ms"] is None else f"{r['p10_ms']:.1f}–{r['p90_ms']:.1f}"
+        table.add_row(r["setting"], f"{r['predicted_ms']:.1f}", band, f"{r['measured_ms']:.1f}",
                       f"{r['spread_ms'][0]:.1f}–{r['spread_ms'][1]:.1f}",
-                      "" if r["error"] is None else f"{r['error']:+.1%}")
+                      "" if r["error"] is None else f"{r['error']:+.1%}",
+                      {True: "yes", False: "no", None: ""}[r["in_interval"]])
     Console().print(table)
     Console().print(f"step errors: median |error| {summary['median_abs_error']:.1%}, max "
                     f"{summary['max_abs_error']:.1%}; load average {load_before[0]:.1f} -> "
