@@ -23,20 +23,35 @@ def _ms(us: float | None) -> str:
     return "-" if us is None else f"{us_to_ms(us):.2f} ms"
 
 
+def _speedup(w: WhatIf, base_us: float) -> float | None:
+    """The what-if's predicted speed-up over the baseline (None: it did not apply)."""
+    return None if w.step_us is None else base_us / w.step_us
+
+
+def _offered(w: WhatIf, base_us: float) -> bool:
+    """Whether the what-if is offered as a fix: it applied and predicts a speed-up above 1 (a
+    predicted slow-down, or no change, never is)."""
+    x = _speedup(w, base_us)
+    return x is not None and x > 1
+
+
 def _whatif_line(w: WhatIf, base_us: float) -> str:
     if w.step_us is None:
         return f"stepsim whatif MODEL --fix {w.fix}: does not apply ({w.note})"
     interval = (f", P10-P90 {_ms(w.p10_us)} - {_ms(w.p90_us)}"
                 if w.p10_us is not None and w.p90_us is not None else "")
-    x = base_us / w.step_us
-    if x <= 1:   # a predicted slow-down (or no change) is never offered as a fix
+    x = _speedup(w, base_us)
+    if not _offered(w, base_us):
         return (f"no fix: --fix {w.fix} predicts {_ms(w.step_us)}, a {x:.2f}x speed-up "
                 "(none)")
     return f"stepsim whatif MODEL --fix {w.fix} -> {_ms(w.step_us)}{interval} ({x:.2f}x)"
 
 
 def diagnosis_dict(d: Diagnosis) -> dict:
-    """A JSON-ready document of the diagnosis (µs fields as in the dataclasses)."""
+    """A JSON-ready document of the diagnosis (µs fields as in the dataclasses). Each what-if
+    carries its ``speedup`` over the baseline (None: it did not apply) and whether it is
+    ``offered`` as a fix (a speed-up above 1, as the text says); ``fixes`` lists the offered
+    ones' ``--fix`` texts, in the tree's order."""
     roof = None
     if d.roofline is not None:
         roof = {"machine": {"name": d.roofline.machine.name,
@@ -48,10 +63,19 @@ def diagnosis_dict(d: Diagnosis) -> dict:
     if d.memory is not None:
         mem = {k: v for k, v in asdict(d.memory).items() if k != "fits"}
         mem["fits"] = {str(k): v for k, v in d.memory.fits.items()}
-    return {"name": d.name, "baseline_step_us": d.baseline.mean_step_us,
+    base = d.baseline.mean_step_us
+    findings = []
+    for f in d.findings:
+        doc = asdict(f)
+        doc["whatifs"] = [{**asdict(w), "speedup": _speedup(w, base), "offered": _offered(w, base)}
+                          for w in f.whatifs]
+        findings.append(doc)
+    fixes = list(dict.fromkeys(w.fix for f in d.findings for w in f.whatifs
+                               if _offered(w, base)))
+    return {"name": d.name, "baseline_step_us": base,
             "baseline_p10_us": d.baseline.p10_step_us, "baseline_p90_us": d.baseline.p90_step_us,
             "kernel_ratio": d.kernel_ratio, "kernel_ratio_source": d.kernel_ratio_source,
-            "findings": [asdict(f) for f in d.findings], "roofline": roof, "memory": mem}
+            "findings": findings, "fixes": fixes, "roofline": roof, "memory": mem}
 
 
 def print_diagnosis(d: Diagnosis, as_json: bool = False) -> None:
