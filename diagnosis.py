@@ -104,7 +104,8 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
     roof, kernels, why, mem, ratio, source = _trace_evidence(path, step_regex, peak)
     d = walk(model, name=path.name, kernel_ratio=ratio, ratio_source=source, roof=roof,
              kernels=kernels, roof_why_not=why, memory=mem,
-             memory_why_not="no device memory events (record with profile_memory=True)", **kw)
+             memory_why_not="no device memory events (record with profile_memory=True)"
+             if kernels else "no device kernels (a CPU run): no device memory to fit", **kw)
     warnings = grouped_warnings(model.meta.warnings)
     if plot and roof is None:
         warnings += (f"no roofline plot: {why}",)

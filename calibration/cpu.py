@@ -137,9 +137,13 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                             "run was input-bound")
         sources["loader.produce"] = "inferred"
     if "host_cores" not in lp:
-        lp["host_cores"] = max(1, lp.get("num_workers", 0) + 1)
+        traced, nw = traced_threads(table), lp.get("num_workers", 0)
+        lp["host_cores"] = max(1, traced + nw)
         sources["loader.host_cores"] = "assumed"
-        warnings.append(f"host cores unknown: assumed {lp['host_cores']} (one per thread)")
+        warnings.append(f"host cores unknown (no sidecar): assumed {lp['host_cores']}, one per "
+                        f"thread the run used ({traced} thread(s) in the trace + {nw} "
+                        "worker(s)); what-ifs that add threads are priced on them (record with "
+                        "calibration.capture to measure them)")
     prof = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
     for k in LoaderParams.model_fields:
         sources.setdefault(f"loader.{k}", "assumed")
@@ -218,6 +222,13 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                 steps_used=[s.number for s in steps], measured_step_us=[float(v) for v in step_us],
                 warnings=warnings, notes=notes, ranges=ranges)
     return StepModel(loader=LoaderParams(**lp), host=host, meta=meta)
+
+
+def traced_threads(table: EventTable) -> int:
+    """Distinct threads with CPU events in the trace (Kineto's own spans, at negative ids,
+    left out): evidence from the run itself, whatever machine reads it."""
+    mask = (table.ph == "X") & (table.pid >= 0) & (table.tid >= 0)
+    return len(set(zip(table.pid[mask].tolist(), table.tid[mask].tolist())))
 
 
 def _guess_workers(table: EventTable) -> int:

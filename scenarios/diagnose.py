@@ -14,7 +14,8 @@ Steps (every one is taken; each gives one :class:`Finding`):
    the host), synchronisations, exposed communication, arrival skew, idle the trace does not
    explain; the leaf's fix is the first named fix that relieves it (:data:`FIXES`
    ``relieves``), priced by a what-if. The evidence counts syncs, pageable copies and device
-   tasks that wait on the previous step's work.
+   tasks that wait on the previous step's work (a GPU run: a CPU run has none of them, and no
+   GPU fix is offered to it), and says when the host cores the what-ifs run on were assumed.
 3. **roofline** of the kernel time (:mod:`scenarios.roofline`): the verdict per class and
    phase, and the fixes it grounds (mixed precision, fused elementwise chains, CUDA graphs where
    the host paces), each with its arithmetic and its floor.
@@ -39,7 +40,7 @@ from stepsim.scenarios.transforms import parse_fix
 from stepsim.simcore.errors import ModelError
 
 __all__ = ["Finding", "WhatIf", "Diagnosis", "diagnose", "DEVICE_BOUND", "GAP_SHARE",
-           "fix_for"]
+           "fix_for", "on_gpu"]
 
 DEVICE_BOUND = 0.80
 """Kernel-sum ÷ step-wall from which the device is taken as the pacing lane: the gaps then
@@ -122,13 +123,19 @@ def _ms(us: float) -> str:
     return f"{us / 1e3:.2f} ms"
 
 
+def on_gpu(model: StepModel) -> bool:
+    """Whether the model runs work on a GPU: a device task other than a collective (a CPU
+    run, gloo's collectives included, has none)."""
+    return any(t.kind != "collective" for t in model.task_map().values())
+
+
 def _ratio_finding(r: float, source: str) -> Finding:
     free = amdahl_ceiling(min(r, 1.0))
     closing = 1 / r if r > 0 else float("inf")
-    ev = [f"kernel-sum / step-wall = {r:.2f} ({source})",
-          f"every kernel free: at most {free:.2f}x (Amdahl, 1 / (1 - {r:.2f}))",
-          f"every gap closed (kernels back to back): at most {closing:.2f}x (1 / {r:.2f})"
-          if r > 0 else "no device kernels: the step is host work only"]
+    ev = [f"kernel-sum / step-wall = {r:.2f} ({source})"]
+    ev += [f"every kernel free: at most {free:.2f}x (Amdahl, 1 / (1 - {r:.2f}))",
+           f"every gap closed (kernels back to back): at most {closing:.2f}x (1 / {r:.2f})"] \
+        if r > 0 else ["no device kernels: the step is host work only"]
     if r >= DEVICE_BOUND:
         v = f"device-bound: kernels fill {100 * r:.0f} % of the step, so the kernels are where " \
             "the time goes (see the roofline)"
@@ -151,25 +158,35 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
                    if v > 0 and not k.startswith("compute:")), key=lambda kv: -kv[1])
     idle = sum(v for _, v in gaps)
     tasks = model.task_map().values()
+    gpu = on_gpu(model)
     syncs = [op for op in model.host.ops if op.kind == "sync"]
     pageable = [t for t in tasks if t.copy_kind == "h2d" and t.pinned is False]
     prev = [t for t in tasks if t.prev_waits]
     ev = [f"scarce lane: {lane}; {_ms(idle)} of {_ms(step)} per step not in device compute",
-          *(f"{label(k)}: {_ms(v)} ({100 * v / step:.1f} %)" for k, v in gaps[:6]),
-          f"host syncs per step: {len(syncs)}, host waiting on them "
-          f"{_ms(sum(v for k, v in s.host_split_us.items() if k.startswith('wait:sync')))}",
-          f"pageable host-to-device copies per step: {len(pageable)} "
-          f"({_ms(sum(t.dur_us for t in pageable))} on the copy engine)",
-          f"device tasks waiting on the previous step's work: {len(prev)}",
-          f"exposed communication {_ms(s.exposed_comm_us)} and arrival skew "
-          f"{_ms(s.arrival_skew_us)} per step"]
+          *(f"{label(k)}: {_ms(v)} ({100 * v / step:.1f} %)" for k, v in gaps[:6])]
+    if gpu:   # a CPU run has no syncs, copies or device tasks to count
+        ev += [f"host syncs per step: {len(syncs)}, host waiting on them "
+               f"{_ms(sum(v for k, v in s.host_split_us.items() if k.startswith('wait:sync')))}",
+               f"pageable host-to-device copies per step: {len(pageable)} "
+               f"({_ms(sum(t.dur_us for t in pageable))} on the copy engine)",
+               f"device tasks waiting on the previous step's work: {len(prev)}"]
+    if any(t.kind == "collective" for t in tasks):
+        ev.append(f"exposed communication {_ms(s.exposed_comm_us)} and arrival skew "
+                  f"{_ms(s.arrival_skew_us)} per step")
     leaves = [(k, v) for k, v in gaps if v >= GAP_SHARE * step]
+    cores = model.loader.host_cores
+    if model.meta.sources.get("loader.host_cores") == "assumed" and (
+            not gpu or any(k in ("input", "cpu_cores") for k, _ in leaves)):
+        ev.append(f"host cores: {cores}, assumed (not measured: no capture sidecar); the "
+                  "what-ifs that add threads are priced on them")
     head = Finding("gaps", (f"{len(leaves)} gap cause(s) of at least {100 * GAP_SHARE:.0f} % "
                             f"of the step on {lane}") if leaves else
                    f"no gap cause reaches {100 * GAP_SHARE:.0f} % of the step", ev)
     out = [head]
     for k, v in leaves:
         fix, why = fix_for(k, model)
+        if why and not gpu:   # a GPU fix (CUDA graphs, pinned copies) cannot apply to a CPU run
+            fix = None
         arith = (f"removes up to {_ms(v)}/step of {label(k)}; ceiling "
                  f"{amdahl_ceiling(min(v / step, 1.0)):.2f}x if it all went")
         what = [] if not fix else [WhatIf(fix, arithmetic=arith, note=why)] if why else \
@@ -178,7 +195,9 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
             "" if fix else " (no named fix relieves it")
         if not fix:
             verdict += ": " + ("the trace cannot say what the device waited on" if
-                               k == "device_idle" else "more host cores or fewer threads")
+                               k == "device_idle" else "a CPU run: the training step's own CPU "
+                               "work, which no GPU fix reaches" if k == "host_compute" and not gpu
+                               else "more host cores or fewer threads")
             verdict += ")"
         out.append(Finding("gaps", verdict, [], what, k))
     return out
@@ -220,9 +239,9 @@ def _roof_findings(model, roof: Roofline | None, kernels, base: Prediction, kw: 
         _class_findings(model, roof, kernels, kw)
     s = base.summary
     cp = s.critical_path_us
-    if s.scarce_lane != "compute" and cp.get("launch", 0) + cp.get(
+    launches = sum(1 for op in model.host.ops if op.kind == "launch")
+    if launches and s.scarce_lane != "compute" and cp.get("launch", 0) + cp.get(
             "host_compute", 0) >= GAP_SHARE * s.mean_step_us:
-        launches = sum(1 for op in model.host.ops if op.kind == "launch")
         cost = sum(op.dur_us for op in model.host.ops if op.kind == "launch")
         arith = (f"{launches} launches/step costing {_ms(cost)} on the host become one graph "
                  f"launch per run between syncs; the step cannot pass the device's busy time")

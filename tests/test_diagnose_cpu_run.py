@@ -1,0 +1,61 @@
+"""The diagnosis tree of a CPU run (no GPU work): no GPU evidence or GPU fix that cannot apply,
+and host cores that no sidecar measured are called assumed; a bare CPU trace's cores are
+assumed from the threads the run itself used, not from the machine that reads it."""
+from __future__ import annotations
+
+import shutil
+
+from stepsim.models.params import DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel
+from stepsim.scenarios.diagnose import diagnose, on_gpu
+
+FAST = {"steps": 8, "warmup": 4, "draws": 0, "jobs": 1}
+
+
+def _cpu_model(cores_source: str) -> StepModel:
+    """Main-thread loading (3 ms) then 2 ms of training-step CPU work, nothing on a device."""
+    return StepModel(
+        loader=LoaderParams(num_workers=0, produce=DurationSpec(mean_us=3000.0), host_cores=1),
+        host=HostParams(ops=[HostOp(kind="next_batch"), HostOp(kind="cpu", dur_us=2000.0)]),
+        meta=Meta(sources={"loader.host_cores": cores_source}))
+
+
+def test_a_cpu_run_gets_no_gpu_branches():
+    m = _cpu_model("measured")
+    assert not on_gpu(m)
+    d = diagnose(m, **FAST)
+    gaps = [f for f in d.findings if f.stage == "gaps"]
+    evidence = " ".join(e for f in d.findings for e in f.evidence)
+    for gpu_only in ("pageable", "host syncs", "device tasks waiting", "exposed communication",
+                     "every kernel free"):
+        assert gpu_only not in evidence
+    fixes = [w.fix for f in d.findings for w in f.whatifs]
+    assert not any(f.startswith(("cuda_graphs", "pin_memory")) for f in fixes), fixes
+    leaves = {f.key: f for f in gaps if f.key}
+    assert set(leaves) == {"input", "host_compute"}
+    assert leaves["input"].whatifs[0].fix.startswith("more_workers")
+    assert "no named fix" in leaves["host_compute"].verdict
+    assert not any(f.stage == "roofline" and f.key == "launch" for f in d.findings)
+    assert "assumed" not in evidence
+
+
+def test_assumed_host_cores_are_said_to_be_assumed():
+    d = diagnose(_cpu_model("assumed"), **FAST)
+    head = next(f for f in d.findings if f.stage == "gaps")
+    assert any(e.startswith("host cores: 1, assumed") for e in head.evidence)
+
+
+def test_bare_cpu_trace_assumes_a_core_per_thread_it_used(cpu_run_nw1, tmp_path):
+    from stepsim.calibration.calibrate import calibrate
+    from stepsim.calibration.cpu import traced_threads
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.trace_io import load_trace
+
+    bare = tmp_path / "trace.json.gz"   # the capture's trace without its sidecar
+    shutil.copy(cpu_run_nw1 / "trace.json.gz", bare)
+    m = calibrate(bare)
+    threads = traced_threads(build_table(load_trace(bare)))
+    assert threads >= 1
+    assert m.loader.host_cores == threads + m.loader.num_workers
+    assert m.meta.sources["loader.host_cores"] == "assumed"
+    note = next(w for w in m.meta.warnings if w.startswith("host cores unknown"))
+    assert f"assumed {m.loader.host_cores}" in note and "thread(s) in the trace" in note
