@@ -10,7 +10,8 @@ first value, in the order given, whose mean step is within ``knee_tol`` of the b
 line: where more stops helping. The reason says why, from the bottlenecks on either side: the
 bottleneck changed (the parameter no longer limits the step), it stayed (the parameter does
 not relieve it; for DataLoader workers, more threads than host cores), or the curve is still
-falling at the last value.
+falling at the last value (extend the sweep; unless the last two points' P10-P90 intervals
+overlap: that gain is within the interval).
 """
 from __future__ import annotations
 
@@ -170,6 +171,12 @@ def _valid_points(model: StepModel, base: Sequence[Operation], paths: list[str],
     return kept, tuple(notes)
 
 
+def _overlap(a: Prediction, b: Prediction) -> bool:
+    """Whether both predictions have P10-P90 intervals and those overlap."""
+    return (a.has_interval and b.has_interval and a.p10_step_us <= b.p90_step_us
+            and b.p10_step_us <= a.p90_step_us)
+
+
 def _knee(result: SweepResult, path: str, start: StepModel, tol: float) -> Knee:
     best = result.best.values
     line = [pt for pt in result.points
@@ -185,7 +192,15 @@ def _knee(result: SweepResult, path: str, start: StepModel, tol: float) -> Knee:
         reason = (f"changing {path} does not help by more than {tol:.0%}: the step is bound by "
                   f"{kp.bottleneck_label}")
     elif k == len(line) - 1:
-        reason = f"still improving at the last value ({v}); extend the sweep"
+        prev = line[k - 1]
+        pp = prev.prediction
+        if _overlap(kp, pp):
+            reason = (f"the last value ({v}) is {1 - kp.mean_step_us / pp.mean_step_us:.1%} "
+                      f"faster than {path}={prev.values[path]}, within their P10-P90 "
+                      "intervals (they overlap): the gain is within the interval, so extending "
+                      "the sweep would not show a clear one")
+        else:
+            reason = f"still improving at the last value ({v}); extend the sweep"
     elif kp.bottleneck != fp.bottleneck:
         reason = (f"from {path}={v}, {fp.bottleneck_label} no longer limits the step; it is "
                   f"bound by {kp.bottleneck_label}")
