@@ -30,9 +30,12 @@ from stepsim.models.device import TaskPlan, TaskRun
 from stepsim.models.host import HostOpPlan, HostWait
 from stepsim.models.loader import DataLoaderSim
 from stepsim.models.memo import StepMemo, memoizable
-from stepsim.simcore.record import ListRecorder, Recorder, Span
+from stepsim.simcore.record import ListRecorder, NullRecorder, Recorder, Span
 
 __all__ = ["Unsolvable", "solvable", "solve"]
+
+
+_NULL = NullRecorder()
 
 
 class Unsolvable(Exception):
@@ -317,8 +320,9 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
             waits.append(HostWait(rank, step, t, end, cause, targets))
         return end
 
-    memo = StepMemo(ops, streams, last) if workers is None and memoizable(ops, streams) \
-        else None
+    memo = StepMemo(ops, streams, last) if memoizable(ops, streams) and (
+        workers is None or workers.p.batches_per_epoch is None) else None
+    calls: list[tuple[float, float]] = []   # a captured step's next() calls, relative
     drawing = [op for op in ops if op.kind == "cpu" and op.samples is not None
                and op.replay_us is None]
     batches = [op for op in ops if op.kind == "next_batch"]
@@ -328,15 +332,24 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
         syncing = sync_step(step)
         # the step's random durations, drawn first (in op order, as the processes draw them)
         draws = [op.samples.sample(rng) for op in drawing if syncing or not op.optimizer]
-        loads = [loader.main_thread_draw_us(None if op.replay_us is None else op.replay_us[step])
-                 for op in batches if syncing or not op.optimizer] if workers is None else []
+        if workers is None:
+            loads = [loader.main_thread_draw_us(None if op.replay_us is None
+                                                else op.replay_us[step])
+                     for op in batches if syncing or not op.optimizer]
+        else:   # the workers' state, the step's sends drawn
+            loads = [workers.key(t, sum(1 for op in batches if syncing or not op.optimizer))
+                     ] if memo is not None and 1 <= step < last - 1 else []
         key = memo.key(step, t, dev, lq, draws, loads, tuple(sync_step(step + d) for d in (-1, 0, 1))
                        ) if memo is not None else None
         hit = memo.get(key) if key is not None else None
         if hit is not None:
-            t = hit.replay(step, t, dev, lq, out_rec, runs, waits)
-            for _ in loads:
-                loader.returned_on_main()
+            t0, t = t, hit.replay(step, t, dev, lq, out_rec, runs, waits)
+            if workers is not None:   # the loader's own record, made anew (its spans name batches)
+                for rel_call, _ in hit.batch_calls:
+                    workers.next_batch(t0 + rel_call, step, _NULL)
+            else:
+                for _ in loads:
+                    loader.returned_on_main()
             continue
         capture = memo.capture(key, step, t, out_rec, runs, waits) if key is not None else None
         if capture is not None:
@@ -370,7 +383,9 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
                 t = block(op.name, "sync", step, tuple(
                     (step + off, tid) for off, tid in op.targets if step + off >= 0))
             elif workers is not None:   # next_batch from the DataLoader's workers
-                t = workers.next_batch(t, step, rec)
+                t_call, t = t, workers.next_batch(t, step, rec)
+                if capture is not None:
+                    calls.append((t_call - capture.t0, t - capture.t0))
             else:   # next_batch, produced on the main thread (no workers)
                 work_us = next(load)
                 core_us = work_us * loader.cpu.scale if work_us > 0 else 0.0
@@ -380,6 +395,7 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
                 loader.returned_on_main()
         if capture is not None:
             rec, dev.out_rec, dev.out_runs, waits = out_rec, out_rec, runs, out_waits
+            capture.batch_calls, calls = calls, []
             capture.done(t, dev, lq)
     starts.append(t)
     ends = dev.done.get(last, {})

@@ -22,9 +22,11 @@ asks for batches, and emits the spans and queue-depth samples the SimPy processe
 from __future__ import annotations
 
 import heapq
+from collections import deque
 
 from stepsim.models.cpu import CpuPool, record_cpu_work
 from stepsim.models.loader import LoaderStats
+from stepsim.models.memo import KEY_DECIMALS
 from stepsim.models.params import LoaderParams
 from stepsim.simcore.record import Recorder, Span
 from stepsim.simcore.units import transfer_us
@@ -75,6 +77,7 @@ class SoloLoader:
         self.startup_until = 0.0
         self.spans: list[Span] = []          # worker and pin spans, emitted by finish()
         self.changes: list[tuple[float, int, int]] = []   # (instant, kind, index)
+        self.drawn: deque[float] = deque()   # produce times drawn ahead (:meth:`key`)
         self._start_epoch(0.0)
 
     # -- the producer side -------------------------------------------------------------------
@@ -92,7 +95,7 @@ class SoloLoader:
         if p.batches_per_epoch is not None and self.epoch_sent >= p.batches_per_epoch:
             return
         i, w = self.sent, (self.sent - self.epoch_first) % p.num_workers
-        work_us = self.produce[w].sample(self.rng)
+        work_us = self.drawn.popleft() if self.drawn else self.produce[w].sample(self.rng)
         self.sent += 1
         self.epoch_sent += 1
         self.changes.append((t, _SENT, i))
@@ -129,22 +132,54 @@ class SoloLoader:
         """Pin, in arrival order, every batch up to ``want`` (None: every batch sent); returns
         when ``want`` is delivered (µs). Every batch arriving before it is sent by now (unsent
         ones are sent once ``want`` is returned)."""
-        cost = self.pin_cost_us
-        lane = f"rank{self.rank}.pin_memory"
         while want is None and self.unpinned or want is not None and \
                 self.delivered[want] != self.delivered[want]:   # NaN: not pinned yet
-            arrival, i = heapq.heappop(self.unpinned)
-            start = self.pin_free if self.pin_free > arrival else arrival
-            end = start
-            if cost > 0:
-                core_us = cost * self.scale
-                end = start + core_us
-                record_cpu_work(self, lane, f"pin batch {i}", "pin", start, core_us, end, -1,
-                                self.rank)
-            self.pin_free = end
-            self.delivered[i] = end
-            self.changes.append((end, _DELIVERED, i))
+            self._pin_next()
         return None if want is None else self.delivered[want]
+
+    def _pin_next(self) -> None:
+        """The pin thread pins the earliest arrival (the lower index at a tie)."""
+        arrival, i = heapq.heappop(self.unpinned)
+        start = self.pin_free if self.pin_free > arrival else arrival
+        end = start
+        if self.pin_cost_us > 0:
+            core_us = self.pin_cost_us * self.scale
+            end = start + core_us
+            record_cpu_work(self, f"rank{self.rank}.pin_memory", f"pin batch {i}", "pin", start,
+                            core_us, end, -1, self.rank)
+        self.pin_free = end
+        self.delivered[i] = end
+        self.changes.append((end, _DELIVERED, i))
+
+    def _pin_before(self, t: float) -> None:
+        """Pin every batch that arrived before ``t`` (those pinned before them arrived
+        earlier still, so they are all sent)."""
+        while self.unpinned and self.unpinned[0][0] < t:
+            self._pin_next()
+
+    def key(self, t: float, sends: int) -> tuple | None:
+        """The loader's state at ``t`` (µs) as far as it can still matter, relative to ``t``
+        and the next index to return, with the produce times of the next ``sends`` indices
+        (drawn now, used when they are sent): two steps that start with the same key and host
+        state return their batches at the same relative instants (:mod:`models.memo`). None
+        with epochs (their counters never repeat). Instants before ``t`` are cut to ``t``
+        where only their lateness can matter (a worker's or the pin thread's end, a
+        delivery)."""
+        p = self.p
+        if p.batches_per_epoch is not None:
+            return None
+        nw, nd = p.num_workers, KEY_DECIMALS
+        while len(self.drawn) < sends:
+            self.drawn.append(self.produce[(self.sent + len(self.drawn)) % nw].sample(self.rng))
+        if p.pin_memory:
+            self._pin_before(t)
+        w0 = self.sent % nw
+        free = tuple(round(max(self.worker_free[(w0 + k) % nw] - t, 0.0), nd) for k in range(nw))
+        out = tuple(round(max(self.delivered[j] - t, 0.0), nd) if self.delivered[j] ==
+                    self.delivered[j] else (round(self.arrived[j] - t, nd),)
+                    for j in range(self.returned, self.sent))
+        return (tuple(list(self.drawn)[:sends]), free, out, round(max(self.pin_free - t, 0.0), nd),
+                round(max(self.startup_until - t, 0.0), nd))
 
     # -- the consumer side -------------------------------------------------------------------
     def next_batch(self, t: float, step: int, rec: Recorder) -> float:

@@ -24,7 +24,7 @@ def _spans(res) -> list[tuple]:
     may record one; and what of the step after finishes at the run's stop is a tie too)."""
     return sorted((s.lane, s.name, s.kind, round(s.start_us, 6), round(s.dur_us, 6), s.step,
                    s.cause, s.category) for s in res.spans
-                  if (s.dur_us > 0 or s.kind == "busy") and s.step <= _last(res))
+                  if (s.dur_us > 1e-6 or s.kind == "busy") and s.step <= _last(res))
 
 
 def _runs(res) -> list[tuple]:

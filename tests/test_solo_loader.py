@@ -31,7 +31,7 @@ def _spans(res) -> list[tuple]:
     last, stop = res.warmup + res.step_us.shape[1] - 1, _stop(res) - 1e-6
     return sorted((s.lane, s.name, s.kind, round(s.start_us, 6), round(s.dur_us, 6), s.step,
                    s.cause, s.category) for s in res.spans
-                  if (s.dur_us > 0 or s.kind == "busy") and s.step <= last
+                  if (s.dur_us > 1e-6 or s.kind == "busy") and s.step <= last
                   and (s.step >= 0 or s.start_us + s.dur_us < stop))
 
 
@@ -185,3 +185,20 @@ def test_real_trace_with_workers_matches_the_processes():
         m = set_value(set_value(base, "loader.num_workers", nw), "loader.pin_memory", pin)
         assert _is_solved(m)
         assert_same(m, steps=6, warmup=2, seed=3)
+
+
+def test_repeated_steps_with_workers_are_replayed_with_the_same_output(monkeypatch):
+    """Consumer-bound workers with sampled produce times: steps repeat (the loader's state cut
+    to what can still matter, the step's draws in the key) and are replayed, same output."""
+    from stepsim.models import memo
+
+    hits = []
+    get = memo.StepMemo.get
+    monkeypatch.setattr(memo.StepMemo, "get", lambda self, key: hits.append(
+        get(self, key) is not None) or get(self, key))
+    for pin in (False, True):
+        m = _pipeline(3, 10 * MS, 6 * MS, pin_memory=pin, batch_bytes=8 << 20, unpickle_us=200.0,
+                      produce_by_worker=[DurationSpec(mean_us=10 * MS, samples_us=[8 * MS, 12 * MS])] * 3)
+        hits.clear()
+        assert_same(m, steps=40, warmup=3, seed=5)
+        assert sum(hits) > 20
