@@ -1,7 +1,8 @@
 """The two ways to run a StepModel's steps, behind one interface.
 
 ``solved`` runs a rank that contends with nothing without events (:mod:`models.solo`, its
-repeating steps replayed by :mod:`models.memo`) and returns None for any other model;
+repeating steps replayed by :mod:`models.memo`), or several such ranks that meet only at
+collectives (:mod:`models.solo_ranks`), and returns None for any other model;
 ``simulated`` runs SimPy processes (see :mod:`models.simulate` for their start order). Both
 stream every span to the run's recorder and every task run and host wait to the sinks
 (:class:`Runs`, :class:`Waits`), and return ``(step_starts, loaders)``.
@@ -19,6 +20,7 @@ from stepsim.models.plans import host_plan, stream_plans
 from stepsim.models.ranks import rank_host_plan
 from stepsim.models.solo import solvable, solve
 from stepsim.models.solo_loader import SoloLoader, loader_solvable
+from stepsim.models.solo_ranks import RankInput, solve_ranks
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.record import Block, Recorder
 from stepsim.simcore.rng import spawn_streams
@@ -141,18 +143,21 @@ class Waits(list):
 
 
 def solved(su: Setup, runs: Runs, waits: list):
-    """The run without events (:mod:`models.solo`) when the model qualifies, else None."""
+    """The run without events when the model qualifies (:mod:`models.solo` for one rank,
+    :mod:`models.solo_ranks` for ranks that meet only at collectives), else None."""
     m = su.model
-    if len(m.ranks) != 1:
+    if su.comm_cpu:   # collectives' CPU work on the host cores: they contend there
         return None
-    rp = m.ranks[0]
     env = simpy.Environment()
+    if len(m.ranks) > 1:
+        return _solved_ranks(su, runs, waits, env)
+    rp = m.ranks[0]
     cpu = su.pool(env, rp.host, {})
     streams = stream_plans(m, 0, su.replay)
     ops = rank_host_plan(m, 0, su.ops)
     lp, lrng = su.lp, su.rngs[f"rank{rp.rank}.loader"]
     fast = loader_solvable(lp, cpu)
-    if su.comm_cpu or not solvable(
+    if not solvable(
             len(m.ranks), not cpu.contended and cpu.interference <= 0,
             lp.num_workers, ops, streams, workers_solvable=fast):
         return None
@@ -164,6 +169,28 @@ def solved(su: Setup, runs: Runs, waits: list):
                    workers=workers)
     return [starts], [loader]
 
+
+def _solved_ranks(su: Setup, runs: Runs, waits: list, env: simpy.Environment):
+    """Several ranks without events (:mod:`models.solo_ranks`) when each is solvable on its
+    own (no DataLoader workers), else None."""
+    m = su.model
+    pools: dict[str, CpuPool] = {}
+    inputs, loaders = [], []
+    for i, rp in enumerate(m.ranks):
+        cpu = su.pool(env, rp.host, pools)
+        streams = stream_plans(m, i, su.replay)
+        ops = rank_host_plan(m, i, su.ops)
+        if not solvable(1, not cpu.contended and cpu.interference <= 0, su.lp.num_workers,
+                        ops, streams):
+            return None
+        loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], su.hook,
+                               rp.rank)
+        loaders.append(loader)
+        inputs.append(RankInput(rp.rank, ops, streams, rp.delay_us, cpu.scale, loader,
+                                su.rngs[f"rank{rp.rank}.host"]))
+    return solve_ranks(inputs, m.host.uses_core, m.device.launch_queue_depth, su.hook, runs,
+                       waits, su.n_total, su.last, su.sync_step, su.backlog,
+                       _released(m)), loaders
 
 def simulated(su: Setup, runs: Runs, waits: list):
     """The run as SimPy processes (see the module docstring for their start order)."""

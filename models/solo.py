@@ -114,6 +114,8 @@ class _LaunchQueue:
 class _Device:
     """One rank's streams, advanced as far as what is known allows."""
 
+    barrier = None   # a rank among others: its collectives' cross-rank rendezvous
+
     def __init__(self, rank: int, streams: dict[str, list[TaskPlan]], n_steps: int,
                  lq: _LaunchQueue, rec: Recorder, runs, sync_step, backlog: dict[str, float],
                  released: set[str], hold_from: int):
@@ -234,13 +236,21 @@ class _Device:
                         break
             if blocked:
                 break
-            if ready > free_at:
+            joined = p.collective and self.barrier is not None and (
+                not p.skip_in_no_sync or self.sync_step(step))
+            if joined:   # entered by every rank before it starts (models.solo_ranks)
+                end = self.collective(i, step, p, free_at, ready, launch_us, rec, runs)
+                if end is None:
+                    break
+            elif ready > free_at:
                 rec.span(Span(lane, p.name, "wait", free_at, ready - free_at, step, rank,
                               "dependency", ""))
             done = self.done.get(step)
             if done is None:
                 done = self.done[step] = {}
-            if p.skip_in_no_sync and not self.sync_step(step):
+            if joined:
+                pass
+            elif p.skip_in_no_sync and not self.sync_step(step):
                 end = ready
             else:
                 gap_us = p.gap_us if p.replay_gap_us is None else p.replay_gap_us[step]

@@ -1,0 +1,324 @@
+"""Ranks that meet only at collectives, solved without events.
+
+When every rank of a job is solvable on its own (:func:`models.solo.solvable`: a host thread
+that cannot lose its core, no DataLoader workers, no shared copy engine) and the ranks
+interact only through their collectives, every instant is still a max-plus function of the
+durations: a collective (one per rank, keyed by step and task) starts when the last rank has
+entered it (the max of the entries, each rank's ``ready + gap_us``) and lasts its ``dur_us``
+on each rank (the transfer), as the SimPy :class:`~models.device.Barrier` has it. This module
+solves all ranks together, each with :mod:`models.solo`'s semantics:
+
+* each rank's host thread is a generator that walks its ops on its own clock and yields where
+  it waits for what other ranks decide (a sync or launch-queue slot on a collective whose last
+  entry is not known yet);
+* each rank's streams advance as in :mod:`models.solo`; a collective parks its stream after
+  the rank's entry until the last rank's entry is known, then runs;
+* the ranks are resumed in turn, the streams a completed collective released advanced, until
+  every host is done. When no rank can move, the one whose launch queue frees earliest
+  (the earliest instant any host can go on, so no end still unknown can come before it)
+  takes that free; when none can, a wait never ends and :class:`~models.solo.Unsolvable` is
+  raised (the SimPy processes then name the deadlock).
+
+The output is what the event simulation records by its stop (every host done and every rank's
+last measured step finished). Steps are not replayed (:mod:`models.memo` is per rank).
+"""
+from __future__ import annotations
+
+import heapq
+
+from stepsim.models.cpu import record_cpu_work
+from stepsim.models.device import TaskPlan, TaskRun
+from stepsim.models.host import HostOpPlan, HostWait
+from stepsim.models.loader import DataLoaderSim
+from stepsim.models.solo import Unsolvable, _Device, _LaunchQueue
+from stepsim.simcore.record import Recorder, Span
+
+__all__ = ["RankInput", "solve_ranks"]
+
+
+class _Barrier:
+    """The collectives' rendezvous: per (step, task), how many ranks entered and the latest
+    entry (µs); once all ``n`` have, the start, read once by each rank parked on it."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.entries: dict[tuple[int, str], list] = {}   # key -> [entered, latest entry]
+        self.starts: dict[tuple[int, str], list] = {}    # key -> [start, readers left]
+        self.parked: dict[tuple[int, str], list] = {}    # key -> devices parked on it
+        self.woken: list = []                            # devices a start released
+        self.moves = 0   # collectives completed, waits first met, hosts ended: progress
+
+    def enter(self, key: tuple[int, str], entry_us: float, dev) -> float | None:
+        """Rank ``dev`` enters at ``entry_us``: the start if it was the last, else None (it
+        is parked until then)."""
+        e = self.entries.get(key)
+        if e is None:
+            e = self.entries[key] = [0, entry_us]
+        e[0] += 1
+        if entry_us > e[1]:
+            e[1] = entry_us
+        if e[0] < self.n:
+            self.parked.setdefault(key, []).append(dev)
+            return None
+        del self.entries[key]
+        self.starts[key] = [e[1], self.n - 1]
+        self.woken.extend(self.parked.pop(key, ()))
+        self.moves += 1
+        return e[1]
+
+    def start(self, key: tuple[int, str]) -> float | None:
+        """The start of a collective this rank is parked on, once known."""
+        s = self.starts.get(key)
+        if s is None:
+            return None
+        s[1] -= 1
+        if s[1] == 0:
+            del self.starts[key]
+        return s[0]
+
+
+class _RankDevice(_Device):
+    """One rank's streams; its collectives go through the barrier."""
+
+    def __init__(self, barrier: _Barrier, *args):
+        super().__init__(*args)
+        self.barrier = barrier
+        self.entered: dict[int, tuple[float, float, float]] = {}   # parked stream -> (ready, entry, gap)
+
+    def collective(self, i: int, step: int, p: TaskPlan, free_at: float, ready: float,
+                   launch_us: float | None, rec: Recorder, runs) -> float | None:
+        """Run collective ``p`` on stream ``i``: its end, or None while the last rank's entry
+        is not known (the stream stays parked on it)."""
+        lane, rank, key = self.lanes[i], self.rank, (step, p.id)
+        park = self.entered.pop(i, None)
+        if park is None:
+            if ready > free_at:
+                rec.span(Span(lane, p.name, "wait", free_at, ready - free_at, step, rank,
+                              "dependency", ""))
+            gap_us = p.gap_us if p.replay_gap_us is None else p.replay_gap_us[step]
+            entry = ready + gap_us if gap_us > 0 else ready
+            if gap_us > 0:
+                rec.span(Span(lane, p.name, "wait", ready, gap_us, step, rank, "device_idle", ""))
+            start = self.barrier.enter(key, entry, self)
+        else:
+            ready, entry, gap_us = park
+            start = self.barrier.start(key)
+        if start is None:
+            self.entered[i] = (ready, entry, gap_us)
+            return None
+        if start > entry:
+            rec.span(Span(lane, p.name, "wait", entry, start - entry, step, rank,
+                          "arrival_skew", ""))
+        dur_us = p.dur_us if p.replay_us is None else p.replay_us[step]
+        end = start + dur_us if dur_us > 0 else start
+        rec.span(Span(lane, p.name, "busy", start, dur_us, step, rank, "", p.category))
+        runs.append(TaskRun(rank, step, p.id, self.names[i], launch_us, ready, start, end,
+                            gap_us))
+        return end
+
+
+class _RankQueue(_LaunchQueue):
+    """A rank's launch queue whose slots may wait on ends other ranks decide."""
+
+    waiting: float | None = None   # the host's clock while it waits here (µs)
+    grant = False                  # the coordinator lets it take its earliest known free
+
+    def __init__(self, capacity: int, barrier: _Barrier):
+        super().__init__(capacity)
+        self.barrier = barrier
+
+    def taking(self, t: float, step: int, task: str, slots: int):
+        """Generator: take ``slots`` at ``t``; returns when they were handed over (µs). Pops
+        a known free only when no held slot's end is unknown, or when granted."""
+        n = min(slots, self.capacity)
+        self.held[(step, task)] = n
+        frees = self.frees
+        while True:
+            while frees and frees[0][0] <= t:
+                self.pending -= heapq.heappop(frees)[1]
+            if self.pending + n <= self.capacity:
+                break
+            if self.grant or self.pending == sum(k for _, k in frees):
+                self.grant = False
+                when, k = heapq.heappop(frees)
+                self.pending -= k
+                t = when if when > t else t
+                continue
+            if self.waiting is None:
+                self.barrier.moves += 1
+            self.waiting = t
+            yield
+        self.waiting = None
+        self.pending += n
+        return t
+
+
+class RankInput:
+    """One rank's plans and parameters (as :func:`models.solo.solve` takes them)."""
+
+    def __init__(self, rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
+                 delay_us: float, cpu_scale: float, loader: DataLoaderSim, rng):
+        self.rank, self.ops, self.streams, self.delay_us = rank, ops, streams, delay_us
+        self.cpu_scale, self.loader, self.rng = cpu_scale, loader, rng
+
+
+class _Rank:
+    """One rank's host thread (a generator) and device."""
+
+    def __init__(self, r: RankInput, barrier: _Barrier, uses_core: bool, queue_depth: int,
+                 rec: Recorder, runs, waits, n_steps: int, last: int, sync_step,
+                 backlog: dict[str, float], released: set[str]):
+        self.r, self.uses_core, self.rec, self.waits = r, uses_core, rec, waits
+        self.n_steps, self.sync_step = n_steps, sync_step
+        self.lane = f"rank{r.rank}.host"
+        self.lq = _RankQueue(queue_depth, barrier)
+        self.barrier = barrier
+        self.dev = _RankDevice(barrier, r.rank, r.streams, n_steps, self.lq, rec, runs,
+                               sync_step, backlog, released, last + 1)
+        self.starts: list[float] = []
+        self.t = 0.0
+
+    def cpu(self, name: str, dur_us: float, category: str, step: int, block_fraction: float
+            ) -> float:
+        t, rec = self.t, self.rec
+        block = dur_us * block_fraction
+        serial = dur_us - block if dur_us > block else 0.0
+        core_us = (serial * self.r.cpu_scale if serial > 0 else 0.0) if self.uses_core else serial
+        end = t + core_us if core_us > 0 else t
+        record_cpu_work(rec, self.lane, name, category, t, core_us, end, step, self.r.rank)
+        if block > 0:
+            rec.span(Span(self.lane, name, "busy", end, block, step, self.r.rank, "", category))
+            end += block
+        return end
+
+    def block(self, name: str, cause: str, step: int, targets: tuple[tuple[int, str], ...]):
+        """Generator: wait for ``targets``; returns when they are done (µs)."""
+        done, first = self.dev.done, True
+        while True:
+            end = t = self.t
+            for s, tid in targets:
+                e = done.get(s, {}).get(tid)
+                if e is None:
+                    break
+                if e > end:
+                    end = e
+            else:
+                break
+            if first:
+                self.barrier.moves += 1
+                first = False
+            yield
+        if end > t:
+            self.rec.span(Span(self.lane, name, "wait", t, end - t, step, self.r.rank, cause, ""))
+            self.waits.append(HostWait(self.r.rank, step, t, end, cause, targets))
+        return end
+
+    def host(self):
+        """Generator: the host thread over every step (see :func:`models.solo.solve`)."""
+        r, dev, lq, rec, lane = self.r, self.dev, self.lq, self.rec, self.lane
+        ops, loader, rank, sync_step = r.ops, r.loader, r.rank, self.sync_step
+        drawing = [op for op in ops if op.kind == "cpu" and op.samples is not None
+                   and op.replay_us is None]
+        batches = [op for op in ops if op.kind == "next_batch"]
+        dev.pump()
+        for step in range(self.n_steps):
+            self.starts.append(self.t)
+            dev.forget_before(step)
+            syncing = sync_step(step)
+            draw = iter([op.samples.sample(r.rng) for op in drawing
+                         if syncing or not op.optimizer])
+            load = iter([loader.main_thread_draw_us(
+                None if op.replay_us is None else op.replay_us[step])
+                for op in batches if syncing or not op.optimizer])
+            if r.delay_us > 0:
+                self.t = self.cpu("straggle", r.delay_us, "straggle", step, 0.0)
+            for op in ops:
+                kind = op.kind
+                if op.optimizer and not syncing:
+                    if kind == "launch":
+                        dev.launched(step, op.task, self.t)
+                    continue
+                dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
+                if kind == "cpu":
+                    if op.samples is not None and op.replay_us is None:
+                        dur_us = next(draw)
+                    self.t = self.cpu(op.name, dur_us, op.category, step, op.block_fraction)
+                elif kind == "launch":
+                    t = self.t
+                    got = yield from lq.taking(t, step, op.task, op.slots)
+                    if got > t:
+                        rec.span(Span(lane, "launch queue full", "wait", t, got - t, step, rank,
+                                      "launch_queue", ""))
+                        self.t = got
+                    self.t = self.cpu(op.name, dur_us, "launch", step, 0.0)
+                    dev.launched(step, op.task, self.t)
+                    if op.block_cause is not None:
+                        self.t = yield from self.block(op.name, op.block_cause, step,
+                                                       ((step, op.task),))
+                elif kind == "sync":
+                    self.t = self.cpu(op.name, dur_us, "sync", step, 0.0)
+                    self.t = yield from self.block(op.name, "sync", step, tuple(
+                        (step + off, tid) for off, tid in op.targets if step + off >= 0))
+                else:   # next_batch, produced on the main thread (no workers)
+                    work_us = next(load)
+                    core_us = work_us * loader.cpu.scale if work_us > 0 else 0.0
+                    record_cpu_work(rec, lane, "load batch (main thread)", "data", self.t,
+                                    core_us, self.t + core_us, step, rank)
+                    self.t += core_us
+                    loader.returned_on_main()
+        self.starts.append(self.t)
+        self.barrier.moves += 1
+
+
+def solve_ranks(ranks: list[RankInput], uses_core: bool, queue_depth: int, rec: Recorder,
+                runs, waits, n_steps: int, last: int, sync_step, backlog: dict[str, float],
+                released: set[str]) -> list[list[float]]:
+    """Solve ``n_steps`` steps of ``ranks`` together; returns each rank's host step-start
+    instants (µs, ``n_steps + 1`` of them), in ``ranks`` order.
+
+    Args: as :func:`models.solo.solve`, per rank in :class:`RankInput`. The output is what the
+        event simulation records by its stop: the latest of every host's end and every rank's
+        end of step ``last``.
+
+    Raises:
+        Unsolvable: a wait that never ends (the event simulation names it).
+    """
+    barrier = _Barrier(len(ranks))
+    rs = [_Rank(r, barrier, uses_core, queue_depth, rec, runs, waits, n_steps, last, sync_step,
+                backlog, released) for r in ranks]
+    live = [(x, x.host()) for x in rs]
+
+    def wake() -> None:
+        while barrier.woken:
+            woken, barrier.woken = barrier.woken, []
+            for dev in dict.fromkeys(woken):
+                dev.pump()
+
+    while live:
+        before = barrier.moves
+        still = []
+        for x, gen in live:
+            try:
+                next(gen)
+                still.append((x, gen))
+            except StopIteration:
+                pass
+            wake()
+        live = still
+        if live and barrier.moves == before:
+            # nothing moved: the host whose launch queue frees earliest goes on
+            held = [(max(x.lq.waiting, x.lq.frees[0][0]), i) for i, (x, _) in enumerate(live)
+                    if x.lq.waiting is not None and x.lq.frees]
+            if not held:
+                raise Unsolvable("a wait across ranks never ends")
+            live[min(held)[1]][0].lq.grant = True
+    wake()
+    stop = 0.0
+    for x in rs:
+        ends = x.dev.done.get(last, {})
+        if len(ends) < sum(len(ps) for ps in x.dev.plans):
+            raise Unsolvable(f"the device of rank {x.r.rank} never finishes step {last}")
+        stop = max([stop, x.t, *ends.values()])
+    for x in rs:
+        x.dev.flush(stop)
+    return [x.starts for x in rs]
