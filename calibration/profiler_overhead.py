@@ -59,16 +59,26 @@ class OverheadFactor:
     profiled_cpu_us: float
     n_unprofiled: int
     n_profiled: int
+    unprofiled_wall_us: float = 0.0
+    profiled_wall_us: float = 0.0
+    """Wall time per step outside ``next()`` (medians): what the step took each way (it also
+    holds waits for a core and for the peer ranks, which the factor leaves out)."""
 
     def describe(self) -> str:
         lo, hi = (self.factor * math.exp(s * self.half_log) for s in (-1, 1))
         return (f"{self.factor:.3f} (P10–P90 {lo:.3f}–{hi:.3f}; main-thread CPU per step "
                 f"{self.unprofiled_cpu_us / 1e3:.1f} ms over {self.n_unprofiled} unprofiled "
-                f"steps ÷ {self.profiled_cpu_us / 1e3:.1f} ms over {self.n_profiled} profiled)")
+                f"steps ÷ {self.profiled_cpu_us / 1e3:.1f} ms over {self.n_profiled} profiled; "
+                f"wall {self.unprofiled_wall_us / 1e3:.1f} ms unprofiled, "
+                f"{self.profiled_wall_us / 1e3:.1f} ms profiled)")
 
 
 def _work_us(step) -> float:
     return max(step.cpu_us - step.next_cpu_us, 0.0)
+
+
+def _wall_us(steps) -> float:
+    return float(np.median([max(s.wall_us - s.next_wall_us, 0.0) for s in steps]))
 
 
 def overhead_factor(side: Sidecar | None) -> OverheadFactor | None:
@@ -80,9 +90,10 @@ def overhead_factor(side: Sidecar | None) -> OverheadFactor | None:
     steps = list(side.steps) if side is not None else []
     if not steps or any(s.profiler_on is None for s in steps):
         return None
-    unprof = np.array([_work_us(s) for s in steps[1:] if not s.profiler_on and not s.profiled])
-    prof = np.array([_work_us(s) for s in steps if s.profiled])
-    unprof, prof = unprof[unprof > 0], prof[prof > 0]
+    rows_u = [s for s in steps[1:] if not s.profiler_on and not s.profiled and _work_us(s) > 0]
+    rows_p = [s for s in steps if s.profiled and _work_us(s) > 0]
+    unprof = np.array([_work_us(s) for s in rows_u])
+    prof = np.array([_work_us(s) for s in rows_p])
     if min(unprof.size, prof.size) < MIN_STEPS:
         return None
     mu, mp = float(np.median(unprof)), float(np.median(prof))
@@ -90,7 +101,8 @@ def overhead_factor(side: Sidecar | None) -> OverheadFactor | None:
                                + np.log(prof).var(ddof=1) / prof.size)
     n = min(unprof.size, prof.size)
     half = float(student_t.ppf(0.9, n - 1)) * se / P10_P90_OF_UNIFORM
-    return OverheadFactor(mu / mp, half, mu, mp, int(unprof.size), int(prof.size))
+    return OverheadFactor(mu / mp, half, mu, mp, int(unprof.size), int(prof.size),
+                          _wall_us(rows_u), _wall_us(rows_p))
 
 
 def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]

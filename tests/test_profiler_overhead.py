@@ -30,6 +30,7 @@ def test_constant_steps_give_the_exact_ratio_and_no_spread():
     assert f.factor == pytest.approx(0.8) and f.half_log == 0.0
     assert (f.n_unprofiled, f.n_profiled) == (3, 4)
     assert (f.unprofiled_cpu_us, f.profiled_cpu_us) == (20e3, 25e3)
+    assert (f.unprofiled_wall_us, f.profiled_wall_us) == (24e3, 29e3)   # 4 ms off-core each
 
 
 def test_spread_gives_the_stated_interval():
