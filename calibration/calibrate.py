@@ -19,6 +19,7 @@ from stepsim.calibration.events import build_table
 from stepsim.calibration.folders import calibrate_cpu_folder, read_folder
 from stepsim.calibration.nccl_buckets import infer_buckets
 from stepsim.calibration.sidecar import load_sidecar
+from stepsim.calibration.sidecar_match import check_sidecar_matches
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import load_trace
 from stepsim.models.params import StepModel
@@ -88,6 +89,8 @@ def _calibrate(trace, sidecar, step_regex) -> StepModel:
     if not p.exists():
         raise InputError(p, "no such file")
     table = build_table(load_trace(p))
+    if side is not None:
+        check_sidecar_matches(table, side, sidecar)
     if table.gpu_mask().any():
         table = table.slim()   # the raw event dicts go: the fit reads the columns
         return infer_buckets(_gpu(table, side, step_regex))

@@ -1,0 +1,83 @@
+"""Whether a capture sidecar can be of the run a trace recorded, checked before either is
+fitted: a sidecar from another run (another host, process, device or window of steps) would
+silently give the model that run's loader settings and produce times.
+
+Each check runs only when both files hold the evidence, and the first that fails refuses the
+pair with one line naming the sidecar:
+
+* **host**: the trace's ``host_name`` (recent Kineto) and the sidecar's;
+* **device**: a sidecar of a CPU run (``device: cpu``) beside a trace with GPU activity;
+* **process**: the pid of the sidecar's main-thread batches (``worker: -1``) among the trace's;
+* **steps** (harness captures, whose step counter is the profiler's): the sidecar's profiled
+  steps are the trace's ``ProfilerStep#N``, and the window they span (first to last step
+  start, µs) agrees with the trace's to ``WINDOW_TOL``: the harness times the very steps the
+  profiler records, on another clock, so their spans agree to microseconds.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from stepsim.calibration.events import EventTable
+from stepsim.calibration.sidecar import Sidecar
+from stepsim.simcore.errors import InputError
+
+__all__ = ["check_sidecar_matches", "WINDOW_TOL"]
+
+WINDOW_TOL = 0.01
+"""Largest relative difference between the sidecar's and the trace's span of the profiled
+steps (the same run's agree to about 1e-5; another run of the same loop differs by its
+step-to-step noise, a few % and more)."""
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def _trace_steps_us(table: EventTable) -> dict[int, float]:
+    """``ProfilerStep#N`` → its start (µs) in the trace."""
+    out: dict[int, float] = {}
+    for i in (table.ph == "X").nonzero()[0].tolist():
+        m = _STEP.match(str(table.names[i]))
+        if m:
+            out.setdefault(int(m.group(1)), table.ts_ns[i] / 1e3)
+    return out
+
+
+def _mismatch(table: EventTable, side: Sidecar) -> str | None:
+    """Why ``side`` cannot be of ``table``'s run, or None when nothing says so."""
+    host = table.metadata.get("host_name") if isinstance(table.metadata, dict) else None
+    if host and side.host_name and str(host) != side.host_name:
+        return f"it was recorded on host {side.host_name!r}, the trace on {str(host)!r}"
+    if side.device == "cpu" and table.gpu_mask().any():
+        return "it records a CPU run (device cpu) but the trace has GPU activity"
+    main = {r.pid for r in side.produce if r.worker == -1}
+    pids = set(table.pid[table.pid >= 0].tolist())
+    if main and pids and not main & pids:
+        return (f"its main process is pid {', '.join(map(str, sorted(main)))}, which the trace "
+                f"does not hold (pids {', '.join(map(str, sorted(pids)[:4]))})")
+    if side.capture != "harness":
+        return None
+    ours = {i: s.t_start_us for i, s in enumerate(side.steps)
+            if s.profiled and s.t_start_us is not None}
+    theirs = _trace_steps_us(table)
+    if not ours or not theirs:
+        return None
+    if set(ours) != set(theirs):
+        return (f"it profiled steps {min(ours)}-{max(ours)} ({len(ours)}), the trace holds "
+                f"ProfilerStep#{min(theirs)}-#{max(theirs)} ({len(theirs)})")
+    first, last = min(ours), max(ours)
+    span, traced = ours[last] - ours[first], theirs[last] - theirs[first]
+    if last > first and abs(span - traced) > WINDOW_TOL * max(span, traced):
+        return (f"its profiled steps span {span / 1e3:.1f} ms, the trace's same steps "
+                f"{traced / 1e3:.1f} ms: another run of the loop")
+    return None
+
+
+def check_sidecar_matches(table: EventTable, side: Sidecar, side_path: str | Path) -> None:
+    """Refuse a sidecar that cannot be of the trace's run (see the module docstring).
+
+    Raises:
+        InputError: naming ``side_path`` and the first mismatch found.
+    """
+    why = _mismatch(table, side)
+    if why is not None:
+        trace = table.path.name if table.path is not None else "the trace"
+        raise InputError(Path(side_path), f"this sidecar is not of the run in {trace}: {why}")
