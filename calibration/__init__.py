@@ -3,7 +3,8 @@
 Interfaces shared inside the package (stable; see each module's docstring for details):
 
 * ``from stepsim.calibration.trace_io import load_trace`` → :class:`~calibration.trace_io.RawTrace` with
-  ``.path`` (Path), ``.events`` (the ``traceEvents`` list of dicts, never modified),
+  ``.path`` (Path), ``.events`` (the ``traceEvents`` as a sequence of dicts, each parsed when asked for;
+  never modified),
   ``.metadata`` (dict of the other top-level keys) and ``.ts_ns`` (int64 ns per event, parsed
   exactly from the ``ts`` text). ``load_rank_traces(dir)`` reads a directory of per-rank files.
   Bad input raises ``simcore.errors.InputError`` (file + byte offset / event index).

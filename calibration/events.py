@@ -65,16 +65,15 @@ with ``hip*`` API names.
 """
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from stepsim.calibration.event_aliases import (ALIAS_VERSION, ARG_ALIASES, CATEGORY_ALIASES,
-                                               LEGACY_GPU_PID, arg_value)
-from stepsim.calibration.trace_io import MAX_SPAN_US, RawTrace
+from stepsim.calibration.event_aliases import ALIAS_VERSION, ARG_ALIASES, CATEGORY_ALIASES
+from stepsim.calibration.event_rows import GPU_CATS, row_columns, to_int
+from stepsim.calibration.fast_columns import fast_columns
+from stepsim.calibration.trace_io import RawTrace
 from stepsim.simcore.errors import InputError
 
 __all__ = ["EventTable", "build_table", "ALIAS_VERSION", "CATEGORY_ALIASES", "ARG_ALIASES",
@@ -84,63 +83,8 @@ __all__ = ["EventTable", "build_table", "ALIAS_VERSION", "CATEGORY_ALIASES", "AR
 SLIM_KEEPS = ("nccl:", "[memory]")
 """Names of the events whose raw ``args`` a fit reads (a collective annotation's ``Input
 Dims``, a memory event's fields): :meth:`EventTable.slim` keeps these."""
-GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_API_CATS = ("cuda_runtime", "cuda_driver")
-_INT_COLS = ("correlation", "external_id", "stream", "device", "bytes", "in_nelems",
-             "out_nelems", "group_size")
-_STREAM_TID = re.compile(r"^\s*stream\s+(\d+)", re.IGNORECASE)
 _I64 = 2**63 - 1
-_MAX_DUR_INT = int(MAX_SPAN_US)
-
-
-def _to_int(v) -> int:
-    """An int64 from an int, an integral float or a numeric string; −1 otherwise (and for
-    values beyond int64)."""
-    if v is None or isinstance(v, bool):
-        return -1
-    if isinstance(v, int):
-        return v if -_I64 <= v <= _I64 else -1
-    if isinstance(v, float):
-        return int(v) if v == v and abs(v) < 9e18 else -1
-    if isinstance(v, str):
-        s = v.strip()
-        try:
-            return _to_int(int(s))
-        except ValueError:
-            try:
-                f = float(s)
-            except ValueError:
-                return -1
-            return int(f) if f == f and abs(f) < 9e18 else -1
-    return -1
-
-
-def _dur_ns(e: dict, d) -> tuple[int, str | None]:
-    """(ns, None) of a ``dur`` (µs) that is not a plain in-range int, or (0, the problem) when
-    it is not a finite number in [0, MAX_SPAN_US] (the record cannot be right)."""
-    if isinstance(d, bool) or not isinstance(d, (int, float, str)):
-        problem = f"non-numeric dur {d!r}"
-    else:
-        try:
-            fd = float(d)
-        except ValueError:
-            fd = None
-        except OverflowError:  # an int beyond a double
-            fd = math.inf
-        if fd is None:
-            problem = f"non-numeric dur {d!r}"
-        elif math.isnan(fd) or (math.isinf(fd) and not isinstance(d, int)):
-            problem = f"non-finite dur {d!r}"
-        elif fd < 0:
-            problem = f"negative dur {d!r} µs"
-        elif fd > MAX_SPAN_US:
-            problem = (f"dur {d!r} µs is longer than {MAX_SPAN_US / 86_400e6:.0f} days, the "
-                       "longest a trace may span")
-        else:
-            return int(round(fd * 1000)), None
-    name = str(e.get("name", ""))
-    name = name if len(name) <= 60 else name[:57] + "..."
-    return 0, f"{problem} (on {e.get('cat', 'event')} {name!r})"
 
 
 def _bad_durs(path: Path, bad: list[tuple[int, str]], timed: int) -> str:
@@ -151,17 +95,6 @@ def _bad_durs(path: Path, bad: list[tuple[int, str]], timed: int) -> str:
         raise InputError(path, problem, f"event {i}")
     return (f"{path.name}: dropped {len(bad)} of {timed} event(s) whose dur cannot be right "
             f"(first: {problem} at event {i})")
-
-
-def _to_float(v) -> float:
-    if v is None or isinstance(v, bool):
-        return float("nan")
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        return float(str(v).strip())
-    except ValueError:
-        return float("nan")
 
 
 @dataclass
@@ -282,112 +215,10 @@ def build_table(raw: RawTrace) -> EventTable:
             unparsable or out-of-int64 numbers −1/NaN, non-object ``args`` are ignored (a
             warning counts them).
     """
-    events = raw.events
-    n = len(events)
-    names = np.empty(n, dtype=object)
-    cat = np.empty(n, dtype=object)
-    raw_cat = np.empty(n, dtype=object)
-    ph = np.empty(n, dtype=object)
-    pid = np.empty(n, dtype=np.int64)
-    tid = np.empty(n, dtype=np.int64)
-    dur = np.zeros(n, dtype=np.int64)
-    ints = {c: np.full(n, -1, dtype=np.int64) for c in _INT_COLS}
-    flow_id = np.full(n, -1, dtype=np.int64)
-    gbps = np.full(n, np.nan)
-    coll = np.full(n, "", dtype=object)
-    dtype = np.full(n, "", dtype=object)
-    str_ids: dict[str, int] = {}
-    cat_cache: dict = {}
-
-    def ident(v) -> int:
-        if type(v) is int and -_I64 <= v <= _I64:
-            return v
-        if v is None:
-            return -1
-        s = str(v)
-        try:
-            n = int(s)
-        except ValueError:
-            m = _STREAM_TID.match(s)
-            n = int(m.group(1)) if m else None
-        if n is not None and -_I64 <= n <= _I64:
-            return n
-        code = str_ids.get(s)  # text, or an id beyond int64
-        if code is None:
-            code = str_ids[s] = -2 - len(str_ids)
-        return code
-
-    corr, ext, stream, device, nbytes = (ints["correlation"], ints["external_id"], ints["stream"],
-                                        ints["device"], ints["bytes"])
-    in_n, out_n, gsize = ints["in_nelems"], ints["out_nelems"], ints["group_size"]
-    bad_args: list[int] = []
-    bad_dur: list[tuple[int, str]] = []
-    timed = 0
-    for i, e in enumerate(events):
-        nm = e.get("name")
-        names[i] = nm if isinstance(nm, str) else ("" if nm is None else str(nm))
-        c = e.get("cat")
-        p = e.get("ph")
-        if not (c is None or type(c) is str):
-            c = str(c)
-        if not (p is None or type(p) is str):
-            p = str(p)
-        ph[i] = p
-        raw_cat[i] = c
-        key = (c, p)
-        nc = cat_cache.get(key)
-        if nc is None:
-            if p in ("i", "I"):
-                nc = "instant"
-            elif p == "M":
-                nc = "metadata"
-            else:
-                nc = CATEGORY_ALIASES.get(c.lower(), "other") if c is not None else "other"
-            cat_cache[key] = nc
-        if c is None and p == "X":   # the pre-Kineto autograd profiler writes no cat
-            nc = "kernel" if e.get("pid") == LEGACY_GPU_PID else "cpu_op"
-        cat[i] = nc
-        pid[i] = ident(e.get("pid"))
-        tid[i] = ident(e.get("tid"))
-        d = e.get("dur")
-        if d is not None:
-            timed += 1
-            if type(d) is int and 0 <= d <= _MAX_DUR_INT:
-                dur[i] = d * 1000
-            else:
-                dur[i], problem = _dur_ns(e, d)
-                if problem:
-                    bad_dur.append((i, problem))
-        if p in ("s", "f", "t"):
-            flow_id[i] = _to_int(e.get("id"))
-        a = e.get("args")
-        if a is None:
-            continue
-        if type(a) is not dict:
-            bad_args.append(i)
-            continue
-        v = arg_value(a, "correlation")
-        if v is not None:
-            corr[i] = _to_int(v)
-        v = arg_value(a, "external_id")
-        if v is not None:
-            ext[i] = _to_int(v)
-        if nc in GPU_CATS or nc == "gpu_user_annotation":
-            for col, out in ((stream, "stream"), (device, "device"), (nbytes, "bytes")):
-                v = arg_value(a, out)
-                if v is not None:
-                    col[i] = _to_int(v)
-            v = arg_value(a, "gbps")
-            if v is not None:
-                gbps[i] = _to_float(v)
-        v = arg_value(a, "coll_name")
-        if v is not None:
-            coll[i] = str(v)
-            in_n[i] = _to_int(arg_value(a, "in_nelems"))
-            out_n[i] = _to_int(arg_value(a, "out_nelems"))
-            gsize[i] = _to_int(arg_value(a, "group_size"))
-            dt = arg_value(a, "dtype")
-            dtype[i] = "" if dt is None else str(dt)
+    cols = (fast_columns(raw.columns, raw.events) if raw.columns is not None else None) \
+        or row_columns(raw.events)
+    n = len(raw.events)
+    cat, ph, tid, dur, stream = cols.cat, cols.ph, cols.tid, cols.dur, cols.ints["stream"]
     # GPU lanes written as "stream N" tids without an args.stream
     gpu = np.isin(cat, list(GPU_CATS))
     fix = gpu & (stream < 0)
@@ -395,7 +226,7 @@ def build_table(raw: RawTrace) -> EventTable:
         stream[fix] = np.where(tid[fix] >= 0, tid[fix], -1)
     base_rel = int(raw.ts_ns.min())
     ts = raw.ts_ns - base_rel
-    base_abs = base_rel + _to_int(raw.metadata.get("baseTimeNanoseconds", 0)) if isinstance(
+    base_abs = base_rel + to_int(raw.metadata.get("baseTimeNanoseconds", 0)) if isinstance(
         raw.metadata, dict) else base_rel
     if not base_rel <= base_abs <= _I64:  # a bad baseTimeNanoseconds (−1, huge) is ignored
         base_abs = base_rel
@@ -404,20 +235,19 @@ def build_table(raw: RawTrace) -> EventTable:
     if complete.sum() > 1 and not dur[complete].any():
         warnings.append(f"{raw.path.name}: all {int(complete.sum())} complete events have dur 0: "
                         "the trace's durations are missing or zeroed")
-    if bad_args:
-        warnings.append(f"{raw.path.name}: {len(bad_args)} event(s) have 'args' that is not an "
-                        f"object (first: event {bad_args[0]}); those args are ignored")
-    if bad_dur:
-        warnings.append(_bad_durs(raw.path, bad_dur, timed))
+    if cols.bad_args:
+        warnings.append(f"{raw.path.name}: {len(cols.bad_args)} event(s) have 'args' that is "
+                        f"not an object (first: event {cols.bad_args[0]}); those args are ignored")
+    if cols.bad_dur:
+        warnings.append(_bad_durs(raw.path, cols.bad_dur, cols.timed))
     table = EventTable(
-        names=names, cat=cat, raw_cat=raw_cat, ph=ph, pid=pid, tid=tid, ts_ns=ts, dur_ns=dur,
-        correlation=corr, external_id=ext, flow_id=flow_id, stream=stream, device=device,
-        bytes=nbytes, gbps=gbps, coll_name=coll, in_nelems=in_n, out_nelems=out_n,
-        group_size=gsize, dtype=dtype, index=np.arange(n, dtype=np.int64), path=raw.path,
-        metadata=raw.metadata, base_ns=base_abs, str_ids={v: k for k, v in str_ids.items()},
+        names=cols.names, cat=cat, raw_cat=cols.raw_cat, ph=ph, pid=cols.pid, tid=tid,
+        ts_ns=ts, dur_ns=dur, flow_id=cols.flow_id, gbps=cols.gbps, coll_name=cols.coll,
+        dtype=cols.dtype, **cols.ints, index=np.arange(n, dtype=np.int64), path=raw.path,
+        metadata=raw.metadata, base_ns=base_abs, str_ids={v: k for k, v in cols.str_ids.items()},
         warnings=warnings, _raw=raw)
-    if bad_dur:
+    if cols.bad_dur:
         keep = np.ones(n, dtype=bool)
-        keep[[i for i, _ in bad_dur]] = False
+        keep[[i for i, _ in cols.bad_dur]] = False
         table = table.where(keep)
     return table

@@ -17,10 +17,16 @@ about 16 significant digits, ``1606910596297023.125`` needs 19), so the ``ts`` t
 read from the raw bytes and turned into int64 **nanoseconds** exactly
 (:attr:`RawTrace.ts_ns`). Digits below 1 ns are truncated.
 
+Two readers, one result: a plain trace is read without a dict per event
+(:mod:`calibration.columnar`: the few fields the table reads, each event's text kept and
+parsed when asked for); anything else (invalid JSON, an event that is not an object, a ``ts``
+written as a string, ...) by the general reader (orjson, a dict per event), whose checks and
+messages are the ones below. ``load_trace(path, columnar=False)`` forces the general reader.
+
 Size limits: a file (compressed or not) and its decompressed JSON may each hold at most
-:data:`MAX_JSON_BYTES` (2 GiB). The largest shared sample is 54 MB of JSON, and parsing takes
-about 5 bytes of memory per JSON byte, so a 2 GiB trace already needs ~10 GiB; gzip is
-decompressed as a stream and stops at the limit, so a small "gzip bomb" cannot exhaust memory.
+:data:`MAX_JSON_BYTES` (2 GiB). The general reader takes about 5 bytes of memory per JSON
+byte, so a 2 GiB trace needs ~10 GiB there; gzip is decompressed as a stream and stops at
+the limit, so a small "gzip bomb" cannot exhaust memory.
 
 Time limits: every ``ts`` must be finite and within ±:data:`MAX_ABS_TS_US` (what int64 ns can
 hold, about 292 years around the epoch), and the ``ts`` of the events (metadata ``M`` events
@@ -37,17 +43,19 @@ out-of-range ``ts``, timestamps spread over more than 30 days.
 from __future__ import annotations
 
 import gzip
-import math
 import os
 import re
 import stat
 import zlib
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import InvalidOperation
 from pathlib import Path
 
 import numpy as np
 
+from stepsim.calibration.columnar import decode
+from stepsim.calibration.trace_ts import (MAX_ABS_TS_US, MAX_SPAN_US, check_span, check_ts,
+                                          columnar_ts, exact_ts, value_to_ns)
 from stepsim.models.params import MAX_RANK_ID
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import open_input
@@ -61,17 +69,10 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 MAX_JSON_BYTES = 2 * 1024**3
 """Largest trace file, and largest decompressed JSON, that is read (bytes; see the module
 docstring for why 2 GiB)."""
-MAX_ABS_TS_US = 9.2e15
-"""Largest ``|ts|`` accepted (µs): ``ts`` is held as int64 ns, whose range is ±9.22e18 ns."""
-MAX_SPAN_US = 30 * 86_400 * 1e6
-"""Widest spread of the events' ``ts``, and longest ``dur``, accepted (µs; 30 days)."""
 SIDECAR_NAME = "sidecar.json"
 """File name of the capture harness's sidecar (:mod:`calibration.capture`), never a trace."""
 _SIDECAR_KEY = "stepsim_sidecar"
 _CHUNK = 16 * 1024**2
-_TS_RE = re.compile(rb'"ts"\s*:\s*"?(-?\d+)(?:\.(\d*))?([eE][-+]?\d+)?')
-_NO_TS_OK = frozenset(("M",))
-"""Phases allowed to lack ``ts`` (Chrome-format metadata events)."""
 
 
 @dataclass
@@ -80,7 +81,9 @@ class RawTrace:
 
     Attributes:
         path: the file.
-        events: the ``traceEvents`` list, as parsed (dicts; never modified here); in a table
+        events: the ``traceEvents`` list, as parsed (dicts, or
+            :class:`calibration.columnar.LazyEvents` parsing each when asked for; never
+            modified here); in a table
             slimmed by :meth:`calibration.events.EventTable.slim`, a dict of the few events it
             keeps, by index.
         metadata: every top-level key except ``traceEvents`` (``distributedInfo``,
@@ -103,6 +106,9 @@ class RawTrace:
     json_bytes: int = 0
     exact_ts: bool = True
     warnings: list[str] = field(default_factory=list)
+    columns: object = None
+    """The events' fields as :func:`calibration.columnar.decode` read them (None when the
+    file was read the general way); :func:`calibration.events.build_table` reads them."""
 
     def __len__(self) -> int:
         return len(self.events)
@@ -166,145 +172,18 @@ def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
     return raw, size
 
 
-def _text_to_ns(int_part: bytes, frac: bytes, exp: bytes) -> int:
-    if not exp:
-        f = (frac + b"000")[:3]
-        sign = -1 if int_part.startswith(b"-") else 1
-        return int(int_part) * 1000 + sign * int(f)
-    d = Decimal((int_part + (b"." + frac if frac else b"") + exp).decode()) * 1000
-    return int(d)
-
-
-def _value_to_ns(v) -> int:
-    if isinstance(v, int):
-        return v * 1000
-    if isinstance(v, float):
-        return int(round(v * 1000))
-    d = Decimal(str(v).strip()) * 1000
-    return int(d)
-
-
-def _exact_ts(raw: bytes, ts_vals: list, has_ts: np.ndarray) -> tuple[np.ndarray | None, bool]:
-    """Match the ``"ts": <text>`` occurrences of the raw JSON to the events in order.
-
-    Returns (ns per event with ts, exact?). The fast path needs as many texts as events with a
-    ``ts`` and every text's float equal to the parsed value; otherwise a greedy walk skips
-    texts that belong to something else (a ``ts`` key nested in ``args``)."""
-    found = _TS_RE.findall(raw)
-    want = [v for v, h in zip(ts_vals, has_ts) if h]
-    n = len(want)
-    if not n:
-        return np.zeros(0, np.int64), True
-    if len(found) == n and not any(e for _, _, e in found):
-        ints = np.array([f[0] for f in found]).astype(np.int64)
-        fr = np.array([(f[1] + b"000")[:3] for f in found]).astype(np.int64)
-        ns = ints * 1000 + np.where(ints < 0, -fr, fr)
-        parsed = np.array([float(v) for v in want], dtype=float)
-        if np.allclose(ns / 1000.0, parsed, rtol=1e-12, atol=1e-3):
-            return ns, True
-    # slow path: greedy alignment
-    out = np.empty(n, np.int64)
-    j = 0
-    exact = True
-    for i, v in enumerate(want):
-        fv = float(v)
-        k = j
-        hit = None
-        while k < len(found) and k < j + 8:
-            ns = _text_to_ns(*found[k])
-            if abs(ns / 1000.0 - fv) <= max(1e-3, abs(fv) * 1e-12):
-                hit = ns
-                break
-            k += 1
-        if hit is None:
-            out[i] = _value_to_ns(v)
-            exact = False
-        else:
-            out[i] = hit
-            j = k + 1
-    return out, exact
-
-
-def _check_ts(p: Path, events: list) -> tuple[list, np.ndarray, np.ndarray]:
-    """The ``ts`` of every event, which events have one, and the ``ts`` as float µs (0 where
-    absent); raises InputError naming the first bad event. Fast path: every event a dict with
-    an in-range numeric ``ts``."""
-    try:
-        ts_vals = [e.get("ts") for e in events]
-    except AttributeError:
-        ts_vals = None
-    if ts_vals is not None and set(map(type, ts_vals)) <= {int, float}:
-        try:
-            arr = np.fromiter(ts_vals, dtype=float, count=len(ts_vals))
-        except OverflowError:  # an int beyond a double: the slow path names it
-            arr = None
-        if arr is not None and (np.abs(arr) <= MAX_ABS_TS_US).all():  # False for NaN
-            return ts_vals, np.ones(len(events), dtype=bool), arr
-    ts_vals = []
-    has_ts = np.ones(len(events), dtype=bool)
-    arr = np.zeros(len(events))
-    for i, e in enumerate(events):
-        if not isinstance(e, dict):
-            raise InputError(p, f"event is a {type(e).__name__}, expected an object", f"event {i}")
-        v = e.get("ts")
-        if v is None:
-            if e.get("ph") in _NO_TS_OK:
-                has_ts[i] = False
-                ts_vals.append(0)
-                continue
-            raise InputError(p, f"event {e.get('name', '?')!r} has no 'ts'", f"event {i}")
-        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-            raise InputError(p, f"non-numeric ts {v!r}", f"event {i}")
-        try:
-            fv = float(v)
-        except ValueError:
-            raise InputError(p, f"non-numeric ts {v!r}", f"event {i}") from None
-        except OverflowError:  # an int too large for a double
-            fv = math.inf
-        if math.isnan(fv) or (math.isinf(fv) and not isinstance(v, int)):
-            raise InputError(p, f"non-finite ts {v!r}", f"event {i}")
-        if abs(fv) > MAX_ABS_TS_US:
-            raise InputError(p, f"ts {v!r} µs is out of range (|ts| above {MAX_ABS_TS_US:.3g} µs "
-                                "cannot be held as int64 ns)", f"event {i}")
-        ts_vals.append(v)
-        arr[i] = fv
-    return ts_vals, has_ts, arr
-
-
-def _check_span(p: Path, events: list, ts_vals: list, ts_us: np.ndarray,
-                has_ts: np.ndarray) -> np.ndarray | None:
-    """Raise InputError when the events' ``ts`` (metadata ``M`` events aside: Chrome ignores
-    their ``ts``) spread over more than MAX_SPAN_US, naming the event farthest from the median
-    ``ts``. Returns None, or, when only metadata events lie that far out, the mask of the
-    events that are not metadata (the others' ``ts`` are to be clamped into their range)."""
-    if np.ptp(ts_us[has_ts]) <= MAX_SPAN_US:
-        return None
-    timed = has_ts & np.fromiter((e.get("ph") != "M" for e in events), dtype=bool,
-                                 count=len(events))
-    rows = np.nonzero(timed)[0]
-    if not len(rows):
-        return None
-    t = ts_us[rows]
-    off = np.abs(t - np.median(t))
-    k = int(np.argmax(off))
-    if t.max() - t.min() > MAX_SPAN_US:
-        i = int(rows[k])
-        raise InputError(p, f"ts {ts_vals[i]!r} µs lies {off[k] / 86_400e6:.3g} days from the "
-                            f"median ts of the trace; a trace may span at most "
-                            f"{MAX_SPAN_US / 86_400e6:.0f} days (corrupt timestamp?)",
-                         f"event {i}")
-    return timed
-
 
 class _SidecarNotTrace(InputError):
     """A stepsim capture sidecar given where a trace was expected."""
 
 
-def load_trace(path: str | Path) -> RawTrace:
+def load_trace(path: str | Path, columnar: bool = True) -> RawTrace:
     """Read one Kineto trace file.
 
     Args:
         path: a ``.json`` or ``.json.gz`` file (gzip detected by magic bytes).
+        columnar: read a plain trace without a dict per event (:mod:`calibration.columnar`;
+            the same result); False reads every file the general way (orjson).
 
     Returns:
         a :class:`RawTrace` with the events, the other top-level keys and exact ``ts_ns``.
@@ -319,6 +198,10 @@ def load_trace(path: str | Path) -> RawTrace:
     """
     p = Path(path)
     raw, size = _read_bytes(p)
+    if columnar:
+        fast = _load_columnar(p, raw, size)
+        if fast is not None:
+            return fast
     data = parse_json(p, raw, "trace")
     if isinstance(data, list):
         events, metadata = data, {}
@@ -337,15 +220,23 @@ def load_trace(path: str | Path) -> RawTrace:
         raise InputError(p, f"JSON top level is a {type(data).__name__}, expected an object or array")
     if not events:
         raise InputError(p, "trace has no events")
-    ts_vals, has_ts, ts_us = _check_ts(p, events)
+    ts_vals, has_ts, ts_us = check_ts(p, events)
     if not has_ts.any():
         raise InputError(p, "no event has a 'ts'")
-    timed = _check_span(p, events, ts_vals, ts_us, has_ts)
+    timed = check_span(p, lambda: [e.get("ph") for e in events], ts_vals, ts_us, has_ts)
     try:
-        ns_present, exact = _exact_ts(raw, ts_vals, has_ts)
+        ns_present, exact = exact_ts(raw, ts_vals, has_ts)
     except (ValueError, InvalidOperation, OverflowError):  # pragma: no cover - defensive
-        ns_present = np.array([_value_to_ns(v) for v, h in zip(ts_vals, has_ts) if h], np.int64)
+        ns_present = np.array([value_to_ns(v) for v, h in zip(ts_vals, has_ts) if h], np.int64)
         exact = False
+    return _raw_trace(p, events, metadata, ns_present, has_ts, timed, exact, size, len(raw))
+
+
+def _raw_trace(p: Path, events, metadata: dict, ns_present: np.ndarray, has_ts: np.ndarray,
+               timed: np.ndarray | None, exact: bool, size: int, json_bytes: int,
+               columns=None) -> RawTrace:
+    """The RawTrace of the events read either way, ``ts_ns`` completed (metadata events
+    without a ``ts`` or far outside the others' range moved into it)."""
     ts_ns = np.empty(len(events), np.int64)
     ts_ns[has_ts] = ns_present
     if timed is not None:
@@ -354,7 +245,20 @@ def load_trace(path: str | Path) -> RawTrace:
     warnings = [] if exact else [
         f"{p.name}: could not match every 'ts' text to its event; sub-µs digits may be rounded"]
     return RawTrace(path=p, events=events, metadata=metadata, ts_ns=ts_ns, file_bytes=size,
-                    json_bytes=len(raw), exact_ts=exact, warnings=warnings)
+                    json_bytes=json_bytes, exact_ts=exact, warnings=warnings, columns=columns)
+
+
+def _load_columnar(p: Path, raw, size: int) -> RawTrace | None:
+    """:func:`load_trace` of a plain trace without a dict per event
+    (:mod:`calibration.columnar`); None when the file needs the general reader (which then
+    reads it, with its checks and messages)."""
+    dec = decode(raw)
+    got = None if dec is None else columnar_ts(p, dec)
+    if got is None:
+        return None
+    ns, has_ts, timed = got
+    return _raw_trace(p, dec.events, dec.metadata, ns, has_ts, timed, True, size, len(raw),
+                      columns=dec)
 
 
 def _trace_candidates(d: Path) -> tuple[list[Path], list[str]]:

@@ -1,0 +1,199 @@
+"""The event table's columns from a plain trace's fields as :func:`calibration.columnar.decode`
+read them, a column at a time (:func:`fast_columns`): the same columns, warnings and dropped
+events as :func:`calibration.event_rows.row_columns` gives for the same events, by the same
+rules (a field that is not a plain value goes through the general reader's rule for it)."""
+from __future__ import annotations
+
+from itertools import chain, repeat
+
+import numpy as np
+
+from stepsim.calibration.columnar import ABSENT, Decoded, Num, arg_columns, plain
+from stepsim.calibration.event_aliases import ARG_ALIASES, LEGACY_GPU_PID
+from stepsim.calibration.event_rows import (GPU_CATS, INT_COLS, MAX_DUR_INT, Columns, Idents,
+                                            category, dur_ns, to_float, to_int)
+from stepsim.calibration.trace_io import MAX_SPAN_US
+
+__all__ = ["fast_columns"]
+
+
+_NONE_ABSENT = {None: ABSENT}
+
+
+def _mask(vals: list, among) -> np.ndarray:
+    """Boolean per value: is it one of ``among``."""
+    hit = dict.fromkeys(among, True)
+    return np.fromiter(map(hit.get, vals, repeat(False)), bool, len(vals))
+
+
+def _spellings(args: dict, col: str) -> list[list]:
+    """The per-event values of each spelling of ``col`` (:data:`ABSENT` where missing)."""
+    return [args[f"{col}__{k}"] for k in range(len(ARG_ALIASES[col]))]
+
+
+def _present(v) -> bool:
+    return v is not None and v is not ABSENT   # msgspec fills a missing key with ABSENT itself
+
+
+def _first(spellings: list[list], i: int):
+    """Event ``i``'s value of the first spelling present (None if none is)."""
+    for vals in spellings:
+        if _present(vals[i]):
+            return vals[i]
+    return None
+
+
+def _ints(vals: list) -> np.ndarray | None:
+    """``vals`` as int64 (None and :data:`ABSENT` → ABSENT) when all are ints in int64 or
+    None; else None."""
+    kinds = set(map(type, vals))
+    if not kinds <= {int, type(None)}:
+        return None
+    try:
+        return np.fromiter(map(_NONE_ABSENT.get, vals, vals), np.int64, len(vals))
+    except OverflowError:
+        return None
+
+
+def _int_column(spellings: list[list]) -> np.ndarray:
+    """int64 per event of the first spelling present (−1 where none is), by
+    :func:`calibration.event_rows.to_int`."""
+    arrs = [_ints(vals) for vals in spellings]
+    if any(a is None for a in arrs):
+        n = len(spellings[0])
+        return np.array([to_int(plain(_first(spellings, i))) for i in range(n)], np.int64)
+    out = arrs[0]
+    for a in arrs[1:]:
+        out = np.where(out == ABSENT, a, out)
+    return np.where(out == ABSENT, -1, out)   # to_int: −2**63 is −1 too
+
+
+def _rows_with(spellings: list[list], rows=None) -> list[int]:
+    """The events (of ``rows``, all by default) where some spelling is present."""
+    found: set[int] = set()
+    for vals in spellings:
+        if rows is None:
+            found.update(i for i, v in enumerate(vals) if v is not ABSENT and v is not None)
+        else:
+            found.update(i for i in rows if vals[i] is not ABSENT and vals[i] is not None)
+    return sorted(found)
+
+
+def _objects(vals: list, conv) -> np.ndarray:
+    """An object array of ``vals``, each that is not a str through ``conv``."""
+    if set(map(type, vals)) != {str}:
+        vals = [v if type(v) is str else conv(v) for v in vals]
+    return np.fromiter(vals, object, len(vals))
+
+
+def _text(v):
+    return v if v is None else str(plain(v))
+
+
+def _idents(pids: list, tids: list) -> tuple[np.ndarray, np.ndarray, dict]:
+    """pid and tid columns by :class:`calibration.event_rows.Idents`, codes given in the order
+    the general reader gives them (pid then tid, event by event)."""
+    ident = Idents()
+    kinds = set(map(type, pids)) | set(map(type, tids))
+    if kinds <= {int, str}:     # hashable, and no 1 == 1.0 == True between kinds
+        if kinds == {int}:
+            try:
+                return np.array(pids, np.int64), np.array(tids, np.int64), ident.str_ids
+            except OverflowError:
+                pass
+        code = {v: ident(v) for v in dict.fromkeys(chain.from_iterable(zip(pids, tids)))}
+        return (np.array(list(map(code.__getitem__, pids)), np.int64),
+                np.array(list(map(code.__getitem__, tids)), np.int64), ident.str_ids)
+    pid, tid = np.empty(len(pids), np.int64), np.empty(len(pids), np.int64)
+    for i, (p, t) in enumerate(zip(pids, tids)):
+        pid[i], tid[i] = ident(plain(p)), ident(plain(t))
+    return pid, tid, ident.str_ids
+
+
+def fast_columns(dec: Decoded, events) -> Columns | None:
+    """The columns :func:`calibration.event_rows.row_columns` gives for the same events, from
+    what :func:`calibration.columnar.decode` read (``events``: the same, as dicts, for a
+    message); None when some ``args`` is not an object (the general reader then counts
+    them)."""
+    args = arg_columns(dec.args)
+    if args is None:
+        return None
+    n = len(dec.names)
+    names = _objects(dec.names, lambda v: "" if v is None else str(plain(v)))
+    raw_cat, ph = _objects(dec.cat, _text), _objects(dec.ph, _text)
+    cats, phs = raw_cat.tolist(), ph.tolist()
+    by_cat = {c: category(c, "X") for c in set(cats)}
+    cat = np.fromiter(map(by_cat.__getitem__, cats), object, n)
+    cat[_mask(phs, ("i", "I"))] = "instant"    # the phase overrides the cat by meaning
+    cat[_mask(phs, ("M",))] = "metadata"
+    if None in by_cat:          # the pre-Kineto autograd profiler writes no cat
+        for i in [i for i, c in enumerate(cats) if c is None]:
+            if phs[i] == "X":
+                cat[i] = "kernel" if dec.pid[i] == LEGACY_GPU_PID else "cpu_op"
+    pid, tid, str_ids = _idents(dec.pid, dec.tid)
+    dur, bad_dur, timed = _durations(dec.dur, events)
+    flow = _mask(phs, ("s", "f", "t"))
+    flow_id = np.where(flow, _int_column([dec.id]), -1)
+    ints = {c: np.full(n, -1, dtype=np.int64) for c in INT_COLS}
+    ints["correlation"] = _int_column(_spellings(args, "correlation"))
+    ints["external_id"] = _int_column(_spellings(args, "external_id"))
+    gpu = _mask(cat.tolist(), (*GPU_CATS, "gpu_user_annotation"))
+    for col in ("stream", "device", "bytes"):
+        ints[col] = np.where(gpu, _int_column(_spellings(args, col)), -1)
+    gbps = np.full(n, np.nan)
+    sp = _spellings(args, "gbps")
+    for i in _rows_with(sp, np.nonzero(gpu)[0].tolist()):
+        gbps[i] = to_float(plain(_first(sp, i)))
+    coll = np.full(n, "", dtype=object)
+    dtype = np.full(n, "", dtype=object)
+    sp = _spellings(args, "coll_name")
+    rows = _rows_with(sp)
+    for i in rows:
+        coll[i] = str(plain(_first(sp, i)))
+    if rows:
+        for c in ("in_nelems", "out_nelems", "group_size"):
+            col = _int_column(_spellings(args, c))
+            ints[c][rows] = col[rows]
+        sp = _spellings(args, "dtype")
+        for i in rows:
+            v = _first(sp, i)
+            dtype[i] = "" if v is None else str(plain(v))
+    return Columns(names=names, cat=cat, raw_cat=raw_cat, ph=ph, pid=pid, tid=tid, dur=dur,
+                   ints=ints, flow_id=flow_id, gbps=gbps, coll=coll, dtype=dtype,
+                   str_ids=str_ids, bad_args=[], bad_dur=bad_dur, timed=timed)
+
+
+def _durations(durs: list, events) -> tuple[np.ndarray, list, int]:
+    """(dur in ns per event, the events whose ``dur`` cannot be right, how many have one),
+    as :func:`calibration.event_rows.row_columns` reads them."""
+    n = len(durs)
+    dur = np.zeros(n, dtype=np.int64)
+    timed = n - durs.count(None)
+    kinds = set(map(type, durs))
+    todo = np.zeros(n, bool)
+    us = np.zeros(n)
+    if kinds <= {int, Num, type(None)}:
+        try:
+            whole = np.array([d if type(d) is int else 0 for d in durs], dtype=np.int64)
+        except OverflowError:
+            whole = None
+    if kinds <= {int, Num, type(None)} and whole is not None:
+        isint = np.array([type(d) is int for d in durs], dtype=bool) if Num in kinds else \
+            np.array([d is not None for d in durs], dtype=bool)
+        ok = isint & (whole >= 0) & (whole <= MAX_DUR_INT)
+        dur[ok] = whole[ok] * 1000
+        todo = isint & ~ok
+        if Num in kinds:
+            rows = np.array([i for i, d in enumerate(durs) if type(d) is Num], dtype=np.int64)
+            us = np.fromiter((float(durs[i]) for i in rows.tolist()), float, len(rows))
+            fine = (us >= 0) & (us <= MAX_SPAN_US)
+            dur[rows[fine]] = np.rint(us[fine] * 1000).astype(np.int64)
+            todo[rows[~fine]] = True
+    else:                       # some dur is not a plain number: each by the general rule
+        todo = np.array([d is not None for d in durs], dtype=bool)
+    bad: list[tuple[int, str]] = []
+    for i in np.nonzero(todo)[0].tolist():
+        dur[i], problem = dur_ns(events[i], plain(durs[i]))
+        if problem:
+            bad.append((i, problem))
+    return dur, bad, timed

@@ -1,0 +1,195 @@
+"""A trace's timestamps: every ``ts`` checked and read to the ns exactly.
+
+:func:`check_ts` checks the parsed events' ``ts`` (numeric, finite, in range) and
+:func:`exact_ts` reads their texts from the raw bytes (a JSON float cannot hold epoch-scale µs
+with sub-µs digits); :func:`columnar_ts` does both for the events
+:func:`calibration.columnar.decode` read (whose float texts it has). :func:`check_span`
+refuses ``ts`` spread over more than :data:`MAX_SPAN_US`. The rules and messages are those
+of :mod:`calibration.trace_io`'s docstring.
+"""
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+
+from stepsim.calibration.columnar import Decoded, Num, plain, texts_to_ns
+from stepsim.simcore.errors import InputError
+
+__all__ = ["MAX_ABS_TS_US", "MAX_SPAN_US", "check_ts", "exact_ts", "check_span", "columnar_ts",
+           "text_to_ns", "value_to_ns"]
+
+MAX_ABS_TS_US = 9.2e15
+"""Largest ``|ts|`` accepted (µs): ``ts`` is held as int64 ns, whose range is ±9.22e18 ns."""
+MAX_SPAN_US = 30 * 86_400 * 1e6
+"""Widest spread of the events' ``ts``, and longest ``dur``, accepted (µs; 30 days)."""
+_TS_RE = re.compile(rb'"ts"\s*:\s*"?(-?\d+)(?:\.(\d*))?([eE][-+]?\d+)?')
+NO_TS_OK = frozenset(("M",))
+"""Phases allowed to lack ``ts`` (Chrome-format metadata events)."""
+
+
+def text_to_ns(int_part: bytes, frac: bytes, exp: bytes) -> int:
+    if not exp:
+        f = (frac + b"000")[:3]
+        sign = -1 if int_part.startswith(b"-") else 1
+        return int(int_part) * 1000 + sign * int(f)
+    d = Decimal((int_part + (b"." + frac if frac else b"") + exp).decode()) * 1000
+    return int(d)
+
+
+def value_to_ns(v) -> int:
+    if isinstance(v, int):
+        return v * 1000
+    if isinstance(v, float):
+        return int(round(v * 1000))
+    d = Decimal(str(v).strip()) * 1000
+    return int(d)
+
+
+def exact_ts(raw: bytes, ts_vals: list, has_ts: np.ndarray) -> tuple[np.ndarray | None, bool]:
+    """Match the ``"ts": <text>`` occurrences of the raw JSON to the events in order.
+
+    Returns (ns per event with ts, exact?). The fast path needs as many texts as events with a
+    ``ts`` and every text's float equal to the parsed value; otherwise a greedy walk skips
+    texts that belong to something else (a ``ts`` key nested in ``args``)."""
+    found = _TS_RE.findall(raw)
+    want = [v for v, h in zip(ts_vals, has_ts) if h]
+    n = len(want)
+    if not n:
+        return np.zeros(0, np.int64), True
+    if len(found) == n and not any(e for _, _, e in found):
+        ints = np.array([f[0] for f in found]).astype(np.int64)
+        fr = np.array([(f[1] + b"000")[:3] for f in found]).astype(np.int64)
+        ns = ints * 1000 + np.where(ints < 0, -fr, fr)
+        parsed = np.array([float(v) for v in want], dtype=float)
+        if np.allclose(ns / 1000.0, parsed, rtol=1e-12, atol=1e-3):
+            return ns, True
+    # slow path: greedy alignment
+    out = np.empty(n, np.int64)
+    j = 0
+    exact = True
+    for i, v in enumerate(want):
+        fv = float(v)
+        k = j
+        hit = None
+        while k < len(found) and k < j + 8:
+            ns = text_to_ns(*found[k])
+            if abs(ns / 1000.0 - fv) <= max(1e-3, abs(fv) * 1e-12):
+                hit = ns
+                break
+            k += 1
+        if hit is None:
+            out[i] = value_to_ns(v)
+            exact = False
+        else:
+            out[i] = hit
+            j = k + 1
+    return out, exact
+
+
+def check_ts(p: Path, events: list) -> tuple[list, np.ndarray, np.ndarray]:
+    """The ``ts`` of every event, which events have one, and the ``ts`` as float µs (0 where
+    absent); raises InputError naming the first bad event. Fast path: every event a dict with
+    an in-range numeric ``ts``."""
+    try:
+        ts_vals = [e.get("ts") for e in events]
+    except AttributeError:
+        ts_vals = None
+    if ts_vals is not None and set(map(type, ts_vals)) <= {int, float}:
+        try:
+            arr = np.fromiter(ts_vals, dtype=float, count=len(ts_vals))
+        except OverflowError:  # an int beyond a double: the slow path names it
+            arr = None
+        if arr is not None and (np.abs(arr) <= MAX_ABS_TS_US).all():  # False for NaN
+            return ts_vals, np.ones(len(events), dtype=bool), arr
+    ts_vals = []
+    has_ts = np.ones(len(events), dtype=bool)
+    arr = np.zeros(len(events))
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise InputError(p, f"event is a {type(e).__name__}, expected an object", f"event {i}")
+        v = e.get("ts")
+        if v is None:
+            if e.get("ph") in NO_TS_OK:
+                has_ts[i] = False
+                ts_vals.append(0)
+                continue
+            raise InputError(p, f"event {e.get('name', '?')!r} has no 'ts'", f"event {i}")
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise InputError(p, f"non-numeric ts {v!r}", f"event {i}")
+        try:
+            fv = float(v)
+        except ValueError:
+            raise InputError(p, f"non-numeric ts {v!r}", f"event {i}") from None
+        except OverflowError:  # an int too large for a double
+            fv = math.inf
+        if math.isnan(fv) or (math.isinf(fv) and not isinstance(v, int)):
+            raise InputError(p, f"non-finite ts {v!r}", f"event {i}")
+        if abs(fv) > MAX_ABS_TS_US:
+            raise InputError(p, f"ts {v!r} µs is out of range (|ts| above {MAX_ABS_TS_US:.3g} µs "
+                                "cannot be held as int64 ns)", f"event {i}")
+        ts_vals.append(v)
+        arr[i] = fv
+    return ts_vals, has_ts, arr
+
+
+def check_span(p: Path, phases, ts_vals: list, ts_us: np.ndarray,
+                has_ts: np.ndarray) -> np.ndarray | None:
+    """Raise InputError when the events' ``ts`` (metadata ``M`` events aside: Chrome ignores
+    their ``ts``) spread over more than MAX_SPAN_US, naming the event farthest from the median
+    ``ts``. Returns None, or, when only metadata events lie that far out, the mask of the
+    events that are not metadata (the others' ``ts`` are to be clamped into their range).
+    ``phases``: a callable giving every event's ``ph``."""
+    if np.ptp(ts_us[has_ts]) <= MAX_SPAN_US:
+        return None
+    timed = has_ts & np.fromiter((ph != "M" for ph in phases()), dtype=bool, count=len(ts_us))
+    rows = np.nonzero(timed)[0]
+    if not len(rows):
+        return None
+    t = ts_us[rows]
+    off = np.abs(t - np.median(t))
+    k = int(np.argmax(off))
+    if t.max() - t.min() > MAX_SPAN_US:
+        i = int(rows[k])
+        raise InputError(p, f"ts {plain(ts_vals[i])!r} µs lies {off[k] / 86_400e6:.3g} days from the "
+                            f"median ts of the trace; a trace may span at most "
+                            f"{MAX_SPAN_US / 86_400e6:.0f} days (corrupt timestamp?)",
+                         f"event {i}")
+    return timed
+
+
+def columnar_ts(p: Path, dec: Decoded) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(ns of each event with a ``ts``, which events have one, the mask :func:`check_span`
+    returns) of the events :func:`calibration.columnar.decode` read; None when some ``ts`` is
+    missing outside a metadata event, is not an int or a plain decimal, or is out of range
+    (the general reader then says which)."""
+    ts = dec.ts
+    n = len(ts)
+    has_ts = np.fromiter((v is not None for v in ts), bool, n)
+    if not has_ts.any() or any(dec.ph[i] not in NO_TS_OK for i in np.nonzero(~has_ts)[0]):
+        return None
+    rows_i = [i for i, v in enumerate(ts) if type(v) is int]
+    rows_n = [i for i, v in enumerate(ts) if type(v) is Num]
+    if len(rows_i) + len(rows_n) != int(has_ts.sum()):
+        return None
+    texts = [ts[i] for i in rows_n]
+    ns = texts_to_ns(texts)
+    if ns is None:
+        return None
+    try:
+        ints = np.array([ts[i] for i in rows_i], dtype=np.int64)
+    except OverflowError:
+        return None
+    ts_us = np.zeros(n)
+    ts_us[rows_i] = ints
+    ts_us[rows_n] = np.fromiter(map(float, texts), float, len(texts))
+    if not (np.abs(ts_us) <= MAX_ABS_TS_US).all():
+        return None
+    ns_all = np.zeros(n, np.int64)
+    ns_all[rows_i] = ints * 1000
+    ns_all[rows_n] = ns
+    timed = check_span(p, lambda: dec.ph, ts, ts_us, has_ts)
+    return ns_all[has_ts], has_ts, timed
