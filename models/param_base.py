@@ -26,7 +26,9 @@ Category = Literal[
 ]
 PHASES = ("forward", "backward", "optimizer", "data", "other")
 Phase = Literal["forward", "backward", "optimizer", "data", "other"]
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The StepModel schema this stepsim writes (``schema_version``); what each version changed is
+:mod:`models.schema`'s."""
 MAX_WORKERS, MAX_PREFETCH, MAX_THREADS, MAX_CORES = 1024, 1024, 256, 4096
 """Bounds on loader settings: far beyond any real DataLoader or host, and small enough that a
 typo (``num_workers=1000000``) is an error rather than a simulation that never ends."""

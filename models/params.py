@@ -34,6 +34,7 @@ from stepsim.models.param_base import (CATEGORIES, LAUNCH_QUEUE_DEPTH, MAX_CORES
 from stepsim.models.param_types import (CommParams, DeviceParams, DeviceTask, GradParam,
                                         HostKind, HostOp, HostParams, LoaderParams, Meta,
                                         RankParams, ReplayWindow, TaskKind)
+from stepsim.models.schema import upgrade
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input
 
@@ -210,8 +211,9 @@ def load_model(path: str | Path) -> StepModel:
     Raises:
         InputError: missing/unreadable file, a device, a file over
             ``simcore.files.MAX_INPUT_BYTES``, not UTF-8, not JSON/YAML (with the line and
-            column; a duplicate YAML key, nesting too deep), or not a valid StepModel (the
-            message names the first invalid field).
+            column; a duplicate YAML key, nesting too deep), saved by a stepsim whose schema
+            differs in what the file holds (:func:`models.schema.upgrade`), or not a valid
+            StepModel (the message names the first invalid field).
     """
     from stepsim.simcore.parsing import parse_json, parse_yaml
 
@@ -236,6 +238,7 @@ def load_model(path: str | Path) -> StepModel:
     if not host or (isinstance(host, dict) and not host.get("ops")):
         # any other kind of "host" is left to the schema's one-line error below
         raise InputError(p, "the model's host thread has no ops (host.ops): nothing to simulate")
+    data = upgrade(p, data)
     try:
         model = StepModel.model_validate(data)
     except ValidationError as e:

@@ -1,0 +1,61 @@
+"""Saved StepModels across stepsim versions. ``schema_version`` says which schema wrote a file
+(:data:`models.param_base.SCHEMA_VERSION` is the one written now). A file of an older schema
+loads, read as the current one, unless it holds a field a later schema changed: its numbers
+then mean something the current model cannot express, and it is refused with one line asking
+for a re-calibration. A file of a newer schema is refused: upgrade stepsim.
+
+History:
+
+1. the first schema.
+2. ``comm.host_cpu_fraction`` (a collective's CPU work per µs of its transfer) replaced by
+   ``comm.host_cpu_us_per_mb`` (per MiB of its bytes): a per-µs fit is no per-byte figure,
+   so it is not converted.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from stepsim.models.param_base import SCHEMA_VERSION
+from stepsim.simcore.errors import InputError
+
+__all__ = ["CHANGED", "upgrade"]
+
+CHANGED: dict[str, tuple[int, str]] = {
+    "comm.host_cpu_fraction": (2, "replaced by comm.host_cpu_us_per_mb (CPU per MiB of a "
+                                  "collective's bytes, not per µs of its transfer)"),
+}
+"""Dotted field → (the schema that changed it, what became of it)."""
+
+
+def _holds(data: dict, dotted: str) -> bool:
+    node = data
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def upgrade(path: str | Path, data: dict) -> dict:
+    """``data`` (a StepModel as parsed from ``path``) as the current schema reads it: an older
+    file without changed fields gets the current ``schema_version``; the caller's dict is not
+    modified. A version that is not an integer is left to the schema's own error.
+
+    Raises:
+        InputError: a file of a newer schema, or one holding a field a later schema changed
+            (also without ``schema_version``, as a hand-written file may be).
+    """
+    given = data.get("schema_version")
+    version = given if isinstance(given, int) and not isinstance(given, bool) else None
+    if version is not None and version > SCHEMA_VERSION:
+        raise InputError(Path(path), f"saved by a newer stepsim (schema_version {version}; this "
+                                     f"one reads up to {SCHEMA_VERSION}): upgrade stepsim")
+    for dotted, (since, what) in CHANGED.items():
+        if (version is None or version < since) and _holds(data, dotted):
+            old = f"schema_version {version}" if version is not None else "no schema_version"
+            raise InputError(Path(path), f"saved by an older stepsim ({old}): {dotted} was {what} "
+                                         f"in schema {since}; re-calibrate the model from its "
+                                         "trace")
+    if version is not None and version < SCHEMA_VERSION:
+        data = {**data, "schema_version": SCHEMA_VERSION}
+    return data
