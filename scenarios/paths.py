@@ -187,10 +187,9 @@ def set_value(model: StepModel, path: str, value: Any) -> StepModel:
 def replaced(model: StepModel, path: str, value: Any) -> StepModel:
     """:func:`set_value` without a model-wide dump and validation: a copy of ``model`` that
     shares every part off ``path``, the field set by validated assignment on a copy of the
-    model that holds it (its own checks run; the model-wide ones check references between
-    tasks, ops and ranks, which a new number at a leaf cannot change). A path through a free
-    dict, one whose leaf is not a model's field, and the two settings :func:`set_value`
-    keeps consistent, go through :func:`set_value`.
+    model that holds it (its own checks run), then the model-wide checks (references between
+    tasks, ops and ranks) run on the result. A path through a free dict, a captured window's
+    values, and the settings :func:`set_value` keeps consistent go through :func:`set_value`.
 
     Raises:
         ModelError: as :func:`set_value`.
@@ -201,15 +200,16 @@ def replaced(model: StepModel, path: str, value: Any) -> StepModel:
         nodes.append(getattr(nodes[-1], k) if isinstance(nodes[-1], BaseModel) else nodes[-1][k])
     holder = nodes[-1]
     if (not isinstance(holder, BaseModel) or keys[-1] == "mean_us" or len(keys) < 2
-            or keys == ["loader", "num_workers"]
-            or any(isinstance(n, dict) for n in nodes)):
+            or keys == ["loader", "num_workers"] and model.loader.produce_by_worker is not None
+            or any(isinstance(n, dict) for n in nodes)
+            or any(isinstance(k, str) and "replay" in k for k in keys)):
         return set_value(model, path, value)
     new = holder.model_copy()
     try:
         setattr(new, keys[-1], _fresh(value))
     except ValidationError as e:
         err = telling_error(e)
-        loc = ".".join(str(x) for x in err["loc"]) or keys[-1]
+        loc = ".".join(str(x) for x in [*keys[:-1], *err["loc"]])
         raise ModelError(f"set {path}={value!r}: gives an invalid model: {loc}: "
                          f"{err['msg']}") from None
     for node, k in zip(reversed(nodes[:-1]), reversed(keys[:-1])):
@@ -217,6 +217,11 @@ def replaced(model: StepModel, path: str, value: Any) -> StepModel:
             new = node.model_copy(update={k: new})
         else:
             new = node[:k] + [new] + node[k + 1:]
+    try:
+        StepModel._check_refs(new)
+    except ValueError as e:
+        raise ModelError(f"set {path}={value!r}: gives an invalid model: (model): "
+                         f"Value error, {e}") from None
     return new
 
 

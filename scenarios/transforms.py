@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from stepsim.models.params import StepModel
 from stepsim.scenarios.fixes import get_fix
-from stepsim.scenarios.paths import set_value, telling_error
+from stepsim.scenarios.paths import replaced, set_value, telling_error
 from stepsim.scenarios.primitives import remove, scale
 from stepsim.scenarios.select import Selector
 from stepsim.simcore.errors import InputError, ModelError
@@ -79,7 +79,7 @@ class SetOp(Operation):
             from stepsim.scenarios.fixes import PinArgs, _pin_memory
 
             return _pin_memory(model.without_replay(), PinArgs())
-        return set_value(model.without_replay(), self.path, self.value)
+        return replaced(model.without_replay(), self.path, self.value)
 
     def describe(self) -> str:
         return f"set {self.path}={_show(self.value)}"

@@ -33,11 +33,15 @@ def test_replaced_gives_what_set_value_gives(path, value):
 
 
 @pytest.mark.parametrize("path, value", [
-    ("loader.host_cores", 10 ** 9), ("loader.pin_gbps", -1.0),
+    ("loader.host_cores", 10 ** 9), ("loader.pin_gbps", -1.0), ("loader.host_cores", "4"),
     ("device.tasks.k", DeviceTask(id="k", stream="7", dur_us=1.0).model_copy(
-        update={"dur_us": -5.0}))])
+        update={"dur_us": -5.0})),
+    ("ranks.0.rank", 1), ("host.ops.1.task", "nope")])
 def test_replaced_refuses_what_set_value_refuses(path, value):
-    with pytest.raises(ModelError, match="gives an invalid model"):
-        set_value(_model(), path, value)
-    with pytest.raises(ModelError, match="gives an invalid model"):
-        replaced(_model(), path, value)
+    m = _model()
+    m = m.model_copy(update={"ranks": [*m.ranks, RankParams(rank=1)]})
+    with pytest.raises(ModelError, match="gives an invalid model") as a:
+        set_value(m, path, value)
+    with pytest.raises(ModelError, match="gives an invalid model") as b:
+        replaced(m, path, value)
+    assert str(b.value) == str(a.value)
