@@ -109,6 +109,9 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     sources: dict[str, str] = {}
     step_us = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps])
     wait_us = step_loader_waits_us(table, steps)
+    steps, step_us, wait_us, startup = _without_startup(table, steps, step_us, wait_us, sidecar)
+    if startup:
+        warnings.append(startup)
     compute_us = np.maximum(step_us - wait_us, 0.0)
     if not wait_us.any():
         warnings.append("no DataLoader __next__ events in the steps: input wait taken as 0")
@@ -145,6 +148,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                         "worker(s)); what-ifs that add threads are priced on them (record with "
                         "calibration.capture to measure them)")
     prof = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
+    if startup and prof and prof[0] is sidecar.steps[0]:
+        prof = prof[1:]
     for k in LoaderParams.model_fields:
         sources.setdefault(f"loader.{k}", "assumed")
 
@@ -229,6 +234,25 @@ def traced_threads(table: EventTable) -> int:
     left out): evidence from the run itself, whatever machine reads it."""
     mask = (table.ph == "X") & (table.pid >= 0) & (table.tid >= 0)
     return len(set(zip(table.pid[mask].tolist(), table.tid[mask].tolist())))
+
+
+def _without_startup(table: EventTable, steps: StepList, step_us: np.ndarray,
+                     wait_us: np.ndarray, sidecar: Sidecar | None):
+    """``(steps, step_us, wait_us, note)`` without the worker start-up step when the trace
+    holds it, by validation's rule (:func:`calibration.measure.startup_step`), so the
+    calibrated and the re-measured means count the same steps; ``note`` says so ("" when
+    there was none)."""
+    from stepsim.calibration.measure import startup_step   # measure reads this module
+
+    multi = any("_MultiProcessingDataLoaderIter" in n for n in table.names)
+    up = startup_step(sidecar, step_us, wait_us, multi and steps[0].number == 0)
+    if up is None or not up.in_trace:
+        return steps, step_us, wait_us, ""
+    note = (f"the worker start-up step (step {steps[0].number}: {up.step_us / 1e3:.1f} ms, its "
+            f"next() {up.next_us / 1e3:.1f} ms against {up.later_next_us / 1e3:.2f} ms after "
+            "it) is left out of the calibrated steps, as validation leaves it out")
+    return (StepList(list(steps)[1:], steps.warnings, steps.method), step_us[1:], wait_us[1:],
+            note)
 
 
 def _guess_workers(table: EventTable) -> int:

@@ -127,3 +127,11 @@ def test_validate_leaves_the_worker_startup_step_out(tmp_path, cpu_run_nw1):
     default = measured_steps(cpu_run_nw1)
     assert default.startup is not None and not default.startup.in_trace
     assert len(default.step_us) == 6
+    # calibration counts the steps validation counts: its measured mean agrees
+    from stepsim.calibration.calibrate import calibrate
+
+    own = calibrate(out)
+    assert own.meta.steps_used == m.step_numbers
+    assert own.meta.measured_step_us == pytest.approx(m.step_us)
+    assert any("worker start-up step" in w for w in own.meta.warnings)
+    assert calibrate(cpu_run_nw1).meta.measured_step_us == pytest.approx(default.step_us)
