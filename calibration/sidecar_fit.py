@@ -137,9 +137,18 @@ def after_startup(recs):
     return [r for r in recs if not (r.worker >= 0 and r.seq == 0)]
 
 
+def uniform_with_p10_p90(p10: float, p90: float) -> tuple[float, float]:
+    """The uniform range (cut at 0) whose P10–P90 is ``[p10, p90]``: a fitted coefficient's
+    bootstrap P10–P90 is 80 % of the support intervals draw it from, not all of it (drawn
+    over ``[p10, p90]`` itself, its P10–P90 would be 80 % as wide as the fit's)."""
+    mid, half = (p10 + p90) / 2, (p90 - p10) / 2 / 0.8
+    return max(mid - half, 0.0), mid + half
+
+
 def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     """``(host fields, sources, ranges, warnings)`` for ``host.interference`` (fitted from the
-    probe, else the prior) and ``host.cpu_scale`` (the run-to-run noise prior)."""
+    probe, with the range whose uniform draw has the fit's bootstrap P10–P90, else the prior)
+    and ``host.cpu_scale`` (the run-to-run noise prior)."""
     host: dict = {"cpu_scale": 1.0}
     sources = {"host.cpu_scale": "assumed"}
     ranges = {"host.cpu_scale": HOST_NOISE_PRIOR}
@@ -151,7 +160,7 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         probe = activities(after_startup(side.probe.produce), side.probe.steps, side.probe.num_workers > 0)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
     if fit is not None:
-        host["interference"], host["interference_range"] = fit[0], fit[1]
+        host["interference"], host["interference_range"] = fit[0], uniform_with_p10_p90(*fit[1])
         sources["host.interference"] = "inferred"
         warn = []
     else:
