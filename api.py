@@ -174,10 +174,12 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
            scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
            warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
            save_model: str | Path | None = None, progress: bool = False,
-           compare: str | Path | None = None, plot_steps: int = 1) -> WhatIf:
+           compare: str | Path | None = None, plot_steps: int = 1,
+           width_sources: bool = False) -> WhatIf:
     """Predict the step after the what-if operations, next to the baseline, each with a
     P10-P90 interval from ``draws`` Monte Carlo draws (0: none); ``save_model`` writes the
-    transformed model; ``compare`` the lanes of the baseline above the what-if's.
+    transformed model; ``compare`` the lanes of the baseline above the what-if's;
+    ``width_sources`` the scenario interval's width by source of uncertainty, each alone.
 
     Raises:
         StepsimError: no operation, or a bad one; ModelError: one that does not apply.
@@ -200,7 +202,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     with _progress("baseline", progress and draws > 0) as prog:
         base = predict(m, [], intervals=draws, progress=prog, **kw)
     with _progress("scenario", progress and draws > 0) as prog:
-        pred = predict(m, todo, intervals=draws, progress=prog, **kw)
+        pred = predict(m, todo, intervals=draws, progress=prog, decompose=width_sources, **kw)
     if save_model:
         save(pred.model, save_model)
     if compare:
@@ -326,9 +328,11 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
              set=None, scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
              warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
              ledger: str | Path | None = None, label: str | None = None,
-             progress: bool = False) -> Validation:
+             progress: bool = False, width_sources: bool = True) -> Validation:
     """A prediction against re-measured trace(s) (pooled); ``ledger`` appends the record to a
-    JSON-lines file.
+    JSON-lines file. The interval is of the runs' pooled mean (the host's speed once per run,
+    the steps' variation through the standard error of the measured steps);
+    ``width_sources``: its width by source of uncertainty, one at a time, too.
 
     Raises:
         InputError: an unreadable trace or ledger; ModelError: no measured step.
@@ -348,7 +352,8 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     steps_us = [s for r in runs for s in r.step_us]
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
     with _progress("predict", progress and draws > 0) as prog:
-        pred = predict(m, todo, intervals=draws, progress=prog,
+        pred = predict(m, todo, intervals=draws, progress=prog, runs=len(runs),
+                       measured_steps=len(steps_us), decompose=width_sources,
                        **_sim_kw(steps, warmup, seed, jobs))
     ups = [r.startup for r in runs if r.startup is not None]
     rec = score(pred, steps_us, neck, label=label or pred.what, traces=[str(t) for t in traces],

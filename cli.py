@@ -113,7 +113,7 @@ def cmd_whatif(args) -> int:
 
     r = api.whatif(args.model, args.ops, draws=args.draws, save_model=args.save_model,
                    compare=args.compare, plot_steps=args.plot_steps, progress=not args.json,
-                   **_sim_kw(args))
+                   width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings)
     print_whatif(r.baseline, r.scenario, as_json=args.json)
     return 0
@@ -156,7 +156,8 @@ def cmd_validate(args) -> int:
     from stepsim.report.planner import print_validation
 
     r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
-                     label=args.label, progress=not args.json, **_sim_kw(args))
+                     label=args.label, progress=not args.json,
+                     width_sources=not args.no_width_sources, **_sim_kw(args))
     _warn(r.warnings)
     print_validation([r.record], as_json=args.json)
     return 0

@@ -162,6 +162,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--save-model", metavar="FILE", type=_out_file,
                    help="write the transformed StepModel (JSON)")
     _plot_opts(w, "--compare", "write the lanes timeline of the baseline above the what-if")
+    w.add_argument("--width-sources", action="store_true",
+                   help="also draw each source of uncertainty alone: the scenario interval's "
+                        "width by source (host noise, interference, ...; more draws)")
 
     sw = _planner_verb(sub, "sweep", "predict a grid of parameter values; find the knee", 0)
     sw.add_argument("axes", nargs="+", metavar="PATH=V1,V2,...",
@@ -214,6 +217,9 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--ledger", metavar="FILE", type=_out_file,
                    help="append the result to this JSON-lines file")
     v.add_argument("--label", help="a name for this check (default: the operations)")
+    v.add_argument("--no-width-sources", action="store_true",
+                   help="leave out the interval's width by source of uncertainty (each "
+                        "source drawn alone: fewer draws)")
 
     lg = sub.add_parser("ledger", help="summarise a validation ledger")
     lg.add_argument("file")

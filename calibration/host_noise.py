@@ -10,31 +10,23 @@ work is
     w = median(produce CPU per batch) + median(training-step CPU per step)   (µs)
 
 (thread/process CPU time, so waiting for a core or for the loader does not count), and the
-run's host speed relative to the calibration capture is ``w_j / w_0``. With ``n`` runs (the
-capture and its replicates) and ``s`` the sample standard deviation of ``log(w_j / w_0)``,
-the next run's speed lies, at 80 %, in
-
-    exp(c ± t(0.9, n − 1) · s · sqrt(1 + 1/n)),  c = mean(log(w_j / w_0))
-
-(a prediction interval for one new draw; Student's t because ``s`` comes from few runs). The
-model keeps ``host.cpu_scale`` = exp(c) (the runs' mean speed, source "measured") and states
-the interval as the uniform factor range whose P10–P90 it is.
+run's host speed relative to the calibration capture is ``w_j / w_0``. The model keeps them
+(``host.speed_runs``) and ``host.cpu_scale`` = exp(c), ``c`` the mean of their logs (the runs'
+mean speed, source "measured"); prediction intervals draw the next run's speed from the
+Student-t predictive distribution of :mod:`models.host_speed` (per run, not per step, and for
+the pooled mean of as many runs as a validation has).
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import after_startup
+from stepsim.models.host_speed import speed_interval
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
-
-P10_P90_OF_UNIFORM = 0.8
-"""The P10–P90 of a uniform draw spans 80 % of its support."""
-
 
 def identical_work_us(side: Sidecar) -> float | None:
     """CPU µs of one batch's produce plus one training step's work outside ``next()``
@@ -56,18 +48,6 @@ def _same_setting(a: Sidecar, b: Sidecar) -> str | None:
     if (a.torch_num_threads or 1) != (b.torch_num_threads or 1):
         return f"torch_num_threads is {b.torch_num_threads}, the capture's is {a.torch_num_threads}"
     return None
-
-
-def host_speed_interval(speeds: list[float]) -> tuple[float, float, float]:
-    """``(centre, P10, P90)`` of the next run's host speed factor, from the measured speed
-    factors of ``n ≥ 2`` runs (the first is the calibration capture, 1.0)."""
-    from scipy.stats import t as student_t
-
-    logs = np.log(np.asarray(speeds, dtype=float))
-    n = len(logs)
-    c = float(logs.mean())
-    half = float(student_t.ppf(0.9, n - 1) * logs.std(ddof=1) * math.sqrt(1 + 1 / n))
-    return math.exp(c), math.exp(c - half), math.exp(c + half)
 
 
 MAX_SPEED_RATIO = 1000.0
@@ -116,19 +96,18 @@ def _records(side: Sidecar) -> str:
 
 
 def apply_replicates(model: StepModel, speeds: list[float]) -> StepModel:
-    """``model`` with ``host.cpu_scale`` and its range measured from the host speed factors
-    ``speeds`` of the capture and its replicates (:func:`replicate_speeds`)."""
-    centre, p10, p90 = host_speed_interval(speeds)
-    # the uniform factor range (relative to the centre) whose P10–P90 is [p10, p90]
-    lo, hi = (math.log(p10 / centre), math.log(p90 / centre))
-    lo, hi = math.exp(lo / P10_P90_OF_UNIFORM), math.exp(hi / P10_P90_OF_UNIFORM)
-    host = model.host.model_copy(update={"cpu_scale": centre})
+    """``model`` with ``host.cpu_scale`` and ``host.speed_runs`` measured from the host speed
+    factors ``speeds`` of the capture and its replicates (:func:`replicate_speeds`);
+    ``meta.ranges['host.cpu_scale']`` states the next run's P10–P90 relative to the centre."""
+    centre, p10, p90 = speed_interval(speeds)
+    host = model.host.model_copy(update={"cpu_scale": centre, "speed_runs": list(speeds)})
     meta = model.meta
-    sources = {**meta.sources, "host.cpu_scale": "measured"}
-    ranges = {**meta.ranges, "host.cpu_scale": (lo, hi)}
+    sources = {**meta.sources, "host.cpu_scale": "measured", "host.speed_runs": "measured"}
+    ranges = {**meta.ranges, "host.cpu_scale": (p10 / centre, p90 / centre)}
     note = (f"the host's speed varies from run to run: over {len(speeds)} runs of this setting "
             f"the CPU time of identical work was {', '.join(f'{s:.3f}' for s in speeds)}× the "
-            f"capture's; the next run's P10–P90 is {p10:.3f}–{p90:.3f}× (in every interval)")
+            f"capture's; the next run's P10–P90 is {p10:.3f}–{p90:.3f}× (Student t, "
+            f"{len(speeds) - 1} degrees of freedom; in every interval, once per run)")
     notes = {**meta.notes, "host_speed_runs": ", ".join(f"{s:.4f}" for s in speeds)}
     meta = meta.model_copy(update={"sources": sources, "ranges": ranges, "notes": notes,
                                    "warnings": [*meta.warnings, note]})

@@ -43,6 +43,8 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
+from stepsim.scenarios.interval_sources import width_line
+from stepsim.scenarios.parallel import default_jobs
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_set
 from stepsim.scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
@@ -122,10 +124,12 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
 
     rows, records = [], []
     for s in settings:
-        pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=120, warmup=20,
-                       seed=seed, intervals=True)
         meas = [measured_steps(d / "trace.json.gz") for d in runs[s]]
         pooled = [v for m in meas for v in m.step_us]
+        # the interval is of what is measured: the pooled mean of these runs' steps
+        pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=120, warmup=20,
+                       seed=seed, intervals=True, runs=len(meas), measured_steps=len(pooled),
+                       decompose=True, jobs=default_jobs())
         necks = [m.bottleneck for m in meas]
         observed = max(set(necks), key=necks.count)
         rec = validate(pred, pooled, observed, label=f"demo num_workers={s}",
@@ -147,7 +151,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
             "run_means_ms": [m / 1e3 for m in means],
             "host_cpu_time_x": float(np.mean(speed)),
             "spread_pct": spread, "error_pct": err, "inside": rec.inside,
-            "width_pct": rec.width_pct,
+            "width_pct": rec.width_pct, "width_sources_pct": rec.width_sources_pct,
             "inside_spread": (spread is not None and min(means) <= pred.mean_step_us <= max(means)),
             "bottleneck_predicted": pred.bottleneck, "bottleneck_observed": observed,
         })
@@ -172,6 +176,10 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                      if summary.coverage is not None else "")
                   + (f", bottleneck agreement {summary.bottleneck_agreement:.0%}"
                      if summary.bottleneck_agreement is not None else ""))
+    if summary.median_width_sources_pct:
+        console.print("median interval " + width_line(summary.median_width_pct,
+                                                      summary.median_width_sources_pct)
+                      + " (each source drawn alone)")
     report = _write_report(model, read_ledger(ledger), base, settings, seed, out, quick)
     console.print(f"report (open it in a browser): {report}")
     console.print(f"done in {time.monotonic() - t0:.0f} s; artefacts in {out}/")

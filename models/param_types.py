@@ -8,7 +8,7 @@ Every time is in **µs**, every size in **bytes**, every rate in **GB/s** (see
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -132,6 +132,10 @@ class HostParams(StrictModel):
     """Factor on every CPU duration of the host (host thread, workers, pin-memory thread):
     the machine's speed in this run relative to the capture (1: as calibrated). One number
     for the host's run-to-run noise, so a prediction interval can vary it."""
+    speed_runs: list[Annotated[float, Field(gt=0, le=1e3)]] = Field(default_factory=list)
+    """The host speed factors measured over runs of the calibration setting (the capture's
+    first, 1.0; then its replicates'), from which intervals draw the run-to-run noise
+    (:mod:`models.host_speed`); empty: a stated prior range (``meta.ranges``)."""
     interference: float = Field(default=0.0, ge=0, le=100)
     """Co-run interference: CPU work runs ``1 + interference × o`` times slower with ``o``
     other runnable threads per core beside it (shared caches and memory bandwidth), relative

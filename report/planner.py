@@ -19,6 +19,7 @@ from stepsim.report.figures import pyplot, save
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms, rank_comm_table
 from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
+from stepsim.scenarios.interval_sources import width_line
 from stepsim.scenarios.plan import Plan
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.sweep import SweepResult
@@ -94,6 +95,8 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
         c.print(rank_comm_table([("baseline", base.summary), ("scenario", pred.summary)]))
     _steps_note([("baseline", base), ("scenario", pred)])
     _uncertainty_note(pred)
+    if pred.width_sources:
+        c.print(f"scenario interval {width_line(pred.width_pct, pred.width_sources)}")
     _run_ahead_note([("baseline", base), ("scenario", pred)])
 
 

@@ -9,6 +9,7 @@ from typing import Sequence
 from rich.table import Table
 
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms
+from stepsim.scenarios.interval_sources import LABELS, width_line
 from stepsim.scenarios.validate import LedgerRecord, LedgerSummary
 
 
@@ -56,6 +57,10 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
         t.add_row(*row)
     console().print(t)
     for r in records:
+        if r.width_sources_pct:
+            console().print(f"{r.label}: interval of the pooled mean of {r.runs} run"
+                            f"{'s' if r.runs != 1 else ''} ({r.steps_measured} steps), "
+                            + width_line(r.width_pct, r.width_sources_pct))
         if r.startup_us is not None:
             console().print(
                 f"{r.label}: the worker start-up step is left out of the measured steps: "
@@ -85,5 +90,9 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
     if s.coverage is not None:
         c.print(f"interval coverage: {s.coverage:.0%} of {s.n_intervals} (P10-P90 aims at 80%), "
                 f"median width {s.median_width_pct:.1f}% of the prediction")
+    if s.median_width_sources_pct:
+        c.print("median width by source, each alone: " + ", ".join(
+            f"{LABELS.get(k, k)} {v:.1f}%" for k, v in sorted(
+                s.median_width_sources_pct.items(), key=lambda kv: -kv[1])))
     if s.bottleneck_agreement is not None:
         c.print(f"bottleneck agreement: {s.bottleneck_agreement:.0%} of {s.n_bottlenecks}")

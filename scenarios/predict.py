@@ -7,7 +7,10 @@ The point estimate is one simulation of the transformed model with the given see
   ``meta.ranges``) are multiplied, per draw, by a factor drawn uniformly from their range:
   ``meta.ranges[path]`` if given, else ±20 % for inferred and ±50 % for assumed values (a
   value of 0 varies nothing under a factor: it is listed in ``Prediction.skipped``);
-  calibration states the host's run-to-run noise as a range of ``host.cpu_scale``;
+* the host's run-to-run speed ``host.cpu_scale``: one factor per draw, since a draw is one
+  run (it does not average away over the run's steps), from the Student-t predictive
+  distribution of the measured replicates (``host.speed_runs``) or the stated prior range
+  (:mod:`models.host_speed`); for the pooled mean of ``runs`` runs, that of ``runs`` factors;
 * the co-run interference coefficient ``host.interference`` is drawn uniformly from
   ``host.interference_range`` (calibrated from a probe, or a stated prior): its effect grows
   with how far a what-if moves the co-runners per core from the capture's;
@@ -19,7 +22,17 @@ The point estimate is one simulation of the transformed model with the given see
   ops and device tasks scaled together by the ratio of a bootstrap mean of
   ``meta.measured_step_us`` to their mean;
 * configuration settings (``SETTINGS``: worker counts, bucket caps, ...) are never varied;
-* each draw is simulated with its own seed, so sampled durations vary too.
+* each draw is simulated with its own seed, so sampled durations vary too: the draw's mean
+  over its steps carries the step-to-step variation through its standard error. A
+  re-measured mean over fewer steps (``measured_steps``) has a larger one: each draw's mean
+  gets a normal error of ``se · sqrt(S/M − 1)`` (``se`` its own batch-means standard error
+  over ``S`` simulated steps, ``M`` the measured steps), so the interval is of what the
+  measurement averages.
+
+``sources`` restricts the draws to some of these (a parameter path, ``window`` for the
+bootstrap, ``steps`` for the draw's own seed and the measured window's error; the others held
+at the point's values, the same draws otherwise): :mod:`scenarios.interval_sources` reads the
+interval's width by source from it.
 
 Steps: with ``steps`` None the point estimate simulates as many steps as it takes for the
 mean's standard error to be at most :data:`scenarios.stepcount.SE_TARGET` of the mean (or the
@@ -45,11 +58,12 @@ are left alone; paths that do not resolve or hold anything else are listed in
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 import numpy as np
 from pydantic import ValidationError
 
+from stepsim.models.host_speed import draw_factor
 from stepsim.models.metrics import Summary, summarize
 from stepsim.models.params import DeviceTask, DurationSpec, StepModel
 from stepsim.models.simulate import simulate, task_durations
@@ -77,6 +91,10 @@ ABSOLUTE = {"host.interference": "host.interference_range"}
 """Paths drawn as values from a range the model holds (not as factors on the value)."""
 DEFAULT_DRAWS = 16
 """Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores)."""
+HOST_SPEED = "host.cpu_scale"
+"""The path of the host's run-to-run speed (drawn by :func:`models.host_speed.draw_factor`)."""
+WINDOW, STEPS = "window", "steps"
+"""Source names of the bootstrap of measured samples and of the step-to-step variation."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +116,10 @@ class Prediction:
         draw_std_error_us: the median over the draws of each draw's own standard error of
             its mean step (simulation noise inside the interval; None: no draws).
         bottleneck_agreement: fraction of draws whose bottleneck is the point's.
+        runs / measured_steps: what the interval is of: the pooled mean of ``runs`` runs
+            over ``measured_steps`` steps in all (None: a run as long as the draws').
+        width_sources: P90 − P10 in % of the point with one source of uncertainty drawn at
+            a time (:mod:`scenarios.interval_sources`; empty: not decomposed).
         uncertain: the parameter paths varied, with their factor ranges.
         skipped: uncertain paths that could not be varied, with why.
         device_floor_us: the least a step can take on the device (:func:`device_floor_us`);
@@ -125,7 +147,17 @@ class Prediction:
     uncertain: dict[str, tuple[float, float]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     device_floor_us: float = 0.0
+    runs: int = 1
+    measured_steps: int | None = None
+    width_sources: dict[str, float] = field(default_factory=dict)
     model: StepModel | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def width_pct(self) -> float | None:
+        """P90 − P10 in % of the point (None without an interval)."""
+        if self.p10_step_us is None or self.p90_step_us is None or self.mean_step_us <= 0:
+            return None
+        return 100 * (self.p90_step_us - self.p10_step_us) / self.mean_step_us
 
     @property
     def runs_ahead(self) -> bool:
@@ -160,7 +192,9 @@ class Prediction:
                 "runs_ahead": self.runs_ahead,
                 **(self.count.to_dict() if self.count is not None else {}),
                 "rank_comm": [c.to_dict() for c in self.summary.rank_comm],
-                "draw_steps": self.draw_steps,
+                "draw_steps": self.draw_steps, "runs": self.runs,
+                "measured_steps": self.measured_steps, "width_pct": self.width_pct,
+                "width_sources_pct": dict(self.width_sources),
                 "draw_std_error_ms": None if self.draw_std_error_us is None
                 else us_to_ms(self.draw_std_error_us)}
 
@@ -277,15 +311,17 @@ def perturb(model: StepModel, factors: dict[str, float]) -> StepModel:
     return model
 
 
-def draw_plan(model: StepModel, n: int, seed: int) -> list[tuple[dict[str, float], int]]:
+def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1
+              ) -> list[tuple[dict[str, float], int]]:
     """The ``n`` Monte Carlo draws for ``model``: (path → factor, simulation seed) each; the
-    simulation seed also seeds the draw's bootstrap. Depends only on ``seed`` and the model's
-    uncertain paths."""
+    simulation seed also seeds the draw's bootstrap. ``host.cpu_scale`` is the pooled speed of
+    ``runs`` runs. Depends only on ``seed``, ``runs`` and the model's uncertain paths."""
     varied, _ = uncertain_params(model)
     rng = spawn_streams(seed, ["intervals"])["intervals"]
     plan = []
     for _ in range(n):
-        factors = {p: float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
+        factors = {p: draw_factor(model.host.speed_runs, (lo, hi), runs, rng) if p == HOST_SPEED
+                   else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
         plan.append((factors, int(rng.integers(0, 2**31 - 1))))
     return plan
 
@@ -379,9 +415,11 @@ def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generato
 
 
 def _draw(item) -> tuple[float, str, float]:
-    model, ops, factors, steps, warmup, seed = item
+    model, ops, factors, steps, warmup, seed, boot_seed = item
     try:
-        boot = bootstrap_measured(perturb(model, factors), np.random.default_rng(seed))
+        boot = perturb(model, factors)
+        if boot_seed is not None:
+            boot = bootstrap_measured(boot, np.random.default_rng(boot_seed))
     except ValidationError as e:   # a duration drawn past the most a model holds
         err = e.errors()[0]
         raise ModelError(f"an interval draw leaves an invalid model ({err['msg']}, "
@@ -392,11 +430,42 @@ def _draw(item) -> tuple[float, str, float]:
     return s.mean_step_us, s.bottleneck, mean_std_error_us(res.job_step_us)
 
 
+def draw_means(model: StepModel, ops: Sequence[Operation], plan, steps: int, warmup: int,
+               seed: int, jobs: int = 1, progress: Progress | None = None,
+               sources: Collection[str] | None = None, measured_steps: int | None = None
+               ) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Simulate the draws of ``plan`` (:func:`draw_plan`): each draw's mean step (µs, with the
+    measured window's error when ``measured_steps`` is given), bottleneck and own standard
+    error. ``sources`` None: every source; else only those (see the module docstring; the
+    others at the point's values, ``seed`` the point's simulation seed)."""
+    def on(name: str) -> bool:
+        return sources is None or name in sources
+
+    items = [(model, tuple(ops), {p: f for p, f in factors.items() if on(p)}, steps, warmup,
+              sd if on(STEPS) else seed, sd if on(WINDOW) else None) for factors, sd in plan]
+    results = run_many(_draw, items, jobs=jobs, progress=progress)
+    means = np.array([m for m, _, _ in results], dtype=float)
+    errors = np.array([e for _, _, e in results], dtype=float)
+    if measured_steps and on(STEPS) and measured_steps < steps:
+        z = np.array([np.random.default_rng([sd, 1]).standard_normal() for _, sd in plan])
+        means = means + z * errors * np.sqrt(steps / measured_steps - 1)
+    return means, [b for _, b, _ in results], errors
+
+
+def quantiles(means: np.ndarray) -> tuple[float, float, float]:
+    """P10, P50, P90 of the draws' means at rank p (n + 1): [P10, P90] then holds a new draw
+    with probability 0.8 whatever n is (the default interpolation between ranks would give
+    about 0.7 at n = 16)."""
+    p10, p50, p90 = (float(v) for v in np.percentile(means, [10, 50, 90], method="weibull"))
+    return p10, p50, p90
+
+
 # ---------------------------------------------------------------- predict ----------------
 def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None = None,
             warmup: int = 20,
             seed: int = 0, intervals: bool | int = False, jobs: int = 1,
-            progress: Progress | None = None) -> Prediction:
+            progress: Progress | None = None, runs: int = 1,
+            measured_steps: int | None = None, decompose: bool = False) -> Prediction:
     """Predict the step of ``model`` after ``ops``.
 
     Args:
@@ -408,6 +477,10 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
             Carlo draws; an int for that many (0 = none).
         jobs: processes for the draws.
         progress: hook called after each draw.
+        runs / measured_steps: the interval is of the pooled mean of ``runs`` runs over
+            ``measured_steps`` steps in all (a validation's re-measured runs); None: of one
+            run as long as the draws.
+        decompose: also draw each source alone (``Prediction.width_sources``).
 
     Raises:
         ModelError: an op that does not apply, a model that cannot be simulated, or ops that
@@ -423,20 +496,24 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     point = Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,
                        s.bottleneck_label, s, count.steps, warmup, seed, count=count,
                        uncertain=varied,
-                       skipped=skipped, device_floor_us=device_floor_us(final), model=final)
+                       skipped=skipped, device_floor_us=device_floor_us(final), model=final,
+                       runs=runs, measured_steps=measured_steps)
     if n <= 0:
         return point
     if not varied and is_deterministic(model) and is_deterministic(final):
         return replace(point, p10_step_us=s.mean_step_us, p50_step_us=s.mean_step_us,
                        p90_step_us=s.mean_step_us)
     each = count.steps if steps is not None else min(count.steps, DRAW_STEPS)
-    items = [(model, tuple(ops), f, each, warmup, sd) for f, sd in draw_plan(model, n, seed)]
-    results = run_many(_draw, items, jobs=jobs, progress=progress)
-    means = np.array([m for m, _, _ in results])
-    # quantiles at rank p (n + 1): [P10, P90] then holds a new draw with probability 0.8
-    # whatever n is (the default interpolation between ranks would give about 0.7 at n = 16)
-    p10, p50, p90 = (float(v) for v in np.percentile(means, [10, 50, 90], method="weibull"))
-    return replace(point, p10_step_us=p10, p50_step_us=p50, p90_step_us=p90, draws=n,
-                   draw_steps=each,
-                   draw_std_error_us=float(np.median([e for _, _, e in results])),
-                   bottleneck_agreement=sum(b == s.bottleneck for _, b, _ in results) / n)
+    plan = draw_plan(model, n, seed, runs)
+    means, necks, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
+                                      measured_steps=measured_steps)
+    p10, p50, p90 = quantiles(means)
+    out = replace(point, p10_step_us=p10, p50_step_us=p50, p90_step_us=p90, draws=n,
+                  draw_steps=each, draw_std_error_us=float(np.median(errors)),
+                  bottleneck_agreement=sum(b == s.bottleneck for b in necks) / n)
+    if decompose:
+        from stepsim.scenarios.interval_sources import width_sources
+
+        out = replace(out, width_sources=width_sources(
+            model, ops, plan, each, warmup, seed, s.mean_step_us, jobs, measured_steps))
+    return out

@@ -140,6 +140,12 @@ class LedgerRecord(BaseModel):
     startup_next_us: float | None = None
     startup_later_next_us: float | None = None
     startup_runs: int = 0
+    runs: int = 1
+    """Re-measured runs pooled (the interval is of their pooled mean: the host's speed once
+    per run, the steps' variation through the standard error of ``steps_measured``)."""
+    width_sources_pct: dict[str, float] = {}
+    """The interval's P90 − P10 (% of the predicted mean) with one source of uncertainty at a
+    time (:mod:`scenarios.interval_sources`); empty: not decomposed."""
 
     @property
     def width_pct(self) -> float | None:
@@ -172,6 +178,9 @@ class LedgerSummary:
     median_width_pct: float | None = None
     """Median P10–P90 width, in % of the predicted mean, of the records with an interval."""
     n_in_sample: int = 0
+    median_width_sources_pct: dict[str, float] | None = None
+    """Per source of uncertainty, the median over the decomposed records of its width alone
+    (% of the predicted mean)."""
 
 
 def validate(prediction: Prediction, measured_step_us: Sequence[float],
@@ -214,6 +223,7 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         median_error_pct=100 * (prediction.median_step_us - median) / median,
         inside=prediction.covers(mean), predicted_bottleneck=prediction.bottleneck,
         measured_bottleneck=measured_bottleneck, bottleneck_agrees=agrees, in_sample=in_sample,
+        runs=prediction.runs, width_sources_pct=dict(prediction.width_sources),
         **_startup_fields(startup))
 
 
@@ -292,4 +302,12 @@ def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
         coverage=sum(with_iv) / len(with_iv) if with_iv else None, n_intervals=len(with_iv),
         bottleneck_agreement=sum(with_b) / len(with_b) if with_b else None,
         n_bottlenecks=len(with_b),
-        median_width_pct=float(np.median(widths)) if widths else None, n_in_sample=n_in)
+        median_width_pct=float(np.median(widths)) if widths else None, n_in_sample=n_in,
+        median_width_sources_pct=_median_sources([r.width_sources_pct for r in records]))
+
+
+def _median_sources(per_record: list[dict[str, float]]) -> dict[str, float] | None:
+    """Source → median width over the records that decomposed it (None: none did)."""
+    names = dict.fromkeys(k for d in per_record for k in d)
+    return {k: float(np.median([d[k] for d in per_record if k in d])) for k in names} \
+        if names else None

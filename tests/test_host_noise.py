@@ -11,7 +11,8 @@ import pytest
 from scipy.stats import t as student_t
 
 from stepsim.calibration.calibrate import calibrate
-from stepsim.calibration.host_noise import host_speed_interval, identical_work_us
+from stepsim.calibration.host_noise import identical_work_us
+from stepsim.models.host_speed import speed_interval as host_speed_interval
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_set
@@ -54,11 +55,11 @@ def test_replicate_measures_speed_and_widens_interval(cpu_run_nw1, tmp_path):
     model = calibrate(cpu_run_nw1, replicates=[slow])
     assert model.host.cpu_scale == pytest.approx(math.sqrt(1.2))
     assert model.meta.sources["host.cpu_scale"] == "measured"
+    assert model.host.speed_runs == pytest.approx([1.0, 1.2])
     lo, hi = model.meta.ranges["host.cpu_scale"]
     _, p10, p90 = host_speed_interval([1.0, 1.2])
-    # the uniform factor range whose P10–P90 is the prediction interval
-    assert math.log(lo) * 0.8 == pytest.approx(math.log(p10 / math.sqrt(1.2)))
-    assert math.log(hi) * 0.8 == pytest.approx(math.log(p90 / math.sqrt(1.2)))
+    # the range states the next run's P10–P90 relative to the centre
+    assert (lo, hi) == pytest.approx((p10 / math.sqrt(1.2), p90 / math.sqrt(1.2)))
     ops = [parse_set("loader.num_workers=2")]
     wide = predict(model, ops, steps=60, warmup=10, seed=0, intervals=16)
     narrow = predict(base, ops, steps=60, warmup=10, seed=0, intervals=16)
