@@ -21,6 +21,9 @@ def test_demo_quick(tmp_path):
     # apart as in-sample
     assert table["ledger"]["n"] == 2 and table["ledger"]["n_in_sample"] == 1
     assert [row["calibration"] for row in table["rows"]] == [False, True, False]
+    # each interval's width by source; the host noise drawn from the replicate
+    assert all("host.cpu_scale" in row["width_sources_pct"] for row in table["rows"])
+    assert "median interval width" in r.stdout and "host noise ±" in r.stdout
     ledger = (out / "ledger.jsonl").read_text().splitlines()
     assert len(ledger) == 3
     assert (out / "model.json").exists()
