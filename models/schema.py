@@ -10,6 +10,9 @@ History:
 2. ``comm.host_cpu_fraction`` (a collective's CPU work per µs of its transfer) replaced by
    ``comm.host_cpu_us_per_mb`` (per MiB of its bytes): a per-µs fit is no per-byte figure,
    so it is not converted.
+3. ``host.speed_runs`` (the host speed factors of the capture and its replicates) added;
+   beside it ``meta.ranges['host.cpu_scale']`` states the next run's P10–P90, not a uniform
+   range. An older model has none and loads as it was (its range drawn uniformly).
 """
 from __future__ import annotations
 
