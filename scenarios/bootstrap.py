@@ -1,0 +1,103 @@
+"""The bootstrap of a model's measured samples, one per interval draw
+(:mod:`scenarios.predict`): a short profiled window pins the means of what it measured only so
+far, so each draw resamples them with replacement.
+
+* a model with a captured window (a GPU trace): a bootstrap sample of its captured steps, each
+  host op and device task at its mean over them (the run's own step-to-step variation);
+* else the DataLoader's produce samples and the host ops' per-step samples, resampled;
+* else, with two or more ``meta.measured_step_us``, the host ops and device tasks scaled
+  together by the ratio of a bootstrap mean of them to their mean.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from stepsim.models.params import DurationSpec, StepModel
+
+
+def _produce_specs(model: StepModel) -> list[DurationSpec]:
+    return [model.loader.produce, *(model.loader.produce_by_worker or [])]
+
+
+def _has_samples(model: StepModel) -> bool:
+    return (any(d.samples_us for d in _produce_specs(model))
+            or any(op.samples_us for op in model.host.ops))
+
+
+def is_deterministic(model: StepModel) -> bool:
+    """True when a simulation of ``model`` draws nothing at random and there is nothing measured
+    to bootstrap: constant DataLoader production (cv 0, no samples, per worker too), no
+    sampled host ops, and fewer than two measured steps."""
+    return (all(d.cv == 0 for d in _produce_specs(model)) and not _has_samples(model)
+            and len(model.meta.measured_step_us) < 2)
+
+
+def bootstrap_measured(model: StepModel, rng: np.random.Generator) -> StepModel:
+    """A copy of ``model`` with its measured samples bootstrapped (see the module docstring)."""
+    def resample(values: list[float]) -> list[float]:
+        return [float(v) for v in rng.choice(values, size=len(values), replace=True)]
+
+    w = model.replay
+    own = [k for k, c in enumerate(w.calibrated) if c] if w is not None else []
+    if len(own) >= 2:
+        return _bootstrap_window(model, [int(k) for k in rng.choice(own, size=len(own))], rng)
+    if _has_samples(model):
+        m = model.model_copy(deep=True)
+        if m.loader.produce.samples_us:
+            m.loader.produce = DurationSpec.from_samples(resample(m.loader.produce.samples_us))
+        if m.loader.produce_by_worker:
+            m.loader.produce_by_worker = [
+                DurationSpec.from_samples(resample(d.samples_us)) if d.samples_us else d
+                for d in m.loader.produce_by_worker]
+        for op in m.host.ops:
+            if op.samples_us:
+                op.samples_us = resample(op.samples_us)
+                op.dur_us = float(np.mean(op.samples_us))
+        return m
+    steps = model.meta.measured_step_us
+    if len(steps) < 2:
+        return model
+    f = float(np.mean(resample(steps)) / np.mean(steps))
+    m = model.model_copy(deep=True)
+    for op in m.host.ops:
+        op.dur_us *= f
+    for ts in m.device.streams.values():
+        for t in ts:
+            if t.kind != "collective":
+                t.dur_us *= f
+                t.breakdown_us = {k: v * f for k, v in t.breakdown_us.items()}
+    return m
+
+
+def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generator) -> StepModel:
+    """``model`` with every host op and device task at its mean over the captured steps
+    ``pick`` (indices into the window, repeats allowed), the loader's produce samples
+    resampled; ``next_batch`` ops keep the loader's account."""
+    def mean(values: list[float]) -> float:
+        return float(np.mean([values[k] for k in pick]))
+
+    # new objects only where a value changes (means of valid values: no validation needed)
+    ops = [op.model_copy(update={"dur_us": mean(op.replay_us)})
+           if op.replay_us is not None and op.kind != "next_batch" else op
+           for op in model.host.ops]
+    streams = {}
+    for s, ts in model.device.streams.items():
+        streams[s] = out = []
+        for t in ts:
+            up = {}
+            if t.replay_us is not None:
+                d = mean(t.replay_us)
+                if t.breakdown_us and t.dur_us > 0:
+                    up["breakdown_us"] = {k: v * d / t.dur_us for k, v in t.breakdown_us.items()}
+                up["dur_us"] = d
+            if t.replay_gap_us is not None:
+                up["gap_us"] = mean(t.replay_gap_us)
+            out.append(t.model_copy(update=up) if up else t)
+    loader = model.loader
+    if loader.produce.samples_us:
+        s = loader.produce.samples_us
+        loader = loader.model_copy(update={"produce": DurationSpec.from_samples(
+            [float(v) for v in rng.choice(s, size=len(s), replace=True)])})
+    return model.model_copy(update={
+        "host": model.host.model_copy(update={"ops": ops}),
+        "device": model.device.model_copy(update={"streams": streams}), "loader": loader})
