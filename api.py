@@ -328,7 +328,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
              set=None, scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
              warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
              ledger: str | Path | None = None, label: str | None = None,
-             progress: bool = False, width_sources: bool = True) -> Validation:
+             progress: bool = False, width_sources: bool = False) -> Validation:
     """A prediction against re-measured trace(s) (pooled); ``ledger`` appends the record to a
     JSON-lines file. The interval is of the runs' pooled mean (the host's speed once per run,
     the steps' variation through the standard error of the measured steps);

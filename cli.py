@@ -157,7 +157,7 @@ def cmd_validate(args) -> int:
 
     r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
                      label=args.label, progress=not args.json,
-                     width_sources=not args.no_width_sources, **_sim_kw(args))
+                     width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings)
     print_validation([r.record], as_json=args.json)
     return 0

@@ -217,9 +217,9 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--ledger", metavar="FILE", type=_out_file,
                    help="append the result to this JSON-lines file")
     v.add_argument("--label", help="a name for this check (default: the operations)")
-    v.add_argument("--no-width-sources", action="store_true",
-                   help="leave out the interval's width by source of uncertainty (each "
-                        "source drawn alone: fewer draws)")
+    v.add_argument("--width-sources", action="store_true",
+                   help="also draw each source of uncertainty alone: the interval's width by "
+                        "source, in the output and the ledger record (more draws)")
 
     lg = sub.add_parser("ledger", help="summarise a validation ledger")
     lg.add_argument("file")
