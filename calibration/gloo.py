@@ -41,8 +41,9 @@ host's speed range ``host.cpu_scale`` (every interval draws it) holds the stated
 prior and that factor's uncertainty, added in quadrature in log space.
 
 Collective cost: ``latency_us`` and ``bus_gbps`` fitted by least squares to the all-reduces'
-transfer times against their ring bus bytes (``inferred``; the latency is 0 when fewer than
-two sizes were seen). Each collective's CPU work on its rank's host cores
+transfer times against their ring bus bytes, only those that ran after their rank's backward
+compute (:mod:`calibration.gloo_transfer`; ``inferred``; the latency is 0 when fewer than two
+sizes were seen). Each collective's CPU work on its rank's host cores
 (``comm.host_cpu_us``, ``comm.host_cpu_us_per_mb``) comes from the job's per-thread CPU times in
 the capture sidecars (:mod:`calibration.gloo_cpu`). DDP's parameters come from the capture sidecar's ``ddp`` record
 (``measured``); without it, one pseudo-parameter per observed bucket (``inferred``: buckets
@@ -61,11 +62,12 @@ import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES, host_cpu_cost
+from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.profiler_overhead import rank_factors
 from stepsim.calibration.sidecar_fit import HOST_NOISE_PRIOR
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
-from stepsim.models.ddp import build_buckets, ring_bus_bytes
+from stepsim.models.ddp import build_buckets
 from stepsim.models.params import (CommParams, DeviceParams, DeviceTask, GradParam, HostOp,
                                    HostParams, Meta, RankParams, StepModel)
 from stepsim.simcore.errors import InputError
@@ -89,6 +91,7 @@ class _Coll:
     enq: tuple[int, int]    # main-thread enqueue (start, end), ns on this rank's clock
     run: tuple[int, int]    # gloo worker (start, end), ns
     tid: int = 0            # the gloo worker thread that ran it
+    busy: float = 0.0       # share of the run that overlapped this rank's backward compute
 
 
 @dataclass
@@ -170,6 +173,8 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end) -> _StepRec | None:
         return None
     bwd0, bwd1 = int(ag_start[inside].min()), int(ag_end[inside].max())
     mine = [c for c in colls if s.start_ns <= c.enq[0] < s.end_ns]
+    for c in mine:
+        c.busy = max(min(c.run[1], bwd1) - max(c.run[0], bwd0), 0) / max(c.run[1] - c.run[0], 1)
     ops: list[tuple[str, str, float, int | None]] = []
     cur = s.start_ns
 
@@ -251,6 +256,8 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     transfer = np.array([[(lambda c: (c.run[1] - c.run[0]) / 1e3)(
         step[order[last[i, k]]][n].colls[k]) for k in range(n_coll)] for i, n in enumerate(nums)])
     skew = (arr.max(axis=0)[None] - arr) / 1e3                  # µs each rank waited
+    busy = [float(np.median([step[order[last[i, k]]][n].colls[k].busy
+                             for i, n in enumerate(nums)])) for k in range(n_coll)]
     # the reference arrives first: it waits longest at the median collective
     ref = order[int(np.argmax(np.median(skew.reshape(len(order), -1), axis=1)))] \
         if n_coll else first
@@ -291,7 +298,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  - ref_phase[p] for p in PHASES}
         rank_params.append(RankParams(rank=r, host=ranks[r].host,
                                       phase_extra_us={p: v for p, v in extra.items() if v > 0}))
-    comm, sources, how = _comm(tasks, ranks, sidecars or {}, rec, warnings)
+    comm, sources, how = _comm(tasks, busy, ranks, sidecars or {}, rec, warnings)
     job = [max(step[r][n].step_us for r in order) for n in nums]
     world = max([ranks[r].world for r in order] + [len(order)])
     comm = comm.model_copy(update={"world_size": world})
@@ -352,24 +359,19 @@ def _record_sizes(colls: list[_Coll], rec, warnings: list[str]) -> dict[int, int
     return dict(zip(ars, sizes))
 
 
-def _comm(tasks: list[DeviceTask], ranks: dict, sidecars: dict, rec,
+def _comm(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecars: dict, rec,
           warnings: list[str]) -> tuple[CommParams, dict, str]:
-    """Collective cost (latency + bus bandwidth, least squares) and DDP's parameters."""
+    """Collective cost (latency + bus bandwidth: :mod:`calibration.gloo_transfer`) and DDP's
+    parameters; ``busy``: each collective's overlap with its rank's backward compute."""
     sources: dict[str, str] = {}
     ar = [t for t in tasks if t.bytes]
     world = max(len(ranks), max(r.world for r in ranks.values()))
     upd: dict = {"comm_stream": GLOO_STREAM}
     if ar:
-        x = np.array([ring_bus_bytes(t.bytes, world) for t in ar])
-        y = np.array([t.dur_us for t in ar])
-        if len(set(x.tolist())) >= 2:
-            b, a = np.polyfit(x, y, 1)
-        else:
-            b, a = float(y.sum() / x.sum()), 0.0
-        if b <= 0:
-            b, a = float(y.sum() / x.sum()), 0.0
-        a = max(float(a), 0.0)
-        upd["latency_us"], upd["bus_gbps"] = a, 1.0 / b / 1e3
+        sized = [k for k, t in enumerate(tasks) if t.bytes]
+        upd["latency_us"], upd["bus_gbps"] = transfer_fit(
+            [t.bytes for t in ar], [t.dur_us for t in ar], [busy[k] for k in sized], world,
+            warnings)
         sources["comm.latency_us"] = sources["comm.bus_gbps"] = "inferred"
     upd["host_cpu_us"], upd["host_cpu_us_per_mb"], src = host_cpu_cost(
         ranks, sidecars, upd.get("latency_us", 0.0), upd.get("bus_gbps"), world, warnings)

@@ -240,3 +240,35 @@ def test_buckets_without_input_dims_come_from_the_ddp_record(gloo_run, tmp_path)
     assert any("no Input Dims" in w for w in model.meta.warnings)
     new = set_bucket_caps(model, bucket_cap_mb=0.6)
     assert [t.bytes for t in new.device.streams["gloo"] if t.bytes] == _reported(res, "cap0.6")
+
+
+def test_transfer_fit_uses_the_all_reduces_that_ran_after_backward(gloo_run, monkeypatch):
+    """Each all-reduce's overlap with backward compute on the last rank to arrive is measured
+    from the trace (a share in [0, 1]); the bus bandwidth is the one the clean ones give (every
+    bucket is one layer: one size, through the origin), or all of them, with a warning, when
+    each one overlapped backward."""
+    import stepsim.calibration.gloo as gloo
+    from stepsim.calibration.gloo_transfer import CLEAN_BUSY
+    from stepsim.models.ddp import ring_bus_bytes
+
+    seen = {}
+    real = gloo._comm
+
+    def spy(tasks, busy, *args):
+        seen.update(tasks=tasks, busy=busy)
+        return real(tasks, busy, *args)
+
+    monkeypatch.setattr(gloo, "_comm", spy)
+    model = calibrate(gloo_run[0])
+    busy, tasks = seen["busy"], seen["tasks"]
+    assert len(busy) == DEPTH and all(0.0 <= b <= 1.0 for b in busy)
+    clean = [t for t, b in zip(tasks, busy) if b < CLEAN_BUSY] or tasks
+    x = sum(ring_bus_bytes(t.bytes, 2) for t in clean)
+    assert model.comm.latency_us == 0.0
+    assert model.comm.bus_gbps == pytest.approx(x / sum(t.dur_us for t in clean) / 1e3)
+    n = sum(b < CLEAN_BUSY for b in busy)
+    said = " ".join(model.meta.warnings)
+    if n == 0:
+        assert "every all-reduce overlapped its rank's backward compute" in said
+    elif n < DEPTH:
+        assert f"transfer cost fitted to {n} of {DEPTH} all-reduces" in said
