@@ -151,22 +151,10 @@ def _queue_stats(result: SimResult, rank: int, w0: float, w1: float) -> tuple[fl
     return area / (w1 - w0), float(vmax), empty / (w1 - w0)
 
 
-@gc_paused
-def summarize(result: SimResult, rank: int | None = None) -> Summary:
-    """Compute the :class:`Summary` of ``result`` for ``rank`` (default: the first rank).
-
-    Raises:
-        ModelError: ``rank`` was not simulated.
-    """
-    rank = result.ranks[0] if rank is None else rank
-    if rank not in result.ranks:
-        raise ModelError(f"rank {rank} was not simulated (ranks: {result.ranks})")
-    w0, w1 = result.rank_window_us(rank)
-    steps = result.step_us.shape[1]
-    per = 1.0 / steps
-    width = max(w1 - w0, _EPS)
-    job = result.job_step_us
-    windows = {r: result.rank_window_us(r) for r in result.ranks}
+def _span_pass(result: SimResult, rank: int, windows: dict, lanes_busy: bool):
+    """One pass over the spans, each clipped to its rank's window: per lane the busy
+    intervals (only with ``lanes_busy``), the host thread's split, device busy by category,
+    arrival skew, and the DataLoader threads' core time, busy and core-starved time (µs)."""
     busy: dict[str, list] = defaultdict(list)
     lane_rank: dict[str, int] = {}
     host_split: dict[str, float] = defaultdict(float)
@@ -178,12 +166,14 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     tpw = result.model.loader.threads_per_worker if result.model is not None else 1
     lanes: dict[str, int] = {}   # lane -> 0 host thread, 1 stream, 2 worker, 3 pin, 4 other
     for lane, _, kind, start, dur, _, sp_rank, cause, category in result.spans:
+        if not lanes_busy and sp_rank != rank:
+            continue
         a, b = windows[sp_rank]
         e = start + dur
         s, e = (a if a > start else start), (b if b < e else e)   # max(start, a), min(end, b)
         if e <= s:
             continue
-        if kind == "busy":
+        if kind == "busy" and lanes_busy:
             busy[lane].append((s, e))
             lane_rank[lane] = sp_rank
         if sp_rank != rank:
@@ -207,6 +197,80 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
                 worker_busy += (e - s) if worker else 0.0
             elif worker and cause == "cpu_cores":
                 worker_starved += e - s
+    return busy, lane_rank, host_split, dev_cat, skew, loader_core_us, worker_busy, worker_starved
+
+
+def _named(result: SimResult, rank: int, bl: Blame, w0: float, w1: float,
+           compute_union: list, host_split: dict, loader_core_us: float, worker_busy: float,
+           worker_starved: float):
+    """The critical path of the window and the bottleneck it names: ``(key, shares, crit,
+    scarce lane, gap by cause, the last step's holes, the CPU pool's busy fraction)``."""
+    steps = result.step_us.shape[1]
+    per, width = 1.0 / steps, max(w1 - w0, _EPS)
+    marks = result.step_marks_us[result.ranks.index(rank)]
+    last0, last1 = marks[result.warmup + steps - 1], marks[result.warmup + steps]
+    scarce, cp_busy, cp_gap, holes = critical_path(bl, w0, w1, device_paced(result, rank),
+                                                   compute_union, (last0 - _EPS, last1))
+    last_holes = [Hole(h.start_us - last0, h.dur_us, h.causes) for h in holes]
+    crit: dict[str, float] = defaultdict(float)
+    for part in (cp_busy, cp_gap):
+        for k, v in part.items():
+            crit[k] += v * per
+    crit = dict(sorted(crit.items()))
+    rank_step = width * per
+    shares = {k: v / rank_step for k, v in crit.items() if v > _EPS}
+    uses_core = result.model is None or result.model.host.uses_core
+    cores = result.model.loader.host_cores if result.model is not None else 1
+    host_cpu = sum(v for k, v in host_split.items() if k.startswith("busy:")) if uses_core else 0.0
+    pool_busy = (loader_core_us + host_cpu) / (cores * width)
+    starved = worker_starved / max(worker_busy + worker_starved, _EPS)
+    key = name_bottleneck(shares, host_split.get("wait:input", 0.0) / width,
+                          host_split.get("wait:cpu_cores", 0.0) / width, starved, pool_busy)
+    return key, shares, crit, scarce, cp_gap, last_holes, pool_busy
+
+
+def _rank(result: SimResult, rank: int | None) -> int:
+    rank = result.ranks[0] if rank is None else rank
+    if rank not in result.ranks:
+        raise ModelError(f"rank {rank} was not simulated (ranks: {result.ranks})")
+    return rank
+
+
+@gc_paused
+def mean_and_bottleneck(result: SimResult, rank: int | None = None) -> tuple[float, str]:
+    """``(mean_step_us, bottleneck)`` of :func:`summarize`, computing only what they need (a
+    Monte Carlo draw's outcome).
+
+    Raises:
+        ModelError: ``rank`` was not simulated.
+    """
+    rank = _rank(result, rank)
+    w0, w1 = result.rank_window_us(rank)
+    windows = {r: result.rank_window_us(r) for r in result.ranks}
+    _, _, host_split, _, _, loader_core_us, worker_busy, worker_starved = _span_pass(
+        result, rank, windows, lanes_busy=False)
+    bl = Blame(result, rank)
+    key = _named(result, rank, bl, w0, w1, None, host_split, loader_core_us, worker_busy,
+                 worker_starved)[0]
+    return float(result.job_step_us.mean()), key
+
+
+@gc_paused
+def summarize(result: SimResult, rank: int | None = None) -> Summary:
+    """Compute the :class:`Summary` of ``result`` for ``rank`` (default: the first rank).
+
+    Raises:
+        ModelError: ``rank`` was not simulated.
+    """
+    rank = _rank(result, rank)
+    w0, w1 = result.rank_window_us(rank)
+    steps = result.step_us.shape[1]
+    per = 1.0 / steps
+    width = max(w1 - w0, _EPS)
+    job = result.job_step_us
+    windows = {r: result.rank_window_us(r) for r in result.ranks}
+    busy, lane_rank, host_split, dev_cat, skew, loader_core_us, worker_busy, worker_starved = \
+        _span_pass(result, rank, windows, lanes_busy=True)
     lane_busy = {lane: union_length(iv) / max(windows[lane_rank[lane]][1]
                                               - windows[lane_rank[lane]][0], _EPS)
                  for lane, iv in sorted(busy.items())}
@@ -231,25 +295,9 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     compute_union, comm_union = merge(compute_iv), merge(comm_iv)
     exposed = subtract_merged(comm_union, compute_union) * per
     comm_busy = sum(e - s for s, e in comm_union) * per
-    marks = result.step_marks_us[result.ranks.index(rank)]
-    last0, last1 = marks[result.warmup + steps - 1], marks[result.warmup + steps]
-    scarce, cp_busy, cp_gap, holes = critical_path(bl, w0, w1, device_paced(result, rank),
-                                                   compute_union, (last0 - _EPS, last1))
-    last_holes = [Hole(h.start_us - last0, h.dur_us, h.causes) for h in holes]
-    crit: dict[str, float] = defaultdict(float)
-    for part in (cp_busy, cp_gap):
-        for k, v in part.items():
-            crit[k] += v * per
-    crit = dict(sorted(crit.items()))
-    rank_step = width * per
-    shares = {k: v / rank_step for k, v in crit.items() if v > _EPS}
-    uses_core = result.model is None or result.model.host.uses_core
-    cores = result.model.loader.host_cores if result.model is not None else 1
-    host_cpu = sum(v for k, v in host_split.items() if k.startswith("busy:")) if uses_core else 0.0
-    pool_busy = (loader_core_us + host_cpu) / (cores * width)
-    starved = worker_starved / max(worker_busy + worker_starved, _EPS)
-    key = name_bottleneck(shares, host_split.get("wait:input", 0.0) / width,
-                          host_split.get("wait:cpu_cores", 0.0) / width, starved, pool_busy)
+    key, shares, crit, scarce, cp_gap, last_holes, pool_busy = _named(
+        result, rank, bl, w0, w1, compute_union, host_split, loader_core_us, worker_busy,
+        worker_starved)
     collectives, straggler = collective_stats(result, rank, w0, w1, steps)
     q_mean, q_max, q_empty = _queue_stats(result, rank, w0, w1)
     stats = result.loader_stats[result.ranks.index(rank)] if result.loader_stats else None

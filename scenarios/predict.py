@@ -64,7 +64,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from stepsim.models.host_speed import draw_factor
-from stepsim.models.metrics import Summary, summarize
+from stepsim.models.metrics import Summary, mean_and_bottleneck, summarize
 from stepsim.models.params import DeviceTask, DurationSpec, StepModel
 from stepsim.models.simulate import simulate, task_durations
 from stepsim.scenarios.bootstrap import bootstrap_measured, is_deterministic
@@ -339,8 +339,8 @@ def _draw(item) -> tuple[float, str, float]:
                          f"{err['input']!r}): the model's values are too near their bounds "
                          "to vary (use --draws 0)") from None
     res = simulate(apply_ops(boot, ops), steps=steps, warmup=warmup, seed=seed)
-    s = summarize(res)
-    return s.mean_step_us, s.bottleneck, mean_std_error_us(res.job_step_us)
+    mean_us, bottleneck = mean_and_bottleneck(res)
+    return mean_us, bottleneck, mean_std_error_us(res.job_step_us)
 
 
 def draw_means(model: StepModel, ops: Sequence[Operation], plan, steps: int, warmup: int,
