@@ -340,7 +340,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     from stepsim.results import Validation
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.transforms import apply_ops
-    from stepsim.scenarios.validate import append_ledger, same_setting, validate as score
+    from stepsim.scenarios.validate import append_ledger, same_job, validate as score
     from stepsim.views import measured_runs
 
     traces = [traces] if isinstance(traces, (str, Path)) else list(traces)
@@ -348,7 +348,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     m = load_model(model)
     todo = operations(ops, scenario, set, scale, remove, fix)
     runs, warnings = measured_runs(traces)
-    same_setting(apply_ops(m, todo).loader, runs)
+    same_job(apply_ops(m, todo), runs)
     steps_us = [s for r in runs for s in r.step_us]
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
     with _progress("predict", progress and draws > 0) as prog:

@@ -80,6 +80,10 @@ class MeasuredSteps:
         startup: the worker start-up step, left out of ``step_us`` (None: none seen).
         loader: the DataLoader settings the capture sidecar states
             (:func:`calibration.sidecar_fit.loader_settings`), None without a sidecar.
+        world_size: the job's ranks (``distributedInfo``, else the sidecar's DDP record,
+            else the rank traces read; 1 for a single-process run).
+        torch_threads: torch's intra-op threads the sidecar states (None without).
+        bucket_cap_mb: DDP's bucket cap (MiB) the sidecar's DDP record states (None without).
     """
 
     path: Path
@@ -90,6 +94,9 @@ class MeasuredSteps:
     step_numbers: list[int] = field(default_factory=list)
     startup: StartupStep | None = None
     loader: dict | None = None
+    world_size: int = 1
+    torch_threads: int | None = None
+    bucket_cap_mb: float | None = None
 
     @property
     def mean_us(self) -> float:
@@ -184,7 +191,9 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     neck = next(b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
     ups = [r.startup for r in runs if r.startup is not None]
     startup = max(ups, key=lambda u: u.next_us) if ups else None   # the job waits for the last
-    return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader)
+    return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
+                         max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
+                         runs[0].bucket_cap_mb)
 
 
 def _span(numbers: list[int]) -> str:
@@ -232,9 +241,14 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
         neck = "input"
     else:
         neck = "compute" if table.gpu_mask().any() else "host_compute"
+    ddp = side.ddp if side is not None else None
+    world = rank_of(raw, [])[1]
     return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck, notes,
                          numbers, startup,
-                         None if side is None else loader_settings(side))
+                         None if side is None else loader_settings(side),
+                         max(world, ddp.world_size if ddp is not None else 1),
+                         None if side is None else side.torch_num_threads,
+                         None if ddp is None else ddp.bucket_cap_mb)
 
 
 def startup_step(side, step_us: np.ndarray, wait_us: np.ndarray, multi: bool

@@ -94,6 +94,44 @@ def same_setting(loader, runs) -> None:
             raise InputError(r.path, f"not a run of the predicted setting: {why}")
 
 
+def job_mismatch(model, run) -> str | None:
+    """What a re-measured run (``calibration.measure.MeasuredSteps``) states of the job that
+    differs from the predicted ``model`` (after its ops) and that the prediction does not
+    change: the world size, torch's intra-op threads (when the model's were measured) and DDP's
+    bucket cap (both multi-rank, the run's sidecar stating it); None when nothing differs."""
+    world = model.comm.world_size
+    if run.world_size != world:
+        return (f"world size is {run.world_size} in the capture, {world} in the prediction "
+                "(validate with the same job's ranks)")
+    cpu = [(i, op.threads) for i, op in enumerate(model.host.ops) if op.kind == "cpu"]
+    measured = any(k.endswith(".threads") and v == "measured"
+                   for k, v in model.meta.sources.items())
+    mine = max((t for _, t in cpu), default=1)
+    if measured and run.torch_threads is not None and cpu and run.torch_threads != mine:
+        i = max(cpu, key=lambda c: c[1])[0]
+        return (f"torch's intra-op threads are {run.torch_threads} in the capture, {mine} in the "
+                f"prediction (--set host.ops.{i}.threads={run.torch_threads} would match)")
+    cap = model.comm.bucket_cap_mb
+    if world > 1 and run.bucket_cap_mb is not None and abs(run.bucket_cap_mb - cap) > 1e-9 * cap:
+        return (f"comm.bucket_cap_mb is {run.bucket_cap_mb:g} in the capture, {cap:g} in the "
+                f"prediction (--set comm.bucket_cap_mb={run.bucket_cap_mb:g} would match)")
+    return None
+
+
+def same_job(model, runs) -> None:
+    """Refuse a re-measured run of another job than the predicted ``model`` (after its ops):
+    :func:`same_setting` for its DataLoader, :func:`job_mismatch` for the rest.
+
+    Raises:
+        InputError: naming the run and the first difference.
+    """
+    same_setting(model.loader, runs)
+    for r in runs:
+        why = job_mismatch(model, r)
+        if why:
+            raise InputError(r.path, f"not a run of the predicted setting: {why}")
+
+
 class LedgerRecord(BaseModel):
     """One validation: a prediction and what was measured (times in µs).
 
