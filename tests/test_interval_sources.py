@@ -154,3 +154,23 @@ def test_width_by_source():
     assert line.startswith(f"width {p.width_pct:.1f} % of the prediction")
     assert "host noise ±" in line and "interference ±0.0 %" in line
     assert p.to_dict()["width_sources_pct"] == p.width_sources
+
+
+def test_whatif_prints_the_width_by_source(tmp_path):
+    import json
+
+    from stepsim.models.params import save_model
+    from tests.conftest import run_cli
+
+    path = tmp_path / "m.json"
+    save_model(_cpu_model([1.0, 0.88, 1.08], interference=(0.0, 0.16), produce_us=20_000.0),
+               path)
+    args = ("whatif", str(path), "--set", "loader.num_workers=2", "--steps", "10",
+            "--warmup", "2", "--draws", "8", "--width-sources")
+    r = run_cli(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    widths = json.loads(r.stdout)["scenario"]["width_sources_pct"]
+    assert set(widths) >= {"host.cpu_scale", "host.interference", "window", "steps"}
+    r = run_cli(*args)
+    assert r.returncode == 0 and "scenario interval width" in r.stdout
+    assert "host noise ±" in r.stdout
