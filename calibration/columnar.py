@@ -140,6 +140,11 @@ def decode(raw: bytes | bytearray) -> Decoded | None:
     if not evs:
         return None
     cols = {("names" if f == "name" else f): list(map(attrgetter(f), evs)) for f in _FIELDS}
+    del evs
+    for f in ("names", "cat", "ph"):     # one str per distinct text, not one per event
+        seen: dict = {}
+        if set(map(type, cols[f])) <= {str, type(None)}:   # (1 == 1.0 == True as keys)
+            cols[f] = list(map(seen.setdefault, cols[f], cols[f]))
     return Decoded(events=LazyEvents(raws), metadata=metadata, **cols)
 
 

@@ -217,6 +217,7 @@ def build_table(raw: RawTrace) -> EventTable:
     """
     cols = (fast_columns(raw.columns, raw.events) if raw.columns is not None else None) \
         or row_columns(raw.events)
+    raw.columns = None                  # read: the per-event lists go
     n = len(raw.events)
     cat, ph, tid, dur, stream = cols.cat, cols.ph, cols.tid, cols.dur, cols.ints["stream"]
     # GPU lanes written as "stream N" tids without an args.stream

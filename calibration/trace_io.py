@@ -107,8 +107,9 @@ class RawTrace:
     exact_ts: bool = True
     warnings: list[str] = field(default_factory=list)
     columns: object = None
-    """The events' fields as :func:`calibration.columnar.decode` read them (None when the
-    file was read the general way); :func:`calibration.events.build_table` reads them."""
+    """The events' fields as :func:`calibration.columnar.decode` read them (but ``ts``,
+    already in ``ts_ns``); None when the file was read the general way, or once
+    :func:`calibration.events.build_table` has read them (they go, to free memory)."""
 
     def __len__(self) -> int:
         return len(self.events)
@@ -257,6 +258,7 @@ def _load_columnar(p: Path, raw, size: int) -> RawTrace | None:
     if got is None:
         return None
     ns, has_ts, timed = got
+    dec.ts = None                       # read: its texts go
     return _raw_trace(p, dec.events, dec.metadata, ns, has_ts, timed, True, size, len(raw),
                       columns=dec)
 
