@@ -62,6 +62,7 @@ import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES, host_cpu_cost
+from stepsim.calibration.gloo_loader import loader_nexts, rank_loader
 from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.profiler_overhead import rank_factors
 from stepsim.calibration.sidecar_fit import HOST_NOISE_PRIOR
@@ -152,13 +153,14 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
         n, t = _input_numel(table, g)
         colls.append(_Coll(kind, n, t, (int(table.ts_ns[e]), int(table.end_ns[e])),
                            (int(table.ts_ns[g]), int(table.end_ns[g])), int(table.tid[g])))
+    nexts = loader_nexts(table, on_main)
     autograd = np.flatnonzero(on_main & np.fromiter(
         (n.startswith("autograd::engine::evaluate_function") for n in names), bool, len(names)))
     out = _Rank(rank, world, str(table.metadata.get("host_name") or ""), table.path,
                 int(table.base_ns), colls=colls)
     use = [s for s in steps if not s.last] or list(steps)
     for s in use:
-        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd])
+        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts)
         if rec is not None:
             out.steps.append(rec)
     if not out.steps:
@@ -167,7 +169,7 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     return out
 
 
-def _fit_step(s, colls: list[_Coll], ag_start, ag_end) -> _StepRec | None:
+def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=()) -> _StepRec | None:
     inside = (ag_start >= s.start_ns) & (ag_start < s.end_ns)
     if not inside.any():
         return None
@@ -187,6 +189,12 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end) -> _StepRec | None:
                     max(until - cur, 0) / 1e3, None))
         cur = max(cur, until)
 
+    for a, b in nexts:      # the DataLoader's next() before the step's first enqueue
+        if s.start_ns <= a and b <= min([bwd0] + [c.enq[0] for c in mine]):
+            if a > cur:
+                cpu(a)
+            ops.append(("next", "other", (b - a) / 1e3, None))
+            cur = b
     last_ar = None
     for k, c in enumerate(mine):
         cpu(c.enq[0])
@@ -285,6 +293,8 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                     "optimizer": "optimizer"}[phase]
             ops.append(HostOp(kind="cpu", name=name, dur_us=float(np.mean(vals)),
                               samples_us=[float(v) for v in vals], phase=phase, category=phase))
+        elif kind == "next":
+            ops.append(HostOp(kind="next_batch", name="next(DataLoader)"))
         elif kind == "launch":
             ops.append(HostOp(kind="launch", name=f"c10d::{colls0[ci].kind} enqueue",
                               dur_us=float(np.median(vals)), task=task, phase=phase))
@@ -302,14 +312,9 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     job = [max(step[r][n].step_us for r in order) for n in nums]
     world = max([ranks[r].world for r in order] + [len(order)])
     comm = comm.model_copy(update={"world_size": world})
-    host_cores = next((s.host_cores for s in (sidecars or {}).values() if s.host_cores), None)
-    per_host = Counter(ranks[r].host for r in order)
-    from stepsim.models.params import LoaderParams
-    loader = LoaderParams(host_cores=host_cores or max(per_host.values()))
-    sources["loader.host_cores"] = "measured" if host_cores else "assumed"
-    if not host_cores:
-        warnings.append(f"host cores unknown: assumed {loader.host_cores} (one per rank on a "
-                        "host); a capture sidecar records them")
+    waits = [sum(d for k, _, d, _ in r.ops if k == "next") * fac[ref] for r in recs]
+    loader = rank_loader((sidecars or {}).get(ref), waits,
+                         max(Counter(ranks[r].host for r in order).values()), sources, warnings)
     sources.update({"host.ops": "measured", f"device.streams.{GLOO_STREAM}": "measured",
                     "ranks": "measured", "host.cpu_scale": "assumed"})
     # the host's run-to-run speed (the stated prior) and the profiler factor's uncertainty,

@@ -27,7 +27,7 @@ from stepsim.calibration.linking import link
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
-from stepsim.calibration.trace_io import load_rank_traces, rank_of
+from stepsim.calibration.trace_io import _trace_candidates, load_rank_traces, load_trace, rank_of
 from stepsim.simcore.errors import InputError
 
 
@@ -126,7 +126,19 @@ def measured_steps(path: str | Path, step_regex: str | None = None,
             no step number in common.
     """
     p = Path(path)
-    return _run(load_rank_traces(p), p, step_regex, sidecar)
+    return _run(_load(p), p, step_regex, sidecar)
+
+
+def _load(p: Path):
+    """The traces of ``p`` (:func:`calibration.trace_io.load_rank_traces`), or, for the
+    capture harness's folder of a DDP job (``rank<N>/trace.json.gz``, no trace directly
+    inside; :func:`calibration.capture.rank_dir`), each rank folder's trace, as calibrate
+    reads it (:mod:`calibration.gloo_dispatch`)."""
+    if p.is_dir() and not _trace_candidates(p)[0]:
+        subs = sorted(d for d in p.glob("rank*") if (d / "trace.json.gz").is_file())
+        if subs:
+            return [load_trace(d / "trace.json.gz") for d in subs]
+    return load_rank_traces(p)
 
 
 def _run(raws, where: Path, step_regex: str | None, sidecar=None) -> MeasuredSteps:
@@ -143,7 +155,7 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
     Raises:
         InputError: as :func:`measured_steps`.
     """
-    groups = [load_rank_traces(Path(p)) for p in paths]
+    groups = [_load(Path(p)) for p in paths]
     seen: dict[Path, Path] = {}
     for p, g in zip(paths, groups):
         for r in g:

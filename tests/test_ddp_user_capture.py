@@ -1,0 +1,92 @@
+"""A user's own 2-rank DDP job on the CPU (gloo), captured with the harness as the README
+says (``Capture.ddp(model)`` on every rank, one ``rank<N>/`` folder each), recorded by the
+test: calibrate, validate and the DDP what-ifs on it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+import torch.utils.data as tud  # noqa: E402
+
+from stepsim.calibration.capture import Capture  # noqa: E402
+from tests.conftest import run_cli  # noqa: E402
+
+
+class Slow(tud.Dataset):
+    """Samples that cost the main thread real CPU in next() (num_workers=0)."""
+
+    def __len__(self):
+        return 8 * 16
+
+    def __getitem__(self, i):
+        x = torch.arange(64, dtype=torch.float32) + i
+        for _ in range(150):
+            x = torch.tanh(x).sort().values + x
+        return x, i % 2
+
+
+def _rank(rank: int, world: int, folder: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank,
+                            world_size=world)
+    try:
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                                  torch.nn.Linear(128, 2))
+        model = torch.nn.parallel.DistributedDataParallel(net)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        cap = Capture(Path(folder) / "run")
+        cap.ddp(model)
+        for x, y in cap.steps(tud.DataLoader(Slow(), batch_size=8), active=5, wait=1, warmup=1):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    import torch.multiprocessing as mp
+
+    tmp = tmp_path_factory.mktemp("userddp")
+    mp.start_processes(_rank, args=(2, str(tmp)), nprocs=2, join=True, start_method="fork")
+    run = tmp / "run"
+    model = tmp / "m.json"
+    r = run_cli("calibrate", str(run), "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    return run, model
+
+
+def test_validate_reads_the_harness_ddp_folder(job, tmp_path):
+    """validate takes the rank<N>/ capture folder that calibrate takes."""
+    run, model = job
+    r = run_cli("validate", str(model), str(run), "--draws", "0", "--steps", "4",
+                "--ledger", str(tmp_path / "l.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert "baseline" in r.stdout
+
+
+def test_dataloader_next_is_calibrated_on_every_rank(job):
+    """The main thread's next(DataLoader) is a next_batch op with the loader's produce time,
+    not part of forward, so a loader what-if has something to act on."""
+    run, model = job
+    m = json.loads(model.read_text())
+    kinds = [op["kind"] for op in m["host"]["ops"]]
+    assert kinds.count("next_batch") == 1 and kinds.index("next_batch") < kinds.index("launch")
+    produce = m["loader"]["produce"]["mean_us"]
+    assert produce > 0 and m["loader"]["num_workers"] == 0
+    nexts = []
+    for rank in (0, 1):
+        import gzip
+        ev = json.load(gzip.open(run / f"rank{rank}" / "trace.json.gz"))["traceEvents"]
+        nexts += [e["dur"] for e in ev if e.get("ph") == "X"
+                  and e["name"].startswith("enumerate(DataLoader)")]
+    assert min(nexts) * 0.5 < produce < max(nexts) * 1.5
