@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from stepsim.models.ddp_host import apply_ddp_host, host_launched
+from stepsim.models.ddp_host import UNSIZED, apply_ddp_host, host_enqueued, host_launched
 from stepsim.models.params import CommParams, DeviceTask, GradParam, HostOp, StepModel
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.units import mib_to_bytes, transfer_us
@@ -149,6 +149,8 @@ def apply_ddp(model: StepModel) -> StepModel:
     streams = model.device.streams
     old = _old_buckets(streams.get(c.comm_stream, []))
     old_ids = {t.id for t in old}
+    if not host_launched(model) and host_enqueued(model):
+        raise ModelError(UNSIZED)
     gbps = _bus_gbps(model, old)
     if host_launched(model):
         return apply_ddp_host(

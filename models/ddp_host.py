@@ -20,7 +20,7 @@ import numpy as np
 from stepsim.models.params import DeviceTask, HostOp, StepModel
 from stepsim.simcore.errors import ModelError
 
-__all__ = ["host_launched", "apply_ddp_host"]
+__all__ = ["host_launched", "host_enqueued", "apply_ddp_host", "UNSIZED"]
 
 
 def host_launched(model: StepModel) -> bool:
@@ -33,6 +33,22 @@ def host_launched(model: StepModel) -> bool:
                   for ts in model.device.streams.values() for t in ts)
     return bool(coll) and not dev_bwd and any(
         op.kind == "launch" and op.task in coll for op in model.host.ops)
+
+
+def host_enqueued(model: StepModel) -> bool:
+    """Whether the model's collectives (sized or not) are enqueued by host launches and its
+    backward has no device task: a CPU training step, even one whose all-reduces carry no
+    bytes (a model calibrated before their sizes were read)."""
+    coll = {t.id for ts in model.device.streams.values() for t in ts if t.kind == "collective"}
+    dev_bwd = any(t.phase == "backward" and t.kind != "collective"
+                  for ts in model.device.streams.values() for t in ts)
+    return bool(coll) and not dev_bwd and any(
+        op.kind == "launch" and op.task in coll for op in model.host.ops)
+
+
+UNSIZED = ("the model's host-enqueued all-reduces carry no sizes (bytes), so DDP's buckets "
+           "cannot be rebuilt: re-calibrate the capture with this stepsim (it sizes them from "
+           "Input Dims, or from the DDP record's parameters when the trace has none)")
 
 
 def apply_ddp_host(model: StepModel, buckets, cost_us) -> StepModel:

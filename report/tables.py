@@ -90,6 +90,19 @@ def _ms(us: float) -> str:
     return f"{us_to_ms(us):.2f}"
 
 
+def _straggler_text(model: StepModel, s: Summary) -> str:
+    """The straggler as ``--fix remove_straggler`` sees it: a rank the model makes slower
+    (``delay_us``, ``phase_extra_us``), or, when no rank is, the rank that entered last most
+    named as step-to-step variation (nothing that fix removes)."""
+    if s.straggler_rank is None:
+        return ""
+    slow = [r.rank for r in model.ranks if r.delay_us or any(r.phase_extra_us.values())]
+    if slow:
+        return f"; straggler rank {s.straggler_rank}"
+    return (f"; rank {s.straggler_rank} entered last most, from step-to-step variation (no "
+            "rank is slower in the model: remove_straggler has nothing to remove)")
+
+
 def print_summary(model: StepModel, s: Summary, as_json: bool = False,
                   count: StepCount | None = None) -> None:
     """Print one simulation's summary: step time (with how many steps pin it), bottleneck,
@@ -139,7 +152,7 @@ def print_summary(model: StepModel, s: Summary, as_json: bool = False,
         c.print(f"communication: busy {_ms(s.comm_busy_us)} ms/step, exposed "
                 f"{_ms(s.exposed_comm_us)}, hidden {_ms(s.hidden_comm_us)}; arrival skew "
                 f"{_ms(s.arrival_skew_us)} ms/step"
-                + (f"; straggler rank {s.straggler_rank}" if s.straggler_rank is not None else ""))
+                + _straggler_text(model, s))
         if len(s.rank_step_us) == 1:
             c.print("(one rank simulated: its collectives replay their measured durations, "
                     "which include any wait for the other ranks; arrival skew needs every "

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from stepsim.models.ddp import set_bucket_caps
-from stepsim.models.ddp_host import host_launched
+from stepsim.models.ddp_host import host_enqueued, host_launched
 from stepsim.models.params import DeviceTask, HostOp, StepModel
 from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import set_value
@@ -76,7 +76,7 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
         raise ModelError("barrier: the model simulates one rank; nothing to wait for")
     if BARRIER_TASK in model.task_map():
         raise ModelError("barrier: the model already has one")
-    if not host_launched(model):
+    if not (host_launched(model) or host_enqueued(model)):
         return _device_barrier(model, phase)
     at = next((j for j, op in enumerate(model.host.ops) if op.phase == phase), None)
     if at is None:
@@ -191,5 +191,9 @@ class NoArgs(FixArgs):
 
 def remove_straggler(m: StepModel, a: NoArgs) -> StepModel:
     if not any(r.delay_us or any(r.phase_extra_us.values()) for r in m.ranks):
-        raise nothing("remove_straggler", "no rank has skew (delay_us, phase_extra_us)")
+        raise nothing("remove_straggler", "no rank is slower than the others in the model "
+                      "(every rank's delay_us and phase_extra_us are 0): the arrival skew a "
+                      "simulation shows is then the ranks' step-to-step variation (each draws "
+                      "its own measured durations), which replacing a slow node does not "
+                      "remove")
     return remove(m, Selector(rank=tuple(r.rank for r in m.ranks)))

@@ -90,3 +90,38 @@ def test_dataloader_next_is_calibrated_on_every_rank(job):
         nexts += [e["dur"] for e in ev if e.get("ph") == "X"
                   and e["name"].startswith("enumerate(DataLoader)")]
     assert min(nexts) * 0.5 < produce < max(nexts) * 1.5
+
+
+def _edited(model: Path, out: Path, edit) -> Path:
+    m = json.loads(model.read_text())
+    edit(m)
+    out.write_text(json.dumps(m))
+    return out
+
+
+def test_ddp_whatifs_on_a_model_with_unsized_allreduces(job, tmp_path):
+    """A model calibrated before the all-reduces were sized (no bytes): the barrier works on
+    the host-op phases, and a bucket what-if says what to do instead of naming device tasks."""
+    def unsize(m):
+        for t in m["device"]["streams"]["gloo"]:
+            t["bytes"] = None
+
+    old = _edited(job[1], tmp_path / "old.json", unsize)
+    r = run_cli("whatif", str(old), "--fix", "barrier", "--draws", "0", "--steps", "4")
+    assert r.returncode == 0, r.stderr
+    for args in (["--set", "comm.bucket_cap_mb=0.001"],
+                 ["--set", "comm.bus_gbps=1", "--set", "comm.bucket_cap_mb=0.001"]):
+        r = run_cli("whatif", str(old), *args, "--draws", "0", "--steps", "4")
+        assert r.returncode == 2 and "re-calibrate the capture" in r.stderr, r.stderr
+
+
+def test_remove_straggler_and_simulate_agree_without_a_slow_rank(job, tmp_path):
+    def even(m):
+        for r in m["ranks"]:
+            r["delay_us"], r["phase_extra_us"] = 0.0, {}
+
+    m = _edited(job[1], tmp_path / "even.json", even)
+    r = run_cli("whatif", str(m), "--fix", "remove_straggler", "--draws", "0", "--steps", "4")
+    assert r.returncode == 2 and "step-to-step variation" in r.stderr, r.stderr
+    r = run_cli("simulate", str(m), "--steps", "8")
+    assert r.returncode == 0 and "; straggler rank" not in r.stdout
