@@ -47,6 +47,10 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
         return _calibrate(trace, sidecar, step_regex)
     from stepsim.calibration.host_noise import apply_replicates, replicate_speeds
 
+    ranks = _rank_sidecars(Path(trace)) if sidecar is None else []
+    if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
+        speeds = _job_speeds(ranks, [(Path(r), _rank_sidecars(Path(r))) for r in replicates])
+        return apply_replicates(_calibrate(trace, sidecar, step_regex), speeds)
     side_path = sidecar or _capture_sidecar(Path(trace))
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
@@ -54,6 +58,37 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
     reps = [(Path(r), load_sidecar(_capture_sidecar(Path(r)) or r)) for r in replicates]
     speeds = replicate_speeds(Path(side_path), load_sidecar(side_path), reps)   # before the fit
     return apply_replicates(_calibrate(trace, sidecar, step_regex), speeds)
+
+
+def _rank_sidecars(p: Path) -> dict[str, Path]:
+    """A multi-rank folder's per-rank sidecars (``rank<N>.sidecar.json`` beside the traces, or
+    ``rank<N>/sidecar.json``) by their path in the folder, in name order; empty when ``p``
+    holds none."""
+    if not p.is_dir():
+        return {}
+    found = sorted(p.glob("rank*.sidecar.json")) or sorted(p.glob("rank*/" + CAPTURE_SIDECAR))
+    return {f.relative_to(p).as_posix(): f for f in found}
+
+
+def _job_speeds(ranks: dict[str, Path], replicates: list[tuple[Path, dict[str, Path]]]
+                ) -> list[float]:
+    """The host speed factors of a multi-rank capture and its replicates (folders of the same
+    ranks' sidecars): per rank :func:`calibration.host_noise.replicate_speeds` against that
+    rank's sidecar in each replicate, then per run the geometric mean over the ranks (the
+    ranks share the host, so its speed is one per run)."""
+    import numpy as np
+
+    from stepsim.calibration.host_noise import replicate_speeds
+
+    for path, sides in replicates:
+        if list(sides) != list(ranks):
+            raise InputError(path, f"not a replicate of the capture: its rank sidecars are "
+                                   f"{', '.join(sides) or 'none'}, the capture's "
+                                   f"{', '.join(ranks)}")
+    per_rank = [replicate_speeds(side, load_sidecar(side),
+                                 [(sides[k], load_sidecar(sides[k])) for _, sides in replicates])
+                for k, side in ranks.items()]
+    return [float(np.exp(np.mean(np.log(run)))) for run in zip(*per_rank)]
 
 
 def _capture_sidecar(p: Path) -> Path | None:

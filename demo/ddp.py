@@ -5,19 +5,22 @@
    ``repeats`` rounds of the measured settings, interleaved so slow drift of the machine's
    load hits every setting alike: the defaults again, ``bucket_cap_mb=1``,
    ``bucket_cap_mb=25``, a 40 ms straggler in rank 1's forward, and that straggler with a
-   barrier before backward.
-2. Calibrate the capture (:mod:`calibration.gloo`): one model with both ranks. The capture
-   times unprofiled steps right before and after its profiled window, in the same processes:
-   the profiler's own cost per rank, measured against them, is taken out of the host's
-   durations (:mod:`calibration.profiler_overhead`).
+   barrier before backward; each round ends with a replicate capture of the defaults (the
+   calibration setting), from which the host's run-to-run speed is measured
+   (:mod:`calibration.host_noise`, ``host.speed_runs``), as ``stepsim demo`` does.
+2. Calibrate the capture (:mod:`calibration.gloo`) with its replicates: one model with both
+   ranks. The capture times unprofiled steps right before and after its profiled window, in
+   the same processes: the profiler's own cost per rank, measured against them, is taken out
+   of the host's durations (:mod:`calibration.profiler_overhead`).
 3. Predict each setting with its what-if (``--set comm.bucket_cap_mb=…``,
    ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``), with its P10–P90
-   (:func:`scenarios.predict.predict`: the host's run-to-run speed and the profiler factor's
-   uncertainty, the captured steps bootstrapped), and compare with the
+   (:func:`scenarios.predict.predict`: the host's run-to-run speed drawn from the replicates'
+   Student-t predictive, the captured steps bootstrapped), and compare with the
    re-measured runs: the job's step (per step, the slower rank's start-to-start time; the mean
    over a run's steps; mean and range over the repeats), and, for the barrier, each rank's
    time in it (arrival skew) against the simulated split.
-4. Write everything under one folder: ``capture/`` (traces + sidecars), ``model.json``,
+4. Write everything under one folder: ``capture/`` and ``replicates/r<k>/`` (traces +
+   sidecars), ``model.json``,
    ``runs.json`` (every rank's measured instants), ``table.json``.
 
 The straggler is 40 ms of *wall-clock* busy work (a thread spinning on ``perf_counter``): it
@@ -77,12 +80,16 @@ def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> 
     plan = [Run("capture", steps=steps, profile_dir=str(out / "capture"))]
     for k in range(repeats):
         plan += [Run(f"{label}#{k}", steps=steps, **kw) for label, (_, kw) in SETTINGS.items()]
-    console.print(f"running 2 gloo ranks: 1 capture + {repeats} x {len(SETTINGS)} measured "
-                  f"runs of {steps} steps (load average {load_before[0]:.1f})")
+        plan.append(Run(f"replicate#{k}", steps=steps,
+                        profile_dir=str(out / "replicates" / f"r{k}")))
+    console.print(f"running 2 gloo ranks: 1 capture + {repeats} x ({len(SETTINGS)} measured runs "
+                  f"+ 1 replicate capture of the defaults) of {steps} steps (load average "
+                  f"{load_before[0]:.1f})")
     runs = run_plan(plan, timeout_s=900)
     load_after = os.getloadavg()
     write_atomic(out / "runs.json", orjson.dumps(runs, option=orjson.OPT_SERIALIZE_NUMPY))
-    model = calibrate(out / "capture")
+    model = calibrate(out / "capture",
+                      replicates=[out / "replicates" / f"r{k}" for k in range(repeats)])
     save_model(model, out / "model.json")
     rows = []
     for label, (ops, _) in SETTINGS.items():
@@ -111,7 +118,7 @@ def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> 
     summary = {"median_abs_error": float(np.median(errs)), "max_abs_error": float(max(errs)),
                "load_average_before": list(load_before), "load_average_after": list(load_after),
                "wall_s": time.monotonic() - t0, "repeats": repeats, "steps": steps,
-               "cpu_count": os.cpu_count()}
+               "cpu_count": os.cpu_count(), "host_speed_runs": list(model.host.speed_runs)}
     write_atomic(out / "table.json", orjson.dumps({"rows": rows, "summary": summary},
                                                   option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     table = Table(title="DDP on the CPU (2 gloo ranks): predicted from one capture vs re-measured")
@@ -125,6 +132,11 @@ def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> 
                       "" if r["error"] is None else f"{r['error']:+.1%}",
                       {True: "yes", False: "no", None: ""}[r["in_interval"]])
     Console().print(table)
+    lo, hi = model.meta.ranges["host.cpu_scale"]
+    Console().print(f"host speed (CPU time of identical work, per run of the defaults against the "
+                    f"capture, measured): {', '.join(f'{v:.3f}' for v in model.host.speed_runs)};"
+                    f" next run's P10–P90 {lo:.3f}–{hi:.3f}× the centre "
+                    f"{model.host.cpu_scale:.3f}")
     Console().print(f"step errors: median |error| {summary['median_abs_error']:.1%}, max "
                     f"{summary['max_abs_error']:.1%}; load average {load_before[0]:.1f} -> "
                     f"{load_after[0]:.1f} on {os.cpu_count()} cores; {summary['wall_s']:.0f} s; "

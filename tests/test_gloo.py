@@ -272,3 +272,29 @@ def test_transfer_fit_uses_the_all_reduces_that_ran_after_backward(gloo_run, mon
         assert "every all-reduce overlapped its rank's backward compute" in said
     elif n < DEPTH:
         assert f"transfer cost fitted to {n} of {DEPTH} all-reduces" in said
+
+
+def test_replicates_measure_the_ddp_hosts_speed(gloo_run, tmp_path):
+    """Replicates of a gloo capture (folders of the same ranks' sidecars) give the job's model
+    measured ``host.speed_runs``: per run, the geometric mean over the ranks of each rank's
+    identical-work CPU time against its own in the capture (here closed-form: one replicate's
+    step CPU times ×1.2 on rank 0 and ×1.3 on rank 1)."""
+    import math
+
+    from stepsim.simcore.errors import InputError
+
+    out, _ = gloo_run
+
+    def slower(side):
+        k = 1.2 if side["ddp"]["rank"] == 0 else 1.3
+        for s in side["steps"]:
+            s["cpu_us"], s["next_cpu_us"] = s["cpu_us"] * k, s["next_cpu_us"] * k
+
+    rep = _copy_capture(out, tmp_path / "rep", edit_sidecar=slower)
+    model = calibrate(out, replicates=[rep])
+    assert model.host.speed_runs == pytest.approx([1.0, math.sqrt(1.2 * 1.3)], rel=1e-9)
+    assert model.meta.sources["host.speed_runs"] == "measured"
+    assert model.meta.notes["kind"] == "cpu_ddp" and len(model.ranks) == 2
+    (rep / "rank1.sidecar.json").unlink()
+    with pytest.raises(InputError, match="not a replicate"):
+        calibrate(out, replicates=[rep])
