@@ -12,7 +12,7 @@ from pathlib import Path
 
 from stepsim import api
 from stepsim.cli_args import parser
-from stepsim.simcore.errors import SimulationError, StepsimError, shown
+from stepsim.simcore.errors import NotApplicable, SimulationError, StepsimError, shown
 from stepsim.simcore.units import us_to_ms
 
 
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = COMMANDS[args.verb](args)
         _say_written(args)
         return rc
-    except SimulationError as e:
+    except (SimulationError, NotApplicable) as e:
         model = getattr(args, "model", None)
         text = str(e)
         if model and not text.startswith(shown(model)):

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from stepsim.models.ddp_host import UNSIZED, apply_ddp_host, host_enqueued, host_launched
 from stepsim.models.params import CommParams, DeviceTask, GradParam, HostOp, StepModel
-from stepsim.simcore.errors import ModelError
+from stepsim.simcore.errors import ModelError, NotApplicable
 from stepsim.simcore.units import mib_to_bytes, transfer_us
 
 __all__ = ["Bucket", "build_buckets", "apply_ddp", "collective_us", "ring_bus_bytes",
@@ -116,8 +116,8 @@ def _bus_gbps(model: StepModel, old: list[DeviceTask]) -> float:
     moved = sum(ring_bus_bytes(t.bytes, c.world_size) for t in old if t.bytes)
     spent = sum(max(t.dur_us - c.latency_us, 0.0) for t in old if t.bytes)
     if moved <= 0 or spent <= 0:
-        raise ModelError("cannot cost DDP buckets: set comm.bus_gbps or give the measured "
-                         "collectives their bytes")
+        raise NotApplicable("cannot cost DDP buckets: set comm.bus_gbps or give the measured "
+                            "collectives their bytes (re-calibrate with this stepsim)")
     return moved / spent / 1e3   # bytes per µs -> GB/s
 
 
@@ -150,7 +150,7 @@ def apply_ddp(model: StepModel) -> StepModel:
     old = _old_buckets(streams.get(c.comm_stream, []))
     old_ids = {t.id for t in old}
     if not host_launched(model) and host_enqueued(model):
-        raise ModelError(UNSIZED)
+        raise NotApplicable(UNSIZED)
     gbps = _bus_gbps(model, old)
     if host_launched(model):
         return apply_ddp_host(
@@ -319,7 +319,7 @@ def set_bucket_caps(model: StepModel, bucket_cap_mb: float | None = None,
             to rebuild, and the what-if would silently change nothing.
     """
     if not model.comm.grad_params:
-        raise ModelError("the model lists no DDP gradients (comm.grad_params), so bucket caps "
+        raise NotApplicable("the model lists no DDP gradients (comm.grad_params), so bucket caps "
                          "cannot be applied: record the DDP model with the capture harness "
                          "(Capture.ddp(model) on every rank) or calibrate traces whose collectives "
                          "carry their sizes (In msg nelems / Input Dims)")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from stepsim.models.params import DeviceTask, HostOp, StepModel
-from stepsim.simcore.errors import ModelError
+from stepsim.simcore.errors import ModelError, NotApplicable
 
 __all__ = ["host_launched", "host_enqueued", "apply_ddp_host", "UNSIZED"]
 

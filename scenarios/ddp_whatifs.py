@@ -28,7 +28,7 @@ from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import set_value
 from stepsim.scenarios.primitives import remove, scale
 from stepsim.scenarios.select import Selector
-from stepsim.simcore.errors import ModelError
+from stepsim.simcore.errors import ModelError, NotApplicable
 
 __all__ = ["add_straggler", "insert_barrier", "BARRIER_TASK", "bucket_cap", "bucket_candidates",
            "faster_interconnect", "grad_accumulation", "remove_straggler", "BucketArgs",
@@ -46,17 +46,17 @@ def add_straggler(model: StepModel, rank: int, phase: str, ms: float) -> StepMod
     """
     idx = next((i for i, r in enumerate(model.ranks) if r.rank == rank), None)
     if idx is None:
-        raise ModelError(f"straggler: the model has no rank {rank} (ranks "
+        raise NotApplicable(f"straggler: the model has no rank {rank} (ranks "
                          f"{', '.join(str(r.rank) for r in model.ranks)})")
     if len(model.ranks) < 2:
-        raise ModelError("straggler: the model simulates one rank; a straggler needs others "
+        raise NotApplicable("straggler: the model simulates one rank; a straggler needs others "
                          "that wait for it (calibrate every rank's trace)")
     if ms < 0:
         raise ModelError(f"straggler: ms must be >= 0, got {ms}")
     has = any(t.phase == phase and t.kind != "collective" for t in model.task_map().values()) \
         or any(op.kind == "cpu" and op.phase == phase for op in model.host.ops)
     if not has:
-        raise ModelError(f"straggler: the model has no work in phase {phase!r}")
+        raise NotApplicable(f"straggler: the model has no work in phase {phase!r}")
     rp = model.ranks[idx]
     extra = dict(rp.phase_extra_us)
     extra[phase] = extra.get(phase, 0.0) + ms * 1e3
@@ -73,14 +73,14 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
             of ``phase``, or a barrier already there.
     """
     if len(model.ranks) < 2:
-        raise ModelError("barrier: the model simulates one rank; nothing to wait for")
+        raise NotApplicable("barrier: the model simulates one rank; nothing to wait for")
     if BARRIER_TASK in model.task_map():
-        raise ModelError("barrier: the model already has one")
+        raise NotApplicable("barrier: the model already has one")
     if not (host_launched(model) or host_enqueued(model)):
         return _device_barrier(model, phase)
     at = next((j for j, op in enumerate(model.host.ops) if op.phase == phase), None)
     if at is None:
-        raise ModelError(f"barrier: the host has no op in phase {phase!r}")
+        raise NotApplicable(f"barrier: the host has no op in phase {phase!r}")
     c = model.comm
     before = model.host.ops[at - 1].phase if at > 0 else phase
     task = DeviceTask(id=BARRIER_TASK, stream=c.comm_stream, name="barrier", kind="collective",
@@ -111,7 +111,10 @@ def _device_barrier(model: StepModel, phase: str) -> StepModel:
         if k > 0:
             before.append(ts[k - 1].id)
     if not first:
-        raise ModelError(f"barrier: the device has no task in phase {phase!r}")
+        have = sorted({t.phase for ts in streams.values() for t in ts if t.kind != "collective"})
+        raise NotApplicable(f"barrier: the device has no task in phase {phase!r} (phases with "
+                            f"device tasks: {', '.join(have) or 'none'}; give "
+                            "barrier:phase=NAME)")
     task = DeviceTask(id=BARRIER_TASK, stream=c.comm_stream, name="barrier", kind="collective",
                       category="communication", phase=phase, dur_us=c.latency_us, bytes=0,
                       waits=before)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stepsim.models.params import StepModel
 from stepsim.scenarios.paths import telling_error
-from stepsim.simcore.errors import ModelError
+from stepsim.simcore.errors import ModelError, NotApplicable
 
 __all__ = ["Fix", "FixArgs", "FixKind", "nothing"]
 
@@ -64,4 +64,4 @@ class Fix:
 
 def nothing(fix: str, why: str) -> ModelError:
     """The error of a fix that does not apply to a model, saying why."""
-    return ModelError(f"fix {fix} does not apply to this model: {why}")
+    return NotApplicable(f"fix {fix} does not apply to this model: {why}")

@@ -47,6 +47,11 @@ class ModelError(StepsimError):
     """A StepModel, scenario or parameter value is invalid or cannot be simulated."""
 
 
+class NotApplicable(ModelError):
+    """A what-if that does not apply to the model: the model lacks what it needs (no DDP
+    gradients, unsized all-reduces, no such rank or phase). The CLI names the model file."""
+
+
 class SimulationError(ModelError):
     """A model that is valid but cannot be simulated (a deadlock, a dependency that never
     resolves): the CLI names the model file."""
