@@ -181,7 +181,7 @@ def _solved_ranks(su: Setup, runs: Runs, waits: list, env: simpy.Environment):
         streams = stream_plans(m, i, su.replay)
         ops = rank_host_plan(m, i, su.ops)
         if not solvable(1, not cpu.contended and cpu.interference <= 0, su.lp.num_workers,
-                        ops, streams):
+                        ops, streams, shared_engines=True):
             return None
         loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], su.hook,
                                rp.rank)

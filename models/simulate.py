@@ -187,6 +187,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             rec.spans.clear()
             rec.samples.clear()
         runs, waits = Runs(keep == "all"), Waits(keep == "all")
+        su = Setup(model, steps, warmup, seed, replay, hook)   # the random streams afresh
         starts, loaders = simulated(su, runs, waits)
     ranks = [r.rank for r in model.ranks]
     if captured is not None:

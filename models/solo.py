@@ -43,15 +43,19 @@ class Unsolvable(Exception):
 
 
 def solvable(n_ranks: int, simple_host: bool, num_workers: int, ops: list[HostOpPlan],
-             streams: dict[str, list[TaskPlan]], workers_solvable: bool = False) -> bool:
+             streams: dict[str, list[TaskPlan]], workers_solvable: bool = False,
+             shared_engines: bool = False) -> bool:
     """Whether a rank can be solved without events: one rank, a host that cannot lose its
     core (``simple_host``), no DataLoader workers unless they can be solved too
     (``workers_solvable``: :func:`models.solo_loader.loader_solvable`), no intra-op parallel
-    CPU work, and each copy engine used by at most one stream (so copies never queue for it)."""
+    CPU work, and each copy engine used by at most one stream (so copies never queue for it)
+    unless ``shared_engines`` (:mod:`models.solo_ranks` queues them)."""
     if n_ranks != 1 or not simple_host or (num_workers != 0 and not workers_solvable):
         return False
     if any(op.kind == "cpu" and op.parallel_fraction > 0 for op in ops):
         return False
+    if shared_engines:
+        return True
     users: dict[str, set[str]] = {}
     for s, plans in streams.items():
         for p in plans:
@@ -114,7 +118,8 @@ class _LaunchQueue:
 class _Device:
     """One rank's streams, advanced as far as what is known allows."""
 
-    barrier = None   # a rank among others: its collectives' cross-rank rendezvous
+    barrier = None          # a rank among others: its collectives' cross-rank rendezvous
+    shared = frozenset()    # copy engines two streams share (models.solo_ranks)
 
     def __init__(self, rank: int, streams: dict[str, list[TaskPlan]], n_steps: int,
                  lq: _LaunchQueue, rec: Recorder, runs, sync_step, backlog: dict[str, float],
@@ -236,10 +241,10 @@ class _Device:
                         break
             if blocked:
                 break
-            joined = p.collective and self.barrier is not None and (
+            joined = (p.collective and self.barrier is not None or p.engine in self.shared) and (
                 not p.skip_in_no_sync or self.sync_step(step))
-            if joined:   # entered by every rank before it starts (models.solo_ranks)
-                end = self.collective(i, step, p, free_at, ready, launch_us, rec, runs)
+            if joined:   # a collective among ranks, a shared copy engine (models.solo_ranks)
+                end = self.meet(i, step, p, free_at, ready, launch_us, rec, runs)
                 if end is None:
                     break
             elif ready > free_at:

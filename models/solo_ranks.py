@@ -1,8 +1,8 @@
 """Ranks that meet only at collectives, solved without events.
 
 When every rank of a job is solvable on its own (:func:`models.solo.solvable`: a host thread
-that cannot lose its core, no DataLoader workers, no shared copy engine) and the ranks
-interact only through their collectives, every instant is still a max-plus function of the
+that cannot lose its core, no DataLoader workers) and the ranks interact only through their
+collectives, every instant is still a max-plus function of the
 durations: a collective (one per rank, keyed by step and task) starts when the last rank has
 entered it (the max of the entries, each rank's ``ready + gap_us``) and lasts its ``dur_us``
 on each rank (the transfer), as the SimPy :class:`~models.device.Barrier` has it. This module
@@ -12,7 +12,12 @@ solves all ranks together, each with :mod:`models.solo`'s semantics:
   it waits for what other ranks decide (a sync or launch-queue slot on a collective whose last
   entry is not known yet);
 * each rank's streams advance as in :mod:`models.solo`; a collective parks its stream after
-  the rank's entry until the last rank's entry is known, then runs;
+  the rank's entry until the last rank's entry is known, then runs; a copy on an engine two
+  streams share (a FIFO ``simpy.Resource`` in the processes) parks its stream until no other
+  stream can still request that engine earlier (a lower bound from each stream's free
+  instant, a parked entry, or the host's next launch), then gets it in request order; two
+  requests at one instant raise :class:`~models.solo.Unsolvable` (SimPy's order of them is
+  its event order);
 * the ranks are resumed in turn, the streams a completed collective released advanced, until
   every host is done. When no rank can move, the one whose launch queue frees earliest
   (the earliest instant any host can go on, so no end still unknown can come before it)
@@ -78,18 +83,35 @@ class _Barrier:
 
 
 class _RankDevice(_Device):
-    """One rank's streams; its collectives go through the barrier."""
+    """One rank's streams; its collectives go through the barrier, its copies through the
+    copy engines two streams share, each granted in request order (a FIFO
+    ``simpy.Resource``) once no other stream can still request it earlier."""
 
-    def __init__(self, barrier: _Barrier, *args):
+    def __init__(self, barrier: _Barrier, shared: frozenset, *args):
         super().__init__(*args)
-        self.barrier = barrier
+        self.barrier, self.shared = barrier, shared
         self.entered: dict[int, tuple[float, float, float]] = {}   # parked stream -> (ready, entry, gap)
+        self.requests: dict[str, dict[int, float]] = {e: {} for e in shared}  # parked stream -> entry
+        self.engine_free = {e: 0.0 for e in shared}
+        self.users = {e: [i for i, ps in enumerate(self.plans) if any(p.engine == e for p in ps)]
+                      for e in shared}
+        self.host_lb: float | None = 0.0   # no launch comes before (None: the host waits)
+        self.host_wait = (0.0, float("inf"))  # while it waits: its clock, its earliest known free
 
-    def collective(self, i: int, step: int, p: TaskPlan, free_at: float, ready: float,
-                   launch_us: float | None, rec: Recorder, runs) -> float | None:
-        """Run collective ``p`` on stream ``i``: its end, or None while the last rank's entry
-        is not known (the stream stays parked on it)."""
-        lane, rank, key = self.lanes[i], self.rank, (step, p.id)
+    def pump(self) -> None:
+        """Advance every stream until none can move (a copy waiting for its engine may be
+        granted once another stream has moved)."""
+        while True:
+            before = [tuple(p) for p in self.pos]
+            super().pump()
+            if not self.entered or before == [tuple(p) for p in self.pos]:
+                return
+
+    def meet(self, i: int, step: int, p: TaskPlan, free_at: float, ready: float,
+             launch_us: float | None, rec: Recorder, runs) -> float | None:
+        """Run collective or shared-engine copy ``p`` on stream ``i``: its end, or None while
+        its start is not known (the stream stays parked on it)."""
+        lane, rank = self.lanes[i], self.rank
         park = self.entered.pop(i, None)
         if park is None:
             if ready > free_at:
@@ -99,22 +121,83 @@ class _RankDevice(_Device):
             entry = ready + gap_us if gap_us > 0 else ready
             if gap_us > 0:
                 rec.span(Span(lane, p.name, "wait", ready, gap_us, step, rank, "device_idle", ""))
-            start = self.barrier.enter(key, entry, self)
+            if p.collective:
+                start = self.barrier.enter((step, p.id), entry, self)
+            else:
+                self.requests[p.engine][i] = entry
+                start = self._granted(p.engine, i, entry)
         else:
             ready, entry, gap_us = park
-            start = self.barrier.start(key)
+            start = self.barrier.start((step, p.id)) if p.collective else self._granted(
+                p.engine, i, entry)
         if start is None:
             self.entered[i] = (ready, entry, gap_us)
             return None
-        if start > entry:
-            rec.span(Span(lane, p.name, "wait", entry, start - entry, step, rank,
-                          "arrival_skew", ""))
         dur_us = p.dur_us if p.replay_us is None else p.replay_us[step]
         end = start + dur_us if dur_us > 0 else start
+        if p.collective:
+            cause = "arrival_skew"
+        else:
+            cause = p.engine
+            self.engine_free[p.engine] = end
+        if start > entry:
+            rec.span(Span(lane, p.name, "wait", entry, start - entry, step, rank, cause, ""))
         rec.span(Span(lane, p.name, "busy", start, dur_us, step, rank, "", p.category))
         runs.append(TaskRun(rank, step, p.id, self.names[i], launch_us, ready, start, end,
                             gap_us))
         return end
+
+    def _granted(self, engine: str, i: int, entry: float) -> float | None:
+        """When stream ``i``'s request at ``entry`` gets ``engine``, or None while another
+        stream may still request it earlier.
+
+        Raises:
+            Unsolvable: two requests at one instant (the order SimPy's queue keeps then
+                depends on its event order)."""
+        reqs = self.requests[engine]
+        for j in self.users[engine]:
+            if j == i:
+                continue
+            e = reqs.get(j)
+            if e is None:
+                e = self._earliest(j)
+            elif e == entry:
+                raise Unsolvable(f"two copies request the {engine} engine at {entry} us")
+            if e <= entry:
+                return None
+        del reqs[i]
+        free = self.engine_free[engine]
+        return free if free > entry else entry
+
+    def _earliest(self, j: int) -> float:
+        """A lower bound (µs) on when stream ``j`` (not parked on a copy engine) can next
+        request one: its free instant, a collective's entry, or the host's next launch."""
+        step, k = self.pos[j]
+        if step >= self.n_steps:
+            return float("inf")
+        park = self.entered.get(j)
+        if park is not None:
+            return park[1]
+        lb = self.free_at[j]
+        p = self.plans[j][k]
+        if p.launched and p.id not in self.launch.get(step, {}):
+            h = self.host_lb
+            if h is None:
+                t, free = self.host_wait
+                h = min(self._blocked_lb(), free)
+                h = t if t > h else h
+            lb = h if h > lb else lb
+        return lb
+
+    def _blocked_lb(self) -> float:
+        """While the host waits: a lower bound on when it goes on (so launches again), the
+        earliest end of what is parked (everything it can wait for is behind one of them)."""
+        out = float("inf")
+        for j, (_, entry, _) in self.entered.items():
+            st, k = self.pos[j]
+            p = self.plans[j][k]
+            out = min(out, entry + (p.dur_us if p.replay_us is None else p.replay_us[st]))
+        return out
 
 
 class _RankQueue(_LaunchQueue):
@@ -126,6 +209,7 @@ class _RankQueue(_LaunchQueue):
     def __init__(self, capacity: int, barrier: _Barrier):
         super().__init__(capacity)
         self.barrier = barrier
+        self.dev = None
 
     def taking(self, t: float, step: int, task: str, slots: int):
         """Generator: take ``slots`` at ``t``; returns when they were handed over (µs). Pops
@@ -147,7 +231,14 @@ class _RankQueue(_LaunchQueue):
             if self.waiting is None:
                 self.barrier.moves += 1
             self.waiting = t
+            # the host waits: copies may be granted up to when it can go on
+            dev = self.dev
+            dev.host_lb, dev.host_wait = None, (t, frees[0][0] if frees else float("inf"))
+            if dev.entered:
+                dev.pump()
             yield
+        if self.waiting is not None:
+            self.dev.host_lb = t
         self.waiting = None
         self.pending += n
         return t
@@ -173,8 +264,15 @@ class _Rank:
         self.lane = f"rank{r.rank}.host"
         self.lq = _RankQueue(queue_depth, barrier)
         self.barrier = barrier
-        self.dev = _RankDevice(barrier, r.rank, r.streams, n_steps, self.lq, rec, runs,
-                               sync_step, backlog, released, last + 1)
+        users: dict[str, set[str]] = {}
+        for name, plans in r.streams.items():
+            for p in plans:
+                if p.engine is not None:
+                    users.setdefault(p.engine, set()).add(name)
+        shared = frozenset(e for e, ss in users.items() if len(ss) > 1)
+        self.dev = self.lq.dev = _RankDevice(barrier, shared, r.rank, r.streams, n_steps,
+                                             self.lq, rec, runs, sync_step, backlog, released,
+                                             last + 1)
         self.starts: list[float] = []
         self.t = 0.0
 
@@ -193,7 +291,12 @@ class _Rank:
 
     def block(self, name: str, cause: str, step: int, targets: tuple[tuple[int, str], ...]):
         """Generator: wait for ``targets``; returns when they are done (µs)."""
-        done, first = self.dev.done, True
+        dev = self.dev
+        done, first = dev.done, True
+        # the host waits: copies may be granted up to what it waits for
+        dev.host_lb, dev.host_wait = None, (self.t, float("inf"))
+        if dev.entered:
+            dev.pump()
         while True:
             end = t = self.t
             for s, tid in targets:
@@ -208,6 +311,7 @@ class _Rank:
                 self.barrier.moves += 1
                 first = False
             yield
+        dev.host_lb = end
         if end > t:
             self.rec.span(Span(self.lane, name, "wait", t, end - t, step, self.r.rank, cause, ""))
             self.waits.append(HostWait(self.r.rank, step, t, end, cause, targets))
@@ -236,6 +340,7 @@ class _Rank:
                 kind = op.kind
                 if op.optimizer and not syncing:
                     if kind == "launch":
+                        dev.host_lb = self.t
                         dev.launched(step, op.task, self.t)
                     continue
                 dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
@@ -250,7 +355,7 @@ class _Rank:
                         rec.span(Span(lane, "launch queue full", "wait", t, got - t, step, rank,
                                       "launch_queue", ""))
                         self.t = got
-                    self.t = self.cpu(op.name, dur_us, "launch", step, 0.0)
+                    self.t = dev.host_lb = self.cpu(op.name, dur_us, "launch", step, 0.0)
                     dev.launched(step, op.task, self.t)
                     if op.block_cause is not None:
                         self.t = yield from self.block(op.name, op.block_cause, step,

@@ -26,31 +26,39 @@ def _solved_without_events(m: StepModel, monkeypatch) -> bool:
 
 @st.composite
 def rank_models(draw) -> StepModel:
-    """2-4 ranks: a compute stream and a comm stream of collectives, each waiting on random
+    """2-4 ranks: a compute stream, a copy stream sharing its copy engines and a comm stream
+    of collectives, each waiting on random
     tasks (mostly launched earlier), compute tasks waiting on collectives, syncs on either, a small
     launch queue, per-rank delays and phase skews, gradient accumulation."""
     n = draw(st.integers(2, 7))
     kinds = [draw(st.integers(0, 2)) == 0 for _ in range(n)]
+    # copies on the compute stream and a copy stream: two streams share an engine
+    copies = [None if coll else draw(st.sampled_from([None, None, "h2d", "d2h"]))
+              for coll in kinds]
+    on = [draw(st.sampled_from(["7", "22"])) if c else "7" for c in copies]
     ids = [f"{'c' if coll else 'k'}{i}" for i, coll in enumerate(kinds)]
     lag = draw(st.sampled_from([0, 0, -2.5, 1.5, 3.5]))
 
     def key(j: int) -> float:
         return j + (lag if kinds[j] else 0.0)
 
-    comp, comm, ops, launched = [], [], [], []
+    streams: dict[str, list[DeviceTask]] = {}
+    ops, launched = [], []
     for i, coll in enumerate(kinds):
-        s = "comm" if coll else "7"
+        s = "comm" if coll else on[i]
         tid = ids[i]
         # on tasks before it in an order where the comm stream is shifted by ``lag``, so that
         # it may wait on a task launched after it (a launch queue then fills with tasks whose
         # ends wait on the host) and the waits stay acyclic
         waits = [w for j, w in enumerate(ids) if key(j) < key(i) and draw(st.integers(0, 3)) == 0]
-        (comm if coll else comp).append(DeviceTask(
-            id=tid, stream=s, dur_us=draw(st.floats(0, 2 * MS)), waits=waits,
+        streams.setdefault(s, []).append(DeviceTask(
+            id=tid, stream=s, dur_us=draw(st.floats(1.0 if copies[i] else 0.0, 2 * MS)),
+            waits=waits,
             prev_waits=[w for w in launched if draw(st.integers(0, 6)) == 0],
             gap_us=draw(st.sampled_from([0.0, 0.0, 120.0])),
-            kind="collective" if coll else "kernel",
-            category="communication" if coll else "gemm",
+            kind="collective" if coll else "memcpy" if copies[i] else "kernel",
+            copy_kind=copies[i] or "", pinned=False if copies[i] and draw(st.booleans()) else None,
+            category="communication" if coll else "memcpy" if copies[i] else "gemm",
             phase=draw(st.sampled_from(["forward", "backward", "optimizer"]))))
         ops.append(HostOp(kind="cpu", dur_us=draw(st.floats(0, 1.5 * MS)),
                           samples_us=draw(st.sampled_from([None, [100.0, 700.0]]))))
@@ -63,7 +71,6 @@ def rank_models(draw) -> StepModel:
     ranks = [RankParams(rank=r, delay_us=draw(st.sampled_from([0.0, 0.0, 900.0])),
                         phase_extra_us={p: 400.0 for p in phases if draw(st.booleans())})
              for r in range(n_ranks)]
-    streams = {s: ts for s, ts in (("7", comp), ("comm", comm)) if ts}
     return StepModel(
         host=HostParams(ops=ops, uses_core=draw(st.booleans())),
         device=DeviceParams(streams=streams, launch_queue_depth=draw(st.integers(1, 3))),
@@ -147,18 +154,13 @@ def test_ranks_sharing_a_contended_host_stay_in_simpy(monkeypatch):
     assert _solved_without_events(m, monkeypatch)
 
 
-def test_the_dlrm_job_matches_the_processes():
-    """The real 8-rank DLRM trace, calibrated; its copies made kernels so that no copy engine
-    is shared by two streams (the trace shares the H2D engine among three, which keeps the
-    job itself in SimPy)."""
+def test_the_dlrm_job_matches_the_processes(monkeypatch):
+    """The real 8-rank DLRM trace, calibrated: all-to-alls and all-reduces across ranks, and
+    three streams per rank sharing the H2D copy engine."""
     from stepsim.calibration.gpu import calibrate_gpu
     from stepsim.models.coarsen import coarsen
 
-    root = shared_traces() / "param" / "dlrm_kineto"
-    m = coarsen(calibrate_gpu(root, coarse=False))
-    streams = {s: [t.model_copy(update={"kind": "kernel", "copy_kind": ""})
-                   if t.kind == "memcpy" else t for t in ts]
-               for s, ts in m.device.streams.items()}
-    m = m.model_copy(update={"device": m.device.model_copy(update={"streams": streams})})
+    m = coarsen(calibrate_gpu(shared_traces() / "param" / "dlrm_kineto", coarse=False))
     assert len(m.ranks) == 8
+    assert _solved_without_events(m, monkeypatch)
     assert_same(m, steps=4, warmup=2)
