@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -119,6 +120,7 @@ class Capture:
         self._loader_settings: dict | None = None
         self._warnings: list[str] = []
         self._ddp: dict | None = None
+        self._stepped = False
 
     def dataloader(self, dataset, **kwargs) -> tud.DataLoader:
         """A ``torch.utils.data.DataLoader(dataset, **kwargs)`` whose workers time each batch
@@ -181,7 +183,15 @@ class Capture:
 
         Raises:
             ValueError: for a non-positive ``active`` or negative schedule counts.
+            RuntimeError: a second call on one Capture (it would overwrite the first capture).
+        When no trace was written (the loop ended before the profiler completed its active
+        steps), a ``UserWarning`` says so at the end, with the sidecar's warnings.
         """
+        if self._stepped:
+            raise RuntimeError(f"Capture.steps was already called on this Capture: a second "
+                               f"capture would overwrite the first in {self.out_dir}; make a "
+                               "new Capture with another out_dir")
+        self._stepped = True
         if self._loader_settings is None and isinstance(loader, tud.DataLoader):
             self.attach(loader)
         win = Window(rank_dir(self.out_dir, self._ddp), self._records, self._loader_settings,
@@ -214,3 +224,6 @@ class Capture:
             # is written, and the sidecar says what is missing
             del it
             win.finish(reason)
+            if not (win.out_dir / "trace.json.gz").is_file():
+                warnings.warn(f"stepsim capture {win.out_dir}: " + "; ".join(win.warnings),
+                              stacklevel=2)

@@ -68,7 +68,10 @@ def read_folder(path: str | Path) -> Folder:
         (fold.gpu if table.gpu_mask().any() else fold.cpu).append(table)
     if not (fold.gpu or fold.cpu or fold.skipped):
         why = f" ({'; '.join(warnings)})" if warnings else ""
-        raise InputError(p, f"directory holds no trace files (*.json, *.json.gz){why}")
+        from stepsim.calibration.sidecar import why_no_trace
+
+        raise InputError(p, "directory holds no trace files (*.json, *.json.gz)"
+                         f"{why}{why_no_trace(p)}")
     if fold.gpu and fold.cpu:
         fold.skipped += [f"{t.path.name}: host-only trace (no GPU activity) among GPU ranks"
                          for t in fold.cpu]

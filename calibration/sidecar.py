@@ -196,3 +196,14 @@ def load_sidecar(path: str | Path) -> Sidecar:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         raise InputError(p, f"bad sidecar field {loc}: {err['msg']}") from None
+
+
+def why_no_trace(folder: Path) -> str:
+    """What the capture sidecar in ``folder`` says about a missing trace (its warnings, e.g.
+    the profiler never completed its active steps), as ``"; the sidecar says: ..."``; empty
+    without a readable sidecar or warnings."""
+    try:
+        side = load_sidecar(Path(folder) / "sidecar.json")
+    except (InputError, OSError):
+        return ""
+    return f"; its sidecar.json says: {'; '.join(side.warnings)}" if side.warnings else ""

@@ -309,7 +309,10 @@ def load_rank_traces(path: str | Path) -> list[RawTrace]:
             continue
     if not out:
         why = f" ({'; '.join(warnings)})" if warnings else ""
-        raise InputError(p, f"directory holds no trace files (*.json, *.json.gz){why}")
+        from stepsim.calibration.sidecar import why_no_trace
+
+        raise InputError(p, "directory holds no trace files (*.json, *.json.gz)"
+                         f"{why}{why_no_trace(p)}")
     out[0].warnings[:0] = warnings
     return out
 
