@@ -6,6 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# Seeded property tests (the house rule): every run draws the same examples, so CI cannot pass
+# or fail by the luck of the draw. HYPOTHESIS_PROFILE=explore draws fresh examples locally.
+hypothesis_settings.register_profile("seeded", derandomize=True, deadline=None)
+hypothesis_settings.register_profile("explore", deadline=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "seeded"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
