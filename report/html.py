@@ -187,12 +187,13 @@ def _validation(d: ReportData) -> str:
     if not d.ledger:
         return ("<p>No validation ledger was given (<code>--ledger L</code>); a prediction "
                 "not checked against a re-measured run is a hypothesis.</p>")
-    rows = [(r.label, _ms(r.predicted_mean_us), "–" if r.p10_us is None else
+    rows = [(r.label, r.model, _ms(r.predicted_mean_us), "–" if r.p10_us is None else
              f"{_ms(r.p10_us)}–{_ms(r.p90_us)}", _ms(r.measured_mean_us),
              f"{r.error_pct:+.1f}%", {True: "yes", False: "no", None: "–"}[r.inside],
              f"{r.predicted_bottleneck} / {r.measured_bottleneck or '–'}") for r in d.ledger]
-    out = _table(("check", "predicted ms", "P10–P90 ms", "measured ms", "error",
-                  "inside", "bottleneck predicted / measured"), rows, text_cols=(0, 6))
+    # a ledger may hold other models' validations: each row names the model it scores
+    out = _table(("check", "model", "predicted ms", "P10–P90 ms", "measured ms", "error",
+                  "inside", "bottleneck predicted / measured"), rows, text_cols=(0, 1, 7))
     s = d.ledger_summary
     if s is not None and s.n:
         out += (f"<p>{s.n} predictions: median |error| {s.median_abs_error_pct:.1f}%, max "
