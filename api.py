@@ -251,6 +251,9 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
         warnings += _caveats(m, todo, list(grid))
         r = run(m, grid, todo, intervals=draws, progress=prog, knee_tol=knee_tol,
                 **_sim_kw(steps, warmup, seed, jobs))
+    from stepsim.scenarios.caveats import point_threads
+
+    warnings += tuple(point_threads(m, todo, [pt.values for pt in r.points]))
     warnings = tuple(dict.fromkeys(warnings + r.notes))
     if plot:
         plot_sweep(r, plot, points)

@@ -52,6 +52,21 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
     return out
 
 
+def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[str]:
+    """The oversubscribed intra-op threads caveat of each sweep point (``points``: dicts
+    path → value) that has it, each prefixed with the point's settings."""
+    out = []
+    for values in points:
+        todo = [*ops, *(SetOp(path=k, value=v) for k, v in values.items())]
+        try:
+            after = apply_with_notes(model, todo)[0]
+        except ModelError:
+            continue
+        out += [f"at {', '.join(f'{k}={v}' for k, v in values.items())}: {w}"
+                for w in _oversubscribed_threads(after)]
+    return out
+
+
 def _oversubscribed_threads(after: StepModel) -> list[str]:
     """A model (after the what-if's ops) whose training step's intra-op threads
     (``threads`` > 1) run beside more runnable worker threads than the cores hold: torch's
