@@ -283,6 +283,11 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
         warnings.append(f"ProfilerStep numbers are not increasing in time order "
                         f"({_numbers_text(numbers)}); steps numbered 0, 1, … by time instead")
         numbers = None
+    gaps = [n for a, b in zip(numbers or [], (numbers or [])[1:]) for n in range(a + 1, b)]
+    if gaps:
+        warnings.append(f"{len(gaps)} ProfilerStep marker(s) missing inside the capture (step "
+                        f"{_numbers_text(gaps)}): the step before each gap runs to the next "
+                        "marker, so it holds the missing step(s) too")
     if numbers is None:
         numbers = list(range(len(rows)))
     starts = table.ts_ns[rows]
