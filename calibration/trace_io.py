@@ -55,6 +55,7 @@ import numpy as np
 
 from stepsim.calibration.columnar import decode
 from stepsim.calibration.trace_ts import (MAX_ABS_TS_US, MAX_SPAN_US, check_span, check_ts,
+                                          drop_bad_events,
                                           columnar_ts, exact_ts, value_to_ns)
 from stepsim.models.params import MAX_RANK_ID
 from stepsim.simcore.errors import InputError
@@ -221,6 +222,7 @@ def load_trace(path: str | Path, columnar: bool = True) -> RawTrace:
         raise InputError(p, f"JSON top level is a {type(data).__name__}, expected an object or array")
     if not events:
         raise InputError(p, "trace has no events")
+    events, dropped = drop_bad_events(p, events)
     ts_vals, has_ts, ts_us = check_ts(p, events)
     if not has_ts.any():
         raise InputError(p, "no event has a 'ts'")
@@ -230,7 +232,10 @@ def load_trace(path: str | Path, columnar: bool = True) -> RawTrace:
     except (ValueError, InvalidOperation, OverflowError):  # pragma: no cover - defensive
         ns_present = np.array([value_to_ns(v) for v, h in zip(ts_vals, has_ts) if h], np.int64)
         exact = False
-    return _raw_trace(p, events, metadata, ns_present, has_ts, timed, exact, size, len(raw))
+    rt = _raw_trace(p, events, metadata, ns_present, has_ts, timed, exact, size, len(raw))
+    if dropped:
+        rt.warnings.append(dropped)
+    return rt
 
 
 def _raw_trace(p: Path, events, metadata: dict, ns_present: np.ndarray, has_ts: np.ndarray,

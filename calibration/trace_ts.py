@@ -193,3 +193,26 @@ def columnar_ts(p: Path, dec: Decoded) -> tuple[np.ndarray, np.ndarray, np.ndarr
     ns_all[rows_n] = ns
     timed = check_span(p, lambda: dec.ph, ts, ts_us, has_ts)
     return ns_all[has_ts], has_ts, timed
+
+
+def drop_bad_events(p: Path, events: list) -> tuple[list, str | None]:
+    """``events`` without those whose ``ts`` cannot be right (not an object, no ``ts`` outside
+    a metadata event, non-numeric, non-finite or out of range), and a warning counting them
+    with the first one's reason (None when none is dropped; ``events`` itself then). A
+    trace whose every event is bad keeps them, so :func:`check_ts` refuses it naming one."""
+    try:
+        check_ts(p, events)
+        return events, None
+    except InputError as e:
+        first = f"{e.where}: {e.problem}" if e.where else e.problem
+    kept = []
+    for e in events:
+        try:
+            check_ts(p, [e])
+        except InputError:
+            continue
+        kept.append(e)
+    if not kept:
+        return events, None
+    n = len(events) - len(kept)
+    return kept, f"{n} event(s) whose ts cannot be right were dropped (first: {first})"
