@@ -71,8 +71,21 @@ def _name(model: str | Path | StepModel, loaded: StepModel) -> str:
     return Path(model).stem if not _is_step_model(model) else "model"
 
 
-def _guard(inputs: Sequence, ops: Sequence = (), scenario=None, **outputs) -> None:
-    """No output (keyword → path) over an input, scenario files included."""
+def _guard(inputs: Sequence, ops: Sequence = (), scenario=None, first: str = "model",
+           **outputs) -> None:
+    """No output (keyword → path) over an input, scenario files included; the first input
+    (named ``first``) must be a file path (or a StepModel).
+
+    Raises:
+        ArgumentError: the first input is neither (e.g. None or a dict).
+    """
+    import os
+
+    from stepsim.limits import ArgumentError
+
+    if not (isinstance(inputs[0], (str, os.PathLike)) or _is_step_model(inputs[0])):
+        raise ArgumentError(f"{first}: expected a file path or a StepModel, got "
+                            f"{type(inputs[0]).__name__}")
     from stepsim.scenarios.options import scenario_files
     from stepsim.simcore.outputs import refuse_overwriting_inputs
 
@@ -119,7 +132,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     from stepsim.scenarios.stepcount import simulate_counted
     from stepsim.views import grouped_warnings
 
-    _guard([trace, sidecar, *replicates], output=output)
+    _guard([trace, sidecar, *replicates], first="trace", output=output)
     model = fit(trace, sidecar=sidecar, step_regex=step_regex, replicates=list(replicates))
     if output is not None:
         save_model(model, output)
