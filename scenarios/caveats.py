@@ -30,6 +30,9 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
     if comm and model.comm.bus_gbps is None and "comm.bus_gbps" not in sets:
         out.append(f"{', '.join(comm)} changes nothing here: collectives keep their measured "
                    "durations unless comm.bus_gbps is set (the collective cost model)")
+    if "loader.pin_memory" in sets and not model.device.tasks():
+        out.append("loader.pin_memory changes nothing here: this model has no device (a CPU "
+                   "run), and pinned memory only speeds host-to-device copies")
     loader = any(p.startswith("loader.") for p in sets) or any(
         isinstance(op, FixOp) and "input" in get_fix(op.name).relieves for op in ops)
     if loader and model.meta.sources.get("loader.num_workers") == "assumed":
