@@ -8,10 +8,15 @@ pair with one line naming the sidecar:
 * **host**: the trace's ``host_name`` (recent Kineto) and the sidecar's;
 * **device**: a sidecar of a CPU run (``device: cpu``) beside a trace with GPU activity;
 * **process**: the pid of the sidecar's main-thread batches (``worker: -1``) among the trace's;
+* **loader**: the sidecar's ``num_workers`` against the DataLoader iterator the trace names
+  (``_SingleProcessDataLoaderIter`` at 0 workers, ``_MultiProcessingDataLoaderIter`` above);
 * **steps** (harness captures, whose step counter is the profiler's): the sidecar's profiled
-  steps are the trace's ``ProfilerStep#N``, and the window they span (first to last step
-  start, µs) agrees with the trace's to ``WINDOW_TOL``: the harness times the very steps the
-  profiler records, on another clock, so their spans agree to microseconds.
+  steps are the trace's ``ProfilerStep#N``.
+
+The span of the profiled steps is not compared: the harness stamps a step where the loop
+hands out its batch and the profiler where ``prof.step()`` runs, and the two spans of one
+run differed by 3.2 % (94.1 against 97.2 ms) in a README capture, as much as two runs of one
+loop may differ.
 """
 from __future__ import annotations
 
@@ -22,12 +27,10 @@ from stepsim.calibration.events import EventTable
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.simcore.errors import InputError
 
-__all__ = ["check_sidecar_matches", "WINDOW_TOL"]
+__all__ = ["check_sidecar_matches"]
 
-WINDOW_TOL = 0.01
-"""Largest relative difference between the sidecar's and the trace's span of the profiled
-steps (the same run's agree to about 1e-5; another run of the same loop differs by its
-step-to-step noise, a few % and more)."""
+_ITERS = {"_SingleProcessDataLoaderIter": False, "_MultiProcessingDataLoaderIter": True}
+"""DataLoader iterator class in the trace's ``enumerate(DataLoader)#...`` → has workers."""
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 
@@ -39,6 +42,14 @@ def _trace_steps_us(table: EventTable) -> dict[int, float]:
         if m:
             out.setdefault(int(m.group(1)), table.ts_ns[i] / 1e3)
     return out
+
+
+def _loader_has_workers(table: EventTable) -> bool | None:
+    """Whether the trace's DataLoader ran worker processes, by the iterator it names; None
+    when it names neither or both."""
+    seen = {has for name in set(table.names.tolist()) if str(name).startswith("enumerate(")
+            for cls, has in _ITERS.items() if cls in str(name)}
+    return seen.pop() if len(seen) == 1 else None
 
 
 def _mismatch(table: EventTable, side: Sidecar) -> str | None:
@@ -53,6 +64,11 @@ def _mismatch(table: EventTable, side: Sidecar) -> str | None:
     if main and pids and not main & pids:
         return (f"its main process is pid {', '.join(map(str, sorted(main)))}, which the trace "
                 f"does not hold (pids {', '.join(map(str, sorted(pids)[:4]))})")
+    workers = _loader_has_workers(table)
+    if workers is not None and workers != (side.loader.num_workers > 0):
+        kind = "worker processes" if workers else "the main process"
+        return (f"its loader has num_workers={side.loader.num_workers}, the trace's DataLoader "
+                f"ran in {kind}: another run")
     if side.capture != "harness":
         return None
     ours = {i: s.t_start_us for i, s in enumerate(side.steps)
@@ -63,11 +79,6 @@ def _mismatch(table: EventTable, side: Sidecar) -> str | None:
     if set(ours) != set(theirs):
         return (f"it profiled steps {min(ours)}-{max(ours)} ({len(ours)}), the trace holds "
                 f"ProfilerStep#{min(theirs)}-#{max(theirs)} ({len(theirs)})")
-    first, last = min(ours), max(ours)
-    span, traced = ours[last] - ours[first], theirs[last] - theirs[first]
-    if last > first and abs(span - traced) > WINDOW_TOL * max(span, traced):
-        return (f"its profiled steps span {span / 1e3:.1f} ms, the trace's same steps "
-                f"{traced / 1e3:.1f} ms: another run of the loop")
     return None
 
 

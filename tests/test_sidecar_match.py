@@ -37,9 +37,12 @@ def test_own_sidecar_calibrates(cpu_run_nw0, tmp_path):
 
 
 def test_sidecar_of_another_run_is_refused(cpu_run_nw0, cpu_run_nw1, tmp_path):
-    # the same test process recorded both: one host, one pid, one schedule; the window differs
+    # the same test process recorded both: one host, one pid, one schedule; the trace's
+    # DataLoader ran in the main process, the sidecar's with a worker
     _refused(cpu_run_nw0 / "trace.json.gz", cpu_run_nw1 / "sidecar.json", tmp_path,
-             "another run")
+             "another run", "num_workers=1", "main process")
+    _refused(cpu_run_nw1 / "trace.json.gz", cpu_run_nw0 / "sidecar.json", tmp_path,
+             "num_workers=0", "worker processes")
 
 
 def test_other_host_is_refused(cpu_run_nw0, tmp_path):
