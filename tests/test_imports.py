@@ -1,7 +1,8 @@
-"""Imports point one way: cli (with cli_args) → api (with results, views, diagnosis) → demo →
-(scenarios, calibration) → models → simcore; calibration uses models' parameter types, never
-scenarios; nothing imports cli, nothing but cli imports cli_args, and nothing but cli and the root ``__init__`` imports api;
-limits (the verbs' bounds) is below both front ends."""
+"""Imports point one way: cli (with cli_args) → api (with api_planner, api_common, results,
+views, diagnosis) → demo → (scenarios, calibration) → models → simcore; calibration uses models'
+parameter types, never scenarios; nothing imports cli, nothing but cli imports cli_args, and
+nothing but cli and the root ``__init__`` imports api; limits (the verbs' bounds) is below both
+front ends."""
 from __future__ import annotations
 
 import ast
@@ -19,11 +20,14 @@ ALLOWED = {
     "report": {"report", "models", "scenarios", "simcore"},
     "demo": {"demo", "calibration", "scenarios", "models", "report", "simcore"},
 }
-MODULES = ("api", "results", "views", "diagnosis", "limits", "cli_args")
+MODULES = ("api", "api_common", "api_planner", "results", "views", "diagnosis", "limits", "cli_args")
 """Modules at the repository's root (``stepsim.api``, ...), between cli and the packages."""
 ALLOWED |= {
-    "api": {"api", "results", "views", "diagnosis", "limits", "demo", "calibration", "scenarios",
-            "models", "report", "simcore"},
+    "api": {"api", "api_common", "api_planner", "results", "views", "diagnosis", "limits", "demo",
+            "calibration", "scenarios", "models", "report", "simcore"},
+    "api_planner": {"api_common", "results", "views", "limits", "scenarios", "models", "report",
+                    "simcore"},
+    "api_common": {"limits", "scenarios", "models", "report", "simcore"},
     "diagnosis": {"diagnosis", "results", "views", "calibration", "report", "scenarios", "models",
                   "simcore"},
     "limits": {"limits", "simcore"},

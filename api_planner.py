@@ -1,0 +1,219 @@
+"""The planner verbs of :mod:`stepsim.api` (``whatif``, ``sweep``, ``ceiling``, ``plan``,
+``validate``): the what-if operations applied to a model and predicted, each with the CLI's
+names and defaults; :mod:`stepsim.api` documents the conventions they share.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from stepsim.api_common import (caveats, guard, is_step_model, load_model, model_name,
+                                operations, progress_bar, sim_kw)
+from stepsim.limits import DEFAULT_STEPS, DEFAULT_WARMUP, bounded
+from stepsim.simcore.errors import StepsimError
+
+if TYPE_CHECKING:
+    from stepsim.models.params import StepModel
+    from stepsim.results import Ceilings, PlanResult, Sweep, Validation, WhatIf
+
+__all__ = ["whatif", "sweep", "ceiling", "plan", "validate"]
+
+
+@bounded
+def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
+           scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
+           warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
+           save_model: str | Path | None = None, progress: bool = False,
+           compare: str | Path | None = None, plot_steps: int = 1,
+           width_sources: bool = False) -> WhatIf:
+    """Predict the step after the what-if operations, next to the baseline, each with a
+    P10-P90 interval from ``draws`` Monte Carlo draws (0: none); ``save_model`` writes the
+    transformed model; ``compare`` the lanes of the baseline above the what-if's;
+    ``width_sources`` the scenario interval's width by source of uncertainty, each alone.
+
+    Raises:
+        StepsimError: no operation, or a bad one; ModelError: one that does not apply.
+    """
+    from stepsim.models.params import save_model as save
+    from stepsim.results import WhatIf
+    from stepsim.scenarios.predict import predict
+    from stepsim.scenarios.transforms import apply_ops
+    from stepsim.views import draw_compare
+
+    guard([model], ops, scenario, save_model=save_model, compare=compare)
+    m = load_model(model)
+    todo = operations(ops, scenario, set, scale, remove, fix)
+    warnings = caveats(m, todo)
+    if not todo:
+        raise StepsimError("whatif needs at least one --set, --scale, --remove, --fix or "
+                           "--scenario")
+    apply_ops(m, todo)   # an op that does not apply is refused before the baseline runs
+    kw = sim_kw(steps, warmup, seed, jobs)
+    with progress_bar("baseline", progress and draws > 0) as prog:
+        base = predict(m, [], intervals=draws, progress=prog, **kw)
+    with progress_bar("scenario", progress and draws > 0) as prog:
+        pred = predict(m, todo, intervals=draws, progress=prog, decompose=width_sources, **kw)
+    if save_model:
+        save(pred.model, save_model)
+    if compare:
+        draw_compare(base, pred, compare, plot_steps)
+    return WhatIf(baseline=base, scenario=pred, warnings=warnings)
+
+
+@bounded
+def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=None, set=None,
+          scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
+          warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 0, jobs: int = 0,
+          knee_tol: float = 0.05, plot: str | Path | None = None, measured=(),
+          ledger: str | Path | None = None, progress: bool = False) -> Sweep:
+    """Predict a grid of parameter values and find each parameter's knee.
+
+    Args:
+        axes: ``"PATH=V1,V2,..."`` (or a list of them: a grid), or a mapping path → values.
+        knee_tol: within this of the best counts as no longer helping.
+        plot: write the sweep curve (``.png``/``.svg``/``.pdf``).
+        measured: ``"VALUE=TRACE"`` texts (or a mapping value → trace): re-measured runs at
+            values of the first axis, drawn on the plot.
+        ledger: a validation ledger whose records set the first axis alone: their measured
+            mean steps are drawn too.
+
+    Raises:
+        StepsimError: a bad axis or measured point; ModelError: an op that does not apply.
+    """
+    from stepsim.report.planner import plot_sweep
+    from stepsim.results import Sweep
+    from stepsim.scenarios.sweep import sweep as run
+    from stepsim.views import ledger_points, measured_points
+
+    traces = [m.split("=", 1)[-1] if isinstance(m, str) else m[1] for m in
+              (measured.items() if isinstance(measured, Mapping) else measured)]
+    guard([model, *traces, ledger], ops, scenario, plot=plot)
+    m = load_model(model)
+    from stepsim.scenarios.options import sweep_grid
+
+    grid = sweep_grid(axes)
+    points, warnings = measured_points(measured, grid)
+    if ledger:
+        for v, pts in ledger_points(ledger, next(iter(grid))).items():
+            points.setdefault(v, pts)
+    with progress_bar("sweep", progress) as prog:
+        todo = operations(ops, scenario, set, scale, remove, fix)
+        warnings += caveats(m, todo, list(grid))
+        r = run(m, grid, todo, intervals=draws, progress=prog, knee_tol=knee_tol,
+                **sim_kw(steps, warmup, seed, jobs))
+    from stepsim.scenarios.caveats import point_threads
+
+    warnings += tuple(point_threads(m, todo, [pt.values for pt in r.points]))
+    warnings = tuple(dict.fromkeys(warnings + r.notes))
+    if plot:
+        plot_sweep(r, plot, points)
+    return Sweep(result=r, measured=points, warnings=warnings)
+
+
+@bounded
+def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
+            scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
+            warmup: int = DEFAULT_WARMUP, seed: int = 0, jobs: int = 0,
+            plot: str | Path | None = None, progress: bool = False) -> Ceilings:
+    """The simulated Amdahl ceiling of every component (after the operations); ``plot``
+    writes them as a bar chart."""
+    from stepsim.report.planner import plot_ceilings
+    from stepsim.results import Ceilings
+    from stepsim.scenarios.ceiling import ceilings
+
+    guard([model], ops, scenario, plot=plot)
+    m = load_model(model)
+    with progress_bar("ceilings", progress) as prog:
+        r = ceilings(m, operations(ops, scenario, set, scale, remove, fix), progress=prog,
+                     **sim_kw(steps, warmup, seed, jobs))
+    if plot:
+        plot_ceilings(r, plot)
+    return Ceilings(report=r)
+
+
+@bounded
+def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
+         scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
+         warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
+         allow: Sequence[str] | None = None, fix_arg: Sequence[str] = (), min_gain: float = 0.02,
+         max_moves: int = 8, save_scenario: str | Path | None = None,
+         plot: str | Path | None = None, progress: bool = False) -> PlanResult:
+    """A greedy chain of named fixes, one bottleneck at a time.
+
+    Args:
+        allow: fix kinds the plan may use (default: systems).
+        fix_arg: ``"NAME:ARG=V,..."`` arguments for a fix instead of its candidates.
+        save_scenario: write the chain as a scenario YAML.
+        plot: write the step after each fix as a bar chart.
+    """
+    import yaml
+
+    from stepsim.results import PlanResult
+    from stepsim.scenarios.plan import plan as run
+    from stepsim.scenarios.transforms import Scenario, parse_fix
+    from stepsim.simcore.atomic import write_atomic
+
+    guard([model], ops, scenario, save_scenario=save_scenario, plot=plot)
+    m = load_model(model)
+    fix_args: dict = {}
+    for text in [fix_arg] if isinstance(fix_arg, str) else fix_arg:
+        op = parse_fix(text)
+        fix_args[op.name] = {**fix_args.get(op.name, {}), **op.args}
+    with progress_bar("plan", progress) as prog:
+        base = operations(ops, scenario, set, scale, remove, fix)
+        p = run(m, base, allow=tuple(allow or ("systems",)), fix_args=fix_args,
+                min_gain=min_gain, max_moves=max_moves, draws=draws, progress=prog,
+                **sim_kw(steps, warmup, seed, jobs))
+    if save_scenario:
+        label = m.meta.name or (str(model) if not is_step_model(model) else "model")
+        sc = Scenario(name=f"plan for {label}", description=p.stop, ops=tuple(p.ops))
+        write_atomic(Path(save_scenario),
+                     yaml.safe_dump(sc.model_dump(), sort_keys=False).encode())
+    if plot:
+        from stepsim.report.charts import plot_plan
+
+        plot_plan(p, plot)
+    return PlanResult(plan=p, warnings=caveats(m, [*base, *(mv.op for mv in p.moves)]))
+
+
+@bounded
+def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scenario=None,
+             set=None, scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
+             warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
+             ledger: str | Path | None = None, label: str | None = None,
+             progress: bool = False, width_sources: bool = False) -> Validation:
+    """A prediction against re-measured trace(s) (pooled); ``ledger`` appends the record to a
+    JSON-lines file. The interval is of the runs' pooled mean (the host's speed once per run,
+    the steps' variation through the standard error of the measured steps);
+    ``width_sources``: its width by source of uncertainty, one at a time, too.
+
+    Raises:
+        InputError: an unreadable trace or ledger; ModelError: no measured step.
+    """
+    from stepsim.results import Validation
+    from stepsim.scenarios.predict import predict
+    from stepsim.scenarios.transforms import apply_ops
+    from stepsim.scenarios.validate import append_ledger, same_job, validate as score
+    from stepsim.views import measured_runs
+
+    traces = [traces] if isinstance(traces, (str, Path)) else list(traces)
+    guard([model, *traces], ops, scenario, ledger=ledger)
+    m = load_model(model)
+    todo = operations(ops, scenario, set, scale, remove, fix)
+    runs, warnings = measured_runs(traces)
+    same_job(apply_ops(m, todo), runs)
+    steps_us = [s for r in runs for s in r.step_us]
+    neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
+    with progress_bar("predict", progress and draws > 0) as prog:
+        pred = predict(m, todo, intervals=draws, progress=prog, runs=len(runs),
+                       measured_steps=len(steps_us), decompose=width_sources,
+                       **sim_kw(steps, warmup, seed, jobs))
+    ups = [r.startup for r in runs if r.startup is not None]
+    rec = score(pred, steps_us, neck, label=label or pred.what, traces=[str(t) for t in traces],
+                model_name=model_name(model, m), startup=[(u.step_us, u.next_us, u.later_next_us)
+                                                     for u in ups])
+    if ledger:
+        append_ledger(ledger, rec)
+    return Validation(record=rec, prediction=pred, warnings=caveats(m, todo) + warnings)
