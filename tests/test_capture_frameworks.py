@@ -197,6 +197,12 @@ trainer = Trainer(model=_Tiny(), args=args, train_dataset=_Dicts(8 * 40),
                   callbacks=[StepsimTrainerCallback(sys.argv[1], **SCHED)])
 trainer.train()
 assert type(trainer.model_wrapped).__name__ == "DistributedDataParallel"
+# as a torchrun script should: without it gloo's threads may be torn down at interpreter exit
+# while still joinable ("terminate called without an active exception", SIGABRT; seen once
+# under load)
+import torch.distributed as dist
+dist.barrier()
+dist.destroy_process_group()
 """
 
 
