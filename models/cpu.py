@@ -89,6 +89,36 @@ class CpuPool:
         finally:
             self.active -= 1
 
+    def hold(self, wall_us: float):
+        """Process generator: a thread busy until ``wall_us`` µs of wall-clock time have
+        passed (spinning on a clock): while it lasts it takes its turn for a core like any
+        runnable thread, and it ends on time whether or not it had one; neither the host's
+        speed nor interference stretches it. Returns the core time it held (µs)."""
+        if wall_us <= 0:
+            return 0.0
+        env, end = self.env, self.env.now + wall_us
+        if not self.contended:
+            self.active += 1
+            try:
+                yield env.timeout(wall_us)
+            finally:
+                self.active -= 1
+            return wall_us
+        held = 0.0
+        self.active += 1
+        try:
+            while end - env.now > 1e-9:
+                with self.resource.request() as req:
+                    got = yield req | env.timeout(end - env.now)
+                    if req not in got:
+                        break           # the deadline passed while it waited for a core
+                    dt = min(self.quantum_us, end - env.now)
+                    yield env.timeout(dt)
+                    held += dt
+            return held
+        finally:
+            self.active -= 1
+
     def parallel_work(self, work_us: float, threads: int, ref: float = 0.0):
         """Process generator: ``work_us`` µs of CPU work split evenly over ``threads`` threads;
         returns one thread's core time (µs, the mean)."""

@@ -155,6 +155,8 @@ def solved(su: Setup, runs: Runs, waits: list):
     cpu = su.pool(env, rp.host, {})
     streams = stream_plans(m, 0, su.replay)
     ops = rank_host_plan(m, 0, su.ops)
+    if _walls(ops):
+        return None
     lp, lrng = su.lp, su.rngs[f"rank{rp.rank}.loader"]
     fast = loader_solvable(lp, cpu)
     if not solvable(
@@ -170,6 +172,12 @@ def solved(su: Setup, runs: Runs, waits: list):
     return [starts], [loader]
 
 
+def _walls(ops) -> bool:
+    """Whether a rank's host ops hold wall-clock time on a core (``RankParams.phase_wall_us``),
+    which only the SimPy host process runs."""
+    return any(op.wall for op in ops)
+
+
 def _solved_ranks(su: Setup, runs: Runs, waits: list, env: simpy.Environment):
     """Several ranks without events (:mod:`models.solo_ranks`) when each is solvable on its
     own (no DataLoader workers), else None."""
@@ -180,7 +188,7 @@ def _solved_ranks(su: Setup, runs: Runs, waits: list, env: simpy.Environment):
         cpu = su.pool(env, rp.host, pools)
         streams = stream_plans(m, i, su.replay)
         ops = rank_host_plan(m, i, su.ops)
-        if not solvable(1, not cpu.contended and cpu.interference <= 0, su.lp.num_workers,
+        if _walls(ops) or not solvable(1, not cpu.contended and cpu.interference <= 0, su.lp.num_workers,
                         ops, streams, shared_engines=True):
             return None
         loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], su.hook,

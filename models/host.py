@@ -77,6 +77,8 @@ class HostOpPlan:
     parallel_fraction: float = 0.0    # cpu ops: share of the wall on ``threads`` threads
     block_fraction: float = 0.0       # cpu ops: share of the wall that uses no core
     corun_ref: float = 0.0            # cpu ops: co-runners per core in the capture
+    wall: bool = False                # cpu ops: dur_us is wall-clock time busy on a core
+    #                                   (RankParams.phase_wall_us), not work the speed scales
 
 
 def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay_us: float,
@@ -185,6 +187,20 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
             if kind == "cpu" and op.samples is not None and op.replay_us is None:
                 dur_us = op.samples.sample(rng)
+            if kind == "cpu" and op.wall:
+                if simple:
+                    start, t = t, t + dur_us
+                    if dur_us > 0:
+                        recorder.span(Span(lane, op.name, "busy", start, dur_us, step, rank,
+                                           category=op.category))
+                    continue
+                yield from catch_up()       # not simple: it uses a core of a contended pool
+                start = env.now
+                held = yield from cpu.hold(dur_us)
+                record_cpu_work(recorder, lane, op.name, op.category, start, held, env.now,
+                                step, rank)
+                t = env.now
+                continue
             if simple and kind == "cpu" and op.parallel_fraction <= 0:
                 run_ahead(op.name, dur_us, op.category, step, op.block_fraction)
                 continue

@@ -264,9 +264,21 @@ class RankParams(StrictModel):
     """Extra time per phase per step (``{"forward": 18000}`` = forward 18 ms longer): on the
     phase's device tasks, or, for a phase with none (a CPU training step), on its host ``cpu``
     ops, in proportion to their duration."""
+    phase_wall_us: dict[str, Micros] = Field(default_factory=dict)
+    """Extra *wall-clock* time per phase per step that the rank spends busy on one core, at
+    the end of the phase's host ``cpu`` ops, whatever the host's speed (``host.cpu_scale``
+    does not scale it) and whatever else runs (a thread spinning until a deadline: it takes
+    its share of the cores while it lasts, and it ends on time): the ``straggler`` what-if
+    on a phase without device tasks (a CPU training step)."""
     host: str = ""
     """The machine the rank runs on: ranks with the same (non-empty) host share its
     ``loader.host_cores``, so a rank that waits frees a core for the others."""
+
+    def slower(self) -> bool:
+        """Whether the model makes this rank slower than the calibrated one (``delay_us``,
+        ``phase_extra_us``, ``phase_wall_us``)."""
+        return bool(self.delay_us or any(self.phase_extra_us.values())
+                    or any(self.phase_wall_us.values()))
 
 
 class Meta(StrictModel):

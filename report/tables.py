@@ -92,11 +92,11 @@ def _ms(us: float) -> str:
 
 def _straggler_text(model: StepModel, s: Summary) -> str:
     """The straggler as ``--fix remove_straggler`` sees it: a rank the model makes slower
-    (``delay_us``, ``phase_extra_us``), or, when no rank is, the rank that entered last most
+    (``delay_us``, ``phase_extra_us``, ``phase_wall_us``), or, when no rank is, the rank that entered last most
     named as step-to-step variation (nothing that fix removes)."""
     if s.straggler_rank is None:
         return ""
-    slow = [r.rank for r in model.ranks if r.delay_us or any(r.phase_extra_us.values())]
+    slow = [r.rank for r in model.ranks if r.slower()]
     if slow:
         return f"; straggler rank {s.straggler_rank}"
     return (f"; rank {s.straggler_rank} entered last most, from step-to-step variation (no "

@@ -128,7 +128,7 @@ def components(model: StepModel) -> dict[str, list[Operation]]:
     if any(t.kind == "collective" for t in tasks):
         out["comm"] = [ScaleOp(select=Selector(kind=("collective",)), factor=0)] + (
             [SetOp(path="comm.latency_us", value=0.0)] if model.comm.latency_us else [])
-    if any(r.delay_us or any(r.phase_extra_us.values()) for r in model.ranks):
+    if any(r.slower() for r in model.ranks):
         out["arrival_skew"] = [RemoveOp(select=Selector(rank=tuple(r.rank for r in model.ranks)))]
     return out
 

@@ -5,10 +5,13 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
 (:mod:`scenarios.fixes` lists them). All are pure ``StepModel -> StepModel`` transforms (see
 :mod:`scenarios.transforms`).
 
-* ``straggler``: rank ``rank`` (its rank number) spends ``ms`` more per step in ``phase``,
-  added to its ``phase_extra_us`` (on the phase's device tasks, or on its host ``cpu`` ops
-  when the phase has none; see ``models.simulate``). The other ranks wait for it in the next
-  collective; ranks that share its host free their cores while they wait.
+* ``straggler``: rank ``rank`` (its rank number) spends ``ms`` more per step in ``phase``:
+  on the phase's device tasks (its ``phase_extra_us``), or, when the phase has none (a CPU
+  training step), as ``ms`` of wall-clock time busy on one core at the end of the phase's
+  host work (its ``phase_wall_us``): a rank that is ``ms`` slower, whatever the host's speed
+  in the run (``host.cpu_scale`` scales the measured work, not this). The other ranks wait
+  for it in the next collective; ranks that share its host free their cores while they
+  wait.
 * ``barrier``: a zero-byte collective (``dist.barrier()``) entered by the host right before
   the first op of ``phase`` (default ``backward``), which then waits for it. Its time on each
   rank is that rank's *arrival skew* (waiting for the last rank), so the collectives after it
@@ -58,10 +61,13 @@ def add_straggler(model: StepModel, rank: int, phase: str, ms: float) -> StepMod
     if not has:
         raise NotApplicable(f"straggler: the model has no work in phase {phase!r}")
     rp = model.ranks[idx]
-    extra = dict(rp.phase_extra_us)
+    on_device = any(t.phase == phase and t.kind != "collective"
+                    for t in model.task_map().values())
+    field = "phase_extra_us" if on_device else "phase_wall_us"
+    extra = dict(getattr(rp, field))
     extra[phase] = extra.get(phase, 0.0) + ms * 1e3
     ranks = list(model.ranks)
-    ranks[idx] = rp.model_copy(update={"phase_extra_us": extra})
+    ranks[idx] = rp.model_copy(update={field: extra})
     return model.without_replay().model_copy(update={"ranks": ranks})
 
 
@@ -193,9 +199,10 @@ class NoArgs(FixArgs):
 
 
 def remove_straggler(m: StepModel, a: NoArgs) -> StepModel:
-    if not any(r.delay_us or any(r.phase_extra_us.values()) for r in m.ranks):
+    if not any(r.slower() for r in m.ranks):
         raise nothing("remove_straggler", "no rank is slower than the others in the model "
-                      "(every rank's delay_us and phase_extra_us are 0): the arrival skew a "
+                      "(every rank's delay_us, phase_extra_us and phase_wall_us are 0): the "
+                      "arrival skew a "
                       "simulation shows is then the ranks' step-to-step variation (each draws "
                       "its own measured durations), which replacing a slow node does not "
                       "remove")

@@ -261,11 +261,14 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
         "time is per micro-batch.",
         AccumArgs, ("comm", "compute:optimizer"), grad_accumulation),
     Fix("remove_straggler", "systems",
-        "every rank's delay_us := 0 and phase_extra_us := {} (the slow node replaced).",
+        "every rank's delay_us := 0, phase_extra_us := {} and phase_wall_us := {} (the slow "
+        "node replaced).",
         NoArgs, ("arrival_skew",), remove_straggler),
     Fix("straggler", "systems",
-        "rank's phase_extra_us[phase] += ms × 1000: a slower rank, for the others to wait for "
-        "(scenarios.ddp_whatifs; never proposed by the planner).",
+        "rank's phase_extra_us[phase] += ms × 1000 on a phase with device tasks, else "
+        "phase_wall_us[phase] += ms × 1000 (wall-clock time busy on a core, not scaled by the "
+        "host's speed): a slower rank, for the others to wait for (scenarios.ddp_whatifs; "
+        "never proposed by the planner).",
         StragglerArgs, ("arrival_skew",), lambda m, a: add_straggler(m, a.rank, a.phase, a.ms), lambda m: []),
     Fix("barrier", "systems",
         "a barrier (zero-byte collective) entered by the host before phase, so each rank's "

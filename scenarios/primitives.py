@@ -13,7 +13,7 @@ validate the result, so the input is never changed and the output is a valid Ste
 * loader: ``produce`` and ``produce_by_worker`` (every sample), ``pin`` (``pin_gbps``
   divided by the factor; a factor of 0, or so small the rate overflows, sets
   ``batch_bytes`` to 0: nothing to pin), ``unpickle_us``;
-* rank skew: ``delay_us`` and ``phase_extra_us``.
+* rank skew: ``delay_us``, ``phase_extra_us`` and ``phase_wall_us``.
 
 ``remove(model, selector)`` takes picked work out of the step:
 
@@ -83,10 +83,10 @@ def _scale_ranks(data: dict, idx: list[int], phases, f: float) -> None:
         r = data["ranks"][i]
         if phases is None:
             r["delay_us"] *= f
-        picked = {p for p in r["phase_extra_us"] if phases is None or p in phases}
-        r["phase_extra_us"] = {p: v * f if p in picked else v
-                               for p, v in r["phase_extra_us"].items()
-                               if p not in picked or f > 0}
+        for key in ("phase_extra_us", "phase_wall_us"):
+            picked = {p for p in r[key] if phases is None or p in phases}
+            r[key] = {p: v * f if p in picked else v for p, v in r[key].items()
+                      if p not in picked or f > 0}
 
 
 def scale(model: StepModel, sel: Selector, factor: float) -> StepModel:

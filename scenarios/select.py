@@ -16,8 +16,9 @@ host op       ``host``                           ``launch`` / ``sync`` for those
 loader cost   ``loader``                         ``produce`` (worker time per batch),
                                                  ``pin`` (pin-memory copy), ``unpickle``
                                                  (main-thread receive); no kind or phase
-rank skew     (``rank`` filter)                  the rank's ``delay_us`` and its
-                                                 ``phase_extra_us`` (for ``phase``, if given)
+rank skew     (``rank`` filter)                  the rank's ``delay_us``, its
+                                                 ``phase_extra_us`` and ``phase_wall_us`` (for
+                                                 ``phase``, if given)
 ============  =================================  ==========================================
 
 ``direction`` picks device copies by direction (``h2d``, ``d2h``, ``d2d``; see

@@ -40,17 +40,33 @@ def test_straggler_with_a_free_core_adds_its_time():
     assert step_us(add_straggler(m, 1, "forward", S / 1e3)) == pytest.approx(F + B + C + O + S)
 
 
-def test_straggler_on_a_shared_core_adds_its_time_once():
-    """Two ranks on one core each run at half speed, so the step is 2(F+B+O) + C; with the
-    straggler, rank 0 blocks in the collective and frees the core, so rank 1's extra work
-    runs at full speed: + S, not + 2S."""
+def test_straggler_on_a_shared_core_costs_the_time_the_other_rank_cannot_use():
+    """Two ranks on one core each run at half speed, so the step is 2(F+B+O) + C. The
+    straggler spins S of wall-clock time at the end of rank 1's forward, taking its turn for
+    the core; rank 0's backward gets the other half meanwhile (S/2 of it), then blocks in
+    the collective and frees the core, so rank 1's backward runs at full speed. The step is
+    base + S − min(B, S/2): + S − B when rank 0's backward fits in the spin (S = 40 ms,
+    B = 20 ms), + S/2 when it does not (S = 8 ms), never + 2S. (The simulator's round robin
+    shares the core in 2 ms quanta: S is a whole number of quantum pairs, so it is exact.)"""
     m = cpu_ddp(cores=1)
     base = 2 * (F + B + O) + C
     assert step_us(m) == pytest.approx(base)
-    assert step_us(add_straggler(m, 1, "forward", S / 1e3)) == pytest.approx(base + S)
+    for s_us in (S, S / 5):
+        got = step_us(add_straggler(m, 1, "forward", s_us / 1e3))
+        assert got == pytest.approx(base + s_us - min(B, s_us / 2))
     # ranks on separate one-core hosts do not share: the step is one rank's
     apart = m.model_copy(update={"ranks": [r.model_copy(update={"host": ""}) for r in m.ranks]})
     assert step_us(apart) == pytest.approx(F + B + C + O)
+
+
+def test_straggler_is_wall_clock_time_the_hosts_speed_does_not_scale():
+    """On a host twice as fast (cpu_scale 0.5) the measured work takes half its time and the
+    collective's transfer and the straggler's S do not: F/2 + B/2 + C + O/2 + S."""
+    m = cpu_ddp(cores=2)
+    fast = m.model_copy(update={"host": m.host.model_copy(update={"cpu_scale": 0.5})})
+    assert step_us(add_straggler(fast, 1, "forward", S / 1e3)) == pytest.approx(
+        (F + B + O) / 2 + C + S)
+    assert add_straggler(m, 1, "forward", 1).ranks[1].phase_wall_us == {"forward": 1000.0}
 
 
 def test_barrier_splits_arrival_skew_from_transfer():
