@@ -4,6 +4,8 @@ Loads nothing heavy at import (the verbs import the simulator when they run).
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -32,13 +34,75 @@ def is_step_model(model) -> bool:
     return isinstance(model, StepModel)
 
 
+ACCEPTED = {
+    "scenario": "a scenario file path, or a list of them",
+    "set": '"PATH=VALUE", a mapping path -> value, or a list of "PATH=VALUE" texts or '
+           "(path, value) pairs",
+    "scale": 'a (factor, selector) pair, e.g. (0.5, "category=gemm"), or a list of them',
+    "remove": 'a selector text, e.g. "name=Memcpy*", or a list of them',
+    "fix": '"NAME[:ARG=V,...]", or a list of them',
+}
+"""What each keyword form of the what-if operations takes (one value, or a list)."""
+
+
+def _one_op(kind: str, v) -> bool:
+    """Whether ``v`` is one operation of ``kind`` in a form :data:`ACCEPTED` names."""
+    from numbers import Real
+
+    from stepsim.scenarios.transforms import Operation
+
+    if isinstance(v, Operation):
+        return True
+    if kind == "scenario":
+        return isinstance(v, (str, os.PathLike))
+    pair = isinstance(v, (tuple, list)) and len(v) == 2
+    if kind == "set":
+        return isinstance(v, str) or (pair and isinstance(v[0], str))
+    if kind == "scale":
+        return pair and isinstance(v[1], str) and not isinstance(v[0], bool) \
+            and isinstance(v[0], (Real, str))
+    return isinstance(v, str)
+
+
+def _checked_ops(kind: str, value) -> list:
+    """The operations of one keyword form as a list, each in a form it takes.
+
+    Raises:
+        ArgumentError: a value in no form :data:`ACCEPTED` names, naming the keyword.
+    """
+    from stepsim.limits import ArgumentError
+
+    if value is None:
+        return []
+    if kind == "set" and isinstance(value, Mapping):
+        value = list(value.items())
+    elif _one_op(kind, value) and not (kind == "set" and isinstance(value, (tuple, list))):
+        return [value]
+    elif not isinstance(value, (tuple, list)):
+        raise ArgumentError(f"{kind}: {value!r} is not {ACCEPTED[kind]}")
+    for v in value:
+        if not _one_op(kind, v):   # a tuple is named whole: scale=(0.5,) meant one pair
+            bad = value if isinstance(value, tuple) else v
+            raise ArgumentError(f"{kind}: {bad!r} is not {ACCEPTED[kind]}")
+    return list(value)
+
+
 def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=None,
                fix=None) -> list[Operation]:
     """The what-if operations in the order they apply
-    (:func:`stepsim.scenarios.options.operations`)."""
-    from stepsim.scenarios.options import operations as parse
+    (:func:`stepsim.scenarios.options.operations`).
 
-    return parse(ops, scenario, set, scale, remove, fix)
+    Raises:
+        ArgumentError: an operation in no form the keyword takes (:data:`ACCEPTED`), e.g.
+            ``scale=(0.5,)``, naming the keyword; StepsimError: a bad operation text.
+    """
+    from stepsim.scenarios.options import KINDS, operations as parse
+
+    for item in () if isinstance(ops, (str, Path)) else ops:
+        if isinstance(item, tuple) and len(item) == 2 and item[0] in KINDS:
+            _checked_ops(item[0], [item[1]])
+    return parse(ops, *(_checked_ops(k, v) for k, v in
+                        zip(KINDS, (scenario, set, scale, remove, fix))))
 
 
 def model_name(model: str | Path | StepModel, loaded: StepModel) -> str:
@@ -56,8 +120,6 @@ def guard(inputs: Sequence, ops: Sequence = (), scenario=None, first: str = "mod
     Raises:
         ArgumentError: the first input is neither (e.g. None or a dict).
     """
-    import os
-
     from stepsim.limits import ArgumentError
 
     if not (isinstance(inputs[0], (str, os.PathLike)) or is_step_model(inputs[0])):
