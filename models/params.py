@@ -234,6 +234,10 @@ def load_model(path: str | Path) -> StepModel:
     if "stepsim_sidecar" in data:
         raise InputError(p, "this is a capture sidecar, not a StepModel; pass it to "
                             "'stepsim calibrate TRACE --sidecar FILE'")
+    if not set(data) & set(StepModel.model_fields):
+        keys = ", ".join(sorted(map(str, data))[:6]) or "none"
+        raise InputError(p, "not a StepModel: it has none of a StepModel's sections "
+                            f"({', '.join(StepModel.model_fields)}); its keys: {keys}")
     host = data.get("host")
     if not host or (isinstance(host, dict) and not host.get("ops")):
         # any other kind of "host" is left to the schema's one-line error below
