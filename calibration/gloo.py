@@ -37,8 +37,10 @@ The profiler's own per-op cost is taken out of these host durations: each rank's
 ``launch`` durations (and so its phase times) are scaled by its measured factor, unprofiled ÷
 profiled main-thread CPU per step from the capture sidecar's steps
 (:mod:`calibration.profiler_overhead`; named in ``meta.notes["profiler_factor"]``). The
-host's speed range ``host.cpu_scale`` (every interval draws it) holds the stated run-to-run
-prior and that factor's uncertainty, added in quadrature in log space.
+host's speed range ``host.cpu_scale`` (every interval draws it) is the stated run-to-run
+prior (replicates replace it with their measured spread, :mod:`calibration.host_noise`); the
+factor's own uncertainty (the largest rank's) is ``host.cpu_scale_error_log``, drawn in every
+interval beside it, with or without replicates.
 
 Collective cost: ``latency_us`` and ``bus_gbps`` fitted by least squares to the all-reduces'
 transfer times against their ring bus bytes, only those that ran after their rank's backward
@@ -53,7 +55,6 @@ from the record's parameters at its caps.
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -317,11 +318,11 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                          max(Counter(ranks[r].host for r in order).values()), sources, warnings)
     sources.update({"host.ops": "measured", f"device.streams.{GLOO_STREAM}": "measured",
                     "ranks": "measured", "host.cpu_scale": "assumed"})
-    # the host's run-to-run speed (the stated prior) and the profiler factor's uncertainty,
-    # independent, added in quadrature in log space
-    half = math.hypot(max(-math.log(HOST_NOISE_PRIOR[0]), math.log(HOST_NOISE_PRIOR[1])),
-                      fac_half)
-    ranges = {"host.cpu_scale": (math.exp(-half), math.exp(half))}
+    # the host's run-to-run speed (the stated prior, until replicates measure it); the
+    # profiler factor's uncertainty is drawn apart (HostParams.cpu_scale_error_log)
+    ranges = {"host.cpu_scale": HOST_NOISE_PRIOR}
+    if fac_half > 0:
+        sources["host.cpu_scale_error_log"] = "measured"
     notes = {"kind": "cpu_ddp", "backend": "gloo", "reference_rank": ref,
              "ranks": ",".join(map(str, order)), "buckets": how,
              "clock_offsets_us": ",".join(f"{r}:{offset[r] / 1e3:.1f}" for r in order),
@@ -332,7 +333,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,
                 traces=[str(ranks[r].path) for r in order], steps_used=nums,
                 measured_step_us=job, warnings=warnings, notes=notes, ranges=ranges)
-    return StepModel(loader=loader, host=HostParams(ops=ops),
+    return StepModel(loader=loader, host=HostParams(ops=ops, cpu_scale_error_log=fac_half),
                      device=DeviceParams(streams={GLOO_STREAM: tasks}), comm=comm,
                      ranks=rank_params, meta=meta)
 

@@ -122,7 +122,9 @@ def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
         return {r: 1.0 for r in ranks}, {}, 0.0
     warnings.append("profiler overhead (measured): host-side durations of the profiled steps "
                     "scaled by unprofiled ÷ profiled main-thread CPU per step, "
-                    + "; ".join(f"rank {r}: {f.describe()}" for r, f in measured.items()))
+                    + "; ".join(f"rank {r}: {f.describe()}" for r, f in measured.items())
+                    + " (every interval draws the widest rank's P10–P90 beside the host's "
+                      "run-to-run speed: host.cpu_scale_error_log)")
     notes = {"profiler_factor": ",".join(f"{r}:{f.factor:.4f}" for r, f in measured.items()),
              "profiler_factor_source": "measured: median main-thread CPU per step of the "
                                        "sidecar's unprofiled steps (profiler_on false) ÷ of its "

@@ -28,6 +28,7 @@ holds its core for 40 ms whatever else the machine runs, which is what the what-
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -133,10 +134,13 @@ def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> 
                       {True: "yes", False: "no", None: ""}[r["in_interval"]])
     Console().print(table)
     lo, hi = model.meta.ranges["host.cpu_scale"]
+    err = model.host.cpu_scale_error_log
     Console().print(f"host speed (CPU time of identical work, per run of the defaults against the "
                     f"capture, measured): {', '.join(f'{v:.3f}' for v in model.host.speed_runs)};"
                     f" next run's P10–P90 {lo:.3f}–{hi:.3f}× the centre "
-                    f"{model.host.cpu_scale:.3f}")
+                    f"{model.host.cpu_scale:.3f}"
+                    + (f", times the profiler factor's own error ×{math.exp(-err):.3f}–"
+                       f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
     Console().print(f"step errors: median |error| {summary['median_abs_error']:.1%}, max "
                     f"{summary['max_abs_error']:.1%}; load average {load_before[0]:.1f} -> "
                     f"{load_after[0]:.1f} on {os.cpu_count()} cores; {summary['wall_s']:.0f} s; "

@@ -65,17 +65,23 @@ def prior_shrink(runs: int) -> float:
 
 
 def draw_factor(speeds: Sequence[float], prior: tuple[float, float], runs: int,
-                rng: np.random.Generator) -> float:
+                rng: np.random.Generator, error_log: float = 0.0) -> float:
     """One draw of the host speed factor (relative to the model's ``cpu_scale``) of the
     pooled mean of ``runs`` new runs: from the measured ``speeds`` when there are two or more,
-    else uniform over the ``prior`` range (shrunk for ``runs`` > 1). Takes one number from
-    ``rng`` either way."""
+    else uniform over the ``prior`` range (shrunk for ``runs`` > 1); times the calibration's
+    own error ``exp(U(−error_log, error_log))`` (``HostParams.cpu_scale_error_log``; the same
+    for every run, so not shrunk), when it is not 0. Takes one number from ``rng``, two with
+    an error."""
     if len(speeds) >= 2:
         _, s, n = log_stats(speeds)
         t = float(rng.standard_t(n - 1))
-        return math.exp(s * pooled_scale(n, runs) * t)
-    u = float(rng.uniform(*prior))
-    return u if runs <= 1 else 1 + (u - 1) * prior_shrink(runs)
+        f = math.exp(s * pooled_scale(n, runs) * t)
+    else:
+        u = float(rng.uniform(*prior))
+        f = u if runs <= 1 else 1 + (u - 1) * prior_shrink(runs)
+    if error_log > 0:
+        f *= math.exp(float(rng.uniform(-error_log, error_log)))
+    return f
 
 
 def factor_range(speeds: Sequence[float], prior: tuple[float, float], runs: int

@@ -136,6 +136,11 @@ class HostParams(StrictModel):
     """The host speed factors measured over runs of the calibration setting (the capture's
     first, 1.0; then its replicates'), from which intervals draw the run-to-run noise
     (:mod:`models.host_speed`); empty: a stated prior range (``meta.ranges``)."""
+    cpu_scale_error_log: float = Field(default=0.0, ge=0, le=5)
+    """Half-width, in log space, of the calibration's own error on the host's durations
+    (the profiler-overhead factor measured per rank, :mod:`calibration.profiler_overhead`):
+    every interval draw multiplies its run-to-run speed by ``exp(U(−h, h))``, independent of
+    it, whether that speed comes from replicates or the prior (0: none)."""
     interference: float = Field(default=0.0, ge=0, le=100)
     """Co-run interference: CPU work runs ``1 + interference × o`` times slower with ``o``
     other runnable threads per core beside it (shared caches and memory bandwidth), relative

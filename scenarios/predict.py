@@ -321,7 +321,8 @@ def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1
     rng = spawn_streams(seed, ["intervals"])["intervals"]
     plan = []
     for _ in range(n):
-        factors = {p: draw_factor(model.host.speed_runs, (lo, hi), runs, rng) if p == HOST_SPEED
+        factors = {p: draw_factor(model.host.speed_runs, (lo, hi), runs, rng,
+                                  model.host.cpu_scale_error_log) if p == HOST_SPEED
                    else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
         plan.append((factors, int(rng.integers(0, 2**31 - 1))))
     return plan

@@ -67,6 +67,24 @@ def test_draws_follow_the_stated_distribution():
                                                                1 + 0.06 * math.sqrt(0.75)))
 
 
+def test_the_calibrations_own_error_is_drawn_beside_the_hosts_speed():
+    """``error_log`` h multiplies every draw by exp(U(−h, h)), replicates or not: on replicates
+    that agree exactly (no run-to-run spread) and on a point prior, the draws are exactly that
+    uniform in log space (P10–P90 ±0.8 h); with a spread, the speed's own draw times it."""
+    h = 0.1
+    for speeds, prior in (([1.0, 1.0, 1.0], (0.9, 1.1)), ([], (1.0, 1.0))):
+        rng = np.random.default_rng(1)
+        logs = np.log([draw_factor(speeds, prior, 1, rng, error_log=h) for _ in range(20_000)])
+        assert -h <= logs.min() and logs.max() <= h
+        assert np.percentile(logs, [10, 90]) == pytest.approx([-0.8 * h, 0.8 * h], rel=0.02)
+    # with a spread: the speed's own draw, times the uniform drawn next from the same stream
+    for seed in range(20):
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        alone = draw_factor([1.0, 0.88, 1.08], (1, 1), 2, b)
+        assert draw_factor([1.0, 0.88, 1.08], (1, 1), 2, a, error_log=h) == pytest.approx(
+            alone * math.exp(b.uniform(-h, h)), rel=1e-12)
+
+
 def test_uniform_range_has_the_fits_p10_p90():
     lo, hi = uniform_with_p10_p90(0.1, 0.3)
     u = np.random.default_rng(0).uniform(lo, hi, 100_000)
