@@ -96,10 +96,14 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
             from stepsim.scenarios.gpus import parse_peaks
 
             parse_peaks(peak)
-        d = walk(input if path is None else load_model(path),
-                 roof_why_not="a model has no kernel shapes (give the trace)",
+        from stepsim.scenarios.diagnose import on_gpu
+
+        m = input if path is None else load_model(path)
+        why = ("a model has no kernel shapes (give the trace)" if on_gpu(m) else
+               "the model has no device work (a CPU run): the step is host work")
+        d = walk(m, roof_why_not=why,
                  memory_why_not="a model has no memory events (give the trace)", **kw)
-        return Diagnosed(d)
+        return Diagnosed(d, (f"no roofline plot: {why}",) if plot else ())
     model = fit(path, step_regex=step_regex)
     roof, kernels, why, mem, ratio, source = _trace_evidence(path, step_regex, peak)
     d = walk(model, name=path.name, kernel_ratio=ratio, ratio_source=source, roof=roof,

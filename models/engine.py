@@ -138,7 +138,6 @@ class Waits(list):
 
     def __init__(self, keep: bool):
         super().__init__()
-        self.keep = keep
         if not keep:
             self.append = lambda w: None
 
