@@ -138,6 +138,7 @@ class Waits(list):
 
     def __init__(self, keep: bool):
         super().__init__()
+        self.keep = keep
         if not keep:
             self.append = lambda w: None
 

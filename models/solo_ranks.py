@@ -35,10 +35,14 @@ from stepsim.models.cpu import record_cpu_work
 from stepsim.models.device import TaskPlan, TaskRun
 from stepsim.models.host import HostOpPlan, HostWait
 from stepsim.models.loader import DataLoaderSim
+from stepsim.models.memo_ranks import JobMemo
 from stepsim.models.solo import Unsolvable, _Device, _LaunchQueue
 from stepsim.simcore.record import Recorder, Span
 
 __all__ = ["RankInput", "solve_ranks"]
+
+AT_START = "at start"
+"""What a host yields when it is held at a step's start (:mod:`models.memo_ranks`)."""
 
 
 class _Barrier:
@@ -258,7 +262,8 @@ class _Rank:
 
     def __init__(self, r: RankInput, barrier: _Barrier, uses_core: bool, queue_depth: int,
                  rec: Recorder, runs, waits, n_steps: int, last: int, sync_step,
-                 backlog: dict[str, float], released: set[str]):
+                 backlog: dict[str, float], released: set[str], hold_at: list[int]):
+        self.hold_at, self.replayed, self.drawn, self.memo = hold_at, False, (), None
         self.r, self.uses_core, self.rec, self.waits = r, uses_core, rec, waits
         self.n_steps, self.sync_step = n_steps, sync_step
         self.lane = f"rank{r.rank}.host"
@@ -329,11 +334,19 @@ class _Rank:
             self.starts.append(self.t)
             dev.forget_before(step)
             syncing = sync_step(step)
-            draw = iter([op.samples.sample(r.rng) for op in drawing
-                         if syncing or not op.optimizer])
-            load = iter([loader.main_thread_draw_us(
+            draws = [op.samples.sample(r.rng) for op in drawing if syncing or not op.optimizer]
+            loads = [loader.main_thread_draw_us(
                 None if op.replay_us is None else op.replay_us[step])
-                for op in batches if syncing or not op.optimizer])
+                for op in batches if syncing or not op.optimizer]
+            if self.memo.holds(step) and step == self.hold_at[0]:
+                self.drawn = (tuple(draws), tuple(loads))
+                yield AT_START
+                if self.replayed:   # the job's step was replayed (models.memo_ranks)
+                    for _ in loads:
+                        loader.returned_on_main()
+                    continue
+            rec = self.rec
+            draw, load = iter(draws), iter(loads)
             if r.delay_us > 0:
                 self.t = self.cpu("straggle", r.delay_us, "straggle", step, 0.0)
             for op in ops:
@@ -389,9 +402,14 @@ def solve_ranks(ranks: list[RankInput], uses_core: bool, queue_depth: int, rec: 
         Unsolvable: a wait that never ends (the event simulation names it).
     """
     barrier = _Barrier(len(ranks))
+    hold_at = [1]   # the step at whose start every host is held (models.memo_ranks)
     rs = [_Rank(r, barrier, uses_core, queue_depth, rec, runs, waits, n_steps, last, sync_step,
-                backlog, released) for r in ranks]
+                backlog, released, hold_at) for r in ranks]
+    memo = JobMemo(rs, barrier, last, getattr(waits, "keep", True))
+    for x in rs:
+        x.memo = memo
     live = [(x, x.host()) for x in rs]
+    held: list = []
 
     def wake() -> None:
         while barrier.woken:
@@ -399,24 +417,51 @@ def solve_ranks(ranks: list[RankInput], uses_core: bool, queue_depth: int, rec: 
             for dev in dict.fromkeys(woken):
                 dev.pump()
 
-    while live:
+    def route(sinks) -> None:
+        for x in rs:
+            x.rec, x.dev.out_runs, x.waits = sinks
+            x.dev.out_rec = sinks[0]
+
+    while live or held:
         before = barrier.moves
         still = []
         for x, gen in live:
             try:
-                next(gen)
-                still.append((x, gen))
+                if next(gen) is AT_START:
+                    held.append((x, gen))
+                    barrier.moves += 1
+                else:
+                    still.append((x, gen))
             except StopIteration:
                 pass
             wake()
         live = still
+        if held and not live:   # every host at the start of step hold_at[0]
+            step = hold_at[0]
+            replayed = memo.at_start(step, [x.drawn for x in rs], tuple(
+                sync_step(step + d) for d in (-1, 0, 1)), rec, runs, waits)
+            route(memo.sinks(rec, runs, waits))
+            hold_at[0] += 1
+            live, held = sorted(held, key=lambda xg: xg[0].r.rank), []
+            for x, _ in live:   # resumed with whether the step was replayed
+                x.replayed = replayed
+            continue
         if live and barrier.moves == before:
+            if held:   # a held host's next launch is waited for: all go on, held again later
+                memo.drop()
+                route((rec, runs, waits))
+                hold_at[0] += 1
+                for x, _ in held:
+                    x.replayed = False
+                live, held = live + held, []
+                continue
             # nothing moved: the host whose launch queue frees earliest goes on
-            held = [(max(x.lq.waiting, x.lq.frees[0][0]), i) for i, (x, _) in enumerate(live)
-                    if x.lq.waiting is not None and x.lq.frees]
-            if not held:
+            grants = [(max(x.lq.waiting, x.lq.frees[0][0]), i) for i, (x, _) in enumerate(live)
+                      if x.lq.waiting is not None and x.lq.frees]
+            if not grants:
                 raise Unsolvable("a wait across ranks never ends")
-            live[min(held)[1]][0].lq.grant = True
+            live[min(grants)[1]][0].lq.grant = True
+    memo.settle()
     wake()
     stop = 0.0
     for x in rs:
