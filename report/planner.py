@@ -116,8 +116,6 @@ def _uncertainty_note(p: Prediction) -> None:
         varied = ", ".join(f"{k} x[{lo:g}, {hi:g}]" for k, (lo, hi) in p.uncertain.items())
         c.print(f"interval: {p.draws} Monte Carlo draws over sampled durations"
                 + (f" and {varied}" if varied else " (no inferred or assumed parameters)")
-                + (f"; bottleneck agreed in {p.bottleneck_agreement:.0%} of draws"
-                   if p.bottleneck_agreement is not None else "")
                 + (f"; each draw simulated {p.draw_steps} steps (its own standard error "
                    f"{100 * p.draw_std_error_us / p.mean_step_us:.1f} % of the mean, median "
                    "over the draws)" if p.draw_std_error_us is not None and p.mean_step_us > 0

@@ -32,15 +32,19 @@ def is_deterministic(model: StepModel) -> bool:
             and len(model.meta.measured_step_us) < 2)
 
 
-def bootstrap_measured(model: StepModel, rng: np.random.Generator) -> StepModel:
-    """A copy of ``model`` with its measured samples bootstrapped (see the module docstring)."""
+def bootstrap_measured(model: StepModel, rng: np.random.Generator, window: bool = True
+                       ) -> StepModel:
+    """A copy of ``model`` with its measured samples bootstrapped (see the module docstring);
+    ``window`` False drops the captured window (its per-step values) in the same copy, as
+    :meth:`models.params.StepModel.without_replay` would after: a draw never replays it."""
     def resample(values: list[float]) -> list[float]:
         return [float(v) for v in rng.choice(values, size=len(values), replace=True)]
 
     w = model.replay
     own = [k for k, c in enumerate(w.calibrated) if c] if w is not None else []
     if len(own) >= 2:
-        return _bootstrap_window(model, [int(k) for k in rng.choice(own, size=len(own))], rng)
+        return _bootstrap_window(model, [int(k) for k in rng.choice(own, size=len(own))], rng,
+                                 window)
     if _has_samples(model):
         m = model.model_copy(deep=True)
         if m.loader.produce.samples_us:
@@ -69,29 +73,44 @@ def bootstrap_measured(model: StepModel, rng: np.random.Generator) -> StepModel:
     return m
 
 
-def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generator) -> StepModel:
+def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generator,
+                      window: bool) -> StepModel:
     """``model`` with every host op and device task at its mean over the captured steps
     ``pick`` (indices into the window, repeats allowed), the loader's produce samples
-    resampled; ``next_batch`` ops keep the loader's account."""
-    def mean(values: list[float]) -> float:
-        return float(np.mean([values[k] for k in pick]))
+    resampled; ``next_batch`` ops keep the loader's account. The means are taken together,
+    one row per op or task (as ``np.mean`` of each). ``window`` False: without the captured
+    window."""
+    idx = np.asarray(pick)
 
+    def means(rows: list[list[float]]) -> list[float]:
+        if not rows:
+            return []
+        return np.asarray(rows, dtype=float)[:, idx].mean(axis=1).tolist()
+
+    op_means = iter(means([op.replay_us for op in model.host.ops
+                           if op.replay_us is not None and op.kind != "next_batch"]))
+    tasks = [t for ts in model.device.streams.values() for t in ts]
+    dur_means = iter(means([t.replay_us for t in tasks if t.replay_us is not None]))
+    gap_means = iter(means([t.replay_gap_us for t in tasks if t.replay_gap_us is not None]))
     # new objects only where a value changes (means of valid values: no validation needed)
-    ops = [op.model_copy(update={"dur_us": mean(op.replay_us)})
-           if op.replay_us is not None and op.kind != "next_batch" else op
-           for op in model.host.ops]
+    ops = []
+    for op in model.host.ops:
+        up = {} if window or op.replay_us is None else {"replay_us": None}
+        if op.replay_us is not None and op.kind != "next_batch":
+            up["dur_us"] = next(op_means)
+        ops.append(op.model_copy(update=up) if up else op)
     streams = {}
     for s, ts in model.device.streams.items():
         streams[s] = out = []
         for t in ts:
-            up = {}
+            up = {} if window else {"replay_us": None, "replay_gap_us": None}
             if t.replay_us is not None:
-                d = mean(t.replay_us)
+                d = next(dur_means)
                 if t.breakdown_us and t.dur_us > 0:
                     up["breakdown_us"] = {k: v * d / t.dur_us for k, v in t.breakdown_us.items()}
                 up["dur_us"] = d
             if t.replay_gap_us is not None:
-                up["gap_us"] = mean(t.replay_gap_us)
+                up["gap_us"] = next(gap_means)
             out.append(t.model_copy(update=up) if up else t)
     loader = model.loader
     if loader.produce.samples_us:
@@ -100,4 +119,5 @@ def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generato
             [float(v) for v in rng.choice(s, size=len(s), replace=True)])})
     return model.model_copy(update={
         "host": model.host.model_copy(update={"ops": ops}),
-        "device": model.device.model_copy(update={"streams": streams}), "loader": loader})
+        "device": model.device.model_copy(update={"streams": streams}), "loader": loader,
+        **({} if window else {"replay": None})})

@@ -26,6 +26,9 @@ from typing import Sequence
 import numpy as np
 
 from stepsim.models.params import StepModel
+from stepsim.scenarios.draws import (STEPS, WINDOW, draw_means, perturb, quantiles,
+                                     uncertain_params)
+from stepsim.scenarios.paths import get_value
 from stepsim.scenarios.transforms import Operation
 
 LABELS = {"host.cpu_scale": "host noise", "host.interference": "interference",
@@ -36,8 +39,6 @@ LABELS = {"host.cpu_scale": "host noise", "host.interference": "interference",
 def sources_of(model: StepModel) -> list[str]:
     """The sources a prediction of ``model`` draws: the varied parameter paths (host noise and
     interference first), then ``window`` and ``steps``."""
-    from stepsim.scenarios.predict import STEPS, WINDOW, uncertain_params
-
     varied, _ = uncertain_params(model)
     first = [p for p in LABELS if p in varied]
     return first + sorted(p for p in varied if p not in first) + [WINDOW, STEPS]
@@ -48,10 +49,7 @@ def width_sources(model: StepModel, ops: Sequence[Operation], plan, steps: int, 
                   measured_steps: int | None = None) -> dict[str, float]:
     """Source → P90 − P10 (in % of ``point_us``) of the draws of ``plan`` with that source
     alone (see the module docstring); arguments as for
-    :func:`scenarios.predict.draw_means`."""
-    from stepsim.scenarios.paths import get_value
-    from stepsim.scenarios.predict import draw_means, perturb, quantiles
-
+    :func:`scenarios.draws.draw_means`."""
     out = {}
     for src in sources_of(model):
         if src in plan[0][0] and all(
@@ -59,7 +57,7 @@ def width_sources(model: StepModel, ops: Sequence[Operation], plan, steps: int, 
                 for f, _ in plan):
             out[src] = 0.0     # no draw changes the value (an integer a factor rounds back)
             continue
-        means, _, _ = draw_means(model, ops, plan, steps, warmup, seed, jobs,
+        means, _ = draw_means(model, ops, plan, steps, warmup, seed, jobs,
                                  sources={src}, measured_steps=measured_steps)
         p10, _, p90 = quantiles(means)
         out[src] = 100 * (p90 - p10) / point_us

@@ -217,12 +217,23 @@ def replaced(model: StepModel, path: str, value: Any) -> StepModel:
             new = node.model_copy(update={k: new})
         else:
             new = node[:k] + [new] + node[k + 1:]
+    if not _holds_refs(keys):
+        return new
     try:
         StepModel._check_refs(new)
     except ValueError as e:
         raise ModelError(f"set {path}={value!r}: gives an invalid model: (model): "
                          f"Value error, {e}") from None
     return new
+
+
+def _holds_refs(keys: list[Key]) -> bool:
+    """Whether a value at ``keys`` can take part in the model-wide checks
+    (``StepModel._check_refs`` reads only the device's streams, the host's ops, the ranks and
+    the captured window): a scalar elsewhere (``loader.*``, ``comm.*``, ``device.gap_scale``)
+    cannot break them."""
+    return keys[0] in ("ranks", "replay") or tuple(keys[:2]) in (
+        ("device", "streams"), ("host", "ops"))
 
 
 def _fresh(value: Any) -> Any:

@@ -49,6 +49,10 @@ simulation at the calibrated values), so it can miss, and a response that is con
 uncertain parameters shows as a point near one end. A model with nothing uncertain and
 nothing sampled is not drawn at all: its interval is the point (``draws`` 0).
 
+The draws themselves (their plan, perturbation, bootstrap and simulation) are in
+:mod:`scenarios.draws`; a draw keeps only its step times and names no bottleneck (the
+bottleneck is the point estimate's).
+
 Perturbable values: numbers (integers are rounded and kept ≥ 1 when they were), durations
 (``DurationSpec``: every sample), device tasks (``dur_us`` and ``breakdown_us``), and lists or
 dicts of those. Settings (booleans, strings) and absent values (None) are not quantities and
@@ -58,44 +62,30 @@ are left alone; paths that do not resolve or hold anything else are listed in
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Collection, Sequence
+from typing import Sequence
 
 import numpy as np
-from pydantic import ValidationError
 
-from stepsim.models.host_speed import draw_factor
-from stepsim.models.metrics import Summary, mean_and_bottleneck, summarize
-from stepsim.models.params import DeviceTask, DurationSpec, StepModel
-from stepsim.models.simulate import simulate, task_durations
+from stepsim.models.metrics import Summary, summarize
+from stepsim.models.params import StepModel
+from stepsim.models.simulate import task_durations
 from stepsim.scenarios.bootstrap import bootstrap_measured, is_deterministic
-from stepsim.scenarios.parallel import Progress, run_many
-from stepsim.scenarios.paths import get_value, replaced
-from stepsim.scenarios.stepcount import (DRAW_STEPS, StepCount, mean_std_error_us,
-                                         simulate_counted)
+from stepsim.scenarios.draws import (ABSOLUTE, DEFAULT_RANGES, HOST_SPEED, SETTINGS, SPLITS,
+                                     STEPS, WINDOW, draw_means, draw_plan, perturb, quantiles,
+                                     uncertain_params)
+from stepsim.scenarios.parallel import Progress
+from stepsim.scenarios.stepcount import DRAW_STEPS, StepCount, simulate_counted
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
 from stepsim.simcore.errors import ModelError
-from stepsim.simcore.rng import spawn_streams
 from stepsim.simcore.units import us_to_ms
 
-DEFAULT_RANGES = {"inferred": (0.8, 1.2), "assumed": (0.5, 1.5)}
-"""Factor ranges for parameters without an entry in ``meta.ranges``."""
-SETTINGS = ("loader.num_workers", "loader.prefetch_factor", "loader.batch_size",
-            "loader.batches_per_epoch", "comm.world_size", "comm.grad_accum_steps",
-            "comm.bucket_cap_mb", "comm.first_bucket_cap_mb", "device.launch_queue_depth")
-"""Configuration the user chooses (or the hardware fixes), never varied as an uncertain
-quantity even when a trace could not record it."""
-SPLITS = ("parallel_fraction", "block_fraction")
-"""A host op's split (inferred in closed form from measured wall and CPU times): not varied by
-a factor, which could make its parts exceed the whole; the measured times' variation is in the
-bootstrap."""
-ABSOLUTE = {"host.interference": "host.interference_range"}
-"""Paths drawn as values from a range the model holds (not as factors on the value)."""
+__all__ = ["Prediction", "predict", "simulate_summary", "counted_summary", "device_floor_us",
+           "DEFAULT_DRAWS", "DEFAULT_RANGES", "SETTINGS", "SPLITS", "ABSOLUTE", "HOST_SPEED",
+           "STEPS", "WINDOW", "draw_means", "draw_plan", "perturb", "quantiles",
+           "uncertain_params", "bootstrap_measured"]
+
 DEFAULT_DRAWS = 16
 """Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores)."""
-HOST_SPEED = "host.cpu_scale"
-"""The path of the host's run-to-run speed (drawn by :func:`models.host_speed.draw_factor`)."""
-WINDOW, STEPS = "window", "steps"
-"""Source names of the bootstrap of measured samples and of the step-to-step variation."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +106,6 @@ class Prediction:
         draw_steps: steps each draw simulated (0: no draws).
         draw_std_error_us: the median over the draws of each draw's own standard error of
             its mean step (simulation noise inside the interval; None: no draws).
-        bottleneck_agreement: fraction of draws whose bottleneck is the point's.
         runs / measured_steps: what the interval is of: the pooled mean of ``runs`` runs
             over ``measured_steps`` steps in all (None: a run as long as the draws').
         width_sources: P90 − P10 in % of the point with one source of uncertainty drawn at
@@ -144,7 +133,6 @@ class Prediction:
     count: StepCount | None = None
     draw_steps: int = 0
     draw_std_error_us: float | None = None
-    bottleneck_agreement: float | None = None
     uncertain: dict[str, tuple[float, float]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     device_floor_us: float = 0.0
@@ -186,7 +174,6 @@ class Prediction:
         return {"what": self.what, **ms, "bottleneck": self.bottleneck,
                 "bottleneck_label": self.bottleneck_label,
                 "shares": dict(self.summary.shares), "draws": self.draws,
-                "bottleneck_agreement": self.bottleneck_agreement,
                 "uncertain": {k: list(v) for k, v in self.uncertain.items()},
                 "skipped": dict(self.skipped), "steps": self.steps, "warmup": self.warmup,
                 "seed": self.seed, "device_floor_ms": us_to_ms(self.device_floor_us),
@@ -231,147 +218,6 @@ def device_floor_us(model: StepModel) -> float:
             work[lane] = work.get(lane, 0.0) + (us / accum if once else us)
         floor = max(floor, *work.values(), 0.0)
     return floor
-
-
-# ---------------------------------------------------------------- uncertainty ------------
-def _perturbed(value: Any, f: float) -> Any:
-    """``value`` times ``f`` (see the module docstring); raises TypeError when it cannot be."""
-    if isinstance(value, bool) or value is None:
-        raise TypeError(type(value).__name__)
-    if isinstance(value, int):
-        return max(1 if value >= 1 else 0, int(round(value * f)))
-    if isinstance(value, float):
-        return value * f
-    if isinstance(value, DurationSpec):
-        return value.scaled(f)
-    if isinstance(value, DeviceTask):
-        return value.model_copy(update={
-            "dur_us": value.dur_us * f,
-            "breakdown_us": {k: v * f for k, v in value.breakdown_us.items()}})
-    if isinstance(value, list):
-        return [_perturbed(v, f) for v in value]
-    if isinstance(value, dict):
-        return {k: _perturbed(v, f) for k, v in value.items()}
-    raise TypeError(type(value).__name__)
-
-
-def uncertain_params(model: StepModel) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
-    """``(varied, skipped)``: path → factor range for every inferred/assumed quantity (not
-    the ``SETTINGS``) and every ``meta.ranges`` entry that can be varied; path → reason for
-    the rest."""
-    wanted = {p: DEFAULT_RANGES[s] for p, s in sorted(model.meta.sources.items())
-              if s in DEFAULT_RANGES and p not in SETTINGS and p not in ABSOLUTE
-              and not p.endswith(SPLITS)}
-    wanted.update(model.meta.ranges)
-    varied, skipped = {}, {}
-    for path, rng in wanted.items():
-        try:
-            value = get_value(model, path)
-            if value is None or isinstance(value, (bool, str)):
-                continue        # a setting, not a quantity (or absent): nothing to vary
-            _perturbed(value, 1.0)
-        except ModelError as e:
-            skipped[path] = str(e)
-        except TypeError as e:
-            skipped[path] = f"a {e} value cannot be varied"
-        else:
-            if _is_zero(value):
-                skipped[path] = ("0: a factor range varies nothing (give it an absolute "
-                                 "value to vary, or measure it)")
-            elif rng[0] != rng[1] or rng[0] != 1.0:
-                varied[path] = (float(rng[0]), float(rng[1]))
-    for path, holder in ABSOLUTE.items():
-        rng = get_value(model, holder)
-        if rng is not None and rng[0] != rng[1]:
-            varied[path] = (float(rng[0]), float(rng[1]))
-    return varied, skipped
-
-
-def _is_zero(value: Any) -> bool:
-    if isinstance(value, DurationSpec):
-        return value.mean_us == 0
-    return isinstance(value, (int, float)) and value == 0
-
-
-def perturb(model: StepModel, factors: dict[str, float]) -> StepModel:
-    """A copy of ``model`` with the value at each path multiplied by its factor (pure); a
-    path of ``ABSOLUTE`` is set to the value given.
-
-    Raises:
-        ModelError: a path that does not resolve or whose value cannot be varied.
-    """
-    for path, f in factors.items():
-        if path in ABSOLUTE:
-            model = replaced(model, path, f)
-            continue
-        try:
-            new = _perturbed(get_value(model, path), f)
-        except TypeError as e:
-            raise ModelError(f"{path}: a {e} value cannot be varied") from None
-        model = replaced(model, path, new)
-    return model
-
-
-def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1
-              ) -> list[tuple[dict[str, float], int]]:
-    """The ``n`` Monte Carlo draws for ``model``: (path → factor, simulation seed) each; the
-    simulation seed also seeds the draw's bootstrap. ``host.cpu_scale`` is the pooled speed of
-    ``runs`` runs. Depends only on ``seed``, ``runs`` and the model's uncertain paths."""
-    varied, _ = uncertain_params(model)
-    rng = spawn_streams(seed, ["intervals"])["intervals"]
-    plan = []
-    for _ in range(n):
-        factors = {p: draw_factor(model.host.speed_runs, (lo, hi), runs, rng,
-                                  model.host.cpu_scale_error_log) if p == HOST_SPEED
-                   else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
-        plan.append((factors, int(rng.integers(0, 2**31 - 1))))
-    return plan
-
-
-def _draw(item) -> tuple[float, str, float]:
-    model, ops, factors, steps, warmup, seed, boot_seed = item
-    try:
-        boot = perturb(model, factors)
-        if boot_seed is not None:
-            boot = bootstrap_measured(boot, np.random.default_rng(boot_seed))
-    except ValidationError as e:   # a duration drawn past the most a model holds
-        err = e.errors()[0]
-        raise ModelError(f"an interval draw leaves an invalid model ({err['msg']}, "
-                         f"{err['input']!r}): the model's values are too near their bounds "
-                         "to vary (use --draws 0)") from None
-    res = simulate(apply_ops(boot, ops), steps=steps, warmup=warmup, seed=seed)
-    mean_us, bottleneck = mean_and_bottleneck(res)
-    return mean_us, bottleneck, mean_std_error_us(res.job_step_us)
-
-
-def draw_means(model: StepModel, ops: Sequence[Operation], plan, steps: int, warmup: int,
-               seed: int, jobs: int = 1, progress: Progress | None = None,
-               sources: Collection[str] | None = None, measured_steps: int | None = None
-               ) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """Simulate the draws of ``plan`` (:func:`draw_plan`): each draw's mean step (µs, with the
-    measured window's error when ``measured_steps`` is given), bottleneck and own standard
-    error. ``sources`` None: every source; else only those (see the module docstring; the
-    others at the point's values, ``seed`` the point's simulation seed)."""
-    def on(name: str) -> bool:
-        return sources is None or name in sources
-
-    items = [(model, tuple(ops), {p: f for p, f in factors.items() if on(p)}, steps, warmup,
-              sd if on(STEPS) else seed, sd if on(WINDOW) else None) for factors, sd in plan]
-    results = run_many(_draw, items, jobs=jobs, progress=progress)
-    means = np.array([m for m, _, _ in results], dtype=float)
-    errors = np.array([e for _, _, e in results], dtype=float)
-    if measured_steps and on(STEPS) and measured_steps < steps:
-        z = np.array([np.random.default_rng([sd, 1]).standard_normal() for _, sd in plan])
-        means = means + z * errors * np.sqrt(steps / measured_steps - 1)
-    return means, [b for _, b, _ in results], errors
-
-
-def quantiles(means: np.ndarray) -> tuple[float, float, float]:
-    """P10, P50, P90 of the draws' means at rank p (n + 1): [P10, P90] then holds a new draw
-    with probability 0.8 whatever n is (the default interpolation between ranks would give
-    about 0.7 at n = 16)."""
-    p10, p50, p90 = (float(v) for v in np.percentile(means, [10, 50, 90], method="weibull"))
-    return p10, p50, p90
 
 
 # ---------------------------------------------------------------- predict ----------------
@@ -419,12 +265,11 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
                        p90_step_us=s.mean_step_us)
     each = count.steps if steps is not None else min(count.steps, DRAW_STEPS)
     plan = draw_plan(model, n, seed, runs)
-    means, necks, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
+    means, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
                                       measured_steps=measured_steps)
     p10, p50, p90 = quantiles(means)
     out = replace(point, p10_step_us=p10, p50_step_us=p50, p90_step_us=p90, draws=n,
-                  draw_steps=each, draw_std_error_us=float(np.median(errors)),
-                  bottleneck_agreement=sum(b == s.bottleneck for b in necks) / n)
+                  draw_steps=each, draw_std_error_us=float(np.median(errors)))
     if decompose:
         from stepsim.scenarios.interval_sources import width_sources
 

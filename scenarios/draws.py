@@ -1,0 +1,209 @@
+"""The Monte Carlo draws of a prediction interval: what is uncertain in a model, the plan of
+draws over it, and each draw's simulated mean step (:mod:`scenarios.predict` says what the
+interval covers).
+
+A draw needs only its mean step and that mean's own standard error, so it is simulated
+keeping step times alone (``keep="steps"``: no spans, no critical path) and names no
+bottleneck; the point estimate is the one summarised in full. Draws travel to the executor in
+a few chunks (:func:`draw_means`), each carrying the model once rather than once per draw;
+each draw has its own seeds, so the means do not depend on the chunking, ``jobs`` or the
+executor.
+"""
+from __future__ import annotations
+
+from typing import Any, Collection, Sequence
+
+import numpy as np
+from pydantic import ValidationError
+
+from stepsim.models.host_speed import draw_factor
+from stepsim.models.params import DeviceTask, DurationSpec, StepModel
+from stepsim.models.simulate import simulate
+from stepsim.scenarios.bootstrap import bootstrap_measured
+from stepsim.scenarios.parallel import Progress, run_many
+from stepsim.scenarios.paths import get_value, replaced
+from stepsim.scenarios.stepcount import mean_std_error_us
+from stepsim.scenarios.transforms import Operation, apply_ops
+from stepsim.simcore.errors import ModelError
+from stepsim.simcore.rng import spawn_streams
+
+DEFAULT_RANGES = {"inferred": (0.8, 1.2), "assumed": (0.5, 1.5)}
+"""Factor ranges for parameters without an entry in ``meta.ranges``."""
+SETTINGS = ("loader.num_workers", "loader.prefetch_factor", "loader.batch_size",
+            "loader.batches_per_epoch", "comm.world_size", "comm.grad_accum_steps",
+            "comm.bucket_cap_mb", "comm.first_bucket_cap_mb", "device.launch_queue_depth")
+"""Configuration the user chooses (or the hardware fixes), never varied as an uncertain
+quantity even when a trace could not record it."""
+SPLITS = ("parallel_fraction", "block_fraction")
+"""A host op's split (inferred in closed form from measured wall and CPU times): not varied by
+a factor, which could make its parts exceed the whole; the measured times' variation is in the
+bootstrap."""
+ABSOLUTE = {"host.interference": "host.interference_range"}
+"""Paths drawn as values from a range the model holds (not as factors on the value)."""
+HOST_SPEED = "host.cpu_scale"
+"""The path of the host's run-to-run speed (drawn by :func:`models.host_speed.draw_factor`)."""
+WINDOW, STEPS = "window", "steps"
+"""Source names of the bootstrap of measured samples and of the step-to-step variation."""
+CHUNKS_PER_JOB = 4
+"""Chunks of draws per process (a few, so the processes finish together and progress moves)."""
+
+
+def _perturbed(value: Any, f: float) -> Any:
+    """``value`` times ``f`` (see :mod:`scenarios.predict`); raises TypeError when it cannot
+    be."""
+    if isinstance(value, bool) or value is None:
+        raise TypeError(type(value).__name__)
+    if isinstance(value, int):
+        return max(1 if value >= 1 else 0, int(round(value * f)))
+    if isinstance(value, float):
+        return value * f
+    if isinstance(value, DurationSpec):
+        return value.scaled(f)
+    if isinstance(value, DeviceTask):
+        return value.model_copy(update={
+            "dur_us": value.dur_us * f,
+            "breakdown_us": {k: v * f for k, v in value.breakdown_us.items()}})
+    if isinstance(value, list):
+        return [_perturbed(v, f) for v in value]
+    if isinstance(value, dict):
+        return {k: _perturbed(v, f) for k, v in value.items()}
+    raise TypeError(type(value).__name__)
+
+
+def uncertain_params(model: StepModel) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
+    """``(varied, skipped)``: path → factor range for every inferred/assumed quantity (not
+    the ``SETTINGS``) and every ``meta.ranges`` entry that can be varied; path → reason for
+    the rest."""
+    wanted = {p: DEFAULT_RANGES[s] for p, s in sorted(model.meta.sources.items())
+              if s in DEFAULT_RANGES and p not in SETTINGS and p not in ABSOLUTE
+              and not p.endswith(SPLITS)}
+    wanted.update(model.meta.ranges)
+    varied, skipped = {}, {}
+    for path, rng in wanted.items():
+        try:
+            value = get_value(model, path)
+            if value is None or isinstance(value, (bool, str)):
+                continue        # a setting, not a quantity (or absent): nothing to vary
+            _perturbed(value, 1.0)
+        except ModelError as e:
+            skipped[path] = str(e)
+        except TypeError as e:
+            skipped[path] = f"a {e} value cannot be varied"
+        else:
+            if _is_zero(value):
+                skipped[path] = ("0: a factor range varies nothing (give it an absolute "
+                                 "value to vary, or measure it)")
+            elif rng[0] != rng[1] or rng[0] != 1.0:
+                varied[path] = (float(rng[0]), float(rng[1]))
+    for path, holder in ABSOLUTE.items():
+        rng = get_value(model, holder)
+        if rng is not None and rng[0] != rng[1]:
+            varied[path] = (float(rng[0]), float(rng[1]))
+    return varied, skipped
+
+
+def _is_zero(value: Any) -> bool:
+    if isinstance(value, DurationSpec):
+        return value.mean_us == 0
+    return isinstance(value, (int, float)) and value == 0
+
+
+def perturb(model: StepModel, factors: dict[str, float]) -> StepModel:
+    """A copy of ``model`` with the value at each path multiplied by its factor (pure); a
+    path of ``ABSOLUTE`` is set to the value given.
+
+    Raises:
+        ModelError: a path that does not resolve or whose value cannot be varied.
+    """
+    for path, f in factors.items():
+        if path in ABSOLUTE:
+            model = replaced(model, path, f)
+            continue
+        try:
+            new = _perturbed(get_value(model, path), f)
+        except TypeError as e:
+            raise ModelError(f"{path}: a {e} value cannot be varied") from None
+        model = replaced(model, path, new)
+    return model
+
+
+def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1
+              ) -> list[tuple[dict[str, float], int]]:
+    """The ``n`` Monte Carlo draws for ``model``: (path → factor, simulation seed) each; the
+    simulation seed also seeds the draw's bootstrap. ``host.cpu_scale`` is the pooled speed of
+    ``runs`` runs. Depends only on ``seed``, ``runs`` and the model's uncertain paths."""
+    varied, _ = uncertain_params(model)
+    rng = spawn_streams(seed, ["intervals"])["intervals"]
+    plan = []
+    for _ in range(n):
+        factors = {p: draw_factor(model.host.speed_runs, (lo, hi), runs, rng,
+                                  model.host.cpu_scale_error_log) if p == HOST_SPEED
+                   else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
+        plan.append((factors, int(rng.integers(0, 2**31 - 1))))
+    return plan
+
+
+def _draw_chunk(item) -> list[tuple[float, float]]:
+    """``(mean step µs, its standard error µs)`` of each draw of a chunk (step times only)."""
+    model, ops, draws, steps, warmup = item
+    out = []
+    for factors, seed, boot_seed in draws:
+        try:
+            boot = perturb(model, factors)
+            if boot_seed is not None:
+                boot = bootstrap_measured(boot, np.random.default_rng(boot_seed), window=False)
+        except ValidationError as e:   # a duration drawn past the most a model holds
+            err = e.errors()[0]
+            raise ModelError(f"an interval draw leaves an invalid model ({err['msg']}, "
+                             f"{err['input']!r}): the model's values are too near their bounds "
+                             "to vary (use --draws 0)") from None
+        job = simulate(apply_ops(boot, ops), steps=steps, warmup=warmup, seed=seed,
+                       keep="steps").job_step_us
+        out.append((float(job.mean()), mean_std_error_us(job)))
+    return out
+
+
+def _chunks(items: list, jobs: int) -> list[list]:
+    """``items`` in order, cut into one chunk (``jobs`` ≤ 1) or about ``CHUNKS_PER_JOB`` per
+    process, of sizes that differ by at most one."""
+    k = 1 if jobs <= 1 else min(len(items), jobs * CHUNKS_PER_JOB)
+    cuts = np.linspace(0, len(items), k + 1).round().astype(int)
+    return [items[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
+
+
+def draw_means(model: StepModel, ops: Sequence[Operation], plan, steps: int, warmup: int,
+               seed: int, jobs: int = 1, progress: Progress | None = None,
+               sources: Collection[str] | None = None, measured_steps: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Simulate the draws of ``plan`` (:func:`draw_plan`): each draw's mean step (µs, with the
+    measured window's error when ``measured_steps`` is given) and own standard error.
+    ``sources`` None: every source; else only those (see :mod:`scenarios.predict`; the others
+    at the point's values, ``seed`` the point's simulation seed). ``progress`` is called with
+    the draws done (chunk by chunk)."""
+    def on(name: str) -> bool:
+        return sources is None or name in sources
+
+    draws = [({p: f for p, f in factors.items() if on(p)}, sd if on(STEPS) else seed,
+              sd if on(WINDOW) else None) for factors, sd in plan]
+    chunks = _chunks(draws, jobs)
+    done = np.cumsum([len(c) for c in chunks])
+    hook = None if progress is None else (
+        lambda k, total: progress(int(done[-1]) if k == total else int(done[k - 1]),
+                                  int(done[-1])))
+    results = [r for part in run_many(_draw_chunk, [(model, tuple(ops), c, steps, warmup)
+                                                    for c in chunks], jobs=jobs, progress=hook)
+               for r in part]
+    means = np.array([m for m, _ in results], dtype=float)
+    errors = np.array([e for _, e in results], dtype=float)
+    if measured_steps and on(STEPS) and measured_steps < steps:
+        z = np.array([np.random.default_rng([sd, 1]).standard_normal() for _, sd in plan])
+        means = means + z * errors * np.sqrt(steps / measured_steps - 1)
+    return means, errors
+
+
+def quantiles(means: np.ndarray) -> tuple[float, float, float]:
+    """P10, P50, P90 of the draws' means at rank p (n + 1): [P10, P90] then holds a new draw
+    with probability 0.8 whatever n is (the default interpolation between ranks would give
+    about 0.7 at n = 16)."""
+    p10, p50, p90 = (float(v) for v in np.percentile(means, [10, 50, 90], method="weibull"))
+    return p10, p50, p90
