@@ -36,8 +36,8 @@ from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
 
 __all__ = [
-    "BOTTLENECK_LABELS", "Summary", "CollectiveStat", "CollectiveSplit", "summarize", "label",
-    "amdahl_ceiling", "split_collective", "exposed_us", "union_length", "merge",
+    "BOTTLENECK_LABELS", "BRIEF_FIELDS", "Summary", "brief_summary", "CollectiveStat",
+    "CollectiveSplit", "summarize", "label", "amdahl_ceiling", "split_collective", "exposed_us", "union_length", "merge",
     "subtract_length", "gap_attribution", "Hole", "name_bottleneck", "device_paced",
     "INPUT_WAIT_SHARE", "POOL_SATURATED", "CORE_WAIT_SHARE", "WORKERS_STARVED",
 ]
@@ -91,6 +91,8 @@ class Summary:
         rank_comm: per rank (every rank, not only ``rank``), its barriers' and its other
             collectives' time split into arrival skew and transfer (:mod:`models.skew`;
             empty for one rank).
+        brief: True when only :data:`BRIEF_FIELDS` were computed (:func:`brief_summary`);
+            the other fields are then empty, not measured as zero.
     """
 
     mean_step_us: float
@@ -128,6 +130,7 @@ class Summary:
     cpu_pool_busy: float = 0.0
     device_busy_us: float = 0.0
     rank_comm: list[RankComm] = field(default_factory=list)
+    brief: bool = False
 
 
 def _queue_stats(result: SimResult, rank: int, w0: float, w1: float) -> tuple[float, float, float]:
@@ -236,23 +239,46 @@ def _rank(result: SimResult, rank: int | None) -> int:
     return rank
 
 
+BRIEF_FIELDS = ("mean_step_us", "median_step_us", "p10_step_us", "p90_step_us",
+                "host_split_us", "bottleneck", "bottleneck_label", "shares", "rank",
+                "rank_step_us", "scarce_lane", "critical_path_us", "gap_us", "queue_cap",
+                "loader_cores_busy", "ceilings", "holes", "cpu_pool_busy", "rank_comm", "brief")
+"""The :class:`Summary` fields :func:`brief_summary` fills (as :func:`summarize` does)."""
+
+
 @gc_paused
-def mean_and_bottleneck(result: SimResult, rank: int | None = None) -> tuple[float, str]:
-    """``(mean_step_us, bottleneck)`` of :func:`summarize`, computing only what they need (a
-    Monte Carlo draw's outcome).
+def brief_summary(result: SimResult, rank: int | None = None) -> Summary:
+    """The :class:`Summary` of ``result`` with only :data:`BRIEF_FIELDS`: the step times, the
+    bottleneck and the critical path it is named from, the host thread's split; the lanes,
+    device categories, communication and queue (one more pass over every span and task run)
+    are left at their empty defaults and ``brief`` is True. What a sweep point reports.
 
     Raises:
         ModelError: ``rank`` was not simulated.
     """
     rank = _rank(result, rank)
     w0, w1 = result.rank_window_us(rank)
+    steps = result.step_us.shape[1]
+    per, width, job = 1.0 / steps, max(w1 - w0, _EPS), result.job_step_us
     windows = {r: result.rank_window_us(r) for r in result.ranks}
     _, _, host_split, _, _, loader_core_us, worker_busy, worker_starved = _span_pass(
         result, rank, windows, lanes_busy=False)
-    bl = Blame(result, rank)
-    key = _named(result, rank, bl, w0, w1, None, host_split, loader_core_us, worker_busy,
-                 worker_starved)[0]
-    return float(result.job_step_us.mean()), key
+    key, shares, crit, scarce, cp_gap, last_holes, pool_busy = _named(
+        result, rank, Blame(result, rank), w0, w1, None, host_split, loader_core_us,
+        worker_busy, worker_starved)
+    stats = result.loader_stats[result.ranks.index(rank)] if result.loader_stats else None
+    return Summary(
+        mean_step_us=float(job.mean()), median_step_us=float(np.median(job)),
+        p10_step_us=float(np.percentile(job, 10)), p90_step_us=float(np.percentile(job, 90)),
+        lane_busy={}, host_split_us={k: v * per for k, v in sorted(host_split.items())},
+        device_category_us={}, exposed_comm_us=0.0, arrival_skew_us=0.0, bottleneck=key,
+        bottleneck_label=label(key), shares=shares, rank=rank,
+        rank_step_us={r: float(result.step_us[i].mean()) for i, r in enumerate(result.ranks)},
+        scarce_lane=scarce, critical_path_us=crit,
+        gap_us={k: v * per for k, v in sorted(cp_gap.items())},
+        queue_cap=stats.cap if stats else 0, loader_cores_busy=loader_core_us / width,
+        ceilings={k: amdahl_ceiling(min(v, 1.0)) for k, v in shares.items()}, holes=last_holes,
+        cpu_pool_busy=pool_busy, rank_comm=rank_comm(result), brief=True)
 
 
 @gc_paused

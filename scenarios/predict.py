@@ -66,7 +66,7 @@ from typing import Sequence
 
 import numpy as np
 
-from stepsim.models.metrics import Summary, summarize
+from stepsim.models.metrics import Summary, brief_summary, summarize
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import task_durations
 from stepsim.scenarios.bootstrap import bootstrap_measured, is_deterministic
@@ -193,11 +193,12 @@ def simulate_summary(model: StepModel, steps: int | None, warmup: int, seed: int
     return counted_summary(model, steps, warmup, seed)[0]
 
 
-def counted_summary(model: StepModel, steps: int | None, warmup: int, seed: int
-                    ) -> tuple[Summary, StepCount]:
-    """:func:`simulate_summary` with the step count and its standard error."""
+def counted_summary(model: StepModel, steps: int | None, warmup: int, seed: int,
+                    brief: bool = False) -> tuple[Summary, StepCount]:
+    """:func:`simulate_summary` with the step count and its standard error; ``brief``: only
+    :func:`models.metrics.brief_summary`'s fields."""
     res, count = simulate_counted(model, steps, warmup, seed)
-    return summarize(res), count
+    return (brief_summary(res) if brief else summarize(res)), count
 
 
 def device_floor_us(model: StepModel) -> float:
@@ -225,7 +226,8 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
             warmup: int = 20,
             seed: int = 0, intervals: bool | int = False, jobs: int = 1,
             progress: Progress | None = None, runs: int = 1,
-            measured_steps: int | None = None, decompose: bool = False) -> Prediction:
+            measured_steps: int | None = None, decompose: bool = False,
+            brief: bool = False) -> Prediction:
     """Predict the step of ``model`` after ``ops``.
 
     Args:
@@ -241,13 +243,15 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
             ``measured_steps`` steps in all (a validation's re-measured runs); None: of one
             run as long as the draws.
         decompose: also draw each source alone (``Prediction.width_sources``).
+        brief: the point's summary with only the step times, the bottleneck and its
+            critical path (:func:`models.metrics.brief_summary`: what a sweep point reports).
 
     Raises:
         ModelError: an op that does not apply, a model that cannot be simulated, or ops that
             leave a step of zero length.
     """
     final = apply_ops(model, ops)
-    s, count = counted_summary(final, steps, warmup, seed)
+    s, count = counted_summary(final, steps, warmup, seed, brief)
     if not s.mean_step_us > 0:
         raise ModelError(f"{describe_ops(ops)}: the step takes no time at all (every duration "
                          "scaled to 0 or removed?): nothing left to predict")

@@ -1,9 +1,11 @@
 """Sweeps: one or more parameters over lists of values (a grid), each point a prediction, run
 in parallel across processes, with the knee of the curve.
 
-Each point is exactly ``predict(model, base + [set path=value, ...], same steps and seed)``,
-so a sweep equals the individual runs. Points are in grid order: the last parameter varies
-fastest.
+Each point is exactly ``predict(model, base + [set path=value, ...], same steps and seed,
+brief=True)``, so a sweep equals the individual runs; a point's summary holds what a sweep
+reports (step times, bottleneck, critical path: :func:`models.metrics.brief_summary`), not
+its lanes or device categories (simulate the point for those). Points are in grid order: the
+last parameter varies fastest.
 
 **Knee.** Along each parameter (the others held at the best point's values), the knee is the
 first value, in the order given, whose mean step is within ``knee_tol`` of the best along that
@@ -103,7 +105,8 @@ def parse_axis(text: str) -> tuple[str, list]:
 
 def _point(item) -> Prediction:
     model, ops, steps, warmup, seed, intervals = item
-    return predict(model, ops, steps=steps, warmup=warmup, seed=seed, intervals=intervals)
+    return predict(model, ops, steps=steps, warmup=warmup, seed=seed, intervals=intervals,
+                   brief=True)
 
 
 def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Operation] = (),

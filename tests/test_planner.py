@@ -155,7 +155,10 @@ def test_sweep_equals_the_individual_runs():
         not in [pt.values for pt in r.points] and "1 grid point(s) left out" in r.notes[0]
     for pt in r.points:
         ops = base + [SetOp(path=k, value=v) for k, v in pt.values.items()]
-        assert pt.prediction == predict(m, ops, intervals=3, **SIM)
+        assert pt.prediction == predict(m, ops, intervals=3, brief=True, **SIM)
+        full = predict(m, ops, intervals=3, **SIM)
+        assert (pt.prediction.mean_step_us, pt.prediction.bottleneck, pt.prediction.p90_step_us) \
+            == (full.mean_step_us, full.bottleneck, full.p90_step_us)
 
 
 def test_sweep_knee_workers():
