@@ -14,6 +14,20 @@ Two factors change how long a unit of CPU work takes (both 1 / 0 by default):
   not, divided by ``cores``), work runs ``(1 + interference × o) / (1 + interference × ref)``
   times slower, ``ref`` being the load its duration was captured under, so a duration
   replayed at its own capture's load is unchanged. The factor is taken per quantum.
+
+Intra-op parallel work (:meth:`CpuPool.parallel_work`, torch's OpenMP team of ``T`` threads)
+advances only while every thread of the team holds a core: a parallel region ends with its
+slowest thread, and torch's ops are many short regions (far shorter than a time slice), so
+a team thread that lost its core to a DataLoader worker stalls every region until it is
+scheduled again, while the others spin at the barrier (libgomp's default wait policy spins
+before it sleeps, so a waiting thread keeps its core and stays runnable). Linux time-slices
+each core's run queue on its own, so with ``R`` runnable threads on ``c < R`` cores each
+thread holds a core a share ``s = c / R`` of the time, independently of the others: the team
+advances at ``s^T`` of full speed, not ``s``. Each quantum a team thread holds a core
+advances its work by ``s^(T-1)`` of the quantum (the chance that the rest of the team holds
+cores too); the rest of the quantum it spins, which is core time the workers do not get
+(it is in the process's CPU time, as the capture measures it). Without contention
+(``R ≤ c``) nothing changes.
 """
 from __future__ import annotations
 
@@ -59,10 +73,20 @@ class CpuPool:
         others = max(self.active - 1, 0) / self.cores
         return self.scale * (1 + self.interference * others) / (1 + self.interference * ref)
 
-    def work(self, work_us: float, ref: float = 0.0):
-        """Process generator: run ``work_us`` µs of single-threaded CPU work (as captured at
-        ``ref`` other runnable threads per core) to completion; returns the core time it
-        took (µs)."""
+    def coupling(self, team: int) -> float:
+        """Share of a held quantum in which a thread of a ``team``-thread parallel region
+        advances: ``min(1, cores / runnable)^(team − 1)``, the chance that the other team
+        threads hold cores too (each core time-slices its own run queue)."""
+        if team <= 1 or self.active <= self.cores:
+            return 1.0
+        return (self.cores / self.active) ** (team - 1)
+
+    def work(self, work_us: float, ref: float = 0.0, team: int = 1):
+        """Process generator: run ``work_us`` µs of one thread's CPU work (as captured at
+        ``ref`` other runnable threads per core) to completion; ``team``: the threads of the
+        parallel region it is part of (1: none), whose stalls it spins through (see the
+        module docstring); returns the core time in which its work advanced (µs): a team
+        thread's spinning is left out, so the caller shows it as waiting for cores."""
         if work_us <= 0:
             return 0.0
         self.active += 1
@@ -78,8 +102,12 @@ class CpuPool:
                 if self.contended:
                     with self.resource.request() as req:
                         yield req
+                        # a quantum of core time, of which the share ``coupling`` advances
+                        # the work (the rest spins): the fair scheduler shares core time
+                        k = self.coupling(team)
+                        chunk = min(chunk, quantum * k)
                         dt = chunk * self.slowdown(ref)
-                        yield self.env.timeout(dt)
+                        yield self.env.timeout(dt / k)
                 else:
                     dt = chunk * self.slowdown(ref)
                     yield self.env.timeout(dt)
@@ -120,11 +148,13 @@ class CpuPool:
             self.active -= 1
 
     def parallel_work(self, work_us: float, threads: int, ref: float = 0.0):
-        """Process generator: ``work_us`` µs of CPU work split evenly over ``threads`` threads;
-        returns one thread's core time (µs, the mean)."""
+        """Process generator: ``work_us`` µs of CPU work split evenly over ``threads`` threads
+        of one team (its regions advance only while every thread holds a core); returns one
+        thread's core time in which the work advanced (µs, the mean; spinning left out)."""
         if threads <= 1:
             return (yield from self.work(work_us, ref))
-        procs = [self.env.process(self.work(work_us / threads, ref)) for _ in range(threads)]
+        procs = [self.env.process(self.work(work_us / threads, ref, threads))
+                 for _ in range(threads)]
         done = yield simpy.AllOf(self.env, procs)
         return sum(done.values()) / threads
 

@@ -10,10 +10,12 @@ from stepsim.scenarios.transforms import FixOp, Operation, SetOp, apply_with_not
 from stepsim.simcore.errors import ModelError
 
 OVERSUBSCRIBED_THREADS_NOTE = (
-    "measured on this project's 2-core machine: a training step on 2 intra-op threads beside one "
-    "busy process took 196–210 ms against 108–113 ms on 1 thread, its CPU time rising from "
-    "131–152 to 246–250 ms (threads spinning at the parallel regions' barriers)")
-"""The measurement behind the oversubscribed intra-op threads caveat (two quiet runs)."""
+    "measured on this project's 2-core machine (quiet runs, the demo's CNN at torch's default 2 "
+    "threads, calibrated at num_workers=0): the step rose from 128 ms alone to 124–149 ms beside "
+    "2 workers, its process CPU from 67 to 129–148 ms (the threads spinning at the regions' "
+    "barriers), where one thread took 66–93 ms; the model came within -12 to +6 % of 1, 2 "
+    "and 4 workers, from -8 to -42 % without the stalls")
+"""The measurement behind the oversubscribed intra-op threads caveat."""
 
 _COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
 
@@ -74,8 +76,10 @@ def _oversubscribed_threads(after: StepModel) -> list[str]:
     """A model (after the what-if's ops) whose training step's intra-op threads
     (``threads`` > 1) run beside more runnable worker threads than the cores hold: torch's
     OpenMP threads wait for each other at every parallel region, spinning while a thread has no
-    core. The model shares the cores fairly and does not simulate that spinning, so the
-    prediction is optimistic."""
+    core. The model simulates that stall as each core time-slicing its own run queue
+    (:mod:`models.cpu`: the team advances at ``(cores / runnable)^threads``), not the
+    scheduler's placement of the threads, so the prediction is less certain than its interval
+    says; one intra-op thread avoids the stall."""
     threads = max((op.threads for op in after.host.ops if op.kind == "cpu"), default=1)
     lp = after.loader
     runnable = lp.num_workers * lp.threads_per_worker + threads
@@ -83,7 +87,8 @@ def _oversubscribed_threads(after: StepModel) -> list[str]:
         return []
     return [f"the training step runs on {threads} intra-op threads beside {lp.num_workers} "
             f"worker(s) on {lp.host_cores} cores: oversubscribed intra-op threads spin while "
-            "they wait for each other, which the model does not simulate, so this prediction "
-            f"can be far too fast ({OVERSUBSCRIBED_THREADS_NOTE}); set torch.set_num_threads("
-            f"{max(lp.host_cores - lp.num_workers, 1)}) (or OMP_NUM_THREADS) in the training "
-            "script, or capture at the target setting"]
+            "they wait for each other at every parallel region; the model simulates the stall "
+            "with each core time-slicing on its own, not where the scheduler puts the threads, "
+            f"so this prediction is less certain than its interval ({OVERSUBSCRIBED_THREADS_NOTE}"
+            f"); set torch.set_num_threads({max(lp.host_cores - lp.num_workers, 1)}) (or "
+            "OMP_NUM_THREADS) in the training script, or capture at the target setting"]
