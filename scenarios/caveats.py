@@ -13,8 +13,8 @@ OVERSUBSCRIBED_THREADS_NOTE = (
     "measured on this project's 2-core machine (quiet runs, the demo's CNN at torch's default 2 "
     "threads, calibrated at num_workers=0): the step rose from 128 ms alone to 124–149 ms beside "
     "2 workers, its process CPU from 67 to 129–148 ms (the threads spinning at the regions' "
-    "barriers), where one thread took 66–93 ms; the model came within -12 to +6 % of 1, 2 "
-    "and 4 workers, from -8 to -42 % without the stalls")
+    "barriers), where one thread took 66–93 ms; validated at 1, 2 and 4 workers the model "
+    "was -0.7, -19.7 and -11.5 % off (-8.6, -37.3, -29.1 % without the stalls)")
 """The measurement behind the oversubscribed intra-op threads caveat."""
 
 _COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
