@@ -54,16 +54,19 @@ def name_bottleneck(shares: dict[str, float], input_wait: float, host_core_wait:
        threads wait for cores (the host ≥ ``CORE_WAIT_SHARE`` of the step, or the workers
        ≥ ``WORKERS_STARVED`` of their producing time): more cores (or fewer threads) help,
        speeding up any one thread's code mostly hands its core to another → ``cpu_cores``.
-    2. **Producer sets the pace**: the host waits on ``next()`` for ≥ ``INPUT_WAIT_SHARE`` of
-       the step. In a producer/consumer pipeline at steady state that wait means the loader is
-       the slower stage: shortening the consumer's work only lengthens the wait → ``input``
-       (``cpu_cores`` when the workers are core-starved).
+    2. **Producer sets the pace**: the host spends ≥ ``INPUT_WAIT_SHARE`` of the step in
+       ``next()``, waiting for the workers or making the batch itself (``num_workers=0``),
+       as a measured trace's ``next()`` spans hold both (:mod:`calibration.measure`). In a
+       producer/consumer pipeline at steady state that wait means the loader is the slower
+       stage: shortening the consumer's work only lengthens the wait; at 0 workers the
+       batch's own work is on the step's path → ``input`` (``cpu_cores`` when the workers
+       are core-starved).
     3. Otherwise the largest critical-path share (see the module docstring).
 
     Args:
         shares: critical-path shares (fractions of the step).
-        input_wait / host_core_wait: the host thread's waits on ``next()`` / for a core, as
-            fractions of the step.
+        input_wait / host_core_wait: the host thread's time in ``next()`` (waiting, or its
+            own work on the batch) / its waits for a core, as fractions of the step.
         workers_starved: fraction of the workers' producing time spent waiting for a core.
         pool_busy: busy fraction of the CPU pool (0..1).
     """

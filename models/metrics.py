@@ -227,7 +227,10 @@ def _named(result: SimResult, rank: int, bl: Blame, w0: float, w1: float,
     host_cpu = sum(v for k, v in host_split.items() if k.startswith("busy:")) if uses_core else 0.0
     pool_busy = (loader_core_us + host_cpu) / (cores * width)
     starved = worker_starved / max(worker_busy + worker_starved, _EPS)
-    key = name_bottleneck(shares, host_split.get("wait:input", 0.0) / width,
+    # the host thread's time in next(): waiting for the workers, or (num_workers=0, or
+    # unpickling) its own work on the batch, as a measured trace's next() spans hold both
+    in_next = host_split.get("wait:input", 0.0) + host_split.get("busy:data", 0.0)
+    key = name_bottleneck(shares, in_next / width,
                           host_split.get("wait:cpu_cores", 0.0) / width, starved, pool_busy)
     return key, shares, crit, scarce, cp_gap, last_holes, pool_busy
 

@@ -72,6 +72,11 @@ def test_validate_reads_the_harness_ddp_folder(job, tmp_path):
                 "--ledger", str(tmp_path / "l.jsonl"))
     assert r.returncode == 0, r.stderr
     assert "baseline" in r.stdout
+    # at num_workers=0 the main thread makes each batch inside next(): the trace and the
+    # prediction both count that time as input, by one rule (models.bottleneck, rule 2)
+    rec = json.loads((tmp_path / "l.jsonl").read_text().splitlines()[0])
+    assert rec["measured_bottleneck"] == "input", rec
+    assert rec["bottleneck_agrees"] is True, rec
 
 
 def test_dataloader_next_is_calibrated_on_every_rank(job):
