@@ -30,7 +30,7 @@ import numpy as np
 from stepsim.calibration.gpu_kinds import categorize, collective_info, copy_kind_of, is_pinned
 from stepsim.calibration.steps import Step
 from stepsim.calibration.trace_context import StepActs, TraceContext, phase_of
-from stepsim.models.params import DeviceTask
+from stepsim.calibration.fit_records import Task
 
 __all__ = ["DeviceFit", "fit_device_tasks", "WAIT_MIN_US", "WAIT_WINDOW_US"]
 
@@ -55,8 +55,8 @@ class DeviceFit:
             predecessor.
     """
 
-    tasks: dict[int, DeviceTask]
-    streams: dict[str, list[DeviceTask]]
+    tasks: dict[int, Task]
+    streams: dict[str, list[Task]]
     kernel_us: dict[str, float]
     idle_us: dict[str, float]
     colls: list[tuple]
@@ -82,7 +82,7 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
     for g in acts:
         per_stream.setdefault(stream_of[g], []).append(g)
     prev = ctx.previous(step)
-    tasks: dict[int, DeviceTask] = {}
+    tasks: dict[int, Task] = {}
     kernel_us: dict[str, float] = {}
     idle_map: dict[str, float] = {}
     engine_free: dict[str, int] = {}
@@ -168,9 +168,9 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
         tid_ = task_of[g]
         kernel_us[tid_] = dur_us
         idle_map[tid_] = idle_us
-        tasks[g] = DeviceTask(id=tid_, stream=s, name=name, kind=kind, category=cat, phase=phase,
-                              dur_us=dur_us, gap_us=idle_us, waits=waits,
-                              prev_waits=prev_waits, **extra)
+        tasks[g] = Task(id=tid_, stream=s, name=name, kind=kind, category=cat, phase=phase,
+                        dur_us=dur_us, gap_us=idle_us, waits=waits, prev_waits=prev_waits,
+                        **extra)
     streams = {s: [tasks[g] for g in rows] for s, rows in per_stream.items()}
     return DeviceFit(tasks=tasks, streams=streams, kernel_us=kernel_us, idle_us=idle_map,
                      colls=colls, n_waits=n_waits, n_prev_waits=n_prev_waits,

@@ -76,8 +76,8 @@ from stepsim.calibration.fast_columns import fast_columns
 from stepsim.calibration.trace_io import RawTrace
 from stepsim.simcore.errors import InputError
 
-__all__ = ["EventTable", "build_table", "ALIAS_VERSION", "CATEGORY_ALIASES", "ARG_ALIASES",
-           "GPU_CATS", "HOST_API_CATS"]
+__all__ = ["EventTable", "build_table", "name_mask", "ALIAS_VERSION", "CATEGORY_ALIASES",
+           "ARG_ALIASES", "GPU_CATS", "HOST_API_CATS"]
 
 
 SLIM_KEEPS = ("nccl:", "[memory]")
@@ -95,6 +95,14 @@ def _bad_durs(path: Path, bad: list[tuple[int, str]], timed: int) -> str:
         raise InputError(path, problem, f"event {i}")
     return (f"{path.name}: dropped {len(bad)} of {timed} event(s) whose dur cannot be right "
             f"(first: {problem} at event {i})")
+
+
+def name_mask(names: np.ndarray, rx) -> np.ndarray:
+    """Boolean per name (an object array of str): does ``rx.search`` find it. Each distinct
+    name is searched once (a trace has a few thousand names over its events)."""
+    vals = names.tolist()
+    hit = {n: rx.search(n) is not None for n in set(vals)}
+    return np.fromiter(map(hit.__getitem__, vals), bool, len(vals))
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepsim.calibration.events import name_mask
 from stepsim.calibration.intervals import exposed_ns, union, union_len
 from stepsim.calibration.step_fit import StepFit
 from stepsim.calibration.steps import DATALOADER_RE, Step
@@ -151,8 +152,7 @@ def input_stalls(ctx: TraceContext, kept: list[Step], rep: Step, notes: dict, wa
     ``next()`` of those steps), ``input_stalled_step_mean_us`` (their mean step)."""
     t = ctx.table
     rows = np.nonzero(t.is_cat("cpu_op", "user_annotation") & (t.ph == "X"))[0]
-    rows = rows[np.fromiter((bool(DATALOADER_RE.search(n)) for n in t.names[rows]), bool,
-                            len(rows))]
+    rows = rows[name_mask(t.names[rows], DATALOADER_RE)]
 
     def next_us(s: Step) -> float:
         m = (t.tid[rows] == s.tid) & (t.ts_ns[rows] >= s.start_ns) & (t.ts_ns[rows] < s.end_ns)

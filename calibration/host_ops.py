@@ -26,11 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepsim.calibration.device_tasks import DeviceFit
+from stepsim.calibration.events import name_mask
+from stepsim.calibration.fit_records import Op
 from stepsim.calibration.gpu_kinds import is_pinned
 from stepsim.calibration.linking import SYNC_APIS
 from stepsim.calibration.steps import DATALOADER_RE, Step
 from stepsim.calibration.trace_context import StepActs, TraceContext, phase_of
-from stepsim.models.params import HostOp
 
 __all__ = ["HostFit", "fit_host_ops", "END_OF_STEP_SYNC", "SYNC_TOLERANCE_US"]
 
@@ -46,7 +47,7 @@ class HostFit:
     """The host ops of one step, the measured ``next()`` time (µs) of each ``next_batch`` op,
     and counts: syncs, syncs that waited, blocking calls modelled as CPU time (n_unres)."""
 
-    ops: list[HostOp]
+    ops: list[Op]
     next_us: list[float]
     n_sync: int
     n_block: int
@@ -64,13 +65,13 @@ def fit_host_ops(ctx: TraceContext, step: Step, sa: StepActs, dev: DeviceFit) ->
     task_of = sa.task_of
     tasks, streams = dev.tasks, dev.streams
     by_launch = links.by_launch
-    cpu_rows = np.nonzero(table.is_cat("cpu_op", "user_annotation") & (table.ph == "X") &
-                          (table.pid == pid) & (table.tid == step.tid) & (ts >= t0) & (ts < t1))[0]
-    nexts = [int(r) for r in cpu_rows if DATALOADER_RE.search(names[r])]
+    cpu_rows = np.nonzero(ctx.cpu_x & (table.pid == pid) & (table.tid == step.tid) &
+                          (ts >= t0) & (ts < t1))[0]
+    nexts = cpu_rows[name_mask(names[cpu_rows], DATALOADER_RE)].tolist()
     by_id = {t.id: t for t in tasks.values()}
     stream_pos = {t.id: (s, i) for s, lst in streams.items() for i, t in enumerate(lst)}
     # ---- host ops
-    ops: list[HostOp] = []
+    ops: list[tuple] = []   # (kind, name, dur_us, task, category): HostOps at the end
     cursor = t0
     pending = 0
     launched: set[str] = set()
@@ -103,7 +104,7 @@ def fit_host_ops(ctx: TraceContext, step: Step, sa: StepActs, dev: DeviceFit) ->
     def flush(at: int):
         nonlocal pending
         if pending > 0:
-            ops.append(HostOp(kind="cpu", name="cpu", dur_us=pending / 1000.0))
+            ops.append(("cpu", "cpu", pending / 1000.0, None, "other"))
             op_t.append(at - pending)
         pending = 0
 
@@ -120,7 +121,7 @@ def fit_host_ops(ctx: TraceContext, step: Step, sa: StepActs, dev: DeviceFit) ->
         pending += a_eff - cursor
         if kind == 0:
             flush(a_eff)
-            ops.append(HostOp(kind="next_batch", name=str(names[r]), phase="data"))
+            ops.append(("next_batch", str(names[r]), 0.0, None, "other"))
             op_t.append(a_eff)
             next_us.append((b - a) / 1000.0)
             next_until = b
@@ -138,8 +139,7 @@ def fit_host_ops(ctx: TraceContext, step: Step, sa: StepActs, dev: DeviceFit) ->
                 ld = b - a_eff
             flush(a_eff)
             op_t.append(a_eff)
-            ops.append(HostOp(kind="launch", name=nm, dur_us=max(0, ld) / 1000.0,
-                              task=task_of[g0], category="launch"))
+            ops.append(("launch", nm, max(0, ld) / 1000.0, task_of[g0], "launch"))
             launched.update(task_of[g] for g in gs)
             launched_acts.extend(gs)
             if not blocking:
@@ -175,25 +175,24 @@ def fit_host_ops(ctx: TraceContext, step: Step, sa: StepActs, dev: DeviceFit) ->
         n_sync += 1
         if best_end > a_after:
             n_block += 1
-            ops.append(HostOp(kind="sync", name=nm, dur_us=0.0, task=task_of[best], category="sync"))
+            ops.append(("sync", nm, 0.0, task_of[best], "sync"))
             # the host resumes when the awaited work ends; the call's return latency (or, for
             # a copy that returned early, the lead it had) is charged to the next cpu op
             cursor = max(cursor, best_end)
         else:
-            ops.append(HostOp(kind="sync", name=nm, dur_us=max(0, b - a_after) / 1000.0,
-                              task=task_of[best], category="sync"))
+            ops.append(("sync", nm, max(0, b - a_after) / 1000.0, task_of[best], "sync"))
             cursor = max(cursor, b)
     if t1 > cursor:
         pending += t1 - cursor
     flush(max(t1, cursor))
     if step.last and step.end_ns > max(t1, cursor) and launched_acts:
-        ops.append(HostOp(kind="sync", name=END_OF_STEP_SYNC, dur_us=0.0))
+        ops.append(("sync", END_OF_STEP_SYNC, 0.0, None, "other"))
         op_t.append(max(t1, cursor))
     # phases: a launch/sync op has its task's, a cpu op the phase of the time it starts
     tph = {t.id: t.phase for ts_ in streams.values() for t in ts_}
     cph = phase_of(ctx, host_threads, np.array(op_t, dtype=np.int64),
                    np.full(len(op_t), step.tid, dtype=np.int64), step.tid) if ops else []
-    ops = [op.model_copy(update={"phase": tph.get(op.task, "other") if op.task else
-                                 (op.phase if op.kind == "next_batch" else str(cph[i]))})
-           for i, op in enumerate(ops)]
-    return HostFit(ops=ops, next_us=next_us, n_sync=n_sync, n_block=n_block, n_unres=n_unres)
+    out = [Op(k, nm, d, task, cat, tph.get(task, "other") if task else
+              ("data" if k == "next_batch" else str(cph[i])))
+           for i, (k, nm, d, task, cat) in enumerate(ops)]
+    return HostFit(ops=out, next_us=next_us, n_sync=n_sync, n_block=n_block, n_unres=n_unres)

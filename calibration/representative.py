@@ -20,7 +20,7 @@ from stepsim.calibration.host_ops import END_OF_STEP_SYNC
 from stepsim.calibration.step_fit import StepFit, fit_step
 from stepsim.calibration.steps import Step
 from stepsim.calibration.trace_context import TraceContext
-from stepsim.models.params import HostOp
+from stepsim.models.params import DeviceTask, HostOp
 
 __all__ = ["middle_steps", "host_slots", "captured_window", "without_closing_wait", "assemble",
            "REPLAY_MAX_STEPS"]
@@ -36,7 +36,7 @@ def middle_steps(kept: list[Step]) -> list[Step]:
     return [order[n // 2]] if n % 2 else [order[n // 2 - 1], order[n // 2]]
 
 
-def host_slots(ops: list[HostOp]) -> tuple[list[float], list[str], list[HostOp]]:
+def host_slots(ops: list) -> tuple[list[float], list[str], list]:
     """Split a host sequence into the non-cpu ops and the cpu time before each (plus after the
     last): ``cpu[i]`` precedes ``other[i]``; ``cpu[-1]`` ends the step; ``phase[i]`` is the
     phase of the first cpu op in slot ``i``."""
@@ -128,7 +128,8 @@ def assemble(group: list[StepFit], window: list[StepFit | None]):
             d, _ = both(lambda g, sl: sl[2][i].dur_us)
         else:
             d, per = both(lambda g, sl: sl[2][i].dur_us)
-        ops.append(op.model_copy(update={"dur_us": d, "replay_us": per}))
+        ops.append(HostOp(kind=op.kind, name=op.name, dur_us=d, task=op.task,
+                          category=op.category, phase=op.phase, replay_us=per))
     streams = {}
     ids = {t.id for ts in base.streams.values() for t in ts}
     for s, ts in base.streams.items():
@@ -136,8 +137,9 @@ def assemble(group: list[StepFit], window: list[StepFit | None]):
         for t in ts:
             d, per = both(lambda g, sl: g.kernel_us[t.id])
             gap, gper = both(lambda g, sl: g.idle_us[t.id])
-            out.append(t.model_copy(update={
-                "dur_us": d, "gap_us": gap, "replay_us": per, "replay_gap_us": gper,
+            out.append(DeviceTask(**{
+                **t._asdict(), "dur_us": d, "gap_us": gap, "replay_us": per,
+                "replay_gap_us": gper, "waits": list(t.waits),
                 # a wait on the previous step's work that this step's structure lacks is dropped
                 "prev_waits": [w for w in t.prev_waits if w in ids]}))
         streams[s] = out

@@ -8,7 +8,7 @@ from stepsim.calibration.device_tasks import fit_device_tasks
 from stepsim.calibration.host_ops import fit_host_ops
 from stepsim.calibration.steps import Step
 from stepsim.calibration.trace_context import TraceContext
-from stepsim.models.params import DeviceTask, HostOp
+from stepsim.calibration.fit_records import Op, Task
 
 __all__ = ["StepFit", "fit_step"]
 
@@ -21,8 +21,8 @@ class StepFit:
     table rows of the step's own GPU work."""
 
     step: Step
-    ops: list[HostOp]
-    streams: dict[str, list[DeviceTask]]
+    ops: list[Op]
+    streams: dict[str, list[Task]]
     kernel_us: dict[str, float]
     idle_us: dict[str, float]
     next_us: list[float]

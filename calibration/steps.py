@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepsim.calibration.events import EventTable
+from stepsim.calibration.events import EventTable, name_mask
 from stepsim.calibration.stray import after_last_step, last_step_end
 from stepsim.calibration.step_fallback import (HOW_TO_RECORD_STEPS, WHOLE_CAPTURE,
                                                repeated_annotation, whole_capture_bounds)
@@ -153,9 +153,7 @@ def _whole_capture(table: EventTable, warnings: list[str]) -> StepList:
 
 
 def _markers(table: EventTable, rx: re.Pattern, cpu_side: np.ndarray) -> np.ndarray:
-    names = table.names
-    hit = np.fromiter((bool(rx.search(s)) for s in names), dtype=bool, count=len(names))
-    return np.nonzero(hit & cpu_side)[0]
+    return np.nonzero(name_mask(table.names, rx) & cpu_side)[0]
 
 
 def _warn_rows(warnings: list[str], table: EventTable, rows: np.ndarray, what: str) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepsim.calibration.events import EventTable
+from stepsim.calibration.events import EventTable, name_mask
 from stepsim.calibration.gpu_kinds import COLLECTIVE_RE
 from stepsim.calibration.intervals import in_union, union
 from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS, Links
@@ -46,7 +46,7 @@ def phase_intervals(table: EventTable, pid: int):
     ts, te = table.ts_ns, table.end_ns
     out = []
     for rx in (BACKWARD_RE, OPTIMIZER_RE, DATALOADER_RE):
-        hit = np.fromiter((bool(rx.search(s)) for s in nm), bool, len(nm))
+        hit = name_mask(nm, rx)
         out.append(union(ts[rows[hit]], te[rows[hit]]))
     return tuple(out)
 
@@ -72,6 +72,9 @@ class TraceContext:
         self.ts = table.ts_ns
         self.te = table.end_ns
         self.names = table.names
+        x = table.ph == "X"
+        self.cpu_x = table.is_cat("cpu_op", "user_annotation") & x    # CPU ops, annotations
+        self.api_x = table.is_cat("cuda_runtime", "cuda_driver") & x  # runtime/driver calls
         gpu = links.gpu_rows
         self.multi_dev = len(set(table.device[gpu].tolist())) > 1
         dev, st = table.device[gpu].tolist(), table.stream[gpu].tolist()
@@ -173,8 +176,7 @@ def step_acts(ctx: TraceContext, step: Step) -> StepActs:
     # the last step has no next start: its host part ends with its marker, then it waits for
     # the GPU work it launched (its end, see calibration.steps)
     t1 = step.cpu_end_ns if step.last else step.end_ns
-    api_rows = np.nonzero(table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X") &
-                          (table.pid == pid) & (ts >= t0) & (ts < t1))[0]
+    api_rows = np.nonzero(ctx.api_x & (table.pid == pid) & (ts >= t0) & (ts < t1))[0]
     rel = np.fromiter((names[r] in LAUNCH_APIS or names[r] in SYNC_APIS for r in api_rows),
                       bool, len(api_rows))
     threads = set(zip(table.pid[api_rows[rel]].tolist(), table.tid[api_rows[rel]].tolist()))
