@@ -37,11 +37,14 @@ __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "valid
 # ---------------------------------------------------------------- calibrate / simulate -------
 def calibrate(trace: str | Path, output: str | Path | None = None,
               sidecar: str | Path | None = None, step_regex: str | None = None,
-              replicates=()) -> Calibration:
+              replicates=(), steps: str | tuple[int | None, int | None] | None = None
+              ) -> Calibration:
     """Calibrate a StepModel from a Kineto trace (a ``.json``/``.json.gz`` file, a folder of
     per-rank traces, or a capture folder with its sidecar), check it against its own trace, and
     write it to ``output`` when given. ``replicates``: other captures of the same setting
     (folders or sidecars), which measure the host's run-to-run speed noise for the intervals.
+    ``steps``: ``"A:B"`` or ``(A, B)``, only the steps ``ProfilerStep#A`` to ``#B-1``, the
+    trace read as a stream that keeps only their events (:mod:`calibration.stream`).
 
     Raises:
         InputError: an unreadable or uncalibratable trace or sidecar (named).
@@ -54,7 +57,16 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     from stepsim.views import grouped_warnings
 
     guard([trace, sidecar, *replicates], first="trace", output=output)
-    model = fit(trace, sidecar=sidecar, step_regex=step_regex, replicates=list(replicates))
+    if isinstance(steps, str):
+        from stepsim.calibration.stream import parse_steps
+        from stepsim.limits import ArgumentError
+
+        try:
+            steps = parse_steps(steps)
+        except ValueError as e:
+            raise ArgumentError(f"steps: {e}") from None
+    model = fit(trace, sidecar=sidecar, step_regex=step_regex, replicates=list(replicates),
+                steps=steps)
     if output is not None:
         save_model(model, output)
     window = window_replay(model) if model.replay is not None else None

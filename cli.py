@@ -33,7 +33,8 @@ def _warn(warnings) -> None:
 
 def cmd_calibrate(args) -> int:
     r = api.calibrate(args.trace, output=args.output, sidecar=args.sidecar,
-                      step_regex=args.step_regex, replicates=args.replicate or ())
+                      step_regex=args.step_regex, replicates=args.replicate or (),
+                      steps=args.steps)
     _warn(r.warnings)
     print(f"calibrated {_n(len(r.measured_step_us), 'step')}: measured step mean "
           f"{_fmt_ms(r.measured_mean_us)} ms, median {_fmt_ms(r.measured_median_us)} ms -> "

@@ -43,6 +43,16 @@ _fraction = _checked(float, "a number", fraction_problem)
 """argparse type: a finite number ≥ 0."""
 
 
+def _step_range(text: str):
+    """argparse type: ``A:B`` (:func:`stepsim.calibration.stream.parse_steps`)."""
+    from stepsim.calibration.stream import parse_steps
+
+    try:
+        return parse_steps(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _path(text: str) -> str:
     """argparse type: a non-empty path."""
     if not text.strip():
@@ -121,6 +131,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("trace", help="a .json/.json.gz trace, or a directory of per-rank traces")
     c.add_argument("--sidecar", help="the capture harness's sidecar JSON (DataLoader timings, settings)")
     c.add_argument("--step-regex", help="regex of a per-step marker when the trace has no ProfilerStep#N")
+    c.add_argument("--steps", type=_step_range, metavar="A:B",
+                   help="calibrate from the steps ProfilerStep#A to #B-1 only (either side may "
+                        "be left out), reading the trace as a stream that keeps only their "
+                        "events: for traces too large to hold")
     c.add_argument("--replicate", action="append", metavar="CAPTURE",
                    help="another capture of the same setting, recorded at another time "
                         "(repeatable): the replicates measure the host's run-to-run speed, "

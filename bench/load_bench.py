@@ -69,49 +69,57 @@ def _measure(path: Path, what: str, repeat: int) -> dict:
 
 def synthetic_trace(path: Path, target_mb: float) -> int:
     """Write a Kineto-like trace (new dialect: cpu_op, cuda_runtime, kernel, ac2g flows,
-    ProfilerStep annotations) of about ``target_mb`` MB to ``path``; returns its size."""
+    ProfilerStep annotations) of about ``target_mb`` MB to ``path``, a step at a time (so a
+    trace of several GB is written in little memory); returns its size."""
     import orjson
 
-    events = [{"name": "process_name", "ph": "M", "ts": 1700000000000000.0, "pid": 100,
-               "tid": 0, "args": {"name": "python"}}]
+    head = [{"name": "process_name", "ph": "M", "ts": 1700000000000000.0, "pid": 100,
+             "tid": 0, "args": {"name": "python"}}]
     ts = 1700000000000000.125
     corr = 1
     step = 0
     per_step = 2000
-    approx = 0
+    size = 0
     target = target_mb * 1e6
-    while approx < target:
-        step_start = ts
-        body = []
-        for k in range(per_step):
-            ext = corr
-            body.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 100, "tid": 100,
-                         "ts": ts, "dur": 9.5, "args": {"External id": ext,
-                                                       "Sequence number": k, "Ev Idx": k}})
-            body.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100,
-                         "tid": 100, "ts": ts + 2.25, "dur": 4.5,
-                         "args": {"External id": ext, "cbid": 211, "correlation": corr}})
-            body.append({"ph": "s", "id": corr, "pid": 100, "tid": 100, "ts": ts + 2.25,
-                         "cat": "ac2g", "name": "ac2g"})
-            body.append({"ph": "X", "cat": "kernel",
-                         "name": "void at::native::vectorized_elementwise_kernel<4>(int)",
-                         "pid": 0, "tid": 7, "ts": ts + 8.125, "dur": 6.0,
-                         "args": {"External id": ext, "queued": 0, "device": 0, "context": 1,
-                                  "stream": 7, "correlation": corr, "registers per thread": 16,
-                                  "shared memory": 0, "grid": [128, 1, 1], "block": [128, 1, 1]}})
-            body.append({"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": ts + 8.125,
-                         "cat": "ac2g", "name": "ac2g", "bp": "e"})
-            corr += 1
-            ts += 10.0
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}",
-                       "pid": 100, "tid": 100, "ts": step_start, "dur": ts - step_start,
-                       "args": {"External id": 0}})
-        events.extend(body)
-        approx += per_step * 5 * 168
-        step += 1
-    data = orjson.dumps({"schemaVersion": 1, "traceEvents": events, "displayTimeUnit": "ms"})
-    path.write_bytes(data)
-    return len(data)
+    with open(path, "wb") as f:
+        def put(events: list, first: bool) -> None:
+            nonlocal size
+            text = orjson.dumps(events)[1:-1]
+            f.write(text if first else b"," + text)
+            size += len(text) + (0 if first else 1)
+
+        f.write(b'{"schemaVersion":1,"traceEvents":[')
+        put(head, True)
+        while size < target:
+            step_start = ts
+            body = []
+            for k in range(per_step):
+                ext = corr
+                body.append({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 100,
+                             "tid": 100, "ts": ts, "dur": 9.5,
+                             "args": {"External id": ext, "Sequence number": k, "Ev Idx": k}})
+                body.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+                             "pid": 100, "tid": 100, "ts": ts + 2.25, "dur": 4.5,
+                             "args": {"External id": ext, "cbid": 211, "correlation": corr}})
+                body.append({"ph": "s", "id": corr, "pid": 100, "tid": 100, "ts": ts + 2.25,
+                             "cat": "ac2g", "name": "ac2g"})
+                body.append({"ph": "X", "cat": "kernel",
+                             "name": "void at::native::vectorized_elementwise_kernel<4>(int)",
+                             "pid": 0, "tid": 7, "ts": ts + 8.125, "dur": 6.0,
+                             "args": {"External id": ext, "queued": 0, "device": 0,
+                                      "context": 1, "stream": 7, "correlation": corr,
+                                      "registers per thread": 16, "shared memory": 0,
+                                      "grid": [128, 1, 1], "block": [128, 1, 1]}})
+                body.append({"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": ts + 8.125,
+                             "cat": "ac2g", "name": "ac2g", "bp": "e"})
+                corr += 1
+                ts += 10.0
+            put([{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}",
+                  "pid": 100, "tid": 100, "ts": step_start, "dur": ts - step_start,
+                  "args": {"External id": 0}}] + body, False)
+            step += 1
+        f.write(b'],"displayTimeUnit":"ms"}')
+    return path.stat().st_size
 
 
 def _largest_shared() -> Path | None:

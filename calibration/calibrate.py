@@ -31,33 +31,40 @@ CAPTURE_TRACE, CAPTURE_SIDECAR = "trace.json.gz", "sidecar.json"
 
 
 def calibrate(trace: str | Path, sidecar: str | Path | None = None,
-              step_regex: str | None = None, replicates=()) -> StepModel:
+              step_regex: str | None = None, replicates=(),
+              steps: tuple[int | None, int | None] | None = None) -> StepModel:
     """Calibrate a StepModel from ``trace``: a trace file, a directory of per-rank trace
     files, or a capture harness folder (``trace.json.gz`` + ``sidecar.json``, whose sidecar is
     used unless ``sidecar`` is given). ``replicates``: other captures (folders or sidecar
     files) of the same setting, from which the host's run-to-run speed noise is measured
-    (:mod:`calibration.host_noise`).
+    (:mod:`calibration.host_noise`). ``steps``: ``(A, B)``, calibrate from the steps numbered
+    ``A ≤ N < B`` only (``ProfilerStep#N``; None on a side: open), the trace read as a stream
+    keeping only their events (:mod:`calibration.stream`; one trace file).
 
     Raises:
         InputError: unreadable/malformed trace, sidecar or replicate, a replicate of another
             setting, or no step to calibrate from.
-        StepsimError: ``step_regex`` is not a valid regular expression.
+        StepsimError: ``step_regex`` is not a valid regular expression, or is given with
+            ``steps``.
     """
+    if steps is not None and step_regex is not None:
+        raise StepsimError("--steps takes ProfilerStep#N numbers; it cannot be combined with "
+                           "--step-regex")
     if not replicates:
-        return _calibrate(trace, sidecar, step_regex)
+        return _calibrate(trace, sidecar, step_regex, steps)
     from stepsim.calibration.host_noise import apply_replicates, replicate_speeds
 
     ranks = _rank_sidecars(Path(trace)) if sidecar is None else []
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         speeds = _job_speeds(ranks, [(Path(r), _rank_sidecars(Path(r))) for r in replicates])
-        return apply_replicates(_calibrate(trace, sidecar, step_regex), speeds)
+        return apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
     side_path = sidecar or _capture_sidecar(Path(trace))
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")
     reps = [(Path(r), load_sidecar(_capture_sidecar(Path(r)) or r)) for r in replicates]
     speeds = replicate_speeds(Path(side_path), load_sidecar(side_path), reps)   # before the fit
-    return apply_replicates(_calibrate(trace, sidecar, step_regex), speeds)
+    return apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
 
 
 def _rank_sidecars(p: Path) -> dict[str, Path]:
@@ -98,7 +105,7 @@ def _capture_sidecar(p: Path) -> Path | None:
     return None
 
 
-def _calibrate(trace, sidecar, step_regex) -> StepModel:
+def _calibrate(trace, sidecar, step_regex, steps=None) -> StepModel:
     """:func:`calibrate` without replicates."""
     p = Path(trace)
     if step_regex is not None:
@@ -111,6 +118,8 @@ def _calibrate(trace, sidecar, step_regex) -> StepModel:
         sidecar = sidecar or p / CAPTURE_SIDECAR
         p = p / CAPTURE_TRACE
     side = load_sidecar(sidecar) if sidecar else None
+    if p.is_dir() and steps is not None:
+        raise InputError(p, "--steps takes one trace file, not a folder")
     if p.is_dir():
         from stepsim.calibration.gloo_dispatch import gloo_dir
 
@@ -123,7 +132,13 @@ def _calibrate(trace, sidecar, step_regex) -> StepModel:
         return calibrate_cpu_folder(fold, side, Path(sidecar) if sidecar else None, step_regex)
     if not p.exists():
         raise InputError(p, "no such file")
-    table = build_table(load_trace(p))
+    if steps is None:
+        table = build_table(load_trace(p))
+    else:
+        from stepsim.calibration.stream import load_steps
+
+        table = build_table(load_steps(p, *steps))
+        table.step_range = steps
     if side is not None:
         check_sidecar_matches(table, side, sidecar)
     if table.gpu_mask().any():

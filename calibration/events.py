@@ -136,6 +136,10 @@ class EventTable:
     str_ids: dict[int, str] = field(default_factory=dict)
     alias_version: int = ALIAS_VERSION
     warnings: list[str] = field(default_factory=list)
+    step_range: tuple[int | None, int | None] | None = None
+    """``(A, B)``: only the steps numbered ``A ≤ N < B`` are the trace's steps
+    (:func:`calibration.steps.find_steps`; ``calibrate --steps A:B``, None on a side: open);
+    None: every step."""
     _raw: RawTrace | None = field(default=None, repr=False)
     _end: np.ndarray | None = field(default=None, repr=False)
 
@@ -159,7 +163,7 @@ class EventTable:
         cols = {c: getattr(self, c)[mask] for c in self._COLUMNS}
         return EventTable(**cols, path=self.path, metadata=self.metadata, base_ns=self.base_ns,
                           str_ids=self.str_ids, alias_version=self.alias_version,
-                          warnings=self.warnings, _raw=self._raw)
+                          warnings=self.warnings, step_range=self.step_range, _raw=self._raw)
 
     def is_cat(self, *cats: str) -> np.ndarray:
         """Boolean mask of rows whose normalised ``cat`` is one of ``cats``."""

@@ -322,4 +322,11 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
         warnings.append("no step of positive length remains")
         return StepList([], warnings, "none")
     warnings += after_last_step(table, out[-1])
+    if table.step_range is not None:     # calibrate --steps A:B (calibration.stream)
+        a, b = table.step_range
+        out = [s for s in out if (a is None or s.number >= a) and (b is None or s.number < b)]
+        if not out:
+            warnings.append(f"no step numbered {'' if a is None else a}:{'' if b is None else b}"
+                            " (--steps)")
+            return StepList([], warnings, "none")
     return StepList(out, warnings, method)

@@ -62,7 +62,7 @@ from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import open_input
 from stepsim.simcore.parsing import parse_json
 
-__all__ = ["RawTrace", "load_trace", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
+__all__ = ["RawTrace", "load_trace", "load_bytes", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
            "MAX_ABS_TS_US", "MAX_SPAN_US"]
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -200,6 +200,12 @@ def load_trace(path: str | Path, columnar: bool = True) -> RawTrace:
     """
     p = Path(path)
     raw, size = _read_bytes(p)
+    return load_bytes(p, raw, size, columnar)
+
+
+def load_bytes(p: Path, raw: bytes | bytearray, size: int, columnar: bool = True) -> RawTrace:
+    """:func:`load_trace` of the (decompressed) JSON ``raw`` read from ``p`` (``size``: the
+    file's bytes on disk)."""
     if columnar:
         fast = _load_columnar(p, raw, size)
         if fast is not None:

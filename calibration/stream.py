@@ -1,0 +1,264 @@
+"""Reading only some steps of a trace, as a stream (``calibrate --steps A:B``).
+
+:func:`load_steps` reads a trace file block by block (decompressing gzip as it goes) and
+never holds more than a block of it and the events it keeps, so a trace far larger than
+memory calibrates from the steps asked for. Two passes over the file:
+
+1. the ``ProfilerStep#N`` markers (CPU side, complete events): their numbers and spans;
+2. the events kept: every metadata (``M``) event, every event without a plain numeric ``ts``
+   (the reader then judges it), and every event whose span ``[ts, ts + dur]`` overlaps the
+   open window from the start of the marker before step ``A`` to the end of the marker of step
+   ``B`` (the step after the last one asked for). The neighbours are kept as context (the
+   device backlog at step ``A``'s start, step ``B − 1``'s end at step ``B``'s start); the
+   fit uses only steps ``A`` to ``B − 1`` (:attr:`calibration.events.EventTable.step_range`).
+   When ``A`` is the trace's first step the window is open to the left, when ``B − 1`` is its
+   last step, to the right (its GPU work runs on after its marker).
+
+The kept events, with the file's other top-level keys, are the trace that is read
+(:func:`calibration.trace_io.load_bytes`): the same reader, so the same table as a file
+holding only those events. Which events are kept depends on each event alone, so the result
+does not depend on the block size (``tests/test_stream_steps.py``).
+
+Events are split at the ``}`` ``,`` between two events of ``traceEvents``; a split is taken
+only where the text before it parses as complete events (a ``},`` inside a string or a
+nested object does not), so any valid JSON is split right. A file that is not plainly a
+trace (no ``traceEvents`` array, invalid JSON) is refused in one line; the size limit of a
+whole read (:data:`calibration.trace_io.MAX_JSON_BYTES`) does not apply.
+"""
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from stepsim.calibration.columnar import Num, texts_to_ns
+from stepsim.calibration.event_rows import category
+from stepsim.calibration.steps import PROFILER_STEP_RE
+from stepsim.calibration.trace_io import GZIP_MAGIC, RawTrace, load_bytes
+from stepsim.simcore.errors import InputError
+from stepsim.simcore.files import open_input
+
+__all__ = ["load_steps", "parse_steps", "BLOCK_BYTES"]
+
+BLOCK_BYTES = 32 * 1024**2
+"""Bytes of (decompressed) JSON read at a time."""
+_START = re.compile(rb'"traceEvents"\s*:\s*\[')
+_SPLIT = re.compile(rb"\}\s*,")
+_END = re.compile(rb"\}\s*\]")
+_CPU_SIDE = ("cpu_op", "user_annotation")
+
+
+class _Brief(msgspec.Struct):
+    name: Any = None
+    cat: Any = None
+    ph: Any = None
+    ts: Any = None
+    dur: Any = None
+
+
+_BRIEF = msgspec.json.Decoder(list[_Brief], float_hook=Num)
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def parse_steps(text: str) -> tuple[int | None, int | None]:
+    """``A:B`` (either side may be left out) as (A, B): the steps numbered ``A ≤ N < B``, as a
+    Python slice. Raises ValueError with the reason."""
+    a, sep, b = text.partition(":")
+    if not sep:
+        raise ValueError(f"{text!r} is not A:B (the ProfilerStep numbers A to B-1, e.g. 10:20)")
+    try:
+        lo = int(a) if a.strip() else None
+        hi = int(b) if b.strip() else None
+    except ValueError:
+        raise ValueError(f"{text!r} is not A:B with whole numbers (e.g. 10:20)") from None
+    if (lo is not None and lo < 0) or (hi is not None and hi < 0):
+        raise ValueError(f"{text!r}: step numbers are not negative")
+    if lo is not None and hi is not None and hi <= lo:
+        raise ValueError(f"{text!r} holds no step (B must be above A; A:B is A to B-1)")
+    return lo, hi
+
+
+def _blocks(p: Path, block: int) -> Iterator[bytes]:
+    """The (decompressed) bytes of ``p``, ``block`` at a time."""
+    try:
+        with open_input(p) as f:
+            gz = f.peek(2)[:2] == GZIP_MAGIC
+            src = gzip.GzipFile(fileobj=f) if gz else f
+            try:
+                while chunk := src.read(block):
+                    yield chunk
+            except EOFError:
+                raise InputError(p, "gzip stream is truncated (file cut short?)") from None
+            except (gzip.BadGzipFile, zlib.error) as e:
+                raise InputError(p, f"corrupt gzip data: {e}") from None
+    except FileNotFoundError:
+        raise InputError(p, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(p, "is a directory, expected a trace file (.json or .json.gz)") from None
+    except OSError as e:
+        raise InputError(p, f"cannot read: {e.strerror or e}") from None
+
+
+def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
+    """The text of ``traceEvents`` of ``p``, cut between events: each item is ``[`` + some
+    events + ``]`` (valid JSON). ``head`` receives the document's text before and after the
+    array (None for a bare array)."""
+    it = _blocks(p, block)
+    buf = b""
+    for chunk in it:
+        buf += chunk
+        s = buf.lstrip()
+        if s[:1] == b"[":
+            head[:] = [None, None]
+            buf = s[1:]
+            break
+        m = _START.search(buf)
+        if m:
+            head[:] = [buf[:m.start()], None]
+            buf = buf[m.end():]
+            break
+        if s[:1] != b"{" or len(buf) > 64 * block:
+            raise InputError(p, "no 'traceEvents' array found; not a profiler trace")
+    else:
+        raise InputError(p, "file is empty" if not buf.strip() else
+                         "no 'traceEvents' array found; not a profiler trace")
+    for chunk in it:
+        buf += chunk
+        while len(buf) >= block:
+            cut = _split(buf)
+            if cut is None:
+                break
+            yield b"[" + buf[:cut] + b"]"
+            buf = buf[cut:].lstrip()[1:]   # the comma
+    s = buf.lstrip()
+    if s[:1] == b"]":                      # an empty array, or a split just before its end
+        head[1] = s[1:]
+        return
+    end = _close(p, buf)
+    yield b"[" + buf[:end] + b"]"
+    head[1] = buf[end:].lstrip()[1:]
+
+
+def _parses(text: bytes) -> bool:
+    try:
+        _RAWS.decode(text)
+        return True
+    except msgspec.DecodeError:
+        return False
+
+
+def _split(buf: bytes) -> int | None:
+    """The end of the last complete event in ``buf`` followed by a comma (after its ``}``),
+    None when the buffer holds none."""
+    lo = max(0, len(buf) - 4 * 1024**2)
+    for m in reversed(list(_SPLIT.finditer(buf, lo))):
+        if _parses(b"[" + buf[:m.start() + 1] + b"]"):
+            return m.start() + 1
+    return None
+
+
+def _close(p: Path, buf: bytes) -> int:
+    """Where the events in ``buf`` end (after the last one's ``}``), the array closing after."""
+    for m in reversed(list(_END.finditer(buf))):
+        if _parses(b"[" + buf[:m.start() + 1] + b"]"):
+            return m.start() + 1
+    raise InputError(p, "traceEvents is not a complete JSON array (file cut short, or not "
+                        "valid JSON)")
+
+
+def _ns(vals: list) -> tuple[np.ndarray, np.ndarray]:
+    """(ns, known) of JSON numbers in µs: ints and plain decimals; anything else unknown."""
+    out = np.zeros(len(vals), np.int64)
+    known = np.zeros(len(vals), bool)
+    ints = [i for i, v in enumerate(vals) if type(v) is int and abs(v) < 2**53]
+    nums = [i for i, v in enumerate(vals) if type(v) is Num]
+    if ints:
+        out[ints] = np.array([vals[i] for i in ints], np.int64) * 1000
+        known[ints] = True
+    if nums:
+        ns = texts_to_ns([vals[i] for i in nums])
+        if ns is None:      # an exponent: the float's ns, to the µs
+            ns = np.array([round(float(vals[i]) * 1000) for i in nums], np.int64)
+        out[nums] = ns
+        known[nums] = True
+    return out, known
+
+
+def _decode(p: Path, text: bytes) -> list[_Brief]:
+    try:
+        return _BRIEF.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise InputError(p, f"traceEvents is not valid JSON: {e}") from None
+
+
+def _markers(p: Path, block: int) -> list[tuple[int, int, int]]:
+    """(N, start ns, end ns) of every CPU-side complete ``ProfilerStep#N`` event, in time
+    order."""
+    out = []
+    for text in _events(p, block, []):
+        if b"ProfilerStep#" not in text:
+            continue
+        evs = [e for e in _decode(p, text) if e.ph == "X" and type(e.name) is str
+               and PROFILER_STEP_RE.match(e.name)
+               and category(e.cat if type(e.cat) is str else None, "X") in _CPU_SIDE]
+        ts, ok = _ns([e.ts for e in evs])
+        dur, _ = _ns([e.dur if e.dur is not None else 0 for e in evs])
+        out += [(int(PROFILER_STEP_RE.match(e.name).group(1)), int(t), int(t + d))
+                for e, t, d, k in zip(evs, ts, dur, ok) if k]
+    return sorted(out, key=lambda m: (m[1], m[0]))
+
+
+def _window(p: Path, marks: list[tuple[int, int, int]], a: int | None,
+            b: int | None) -> tuple[float, float]:
+    """The span (ns) whose events are kept for steps ``a ≤ N < b`` (see the module
+    docstring); InputError naming the trace's steps when the range is not in it."""
+    if not marks:
+        raise InputError(p, "--steps needs ProfilerStep#N markers, and the trace has none "
+                            "(calibrate it without --steps)")
+    nums = [m[0] for m in marks]
+    lo_n, hi_n = min(nums), max(nums)
+    asked = f"{'' if a is None else a}:{'' if b is None else b}"
+    if (a is not None and not lo_n <= a <= hi_n) or (b is not None and not lo_n < b <= hi_n + 1):
+        raise InputError(p, f"--steps {asked} is outside the trace's steps, {lo_n} to {hi_n} "
+                            f"(A:B keeps A to B-1)")
+    sel = [i for i, m in enumerate(marks) if (a is None or m[0] >= a) and (b is None or m[0] < b)]
+    if not sel:
+        raise InputError(p, f"--steps {asked} holds none of the trace's steps ({lo_n} to {hi_n})")
+    lo = marks[sel[0] - 1][1] if sel[0] > 0 else -np.inf
+    hi = marks[sel[-1] + 1][2] if sel[-1] + 1 < len(marks) else np.inf
+    return lo, hi
+
+
+def load_steps(path: str | Path, a: int | None, b: int | None,
+               block: int = BLOCK_BYTES) -> RawTrace:
+    """The trace ``path`` reduced to the events of steps ``a ≤ N < b`` and their neighbours
+    (see the module docstring), read as a stream, ``block`` bytes at a time.
+
+    Raises:
+        InputError: unreadable file, no ``traceEvents`` array, invalid JSON, no
+            ``ProfilerStep#N`` marker, or a range outside the trace's step numbers.
+    """
+    p = Path(path)
+    lo, hi = _window(p, _markers(p, block), a, b)
+    kept: list[bytes] = []
+    head: list = []
+    for text in _events(p, block, head):
+        evs = _decode(p, text)
+        ts, known = _ns([e.ts for e in evs])
+        dur, dk = _ns([e.dur if e.dur is not None else 0 for e in evs])
+        dur = np.where(dk, np.maximum(dur, 0), 0)
+        meta = np.fromiter((e.ph == "M" for e in evs), bool, len(evs))
+        keep = meta | ~known | ((ts < hi) & (ts + dur > lo))
+        if keep.any():
+            raws = _RAWS.decode(text)
+            kept += [bytes(raws[i]) for i in np.nonzero(keep)[0].tolist()]
+    before, after = head
+    body = b"[" + b",".join(kept) + b"]"
+    raw = body if before is None else before + b'"traceEvents": ' + body + after
+    return load_bytes(p, raw, p.stat().st_size)
