@@ -137,6 +137,15 @@ def _pin_memory(m: StepModel, a: PinArgs) -> StepModel:
     return validated(data, "fix pin_memory")
 
 
+def _pin_memory_fix(m: StepModel, a: PinArgs) -> StepModel:
+    """``--fix pin_memory``: refused without a device (``--set loader.pin_memory=true`` there
+    is a caveat instead, :mod:`scenarios.caveats`)."""
+    if not m.task_map():
+        raise nothing("pin_memory", "it has no device (a CPU run): pinned memory only speeds "
+                                    "host-to-device copies")
+    return _pin_memory(m, a)
+
+
 # ---------------------------------------------------------------- host launch ------------
 class GraphArgs(FixArgs):
     phases: tuple[Phase, ...] = ("forward", "backward", "optimizer")
@@ -233,8 +242,8 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
         "loader.pin_memory := true (the pin thread copies each batch into page-locked memory); "
         "every unpinned host-to-device copy: pinned (its launch no longer blocks the host), "
         "duration ÷ speedup (default 2, assumed); host syncs on those copies are deleted "
-        "(non_blocking=True).",
-        PinArgs, ("h2d", "sync"), _pin_memory),
+        "(non_blocking=True). Refused on a model without a device.",
+        PinArgs, ("h2d", "sync"), _pin_memory_fix),
     Fix("cuda_graphs", "systems",
         "launches of captured work (phases, default forward/backward/optimizer; input copies "
         "stay outside) are collapsed, per run between syncs, into one cudaGraphLaunch of "
