@@ -85,6 +85,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
     from stepsim.report.planner import plot_sweep
     from stepsim.results import Sweep
     from stepsim.scenarios.sweep import sweep as run
+    from stepsim.scenarios.paths import get_value
     from stepsim.views import ledger_points, measured_points
 
     traces = [m.split("=", 1)[-1] if isinstance(m, str) else m[1] for m in
@@ -96,7 +97,12 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
     grid = sweep_grid(axes)
     points, warnings = measured_points(measured, grid)
     if ledger:
-        for v, pts in ledger_points(ledger, next(iter(grid))).items():
+        axis = next(iter(grid))
+        try:
+            own = (model_name(model, m), get_value(m, axis))
+        except StepsimError:  # a path the model lacks: the sweep itself says so
+            own = None
+        for v, pts in ledger_points(ledger, axis, own).items():
             points.setdefault(v, pts)
     with progress_bar("sweep", progress) as prog:
         todo = operations(ops, scenario, set, scale, remove, fix)

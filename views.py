@@ -125,18 +125,20 @@ def report(model: StepModel, whatifs: Sequence[tuple[str, list]] = (), *,
     return data
 
 
-def ledger_points(ledger: str | Path, path: str) -> dict:
+def ledger_points(ledger: str | Path, path: str, baseline: tuple[str, object] | None = None
+                  ) -> dict:
     """Measured mean steps (µs) per value of ``path`` from the ledger's records that set it
-    alone (:func:`report.document.ledger_sweep_points`).
+    alone, other what-ifs left out, and ``baseline`` = ``(model name, its value of path)``
+    adding that model's baseline records (:func:`report.document.ledger_sweep_points`).
 
     Raises:
-        InputError: an unreadable or empty ledger; StepsimError: no record sets ``path``.
+        InputError: an unreadable or empty ledger; StepsimError: fewer than two values.
     """
     from stepsim.report.document import ledger_sweep_points
 
     records = ledger_records(ledger)
-    found = ledger_sweep_points(records)
-    if found is None or found[0] != path:
+    found = ledger_sweep_points(records, path, baseline)
+    if found is None:
         values = {r.scenario.partition("=")[2] for r in records
                   if r.scenario.startswith(f"set {path}=") and ";" not in r.scenario}
         got = (f"its records set {path} alone to {len(values)} value ({', '.join(values)}): "

@@ -23,6 +23,7 @@ from stepsim.scenarios.plan import Plan, plan
 from stepsim.scenarios.predict import Prediction, predict
 from stepsim.scenarios.sweep import SweepResult, sweep
 from stepsim.scenarios.caveats import caveats
+from stepsim.scenarios.paths import get_value
 from stepsim.scenarios.transforms import parse_value
 from stepsim.scenarios.validate import LedgerRecord, LedgerSummary, summarize_ledger
 from stepsim.simcore.errors import StepsimError
@@ -76,21 +77,34 @@ def _png(draw: Callable[[Path], None]) -> bytes:
         return p.read_bytes()
 
 
-def ledger_sweep_points(records: Sequence[LedgerRecord]) -> tuple[str, dict[Any, list[float]]] | None:
-    """The ledger as measured points of a one-parameter sweep: when at least two records
-    each set one parameter (``set PATH=VALUE``, the same PATH), ``(PATH, {value: [measured
-    mean step µs, ...]})``; else None."""
-    pts: dict[Any, list[float]] = {}
-    path = None
+def ledger_sweep_points(records: Sequence[LedgerRecord], path: str | None = None,
+                        baseline: tuple[str, Any] | None = None
+                        ) -> tuple[str, dict[Any, list[float]]] | None:
+    """The ledger as measured points of a one-parameter sweep: ``(PATH, {value: [measured
+    mean step µs, ...]})`` from the records that each set PATH alone (``set PATH=VALUE``),
+    when they hold two distinct values or more; else None. Records of other what-ifs are
+    left out (a project's ledger mixes them). Without ``path``, PATH is the one set alone at
+    the most distinct values (then by records, then by name). ``baseline`` = ``(model name,
+    the model's own value of PATH)`` adds that model's ``baseline`` records at its value.
+    """
+    by_path: dict[str, dict[Any, list[float]]] = {}
     for r in records:
         if not r.scenario.startswith("set ") or ";" in r.scenario or "=" not in r.scenario:
             continue
         p, _, v = r.scenario[4:].partition("=")
-        if path not in (None, p):
+        by_path.setdefault(p, {}).setdefault(parse_value(v), []).append(r.measured_mean_us)
+    if path is None:
+        if not by_path:
             return None
-        path = p
-        pts.setdefault(parse_value(v), []).append(r.measured_mean_us)
-    return (path, pts) if path is not None and len(pts) >= 2 else None
+        path = min(by_path, key=lambda p: (-len(by_path[p]),
+                                           -sum(map(len, by_path[p].values())), p))
+    pts = by_path.get(path, {})
+    if baseline is not None:
+        name, value = baseline
+        for r in records:
+            if r.scenario == "baseline" and r.model == name:
+                pts.setdefault(value, []).append(r.measured_mean_us)
+    return (path, pts) if len(pts) >= 2 else None
 
 
 def build_report(model: StepModel, scenarios: Sequence[tuple[str, list]] = (),
@@ -143,6 +157,13 @@ def build_report(model: StepModel, scenarios: Sequence[tuple[str, list]] = (),
     if data.ledger:
         data.ledger_summary = summarize_ledger(data.ledger)
         found = ledger_sweep_points(data.ledger)
+        if found is not None and model.meta.name:  # the model's own baseline records too
+            try:
+                own = get_value(model, found[0])
+            except StepsimError:
+                pass
+            else:
+                found = ledger_sweep_points(data.ledger, found[0], (model.meta.name, own))
         if found is not None:
             path, pts = found
             say(f"sweep {path}")

@@ -58,18 +58,25 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
 
 
 def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[str]:
-    """The oversubscribed intra-op threads caveat of each sweep point (``points``: dicts
-    path → value) that has it, each prefixed with the point's settings."""
-    out = []
+    """The oversubscribed intra-op threads caveat of the sweep points (``points``: dicts
+    path → value) that have it: one caveat, naming every such point, worded for the first."""
+    hits = []
     for values in points:
         todo = [*ops, *(SetOp(path=k, value=v) for k, v in values.items())]
         try:
             after = apply_with_notes(model, todo)[0]
         except ModelError:
             continue
-        out += [f"at {', '.join(f'{k}={v}' for k, v in values.items())}: {w}"
-                for w in _oversubscribed_threads(after)]
-    return out
+        said = _oversubscribed_threads(after)
+        if said:
+            hits.append((", ".join(f"{k}={v}" for k, v in values.items()), said))
+    if not hits:
+        return []
+    where, said = hits[0]
+    if len(hits) == 1:
+        return [f"at {where}: {w}" for w in said]
+    return [f"at {len(hits)} of the sweep's points ({'; '.join(h for h, _ in hits)}), e.g. at "
+            f"{where}: {w}" for w in said]
 
 
 def _oversubscribed_threads(after: StepModel) -> list[str]:

@@ -1,5 +1,5 @@
-"""sweep gives the oversubscribed intra-op threads caveat for each point that has it (as
-whatif does for one setting), naming the point."""
+"""sweep gives the oversubscribed intra-op threads caveat (as whatif does for one setting)
+once, naming every point that has it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,7 @@ from stepsim import api
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_sweep_warns_at_each_oversubscribed_point():
+def test_sweep_warns_once_naming_each_oversubscribed_point():
     m = api.load_model(str(REPO / "scenarios" / "reference" / "input_pipeline_a.yaml"))
     ops = [op.model_copy(update={"threads": 2}) if op.kind == "cpu" else op for op in m.host.ops]
     m = m.model_copy(update={"host": m.host.model_copy(update={"ops": ops}),
@@ -17,4 +17,9 @@ def test_sweep_warns_at_each_oversubscribed_point():
                                                                    "threads_per_worker": 1})})
     r = api.sweep(m, "loader.num_workers=0,1,2", steps=10, warmup=2, draws=0, jobs=1)
     said = [w for w in r.warnings if "oversubscribed intra-op threads" in w]
-    assert [w.split(":")[0] for w in said] == ["at loader.num_workers=1", "at loader.num_workers=2"]
+    assert len(said) == 1
+    assert said[0].startswith("at 2 of the sweep's points (loader.num_workers=1; "
+                              "loader.num_workers=2), e.g. at loader.num_workers=1: ")
+    one = api.sweep(m, "loader.num_workers=0,2", steps=10, warmup=2, draws=0, jobs=1)
+    assert [w.split(":")[0] for w in one.warnings if "oversubscribed" in w] == [
+        "at loader.num_workers=2"]
