@@ -75,7 +75,8 @@ def diagnosis_dict(d: Diagnosis) -> dict:
     return {"name": d.name, "baseline_step_us": base,
             "baseline_p10_us": d.baseline.p10_step_us, "baseline_p90_us": d.baseline.p90_step_us,
             "kernel_ratio": d.kernel_ratio, "kernel_ratio_source": d.kernel_ratio_source,
-            "findings": findings, "fixes": fixes, "roofline": roof, "memory": mem}
+            "findings": findings, "fixes": fixes, "roofline": roof, "memory": mem,
+            "caveats": list(d.caveats)}
 
 
 def print_diagnosis(d: Diagnosis, as_json: bool = False) -> None:
@@ -87,6 +88,8 @@ def print_diagnosis(d: Diagnosis, as_json: bool = False) -> None:
     interval = (f" (P10-P90 {_ms(b.p10_step_us)} - {_ms(b.p90_step_us)})"
                 if b.p10_step_us is not None else "")
     print(f"diagnosis of {d.name}: simulated baseline step {_ms(b.mean_step_us)}{interval}")
+    for c in d.caveats:
+        print(f"  caveat: {c}")
     stage = None
     for f in d.findings:
         if f.stage != stage:
@@ -101,6 +104,8 @@ def print_diagnosis(d: Diagnosis, as_json: bool = False) -> None:
             if w.arithmetic:
                 print(f"{pad}arithmetic: {w.arithmetic}")
             print(f"{pad}{_whatif_line(w, b.mean_step_us)}")
+            for c in w.caveats:
+                print(f"{pad}  caveat: {c}")
 
 
 def plot_roofline(roof: Roofline, path: str | Path, title: str = "") -> None:

@@ -79,6 +79,16 @@ def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[st
             f"{where}: {w}" for w in said]
 
 
+def threads_caveat(model: StepModel, ops: Sequence[Operation] = ()) -> list[str]:
+    """The oversubscribed intra-op threads caveat of ``model`` after ``ops`` (``[]`` when it
+    has none, or the ops do not apply)."""
+    try:
+        after = apply_with_notes(model, list(ops))[0] if ops else model
+    except ModelError:
+        return []
+    return _oversubscribed_threads(after)
+
+
 def _oversubscribed_threads(after: StepModel) -> list[str]:
     """A model (after the what-if's ops) whose training step's intra-op threads
     (``threads`` > 1) run beside more runnable worker threads than the cores hold: torch's

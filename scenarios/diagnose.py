@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from stepsim.models.metrics import amdahl_ceiling, label
 from stepsim.models.params import StepModel
+from stepsim.scenarios.caveats import threads_caveat
 from stepsim.scenarios.fixes import FIXES
 from stepsim.scenarios.memory import MemoryVerdict
 from stepsim.scenarios.predict import Prediction, predict
@@ -52,7 +53,8 @@ GAP_SHARE = 0.05
 @dataclass(frozen=True)
 class WhatIf:
     """A fix priced by simulation (µs): ``fix`` as ``--fix`` takes it; ``step_us`` the point,
-    ``p10_us``/``p90_us`` its interval (None without draws); ``note`` why it did not apply."""
+    ``p10_us``/``p90_us`` its interval (None without draws); ``note`` why it did not apply;
+    ``caveats`` what the prediction cannot honour (:func:`scenarios.caveats.threads_caveat`)."""
 
     fix: str
     step_us: float | None = None
@@ -61,6 +63,7 @@ class WhatIf:
     arithmetic: str = ""
     floor_us: float | None = None
     note: str = ""
+    caveats: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,8 @@ class Finding:
 @dataclass(frozen=True)
 class Diagnosis:
     """The tree's findings in order, the baseline prediction, and the roofline and memory
-    verdicts when the trace allowed them."""
+    verdicts when the trace allowed them; ``caveats`` the baseline's own (a model captured
+    with oversubscribed intra-op threads)."""
 
     name: str
     baseline: Prediction
@@ -88,6 +92,7 @@ class Diagnosis:
     findings: list[Finding]
     roofline: Roofline | None = None
     memory: MemoryVerdict | None = None
+    caveats: tuple[str, ...] = ()
 
 
 def fix_for(key: str, model: StepModel) -> tuple[str | None, str]:
@@ -116,7 +121,8 @@ def _price(model, text: str, kw: dict, arithmetic: str = "", floor_us=None) -> W
     except (ModelError, ValidationError) as e:
         return WhatIf(text, arithmetic=arithmetic, floor_us=floor_us,
                       note=str(e).splitlines()[0])
-    return WhatIf(text, p.mean_step_us, p.p10_step_us, p.p90_step_us, arithmetic, floor_us)
+    return WhatIf(text, p.mean_step_us, p.p10_step_us, p.p90_step_us, arithmetic, floor_us,
+                  caveats=tuple(threads_caveat(model, [parse_fix(text)])))
 
 
 def _ms(us: float) -> str:
@@ -299,4 +305,4 @@ def diagnose(model: StepModel, *, name: str = "", kernel_ratio: float | None = N
     else:
         findings.append(Finding("memory", memory.verdict, memory.evidence))
     return Diagnosis(name or model.meta.name, base, kernel_ratio, ratio_source, findings, roof,
-                     memory)
+                     memory, tuple(threads_caveat(model)))
