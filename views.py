@@ -89,9 +89,10 @@ def ledger_records(path: str | Path):
     """
     from stepsim.scenarios.validate import read_ledger
     from stepsim.simcore.errors import InputError
+    from stepsim.simcore.files import missing
 
     if not Path(path).exists():
-        raise InputError(path, "no such ledger file")
+        raise missing(path, "ledger file")
     records = read_ledger(path)
     if not records:
         raise InputError(path, "the ledger is empty (no validation records)")

@@ -24,6 +24,7 @@ from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import load_trace
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError, StepsimError
+from stepsim.simcore.files import missing
 
 
 CAPTURE_TRACE, CAPTURE_SIDECAR = "trace.json.gz", "sidecar.json"
@@ -131,7 +132,7 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> StepModel:
             return infer_buckets(_gpu(fold, side, step_regex))
         return calibrate_cpu_folder(fold, side, Path(sidecar) if sidecar else None, step_regex)
     if not p.exists():
-        raise InputError(p, "no such file")
+        raise missing(p)
     if steps is None:
         table = build_table(load_trace(p))
     else:

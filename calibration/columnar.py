@@ -135,7 +135,8 @@ def decode(raw: bytes | bytearray) -> Decoded | None:
             return None
         evs = _EVENTS.decode(body)
         raws = _RAWS.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError):
+    except (msgspec.DecodeError, msgspec.ValidationError, orjson.JSONDecodeError,
+            RecursionError):   # nested too deep for msgspec: the general reader says so
         return None
     if not evs:
         return None
@@ -155,7 +156,7 @@ def arg_columns(args: list) -> dict[str, list] | None:
     is not an object (the general reader says what it does with it)."""
     try:
         parsed = _ARGS.decode(b"[" + b",".join(args) + b"]")
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     return {f: list(map(attrgetter(f), parsed)) for f, _ in _ARG_FIELDS}
 

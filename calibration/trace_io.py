@@ -59,7 +59,7 @@ from stepsim.calibration.trace_ts import (MAX_ABS_TS_US, MAX_SPAN_US, check_span
                                           columnar_ts, exact_ts, value_to_ns)
 from stepsim.models.params import MAX_RANK_ID
 from stepsim.simcore.errors import InputError
-from stepsim.simcore.files import open_input
+from stepsim.simcore.files import missing, open_input
 from stepsim.simcore.parsing import parse_json
 
 __all__ = ["RawTrace", "load_trace", "load_bytes", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
@@ -161,7 +161,7 @@ def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
                 except (gzip.BadGzipFile, zlib.error) as e:
                     raise InputError(p, f"corrupt gzip data: {e}") from None
     except FileNotFoundError:
-        raise InputError(p, "no such file") from None
+        raise missing(p) from None
     except OSError as e:
         raise InputError(p, f"cannot read: {e.strerror or e}") from None
     if len(raw) > MAX_JSON_BYTES:  # a regular file that grew after the size check
@@ -308,7 +308,7 @@ def load_rank_traces(path: str | Path) -> list[RawTrace]:
     """
     p = Path(path)
     if not p.exists():
-        raise InputError(p, "no such file or directory")
+        raise missing(p, "file or directory")
     if not p.is_dir():
         return [load_trace(p)]
     files, warnings = _trace_candidates(p)

@@ -116,6 +116,10 @@ class StepModel(StrictModel):
                 if op.task in launched:
                     raise ValueError(f"task {op.task!r} is launched twice")
                 launched.add(op.task)
+        for g in self.comm.grad_params:
+            if g.ready_task is not None and g.ready_task not in tasks:
+                raise ValueError(f"comm.grad_params: {g.name!r} is ready after unknown task "
+                                 f"{g.ready_task!r}")
         if not self.ranks:
             raise ValueError("ranks must list at least one rank")
         if len(self.ranks) > MAX_RANKS:

@@ -50,6 +50,9 @@ def upgrade(path: str | Path, data: dict) -> dict:
     """
     given = data.get("schema_version")
     version = given if isinstance(given, int) and not isinstance(given, bool) else None
+    if version is not None and version < 1:
+        raise InputError(Path(path), f"schema_version {version} is no stepsim schema (they "
+                                     f"are 1 to {SCHEMA_VERSION})")
     if version is not None and version > SCHEMA_VERSION:
         raise InputError(Path(path), f"saved by a newer stepsim (schema_version {version}; this "
                                      f"one reads up to {SCHEMA_VERSION}): upgrade stepsim")

@@ -289,6 +289,9 @@ def _pairs(text: str, what: str) -> dict[str, Any]:
         key, eq, val = part.partition("=")
         if not eq or not key.strip():
             raise ModelError(f"bad {what} {text!r}: expected key=value[,key=value]")
+        if key.strip() in out:   # the last would silently win
+            either = f" ({key.strip()}=a|b selects either)" if what == "selector" else ""
+            raise ModelError(f"bad {what} {text!r}: {key.strip()} is given twice{either}")
         out[key.strip()] = parse_value(val)
     return out
 

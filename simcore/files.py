@@ -2,6 +2,7 @@
 :class:`~simcore.errors.InputError` naming it. Inputs are only read, never changed."""
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
@@ -9,7 +10,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from stepsim.simcore.errors import InputError
+from stepsim.simcore.errors import InputError, shown
 
 
 FIFO_WRITER_WAIT_S = 5.0
@@ -74,6 +75,20 @@ def open_input(path: str | Path) -> BinaryIO:
     return io.BufferedReader(_Pipe(fd, head))
 
 
+def missing(path: str | Path, what: str = "file") -> InputError:
+    """The error for an input ``path`` that cannot be found: ``no such {what}``, or what stands
+    in its place (a symbolic link loop, a broken symbolic link and where it points)."""
+    p = Path(path)
+    try:
+        os.stat(p)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return InputError(p, "a loop of symbolic links (too many levels of symbolic links)")
+    if p.is_symlink():
+        return InputError(p, f"broken symbolic link (to {shown(os.readlink(p))})")
+    return InputError(p, f"no such {what}")
+
+
 MAX_INPUT_BYTES = 256 * 1024**2
 """Largest model, scenario, sidecar or ledger file that is read (bytes). The largest model
 calibrated from the shared sample traces is a few MB; validating one takes several times its
@@ -101,8 +116,10 @@ def read_input(path: str | Path, kind: str, empty_ok: bool = False) -> bytes:
         with open_input(p) as f:
             raw = f.read(MAX_INPUT_BYTES + 1)
     except FileNotFoundError:
-        raise InputError(p, f"no such {kind} file") from None
+        raise missing(p, f"{kind} file") from None
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise missing(p) from None
         raise InputError(p, f"cannot read: {e.strerror or e}") from None
     if len(raw) > MAX_INPUT_BYTES:   # a pipe, or a file that grew
         raise _too_big(p, kind)

@@ -14,7 +14,7 @@ _TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 def _same(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symbolic link loop (Python < 3.13)
         return False
 
 
