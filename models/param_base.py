@@ -92,6 +92,15 @@ def _scalar_fields(cls) -> dict[str, str]:
     return kinds
 
 
+def _bounds(field) -> str:
+    """`` from LO to HI`` (or `` >= LO``, `` <= HI``) of a field's ``ge``/``le``, else ''."""
+    lo = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
+    hi = next((m.le for m in field.metadata if hasattr(m, "le")), None)
+    if lo is not None and hi is not None:
+        return f" from {lo} to {hi}"
+    return f" >= {lo}" if lo is not None else f" <= {hi}" if hi is not None else ""
+
+
 _SCALAR_OK = {"bool": lambda v: isinstance(v, bool),
               "int": lambda v: not isinstance(v, (bool, str, float)),
               "float": lambda v: not isinstance(v, (bool, str))}
@@ -110,6 +119,9 @@ class StrictModel(BaseModel):
             kinds = _scalar_fields(cls)
             for name, value in data.items():
                 kind = kinds.get(name) if isinstance(name, str) else None
+                if kind == "int" and isinstance(value, float):   # 1e20, 4.0: not a count
+                    raise ValueError(f"{name} must be a whole number"
+                                     f"{_bounds(cls.model_fields[name])}, not {value!r}")
                 if kind and value is not None and not _SCALAR_OK[kind](value):
                     what = {"int": "an integer", "float": "a number", "bool": "true or false"}
                     raise ValueError(f"{name} must be {what[kind]}, not "

@@ -146,6 +146,11 @@ def telling_error(e: ValidationError) -> dict:
                 errs[0])
 
 
+def _msg(err: dict) -> str:
+    """A validation error's message without pydantic's ``Value error, `` prefix."""
+    return err["msg"].removeprefix("Value error, ")
+
+
 def validated(data: dict, what: str) -> StepModel:
     """Build a StepModel from a plain dict, turning a validation error into a ModelError that
     names the first bad field and says which operation produced it."""
@@ -154,7 +159,7 @@ def validated(data: dict, what: str) -> StepModel:
     except ValidationError as e:
         err = telling_error(e)
         loc = ".".join(str(x) for x in err["loc"]) or "(model)"
-        raise ModelError(f"{what}: gives an invalid model: {loc}: {err['msg']}") from None
+        raise ModelError(f"{what}: gives an invalid model: {loc}: {_msg(err)}") from None
 
 
 def set_value(model: StepModel, path: str, value: Any) -> StepModel:
@@ -211,7 +216,7 @@ def replaced(model: StepModel, path: str, value: Any) -> StepModel:
         err = telling_error(e)
         loc = ".".join(str(x) for x in [*keys[:-1], *err["loc"]])
         raise ModelError(f"set {path}={value!r}: gives an invalid model: {loc}: "
-                         f"{err['msg']}") from None
+                         f"{_msg(err)}") from None
     for node, k in zip(reversed(nodes[:-1]), reversed(keys[:-1])):
         if isinstance(node, BaseModel):
             new = node.model_copy(update={k: new})
@@ -222,8 +227,7 @@ def replaced(model: StepModel, path: str, value: Any) -> StepModel:
     try:
         StepModel._check_refs(new)
     except ValueError as e:
-        raise ModelError(f"set {path}={value!r}: gives an invalid model: (model): "
-                         f"Value error, {e}") from None
+        raise ModelError(f"set {path}={value!r}: gives an invalid model: (model): {e}") from None
     return new
 
 

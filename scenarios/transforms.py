@@ -27,6 +27,7 @@ alternatives.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
@@ -324,8 +325,10 @@ def parse_scale(factor: str, selector: str) -> ScaleOp:
         f = float(factor)
     except ValueError:
         raise ModelError(f"bad --scale factor {factor!r}: expected a number") from None
-    if not f >= 0:
-        raise ModelError(f"bad --scale factor {factor!r}: must be >= 0")
+    if math.isnan(f):
+        raise ModelError(f"bad --scale factor {factor!r}: not a number")
+    if not 0 <= f < math.inf:
+        raise ModelError(f"bad --scale factor {factor!r}: must be a finite number >= 0")
     return ScaleOp(select=parse_selector(selector), factor=f)
 
 

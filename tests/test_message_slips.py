@@ -1,0 +1,31 @@
+"""Messages that say what is wrong: a fractional count (``num_workers=1e20``) must be a whole
+number within its bounds; a NaN scale factor is not a number, an infinite one not finite."""
+from __future__ import annotations
+
+import pytest
+
+from stepsim import api
+from stepsim.simcore.errors import ModelError
+from tests.conftest import run_cli
+from tests.test_planner import cpu_model
+
+FAST = {"steps": 5, "warmup": 2, "draws": 0, "jobs": 1}
+
+
+@pytest.mark.parametrize("value", ["1e20", "4.0"])
+def test_a_fractional_count_must_be_a_whole_number_within_bounds(value):
+    with pytest.raises(ModelError) as e:
+        api.whatif(cpu_model(), set=f"loader.num_workers={value}", **FAST)
+    assert str(e.value).endswith(f"num_workers must be a whole number from 0 to 1024, not "
+                                 f"{float(value)!r}")
+    assert "Value error" not in str(e.value)
+
+
+@pytest.mark.parametrize("factor,says", [("nan", "not a number"),
+                                         ("inf", "must be a finite number >= 0"),
+                                         ("-1", "must be a finite number >= 0")])
+def test_a_scale_factor_says_what_is_wrong(factor, says):
+    r = run_cli("whatif", "scenarios/reference/case_study.yaml", "--scale", factor,
+                "category=gemm", "--draws", "0", "--steps", "5")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [f"stepsim: error: bad --scale factor '{factor}': {says}"]
