@@ -24,7 +24,19 @@
    ``runs.json`` (every rank's measured instants), ``table.json``.
 
 The straggler is 40 ms of *wall-clock* busy work (a thread spinning on ``perf_counter``): it
-holds its core for 40 ms whatever else the machine runs, which is what the what-if adds.
+keeps its core busy for 40 ms and ends on time whatever else the machine runs, which is what
+the what-if adds (``RankParams.phase_wall_us``, not scaled by the host's speed).
+
+What the barrier costs on top of the straggler (measured with ``/tmp/quiet``, the job's own
+runs, straggler and straggler + barrier alternated over 5 rounds of 8 steps, twice: +1.7 and
++0.8 ms; three more runs with per-phase timers: +0.5, +1.0, +2.9 ms; simulated +1.5 ms): on
+the shared cores, without a barrier the fast rank's backward runs while the straggler spins,
+and the straggler's backward then has the other core to itself; the barrier holds the fast
+rank until the spin ends, so the two backwards and their all-reduces' gloo threads share the
+cores. The waiting rank does not spin in the barrier (its main thread used 1.9 ms of CPU over
+a 41 ms wait). Runs with other load on the machine measured +3.6 to +9.3 ms, from a few steps
+up to 40 ms longer (the straggler's forward 18 ms late while the other rank sat idle in the
+barrier): the row's mean is only as quiet as the machine.
 """
 from __future__ import annotations
 
@@ -70,7 +82,7 @@ def _job_steps_us(ranks: list[dict]) -> np.ndarray:
     return np.max([x[:n] for x in d], axis=0)
 
 
-def run_ddp_demo(out: Path, repeats: int = 2, steps: int = 8, seed: int = 0) -> int:
+def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 8, seed: int = 0) -> int:
     """Run the DDP demo into ``out`` (see the module docstring); returns the exit code."""
     from stepsim.demo.ddp_job import Run, run_plan
 

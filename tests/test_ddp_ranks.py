@@ -59,6 +59,23 @@ def test_straggler_on_a_shared_core_costs_the_time_the_other_rank_cannot_use():
     assert step_us(apart) == pytest.approx(F + B + C + O)
 
 
+def test_a_barrier_takes_away_the_free_core_the_straggler_lent():
+    """One core, the straggler spinning S at the end of rank 1's forward: without a barrier
+    rank 0's backward runs in the spin's shadow (base + S − min(B, S/2), above); a barrier
+    before backward holds rank 0 until rank 1 is done spinning, so both backwards then share
+    the core: base + S. The barrier costs the job exactly min(B, S/2), the work rank 0 had
+    done on the core the spin left it. With a core each it costs nothing (F + B + C + O + S
+    both ways)."""
+    for s_us in (S, S / 5):
+        one = add_straggler(cpu_ddp(cores=1), 1, "forward", s_us / 1e3)
+        base = 2 * (F + B + O) + C
+        assert step_us(insert_barrier(one)) == pytest.approx(base + s_us)
+        assert step_us(insert_barrier(one)) - step_us(one) == pytest.approx(min(B, s_us / 2))
+    two = add_straggler(cpu_ddp(cores=2), 1, "forward", S / 1e3)
+    assert step_us(insert_barrier(two)) == pytest.approx(step_us(two)) \
+        == pytest.approx(F + B + C + O + S)
+
+
 def test_straggler_is_wall_clock_time_the_hosts_speed_does_not_scale():
     """On a host twice as fast (cpu_scale 0.5) the measured work takes half its time and the
     collective's transfer and the straggler's S do not: F/2 + B/2 + C + O/2 + S."""
