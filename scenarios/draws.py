@@ -25,6 +25,7 @@ from stepsim.scenarios.paths import get_value, replaced
 from stepsim.scenarios.stepcount import mean_std_error_us
 from stepsim.scenarios.transforms import Operation, apply_ops
 from stepsim.simcore.errors import ModelError
+from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.rng import spawn_streams
 
 DEFAULT_RANGES = {"inferred": (0.8, 1.2), "assumed": (0.5, 1.5)}
@@ -146,21 +147,26 @@ def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1
 def _draw_chunk(item) -> list[tuple[float, float]]:
     """``(mean step µs, its standard error µs)`` of each draw of a chunk (step times only)."""
     model, ops, draws, steps, warmup = item
-    out = []
-    for factors, seed, boot_seed in draws:
-        try:
-            boot = perturb(model, factors)
-            if boot_seed is not None:
-                boot = bootstrap_measured(boot, np.random.default_rng(boot_seed), window=False)
-        except ValidationError as e:   # a duration drawn past the most a model holds
-            err = e.errors()[0]
-            raise ModelError(f"an interval draw leaves an invalid model ({err['msg']}, "
-                             f"{err['input']!r}): the model's values are too near their bounds "
-                             "to vary (use --draws 0)") from None
-        job = simulate(apply_ops(boot, ops), steps=steps, warmup=warmup, seed=seed,
-                       keep="steps").job_step_us
-        out.append((float(job.mean()), mean_std_error_us(job)))
-    return out
+    return [_draw(model, ops, factors, seed, boot_seed, steps, warmup)
+            for factors, seed, boot_seed in draws]
+
+
+@gc_paused
+def _draw(model: StepModel, ops: tuple, factors: dict[str, float], seed: int,
+          boot_seed: int | None, steps: int, warmup: int) -> tuple[float, float]:
+    """One draw, the collector paused from its perturbation through its simulation."""
+    try:
+        boot = perturb(model, factors)
+        if boot_seed is not None:
+            boot = bootstrap_measured(boot, np.random.default_rng(boot_seed), window=False)
+    except ValidationError as e:   # a duration drawn past the most a model holds
+        err = e.errors()[0]
+        raise ModelError(f"an interval draw leaves an invalid model ({err['msg']}, "
+                         f"{err['input']!r}): the model's values are too near their bounds "
+                         "to vary (use --draws 0)") from None
+    job = simulate(apply_ops(boot, ops), steps=steps, warmup=warmup, seed=seed,
+                   keep="steps").job_step_us
+    return float(job.mean()), mean_std_error_us(job)
 
 
 def _chunks(items: list, jobs: int) -> list[list]:

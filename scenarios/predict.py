@@ -77,6 +77,7 @@ from stepsim.scenarios.parallel import Progress
 from stepsim.scenarios.stepcount import DRAW_STEPS, StepCount, simulate_counted
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
 from stepsim.simcore.errors import ModelError
+from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.units import us_to_ms
 
 __all__ = ["Prediction", "predict", "simulate_summary", "counted_summary", "device_floor_us",
@@ -193,10 +194,13 @@ def simulate_summary(model: StepModel, steps: int | None, warmup: int, seed: int
     return counted_summary(model, steps, warmup, seed)[0]
 
 
+@gc_paused
 def counted_summary(model: StepModel, steps: int | None, warmup: int, seed: int,
                     brief: bool = False) -> tuple[Summary, StepCount]:
     """:func:`simulate_summary` with the step count and its standard error; ``brief``: only
-    :func:`models.metrics.brief_summary`'s fields."""
+    :func:`models.metrics.brief_summary`'s fields. The collector stays paused from the
+    simulation through its summary (their records live until both are done), so it does not
+    pass over them in between."""
     res, count = simulate_counted(model, steps, warmup, seed)
     return (brief_summary(res) if brief else summarize(res)), count
 
