@@ -22,7 +22,8 @@ Rows (``python bench/issue11.py ROW [--quick]``; ``all`` runs every row):
 * ``calibrate-ranks``: 128 and 256 rank files (the DLRM job's eight files, copied to N ranks
   with their ``distributedInfo`` rewritten), written to /tmp; seconds, peak memory, CPU
   seconds ÷ wall seconds (cores used).
-* ``sim-ranks``: the 256-rank model, 30 steps (goal: 1,024 ranks in < 60 s).
+* ``sim-ranks``: 1,024 ranks, 30 steps, step times only, and 256 keeping every span (goal:
+  1,024 ranks in < 60 s).
 
 ``--quick`` shrinks every row so the whole table runs in about a minute on this machine.
 Timings are only meaningful under ``flock /tmp/cpu-timing.lock``; each row prints ``uptime``.
@@ -150,7 +151,8 @@ def row_sim(label: str, trace: Path, steps: int, memory: bool = False) -> None:
             events = (f"{n_ev} events = {n_ev / (steps + 3):.0f} per step, {dc / floor_cpu:.1f}x "
                       f"a bare heapq loop of as many events ({floor_cpu:.2f} s CPU)")
         else:
-            events = "solved without events (models/solo.py, repeated steps replayed)"
+            events = ("solved without events (models/solo.py, models/solo_ranks.py), repeated "
+                      "steps replayed (models/memo.py, models/memo_ranks.py)")
         print(f"{label} keep={keep}: {len(m.ranks)} rank(s), {steps}+3 steps in {dt:.2f} s wall, "
               f"{dc:.2f} s CPU = {cpu_us / 1e3:.3f} ms CPU per step; hardware step "
               f"{hw_us / 1e3:.1f} ms -> {hw_us / cpu_us:.1f}x faster than the hardware per CPU "
@@ -306,20 +308,25 @@ def row_ranks(ns: list[int], timeout: float) -> None:
 
 
 def row_sim_ranks(n: int, steps: int) -> None:
-    from stepsim.models.simulate import simulate
-
+    """``n`` ranks keeping only the step times (``keep="steps"``: what draws and sweeps
+    keep), then ``n // 4`` keeping every span, each against the DLRM job's hardware step;
+    CPU seconds without tracemalloc, then the traced peak in a second run."""
     m = model_of(DLRM)
-    ranks = [m.ranks[k % len(m.ranks)].model_copy(update={"rank": k}) for k in range(n)]
-    big = m.model_copy(update={"ranks": ranks,
-                               "comm": m.comm.model_copy(update={"world_size": n})})
-    tracemalloc.start()
-    t, c = time.perf_counter(), time.process_time()
-    simulate(big, steps=steps, warmup=3)
-    dt, dc = time.perf_counter() - t, time.process_time() - c
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    print(f"simulate {n} ranks (DLRM ranks repeated), {steps} steps: {dt:.1f} s wall, "
-          f"{dc:.1f} s CPU (tracemalloc on), peak {peak / 1e6:.0f} MB (goal: 1,024 ranks in < 60 s)")
+    hw_us = m.meta.notes["measured_median_step_us"]
+    for k, keep in ((n, "steps"), (max(8, n // 4), "all")):
+        ranks = [m.ranks[j % len(m.ranks)].model_copy(update={"rank": j}) for j in range(k)]
+        big = m.model_copy(update={"ranks": ranks,
+                                   "comm": m.comm.model_copy(update={"world_size": k})})
+        r, dt, dc, n_ev = counted_simulate(big, steps, keep=keep)
+        tracemalloc.start()
+        counted_simulate(big, steps, keep=keep)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        how = f"{n_ev} SimPy events" if n_ev else "solved without events"
+        print(f"simulate {k} ranks (DLRM ranks repeated) keep={keep}, {steps}+3 steps: "
+              f"{dt:.1f} s wall, {dc:.1f} s CPU = {dc * 1e3 / (steps + 3):.0f} ms CPU per job "
+              f"step ({hw_us * (steps + 3) / 1e6 / dc:.2f}x the hardware), traced peak "
+              f"{peak / 1e6:.0f} MB; {how} (goal: 1,024 ranks, 30 steps in < 60 s)")
 
 
 def main(argv=None) -> int:
@@ -352,7 +359,7 @@ def main(argv=None) -> int:
         "calibrate-500mb": lambda: _synthetic_row("calibrate-500mb", 20 if q else 500),
         "calibrate-2gb": lambda: _synthetic_row("calibrate-2gb", 40 if q else 2000, 180),
         "calibrate-ranks": lambda: row_ranks([8, 16] if q else [128, 256], 600),
-        "sim-ranks": lambda: row_sim_ranks(16 if q else 256, 5 if q else 30),
+        "sim-ranks": lambda: row_sim_ranks(16 if q else 1024, 5 if q else 30),
     }
     for name, fn in rows.items():
         if a.row in ("all", name):

@@ -110,11 +110,11 @@ class JobMemo:
     (relative state, drawn durations).
 
     Args:
-        ranks: the job's ranks; each has ``dev``, ``lq``, ``t``, its host's clock (µs), and
-            ``r`` (its plans).
+        ranks: the job's ranks; each has ``dev``, ``lq``, ``host`` (its clock ``host.t``,
+            µs) and ``r`` (its plans).
         barrier: the collectives' rendezvous.
-        keep_waits: whether the host waits' sink keeps them (else replays emit none).
         last: the last measured step; steps from ``last - 1`` on are always solved.
+        keep_waits: whether the host waits' sink keeps them (else replays emit none).
     """
 
     def __init__(self, ranks: list, barrier, last: int, keep_waits: bool = True):
@@ -151,7 +151,7 @@ class JobMemo:
         ranks = self.ranks
         cap, self.capture = self.capture, None
         if cap is not None:
-            cap.t_ends = [x.t - b for x, b in zip(ranks, cap.t0s)]
+            cap.t_ends = [x.host.t - b for x, b in zip(ranks, cap.t0s)]
             cap.end = self._state(cap.step0, cap.t0s, cap.t0s[0], None)
             cap.spans = Block(getattr(cap.rec, "spans", []), (3,), 5)
             cap.task_runs = cap.runs.block()
@@ -167,8 +167,8 @@ class JobMemo:
             state = chain[0].next_state   # what follows a replayed step is known
         else:
             self.settle()
-            t = ranks[0].t
-            t0s = [x.t for x in ranks]
+            t = ranks[0].host.t
+            t0s = [x.host.t for x in ranks]
             state = (tuple(round(b - t, KEY_DECIMALS) for b in t0s),
                      self._state(step, t0s, t, KEY_DECIMALS))
             state = self.states.setdefault(state, len(self.states))   # hashed once
@@ -179,16 +179,16 @@ class JobMemo:
         if hit is None:
             self.settle()
             if len(self.table) < JOB_MAX_ENTRIES:
-                self.capture = _JobStep(key, step, [x.t for x in ranks], rec, runs, waits)
+                self.capture = _JobStep(key, step, [x.host.t for x in ranks], rec, runs, waits)
             return False
-        dt, ds = ranks[0].t - hit.t0s[0], step - hit.step0
+        dt, ds = ranks[0].host.t - hit.t0s[0], step - hit.step0
         rec.shifted(hit.spans, dt, ds)
         runs.shifted(hit.task_runs, dt, ds)
         for w in hit.host_waits if self.keep_waits else ():
             waits.append(HostWait(w.rank, w.step + ds, w.start_us + dt, w.end_us + dt, w.cause,
                                   tuple((s + ds, k) for s, k in w.tasks)))
         for x, b, e in zip(ranks, hit.t0s, hit.t_ends):
-            x.t = b + dt + e
+            x.host.t = b + dt + e
         self.pending = (hit, step, dt)
         return True
 

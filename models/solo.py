@@ -8,9 +8,10 @@ computes those instants directly, in program order, with the semantics of
 :mod:`models.host` and :mod:`models.device` (the SimPy processes), and emits the same spans,
 :class:`~models.device.TaskRun` and :class:`~models.host.HostWait` records:
 
-* the host thread walks its ops on its own clock ``t`` (µs): CPU work and launches add their
-  time; a launch first takes its launch-queue slots, waiting for the earliest completions
-  when they are held; a sync or a pageable copy waits for the tasks it names;
+* the host thread (:class:`models.solo_host.HostThread`) walks its ops on its own clock ``t``
+  (µs): CPU work and launches add their time; a launch first takes its launch-queue slots,
+  waiting for the earliest completions when they are held; a sync or a pageable copy waits
+  for the tasks it names;
 * each stream is advanced lazily, task after task, as far as the launches and the waits known
   so far allow: a task is *ready* at the latest of its predecessor's end, its launch and the
   ends of the tasks it waits for; it then idles ``gap_us`` and runs ``dur_us``.
@@ -25,11 +26,11 @@ from __future__ import annotations
 
 import heapq
 
-from stepsim.models.cpu import record_cpu_work
 from stepsim.models.device import TaskPlan, TaskRun
-from stepsim.models.host import HostOpPlan, HostWait
+from stepsim.models.host import HostOpPlan
 from stepsim.models.loader import DataLoaderSim
 from stepsim.models.memo import StepMemo, memoizable
+from stepsim.models.solo_host import HostThread
 from stepsim.simcore.record import ListRecorder, NullRecorder, Recorder, Span
 
 __all__ = ["Unsolvable", "solvable", "solve"]
@@ -94,6 +95,12 @@ class _LaunchQueue:
         self.pending += n
         return t
 
+    def taking(self, t: float, step: int, task: str, slots: int):
+        """:meth:`take` as a generator (:meth:`models.solo_host.HostThread.walk`'s form;
+        a rank alone never waits in it)."""
+        return self.take(t, step, task, slots)
+        yield
+
     def free(self, step: int, task: str, when: float) -> None:
         n = self.held.pop((step, task), 0)
         if n:
@@ -120,6 +127,9 @@ class _Device:
 
     barrier = None          # a rank among others: its collectives' cross-rank rendezvous
     shared = frozenset()    # copy engines two streams share (models.solo_ranks)
+    entered: dict = {}      # streams parked on one of those (models.solo_ranks; never set here)
+    host_lb: float | None = 0.0            # no launch comes before (µs; models.solo_ranks)
+    host_wait = (0.0, float("inf"))
 
     def __init__(self, rank: int, streams: dict[str, list[TaskPlan]], n_steps: int,
                  lq: _LaunchQueue, rec: Recorder, runs, sync_step, backlog: dict[str, float],
@@ -305,113 +315,49 @@ def solve(rank: int, ops: list[HostOpPlan], streams: dict[str, list[TaskPlan]],
     Raises:
         Unsolvable: a wait that never ends (the event simulation names it).
     """
-    lane = f"rank{rank}.host"
     lq = _LaunchQueue(queue_depth)
     dev = _Device(rank, streams, n_steps, lq, rec, runs, sync_step, backlog, released, last + 1)
+    host = HostThread(rank, ops, delay_us, uses_core, cpu_scale, loader, rng, sync_step, dev,
+                      lq, rec, waits, workers)
     dev.pump()
     starts: list[float] = []
-    t = 0.0
     out_rec, out_waits = rec, waits
-
-    def cpu(name: str, dur_us: float, category: str, step: int, block_fraction: float) -> float:
-        block = dur_us * block_fraction
-        serial = dur_us - block if dur_us > block else 0.0
-        core_us = (serial * cpu_scale if serial > 0 else 0.0) if uses_core else serial
-        end = t + core_us if core_us > 0 else t
-        record_cpu_work(rec, lane, name, category, t, core_us, end, step, rank)
-        if block > 0:
-            rec.span(Span(lane, name, "busy", end, block, step, rank, "", category))
-            end += block
-        return end
-
-    def block(name: str, cause: str, step: int, targets: tuple[tuple[int, str], ...]) -> float:
-        end = t
-        for s, tid in targets:
-            e = dev.done_at(s, tid)
-            if e > end:
-                end = e
-        if end > t:
-            rec.span(Span(lane, name, "wait", t, end - t, step, rank, cause, ""))
-            waits.append(HostWait(rank, step, t, end, cause, targets))
-        return end
-
     memo = StepMemo(ops, streams, last) if memoizable(ops, streams) and (
         workers is None or workers.p.batches_per_epoch is None) else None
-    calls: list[tuple[float, float]] = []   # a captured step's next() calls, relative
-    drawing = [op for op in ops if op.kind == "cpu" and op.samples is not None
-               and op.replay_us is None]
-    batches = [op for op in ops if op.kind == "next_batch"]
     for step in range(n_steps):
+        t = host.t
         starts.append(t)
         dev.forget_before(step)
-        syncing = sync_step(step)
-        # the step's random durations, drawn first (in op order, as the processes draw them)
-        draws = [op.samples.sample(rng) for op in drawing if syncing or not op.optimizer]
-        if workers is None:
-            loads = [loader.main_thread_draw_us(None if op.replay_us is None
-                                                else op.replay_us[step])
-                     for op in batches if syncing or not op.optimizer]
-        else:   # the workers' state, the step's sends drawn
-            loads = [workers.key(t, sum(1 for op in batches if syncing or not op.optimizer))
-                     ] if memo is not None and 1 <= step < last - 1 else []
+        draws, loads = host.draw(step)
+        if workers is not None:   # the workers' state, the step's sends drawn
+            loads = [workers.key(t, host.n_batches(step))] if memo is not None and (
+                1 <= step < last - 1) else []
         key = memo.key(step, t, dev, lq, draws, loads, tuple(sync_step(step + d) for d in (-1, 0, 1))
                        ) if memo is not None else None
         hit = memo.get(key) if key is not None else None
         if hit is not None:
-            t0, t = t, hit.replay(step, t, dev, lq, out_rec, runs, waits)
+            host.t = hit.replay(step, t, dev, lq, out_rec, runs, waits)
             if workers is not None:   # the loader's own record, made anew (its spans name batches)
                 for rel_call, _ in hit.batch_calls:
-                    workers.next_batch(t0 + rel_call, step, _NULL)
+                    workers.next_batch(t + rel_call, step, _NULL)
             else:
                 for _ in loads:
                     loader.returned_on_main()
             continue
         capture = memo.capture(key, step, t, out_rec, runs, waits) if key is not None else None
         if capture is not None:
-            rec, dev.out_rec, dev.out_runs, waits = capture.rec, capture.rec, capture.runs, capture.waits
-        draw, load = iter(draws), iter(loads)
-        if delay_us > 0:
-            t = cpu("straggle", delay_us, "straggle", step, 0.0)
-        for op in ops:
-            kind = op.kind
-            if op.optimizer and not syncing:
-                if kind == "launch":
-                    dev.launched(step, op.task, t)
-                continue
-            dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
-            if kind == "cpu":
-                if op.samples is not None and op.replay_us is None:
-                    dur_us = next(draw)
-                t = cpu(op.name, dur_us, op.category, step, op.block_fraction)
-            elif kind == "launch":
-                got = lq.take(t, step, op.task, op.slots)
-                if got > t:
-                    rec.span(Span(lane, "launch queue full", "wait", t, got - t, step, rank,
-                                  "launch_queue", ""))
-                    t = got
-                t = cpu(op.name, dur_us, "launch", step, 0.0)
-                dev.launched(step, op.task, t)
-                if op.block_cause is not None:
-                    t = block(op.name, op.block_cause, step, ((step, op.task),))
-            elif kind == "sync":
-                t = cpu(op.name, dur_us, "sync", step, 0.0)
-                t = block(op.name, "sync", step, tuple(
-                    (step + off, tid) for off, tid in op.targets if step + off >= 0))
-            elif workers is not None:   # next_batch from the DataLoader's workers
-                t_call, t = t, workers.next_batch(t, step, rec)
-                if capture is not None:
-                    calls.append((t_call - capture.t0, t - capture.t0))
-            else:   # next_batch, produced on the main thread (no workers)
-                work_us = next(load)
-                core_us = work_us * loader.cpu.scale if work_us > 0 else 0.0
-                record_cpu_work(rec, lane, "load batch (main thread)", "data", t, core_us,
-                                t + core_us, step, rank)
-                t += core_us
-                loader.returned_on_main()
+            host.rec = dev.out_rec = capture.rec
+            dev.out_runs, host.waits = capture.runs, capture.waits
+            host.calls, host.t0 = [], capture.t0
+        for _ in host.walk(step, draws, loads):
+            raise Unsolvable(f"the host of rank {rank} waits in step {step} for a task that "
+                             "never finishes")
         if capture is not None:
-            rec, dev.out_rec, dev.out_runs, waits = out_rec, out_rec, runs, out_waits
-            capture.batch_calls, calls = calls, []
-            capture.done(t, dev, lq)
+            host.rec = dev.out_rec = out_rec
+            dev.out_runs, host.waits = runs, out_waits
+            capture.batch_calls, host.calls = host.calls, None
+            capture.done(host.t, dev, lq)
+    t = host.t
     starts.append(t)
     ends = dev.done.get(last, {})
     if len(ends) < sum(len(ps) for ps in dev.plans):

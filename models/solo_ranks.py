@@ -8,7 +8,8 @@ entered it (the max of the entries, each rank's ``ready + gap_us``) and lasts it
 on each rank (the transfer), as the SimPy :class:`~models.device.Barrier` has it. This module
 solves all ranks together, each with :mod:`models.solo`'s semantics:
 
-* each rank's host thread is a generator that walks its ops on its own clock and yields where
+* each rank's host thread (:class:`models.solo_host.HostThread`, as :func:`models.solo.solve`
+  walks it) is a generator that walks its ops on its own clock and yields where
   it waits for what other ranks decide (a sync or launch-queue slot on a collective whose last
   entry is not known yet);
 * each rank's streams advance as in :mod:`models.solo`; a collective parks its stream after
@@ -25,18 +26,19 @@ solves all ranks together, each with :mod:`models.solo`'s semantics:
   raised (the SimPy processes then name the deadlock).
 
 The output is what the event simulation records by its stop (every host done and every rank's
-last measured step finished). Steps are not replayed (:mod:`models.memo` is per rank).
+last measured step finished). A job step whose relative state and drawn durations already
+occurred is replayed, moved in time, on every rank at once (:mod:`models.memo_ranks`).
 """
 from __future__ import annotations
 
 import heapq
 
-from stepsim.models.cpu import record_cpu_work
 from stepsim.models.device import TaskPlan, TaskRun
-from stepsim.models.host import HostOpPlan, HostWait
+from stepsim.models.host import HostOpPlan
 from stepsim.models.loader import DataLoaderSim
 from stepsim.models.memo_ranks import JobMemo
 from stepsim.models.solo import Unsolvable, _Device, _LaunchQueue
+from stepsim.models.solo_host import HostThread
 from stepsim.simcore.record import Recorder, Span
 
 __all__ = ["RankInput", "solve_ranks"]
@@ -258,17 +260,14 @@ class RankInput:
 
 
 class _Rank:
-    """One rank's host thread (a generator) and device."""
+    """One rank's host thread (a generator over its steps) and device."""
 
     def __init__(self, r: RankInput, barrier: _Barrier, uses_core: bool, queue_depth: int,
                  rec: Recorder, runs, waits, n_steps: int, last: int, sync_step,
                  backlog: dict[str, float], released: set[str], hold_at: list[int]):
         self.hold_at, self.replayed, self.drawn, self.memo = hold_at, False, (), None
-        self.r, self.uses_core, self.rec, self.waits = r, uses_core, rec, waits
-        self.n_steps, self.sync_step = n_steps, sync_step
-        self.lane = f"rank{r.rank}.host"
+        self.r, self.n_steps = r, n_steps
         self.lq = _RankQueue(queue_depth, barrier)
-        self.barrier = barrier
         users: dict[str, set[str]] = {}
         for name, plans in r.streams.items():
             for p in plans:
@@ -278,114 +277,30 @@ class _Rank:
         self.dev = self.lq.dev = _RankDevice(barrier, shared, r.rank, r.streams, n_steps,
                                              self.lq, rec, runs, sync_step, backlog, released,
                                              last + 1)
+        self.host = HostThread(r.rank, r.ops, r.delay_us, uses_core, r.cpu_scale, r.loader,
+                               r.rng, sync_step, self.dev, self.lq, rec, waits, barrier=barrier)
         self.starts: list[float] = []
-        self.t = 0.0
 
-    def cpu(self, name: str, dur_us: float, category: str, step: int, block_fraction: float
-            ) -> float:
-        t, rec = self.t, self.rec
-        block = dur_us * block_fraction
-        serial = dur_us - block if dur_us > block else 0.0
-        core_us = (serial * self.r.cpu_scale if serial > 0 else 0.0) if self.uses_core else serial
-        end = t + core_us if core_us > 0 else t
-        record_cpu_work(rec, self.lane, name, category, t, core_us, end, step, self.r.rank)
-        if block > 0:
-            rec.span(Span(self.lane, name, "busy", end, block, step, self.r.rank, "", category))
-            end += block
-        return end
-
-    def block(self, name: str, cause: str, step: int, targets: tuple[tuple[int, str], ...]):
-        """Generator: wait for ``targets``; returns when they are done (µs)."""
-        dev = self.dev
-        done, first = dev.done, True
-        # the host waits: copies may be granted up to what it waits for
-        dev.host_lb, dev.host_wait = None, (self.t, float("inf"))
-        if dev.entered:
-            dev.pump()
-        while True:
-            end = t = self.t
-            for s, tid in targets:
-                e = done.get(s, {}).get(tid)
-                if e is None:
-                    break
-                if e > end:
-                    end = e
-            else:
-                break
-            if first:
-                self.barrier.moves += 1
-                first = False
-            yield
-        dev.host_lb = end
-        if end > t:
-            self.rec.span(Span(self.lane, name, "wait", t, end - t, step, self.r.rank, cause, ""))
-            self.waits.append(HostWait(self.r.rank, step, t, end, cause, targets))
-        return end
-
-    def host(self):
-        """Generator: the host thread over every step (see :func:`models.solo.solve`)."""
-        r, dev, lq, rec, lane = self.r, self.dev, self.lq, self.rec, self.lane
-        ops, loader, rank, sync_step = r.ops, r.loader, r.rank, self.sync_step
-        drawing = [op for op in ops if op.kind == "cpu" and op.samples is not None
-                   and op.replay_us is None]
-        batches = [op for op in ops if op.kind == "next_batch"]
+    def steps(self):
+        """Generator: the host thread over every step (see :func:`models.solo.solve`),
+        yielding :data:`AT_START` where the job holds it (:mod:`models.memo_ranks`)."""
+        host, dev = self.host, self.dev
         dev.pump()
         for step in range(self.n_steps):
-            self.starts.append(self.t)
-            dev.forget_before(step)
-            syncing = sync_step(step)
-            draws = [op.samples.sample(r.rng) for op in drawing if syncing or not op.optimizer]
-            loads = [loader.main_thread_draw_us(
-                None if op.replay_us is None else op.replay_us[step])
-                for op in batches if syncing or not op.optimizer]
+            self.starts.append(host.t)
+            if self.memo.pending is None:   # else the state is set only when solved again
+                dev.forget_before(step)
+            draws, loads = host.draw(step)
             if self.memo.holds(step) and step == self.hold_at[0]:
                 self.drawn = (tuple(draws), tuple(loads))
                 yield AT_START
-                if self.replayed:   # the job's step was replayed (models.memo_ranks)
+                if self.replayed:   # the job's step was replayed
                     for _ in loads:
-                        loader.returned_on_main()
+                        host.loader.returned_on_main()
                     continue
-            rec = self.rec
-            draw, load = iter(draws), iter(loads)
-            if r.delay_us > 0:
-                self.t = self.cpu("straggle", r.delay_us, "straggle", step, 0.0)
-            for op in ops:
-                kind = op.kind
-                if op.optimizer and not syncing:
-                    if kind == "launch":
-                        dev.host_lb = self.t
-                        dev.launched(step, op.task, self.t)
-                    continue
-                dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
-                if kind == "cpu":
-                    if op.samples is not None and op.replay_us is None:
-                        dur_us = next(draw)
-                    self.t = self.cpu(op.name, dur_us, op.category, step, op.block_fraction)
-                elif kind == "launch":
-                    t = self.t
-                    got = yield from lq.taking(t, step, op.task, op.slots)
-                    if got > t:
-                        rec.span(Span(lane, "launch queue full", "wait", t, got - t, step, rank,
-                                      "launch_queue", ""))
-                        self.t = got
-                    self.t = dev.host_lb = self.cpu(op.name, dur_us, "launch", step, 0.0)
-                    dev.launched(step, op.task, self.t)
-                    if op.block_cause is not None:
-                        self.t = yield from self.block(op.name, op.block_cause, step,
-                                                       ((step, op.task),))
-                elif kind == "sync":
-                    self.t = self.cpu(op.name, dur_us, "sync", step, 0.0)
-                    self.t = yield from self.block(op.name, "sync", step, tuple(
-                        (step + off, tid) for off, tid in op.targets if step + off >= 0))
-                else:   # next_batch, produced on the main thread (no workers)
-                    work_us = next(load)
-                    core_us = work_us * loader.cpu.scale if work_us > 0 else 0.0
-                    record_cpu_work(rec, lane, "load batch (main thread)", "data", self.t,
-                                    core_us, self.t + core_us, step, rank)
-                    self.t += core_us
-                    loader.returned_on_main()
-        self.starts.append(self.t)
-        self.barrier.moves += 1
+            yield from host.walk(step, draws, loads)
+        self.starts.append(host.t)
+        host.barrier.moves += 1
 
 
 def solve_ranks(ranks: list[RankInput], uses_core: bool, queue_depth: int, rec: Recorder,
@@ -408,7 +323,7 @@ def solve_ranks(ranks: list[RankInput], uses_core: bool, queue_depth: int, rec: 
     memo = JobMemo(rs, barrier, last, getattr(waits, "keep", True))
     for x in rs:
         x.memo = memo
-    live = [(x, x.host()) for x in rs]
+    live = [(x, x.steps()) for x in rs]
     held: list = []
 
     def wake() -> None:
@@ -419,7 +334,7 @@ def solve_ranks(ranks: list[RankInput], uses_core: bool, queue_depth: int, rec: 
 
     def route(sinks) -> None:
         for x in rs:
-            x.rec, x.dev.out_runs, x.waits = sinks
+            x.host.rec, x.dev.out_runs, x.host.waits = sinks
             x.dev.out_rec = sinks[0]
 
     while live or held:
@@ -468,7 +383,7 @@ def solve_ranks(ranks: list[RankInput], uses_core: bool, queue_depth: int, rec: 
         ends = x.dev.done.get(last, {})
         if len(ends) < sum(len(ps) for ps in x.dev.plans):
             raise Unsolvable(f"the device of rank {x.r.rank} never finishes step {last}")
-        stop = max([stop, x.t, *ends.values()])
+        stop = max([stop, x.host.t, *ends.values()])
     for x in rs:
         x.dev.flush(stop)
     return [x.starts for x in rs]

@@ -1,0 +1,151 @@
+"""A rank's host thread solved without events: its ops walked on its own clock.
+
+Shared by :func:`models.solo.solve` (one rank) and :mod:`models.solo_ranks` (ranks that meet
+at collectives), with the semantics of :func:`models.host.host_process`: CPU work and launches
+add their time (µs) to the host's clock ``t``; a launch first takes its launch-queue slots; a
+sync or a pageable copy waits for the tasks it names. :meth:`HostThread.walk` is a generator
+that yields wherever the host waits for an end not known yet (the launch queue's
+:meth:`taking`, :meth:`HostThread.block`): one rank alone never can go on then (its caller
+raises :class:`models.solo.Unsolvable`), ranks together resume it once another rank moved.
+"""
+from __future__ import annotations
+
+from stepsim.models.cpu import record_cpu_work
+from stepsim.models.host import HostOpPlan, HostWait
+from stepsim.models.loader import DataLoaderSim
+from stepsim.simcore.record import Recorder, Span
+
+__all__ = ["HostThread"]
+
+
+class HostThread:
+    """One rank's host thread: its clock ``t`` (µs), where it records (``rec``, ``waits``:
+    swapped while a step is captured), its device ``dev`` and launch queue ``lq``.
+
+    Args: as :func:`models.host.host_process`; ``workers``: the DataLoader's workers as a
+        :class:`models.solo_loader.SoloLoader` (None: ``loader`` produces each batch on the
+        main thread); ``barrier``: the ranks' rendezvous (its ``moves`` count a first wait),
+        None for a rank alone.
+    """
+
+    def __init__(self, rank: int, ops: list[HostOpPlan], delay_us: float, uses_core: bool,
+                 cpu_scale: float, loader: DataLoaderSim, rng, sync_step, dev, lq,
+                 rec: Recorder, waits, workers=None, barrier=None):
+        self.rank, self.ops, self.delay_us, self.uses_core = rank, ops, delay_us, uses_core
+        self.cpu_scale, self.loader, self.rng, self.sync_step = cpu_scale, loader, rng, sync_step
+        self.dev, self.lq, self.rec, self.waits = dev, lq, rec, waits
+        self.workers, self.barrier = workers, barrier
+        self.lane = f"rank{rank}.host"
+        self.t = 0.0
+        self.calls: list | None = None   # while captured: the next() calls, relative to t0
+        self.t0 = 0.0
+        self.drawing = [op for op in ops if op.kind == "cpu" and op.samples is not None
+                        and op.replay_us is None]
+        self.batches = [op for op in ops if op.kind == "next_batch"]
+
+    def draw(self, step: int) -> tuple[list[float], list[float]]:
+        """The step's random durations, drawn first (in op order, as the processes draw
+        them): the CPU ops' and, without workers, the main thread's batches."""
+        syncing = self.sync_step(step)
+        draws = [op.samples.sample(self.rng) for op in self.drawing
+                 if syncing or not op.optimizer]
+        if self.workers is not None:
+            return draws, []
+        return draws, [self.loader.main_thread_draw_us(
+            None if op.replay_us is None else op.replay_us[step])
+            for op in self.batches if syncing or not op.optimizer]
+
+    def n_batches(self, step: int) -> int:
+        syncing = self.sync_step(step)
+        return sum(1 for op in self.batches if syncing or not op.optimizer)
+
+    def cpu(self, name: str, dur_us: float, category: str, step: int, block_fraction: float
+            ) -> float:
+        """CPU work of ``dur_us`` from ``t`` (the blocked fraction not on a core); its end."""
+        t, rec = self.t, self.rec
+        block = dur_us * block_fraction
+        serial = dur_us - block if dur_us > block else 0.0
+        core_us = (serial * self.cpu_scale if serial > 0 else 0.0) if self.uses_core else serial
+        end = t + core_us if core_us > 0 else t
+        record_cpu_work(rec, self.lane, name, category, t, core_us, end, step, self.rank)
+        if block > 0:
+            rec.span(Span(self.lane, name, "busy", end, block, step, self.rank, "", category))
+            end += block
+        return end
+
+    def block(self, name: str, cause: str, step: int, targets: tuple[tuple[int, str], ...]):
+        """Generator: wait for ``targets``; returns when they are done (µs)."""
+        dev, first = self.dev, True
+        # the host waits: copies may be granted up to what it waits for
+        dev.host_lb, dev.host_wait = None, (self.t, float("inf"))
+        if dev.entered:
+            dev.pump()
+        while True:
+            end = t = self.t
+            done = dev.done
+            for s, tid in targets:
+                e = done.get(s, {}).get(tid)
+                if e is None:
+                    break
+                if e > end:
+                    end = e
+            else:
+                break
+            if first and self.barrier is not None:
+                self.barrier.moves += 1
+            first = False
+            yield
+        dev.host_lb = end
+        if end > t:
+            self.rec.span(Span(self.lane, name, "wait", t, end - t, step, self.rank, cause, ""))
+            self.waits.append(HostWait(self.rank, step, t, end, cause, targets))
+        return end
+
+    def walk(self, step: int, draws: list[float], loads: list[float]):
+        """Generator: the host's ops of ``step`` (``draws``, ``loads``: :meth:`draw`'s)."""
+        dev, lq, lane, rank, loader = self.dev, self.lq, self.lane, self.rank, self.loader
+        rec, workers = self.rec, self.workers
+        syncing = self.sync_step(step)
+        draw, load = iter(draws), iter(loads)
+        if self.delay_us > 0:
+            self.t = self.cpu("straggle", self.delay_us, "straggle", step, 0.0)
+        for op in self.ops:
+            kind = op.kind
+            if op.optimizer and not syncing:
+                if kind == "launch":
+                    dev.host_lb = self.t
+                    dev.launched(step, op.task, self.t)
+                continue
+            dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
+            if kind == "cpu":
+                if op.samples is not None and op.replay_us is None:
+                    dur_us = next(draw)
+                self.t = self.cpu(op.name, dur_us, op.category, step, op.block_fraction)
+            elif kind == "launch":
+                t = self.t
+                got = yield from lq.taking(t, step, op.task, op.slots)
+                if got > t:
+                    rec.span(Span(lane, "launch queue full", "wait", t, got - t, step, rank,
+                                  "launch_queue", ""))
+                    self.t = got
+                self.t = dev.host_lb = self.cpu(op.name, dur_us, "launch", step, 0.0)
+                dev.launched(step, op.task, self.t)
+                if op.block_cause is not None:
+                    self.t = yield from self.block(op.name, op.block_cause, step,
+                                                   ((step, op.task),))
+            elif kind == "sync":
+                self.t = self.cpu(op.name, dur_us, "sync", step, 0.0)
+                self.t = yield from self.block(op.name, "sync", step, tuple(
+                    (step + off, tid) for off, tid in op.targets if step + off >= 0))
+            elif workers is not None:   # next_batch from the DataLoader's workers
+                t_call = self.t
+                self.t = workers.next_batch(t_call, step, rec)
+                if self.calls is not None:
+                    self.calls.append((t_call - self.t0, self.t - self.t0))
+            else:   # next_batch, produced on the main thread (no workers)
+                work_us = next(load)
+                core_us = work_us * loader.cpu.scale if work_us > 0 else 0.0
+                record_cpu_work(rec, lane, "load batch (main thread)", "data", self.t,
+                                core_us, self.t + core_us, step, rank)
+                self.t += core_us
+                loader.returned_on_main()
