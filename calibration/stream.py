@@ -37,7 +37,6 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from stepsim.calibration.columnar import Num, texts_to_ns
 from stepsim.calibration.event_rows import category
 from stepsim.calibration.steps import PROFILER_STEP_RE
 from stepsim.calibration.trace_io import GZIP_MAGIC, RawTrace, load_bytes
@@ -54,6 +53,10 @@ _END = re.compile(rb"\}\s*\]")
 _CPU_SIDE = ("cpu_op", "user_annotation")
 
 
+class _Name(msgspec.Struct):
+    name: Any = None
+
+
 class _Brief(msgspec.Struct):
     name: Any = None
     cat: Any = None
@@ -62,7 +65,15 @@ class _Brief(msgspec.Struct):
     dur: Any = None
 
 
-_BRIEF = msgspec.json.Decoder(list[_Brief], float_hook=Num)
+class _Span(msgspec.Struct):
+    ph: Any = None
+    ts: Any = None
+    dur: Any = None
+
+
+_NAMES = msgspec.json.Decoder(list[_Name])
+_BRIEF = msgspec.json.Decoder(_Brief)
+_SPANS = msgspec.json.Decoder(list[_Span])
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
@@ -172,51 +183,46 @@ def _close(p: Path, buf: bytes) -> int:
                         "valid JSON)")
 
 
-def _ns(vals: list) -> tuple[np.ndarray, np.ndarray]:
-    """(ns, known) of JSON numbers in µs: ints and plain decimals; anything else unknown."""
-    out = np.zeros(len(vals), np.int64)
-    known = np.zeros(len(vals), bool)
-    ints = [i for i, v in enumerate(vals) if type(v) is int and abs(v) < 2**53]
-    nums = [i for i, v in enumerate(vals) if type(v) is Num]
-    if ints:
-        out[ints] = np.array([vals[i] for i in ints], np.int64) * 1000
-        known[ints] = True
-    if nums:
-        ns = texts_to_ns([vals[i] for i in nums])
-        if ns is None:      # an exponent: the float's ns, to the µs
-            ns = np.array([round(float(vals[i]) * 1000) for i in nums], np.int64)
-        out[nums] = ns
-        known[nums] = True
-    return out, known
+def _us(vals: list) -> tuple[np.ndarray, np.ndarray]:
+    """(µs as floats, known) of JSON values: a number is known, anything else is not. Floats
+    are enough here: which events are kept only has to be decided the same way for an event
+    wherever the blocks split the file (the table is read from the kept events' own text)."""
+    out = np.fromiter((v if type(v) in (int, float) else np.nan for v in vals), float,
+                      len(vals))
+    return out, np.isfinite(out)
 
 
-def _decode(p: Path, text: bytes) -> list[_Brief]:
+def _decoded(p: Path, dec, text: bytes) -> list:
     try:
-        return _BRIEF.decode(text)
+        return dec.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise InputError(p, f"traceEvents is not valid JSON: {e}") from None
 
 
-def _markers(p: Path, block: int) -> list[tuple[int, int, int]]:
-    """(N, start ns, end ns) of every CPU-side complete ``ProfilerStep#N`` event, in time
+def _markers(p: Path, block: int) -> list[tuple[int, float, float]]:
+    """(N, start µs, end µs) of every CPU-side complete ``ProfilerStep#N`` event, in time
     order."""
     out = []
     for text in _events(p, block, []):
         if b"ProfilerStep#" not in text:
             continue
-        evs = [e for e in _decode(p, text) if e.ph == "X" and type(e.name) is str
-               and PROFILER_STEP_RE.match(e.name)
-               and category(e.cat if type(e.cat) is str else None, "X") in _CPU_SIDE]
-        ts, ok = _ns([e.ts for e in evs])
-        dur, _ = _ns([e.dur if e.dur is not None else 0 for e in evs])
-        out += [(int(PROFILER_STEP_RE.match(e.name).group(1)), int(t), int(t + d))
-                for e, t, d, k in zip(evs, ts, dur, ok) if k]
+        hits = [i for i, e in enumerate(_decoded(p, _NAMES, text))
+                if type(e.name) is str and PROFILER_STEP_RE.match(e.name)]
+        raws = _RAWS.decode(text) if hits else []
+        for i in hits:
+            e = _BRIEF.decode(raws[i])
+            if e.ph != "X" or category(e.cat if type(e.cat) is str else None, "X") not in _CPU_SIDE:
+                continue
+            (ts, dur), ok = _us([e.ts, 0 if e.dur is None else e.dur])
+            if ok[0]:
+                out.append((int(PROFILER_STEP_RE.match(e.name).group(1)), float(ts),
+                            float(ts + (dur if ok[1] and dur > 0 else 0))))
     return sorted(out, key=lambda m: (m[1], m[0]))
 
 
-def _window(p: Path, marks: list[tuple[int, int, int]], a: int | None,
+def _window(p: Path, marks: list[tuple[int, float, float]], a: int | None,
             b: int | None) -> tuple[float, float]:
-    """The span (ns) whose events are kept for steps ``a ≤ N < b`` (see the module
+    """The span (µs) whose events are kept for steps ``a ≤ N < b`` (see the module
     docstring); InputError naming the trace's steps when the range is not in it."""
     if not marks:
         raise InputError(p, "--steps needs ProfilerStep#N markers, and the trace has none "
@@ -249,10 +255,10 @@ def load_steps(path: str | Path, a: int | None, b: int | None,
     kept: list[bytes] = []
     head: list = []
     for text in _events(p, block, head):
-        evs = _decode(p, text)
-        ts, known = _ns([e.ts for e in evs])
-        dur, dk = _ns([e.dur if e.dur is not None else 0 for e in evs])
-        dur = np.where(dk, np.maximum(dur, 0), 0)
+        evs = _decoded(p, _SPANS, text)
+        ts, known = _us([e.ts for e in evs])
+        dur, dk = _us([e.dur for e in evs])
+        dur = np.where(dk & (dur > 0), dur, 0)
         meta = np.fromiter((e.ph == "M" for e in evs), bool, len(evs))
         keep = meta | ~known | ((ts < hi) & (ts + dur > lo))
         if keep.any():
