@@ -156,8 +156,11 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
         busy_us: the stream is first busy this long (µs) with work from before step 0 (a
             window replay's captured backlog).
         cpu, cpu_us: the rank's host cores (:class:`models.cpu.CpuPool`) and the collectives'
-            CPU work on them by task id (µs, see ``comm.host_cpu_us``); a collective lasts
-            until both that work and ``dur_us`` are done.
+            CPU work on them by task id (µs, see ``comm.host_cpu_us``); a collective runs
+            that work on the cores (a share of them when they are contended, at the host's
+            speed), then the part of ``dur_us`` that is not that work (the wait for the peer's
+            hops): ``work + max(dur_us − work, 0)`` with a core to itself at the capture's
+            speed, more when the cores are busy or the host slower.
     """
     lane = f"rank{rank}.stream:{stream}"
     done, launched = events.done, events.launched
@@ -207,9 +210,12 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                                        rank, cause=t.engine))
             start = env.now
             if t.collective and cpu is not None:
-                yield from cpu.work(cpu_us.get(t.id, 0.0))
-                if start + dur_us > env.now:
-                    yield env.timeout(start + dur_us - env.now)
+                # on the host's cores (gloo on CPU tensors): its CPU work, as the cores allow,
+                # then the rest of its measured transfer that is no CPU work of this rank
+                work_us = cpu_us.get(t.id, 0.0)
+                yield from cpu.work(work_us)
+                if dur_us > work_us:
+                    yield env.timeout(dur_us - work_us)
             elif dur_us > 0:
                 yield env.timeout(dur_us)
             if req is not None:

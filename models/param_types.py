@@ -252,8 +252,9 @@ class CommParams(StrictModel):
     """A collective's CPU work on its rank's host cores: ``host_cpu_us + host_cpu_us_per_mb ×
     bytes / 2**20`` (gloo on CPU tensors: its worker and TCP loop threads copy and reduce the
     data; both 0 for NCCL, whose work runs on the GPU). It competes with the training threads
-    for the cores the rank's host shares; the collective ends when its transfer and that work
-    are done (:func:`models.device.stream_process`)."""
+    for the cores the rank's host shares: on one host a loopback transfer is CPU work (copies
+    and reductions), so the collective runs that work as the cores allow, then the rest of
+    its transfer time that is not this rank's CPU work (:func:`models.device.stream_process`)."""
     grad_accum_steps: int = Field(default=1, ge=1)
     """Gradient accumulation: each optimizer step spans this many simulated steps, all but the
     last under ``DistributedDataParallel.no_sync()`` (no collectives, no optimizer phase)."""

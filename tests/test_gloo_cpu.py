@@ -42,6 +42,17 @@ def test_a_collective_lasts_until_its_cpu_work_is_done():
     assert step_us(with_cpu(m, C / 2, per_mb)) == pytest.approx(F + B + X + O)
 
 
+def test_a_loopback_transfer_is_cpu_work_that_waits_for_the_cores():
+    """A collective of transfer C whose CPU work is C/2 per rank: with a core each it lasts C
+    (its work, then the other C/2 of its transfer); on a host twice as slow (cpu_scale 2, a
+    core each) its work takes C, then the C/2 that is not CPU: 1.5 C, where a transfer taken
+    as wire time would still last max(C, C) = C."""
+    assert step_us(with_cpu(cpu_ddp(cores=2), C / 2)) == pytest.approx(F + B + C + O)
+    m = with_cpu(cpu_ddp(cores=2), C / 2)
+    slow = m.model_copy(update={"host": m.host.model_copy(update={"cpu_scale": 2.0})})
+    assert step_us(slow) == pytest.approx(2 * (F + B + O) + 1.5 * C)
+
+
 def test_an_overlapped_collective_is_hidden_only_with_a_free_core():
     """Two ranks on two cores: backward's threads and the collectives' share the cores, which
     stay busy until all 2(B + X) of work is done, so the step is F + B + X + O (the overlap
