@@ -67,6 +67,21 @@ def split_host_step(wall_us: float, cpu_us: float, threads: int) -> tuple[float,
     return par / wall_us, block / wall_us
 
 
+def parallel_efficiency(threads: int) -> float:
+    """The assumed share of a ``threads``-thread parallel part's CPU time that is work, not
+    spinning: the middle of what one capture allows, 1 / ``threads`` (one thread did all the
+    work, the others spun) to 1 (no thread spun). Measured here once (the demo's CNN, 2
+    threads): 0.70 (48.2 ms on one thread against 35.5 ms wall and 67.2 ms CPU on two)."""
+    return (1 + 1 / threads) / 2
+
+
+def efficiency_range(threads: int) -> tuple[float, float]:
+    """Factor range on :func:`parallel_efficiency` that spans 1 / ``threads`` to 1 (a hair
+    under, so a draw stays a valid share)."""
+    e = parallel_efficiency(threads)
+    return (1 / threads) / e, (1 - 1e-9) / e
+
+
 def preempted_share(steps) -> float:
     """Of the main thread's context switches outside ``next()`` over ``steps``, the share that
     were involuntary (preempted while runnable, i.e. waiting for a core, not blocking); 0 when
@@ -160,6 +175,12 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     # CPU time is used.
     threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + torch_threads
     compute_basis, split = "wall_time", {"threads": torch_threads}
+    ranges: dict[str, tuple[float, float]] = {}
+    if sidecar is not None and torch_threads > 1:
+        split.update(capture_threads=torch_threads, parallel_efficiency=parallel_efficiency(
+            torch_threads))
+        ranges["host.ops[1].parallel_efficiency"] = efficiency_range(torch_threads)
+        sources["host.ops[1].parallel_efficiency"] = "assumed"
     if prof:
         thread_cpu = np.array([max(s.cpu_us - s.next_cpu_us, 0.0) for s in prof])
         cpu_compute = (thread_cpu if torch_threads == 1
@@ -206,7 +227,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         split["corun_ref"] = capture_loads(sidecar)[1]
         sources["host.ops[1].corun_ref"] = "measured"
     compute_mean = float(compute_us.mean())
-    host_fields, src, ranges, warn = interference_from_sidecar(sidecar)
+    host_fields, src, more, warn = interference_from_sidecar(sidecar)
+    ranges.update(more)
     sources.update(src)
     warnings += warn
     host = HostParams(ops=[HostOp(kind="next_batch", name="next(DataLoader)"),

@@ -105,6 +105,15 @@ class HostOp(StrictModel):
     block_fraction: float = Field(default=0.0, ge=0, le=1)
     """For ``cpu`` ops: the share of ``dur_us`` that waits without using a core (a sleep, a
     CUDA synchronisation, I/O): it does not compete with DataLoader workers for cores."""
+    capture_threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
+    """For ``cpu`` ops: the intra-op threads its durations were measured on (None: ``threads``
+    as it stands). When ``threads`` differs, the parallel part keeps its work, not its wall:
+    see :func:`models.plans.threads_ratio`."""
+    parallel_efficiency: float = Field(default=1.0, gt=0, le=1)
+    """For ``cpu`` ops: the share of the parallel part's CPU time (``capture_threads`` × its
+    wall) that was work, not threads spinning at the regions' barriers; read only when
+    ``threads`` differs from ``capture_threads`` (one capture cannot measure it: 1 /
+    ``capture_threads`` if one thread did all the work, 1 if none spun)."""
     corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
     """For ``cpu`` ops: other runnable threads per core beside this op, on average, in the
     capture its durations come from (``HostParams.interference`` is relative to it)."""

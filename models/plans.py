@@ -13,7 +13,25 @@ from stepsim.models.params import StepModel
 from stepsim.simcore.dists import Empirical
 from stepsim.simcore.errors import SimulationError
 
-__all__ = ["host_plan", "issue_points", "stream_plans", "task_durations"]
+__all__ = ["host_plan", "issue_points", "stream_plans", "task_durations", "threads_ratio"]
+
+
+def threads_ratio(op) -> tuple[float, float, float]:
+    """``(r, parallel_fraction, block_fraction)`` of a ``cpu`` op run on ``threads`` intra-op
+    threads when its durations were measured on ``capture_threads`` = T₀: its durations are
+    multiplied by ``r`` and split anew. The parallel part of wall ``p`` did ``e·T₀·p`` µs of
+    work (``e`` = ``parallel_efficiency``; the rest of its CPU was spinning), which ``T``
+    threads do in ``e·T₀·p / (T·e_T)``, with ``e_T`` = 1 on one thread and ``e`` on more; the
+    serial part and the blocking keep their time. ``(1, pf, bf)`` when nothing changed."""
+    pf, bf = op.parallel_fraction, op.block_fraction
+    t0, t = op.capture_threads, op.threads
+    if t0 is None or t0 == t or pf <= 0:
+        return 1.0, pf, bf
+    e = op.parallel_efficiency
+    par = pf * e * t0 / (t * (1.0 if t == 1 else e))
+    r = 1.0 - pf + par
+    return r, par / r, bf / r
+
 
 def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
     """µs per device task for one rank: measured durations, collectives from the cost model
@@ -90,16 +108,15 @@ def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
                         tl.append((-1, ts[-1].id))
                 targets = tuple(tl)
         optimizer = op.phase == "optimizer" or (t is not None and t.phase == "optimizer")
+        cpu = op.kind == "cpu"
+        r, pf, bf = threads_ratio(op) if cpu else (1.0, 0.0, 0.0)
         plans.append(HostOpPlan(
-            op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind), op.dur_us,
+            op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind), op.dur_us * r,
             op.task, op.category, block, targets, optimizer,
-            Empirical(tuple(op.samples_us)) if op.kind == "cpu" and op.samples_us else None,
+            Empirical(tuple(v * r for v in op.samples_us)) if cpu and op.samples_us else None,
             t.launches if op.kind == "launch" and t is not None else 1,
-            tuple(op.replay_us) if replay and op.replay_us is not None else None,
-            op.threads if op.kind == "cpu" else 1,
-            op.parallel_fraction if op.kind == "cpu" else 0.0,
-            op.block_fraction if op.kind == "cpu" else 0.0,
-            op.corun_ref if op.kind == "cpu" else 0.0))
+            tuple(v * r for v in op.replay_us) if replay and op.replay_us is not None else None,
+            op.threads if cpu else 1, pf, bf, op.corun_ref if cpu else 0.0))
     return plans
 
 

@@ -13,6 +13,9 @@ History:
 3. ``host.speed_runs`` (the host speed factors of the capture and its replicates) added;
    beside it ``meta.ranges['host.cpu_scale']`` states the next run's P10–P90, not a uniform
    range. An older model has none and loads as it was (its range drawn uniformly).
+4. ``cpu`` host ops' ``capture_threads`` and ``parallel_efficiency`` added (a what-if on
+   ``threads`` keeps the parallel part's work). An older model has none and loads as it was
+   (such a what-if keeps the parallel part's wall, as before).
 """
 from __future__ import annotations
 
