@@ -171,7 +171,25 @@ def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
         raise InputError(p, f"file is empty{after}")
     if raw.isspace():
         raise InputError(p, f"file holds only whitespace{after}")
+    _refuse_binary(p, raw, gz)
     return raw, size
+
+
+def _refuse_binary(p: Path, raw, gz: bool) -> None:
+    """InputError for bytes that cannot begin JSON text (a control byte, or one over 0x7f
+    that is no UTF-8 byte-order mark), naming what the file is not: gzip (for a ``.gz``
+    name without its header), or JSON."""
+    head = bytes(raw[:64]).lstrip()[:1]
+    if not head or (0x20 <= head[0] < 0x80) or bytes(raw[:3]) == b"\xef\xbb\xbf":
+        return
+    byte = f"it starts with byte 0x{head[0]:02x}"
+    if gz:
+        raise InputError(p, f"not a profiler trace: the gzip data decompresses to binary, not "
+                            f"JSON text ({byte})")
+    if p.name.lower().endswith(".gz"):
+        raise InputError(p, f"not a gzip file (no gzip header) and not JSON text either "
+                            f"({byte}): not a profiler trace")
+    raise InputError(p, f"not a profiler trace: binary data, not JSON text ({byte})")
 
 
 

@@ -29,3 +29,22 @@ def test_a_scale_factor_says_what_is_wrong(factor, says):
                 "category=gemm", "--draws", "0", "--steps", "5")
     assert r.returncode == 2
     assert r.stderr.splitlines() == [f"stepsim: error: bad --scale factor '{factor}': {says}"]
+
+
+def test_random_bytes_named_as_a_trace_say_what_they_are_not(tmp_path):
+    import gzip
+
+    import numpy as np
+
+    noise = np.random.default_rng(0).integers(128, 256, 4000, dtype=np.uint8).tobytes()
+    cases = {"r.json.gz": (noise, "not a gzip file (no gzip header) and not JSON text either"),
+             "g.json.gz": (gzip.compress(noise), "not a profiler trace: the gzip data "
+                                                 "decompresses to binary, not JSON text"),
+             "r.json": (noise, "not a profiler trace: binary data, not JSON text")}
+    for name, (data, says) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        r = run_cli("calibrate", str(tmp_path / name), "-o", str(tmp_path / "m.json"))
+        assert r.returncode == 2 and not (tmp_path / "m.json").exists()
+        (line,) = r.stderr.splitlines()
+        assert line.startswith(f"stepsim: error: {tmp_path / name}: {says}"), line
+        assert f"(it starts with byte 0x{data[0] if 'g.' not in name else noise[0]:02x})" in line
