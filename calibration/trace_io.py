@@ -55,7 +55,7 @@ import numpy as np
 
 from stepsim.calibration.columnar import decode
 from stepsim.calibration.trace_ts import (MAX_ABS_TS_US, MAX_SPAN_US, check_span, check_ts,
-                                          drop_bad_events,
+                                          drop_bad_events, drop_far_events,
                                           columnar_ts, exact_ts, value_to_ns)
 from stepsim.models.params import MAX_RANK_ID
 from stepsim.simcore.errors import InputError
@@ -212,9 +212,10 @@ def load_trace(path: str | Path, columnar: bool = True) -> RawTrace:
         InputError: missing or unreadable file, directory, device, empty file, a file or
             decompressed JSON over :data:`MAX_JSON_BYTES`, truncated/corrupt gzip, text that is
             not UTF-8 or not valid JSON (with the line, column and byte offset), no trace events (a capture sidecar is named as such),
-            an event that is not an object, an event without ``ts`` or with a non-numeric,
-            non-finite or out-of-range ``ts``, ``ts`` spread over more than 30 days (with the
-            event index).
+            no event with a good ``ts`` (one that is not an object, lacks ``ts`` or has a
+            non-numeric, non-finite or out-of-range one is dropped and counted in a warning),
+            ``ts`` spread over more than 30 days by more than a few events (a few far from
+            the median are dropped and counted) (with the event index).
     """
     p = Path(path)
     raw, size = _read_bytes(p)
@@ -250,6 +251,9 @@ def load_bytes(p: Path, raw: bytes | bytearray, size: int, columnar: bool = True
     ts_vals, has_ts, ts_us = check_ts(p, events)
     if not has_ts.any():
         raise InputError(p, "no event has a 'ts'")
+    events, far = drop_far_events(p, events, ts_us, has_ts)
+    if far:
+        ts_vals, has_ts, ts_us = check_ts(p, events)
     timed = check_span(p, lambda: [e.get("ph") for e in events], ts_vals, ts_us, has_ts)
     try:
         ns_present, exact = exact_ts(raw, ts_vals, has_ts)
@@ -257,8 +261,7 @@ def load_bytes(p: Path, raw: bytes | bytearray, size: int, columnar: bool = True
         ns_present = np.array([value_to_ns(v) for v, h in zip(ts_vals, has_ts) if h], np.int64)
         exact = False
     rt = _raw_trace(p, events, metadata, ns_present, has_ts, timed, exact, size, len(raw))
-    if dropped:
-        rt.warnings.append(dropped)
+    rt.warnings += [w for w in (dropped, far) if w]
     return rt
 
 

@@ -20,7 +20,7 @@ from stepsim.calibration.columnar import Decoded, Num, plain, texts_to_ns
 from stepsim.simcore.errors import InputError
 
 __all__ = ["MAX_ABS_TS_US", "MAX_SPAN_US", "check_ts", "exact_ts", "check_span", "columnar_ts",
-           "text_to_ns", "value_to_ns"]
+           "drop_bad_events", "drop_far_events", "text_to_ns", "value_to_ns"]
 
 MAX_ABS_TS_US = 9.2e15
 """Largest ``|ts|`` accepted (µs): ``ts`` is held as int64 ns, whose range is ±9.22e18 ns."""
@@ -191,7 +191,10 @@ def columnar_ts(p: Path, dec: Decoded) -> tuple[np.ndarray, np.ndarray, np.ndarr
     ns_all = np.zeros(n, np.int64)
     ns_all[rows_i] = ints * 1000
     ns_all[rows_n] = ns
-    timed = check_span(p, lambda: dec.ph, ts, ts_us, has_ts)
+    try:
+        timed = check_span(p, lambda: dec.ph, ts, ts_us, has_ts)
+    except InputError:   # the general reader drops the few far events, or says so
+        return None
     return ns_all[has_ts], has_ts, timed
 
 
@@ -215,4 +218,30 @@ def drop_bad_events(p: Path, events: list) -> tuple[list, str | None]:
     if not kept:
         return events, None
     n = len(events) - len(kept)
-    return kept, f"{n} event(s) whose ts cannot be right were dropped (first: {first})"
+    return kept, f"{p.name}: {n} event(s) whose ts cannot be right were dropped (first: {first})"
+
+
+def drop_far_events(p: Path, events: list, ts_us: np.ndarray,
+                    has_ts: np.ndarray) -> tuple[list, str | None]:
+    """``events`` without the few (at most 1 %, or one, of those with a ``ts``, metadata
+    aside) whose ``ts`` lies more than half of :data:`MAX_SPAN_US` from the median ``ts``: a
+    corrupt timestamp (0, -7) among epoch-scale ones, which cannot be right. With a warning
+    counting them and naming the first (None, and ``events`` itself, when there are none, or
+    when so many lie far out that :func:`check_span` is to refuse the trace: two captures
+    pasted together are not a few bad records)."""
+    timed = has_ts & np.fromiter((e.get("ph") != "M" for e in events), bool, len(events))
+    rows = np.nonzero(timed)[0]
+    if not len(rows) or np.ptp(ts_us[rows]) <= MAX_SPAN_US:
+        return events, None
+    off = np.abs(ts_us[rows] - np.median(ts_us[rows]))
+    far = rows[off > MAX_SPAN_US / 2]
+    if not len(far) or len(far) > max(1, len(rows) // 100):
+        return events, None
+    i = int(far[0])
+    days = abs(ts_us[i] - np.median(ts_us[rows])) / 86_400e6
+    gone = set(far.tolist())
+    kept = [e for k, e in enumerate(events) if k not in gone]
+    return kept, (f"{p.name}: dropped {len(far)} of {len(rows)} event(s) whose ts lies more than "
+                  f"{MAX_SPAN_US / 2 / 86_400e6:.0f} days from the median ts of the trace "
+                  f"(a corrupt timestamp; first: event {i}: ts {plain(events[i].get('ts'))!r} "
+                  f"µs, {days:.3g} days away)")

@@ -105,3 +105,37 @@ def test_hand_edited_model_refs_and_schema(capsys, tmp_path, model_path):
 def test_a_key_given_twice_is_refused(capsys, model_path, op):
     """The last value silently won (category=conv alone, workers=3)."""
     _refused(capsys, ["whatif", model_path, *op, "--steps", "5"], "is given twice")
+
+
+@pytest.mark.parametrize("ts", [0, -7])
+def test_a_few_far_timestamps_are_dropped_and_counted(capsys, tmp_path, trace_text, ts):
+    """Three events with ts 0 or -7 among epoch-scale ones refused the whole trace ('a trace
+    may span at most 30 days'), while ts 1e300 or 'abc' were dropped and counted."""
+    from stepsim.calibration.trace_io import load_trace
+
+    data = json.loads(trace_text)
+    ops = [i for i, e in enumerate(data["traceEvents"]) if e.get("cat") == "cpu_op"][:3]
+    for i in ops:
+        data["traceEvents"][i]["ts"] = ts
+    p = tmp_path / "far.json"
+    p.write_text(json.dumps(data))
+    for columnar in (True, False):
+        raw = load_trace(p, columnar=columnar)
+        assert len(raw.events) == len(data["traceEvents"]) - 3
+        said = [w for w in raw.warnings if "whose ts lies more than 15 days from the median" in w]
+        assert len(said) == 1 and said[0].startswith(f"far.json: dropped 3 of ") and \
+            f"first: event {ops[0]}: ts {ts} µs" in said[0], raw.warnings
+    assert main(["calibrate", str(p), "-o", str(tmp_path / "m.json")]) == 0
+    assert "whose ts lies more than 15 days" in capsys.readouterr().err
+
+
+def test_timestamps_split_in_two_far_halves_are_still_refused(capsys, tmp_path, trace_text):
+    data = json.loads(trace_text)
+    ev = data["traceEvents"]
+    for e in ev[len(ev) // 2:]:
+        if "ts" in e:
+            e["ts"] -= 40 * 86_400e6
+    p = tmp_path / "split.json"
+    p.write_text(json.dumps(data))
+    _refused(capsys, ["calibrate", p, "-o", tmp_path / "m.json"], "split.json",
+             "a trace may span at most 30 days")

@@ -148,7 +148,7 @@ def test_event_without_ts_names_its_index(tmp_path):
 def _dropped(p) -> str:
     """The one bad event a trace's warning says was dropped (house rule: drop and count)."""
     said = [w for w in load_trace(p).warnings if "whose ts cannot be right were dropped" in w]
-    assert len(said) == 1 and said[0].startswith("1 event(s)"), said
+    assert len(said) == 1 and said[0].startswith(f"{p.name}: 1 event(s)"), said
     return said[0].split("(first: ", 1)[1]
 
 
@@ -217,10 +217,18 @@ def test_ts_beyond_int64_ns_names_its_index(tmp_path, ts):
 
 
 def test_timestamps_spread_over_more_than_30_days(tmp_path):
-    p = write(tmp_path, "spread.json", obj([ev(ts=0), ev(ts=20), ev(ts=3e12), ev(ts=40)]))
+    p = write(tmp_path, "spread.json", obj([ev(ts=0), ev(ts=20), ev(ts=3e12), ev(ts=3e12 + 9)]))
     with pytest.raises(InputError) as ei:
         load_trace(p)
-    assert ei.value.where == "event 2" and "at most 30 days" in ei.value.problem
+    assert ei.value.where == "event 0" and "at most 30 days" in ei.value.problem
+
+
+def test_one_timestamp_far_from_the_others_is_dropped(tmp_path):
+    """One corrupt ts is a record that cannot be right (house rule), not a 35-day trace."""
+    r = load_trace(write(tmp_path, "far.json", obj([ev(ts=0), ev(ts=20), ev(ts=3e12), ev(ts=40)])))
+    assert len(r.events) == 3 and r.ts_ns.tolist() == [0, 20_000, 40_000]
+    assert any(w.startswith("far.json: dropped 1 of 4 event(s) whose ts lies more than 15 days")
+               and "first: event 2: ts 3000000000000.0 µs" in w for w in r.warnings), r.warnings
 
 
 def test_metadata_event_far_from_the_others_is_clamped(tmp_path):
