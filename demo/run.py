@@ -4,9 +4,10 @@
    and augmented in the DataLoader) once per ``num_workers`` setting and repeat, each run in
    its own process, with the capture harness (trace + sidecar per run).
 2. Calibrate on the producer-bound setting (``num_workers=1``: one worker makes batches more
-   slowly than the training step uses them). That setting gets one run more than the others,
-   at the end: its other runs are replicates from which the host's run-to-run speed noise is
-   measured (:mod:`calibration.host_noise`), so every interval carries it.
+   slowly than the training step uses them). That setting gets ``CALIBRATION_RUNS`` runs in
+   all, the extra ones after each round of the others and at the end: its other runs are
+   replicates from which the host's run-to-run speed noise is measured
+   (:mod:`calibration.host_noise`), so every interval carries it.
 3. Replay the calibrated baseline and compare with its measured step time (replay error).
 4. Predict every setting with the what-if planner (``loader.num_workers=N``), validate each
    prediction against the re-measured runs of that setting, append it to the ledger.
@@ -54,6 +55,11 @@ from stepsim.simcore.errors import StepsimError
 CALIBRATION_WORKERS = 1
 SETTINGS = (0, 1, 2, 3, 4, 8)
 QUICK_SETTINGS = (0, 1, 2)
+CALIBRATION_RUNS, QUICK_CALIBRATION_RUNS = 5, 2
+"""Runs of the calibration setting (the capture and its replicates, from which the host's
+run-to-run speed is measured): the interval's host term is a Student t with runs − 1 degrees
+of freedom (:mod:`models.host_speed`), whose P90 quantile falls from 1.89 at 3 runs to 1.53
+at 5. Each run costs about 11 s of capture on 2 quiet cores."""
 
 
 def _capture(num_workers: int, out: Path, seed: int, probe: int | None = None) -> None:
@@ -69,6 +75,20 @@ def _capture(num_workers: int, out: Path, seed: int, probe: int | None = None) -
         raise StepsimError(f"demo workload (num_workers={num_workers}) failed: {tail[0]}")
 
 
+def _plan(settings, repeats: int, calibration_runs: int) -> list[int]:
+    """The order of the captured runs (their num_workers): ``repeats`` rounds over
+    ``settings``, and the calibration setting's runs beyond them up to ``calibration_runs``,
+    one after each round and the rest at the end."""
+    extra = max(calibration_runs - repeats * (CALIBRATION_WORKERS in settings), 0)
+    plan = []
+    for _ in range(repeats):
+        plan += list(settings)
+        if extra:
+            plan.append(CALIBRATION_WORKERS)
+            extra -= 1
+    return plan + [CALIBRATION_WORKERS] * extra
+
+
 def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None = None,
              probe: int | None = None) -> int:
     """Run the demo into folder ``out``; returns the exit code (0). ``probe``: the calibration
@@ -80,10 +100,12 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     out.mkdir(parents=True, exist_ok=True)
     ledger = out / "ledger.jsonl"  # this run's records replace an earlier demo's, at the end
+    plan = _plan(settings, repeats, QUICK_CALIBRATION_RUNS if quick else CALIBRATION_RUNS)
     console.print(f"[bold]stepsim demo[/bold]: CNN on the CPU, JPEG decode + augmentation in the "
                   f"DataLoader; {cores} cores; num_workers {','.join(map(str, settings))}, "
-                  f"{repeats} run{'s' if repeats > 1 else ''} each (one more of num_workers="
-                  f"{CALIBRATION_WORKERS}: replicates measure the host's run-to-run speed)"
+                  f"{repeats} run{'s' if repeats > 1 else ''} each ({plan.count(CALIBRATION_WORKERS)} "
+                  f"of num_workers={CALIBRATION_WORKERS}: replicates measure the host's run-to-run "
+                  "speed)"
                   + (f", calibration run with a probe at num_workers={probe}" if probe is not None
                      else ", no probe") + f"; output in {out}/")
     t0 = time.monotonic()
@@ -91,10 +113,11 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=False) as prog:
         # repeats interleaved over the settings, so slow drift of the machine hits all alike;
-        # one more run of the calibration setting at the end (a replicate for the host noise)
-        plan = [(k, s) for k in range(repeats) for s in settings] + [(repeats, CALIBRATION_WORKERS)]
+        # the calibration setting's further runs (replicates for the host noise) one after
+        # each round, the rest at the end
         task = prog.add_task("capturing runs", total=len(plan))
-        for k, s in plan:
+        for s in plan:
+            k = len(runs[s])
             prog.update(task, description=f"capturing num_workers={s} (run {k + 1})")
             d = out / "runs" / f"nw{s}-r{k}"
             _capture(s, d, seed + k, probe if (k == 0 and s == CALIBRATION_WORKERS) else None)

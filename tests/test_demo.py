@@ -34,3 +34,15 @@ def test_demo_quick(tmp_path):
     html = (out / "report.html").read_text(encoding="utf-8")   # the report, in the folder
     assert html.startswith("<!DOCTYPE html>") and "sweep of loader.num_workers" in html
     assert "measured: num_workers=1 capture" in html and "report.html" in r.stdout
+
+
+def test_demo_plan_runs_the_calibration_setting_five_times():
+    """The demo captures its calibration setting 5 times by default (the host term's t has 4
+    degrees of freedom), interleaved with the rounds of the other settings; --quick twice."""
+    from stepsim.demo.run import CALIBRATION_WORKERS, QUICK_SETTINGS, SETTINGS, _plan
+
+    plan = _plan(SETTINGS, 2, 5)
+    assert plan.count(CALIBRATION_WORKERS) == 5
+    assert all(plan.count(s) == 2 for s in SETTINGS if s != CALIBRATION_WORKERS)
+    assert plan[:len(SETTINGS) + 1] == [*SETTINGS, CALIBRATION_WORKERS]   # one after round 1
+    assert _plan(QUICK_SETTINGS, 1, 2).count(CALIBRATION_WORKERS) == 2
