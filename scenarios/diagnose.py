@@ -125,6 +125,25 @@ def _price(model, text: str, kw: dict, arithmetic: str = "", floor_us=None) -> W
                   caveats=tuple(threads_caveat(model, [parse_fix(text)])))
 
 
+ALSO_MOVES = {"pin_memory": ("wait:h2d", "it also frees the host thread from waiting on each "
+                                         "pageable copy ({} per step), so the next batch's "
+                                         "work overlaps the device")}
+"""What a fix changes besides the gap it is offered for: (the host split key it removes, the
+words), said when the fix's price beats that gap's own ceiling."""
+
+
+def _beyond_gap(w: WhatIf, step_us: float, gap_us: float, summary) -> WhatIf:
+    """``w`` with a caveat when its price is faster than removing the whole gap (``gap_us`` of
+    ``step_us``) could make the step: the fix moves more than that gap, and says what."""
+    if w.step_us is None or w.step_us >= step_us - gap_us:
+        return w
+    key, words = ALSO_MOVES.get(w.fix.split(":")[0], ("", "it changes more than this gap"))
+    what = words.format(_ms(summary.host_split_us.get(key, 0.0)))
+    return replace(w, caveats=(*w.caveats, f"priced beyond this gap's ceiling ("
+                                           f"{_ms(step_us - gap_us)} per step if it all went): "
+                                           f"{what}"))
+
+
 def _ms(us: float) -> str:
     return f"{us / 1e3:.2f} ms"
 
@@ -196,7 +215,7 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
         arith = (f"removes up to {_ms(v)}/step of {label(k)}; ceiling "
                  f"{amdahl_ceiling(min(v / step, 1.0)):.2f}x if it all went")
         what = [] if not fix else [WhatIf(fix, arithmetic=arith, note=why)] if why else \
-            [_price(model, fix, kw, arith)]
+            [_beyond_gap(_price(model, fix, kw, arith), step, v, s)]
         verdict = f"{label(k)}: {_ms(v)} per step ({100 * v / step:.0f} %)" + (
             "" if fix else " (no named fix relieves it")
         if not fix:
