@@ -37,9 +37,9 @@ from stepsim.simcore.gcpause import gc_paused
 
 __all__ = [
     "BOTTLENECK_LABELS", "BRIEF_FIELDS", "Summary", "brief_summary", "CollectiveStat",
-    "CollectiveSplit", "summarize", "label", "amdahl_ceiling", "split_collective", "exposed_us", "union_length", "merge",
-    "subtract_length", "gap_attribution", "Hole", "name_bottleneck", "device_paced",
-    "INPUT_WAIT_SHARE", "POOL_SATURATED", "CORE_WAIT_SHARE", "WORKERS_STARVED",
+    "CollectiveSplit", "summarize", "label", "amdahl_ceiling", "split_collective", "exposed_us",
+    "union_length", "merge", "subtract_length", "gap_attribution", "Hole", "name_bottleneck",
+    "device_paced", "INPUT_WAIT_SHARE", "POOL_SATURATED", "CORE_WAIT_SHARE", "WORKERS_STARVED",
 ]
 
 

@@ -16,9 +16,10 @@ The point estimate is one simulation of the transformed model with the given see
   with how far a what-if moves the co-runners per core from the capture's;
 * measured samples are bootstrapped, per draw (:mod:`scenarios.bootstrap`): the
   DataLoader's produce times and the host ops' per-step samples are resampled with
-  replacement (a short profiled window pins their mean only so far); a model with a captured window (a GPU trace) draws a bootstrap sample of
-  its captured steps and gives every host op and device task its mean over those steps (the
-  run's own step-to-step variation); any other model without per-step samples has its host
+  replacement (a short profiled window pins their mean only so far); a model with a
+  captured window (a GPU trace) draws a bootstrap sample of its captured steps and gives
+  every host op and device task its mean over those steps (the run's own step-to-step
+  variation); any other model without per-step samples has its host
   ops and device tasks scaled together by the ratio of a bootstrap mean of
   ``meta.measured_step_us`` to their mean;
 * configuration settings (``SETTINGS``: worker counts, bucket caps, ...) are never varied;
