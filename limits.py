@@ -25,6 +25,10 @@ MAX_STEPS, MAX_DRAWS, MAX_JOBS, MAX_MOVES = 100_000, 10_000, 1024, 1000
 verb takes: far beyond any useful run, and small enough that a typo is an error, not a run that
 never ends."""
 
+MAX_SEED = 2**32 - 1
+"""The largest seed: 32 bits, the range numpy's legacy seeding and most tools take (torch's
+``manual_seed`` raises past 2**64, a traceback from the demo before this bound)."""
+
 COUNTS: dict[str, tuple[int, int | None]] = {
     "steps": (1, MAX_STEPS),
     "warmup": (0, MAX_STEPS),
@@ -32,7 +36,7 @@ COUNTS: dict[str, tuple[int, int | None]] = {
     "draws": (0, MAX_DRAWS),
     "jobs": (0, MAX_JOBS),          # 0: the CPUs available
     "max_moves": (1, MAX_MOVES),
-    "seed": (0, None),
+    "seed": (0, MAX_SEED),
     "probe": (0, None),
 }
 """Each integer argument's least and most value (None: no most)."""

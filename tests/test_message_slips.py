@@ -48,3 +48,18 @@ def test_random_bytes_named_as_a_trace_say_what_they_are_not(tmp_path):
         (line,) = r.stderr.splitlines()
         assert line.startswith(f"stepsim: error: {tmp_path / name}: {says}"), line
         assert f"(it starts with byte 0x{data[0] if 'g.' not in name else noise[0]:02x})" in line
+
+
+@pytest.mark.parametrize("seed,says", [("-1", "-1 is below 0"),
+                                       (str(2**32), f"{2**32} is above {2**32 - 1}, the most")])
+def test_a_seed_out_of_its_32_bits(seed, says):
+    r = run_cli("simulate", "scenarios/reference/case_study.yaml", "--seed", seed)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1
+    assert f"argument --seed: {says}" in r.stderr
+    from stepsim.limits import ArgumentError
+
+    with pytest.raises(ArgumentError, match=f"^seed: {says}"):
+        api.simulate(cpu_model(), seed=int(seed), steps=5)
+    with pytest.raises(ArgumentError, match=f"^seed: {says}"):
+        api.whatif(cpu_model(), set="loader.num_workers=2", seed=int(seed), **{
+            k: v for k, v in FAST.items()})
