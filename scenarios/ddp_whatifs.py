@@ -156,7 +156,9 @@ def bucket_candidates(m: StepModel) -> list[dict]:
 class StragglerArgs(FixArgs):
     rank: int = Field(ge=0)
     phase: str = "forward"
-    ms: float = Field(ge=0)
+    ms: float = Field(ge=0, le=3_600_000)
+    """The rank's extra time in the phase per step (ms; at most an hour: a typo such as
+    ms=1e12 is an error, not a step of 30 years whose µs no float holds)."""
 
 
 class BarrierArgs(FixArgs):

@@ -63,3 +63,11 @@ def test_a_seed_out_of_its_32_bits(seed, says):
     with pytest.raises(ArgumentError, match=f"^seed: {says}"):
         api.whatif(cpu_model(), set="loader.num_workers=2", seed=int(seed), **{
             k: v for k, v in FAST.items()})
+
+
+def test_a_straggler_is_at_most_an_hour():
+    m = "scenarios/reference/straggler.yaml"
+    with pytest.raises(ModelError, match="fix straggler: ms: Input should be less than or equal "
+                                         "to 3600000"):
+        api.whatif(m, fix="straggler:rank=1,phase=forward,ms=1e12", **FAST)
+    assert api.whatif(m, fix="straggler:rank=1,phase=forward,ms=40", **FAST).speedup < 1
