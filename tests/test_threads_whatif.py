@@ -68,3 +68,19 @@ def test_capture_at_default_threads_records_them(tmp_path):
     assert op.parallel_efficiency == parallel_efficiency(op.threads)
     assert m.meta.sources["host.ops[1].parallel_efficiency"] == "assumed"
     assert "host.ops[1].parallel_efficiency" in m.meta.ranges
+
+
+def test_stalled_team_wall_inverts_the_stall():
+    """A team of T threads whose work takes W with a core each, run at share s of a core per
+    thread, takes W / s^T of wall and T·s·W / s^T of CPU (spinning included): the inversion
+    gives W back, and a share above 1 (CPU beyond T × wall) is taken as 1."""
+    import numpy as np
+
+    from stepsim.calibration.cpu import stalled_team_wall
+
+    for t, s in ((2, 0.5), (2, 2 / 3), (4, 0.5)):
+        wall = np.array([35_000.0 / s ** t])
+        got, share = stalled_team_wall(wall, t * s * wall, t)
+        assert got[0] == pytest.approx(35_000.0) and share == pytest.approx(s)
+    got, share = stalled_team_wall(np.array([10_000.0]), np.array([30_000.0]), 2)
+    assert share == 1.0 and got[0] == pytest.approx(10_000.0)
