@@ -147,13 +147,16 @@ class CpuPool:
         finally:
             self.active -= 1
 
-    def parallel_work(self, work_us: float, threads: int, ref: float = 0.0):
-        """Process generator: ``work_us`` µs of CPU work split evenly over ``threads`` threads
-        of one team (its regions advance only while every thread holds a core); returns one
-        thread's core time in which the work advanced (µs, the mean; spinning left out)."""
+    def parallel_work(self, work_us: float, threads: int, ref: float = 0.0, team: bool = True):
+        """Process generator: ``work_us`` µs of CPU work split evenly over ``threads`` threads;
+        with ``team`` they are one OpenMP team (its regions advance only while every thread
+        holds a core: the training step's intra-op threads, measured), else independent
+        threads that share the cores fairly (a DataLoader worker's ``threads_per_worker``,
+        whose synchronisation nothing measures). Returns one thread's core time in which the
+        work advanced (µs, the mean; spinning left out)."""
         if threads <= 1:
             return (yield from self.work(work_us, ref))
-        procs = [self.env.process(self.work(work_us / threads, ref, threads))
+        procs = [self.env.process(self.work(work_us / threads, ref, threads if team else 1))
                  for _ in range(threads)]
         done = yield simpy.AllOf(self.env, procs)
         return sum(done.values()) / threads

@@ -188,7 +188,8 @@ class DataLoaderSim:
                 self.rec.span(Span(lane, "worker start-up", "wait", t0, self.env.now - t0,
                                    rank=self.rank, cause="startup"))
             start = self.env.now
-            core_us = yield from self.cpu.parallel_work(work_us, tpw, self.p.corun_ref)
+            core_us = yield from self.cpu.parallel_work(work_us, tpw, self.p.corun_ref,
+                                                       team=False)
             record_cpu_work(self.rec, lane, f"batch {idx}", "produce", start,
                              core_us, self.env.now, -1, self.rank)
             self.buffered += 1

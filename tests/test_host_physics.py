@@ -215,3 +215,31 @@ def test_team_advances_only_while_every_thread_holds_a_core(team, hogs):
     assert out["advanced_us"] == pytest.approx(p_us)
     for core_us in out["hog_core_us"]:
         assert core_us == pytest.approx(s * p_us / s ** team, rel=0.02)
+
+
+@pytest.mark.parametrize("threads,hogs", [(2, 1), (4, 0), (4, 2), (8, 3)])
+def test_independent_threads_share_the_cores_fairly(threads, hogs):
+    """A DataLoader worker's ``threads_per_worker`` threads are not one OpenMP team (nothing
+    measures how they synchronise): T threads of P µs each beside H always-runnable threads
+    on 2 cores each get s = min(1, 2/R) of a core, R = T + H, so they end at P / s, not at
+    the team's P / s^T (8 threads beside 3 on 2 cores would take 2,300x as long)."""
+    env, p_us = simpy.Environment(), 100_000.0
+    pool = CpuPool(env, 2, contended=True)
+
+    def hog():
+        while True:
+            yield from pool.work(2_000.0)
+
+    for _ in range(hogs):
+        env.process(hog())
+    out = {}
+
+    def batch():
+        out["advanced_us"] = yield from pool.parallel_work(threads * p_us, threads, team=False)
+        out["end_us"] = env.now
+
+    env.process(batch())
+    env.run(until=50 * p_us)
+    s = min(1.0, 2 / (threads + hogs))
+    assert out["end_us"] == pytest.approx(p_us / s, rel=0.02)
+    assert out["advanced_us"] == pytest.approx(p_us)
