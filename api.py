@@ -58,8 +58,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
 
     guard([trace, sidecar, *replicates], first="trace", output=output)
     if isinstance(steps, str):
-        from stepsim.calibration.stream import parse_steps
-        from stepsim.limits import ArgumentError
+        from stepsim.limits import ArgumentError, parse_steps
 
         try:
             steps = parse_steps(steps)

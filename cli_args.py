@@ -8,7 +8,8 @@ import argparse
 import os
 from pathlib import Path
 
-from stepsim.limits import DEFAULT_STEPS, DEFAULT_WARMUP, count_problem, fraction_problem
+from stepsim.limits import (DEFAULT_STEPS, DEFAULT_WARMUP, count_problem, fraction_problem,
+                            parse_steps)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,9 +45,7 @@ _fraction = _checked(float, "a number", fraction_problem)
 
 
 def _step_range(text: str):
-    """argparse type: ``A:B`` (:func:`stepsim.calibration.stream.parse_steps`)."""
-    from stepsim.calibration.stream import parse_steps
-
+    """argparse type: ``A:B`` (:func:`stepsim.limits.parse_steps`)."""
     try:
         return parse_steps(text)
     except ValueError as e:

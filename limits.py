@@ -1,4 +1,4 @@
-"""The defaults and bounds of the verbs' counts and fractions: one definition that the command
+"""The defaults and bounds of the verbs' counts, fractions and step ranges: one definition that the command
 line (:mod:`stepsim.cli_args`, as argparse types) and the Python API (:mod:`stepsim.api`, whose
 verbs are :func:`bounded`: they raise :class:`ArgumentError`) both use, so
 ``stepsim.whatif(..., steps=10**9)`` is refused as ``stepsim whatif --steps 1000000000`` is.
@@ -108,3 +108,21 @@ def bounded(func):
         checked(**{n: bound.arguments[n] for n in names})
         return func(*args, **kwargs)
     return verb
+
+
+def parse_steps(text: str) -> tuple[int | None, int | None]:
+    """``A:B`` (either side may be left out) as (A, B): the steps numbered ``A ≤ N < B``, as a
+    Python slice. Raises ValueError with the reason."""
+    a, sep, b = text.partition(":")
+    if not sep:
+        raise ValueError(f"{text!r} is not A:B (the ProfilerStep numbers A to B-1, e.g. 10:20)")
+    try:
+        lo = int(a) if a.strip() else None
+        hi = int(b) if b.strip() else None
+    except ValueError:
+        raise ValueError(f"{text!r} is not A:B with whole numbers (e.g. 10:20)") from None
+    if (lo is not None and lo < 0) or (hi is not None and hi < 0):
+        raise ValueError(f"{text!r}: step numbers are not negative")
+    if lo is not None and hi is not None and hi <= lo:
+        raise ValueError(f"{text!r} holds no step (B must be above A; A:B is A to B-1)")
+    return lo, hi

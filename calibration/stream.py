@@ -43,7 +43,7 @@ from stepsim.calibration.trace_io import GZIP_MAGIC, RawTrace, load_bytes
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import open_input
 
-__all__ = ["load_steps", "parse_steps", "BLOCK_BYTES"]
+__all__ = ["load_steps", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 32 * 1024**2
 """Bytes of (decompressed) JSON read at a time."""
@@ -75,24 +75,6 @@ _NAMES = msgspec.json.Decoder(list[_Name])
 _BRIEF = msgspec.json.Decoder(_Brief)
 _SPANS = msgspec.json.Decoder(list[_Span])
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
-
-
-def parse_steps(text: str) -> tuple[int | None, int | None]:
-    """``A:B`` (either side may be left out) as (A, B): the steps numbered ``A ≤ N < B``, as a
-    Python slice. Raises ValueError with the reason."""
-    a, sep, b = text.partition(":")
-    if not sep:
-        raise ValueError(f"{text!r} is not A:B (the ProfilerStep numbers A to B-1, e.g. 10:20)")
-    try:
-        lo = int(a) if a.strip() else None
-        hi = int(b) if b.strip() else None
-    except ValueError:
-        raise ValueError(f"{text!r} is not A:B with whole numbers (e.g. 10:20)") from None
-    if (lo is not None and lo < 0) or (hi is not None and hi < 0):
-        raise ValueError(f"{text!r}: step numbers are not negative")
-    if lo is not None and hi is not None and hi <= lo:
-        raise ValueError(f"{text!r} holds no step (B must be above A; A:B is A to B-1)")
-    return lo, hi
 
 
 def _blocks(p: Path, block: int) -> Iterator[bytes]:

@@ -14,6 +14,7 @@ from stepsim.models.params import (DeviceParams, DeviceTask, DurationSpec, HostO
 from stepsim.models.simulate import simulate
 from stepsim.simcore.record import NullRecorder
 from tests.conftest import shared_traces
+from tests.test_solo import _us
 
 MS = 1000.0
 
@@ -99,13 +100,13 @@ def models(draw) -> StepModel:
         persistent_workers=draw(st.booleans()),
         batches_per_epoch=draw(st.sampled_from([None, None, 3, 5])))
     n = draw(st.integers(1, 4))
-    tasks = [DeviceTask(id=f"t{i}", stream="7", dur_us=draw(st.floats(0, 3 * MS)),
+    tasks = [DeviceTask(id=f"t{i}", stream="7", dur_us=draw(_us(3 * MS)),
                         gap_us=draw(st.sampled_from([0.0, 150.0]))) for i in range(n)]
     ops = [HostOp(kind="next_batch")] if draw(st.integers(0, 5)) else []
     for t in tasks:
-        ops.append(HostOp(kind="cpu", dur_us=draw(st.floats(0, 2 * MS)),
+        ops.append(HostOp(kind="cpu", dur_us=draw(_us(2 * MS)),
                           samples_us=draw(st.sampled_from([None, [100.0, 900.0]]))))
-        ops.append(HostOp(kind="launch", task=t.id, dur_us=draw(st.floats(0, 0.3 * MS))))
+        ops.append(HostOp(kind="launch", task=t.id, dur_us=draw(_us(0.3 * MS))))
     if draw(st.booleans()):
         ops.insert(draw(st.integers(0, len(ops))), HostOp(kind="next_batch"))
     if draw(st.booleans()):

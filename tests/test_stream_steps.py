@@ -12,7 +12,8 @@ import pytest
 
 from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.events import build_table
-from stepsim.calibration.stream import load_steps, parse_steps
+from stepsim.calibration.stream import load_steps
+from stepsim.limits import parse_steps
 from stepsim.calibration.trace_io import load_trace
 from stepsim.simcore.errors import InputError, StepsimError
 from tests.conftest import run_cli, shared_traces
