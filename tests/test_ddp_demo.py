@@ -27,10 +27,14 @@ def test_ddp_demo_predicts_and_remeasures_every_setting(tmp_path):
         assert r["predicted_ms"] > 0 and r["measured_ms"] > 0
         assert r["p10_ms"] <= r["predicted_ms"] * 1.5 and r["p90_ms"] >= r["p10_ms"]
         assert math.isclose(r["error"], r["predicted_ms"] / r["measured_ms"] - 1, rel_tol=1e-9)
-    # the straggler adds about its 40 ms of wall-clock time, predicted and measured
-    for key in ("predicted_ms", "measured_ms"):
+    # the straggler adds about its 40 ms of wall-clock time, predicted and measured; measured
+    # as the difference of two runs of 3 steps, each of which moves by 15-20 % of a 30 ms step
+    # from run to run on a quiet 2-core machine, and more beside other load (63.6 ms in one
+    # run at load average 4.5)
+    bounds = {"predicted_ms": (25, 60), "measured_ms": (20, 80)}
+    for key, (lo, hi) in bounds.items():
         extra = rows["straggler 40 ms"][key] - rows["defaults (replay)"][key]
-        assert 25 < extra < 60, (key, extra)
+        assert lo < extra < hi, (key, extra)
     barrier = [r for r in table["rows"] if "time in barrier" in r["setting"]]
     assert len(barrier) == 2 and barrier[0]["measured_ms"] > barrier[1]["measured_ms"]
     model = load_model(tmp_path / "model.json")
