@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from stepsim.models.params import StepModel
+from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.transforms import FixOp, Operation, SetOp, apply_with_notes
 from stepsim.simcore.errors import ModelError
@@ -32,6 +33,10 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
     if comm and model.comm.bus_gbps is None and "comm.bus_gbps" not in sets:
         out.append(f"{', '.join(comm)} changes nothing here: collectives keep their measured "
                    "durations unless comm.bus_gbps is set (the collective cost model)")
+    for op in ops:
+        if isinstance(op, SetOp) and op.path == "loader.batch_size":
+            note = batch_size_note(model, op.value)
+            out += [note] if note else []
     if "loader.pin_memory" in sets and not model.device.tasks():
         out.append("loader.pin_memory changes nothing here: this model has no device (a CPU "
                    "run), and pinned memory only speeds host-to-device copies")

@@ -75,6 +75,11 @@ class SetOp(Operation):
             if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
                 raise ModelError(f"--set {self.path}: expected a number of MiB, got {self.value!r}")
             return set_bucket_caps(model.without_replay(), **{key: float(self.value)})
+        if self.path == "loader.batch_size":
+            # the batch's physics: produce, bytes, the step's per-sample work (batch_size.py)
+            from stepsim.scenarios.batch_size import set_batch_size
+
+            return set_batch_size(model.without_replay(), self.value)
         if self.path == "loader.pin_memory" and self.value is True and not model.loader.pin_memory:
             # one meaning with --fix pin_memory: pinning also makes the H2D copies pinned
             from stepsim.scenarios.fixes import PinArgs, _pin_memory
