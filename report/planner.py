@@ -139,8 +139,23 @@ def _uncertainty_note(p: Prediction) -> None:
                    f"{100 * p.draw_std_error_us / p.mean_step_us:.1f} % of the mean, median "
                    "over the draws)" if p.draw_std_error_us is not None and p.mean_step_us > 0
                    else ""))
-    for k, why in p.skipped.items():
-        c.print(f"[dim]not varied: {k}: {why}[/dim]")
+    if p.draws and p.skipped:
+        c.print(f"[dim]{not_varied_line(p.skipped)}[/dim]")
+
+
+ZERO_PREFIX = "0: "
+"""How :func:`scenarios.draws.uncertain_params` begins the reason of a value at 0."""
+
+
+def not_varied_line(skipped: dict[str, str]) -> str:
+    """The uncertain parameters an interval could not vary, in one line: those at 0 counted
+    (a factor range varies nothing there; ``skipped`` in ``--json`` names each), each other
+    with its reason."""
+    zero = [k for k, why in skipped.items() if why.startswith(ZERO_PREFIX)]
+    rest = [f"{k} ({why})" for k, why in skipped.items() if not why.startswith(ZERO_PREFIX)]
+    parts = ([f"{len(zero)} inferred or assumed value(s) at 0, which no factor varies (see "
+              "skipped in --json)"] if zero else []) + rest
+    return "not varied: " + "; ".join(parts)
 
 
 # ---------------------------------------------------------------- sweep ------------------
