@@ -41,6 +41,13 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
         if isinstance(op, SetOp) and op.path == "loader.batch_size":
             note = batch_size_note(model, op.value)
             out += [note] if note else []
+    if "loader.batch_size" in paths:
+        out.append("loader.batch_size is swept: each point's step is a batch of that many "
+                   "samples, so compare mean ms / batch_size (per sample), not the steps or the "
+                   "knee; the DataLoader's produce and the batch's bytes scale from the "
+                   "measured per-sample values (inferred), the step's forward and backward "
+                   "work is assumed linear in samples (capture at a second batch size to "
+                   "measure it)")
     if "loader.pin_memory" in sets and not model.device.tasks():
         out.append("loader.pin_memory changes nothing here: this model has no device (a CPU "
                    "run), and pinned memory only speeds host-to-device copies")

@@ -154,3 +154,9 @@ def test_the_cli_reads_the_speed_up_per_sample(tmp_path):
     assert "warning: loader.batch_size=16 (captured at 8)" in err
     d = json.loads(cli(*args, "--json")[2])
     assert d["batch_sizes"] == [8, 16] and d["per_sample_speedup"] == pytest.approx(1.0)
+
+
+def test_a_sweep_of_batch_sizes_says_to_compare_per_sample():
+    (note,) = [c for c in caveats(cpu_model(0, 40, 20), [], ["loader.batch_size"])
+               if "swept" in c]
+    assert "mean ms / batch_size (per sample)" in note and "assumed linear" in note
