@@ -10,11 +10,12 @@ With ``r = N / B``:
 * the batch's bytes (``loader.batch_bytes``, what the pin-memory thread copies) × r:
   *inferred*, the measured bytes ÷ B per sample (collated tensors stack their samples);
 * an epoch's batches (``loader.batches_per_epoch``) ⌈× B / N⌉;
-* the training step's per-sample work × r: *assumed* linear in samples (a layer's FLOPs are):
-  on a model with a device, its forward and backward kernels and its host-to-device copies
-  (the batch); on a CPU model, the host thread's forward and backward work (a CPU
-  calibration's whole ``train`` op, its optimizer step included, which this overstates: one
-  batch size cannot tell the step's per-sample work from its per-step part);
+* the training step's per-sample work × r: *assumed* linear in samples (a layer's FLOPs are;
+  one batch size cannot show how the work grows): on a model with a device, its forward and
+  backward kernels and its host-to-device copies (the batch); on a CPU model, the host
+  thread's forward and backward work, a CPU calibration's ``train`` op less its
+  ``per_step_fraction`` (the optimizer's ``step`` and ``zero_grad``, *measured* from the
+  trace's ``Optimizer.*`` spans), which is kept;
 * kept per batch or per step: the main thread's receipt of a worker's batch
   (``unpickle_us``: torch moves a batch's tensors through shared memory, a cost per tensor, not
   per byte), launches and the host's other CPU work, the optimizer, collectives (gradients do
@@ -100,7 +101,11 @@ def set_batch_size(model: StepModel, value) -> StepModel:
     if ld["batches_per_epoch"] is not None:
         ld["batches_per_epoch"] = max(1, math.ceil(ld["batches_per_epoch"] * b / n))
     for i in host:
-        _scale_host_op(data["host"]["ops"][i], r)
+        op = data["host"]["ops"][i]
+        f = op["per_step_fraction"]
+        grown = (1 - f) * r + f           # the per-sample part × r, the per-step part kept
+        _scale_host_op(op, grown)
+        op["per_step_fraction"] = f / grown
     for ts in data["device"]["streams"].values():
         for t in ts:
             if t["id"] in device:
@@ -118,13 +123,21 @@ def batch_size_note(model: StepModel, value) -> str | None:
         return None
     lp, b = model.loader, model.loader.batch_size
     r = n / b
-    step = ("its forward and backward kernels and host-to-device copies" if model.task_map()
-            else "the host's training-step work (optimizer included, which this overstates)")
+    if model.task_map():
+        step = f"its forward and backward kernels and host-to-device copies x{r:.3g} ("
+    else:
+        f = max((model.host.ops[i].per_step_fraction for i in _per_sample_host(model)),
+                default=0.0)
+        step = (f"the host's training-step work x{(1 - f) * r + f:.3g} (its optimizer step and "
+                f"zero_grad, {100 * f:.1f} % of it, measured from the trace's Optimizer spans, "
+                f"kept per step; the rest x{r:.3g}, " if f > 0 else
+                f"the host's training-step work x{r:.3g} (no Optimizer spans in the trace to keep "
+                "per step, so its optimizer is scaled too, which overstates it; ")
     return (f"loader.batch_size={n} (captured at {b}): every step time is per batch of {n} "
             f"samples, not {b}; produce {lp.produce.mean_us / 1e3:.1f} -> "
             f"{lp.produce.mean_us * r / 1e3:.1f} ms per batch (inferred: "
             f"{lp.produce.mean_us / b / 1e3:.2f} ms per sample, the measured time per batch / "
             f"{b}), batch bytes {lp.batch_bytes} -> {round(lp.batch_bytes * r)} (inferred: the "
-            f"measured bytes / {b} per sample), {step} x{r:.3g} (assumed linear in samples: a "
-            f"capture at one batch size cannot tell per-sample work from per-step work; capture "
-            f"at batch_size={n} to measure it)")
+            f"measured bytes / {b} per sample), {step}assumed linear in samples: a capture at "
+            f"one batch size cannot tell how the step's work grows with the batch; capture at "
+            f"batch_size={n} to measure it)")

@@ -17,13 +17,14 @@ MEASURED = {"loader.batch_size": "measured", "loader.produce": "measured"}
 
 def cpu_model(nw: int, produce_ms: float, train_ms: float, opt_ms: float = 0.0, cores: int = 4,
               batch: int | None = 8, sources: dict | None = None, samples: bool = False,
-              **loader) -> StepModel:
+              per_step: float = 0.0, **loader) -> StepModel:
     """A CPU calibration's shape: ``next()``, the ``train`` op (with per-step samples of
     0.9 and 1.1 × its duration if ``samples``), and an optimizer op."""
     ops = [{"kind": "next_batch"},
            {"kind": "cpu", "name": "training step", "category": "train",
             "dur_us": train_ms * 1e3,
-            "samples_us": [train_ms * 900, train_ms * 1100] if samples else None}]
+            "samples_us": [train_ms * 900, train_ms * 1100] if samples else None,
+            "per_step_fraction": per_step}]
     if opt_ms:
         ops.append({"kind": "cpu", "name": "optimizer", "phase": "optimizer",
                     "dur_us": opt_ms * 1e3})
@@ -53,6 +54,54 @@ def test_no_workers_closed_form(n):
     sampled = apply_ops(cpu_model(0, 40, 20, samples=True),
                         [SetOp(path="loader.batch_size", value=n)]).host.ops[1]
     assert sampled.samples_us == pytest.approx([20 * 900 * n / 8, 20 * 1100 * n / 8])
+
+
+@pytest.mark.parametrize("n", [4, 16, 32])
+def test_the_measured_per_step_share_is_kept(n):
+    """A train op of T whose share f is per step (the optimizer, measured from the trace):
+    at N samples it takes T((1 - f)N/B + f), so step = (N/B)P + T((1 - f)N/B + f); its new
+    share keeps the same µs per step, so a second change from there agrees with one."""
+    m = cpu_model(0, produce_ms=40, train_ms=20, per_step=0.25)
+    got = apply_ops(m, [SetOp(path="loader.batch_size", value=n)])
+    r = n / 8
+    assert mean_ms(got) == pytest.approx(40 * r + 20 * (0.75 * r + 0.25), rel=1e-6)
+    op = got.host.ops[1]
+    assert op.dur_us * op.per_step_fraction == pytest.approx(5000)
+    twice = apply_ops(m, [SetOp(path="loader.batch_size", value=12),
+                          SetOp(path="loader.batch_size", value=n)])
+    assert twice.host.ops[1].dur_us == pytest.approx(op.dur_us)
+    (note,) = [c for c in caveats(m, [SetOp(path="loader.batch_size", value=n)])
+               if "batch_size" in c]
+    assert "25.0 % of it, measured from the trace's Optimizer spans, kept per step" in note
+
+
+def test_calibration_measures_the_optimizers_share(cpu_run_nw0):
+    """A CPU capture's ``Optimizer.step#`` and ``Optimizer.zero_grad#`` spans on the step's
+    thread, over the step's wall outside next(), are the train op's per-step share."""
+    import gzip
+    import json
+
+    from stepsim.calibration.calibrate import calibrate
+
+    m = calibrate(cpu_run_nw0)
+    op = m.host.ops[1]
+    assert m.meta.sources["host.ops[1].per_step_fraction"] == "measured"
+    events = json.load(gzip.open(cpu_run_nw0 / "trace.json.gz"))["traceEvents"]
+    steps = {e["args"].get("Step", e["name"]): e for e in events
+             if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")}
+    used = [e for k, e in steps.items() if int(e["name"].split("#")[1]) in m.meta.steps_used]
+
+    def inside(pred, s):
+        return sum(e["dur"] for e in events if e.get("ph") == "X" and pred(e["name"])
+                   and e["tid"] == s["tid"] and s["ts"] <= e["ts"] < s["ts"] + s["dur"])
+
+    opt = sum(inside(lambda n: n.startswith(("Optimizer.step#", "Optimizer.zero_grad#")), s)
+              for s in used)
+    nxt = sum(inside(lambda n: n.startswith("enumerate(DataLoader)#") and
+                     n.endswith("__next__"), s) for s in used)
+    wall = sum(s["dur"] for s in used) - nxt
+    assert 0 < op.per_step_fraction < 0.5
+    assert op.per_step_fraction == pytest.approx(opt / wall, rel=0.02)
 
 
 def test_workers_closed_form():
