@@ -15,14 +15,11 @@ from typing import Sequence
 
 from stepsim.models.params import StepModel
 from stepsim.scenarios.select import copy_direction
+from stepsim.scenarios.transforms import PREFETCH_DEFAULT
 
 WORKER_ONLY = ("loader.threads_per_worker", "loader.unpickle_us", "loader.worker_startup_us",
                "loader.batches_per_epoch", "loader.corun_ref")
 """Loader fields read only for DataLoader workers."""
-
-PREFETCH_DEFAULT = 2
-"""The model's ``prefetch_factor`` without workers, standing for PyTorch's ``None``."""
-
 
 NOTHING = "changes nothing"
 """The words every line here holds (the catch-all is not added beside a line that says why)."""
@@ -45,16 +42,19 @@ def _show(v) -> str:
 def unread_settings(model: StepModel, after: StepModel | None, sets: Sequence[tuple[str, object]]
                     ) -> list[str]:
     """One line per ``(path, value)`` set (value :data:`SWEPT` for a swept path) that nothing
-    in ``after`` (``model`` after every op; None when the ops do not apply) reads, saying why. ``loader.pin_memory`` on a model without
-    a device and the collective cost settings without ``comm.bus_gbps`` are said by
-    :func:`scenarios.caveats.caveats`; bucket caps refuse on their own."""
+    in ``after`` (``model`` after every op; None when the ops do not apply) reads, saying why.
+    ``loader.pin_memory`` on a model without a device and the collective cost settings
+    without ``comm.bus_gbps`` are said by :func:`scenarios.caveats.caveats`; bucket caps
+    refuse on their own; ``comm.grad_accum_steps`` skips the optimizer phase with or without
+    collectives."""
     if after is None:
         return []
     out: list[str] = []
     lo = after.loader
     for path, value in sets:
         what = path if value is SWEPT else f"{path}={_show(value)}"
-        if path.startswith("comm.") and not path.startswith("comm.bucket") \
+        if path.startswith("comm.") and not path.startswith(("comm.bucket", "comm.first_bucket",
+                                                             "comm.grad_accum")) \
                 and not has_collectives(model):
             out.append(f"{what} changes nothing here: the model has no collectives (one rank "
                        "without DDP), so no comm setting is read")

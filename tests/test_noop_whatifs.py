@@ -55,7 +55,7 @@ def said(model: StepModel, *sets: str) -> list[str]:
     (2, "loader.pin_gbps=1", "loader.pin_memory is off"),
     (0, "comm.bus_gbps=10", "the model has no collectives"),
     (0, "comm.world_size=8", "the model has no collectives"),
-    (0, "comm.grad_accum_steps=4", "the model has no collectives"),
+    (0, "comm.latency_us=100", "the model has no collectives"),
     (0, "loader.prefetch_factor=2", "raises ValueError (leave it out)"),
 ])
 def test_a_setting_nothing_reads_says_why_in_one_line(nw, setting, why):
@@ -70,6 +70,7 @@ def test_a_setting_the_model_reads_says_nothing():
     assert not said(cpu_model(2, pin_memory=True), "loader.pin_gbps=1")
     assert not said(cpu_model(0), "loader.num_workers=2", "loader.unpickle_us=500")
     assert not said(gpu_model(h2d=True), "loader.pin_memory=true")
+    assert not said(gpu_model(h2d=True), "comm.grad_accum_steps=4")   # skips the optimizer
 
 
 def test_pin_memory_without_copies_to_pin_is_said():
