@@ -38,6 +38,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     """
     from stepsim.models.params import save_model as save
     from stepsim.results import WhatIf
+    from stepsim.scenarios.noop import NOTHING, unchanged_prediction
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.transforms import apply_ops
     from stepsim.views import draw_compare
@@ -55,11 +56,20 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
         base = predict(m, [], intervals=draws, progress=prog, **kw)
     with progress_bar("scenario", progress and draws > 0) as prog:
         pred = predict(m, todo, intervals=draws, progress=prog, decompose=width_sources, **kw)
+    same = unchanged_prediction(pred.what, _steps_of(base), _steps_of(pred))
+    if same and not any(NOTHING in w for w in warnings):
+        warnings += (same,)
     if save_model:
         save(pred.model, save_model)
     if compare:
         draw_compare(base, pred, compare, plot_steps)
     return WhatIf(baseline=base, scenario=pred, warnings=warnings)
+
+
+def _steps_of(p) -> tuple:
+    """What a prediction's simulated steps came to: their count, mean, median, P10 and P90."""
+    s = p.summary
+    return (p.steps, s.mean_step_us, s.median_step_us, s.p10_step_us, s.p90_step_us)
 
 
 @bounded

@@ -26,9 +26,17 @@ def _fmt_ms(us: float) -> str:
 
 
 # ---------------------------------------------------------------- calibrate -----------------
+def _stderr(line: str) -> None:
+    """One line on stderr after whatever stdout holds so far: stdout into a pipe or a file is
+    block-buffered and stderr is not, so without the flush a log of both shows a warning
+    printed after a line (``... (see the warnings above)``) before it, or inside it."""
+    sys.stdout.flush()
+    print(line, file=sys.stderr, flush=True)
+
+
 def _warn(warnings) -> None:
     for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        _stderr(f"warning: {w}")
 
 
 def cmd_calibrate(args) -> int:
@@ -234,7 +242,7 @@ def _say_written(args) -> None:
     for name in _DRAWN:
         path = getattr(args, name, None)
         if path and Path(path).is_file():
-            print(f"wrote {shown(path)}", file=sys.stderr)
+            _stderr(f"wrote {shown(path)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,14 +257,14 @@ def main(argv: list[str] | None = None) -> int:
         text = str(e)
         if model and not text.startswith(shown(model)):
             text = f"{shown(model)}: {text}"
-        print(f"stepsim: error: {text}", file=sys.stderr)
+        _stderr(f"stepsim: error: {text}")
         return 2
     except StepsimError as e:
-        print(f"stepsim: error: {e}", file=sys.stderr)
+        _stderr(f"stepsim: error: {e}")
         return 2
     except OSError as e:  # an output folder that cannot be made or written, a full disk
         where = f"{shown(e.filename)}: " if e.filename else ""
-        print(f"stepsim: error: {where}{e.strerror or e}", file=sys.stderr)
+        _stderr(f"stepsim: error: {where}{e.strerror or e}")
         return 2
     except KeyboardInterrupt:
         print("stepsim: interrupted", file=sys.stderr)

@@ -41,6 +41,8 @@ CORE_WAIT_RATIO = 1.15
 BLOCK_NOTE_SHARE = 0.15
 """Share of the training step's wall time without CPU above which calibration says so."""
 DATALOADER_NEXT = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
+OPTIMIZER_SPAN = re.compile(r"^Optimizer\.(step|zero_grad)#")
+"""The profiler's spans of ``torch.optim.Optimizer.step`` and ``zero_grad``: work per step."""
 
 
 def waited_for_cores(wall_us: float, cpu_us: float) -> bool:
@@ -105,12 +107,14 @@ def preempted_share(steps) -> float:
     return inv / (vol + inv) if vol + inv else 0.0
 
 
-def step_loader_waits_us(table: EventTable, steps: StepList) -> np.ndarray:
-    """Per step, µs the step's host thread spent in ``enumerate(DataLoader)#…__next__``.
+def step_loader_waits_us(table: EventTable, steps: StepList,
+                         pattern: re.Pattern = DATALOADER_NEXT) -> np.ndarray:
+    """Per step, µs the step's host thread spent in ``enumerate(DataLoader)#…__next__`` (or in
+    the spans whose names match ``pattern``).
 
     Returns shape (len(steps),) float64.
     """
-    is_next = np.fromiter((bool(DATALOADER_NEXT.match(n)) for n in table.names), bool, len(table))
+    is_next = np.fromiter((bool(pattern.match(n)) for n in table.names), bool, len(table))
     mask = is_next & (table.ph == "X")
     ts, dur, tid, pid = table.ts_ns[mask], table.dur_ns[mask], table.tid[mask], table.pid[mask]
     out = np.zeros(len(steps))
@@ -245,6 +249,13 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         split["corun_ref"] = capture_loads(sidecar)[1]
         sources["host.ops[1].corun_ref"] = "measured"
     compute_mean = float(compute_us.mean())
+    opt_us = step_loader_waits_us(table, steps, OPTIMIZER_SPAN)
+    wall_compute = float(np.maximum(step_us - wait_us, 0.0).sum())
+    if opt_us.any() and wall_compute > 0:
+        # the optimizer's share of the step's wall outside next() (it does not grow with the
+        # batch), applied to the op's duration whatever its basis
+        split["per_step_fraction"] = min(float(opt_us.sum()) / wall_compute, 1.0)
+        sources["host.ops[1].per_step_fraction"] = "measured"
     host_fields, src, more, warn = interference_from_sidecar(sidecar)
     ranges.update(more)
     sources.update(src)

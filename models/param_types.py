@@ -114,6 +114,11 @@ class HostOp(StrictModel):
     wall) that was work, not threads spinning at the regions' barriers; read only when
     ``threads`` differs from ``capture_threads`` (one capture cannot measure it: 1 /
     ``capture_threads`` if one thread did all the work, 1 if none spun)."""
+    per_step_fraction: float = Field(default=0.0, ge=0, le=1)
+    """For ``cpu`` ops: the share of ``dur_us`` that is work per step, not per sample (a CPU
+    calibration's optimizer ``step`` and ``zero_grad``, measured from the trace's
+    ``Optimizer.*`` spans): what a batch-size what-if keeps (:mod:`scenarios.batch_size`);
+    0: all of it per sample."""
     corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
     """For ``cpu`` ops: other runnable threads per core beside this op, on average, in the
     capture its durations come from (``HostParams.interference`` is relative to it)."""

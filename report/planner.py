@@ -73,8 +73,22 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator:
 
 # ---------------------------------------------------------------- whatif -----------------
 def whatif_dict(base: Prediction, pred: Prediction) -> dict:
-    return {"baseline": base.to_dict(), "scenario": pred.to_dict(),
-            "speedup": base.mean_step_us / pred.mean_step_us}
+    out = {"baseline": base.to_dict(), "scenario": pred.to_dict(),
+           "speedup": base.mean_step_us / pred.mean_step_us}
+    per = _batches(base, pred)
+    if per is not None:
+        out["batch_sizes"] = list(per)
+        out["per_sample_speedup"] = base.mean_step_us / per[0] / (pred.mean_step_us / per[1])
+    return out
+
+
+def _batches(base: Prediction, pred: Prediction) -> tuple[int, int] | None:
+    """The batch sizes of the baseline and the scenario when they differ (None otherwise):
+    then a step is not the same work, and the speed-up per sample is the one to read."""
+    if base.model is None or pred.model is None:
+        return None
+    a, b = base.model.loader.batch_size, pred.model.loader.batch_size
+    return (a, b) if a is not None and b is not None and a != b else None
 
 
 def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> None:
@@ -91,6 +105,11 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
     c.print(t)
     c.print(f"speed-up {_x(base.mean_step_us / pred.mean_step_us)}; bottleneck: "
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
+    per = _batches(base, pred)
+    if per is not None:
+        a, b = (p.mean_step_us / n for p, n in zip((base, pred), per))
+        c.print(f"per sample (batches of {per[0]} -> {per[1]}): {_ms(a)} -> {_ms(b)} ms, "
+                f"speed-up {_x(a / b)}")
     if base.summary.rank_comm or pred.summary.rank_comm:
         c.print(rank_comm_table([("baseline", base.summary), ("scenario", pred.summary)]))
     _steps_note([("baseline", base), ("scenario", pred)])
@@ -120,8 +139,23 @@ def _uncertainty_note(p: Prediction) -> None:
                    f"{100 * p.draw_std_error_us / p.mean_step_us:.1f} % of the mean, median "
                    "over the draws)" if p.draw_std_error_us is not None and p.mean_step_us > 0
                    else ""))
-    for k, why in p.skipped.items():
-        c.print(f"[dim]not varied: {k}: {why}[/dim]")
+    if p.draws and p.skipped:
+        c.print(f"[dim]{not_varied_line(p.skipped)}[/dim]")
+
+
+ZERO_PREFIX = "0: "
+"""How :func:`scenarios.draws.uncertain_params` begins the reason of a value at 0."""
+
+
+def not_varied_line(skipped: dict[str, str]) -> str:
+    """The uncertain parameters an interval could not vary, in one line: those at 0 counted
+    (a factor range varies nothing there; ``skipped`` in ``--json`` names each), each other
+    with its reason."""
+    zero = [k for k, why in skipped.items() if why.startswith(ZERO_PREFIX)]
+    rest = [f"{k} ({why})" for k, why in skipped.items() if not why.startswith(ZERO_PREFIX)]
+    parts = ([f"{len(zero)} inferred or assumed value(s) at 0, which no factor varies (see "
+              "skipped in --json)"] if zero else []) + rest
+    return "not varied: " + "; ".join(parts)
 
 
 # ---------------------------------------------------------------- sweep ------------------

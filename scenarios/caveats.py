@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from stepsim.models.params import StepModel
+from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
+from stepsim.scenarios.noop import SWEPT, has_collectives, unread_settings
 from stepsim.scenarios.transforms import FixOp, Operation, SetOp, apply_with_notes
 from stepsim.simcore.errors import ModelError
 
@@ -25,13 +27,27 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
     expects, in words: a collective cost setting without ``comm.bus_gbps`` (collectives keep
     their measured durations), and a loader change where the loader was never calibrated
     (a GPU trace does not record the DataLoader's settings), and a prefetch_factor dropped with
-    the workers (:func:`apply_with_notes`)."""
+    the workers (:func:`apply_with_notes`), a setting nothing in the model reads
+    (:func:`scenarios.noop.unread_settings`), and the oversubscribed intra-op threads caveat
+    when the ops change the co-running threads or the cores (or there are no ops)."""
     sets = {op.path for op in ops if isinstance(op, SetOp)} | set(paths)
     out = []
     comm = sorted(p for p in sets if p in _COMM_COST_PATHS)
-    if comm and model.comm.bus_gbps is None and "comm.bus_gbps" not in sets:
+    if comm and model.comm.bus_gbps is None and "comm.bus_gbps" not in sets \
+            and has_collectives(model):
         out.append(f"{', '.join(comm)} changes nothing here: collectives keep their measured "
                    "durations unless comm.bus_gbps is set (the collective cost model)")
+    for op in ops:
+        if isinstance(op, SetOp) and op.path == "loader.batch_size":
+            note = batch_size_note(model, op.value)
+            out += [note] if note else []
+    if "loader.batch_size" in paths:
+        out.append("loader.batch_size is swept: each point's step is a batch of that many "
+                   "samples, so compare mean ms / batch_size (per sample), not the steps or the "
+                   "knee; the DataLoader's produce and the batch's bytes scale from the "
+                   "measured per-sample values (inferred), the step's forward and backward "
+                   "work is assumed linear in samples (capture at a second batch size to "
+                   "measure it)")
     if "loader.pin_memory" in sets and not model.device.tasks():
         out.append("loader.pin_memory changes nothing here: this model has no device (a CPU "
                    "run), and pinned memory only speeds host-to-device copies")
@@ -52,9 +68,21 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
                    "model does not slow the host thread when workers run beside it (co-running "
                    "workers slowed it 6-11 % in this project's measurements): more workers may "
                    "gain less than predicted")
-    if after is not None:
+    given = [(op.path, op.value) for op in ops if isinstance(op, SetOp)]
+    out += unread_settings(model, after, given + [(p, SWEPT) for p in paths])
+    if after is not None and (not ops or paths or _corunners(model) != _corunners(after)):
         out += _oversubscribed_threads(after)
     return out
+
+
+def _corunners(model: StepModel) -> tuple[int, int]:
+    """The runnable threads beside each other on the host (workers' threads and the training
+    step's intra-op threads) and the cores they share: a what-if that changes neither leaves
+    the oversubscribed intra-op threads' stall as it was captured, which the baseline's
+    replay already holds."""
+    threads = max((op.threads for op in model.host.ops if op.kind == "cpu"), default=1)
+    lp = model.loader
+    return lp.num_workers * lp.threads_per_worker + threads, lp.host_cores
 
 
 def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[str]:
@@ -81,10 +109,13 @@ def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[st
 
 def threads_caveat(model: StepModel, ops: Sequence[Operation] = ()) -> list[str]:
     """The oversubscribed intra-op threads caveat of ``model`` after ``ops`` (``[]`` when it
-    has none, or the ops do not apply)."""
+    has none, when the ops do not apply, or when they leave the co-running threads and the
+    cores as they were: the stall is then the captured one)."""
     try:
         after = apply_with_notes(model, list(ops))[0] if ops else model
     except ModelError:
+        return []
+    if ops and _corunners(after) == _corunners(model):
         return []
     return _oversubscribed_threads(after)
 

@@ -75,6 +75,11 @@ class SetOp(Operation):
             if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
                 raise ModelError(f"--set {self.path}: expected a number of MiB, got {self.value!r}")
             return set_bucket_caps(model.without_replay(), **{key: float(self.value)})
+        if self.path == "loader.batch_size":
+            # the batch's physics: produce, bytes, the step's per-sample work (batch_size.py)
+            from stepsim.scenarios.batch_size import set_batch_size
+
+            return set_batch_size(model.without_replay(), self.value)
         if self.path == "loader.pin_memory" and self.value is True and not model.loader.pin_memory:
             # one meaning with --fix pin_memory: pinning also makes the H2D copies pinned
             from stepsim.scenarios.fixes import PinArgs, _pin_memory
@@ -174,7 +179,8 @@ PREFETCH_DEFAULT = 2
 
 
 class PrefetchWithoutWorkers(ModelError):
-    """Operations that set a ``prefetch_factor`` for a DataLoader they leave without workers."""
+    """Operations that set a ``prefetch_factor`` (or ``persistent_workers``) for a DataLoader
+    they leave without workers, which PyTorch's DataLoader refuses."""
 
 
 def _sets_prefetch(op: Operation) -> bool:
@@ -200,10 +206,14 @@ def apply_with_notes(model: StepModel, ops: Sequence[Operation]) -> tuple[StepMo
       (back to the default, PyTorch's ``None``, also if workers return later): what a user who
       sets ``num_workers=0`` must write for the DataLoader to accept the call; a note says so.
 
+    ``persistent_workers`` follows the same rule ("persistent_workers option needs
+    num_workers > 0"): ending with it on and no workers is refused, and taking the workers
+    away takes it with them (a note says so).
+
     Raises:
         ModelError: as :func:`apply_ops`; PrefetchWithoutWorkers: the first case.
     """
-    out, dropped = model, []
+    out, dropped, persistent = model, [], False
     for op in ops:
         after = op.apply(out)
         lo = after.loader
@@ -211,6 +221,9 @@ def apply_with_notes(model: StepModel, ops: Sequence[Operation]) -> tuple[StepMo
                 and lo.prefetch_factor != PREFETCH_DEFAULT:
             dropped.append(lo.prefetch_factor)
             after = set_value(after, "loader.prefetch_factor", PREFETCH_DEFAULT)
+        if out.loader.num_workers > 0 and lo.num_workers == 0 and lo.persistent_workers:
+            persistent = True
+            after = set_value(after, "loader.persistent_workers", False)
         out = after
     explicit = [op for op in ops if _sets_prefetch(op)]
     if explicit and out.loader.num_workers == 0:
@@ -218,12 +231,23 @@ def apply_with_notes(model: StepModel, ops: Sequence[Operation]) -> tuple[StepMo
             f"{explicit[-1].describe()} with loader.num_workers=0: PyTorch's DataLoader raises "
             "ValueError for a prefetch_factor without workers (it only applies with "
             "num_workers > 0)")
+    if out.loader.num_workers == 0 and (out.loader.persistent_workers or any(
+            isinstance(op, SetOp) and op.path == "loader.persistent_workers"
+            and op.value is True for op in ops)):
+        raise PrefetchWithoutWorkers(
+            "set loader.persistent_workers=true with loader.num_workers=0: PyTorch's DataLoader "
+            "raises ValueError (\"persistent_workers option needs num_workers > 0\")")
     if any(isinstance(op, SetOp) and op.path == "loader.prefetch_factor" for op in ops):
         dropped = []                # set to the default as asked: nothing was dropped
     notes = tuple(f"loader.num_workers=0: prefetch_factor={n} is dropped with the workers "
                   "(PyTorch's DataLoader raises ValueError for a prefetch_factor without "
                   "workers): from there on it is left out of the DataLoader call (PyTorch's "
                   "default)" for n in dict.fromkeys(dropped))
+    if persistent and not any(isinstance(op, SetOp) and op.path == "loader.persistent_workers"
+                              for op in ops):
+        notes += ("loader.num_workers=0: persistent_workers=True is dropped with the workers "
+                  "(PyTorch's DataLoader raises ValueError for it without workers): from there "
+                  "on it is False",)
     return out, notes
 
 

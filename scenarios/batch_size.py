@@ -1,0 +1,143 @@
+"""``--set loader.batch_size=N``: a batch of ``N`` samples instead of the captured ``B``,
+modelled from what the capture measured, each term's source named.
+
+With ``r = N / B``:
+
+* the DataLoader's produce time per batch (``loader.produce``, ``produce_by_worker``) × r:
+  *inferred*, the measured time per batch ÷ B is the time per sample (a batch's produce is B
+  sample fetches and one collate that copies B samples; a per-batch constant, which one batch
+  size cannot show, is taken as none);
+* the batch's bytes (``loader.batch_bytes``, what the pin-memory thread copies) × r:
+  *inferred*, the measured bytes ÷ B per sample (collated tensors stack their samples);
+* an epoch's batches (``loader.batches_per_epoch``) ⌈× B / N⌉;
+* the training step's per-sample work × r: *assumed* linear in samples (a layer's FLOPs are;
+  one batch size cannot show how the work grows): on a model with a device, its forward and
+  backward kernels and its host-to-device copies (the batch); on a CPU model, the host
+  thread's forward and backward work, a CPU calibration's ``train`` op less its
+  ``per_step_fraction`` (the optimizer's ``step`` and ``zero_grad``, *measured* from the
+  trace's ``Optimizer.*`` spans), which is kept;
+* kept per batch or per step: the main thread's receipt of a worker's batch
+  (``unpickle_us``: torch moves a batch's tensors through shared memory, a cost per tensor, not
+  per byte), launches and the host's other CPU work, the optimizer, collectives (gradients do
+  not grow with the batch), rank skew.
+
+A model that lacks what this needs is refused (:class:`simcore.errors.NotApplicable`, one line
+that says what to capture): without the captured ``batch_size`` (a trace without the capture
+sidecar), without a measured produce time, or without a training step to scale.
+"""
+from __future__ import annotations
+
+import math
+
+from stepsim.models.params import StepModel
+from stepsim.scenarios.paths import validated
+from stepsim.scenarios.primitives import _scale_host_op, _scale_task, _scaled_spec
+from stepsim.scenarios.select import copy_direction
+from stepsim.simcore.errors import ModelError, NotApplicable
+
+CAPTURE_HINT = ("capture with stepsim's Capture (calibration.capture: its sidecar records the "
+                "batch_size, each batch's produce time and bytes)")
+
+
+def _refuse(n: int, why: str) -> NotApplicable:
+    return NotApplicable(f"set loader.batch_size={n} cannot be predicted: {why}")
+
+
+def check_value(value) -> int:
+    """The batch size ``value`` as an int ≥ 1. Raises ModelError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelError(f"set loader.batch_size={value!r}: expected a whole number of "
+                         "samples >= 1")
+    return value
+
+
+def _per_sample_host(model: StepModel) -> list[int]:
+    """Indices of the host's ``cpu`` ops that are the training step's per-sample work on a
+    model without a device: forward and backward, or a CPU calibration's whole ``train``
+    op."""
+    return [i for i, op in enumerate(model.host.ops) if op.kind == "cpu" and (
+        op.phase in ("forward", "backward") or op.category == "train")]
+
+
+def _per_sample_device(model: StepModel) -> set[str]:
+    """Ids of the device tasks that scale with the batch: forward and backward kernels and the
+    host-to-device copies."""
+    return {t.id for t in model.task_map().values()
+            if (t.kind == "kernel" and t.phase in ("forward", "backward"))
+            or copy_direction(t) == "h2d"}
+
+
+def set_batch_size(model: StepModel, value) -> StepModel:
+    """``model`` with batches of ``value`` samples (see the module docstring); pure.
+
+    Raises:
+        ModelError: a value that is not a whole number ≥ 1; NotApplicable: a model that lacks
+            what the change needs (the message says what to capture).
+    """
+    n = check_value(value)
+    b = model.loader.batch_size
+    if b is None:
+        raise _refuse(n, f"the model does not know the batch size it was captured at (a trace "
+                         f"without the capture sidecar); {CAPTURE_HINT}, and calibrate that")
+    if model.meta.sources.get("loader.produce") != "measured":
+        raise _refuse(n, f"the DataLoader's produce time per batch is not measured; "
+                         f"{CAPTURE_HINT}")
+    host, device = ((), _per_sample_device(model)) if model.task_map() else \
+        (_per_sample_host(model), set())
+    if not host and not device:
+        raise _refuse(n, "no forward or backward work in the training step to scale (the "
+                         "trace marks no phases); capture at batch_size="
+                         f"{n} and calibrate that")
+    if n == b:
+        return model
+    r = n / b
+    data = model.model_dump()
+    ld = data["loader"]
+    ld["batch_size"] = n
+    ld["produce"] = _scaled_spec(ld["produce"], r)
+    if ld["produce_by_worker"] is not None:
+        ld["produce_by_worker"] = [_scaled_spec(d, r) for d in ld["produce_by_worker"]]
+    ld["batch_bytes"] = int(round(ld["batch_bytes"] * r))
+    if ld["batches_per_epoch"] is not None:
+        ld["batches_per_epoch"] = max(1, math.ceil(ld["batches_per_epoch"] * b / n))
+    for i in host:
+        op = data["host"]["ops"][i]
+        f = op["per_step_fraction"]
+        grown = (1 - f) * r + f           # the per-sample part × r, the per-step part kept
+        _scale_host_op(op, grown)
+        op["per_step_fraction"] = f / grown
+    for ts in data["device"]["streams"].values():
+        for t in ts:
+            if t["id"] in device:
+                _scale_task(t, None, r, False)
+    return validated(data, f"set loader.batch_size={n}")
+
+
+def batch_size_note(model: StepModel, value) -> str | None:
+    """What ``set loader.batch_size=value`` changes on ``model`` and each term's source, in
+    words (None when it does not apply: the op's own error says why)."""
+    try:
+        n = check_value(value)
+        set_batch_size(model, n)
+    except ModelError:
+        return None
+    lp, b = model.loader, model.loader.batch_size
+    r = n / b
+    if model.task_map():
+        step = f"its forward and backward kernels and host-to-device copies x{r:.3g} ("
+    else:
+        f = max((model.host.ops[i].per_step_fraction for i in _per_sample_host(model)),
+                default=0.0)
+        step = (f"the host's training-step work x{(1 - f) * r + f:.3g} (its optimizer step and "
+                f"zero_grad, {100 * f:.1f} % of it, measured from the trace's Optimizer spans, "
+                f"kept per step; the rest x{r:.3g}, " if f > 0 else
+                f"the host's training-step work x{r:.3g} (no Optimizer spans in the trace to keep "
+                "per step, so its optimizer is scaled too, which overstates it; ")
+    return (f"loader.batch_size={n} (captured at {b}): every step time is per batch of {n} "
+            f"samples, not {b}; produce {lp.produce.mean_us / 1e3:.1f} -> "
+            f"{lp.produce.mean_us * r / 1e3:.1f} ms per batch (inferred: "
+            f"{lp.produce.mean_us / b / 1e3:.2f} ms per sample, the measured time per batch / "
+            f"{b}), batch bytes {lp.batch_bytes} -> {round(lp.batch_bytes * r)} (inferred: the "
+            f"measured bytes / {b} per sample), {step}assumed linear in samples: a capture at "
+            f"one batch size cannot tell how the step's work grows with the batch; capture at "
+            f"batch_size={n} to measure it)")
