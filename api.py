@@ -50,6 +50,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
         InputError: an unreadable or uncalibratable trace or sidecar (named).
     """
     from stepsim.calibration.calibrate import calibrate as fit
+    from stepsim.models.host_speed import at_capture_speed
     from stepsim.models.params import save_model
     from stepsim.models.simulate import window_replay
     from stepsim.results import Calibration
@@ -69,7 +70,10 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     if output is not None:
         save_model(model, output)
     window = window_replay(model) if model.replay is not None else None
-    res, _ = simulate_counted(model, DEFAULT_STEPS, DEFAULT_WARMUP, 0, keep="steps")
+    # checked against the capture's own steps, so at its own speed (replicates move
+    # host.cpu_scale to the runs' mean, for predictions of the next run)
+    res, _ = simulate_counted(at_capture_speed(model), DEFAULT_STEPS, DEFAULT_WARMUP, 0,
+                              keep="steps")
     return Calibration(model=model, output=None if output is None else str(output),
                        warnings=grouped_warnings(model.meta.warnings), window=window,
                        steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us)

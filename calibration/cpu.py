@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.events import EventTable
+from stepsim.calibration.outside_load import outside_load
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import (capture_loads, interference_from_sidecar,
                                              loader_from_sidecar)
@@ -180,6 +181,11 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                         f"thread the run used ({traced} thread(s) in the trace + {nw} "
                         "worker(s)); what-ifs that add threads are priced on them (record with "
                         "calibration.capture to measure them)")
+    load = (outside_load(sidecar, lp["num_workers"], lp.get("threads_per_worker", 1),
+                         torch_threads) if sidecar is not None else None)
+    load_warning = load.warning() if load is not None else None
+    if load_warning:
+        warnings.append(load_warning)
     prof = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
     if startup and prof and prof[0] is sidecar.steps[0]:
         prof = prof[1:]
@@ -223,7 +229,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
             wall = float(np.mean([s.wall_us - s.next_wall_us for s in prof]))
             pf, bf = split_host_step(wall, float(cpu_compute.mean()), torch_threads)
             preempted = preempted_share(prof)
-            if bf * preempted > BLOCK_NOTE_SHARE:
+            if bf * preempted > BLOCK_NOTE_SHARE and load_warning is None:
                 # off-core time spent preempted (waiting for a core: other load, as the run
                 # was uncontended) is the machine as it was: kept as CPU work
                 warnings.append(
@@ -272,6 +278,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                    "compute_mean_us": compute_mean, "step_method": steps.method}
     if sidecar is not None:
         notes.update(torch_version=sidecar.torch_version, device=sidecar.device)
+    if load is not None:
+        notes["outside_load_held"] = load.held
     name = trace_path.parent.name or trace_path.name
     meta = Meta(name=name, sources=sources,
                 traces=[str(trace_path)] + ([str(sidecar_path)] if sidecar_path else []),

@@ -42,6 +42,7 @@ from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps
+from stepsim.models.host_speed import at_capture_speed
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.scenarios.interval_sources import width_line
@@ -131,7 +132,9 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     work0 = identical_work_us(load_sidecar(base / "sidecar.json"))
     save_model(model, out / "model.json")
     measured_base = float(np.mean(model.meta.measured_step_us))
-    replay = simulate(model, steps=200, warmup=10, seed=seed, keep="steps").mean_step_us
+    # the capture's own steps, at its own speed (the replicates set cpu_scale to their mean)
+    replay = simulate(at_capture_speed(model), steps=200, warmup=10, seed=seed,
+                      keep="steps").mean_step_us
     replay_err = 100 * (replay - measured_base) / measured_base
     basis = {"wall_time": "wall time", "cpu_time": "CPU time"}
     console.print(f"calibrated on num_workers={CALIBRATION_WORKERS}: produce "

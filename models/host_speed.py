@@ -93,3 +93,17 @@ def factor_range(speeds: Sequence[float], prior: tuple[float, float], runs: int
         return p10 / centre, p90 / centre
     k = prior_shrink(runs) if runs > 1 else 1.0
     return 1 + (prior[0] - 1) * k, 1 + (prior[1] - 1) * k
+
+
+def at_capture_speed(model):
+    """``model`` (a :class:`models.params.StepModel`) at the speed of the run it was
+    calibrated from: ``host.cpu_scale`` set to the capture's own factor (``speed_runs[0]``,
+    1.0 by construction), which is how a replay is checked against that run's measured steps.
+    Replicates move ``cpu_scale`` to the mean speed of all the runs (what a prediction of the
+    next run takes) and widen the intervals; the capture's own steps ran at its own speed.
+    Unchanged without measured runs."""
+    runs = model.host.speed_runs
+    if not runs or runs[0] == model.host.cpu_scale:
+        return model
+    return model.model_copy(update={"host": model.host.model_copy(
+        update={"cpu_scale": float(runs[0])})})

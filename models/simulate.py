@@ -33,6 +33,7 @@ import numpy as np
 from stepsim.models.device import TaskRun
 from stepsim.models.engine import Runs, Setup, Tee, Waits, simulated, solved
 from stepsim.models.host import HostWait
+from stepsim.models.host_speed import at_capture_speed
 from stepsim.models.loader import LoaderStats
 from stepsim.models.params import StepModel
 from stepsim.models.plans import host_plan, issue_points, stream_plans, task_durations  # noqa: F401
@@ -243,12 +244,14 @@ class WindowReplay:
 
 
 def window_replay(model: StepModel) -> WindowReplay:
-    """Replay ``model``'s captured window and pair each step with its measured time.
+    """Replay ``model``'s captured window and pair each step with its measured time, at the
+    capture's own host speed (:func:`models.host_speed.at_capture_speed`: replicates move
+    ``host.cpu_scale`` to the runs' mean speed, which the captured steps did not run at).
 
     Raises:
         SimulationError: no captured window, several ranks, or no step with its own durations.
     """
-    res = simulate(model, replay=True)
+    res = simulate(at_capture_speed(model), replay=True)
     w = model.replay
     compared = np.array(w.calibrated, dtype=bool)
     if not compared.any():

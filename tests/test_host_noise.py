@@ -77,3 +77,37 @@ def test_replicate_of_another_setting_is_refused(cpu_run_nw1, tmp_path):
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "not a replicate" in r.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+def test_calibration_replays_the_capture_at_its_own_speed(cpu_run_nw1, tmp_path):
+    """A replicate whose identical work took 2x the CPU time moves host.cpu_scale to the runs'
+    mean speed (sqrt 2, for predictions of the next run), but the replay that calibration checks
+    against the capture's measured steps runs at the capture's own speed (1.0): the same step as
+    without replicates, and no "model misses something" warning that the replicate made."""
+    from stepsim import api
+
+    slow = _replicate(cpu_run_nw1, tmp_path / "slow", 2.0)
+    base = api.calibrate(cpu_run_nw1)
+    rep = api.calibrate(cpu_run_nw1, replicates=[slow])
+    assert rep.model.host.cpu_scale == pytest.approx(math.sqrt(2.0))
+    assert rep.steady_mean_us == pytest.approx(base.steady_mean_us, rel=1e-9)
+    assert rep.steady_mean_error == pytest.approx(base.steady_mean_error, abs=1e-9)
+    assert rep.steady_warning == base.steady_warning
+    # the prediction of the next run still takes the runs' mean speed
+    ops = [parse_set("loader.num_workers=1")]
+    ahead = predict(rep.model, ops, steps=60, warmup=10, seed=0)
+    alone = predict(base.model, ops, steps=60, warmup=10, seed=0)
+    assert ahead.mean_step_us > 1.2 * alone.mean_step_us
+
+
+def test_window_replay_runs_at_the_capture_speed(tmp_path):
+    """The captured window of a GPU trace is replayed at the capture's speed whatever the
+    replicates' mean (host steps of 10 ms stay 10 ms with cpu_scale 1.5)."""
+    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.models.simulate import window_replay
+    from tests.test_window_replay import backlogged_trace
+
+    model = calibrate_gpu(backlogged_trace(tmp_path / "backlog.json"), coarse=False)
+    host = model.host.model_copy(update={"cpu_scale": 1.5, "speed_runs": [1.0, 2.25]})
+    w = window_replay(model.model_copy(update={"host": host}))
+    assert w.replayed_us == pytest.approx(w.measured_us, rel=1e-3)

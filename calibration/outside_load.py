@@ -1,0 +1,125 @@
+"""Outside load on a CPU capture: whether other processes held the cores the run's own threads
+were waiting for while it was captured, read from the sidecar's own measurements.
+
+While ``R`` of the run's own threads are runnable on a host of ``c`` cores, they can hold at
+most ``min(c, R)`` cores between them, and on a machine that runs nothing else they hold that
+many: a runnable thread gets a core whenever one is free, and the run's threads take turns
+only with each other. Over the captured window, then,
+
+    held = Σ CPU time of the run's busy intervals ÷ ∫ min(c, R(t)) dt      (µs ÷ µs)
+
+is 1 on a quiet machine, whatever the setting (more workers than cores included: they share
+the cores, and the cores stay busy). ``L`` other runnable threads sharing the cores fairly
+hold it to ``R / (R + L)`` when ``R ≥ c`` and to ``c / (R + L)`` when ``R < c < R + L``, so
+a capture whose threads held less than ``1 / (1 + LOAD_WARN)`` of it ran at least
+``LOAD_WARN`` slower than the same run alone. Its times are those of a loaded machine, which
+calibration takes as the host's speed (and, where the run had more threads than cores,
+divides by the run's own contention only), so its replay and every what-if are off by the
+load, which no model parameter holds.
+
+The busy intervals (:func:`calibration.corun.activities`' instants) are each batch in a worker
+(``t_end_us − wall_us .. t_end_us``, on ``threads_per_worker`` threads, the worker process's CPU
+time) or, at ``num_workers=0``, on the main thread (one thread), and each training step outside
+``next()`` (on torch's intra-op threads, the main process's CPU time: the team spins at its
+barriers, so its threads stay runnable, as :func:`calibration.cpu.stalled_team_wall` takes them;
+a step with a long serial part on several threads reads as slightly loaded, e.g. 0.95 for the
+demo's CNN on 2 threads alone). A step whose main thread blocked (more voluntary context
+switches than involuntary ones: a sync, I/O) is left out, since a blocked thread is not runnable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.sidecar_fit import steady_records
+
+LOAD_WARN = 0.10
+"""Slowdown ``1 / held − 1`` of the run's own threads by other load above which calibration
+warns: the tolerance calibration's replay check uses for the mean step (``REPLAY_WARN``)."""
+
+
+@dataclass(frozen=True)
+class OutsideLoad:
+    """What the capture's busy intervals say about the cores they held.
+
+    Attributes:
+        held: CPU time ÷ the core time the run's runnable threads could have held (1: quiet).
+        cpu_us / could_us: the two sides of ``held`` (µs).
+        mean_threads: the run's runnable threads, averaged over the time any was busy.
+        others: the other runnable threads that explain ``held`` if all shared fairly.
+        batches / steps: the busy intervals counted.
+        cores: the host's usable cores.
+    """
+
+    held: float
+    cpu_us: float
+    could_us: float
+    mean_threads: float
+    others: float
+    batches: int
+    steps: int
+    cores: int
+
+    @property
+    def slowdown(self) -> float:
+        """How much slower the run's threads advanced than alone (``1 / held − 1``)."""
+        return 1 / self.held - 1 if self.held > 0 else float("inf")
+
+    def warning(self) -> str | None:
+        """The calibration warning (what was seen, what to do), or None below the bound."""
+        if self.slowdown <= LOAD_WARN:
+            return None
+        return (f"the capture ran under outside load: its own runnable threads held "
+                f"{100 * self.held:.0f} % of the core time they could have held "
+                f"({self.cpu_us / 1e3:.0f} ms of CPU against {self.could_us / 1e3:.0f} ms of "
+                f"min({self.cores} cores, their {self.mean_threads:.1f} runnable threads on "
+                f"average) over {self.batches} batches and {self.steps} steps), as if about "
+                f"{self.others:.1f} other threads ran on the cores: its times are "
+                f"{100 * self.slowdown:.0f} % slower than the run alone, and the model, its "
+                "replay and every what-if carry that; re-capture on a quiet machine (nothing "
+                "else running) and calibrate from that")
+
+
+def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
+                 torch_threads: int) -> OutsideLoad | None:
+    """The capture's :class:`OutsideLoad` over its profiled window (see the module docstring),
+    or None when the sidecar lacks the instants, the cores or any unblocked busy interval."""
+    cores = side.host_cores
+    if not cores:
+        return None
+    spans: list[tuple[float, float, float, float]] = []     # start, end, threads, cpu (µs)
+    batches = [r for r in steady_records(side, num_workers) if r.t_end_us is not None
+               and r.wall_us > 0 and (r.worker < 0) == (num_workers == 0)]
+    for r in batches:
+        spans.append((r.t_end_us - r.wall_us, r.t_end_us,
+                      float(threads_per_worker if r.worker >= 0 else 1), r.work_us))
+    steps = [s for s in side.steps if s.profiled and s.t_start_us is not None
+             and s.wall_us > s.next_wall_us and (s.vcsw or 0) <= (s.ivcsw or 0)]
+    for s in steps:
+        spans.append((s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us,
+                      float(max(torch_threads, 1)), s.compute_cpu_us))
+    if not spans:
+        return None
+    a = np.array(spans)
+    # sweep: the runnable threads between consecutive instants
+    t = np.concatenate([a[:, 0], a[:, 1]])
+    order = np.argsort(t, kind="stable")
+    runnable = np.cumsum(np.concatenate([a[:, 2], -a[:, 2]])[order])[:-1]
+    dt = np.diff(t[order])
+    runnable = np.maximum(runnable, 0.0)          # rounding of the running sum
+    busy = (runnable > 1e-9) & (dt > 0)
+    could = float((np.minimum(runnable, cores) * dt).sum())
+    if could <= 0:
+        return None
+    cpu = float(a[:, 3].sum())
+    held = cpu / could
+    mean_r = float((runnable * dt)[busy].sum() / dt[busy].sum())
+    if held >= 1:
+        others = 0.0
+    elif mean_r >= cores:
+        others = mean_r * (1 / held - 1)
+    else:
+        others = max(cores / held - mean_r, 0.0)
+    return OutsideLoad(held, cpu, could, mean_r, others, len(batches), len(steps), cores)

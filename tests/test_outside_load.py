@@ -1,0 +1,105 @@
+"""Outside load on a CPU capture, read from its sidecar (calibration.outside_load): the run's
+own runnable threads hold every core they can on a quiet machine, own contention included."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from stepsim.calibration.calibrate import calibrate
+from stepsim.calibration.outside_load import LOAD_WARN, outside_load
+from stepsim.calibration.sidecar import Sidecar
+from tests.conftest import run_cli
+
+MS = 1000.0
+
+
+def _side(batches, steps, cores=2, workers=1, threads=1) -> Sidecar:
+    """A sidecar with worker batches ``(start, end, cpu)`` and profiled training steps
+    ``(start, end, cpu[, vcsw, ivcsw])`` outside ``next()`` (ms)."""
+    produce = [{"worker": i % max(workers, 1) if workers else -1, "pid": 100 + i, "seq": 1 + i,
+                "wall_us": (b - a) * MS, "cpu_us": c * MS, "proc_cpu_us": c * MS,
+                "t_end_us": b * MS} for i, (a, b, c) in enumerate(batches)]
+    rows = []
+    for a, b, c, *sw in steps:
+        vol, inv = sw or (0, 10)
+        rows.append({"t_start_us": a * MS, "wall_us": (b - a) * MS, "cpu_us": c * MS,
+                     "proc_cpu_us": c * MS, "next_wall_us": 0.0, "next_cpu_us": 0.0,
+                     "next_proc_cpu_us": 0.0, "vcsw": vol, "ivcsw": inv, "profiled": True})
+    return Sidecar.model_validate({"stepsim_sidecar": 1, "host_cores": cores,
+                                   "torch_num_threads": threads, "produce": produce,
+                                   "steps": rows, "loader": {"num_workers": workers}})
+
+
+def _steps(n, wall, cpu):
+    return [(k * wall, (k + 1) * wall, cpu) for k in range(n)]
+
+
+def test_a_thread_with_a_free_core_that_ran_half_the_time_was_loaded():
+    # one worker and the main thread on 2 cores: 200 ms of core time a 100 ms step could hold
+    side = _side(_steps(4, 100, 100), _steps(4, 100, 50))
+    o = outside_load(side, 1, 1, 1)
+    assert o.held == pytest.approx(600 / 800) and o.mean_threads == pytest.approx(2.0)
+    # R = c = 2: held = R / (R + L), so L = 2 (1 / 0.75 - 1) = 2/3
+    assert o.others == pytest.approx(2 / 3)
+    assert o.warning() is not None and "75 %" in o.warning() and "quiet machine" in o.warning()
+
+
+def test_own_contention_is_not_outside_load():
+    # two workers and the main thread on 2 cores: each held 2/3 of a core, the cores were full
+    side = _side(_steps(4, 90, 60) + _steps(4, 90, 60), _steps(4, 90, 60), workers=2)
+    o = outside_load(side, 2, 1, 1)
+    assert o.held == pytest.approx(1.0) and o.others == 0.0 and o.warning() is None
+
+
+def test_a_stalled_team_spinning_holds_its_cores():
+    # torch on 2 threads beside one worker on 2 cores: 3 runnable threads, 2 cores full
+    side = _side(_steps(4, 100, 200 / 3), _steps(4, 100, 400 / 3), threads=2)
+    assert outside_load(side, 1, 1, 2).held == pytest.approx(1.0)
+
+
+def test_the_bound_is_the_replay_tolerance():
+    held = 1 / (1 + LOAD_WARN)
+    quiet = _side(_steps(4, 100, 100), _steps(4, 100, 100 * (2 * held - 1) + 1e-3))
+    loaded = _side(_steps(4, 100, 100), _steps(4, 100, 100 * (2 * held - 1) - 1e-3))
+    assert outside_load(quiet, 1, 1, 1).warning() is None
+    assert outside_load(loaded, 1, 1, 1).warning() is not None
+
+
+def test_a_blocked_step_is_not_runnable():
+    # the step blocked (voluntary switches): its CPU short of its wall is not load
+    blocked = [(a, b, 10, 30, 2) for a, b, _ in _steps(4, 100, 0)]
+    o = outside_load(_side(_steps(4, 100, 100), blocked), 1, 1, 1)
+    assert o.steps == 0 and o.held == pytest.approx(1.0)
+
+
+def _cpu_times(src, dst, share: float):
+    """Capture ``src`` copied with every busy interval's CPU time ``share`` × its wall time (the
+    trace and the walls as measured): 1 is a quiet machine, less a loaded one."""
+    shutil.copytree(src, dst)
+    data = json.loads((dst / "sidecar.json").read_text())
+    for r in data["produce"]:
+        r["cpu_us"] = r["proc_cpu_us"] = share * r["wall_us"]
+    for s in data["steps"]:
+        busy = share * (s["wall_us"] - s["next_wall_us"])
+        s["cpu_us"], s["proc_cpu_us"] = s["next_cpu_us"] + busy, s["next_proc_cpu_us"] + busy
+        s["vcsw"], s["ivcsw"] = 0, 40
+    (dst / "sidecar.json").write_text(json.dumps(data))
+    return dst
+
+
+def test_calibration_warns_once_of_a_loaded_capture(cpu_run_nw1, tmp_path):
+    quiet = calibrate(_cpu_times(cpu_run_nw1, tmp_path / "quiet", 1.0))
+    assert quiet.meta.notes["outside_load_held"] == pytest.approx(1.0, abs=0.01)
+    assert not any("outside load" in w for w in quiet.meta.warnings)
+    loaded_dir = _cpu_times(cpu_run_nw1, tmp_path / "loaded", 0.4)
+    loaded = calibrate(loaded_dir)
+    assert loaded.meta.notes["outside_load_held"] == pytest.approx(0.4, abs=0.01)
+    said = [w for w in loaded.meta.warnings if "outside load" in w]
+    assert len(said) == 1 and "40 %" in said[0] and "re-capture on a quiet machine" in said[0]
+    # the preempted-step note says the same thing less plainly: not said beside it
+    assert not any("preempted" in w for w in loaded.meta.warnings)
+    r = run_cli("calibrate", str(loaded_dir), "-o", str(tmp_path / "m.json"))
+    assert r.returncode == 0
+    assert r.stderr.count("outside load") == 1
