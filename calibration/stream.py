@@ -87,8 +87,8 @@ class _Span(msgspec.Struct):
 
 
 _NAMES = msgspec.json.Decoder(list[_Name])
-_BRIEF = msgspec.json.Decoder(_Brief)
-_SPANS = msgspec.json.Decoder(list[_Span])
+_BRIEF = msgspec.json.Decoder(_Brief, float_hook=float)   # 1e400: inf, not an error
+_SPANS = msgspec.json.Decoder(list[_Span], float_hook=float)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
@@ -308,4 +308,4 @@ def load_steps(path: str | Path, a: int | None, b: int | None,
     except InputError as e:   # a place in the kept text is no place in the file
         if e.where is None:
             raise
-        raise InputError(p, e.problem, "in an event of the steps kept by --steps") from None
+        raise InputError(p, e.problem, "an event of the steps kept by --steps") from None

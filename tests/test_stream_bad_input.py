@@ -70,7 +70,7 @@ def test_a_damaged_byte_is_refused_fast_at_its_place(tmp_path, text, how):
     assert time.process_time() - t0 < 2
     assert str(p) in str(e.value)
     if how == "invalid UTF-8":   # read from the kept events: no place in the file
-        assert e.value.where == "in an event of the steps kept by --steps"
+        assert e.value.where == "an event of the steps kept by --steps"
     else:
         at = int(e.value.where.split()[1].replace(",", ""))
         assert where <= at < where + 100   # where the text stops parsing
