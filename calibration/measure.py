@@ -223,7 +223,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
             side = load_sidecar(p.parent / "sidecar.json")
         except InputError as e:  # not named by the user: not a reason to fail
             notes.append(f"ignored {e}")
-    notes += raw.warnings
+    notes += raw.warnings + (side.dropped if side is not None else [])
     table = build_table(raw)
     steps = find_steps(table, step_regex=step_regex)
     if not steps:

@@ -28,9 +28,8 @@ from pathlib import Path
 
 import torch
 
+from stepsim.calibration.sidecar import SIDECAR_VERSION
 from stepsim.simcore.atomic import make_folder, write_atomic
-
-SIDECAR_VERSION = 1
 
 
 def clocks() -> tuple[float, float, float, int, int]:
