@@ -112,8 +112,10 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
             own = (model_name(model, m), get_value(m, axis))
         except StepsimError:  # a path the model lacks: the sweep itself says so
             own = None
-        for v, pts in ledger_points(ledger, axis, own).items():
+        skipped: list[str] = []
+        for v, pts in ledger_points(ledger, axis, own, skipped).items():
             points.setdefault(v, pts)
+        warnings += tuple(skipped)
     with progress_bar("sweep", progress) as prog:
         todo = operations(ops, scenario, set, scale, remove, fix)
         warnings += caveats(m, todo, list(grid))
@@ -230,6 +232,8 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     rec = score(pred, steps_us, neck, label=label or pred.what, traces=[str(t) for t in traces],
                 model_name=model_name(model, m), startup=[(u.step_us, u.next_us, u.later_next_us)
                                                      for u in ups])
+    skipped: list[str] = []
     if ledger:
-        append_ledger(ledger, rec)
-    return Validation(record=rec, prediction=pred, warnings=caveats(m, todo) + warnings)
+        append_ledger(ledger, rec, skipped)
+    return Validation(record=rec, prediction=pred,
+                      warnings=caveats(m, todo) + warnings + tuple(skipped))

@@ -177,7 +177,9 @@ def cmd_ledger(args) -> int:
     from stepsim.scenarios.validate import summarize_ledger
     from stepsim.views import ledger_records
 
-    records = ledger_records(args.file)
+    skipped: list[str] = []
+    records = ledger_records(args.file, skipped)
+    _warn(skipped)
     print_ledger(records, summarize_ledger(records), as_json=args.json)
     return 0
 
@@ -186,7 +188,7 @@ def cmd_report(args) -> int:
     d = api.report(args.model, args.ops, output=args.output, ledger=args.ledger,
                    measured=args.measured, draws=args.draws, plot_steps=args.plot_steps,
                    with_plan=not args.no_plan, progress=sys.stderr.isatty(), **_sim_kw(args))
-    _warn(dict.fromkeys(w for x in d.whatifs for w in x.caveats))
+    _warn(dict.fromkeys([*d.warnings, *(w for x in d.whatifs for w in x.caveats)]))
     print(f"report: baseline {_fmt_ms(d.baseline.mean_step_us)} ms, "
           f"{_n(len(d.whatifs), 'what-if')}, {_n(len(d.ledger), 'validation record')} -> "
           f"{shown(args.output)}")

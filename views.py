@@ -81,8 +81,9 @@ def draw_compare(base, pred, path: str | Path, plot_steps: int = 1) -> None:
     plot_lanes(panels, path)
 
 
-def ledger_records(path: str | Path):
-    """The records of a validation ledger.
+def ledger_records(path: str | Path, warnings: list[str] | None = None):
+    """The records of a validation ledger; ``warnings`` receives one counting the lines that
+    are not records, which are left out (:func:`scenarios.validate.read_ledger`).
 
     Raises:
         InputError: no such file, or no record in it.
@@ -93,7 +94,7 @@ def ledger_records(path: str | Path):
 
     if not Path(path).exists():
         raise missing(path, "ledger file")
-    records = read_ledger(path)
+    records = read_ledger(path, [] if warnings is None else warnings)
     if not records:
         raise InputError(path, "the ledger is empty (no validation records)")
     return records
@@ -116,18 +117,21 @@ def report(model: StepModel, whatifs: Sequence[tuple[str, list]] = (), *,
     from stepsim.report.html import write_report
 
     timeline = measured_timeline(measured, plot_steps) if measured else None
-    records = ledger_records(ledger) if ledger else []
+    skipped: list[str] = []
+    records = ledger_records(ledger, skipped) if ledger else []
     say = (lambda what: print(f"report: {what}", file=sys.stderr)) if progress else None
     data = build_report(model, list(whatifs), records, timeline, with_plan=with_plan,
                         draws=draws, lane_steps=plot_steps, progress=say, steps=steps,
                         warmup=warmup, seed=seed, jobs=jobs)
+    data.warnings = skipped
+    data.caveats[:0] = skipped
     if output is not None:
         write_report(data, output)
     return data
 
 
-def ledger_points(ledger: str | Path, path: str, baseline: tuple[str, object] | None = None
-                  ) -> dict:
+def ledger_points(ledger: str | Path, path: str, baseline: tuple[str, object] | None = None,
+                  warnings: list[str] | None = None) -> dict:
     """Measured mean steps (µs) per value of ``path`` from the ledger's records that set it
     alone, other what-ifs left out, and ``baseline`` = ``(model name, its value of path)``
     adding that model's baseline records (:func:`report.document.ledger_sweep_points`).
@@ -137,7 +141,7 @@ def ledger_points(ledger: str | Path, path: str, baseline: tuple[str, object] | 
     """
     from stepsim.report.document import ledger_sweep_points
 
-    records = ledger_records(ledger)
+    records = ledger_records(ledger, warnings)
     found = ledger_sweep_points(records, path, baseline)
     if found is None:
         values = {r.scenario.partition("=")[2] for r in records

@@ -197,5 +197,6 @@ def apply_sidecar(model: StepModel, side) -> StepModel:
     sources = dict(model.meta.sources)
     sources.update(src)
     meta = model.meta.model_copy(update={"sources": sources,
-                                         "warnings": list(model.meta.warnings) + warn})
+                                         "warnings": list(model.meta.warnings) + warn
+                                         + side.dropped})
     return model.model_copy(update={"loader": loader, "meta": meta})

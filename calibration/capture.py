@@ -70,6 +70,7 @@ from stepsim.calibration.ddp_info import ddp_record
 from stepsim.calibration.produce import (TimedCollate, TimedDataset, TimedIterable, attach_loader,
                                          loader_settings)
 from stepsim.calibration.window import SIDECAR_VERSION, Window, clocks, step_row
+from stepsim.simcore.atomic import make_folder
 
 __all__ = ["Capture", "SIDECAR_VERSION", "rank_dir"]
 
@@ -115,7 +116,7 @@ class Capture:
 
     def __init__(self, out_dir: str | os.PathLike):
         self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(self.out_dir)
         self._records = tempfile.mkdtemp(prefix="stepsim-capture-")
         self._loader_settings: dict | None = None
         self._warnings: list[str] = []

@@ -50,7 +50,7 @@ class _Event(msgspec.Struct):
     pid: Any = None
     tid: Any = None
     ts: Any = None
-    dur: Any = None
+    dur: Any = msgspec.UNSET   # a missing dur, told from "dur": null (which cannot be right)
     id: Any = None
     args: msgspec.Raw = _NO_ARGS
 

@@ -136,7 +136,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         raise no_step_error(trace_path, steps.warnings)
     warnings = list(table.warnings) + list(steps.warnings)
     if sidecar is not None:
-        warnings += [f"capture: {w}" for w in sidecar.warnings]
+        warnings += [f"capture: {w}" for w in sidecar.warnings] + sidecar.dropped
     if len(steps) < MIN_STEPS:
         warnings.append(f"only {len(steps)} step(s) to calibrate from: the model's numbers are "
                         f"uncertain (profile at least {MIN_STEPS} steps)")

@@ -50,7 +50,9 @@ def to_int(v) -> int:
 def dur_ns(e: dict, d) -> tuple[int, str | None]:
     """(ns, None) of a ``dur`` (µs) that is not a plain in-range int, or (0, the problem) when
     it is not a finite number in [0, MAX_SPAN_US] (the record cannot be right)."""
-    if isinstance(d, bool) or not isinstance(d, (int, float, str)):
+    if d is None:
+        problem = "dur is null"
+    elif isinstance(d, bool) or not isinstance(d, (int, float, str)):
         problem = f"non-numeric dur {d!r}"
     else:
         try:
@@ -194,8 +196,8 @@ def row_columns(events) -> Columns:
         cat[i] = nc
         pid[i] = ident(e.get("pid"))
         tid[i] = ident(e.get("tid"))
-        d = e.get("dur")
-        if d is not None:
+        if "dur" in e:   # "dur": null is a dur that cannot be right, not a missing one
+            d = e["dur"]
             timed += 1
             if type(d) is int and 0 <= d <= MAX_DUR_INT:
                 dur[i] = d * 1000

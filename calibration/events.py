@@ -87,14 +87,25 @@ HOST_API_CATS = ("cuda_runtime", "cuda_driver")
 _I64 = 2**63 - 1
 
 
+BAD_DUR = "whose dur cannot be right"
+"""What the warning of the events dropped for their ``dur`` says (:func:`dropped_note`)."""
+
+
 def _bad_durs(path: Path, bad: list[tuple[int, str]], timed: int) -> str:
     """The warning for the events dropped for a ``dur`` that cannot be right; InputError
     naming the first when they are all the timed events there are (nothing left)."""
     i, problem = bad[0]
     if len(bad) >= timed:
         raise InputError(path, problem, f"event {i}")
-    return (f"{path.name}: dropped {len(bad)} of {timed} event(s) whose dur cannot be right "
+    return (f"{path.name}: dropped {len(bad)} of {timed} event(s) {BAD_DUR} "
             f"(first: {problem} at event {i})")
+
+
+def dropped_note(table: "EventTable") -> str:
+    """``"; <the warning>"`` when events were dropped for their ``dur``: a refusal of what is
+    left (no complete step) names them as a possible cause; else ``""``."""
+    hit = [w.split(": ", 1)[-1] for w in table.warnings if BAD_DUR in w]
+    return f"; {hit[0]}" if hit else ""
 
 
 def name_mask(names: np.ndarray, rx) -> np.ndarray:

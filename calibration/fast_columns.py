@@ -7,6 +7,7 @@ from __future__ import annotations
 from itertools import chain, repeat
 
 import numpy as np
+from msgspec import UNSET, UnsetType
 
 from stepsim.calibration.columnar import ABSENT, Decoded, Num, arg_columns, plain
 from stepsim.calibration.event_aliases import ARG_ALIASES, LEGACY_GPU_PID
@@ -131,7 +132,7 @@ def fast_columns(dec: Decoded, events) -> Columns | None:
             if phs[i] == "X":
                 cat[i] = "kernel" if dec.pid[i] == LEGACY_GPU_PID else "cpu_op"
     pid, tid, str_ids = _idents(dec.pid, dec.tid)
-    dur, bad_dur, timed = _durations(dec.dur, events)
+    dur, bad_dur, timed = _durations(dec)
     flow = _mask(phs, ("s", "f", "t"))
     flow_id = np.where(flow, _int_column([dec.id]), -1)
     ints = {c: np.full(n, -1, dtype=np.int64) for c in INT_COLS}
@@ -163,23 +164,26 @@ def fast_columns(dec: Decoded, events) -> Columns | None:
                    str_ids=str_ids, bad_args=[], bad_dur=bad_dur, timed=timed)
 
 
-def _durations(durs: list, events) -> tuple[np.ndarray, list, int]:
+def _durations(dec: Decoded) -> tuple[np.ndarray, list, int]:
     """(dur in ns per event, the events whose ``dur`` cannot be right, how many have one),
-    as :func:`calibration.event_rows.row_columns` reads them."""
+    as :func:`calibration.event_rows.row_columns` reads them (a ``dur`` the event lacks is
+    ``msgspec.UNSET``; ``"dur": null`` is one that cannot be right)."""
+    durs = dec.dur
     n = len(durs)
     dur = np.zeros(n, dtype=np.int64)
-    timed = n - durs.count(None)
+    timed = n - durs.count(UNSET)
     kinds = set(map(type, durs))
     todo = np.zeros(n, bool)
     us = np.zeros(n)
-    if kinds <= {int, Num, type(None)}:
+    fast = kinds <= {int, Num, UnsetType}
+    if fast:
         try:
             whole = np.array([d if type(d) is int else 0 for d in durs], dtype=np.int64)
         except OverflowError:
             whole = None
-    if kinds <= {int, Num, type(None)} and whole is not None:
+    if fast and whole is not None:
         isint = np.array([type(d) is int for d in durs], dtype=bool) if Num in kinds else \
-            np.array([d is not None for d in durs], dtype=bool)
+            np.array([d is not UNSET for d in durs], dtype=bool)
         ok = isint & (whole >= 0) & (whole <= MAX_DUR_INT)
         dur[ok] = whole[ok] * 1000
         todo = isint & ~ok
@@ -190,10 +194,12 @@ def _durations(durs: list, events) -> tuple[np.ndarray, list, int]:
             dur[rows[fine]] = np.rint(us[fine] * 1000).astype(np.int64)
             todo[rows[~fine]] = True
     else:                       # some dur is not a plain number: each by the general rule
-        todo = np.array([d is not None for d in durs], dtype=bool)
+        todo = np.array([d is not UNSET for d in durs], dtype=bool)
     bad: list[tuple[int, str]] = []
     for i in np.nonzero(todo)[0].tolist():
-        dur[i], problem = dur_ns(events[i], plain(durs[i]))
+        # the event's name and cat for the message, not the event (orjson refuses 1e400)
+        who = {k: v for k, v in (("name", dec.names[i]), ("cat", dec.cat[i])) if v is not None}
+        dur[i], problem = dur_ns(who, plain(durs[i]))
         if problem:
             bad.append((i, problem))
     return dur, bad, timed

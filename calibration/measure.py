@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
-from stepsim.calibration.events import build_table
+from stepsim.calibration.events import build_table, dropped_note
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.sidecar_fit import loader_settings
 from stepsim.calibration.linking import link
@@ -223,7 +223,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
             side = load_sidecar(p.parent / "sidecar.json")
         except InputError as e:  # not named by the user: not a reason to fail
             notes.append(f"ignored {e}")
-    notes += raw.warnings
+    notes += raw.warnings + (side.dropped if side is not None else [])
     table = build_table(raw)
     steps = find_steps(table, step_regex=step_regex)
     if not steps:
@@ -232,7 +232,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
         # as in calibration: a step the profiler lost GPU work of is not a measured step
         kept, why = usable_steps(table, link(table), steps)
         if not kept:
-            raise InputError(p, "no complete step: " + "; ".join(why))
+            raise InputError(p, "no complete step: " + "; ".join(why) + dropped_note(table))
         notes += why
         steps = StepList(kept, steps.warnings, steps.method)
     step_us = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps])

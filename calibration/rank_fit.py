@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.backlog import backlog_rows, backlog_us, peak_pending
-from stepsim.calibration.events import EventTable
+from stepsim.calibration.events import EventTable, dropped_note
 from stepsim.calibration.gpu_notes import fit_notes
 from stepsim.calibration.graphs import graph_refusal
 from stepsim.calibration.host_ops import END_OF_STEP_SYNC
@@ -107,7 +107,8 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     if not kept:
         raise InputError(path, f"no complete step: all {len(steps)} step(s) lack GPU activity "
                          "for some launches (" + (graph_refusal(table, links.by_launch) or
-                                                  "a sampled or truncated trace?") + ")")
+                                                  "a sampled or truncated trace?") + ")"
+                         + dropped_note(table))
     measured = [s.dur_us for s in kept]
     med = float(np.median(measured))
     cands = [s for s in kept if not s.last] or kept

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from stepsim.models.params import MAX_CORES, MAX_PREFETCH, MAX_WORKERS
+from stepsim.models.params import (MAX_CORES, MAX_DURATION_US, MAX_PREFETCH, MAX_THREADS,
+                                   MAX_WORKERS)
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input
 from stepsim.simcore.parsing import parse_json
 
 
+SIDECAR_VERSION = 1
+"""The sidecar schema this stepsim writes and reads (``stepsim_sidecar``); a newer one is
+refused, its fields may mean something else."""
 _CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
-_US = Field(ge=0)
+_US = Field(ge=0, le=MAX_DURATION_US)
 
 
 class ProduceRecord(BaseModel):
@@ -29,7 +33,7 @@ class ProduceRecord(BaseModel):
     seq: int = 0
     wall_us: float = _US
     cpu_us: float = _US
-    proc_cpu_us: float | None = Field(default=None, ge=0)
+    proc_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     t_end_us: float | None = None
     bytes: int = Field(default=0, ge=0)
 
@@ -49,10 +53,10 @@ class StepRecord(BaseModel):
     t_start_us: float | None = None
     wall_us: float = _US
     cpu_us: float = _US
-    proc_cpu_us: float | None = Field(default=None, ge=0)
+    proc_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     next_wall_us: float = _US
     next_cpu_us: float = _US
-    next_proc_cpu_us: float | None = Field(default=None, ge=0)
+    next_proc_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     vcsw: int | None = Field(default=None, ge=0)
     ivcsw: int | None = Field(default=None, ge=0)
     """The main thread's voluntary / involuntary context switches outside ``next()``: it
@@ -165,8 +169,8 @@ class Sidecar(BaseModel):
     torch_version: str | None = None
     device: str | None = None
     host_cores: int | None = Field(default=None, ge=1, le=MAX_CORES)
-    cpu_count: int | None = Field(default=None, ge=1)
-    torch_num_threads: int | None = Field(default=None, ge=1)
+    cpu_count: int | None = Field(default=None, ge=1, le=MAX_CORES)
+    torch_num_threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
     host_name: str | None = None
     loader: LoaderSettings
     produce: list[ProduceRecord] = []
@@ -176,26 +180,79 @@ class Sidecar(BaseModel):
     """What wrote it: ``harness``, ``lightning`` or ``transformers`` (absent in older files)."""
     ddp: DDPRecord | None = None
     probe: Probe | None = None
+    _dropped: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def dropped(self) -> list[str]:
+        """Warnings for the ``produce`` records :func:`load_sidecar` dropped because they
+        cannot be right (a negative time, one past :data:`models.params.MAX_DURATION_US`, a
+        field of the wrong type)."""
+        return self._dropped
+
+
+_RECORDS = {"produce": ProduceRecord}
+"""The lists whose records stand alone (a batch each), so one that cannot be right is dropped;
+``steps`` are not: a step record's place is its step's number (``sidecar_match``,
+the first step's worker start-up), so a bad one refuses the file."""
+
+
+def _drop_bad_records(p: Path, data: dict, where: str = "") -> list[str]:
+    """Remove from ``data`` (in place) the records of its :data:`_RECORDS` lists that do not
+    validate; one warning per list that lost some (a list of the wrong type is left
+    to the validation, which refuses the file)."""
+    notes = []
+    for key, rec in _RECORDS.items():
+        items = data.get(key)
+        if not isinstance(items, list):
+            continue
+        keep, bad = [], []
+        for i, item in enumerate(items):
+            try:
+                rec.model_validate(item)
+                keep.append(item)
+            except ValidationError as e:
+                err = e.errors()[0]
+                loc = ".".join(str(x) for x in (key, i, *err["loc"]))
+                bad.append(f"{where}{loc}: {err['msg']}")
+        if bad:
+            data[key] = keep
+            notes.append(f"{p.name}: dropped {len(bad)} of {len(items)} '{where}{key}' "
+                         f"record(s) that cannot be right (first: {bad[0]})")
+    return notes
 
 
 def load_sidecar(path: str | Path) -> Sidecar:
     """Read and validate a sidecar file.
 
+    A ``produce`` record that cannot be right is dropped and counted
+    (:attr:`Sidecar.dropped`).
+
     Raises:
         InputError: missing/empty/unreadable file, not JSON, not a stepsim sidecar, or a
-            field of the wrong type (named).
+            field of the wrong type or out of range (named).
     """
     p = Path(path)
     data = parse_json(p, read_input(p, "sidecar"), "sidecar")
     if not isinstance(data, dict) or "stepsim_sidecar" not in data:
         raise InputError(p, "not a stepsim sidecar (no 'stepsim_sidecar' key); "
                             "it is written by calibration.capture.Capture")
+    v = data["stepsim_sidecar"]
+    if type(v) is not int or not 1 <= v <= SIDECAR_VERSION:
+        newer = type(v) is int and v > SIDECAR_VERSION
+        raise InputError(p, f"sidecar version (stepsim_sidecar) is {v!r}; this stepsim reads "
+                            f"version {SIDECAR_VERSION}" + (" (a newer stepsim wrote it)"
+                                                            if newer else ""))
+    notes = _drop_bad_records(p, data)
+    if isinstance(data.get("probe"), dict):
+        notes += _drop_bad_records(p, data["probe"], "probe.")
     try:
-        return Sidecar.model_validate(data)
+        side = Sidecar.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         raise InputError(p, f"bad sidecar field {loc}: {err['msg']}") from None
+    side._dropped = notes
+    return side
 
 
 def why_no_trace(folder: Path) -> str:

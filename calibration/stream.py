@@ -24,6 +24,13 @@ only where the text before it parses as complete events (a ``},`` inside a strin
 nested object does not), so any valid JSON is split right. A file that is not plainly a
 trace (no ``traceEvents`` array, invalid JSON) is refused in one line; the size limit of a
 whole read (:data:`calibration.trace_io.MAX_JSON_BYTES`) does not apply.
+
+Bounded on bad input: a prefix of valid JSON never fails to parse before its end, so a split
+whose text fails earlier is the file's error, refused at once with its byte (before, each
+block tried every candidate, each a parse of the block: minutes); a split is looked for among
+a block's last :data:`_TRIES` candidates; at most :data:`MAX_PREFIX_BYTES` are read looking
+for the array, and at most :data:`MAX_EVENT_BYTES` may pass without a split. Damage that
+still parses as JSON (invalid UTF-8 in a string) is seen only in the events kept.
 """
 from __future__ import annotations
 
@@ -47,6 +54,14 @@ __all__ = ["load_steps", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 32 * 1024**2
 """Bytes of (decompressed) JSON read at a time."""
+MAX_PREFIX_BYTES = 256 * 1024**2
+"""Most bytes (decompressed) read looking for the ``traceEvents`` array before the file is
+refused: a profiler trace's other keys come to kilobytes."""
+MAX_EVENT_BYTES = 4 * BLOCK_BYTES
+"""Most bytes (decompressed) of text that may pass without a split between two events."""
+_TRIES = 16
+"""Candidate splits tried per block, newest first: in a trace the last ``},`` of a block is
+almost always between events, and each try parses the block."""
 _START = re.compile(rb'"traceEvents"\s*:\s*\[')
 _SPLIT = re.compile(rb"\}\s*,")
 _END = re.compile(rb"\}\s*\]")
@@ -72,8 +87,8 @@ class _Span(msgspec.Struct):
 
 
 _NAMES = msgspec.json.Decoder(list[_Name])
-_BRIEF = msgspec.json.Decoder(_Brief)
-_SPANS = msgspec.json.Decoder(list[_Span])
+_BRIEF = msgspec.json.Decoder(_Brief, float_hook=float)   # 1e400: inf, not an error
+_SPANS = msgspec.json.Decoder(list[_Span], float_hook=float)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
@@ -101,65 +116,104 @@ def _blocks(p: Path, block: int) -> Iterator[bytes]:
 def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
     """The text of ``traceEvents`` of ``p``, cut between events: each item is ``[`` + some
     events + ``]`` (valid JSON). ``head`` receives the document's text before and after the
-    array (None for a bare array)."""
+    array (None for a bare array). At most :data:`MAX_PREFIX_BYTES` are read looking for the
+    array; text that is not valid JSON is refused at the first block holding it."""
     it = _blocks(p, block)
     buf = b""
     for chunk in it:
+        seen = len(buf)
         buf += chunk
         s = buf.lstrip()
         if s[:1] == b"[":
             head[:] = [None, None]
+            at = len(buf) - len(s) + 1
             buf = s[1:]
             break
-        m = _START.search(buf)
+        m = _START.search(buf, max(0, seen - 4096))
         if m:
             head[:] = [buf[:m.start()], None]
-            buf = buf[m.end():]
+            at = m.end()
+            buf = buf[at:]
             break
-        if s[:1] != b"{" or len(buf) > 64 * block:
+        if s[:1] != b"{" and s:
             raise InputError(p, "no 'traceEvents' array found; not a profiler trace")
+        if len(buf) > MAX_PREFIX_BYTES:
+            raise InputError(p, f"no 'traceEvents' array in the first {_mb(MAX_PREFIX_BYTES)} "
+                                "(the most read looking for it); not a profiler trace")
     else:
         raise InputError(p, "file is empty" if not buf.strip() else
                          "no 'traceEvents' array found; not a profiler trace")
     for chunk in it:
         buf += chunk
         while len(buf) >= block:
-            cut = _split(buf)
+            cut = _split(p, buf, at)
             if cut is None:
+                if len(buf) > MAX_EVENT_BYTES:
+                    raise InputError(p, f"an event of traceEvents runs over "
+                                        f"{_mb(MAX_EVENT_BYTES)} without ending (not valid "
+                                        "JSON?)", _where(at))
                 break
             yield b"[" + buf[:cut] + b"]"
-            buf = buf[cut:].lstrip()[1:]   # the comma
+            rest = buf[cut:].lstrip()[1:]   # the comma
+            at += len(buf) - len(rest)
+            buf = rest
     s = buf.lstrip()
     if s[:1] == b"]":                      # an empty array, or a split just before its end
         head[1] = s[1:]
         return
-    end = _close(p, buf)
+    end = _close(p, buf, at)
     yield b"[" + buf[:end] + b"]"
     head[1] = buf[end:].lstrip()[1:]
 
 
-def _parses(text: bytes) -> bool:
+def _where(at: int) -> str:
+    """Byte ``at`` of the file's (decompressed) JSON, as the error's place."""
+    return f"byte {at:,} of the decompressed JSON"
+
+
+def _mb(n: int) -> str:
+    return f"{n // 1024**2:,} MB"
+
+
+_BYTE = re.compile(r"\(byte (\d+)\)")
+_AFTER_ARRAY = re.compile(rb'\s*(,\s*)?["}]')   # what follows traceEvents' closing ]
+
+
+def _parses(p: Path, buf: bytes, cut: int, at: int) -> bool:
+    """Whether ``buf[:cut]`` is a list of complete events. False when the text is fine as far
+    as it goes (the cut is inside a string or a nested object); InputError when the text before
+    the cut is not valid JSON: a prefix of valid JSON never fails before its end, so an error
+    before the closing ``]`` (byte ``cut + 1`` of the wrapped text) is the file's."""
     try:
-        _RAWS.decode(text)
+        _RAWS.decode(b"[" + buf[:cut] + b"]")
         return True
-    except msgspec.DecodeError:
-        return False
+    except msgspec.DecodeError as e:
+        m = _BYTE.search(str(e))
+        if not m or int(m.group(1)) >= cut + 1:
+            return False
+        i = int(m.group(1)) - 1   # in buf
+        why = str(e).split(": ", 1)[-1].split(" (byte")[0]
+        if why == "trailing characters":   # placed one byte past the first of them
+            i -= 1
+            if _AFTER_ARRAY.match(buf, i):
+                return False   # the cut is past the array's end, in the document's other keys
+        raise InputError(p, f"traceEvents is not valid JSON: {why}", _where(at + i)) from None
 
 
-def _split(buf: bytes) -> int | None:
+def _split(p: Path, buf: bytes, at: int) -> int | None:
     """The end of the last complete event in ``buf`` followed by a comma (after its ``}``),
-    None when the buffer holds none."""
+    None when none of the last :data:`_TRIES` candidates is one (more text may bring one)."""
     lo = max(0, len(buf) - 4 * 1024**2)
-    for m in reversed(list(_SPLIT.finditer(buf, lo))):
-        if _parses(b"[" + buf[:m.start() + 1] + b"]"):
+    for m in list(_SPLIT.finditer(buf, lo))[::-1][:_TRIES]:
+        if _parses(p, buf, m.start() + 1, at):
             return m.start() + 1
     return None
 
 
-def _close(p: Path, buf: bytes) -> int:
+def _close(p: Path, buf: bytes, at: int) -> int:
     """Where the events in ``buf`` end (after the last one's ``}``), the array closing after."""
-    for m in reversed(list(_END.finditer(buf))):
-        if _parses(b"[" + buf[:m.start() + 1] + b"]"):
+    for m in list(_END.finditer(buf))[::-1][:_TRIES]:
+        if _parses(p, buf, m.start() + 1, at):
             return m.start() + 1
     raise InputError(p, "traceEvents is not a complete JSON array (file cut short, or not "
                         "valid JSON)")
@@ -249,4 +303,9 @@ def load_steps(path: str | Path, a: int | None, b: int | None,
     before, after = head
     body = b"[" + b",".join(kept) + b"]"
     raw = body if before is None else before + b'"traceEvents": ' + body + after
-    return load_bytes(p, raw, p.stat().st_size)
+    try:
+        return load_bytes(p, raw, p.stat().st_size)
+    except InputError as e:   # a place in the kept text is no place in the file
+        if e.where is None:
+            raise
+        raise InputError(p, e.problem, "an event of the steps kept by --steps") from None

@@ -76,8 +76,8 @@ def exact_ts(raw: bytes, ts_vals: list, has_ts: np.ndarray) -> tuple[np.ndarray 
         k = j
         hit = None
         while k < len(found) and k < j + 8:
-            ns = text_to_ns(*found[k])
-            if abs(ns / 1000.0 - fv) <= max(1e-3, abs(fv) * 1e-12):
+            ns = text_to_ns(*found[k])   # past int64 ("ts": 1e400): a dropped event's text
+            if abs(ns) < 2**63 and abs(ns / 1000.0 - fv) <= max(1e-3, abs(fv) * 1e-12):
                 hit = ns
                 break
             k += 1

@@ -28,9 +28,8 @@ from pathlib import Path
 
 import torch
 
-from stepsim.simcore.atomic import write_atomic
-
-SIDECAR_VERSION = 1
+from stepsim.calibration.sidecar import SIDECAR_VERSION
+from stepsim.simcore.atomic import make_folder, write_atomic
 
 
 def clocks() -> tuple[float, float, float, int, int]:
@@ -88,7 +87,7 @@ class Window:
                              f"active={active}, wait={wait}, warmup={warmup}, "
                              f"skip_first={skip_first})")
         self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(self.out_dir)
         self.records, self.loader, self.via, self.ddp = records, loader, via, ddp
         self.schedule = dict(skip_first=skip_first, wait=wait, warmup=warmup, active=active)
         self.total = skip_first + wait + warmup + active

@@ -56,7 +56,7 @@ from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_fix, parse_set
-from stepsim.simcore.atomic import write_atomic
+from stepsim.simcore.atomic import make_folder, write_atomic
 
 STRAGGLER_MS = 40.0
 SETTINGS = {   # label: (what-if ops, Run keyword arguments)
@@ -87,7 +87,7 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 8, seed: int = 0) -> 
     from stepsim.demo.ddp_job import Run, run_plan
 
     console = Console(stderr=True)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     t0 = time.monotonic()
     load_before = os.getloadavg()
     plan = [Run("capture", steps=steps, profile_dir=str(out / "capture"))]

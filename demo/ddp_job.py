@@ -176,8 +176,10 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
 
     from stepsim.calibration.window import clocks, step_row
 
+    from stepsim.simcore.atomic import atomic_path, make_folder
+
     out = Path(run.profile_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     rows: list[dict] = []
 
     def timed(profiled: bool, profiler_on: bool) -> None:
@@ -197,7 +199,8 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
         after = thread_stats()
     for _ in range(UNPROFILED_STEPS):
         timed(False, False)
-    prof.export_chrome_trace(str(out / f"rank{rank}.json"))
+    with atomic_path(out / f"rank{rank}.json") as tmp:   # a reader never sees half a trace
+        prof.export_chrome_trace(str(tmp))
     others = [{k: t[k] for k in ("tid", "name", "cpu_us")}
               for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
     _write_sidecar(out, model, rank, others, rows)

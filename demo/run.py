@@ -50,7 +50,7 @@ from stepsim.scenarios.parallel import default_jobs
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_set
 from stepsim.scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
-from stepsim.simcore.atomic import write_atomic
+from stepsim.simcore.atomic import make_folder, write_atomic
 from stepsim.simcore.errors import StepsimError
 
 CALIBRATION_WORKERS = 1
@@ -99,7 +99,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     settings = QUICK_SETTINGS if quick else SETTINGS
     repeats = repeats or (1 if quick else 2)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     ledger = out / "ledger.jsonl"  # this run's records replace an earlier demo's, at the end
     plan = _plan(settings, repeats, QUICK_CALIBRATION_RUNS if quick else CALIBRATION_RUNS)
     console.print(f"[bold]stepsim demo[/bold]: CNN on the CPU, JPEG decode + augmentation in the "

@@ -67,6 +67,9 @@ class ReportData:
     sweep_png: bytes = b""
     caveats: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    """What the inputs lacked, said on the command line too (a ledger's skipped lines); also
+    among the caveats."""
 
 
 def _png(draw: Callable[[Path], None]) -> bytes:

@@ -273,33 +273,53 @@ def _startup_fields(startup: Sequence[tuple[float, float, float]]) -> dict:
             "startup_runs": len(startup)}
 
 
-def read_ledger(path: str | Path) -> list[LedgerRecord]:
-    """Every record of a ledger file (a missing file is an empty ledger).
+def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[LedgerRecord]:
+    """Every record of a ledger file (a missing file is an empty ledger). ``skipped``: a list
+    to receive one warning counting the lines that are not records (a line cut short, a
+    hand edit), which are then left out; without it such a line is an error.
 
     Raises:
-        InputError: a directory, an unreadable file, or a line that is not a valid record
-            (the message gives the line number).
+        InputError: a directory, an unreadable file, or (without ``skipped``) a line that is
+            not a valid record (the message gives the line number); with ``skipped``, a file
+            none of whose lines is a record.
     """
     p = Path(path)
     if not p.exists() and not p.is_symlink():
         return []
     raw = read_input(p, "ledger", empty_ok=True)
-    out = []
+    out, bad, lines = [], [], 0
     for i, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
+        lines += 1
         try:
-            data = parse_json(p, line, "ledger")
+            out.append(_record(p, line, i))
         except InputError as e:
-            raise InputError(p, e.problem, where=f"line {i}; in it {e.where}") from None
-        try:
-            out.append(LedgerRecord.model_validate(data))
-        except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(x) for x in err["loc"]) or "(record)"
-            raise InputError(p, f"not a ledger record: {loc}: {err['msg']}",
-                             where=f"line {i}") from None
+            if skipped is None:
+                raise
+            bad.append(e)
+    if bad:
+        if not out:
+            raise bad[0]
+        first = bad[0]
+        skipped.append(f"{p.name}: skipped {len(bad)} of {lines} line(s) that are not ledger "
+                       f"records (first: {first.where}: {first.problem})")
     return out
+
+
+def _record(p: Path, line: bytes, i: int) -> LedgerRecord:
+    """Line ``i`` of ledger ``p`` as a record; InputError saying why it is not one."""
+    try:
+        data = parse_json(p, line, "ledger")
+    except InputError as e:
+        raise InputError(p, e.problem, where=f"line {i}; in it {e.where}") from None
+    try:
+        return LedgerRecord.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "(record)"
+        raise InputError(p, f"not a ledger record: {loc}: {err['msg']}",
+                         where=f"line {i}") from None
 
 
 def ledger_line(record: LedgerRecord) -> bytes:
@@ -307,9 +327,11 @@ def ledger_line(record: LedgerRecord) -> bytes:
     return orjson.dumps(record.model_dump()) + b"\n"
 
 
-def append_ledger(path: str | Path, record: LedgerRecord) -> None:
+def append_ledger(path: str | Path, record: LedgerRecord,
+                  skipped: list[str] | None = None) -> None:
     """Append ``record`` as one JSON line; the file is rewritten atomically, so a failure
-    leaves the old ledger whole.
+    leaves the old ledger whole. ``skipped``: as :func:`read_ledger`'s (its lines that are not
+    records are kept as they are, and counted there).
 
     Raises:
         InputError: the existing file is not a ledger (checked before writing).
@@ -317,7 +339,7 @@ def append_ledger(path: str | Path, record: LedgerRecord) -> None:
     p = Path(path)
     if p.exists() and not p.is_file():
         raise InputError(p, "a ledger is appended to and rewritten: it must be a regular file")
-    read_ledger(p)
+    read_ledger(p, skipped)
     old = p.read_bytes() if p.exists() else b""
     if old and not old.endswith(b"\n"):
         old += b"\n"

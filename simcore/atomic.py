@@ -1,13 +1,22 @@
-"""Atomic file output: write to a temporary file beside the target, then rename over it, so a
-reader never sees a half-written file and a failure leaves the old file intact."""
+"""Atomic file output: write to a temporary file beside the target (same folder, so the rename
+cannot cross file systems), flush it to disk (``fsync``), then rename it over the target
+(``os.replace``), so a reader never sees a half-written file and a failure leaves the old file
+intact. The temporary file is removed whatever stops the write: an exception, Ctrl-C, or a
+SIGTERM that arrives while it exists (which then exits with status 143 after removing it)."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from stepsim.simcore.errors import InputError
+from stepsim.simcore.errors import InputError, shown
+
+__all__ = ["write_atomic", "atomic_path", "make_folder"]
 
 
 def _umask() -> int:
@@ -16,21 +25,127 @@ def _umask() -> int:
     return mask
 
 
+def make_folder(folder: Path, output: Path | None = None) -> None:
+    """Create ``folder`` and its parents (``output``: the file to be written there, named in
+    the error instead of the folder).
+
+    Raises:
+        InputError: a part of the path exists and is not a folder (``-o notes.txt/m.json``
+            where ``notes.txt`` is a file; before, ``File exists``).
+        OSError: the folder cannot be created (read-only), with ``filename`` the output.
+    """
+    folder = Path(folder)
+    for part in (folder, *folder.parents):
+        if part.is_dir():
+            break
+        if part.exists() or part.is_symlink():
+            if output is None and part == folder:
+                raise InputError(folder, "is a file, expected a folder")
+            raise InputError(output or folder, f"cannot be {'written' if output else 'made'}: "
+                                               f"{shown(part)} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(output or folder)) from None
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """While the block runs, SIGTERM raises SystemExit (so ``finally`` removes the temporary
+    file) where it would have killed the process outright; a handler someone else installed
+    (or SIG_IGN) is kept."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename durable; a file system that cannot fsync a folder is left as it is."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _refuse_folder(path: Path, text: str) -> None:
+    if text.endswith(("/", os.sep)) or path.is_dir():
+        raise InputError(path, "is a directory, expected an output file name")
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary file's path beside ``path`` for the block to write (a tool that takes a
+    file name, such as the profiler's ``export_chrome_trace``); when the block ends normally
+    it is flushed to disk and renamed over ``path``, else removed.
+
+    Raises:
+        InputError: ``path`` is a directory or a special file, or a part of its folder is a
+            file.
+        OSError: as :func:`write_atomic`.
+    """
+    text, path = str(path), Path(path)
+    _refuse_folder(path, text)
+    if path.exists() and not path.is_file():
+        raise InputError(path, "is not a regular file; refusing to replace it")
+    make_folder(path.parent, path)
+    with _sigterm_exits():
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        except OSError as e:   # a read-only folder: name the output, not the temporary file
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        os.close(fd)
+        done = False
+        try:
+            yield Path(tmp)
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
+            os.replace(tmp, path)
+            done = True
+        except OSError as e:   # a full disk: the write names no file
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        finally:
+            if not done:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+        _fsync_folder(path.parent)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` (bytes) to ``path`` atomically, creating parent folders. A path that
     names a character device or a named pipe (``/dev/null``, ``/dev/stdout``) is written
     through instead: replacing it with a file would destroy it.
 
     Raises:
-        InputError: ``path`` is a directory, ends with a path separator, or is another kind
-            of special file.
+        InputError: ``path`` is a directory, ends with a path separator, is another kind of
+            special file, or a part of its folder is a file.
         OSError: if the folder cannot be created or written (a read-only folder, a full
             disk), with ``filename`` the output ``path``, never the temporary file.
     """
     text = str(path)
     path = Path(path)
-    if text.endswith(("/", os.sep)) or path.is_dir():
-        raise InputError(path, "is a directory, expected an output file name")
+    _refuse_folder(path, text)
     if path.exists() and not path.is_file():
         mode = path.stat().st_mode
         if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
@@ -48,21 +163,6 @@ def write_atomic(path: Path, data: bytes) -> None:
         except OSError as e:   # /dev/full
             raise OSError(e.errno, e.strerror, str(path)) from None
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:   # a read-only folder: name the output, not the temporary file
-        raise OSError(e.errno, e.strerror, str(path)) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
+    with atomic_path(path) as tmp:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_TRUNC), "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(e, OSError):   # a full disk: the write names no file
-            raise OSError(e.errno, e.strerror, str(path)) from None
-        raise

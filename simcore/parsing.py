@@ -5,6 +5,7 @@ twice in one mapping is an error (PyYAML keeps the last silently), and nesting d
 :data:`MAX_NESTING` is refused (PyYAML would recurse until Python's stack runs out)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,14 @@ def _check_utf8(path: Path, raw: bytes, kind: str) -> str:
                                f"0x{raw[e.start]:02x})", location(raw, e.start)) from None
 
 
-def parse_json(path: str | Path, raw: bytes, kind: str) -> Any:
-    """``raw`` (bytes of the ``kind`` file at ``path``) parsed as JSON.
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def parse_json(path: str | Path, raw: bytes, kind: str, overflow_ok: bool = False) -> Any:
+    """``raw`` (bytes of the ``kind`` file at ``path``) parsed as JSON. ``overflow_ok``: a
+    number past a double's range (``1e400``, valid JSON orjson refuses) is read as ±inf, for a
+    caller that drops the record holding it (a trace's event), instead of refused.
 
     Raises:
         InputError: not UTF-8, or not valid JSON (with the line, column and byte offset).
@@ -48,6 +55,11 @@ def parse_json(path: str | Path, raw: bytes, kind: str) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
+        if overflow_ok and "number is infinity" in str(e):
+            try:   # the standard library's reader reads it as inf (and NaN is still refused)
+                return json.loads(raw, parse_constant=_no_constant)
+            except (ValueError, RecursionError):
+                pass
         text = _check_utf8(p, raw, kind)
         what = str(e).split(": line ")[0]
         offset = len(text[:e.pos].encode("utf-8"))

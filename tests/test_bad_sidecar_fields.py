@@ -1,0 +1,63 @@
+"""A sidecar's fields of the right type but impossible values (findings of the breaker
+session): a count past the model's bounds, a time past MAX_DURATION_US (about 11.6 days), a
+schema version this stepsim does not read. Before: ``torch_num_threads: 10**18`` or a produce
+record's ``cpu_us: 1e300`` passed the sidecar's checks and failed the model's, a pydantic
+traceback (exit 1); ``stepsim_sidecar: 99`` was read as version 1. Now a count or a step
+record out of range refuses the sidecar in one line naming the field; a produce record
+(one batch, standing alone) that cannot be right is dropped and counted in a warning."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from stepsim.calibration.calibrate import calibrate
+from stepsim.calibration.sidecar import load_sidecar
+from stepsim.simcore.errors import InputError
+from tests.conftest import run_cli
+
+
+def _copy(src, dst, edit):
+    shutil.copytree(src, dst)
+    side = json.loads((dst / "sidecar.json").read_text())
+    edit(side)
+    (dst / "sidecar.json").write_text(json.dumps(side))
+    return dst
+
+
+@pytest.mark.parametrize("edit,says", [
+    (lambda d: d.update(torch_num_threads=10**18), "torch_num_threads: Input should be less "
+                                                   "than or equal to 256"),
+    (lambda d: d.update(cpu_count=10**18), "cpu_count"),
+    (lambda d: d["steps"][2].update(wall_us=1e300), "steps.2.wall_us"),
+    (lambda d: d["steps"][0].update(next_cpu_us=-4), "steps.0.next_cpu_us"),
+    (lambda d: d.update(stepsim_sidecar=99), "is 99; this stepsim reads version 1 (a newer"),
+    (lambda d: d.update(stepsim_sidecar="1"), "is '1'; this stepsim reads version 1"),
+])
+def test_out_of_range_is_one_line_naming_the_field(tmp_path, cpu_run_nw1, edit, says):
+    d = _copy(cpu_run_nw1, tmp_path / "run", edit)
+    with pytest.raises(InputError, match="sidecar") as e:
+        load_sidecar(d / "sidecar.json")
+    assert says in str(e.value) and str(d / "sidecar.json") in str(e.value)
+    r = run_cli("calibrate", str(d), "-o", str(tmp_path / "m.json"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert [ln for ln in r.stderr.splitlines() if not ln.startswith("warning:")] == \
+        [f"stepsim: error: {e.value}"]
+
+
+def test_a_produce_record_that_cannot_be_right_is_dropped_and_counted(tmp_path, cpu_run_nw1):
+    n = len(json.loads((cpu_run_nw1 / "sidecar.json").read_text())["produce"])
+
+    def edit(d):
+        d["produce"][1].update(cpu_us=1e300)
+        d["produce"][3] = None
+
+    d = _copy(cpu_run_nw1, tmp_path / "run", edit)
+    side = load_sidecar(d / "sidecar.json")
+    assert len(side.produce) == n - 2
+    assert side.dropped == [f"sidecar.json: dropped 2 of {n} 'produce' record(s) that cannot be "
+                            "right (first: produce.1.cpu_us: Input should be less than or equal "
+                            "to 1000000000000)"]
+    model = calibrate(d)
+    assert side.dropped[0] in model.meta.warnings

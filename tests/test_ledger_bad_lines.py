@@ -1,0 +1,55 @@
+"""A ledger line that is not a record (cut short, hand-edited, another file's line) is left
+out and counted in one warning by the verbs that read a ledger (``ledger``, ``report``,
+``sweep --ledger``) and by ``validate --ledger``, which appends after it and keeps it as it
+is; a ledger none of whose lines is a record is still refused. Before: one bad line refused
+the whole ledger, and ``validate`` failed after its whole prediction."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stepsim.cli import main
+from stepsim.scenarios.validate import append_ledger, ledger_line, read_ledger
+from stepsim.simcore.errors import InputError
+from tests.test_ledger import _rec
+
+
+def _mixed(path):
+    path.write_bytes(b"garbage\n" + ledger_line(_rec(5.0, True)) + b'{"label": "x"}\n'
+                     + ledger_line(_rec(-3.0, False)))
+    return path
+
+
+def test_bad_lines_are_skipped_and_counted(tmp_path):
+    p = _mixed(tmp_path / "l.jsonl")
+    said: list[str] = []
+    recs = read_ledger(p, said)
+    assert [r.error_pct for r in recs] == [5.0, -3.0]
+    assert len(said) == 1 and said[0].startswith(
+        "l.jsonl: skipped 2 of 4 line(s) that are not ledger records (first: line 1;")
+    with pytest.raises(InputError, match="line 1"):   # the strict reading is unchanged
+        read_ledger(p)
+
+
+def test_append_keeps_the_bad_lines_as_they_are(tmp_path):
+    p = _mixed(tmp_path / "l.jsonl")
+    before = p.read_bytes()
+    said: list[str] = []
+    append_ledger(p, _rec(1.0, None), said)
+    assert p.read_bytes() == before + ledger_line(_rec(1.0, None)) and len(said) == 1
+
+
+def test_no_record_at_all_is_refused(tmp_path):
+    p = tmp_path / "l.jsonl"
+    p.write_text('garbage\n{"a": 1}\n')
+    with pytest.raises(InputError, match="line 1"):
+        read_ledger(p, [])
+
+
+def test_the_ledger_verb_warns_and_scores_what_is_left(tmp_path, capsys):
+    p = _mixed(tmp_path / "l.jsonl")
+    assert main(["ledger", str(p), "--json"]) == 0
+    out = capsys.readouterr()
+    assert "warning: l.jsonl: skipped 2 of 4 line(s)" in out.err
+    assert json.loads(out.out)["summary"]["n"] == 2
