@@ -163,9 +163,11 @@ class Capture:
         return model
 
     def steps(self, loader, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
-              probe_workers: int | None = None, probe_steps: int = 8):
+              probe_workers: int | None = None, probe_steps: int = 8, after: int = 0):
         """Iterate over ``loader`` for ``skip_first + wait + warmup + active`` steps, profiling
-        the last ``active`` of them; on exit write ``trace.json.gz`` and ``sidecar.json``.
+        the last ``active`` of them, then ``after`` more with the profiler stopped (timed in
+        the sidecar: the steps a validation of this run scores, as the user pays them,
+        without the profiler's own cost); on exit write ``trace.json.gz`` and ``sidecar.json``.
 
         With ``probe_workers`` (a loader made by :meth:`dataloader`), a short probe follows:
         ``probe_steps`` more steps (after ``PROBE_SKIP`` unrecorded ones, which carry the new
@@ -197,7 +199,8 @@ class Capture:
             self.attach(loader)
         win = Window(rank_dir(self.out_dir, self._ddp), self._records, self._loader_settings,
                      via="harness", active=active, wait=wait, warmup=warmup,
-                     skip_first=skip_first, ddp=self._ddp, warnings=self._warnings)
+                     skip_first=skip_first, after=after, ddp=self._ddp,
+                     warnings=self._warnings)
         if probe_workers is not None and not hasattr(self, "_probe_args"):
             raise ValueError("probe_workers needs a loader made by Capture.dataloader")
         win.hold = probe_workers is not None

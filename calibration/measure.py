@@ -11,6 +11,12 @@ first iteration under the profiler) whose ``next()`` took more than :data:`START
 times the longest of every later step's, in a trace whose ``next()`` is a
 ``_MultiProcessingDataLoaderIter``'s (a later first step, ``ProfilerStep#5`` after a
 profiler schedule's wait, is not the iterator's first ``next()``).
+
+A capture that timed steps after its profiled window with the profiler stopped
+(``Capture.steps(..., after=N)``, at least :data:`MIN_AFTER_STEPS`) is scored on those: the
+steps as the user pays them, without the profiler's own cost (which is per recorded op, so
+large where many small ops run on the profiled thread: a DataLoader at ``num_workers=0``
+decoding and augmenting in the main thread). The profiled steps' mean is reported beside.
 """
 from __future__ import annotations
 
@@ -34,6 +40,9 @@ from stepsim.simcore.errors import InputError
 INPUT_BOUND_SHARE = 0.10
 """Share of the step the host thread must spend waiting on input for a run to count as
 input-bound."""
+MIN_AFTER_STEPS = 2
+"""Fewest unprofiled steps after the profiled window that a validation scores instead of the
+trace's (profiled) steps."""
 STARTUP_RATIO = 2.0
 """Without a sidecar, a step number 0 whose ``next()`` took more than this many times the
 longest ``next()`` of every later step is the worker start-up step (a stated rule, not a
@@ -242,8 +251,20 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     startup = startup_step(side, step_us, wait, multi and numbers[0] == 0)
     if startup is not None and startup.in_trace:
         step_us, wait, numbers = step_us[1:], wait[1:], numbers[1:]
-    share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
     prof = [s for s in side.steps if s.profiled] if side is not None else []
+    after = unprofiled_after(side)
+    if len(after) >= MIN_AFTER_STEPS:
+        traced = float(np.mean(step_us))
+        step_us = np.array([s.wall_us for s in after])
+        wait = np.array([s.next_wall_us for s in after])
+        numbers = [len(side.steps) - len(after) + i for i in range(len(after))]
+        prof = after
+        notes.append(f"measured: the {len(after)} unprofiled steps after the profiled window "
+                     f"(sidecar), mean {float(np.mean(step_us)) / 1e3:.1f} ms; the profiled "
+                     f"steps took {traced / 1e3:.1f} ms "
+                     f"({100 * (traced / float(np.mean(step_us)) - 1):+.1f} %: the profiler's "
+                     "own cost and the run's drift)")
+    share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
     compute_wall = float(np.mean(step_us - wait))
     compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None
     workers = side is not None and side.loader.num_workers > 0
@@ -261,6 +282,17 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                          max(world, ddp.world_size if ddp is not None else 1),
                          None if side is None else side.torch_num_threads,
                          None if ddp is None else ddp.bucket_cap_mb)
+
+
+def unprofiled_after(side) -> list:
+    """The sidecar's steps after its profiled window, timed with the profiler stopped
+    (``Capture.steps(..., after=N)``); [] without a sidecar or such steps."""
+    if side is None or not side.steps:
+        return []
+    last = max((i for i, s in enumerate(side.steps) if s.profiled), default=None)
+    if last is None:
+        return []
+    return [s for s in side.steps[last + 1:] if s.profiler_on is False]
 
 
 def startup_step(side, step_us: np.ndarray, wait_us: np.ndarray, multi: bool

@@ -14,7 +14,9 @@ Step ``i`` runs from the end of step ``i-1`` (or :meth:`start`) to its own end, 
 span of the trace's ``ProfilerStep#i``; its ``next_*`` fields cover the part before
 :meth:`batch_ready` (the DataLoader's ``next()`` plus whatever the framework does between
 steps). The profiler's schedule is ``skip_first``, ``wait``, ``warmup``, then ``active``
-recorded steps; :meth:`step_end` returns True once the window is complete.
+recorded steps; then ``after`` steps are timed with the profiler stopped (its trace already
+written): steps as the user pays them, warmed up and unprofiled, which a validation scores
+(:mod:`calibration.measure`). :meth:`step_end` returns True once the window is complete.
 """
 from __future__ import annotations
 
@@ -64,7 +66,8 @@ def host_cores() -> int:
 
 
 class Window:
-    """One profiled window of ``skip_first + wait + warmup + active`` steps.
+    """One profiled window of ``skip_first + wait + warmup + active`` steps, then ``after``
+    unprofiled ones.
 
     Args:
         out_dir: the capture folder (created if needed).
@@ -81,19 +84,23 @@ class Window:
 
     def __init__(self, out_dir, records: str, loader: dict | None, *, via: str,
                  active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
-                 ddp: dict | None = None, warnings: list[str] | None = None):
-        if active < 1 or min(wait, warmup, skip_first) < 0:
-            raise ValueError(f"active must be >= 1 and wait, warmup, skip_first >= 0 (got "
-                             f"active={active}, wait={wait}, warmup={warmup}, "
-                             f"skip_first={skip_first})")
+                 after: int = 0, ddp: dict | None = None, warnings: list[str] | None = None):
+        if active < 1 or min(wait, warmup, skip_first, after) < 0:
+            raise ValueError(f"active must be >= 1 and wait, warmup, skip_first, after >= 0 "
+                             f"(got active={active}, wait={wait}, warmup={warmup}, "
+                             f"skip_first={skip_first}, after={after})")
         self.out_dir = Path(out_dir)
         make_folder(self.out_dir)
         self.records, self.loader, self.via, self.ddp = records, loader, via, ddp
         self.schedule = dict(skip_first=skip_first, wait=wait, warmup=warmup, active=active)
-        self.total = skip_first + wait + warmup + active
+        self.profiled_total = skip_first + wait + warmup + active
+        """Steps up to the profiler's last (the trace's window)."""
+        self.total = self.profiled_total + after
+        self.after = after
         self.warnings: list[str] = list(warnings or [])
         self.rows: list[dict] = []
         self._prof = None
+        self._started = False
         self._t_prev = self._t_ready = None
         self._exported = False
         self.finished = False
@@ -105,7 +112,7 @@ class Window:
     @property
     def running(self) -> bool:
         """Started and not finished."""
-        return self._prof is not None and not self.finished
+        return self._started and not self.finished
 
     def start(self) -> None:
         """Start the profiler; the first step starts now."""
@@ -118,6 +125,7 @@ class Window:
         self._prof = profile(activities=activities, schedule=schedule(repeat=1, **self.schedule),
                              on_trace_ready=self._on_ready, record_shapes=self.ddp is not None)
         self._prof.__enter__()
+        self._started = True
         self._t_prev = clocks()
 
     def _on_ready(self, prof) -> None:
@@ -136,10 +144,13 @@ class Window:
             torch.cuda.synchronize()
         t0, t2 = self._t_prev, clocks()
         t1 = self._t_ready or t0
-        i, sch = len(self.rows), self.schedule
-        self.rows.append(step_row(t0, t1, t2, i >= self.total - sch["active"],
-                                  i >= sch["skip_first"] + sch["wait"]))
-        self._prof.step()
+        i, sch, end = len(self.rows), self.schedule, self.profiled_total
+        self.rows.append(step_row(t0, t1, t2, end - sch["active"] <= i < end,
+                                  sch["skip_first"] + sch["wait"] <= i < end))
+        if self._prof is not None:
+            self._prof.step()     # the last active step's writes the trace (not in a step)
+            if len(self.rows) >= end and self.after:
+                self._stop()      # the after steps run unprofiled
         self._t_prev, self._t_ready = clocks(), None
         if len(self.rows) >= self.total:
             if self.hold:
@@ -168,7 +179,7 @@ class Window:
         else:
             self._trace_tmp.unlink(missing_ok=True)
             self.warnings.append("the profiler never completed its active steps: no trace was "
-                                 f"written (run at least {self.total} steps)")
+                                 f"written (run at least {self.profiled_total} steps)")
         self._write_sidecar()
 
     def _write_sidecar(self) -> None:
@@ -193,7 +204,7 @@ class Window:
             "loader": self.loader,
             "produce": produce,
             "steps": self.rows,
-            "schedule": self.schedule,
+            "schedule": dict(self.schedule, **({"after": self.after} if self.after else {})),
             "trace": "trace.json.gz",
             "warnings": self.warnings,
             "host_name": socket.gethostname(),

@@ -19,8 +19,9 @@
      table.json                                   the table below, machine-readable
      report.html                                  every picture and table in one page
 
-Step times compared are the **mean over the profiled window** (the throughput the user pays
-for); the median is shown beside it, since with more workers than cores batches arrive in
+Step times compared are the **mean over the steps timed after the profiled window**, with the
+profiler stopped (the throughput the user pays for, without the profiler's own cost; see
+:mod:`calibration.measure`); the median is shown beside it, since with more workers than cores batches arrive in
 bursts and the median can be far below the mean. The run-to-run spread is the range of the
 repeats' means; an error inside it cannot be told apart from noise.
 """
