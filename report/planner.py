@@ -161,12 +161,24 @@ def not_varied_line(skipped: dict[str, str]) -> str:
 # ---------------------------------------------------------------- sweep ------------------
 def sweep_dict(r: SweepResult) -> dict:
     first = r.points[0].prediction.mean_step_us
+    per = _per_sample(r)
     return {"grid": r.grid, "base": r.base,
             "points": [{"values": p.values, **p.prediction.to_dict(),
-                        "speedup_vs_first": first / p.prediction.mean_step_us}
-                       for p in r.points],
+                        "speedup_vs_first": first / p.prediction.mean_step_us,
+                        **({"ms_per_sample": us_to_ms(per[i])} if per else {})}
+                       for i, p in enumerate(r.points)],
             "knees": {k: {**asdict(v), "step_ms": us_to_ms(v.step_us),
                           "best_step_ms": us_to_ms(v.best_step_us)} for k, v in r.knees.items()}}
+
+
+def _per_sample(r: SweepResult) -> list[float] | None:
+    """Each point's mean step per sample (µs) when the points' batch sizes differ (a sweep of
+    ``loader.batch_size``: a step is then not the same work); None otherwise."""
+    sizes = [pt.prediction.model.loader.batch_size if pt.prediction.model is not None else None
+             for pt in r.points]
+    if None in sizes or len(set(sizes)) < 2:
+        return None
+    return [pt.prediction.mean_step_us / n for pt, n in zip(r.points, sizes)]
 
 
 def print_sweep(r: SweepResult, as_json: bool = False) -> None:
@@ -179,15 +191,17 @@ def print_sweep(r: SweepResult, as_json: bool = False) -> None:
         t.add_column(p, justify="right")
     # the interval column only when the points have intervals (``--draws``)
     intervals = any(pt.prediction.has_interval for pt in r.points)
+    per = _per_sample(r)
     cols = ("mean ms", "median ms") + (("P10 / P50 / P90 ms",) if intervals else ()) + (
-        "vs first", "bottleneck")
+        ("ms / sample",) if per else ()) + ("vs first", "bottleneck")
     for col in cols:
         t.add_column(col, justify="left" if col == "bottleneck" else "right")
     first = r.points[0].prediction.mean_step_us
-    for pt in r.points:
+    for i, pt in enumerate(r.points):
         p = pt.prediction
         t.add_row(*(str(pt.values[k]) for k in r.grid), _ms(p.mean_step_us),
                   _ms(p.median_step_us), *((_interval(p),) if intervals else ()),
+                  *((f"{per[i] / 1e3:.2f}",) if per else ()),
                   _x(first / p.mean_step_us), p.bottleneck_label)
     c.print(t)
     for k in r.knees.values():

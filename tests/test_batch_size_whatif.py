@@ -209,3 +209,17 @@ def test_a_sweep_of_batch_sizes_says_to_compare_per_sample():
     (note,) = [c for c in caveats(cpu_model(0, 40, 20), [], ["loader.batch_size"])
                if "swept" in c]
     assert "mean ms / batch_size (per sample)" in note and "assumed linear" in note
+
+
+def test_a_sweep_of_batch_sizes_prints_ms_per_sample(tmp_path):
+    import json
+
+    save_model(cpu_model(0, produce_ms=40, train_ms=20, opt_ms=4), tmp_path / "m.json")
+    args = ("sweep", tmp_path / "m.json", "loader.batch_size=4,8,16", "--draws", "0", "--steps",
+            "20", "--jobs", "1")
+    rc, err, out = cli(*args)
+    assert rc == 0, err
+    assert "ms / sample" in out and "compare mean ms / batch_size" in err
+    points = json.loads(cli(*args, "--json")[2])["points"]
+    # (N/8)·60 + 4 ms per step: per sample 7.5 + 4/N ms
+    assert [p["ms_per_sample"] for p in points] == pytest.approx([8.5, 8.0, 7.75], rel=1e-6)
