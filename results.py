@@ -112,8 +112,14 @@ class Calibration(_Result):
         if abs(self.steady_mean_error) <= REPLAY_WARN:
             return None
         window = self.model.replay is not None
-        why = ("the captured steps were not all in one steady state, or the model misses "
-               "something the run did" if window else "the model misses something the run did")
+        held = self.model.meta.notes.get("outside_load_held")
+        if isinstance(held, (int, float)) and 0 < held and 1 / held - 1 > REPLAY_WARN:
+            why = "the capture ran under outside load"    # calibration.outside_load's bound
+        elif window:
+            why = ("the captured steps were not all in one steady state, or the model misses "
+                   "something the run did")
+        else:
+            why = "the model misses something the run did"
         return (f"the {'steady state' if window else 'replay'}'s mean step is "
                 f"{100 * self.steady_mean_error:+.0f} % off the measured one: {why} (see the "
                 "warnings above)")
