@@ -65,7 +65,12 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
                                       "folder or --sidecar)")
     reps = [(Path(r), load_sidecar(_capture_sidecar(Path(r)) or r)) for r in replicates]
     speeds = replicate_speeds(Path(side_path), load_sidecar(side_path), reps)   # before the fit
-    return apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
+    model = apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
+    dropped = [f"replicate {w}" for _, rep in reps for w in rep.dropped]
+    if not dropped:
+        return model
+    meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, *dropped]})
+    return model.model_copy(update={"meta": meta})
 
 
 def _rank_sidecars(p: Path) -> dict[str, Path]:
