@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,7 +49,7 @@ from stepsim.calibration.event_rows import category
 from stepsim.calibration.steps import PROFILER_STEP_RE
 from stepsim.calibration.trace_io import GZIP_MAGIC, RawTrace, load_bytes
 from stepsim.simcore.errors import InputError
-from stepsim.simcore.files import open_input
+from stepsim.simcore.files import missing, open_input
 
 __all__ = ["load_steps", "BLOCK_BYTES"]
 
@@ -95,6 +96,8 @@ _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 def _blocks(p: Path, block: int) -> Iterator[bytes]:
     """The (decompressed) bytes of ``p``, ``block`` at a time."""
     try:
+        if stat.S_ISCHR(mode := p.stat().st_mode) or stat.S_ISBLK(mode):   # as load_trace
+            raise InputError(p, "is a device, expected a trace file (.json or .json.gz)")
         with open_input(p) as f:
             gz = f.peek(2)[:2] == GZIP_MAGIC
             src = gzip.GzipFile(fileobj=f) if gz else f
@@ -106,7 +109,7 @@ def _blocks(p: Path, block: int) -> Iterator[bytes]:
             except (gzip.BadGzipFile, zlib.error) as e:
                 raise InputError(p, f"corrupt gzip data: {e}") from None
     except FileNotFoundError:
-        raise InputError(p, "no such file") from None
+        raise missing(p) from None
     except IsADirectoryError:
         raise InputError(p, "is a directory, expected a trace file (.json or .json.gz)") from None
     except OSError as e:
@@ -141,7 +144,8 @@ def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
             raise InputError(p, f"no 'traceEvents' array in the first {_mb(MAX_PREFIX_BYTES)} "
                                 "(the most read looking for it); not a profiler trace")
     else:
-        raise InputError(p, "file is empty" if not buf.strip() else
+        raise InputError(p, "file is empty" if not buf else "file holds only whitespace"
+                         if not buf.strip() else
                          "no 'traceEvents' array found; not a profiler trace")
     for chunk in it:
         buf += chunk

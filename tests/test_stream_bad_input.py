@@ -114,3 +114,25 @@ def test_cli_one_line_exit_2(tmp_path, text):
     lines = [ln for ln in r.stderr.splitlines() if not ln.startswith("warning:")]
     assert len(lines) == 1 and "t.json" in lines[0] and "not valid JSON" in lines[0], r.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("what", ["empty", "whitespace", "device", "missing", "dangling link"])
+def test_the_stream_says_what_the_whole_read_says(tmp_path, what):
+    """Before: /dev/null and a whitespace file were 'file is empty' in the stream ('is a
+    device', 'file holds only whitespace' in the whole read); a dangling link 'no such file'."""
+    from stepsim.calibration.trace_io import load_trace
+
+    p = tmp_path / "t.json"
+    if what == "empty":
+        p.write_bytes(b"")
+    elif what == "whitespace":
+        p.write_bytes(b"  \n\t ")
+    elif what == "device":
+        p = "/dev/null"
+    elif what == "dangling link":
+        p.symlink_to(tmp_path / "gone.json")
+    with pytest.raises(InputError) as whole:
+        load_trace(p)
+    with pytest.raises(InputError) as streamed:
+        load_steps(p, None, None)
+    assert str(streamed.value) == str(whole.value)
