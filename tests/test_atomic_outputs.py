@@ -132,3 +132,11 @@ def test_the_ddp_demo_writes_its_trace_atomically(tmp_path, monkeypatch):
         _profiled(0, run, model, lambda: model(x).sum().backward())
     assert e.value.filename == str(tmp_path / "capture" / "rank0.json")
     assert os.listdir(tmp_path / "capture") == []
+
+
+def test_a_long_valid_name_is_written(tmp_path):
+    """250 characters: a valid file name, whose temporary name (``.NAME.XXXXXXXX.tmp``) was
+    not ('File name too long')."""
+    out = tmp_path / ("a" * 245 + ".json")
+    write_atomic(out, b"x")
+    assert out.read_bytes() == b"x" and os.listdir(tmp_path) == [out.name]
