@@ -135,8 +135,10 @@ def test_the_ddp_demo_writes_its_trace_atomically(tmp_path, monkeypatch):
 
 
 def test_a_long_valid_name_is_written(tmp_path):
-    """250 characters: a valid file name, whose temporary name (``.NAME.XXXXXXXX.tmp``) was
+    """250 bytes: a valid file name, whose temporary name (``.NAME.XXXXXXXX.tmp``) was
     not ('File name too long')."""
-    out = tmp_path / ("a" * 245 + ".json")
-    write_atomic(out, b"x")
-    assert out.read_bytes() == b"x" and os.listdir(tmp_path) == [out.name]
+    for name in ("a" * 245 + ".json", "é" * 120 + ".json"):   # 250 bytes each
+        out = tmp_path / name
+        write_atomic(out, b"x")
+        assert out.read_bytes() == b"x" and os.listdir(tmp_path) == [out.name]
+        out.unlink()
