@@ -91,6 +91,7 @@ _NAMES = msgspec.json.Decoder(list[_Name])
 _BRIEF = msgspec.json.Decoder(_Brief, float_hook=float)   # 1e400: inf, not an error
 _SPANS = msgspec.json.Decoder(list[_Span], float_hook=float)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 def _blocks(p: Path, block: int) -> Iterator[bytes]:
@@ -133,6 +134,8 @@ def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
             buf = s[1:]
             break
         m = _START.search(buf, max(0, seen - 4096))
+        while m and not _top_level(buf, m.start()):   # a key of a nested object, say
+            m = _START.search(buf, m.end())
         if m:
             head[:] = [buf[:m.start()], None]
             at = m.end()
@@ -164,10 +167,34 @@ def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
     s = buf.lstrip()
     if s[:1] == b"]":                      # an empty array, or a split just before its end
         head[1] = s[1:]
-        return
-    end = _close(p, buf, at)
-    yield b"[" + buf[:end] + b"]"
-    head[1] = buf[end:].lstrip()[1:]
+    else:
+        end = _close(p, buf, at)
+        yield b"[" + buf[:end] + b"]"
+        head[1] = buf[end:].lstrip()[1:]
+    if head[0] is not None and _another_array(head[1]):
+        raise InputError(p, "the document has two top-level 'traceEvents' keys: which array "
+                            "is the trace is not clear (a whole read takes the last)")
+
+
+def _top_level(buf: bytes, at: int) -> bool:
+    """Whether a key starting at byte ``at`` of ``buf`` (the document's start) is one of the
+    top-level object's: the text before it then opens that object and holds whole values."""
+    try:
+        return isinstance(_TOP.decode(buf[:at] + b'"traceEvents": 0}'), dict)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+
+
+def _another_array(after: bytes) -> bool:
+    """Whether the document's text after the ``traceEvents`` array holds another top-level
+    ``traceEvents`` key."""
+    if b'"traceEvents"' not in after:
+        return False
+    rest = after.lstrip()
+    try:
+        return "traceEvents" in _TOP.decode(b"{" + (rest[1:] if rest[:1] == b"," else rest))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False   # invalid JSON: the reader of the kept events says so
 
 
 def _where(at: int) -> str:

@@ -136,3 +136,29 @@ def test_the_stream_says_what_the_whole_read_says(tmp_path, what):
     with pytest.raises(InputError) as streamed:
         load_steps(p, None, None)
     assert str(streamed.value) == str(whole.value)
+
+
+def test_a_nested_trace_events_key_is_not_the_trace(tmp_path, text):
+    """``"meta": {"traceEvents": []}`` before the real array: before, the stream took the
+    nested (empty) array ('the trace has no ProfilerStep markers'); now the top-level one,
+    the whole read's table."""
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.trace_io import load_trace
+    from tests.test_stream_steps import same_table
+
+    p = tmp_path / "t.json"
+    p.write_bytes(text.replace(b'{\n "schemaVersion": 1,',
+                               b'{"meta": {"traceEvents": []}, "note": "\\"traceEvents\\": [",'
+                               b' "schemaVersion": 1,', 1))
+    assert b'"meta": {"traceEvents": []}' in p.read_bytes()
+    assert same_table(build_table(load_steps(p, None, None, block=16 * 1024)),
+                      build_table(load_trace(p))) == []
+
+
+def test_two_top_level_trace_events_keys_are_refused(tmp_path, text):
+    p = tmp_path / "t.json"
+    p.write_bytes(text.replace(b'{\n "schemaVersion": 1,',
+                               b'{"traceEvents": [{"ph": "X", "name": "x", "ts": 1, "dur": 1}],'
+                               b' "schemaVersion": 1,', 1))
+    with pytest.raises(InputError, match="two top-level 'traceEvents' keys"):
+        load_steps(p, 3, 6, block=16 * 1024)
