@@ -134,7 +134,7 @@ def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
             buf = s[1:]
             break
         m = _START.search(buf, max(0, seen - 4096))
-        while m and not _top_level(buf, m.start()):   # a key of a nested object, say
+        while m and not _top_level(p, buf, m.start()):   # a key of a nested object, say
             m = _START.search(buf, m.end())
         if m:
             head[:] = [buf[:m.start()], None]
@@ -176,12 +176,20 @@ def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
                             "is the trace is not clear (a whole read takes the last)")
 
 
-def _top_level(buf: bytes, at: int) -> bool:
+def _top_level(p: Path, buf: bytes, at: int) -> bool:
     """Whether a key starting at byte ``at`` of ``buf`` (the document's start) is one of the
-    top-level object's: the text before it then opens that object and holds whole values."""
+    top-level object's: the text before it then opens that object and holds whole values.
+    InputError when that text is not valid JSON (an error before byte ``at``)."""
     try:
         return isinstance(_TOP.decode(buf[:at] + b'"traceEvents": 0}'), dict)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except msgspec.ValidationError:
+        return False
+    except msgspec.DecodeError as e:
+        m = _BYTE.search(str(e))
+        if m and int(m.group(1)) < at:
+            why = str(e).split(": ", 1)[-1].split(" (byte")[0]
+            raise InputError(p, f"not valid JSON before traceEvents: {why}",
+                             _where(int(m.group(1)))) from None
         return False
 
 

@@ -162,3 +162,14 @@ def test_two_top_level_trace_events_keys_are_refused(tmp_path, text):
                                b' "schemaVersion": 1,', 1))
     with pytest.raises(InputError, match="two top-level 'traceEvents' keys"):
         load_steps(p, 3, 6, block=16 * 1024)
+
+
+def test_invalid_json_before_the_array_is_refused_at_its_byte(tmp_path, text):
+    """Before: 'no traceEvents array found' (the array is there; the text before it is not
+    JSON), after reading up to the prefix bound."""
+    p = tmp_path / "t.json"
+    bad = text.replace(b'"schemaVersion": 1,', b'"schemaVersion": 1x,', 1)
+    p.write_bytes(bad)
+    with pytest.raises(InputError, match="not valid JSON before traceEvents") as e:
+        load_steps(p, 3, 6, block=16 * 1024)
+    assert e.value.where == f"byte {bad.index(b'x')} of the decompressed JSON"
