@@ -49,7 +49,7 @@ from stepsim.calibration.event_rows import category
 from stepsim.calibration.steps import PROFILER_STEP_RE
 from stepsim.calibration.trace_io import GZIP_MAGIC, RawTrace, load_bytes
 from stepsim.simcore.errors import InputError
-from stepsim.simcore.files import missing, open_input
+from stepsim.simcore.files import gunzip_chunks, missing, open_input
 
 __all__ = ["load_steps", "BLOCK_BYTES"]
 
@@ -94,17 +94,17 @@ _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
-def _blocks(p: Path, block: int) -> Iterator[bytes]:
-    """The (decompressed) bytes of ``p``, ``block`` at a time."""
+def _blocks(p: Path, block: int, notes: list[str]) -> Iterator[bytes]:
+    """The (decompressed) bytes of ``p``, ``block`` at a time (``notes``: what was left out,
+    as :func:`simcore.files.gunzip_chunks` says)."""
     try:
         if stat.S_ISCHR(mode := p.stat().st_mode) or stat.S_ISBLK(mode):   # as load_trace
             raise InputError(p, "is a device, expected a trace file (.json or .json.gz)")
         with open_input(p) as f:
             gz = f.peek(2)[:2] == GZIP_MAGIC
-            src = gzip.GzipFile(fileobj=f) if gz else f
             try:
-                while chunk := src.read(block):
-                    yield chunk
+                yield from (gunzip_chunks(f, block, notes) if gz else
+                            iter(lambda: f.read(block), b""))
             except EOFError:
                 raise InputError(p, "gzip stream is truncated (file cut short?)") from None
             except (gzip.BadGzipFile, zlib.error) as e:
@@ -117,12 +117,13 @@ def _blocks(p: Path, block: int) -> Iterator[bytes]:
         raise InputError(p, f"cannot read: {e.strerror or e}") from None
 
 
-def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
+def _events(p: Path, block: int, head: list, notes: list[str] | None = None
+            ) -> Iterator[bytes]:
     """The text of ``traceEvents`` of ``p``, cut between events: each item is ``[`` + some
     events + ``]`` (valid JSON). ``head`` receives the document's text before and after the
     array (None for a bare array). At most :data:`MAX_PREFIX_BYTES` are read looking for the
     array; text that is not valid JSON is refused at the first block holding it."""
-    it = _blocks(p, block)
+    it = _blocks(p, block, [] if notes is None else notes)
     buf = b""
     for chunk in it:
         seen = len(buf)
@@ -329,7 +330,8 @@ def load_steps(path: str | Path, a: int | None, b: int | None,
     lo, hi = _window(p, _markers(p, block), a, b)
     kept: list[bytes] = []
     head: list = []
-    for text in _events(p, block, head):
+    notes: list[str] = []
+    for text in _events(p, block, head, notes):
         evs = _decoded(p, _SPANS, text)
         ts, known = _us([e.ts for e in evs])
         dur, dk = _us([e.dur for e in evs])
@@ -343,7 +345,9 @@ def load_steps(path: str | Path, a: int | None, b: int | None,
     body = b"[" + b",".join(kept) + b"]"
     raw = body if before is None else before + b'"traceEvents": ' + body + after
     try:
-        return load_bytes(p, raw, p.stat().st_size)
+        rt = load_bytes(p, raw, p.stat().st_size)
+        rt.warnings += [f"{p.name}: {n}" for n in notes]
+        return rt
     except InputError as e:   # a place in the kept text is no place in the file
         if e.where is None:
             raise

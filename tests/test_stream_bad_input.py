@@ -173,3 +173,19 @@ def test_invalid_json_before_the_array_is_refused_at_its_byte(tmp_path, text):
     with pytest.raises(InputError, match="not valid JSON before traceEvents") as e:
         load_steps(p, 3, 6, block=16 * 1024)
     assert e.value.where == f"byte {bad.index(b'x')} of the decompressed JSON"
+
+
+def test_junk_after_the_gzip_data_is_ignored_and_said(tmp_path, text):
+    """Before: 'corrupt gzip data: Not a gzipped file' from both readers, though the JSON was
+    whole; now both read it, with a warning. A truncated member is still refused."""
+    from stepsim.calibration.trace_io import load_trace
+
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(text) + b"garbage\n")
+    for rt in (load_trace(p), load_steps(p, None, None, block=16 * 1024)):
+        assert len(rt.events) == len(json.loads(text)["traceEvents"])
+        assert "t.json.gz: ignored the bytes after the gzip data (not gzip: trailing junk)" \
+            in rt.warnings
+    p.write_bytes(b"junk" + gzip.compress(text))   # no gzip header: not gzip at all
+    with pytest.raises(InputError):
+        load_trace(p)
