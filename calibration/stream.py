@@ -47,7 +47,7 @@ import numpy as np
 
 from stepsim.calibration.event_rows import category
 from stepsim.calibration.steps import PROFILER_STEP_RE
-from stepsim.calibration.trace_io import GZIP_MAGIC, RawTrace, load_bytes
+from stepsim.calibration.trace_io import GZIP_MAGIC, TWO_ARRAYS, RawTrace, load_bytes
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import gunzip_chunks, missing, open_input
 
@@ -173,8 +173,7 @@ def _events(p: Path, block: int, head: list, notes: list[str] | None = None
         yield b"[" + buf[:end] + b"]"
         head[1] = buf[end:].lstrip()[1:]
     if head[0] is not None and _another_array(head[1]):
-        raise InputError(p, "the document has two top-level 'traceEvents' keys: which array "
-                            "is the trace is not clear (a whole read takes the last)")
+        raise InputError(p, TWO_ARRAYS)
 
 
 def _top_level(p: Path, buf: bytes, at: int) -> bool:

@@ -60,7 +60,7 @@ from stepsim.calibration.trace_ts import (MAX_ABS_TS_US, MAX_SPAN_US, check_span
 from stepsim.models.params import MAX_RANK_ID
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import gunzip_chunks, missing, open_input
-from stepsim.simcore.parsing import parse_json
+from stepsim.simcore.parsing import parse_json, top_level_key_count
 
 __all__ = ["RawTrace", "load_trace", "load_bytes", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
            "MAX_ABS_TS_US", "MAX_SPAN_US"]
@@ -74,6 +74,8 @@ SIDECAR_NAME = "sidecar.json"
 """File name of the capture harness's sidecar (:mod:`calibration.capture`), never a trace."""
 _SIDECAR_KEY = "stepsim_sidecar"
 _CHUNK = 16 * 1024**2
+TWO_ARRAYS = ("the document has two top-level 'traceEvents' keys: which array is the trace is "
+              "not clear")
 
 
 @dataclass
@@ -230,6 +232,8 @@ def load_trace(path: str | Path, columnar: bool = True) -> RawTrace:
 def load_bytes(p: Path, raw: bytes | bytearray, size: int, columnar: bool = True) -> RawTrace:
     """:func:`load_trace` of the (decompressed) JSON ``raw`` read from ``p`` (``size``: the
     file's bytes on disk)."""
+    if raw.count(b'"traceEvents"') > 1 and top_level_key_count(raw, "traceEvents") > 1:
+        raise InputError(p, TWO_ARRAYS)
     if columnar:
         fast = _load_columnar(p, raw, size)
         if fast is not None:

@@ -189,3 +189,21 @@ def test_junk_after_the_gzip_data_is_ignored_and_said(tmp_path, text):
     p.write_bytes(b"junk" + gzip.compress(text))   # no gzip header: not gzip at all
     with pytest.raises(InputError):
         load_trace(p)
+
+
+def test_the_whole_read_refuses_two_top_level_arrays_too(tmp_path, text):
+    """Before: the whole read took the last array silently (orjson's rule), the stream the
+    first; now both refuse in the same words. A nested key is not a second array."""
+    from stepsim.calibration.trace_io import TWO_ARRAYS, load_trace
+
+    p = tmp_path / "t.json"
+    p.write_bytes(text.replace(b'{\n "schemaVersion": 1,',
+                               b'{"traceEvents": [{"ph": "X", "name": "x", "ts": 1, "dur": 1}],'
+                               b' "schemaVersion": 1,', 1))
+    for read in (load_trace, lambda q: load_steps(q, None, None)):
+        with pytest.raises(InputError) as e:
+            read(p)
+        assert e.value.problem == TWO_ARRAYS
+    p.write_bytes(text.replace(b'{\n "schemaVersion": 1,',
+                               b'{"meta": {"traceEvents": []}, "schemaVersion": 1,', 1))
+    assert len(load_trace(p).events) == len(json.loads(text)["traceEvents"])
