@@ -141,9 +141,9 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> StepModel:
     if steps is None:
         table = build_table(load_trace(p))
     else:
-        from stepsim.calibration.stream import load_steps
+        from stepsim.calibration.stream import steps_table
 
-        table = build_table(load_steps(p, *steps))
+        table = steps_table(p, *steps)
         table.step_range = steps
     if side is not None:
         check_sidecar_matches(table, side, sidecar)

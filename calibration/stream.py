@@ -46,12 +46,13 @@ import msgspec
 import numpy as np
 
 from stepsim.calibration.event_rows import category
+from stepsim.calibration.events import EventTable, build_table
 from stepsim.calibration.steps import PROFILER_STEP_RE
 from stepsim.calibration.trace_io import GZIP_MAGIC, TWO_ARRAYS, RawTrace, load_bytes
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import gunzip_chunks, missing, open_input
 
-__all__ = ["load_steps", "BLOCK_BYTES"]
+__all__ = ["load_steps", "steps_table", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 32 * 1024**2
 """Bytes of (decompressed) JSON read at a time."""
@@ -319,17 +320,42 @@ def _window(p: Path, marks: list[tuple[int, float, float]], a: int | None,
 def load_steps(path: str | Path, a: int | None, b: int | None,
                block: int = BLOCK_BYTES) -> RawTrace:
     """The trace ``path`` reduced to the events of steps ``a ≤ N < b`` and their neighbours
-    (see the module docstring), read as a stream, ``block`` bytes at a time.
+    (see the module docstring), read as a stream, ``block`` bytes at a time. Its warnings'
+    ``event N`` are places in the file.
 
     Raises:
         InputError: unreadable file, no ``traceEvents`` array, invalid JSON, no
             ``ProfilerStep#N`` marker, or a range outside the trace's step numbers.
     """
+    rt, index = _load(Path(path), a, b, block)
+    rt.warnings = [_in_file(w, index) for w in rt.warnings]
+    return rt
+
+
+def steps_table(path: str | Path, a: int | None, b: int | None,
+                block: int = BLOCK_BYTES) -> EventTable:
+    """:func:`calibration.events.build_table` of :func:`load_steps`, its warnings' and
+    errors' ``event N`` places in the file (not among the kept events)."""
     p = Path(path)
+    rt, index = _load(p, a, b, block)
+    try:
+        table = build_table(rt)
+    except InputError as e:
+        raise InputError(p, _in_file(e.problem, index),
+                         e.where and _in_file(e.where, index)) from None
+    table.warnings = [_in_file(w, index) for w in table.warnings]
+    return table
+
+
+def _load(p: Path, a: int | None, b: int | None, block: int) -> tuple[RawTrace, list[int]]:
+    """:func:`load_steps` with its warnings' places among the kept events, and each kept
+    event's place in the file's ``traceEvents``."""
     lo, hi = _window(p, _markers(p, block), a, b)
     kept: list[bytes] = []
+    index: list[int] = []
     head: list = []
     notes: list[str] = []
+    seen = 0
     for text in _events(p, block, head, notes):
         evs = _decoded(p, _SPANS, text)
         ts, known = _us([e.ts for e in evs])
@@ -339,15 +365,30 @@ def load_steps(path: str | Path, a: int | None, b: int | None,
         keep = meta | ~known | ((ts < hi) & (ts + dur > lo))
         if keep.any():
             raws = _RAWS.decode(text)
-            kept += [bytes(raws[i]) for i in np.nonzero(keep)[0].tolist()]
+            rows = np.nonzero(keep)[0].tolist()
+            kept += [bytes(raws[i]) for i in rows]
+            index += [seen + i for i in rows]
+        seen += len(evs)
     before, after = head
     body = b"[" + b",".join(kept) + b"]"
     raw = body if before is None else before + b'"traceEvents": ' + body + after
     try:
         rt = load_bytes(p, raw, p.stat().st_size)
-        rt.warnings += [f"{p.name}: {n}" for n in notes]
-        return rt
-    except InputError as e:   # a place in the kept text is no place in the file
+    except InputError as e:   # a line or byte of the kept text is no place in the file
         if e.where is None:
             raise
-        raise InputError(p, e.problem, "an event of the steps kept by --steps") from None
+        where = _in_file(e.where, index) if e.where.startswith("event ") else \
+            "an event of the steps kept by --steps"
+        raise InputError(p, _in_file(e.problem, index), where) from None
+    rt.warnings += [f"{p.name}: {n}" for n in notes]
+    return rt, index
+
+
+_EVENT = re.compile(r"\bevent (\d+)\b")
+
+
+def _in_file(text: str, index: list[int]) -> str:
+    """``text`` with each ``event N`` (N: a place among the kept events) as the event's
+    place in the file."""
+    return _EVENT.sub(lambda m: f"event {index[int(m.group(1))]}"
+                      if int(m.group(1)) < len(index) else m.group(0), text)

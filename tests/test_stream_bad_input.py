@@ -207,3 +207,32 @@ def test_the_whole_read_refuses_two_top_level_arrays_too(tmp_path, text):
     p.write_bytes(text.replace(b'{\n "schemaVersion": 1,',
                                b'{"meta": {"traceEvents": []}, "schemaVersion": 1,', 1))
     assert len(load_trace(p).events) == len(json.loads(text)["traceEvents"])
+
+
+def test_places_in_warnings_and_errors_are_the_files(tmp_path, text):
+    """``--steps`` keeps a part of the events; a warning's or an error's ``event N`` was a
+    place among them (event 1 for the file's event 3,419); now the file's, as the whole
+    read says it."""
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.stream import steps_table
+    from stepsim.calibration.trace_io import load_trace
+
+    evs = json.loads(text)["traceEvents"]
+    at = next(i for i, e in enumerate(evs) if e.get("name") == "aten::add" and e["ts"] > 200_000)
+    evs[at]["dur"] = None
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    said = [w for w in build_table(load_trace(p)).warnings if "dur is null" in w]
+    assert f"at event {at})" in said[0]
+    part = [w for w in steps_table(p, 18, 23, block=16 * 1024).warnings if "dur is null" in w]
+    assert part[0].endswith(f"at event {at})"), part
+    for e in evs:            # every op's dur bad: the error names the first kept, in the file
+        if e.get("name") == "aten::add":
+            e["dur"] = -1
+        elif e.get("ph") == "X":
+            e.pop("dur")     # the markers: no dur (the window from their starts)
+    p.write_text(json.dumps({"traceEvents": evs}))
+    with pytest.raises(InputError) as e:
+        steps_table(p, 18, 23, block=16 * 1024)
+    n = int(e.value.where.split()[1])
+    assert evs[n]["dur"] == -1 and evs[n]["ts"] >= 170_000, (n, evs[n])   # step 17 or later
