@@ -30,7 +30,10 @@ whose text fails earlier is the file's error, refused at once with its byte (bef
 block tried every candidate, each a parse of the block: minutes); a split is looked for among
 a block's last :data:`_TRIES` candidates; at most :data:`MAX_PREFIX_BYTES` are read looking
 for the array, and at most :data:`MAX_EVENT_BYTES` may pass without a split. Damage that
-still parses as JSON (invalid UTF-8 in a string) is seen only in the events kept.
+still parses as JSON (invalid UTF-8 in a string) is seen only in the events kept. The array
+is the top-level object's (a nested ``traceEvents`` key is not it; two top-level ones are
+refused, as the whole read refuses them), and ``event N`` in what the reader says is the
+event's place in the file (:func:`steps_table`).
 """
 from __future__ import annotations
 
