@@ -65,7 +65,12 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
                                       "folder or --sidecar)")
     reps = [(Path(r), load_sidecar(_capture_sidecar(Path(r)) or r)) for r in replicates]
     speeds = replicate_speeds(Path(side_path), load_sidecar(side_path), reps)   # before the fit
-    return apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
+    model = apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
+    dropped = [f"replicate {w}" for _, rep in reps for w in rep.dropped]
+    if not dropped:
+        return model
+    meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, *dropped]})
+    return model.model_copy(update={"meta": meta})
 
 
 def _rank_sidecars(p: Path) -> dict[str, Path]:
@@ -136,9 +141,9 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> StepModel:
     if steps is None:
         table = build_table(load_trace(p))
     else:
-        from stepsim.calibration.stream import load_steps
+        from stepsim.calibration.stream import steps_table
 
-        table = build_table(load_steps(p, *steps))
+        table = steps_table(p, *steps)
         table.step_range = steps
     if side is not None:
         check_sidecar_matches(table, side, sidecar)

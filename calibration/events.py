@@ -101,11 +101,17 @@ def _bad_durs(path: Path, bad: list[tuple[int, str]], timed: int) -> str:
             f"(first: {problem} at event {i})")
 
 
+_DROPPED = (BAD_DUR, "whose ts cannot be right", "whose ts lies more than")
+"""What the warnings of events dropped as records that cannot be right say (their ``dur``
+here, their ``ts`` in :mod:`calibration.trace_ts`)."""
+
+
 def dropped_note(table: "EventTable") -> str:
-    """``"; <the warning>"`` when events were dropped for their ``dur``: a refusal of what is
-    left (no complete step) names them as a possible cause; else ``""``."""
-    hit = [w.split(": ", 1)[-1] for w in table.warnings if BAD_DUR in w]
-    return f"; {hit[0]}" if hit else ""
+    """``"; <the warnings>"`` when events were dropped as records that cannot be right (their
+    ``dur`` or ``ts``): a refusal of what is left (no complete step) names them as a possible
+    cause; else ``""``."""
+    hit = [w.split(": ", 1)[-1] for w in table.warnings if any(d in w for d in _DROPPED)]
+    return "".join(f"; {h}" for h in hit)
 
 
 def name_mask(names: np.ndarray, rx) -> np.ndarray:

@@ -33,10 +33,16 @@ def identical_work_us(side: Sidecar) -> float | None:
     (medians; a worker process's first batch (:func:`calibration.sidecar_fit.after_startup`)
     and the run's first step left out: they carry start-up); None when the sidecar holds
     neither."""
+    parts = _work_parts(side)
+    return sum(parts.values()) if parts else None
+
+
+def _work_parts(side: Sidecar) -> dict[str, float]:
+    """The parts of :func:`identical_work_us` the sidecar holds: ``produce`` (a batch) and
+    ``train`` (a step's work outside ``next()``), median CPU µs each."""
     produce = [r.work_us for r in after_startup(side.produce)]
     train = [max(s.cpu_us - s.next_cpu_us, 0.0) for s in side.steps[1:]]
-    parts = [float(np.median(x)) for x in (produce, train) if x]
-    return sum(parts) if parts else None
+    return {k: float(np.median(x)) for k, x in (("produce", produce), ("train", train)) if x}
 
 
 def _same_setting(a: Sidecar, b: Sidecar) -> str | None:
@@ -75,10 +81,13 @@ def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path
         why = _same_setting(side, rep)
         if why is not None:
             raise InputError(path, f"not a replicate of the capture: {why}")
-        w = identical_work_us(rep)
-        if w is None or w <= 0:
-            raise InputError(path, "no produce or step records with CPU time: it cannot "
-                                   "measure the host's speed")
+        parts0, parts = _work_parts(side), _work_parts(rep)
+        common = [k for k in parts0 if k in parts]   # the same work on both sides
+        w, w0 = sum(parts[k] for k in common), sum(parts0[k] for k in common)
+        if not common or w <= 0 or w0 <= 0:
+            raise InputError(path, "no produce or step records with CPU time"
+                             + (" of the kinds the capture has" if parts else "")
+                             + ": it cannot measure the host's speed")
         first = seen.setdefault(_records(rep), path)
         if first is not path:
             raise InputError(path, f"has the same records as {first}: a replicate is another "

@@ -30,12 +30,16 @@ whose text fails earlier is the file's error, refused at once with its byte (bef
 block tried every candidate, each a parse of the block: minutes); a split is looked for among
 a block's last :data:`_TRIES` candidates; at most :data:`MAX_PREFIX_BYTES` are read looking
 for the array, and at most :data:`MAX_EVENT_BYTES` may pass without a split. Damage that
-still parses as JSON (invalid UTF-8 in a string) is seen only in the events kept.
+still parses as JSON (invalid UTF-8 in a string) is seen only in the events kept. The array
+is the top-level object's (a nested ``traceEvents`` key is not it; two top-level ones are
+refused, as the whole read refuses them), and ``event N`` in what the reader says is the
+event's place in the file (:func:`steps_table`).
 """
 from __future__ import annotations
 
 import gzip
 import re
+import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,12 +49,13 @@ import msgspec
 import numpy as np
 
 from stepsim.calibration.event_rows import category
+from stepsim.calibration.events import EventTable, build_table
 from stepsim.calibration.steps import PROFILER_STEP_RE
-from stepsim.calibration.trace_io import GZIP_MAGIC, RawTrace, load_bytes
+from stepsim.calibration.trace_io import GZIP_MAGIC, TWO_ARRAYS, RawTrace, load_bytes
 from stepsim.simcore.errors import InputError
-from stepsim.simcore.files import open_input
+from stepsim.simcore.files import gunzip_chunks, missing, open_input
 
-__all__ = ["load_steps", "BLOCK_BYTES"]
+__all__ = ["load_steps", "steps_table", "BLOCK_BYTES"]
 
 BLOCK_BYTES = 32 * 1024**2
 """Bytes of (decompressed) JSON read at a time."""
@@ -90,35 +95,39 @@ _NAMES = msgspec.json.Decoder(list[_Name])
 _BRIEF = msgspec.json.Decoder(_Brief, float_hook=float)   # 1e400: inf, not an error
 _SPANS = msgspec.json.Decoder(list[_Span], float_hook=float)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
-def _blocks(p: Path, block: int) -> Iterator[bytes]:
-    """The (decompressed) bytes of ``p``, ``block`` at a time."""
+def _blocks(p: Path, block: int, notes: list[str]) -> Iterator[bytes]:
+    """The (decompressed) bytes of ``p``, ``block`` at a time (``notes``: what was left out,
+    as :func:`simcore.files.gunzip_chunks` says)."""
     try:
+        if stat.S_ISCHR(mode := p.stat().st_mode) or stat.S_ISBLK(mode):   # as load_trace
+            raise InputError(p, "is a device, expected a trace file (.json or .json.gz)")
         with open_input(p) as f:
             gz = f.peek(2)[:2] == GZIP_MAGIC
-            src = gzip.GzipFile(fileobj=f) if gz else f
             try:
-                while chunk := src.read(block):
-                    yield chunk
+                yield from (gunzip_chunks(f, block, notes) if gz else
+                            iter(lambda: f.read(block), b""))
             except EOFError:
                 raise InputError(p, "gzip stream is truncated (file cut short?)") from None
             except (gzip.BadGzipFile, zlib.error) as e:
                 raise InputError(p, f"corrupt gzip data: {e}") from None
     except FileNotFoundError:
-        raise InputError(p, "no such file") from None
+        raise missing(p) from None
     except IsADirectoryError:
         raise InputError(p, "is a directory, expected a trace file (.json or .json.gz)") from None
     except OSError as e:
         raise InputError(p, f"cannot read: {e.strerror or e}") from None
 
 
-def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
+def _events(p: Path, block: int, head: list, notes: list[str] | None = None
+            ) -> Iterator[bytes]:
     """The text of ``traceEvents`` of ``p``, cut between events: each item is ``[`` + some
     events + ``]`` (valid JSON). ``head`` receives the document's text before and after the
     array (None for a bare array). At most :data:`MAX_PREFIX_BYTES` are read looking for the
     array; text that is not valid JSON is refused at the first block holding it."""
-    it = _blocks(p, block)
+    it = _blocks(p, block, [] if notes is None else notes)
     buf = b""
     for chunk in it:
         seen = len(buf)
@@ -130,6 +139,8 @@ def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
             buf = s[1:]
             break
         m = _START.search(buf, max(0, seen - 4096))
+        while m and not _top_level(p, buf, m.start()):   # a key of a nested object, say
+            m = _START.search(buf, m.end())
         if m:
             head[:] = [buf[:m.start()], None]
             at = m.end()
@@ -141,7 +152,8 @@ def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
             raise InputError(p, f"no 'traceEvents' array in the first {_mb(MAX_PREFIX_BYTES)} "
                                 "(the most read looking for it); not a profiler trace")
     else:
-        raise InputError(p, "file is empty" if not buf.strip() else
+        raise InputError(p, "file is empty" if not buf else "file holds only whitespace"
+                         if not buf.strip() else
                          "no 'traceEvents' array found; not a profiler trace")
     for chunk in it:
         buf += chunk
@@ -160,10 +172,41 @@ def _events(p: Path, block: int, head: list) -> Iterator[bytes]:
     s = buf.lstrip()
     if s[:1] == b"]":                      # an empty array, or a split just before its end
         head[1] = s[1:]
-        return
-    end = _close(p, buf, at)
-    yield b"[" + buf[:end] + b"]"
-    head[1] = buf[end:].lstrip()[1:]
+    else:
+        end = _close(p, buf, at)
+        yield b"[" + buf[:end] + b"]"
+        head[1] = buf[end:].lstrip()[1:]
+    if head[0] is not None and _another_array(head[1]):
+        raise InputError(p, TWO_ARRAYS)
+
+
+def _top_level(p: Path, buf: bytes, at: int) -> bool:
+    """Whether a key starting at byte ``at`` of ``buf`` (the document's start) is one of the
+    top-level object's: the text before it then opens that object and holds whole values.
+    InputError when that text is not valid JSON (an error before byte ``at``)."""
+    try:
+        return isinstance(_TOP.decode(buf[:at] + b'"traceEvents": 0}'), dict)
+    except msgspec.ValidationError:
+        return False
+    except msgspec.DecodeError as e:
+        m = _BYTE.search(str(e))
+        if m and int(m.group(1)) < at:
+            why = str(e).split(": ", 1)[-1].split(" (byte")[0]
+            raise InputError(p, f"not valid JSON before traceEvents: {why}",
+                             _where(int(m.group(1)))) from None
+        return False
+
+
+def _another_array(after: bytes) -> bool:
+    """Whether the document's text after the ``traceEvents`` array holds another top-level
+    ``traceEvents`` key."""
+    if b'"traceEvents"' not in after:
+        return False
+    rest = after.lstrip()
+    try:
+        return "traceEvents" in _TOP.decode(b"{" + (rest[1:] if rest[:1] == b"," else rest))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False   # invalid JSON: the reader of the kept events says so
 
 
 def _where(at: int) -> str:
@@ -280,17 +323,43 @@ def _window(p: Path, marks: list[tuple[int, float, float]], a: int | None,
 def load_steps(path: str | Path, a: int | None, b: int | None,
                block: int = BLOCK_BYTES) -> RawTrace:
     """The trace ``path`` reduced to the events of steps ``a ≤ N < b`` and their neighbours
-    (see the module docstring), read as a stream, ``block`` bytes at a time.
+    (see the module docstring), read as a stream, ``block`` bytes at a time. Its warnings'
+    ``event N`` are places in the file.
 
     Raises:
         InputError: unreadable file, no ``traceEvents`` array, invalid JSON, no
             ``ProfilerStep#N`` marker, or a range outside the trace's step numbers.
     """
+    rt, index = _load(Path(path), a, b, block)
+    rt.warnings = [_in_file(w, index) for w in rt.warnings]
+    return rt
+
+
+def steps_table(path: str | Path, a: int | None, b: int | None,
+                block: int = BLOCK_BYTES) -> EventTable:
+    """:func:`calibration.events.build_table` of :func:`load_steps`, its warnings' and
+    errors' ``event N`` places in the file (not among the kept events)."""
     p = Path(path)
+    rt, index = _load(p, a, b, block)
+    try:
+        table = build_table(rt)
+    except InputError as e:
+        raise InputError(p, _in_file(e.problem, index),
+                         e.where and _in_file(e.where, index)) from None
+    table.warnings = [_in_file(w, index) for w in table.warnings]
+    return table
+
+
+def _load(p: Path, a: int | None, b: int | None, block: int) -> tuple[RawTrace, list[int]]:
+    """:func:`load_steps` with its warnings' places among the kept events, and each kept
+    event's place in the file's ``traceEvents``."""
     lo, hi = _window(p, _markers(p, block), a, b)
     kept: list[bytes] = []
+    index: list[int] = []
     head: list = []
-    for text in _events(p, block, head):
+    notes: list[str] = []
+    seen = 0
+    for text in _events(p, block, head, notes):
         evs = _decoded(p, _SPANS, text)
         ts, known = _us([e.ts for e in evs])
         dur, dk = _us([e.dur for e in evs])
@@ -299,13 +368,30 @@ def load_steps(path: str | Path, a: int | None, b: int | None,
         keep = meta | ~known | ((ts < hi) & (ts + dur > lo))
         if keep.any():
             raws = _RAWS.decode(text)
-            kept += [bytes(raws[i]) for i in np.nonzero(keep)[0].tolist()]
+            rows = np.nonzero(keep)[0].tolist()
+            kept += [bytes(raws[i]) for i in rows]
+            index += [seen + i for i in rows]
+        seen += len(evs)
     before, after = head
     body = b"[" + b",".join(kept) + b"]"
     raw = body if before is None else before + b'"traceEvents": ' + body + after
     try:
-        return load_bytes(p, raw, p.stat().st_size)
-    except InputError as e:   # a place in the kept text is no place in the file
+        rt = load_bytes(p, raw, p.stat().st_size)
+    except InputError as e:   # a line or byte of the kept text is no place in the file
         if e.where is None:
             raise
-        raise InputError(p, e.problem, "an event of the steps kept by --steps") from None
+        where = _in_file(e.where, index) if e.where.startswith("event ") else \
+            "an event of the steps kept by --steps"
+        raise InputError(p, _in_file(e.problem, index), where) from None
+    rt.warnings += [f"{p.name}: {n}" for n in notes]
+    return rt, index
+
+
+_EVENT = re.compile(r"\bevent (\d+)\b")
+
+
+def _in_file(text: str, index: list[int]) -> str:
+    """``text`` with each ``event N`` (N: a place among the kept events) as the event's
+    place in the file."""
+    return _EVENT.sub(lambda m: f"event {index[int(m.group(1))]}"
+                      if int(m.group(1)) < len(index) else m.group(0), text)

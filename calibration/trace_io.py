@@ -59,8 +59,8 @@ from stepsim.calibration.trace_ts import (MAX_ABS_TS_US, MAX_SPAN_US, check_span
                                           columnar_ts, exact_ts, value_to_ns)
 from stepsim.models.params import MAX_RANK_ID
 from stepsim.simcore.errors import InputError
-from stepsim.simcore.files import missing, open_input
-from stepsim.simcore.parsing import parse_json
+from stepsim.simcore.files import gunzip_chunks, missing, open_input
+from stepsim.simcore.parsing import parse_json, top_level_key_count
 
 __all__ = ["RawTrace", "load_trace", "load_bytes", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
            "MAX_ABS_TS_US", "MAX_SPAN_US"]
@@ -74,6 +74,8 @@ SIDECAR_NAME = "sidecar.json"
 """File name of the capture harness's sidecar (:mod:`calibration.capture`), never a trace."""
 _SIDECAR_KEY = "stepsim_sidecar"
 _CHUNK = 16 * 1024**2
+TWO_ARRAYS = ("the document has two top-level 'traceEvents' keys: which array is the trace is "
+              "not clear")
 
 
 @dataclass
@@ -125,19 +127,21 @@ def _too_big(p: Path, what: str) -> InputError:
                          "(calibration.trace_io.MAX_JSON_BYTES)")
 
 
-def _read_capped(p: Path, stream, what: str) -> bytearray:
-    """Read ``stream`` to its end in chunks, stopping once more than MAX_JSON_BYTES came."""
+def _read_capped(p: Path, chunks, what: str) -> bytearray:
+    """Read the iterable of byte ``chunks`` to its end, stopping once more than MAX_JSON_BYTES
+    came."""
     out = bytearray()
-    while chunk := stream.read(_CHUNK):
+    for chunk in chunks:
         out += chunk
         if len(out) > MAX_JSON_BYTES:
             raise _too_big(p, what)
     return out
 
 
-def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
+def _read_bytes(p: Path, notes: list[str]) -> tuple[bytes | bytearray, int]:
     """The (decompressed) JSON bytes of ``p`` and the file's size on disk (bytes; 0 for a
-    pipe). Reads as a stream, never more than MAX_JSON_BYTES of input or output."""
+    pipe; ``notes``: what was left out). Reads as a stream, never more than MAX_JSON_BYTES of
+    input or output."""
     try:
         st = p.stat()
         if stat.S_ISDIR(st.st_mode):
@@ -151,11 +155,11 @@ def _read_bytes(p: Path) -> tuple[bytes | bytearray, int]:
         with open_input(p) as f:
             gz = f.peek(2)[:2] == GZIP_MAGIC
             if not gz:
-                raw = f.read() if regular else _read_capped(p, f, "size")
+                raw = f.read() if regular else _read_capped(p, iter(lambda: f.read(_CHUNK), b""),
+                                                            "size")
             else:
                 try:
-                    with gzip.GzipFile(fileobj=f) as g:
-                        raw = _read_capped(p, g, "decompressed size")
+                    raw = _read_capped(p, gunzip_chunks(f, _CHUNK, notes), "decompressed size")
                 except EOFError:
                     raise InputError(p, "gzip stream is truncated (file cut short?)") from None
                 except (gzip.BadGzipFile, zlib.error) as e:
@@ -218,13 +222,18 @@ def load_trace(path: str | Path, columnar: bool = True) -> RawTrace:
             the median are dropped and counted) (with the event index).
     """
     p = Path(path)
-    raw, size = _read_bytes(p)
-    return load_bytes(p, raw, size, columnar)
+    notes: list[str] = []
+    raw, size = _read_bytes(p, notes)
+    rt = load_bytes(p, raw, size, columnar)
+    rt.warnings += [f"{p.name}: {n}" for n in notes]
+    return rt
 
 
 def load_bytes(p: Path, raw: bytes | bytearray, size: int, columnar: bool = True) -> RawTrace:
     """:func:`load_trace` of the (decompressed) JSON ``raw`` read from ``p`` (``size``: the
     file's bytes on disk)."""
+    if raw.count(b'"traceEvents"') > 1 and top_level_key_count(raw, "traceEvents") > 1:
+        raise InputError(p, TWO_ARRAYS)
     if columnar:
         fast = _load_columnar(p, raw, size)
         if fast is not None:

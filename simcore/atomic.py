@@ -106,7 +106,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     make_folder(path.parent, path)
     with _sigterm_exits():
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            # the name's first 100 bytes: a 250-byte name is valid, and the temporary
+            # file's must be too (a file name holds at most 255 bytes)
+            short = path.name.encode("utf-8", "surrogateescape")[:100].decode("utf-8", "ignore")
+            fd, tmp = tempfile.mkstemp(prefix=f".{short}.", suffix=".tmp", dir=path.parent)
         except OSError as e:   # a read-only folder: name the output, not the temporary file
             raise OSError(e.errno, e.strerror, str(path)) from None
         os.close(fd)

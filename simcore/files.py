@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import errno
+import gzip
 import io
 import os
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -131,3 +133,33 @@ def read_input(path: str | Path, kind: str, empty_ok: bool = False) -> bytes:
 def _too_big(p: Path, kind: str) -> InputError:
     return InputError(p, f"larger than {MAX_INPUT_BYTES // 1024**2} MiB, the limit on a {kind} "
                          "file (simcore.files.MAX_INPUT_BYTES)")
+
+
+def gunzip_chunks(f: BinaryIO, size: int, notes: list[str]) -> Iterator[bytes]:
+    """The decompressed bytes of the gzip stream ``f``, ``size`` at a time. Bytes after its
+    last complete member that are not another member (a download's trailing junk) end it:
+    what came before is whole, so it is kept, and ``notes`` receives a line saying so.
+
+    Raises:
+        EOFError, gzip.BadGzipFile, zlib.error: a truncated or corrupt member.
+    """
+    g = gzip.GzipFile(fileobj=f)
+    buf, got = bytearray(), False
+    while True:
+        try:   # read1: a read that fails at the junk loses none of what came before
+            piece = g.read1(size - len(buf))
+        except gzip.BadGzipFile as e:
+            if not (got or buf) or "Not a gzipped file" not in str(e):
+                raise
+            notes.append("ignored the bytes after the gzip data (not gzip: trailing junk)")
+            piece = b""
+        if piece:
+            buf += piece
+            if len(buf) < size:
+                continue
+        if buf:
+            got = True
+            yield bytes(buf)
+            buf = bytearray()
+        if not piece:
+            return

@@ -6,15 +6,17 @@ twice in one mapping is an error (PyYAML keeps the last silently), and nesting d
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import yaml
 
 from stepsim.simcore.errors import InputError
 
-__all__ = ["parse_json", "parse_yaml", "location", "MAX_NESTING"]
+__all__ = ["parse_json", "parse_yaml", "location", "top_level_key_count", "MAX_NESTING"]
 
 MAX_NESTING = 64
 """Deepest nesting of YAML collections accepted; a StepModel needs about 8 levels. (JSON is
@@ -64,6 +66,23 @@ def parse_json(path: str | Path, raw: bytes, kind: str, overflow_ok: bool = Fals
         what = str(e).split(": line ")[0]
         offset = len(text[:e.pos].encode("utf-8"))
         raise InputError(p, f"not valid JSON: {what}", location(raw, offset)) from None
+
+
+_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def top_level_key_count(raw: bytes, key: str) -> int:
+    """How many times ``key`` is a key of the top-level object of the JSON text ``raw``
+    (which JSON readers take silently, the last one winning): each ``"key":`` whose text
+    before it opens that object with whole values. Costs a parse of the text before each
+    occurrence: for a key that is rarely written twice."""
+    n = 0
+    for m in re.finditer(rb'"' + re.escape(key.encode()) + rb'"\s*:', raw):
+        try:
+            n += isinstance(_OBJECT.decode(bytes(raw[:m.start()]) + b'"k": 0}'), dict)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass
+    return n
 
 
 class _TooDeep(yaml.YAMLError):

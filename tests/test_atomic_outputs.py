@@ -132,3 +132,13 @@ def test_the_ddp_demo_writes_its_trace_atomically(tmp_path, monkeypatch):
         _profiled(0, run, model, lambda: model(x).sum().backward())
     assert e.value.filename == str(tmp_path / "capture" / "rank0.json")
     assert os.listdir(tmp_path / "capture") == []
+
+
+def test_a_long_valid_name_is_written(tmp_path):
+    """250 bytes: a valid file name, whose temporary name (``.NAME.XXXXXXXX.tmp``) was
+    not ('File name too long')."""
+    for name in ("a" * 245 + ".json", "é" * 120 + ".json"):   # 250 bytes each
+        out = tmp_path / name
+        write_atomic(out, b"x")
+        assert out.read_bytes() == b"x" and os.listdir(tmp_path) == [out.name]
+        out.unlink()

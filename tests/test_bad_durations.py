@@ -81,3 +81,16 @@ def test_a_refusal_for_what_is_left_names_the_dropped_event(tmp_path, text, step
     assert len(lines) == 1 and "no complete step" in lines[0], r.stderr
     assert "dropped 1 of 2460 event(s) whose dur cannot be right (first: dur is null" \
         in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("value,says", [('"abc"', "non-numeric ts 'abc'"),
+                                        ("1e16", "ts 1e+16 µs is out of range")])
+def test_a_refusal_names_an_event_dropped_for_its_ts(tmp_path, text, value, says):
+    """Before: 'no complete step' without a word of the kernel dropped for its ts."""
+    p = tmp_path / "t.json"
+    p.write_text(_with(text, "ts", value)[0])
+    r = run_cli("calibrate", str(p), "-o", str(tmp_path / "m.json"))
+    lines = [ln for ln in r.stderr.splitlines() if not ln.startswith("warning:")]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "no complete step" in lines[0] and "1 event(s) whose ts cannot be right were " \
+        f"dropped (first: event 1737: {says}" in lines[0], lines[0]

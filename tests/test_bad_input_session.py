@@ -55,9 +55,12 @@ def test_the_capture_or_a_copy_is_not_a_replicate(cpu_run_nw1, tmp_path):
 
 
 def test_a_replicate_whose_cpu_times_cannot_be_right(cpu_run_nw1, tmp_path):
-    huge = _edited(cpu_run_nw1, tmp_path / "huge", _scaled(1e300))
+    huge = _edited(cpu_run_nw1, tmp_path / "huge", _scaled(1e300))   # past MAX_DURATION_US
     r = _cli("calibrate", cpu_run_nw1, "--replicate", huge, "-o", tmp_path / "m.json")
-    _one_line_error(r, str(huge), "not a run of the same work")
+    _one_line_error(r, str(huge), "cpu_us: Input should be less than or equal to 1000000000000")
+    slow = _edited(cpu_run_nw1, tmp_path / "slow", _scaled(1e5))   # in range, 1e5x the work
+    r = _cli("calibrate", cpu_run_nw1, "--replicate", slow, "-o", tmp_path / "m.json")
+    _one_line_error(r, str(slow), "not a run of the same work")
     assert not (tmp_path / "m.json").exists()
     zero = _edited(cpu_run_nw1, tmp_path / "zero", _scaled(0.0))
     with pytest.raises(InputError, match="no produce or step records with CPU time"):

@@ -61,3 +61,27 @@ def test_a_produce_record_that_cannot_be_right_is_dropped_and_counted(tmp_path, 
                             "to 1000000000000)"]
     model = calibrate(d)
     assert side.dropped[0] in model.meta.warnings
+
+
+def test_a_replicate_without_produce_records_is_compared_on_the_steps(tmp_path, cpu_run_nw1):
+    """A replicate whose produce records were all dropped (or never written) measures the
+    host's speed from the step records alone, against the capture's step records alone.
+    Before: its steps' CPU time was divided by the capture's produce + steps (0.341x for an
+    unchanged copy), and the dropped records went unsaid."""
+    from stepsim.calibration.host_noise import replicate_speeds
+
+    def slower(d):
+        for rec in d["steps"]:
+            for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
+                if rec.get(k) is not None:
+                    rec[k] *= 1.2
+        for rec in d["produce"]:
+            rec["cpu_us"] = 1e300
+
+    rep = _copy(cpu_run_nw1, tmp_path / "rep", slower)
+    side = load_sidecar(cpu_run_nw1 / "sidecar.json")
+    speeds = replicate_speeds(cpu_run_nw1 / "sidecar.json", side,
+                              [(rep, load_sidecar(rep / "sidecar.json"))])
+    assert speeds == [1.0, pytest.approx(1.2)]
+    model = calibrate(cpu_run_nw1, replicates=[rep])
+    assert [w for w in model.meta.warnings if w.startswith("replicate sidecar.json: dropped")]
