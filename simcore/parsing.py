@@ -141,4 +141,4 @@ def parse_yaml(path: str | Path, raw: bytes, kind: str) -> Any:
             where = location(raw, len(text[:mark.index].encode("utf-8")))
         raise InputError(p, f"not valid YAML: {what}", where) from None
     except RecursionError:   # pragma: no cover - MAX_NESTING keeps the stack shallow
-        raise InputError(p, f"not valid YAML: nested too deeply") from None
+        raise InputError(p, "not valid YAML: nested too deeply") from None

@@ -8,7 +8,6 @@ record out of range refuses the sidecar in one line naming the field; a produce 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -16,14 +15,9 @@ from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.simcore.errors import InputError
 from tests.conftest import run_cli
+from tests.test_bad_input_session import _edited as _copy
 
 
-def _copy(src, dst, edit):
-    shutil.copytree(src, dst)
-    side = json.loads((dst / "sidecar.json").read_text())
-    edit(side)
-    (dst / "sidecar.json").write_text(json.dumps(side))
-    return dst
 
 
 @pytest.mark.parametrize("edit,says", [
