@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from stepsim.models.host_speed import outside_load_slowdown
 from stepsim.models.metrics import Summary
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import SimResult, WindowReplay
@@ -112,8 +113,7 @@ class Calibration(_Result):
         if abs(self.steady_mean_error) <= REPLAY_WARN:
             return None
         window = self.model.replay is not None
-        held = self.model.meta.notes.get("outside_load_held")
-        if isinstance(held, (int, float)) and 0 < held and 1 / held - 1 > REPLAY_WARN:
+        if outside_load_slowdown(self.model) is not None:
             why = "the capture ran under outside load"    # calibration.outside_load's bound
         elif window:
             why = ("the captured steps were not all in one steady state, or the model misses "

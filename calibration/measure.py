@@ -260,10 +260,10 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
         numbers = [len(side.steps) - len(after) + i for i in range(len(after))]
         prof = after
         notes.append(f"measured: the {len(after)} unprofiled steps after the profiled window "
-                     f"(sidecar), mean {float(np.mean(step_us)) / 1e3:.1f} ms; the profiled "
-                     f"steps took {traced / 1e3:.1f} ms "
-                     f"({100 * (traced / float(np.mean(step_us)) - 1):+.1f} %: the profiler's "
-                     "own cost and the run's drift)")
+                     f"(sidecar), mean {float(np.mean(step_us)) / 1e3:.1f} ms; the trace's "
+                     f"profiled steps took {traced / 1e3:.1f} ms, "
+                     f"{100 * (traced / float(np.mean(step_us)) - 1):+.1f} % of that (the "
+                     "profiler's own cost, which only adds, plus the run's drift either way)")
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
     compute_wall = float(np.mean(step_us - wait))
     compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None

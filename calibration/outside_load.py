@@ -42,10 +42,8 @@ import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import steady_records
+from stepsim.models.host_speed import LOAD_WARN
 
-LOAD_WARN = 0.10
-"""Slowdown ``1 / held − 1`` of the run's own threads by other load above which calibration
-warns: the tolerance calibration's replay check uses for the mean step (``REPLAY_WARN``)."""
 
 
 @dataclass(frozen=True)

@@ -107,3 +107,19 @@ def at_capture_speed(model):
         return model
     return model.model_copy(update={"host": model.host.model_copy(
         update={"cpu_scale": float(runs[0])})})
+
+
+LOAD_WARN = 0.10
+"""Slowdown ``1 / held − 1`` of a capture's own threads by other load above which calibration
+warns (:mod:`calibration.outside_load`; ``meta.notes.outside_load_held``) and every what-if
+of its model repeats it: the tolerance calibration's replay check uses for the mean step
+(``REPLAY_WARN``)."""
+
+
+def outside_load_slowdown(model) -> float | None:
+    """``1 / held − 1`` of the capture ``model`` was calibrated from, when calibration found
+    it ran under outside load past :data:`LOAD_WARN`; else None."""
+    held = model.meta.notes.get("outside_load_held")
+    if isinstance(held, (int, float)) and 0 < held and 1 / held - 1 > LOAD_WARN:
+        return 1 / held - 1
+    return None

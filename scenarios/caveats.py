@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from stepsim.models.host_speed import outside_load_slowdown
 from stepsim.models.params import StepModel
 from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
@@ -32,6 +33,12 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
     when the ops change the co-running threads or the cores (or there are no ops)."""
     sets = {op.path for op in ops if isinstance(op, SetOp)} | set(paths)
     out = []
+    slow = outside_load_slowdown(model)
+    if slow is not None:
+        out.append(f"this model was calibrated from a capture that ran under outside load (its "
+                   f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
+                   "it carries that run's slowdown, which no interval covers; re-capture on a "
+                   "quiet machine")
     comm = sorted(p for p in sets if p in _COMM_COST_PATHS)
     if comm and model.comm.bus_gbps is None and "comm.bus_gbps" not in sets \
             and has_collectives(model):

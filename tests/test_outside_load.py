@@ -112,3 +112,23 @@ def test_calibration_warns_once_of_a_loaded_capture(cpu_run_nw1, tmp_path):
         c = Calibration(model=model, output=None, warnings=(), window=None,
                         steady_mean_us=0.2 * mean, steady_median_us=0.2 * mean)
         assert why in c.steady_warning
+
+
+def test_every_what_if_of_a_loaded_capture_repeats_it():
+    """A model whose capture ran under outside load says so beside every what-if, not only at
+    calibration; one from a quiet capture (or without the note) does not."""
+    from stepsim.models.params import HostOp, HostParams, StepModel
+    from stepsim.scenarios.caveats import caveats
+    from stepsim.scenarios.transforms import SetOp
+
+    base = StepModel(host=HostParams(ops=[HostOp(kind="cpu", dur_us=1000.0)]))
+    ops = [SetOp(path="loader.num_workers", value=2)]
+
+    def said(held):
+        m = base.model_copy(deep=True)
+        if held is not None:
+            m.meta.notes["outside_load_held"] = held
+        return any("ran under outside load" in w for w in caveats(m, ops))
+
+    assert said(0.3) and said(1 / (1 + LOAD_WARN) - 0.01)
+    assert not said(1.0) and not said(1 / (1 + LOAD_WARN) + 0.01) and not said(None)
