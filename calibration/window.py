@@ -111,8 +111,9 @@ class Window:
 
     @property
     def running(self) -> bool:
-        """Started and not finished."""
-        return self._started and not self.finished
+        """Started, not finished, and steps still to take (a held window whose steps are all
+        taken is not running while it waits for :meth:`finish`)."""
+        return self._started and not self.finished and len(self.rows) < self.total
 
     def start(self) -> None:
         """Start the profiler; the first step starts now."""
