@@ -38,7 +38,9 @@ def make_folder(folder: Path, output: Path | None = None) -> None:
     for part in (folder, *folder.parents):
         if part.is_dir():
             break
-        if part.exists() or part.is_symlink():
+        # not a folder, checked again: another process (the other DDP rank) may have made it
+        # since the check above
+        if (part.exists() or part.is_symlink()) and not part.is_dir():
             if output is None and part == folder:
                 raise InputError(folder, "is a file, expected a folder")
             raise InputError(output or folder, f"cannot be {'written' if output else 'made'}: "
