@@ -42,6 +42,7 @@ from stepsim.calibration.gpu_kinds import CATEGORY_RULES, categorize
 from stepsim.calibration.rank_combine import combine_ranks, single_model
 from stepsim.calibration.rank_fit import RankFit, fit_rank
 from stepsim.calibration.rank_pool import Problem, map_ranks
+from stepsim.calibration.sidecar_fit import HOST_NOISE_PRIOR
 from stepsim.models.coarsen import coarsen
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
@@ -75,7 +76,10 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
         of their windows; ``step_gpu_busy_pct`` and ``step_exposed_comm_us``, the same for the
         representative step's own GPU work over its duration, which is what a replay repeats
         every step (the two differ when the device's backlog changes from step to step);
-        ``coarsened_tasks``, ….
+        ``coarsened_tasks``, …. ``host.cpu_scale`` (the host's run-to-run speed) gets the
+        stated prior range :data:`calibration.sidecar_fit.HOST_NOISE_PRIOR` (assumed) that the
+        CPU path gives a capture without replicates: one trace cannot measure it, and without
+        it a GPU what-if's interval held no run-to-run noise at all.
 
     Raises:
         InputError: unreadable or malformed trace, no GPU activity, no step, no complete step.
@@ -111,4 +115,6 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
     else:
         model = combine_ranks(fits, plist)
     model.meta.warnings[:0] = notes
+    model.meta.sources.setdefault("host.cpu_scale", "assumed")
+    model.meta.ranges.setdefault("host.cpu_scale", HOST_NOISE_PRIOR)
     return coarsen(model) if coarse else model

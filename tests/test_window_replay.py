@@ -219,8 +219,14 @@ def test_intervals_bootstrap_the_captured_steps(tmp_path):
 
     m = varying_kernel_model(tmp_path / "t.json", [400.0, 900.0, 600.0, 500.0, 700.0])
     gemm = next(t.id for t in m.task_map().values() if t.name == "volta_sgemm_128x64_nn")
-    draws = {bootstrap_measured(m, np.random.default_rng(s)).task_map()[gemm].dur_us
-             for s in range(6)}
-    assert len(draws) > 1 and all(400.0 <= d <= 900.0 for d in draws)
+    point = m.task_map()[gemm].dur_us           # the median step's: 600 µs
+    assert point == 600.0
+    draws = [bootstrap_measured(m, np.random.default_rng(s)).task_map()[gemm].dur_us
+             for s in range(400)]
+    # each draw is the point times (its resample's mean / the window's mean, 620 µs), so the
+    # draws lie in 600 × [400, 900] / 620 and are centred on the point, not on the op mean
+    assert len(set(draws)) > 1
+    assert all(600 * 400 / 620 - 1e-9 <= d <= 600 * 900 / 620 + 1e-9 for d in draws)
+    assert np.mean(draws) == pytest.approx(600.0, rel=0.01)
     p = predict(m, steps=6, warmup=2, intervals=8)
     assert p.p90_step_us > p.p10_step_us
