@@ -38,7 +38,7 @@ The profiler's own per-op cost is taken out of these host durations: each rank's
 profiled main-thread CPU per step from the capture sidecar's steps
 (:mod:`calibration.profiler_overhead`; named in ``meta.notes["profiler_factor"]``). The
 host's speed range ``host.cpu_scale`` (every interval draws it) is the stated run-to-run
-prior (replicates replace it with their measured spread, :mod:`calibration.host_noise`); the
+prior (replicates' measured spread is pooled with it, :mod:`calibration.host_noise`); the
 factor's own uncertainty (the largest rank's) is ``host.cpu_scale_error_log``, drawn in every
 interval beside it, with or without replicates.
 
@@ -66,10 +66,10 @@ from stepsim.calibration.gloo_cpu import DTYPE_BYTES, host_cpu_cost
 from stepsim.calibration.gloo_loader import loader_nexts, rank_loader
 from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.profiler_overhead import rank_factors
-from stepsim.calibration.sidecar_fit import HOST_NOISE_PRIOR
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
 from stepsim.models.ddp import build_buckets
+from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import (CommParams, DeviceParams, DeviceTask, GradParam, HostOp,
                                    HostParams, Meta, RankParams, StepModel)
 from stepsim.simcore.errors import InputError

@@ -42,7 +42,7 @@ from stepsim.calibration.gpu_kinds import CATEGORY_RULES, categorize
 from stepsim.calibration.rank_combine import combine_ranks, single_model
 from stepsim.calibration.rank_fit import RankFit, fit_rank
 from stepsim.calibration.rank_pool import Problem, map_ranks
-from stepsim.calibration.sidecar_fit import HOST_NOISE_PRIOR
+from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.coarsen import coarsen
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
@@ -77,7 +77,7 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
         representative step's own GPU work over its duration, which is what a replay repeats
         every step (the two differ when the device's backlog changes from step to step);
         ``coarsened_tasks``, …. ``host.cpu_scale`` (the host's run-to-run speed) gets the
-        stated prior range :data:`calibration.sidecar_fit.HOST_NOISE_PRIOR` (assumed) that the
+        stated prior range :data:`models.host_speed.HOST_NOISE_PRIOR` (assumed) that the
         CPU path gives a capture without replicates: one trace cannot measure it, and without
         it a GPU what-if's interval held no run-to-run noise at all.
 

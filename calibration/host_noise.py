@@ -13,8 +13,9 @@ work is
 run's host speed relative to the calibration capture is ``w_j / w_0``. The model keeps them
 (``host.speed_runs``) and ``host.cpu_scale`` = exp(c), ``c`` the mean of their logs (the runs'
 mean speed, source "measured"); prediction intervals draw the next run's speed from the
-Student-t predictive distribution of :mod:`models.host_speed` (per run, not per step, and for
-the pooled mean of as many runs as a validation has).
+Student-t predictive distribution of :mod:`models.host_speed`: the runs' spread pooled with
+the stated prior range, which ``meta.ranges['host.cpu_scale']`` keeps (per run, not per step,
+and for the pooled mean of as many runs as a validation has).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import after_startup
-from stepsim.models.host_speed import speed_interval
+from stepsim.models.host_speed import HOST_NOISE_PRIOR, PRIOR_DOF, speed_interval
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
@@ -107,16 +108,21 @@ def _records(side: Sidecar) -> str:
 def apply_replicates(model: StepModel, speeds: list[float]) -> StepModel:
     """``model`` with ``host.cpu_scale`` and ``host.speed_runs`` measured from the host speed
     factors ``speeds`` of the capture and its replicates (:func:`replicate_speeds`);
-    ``meta.ranges['host.cpu_scale']`` states the next run's P10–P90 relative to the centre."""
-    centre, p10, p90 = speed_interval(speeds)
-    host = model.host.model_copy(update={"cpu_scale": centre, "speed_runs": list(speeds)})
+    ``meta.ranges['host.cpu_scale']`` stays the stated prior range (the predictive pools the
+    runs with it; :data:`models.host_speed.HOST_NOISE_PRIOR` where the model has none), and a
+    warning states the next run's P10–P90."""
     meta = model.meta
+    prior = tuple(meta.ranges.get("host.cpu_scale", HOST_NOISE_PRIOR))
+    centre, p10, p90 = speed_interval(speeds, prior)
+    host = model.host.model_copy(update={"cpu_scale": centre, "speed_runs": list(speeds)})
     sources = {**meta.sources, "host.cpu_scale": "measured", "host.speed_runs": "measured"}
-    ranges = {**meta.ranges, "host.cpu_scale": (p10 / centre, p90 / centre)}
+    ranges = {**meta.ranges, "host.cpu_scale": prior}
     note = (f"the host's speed varies from run to run: over {len(speeds)} runs of this setting "
             f"the CPU time of identical work was {', '.join(f'{s:.3f}' for s in speeds)}× the "
             f"capture's; the next run's P10–P90 is {p10:.3f}–{p90:.3f}× (Student t, "
-            f"{len(speeds) - 1} degrees of freedom; in every interval, once per run)")
+            f"{PRIOR_DOF + len(speeds) - 1} degrees of freedom: {len(speeds) - 1} from the runs, "
+            f"{PRIOR_DOF} from the stated range {prior[0]:.2f}–{prior[1]:.2f}; in every "
+            "interval, once per run)")
     notes = {**meta.notes, "host_speed_runs": ", ".join(f"{s:.4f}" for s in speeds)}
     meta = meta.model_copy(update={"sources": sources, "ranges": ranges, "notes": notes,
                                    "warnings": [*meta.warnings, note]})

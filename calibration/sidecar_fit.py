@@ -9,7 +9,7 @@ at its default on one path).
 * :func:`interference_from_sidecar`: the co-run interference coefficient, fitted from the
   sidecar's probe at a second ``num_workers`` when there is one, else the stated prior
   (:data:`calibration.corun.INTERFERENCE_PRIOR`), and the host's run-to-run noise prior
-  (:data:`HOST_NOISE_PRIOR`).
+  (:data:`models.host_speed.HOST_NOISE_PRIOR`).
 """
 from __future__ import annotations
 
@@ -18,12 +18,9 @@ import numpy as np
 from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
                                        fit_interference, mean_load)
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import DurationSpec
 
-HOST_NOISE_PRIOR = (0.94, 1.06)
-"""Stated prior range of the host's speed from one run to the next (``host.cpu_scale``): one
-capture cannot measure it. Repeated runs of the demo on a shared 2-core machine differ by 5–15 %
-in mean step time (issue 10); a uniform draw over ±6 % has a P10–P90 of about ±5 %."""
 PROBE_FIRST_STEPS = 2
 """Steps at the start of a run left out of the interference fit (they carry the workers'
 start-up)."""

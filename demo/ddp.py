@@ -15,10 +15,11 @@
 3. Predict each setting with its what-if (``--set comm.bucket_cap_mb=…``,
    ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``), with its P10–P90
    (:func:`scenarios.predict.predict`: the host's run-to-run speed drawn from the replicates'
-   Student-t predictive, the captured steps bootstrapped), and compare with the
-   re-measured runs: the job's step (per step, the slower rank's start-to-start time; the mean
-   over a run's steps; mean and range over the repeats), and, for the barrier, each rank's
-   time in it (arrival skew) against the simulated split.
+   Student-t predictive, pooled with the stated prior range, the captured steps
+   bootstrapped), and compare with the re-measured runs: the job's step (per step, the
+   slower rank's start-to-start time; the mean over a run's steps; mean and range over the
+   repeats), and, for the barrier, each rank's time in it (arrival skew) against the
+   simulated split.
 4. Write everything under one folder: ``capture/`` and ``replicates/r<k>/`` (traces +
    sidecars), ``model.json``,
    ``runs.json`` (every rank's measured instants), ``table.json``.
@@ -51,6 +52,7 @@ from rich.console import Console
 from rich.table import Table
 
 from stepsim.calibration.calibrate import calibrate
+from stepsim.models.host_speed import factor_range
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm
@@ -145,7 +147,7 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 8, seed: int = 0) -> 
                       "" if r["error"] is None else f"{r['error']:+.1%}",
                       {True: "yes", False: "no", None: ""}[r["in_interval"]])
     Console().print(table)
-    lo, hi = model.meta.ranges["host.cpu_scale"]
+    lo, hi = factor_range(model.host.speed_runs, model.meta.ranges["host.cpu_scale"], 1)
     err = model.host.cpu_scale_error_log
     Console().print(f"host speed (CPU time of identical work, per run of the defaults against the "
                     f"capture, measured): {', '.join(f'{v:.3f}' for v in model.host.speed_runs)};"

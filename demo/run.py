@@ -59,9 +59,11 @@ SETTINGS = (0, 1, 2, 3, 4, 8)
 QUICK_SETTINGS = (0, 1, 2)
 CALIBRATION_RUNS, QUICK_CALIBRATION_RUNS = 5, 2
 """Runs of the calibration setting (the capture and its replicates, from which the host's
-run-to-run speed is measured): the interval's host term is a Student t with runs − 1 degrees
-of freedom (:mod:`models.host_speed`), whose P90 quantile falls from 1.89 at 3 runs to 1.53
-at 5. Each run costs about 11 s of capture on 2 quiet cores."""
+run-to-run speed is measured): the interval's host term is a Student t with runs − 1 + ν0
+degrees of freedom (:mod:`models.host_speed`, ν0 = 2 from the stated prior range), whose P90
+quantile falls from 1.64 at 2 runs to 1.53 at 3 and 1.44 at 5, and whose variance is the
+runs' own for 4 of 6 parts at 5 runs. Each run costs about 11 s of capture on 2 quiet
+cores."""
 
 
 def _capture(num_workers: int, out: Path, seed: int, probe: int | None = None) -> None:

@@ -149,7 +149,8 @@ class HostParams(StrictModel):
     speed_runs: list[Annotated[float, Field(gt=0, le=1e3)]] = Field(default_factory=list)
     """The host speed factors measured over runs of the calibration setting (the capture's
     first, 1.0; then its replicates'), from which intervals draw the run-to-run noise
-    (:mod:`models.host_speed`); empty: a stated prior range (``meta.ranges``)."""
+    pooled with the stated prior range ``meta.ranges['host.cpu_scale']``
+    (:mod:`models.host_speed`); empty: that range alone."""
     cpu_scale_error_log: float = Field(default=0.0, ge=0, le=5)
     """Half-width, in log space, of the calibration's own error on the host's durations
     (the profiler-overhead factor measured per rank, :mod:`calibration.profiler_overhead`):

@@ -16,11 +16,17 @@ History:
 4. ``cpu`` host ops' ``capture_threads`` and ``parallel_efficiency`` added (a what-if on
    ``threads`` keeps the parallel part's work). An older model has none and loads as it was
    (such a what-if keeps the parallel part's wall, as before).
+5. ``meta.ranges['host.cpu_scale']`` is the stated prior range beside ``host.speed_runs``
+   too (the host-speed predictive pools the runs with it), no longer the runs' P10–P90. A
+   model of schema 3 or 4 with ``speed_runs`` loads with that range set to the prior every
+   calibration stated before replicates replaced it
+   (:data:`models.host_speed.HOST_NOISE_PRIOR`); its saved P10–P90 is not read as a prior.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.param_base import SCHEMA_VERSION
 from stepsim.simcore.errors import InputError
 
@@ -65,6 +71,20 @@ def upgrade(path: str | Path, data: dict) -> dict:
             raise InputError(Path(path), f"saved by an older stepsim ({old}): {dotted} was {what} "
                                          f"in schema {since}; re-calibrate the model from its "
                                          "trace")
+    if version is not None and 3 <= version < 5:
+        data = _prior_beside_runs(data)
     if version is not None and version < SCHEMA_VERSION:
         data = {**data, "schema_version": SCHEMA_VERSION}
     return data
+
+
+def _prior_beside_runs(data: dict) -> dict:
+    """A schema 3–4 model's data with ``meta.ranges['host.cpu_scale']`` the stated prior
+    where it held the P10–P90 of measured ``host.speed_runs`` (new dicts; ``data`` as given
+    when there are none or the fields are not dicts, left to the schema's own errors)."""
+    host, meta = data.get("host"), data.get("meta")
+    if not (isinstance(host, dict) and host.get("speed_runs") and isinstance(meta, dict)
+            and isinstance(meta.get("ranges"), dict) and "host.cpu_scale" in meta["ranges"]):
+        return data
+    ranges = {**meta["ranges"], "host.cpu_scale": list(HOST_NOISE_PRIOR)}
+    return {**data, "meta": {**meta, "ranges": ranges}}

@@ -9,8 +9,9 @@ The point estimate is one simulation of the transformed model with the given see
   value of 0 varies nothing under a factor: it is listed in ``Prediction.skipped``);
 * the host's run-to-run speed ``host.cpu_scale``: one factor per draw, since a draw is one
   run (it does not average away over the run's steps), from the Student-t predictive
-  distribution of the measured replicates (``host.speed_runs``) or the stated prior range
-  (:mod:`models.host_speed`); for the pooled mean of ``runs`` runs, that of ``runs`` factors;
+  distribution of the measured replicates (``host.speed_runs``) pooled with the stated prior
+  range, or that range alone (:mod:`models.host_speed`); for the pooled mean of ``runs``
+  runs, that of ``runs`` factors;
 * the co-run interference coefficient ``host.interference`` is drawn uniformly from
   ``host.interference_range`` (calibrated from a probe, or a stated prior): its effect grows
   with how far a what-if moves the co-runners per core from the capture's;

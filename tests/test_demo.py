@@ -38,8 +38,9 @@ def test_demo_quick(tmp_path):
 
 
 def test_demo_plan_runs_the_calibration_setting_five_times():
-    """The demo captures its calibration setting 5 times by default (the host term's t has 4
-    degrees of freedom), interleaved with the rounds of the other settings; --quick twice."""
+    """The demo captures its calibration setting 5 times by default (the host term's t has 6
+    degrees of freedom, 4 of them the runs'), interleaved with the rounds of the other
+    settings; --quick twice."""
     from stepsim.demo.run import CALIBRATION_WORKERS, QUICK_SETTINGS, SETTINGS, _plan
 
     plan = _plan(SETTINGS, 2, 5)

@@ -12,6 +12,7 @@ from scipy.stats import t as student_t
 
 from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.host_noise import identical_work_us
+from stepsim.models.host_speed import HOST_NOISE_PRIOR, prior_log_sd
 from stepsim.models.host_speed import speed_interval as host_speed_interval
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.scenarios.predict import predict
@@ -20,18 +21,27 @@ from stepsim.simcore.errors import InputError
 
 
 def test_interval_closed_form():
+    """Three runs pooled with the stated ±6 % range (ν0 = 2, s0 = 0.0265): a t with 4 dof
+    over (2 s0² + 2 s²) / 4."""
     speeds = [1.0, 1.1, 0.9]
     logs = [math.log(s) for s in speeds]
     c = sum(logs) / 3
-    sd = math.sqrt(sum((x - c) ** 2 for x in logs) / 2)
-    half = student_t.ppf(0.9, 2) * sd * math.sqrt(1 + 1 / 3)
-    centre, p10, p90 = host_speed_interval(speeds)
+    var = sum((x - c) ** 2 for x in logs) / 2
+    s0 = prior_log_sd(HOST_NOISE_PRIOR)
+    half = student_t.ppf(0.9, 4) * math.sqrt((2 * s0 ** 2 + 2 * var) / 4) * math.sqrt(1 + 1 / 3)
+    centre, p10, p90 = host_speed_interval(speeds, HOST_NOISE_PRIOR)
     assert centre == pytest.approx(math.exp(c))
     assert (p10, p90) == pytest.approx((math.exp(c - half), math.exp(c + half)))
 
 
-def test_identical_runs_give_no_noise():
-    assert host_speed_interval([1.0, 1.0, 1.0]) == pytest.approx((1.0, 1.0, 1.0))
+def test_identical_runs_leave_the_priors_spread():
+    """Three runs that agree exactly do not prove a noiseless host: the prior's two dof of
+    variance remain, over 4 dof (s_p = s0 · sqrt(2/4)); with a point prior, no noise."""
+    s0 = prior_log_sd(HOST_NOISE_PRIOR)
+    half = student_t.ppf(0.9, 4) * s0 * math.sqrt(2 / 4) * math.sqrt(1 + 1 / 3)
+    assert host_speed_interval([1.0, 1.0, 1.0], HOST_NOISE_PRIOR) == pytest.approx(
+        (1.0, math.exp(-half), math.exp(half)))
+    assert host_speed_interval([1.0, 1.0, 1.0], (1.0, 1.0)) == pytest.approx((1.0, 1.0, 1.0))
 
 
 def _replicate(src, dst, factor: float, **loader):
@@ -56,10 +66,12 @@ def test_replicate_measures_speed_and_widens_interval(cpu_run_nw1, tmp_path):
     assert model.host.cpu_scale == pytest.approx(math.sqrt(1.2))
     assert model.meta.sources["host.cpu_scale"] == "measured"
     assert model.host.speed_runs == pytest.approx([1.0, 1.2])
-    lo, hi = model.meta.ranges["host.cpu_scale"]
-    _, p10, p90 = host_speed_interval([1.0, 1.2])
-    # the range states the next run's P10–P90 relative to the centre
-    assert (lo, hi) == pytest.approx((p10 / math.sqrt(1.2), p90 / math.sqrt(1.2)))
+    # the range stays the stated prior, which the predictive pools the runs with; the
+    # warning states the next run's P10–P90
+    assert model.meta.ranges["host.cpu_scale"] == pytest.approx(HOST_NOISE_PRIOR)
+    _, p10, p90 = host_speed_interval([1.0, 1.2], HOST_NOISE_PRIOR)
+    assert any(f"P10–P90 is {p10:.3f}–{p90:.3f}× (Student t, 3 degrees of freedom" in w
+               for w in model.meta.warnings)
     ops = [parse_set("loader.num_workers=2")]
     wide = predict(model, ops, steps=60, warmup=10, seed=0, intervals=16)
     narrow = predict(base, ops, steps=60, warmup=10, seed=0, intervals=16)

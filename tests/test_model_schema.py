@@ -55,3 +55,27 @@ def test_a_newer_model_asks_for_an_upgrade(tmp_path):
     path = _saved(tmp_path, schema_version=SCHEMA_VERSION + 1)
     with pytest.raises(InputError, match="newer stepsim.*upgrade"):
         load_model(path)
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_a_schema_4_models_measured_range_is_not_read_as_the_prior(tmp_path, version):
+    """Schemas 3 and 4 kept the runs' P10–P90 in ``meta.ranges['host.cpu_scale']`` beside
+    ``host.speed_runs``; schema 5 pools the runs with the stated prior there, so such a model
+    loads with the prior every calibration stated (0.94–1.06), not its P10–P90 (which would
+    count the runs twice); without runs, or of schema 5, the range is the file's."""
+    from stepsim.models.host_speed import HOST_NOISE_PRIOR
+
+    measured = {"cpu_scale": 1.4142, "speed_runs": [1.0, 2.0],
+                "ops": [{"kind": "cpu", "dur_us": 100.0}]}
+    ranges = {"host.cpu_scale": [0.1576, 6.3438], "loader.produce.mean_us": [0.8, 1.2]}
+    path = _saved(tmp_path, schema_version=version, host=measured,
+                  meta={"name": "old", "ranges": ranges})
+    data = json.loads(open(path).read())
+    model = load_model(path)
+    assert model.meta.ranges["host.cpu_scale"] == pytest.approx(HOST_NOISE_PRIOR)
+    assert model.meta.ranges["loader.produce.mean_us"] == pytest.approx((0.8, 1.2))
+    assert model.host.speed_runs == [1.0, 2.0] and model.schema_version == SCHEMA_VERSION
+    assert json.loads(open(path).read()) == data   # the input is not modified
+    for v, host in ((SCHEMA_VERSION, measured), (version, {"ops": measured["ops"]})):
+        path = _saved(tmp_path, schema_version=v, host=host, meta={"name": "m", "ranges": ranges})
+        assert load_model(path).meta.ranges["host.cpu_scale"] == pytest.approx((0.1576, 6.3438))
