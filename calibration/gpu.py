@@ -42,8 +42,8 @@ from stepsim.calibration.gpu_kinds import CATEGORY_RULES, categorize
 from stepsim.calibration.rank_combine import combine_ranks, single_model
 from stepsim.calibration.rank_fit import RankFit, fit_rank
 from stepsim.calibration.rank_pool import Problem, map_ranks
-from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.coarsen import coarsen
+from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
