@@ -508,3 +508,21 @@ def test_shared_recsys_trace_replays_busy_and_exposed_comm():
     assert s.median_step_us == pytest.approx(n["measured_median_step_us"], rel=0.01)
     assert 100 * s.device_busy_us / s.mean_step_us == pytest.approx(n["step_gpu_busy_pct"], abs=2)
     assert s.exposed_comm_us == pytest.approx(n["step_exposed_comm_us"], rel=0.05)
+
+
+def test_a_gpu_trace_gets_the_host_noise_prior(single):
+    """One trace cannot measure the host's run-to-run speed: the stated prior is in the model,
+    and an interval of a what-if draws it (a host-bound step's interval is wider with it)."""
+    from stepsim.models.host_speed import HOST_NOISE_PRIOR
+    from stepsim.scenarios.predict import predict
+
+    assert single.meta.sources["host.cpu_scale"] == "assumed"
+    assert tuple(single.meta.ranges["host.cpu_scale"]) == HOST_NOISE_PRIOR
+    without = single.model_copy(update={"meta": single.meta.model_copy(
+        update={"ranges": {}, "sources": {k: v for k, v in single.meta.sources.items()
+                                          if k != "host.cpu_scale"}})})
+    with_prior = predict(single, steps=8, warmup=2, intervals=32)
+    alone = predict(without, steps=8, warmup=2, intervals=32)
+    assert "host.cpu_scale" in with_prior.uncertain and "host.cpu_scale" not in alone.uncertain
+    assert (with_prior.p90_step_us - with_prior.p10_step_us
+            > alone.p90_step_us - alone.p10_step_us)
