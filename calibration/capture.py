@@ -49,7 +49,8 @@ Sidecar schema (``stepsim_sidecar: 1``), times in µs::
      "warnings": [str],   # e.g. the loop stopped early, the loader ran out
      "schedule": {"skip_first", "wait", "warmup", "active"}, "trace": "trace.json.gz",
      "host_name": str,    # ranks with one host name share its cores
-     "probe": {"num_workers": int, "produce": [...], "steps": [...]},  # optional: steps()
+     "probe": {"num_workers": int, "batch_size": int, "produce": [...], "steps": [...]},
+                          # optional: steps(probe_workers=N or probe_batch_size=N)
      "ddp": {...}}        # only in a distributed job: calibration.ddp_info's schema
 
 With a world size above 1 each rank writes its own folder, ``OUT/rank<R>``.
@@ -87,11 +88,15 @@ PROBE_SKIP = 2
 """Probe steps left unrecorded: the probe loader's first batches carry its workers' start-up."""
 
 
-def _probe(args, num_workers: int, n_steps: int, records: str, rows: list):
-    """Yield ``PROBE_SKIP + n_steps`` batches of a second DataLoader with ``num_workers`` over
-    the same (wrapped) dataset, recording the last ``n_steps`` steps into ``rows``."""
+def _probe(args, num_workers: int, batch_size: int | None, n_steps: int, records: str,
+           rows: list):
+    """Yield ``PROBE_SKIP + n_steps`` batches of a second DataLoader with ``num_workers`` (and
+    ``batch_size``, when given) over the same (wrapped) dataset, recording the last
+    ``n_steps`` steps into ``rows``."""
     wrapped, collate, kwargs = args
     kw = dict(kwargs, num_workers=num_workers)
+    if batch_size is not None:
+        kw["batch_size"] = batch_size
     if num_workers == 0:
         for k in ("prefetch_factor", "persistent_workers", "worker_init_fn",
                   "multiprocessing_context"):
@@ -109,6 +114,27 @@ def _probe(args, num_workers: int, n_steps: int, records: str, rows: list):
             torch.cuda.synchronize()
         if i >= PROBE_SKIP:
             rows.append(step_row(t0, t1, clocks(), False))
+
+
+def _probe_setting(cap: "Capture", probe_workers: int | None,
+                   probe_batch_size: int | None) -> int | None:
+    """The probe's ``num_workers`` (None: no probe), after checking the probe asked for."""
+    if probe_workers is None and probe_batch_size is None:
+        return None
+    if probe_workers is not None and probe_batch_size is not None:
+        raise ValueError("probe_workers and probe_batch_size are two probes: ask for one (each "
+                         "measures its own change against the captured setting)")
+    what = "probe_workers" if probe_workers is not None else "probe_batch_size"
+    if not hasattr(cap, "_probe_args"):
+        raise ValueError(f"{what} needs a loader made by Capture.dataloader")
+    if probe_batch_size is None:
+        return probe_workers
+    own = cap._loader_settings.get("batch_size")
+    if isinstance(probe_batch_size, bool) or not isinstance(probe_batch_size, int) \
+            or probe_batch_size < 1 or probe_batch_size == own:
+        raise ValueError(f"probe_batch_size={probe_batch_size!r}: expected a whole number of "
+                         f"samples >= 1 other than the loader's batch_size ({own})")
+    return cap._loader_settings.get("num_workers", 0)
 
 
 class Capture:
@@ -163,7 +189,8 @@ class Capture:
         return model
 
     def steps(self, loader, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
-              probe_workers: int | None = None, probe_steps: int = 8, after: int = 0):
+              probe_workers: int | None = None, probe_steps: int = 8, after: int = 0,
+              probe_batch_size: int | None = None):
         """Iterate over ``loader`` for ``skip_first + wait + warmup + active`` steps, profiling
         the last ``active`` of them, then ``after`` more with the profiler stopped (timed in
         the sidecar: the steps a validation of this run scores, as the user pays them,
@@ -173,7 +200,11 @@ class Capture:
         ``probe_steps`` more steps (after ``PROBE_SKIP`` unrecorded ones, which carry the new
         workers' start-up) from a second DataLoader on the same dataset with that
         ``num_workers``, unprofiled, recorded in the sidecar's ``probe`` section; calibration
-        fits co-run interference from it (:mod:`calibration.corun`).
+        fits co-run interference from it (:mod:`calibration.corun`). With
+        ``probe_batch_size`` instead, the probe keeps ``num_workers`` and takes batches of that
+        many samples: calibration measures from it how much of the training step and of a
+        batch's produce time does not grow with the batch (:mod:`calibration.batch_probe`),
+        which a ``loader.batch_size`` what-if then uses instead of assuming none.
 
         A DataLoader not made by :meth:`dataloader` is attached (:meth:`attach`) first. Yields
         batches: only these ``skip_first + wait + warmup + active`` (then the probe's), after
@@ -185,7 +216,9 @@ class Capture:
         intra-op threads).
 
         Raises:
-            ValueError: for a non-positive ``active`` or negative schedule counts.
+            ValueError: for a non-positive ``active`` or negative schedule counts, both probes
+                at once, a probe without a loader made by :meth:`dataloader`, or a
+                ``probe_batch_size`` that is not a whole number ≥ 1 or is the loader's own.
             RuntimeError: a second call on one Capture (it would overwrite the first capture).
         When no trace was written (the loop ended before the profiler completed its active
         steps), a ``UserWarning`` says so at the end, with the sidecar's warnings.
@@ -201,9 +234,8 @@ class Capture:
                      via="harness", active=active, wait=wait, warmup=warmup,
                      skip_first=skip_first, after=after, ddp=self._ddp,
                      warnings=self._warnings)
-        if probe_workers is not None and not hasattr(self, "_probe_args"):
-            raise ValueError("probe_workers needs a loader made by Capture.dataloader")
-        win.hold = probe_workers is not None
+        probe_nw = _probe_setting(self, probe_workers, probe_batch_size)
+        win.hold = probe_nw is not None
         it = iter(loader)
         reason = None
         win.start()
@@ -220,9 +252,11 @@ class Capture:
             if win.hold and len(win.rows) == win.total:
                 it = None   # the first loader's workers shut down before the probe starts
                 rows: list[dict] = []
-                win.probe = {"num_workers": probe_workers, "steps": rows}
-                yield from _probe(self._probe_args, probe_workers, probe_steps, self._records,
-                                  rows)
+                win.probe = {"num_workers": probe_nw, "steps": rows}
+                if probe_batch_size is not None:
+                    win.probe["batch_size"] = probe_batch_size
+                yield from _probe(self._probe_args, probe_nw, probe_batch_size, probe_steps,
+                                  self._records, rows)
         finally:
             # also when the training loop stops early (break, exception): what was recorded
             # is written, and the sidecar says what is missing

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stepsim.calibration.batch_probe import probe_fields
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.outside_load import outside_load
 from stepsim.calibration.sidecar import Sidecar
@@ -262,6 +263,12 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         # batch), applied to the op's duration whatever its basis
         split["per_step_fraction"] = min(float(opt_us.sum()) / wall_compute, 1.0)
         sources["host.ops[1].per_step_fraction"] = "measured"
+    probed = probe_fields(sidecar)
+    if probed is not None:   # measured at two batch sizes: it replaces the optimizer's share
+        split.update(probed.split)
+        lp.update(probed.loader)
+        sources.update(probed.sources)
+        warnings += probed.warnings
     host_fields, src, more, warn = interference_from_sidecar(sidecar)
     ranges.update(more)
     sources.update(src)
@@ -280,6 +287,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         notes.update(torch_version=sidecar.torch_version, device=sidecar.device)
     if load is not None:
         notes["outside_load_held"] = load.held
+    if probed is not None and probed.note:
+        notes["batch_probe"] = probed.note
     name = trace_path.parent.name or trace_path.name
     meta = Meta(name=name, sources=sources,
                 traces=[str(trace_path)] + ([str(sidecar_path)] if sidecar_path else []),

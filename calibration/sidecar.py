@@ -152,11 +152,15 @@ class DDPRecord(BaseModel):
 
 
 class Probe(BaseModel):
-    """A few extra steps at a second ``num_workers`` recorded by the harness (``probe_workers``)
-    with the same dataset and training step: what co-run interference is fitted from."""
+    """A few extra steps recorded by the harness with the same dataset and training step: at
+    a second ``num_workers`` (``probe_workers``: what co-run interference is fitted from), or
+    at a second ``batch_size`` (``probe_batch_size``: what the batch-size what-if measures its
+    per-batch and per-step parts from, :mod:`calibration.batch_probe`)."""
 
     model_config = _CFG
     num_workers: int = Field(ge=0, le=MAX_WORKERS)
+    batch_size: int | None = Field(default=None, ge=1)
+    """The probe's batch size when it differs from the capture's (None: the same)."""
     produce: list[ProduceRecord] = []
     steps: list[StepRecord] = []
 
@@ -188,6 +192,13 @@ class Sidecar(BaseModel):
         cannot be right (a negative time, one past :data:`models.params.MAX_DURATION_US`, a
         field of the wrong type)."""
         return self._dropped
+
+    @property
+    def batch_probe(self) -> bool:
+        """Whether the probe is at a second batch size (``probe_batch_size``), not at a second
+        ``num_workers``."""
+        return (self.probe is not None and self.probe.batch_size is not None
+                and self.probe.batch_size != self.loader.batch_size)
 
 
 _RECORDS = {"produce": ProduceRecord}

@@ -150,7 +150,7 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     sources = {"host.cpu_scale": "assumed"}
     ranges = {"host.cpu_scale": HOST_NOISE_PRIOR}
     fit = None
-    if side is not None and side.probe is not None and side.host_cores:
+    if side is not None and side.probe is not None and not side.batch_probe and side.host_cores:
         nw = side.loader.num_workers
         cal = activities(after_startup(side.produce),
                          [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:], nw > 0)
@@ -164,7 +164,9 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         lo, hi = INTERFERENCE_PRIOR
         host["interference"], host["interference_range"] = (lo + hi) / 2, (lo, hi)
         sources["host.interference"] = "assumed"
-        why = ("the probe could not separate interference (no change of load)"
+        why = ("its probe is at a second batch_size, not at a second num_workers"
+               if side is not None and side.batch_probe else
+               "the probe could not separate interference (no change of load)"
                if side is not None and side.probe is not None else "no probe in the capture")
         warn = [f"co-run interference not calibrated ({why}): a prior of {lo:g}–{hi:g} per "
                 "co-running thread per core widens the interval of any what-if that changes "

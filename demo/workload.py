@@ -95,10 +95,12 @@ def make_model():
 
 def run(num_workers: int, out_dir: str, active: int = 8, seed: int = 0,
         prefetch_factor: int = 2, probe_workers: int | None = None,
-        threads: int | None = 1) -> None:
-    """Train the CNN with the given ``num_workers``, capturing ``active`` profiled steps (then
-    a probe at ``probe_workers``, if given); ``threads``: torch's intra-op threads (None:
-    torch's default, one per core)."""
+        threads: int | None = 1, batch_size: int | None = None,
+        probe_batch_size: int | None = None) -> None:
+    """Train the CNN with the given ``num_workers`` and ``batch_size`` (None: the demo's),
+    capturing ``active`` profiled steps (then a probe at ``probe_workers`` or at
+    ``probe_batch_size``, if given); ``threads``: torch's intra-op threads (None: torch's
+    default, one per core)."""
     import torch
 
     from stepsim.calibration.capture import Capture
@@ -113,17 +115,18 @@ def run(num_workers: int, out_dir: str, active: int = 8, seed: int = 0,
     skip_first, wait, warmup = 4, 1, 2
     total = skip_first + wait + warmup + active + AFTER_STEPS
     # The dataset holds more batches than the loop takes, so workers never run dry mid-window.
-    probe = 0 if probe_workers is None else PROBE_STEPS + 2
+    probe = 0 if probe_workers is None and probe_batch_size is None else PROBE_STEPS + 2
+    batch = batch_size or BATCH_SIZE
     ds = JpegDataset(make_jpegs(N_IMAGES, seed),
                      length=(max(total, probe) + 4 * max(num_workers, probe_workers or 0, 1))
-                     * BATCH_SIZE, seed=seed)
-    kwargs = dict(batch_size=BATCH_SIZE, shuffle=False, num_workers=num_workers)
+                     * max(batch, probe_batch_size or 0), seed=seed)
+    kwargs = dict(batch_size=batch, shuffle=False, num_workers=num_workers)
     if num_workers > 0:
         kwargs["prefetch_factor"] = prefetch_factor
     loader = cap.dataloader(ds, **kwargs)
     for x, y in cap.steps(loader, active=active, wait=wait, warmup=warmup, skip_first=skip_first,
                           probe_workers=probe_workers, probe_steps=PROBE_STEPS,
-                          after=AFTER_STEPS):
+                          after=AFTER_STEPS, probe_batch_size=probe_batch_size):
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -138,9 +141,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--probe-workers", type=int, default=None)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: default)")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--probe-batch-size", type=int, default=None)
     a = p.parse_args(argv)
     run(a.num_workers, a.out, active=a.active, seed=a.seed, probe_workers=a.probe_workers,
-        threads=a.threads or None)
+        threads=a.threads or None, batch_size=a.batch_size, probe_batch_size=a.probe_batch_size)
     return 0
 
 

@@ -37,6 +37,11 @@ class LoaderParams(StrictModel):
     produce: DurationSpec = Field(default_factory=lambda: DurationSpec(mean_us=0.0))
     """CPU time (µs) one thread needs to produce one batch (fetch, decode, augment, collate) on
     an uncontended core."""
+    produce_per_batch_fraction: float = Field(default=0.0, ge=0, le=1)
+    """Share of ``produce`` that does not grow with the batch's samples (a batch's collate
+    and Python overhead): what a ``loader.batch_size`` what-if keeps per batch
+    (:mod:`calibration.batch_probe` measures it from a probe at a second batch size; 0
+    without one, all of it per sample)."""
     threads_per_worker: int = Field(default=1, ge=1, le=MAX_THREADS)
     host_cores: int = Field(default=1, ge=1, le=MAX_CORES)
     """Cores shared by the workers, the main thread and the pin-memory thread

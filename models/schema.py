@@ -21,6 +21,9 @@ History:
    model of schema 3 or 4 with ``speed_runs`` loads with that range set to the prior every
    calibration stated before replicates replaced it
    (:data:`models.host_speed.HOST_NOISE_PRIOR`); its saved P10–P90 is not read as a prior.
+6. ``loader.produce_per_batch_fraction`` added (the share of a batch's produce time that does
+   not grow with its samples, measured by a batch-size probe). An older model has none and
+   loads as it was (a batch-size what-if scales all of produce, as before).
 """
 from __future__ import annotations
 

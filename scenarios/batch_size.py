@@ -3,10 +3,12 @@ modelled from what the capture measured, each term's source named.
 
 With ``r = N / B``:
 
-* the DataLoader's produce time per batch (``loader.produce``, ``produce_by_worker``) × r:
-  *inferred*, the measured time per batch ÷ B is the time per sample (a batch's produce is B
-  sample fetches and one collate that copies B samples; a per-batch constant, which one batch
-  size cannot show, is taken as none);
+* the DataLoader's produce time per batch (``loader.produce``, ``produce_by_worker``) ×
+  ``g + (1 − g)·r``, ``g`` its part per batch (``loader.produce_per_batch_fraction``):
+  *measured* by a probe at a second batch size (:mod:`calibration.batch_probe`), else 0, so
+  × r: *inferred*, the measured time per batch ÷ B is the time per sample (a batch's produce
+  is B sample fetches and one collate that copies B samples; a per-batch constant, which one
+  batch size cannot show, is taken as none);
 * the batch's bytes (``loader.batch_bytes``, what the pin-memory thread copies) × r:
   *inferred*, the measured bytes ÷ B per sample (collated tensors stack their samples);
 * an epoch's batches (``loader.batches_per_epoch``) ⌈× B / N⌉;
@@ -15,7 +17,8 @@ With ``r = N / B``:
   backward kernels and its host-to-device copies (the batch); on a CPU model, the host
   thread's forward and backward work, a CPU calibration's ``train`` op less its
   ``per_step_fraction`` (the optimizer's ``step`` and ``zero_grad``, *measured* from the
-  trace's ``Optimizer.*`` spans), which is kept;
+  trace's ``Optimizer.*`` spans; with a batch-size probe, all of the step's part that did not
+  grow from B to the probe's batch, *measured*), which is kept;
 * kept per batch or per step: the main thread's receipt of a worker's batch
   (``unpickle_us``: torch moves a batch's tensors through shared memory, a cost per tensor, not
   per byte), launches and the host's other CPU work, the optimizer, collectives (gradients do
@@ -94,9 +97,12 @@ def set_batch_size(model: StepModel, value) -> StepModel:
     data = model.model_dump()
     ld = data["loader"]
     ld["batch_size"] = n
-    ld["produce"] = _scaled_spec(ld["produce"], r)
+    g = ld["produce_per_batch_fraction"]
+    rp = g + (1 - g) * r                 # the per-sample part × r, the per-batch part kept
+    ld["produce"] = _scaled_spec(ld["produce"], rp)
+    ld["produce_per_batch_fraction"] = g / rp
     if ld["produce_by_worker"] is not None:
-        ld["produce_by_worker"] = [_scaled_spec(d, r) for d in ld["produce_by_worker"]]
+        ld["produce_by_worker"] = [_scaled_spec(d, rp) for d in ld["produce_by_worker"]]
     ld["batch_bytes"] = int(round(ld["batch_bytes"] * r))
     if ld["batches_per_epoch"] is not None:
         ld["batches_per_epoch"] = max(1, math.ceil(ld["batches_per_epoch"] * b / n))
@@ -123,21 +129,32 @@ def batch_size_note(model: StepModel, value) -> str | None:
         return None
     lp, b = model.loader, model.loader.batch_size
     r = n / b
+    g = lp.produce_per_batch_fraction
+    probe = model.meta.notes.get("batch_probe")
+    probed_produce = model.meta.sources.get("loader.produce_per_batch_fraction") == "measured"
+    produce = (f"produce {lp.produce.mean_us / 1e3:.1f} -> "
+               f"{lp.produce.mean_us * (g + (1 - g) * r) / 1e3:.1f} ms per batch ("
+               + (f"{100 * g:.1f} % of it per batch, measured by the batch-size probe, kept; "
+                  if probed_produce else "")
+               + f"inferred: {lp.produce.mean_us * (1 - g) / b / 1e3:.2f} ms per sample, the "
+               f"measured time per batch{' less that part' if probed_produce else ''} / {b})")
+    linear = ("assumed linear in samples: a capture at one batch size cannot tell how the "
+              "step's work grows with the batch; capture with "
+              f"probe_batch_size={n} to measure it)")
     if model.task_map():
-        step = f"its forward and backward kernels and host-to-device copies x{r:.3g} ("
+        step = f"its forward and backward kernels and host-to-device copies x{r:.3g} ({linear}"
     else:
         f = max((model.host.ops[i].per_step_fraction for i in _per_sample_host(model)),
                 default=0.0)
-        step = (f"the host's training-step work x{(1 - f) * r + f:.3g} (its optimizer step and "
-                f"zero_grad, {100 * f:.1f} % of it, measured from the trace's Optimizer spans, "
-                f"kept per step; the rest x{r:.3g}, " if f > 0 else
-                f"the host's training-step work x{r:.3g} (no Optimizer spans in the trace to keep "
-                "per step, so its optimizer is scaled too, which overstates it; ")
+        grown = f"the host's training-step work x{(1 - f) * r + f:.3g}"
+        step = (f"{grown} ({100 * f:.1f} % of it per step, measured by the batch-size probe, "
+                f"kept; the rest x{r:.3g})" if probe else
+                f"{grown} (its optimizer step and zero_grad, {100 * f:.1f} % of it, measured "
+                f"from the trace's Optimizer spans, kept per step; the rest x{r:.3g}, {linear}"
+                if f > 0 else
+                f"{grown} (no Optimizer spans in the trace to keep per step, so its optimizer "
+                f"is scaled too, which overstates it; {linear}")
     return (f"loader.batch_size={n} (captured at {b}): every step time is per batch of {n} "
-            f"samples, not {b}; produce {lp.produce.mean_us / 1e3:.1f} -> "
-            f"{lp.produce.mean_us * r / 1e3:.1f} ms per batch (inferred: "
-            f"{lp.produce.mean_us / b / 1e3:.2f} ms per sample, the measured time per batch / "
-            f"{b}), batch bytes {lp.batch_bytes} -> {round(lp.batch_bytes * r)} (inferred: the "
-            f"measured bytes / {b} per sample), {step}assumed linear in samples: a capture at "
-            f"one batch size cannot tell how the step's work grows with the batch; capture at "
-            f"batch_size={n} to measure it)")
+            f"samples, not {b}; {produce}, batch bytes {lp.batch_bytes} -> "
+            f"{round(lp.batch_bytes * r)} (inferred: the measured bytes / {b} per sample), "
+            f"{step}")

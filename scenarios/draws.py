@@ -35,10 +35,10 @@ SETTINGS = ("loader.num_workers", "loader.prefetch_factor", "loader.batch_size",
             "comm.bucket_cap_mb", "comm.first_bucket_cap_mb", "device.launch_queue_depth")
 """Configuration the user chooses (or the hardware fixes), never varied as an uncertain
 quantity even when a trace could not record it."""
-SPLITS = ("parallel_fraction", "block_fraction")
-"""A host op's split (inferred in closed form from measured wall and CPU times): not varied by
-a factor, which could make its parts exceed the whole; the measured times' variation is in the
-bootstrap."""
+SPLITS = ("parallel_fraction", "block_fraction", "per_step_fraction", "per_batch_fraction")
+"""A host op's split (inferred in closed form from measured wall and CPU times) and the parts
+of a step and a batch that do not grow with its samples: not varied by a factor, which could
+make its parts exceed the whole; the measured times' variation is in the bootstrap."""
 ABSOLUTE = {"host.interference": "host.interference_range"}
 """Paths drawn as values from a range the model holds (not as factors on the value)."""
 HOST_SPEED = "host.cpu_scale"

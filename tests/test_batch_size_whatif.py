@@ -156,7 +156,7 @@ def test_the_warning_names_each_terms_source():
     (note,) = [c for c in caveats(m, [SetOp(path="loader.batch_size", value=16)])
                if "batch_size" in c]
     assert "5.00 ms per sample" in note and "inferred" in note
-    assert "assumed linear in samples" in note and "capture at batch_size=16" in note
+    assert "assumed linear in samples" in note and "capture with probe_batch_size=16" in note
     assert "per batch of 16 samples, not 8" in note
 
 
