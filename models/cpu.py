@@ -212,6 +212,8 @@ def record_cpu_work(rec: Recorder, lane: str, name: str, category: str, start_us
     """Record ``work_us`` µs of CPU work that ran from ``start_us`` to ``end_us`` on the shared
     pool: a busy span for the work, then a ``cpu_cores`` wait for the rest (the time the thread
     was runnable without a core; its quanta are spread over the interval, shown at the end)."""
+    if not rec.keeps:
+        return
     work_us = min(work_us, end_us - start_us)
     if work_us > 0:
         rec.span(Span(lane, name, "busy", start_us, work_us, step, rank, category=category))

@@ -33,6 +33,7 @@ class Tee(Recorder):
 
     def __init__(self, *recs: Recorder):
         self.recs = recs
+        self.keeps = any(r.keeps for r in recs)
 
     def span(self, span):
         for r in self.recs:
