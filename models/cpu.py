@@ -28,6 +28,17 @@ advances its work by ``s^(T-1)`` of the quantum (the chance that the rest of the
 cores too); the rest of the quantum it spins, which is core time the workers do not get
 (it is in the process's CPU time, as the capture measures it). Without contention
 (``R ≤ c``) nothing changes.
+
+A pool that can be contended need not be at every instant: a DataLoader worker with no index
+left is blocked, not runnable. With ``adaptive``, the pool counts *claims*, the threads that
+may be runnable now (the host's and the backend's threads all along, a worker's from the
+index it is sent until it has none left, :meth:`CpuPool.claim`). While claims are at most
+``cores`` no thread can wait for a core, so a quantum is always granted at once and the work
+ends when a plain timeout of it would: the pool then runs work as one timeout and the host
+thread runs ahead (:func:`models.host.host_process`), the instants unchanged. Claims rise only
+when an index is sent, from the host thread's ``next()``, where it has caught up; if they then
+pass ``cores`` while some work is inside such a timeout (which a quantum would have cut),
+:class:`Oversubscribed` is raised and the caller runs the model again without ``adaptive``.
 """
 from __future__ import annotations
 
@@ -43,9 +54,15 @@ op would otherwise be 5e8 quanta); the round robin's error stays within one quan
 the work."""
 
 
+class Oversubscribed(Exception):
+    """An adaptive pool's claims passed its cores while work ran as one timeout (the run is
+    redone without ``adaptive``)."""
+
+
 class CpuPool:
     """``cores`` cores (≥ 1). When ``contended`` is False (no more runnable threads than cores
-    can exist) CPU work is a plain timeout, which is exact and much cheaper.
+    can exist) CPU work is a plain timeout, which is exact and much cheaper; with
+    ``adaptive`` also while the claims are at most ``cores`` (see the module docstring).
 
     Raises:
         ValueError: if ``cores`` < 1 or ``quantum_us`` ≤ 0.
@@ -53,7 +70,7 @@ class CpuPool:
 
     def __init__(self, env: simpy.Environment, cores: int, contended: bool,
                  quantum_us: float = DEFAULT_QUANTUM_US, scale: float = 1.0,
-                 interference: float = 0.0):
+                 interference: float = 0.0, adaptive: bool = False):
         if cores < 1:
             raise ValueError(f"cores must be >= 1, got {cores}")
         if quantum_us <= 0:
@@ -65,6 +82,26 @@ class CpuPool:
         self.resource = simpy.Resource(env, capacity=cores)
         self.scale, self.interference = scale, interference
         self.active = 0   # threads inside work(): running or runnable
+        self.adaptive = adaptive and contended
+        self.claims = 0   # threads that may be runnable (adaptive pools; :meth:`claim`)
+        self.timed = 0    # work inside one timeout of an adaptive pool
+        self.went_free = 0   # times an adaptive pool's work ran as one timeout (for tests)
+
+    def claim(self, threads: int) -> None:
+        """``threads`` more threads may be runnable from now on (fewer when negative).
+
+        Raises:
+            Oversubscribed: the claims pass ``cores`` while work runs as one timeout.
+        """
+        self.claims += threads
+        if threads > 0 and self.timed and self.claims > self.cores:
+            raise Oversubscribed(f"{self.claims} threads may run on {self.cores} cores")
+
+    def free(self) -> bool:
+        """Whether no thread can wait for a core until the claims rise (CPU work is then a
+        plain timeout, slowed by ``scale`` only)."""
+        return self.interference <= 0 and (
+            not self.contended or self.adaptive and self.claims <= self.cores)
 
     def slowdown(self, ref: float) -> float:
         """Factor on CPU work now, for work captured at ``ref`` other threads per core."""
@@ -91,9 +128,17 @@ class CpuPool:
             return 0.0
         self.active += 1
         try:
-            if not self.contended and self.interference <= 0:
+            if self.free():
                 busy = work_us * self.scale
-                yield self.env.timeout(busy)
+                if not self.contended:
+                    yield self.env.timeout(busy)
+                    return busy
+                self.timed += 1
+                self.went_free += 1
+                try:
+                    yield self.env.timeout(busy)
+                finally:
+                    self.timed -= 1
                 return busy
             left, busy = work_us, 0.0
             quantum = max(self.quantum_us, work_us / MAX_QUANTA)
@@ -167,6 +212,8 @@ def record_cpu_work(rec: Recorder, lane: str, name: str, category: str, start_us
     """Record ``work_us`` µs of CPU work that ran from ``start_us`` to ``end_us`` on the shared
     pool: a busy span for the work, then a ``cpu_cores`` wait for the rest (the time the thread
     was runnable without a core; its quanta are spread over the interval, shown at the end)."""
+    if not rec.keeps:
+        return
     work_us = min(work_us, end_us - start_us)
     if work_us > 0:
         rec.span(Span(lane, name, "busy", start_us, work_us, step, rank, category=category))

@@ -33,6 +33,7 @@ class Tee(Recorder):
 
     def __init__(self, *recs: Recorder):
         self.recs = recs
+        self.keeps = any(r.keeps for r in recs)
 
     def span(self, span):
         for r in self.recs:
@@ -58,7 +59,7 @@ class Setup:
     """What both engines share: the run's steps, plans, loader parameters and random streams."""
 
     def __init__(self, model: StepModel, steps: int, warmup: int, seed: int, replay: bool,
-                 hook: Recorder):
+                 hook: Recorder, adaptive: bool = False):
         captured = model.replay if replay else None
         self.model, self.hook, self.replay = model, hook, replay
         self.n_total = warmup + steps + (0 if replay else 1)
@@ -84,6 +85,9 @@ class Setup:
             # the backend's threads (gloo on CPU tensors) run collectives on the same cores
             threads += 1 if self.comm_cpu else 0
         self.threads = threads
+        # the threads runnable all along (a worker's only while it has an index: CpuPool.claim)
+        self.fixed_threads = threads - lp.num_workers * lp.threads_per_worker
+        self.adaptive = adaptive
         self.ops = host_plan(model, replay)
         accum = model.comm.grad_accum_steps
         self.sync_step = lambda step: (step + 1) % accum == 0
@@ -93,15 +97,18 @@ class Setup:
 
     def pool(self, env: simpy.Environment, host: str, pools: dict[str, CpuPool]) -> CpuPool:
         """The core pool of a rank on ``host`` (ranks on one named host share its cores; a
-        rank without a host has its own)."""
+        rank without a host has its own), with the rank's fixed threads claimed (once per
+        call: call it once per rank)."""
         cpu = pools.get(host) if host else None
         if cpu is None:
             n_on = self.per_host[host] if host else 1
             m = self.model
             cpu = CpuPool(env, self.lp.host_cores, contended=self.threads * n_on > self.lp.host_cores,
-                          scale=m.host.cpu_scale, interference=m.host.interference)
+                          scale=m.host.cpu_scale, interference=m.host.interference,
+                          adaptive=self.adaptive)
             if host:
                 pools[host] = cpu
+        cpu.claim(self.fixed_threads)
         return cpu
 
 

@@ -103,8 +103,11 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
     # launches only move the host's own clock ``t``; a launch's event is scheduled for its
     # instant and the process yields only where it meets the rest (a sync, next(), a pageable
     # copy, a full launch queue, intra-op parallel work): one SimPy event per launch instead of
-    # a process resume per op, with the same instants.
-    simple = not uses_core or (not cpu.contended and cpu.interference <= 0)
+    # a process resume per op, with the same instants. An adaptive pool (models.cpu) allows it
+    # while its claims fit its cores: they rise only in next(), where the host has caught up.
+    always = not uses_core or (not cpu.contended and cpu.interference <= 0)
+    adaptive = uses_core and cpu.adaptive
+    simple = always
     t = env.now
 
     def catch_up():
@@ -173,6 +176,8 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
     for step in range(n_steps):
         step_starts.append(t)
         syncing = sync_step(step)
+        if adaptive:
+            simple = cpu.free()
         if delay_us > 0:
             if simple:
                 run_ahead("straggle", delay_us, "straggle", step)
@@ -184,6 +189,8 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                     fire_launch(step, op.task, t)
                 continue
             kind = op.kind
+            if adaptive:
+                simple = cpu.free()
             dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
             if kind == "cpu" and op.samples is not None and op.replay_us is None:
                 dur_us = op.samples.sample(rng)

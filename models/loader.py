@@ -114,6 +114,7 @@ class DataLoaderSim:
             return
         self.max_tasks = nw * params.prefetch_factor
         self.worker_tasks = [0] * nw   # sent to a worker, not yet returned (``_workers_num_tasks``)
+        self.queued = [0] * nw         # sent to a worker, not yet produced (its claim on cores)
         self.next_worker = 0
         self.index_q = [simpy.Store(env) for _ in range(nw)]
         # with a pin thread: (arrival instant, index, worker), served lowest first
@@ -172,6 +173,9 @@ class DataLoaderSim:
             return
         self.worker_tasks[w] += 1
         self.index_q[w].put((self.sent, self.produce[w].sample(self.rng)))
+        self.queued[w] += 1
+        if self.queued[w] == 1:   # the worker was blocked on its index queue: now runnable
+            self.cpu.claim(p.threads_per_worker)
         self.sent += 1
         self.epoch_sent += 1
         self._note()
@@ -190,6 +194,9 @@ class DataLoaderSim:
             start = self.env.now
             core_us = yield from self.cpu.parallel_work(work_us, tpw, self.p.corun_ref,
                                                        team=False)
+            self.queued[w] -= 1
+            if not self.queued[w]:
+                self.cpu.claim(-tpw)
             record_cpu_work(self.rec, lane, f"batch {idx}", "produce", start,
                              core_us, self.env.now, -1, self.rank)
             self.buffered += 1

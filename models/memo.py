@@ -60,15 +60,18 @@ class _Waits(list):
 
 
 class _Tee(ListRecorder):
-    """Forwards spans and keeps a copy."""
+    """Forwards spans and keeps a copy (neither when ``out`` keeps none: a replay's spans
+    would go nowhere)."""
 
     def __init__(self, out: Recorder):
         super().__init__()
         self.out = out
+        self.keeps = out.keeps
 
     def span(self, span: Span) -> None:
-        self.spans.append(span)
-        self.out.span(span)
+        if self.keeps:
+            self.spans.append(span)
+            self.out.span(span)
 
 
 class _Step:

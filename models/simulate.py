@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stepsim.models.cpu import Oversubscribed
 from stepsim.models.device import TaskRun
 from stepsim.models.engine import Runs, Setup, Tee, Waits, simulated, solved
 from stepsim.models.host import HostWait
@@ -142,7 +143,10 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             are empty).
         engine: ``"auto"`` solves a rank that contends with nothing without events
             (:mod:`models.solo`, same instants) and runs SimPy processes otherwise;
-            ``"events"`` always runs the processes.
+            ``"events"`` always runs the processes; ``"quanta"`` too, every CPU work of a
+            pool that can be contended in quanta (without ``recorder``, the processes run
+            such a pool's work as one timeout while no thread can wait for a core:
+            :mod:`models.cpu`, same instants).
         replay: replay the captured window (``model.replay``) instead: its steps in order,
             each with its own captured durations, from the state the capture started in (each
             stream's backlog), steps measured exactly as calibration measures them
@@ -173,17 +177,20 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         raise SimulationError("the model's host thread has no ops: nothing to simulate")
     if keep not in ("all", "steps"):
         raise SimulationError(f"keep must be 'all' or 'steps', got {keep!r}")
-    if engine not in ("auto", "events"):
-        raise SimulationError(f"engine must be 'auto' or 'events', got {engine!r}")
+    if engine not in ("auto", "events", "quanta"):
+        raise SimulationError(f"engine must be 'auto', 'events' or 'quanta', got {engine!r}")
     rec = ListRecorder() if keep == "all" else None
     hooks = [h for h in (rec, recorder) if h is not None]
     hook = hooks[0] if len(hooks) == 1 else Tee(*hooks) if hooks else NullRecorder()
-    su = Setup(model, steps, warmup, seed, replay, hook)
+    # an adaptive pool may have to run again (Oversubscribed): only when no outside recorder
+    # was streamed the first try
+    adaptive = recorder is None and engine != "quanta"
+    su = Setup(model, steps, warmup, seed, replay, hook, adaptive)
     runs, waits = Runs(keep == "all"), Waits(keep == "all")
     try:
         starts, loaders = (engine == "auto" and solved(su, runs, waits)) or simulated(
             su, runs, waits)
-    except Unsolvable:   # a wait that never ends: the processes report where
+    except (Unsolvable, Oversubscribed):   # Unsolvable: the processes report where
         if rec is not None:
             rec.spans.clear()
             rec.samples.clear()

@@ -223,6 +223,7 @@ class _Device:
         step, k = pos
         held = step >= self.hold_from
         rec, runs = (self.held, self.held_runs) if held else (self.out_rec, self.out_runs)
+        keeps = rec.keeps   # False: no span is made (a recorder that keeps none)
         free_at = self.free_at[i]
         notify = False
         n = len(plans)
@@ -257,7 +258,7 @@ class _Device:
                 end = self.meet(i, step, p, free_at, ready, launch_us, rec, runs)
                 if end is None:
                     break
-            elif ready > free_at:
+            elif ready > free_at and keeps:
                 rec.span(Span(lane, p.name, "wait", free_at, ready - free_at, step, rank,
                               "dependency", ""))
             done = self.done.get(step)
@@ -273,10 +274,13 @@ class _Device:
                 start = ready
                 if gap_us > 0:
                     start = ready + gap_us
-                    rec.span(Span(lane, p.name, "wait", ready, gap_us, step, rank,
-                                  "device_idle", ""))
+                    if keeps:
+                        rec.span(Span(lane, p.name, "wait", ready, gap_us, step, rank,
+                                      "device_idle", ""))
                 end = start + dur_us if dur_us > 0 else start
-                rec.span(Span(lane, p.name, "busy", start, dur_us, step, rank, "", p.category))
+                if keeps:
+                    rec.span(Span(lane, p.name, "busy", start, dur_us, step, rank, "",
+                                  p.category))
                 runs.append(TaskRun(rank, step, p.id, self.names[i], launch_us, ready, start,
                                     end, gap_us))
             done[p.id] = end
@@ -291,6 +295,7 @@ class _Device:
                 if step >= self.hold_from and not held:
                     held = True
                     rec, runs = self.held, self.held_runs
+                    keeps = True
         pos[0], pos[1] = step, k
         self.free_at[i] = free_at
         return notify

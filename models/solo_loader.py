@@ -125,6 +125,8 @@ class SoloLoader:
             self.delivered.append(end)
             self.changes.append((end, _DELIVERED, i))
 
+    keeps = True   # as a recorder (record_cpu_work's): its spans are held back
+
     def span(self, span: Span) -> None:   # record_cpu_work's recorder: held back
         self.spans.append(span)
 

@@ -49,6 +49,10 @@ class Span(NamedTuple):
 class Recorder:
     """Hook called by simulation processes. The base class records nothing."""
 
+    keeps = True
+    """False for a recorder whose :meth:`span` does nothing, so a caller may skip making the
+    span (:func:`models.cpu.record_cpu_work`)."""
+
     def span(self, span: Span) -> None:
         """Called once per finished span."""
 
@@ -103,6 +107,8 @@ class Block:
 
 class NullRecorder(Recorder):
     """Records nothing (the default)."""
+
+    keeps = False
 
     def shifted(self, block: "Block", dt_us: float, dstep: int) -> None:
         pass
