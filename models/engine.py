@@ -80,8 +80,7 @@ class Setup:
         threads = lp.num_workers * lp.threads_per_worker + (
             1 if lp.pin_memory and lp.num_workers else 0)
         if model.host.uses_core:
-            threads += max([op.threads for op in model.host.ops
-                            if op.kind == "cpu" and op.parallel_fraction > 0] or [1])
+            threads += model.team_threads()
             # the backend's threads (gloo on CPU tensors) run collectives on the same cores
             threads += 1 if self.comm_cpu else 0
         self.threads = threads

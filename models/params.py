@@ -155,6 +155,13 @@ class StepModel(StrictModel):
     def task_map(self) -> dict[str, DeviceTask]:
         return self.device.tasks()
 
+    def team_threads(self) -> int:
+        """The intra-op threads of the training step's parallel part, as the simulator counts
+        them among the host's runnable threads: the most ``threads`` of a ``cpu`` op with a
+        parallel part (``parallel_fraction`` > 0); 1 when none has one."""
+        return max([op.threads for op in self.host.ops
+                    if op.kind == "cpu" and op.parallel_fraction > 0] or [1])
+
     def without_replay(self) -> "StepModel":
         """This model without its captured window (what a what-if changes no longer matches
         the capture). Pure."""

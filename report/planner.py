@@ -147,14 +147,21 @@ ZERO_PREFIX = "0: "
 """How :func:`scenarios.draws.uncertain_params` begins the reason of a value at 0."""
 
 
+UNREAD_PREFIX = "not read here: "
+"""How :func:`scenarios.draws.uncertain_params` begins the reason of a value nothing reads."""
+
+
 def not_varied_line(skipped: dict[str, str]) -> str:
     """The uncertain parameters an interval could not vary, in one line: those at 0 counted
-    (a factor range varies nothing there; ``skipped`` in ``--json`` names each), each other
-    with its reason."""
+    (a factor range varies nothing there; ``skipped`` in ``--json`` names each), those nothing
+    in the setting reads named (their reasons in ``--json``), each other with its reason."""
     zero = [k for k, why in skipped.items() if why.startswith(ZERO_PREFIX)]
-    rest = [f"{k} ({why})" for k, why in skipped.items() if not why.startswith(ZERO_PREFIX)]
+    unread = [k for k, why in skipped.items() if why.startswith(UNREAD_PREFIX)]
+    rest = [f"{k} ({why})" for k, why in skipped.items()
+            if not why.startswith((ZERO_PREFIX, UNREAD_PREFIX))]
     parts = ([f"{len(zero)} inferred or assumed value(s) at 0, which no factor varies (see "
-              "skipped in --json)"] if zero else []) + rest
+              "skipped in --json)"] if zero else []) + (
+        [f"{', '.join(unread)}, which nothing in this setting reads"] if unread else []) + rest
     return "not varied: " + "; ".join(parts)
 
 

@@ -8,17 +8,10 @@ from stepsim.models.host_speed import outside_load_slowdown
 from stepsim.models.params import StepModel
 from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
+from stepsim.scenarios.host_threads import fitting_threads, threads_candidates
 from stepsim.scenarios.noop import SWEPT, has_collectives, unread_settings
 from stepsim.scenarios.transforms import FixOp, Operation, SetOp, apply_with_notes
 from stepsim.simcore.errors import ModelError
-
-OVERSUBSCRIBED_THREADS_NOTE = (
-    "measured on this project's 2-core machine (quiet runs, the demo's CNN at torch's default 2 "
-    "threads, calibrated at num_workers=0): the step rose from 128 ms alone to 124–149 ms beside "
-    "2 workers, its process CPU from 67 to 129–148 ms (the threads spinning at the regions' "
-    "barriers), where one thread took 66–93 ms; validated at 1, 2 and 4 workers the model "
-    "was -0.7, -19.7 and -11.5 % off (-8.6, -37.3, -29.1 % without the stalls)")
-"""The measurement behind the oversubscribed intra-op threads caveat."""
 
 _COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
 
@@ -128,22 +121,27 @@ def threads_caveat(model: StepModel, ops: Sequence[Operation] = ()) -> list[str]
 
 
 def _oversubscribed_threads(after: StepModel) -> list[str]:
-    """A model (after the what-if's ops) whose training step's intra-op threads
-    (``threads`` > 1) run beside more runnable worker threads than the cores hold: torch's
-    OpenMP threads wait for each other at every parallel region, spinning while a thread has no
-    core. The model simulates that stall as each core time-slicing its own run queue
-    (:mod:`models.cpu`: the team advances at ``(cores / runnable)^threads``), not the
+    """One sentence for a model (after the what-if's ops) whose training step's intra-op
+    threads (``threads`` > 1) run beside more runnable worker threads than the cores hold, and
+    what to do.
+
+    torch's OpenMP threads wait for each other at every parallel region, spinning while a
+    thread has no core. The model simulates that stall as each core time-slicing its own run
+    queue (:mod:`models.cpu`: the team advances at ``(cores / runnable)^threads``), not the
     scheduler's placement of the threads, so the prediction is less certain than its interval
-    says; one intra-op thread avoids the stall."""
+    says. Measured on this project's 2-core machine (quiet runs, the demo's CNN at torch's
+    default 2 threads, calibrated at num_workers=0): the step rose from 128 ms alone to
+    124–149 ms beside 2 workers, its process CPU from 67 to 129–148 ms (the threads spinning
+    at the barriers), where one thread took 66–93 ms; validated at 1, 2 and 4 workers the
+    model was −0.7, −19.7 and −11.5 % off (−8.6, −37.3, −29.1 % without the stalls). Fewer
+    intra-op threads avoid the stall: :mod:`scenarios.host_threads` prices them
+    (``--fix intra_op_threads``); ``OMP_NUM_THREADS`` sets them too, or capture at the
+    target setting."""
     threads = max((op.threads for op in after.host.ops if op.kind == "cpu"), default=1)
     lp = after.loader
-    runnable = lp.num_workers * lp.threads_per_worker + threads
-    if threads <= 1 or runnable <= lp.host_cores:
+    if threads <= 1 or lp.num_workers * lp.threads_per_worker + threads <= lp.host_cores:
         return []
-    return [f"the training step runs on {threads} intra-op threads beside {lp.num_workers} "
-            f"worker(s) on {lp.host_cores} cores: oversubscribed intra-op threads spin while "
-            "they wait for each other at every parallel region; the model simulates the stall "
-            "with each core time-slicing on its own, not where the scheduler puts the threads, "
-            f"so this prediction is less certain than its interval ({OVERSUBSCRIBED_THREADS_NOTE}"
-            f"); set torch.set_num_threads({max(lp.host_cores - lp.num_workers, 1)}) (or "
-            "OMP_NUM_THREADS) in the training script, or capture at the target setting"]
+    priced = " (--fix intra_op_threads)" if threads_candidates(after) else ""
+    return [f"oversubscribed intra-op threads: the training step's {threads} beside "
+            f"{lp.num_workers} worker(s) on {lp.host_cores} cores spin, a stall the model "
+            f"prices roughly; torch.set_num_threads({fitting_threads(after)}) avoids it{priced}"]

@@ -9,7 +9,8 @@ is, where subtracting its share would promise more. The components, and how each
 key               made free by
 ================  ===============================================================
 input             every loader cost scaled by 0 (produce, pin, unpickle)
-cpu_cores         ``loader.host_cores`` raised to one core per runnable thread
+cpu_cores         ``loader.host_cores`` raised to one core per runnable thread (the
+                  training step's intra-op threads among them)
 h2d / d2h / d2d   copies in that direction scaled by 0
 launch            host launch calls scaled by 0
 host_compute      host CPU ops scaled by 0
@@ -103,7 +104,7 @@ def components(model: StepModel) -> dict[str, list[Operation]]:
     if ld.produce.mean_us > 0 or ld.unpickle_us > 0 or pin_cost or ld.produce_by_worker:
         out["input"] = [ScaleOp(select=Selector(lane=("loader",)), factor=0)]
     threads = (ld.num_workers * ld.threads_per_worker + (ld.pin_memory and ld.num_workers > 0)
-               + model.host.uses_core)
+               + (model.team_threads() if model.host.uses_core else 0))
     if threads > ld.host_cores:
         out["cpu_cores"] = [SetOp(path="loader.host_cores", value=threads)]
     tasks = model.task_map().values()

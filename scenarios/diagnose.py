@@ -13,9 +13,11 @@ Steps (every one is taken; each gives one :class:`Finding`):
    pipeline, host launch overhead, host compute, host-to-device copies (pageable ones block
    the host), synchronisations, exposed communication, arrival skew, idle the trace does not
    explain; the leaf's fix is the first named fix that relieves it (:data:`FIXES`
-   ``relieves``), priced by a what-if. The evidence counts syncs, pageable copies and device
-   tasks that wait on the previous step's work (a GPU run: a CPU run has none of them, and no
-   GPU fix is offered to it), and says when the host cores the what-ifs run on were assumed.
+   ``relieves``), priced by a what-if, and beside it fewer intra-op threads when the training
+   step's team is oversubscribed (:mod:`scenarios.host_threads`). The evidence counts syncs,
+   pageable copies and device tasks that wait on the previous step's work (a GPU run: a CPU
+   run has none of them, and no GPU fix is offered to it), and says when the host cores the
+   what-ifs run on were assumed.
 3. **roofline** of the kernel time (:mod:`scenarios.roofline`): the verdict per class and
    phase, and the fixes it grounds (mixed precision, fused elementwise chains, CUDA graphs where
    the host paces), each with its arithmetic and its floor.
@@ -33,6 +35,7 @@ from stepsim.models.metrics import amdahl_ceiling, label
 from stepsim.models.params import StepModel
 from stepsim.scenarios.caveats import threads_caveat
 from stepsim.scenarios.fixes import FIXES
+from stepsim.scenarios.host_threads import oversubscribed
 from stepsim.scenarios.memory import MemoryVerdict
 from stepsim.scenarios.predict import Prediction, predict
 from stepsim.scenarios.roofline import (Grounded, Roofline, fusion_factor,
@@ -208,6 +211,7 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
                             f"of the step on {lane}") if leaves else
                    f"no gap cause reaches {100 * GAP_SHARE:.0f} % of the step", ev)
     out = [head]
+    threads_priced = False      # fewer intra-op threads: priced under the first leaf it relieves
     for k, v in leaves:
         fix, why = fix_for(k, model)
         if why and not gpu:   # a GPU fix (CUDA graphs, pinned copies) cannot apply to a CPU run
@@ -216,6 +220,13 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
                  f"{amdahl_ceiling(min(v / step, 1.0)):.2f}x if it all went")
         what = [] if not fix else [WhatIf(fix, arithmetic=arith, note=why)] if why else \
             [_beyond_gap(_price(model, fix, kw, arith), step, v, s)]
+        if (fix or "").split(":")[0] == "intra_op_threads":
+            threads_priced = True
+        elif k in FIXES["intra_op_threads"].relieves and oversubscribed(model) \
+                and not threads_priced:
+            # the step's spinning intra-op threads take the cores this gap waits for
+            fix, threads_priced = fix or "intra_op_threads", True
+            what.append(_beyond_gap(_price(model, "intra_op_threads", kw, arith), step, v, s))
         verdict = f"{label(k)}: {_ms(v)} per step ({100 * v / step:.0f} %)" + (
             "" if fix else " (no named fix relieves it")
         if not fix:

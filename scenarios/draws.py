@@ -20,6 +20,7 @@ from stepsim.models.host_speed import draw_factor
 from stepsim.models.params import DeviceTask, DurationSpec, StepModel
 from stepsim.models.simulate import simulate
 from stepsim.scenarios.bootstrap import bootstrap_measured
+from stepsim.scenarios.noop import unread_params
 from stepsim.scenarios.parallel import Progress, run_many
 from stepsim.scenarios.paths import get_value, replaced
 from stepsim.scenarios.stepcount import mean_std_error_us
@@ -71,16 +72,23 @@ def _perturbed(value: Any, f: float) -> Any:
     raise TypeError(type(value).__name__)
 
 
-def uncertain_params(model: StepModel) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
+def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None
+                     ) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
     """``(varied, skipped)``: path → factor range for every inferred/assumed quantity (not
     the ``SETTINGS``) and every ``meta.ranges`` entry that can be varied; path → reason for
-    the rest."""
+    the rest. With ``ops`` (``()``: none), a quantity that nothing in the model after them
+    reads (:func:`scenarios.noop.unread_params`: ``loader.pin_gbps`` without pinned memory)
+    is skipped too, saying why; None: every quantity, read or not."""
     wanted = {p: DEFAULT_RANGES[s] for p, s in sorted(model.meta.sources.items())
               if s in DEFAULT_RANGES and p not in SETTINGS and p not in ABSOLUTE
               and not p.endswith(SPLITS)}
     wanted.update(model.meta.ranges)
     varied, skipped = {}, {}
+    unread = {} if ops is None else unread_params(_after(model, ops))
     for path, rng in wanted.items():
+        if path in unread:
+            skipped[path] = f"not read here: {unread[path]}"
+            continue
         try:
             value = get_value(model, path)
             if value is None or isinstance(value, (bool, str)):
@@ -101,6 +109,15 @@ def uncertain_params(model: StepModel) -> tuple[dict[str, tuple[float, float]], 
         if rng is not None and rng[0] != rng[1]:
             varied[path] = (float(rng[0]), float(rng[1]))
     return varied, skipped
+
+
+def _after(model: StepModel, ops: Sequence[Operation]) -> StepModel:
+    """``model`` after ``ops`` (itself when they do not apply: their own error is raised
+    where they are applied)."""
+    try:
+        return apply_ops(model, ops) if ops else model
+    except ModelError:
+        return model
 
 
 def _is_zero(value: Any) -> bool:
@@ -128,19 +145,23 @@ def perturb(model: StepModel, factors: dict[str, float]) -> StepModel:
     return model
 
 
-def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1
-              ) -> list[tuple[dict[str, float], int]]:
+def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1,
+              ops: Sequence[Operation] | None = None) -> list[tuple[dict[str, float], int]]:
     """The ``n`` Monte Carlo draws for ``model``: (path → factor, simulation seed) each; the
     simulation seed also seeds the draw's bootstrap. ``host.cpu_scale`` is the pooled speed of
-    ``runs`` runs. Depends only on ``seed``, ``runs`` and the model's uncertain paths."""
+    ``runs`` runs. Depends only on ``seed``, ``runs`` and the model's uncertain paths: every
+    one is drawn, and those nothing reads after ``ops`` (:func:`uncertain_params`) are then
+    left out, so what-ifs of one model share the other paths' factors."""
     varied, _ = uncertain_params(model)
+    read = varied if ops is None else uncertain_params(model, ops)[0]
     rng = spawn_streams(seed, ["intervals"])["intervals"]
     plan = []
     for _ in range(n):
         factors = {p: draw_factor(model.host.speed_runs, (lo, hi), runs, rng,
                                   model.host.cpu_scale_error_log) if p == HOST_SPEED
                    else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
-        plan.append((factors, int(rng.integers(0, 2**31 - 1))))
+        plan.append(({p: f for p, f in factors.items() if p in read},
+                     int(rng.integers(0, 2**31 - 1))))
     return plan
 
 

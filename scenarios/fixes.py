@@ -35,6 +35,7 @@ from stepsim.scenarios.ddp_whatifs import (AccumArgs, BarrierArgs, BucketArgs, I
                                            bucket_candidates, bucket_cap, faster_interconnect,
                                            grad_accumulation, insert_barrier, remove_straggler)
 from stepsim.scenarios.fix_types import Fix, FixArgs, FixKind, nothing
+from stepsim.scenarios.host_threads import ThreadsArgs, intra_op_threads, threads_candidates
 from stepsim.scenarios.paths import set_value, validated
 from stepsim.scenarios.primitives import scale
 from stepsim.scenarios.select import Selector, copy_direction
@@ -233,6 +234,15 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
         "loader.prefetch_factor := prefetch_factor (default twice the current): more batches in "
         "flight per worker, which absorbs jitter but adds no throughput.",
         PrefetchArgs, ("input",), _prefetch, _prefetch_candidates, repeatable=True),
+    Fix("intra_op_threads", "systems",
+        "every host CPU op with a parallel part: threads := threads (torch.set_num_threads; "
+        "default the cores the DataLoader's threads leave, at least 1; without threads it "
+        "applies only where the step's team and the workers are more runnable threads than "
+        "cores); the parallel part keeps its work, its captured wall × capture_threads × "
+        "parallel_efficiency (assumed by calibration and varied by the intervals, or the "
+        "efficiency given, then measured) (scenarios.host_threads).",
+        ThreadsArgs, ("cpu_cores", "input"), intra_op_threads, threads_candidates,
+        repeatable=True),
     Fix("gpu_decode", "systems",
         "loader.produce × (1 − share); a 'decode (GPU)' kernel of gpu_us µs (default: the "
         "removed CPU time / 40, assumed) is added before the first launched device task, on its "

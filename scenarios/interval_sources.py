@@ -16,7 +16,9 @@ point estimate:
 
 Independent sources add roughly in quadrature (the root of the sum of their squares is
 printed beside the whole); a source whose width is 0 does not change this prediction (a
-setting it does not reach, or a value that a factor leaves alone).
+setting it does not reach, or a value that a factor leaves alone). A parameter nothing in the
+model after the what-if reads (``loader.pin_gbps`` without pinned memory:
+:func:`scenarios.noop.unread_params`) is not a source: it is not drawn at all.
 """
 from __future__ import annotations
 
@@ -36,10 +38,11 @@ LABELS = {"host.cpu_scale": "host noise", "host.interference": "interference",
 """Words for the sources a user reads first; other sources are named by their path."""
 
 
-def sources_of(model: StepModel) -> list[str]:
-    """The sources a prediction of ``model`` draws: the varied parameter paths (host noise and
-    interference first), then ``window`` and ``steps``."""
-    varied, _ = uncertain_params(model)
+def sources_of(model: StepModel, ops: Sequence[Operation] = ()) -> list[str]:
+    """The sources a prediction of ``model`` after ``ops`` draws: the varied parameter paths
+    that the model after them reads (host noise and interference first), then ``window`` and
+    ``steps``."""
+    varied, _ = uncertain_params(model, ops)
     first = [p for p in LABELS if p in varied]
     return first + sorted(p for p in varied if p not in first) + [WINDOW, STEPS]
 
@@ -51,7 +54,7 @@ def width_sources(model: StepModel, ops: Sequence[Operation], plan, steps: int, 
     alone (see the module docstring); arguments as for
     :func:`scenarios.draws.draw_means`."""
     out = {}
-    for src in sources_of(model):
+    for src in sources_of(model, ops):
         if src in plan[0][0] and all(
                 get_value(perturb(model, {src: f[src]}), src) == get_value(model, src)
                 for f, _ in plan):

@@ -92,6 +92,36 @@ def unread_settings(model: StepModel, after: StepModel | None, sets: Sequence[tu
     return out
 
 
+def unread_params(model: StepModel) -> dict[str, str]:
+    """Path → why nothing in ``model`` reads it, for the uncertain quantities an interval
+    could vary (:func:`scenarios.draws.uncertain_params` skips them: a draw of a value nothing
+    reads widens nothing): ``loader.pin_gbps`` without pinned memory (or at
+    ``num_workers=0``, where the model prices the pinned copy only on the pin-memory thread
+    that serves workers), the workers' fields without workers, the collective cost settings
+    without collectives, and a ``cpu`` op's ``parallel_efficiency`` while it runs on the
+    threads it was captured on (:func:`models.plans.threads_ratio` reads it only then)."""
+    lo = model.loader
+    out: dict[str, str] = {}
+    if not lo.pin_memory:
+        out["loader.pin_gbps"] = "loader.pin_memory is off, so no batch is copied into pinned memory"
+    elif lo.num_workers == 0:
+        out["loader.pin_gbps"] = ("with loader.num_workers=0 the model prices the copy into "
+                                  "pinned memory only on the pin-memory thread that serves "
+                                  "workers")
+    if lo.num_workers == 0:
+        out.update({p: "read only for DataLoader workers, and loader.num_workers is 0"
+                    for p in WORKER_ONLY})
+    if not has_collectives(model):
+        out.update({f"comm.{k}": "the model has no collectives"
+                    for k in ("latency_us", "bus_gbps", "host_cpu_us", "host_cpu_us_per_mb")})
+    for i, op in enumerate(model.host.ops):
+        if op.kind == "cpu" and (op.capture_threads in (None, op.threads)
+                                 or op.parallel_fraction <= 0):
+            out[f"host.ops[{i}].parallel_efficiency"] = (
+                "read only when the op's threads differ from the threads it was captured on")
+    return out
+
+
 def unchanged_prediction(what: str, base, pred) -> str | None:
     """The line for a what-if whose simulated steps are the baseline's, exactly (``base`` and
     ``pred``: what each prediction's steps came to, e.g. their count, mean and quantiles; both

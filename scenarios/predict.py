@@ -262,7 +262,7 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
         raise ModelError(f"{describe_ops(ops)}: the step takes no time at all (every duration "
                          "scaled to 0 or removed?): nothing left to predict")
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
-    varied, skipped = uncertain_params(model)
+    varied, skipped = uncertain_params(model, ops)
     point = Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,
                        s.bottleneck_label, s, count.steps, warmup, seed, count=count,
                        uncertain=varied,
@@ -274,7 +274,7 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
         return replace(point, p10_step_us=s.mean_step_us, p50_step_us=s.mean_step_us,
                        p90_step_us=s.mean_step_us)
     each = count.steps if steps is not None else min(count.steps, DRAW_STEPS)
-    plan = draw_plan(model, n, seed, runs)
+    plan = draw_plan(model, n, seed, runs, ops)
     means, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
                                       measured_steps=measured_steps)
     p10, p50, p90 = quantiles(means)

@@ -26,7 +26,8 @@ def test_diagnose_names_the_threads_caveat(threads, named, capsys):
     assert bool(said) == named
     print_diagnosis(r.diagnosis)
     text = capsys.readouterr().out
-    assert ("caveat: the training step runs on 2 intra-op threads" in text) == named
+    assert ("caveat: oversubscribed intra-op threads: the training step's 2 beside" in text) \
+        == named
 
 
 def test_diagnose_names_an_oversubscribed_baseline():
