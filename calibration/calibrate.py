@@ -195,13 +195,15 @@ def apply_sidecar(model: StepModel, side) -> StepModel:
     """The model with what the sidecar measures filled in, read as on the CPU path
     (:func:`calibration.sidecar_fit.loader_from_sidecar`: settings, produce times, batch
     bytes, hand-over time, cores), each parameter's source as it was obtained."""
+    from stepsim.calibration.run_drift import profiled_drift
     from stepsim.calibration.sidecar_fit import loader_from_sidecar
 
     upd, src, warn, _ = loader_from_sidecar(side, side.torch_num_threads or 1)
     loader = model.loader.model_copy(update=upd)
     sources = dict(model.meta.sources)
     sources.update(src)
+    drift = profiled_drift(side)
     meta = model.meta.model_copy(update={"sources": sources,
                                          "warnings": list(model.meta.warnings) + warn
-                                         + side.dropped})
+                                         + side.dropped + ([drift] if drift else [])})
     return model.model_copy(update={"loader": loader, "meta": meta})

@@ -29,6 +29,7 @@ import numpy as np
 from stepsim.calibration.batch_probe import probe_fields
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.outside_load import outside_load
+from stepsim.calibration.run_drift import profiled_drift
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import (capture_loads, interference_from_sidecar,
                                              loader_from_sidecar)
@@ -187,6 +188,9 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     load_warning = load.warning() if load is not None else None
     if load_warning:
         warnings.append(load_warning)
+    drift = profiled_drift(sidecar) if sidecar is not None else None
+    if drift:
+        warnings.append(drift)
     prof = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
     if startup and prof and prof[0] is sidecar.steps[0]:
         prof = prof[1:]

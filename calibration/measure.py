@@ -28,21 +28,21 @@ import numpy as np
 from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
 from stepsim.calibration.events import build_table, dropped_note
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.calibration.sidecar_fit import loader_settings
+from stepsim.calibration.outside_load import outside_load
+from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
 from stepsim.calibration.linking import link
+from stepsim.calibration.run_drift import MIN_AFTER_STEPS, unprofiled_after
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
 from stepsim.calibration.trace_io import _trace_candidates, load_rank_traces, load_trace, rank_of
+from stepsim.models.host_speed import LOAD_WARN
 from stepsim.simcore.errors import InputError
 
 
 INPUT_BOUND_SHARE = 0.10
 """Share of the step the host thread must spend waiting on input for a run to count as
 input-bound."""
-MIN_AFTER_STEPS = 2
-"""Fewest unprofiled steps after the profiled window that a validation scores instead of the
-trace's (profiled) steps."""
 STARTUP_RATIO = 2.0
 """Without a sidecar, a step number 0 whose ``next()`` took more than this many times the
 longest ``next()`` of every later step is the worker start-up step (a stated rule, not a
@@ -264,6 +264,8 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                      f"profiled steps took {traced / 1e3:.1f} ms, "
                      f"{100 * (traced / float(np.mean(step_us)) - 1):+.1f} % of that (the "
                      "profiler's own cost, which only adds, plus the run's drift either way)")
+    if side is not None:
+        notes += remeasured_load(side)
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
     compute_wall = float(np.mean(step_us - wait))
     compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None
@@ -284,15 +286,22 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                          None if ddp is None else ddp.bucket_cap_mb)
 
 
-def unprofiled_after(side) -> list:
-    """The sidecar's steps after its profiled window, timed with the profiler stopped
-    (``Capture.steps(..., after=N)``); [] without a sidecar or such steps."""
-    if side is None or not side.steps:
+def remeasured_load(side) -> list[str]:
+    """A warning when the re-measured capture ``side`` ran under outside load past
+    :data:`models.host_speed.LOAD_WARN` (:mod:`calibration.outside_load`, over its profiled
+    window, as calibration checks a capture): its steps are then slower than the machine
+    alone, and so the prediction's error; [] otherwise."""
+    nw = side.loader.num_workers
+    recs = steady_records(side, nw)
+    tpw = fit_produce(recs, nw, side.host_cores)[1] if recs else 1
+    load = outside_load(side, nw, tpw, side.torch_num_threads or 1)
+    if load is None or load.held <= 0 or 1 / load.held - 1 <= LOAD_WARN:
         return []
-    last = max((i for i, s in enumerate(side.steps) if s.profiled), default=None)
-    if last is None:
-        return []
-    return [s for s in side.steps[last + 1:] if s.profiler_on is False]
+    return [f"this re-measured run ran under outside load: its own threads held "
+            f"{100 * load.held:.0f} % of the core time they could have held over its profiled "
+            f"window, so it ran about {1 / load.held:.1f}x slower than the machine alone; its "
+            "error says more about that load than about the prediction (re-measure on a quiet "
+            "machine)"]
 
 
 def startup_step(side, step_us: np.ndarray, wait_us: np.ndarray, multi: bool

@@ -61,3 +61,24 @@ def test_without_after_steps_the_trace_steps_are_scored(tmp_path):
     m = measured_steps(tmp_path / "c" / "trace.json.gz")
     assert len(m.step_us) == ACTIVE and np.mean(m.step_us) > 40e3
     assert "after" not in orjson.loads((tmp_path / "c" / "sidecar.json").read_bytes())["schedule"]
+
+
+def test_calibration_says_when_the_profiled_steps_differ_from_the_unprofiled_ones(tmp_path):
+    """Profiled steps 40 ms longer than the unprofiled ones after them: the model is of steps
+    the run did not keep taking, and calibration says so (not only validation)."""
+    from stepsim.calibration.calibrate import calibrate
+
+    _capture(tmp_path / "c", AFTER, profiled_ms=40.0)
+    said = [w for w in calibrate(tmp_path / "c").meta.warnings
+            if "unprofiled steps right after them" in w]
+    assert len(said) == 1 and "re-capture on a quiet machine" in said[0]
+    # the same steps, with the unprofiled ones as long as the profiled ones: nothing said
+    from stepsim.calibration.run_drift import profiled_drift
+    from stepsim.calibration.sidecar import load_sidecar
+
+    side = load_sidecar(tmp_path / "c" / "sidecar.json")
+    prof = float(np.mean([r.wall_us for r in side.steps if r.profiled]))
+    assert profiled_drift(side) is not None
+    for r in side.steps[-AFTER:]:
+        r.wall_us = prof * 1.05
+    assert profiled_drift(side) is None

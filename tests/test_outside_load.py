@@ -132,3 +132,16 @@ def test_every_what_if_of_a_loaded_capture_repeats_it():
 
     assert said(0.3) and said(1 / (1 + LOAD_WARN) - 0.01)
     assert not said(1.0) and not said(1 / (1 + LOAD_WARN) + 0.01) and not said(None)
+
+
+def test_a_re_measured_run_under_outside_load_is_said_at_validation(cpu_run_nw1, tmp_path):
+    """The re-measured run is a capture too: its load is read as calibration reads it, and a
+    loaded one says so beside its error (a new user's −68 % came with no hint)."""
+    from stepsim.calibration.measure import measured_steps
+
+    quiet = measured_steps(_cpu_times(cpu_run_nw1, tmp_path / "quiet", 1.0) / "trace.json.gz")
+    assert not any("re-measured run ran under outside load" in w for w in quiet.warnings)
+    loaded = measured_steps(_cpu_times(cpu_run_nw1, tmp_path / "loaded", 0.4)
+                            / "trace.json.gz")
+    said = [w for w in loaded.warnings if "re-measured run ran under outside load" in w]
+    assert len(said) == 1 and "40 %" in said[0] and "2.5x slower" in said[0]
