@@ -88,7 +88,7 @@ def every_op() -> list:
         RemoveOp(select=sel({"direction": "h2d"})),
     ]
     args = {"mixed_precision": {"factor": 0.5}, "bucket_cap_mb": {"mb": 5},
-            "straggler": {"rank": 1, "ms": 40}}
+            "straggler": {"rank": 1, "ms": 40}, "intra_op_threads": {"threads": 1}}
     ops += [FixOp(name=n, args=args.get(n, {})) for n in FIXES]
     return ops
 
@@ -96,6 +96,11 @@ def every_op() -> list:
 @pytest.mark.parametrize("op", every_op(), ids=lambda o: o.describe())
 def test_every_transform_is_pure_and_valid(op):
     model = rich_model()
+    if isinstance(op, FixOp) and op.name == "intra_op_threads":
+        # the fix needs an intra-op team: the host's forward work on 2 threads, half parallel
+        data = model.model_dump()
+        data["host"]["ops"][2].update(threads=2, capture_threads=2, parallel_fraction=0.5)
+        model = StepModel.model_validate(data)
     before = model.model_dump_json()
     out = op.apply(model)
     assert model.model_dump_json() == before, "the input model was changed"
