@@ -211,11 +211,16 @@ def _validation(d: ReportData) -> str:
 
 def _caveats(d: ReportData) -> str:
     src = Counter(d.model.meta.sources.values())
-    inferred = [k for k, v in d.model.meta.sources.items() if v != "measured"]
+
+    def named(kind: str) -> str:
+        keys = [k for k, v in d.model.meta.sources.items() if v == kind]
+        return (f"{kind}: {', '.join(keys[:12])}{' …' if len(keys) > 12 else ''}"
+                if keys else "")
+
+    which = "; ".join(x for x in (named("inferred"), named("assumed")) if x)
     items = [f"Parameters: {src.get('measured', 0)} measured, {src.get('inferred', 0)} "
-             f"inferred, {src.get('assumed', 0)} assumed"
-             + (f" ({', '.join(inferred[:12])}{' …' if len(inferred) > 12 else ''})"
-                if inferred else "") + "."]
+             f"inferred, {src.get('assumed', 0)} assumed" + (f" ({which})" if which else "")
+             + "."]
     if len(d.base_result.ranks) == 1 and d.baseline.summary.comm_busy_us:
         items.append("One rank simulated: its collectives replay their measured durations, "
                      "which include any wait for the other ranks.")

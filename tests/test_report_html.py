@@ -81,6 +81,9 @@ def test_report_with_a_ledger_and_the_measured_lanes(cpu_run_nw0, cpu_run_nw1, t
     dom = _check_page(out, tmp_path)
     assert "measured: trace.json.gz" in dom and "sweep of loader.num_workers" in dom
     assert "No plan was asked for" in dom
+    # the caveats name each parameter under its own source, not all in one list
+    text = out.read_text(encoding="utf-8")
+    assert "(inferred: " in text and "; assumed: " in text
 
 
 def test_report_refuses_a_missing_ledger_in_one_line(tmp_path):
