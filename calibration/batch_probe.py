@@ -14,8 +14,9 @@ of the capture's time (``R = f + (1 − f)·r``), for
 * the training step: the main process's CPU time outside ``next()`` per step
   (``StepRecord.compute_cpu_us``: its part per step is the optimizer, Python overhead, a
   layer's fixed cost; CPU time, so that waiting for a core behind workers, whose load grows
-  with the batch too, is not read as work), the median over the capture's unprofiled steps (:data:`calibration.sidecar_fit.PROBE_FIRST_STEPS` left out, as for the interference
-  probe) against the median over the probe's;
+  with the batch too, is not read as work), the median over the capture's unprofiled steps
+  (:data:`calibration.sidecar_fit.PROBE_FIRST_STEPS` left out, as for the interference probe)
+  against the median over the probe's;
 * the DataLoader's produce time per batch (collate, per-batch Python work), the median of the
   batches' CPU work (``ProduceRecord.work_us``; the workers' first batches, which carry
   their start-up, left out).
@@ -25,9 +26,9 @@ at the nearest bound, 0 or 1, and says so. The probe runs after the captured win
 change of the host's speed in between is read as a change of cost: calibration says so when
 the capture's own unprofiled steps changed by more than :data:`DRIFT_WARN` from before the
 profiled window to after it (on a shared 2-core machine the same steps' CPU time moved by up
-to 1.6× within one run, far more than a part per step of 10 % shifts a 2× ratio). The fit's uncertainty (its bootstrap P10–P90 over
-the steps and batches) is reported, not drawn by intervals: the fractions are bounded by 1,
-which a factor range could cross.
+to 1.6× within one run, far more than a part per step of 10 % shifts a 2× ratio). The fit's
+uncertainty (its bootstrap P10–P90 over the steps and batches) is reported, not drawn by
+intervals: the fractions are bounded by 1, which a factor range could cross.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepsim.calibration.run_drift import DRIFT_WARN, unprofiled_after
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import PROBE_FIRST_STEPS, after_startup
 
@@ -46,20 +48,15 @@ MIN_RECORDS = 2
 """Fewest steps (or batches) on each side for a fraction to be measured."""
 
 
-DRIFT_WARN = 0.10
-"""Change of the capture's own step CPU time, from before its profiled window to after it,
-above which the probe's fit is said to hold the host's drift (the probe runs after both)."""
-
-
-def _drift(steps) -> float | None:
+def _drift(side: Sidecar) -> float | None:
     """``after / before − 1`` of the median CPU time outside ``next()`` of the unprofiled
     steps before the profiled window (the first :data:`PROBE_FIRST_STEPS` left out) and after
-    it; None without two of each."""
-    prof = [i for i, s in enumerate(steps) if s.profiled]
+    it (:func:`calibration.run_drift.unprofiled_after`); None without two of each."""
+    prof = [i for i, s in enumerate(side.steps) if s.profiled]
     if not prof:
         return None
-    before = [s.compute_cpu_us for s in steps[PROBE_FIRST_STEPS:prof[0]]]
-    after = [s.compute_cpu_us for s in steps[prof[-1] + 1:]]
+    before = [s.compute_cpu_us for s in side.steps[PROBE_FIRST_STEPS:prof[0]]]
+    after = [s.compute_cpu_us for s in unprofiled_after(side)]
     if len(before) < MIN_RECORDS or len(after) < MIN_RECORDS or np.median(before) <= 0:
         return None
     return float(np.median(after) / np.median(before) - 1)
@@ -116,12 +113,13 @@ def batch_probe(side: Sidecar | None, seed: int = 0) -> BatchProbe | None:
             for steps in (cal_steps, side.probe.steps)]
     produce = [np.asarray([p.work_us for p in after_startup(recs)], dtype=float)
                for recs in (side.produce, side.probe.produce)]
-    drift = _drift(side.steps)
+    drift = _drift(side)
     if drift is not None and abs(drift) > DRIFT_WARN:
         notes.append(f"the capture's own unprofiled steps took {100 * abs(drift):.0f} % "
-                     f"{'more' if drift > 0 else 'less'} CPU after the profiled window than before it (the host's speed moved "
-                     "within the run): the probe's ratios hold that drift too, so its parts "
-                     "are uncertain by as much; re-capture on a quiet machine")
+                     f"{'more' if drift > 0 else 'less'} CPU after the profiled window than "
+                     "before it (the host's speed moved within the run): the probe's ratios "
+                     "hold that drift too, so its parts are uncertain by as much; re-capture "
+                     "on a quiet machine")
     sf, sr = _fraction(step[0], step[1], r, "the training step", notes, rng)
     pf, pr = _fraction(produce[0], produce[1], r, "the produce time per batch", notes, rng)
     return BatchProbe(n, sf, sr, pf, pr, notes)

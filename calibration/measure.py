@@ -295,7 +295,7 @@ def remeasured_load(side) -> list[str]:
     recs = steady_records(side, nw)
     tpw = fit_produce(recs, nw, side.host_cores)[1] if recs else 1
     load = outside_load(side, nw, tpw, side.torch_num_threads or 1)
-    if load is None or load.held <= 0 or 1 / load.held - 1 <= LOAD_WARN:
+    if load is None or load.held <= 0 or load.slowdown <= LOAD_WARN:
         return []
     return [f"this re-measured run ran under outside load: its own threads held "
             f"{100 * load.held:.0f} % of the core time they could have held over its profiled "

@@ -54,6 +54,12 @@ def check_value(value) -> int:
     return value
 
 
+def grown_by(kept: float, r: float) -> float:
+    """The factor on a cost whose share ``kept`` stays (per step or per batch) and whose rest
+    grows with the samples, for ``r`` times the samples: ``kept + (1 − kept)·r``."""
+    return kept + (1 - kept) * r
+
+
 def _per_sample_host(model: StepModel) -> list[int]:
     """Indices of the host's ``cpu`` ops that are the training step's per-sample work on a
     model without a device: forward and backward, or a CPU calibration's whole ``train``
@@ -98,7 +104,7 @@ def set_batch_size(model: StepModel, value) -> StepModel:
     ld = data["loader"]
     ld["batch_size"] = n
     g = ld["produce_per_batch_fraction"]
-    rp = g + (1 - g) * r                 # the per-sample part × r, the per-batch part kept
+    rp = grown_by(g, r)
     ld["produce"] = _scaled_spec(ld["produce"], rp)
     ld["produce_per_batch_fraction"] = g / rp
     if ld["produce_by_worker"] is not None:
@@ -109,7 +115,7 @@ def set_batch_size(model: StepModel, value) -> StepModel:
     for i in host:
         op = data["host"]["ops"][i]
         f = op["per_step_fraction"]
-        grown = (1 - f) * r + f           # the per-sample part × r, the per-step part kept
+        grown = grown_by(f, r)
         _scale_host_op(op, grown)
         op["per_step_fraction"] = f / grown
     for ts in data["device"]["streams"].values():
@@ -133,7 +139,7 @@ def batch_size_note(model: StepModel, value) -> str | None:
     probe = model.meta.notes.get("batch_probe")
     probed_produce = model.meta.sources.get("loader.produce_per_batch_fraction") == "measured"
     produce = (f"produce {lp.produce.mean_us / 1e3:.1f} -> "
-               f"{lp.produce.mean_us * (g + (1 - g) * r) / 1e3:.1f} ms per batch ("
+               f"{lp.produce.mean_us * grown_by(g, r) / 1e3:.1f} ms per batch ("
                + (f"{100 * g:.1f} % of it per batch, measured by the batch-size probe, kept; "
                   if probed_produce else "")
                + f"inferred: {lp.produce.mean_us * (1 - g) / b / 1e3:.2f} ms per sample, the "
@@ -146,7 +152,7 @@ def batch_size_note(model: StepModel, value) -> str | None:
     else:
         f = max((model.host.ops[i].per_step_fraction for i in _per_sample_host(model)),
                 default=0.0)
-        grown = f"the host's training-step work x{(1 - f) * r + f:.3g}"
+        grown = f"the host's training-step work x{grown_by(f, r):.3g}"
         step = (f"{grown} ({100 * f:.1f} % of it per step, measured by the batch-size probe, "
                 f"kept; the rest x{r:.3g})" if probe else
                 f"{grown} (its optimizer step and zero_grad, {100 * f:.1f} % of it, measured "

@@ -13,7 +13,7 @@ import stepsim.models.cpu as cpu_mod
 from stepsim.models.params import (DeviceParams, DeviceTask, DurationSpec, HostOp, HostParams,
                                    LoaderParams, RankParams, StepModel)
 from stepsim.models.simulate import simulate
-from tests.test_solo import _runs, assert_rows
+from tests.test_solo import assert_rows, assert_same_records
 from tests.test_solo_loader import _depths, _spans, models
 
 MS = 1000.0
@@ -44,14 +44,7 @@ def pools(monkeypatch):
 def assert_same_as_quanta(m: StepModel, steps: int = 8, warmup: int = 2, seed: int = 0):
     a = simulate(m, steps=steps, warmup=warmup, seed=seed, engine="quanta")
     b = simulate(m, steps=steps, warmup=warmup, seed=seed, engine="events")
-    np.testing.assert_allclose(b.step_us, a.step_us, rtol=1e-12, atol=1e-6)
-    np.testing.assert_allclose(b.step_starts_us, a.step_starts_us, rtol=1e-12, atol=1e-6)
-    assert_rows(_spans(b), _spans(a))
-    assert_rows(_runs(b), _runs(a))
-    assert_rows(sorted((w.step, round(w.start_us, 6), round(w.end_us, 6), w.cause, w.tasks)
-                       for w in b.host_waits),
-                sorted((w.step, round(w.start_us, 6), round(w.end_us, 6), w.cause, w.tasks)
-                       for w in a.host_waits))
+    assert_same_records(b, a, spans=_spans)
     assert _depths(b) == _depths(a)
     assert b.loader_stats[0].consumed == a.loader_stats[0].consumed
     assert b.loader_stats[0].max_outstanding == a.loader_stats[0].max_outstanding

@@ -47,17 +47,25 @@ def assert_rows(got: list[tuple], want: list[tuple]) -> None:
                 assert x == y
 
 
+def _waits(res) -> list[tuple]:
+    return sorted((w.step, round(w.start_us, 6), round(w.end_us, 6), w.cause, w.tasks)
+                  for w in res.host_waits)
+
+
+def assert_same_records(b, a, spans=_spans) -> None:
+    """Two simulations of one model agree: step times and starts, ``spans`` (the rows a test
+    compares), task runs and host waits."""
+    np.testing.assert_allclose(b.step_us, a.step_us, rtol=1e-12, atol=1e-6)
+    np.testing.assert_allclose(b.step_starts_us, a.step_starts_us, rtol=1e-12, atol=1e-6)
+    assert_rows(spans(b), spans(a))
+    assert_rows(_runs(b), _runs(a))
+    assert_rows(_waits(b), _waits(a))
+
+
 def assert_same(m: StepModel, steps: int = 6, warmup: int = 2, seed: int = 0) -> None:
     a = simulate(m, steps=steps, warmup=warmup, seed=seed, engine="events")
     b = simulate(m, steps=steps, warmup=warmup, seed=seed)
-    np.testing.assert_allclose(b.step_us, a.step_us, rtol=1e-12, atol=1e-6)
-    np.testing.assert_allclose(b.step_starts_us, a.step_starts_us, rtol=1e-12, atol=1e-6)
-    assert_rows(_spans(b), _spans(a))
-    assert_rows(_runs(b), _runs(a))
-    assert_rows(sorted((w.step, round(w.start_us, 6), round(w.end_us, 6), w.cause, w.tasks)
-                       for w in b.host_waits),
-                sorted((w.step, round(w.start_us, 6), round(w.end_us, 6), w.cause, w.tasks)
-                       for w in a.host_waits))
+    assert_same_records(b, a)
     assert summarize(b).critical_path_us == pytest.approx(summarize(a).critical_path_us, abs=1e-3)
 
 
