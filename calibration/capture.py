@@ -195,6 +195,10 @@ class Capture:
         the last ``active`` of them, then ``after`` more with the profiler stopped (timed in
         the sidecar: the steps a validation of this run scores, as the user pays them,
         without the profiler's own cost); on exit write ``trace.json.gz`` and ``sidecar.json``.
+        The profiler's stop pauses the loop while the workers fill the prefetch queue, and the
+        first unprofiled steps that drain it are not scored
+        (:func:`calibration.run_drift.settled_after`): take ``after`` at least
+        ``num_workers × prefetch_factor + 4``.
 
         With ``probe_workers`` (a loader made by :meth:`dataloader`), a short probe follows:
         ``probe_steps`` more steps (after ``PROBE_SKIP`` unrecorded ones, which carry the new

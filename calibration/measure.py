@@ -17,6 +17,9 @@ A capture that timed steps after its profiled window with the profiler stopped
 steps as the user pays them, without the profiler's own cost (which is per recorded op, so
 large where many small ops run on the profiled thread: a DataLoader at ``num_workers=0``
 decoding and augmenting in the main thread). The profiled steps' mean is reported beside.
+The first of those steps can drain a prefetch queue the workers filled while the profiler's
+stop paused the loop; they are left out until the queue ran dry, and said
+(:func:`calibration.run_drift.settled_after`).
 """
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.outside_load import outside_load
 from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
 from stepsim.calibration.linking import link
-from stepsim.calibration.run_drift import MIN_AFTER_STEPS, unprofiled_after
+from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, drain_note, settled_after,
+                                           unprofiled_after)
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
@@ -252,13 +256,20 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     if startup is not None and startup.in_trace:
         step_us, wait, numbers = step_us[1:], wait[1:], numbers[1:]
     prof = [s for s in side.steps if s.profiled] if side is not None else []
-    after = unprofiled_after(side)
+    settled = settled_after(side)
+    after = settled.steps
+    if len(unprofiled_after(side)) >= MIN_AFTER_STEPS > len(after):
+        notes.append(f"scored the trace's profiled steps: {drain_note(settled)}, and fewer "
+                     f"than {MIN_AFTER_STEPS} were left (capture with more steps after the "
+                     "window: Capture.steps(..., after=N))")
     if len(after) >= MIN_AFTER_STEPS:
         traced = float(np.mean(step_us))
         step_us = np.array([s.wall_us for s in after])
         wait = np.array([s.next_wall_us for s in after])
         numbers = [len(side.steps) - len(after) + i for i in range(len(after))]
         prof = after
+        if settled.drained:
+            notes.append(drain_note(settled))
         notes.append(f"measured: the {len(after)} unprofiled steps after the profiled window "
                      f"(sidecar), mean {float(np.mean(step_us)) / 1e3:.1f} ms; the trace's "
                      f"profiled steps took {traced / 1e3:.1f} ms, "

@@ -11,9 +11,12 @@ no warning until validation.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["unprofiled_after", "profiled_drift", "DRIFT_WARN", "MIN_AFTER_STEPS"]
+__all__ = ["unprofiled_after", "settled_after", "AfterSteps", "drain_note", "profiled_drift",
+           "DRIFT_WARN", "MIN_AFTER_STEPS", "QUEUE_DRY_SHARE"]
 
 DRIFT_WARN = 0.10
 """Relative difference of the mean profiled step from the mean unprofiled step after it above
@@ -21,6 +24,11 @@ which calibration warns (the tolerance of its replay check, ``REPLAY_WARN``)."""
 MIN_AFTER_STEPS = 2
 """Fewest unprofiled steps after the profiled window that a validation scores instead of the
 trace's profiled steps (and that calibration compares them with)."""
+QUEUE_DRY_SHARE = 0.10
+"""Share of a step its ``next()`` must be blocked (wall minus CPU time: waiting for a worker's
+batch, or for a core) for the prefetch queue to count as having run dry at that step (the
+input-bound share of :mod:`calibration.measure`). The hand-over of a ready batch is CPU work
+(unpickling: 1.6–2.3 ms wall against as much CPU on the demo), so it does not count."""
 
 
 def unprofiled_after(side) -> list:
@@ -34,10 +42,59 @@ def unprofiled_after(side) -> list:
     return [s for s in side.steps[last + 1:] if s.profiler_on is False]
 
 
-def profiled_drift(side, path: str = "") -> str | None:
-    """A warning when the capture's profiled steps' mean wall time differs from its unprofiled
-    steps' after the window by more than :data:`DRIFT_WARN` (None otherwise, or without both)."""
+@dataclass(frozen=True)
+class AfterSteps:
+    """The unprofiled steps after the profiled window that represent the run (see the module
+    docstring).
+
+    Attributes:
+        steps: the steps kept (sidecar step rows).
+        drained: leading unprofiled steps left out: they took batches the workers made while
+            the profiler's stop paused the loop.
+        pause_us: that pause (µs, the last profiled step's end to the first unprofiled step's
+            start; 0 when the sidecar lacks the instants).
+    """
+
+    steps: list
+    drained: int = 0
+    pause_us: float = 0.0
+
+
+def _blocked(step) -> bool:
+    return step.next_wall_us - step.next_cpu_us >= QUEUE_DRY_SHARE * step.wall_us
+
+
+def settled_after(side) -> AfterSteps:
+    """The unprofiled steps after the profiled window without the drain of the prefetch queue
+    the profiler's stop let fill (the module docstring); every such step at
+    ``num_workers=0`` (nothing is made ahead)."""
     after = unprofiled_after(side)
+    if not after:
+        return AfterSteps([])
+    last = [s for s in side.steps if s.profiled][-1]
+    pause = (after[0].t_start_us - last.t_start_us - last.wall_us
+             if after[0].t_start_us is not None and last.t_start_us is not None else 0.0)
+    if side.loader.num_workers == 0:
+        return AfterSteps(after, 0, max(pause, 0.0))
+    dry = next((i for i, s in enumerate(after) if _blocked(s)), 0)
+    return AfterSteps(after[dry:], dry, max(pause, 0.0))
+
+
+def drain_note(settled: AfterSteps) -> str:
+    """What :func:`settled_after` left out, in a sentence ('' when nothing)."""
+    if not settled.drained:
+        return ""
+    return (f"{settled.drained} unprofiled step(s) right after the profiled window left out: "
+            f"they took batches the workers made while the profiler's stop paused the loop "
+            f"({settled.pause_us / 1e3:.0f} ms), without waiting, until the prefetch queue ran "
+            "dry")
+
+
+def profiled_drift(side, path: str = "") -> str | None:
+    """A warning when the capture's profiled steps' mean wall time differs from its settled
+    unprofiled steps' after the window (:func:`settled_after`) by more than
+    :data:`DRIFT_WARN` (None otherwise, or without both)."""
+    after = settled_after(side).steps if side is not None else []
     prof = [s.wall_us for s in side.steps if s.profiled] if side is not None else []
     if len(after) < MIN_AFTER_STEPS or not prof:
         return None

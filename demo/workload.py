@@ -23,9 +23,12 @@ BATCH_SIZE = 32
 N_IMAGES = 512      # distinct images; the dataset cycles over them
 CLASSES = 10
 PROBE_STEPS = 8     # recorded steps of the optional probe at a second num_workers
-AFTER_STEPS = 6
+AFTER_STEPS = 10
 """Steps timed after the profiled window with the profiler stopped: a validation scores these
-(the steps as the user pays them, without the profiler's per-op cost; :mod:`calibration.measure`).
+(the steps as the user pays them, without the profiler's per-op cost; :mod:`calibration.measure`),
+less the first ones that drain the prefetch queue the workers filled while the profiler's stop
+paused the loop (:func:`calibration.run_drift.settled_after`: 3 of them at ``num_workers=1``
+here, so 6 after-steps left 3 to score).
 At ``num_workers=0`` the main thread decodes and augments each batch under the profiler. In two
 quick demo runs here the profiled steps at ``num_workers=0`` took 1.40× and 0.97× the
 unprofiled ones beside them: what moved was the machine (load average 1.4, then 3-4), not a
