@@ -1,0 +1,87 @@
+"""The profiler's stop pauses the training loop while the DataLoader's workers keep filling the
+prefetch queue; the first unprofiled steps after the window then drain it without waiting. A
+validation scores the run from where the queue ran dry (``calibration.run_drift.settled_after``).
+
+Closed form, on a real capture with one worker: a batch takes ``PRODUCE_S`` to make (sleep),
+the step ``STEP_S`` (< ``PRODUCE_S``, so the run is producer-bound and each steady step takes
+``PRODUCE_S``); a pause of ``PAUSE_S`` after the last profiled step lets the worker fill its
+``prefetch_factor`` = 2 slots, so the first steps after it take about ``STEP_S``: the mean of
+every unprofiled step is well below ``PRODUCE_S``, the settled steps' is ``PRODUCE_S``."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from stepsim.calibration.capture import Capture
+from stepsim.calibration.measure import measured_steps
+from stepsim.calibration.run_drift import profiled_drift, settled_after, unprofiled_after
+from stepsim.calibration.sidecar import load_sidecar
+
+PRODUCE_S, STEP_S, PAUSE_S = 0.080, 0.030, 0.400
+ACTIVE, AFTER = 3, 10
+LAST_PROFILED = 1 + 1 + 1 + ACTIVE - 1   # skip_first + wait + warmup + active - 1
+
+
+class SlowItems(torch.utils.data.Dataset):
+    """Items that take ``seconds`` each to make (a sleep: no core used)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        time.sleep(self.seconds)
+        return torch.zeros(4)
+
+
+def _capture(out, produce_s: float, step_s: float, num_workers: int = 1):
+    cap = Capture(out)
+    loader = cap.dataloader(SlowItems(produce_s), batch_size=1, num_workers=num_workers)
+    for i, _ in enumerate(cap.steps(loader, active=ACTIVE, wait=1, warmup=1, skip_first=1,
+                                    after=AFTER)):
+        time.sleep(step_s + (PAUSE_S if i == LAST_PROFILED else 0.0))
+    return load_sidecar(out / "sidecar.json")
+
+
+def test_a_producer_bound_run_is_scored_from_where_the_queue_ran_dry(tmp_path):
+    side = _capture(tmp_path / "c", PRODUCE_S, STEP_S)
+    every = [s.wall_us / 1e6 for s in unprofiled_after(side)]
+    settled = settled_after(side)
+    assert settled.drained >= 2                   # the 2 prefetched batches, at least
+    assert np.mean(every) < 0.92 * PRODUCE_S     # the drain, counted, looks faster
+    m = measured_steps(tmp_path / "c")
+    assert len(m.step_us) == AFTER - settled.drained
+    assert np.mean(m.step_us) / 1e6 == pytest.approx(PRODUCE_S, rel=0.12)
+    assert any("until the prefetch queue ran dry" in w for w in m.warnings)
+
+
+def test_a_loader_that_keeps_ahead_keeps_every_step(tmp_path):
+    """Batches made faster than the step uses them: the queue is full before the pause and
+    after it, no step waits, none is left out."""
+    side = _capture(tmp_path / "c", 0.005, 0.030)
+    settled = settled_after(side)
+    assert settled.drained == 0 and len(settled.steps) == AFTER
+    assert np.mean([s.wall_us for s in settled.steps]) / 1e6 == pytest.approx(0.030, rel=0.2)
+
+
+def test_without_workers_nothing_is_made_ahead(tmp_path):
+    side = _capture(tmp_path / "c", 0.010, STEP_S, num_workers=0)
+    settled = settled_after(side)
+    assert settled.drained == 0 and len(settled.steps) == AFTER
+
+
+def test_the_drift_check_compares_the_settled_steps(tmp_path):
+    """Profiled steps of ``PRODUCE_S`` against settled ones of ``PRODUCE_S``: no drift, though
+    the mean of every unprofiled step is shorter."""
+    side = _capture(tmp_path / "c", PRODUCE_S, STEP_S)
+    for s in side.steps:       # the pause is in the last profiled step's wall; take it out
+        if s.profiled:
+            s.wall_us = PRODUCE_S * 1e6
+    assert profiled_drift(side) is None
+    every = float(np.mean([s.wall_us for s in unprofiled_after(side)]))
+    assert every < 0.92 * PRODUCE_S * 1e6
