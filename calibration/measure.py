@@ -34,8 +34,7 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.outside_load import outside_load
 from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
 from stepsim.calibration.linking import link
-from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, drain_note, settled_after,
-                                           unprofiled_after)
+from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drain_note, settled_after
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
@@ -258,7 +257,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     prof = [s for s in side.steps if s.profiled] if side is not None else []
     settled = settled_after(side)
     after = settled.steps
-    if len(unprofiled_after(side)) >= MIN_AFTER_STEPS > len(after):
+    if settled.drained + len(after) >= MIN_AFTER_STEPS > len(after):
         notes.append(f"scored the trace's profiled steps: {drain_note(settled)}, and fewer "
                      f"than {MIN_AFTER_STEPS} were left (capture with more steps after the "
                      "window: Capture.steps(..., after=N))")
