@@ -51,21 +51,23 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
     if steps is not None and step_regex is not None:
         raise StepsimError("--steps takes ProfilerStep#N numbers; it cannot be combined with "
                            "--step-regex")
-    if not replicates:
-        return _calibrate(trace, sidecar, step_regex, steps)
-    from stepsim.calibration.host_noise import apply_replicates, replicate_speeds
+    from stepsim.calibration.host_noise import apply_replicates, at_run_speed, replicate_speeds
 
     ranks = _rank_sidecars(Path(trace)) if sidecar is None else []
+    side_path = sidecar or _capture_sidecar(Path(trace))
+    if not replicates:
+        model = _calibrate(trace, sidecar, step_regex, steps)
+        return at_run_speed(model, load_sidecar(side_path), None) if side_path else model
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         speeds = _job_speeds(ranks, [(Path(r), _rank_sidecars(Path(r))) for r in replicates])
         return apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
-    side_path = sidecar or _capture_sidecar(Path(trace))
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")
     reps = [(Path(r), load_sidecar(_capture_sidecar(Path(r)) or r)) for r in replicates]
-    speeds = replicate_speeds(Path(side_path), load_sidecar(side_path), reps)   # before the fit
-    model = apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
+    side = load_sidecar(side_path)
+    speeds = replicate_speeds(Path(side_path), side, reps)   # before the fit
+    model = at_run_speed(_calibrate(trace, sidecar, step_regex, steps), side, speeds)
     dropped = [f"replicate {w}" for _, rep in reps for w in rep.dropped]
     if not dropped:
         return model
@@ -195,6 +197,7 @@ def apply_sidecar(model: StepModel, side) -> StepModel:
     """The model with what the sidecar measures filled in, read as on the CPU path
     (:func:`calibration.sidecar_fit.loader_from_sidecar`: settings, produce times, batch
     bytes, hand-over time, cores), each parameter's source as it was obtained."""
+    from stepsim.calibration.gpu_notes import ASK_CORES, ASK_LOADER
     from stepsim.calibration.run_drift import profiled_drift
     from stepsim.calibration.sidecar_fit import loader_from_sidecar
 
@@ -203,7 +206,9 @@ def apply_sidecar(model: StepModel, side) -> StepModel:
     sources = dict(model.meta.sources)
     sources.update(src)
     drift = profiled_drift(side)
+    answered = (ASK_LOADER,) + ((ASK_CORES,) if side.host_cores else ())
+    kept = [w for w in model.meta.warnings if not w.endswith(answered)]
     meta = model.meta.model_copy(update={"sources": sources,
-                                         "warnings": list(model.meta.warnings) + warn
+                                         "warnings": kept + warn
                                          + side.dropped + ([drift] if drift else [])})
     return model.model_copy(update={"loader": loader, "meta": meta})

@@ -134,14 +134,18 @@ def fit_notes(ctx: TraceContext, kept: list[Step], fit: StepFit, group: list[Ste
             shows = ("the trace shows a multi-process DataLoader but not its num_workers"
                      if multi else "DataLoader worker count is not in a GPU trace")
             warnings.append(f"{shows}: the loader is modelled as its measured next() time on "
-                            "the main thread (num_workers=0 in the model); give a capture "
-                            "sidecar for the real settings")
+                            f"the main thread (num_workers=0 in the model); {ASK_LOADER}")
     else:
         loader = LoaderParams(host_cores=ASSUMED_HOST_CORES)
     warnings.append(f"host CPU cores are not in a GPU trace: assumed {ASSUMED_HOST_CORES} for "
-                    "the DataLoader workers and the main thread; give a capture sidecar for the "
-                    "real count")
+                    f"the DataLoader workers and the main thread; {ASK_CORES}")
     return notes, sources, loader, warnings
+
+
+ASK_LOADER = "give a capture sidecar for the real settings"
+ASK_CORES = "give a capture sidecar for the real count"
+"""How the two warnings a sidecar answers end (:func:`calibration.calibrate.apply_sidecar`
+drops them when it has the loader's settings and the host's cores)."""
 
 
 def input_stalls(ctx: TraceContext, kept: list[Step], rep: Step, notes: dict, warnings: list[str]):

@@ -29,6 +29,65 @@ from stepsim.models.host_speed import HOST_NOISE_PRIOR, PRIOR_DOF, speed_interva
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
+
+def window_speed(side: Sidecar) -> float | None:
+    """The host's speed in the capture's profiled window relative to the whole run: the median
+    CPU µs of a batch's produce among the batches finished inside the window ÷ among all the
+    run's batches (a worker's first batch left out: :func:`calibration.sidecar_fit.after_startup`).
+
+    The model's durations are the window's (a second or so of the run), while the run as a
+    whole measures the host longer: on a virtual host the CPU time of identical work moved
+    0.75–1.20× between a run's window and the run (an H200 machine's 16 cores, 2026-12-04;
+    0.93–1.02× on a quiet 2-core machine). Produce is the gauge: the same work per batch,
+    CPU time (waiting for a core does not count), and in worker processes the profiler does
+    not slow. None without produce instants, with fewer than 3 batches in the window, or with
+    none outside it."""
+    nw = side.loader.num_workers
+    recs = after_startup([r for r in side.produce if (r.worker < 0) == (nw == 0)])
+    prof = [s for s in side.steps if s.profiled and s.t_start_us is not None]
+    if not prof or not recs or any(r.t_end_us is None for r in recs):
+        return None
+    lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
+    window = [r.work_us for r in recs if lo <= r.t_end_us <= hi]
+    whole = [r.work_us for r in recs]
+    if len(window) < 3 or len(window) == len(whole) or min(np.median(whole),
+                                                             np.median(window)) <= 0:
+        return None
+    s = float(np.median(window) / np.median(whole))
+    # a window at a thousandth of its own run's speed is not a host's speed: records that
+    # cannot be right, which the run's replicate checks name (MAX_SPEED_RATIO)
+    return s if 1 / MAX_SPEED_RATIO <= s <= MAX_SPEED_RATIO else None
+
+
+def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) -> StepModel:
+    """``model`` predicting at the runs' speed rather than its window's
+    (:func:`window_speed` ``s``): the runs' speed factors (``speeds``, the capture's 1.0 and
+    its replicates', against the capture's whole run) become factors against the window,
+    ``speeds / s``, and ``host.cpu_scale`` their centre (:func:`apply_replicates`); with no
+    replicate, ``cpu_scale = 1 / s`` and the interval keeps the stated prior. The replay of the
+    captured window still runs at the window's speed (``meta.notes['window_speed']``;
+    :func:`models.host_speed.at_capture_speed`). Unchanged where ``s`` is None."""
+    s = window_speed(side)
+    factors = [v / s for v in speeds or [1.0]] if s is not None else []
+    if not factors or not all(1 / MAX_SPEED_RATIO <= v <= MAX_SPEED_RATIO for v in factors):
+        return apply_replicates(model, speeds) if speeds else model
+    if speeds:
+        model = apply_replicates(model, factors, against="the capture's profiled window's")
+    else:
+        model = model.model_copy(update={"host": model.host.model_copy(
+            update={"cpu_scale": 1.0 / s})})
+    meta = model.meta
+    note = (f"the host ran at {s:.3f}× the run's CPU time of identical work (a batch's "
+            f"produce) in the profiled window: the model's durations are the window's, and "
+            f"predictions take the run's speed (host.cpu_scale {model.host.cpu_scale:.3f}, "
+            "measured)")
+    meta = meta.model_copy(update={
+        "sources": {**meta.sources, "host.cpu_scale": "measured"},
+        "notes": {**meta.notes, "window_speed": s},
+        "warnings": [*meta.warnings, note] if abs(s - 1) > 0.02 else list(meta.warnings)})
+    return model.model_copy(update={"meta": meta})
+
+
 def identical_work_us(side: Sidecar) -> float | None:
     """CPU µs of one batch's produce plus one training step's work outside ``next()``
     (medians; a worker process's first batch (:func:`calibration.sidecar_fit.after_startup`)
@@ -105,7 +164,8 @@ def _records(side: Sidecar) -> str:
     return repr((side.produce, side.steps))
 
 
-def apply_replicates(model: StepModel, speeds: list[float]) -> StepModel:
+def apply_replicates(model: StepModel, speeds: list[float],
+                     against: str = "the capture's") -> StepModel:
     """``model`` with ``host.cpu_scale`` and ``host.speed_runs`` measured from the host speed
     factors ``speeds`` of the capture and its replicates (:func:`replicate_speeds`);
     ``meta.ranges['host.cpu_scale']`` stays the stated prior range (the predictive pools the
@@ -118,8 +178,8 @@ def apply_replicates(model: StepModel, speeds: list[float]) -> StepModel:
     sources = {**meta.sources, "host.cpu_scale": "measured", "host.speed_runs": "measured"}
     ranges = {**meta.ranges, "host.cpu_scale": prior}
     note = (f"the host's speed varies from run to run: over {len(speeds)} runs of this setting "
-            f"the CPU time of identical work was {', '.join(f'{s:.3f}' for s in speeds)}× the "
-            f"capture's; the next run's P10–P90 is {p10:.3f}–{p90:.3f}× (Student t, "
+            f"the CPU time of identical work was {', '.join(f'{s:.3f}' for s in speeds)}× "
+            f"{against}; the next run's P10–P90 is {p10:.3f}–{p90:.3f}× (Student t, "
             f"{PRIOR_DOF + len(speeds) - 1} degrees of freedom: {len(speeds) - 1} from the runs, "
             f"{PRIOR_DOF} from the stated range {prior[0]:.2f}–{prior[1]:.2f}; in every "
             "interval, once per run)")

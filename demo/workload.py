@@ -1,10 +1,14 @@
-"""The demo's real training workload, run on the CPU with torch.
+"""The demo's real training workload, run with torch on the CPU, or on a GPU where torch sees one.
 
 A small CNN classifies generated images. Each sample is stored as JPEG bytes; the dataset's
 ``__getitem__`` does real per-sample CPU work: JPEG decode (Pillow), a random resized crop,
 a random flip and normalisation, as a vision input pipeline does. The training step runs with
 one intra-op thread (``torch.set_num_threads(1)``) so the host thread is one CPU consumer, as
 DataLoader workers are one thread each (PyTorch's ``_worker_loop`` sets one thread per worker).
+
+Where ``torch.cuda.is_available()`` (and ``--device`` is not ``cpu``) the model trains on the GPU:
+the DataLoader pins its batches (``pin_memory=True``) and each batch is copied host to device
+with ``non_blocking=True``, so the trace holds real H2D copies, kernels and the host's launches.
 
 Run as ``python -m demo.workload --num-workers N --out DIR`` to capture one run with the
 harness (:mod:`calibration.capture`): ``DIR/trace.json.gz`` and ``DIR/sidecar.json``.
@@ -24,7 +28,8 @@ N_IMAGES = 512      # distinct images; the dataset cycles over them
 CLASSES = 10
 PROBE_STEPS = 8     # recorded steps of the optional probe at a second num_workers
 AFTER_STEPS = 10
-"""Steps timed after the profiled window with the profiler stopped: a validation scores these
+"""Steps timed after the profiled window with the profiler stopped (and, above 2 workers,
+``num_workers × prefetch_factor`` more, since that many can be drained): a validation scores these
 (the steps as the user pays them, without the profiler's per-op cost; :mod:`calibration.measure`),
 less the first ones that drain the prefetch queue the workers filled while the profiler's stop
 paused the loop (:func:`calibration.run_drift.settled_after`: 3 of them at ``num_workers=1``
@@ -99,11 +104,12 @@ def make_model():
 def run(num_workers: int, out_dir: str, active: int = 8, seed: int = 0,
         prefetch_factor: int = 2, probe_workers: int | None = None,
         threads: int | None = 1, batch_size: int | None = None,
-        probe_batch_size: int | None = None) -> None:
+        probe_batch_size: int | None = None, device: str = "auto") -> None:
     """Train the CNN with the given ``num_workers`` and ``batch_size`` (None: the demo's),
     capturing ``active`` profiled steps (then a probe at ``probe_workers`` or at
     ``probe_batch_size``, if given); ``threads``: torch's intra-op threads (None: torch's
-    default, one per core)."""
+    default, one per core); ``device``: ``auto`` (CUDA where torch sees a GPU), ``cpu`` or
+    ``cuda``."""
     import torch
 
     from stepsim.calibration.capture import Capture
@@ -111,25 +117,32 @@ def run(num_workers: int, out_dir: str, active: int = 8, seed: int = 0,
     torch.manual_seed(seed)
     if threads is not None:
         torch.set_num_threads(threads)
-    model = make_model()
+    dev = torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available())
+                       else "cpu")
+    model = make_model().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     cap = Capture(out_dir)
     skip_first, wait, warmup = 4, 1, 2
-    total = skip_first + wait + warmup + active + AFTER_STEPS
+    # the first steps after the window drain the prefetch queue (num_workers x prefetch_factor
+    # batches) and are not scored: keep AFTER_STEPS past them
+    after = AFTER_STEPS + (num_workers * prefetch_factor if num_workers > 2 else 0)
+    total = skip_first + wait + warmup + active + after
     # The dataset holds more batches than the loop takes, so workers never run dry mid-window.
     probe = 0 if probe_workers is None and probe_batch_size is None else PROBE_STEPS + 2
     batch = batch_size or BATCH_SIZE
     ds = JpegDataset(make_jpegs(N_IMAGES, seed),
                      length=(max(total, probe) + 4 * max(num_workers, probe_workers or 0, 1))
                      * max(batch, probe_batch_size or 0), seed=seed)
-    kwargs = dict(batch_size=batch, shuffle=False, num_workers=num_workers)
+    kwargs = dict(batch_size=batch, shuffle=False, num_workers=num_workers,
+                  pin_memory=dev.type == "cuda")
     if num_workers > 0:
         kwargs["prefetch_factor"] = prefetch_factor
     loader = cap.dataloader(ds, **kwargs)
     for x, y in cap.steps(loader, active=active, wait=wait, warmup=warmup, skip_first=skip_first,
                           probe_workers=probe_workers, probe_steps=PROBE_STEPS,
-                          after=AFTER_STEPS, probe_batch_size=probe_batch_size):
+                          after=after, probe_batch_size=probe_batch_size):
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -146,9 +159,11 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: default)")
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--probe-batch-size", type=int, default=None)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="auto: CUDA where torch sees a GPU (pinned batches, H2D copies)")
     a = p.parse_args(argv)
     run(a.num_workers, a.out, active=a.active, seed=a.seed, probe_workers=a.probe_workers,
-        threads=a.threads or None, batch_size=a.batch_size, probe_batch_size=a.probe_batch_size)
+        threads=a.threads or None, batch_size=a.batch_size, probe_batch_size=a.probe_batch_size, device=a.device)
     return 0
 
 

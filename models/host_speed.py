@@ -160,12 +160,17 @@ def at_capture_speed(model):
     1.0 by construction), which is how a replay is checked against that run's measured steps.
     Replicates move ``cpu_scale`` to the mean speed of all the runs (what a prediction of the
     next run takes) and widen the intervals; the capture's own steps ran at its own speed.
-    Unchanged without measured runs."""
+    Where calibration measured the window's speed against the whole run
+    (``meta.notes['window_speed']``, :func:`calibration.host_noise.at_run_speed`), the factor
+    is the window's. Unchanged without either."""
     runs = model.host.speed_runs
-    if not runs or runs[0] == model.host.cpu_scale:
+    own = float(runs[0]) if runs else model.host.cpu_scale
+    window = model.meta.notes.get("window_speed")
+    if isinstance(window, (int, float)) and window > 0:
+        own *= window   # the capture's window against its whole run
+    if own == model.host.cpu_scale:
         return model
-    return model.model_copy(update={"host": model.host.model_copy(
-        update={"cpu_scale": float(runs[0])})})
+    return model.model_copy(update={"host": model.host.model_copy(update={"cpu_scale": own})})
 
 
 LOAD_WARN = 0.10

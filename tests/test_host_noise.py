@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import t as student_t
 
 from stepsim.calibration.calibrate import calibrate
-from stepsim.calibration.host_noise import identical_work_us
+from stepsim.calibration.host_noise import identical_work_us, window_speed
 from stepsim.models.host_speed import HOST_NOISE_PRIOR, prior_log_sd
 from stepsim.models.host_speed import speed_interval as host_speed_interval
 from stepsim.calibration.sidecar import load_sidecar
@@ -63,13 +63,15 @@ def test_replicate_measures_speed_and_widens_interval(cpu_run_nw1, tmp_path):
     assert identical_work_us(load_sidecar(slow / "sidecar.json")) == pytest.approx(1.2 * w0)
     base = calibrate(cpu_run_nw1)
     model = calibrate(cpu_run_nw1, replicates=[slow])
-    assert model.host.cpu_scale == pytest.approx(math.sqrt(1.2))
+    # the runs' speeds are against the capture's profiled window (the model's durations)
+    win = window_speed(load_sidecar(cpu_run_nw1 / "sidecar.json")) or 1.0
+    assert model.host.cpu_scale == pytest.approx(math.sqrt(1.2) / win)
     assert model.meta.sources["host.cpu_scale"] == "measured"
-    assert model.host.speed_runs == pytest.approx([1.0, 1.2])
+    assert model.host.speed_runs == pytest.approx([1.0 / win, 1.2 / win])
     # the range stays the stated prior, which the predictive pools the runs with; the
     # warning states the next run's P10–P90
     assert model.meta.ranges["host.cpu_scale"] == pytest.approx(HOST_NOISE_PRIOR)
-    _, p10, p90 = host_speed_interval([1.0, 1.2], HOST_NOISE_PRIOR)
+    _, p10, p90 = host_speed_interval([1.0 / win, 1.2 / win], HOST_NOISE_PRIOR)
     assert any(f"P10–P90 is {p10:.3f}–{p90:.3f}× (Student t, 3 degrees of freedom" in w
                for w in model.meta.warnings)
     ops = [parse_set("loader.num_workers=2")]
@@ -101,7 +103,8 @@ def test_calibration_replays_the_capture_at_its_own_speed(cpu_run_nw1, tmp_path)
     slow = _replicate(cpu_run_nw1, tmp_path / "slow", 2.0)
     base = api.calibrate(cpu_run_nw1)
     rep = api.calibrate(cpu_run_nw1, replicates=[slow])
-    assert rep.model.host.cpu_scale == pytest.approx(math.sqrt(2.0))
+    win = window_speed(load_sidecar(cpu_run_nw1 / "sidecar.json")) or 1.0
+    assert rep.model.host.cpu_scale == pytest.approx(math.sqrt(2.0) / win)
     assert rep.steady_mean_us == pytest.approx(base.steady_mean_us, rel=1e-9)
     assert rep.steady_mean_error == pytest.approx(base.steady_mean_error, abs=1e-9)
     assert rep.steady_warning == base.steady_warning
@@ -123,3 +126,58 @@ def test_window_replay_runs_at_the_capture_speed(tmp_path):
     host = model.host.model_copy(update={"cpu_scale": 1.5, "speed_runs": [1.0, 2.25]})
     w = window_replay(model.model_copy(update={"host": host}))
     assert w.replayed_us == pytest.approx(w.measured_us, rel=1e-3)
+
+
+def _window_at(src, dst, inside: float, outside: float):
+    """A copy of capture ``src`` whose batches took ``inside`` µs of CPU when they finished in
+    the profiled window and ``outside`` µs elsewhere (a host whose speed moved in the run)."""
+    shutil.copytree(src, dst)
+    data = json.loads((dst / "sidecar.json").read_text())
+    prof = [s for s in data["steps"] if s["profiled"]]
+    lo, hi = prof[0]["t_start_us"], prof[-1]["t_start_us"] + prof[-1]["wall_us"]
+    for rec in data["produce"]:
+        cpu = inside if lo <= rec["t_end_us"] <= hi else outside
+        rec["cpu_us"] = rec["proc_cpu_us"] = cpu
+    (dst / "sidecar.json").write_text(json.dumps(data))
+    return dst
+
+
+def test_window_speed_closed_form(cpu_run_nw1, tmp_path):
+    """Batches of 30 ms CPU in the window and 40 ms outside it: the window ran at 0.75x the
+    run's time, so predictions take cpu_scale 1/0.75 (measured), the replay of the window still
+    runs at its own speed, and with a replicate at 1.2x the run the speeds are 1/0.75 and
+    1.2/0.75 against the window."""
+    from stepsim import api
+
+    moved = _window_at(cpu_run_nw1, tmp_path / "moved", 30e3, 40e3)
+    assert window_speed(load_sidecar(moved / "sidecar.json")) == pytest.approx(0.75)
+    steady = _window_at(cpu_run_nw1, tmp_path / "steady", 40e3, 40e3)
+    assert window_speed(load_sidecar(steady / "sidecar.json")) == pytest.approx(1.0)
+
+    a, b = api.calibrate(moved), api.calibrate(steady)
+    assert a.model.host.cpu_scale == pytest.approx(1 / 0.75)
+    assert a.model.meta.sources["host.cpu_scale"] == "measured"
+    assert a.model.meta.notes["window_speed"] == pytest.approx(0.75)
+    assert any("0.750× the run's CPU time" in w for w in a.model.meta.warnings)
+    assert not any("× the run's CPU time" in w for w in b.model.meta.warnings)
+    # the calibration check replays the window at the window's speed: as the same model
+    # without the measured run speed
+    from stepsim.models.host_speed import at_capture_speed
+
+    own = at_capture_speed(a.model)
+    assert own.host.cpu_scale == pytest.approx(1.0)
+    notes = {k: v for k, v in a.model.meta.notes.items() if k != "window_speed"}
+    plain = a.model.model_copy(update={
+        "host": a.model.host.model_copy(update={"cpu_scale": 1.0}),
+        "meta": a.model.meta.model_copy(update={"notes": notes})})
+    from stepsim.scenarios.stepcount import simulate_counted
+    res, _ = simulate_counted(plain, api.DEFAULT_STEPS, api.DEFAULT_WARMUP, 0, keep="steps")
+    assert a.steady_mean_us == pytest.approx(res.mean_step_us, rel=1e-6)
+    ops = [parse_set("loader.num_workers=1")]
+    fast = predict(b.model, ops, steps=60, warmup=10, seed=0).mean_step_us
+    assert predict(a.model, ops, steps=60, warmup=10, seed=0).mean_step_us > 1.2 * fast
+
+    rep = _replicate(moved, tmp_path / "rep", 1.2)    # 1.2x the capture's run
+    m = calibrate(moved, replicates=[rep])
+    assert m.host.speed_runs == pytest.approx([1 / 0.75, 1.2 / 0.75], rel=1e-6)
+    assert m.host.cpu_scale == pytest.approx(math.sqrt(1.2) / 0.75, rel=1e-6)
