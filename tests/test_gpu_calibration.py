@@ -526,3 +526,27 @@ def test_a_gpu_trace_gets_the_host_noise_prior(single):
     assert "host.cpu_scale" in with_prior.uncertain and "host.cpu_scale" not in alone.uncertain
     assert (with_prior.p90_step_us - with_prior.p10_step_us
             > alone.p90_step_us - alone.p10_step_us)
+
+
+def test_a_sidecar_answers_the_loader_and_cores_warnings(tmp_path, cpu_run_nw1):
+    """With a sidecar applied, the trace-only warnings that ask for one (the loader's
+    num_workers, the host's cores) are gone and its values are in the model."""
+    from stepsim.calibration.calibrate import apply_sidecar
+    from stepsim.calibration.gpu_notes import ASK_CORES, ASK_LOADER
+    from stepsim.calibration.sidecar import load_sidecar
+
+    multi = NEXT.replace("_SingleProcessDataLoaderIter", "_MultiProcessingDataLoaderIter")
+
+    def rename(events):
+        for e in events:
+            if e["name"] == NEXT:
+                e["name"] = multi
+
+    m = calibrate_gpu(one_rank_trace(tmp_path / "t.json", change=rename), coarse=False)
+    assert any(w.endswith(ASK_LOADER) for w in m.meta.warnings)
+    assert any(w.endswith(ASK_CORES) for w in m.meta.warnings)
+    side = load_sidecar(cpu_run_nw1 / "sidecar.json")
+    with_side = apply_sidecar(m, side)
+    assert not any(w.endswith((ASK_LOADER, ASK_CORES)) for w in with_side.meta.warnings)
+    assert with_side.loader.num_workers == side.loader.num_workers == 1
+    assert with_side.loader.host_cores == side.host_cores
