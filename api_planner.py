@@ -158,7 +158,10 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
          allow: Sequence[str] | None = None, fix_arg: Sequence[str] = (), min_gain: float = 0.02,
          max_moves: int = 8, save_scenario: str | Path | None = None,
          plot: str | Path | None = None, progress: bool = False) -> PlanResult:
-    """A greedy chain of named fixes, one bottleneck at a time.
+    """A greedy chain of named fixes, each relieving the component with the largest simulated
+    ceiling that an allowed fix relieves. The result names, before and after each move, the
+    bottleneck as :func:`whatif` names it (``first_bottleneck``, ``next_bottleneck``) and
+    the largest ceiling (``*largest_ceiling*``) apart.
 
     Args:
         allow: fix kinds the plan may use (default: systems).

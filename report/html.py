@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 
 from stepsim.models.metrics import label
 from stepsim.report.document import ReportData
+from stepsim.report.plan_table import PLAN_COLUMNS, PLAN_TITLE
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.units import us_to_ms
@@ -170,17 +171,23 @@ def _plan(d: ReportData) -> str:
     p = d.plan
     if p is None:
         return "<p>No plan was asked for.</p>"
-    rows = [("0", "(baseline)", "", _ms(p.baseline.mean_step_us), _interval(p.baseline), "",
-             p.first.label if p.first else "–")]
-    rows += [(str(i), m.op.describe().removeprefix("fix "), m.relieves.label,
+    def ceiling(row) -> str:
+        return f"{row.label} ({_x(row.ceiling)})" if row else "–"
+
+    b = p.baseline
+    rows = [("0", "(baseline)", _ms(b.mean_step_us), _interval(b), "", b.bottleneck_label,
+             ceiling(p.largest_ceiling))]
+    rows += [(str(i), f"{m.op.describe().removeprefix('fix ')} → {m.relieves.label}",
               _ms(m.prediction.mean_step_us), _interval(m.prediction), _x(m.speedup),
-              m.next.label if m.next else "–") for i, m in enumerate(p.moves, 1)]
-    return (_table(("#", "fix", "relieves", "step ms", "P10 / P50 / P90 ms", "speed-up",
-                    "bottleneck after it"), rows, text_cols=(1, 2, 6))
-            + f"<p>{_ms(p.baseline.mean_step_us)} ms → {_ms(p.final_prediction.mean_step_us)} ms "
+              m.prediction.bottleneck_label, ceiling(m.largest_ceiling))
+             for i, m in enumerate(p.moves, 1)]
+    return (f"<p class='muted'>{_e(PLAN_TITLE)}; bottleneck: as the what-ifs name it; largest "
+            "ceiling: the component whose removal would shorten the step most.</p>"
+            + _table([h.replace("->", "→") for h in PLAN_COLUMNS], rows, text_cols=(1, 5, 6))
+            + f"<p>{_ms(b.mean_step_us)} ms → {_ms(p.final_prediction.mean_step_us)} ms "
               f"(<b>{_x(p.speedup)}</b>); stop: {_e(p.stop)}</p>"
-            + _img(d.plan_png, "step time after each fix of the chain, the bottleneck after "
-                               "it named on its bar"))
+            + _img(d.plan_png, "step time after each fix of the chain, the bottleneck and the "
+                               "largest ceiling after it named on its bar"))
 
 
 def _validation(d: ReportData) -> str:
