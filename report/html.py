@@ -202,6 +202,11 @@ def _validation(d: ReportData) -> str:
     out = _table(("check", "model", "predicted ms", "P10–P90 ms", "measured ms", "error",
                   "inside", "bottleneck predicted / measured"), rows, text_cols=(0, 1, 7))
     s = d.ledger_summary
+    if s is not None and s.n_outside_load:
+        out += (f"<p>{s.n_outside_load} record(s) re-measured under outside load (up to "
+                f"{1 + s.max_outside_load_slowdown:.1f}× slower than the machine alone) are left "
+                f"out of the score: median |error| {s.outside_load_median_abs_error_pct:.1f}%."
+                "</p>")
     if s is not None and s.n:
         out += (f"<p>{s.n} predictions: median |error| {s.median_abs_error_pct:.1f}%, max "
                 f"{s.max_abs_error_pct:.1f}%"
