@@ -158,7 +158,10 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
          allow: Sequence[str] | None = None, fix_arg: Sequence[str] = (), min_gain: float = 0.02,
          max_moves: int = 8, save_scenario: str | Path | None = None,
          plot: str | Path | None = None, progress: bool = False) -> PlanResult:
-    """A greedy chain of named fixes, one bottleneck at a time.
+    """A greedy chain of named fixes, each relieving the component with the largest simulated
+    ceiling that an allowed fix relieves. The result names, before and after each move, the
+    bottleneck as :func:`whatif` names it (``first_bottleneck``, ``next_bottleneck``) and
+    the largest ceiling (``*largest_ceiling*``) apart.
 
     Args:
         allow: fix kinds the plan may use (default: systems).
@@ -203,9 +206,10 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
              ledger: str | Path | None = None, label: str | None = None,
              progress: bool = False, width_sources: bool = False) -> Validation:
     """A prediction against re-measured trace(s) (pooled); ``ledger`` appends the record to a
-    JSON-lines file. The interval is of the runs' pooled mean (the host's speed once per run,
-    the steps' variation through the standard error of the measured steps);
-    ``width_sources``: its width by source of uncertainty, one at a time, too.
+    JSON-lines file (with the runs' outside load: a loaded record is scored apart). The
+    interval is of the runs' pooled mean (the host's speed once per run, the steps' variation
+    through the standard error of the measured steps); ``width_sources``: its width by source
+    of uncertainty, one at a time, too.
 
     Raises:
         InputError: an unreadable trace or ledger; ModelError: no measured step.
@@ -229,9 +233,11 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
                        measured_steps=len(steps_us), decompose=width_sources,
                        **sim_kw(steps, warmup, seed, jobs))
     ups = [r.startup for r in runs if r.startup is not None]
+    loads = [r.outside_load_slowdown for r in runs if r.outside_load_slowdown is not None]
     rec = score(pred, steps_us, neck, label=label or pred.what, traces=[str(t) for t in traces],
                 model_name=model_name(model, m), startup=[(u.step_us, u.next_us, u.later_next_us)
-                                                     for u in ups])
+                                                     for u in ups],
+                outside_load_slowdown=max(loads, default=None))
     skipped: list[str] = []
     if ledger:
         append_ledger(ledger, rec, skipped)

@@ -233,7 +233,9 @@ class Ceilings(_Result):
 
 @dataclass(frozen=True)
 class PlanResult(_Result):
-    """A greedy chain of fixes; ``warnings``: the caveats of its moves."""
+    """A greedy chain of fixes; ``warnings``: the caveats of its moves. Each prediction's
+    ``bottleneck`` is the one :class:`WhatIf` names; the chain's ``largest_ceiling`` rows
+    (:class:`scenarios.plan.Plan`) are the components whose removal would gain most."""
 
     plan: Plan
     warnings: tuple[str, ...] = ()

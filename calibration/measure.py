@@ -31,7 +31,7 @@ import numpy as np
 from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
 from stepsim.calibration.events import build_table, dropped_note
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.calibration.outside_load import outside_load
+from stepsim.calibration.outside_load import OutsideLoad, outside_load
 from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
 from stepsim.calibration.linking import link
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drain_note, settled_after
@@ -96,6 +96,11 @@ class MeasuredSteps:
             else the rank traces read; 1 for a single-process run).
         torch_threads: torch's intra-op threads the sidecar states (None without).
         bucket_cap_mb: DDP's bucket cap (MiB) the sidecar's DDP record states (None without).
+        outside_load_slowdown: how much slower the run's own threads advanced than on the
+            machine alone over its profiled window, ``1 / held − 1``
+            (:class:`calibration.outside_load.OutsideLoad`; past
+            :data:`models.host_speed.LOAD_WARN` it is warned about); None when the sidecar
+            cannot tell (none, or no instants; of several ranks, the most loaded).
     """
 
     path: Path
@@ -109,6 +114,7 @@ class MeasuredSteps:
     world_size: int = 1
     torch_threads: int | None = None
     bucket_cap_mb: float | None = None
+    outside_load_slowdown: float | None = None
 
     @property
     def mean_us(self) -> float:
@@ -215,9 +221,10 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     neck = next(b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
     ups = [r.startup for r in runs if r.startup is not None]
     startup = max(ups, key=lambda u: u.next_us) if ups else None   # the job waits for the last
+    loads = [r.outside_load_slowdown for r in runs if r.outside_load_slowdown is not None]
     return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
-                         runs[0].bucket_cap_mb)
+                         runs[0].bucket_cap_mb, max(loads, default=None))
 
 
 def _span(numbers: list[int]) -> str:
@@ -274,8 +281,9 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                      f"profiled steps took {traced / 1e3:.1f} ms, "
                      f"{100 * (traced / float(np.mean(step_us)) - 1):+.1f} % of that (the "
                      "profiler's own cost, which only adds, plus the run's drift either way)")
-    if side is not None:
-        notes += remeasured_load(side)
+    load = remeasured_load(side) if side is not None else None
+    if load is not None and load.slowdown > LOAD_WARN:
+        notes.append(load_note(load))
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
     compute_wall = float(np.mean(step_us - wait))
     compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None
@@ -293,25 +301,30 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                          None if side is None else loader_settings(side),
                          max(world, ddp.world_size if ddp is not None else 1),
                          None if side is None else side.torch_num_threads,
-                         None if ddp is None else ddp.bucket_cap_mb)
+                         None if ddp is None else ddp.bucket_cap_mb,
+                         None if load is None else load.slowdown)
 
 
-def remeasured_load(side) -> list[str]:
-    """A warning when the re-measured capture ``side`` ran under outside load past
-    :data:`models.host_speed.LOAD_WARN` (:mod:`calibration.outside_load`, over its profiled
-    window, as calibration checks a capture): its steps are then slower than the machine
-    alone, and so the prediction's error; [] otherwise."""
+def remeasured_load(side) -> OutsideLoad | None:
+    """The outside load on the re-measured capture ``side`` over its profiled window, read as
+    calibration reads a capture's (:mod:`calibration.outside_load`); None when the sidecar
+    cannot tell (no cores, no instants, no busy interval, nothing held)."""
     nw = side.loader.num_workers
     recs = steady_records(side, nw)
     tpw = fit_produce(recs, nw, side.host_cores)[1] if recs else 1
     load = outside_load(side, nw, tpw, side.torch_num_threads or 1)
-    if load is None or load.held <= 0 or load.slowdown <= LOAD_WARN:
-        return []
-    return [f"this re-measured run ran under outside load: its own threads held "
+    return None if load is None or load.held <= 0 else load
+
+
+def load_note(load: OutsideLoad) -> str:
+    """The warning for a re-measured run under outside load (past
+    :data:`models.host_speed.LOAD_WARN`): its steps are slower than the machine alone, and so
+    the prediction's error; its ledger record is scored apart."""
+    return (f"this re-measured run ran under outside load: its own threads held "
             f"{100 * load.held:.0f} % of the core time they could have held over its profiled "
             f"window, so it ran about {1 / load.held:.1f}x slower than the machine alone; its "
-            "error says more about that load than about the prediction (re-measure on a quiet "
-            "machine)"]
+            "error says more about that load than about the prediction (its ledger record is "
+            "kept out of the ledger's score; re-measure on a quiet machine)")
 
 
 def startup_step(side, step_us: np.ndarray, wait_us: np.ndarray, multi: bool

@@ -3,8 +3,9 @@
 * :func:`plot_queue`: the prefetch queue's depth over time (batches ready for the training
   step, in order, and batches outstanding), its cap ``num_workers × prefetch_factor`` drawn,
   with each DataLoader worker's busy/idle beneath on the same ms axis.
-* :func:`plot_plan`: the step time after each fix of the chain, the bottleneck it relieves
-  named on its bar and the P10–P90 interval as an error bar when the plan drew one.
+* :func:`plot_plan`: the step time after each fix of the chain, the bottleneck and the
+  largest ceiling after it named on its bar, and the P10–P90 interval as an error bar when
+  the plan drew one.
 
 Inputs are a :class:`models.simulate.SimResult` and a :class:`scenarios.plan.Plan`; times
 arrive in µs and are drawn in ms; nothing here computes a result.
@@ -107,15 +108,24 @@ def plot_queue(result, path: str | Path, steps: int = 6, rank: int | None = None
     save(fig, path)
 
 
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 2] + "…"
+
+
 def plot_plan(p: Plan, path: str | Path) -> None:
     """Bars of the step time (ms) after each move of the chain, baseline first; each bar
-    names the fix and the bottleneck after it; P10–P90 as error bars where drawn."""
+    names the fix, the bottleneck after it (as ``whatif`` names it) and the component with
+    the largest simulated ceiling (the next move's first target); P10–P90 as error bars
+    where drawn."""
     plt = pyplot()
     preds = [p.baseline] + [m.prediction for m in p.moves]
     names = ["baseline"] + [f"{i}. {m.op.describe().removeprefix('fix ')}"
                             for i, m in enumerate(p.moves, 1)]
-    necks = [p.first.label if p.first else "-"] + [m.next.label if m.next else "-"
-                                                    for m in p.moves]
+    tops = [p.largest_ceiling] + [m.largest_ceiling for m in p.moves]
+    necks = [f"bottleneck and largest ceiling: {_short(t.label, 40)} {t.ceiling:.2f}x"
+             if t and t.key == x.bottleneck else f"bottleneck: {_short(x.bottleneck_label, 34)}"
+             + (f"; largest ceiling: {_short(t.label, 30)} {t.ceiling:.2f}x" if t else "")
+             for x, t in zip(preds, tops)]
     fig, ax = plt.subplots(figsize=(9, 0.62 * len(preds) + 1.4))
     ys = list(range(len(preds)))[::-1]
     vals = [us_to_ms(x.mean_step_us) for x in preds]
@@ -130,10 +140,9 @@ def plot_plan(p: Plan, path: str | Path) -> None:
         ax.text(top * 0.01, y, f"{v:.1f} ms", va="center", color="white", fontsize=8,
                 fontweight="bold")
         right = max(v, us_to_ms(x.p90_step_us)) if x.has_interval else v   # past the error bar
-        ax.text(right + top * 0.02, y, f"bottleneck: {neck if len(neck) <= 40 else neck[:38] + '…'}",
-                va="center", fontsize=8)
+        ax.text(right + top * 0.02, y, neck, va="center", fontsize=7)
     ax.set_yticks(ys, [n if len(n) <= 48 else n[:46] + "…" for n in names], fontsize=8)
-    ax.set_xlim(0, top * 1.9)
+    ax.set_xlim(0, top * 2.6)
     ax.set_xlabel("mean step time (ms)" + ("; error bars: P10–P90" if any(
         x.has_interval for x in preds) else ""))
     ax.set_title(f"plan: {us_to_ms(p.baseline.mean_step_us):.1f} ms -> "

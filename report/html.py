@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 
 from stepsim.models.metrics import label
 from stepsim.report.document import ReportData
+from stepsim.report.plan_table import PLAN_COLUMNS, PLAN_TITLE
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.units import us_to_ms
@@ -170,17 +171,23 @@ def _plan(d: ReportData) -> str:
     p = d.plan
     if p is None:
         return "<p>No plan was asked for.</p>"
-    rows = [("0", "(baseline)", "", _ms(p.baseline.mean_step_us), _interval(p.baseline), "",
-             p.first.label if p.first else "–")]
-    rows += [(str(i), m.op.describe().removeprefix("fix "), m.relieves.label,
+    def ceiling(row) -> str:
+        return f"{row.label} ({_x(row.ceiling)})" if row else "–"
+
+    b = p.baseline
+    rows = [("0", "(baseline)", _ms(b.mean_step_us), _interval(b), "", b.bottleneck_label,
+             ceiling(p.largest_ceiling))]
+    rows += [(str(i), f"{m.op.describe().removeprefix('fix ')} → {m.relieves.label}",
               _ms(m.prediction.mean_step_us), _interval(m.prediction), _x(m.speedup),
-              m.next.label if m.next else "–") for i, m in enumerate(p.moves, 1)]
-    return (_table(("#", "fix", "relieves", "step ms", "P10 / P50 / P90 ms", "speed-up",
-                    "bottleneck after it"), rows, text_cols=(1, 2, 6))
-            + f"<p>{_ms(p.baseline.mean_step_us)} ms → {_ms(p.final_prediction.mean_step_us)} ms "
+              m.prediction.bottleneck_label, ceiling(m.largest_ceiling))
+             for i, m in enumerate(p.moves, 1)]
+    return (f"<p class='muted'>{_e(PLAN_TITLE)}; bottleneck: as the what-ifs name it; largest "
+            "ceiling: the component whose removal would shorten the step most.</p>"
+            + _table([h.replace("->", "→") for h in PLAN_COLUMNS], rows, text_cols=(1, 5, 6))
+            + f"<p>{_ms(b.mean_step_us)} ms → {_ms(p.final_prediction.mean_step_us)} ms "
               f"(<b>{_x(p.speedup)}</b>); stop: {_e(p.stop)}</p>"
-            + _img(d.plan_png, "step time after each fix of the chain, the bottleneck after "
-                               "it named on its bar"))
+            + _img(d.plan_png, "step time after each fix of the chain, the bottleneck and the "
+                               "largest ceiling after it named on its bar"))
 
 
 def _validation(d: ReportData) -> str:
@@ -195,6 +202,11 @@ def _validation(d: ReportData) -> str:
     out = _table(("check", "model", "predicted ms", "P10–P90 ms", "measured ms", "error",
                   "inside", "bottleneck predicted / measured"), rows, text_cols=(0, 1, 7))
     s = d.ledger_summary
+    if s is not None and s.n_outside_load:
+        out += (f"<p>{s.n_outside_load} record(s) re-measured under outside load (up to "
+                f"{1 + s.max_outside_load_slowdown:.1f}× slower than the machine alone) are left "
+                f"out of the score: median |error| {s.outside_load_median_abs_error_pct:.1f}%."
+                "</p>")
     if s is not None and s.n:
         out += (f"<p>{s.n} predictions: median |error| {s.median_abs_error_pct:.1f}%, max "
                 f"{s.max_abs_error_pct:.1f}%"

@@ -1,10 +1,9 @@
 """Rendering of the what-if planner's results: rich tables, ``--json`` documents and matplotlib
 plots (the sweep curve with measured points, the ceilings). Times arrive in µs and are shown
 in ms; nothing here computes a result. Validation and the ledger are
-:mod:`report.validation`'s (re-exported here)."""
+:mod:`report.validation`'s, the plan :mod:`report.plan_table`'s (both re-exported here)."""
 from __future__ import annotations
 
-import math
 import sys
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -16,11 +15,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from stepsim.report.figures import pyplot, save
+from stepsim.report.plan_table import plan_dict, print_plan
+from stepsim.report.pred_text import interval_text as _interval, run_ahead_note as _run_ahead_note
+from stepsim.report.pred_text import x_text as _x
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms, rank_comm_table
 from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
 from stepsim.scenarios.interval_sources import width_line
-from stepsim.scenarios.plan import Plan
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.sweep import SweepResult
 from stepsim.simcore.units import us_to_ms
@@ -32,28 +33,6 @@ __all__ = ["progress_bar", "whatif_dict", "print_whatif", "sweep_dict", "print_s
 
 _FLAT = 0.005
 """Ceilings below 1 + this are listed on one line rather than in the table."""
-
-
-def _interval(p: Prediction) -> str:
-    if not p.has_interval:
-        return "-"
-    return f"{_ms(p.p10_step_us)} / {_ms(p.p50_step_us)} / {_ms(p.p90_step_us)}"
-
-
-def _x(v: float) -> str:
-    return "inf" if math.isinf(v) else f"{v:.2f}x"
-
-
-def _run_ahead_note(named: Sequence[tuple[str, Prediction]]) -> None:
-    """Warn about predictions whose host ran ahead of the device (a transient step time)."""
-    ahead = [(n, p) for n, p in named if p.runs_ahead]
-    if ahead:
-        which = ", ".join(f"{n} ({_ms(p.mean_step_us)} ms; the device needs "
-                          f"{_ms(p.device_floor_us)} ms)" for n, p in ahead)
-        console().print(f"[yellow]warning:[/yellow] the host runs ahead of the device in: "
-                        f"{which}. Nothing makes the host wait, so the simulated window saw "
-                        "its transient pace, which lasts only until the launch queue fills; "
-                        "the steady step is at least the device's time.")
 
 
 @contextmanager
@@ -335,48 +314,3 @@ def plot_ceilings(r: CeilingReport, path: str | Path) -> None:
                  fontsize=7, ha="left", va="top", wrap=True)
     fig.tight_layout()
     save(fig, path)
-
-
-# ---------------------------------------------------------------- plan -------------------
-def plan_dict(p: Plan) -> dict:
-    return {"baseline": p.baseline.to_dict(),
-            "first_bottleneck": p.first.key if p.first else None,
-            "moves": [{"fix": m.op.describe(), "relieves": m.relieves.key,
-                       "relieves_label": m.relieves.label, "before_ms": us_to_ms(m.before_step_us),
-                       **m.prediction.to_dict(), "speedup": m.speedup,
-                       "next_bottleneck": m.next.key if m.next else None,
-                       "next_label": m.next.label if m.next else None,
-                       "next_ceiling": m.next.ceiling if m.next else None,
-                       "tried": [{"op": d, "mean_step_ms": None if s is None else us_to_ms(s)}
-                                 for d, s in m.tried]} for m in p.moves],
-            "speedup": p.speedup, "stop": p.stop, "category_share": p.category_share}
-
-
-def print_plan(p: Plan, as_json: bool = False) -> None:
-    """The chain: each move, the step after it, the bottleneck it relieved and the next."""
-    if as_json:
-        return _json(plan_dict(p))
-    c = console()
-    b = p.baseline
-    first = p.first.label if p.first else "-"
-    t = Table(title="plan (greedy; bottleneck = largest simulated ceiling)", show_edge=False)
-    for col in ("#", "fix", "relieves", "step ms", "P10 / P50 / P90 ms", "speed-up",
-                "bottleneck after it"):
-        t.add_column(col, overflow="fold", justify="right" if col in (
-            "#", "step ms", "speed-up", "P10 / P50 / P90 ms") else "left")
-    t.add_row("0", "(baseline)", "", _ms(b.mean_step_us), _interval(b), "", first)
-    for i, m in enumerate(p.moves, 1):
-        nxt = f"{m.next.label} ({_x(m.next.ceiling)})" if m.next else "-"
-        t.add_row(str(i), m.op.describe().removeprefix("fix "), m.relieves.label,
-                  _ms(m.prediction.mean_step_us), _interval(m.prediction), _x(m.speedup), nxt)
-    c.print(t)
-    c.print(f"{_ms(b.mean_step_us)} ms -> {_ms(p.final_prediction.mean_step_us)} ms "
-            f"([bold]{_x(p.speedup)}[/bold]) in {len(p.moves)} move{'s' if len(p.moves) != 1 else ''}")
-    mix = ", ".join(f"{k} {100 * v:.0f}%" for k, v in
-                    sorted(p.category_share.items(), key=lambda kv: -kv[1]) if v >= 0.01)
-    if mix:
-        c.print(f"final step, device time by category as a share of the step (streams run "
-                f"side by side, so the shares can add up past 100%): {mix}")
-    c.print(f"stop: {p.stop}")
-    _run_ahead_note([("baseline", b)] + [(f"move {i}", m.prediction)
-                                         for i, m in enumerate(p.moves, 1)])

@@ -61,6 +61,12 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
             console().print(f"{r.label}: interval of the pooled mean of {r.runs} run"
                             f"{'s' if r.runs != 1 else ''} ({r.steps_measured} steps), "
                             + width_line(r.width_pct, r.width_sources_pct))
+        if r.outside_load:
+            console().print(
+                f"[yellow]{r.label}:[/yellow] re-measured under outside load, about "
+                f"{1 + r.outside_load_slowdown:.1f}x slower than the machine alone: its error is "
+                "the load's as much as the prediction's, and a ledger scores it apart "
+                "(re-measure on a quiet machine)")
         if r.startup_us is not None:
             console().print(
                 f"{r.label}: the worker start-up step is left out of the measured steps: "
@@ -73,7 +79,7 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
 def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
                  as_json: bool = False) -> None:
     """Every record, then the score: median and max |error|, interval coverage, bottleneck
-    agreement."""
+    agreement; the in-sample records and those re-measured under outside load counted apart."""
     if as_json:
         return _json({"summary": asdict(s), "records": [r.model_dump() for r in records]})
     print_validation(records)
@@ -81,6 +87,12 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
     if s.n_in_sample:
         c.print(f"{s.n_in_sample} in-sample record{'s' if s.n_in_sample != 1 else ''} (the "
                 "calibration setting itself) left out of the score")
+    if s.n_outside_load:
+        c.print(f"{s.n_outside_load} record{'s' if s.n_outside_load != 1 else ''} re-measured "
+                f"under outside load (up to {1 + s.max_outside_load_slowdown:.1f}x slower than "
+                f"the machine alone) left out of the score: median |error| "
+                f"{s.outside_load_median_abs_error_pct:.1f}%, the load's as much as the "
+                "prediction's")
     if s.n == 0:
         c.print("the ledger has no out-of-sample prediction")
         return

@@ -1,8 +1,12 @@
 """The fix chain: a greedy plan of named fixes, each chosen because the simulation says it
-relieves the current bottleneck.
+relieves the component with the largest simulated ceiling.
 
-The *current bottleneck* is the component with the highest simulated ceiling
-(:mod:`scenarios.ceiling`): the one whose removal would shorten the step most. Each round:
+The chain is steered by the *largest ceiling* (:mod:`scenarios.ceiling`): the component whose
+removal would shorten the step most. That is another question than the *bottleneck*, which
+each prediction names by :func:`models.bottleneck.name_bottleneck` (saturated cores, a
+producer that sets the pace, else the largest critical-path share), as ``whatif`` and
+``simulate`` do; the two can differ (launches holding most of the critical path while a
+copy's removal would gain more), so a plan reports both, each under its own name. Each round:
 
 1. rank the components by simulated ceiling; stop when the top one's ceiling is below
    ``1 + min_gain`` (nothing left worth a move);
@@ -13,8 +17,9 @@ The *current bottleneck* is the component with the highest simulated ceiling
 3. if none shortens the step by ``min_gain``, go down the ranking to the next component whose
    ceiling still promises ``min_gain`` (a straggler can be fixed while GEMMs dominate);
 4. apply the fix found and repeat; when no component has one, stop and say what the
-   bottleneck would need: a fix of another kind (numerics, algorithm, hardware) if one
-   addresses it, else a change to the algorithm or the parallelism.
+   component with the largest ceiling would need: a fix of another kind (numerics,
+   algorithm, hardware) if one addresses it, else a change to the algorithm or the
+   parallelism.
 
 Candidates of one round share a seed (common random numbers), so they are compared on the
 change alone.
@@ -42,10 +47,12 @@ class Move:
 
     Attributes:
         op: the fix applied, with its arguments.
-        relieves: the bottleneck it was chosen for (a ceiling row before the move).
+        relieves: the component it was chosen for (a ceiling row before the move).
         before_step_us: mean step before it.
-        prediction: the model after it (with an interval when asked).
-        next: the top ceiling row after it (None: no component left).
+        prediction: the model after it (with an interval when asked); its ``bottleneck`` is
+            the one ``whatif`` names for the chain so far.
+        largest_ceiling: the top ceiling row after it, the component the next move would
+            relieve first (None: no component left).
         tried: every candidate evaluated this round, as (description, mean step µs or None
             when it did not apply).
     """
@@ -54,7 +61,7 @@ class Move:
     relieves: CeilingRow
     before_step_us: float
     prediction: Prediction
-    next: CeilingRow | None
+    largest_ceiling: CeilingRow | None
     tried: tuple[tuple[str, float | None], ...]
 
     @property
@@ -67,8 +74,10 @@ class Plan:
     """A greedy chain of fixes.
 
     Attributes:
-        baseline: the model before any move (after the base operations).
-        first: the top ceiling row of the baseline.
+        baseline: the model before any move (after the base operations); its
+            ``bottleneck`` is the one ``whatif`` and ``simulate`` name.
+        largest_ceiling: the top ceiling row of the baseline (the component the first move
+            relieves first; None: no component).
         moves: the chain.
         stop: why it stopped, in words.
         final: the ceilings of the model after the last move.
@@ -76,7 +85,7 @@ class Plan:
     """
 
     baseline: Prediction
-    first: CeilingRow | None
+    largest_ceiling: CeilingRow | None
     moves: tuple[Move, ...]
     stop: str
     final: CeilingReport
@@ -136,7 +145,7 @@ def _candidates(model: StepModel, key: str, allow: Sequence[str], fix_args: dict
 
 
 def _stop_reason(row: CeilingRow, tried: list[str], other: list[str], min_gain: float) -> str:
-    head = (f"{row.label} is now the bottleneck (removing it entirely would give "
+    head = (f"{row.label} now has the largest ceiling (removing it entirely would give "
             f"{row.ceiling:.2f}x)")
     if tried:
         head += f"; the allowed fixes for it ({', '.join(tried)}) gain under {min_gain:.0%}"
@@ -200,7 +209,7 @@ def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] 
     sim = {"steps": steps, "warmup": warmup, "seed": seed}
     ops = list(base)
     report = ceilings(model, ops, jobs=jobs, **sim)
-    baseline, first = report.baseline, report.top
+    baseline, first = report.baseline, report.top     # the top ceiling before any move
     moves: list[Move] = []
     stop = f"stopped after {max_moves} moves (max_moves)"
     for rnd in range(max_moves):
@@ -224,7 +233,7 @@ def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] 
         baseline = predict(model, base, intervals=draws, jobs=jobs, **sim)
         moves = [Move(m.op, m.relieves, m.before_step_us,
                       predict(model, list(base) + [x.op for x in moves[:i + 1]],
-                              intervals=draws, jobs=jobs, **sim), m.next, m.tried)
+                              intervals=draws, jobs=jobs, **sim), m.largest_ceiling, m.tried)
                  for i, m in enumerate(moves)]
     final = report.baseline
     share = {c: us / final.mean_step_us for c, us in final.summary.device_category_us.items()}

@@ -10,7 +10,8 @@ falls inside the prediction interval, and whether the bottlenecks agree
 The ledger is a JSON-lines file, one record per line, that the user names;
 :func:`append_ledger` adds a record (rewriting the file atomically), :func:`read_ledger` reads
 it back and :func:`summarize_ledger` scores it (median and max |error|, interval coverage,
-bottleneck agreement). This module never reads traces: the CLI measures them with
+bottleneck agreement), leaving out in-sample records and runs re-measured under outside load
+(each counted on its own). This module never reads traces: the CLI measures them with
 ``calibration`` and passes the numbers in.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from stepsim.models.host_speed import LOAD_WARN
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.errors import InputError, ModelError, printable
@@ -184,6 +186,17 @@ class LedgerRecord(BaseModel):
     width_sources_pct: dict[str, float] = {}
     """The interval's P90 − P10 (% of the predicted mean) with one source of uncertainty at a
     time (:mod:`scenarios.interval_sources`); empty: not decomposed."""
+    outside_load_slowdown: float | None = None
+    """How much slower than the machine alone the re-measured run(s) advanced, ``1 / held −
+    1`` (``calibration.measure.MeasuredSteps``; the most loaded run of those pooled); None:
+    not measurable (no sidecar), or a ledger written before it was recorded. Past
+    :data:`models.host_speed.LOAD_WARN` the record is scored apart (:attr:`outside_load`)."""
+
+    @property
+    def outside_load(self) -> bool:
+        """The measurement ran under outside load past ``LOAD_WARN``: its error is the load's
+        as much as the prediction's."""
+        return self.outside_load_slowdown is not None and self.outside_load_slowdown > LOAD_WARN
 
     @property
     def width_pct(self) -> float | None:
@@ -196,7 +209,8 @@ class LedgerRecord(BaseModel):
 @dataclass(frozen=True)
 class LedgerSummary:
     """How good the out-of-sample predictions in a ledger were (records of the calibration
-    setting itself are counted in ``n_in_sample`` and left out of every score).
+    setting itself are counted in ``n_in_sample``, out-of-sample ones re-measured under
+    outside load in ``n_outside_load``; both are left out of every score).
 
     Attributes:
         n: out-of-sample records.
@@ -219,12 +233,18 @@ class LedgerSummary:
     median_width_sources_pct: dict[str, float] | None = None
     """Per source of uncertainty, the median over the decomposed records of its width alone
     (% of the predicted mean)."""
+    n_outside_load: int = 0
+    max_outside_load_slowdown: float | None = None
+    """The largest ``outside_load_slowdown`` of those records (None: none)."""
+    outside_load_median_abs_error_pct: float | None = None
+    """Their median |error_pct|, said beside them, never in the score."""
 
 
 def validate(prediction: Prediction, measured_step_us: Sequence[float],
              measured_bottleneck: str | None, label: str, traces: Sequence[str] = (),
              model_name: str = "", time: str | None = None, in_sample: bool = False,
-             startup: Sequence[tuple[float, float, float]] = ()) -> LedgerRecord:
+             startup: Sequence[tuple[float, float, float]] = (),
+             outside_load_slowdown: float | None = None) -> LedgerRecord:
     """Score ``prediction`` against measured step times.
 
     Args:
@@ -240,6 +260,8 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         startup: per run that had one, its worker start-up step as (step, its ``next()``, the
             median ``next()`` after it) in µs, left out of ``measured_step_us`` and recorded
             on its own.
+        outside_load_slowdown: the re-measured runs' outside load (the most loaded run's
+            ``1 / held − 1``; None: not measured).
 
     Raises:
         ModelError: no measured steps, or a non-positive or non-finite one.
@@ -262,7 +284,7 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         inside=prediction.covers(mean), predicted_bottleneck=prediction.bottleneck,
         measured_bottleneck=measured_bottleneck, bottleneck_agrees=agrees, in_sample=in_sample,
         runs=prediction.runs, width_sources_pct=dict(prediction.width_sources),
-        **_startup_fields(startup))
+        outside_load_slowdown=outside_load_slowdown, **_startup_fields(startup))
 
 
 def _startup_fields(startup: Sequence[tuple[float, float, float]]) -> dict:
@@ -347,10 +369,11 @@ def append_ledger(path: str | Path, record: LedgerRecord,
 
 
 def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
-    """Score a ledger's out-of-sample records (see :class:`LedgerSummary`); none gives
-    ``n=0`` and Nones."""
+    """Score a ledger's out-of-sample records measured without outside load (see
+    :class:`LedgerSummary`); none gives ``n=0`` and Nones."""
     n_in = sum(r.in_sample for r in records)
-    records = [r for r in records if not r.in_sample]
+    loaded = [r for r in records if not r.in_sample and r.outside_load]
+    records = [r for r in records if not r.in_sample and not r.outside_load]
     errs = [abs(r.error_pct) for r in records]
     widths = [r.width_pct for r in records if r.width_pct is not None]
     with_iv = [r.inside for r in records if r.inside is not None]
@@ -363,7 +386,11 @@ def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
         bottleneck_agreement=sum(with_b) / len(with_b) if with_b else None,
         n_bottlenecks=len(with_b),
         median_width_pct=float(np.median(widths)) if widths else None, n_in_sample=n_in,
-        median_width_sources_pct=_median_sources([r.width_sources_pct for r in records]))
+        median_width_sources_pct=_median_sources([r.width_sources_pct for r in records]),
+        n_outside_load=len(loaded),
+        max_outside_load_slowdown=max((r.outside_load_slowdown for r in loaded), default=None),
+        outside_load_median_abs_error_pct=float(np.median([abs(r.error_pct) for r in loaded]))
+        if loaded else None)
 
 
 def _median_sources(per_record: list[dict[str, float]]) -> dict[str, float] | None:

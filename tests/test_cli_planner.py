@@ -52,6 +52,7 @@ def test_plan_reference_case_study(tmp_path):
     assert doc["baseline"]["mean_step_ms"] == pytest.approx(380, rel=0.03)
     assert doc["moves"][-1]["mean_step_ms"] == pytest.approx(166, rel=0.02)
     assert doc["moves"][-1]["next_bottleneck"] == "compute:gemm"
+    assert doc["moves"][-1]["largest_ceiling_component"] == "compute:gemm"
     assert "numerics" in doc["stop"]
     r = _ok(run_cli("whatif", CASE, "--scenario", str(saved), *QUICK, "--draws", "0",
                     "--json"))

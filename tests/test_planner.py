@@ -218,7 +218,7 @@ def test_plan_reproduces_the_case_study():
     p = plan(m, steps=20, warmup=4, seed=0)
     assert [mv.op.name for mv in p.moves] == ["more_workers", "pin_memory", "cuda_graphs",
                                               "fused_elementwise"]
-    tops = [p.first.key] + [mv.next.key for mv in p.moves]
+    tops = [p.largest_ceiling.key] + [mv.largest_ceiling.key for mv in p.moves]
     assert tops == ["input", "h2d", "launch", "compute:elementwise", "compute:gemm"]
     assert len(set(tops)) == 5
     assert p.baseline.mean_step_us == pytest.approx(380_000, rel=0.03)
@@ -289,7 +289,7 @@ def test_plan_goes_down_the_ranking_when_the_top_has_no_fix():
         "ranks": [{"rank": 0}, {"rank": 1, "delay_us": 10_000}],
     })
     p = plan(m, **SIM)
-    assert p.first.key == "compute:gemm"
+    assert p.largest_ceiling.key == "compute:gemm"
     assert [(mv.op.name, mv.relieves.key) for mv in p.moves] == [
         ("remove_straggler", "arrival_skew")]
     assert p.final_prediction.mean_step_us == pytest.approx(55_020, rel=0.01)

@@ -1,0 +1,35 @@
+"""How a prediction reads in a table: its P10 / P50 / P90 interval, a speed-up, and the
+warning for a host that ran ahead of its device (the planner's and the plan's tables)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from stepsim.report.tables import console, ms_text as _ms
+from stepsim.scenarios.predict import Prediction
+
+__all__ = ["interval_text", "x_text", "run_ahead_note"]
+
+
+def interval_text(p: Prediction) -> str:
+    """``P10 / P50 / P90`` in ms, or ``-`` without an interval."""
+    if not p.has_interval:
+        return "-"
+    return f"{_ms(p.p10_step_us)} / {_ms(p.p50_step_us)} / {_ms(p.p90_step_us)}"
+
+
+def x_text(v: float) -> str:
+    """A speed-up or ceiling as ``1.25x`` (``inf``)."""
+    return "inf" if math.isinf(v) else f"{v:.2f}x"
+
+
+def run_ahead_note(named: Sequence[tuple[str, Prediction]]) -> None:
+    """Warn about predictions whose host ran ahead of the device (a transient step time)."""
+    ahead = [(n, p) for n, p in named if p.runs_ahead]
+    if ahead:
+        which = ", ".join(f"{n} ({_ms(p.mean_step_us)} ms; the device needs "
+                          f"{_ms(p.device_floor_us)} ms)" for n, p in ahead)
+        console().print(f"[yellow]warning:[/yellow] the host runs ahead of the device in: "
+                        f"{which}. Nothing makes the host wait, so the simulated window saw "
+                        "its transient pace, which lasts only until the launch queue fills; "
+                        "the steady step is at least the device's time.")
