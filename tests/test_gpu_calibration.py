@@ -222,7 +222,9 @@ def test_loader_from_next_calls(single):
     assert not any("DataLoader worker count" in w for w in single.meta.warnings)
 
 
-def test_a_multi_process_loader_is_said_to_be_unknown(tmp_path):
+def _multi_process_model(tmp_path):
+    """The one-rank trace with its DataLoader's next() named as a multi-process loader's,
+    calibrated at kernel level."""
     multi = NEXT.replace("_SingleProcessDataLoaderIter", "_MultiProcessingDataLoaderIter")
 
     def rename(events):
@@ -230,7 +232,11 @@ def test_a_multi_process_loader_is_said_to_be_unknown(tmp_path):
             if e["name"] == NEXT:
                 e["name"] = multi
 
-    m = calibrate_gpu(one_rank_trace(tmp_path / "t.json", change=rename), coarse=False)
+    return calibrate_gpu(one_rank_trace(tmp_path / "t.json", change=rename), coarse=False)
+
+
+def test_a_multi_process_loader_is_said_to_be_unknown(tmp_path):
+    m = _multi_process_model(tmp_path)
     assert m.meta.sources["loader.num_workers"] == "assumed"
     assert any("multi-process DataLoader but not its num_workers" in w for w in m.meta.warnings)
 
@@ -535,14 +541,7 @@ def test_a_sidecar_answers_the_loader_and_cores_warnings(tmp_path, cpu_run_nw1):
     from stepsim.calibration.gpu_notes import ASK_CORES, ASK_LOADER
     from stepsim.calibration.sidecar import load_sidecar
 
-    multi = NEXT.replace("_SingleProcessDataLoaderIter", "_MultiProcessingDataLoaderIter")
-
-    def rename(events):
-        for e in events:
-            if e["name"] == NEXT:
-                e["name"] = multi
-
-    m = calibrate_gpu(one_rank_trace(tmp_path / "t.json", change=rename), coarse=False)
+    m = _multi_process_model(tmp_path)
     assert any(w.endswith(ASK_LOADER) for w in m.meta.warnings)
     assert any(w.endswith(ASK_CORES) for w in m.meta.warnings)
     side = load_sidecar(cpu_run_nw1 / "sidecar.json")
