@@ -84,7 +84,7 @@ def _job_steps_us(ranks: list[dict]) -> np.ndarray:
     return np.max([x[:n] for x in d], axis=0)
 
 
-def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 8, seed: int = 0) -> int:
+def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) -> int:
     """Run the DDP demo into ``out`` (see the module docstring); returns the exit code."""
     from stepsim.demo.ddp_job import Run, run_plan
 
