@@ -14,18 +14,27 @@ charged: launch calls (``launch``), other CPU work (``host_compute``), ``next()`
 DataLoader and main-thread loading (``input``), runnable without a core (``cpu_cores``), and
 blocking syncs or pageable copies, which are followed to the device task awaited. The scarce
 lane's busy time plus its attributed gaps is the *critical path*; its shares sum to the step.
+
+**Exact sums.** Loops over every span or run of a window are done with numpy where that gives
+the same floats as a Python loop: element-wise ``+ - * min max`` are IEEE operations either
+way, and a running total is ``numpy.cumsum`` (a sequential sum, in the same order; not
+``numpy.sum``, which sums pairwise), so a summary is the same, bit for bit, as before.
 """
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from operator import attrgetter, itemgetter
+from itertools import compress
+from operator import add, itemgetter
+
+import numpy as np
 
 from stepsim.models.device import TaskRun
 from stepsim.models.intervals import EPS_US as _EPS
-from stepsim.models.intervals import merge
+from stepsim.models.intervals import merge, merge_arrays
 from stepsim.models.simulate import SimResult
 
 
@@ -39,6 +48,16 @@ class Hole:
     causes: dict[str, float]
 
 
+_STEP, _TASK, _START, _DUR = itemgetter(1), itemgetter(2), itemgetter(3), itemgetter(4)
+_RUN_START, _RUN_END = itemgetter(6), itemgetter(7)
+_KIND, _BUSY = itemgetter(2), "busy".__eq__
+
+
+def lane_spans(spans: list, lane: str) -> list:
+    """The spans on ``lane``, in emission order."""
+    return list(compress(spans, map(lane.__eq__, map(itemgetter(0), spans))))
+
+
 def _clip(spans, w0: float, w1: float):
     for sp in spans:
         s, e = max(sp.start_us, w0), min(sp.start_us + sp.dur_us, w1)
@@ -46,34 +65,46 @@ def _clip(spans, w0: float, w1: float):
             yield sp, s, e
 
 
+_BUSY_KEYS = {"launch": "launch", "data": "input"}
+_WAIT_KEYS = {"input": "input", "cpu_cores": "cpu_cores", "launch_queue": "launch"}
+_FOLLOWED = ("sync", "h2d", "d2h")
+
+
 def _host_key(kind: str, category: str, cause: str) -> str | None:
     """The attribution key of a host-lane span (None: follow a wait to the device)."""
     if kind == "busy":
-        return {"launch": "launch", "data": "input"}.get(category, "host_compute")
-    if cause in ("sync", "h2d", "d2h"):
+        return _BUSY_KEYS.get(category, "host_compute")
+    if cause in _FOLLOWED:
         return None
-    return {"input": "input", "cpu_cores": "cpu_cores", "launch_queue": "launch"}.get(cause, "other")
+    return _WAIT_KEYS.get(cause, "other")
 
 
 class Blame:
     """Gap attribution for one rank: follows each idle interval back through the task runs, the
     host spans and the host's blocking waits (see the module docstring)."""
 
-    def __init__(self, result: SimResult, rank: int):
+    def __init__(self, result: SimResult, rank: int, host: list | None = None):
+        """``host``: the rank's host-lane spans in emission order, when the caller has them."""
         model = result.model
         self.tasks = model.task_map() if model is not None else {}
-        self.runs = [r for r in result.runs if r.rank == rank]
-        self.by_key = {(r.step, r.task): r for r in self.runs}
+        self.runs = (list(result.runs) if result.ranks == [rank]
+                     else [r for r in result.runs if r.rank == rank])
+        runs = self.runs
+        self.by_key = dict(zip(zip(map(_STEP, runs), map(_TASK, runs)), runs))
         self.prev: dict[tuple[int, str], TaskRun] = {}
         last: dict[str, TaskRun] = {}
-        for r in self.runs:   # appended as they finish: stream order within a stream
-            if r.stream in last:
-                self.prev[(r.step, r.task)] = last[r.stream]
-            last[r.stream] = r
+        prev = self.prev
+        for r in runs:   # appended as they finish: stream order within a stream
+            stream = r[3]
+            p = last.get(stream)
+            if p is not None:
+                prev[(r[1], r[2])] = p
+            last[stream] = r
         self.host_lane = f"rank{rank}.host"
-        lane = self.host_lane
-        self.host = sorted([sp for sp in result.spans if sp[0] == lane], key=itemgetter(3))
-        self.host_ends = [sp.start_us + sp.dur_us for sp in self.host]
+        if host is None:
+            host = lane_spans(result.spans, self.host_lane)
+        self.host = sorted(host, key=_START)
+        self.host_ends = list(map(add, map(_START, self.host), map(_DUR, self.host)))
         self.waits = {(w.start_us, w.cause): w for w in result.host_waits if w.rank == rank}
         self.acc: dict[str, float] = defaultdict(float)
         self._keys: dict[str, list[tuple[str, float]]] = {}
@@ -82,9 +113,13 @@ class Blame:
 
     def task_keys(self, run: TaskRun) -> list[tuple[str, float]]:
         """(key, fraction) pairs a running task is charged to (computed once per task)."""
-        got = self._keys.get(run.task)
+        return self.task_keys_of(run.task)
+
+    def task_keys_of(self, task: str) -> list[tuple[str, float]]:
+        """:meth:`task_keys` of a task id."""
+        got = self._keys.get(task)
         if got is None:
-            got = self._keys[run.task] = self._task_keys(run.task)
+            got = self._keys[task] = self._task_keys(task)
         return got
 
     def _task_keys(self, task: str) -> list[tuple[str, float]]:
@@ -102,10 +137,15 @@ class Blame:
         return [(f"compute:{c}", v / total) for c, v in cats.items() if v > 0]
 
     def is_compute(self, run: TaskRun) -> bool:
-        got = self._compute.get(run.task)
+        return self.is_compute_task(run.task)
+
+    def is_compute_task(self, task: str) -> bool:
+        """Whether ``task`` runs on the compute lane (not a collective, not a host↔device
+        copy; computed once per task)."""
+        got = self._compute.get(task)
         if got is None:
-            t = self.tasks.get(run.task)
-            got = self._compute[run.task] = t is not None and t.kind != "collective" and not (
+            t = self.tasks.get(task)
+            got = self._compute[task] = t is not None and t.kind != "collective" and not (
                 t.kind == "memcpy" and t.copy_kind in ("h2d", "d2h"))
         return got
 
@@ -118,6 +158,7 @@ class Blame:
         ``b ≤ run.start_us``), ``("finish", run, a, b)`` (waiting for it to finish) or
         ``("host", None, a, b)`` (waiting for the host to issue something)."""
         stack = [item]
+        acc = self.acc
         while stack:
             kind, run, a, b = stack.pop()
             if b - a <= _EPS:
@@ -126,10 +167,13 @@ class Blame:
                 st = run.start_us
                 lo = st if st > a else a
                 for k, f in self.task_keys(run):
-                    self._add(k, (b - lo) * f)
+                    us = (b - lo) * f
+                    if us > _EPS:
+                        acc[k] += us
                 stack.append(("start", run, a, st if st < b else b))
             elif kind == "start":
-                entered = run.ready_us + run.gap_us
+                ready = run.ready_us
+                entered = ready + run.gap_us
                 if run.start_us > entered + _EPS:
                     t = self.tasks.get(run.task)
                     key = "arrival_skew" if t is not None and t.kind == "collective" else (
@@ -139,8 +183,10 @@ class Blame:
                     if b - a <= _EPS:
                         continue
                 if run.gap_us > _EPS:
-                    self._add("device_idle", b - max(a, run.ready_us))
-                    b = min(b, run.ready_us)
+                    us = b - (a if a > ready else ready)   # b - max(a, ready)
+                    if us > _EPS:
+                        acc["device_idle"] += us
+                    b = ready if ready < b else b
                     if b - a <= _EPS:
                         continue
                 stack.append(self._binding(run, a, b))
@@ -172,30 +218,73 @@ class Blame:
         return ("finish", best, a, min(b, best_t))
 
     def _host(self, a: float, b: float, stack: list) -> None:
-        i = bisect.bisect_right(self.host_ends, a)
+        ends = self.host_ends
+        i = bisect.bisect_right(ends, a)
         cur, host, n = a, self.host, len(self.host)
+        acc = self.acc
         while i < n and cur < b:
             sp = host[i]
-            s, e = sp.start_us, self.host_ends[i]
+            s, e = sp[3], ends[i]
             s, e = (cur if cur > s else s), (b if b < e else e)   # max(s, cur), min(e, b)
             if s > cur:
-                self._add("other", (b if b < s else s) - cur)
+                us = (b if b < s else s) - cur
+                if us > _EPS:
+                    acc["other"] += us
             if e > s:
-                key = _host_key(sp.kind, sp.category, sp.cause)
-                w = self.waits.get((sp.start_us, sp.cause)) if key is None else None
-                if w is not None:
-                    runs = [self.by_key.get(x) for x in w.tasks]
-                    runs = [r for r in runs if r is not None]
-                    if runs:
-                        stack.append(("finish", max(runs, key=lambda r: r.end_us), s, e))
+                key = (_BUSY_KEYS.get(sp[8], "host_compute") if sp[2] == "busy"
+                       else None if sp[7] in _FOLLOWED else _WAIT_KEYS.get(sp[7], "other"))
+                if key is None:   # (_host_key, inline)
+                    w = self.waits.get((sp.start_us, sp.cause))
+                    if w is not None:
+                        runs = [self.by_key.get(x) for x in w.tasks]
+                        runs = [r for r in runs if r is not None]
+                        if runs:
+                            stack.append(("finish", max(runs, key=lambda r: r.end_us), s, e))
+                        else:
+                            self._add("sync", e - s)
                     else:
                         self._add("sync", e - s)
-                else:
-                    self._add(key or "sync", e - s)
+                elif e - s > _EPS:
+                    acc[key] += e - s
             cur = e if e > cur else cur
             i += 1
         if cur < b:
             self._add("other", b - cur)
+
+
+def running_total(x: np.ndarray) -> float:
+    """The sum of ``x`` added up in order, as a Python loop does (bit for bit; 0.0 when
+    empty): ``numpy.cumsum`` is sequential, ``numpy.sum`` pairwise."""
+    return float(np.cumsum(x)[-1]) if len(x) else 0.0
+
+
+def _busy_by_key(bl: Blame, compute: list, dur_us: np.ndarray, ran: np.ndarray
+                 ) -> dict[str, float]:
+    """The compute runs' clipped durations (``dur_us``: of the runs where ``ran``) by
+    attribution key (:meth:`Blame.task_keys`), keys in the order first charged: what adding
+    ``dur_us * fraction`` run by run, key by key, gives."""
+    first: dict[str, int] = {}   # task -> the index of its first run
+    codes = np.fromiter(map(first.setdefault, map(_TASK, compute), itertools.count()), np.intp,
+                        len(compute))
+    codes = np.searchsorted(np.fromiter(first.values(), np.intp, len(first)), codes)[ran]
+    tasks = list(first)   # in first-run order: the codes index them
+    fraction: dict[str, np.ndarray] = {}
+    charged: dict[str, np.ndarray] = {}
+    place: dict[tuple[str, int], int] = {}
+    for i, task in enumerate(tasks):
+        for p, (k, f) in enumerate(bl.task_keys_of(task)):
+            if k not in fraction:
+                fraction[k], charged[k] = np.zeros(len(tasks)), np.zeros(len(tasks), dtype=bool)
+            fraction[k][i], charged[k][i] = f, True
+            place[(k, i)] = p
+    found = []
+    for k, fk in fraction.items():
+        sel = charged[k][codes]
+        if sel.any():
+            at = int(np.argmax(sel))
+            found.append((at, place[(k, int(codes[at]))], k,
+                          running_total(dur_us[sel] * fk[codes[sel]])))
+    return {k: v for _, _, k, v in sorted(found)}
 
 
 def gap_attribution(result: SimResult, rank: int | None = None
@@ -233,15 +322,21 @@ def critical_path(bl: Blame, w0: float, w1: float, paced_by_device: bool,
     """:func:`gap_attribution` of ``bl``'s rank in ``[w0, w1)``; ``union``: the merged compute
     runs when known; ``holes_in``: only the holes starting in this ``[start, end)`` are
     returned (all by default)."""
-    compute = sorted([r for r in bl.runs if bl.is_compute(r)], key=attrgetter("start_us"))
+    runs = bl.runs
+    on_lane = {t for t in set(map(_TASK, runs)) if bl.is_compute_task(t)}
+    compute = sorted(compress(runs, map(on_lane.__contains__, map(_TASK, runs))),
+                     key=_RUN_START)
+    n = len(compute)
+    st = np.fromiter(map(_RUN_START, compute), float, n)
+    en = np.fromiter(map(_RUN_END, compute), float, n)
     if union is None:
-        union = merge([(max(r.start_us, w0), min(r.end_us, w1)) for r in compute
-                       if r.end_us > w0 and r.start_us < w1 and r.end_us > r.start_us])
-    host_busy = 0
-    for sp, end in zip(bl.host, bl.host_ends):
-        st = sp.start_us
-        if sp.kind == "busy" and st < w1 and end > w0:
-            host_busy += (w1 if w1 < end else end) - (w0 if w0 > st else st)
+        inside = (en > w0) & (st < w1) & (en > st)
+        union = merge_arrays(np.maximum(st[inside], w0), np.minimum(en[inside], w1))
+    m = len(bl.host)
+    hs = np.fromiter(map(_START, bl.host), float, m)
+    he = np.array(bl.host_ends, dtype=float)
+    inside = np.fromiter(map(_BUSY, map(_KIND, bl.host)), bool, m) & (hs < w1) & (he > w0)
+    host_busy = running_total(np.minimum(he[inside], w1) - np.maximum(hs[inside], w0))
     if host_busy > sum(e - s for s, e in union) and not paced_by_device:
         busy_h: dict[str, float] = defaultdict(float)
         for sp, s, e in _clip(bl.host, w0, w1):
@@ -251,29 +346,27 @@ def critical_path(bl: Blame, w0: float, w1: float, paced_by_device: bool,
                 bl.blame(("host", None, s, e))
         bl._add("other", (w1 - w0) - sum(busy_h.values()) - sum(bl.acc.values()))
         return bl.host_lane, dict(busy_h), dict(bl.acc), []
-    raw: dict[str, float] = defaultdict(float)
-    for r in compute:
-        s, e = r.start_us, r.end_us
-        s, e = (w0 if w0 > s else s), (w1 if w1 < e else e)   # max(s, w0), min(e, w1)
-        if e > s:
-            for k, f in bl.task_keys(r):
-                raw[k] += (e - s) * f
+    s_c, e_c = np.maximum(st, w0), np.minimum(en, w1)
+    ran = e_c > s_c
+    raw = _busy_by_key(bl, compute, (e_c - s_c)[ran], ran)
     scale = sum(e - s for s, e in union) / max(sum(raw.values()), _EPS)
     busy = {k: v * scale for k, v in raw.items()}
-    starts = [r.start_us for r in compute]
-    edges = [w0] + [x for se in union for x in se] + [w1]
+    g0s = np.array([w0] + [e for _, e in union])
+    g1s = np.array([s for s, _ in union] + [w1])
+    gap = g1s - g0s > _EPS
+    g0s, g1s = g0s[gap], g1s[gap]
+    js = np.searchsorted(st, g1s - _EPS, side="left")   # the next compute run's index
+    bs = np.minimum(g1s, st[np.minimum(js, max(n - 1, 0))]) if n else g1s
     holes = []
     h0, h1 = holes_in if holes_in is not None else (-math.inf, math.inf)
-    for g0, g1 in zip(edges[::2], edges[1::2]):
-        if g1 - g0 <= _EPS:
-            continue
+    blame = bl.blame
+    for g0, g1, j, b in zip(g0s.tolist(), g1s.tolist(), js.tolist(), bs.tolist()):
         kept = h0 <= g0 < h1
         before = dict(bl.acc) if kept else None
-        j = bisect.bisect_left(starts, g1 - _EPS)
-        if j < len(compute):
-            bl.blame(("start", compute[j], g0, min(g1, compute[j].start_us)))
+        if j < n:
+            blame(("start", compute[j], g0, b))
         else:
-            bl.blame(("host", None, g0, g1))
+            blame(("host", None, g0, g1))
         if kept:
             holes.append(Hole(g0, g1 - g0, {k: v - before.get(k, 0.0) for k, v in bl.acc.items()
                                             if v - before.get(k, 0.0) > _EPS}))

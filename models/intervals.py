@@ -28,14 +28,21 @@ def merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
                 out.append([s, e])
         return [(s, e) for s, e in out]
     a = np.fromiter(chain.from_iterable(intervals), float, 2 * len(intervals)).reshape(-1, 2)
-    a = a[np.lexsort((a[:, 1], a[:, 0]))]
-    reach = np.maximum.accumulate(a[:, 1])   # the furthest end so far
-    new = np.empty(len(a), dtype=bool)
+    return merge_arrays(a[:, 0], a[:, 1])
+
+
+def merge_arrays(starts: np.ndarray, ends: np.ndarray) -> list[tuple[float, float]]:
+    """:func:`merge` of intervals given as two arrays (µs), the same pairs."""
+    if len(starts) == 0:
+        return []
+    order = np.lexsort((ends, starts))
+    s, reach = starts[order], np.maximum.accumulate(ends[order])   # the furthest end so far
+    new = np.empty(len(s), dtype=bool)
     new[0] = True
-    new[1:] = a[1:, 0] > reach[:-1]
+    new[1:] = s[1:] > reach[:-1]
     first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(a) - 1)
-    return list(zip(a[first, 0].tolist(), reach[last].tolist()))
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return list(zip(s[first].tolist(), reach[last].tolist()))
 
 
 def subtract_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:

@@ -18,10 +18,13 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import itemgetter
 
 import numpy as np
 
-from stepsim.models.blame import Blame, Hole, critical_path, device_paced, gap_attribution
+from stepsim.models.blame import (Blame, Hole, critical_path, device_paced, gap_attribution,
+                                  lane_spans)
 from stepsim.models.bottleneck import (BOTTLENECK_LABELS, CORE_WAIT_SHARE, INPUT_WAIT_SHARE,
                                        POOL_SATURATED, WORKERS_STARVED, amdahl_ceiling, label,
                                        name_bottleneck)
@@ -203,6 +206,60 @@ def _span_pass(result: SimResult, rank: int, windows: dict, lanes_busy: bool):
     return busy, lane_rank, host_split, dev_cat, skew, loader_core_us, worker_busy, worker_starved
 
 
+def _brief_span_pass(result: SimResult, rank: int, window: tuple[float, float]):
+    """:func:`_span_pass` without the lanes and the device (what :func:`brief_summary`
+    reads), the same floats in the same order: the host thread's split and the DataLoader
+    threads' core time, busy and core-starved time, over the rank's host, worker and
+    pin-memory lanes only; also the host lane's spans (emission order), for
+    :class:`models.blame.Blame`."""
+    spans = result.spans
+    host_lane = f"rank{rank}.host"
+    host = lane_spans(spans, host_lane)
+    a, b = window
+    host_split: dict[str, float] = {}
+    busy_key: dict[str, str] = {}
+    wait_key: dict[str, str] = {}
+    for sp in host:
+        start = sp[3]
+        e = start + sp[4]
+        s, e = (a if a > start else start), (b if b < e else e)   # max(start, a), min(end, b)
+        if e <= s or sp[6] != rank:
+            continue
+        if sp[2] == "busy":
+            k = busy_key.get(sp[8])
+            if k is None:
+                k = busy_key[sp[8]] = f"busy:{sp[8]}"
+        else:
+            k = wait_key.get(sp[7])
+            if k is None:
+                k = wait_key[sp[7]] = f"wait:{sp[7]}"
+        if k in host_split:
+            host_split[k] += e - s
+        else:
+            host_split[k] = e - s
+    loader_core_us = worker_busy = worker_starved = 0.0
+    loader_lanes = {lane for lane in set(map(itemgetter(0), spans)) if lane != host_lane
+                    and ".stream:" not in lane and (".worker" in lane
+                                                    or lane.endswith(".pin_memory"))}
+    if loader_lanes:
+        tpw = result.model.loader.threads_per_worker if result.model is not None else 1
+        for lane, _, kind, start, dur, _, sp_rank, cause, _ in compress(
+                spans, map(loader_lanes.__contains__, map(itemgetter(0), spans))):
+            if sp_rank != rank:
+                continue
+            e = start + dur
+            s, e = (a if a > start else start), (b if b < e else e)
+            if e <= s:
+                continue
+            worker = ".worker" in lane
+            if kind == "busy":
+                loader_core_us += (e - s) * (tpw if worker else 1)
+                worker_busy += (e - s) if worker else 0.0
+            elif worker and cause == "cpu_cores":
+                worker_starved += e - s
+    return host_split, loader_core_us, worker_busy, worker_starved, host
+
+
 def _named(result: SimResult, rank: int, bl: Blame, w0: float, w1: float,
            compute_union: list, host_split: dict, loader_core_us: float, worker_busy: float,
            worker_starved: float):
@@ -263,11 +320,10 @@ def brief_summary(result: SimResult, rank: int | None = None) -> Summary:
     w0, w1 = result.rank_window_us(rank)
     steps = result.step_us.shape[1]
     per, width, job = 1.0 / steps, max(w1 - w0, _EPS), result.job_step_us
-    windows = {r: result.rank_window_us(r) for r in result.ranks}
-    _, _, host_split, _, _, loader_core_us, worker_busy, worker_starved = _span_pass(
-        result, rank, windows, lanes_busy=False)
+    host_split, loader_core_us, worker_busy, worker_starved, host = _brief_span_pass(
+        result, rank, (w0, w1))
     key, shares, crit, scarce, cp_gap, last_holes, pool_busy = _named(
-        result, rank, Blame(result, rank), w0, w1, None, host_split, loader_core_us,
+        result, rank, Blame(result, rank, host), w0, w1, None, host_split, loader_core_us,
         worker_busy, worker_starved)
     stats = result.loader_stats[result.ranks.index(rank)] if result.loader_stats else None
     return Summary(

@@ -41,7 +41,8 @@ from stepsim.models.plans import host_plan, issue_points, stream_plans, task_dur
 from stepsim.models.solo import Unsolvable
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.gcpause import gc_paused
-from stepsim.simcore.record import ListRecorder, NullRecorder, Recorder, Span
+from stepsim.simcore.record import (HostSideRecorder, ListRecorder, NullRecorder, Recorder,
+                                   Span)
 
 @dataclass
 class SimResult:
@@ -140,7 +141,9 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         keep: what the result keeps: ``"all"`` (every span, task run and host wait: what
             summaries, timelines and gap attribution read) or ``"steps"`` (only the step
             times: memory flat in steps; ``spans``, ``samples``, ``runs`` and ``host_waits``
-            are empty).
+            are empty) or ``"brief"`` (as ``"all"`` but the device streams' spans, which
+            :func:`models.metrics.brief_summary` does not read: :mod:`models.blame` reads the
+            task runs; :class:`simcore.record.HostSideRecorder`).
         engine: ``"auto"`` solves a rank that contends with nothing without events
             (:mod:`models.solo`, same instants) and runs SimPy processes otherwise;
             ``"events"`` always runs the processes; ``"quanta"`` too, every CPU work of a
@@ -175,18 +178,19 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
                               f"warmup={warmup}")
     if not model.host.ops:
         raise SimulationError("the model's host thread has no ops: nothing to simulate")
-    if keep not in ("all", "steps"):
-        raise SimulationError(f"keep must be 'all' or 'steps', got {keep!r}")
+    if keep not in ("all", "steps", "brief"):
+        raise SimulationError(f"keep must be 'all', 'steps' or 'brief', got {keep!r}")
     if engine not in ("auto", "events", "quanta"):
         raise SimulationError(f"engine must be 'auto', 'events' or 'quanta', got {engine!r}")
-    rec = ListRecorder() if keep == "all" else None
+    rec = ListRecorder() if keep == "all" else HostSideRecorder() if keep == "brief" else None
     hooks = [h for h in (rec, recorder) if h is not None]
     hook = hooks[0] if len(hooks) == 1 else Tee(*hooks) if hooks else NullRecorder()
     # an adaptive pool may have to run again (Oversubscribed): only when no outside recorder
     # was streamed the first try
     adaptive = recorder is None and engine != "quanta"
     su = Setup(model, steps, warmup, seed, replay, hook, adaptive)
-    runs, waits = Runs(keep == "all"), Waits(keep == "all")
+    kept = keep != "steps"
+    runs, waits = Runs(kept), Waits(kept)
     try:
         starts, loaders = (engine == "auto" and solved(su, runs, waits)) or simulated(
             su, runs, waits)
@@ -194,7 +198,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         if rec is not None:
             rec.spans.clear()
             rec.samples.clear()
-        runs, waits = Runs(keep == "all"), Waits(keep == "all")
+        runs, waits = Runs(kept), Waits(kept)
         su = Setup(model, steps, warmup, seed, replay, hook)   # the random streams afresh
         starts, loaders = simulated(su, runs, waits)
     ranks = [r.rank for r in model.ranks]

@@ -200,10 +200,11 @@ def simulate_summary(model: StepModel, steps: int | None, warmup: int, seed: int
 def counted_summary(model: StepModel, steps: int | None, warmup: int, seed: int,
                     brief: bool = False) -> tuple[Summary, StepCount]:
     """:func:`simulate_summary` with the step count and its standard error; ``brief``: only
-    :func:`models.metrics.brief_summary`'s fields. The collector stays paused from the
+    :func:`models.metrics.brief_summary`'s fields (the simulation then keeps no device-stream
+    span: ``keep="brief"``, which it does not read). The collector stays paused from the
     simulation through its summary (their records live until both are done), so it does not
     pass over them in between."""
-    res, count = simulate_counted(model, steps, warmup, seed)
+    res, count = simulate_counted(model, steps, warmup, seed, keep="brief" if brief else "all")
     return (brief_summary(res) if brief else summarize(res)), count
 
 

@@ -82,6 +82,15 @@ class Block:
         self.cols = list(zip(*self.rows))
         self.times, self.step = times, step
         self._maxima: dict = {}
+        self._parts: dict = {}
+
+    def part(self, name: str, keep) -> "Block":
+        """The block of the rows ``keep(row)`` is true of, in order (made once per ``name``)."""
+        got = self._parts.get(name)
+        if got is None:
+            got = self._parts[name] = Block([r for r in self.rows if keep(r)], self.times,
+                                            self.step)
+        return got
 
     def maxima(self, keys: tuple[int, ...], value: int) -> dict[tuple, float]:
         """The largest field ``value`` per distinct ``keys`` fields (computed once)."""
@@ -129,3 +138,19 @@ class ListRecorder(Recorder):
 
     def sample(self, series: str, t_us: float, value: float) -> None:
         self.samples.setdefault(series, []).append((t_us, value))
+
+
+def _off_device(span: Span) -> bool:
+    return ".stream:" not in span[0]
+
+
+class HostSideRecorder(ListRecorder):
+    """A :class:`ListRecorder` of the host side only: every span but the device streams'
+    (lanes ``rank<r>.stream:<id>``), in emission order, and every sample."""
+
+    def span(self, span: Span) -> None:
+        if ".stream:" not in span[0]:
+            self.spans.append(span)
+
+    def shifted(self, block: "Block", dt_us: float, dstep: int) -> None:
+        self.spans.extend(block.part("off_device", _off_device).moved(dt_us, dstep))
