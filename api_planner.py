@@ -206,7 +206,9 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
              ledger: str | Path | None = None, label: str | None = None,
              progress: bool = False, width_sources: bool = False) -> Validation:
     """A prediction against re-measured trace(s) (pooled); ``ledger`` appends the record to a
-    JSON-lines file (with the runs' outside load: a loaded record is scored apart). The
+    JSON-lines file (with the runs' outside load: a loaded record is scored apart; without an
+    operation that changes the model, the record is of the calibration setting, in-sample,
+    and scored apart too). The
     interval is of the runs' pooled mean (the host's speed once per run, the steps' variation
     through the standard error of the measured steps); ``width_sources``: its width by source
     of uncertainty, one at a time, too.
@@ -225,7 +227,8 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     m = load_model(model)
     todo = operations(ops, scenario, set, scale, remove, fix)
     runs, warnings = measured_runs(traces)
-    same_job(apply_ops(m, todo), runs)
+    after = apply_ops(m, todo)
+    same_job(after, runs)
     steps_us = [s for r in runs for s in r.step_us]
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
     with progress_bar("predict", progress and draws > 0) as prog:
@@ -237,7 +240,9 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     rec = score(pred, steps_us, neck, label=label or pred.what, traces=[str(t) for t in traces],
                 model_name=model_name(model, m), startup=[(u.step_us, u.next_us, u.later_next_us)
                                                      for u in ups],
-                outside_load_slowdown=max(loads, default=None))
+                outside_load_slowdown=max(loads, default=None),
+                # no operation, or none that changes the model: the calibration setting itself
+                in_sample=after == m)
     skipped: list[str] = []
     if ledger:
         append_ledger(ledger, rec, skipped)
