@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from stepsim.models.host_speed import factor_range
 from stepsim.report.figures import pyplot, save
 from stepsim.report.plan_table import plan_dict, print_plan
 from stepsim.report.pred_text import interval_text as _interval, run_ahead_note as _run_ahead_note
@@ -111,7 +112,7 @@ def _uncertainty_note(p: Prediction) -> None:
         c.print("interval: the model has no uncertain parameter and no sampled duration, so "
                 "it is the point estimate")
     if p.draws:
-        varied = ", ".join(f"{k} x[{lo:g}, {hi:g}]" for k, (lo, hi) in p.uncertain.items())
+        varied = ", ".join(_range_text(p, k, lo, hi) for k, (lo, hi) in p.uncertain.items())
         c.print(f"interval: {p.draws} Monte Carlo draws over sampled durations"
                 + (f" and {varied}" if varied else " (no inferred or assumed parameters)")
                 + (f"; each draw simulated {p.draw_steps} steps (its own standard error "
@@ -120,6 +121,17 @@ def _uncertainty_note(p: Prediction) -> None:
                    else ""))
     if p.draws and p.skipped:
         c.print(f"[dim]{not_varied_line(p.skipped)}[/dim]")
+
+
+def _range_text(p: Prediction, path: str, lo: float, hi: float) -> str:
+    """One varied parameter's range as the draws take it: the host's speed from measured runs
+    as the P10–P90 of their predictive (:func:`models.host_speed.factor_range`), not the
+    stated prior beside it."""
+    runs = p.model.host.speed_runs if p.model is not None else []
+    if path == "host.cpu_scale" and len(runs) >= 2:
+        a, b = factor_range(runs, (lo, hi), p.runs)
+        return f"{path} x[{a:.3g}, {b:.3g}] (P10-P90 from {len(runs)} measured runs)"
+    return f"{path} x[{lo:g}, {hi:g}]"
 
 
 ZERO_PREFIX = "0: "

@@ -109,9 +109,18 @@ def test_validate_and_ledger_on_a_cpu_run(tmp_path, cpu_run_nw0, cpu_run_nw1):
         rec = json.loads(r.stdout)[0]
         assert rec["label"] == f"nw{nw}" and rec["measured_mean_us"] > 0
     doc = json.loads(_ok(run_cli("ledger", str(ledger), "--json")).stdout)
-    assert doc["summary"]["n"] == 2 and doc["summary"]["n_intervals"] == 2
+    # nw0 is the calibration setting (in-sample); nw1 is scored unless its run was re-measured
+    # under outside load (the machine may be shared), which is counted apart
+    summary = doc["summary"]
+    assert summary["n_in_sample"] == 1
+    assert summary["n"] + summary["n_outside_load"] == 1
+    assert summary["n_intervals"] == summary["n"]
     text = _ok(run_cli("ledger", str(ledger))).stdout
-    assert "median |error|" in text and "interval coverage" in text
+    assert "1 in-sample record" in text
+    if summary["n"]:
+        assert "median |error|" in text and "interval coverage" in text
+    else:
+        assert "re-measured under outside load" in text
 
 
 def test_validate_on_a_real_gpu_trace(tmp_path):
