@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from stepsim.calibration.cpu import fit_cpu_model
 from stepsim.calibration.events import build_table
 from stepsim.calibration.folders import calibrate_cpu_folder, read_folder
@@ -51,6 +53,20 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
     if steps is not None and step_regex is not None:
         raise StepsimError("--steps takes ProfilerStep#N numbers; it cannot be combined with "
                            "--step-regex")
+    try:
+        return _with_replicates(trace, sidecar, step_regex, replicates, steps)
+    except ValidationError as e:
+        # a parameter past its bounds: the records it was fitted from cannot be right
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err.get("loc", ())) or e.title
+        raise InputError(Path(sidecar or trace), f"its records give an impossible model "
+                                                 f"({e.title}.{where}: {err['msg']}, "
+                                                 f"{err.get('input')!r}): records that cannot "
+                                                 "be right") from None
+
+
+def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel:
+    """:func:`calibrate` after its argument checks."""
     from stepsim.calibration.host_noise import apply_replicates, at_run_speed, replicate_speeds
 
     ranks = _rank_sidecars(Path(trace)) if sidecar is None else []

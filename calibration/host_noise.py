@@ -40,8 +40,9 @@ def window_speed(side: Sidecar) -> float | None:
     0.75–1.20× between a run's window and the run (an H200 machine's 16 cores, 2026-12-04;
     0.93–1.02× on a quiet 2-core machine). Produce is the gauge: the same work per batch,
     CPU time (waiting for a core does not count), and in worker processes the profiler does
-    not slow. None without produce instants, with fewer than 3 batches in the window, or with
-    none outside it."""
+    not slow. None without produce instants, with fewer than 3 batches in the window, with
+    none outside it, or with a median of 0 (:func:`at_run_speed` bounds the rest by
+    :data:`MAX_WINDOW_SPEED`)."""
     nw = side.loader.num_workers
     recs = after_startup([r for r in side.produce if (r.worker < 0) == (nw == 0)])
     prof = [s for s in side.steps if s.profiled and s.t_start_us is not None]
@@ -53,10 +54,14 @@ def window_speed(side: Sidecar) -> float | None:
     if len(window) < 3 or len(window) == len(whole) or min(np.median(whole),
                                                              np.median(window)) <= 0:
         return None
-    s = float(np.median(window) / np.median(whole))
-    # a window at a thousandth of its own run's speed is not a host's speed: records that
-    # cannot be right, which the run's replicate checks name (MAX_SPEED_RATIO)
-    return s if 1 / MAX_SPEED_RATIO <= s <= MAX_SPEED_RATIO else None
+    return float(np.median(window) / np.median(whole))
+
+
+MAX_WINDOW_SPEED = 4.0
+"""A window whose batches took more than this many times (or less than its inverse) the
+run's CPU time of identical work is not the host's speed moving (0.75–1.20× seen): its
+records cannot be right, or the run changed its work; the model then keeps the window's
+speed and calibration says so (assumed bound)."""
 
 
 def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) -> StepModel:
@@ -68,8 +73,15 @@ def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) ->
     captured window still runs at the window's speed (``meta.notes['window_speed']``;
     :func:`models.host_speed.at_capture_speed`). Unchanged where ``s`` is None."""
     s = window_speed(side)
+    if s is not None and not 1 / MAX_WINDOW_SPEED <= s <= MAX_WINDOW_SPEED:
+        model = apply_replicates(model, speeds) if speeds else model
+        note = (f"the profiled window's batches took {s:.3g}× the run's CPU time of identical "
+                f"work, beyond the {1 / MAX_WINDOW_SPEED:g}–{MAX_WINDOW_SPEED:g}× a host's speed "
+                "moves: records that cannot be right; predictions keep the window's speed")
+        return model.model_copy(update={"meta": model.meta.model_copy(
+            update={"warnings": [*model.meta.warnings, note]})})
     factors = [v / s for v in speeds or [1.0]] if s is not None else []
-    if not factors or not all(1 / MAX_SPEED_RATIO <= v <= MAX_SPEED_RATIO for v in factors):
+    if not factors:
         return apply_replicates(model, speeds) if speeds else model
     if speeds:
         model = apply_replicates(model, factors, against="the capture's profiled window's")
@@ -116,10 +128,11 @@ def _same_setting(a: Sidecar, b: Sidecar) -> str | None:
     return None
 
 
-MAX_SPEED_RATIO = 1000.0
+MAX_SPEED_RATIO = 10.0
 """A replicate whose identical work took more than this many times (or less than its
 inverse) the capture's CPU time is not a run of the same work on the same kind of host: its
-records cannot be right."""
+records cannot be right (the most seen here was 3.5×; at 30× the draws' host speed left the
+model's bounds)."""
 
 
 def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path, Sidecar]]

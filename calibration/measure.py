@@ -23,6 +23,7 @@ stop paused the loop; they are left out until the queue ran dry, and said
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -302,7 +303,16 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                          max(world, ddp.world_size if ddp is not None else 1),
                          None if side is None else side.torch_num_threads,
                          None if ddp is None else ddp.bucket_cap_mb,
-                         None if load is None else load.slowdown)
+                         _slowdown(load))
+
+
+def _slowdown(load: OutsideLoad | None) -> float | None:
+    """The run's outside load as a ledger keeps it: ``1 / held − 1``, at least 0 (held a hair
+    over 1 is the measurement's noise); None unmeasured or impossible (held 0: no CPU at
+    all)."""
+    if load is None or not math.isfinite(load.slowdown):
+        return None
+    return max(0.0, load.slowdown)
 
 
 def remeasured_load(side) -> OutsideLoad | None:

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Annotated, Sequence
 
 import numpy as np
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from stepsim.models.host_speed import LOAD_WARN
 from stepsim.scenarios.predict import Prediction
@@ -142,7 +142,7 @@ class LedgerRecord(BaseModel):
     ``bottleneck_agrees`` None without a measured bottleneck.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     time: str
     label: str
@@ -186,7 +186,7 @@ class LedgerRecord(BaseModel):
     width_sources_pct: dict[str, float] = {}
     """The interval's P90 − P10 (% of the predicted mean) with one source of uncertainty at a
     time (:mod:`scenarios.interval_sources`); empty: not decomposed."""
-    outside_load_slowdown: float | None = None
+    outside_load_slowdown: Annotated[float, Field(ge=0)] | None = None
     """How much slower than the machine alone the re-measured run(s) advanced, ``1 / held −
     1`` (``calibration.measure.MeasuredSteps``; the most loaded run of those pooled); None:
     not measurable (no sidecar), or a ledger written before it was recorded. Past

@@ -184,14 +184,21 @@ def test_window_speed_closed_form(cpu_run_nw1, tmp_path):
     assert m.host.cpu_scale == pytest.approx(math.sqrt(1.2) / 0.75, rel=1e-6)
 
 
-def test_window_speed_that_cannot_be_measured_leaves_the_model(cpu_run_nw1, tmp_path):
-    """Batches of 0 µs CPU in the window (records that cannot be right), or a window at a
-    millionth of its run's time: no window speed, cpu_scale stays 1.0 and nothing is said."""
+def test_window_speed_that_cannot_be_right_leaves_the_model(cpu_run_nw1, tmp_path):
+    """Batches of 0 µs CPU in the window: no window speed. A window at a millionth of its
+    run's time, or 5x it (past MAX_WINDOW_SPEED): cpu_scale stays 1.0 and calibration says the
+    records cannot be right."""
+    from stepsim.calibration.host_noise import MAX_WINDOW_SPEED
     from stepsim.calibration.sidecar import load_sidecar as load
 
     zero = _window_at(cpu_run_nw1, tmp_path / "zero", 0.0, 40e3)
-    tiny = _window_at(cpu_run_nw1, tmp_path / "tiny", 0.04, 40e3)
-    for run in (zero, tiny):
-        assert window_speed(load(run / "sidecar.json")) is None
+    assert window_speed(load(zero / "sidecar.json")) is None
+    m = calibrate(zero)
+    assert m.host.cpu_scale == 1.0 and "window_speed" not in m.meta.notes
+    for name, inside in (("tiny", 0.04), ("huge", 200e3)):
+        run = _window_at(cpu_run_nw1, tmp_path / name, inside, 40e3)
+        s = window_speed(load(run / "sidecar.json"))
+        assert not 1 / MAX_WINDOW_SPEED <= s <= MAX_WINDOW_SPEED
         m = calibrate(run)
         assert m.host.cpu_scale == 1.0 and "window_speed" not in m.meta.notes
+        assert any("records that cannot be right" in w for w in m.meta.warnings)

@@ -53,3 +53,33 @@ def test_the_ledger_verb_warns_and_scores_what_is_left(tmp_path, capsys):
     out = capsys.readouterr()
     assert "warning: l.jsonl: skipped 2 of 4 line(s)" in out.err
     assert json.loads(out.out)["summary"]["n"] == 2
+
+
+def test_nan_strings_and_impossible_loads_are_not_records(tmp_path):
+    """``"nan"``/``"inf"`` in a float field and a negative outside load cannot be right: the
+    lines are skipped and counted, not scored (before: ``median |error| nan%``)."""
+    good = json.loads(ledger_line(_rec(5.0, True)))
+    lines = [good, {**good, "error_pct": "nan"}, {**good, "outside_load_slowdown": "inf"},
+             {**good, "outside_load_slowdown": -0.5}]
+    p = tmp_path / "l.jsonl"
+    p.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    said: list[str] = []
+    assert [r.error_pct for r in read_ledger(p, said)] == [5.0]
+    assert len(said) == 1 and "skipped 3 of 4" in said[0]
+
+
+def test_impossible_fitted_parameter_is_one_line(cpu_run_nw1, tmp_path, capsys):
+    """Produce records whose CPU time is 300x their wall time give threads_per_worker past
+    its bound: one line naming the capture, exit 2, no model written (before: a traceback)."""
+    import shutil
+
+    run = tmp_path / "bad"
+    shutil.copytree(cpu_run_nw1, run)
+    data = json.loads((run / "sidecar.json").read_text())
+    for r in data["produce"]:
+        r["proc_cpu_us"] = r["wall_us"] * 300
+    (run / "sidecar.json").write_text(json.dumps(data))
+    assert main(["calibrate", str(run), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "impossible model" in err[0] and "threads_per_worker" in err[0]
+    assert not (tmp_path / "m.json").exists()

@@ -68,17 +68,19 @@ def test_a_ledger_written_before_the_field_still_reads(tmp_path):
     assert ledger_line(records[0]).count(b"outside_load_slowdown") == 1   # rewritten: with it
 
 
-def test_validate_records_the_load_and_ledger_says_it_apart(cpu_run_nw1, tmp_path):
+def test_validate_records_the_load_and_ledger_says_it_apart(cpu_run_nw0, cpu_run_nw1,
+                                                             tmp_path):
     """Real captures: the quiet copy and a copy whose CPU times say 40 % held (2.5x slower),
-    validated by the CLI into one ledger; ``stepsim ledger`` scores the quiet one only."""
+    validated by the CLI into one ledger (out of sample: the model is of num_workers=0);
+    ``stepsim ledger`` scores the quiet one only."""
     quiet = _cpu_times(cpu_run_nw1, tmp_path / "quiet", 1.0)
     loaded = _cpu_times(cpu_run_nw1, tmp_path / "loaded", 0.4)
     model = tmp_path / "m.json"
-    save_model(calibrate(quiet), model)
+    save_model(calibrate(cpu_run_nw0), model)
     ledger = tmp_path / "ledger.jsonl"
     for label, run in (("quiet", quiet), ("loaded", loaded)):
         r = run_cli("validate", str(model), str(run / "trace.json.gz"), *QUICK, "--ledger",
-                    str(ledger), "--label", label)
+                    str(ledger), "--label", label, "--set", "loader.num_workers=1")
         assert r.returncode == 0, r.stderr
     assert "scores it apart" in r.stdout and "2.5x slower" in r.stdout
     recs = {r.label: r for r in read_ledger(ledger)}
