@@ -159,7 +159,9 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     if fit is not None:
         host["interference"], host["interference_range"] = fit[0], uniform_with_p10_p90(*fit[1])
         sources["host.interference"] = "inferred"
-        warn = []
+        warn = [f"co-run interference fitted from the probe at num_workers="
+                f"{side.probe.num_workers}: {fit[0]:.3f} per co-running thread per core "
+                f"(P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}, inferred)"]
     else:
         lo, hi = INTERFERENCE_PRIOR
         host["interference"], host["interference_range"] = (lo + hi) / 2, (lo, hi)
