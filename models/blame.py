@@ -231,17 +231,13 @@ class Blame:
                 if us > _EPS:
                     acc["other"] += us
             if e > s:
-                key = (_BUSY_KEYS.get(sp[8], "host_compute") if sp[2] == "busy"
-                       else None if sp[7] in _FOLLOWED else _WAIT_KEYS.get(sp[7], "other"))
-                if key is None:   # (_host_key, inline)
+                key = _host_key(sp.kind, sp.category, sp.cause)
+                if key is None:
                     w = self.waits.get((sp.start_us, sp.cause))
-                    if w is not None:
-                        runs = [self.by_key.get(x) for x in w.tasks]
-                        runs = [r for r in runs if r is not None]
-                        if runs:
-                            stack.append(("finish", max(runs, key=lambda r: r.end_us), s, e))
-                        else:
-                            self._add("sync", e - s)
+                    runs = ([r for r in map(self.by_key.get, w.tasks) if r is not None]
+                            if w is not None else [])
+                    if runs:
+                        stack.append(("finish", max(runs, key=lambda r: r.end_us), s, e))
                     else:
                         self._add("sync", e - s)
                 elif e - s > _EPS:

@@ -149,7 +149,7 @@ class HostSideRecorder(ListRecorder):
     (lanes ``rank<r>.stream:<id>``), in emission order, and every sample."""
 
     def span(self, span: Span) -> None:
-        if ".stream:" not in span[0]:
+        if _off_device(span):
             self.spans.append(span)
 
     def shifted(self, block: "Block", dt_us: float, dstep: int) -> None:
