@@ -222,10 +222,16 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     neck = next(b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
     ups = [r.startup for r in runs if r.startup is not None]
     startup = max(ups, key=lambda u: u.next_us) if ups else None   # the job waits for the last
-    loads = [r.outside_load_slowdown for r in runs if r.outside_load_slowdown is not None]
     return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
-                         runs[0].bucket_cap_mb, max(loads, default=None))
+                         runs[0].bucket_cap_mb, most_loaded(runs))
+
+
+def most_loaded(runs) -> float | None:
+    """The largest ``outside_load_slowdown`` of measured runs (:class:`MeasuredSteps`), the
+    one a pooled record carries; None when no run could tell."""
+    return max((r.outside_load_slowdown for r in runs if r.outside_load_slowdown is not None),
+               default=None)
 
 
 def _span(numbers: list[int]) -> str:

@@ -42,7 +42,7 @@ from rich.table import Table
 from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.calibration.measure import measured_steps
+from stepsim.calibration.measure import measured_steps, most_loaded
 from stepsim.models.host_speed import at_capture_speed
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
@@ -165,9 +165,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                        traces=[str(d / "trace.json.gz") for d in runs[s]],
                        model_name=str(out / "model.json"),
                        in_sample=s == CALIBRATION_WORKERS,
-                       outside_load_slowdown=max((m.outside_load_slowdown for m in meas
-                                                  if m.outside_load_slowdown is not None),
-                                                 default=None))
+                       outside_load_slowdown=most_loaded(meas))
         records.append(rec)
         means = [m.mean_us for m in meas]
         speed = [identical_work_us(load_sidecar(d / "sidecar.json")) / work0 for d in runs[s]]
