@@ -89,10 +89,12 @@ def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) ->
         model = model.model_copy(update={"host": model.host.model_copy(
             update={"cpu_scale": 1.0 / s})})
     meta = model.meta
+    runs = (f"the mean speed of the capture's whole run and its {len(speeds) - 1} "
+            f"replicate(s) against the window" if speeds and len(speeds) > 1
+            else "the whole run's speed against the window")
     note = (f"the host ran at {s:.3f}× the run's CPU time of identical work (a batch's "
             f"produce) in the profiled window: the model's durations are the window's, and "
-            f"predictions take the run's speed (host.cpu_scale {model.host.cpu_scale:.3f}, "
-            "measured)")
+            f"predictions take {runs} (host.cpu_scale {model.host.cpu_scale:.3f}, measured)")
     meta = meta.model_copy(update={
         "sources": {**meta.sources, "host.cpu_scale": "measured"},
         "notes": {**meta.notes, "window_speed": s},
