@@ -23,7 +23,8 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
     (a GPU trace does not record the DataLoader's settings), and a prefetch_factor dropped with
     the workers (:func:`apply_with_notes`), a setting nothing in the model reads
     (:func:`scenarios.noop.unread_settings`), and the oversubscribed intra-op threads caveat
-    when the ops change the co-running threads or the cores (or there are no ops)."""
+    when the ops change the co-running threads or the cores (or there are no ops); not for a
+    sweep (``paths``): :func:`point_threads` names its points that have it, once."""
     sets = {op.path for op in ops if isinstance(op, SetOp)} | set(paths)
     out = []
     slow = outside_load_slowdown(model)
@@ -70,8 +71,8 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
                    "gain less than predicted")
     given = [(op.path, op.value) for op in ops if isinstance(op, SetOp)]
     out += unread_settings(model, after, given + [(p, SWEPT) for p in paths])
-    if after is not None and (not ops or paths or _corunners(model) != _corunners(after)):
-        out += _oversubscribed_threads(after)
+    if after is not None and not paths and (not ops or _corunners(model) != _corunners(after)):
+        out += _oversubscribed_threads(after)   # a sweep's points say it (point_threads)
     return out
 
 
