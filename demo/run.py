@@ -36,12 +36,12 @@ from pathlib import Path
 import numpy as np
 import orjson
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
+from stepsim.demo.progress import Steps
 from stepsim.calibration.measure import measured_steps, most_loaded
 from stepsim.models.host_speed import at_capture_speed
 from stepsim.models.params import save_model
@@ -114,22 +114,21 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                      else ", no probe") + f"; output in {out}/")
     t0 = time.monotonic()
     runs: dict[int, list[Path]] = {s: [] for s in settings}
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=False) as prog:
+    with Steps(console, len(plan), "captured") as prog:
         # repeats interleaved over the settings, so slow drift of the machine hits all alike;
         # the calibration setting's further runs (replicates for the host noise) one after
         # each round, the rest at the end
-        task = prog.add_task("capturing runs", total=len(plan))
         for s in plan:
             k = len(runs[s])
-            prog.update(task, description=f"capturing num_workers={s} (run {k + 1})")
+            prog.start(f"capturing num_workers={s} (run {k + 1})")
             d = out / "runs" / f"nw{s}-r{k}"
             _capture(s, d, seed + k, probe if (k == 0 and s == CALIBRATION_WORKERS) else None)
             runs[s].append(d)
-            prog.advance(task)
-        prog.update(task, description="captured")
+            prog.advance()
 
     base = runs[CALIBRATION_WORKERS][0]
+    console.print(f"calibrating on num_workers={CALIBRATION_WORKERS} "
+                  f"({len(runs[CALIBRATION_WORKERS])} runs)")
     model = calibrate(base / "trace.json.gz", sidecar=base / "sidecar.json",
                       replicates=runs[CALIBRATION_WORKERS][1:])
     work0 = identical_work_us(load_sidecar(base / "sidecar.json"))
@@ -152,39 +151,12 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
         console.print(f"[yellow]warning:[/yellow] {w}")
 
     rows, records = [], []
-    for s in settings:
-        meas = [measured_steps(d / "trace.json.gz") for d in runs[s]]
-        pooled = [v for m in meas for v in m.step_us]
-        # the interval is of what is measured: the pooled mean of these runs' steps
-        pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=120, warmup=20,
-                       seed=seed, intervals=True, runs=len(meas), measured_steps=len(pooled),
-                       decompose=True, jobs=default_jobs())
-        necks = [m.bottleneck for m in meas]
-        observed = max(set(necks), key=necks.count)
-        rec = validate(pred, pooled, observed, label=f"demo num_workers={s}",
-                       traces=[str(d / "trace.json.gz") for d in runs[s]],
-                       model_name=str(out / "model.json"),
-                       in_sample=s == CALIBRATION_WORKERS,
-                       outside_load_slowdown=most_loaded(meas))
-        records.append(rec)
-        means = [m.mean_us for m in meas]
-        speed = [identical_work_us(load_sidecar(d / "sidecar.json")) / work0 for d in runs[s]]
-        spread = 100 * (max(means) - min(means)) / float(np.mean(means)) if len(means) > 1 else None
-        err = rec.error_pct
-        rows.append({
-            "num_workers": s, "calibration": s == CALIBRATION_WORKERS,
-            "predicted_mean_ms": pred.mean_step_us / 1e3,
-            "predicted_p10_ms": pred.p10_step_us / 1e3 if pred.p10_step_us is not None else None,
-            "predicted_p90_ms": pred.p90_step_us / 1e3 if pred.p90_step_us is not None else None,
-            "measured_mean_ms": float(np.mean(pooled)) / 1e3,
-            "measured_median_ms": float(np.median(pooled)) / 1e3,
-            "run_means_ms": [m / 1e3 for m in means],
-            "host_cpu_time_x": float(np.mean(speed)),
-            "spread_pct": spread, "error_pct": err, "inside": rec.inside,
-            "width_pct": rec.width_pct, "width_sources_pct": rec.width_sources_pct,
-            "inside_spread": (spread is not None and min(means) <= pred.mean_step_us <= max(means)),
-            "bottleneck_predicted": pred.bottleneck, "bottleneck_observed": observed,
-        })
+    with Steps(console, len(settings), "predicted and validated") as prog:
+        for s in settings:
+            prog.start(f"predicting num_workers={s}, validating against its "
+                       f"{len(runs[s])} run(s)")
+            rows.append(_validated_row(model, runs, s, out, seed, work0, records))
+            prog.advance()
     _print_table(console, rows, cores)
     write_atomic(ledger, b"".join(ledger_line(r) for r in records))
     summary = summarize_ledger(read_ledger(ledger))
@@ -218,7 +190,53 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     report = _write_report(model, read_ledger(ledger), base, settings, seed, out, quick)
     console.print(f"report (open it in a browser): {report}")
     console.print(f"done in {time.monotonic() - t0:.0f} s; artefacts in {out}/")
+    for line in next_steps(out / "model.json"):
+        console.print(line, markup=False, soft_wrap=True)   # unwrapped: a command to paste
     return 0
+
+
+def next_steps(model: Path) -> list[str]:
+    """The demo's last lines: where its calibrated model is, and a command to ask it more."""
+    return [f"calibrated model: {model}",
+            f"ask it a what-if: stepsim whatif {model} --set loader.num_workers=4"]
+
+
+def _validated_row(model, runs: dict, s: int, out: Path, seed: int, work0: float,
+                   records: list) -> dict:
+    """Predict ``num_workers=s``, validate it against that setting's runs (its record appended
+    to ``records``) and return its table row."""
+    meas = [measured_steps(d / "trace.json.gz") for d in runs[s]]
+    pooled = [v for m in meas for v in m.step_us]
+    # the interval is of what is measured: the pooled mean of these runs' steps
+    pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=120, warmup=20,
+                   seed=seed, intervals=True, runs=len(meas), measured_steps=len(pooled),
+                   decompose=True, jobs=default_jobs())
+    necks = [m.bottleneck for m in meas]
+    observed = max(set(necks), key=necks.count)
+    rec = validate(pred, pooled, observed, label=f"demo num_workers={s}",
+                   traces=[str(d / "trace.json.gz") for d in runs[s]],
+                   model_name=str(out / "model.json"),
+                   in_sample=s == CALIBRATION_WORKERS,
+                   outside_load_slowdown=most_loaded(meas))
+    records.append(rec)
+    means = [m.mean_us for m in meas]
+    speed = [identical_work_us(load_sidecar(d / "sidecar.json")) / work0 for d in runs[s]]
+    spread = 100 * (max(means) - min(means)) / float(np.mean(means)) if len(means) > 1 else None
+    err = rec.error_pct
+    return {
+        "num_workers": s, "calibration": s == CALIBRATION_WORKERS,
+        "predicted_mean_ms": pred.mean_step_us / 1e3,
+        "predicted_p10_ms": pred.p10_step_us / 1e3 if pred.p10_step_us is not None else None,
+        "predicted_p90_ms": pred.p90_step_us / 1e3 if pred.p90_step_us is not None else None,
+        "measured_mean_ms": float(np.mean(pooled)) / 1e3,
+        "measured_median_ms": float(np.median(pooled)) / 1e3,
+        "run_means_ms": [m / 1e3 for m in means],
+        "host_cpu_time_x": float(np.mean(speed)),
+        "spread_pct": spread, "error_pct": err, "inside": rec.inside,
+        "width_pct": rec.width_pct, "width_sources_pct": rec.width_sources_pct,
+        "inside_spread": (spread is not None and min(means) <= pred.mean_step_us <= max(means)),
+        "bottleneck_predicted": pred.bottleneck, "bottleneck_observed": observed,
+    }
 
 
 def _write_report(model, records, base: Path, settings, seed: int, out: Path,
