@@ -46,6 +46,7 @@ from stepsim.calibration.measure import measured_steps, most_loaded
 from stepsim.models.host_speed import at_capture_speed
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
+from stepsim.report.validation import share_text
 from stepsim.scenarios.interval_sources import width_line
 from stepsim.scenarios.parallel import default_jobs
 from stepsim.scenarios.predict import predict
@@ -178,10 +179,12 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                   "setting left out)" + (
                       f", median |error| {summary.median_abs_error_pct:.1f} %, max "
                       f"|error| {summary.max_abs_error_pct:.1f} %" if summary.n else "")
-                  + (f", measured mean inside P10–P90 for {summary.coverage:.0%}, median width "
+                  + (f", measured mean inside P10–P90 for "
+                     f"{share_text(summary.coverage, summary.n_intervals)}, median width "
                      f"{summary.median_width_pct:.1f} %"
                      if summary.coverage is not None else "")
-                  + (f", bottleneck agreement {summary.bottleneck_agreement:.0%}"
+                  + (", bottleneck agreement "
+                     f"{share_text(summary.bottleneck_agreement, summary.n_bottlenecks)}"
                      if summary.bottleneck_agreement is not None else ""))
     if summary.median_width_sources_pct:
         console.print("median interval " + width_line(summary.median_width_pct,

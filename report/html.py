@@ -20,6 +20,7 @@ from typing import Iterable, Sequence
 from stepsim.models.metrics import label
 from stepsim.report.document import ReportData
 from stepsim.report.plan_table import PLAN_COLUMNS, PLAN_TITLE
+from stepsim.report.validation import share_text
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.units import us_to_ms
@@ -210,9 +211,9 @@ def _validation(d: ReportData) -> str:
     if s is not None and s.n:
         out += (f"<p>{s.n} predictions: median |error| {s.median_abs_error_pct:.1f}%, max "
                 f"{s.max_abs_error_pct:.1f}%"
-                + (f"; interval coverage {s.coverage:.0%} of {s.n_intervals} (P10–P90 aims at "
-                   "80%)" if s.coverage is not None else "")
-                + (f"; bottleneck agreement {s.bottleneck_agreement:.0%}"
+                + (f"; interval coverage {share_text(s.coverage, s.n_intervals)} (P10–P90 "
+                   "aims at 80%)" if s.coverage is not None else "")
+                + (f"; bottleneck agreement {share_text(s.bottleneck_agreement, s.n_bottlenecks)}"
                    if s.bottleneck_agreement is not None else "") + ".</p>")
     if d.sweep_png:
         path = next(iter(d.sweep.grid))

@@ -12,6 +12,18 @@ from stepsim.report.tables import console, json_out as _json, ms_text as _ms
 from stepsim.scenarios.interval_sources import LABELS, width_line
 from stepsim.scenarios.validate import LedgerRecord, LedgerSummary
 
+MIN_SHARE_RECORDS = 3
+"""Below this many scored records a share (interval coverage, bottleneck agreement) is said as
+a count, "1 of 1", not a percentage: "100%" of one record reads as a rate it is not."""
+
+
+def share_text(fraction: float, n: int) -> str:
+    """``fraction`` of ``n`` records in words: "2 of 2" below :data:`MIN_SHARE_RECORDS`
+    records, else "67% of 3"."""
+    if n < MIN_SHARE_RECORDS:
+        return f"{round(fraction * n)} of {n}"
+    return f"{fraction:.0%} of {n}"
+
 
 def _record_row(r: LedgerRecord) -> list[str]:
     iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
@@ -100,11 +112,12 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
             f"step): median |error| {s.median_abs_error_pct:.1f}%, "
             f"max |error| {s.max_abs_error_pct:.1f}%")
     if s.coverage is not None:
-        c.print(f"interval coverage: {s.coverage:.0%} of {s.n_intervals} (P10-P90 aims at 80%), "
+        c.print(f"interval coverage: {share_text(s.coverage, s.n_intervals)} (P10-P90 aims at "
+                f"80%), "
                 f"median width {s.median_width_pct:.1f}% of the prediction")
     if s.median_width_sources_pct:
         c.print("median width by source, each alone: " + ", ".join(
             f"{LABELS.get(k, k)} {v:.1f}%" for k, v in sorted(
                 s.median_width_sources_pct.items(), key=lambda kv: -kv[1])))
     if s.bottleneck_agreement is not None:
-        c.print(f"bottleneck agreement: {s.bottleneck_agreement:.0%} of {s.n_bottlenecks}")
+        c.print(f"bottleneck agreement: {share_text(s.bottleneck_agreement, s.n_bottlenecks)}")
