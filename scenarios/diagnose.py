@@ -132,7 +132,7 @@ ALSO_MOVES = {"pin_memory": ("wait:h2d", "it also frees the host thread from wai
                                          "pageable copy ({} per step), so the next batch's "
                                          "work overlaps the device")}
 """What a fix changes besides the gap it is offered for: (the host split key it removes, the
-words), said when the fix's price beats that gap's own ceiling."""
+words), said when the fix's price beats the step without that whole gap."""
 
 
 def _beyond_gap(w: WhatIf, step_us: float, gap_us: float, summary) -> WhatIf:
@@ -142,7 +142,7 @@ def _beyond_gap(w: WhatIf, step_us: float, gap_us: float, summary) -> WhatIf:
         return w
     key, words = ALSO_MOVES.get(w.fix.split(":")[0], ("", "it changes more than this gap"))
     what = words.format(_ms(summary.host_split_us.get(key, 0.0)))
-    return replace(w, caveats=(*w.caveats, f"priced beyond this gap's ceiling ("
+    return replace(w, caveats=(*w.caveats, f"priced beyond removing this whole gap ("
                                            f"{_ms(step_us - gap_us)} per step if it all went): "
                                            f"{what}"))
 
@@ -216,8 +216,11 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
         fix, why = fix_for(k, model)
         if why and not gpu:   # a GPU fix (CUDA graphs, pinned copies) cannot apply to a CPU run
             fix = None
-        arith = (f"removes up to {_ms(v)}/step of {label(k)}; ceiling "
-                 f"{amdahl_ceiling(min(v / step, 1.0)):.2f}x if it all went")
+        # the subtraction `stepsim ceiling` shows beside its simulated ceiling, named so:
+        # "ceiling" there is the simulated step with the component free
+        arith = (f"removes up to {_ms(v)}/step of {label(k)}; at most "
+                 f"{amdahl_ceiling(min(v / step, 1.0)):.2f}x if it all went (subtracted, "
+                 f"1 / (1 - {v / step:.2f}); `stepsim ceiling` simulates it)")
         what = [] if not fix else [WhatIf(fix, arithmetic=arith, note=why)] if why else \
             [_beyond_gap(_price(model, fix, kw, arith), step, v, s)]
         if (fix or "").split(":")[0] == "intra_op_threads":

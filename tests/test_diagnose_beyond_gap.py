@@ -22,8 +22,8 @@ def test_pinning_says_it_also_frees_the_host_wait_on_pageable_copies(tmp_path):
     assert len(leaf) == 1 and [w.fix for w in leaf[0].whatifs] == ["pin_memory"]
     w = leaf[0].whatifs[0]
     gap = base.summary.critical_path_us["h2d"]
-    assert w.step_us < base.mean_step_us - gap   # beyond the gap's own ceiling
-    said = [c for c in w.caveats if c.startswith("priced beyond this gap's ceiling")]
+    assert w.step_us < base.mean_step_us - gap   # beyond removing the whole gap
+    said = [c for c in w.caveats if c.startswith("priced beyond removing this whole gap")]
     wait = base.summary.host_split_us["wait:h2d"]
     assert wait > gap and said and re.search(
         rf"waiting on each pageable copy \({wait / 1e3:.2f} ms per step\)", said[0])
@@ -35,5 +35,5 @@ def test_a_fix_within_its_gap_says_nothing_more():
     assert d._beyond_gap(w, 100.0, 10.0, summary) is w
     assert d._beyond_gap(d.WhatIf("more_workers", step_us=80.0), 100.0, 10.0,
                          summary).caveats == (
-        "priced beyond this gap's ceiling (0.09 ms per step if it all went): it changes more "
+        "priced beyond removing this whole gap (0.09 ms per step if it all went): it changes more "
         "than this gap",)
