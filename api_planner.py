@@ -216,6 +216,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     Raises:
         InputError: an unreadable trace or ledger; ModelError: no measured step.
     """
+    from stepsim.models.host_speed import pooled_load
     from stepsim.results import Validation
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.transforms import apply_ops
@@ -236,15 +237,16 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
                        measured_steps=len(steps_us), decompose=width_sources,
                        **sim_kw(steps, warmup, seed, jobs))
     ups = [r.startup for r in runs if r.startup is not None]
-    loads = [r.outside_load_slowdown for r in runs if r.outside_load_slowdown is not None]
+    load, load_note = pooled_load([(r.outside_load_slowdown, sum(r.step_us)) for r in runs])
     rec = score(pred, steps_us, neck, label=label or pred.what, traces=[str(t) for t in traces],
                 model_name=model_name(model, m), startup=[(u.step_us, u.next_us, u.later_next_us)
                                                      for u in ups],
-                outside_load_slowdown=max(loads, default=None),
+                outside_load_slowdown=load,
                 # no operation, or none that changes the model: the calibration setting itself
                 in_sample=after == m)
     skipped: list[str] = []
     if ledger:
         append_ledger(ledger, rec, skipped)
     return Validation(record=rec, prediction=pred,
-                      warnings=caveats(m, todo) + warnings + tuple(skipped))
+                      warnings=caveats(m, todo) + warnings + (load_note,) * bool(load_note)
+                      + tuple(skipped))

@@ -228,8 +228,9 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
 
 
 def most_loaded(runs) -> float | None:
-    """The largest ``outside_load_slowdown`` of measured runs (:class:`MeasuredSteps`), the
-    one a pooled record carries; None when no run could tell."""
+    """The largest ``outside_load_slowdown`` of measured runs (:class:`MeasuredSteps`): a
+    job's, whose every step takes its slowest rank; None when no run could tell. (Runs pooled
+    into one record weigh theirs by their step time: ``models.host_speed.pooled_load``.)"""
     return max((r.outside_load_slowdown for r in runs if r.outside_load_slowdown is not None),
                default=None)
 

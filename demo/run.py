@@ -42,8 +42,8 @@ from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.demo.progress import Steps
-from stepsim.calibration.measure import measured_steps, most_loaded
-from stepsim.models.host_speed import at_capture_speed
+from stepsim.calibration.measure import measured_steps
+from stepsim.models.host_speed import at_capture_speed, pooled_load
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.report.validation import share_text
@@ -151,14 +151,16 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     for w in model.meta.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
 
-    rows, records = [], []
+    rows, records, notes = [], [], []
     with Steps(console, len(settings), "predicted and validated") as prog:
         for s in settings:
             prog.start(f"predicting num_workers={s}, validating against its "
                        f"{len(runs[s])} run(s)")
-            rows.append(_validated_row(model, runs, s, out, seed, work0, records))
+            rows.append(_validated_row(model, runs, s, out, seed, work0, records, notes))
             prog.advance()
     _print_table(console, rows, cores)
+    for w in notes:
+        console.print(f"[yellow]note:[/yellow] {w}")
     write_atomic(ledger, b"".join(ledger_line(r) for r in records))
     summary = summarize_ledger(read_ledger(ledger))
     result = {"cores": cores, "repeats": repeats, "calibrated_on": CALIBRATION_WORKERS,
@@ -205,22 +207,25 @@ def next_steps(model: Path) -> list[str]:
 
 
 def _validated_row(model, runs: dict, s: int, out: Path, seed: int, work0: float,
-                   records: list) -> dict:
+                   records: list, notes: list) -> dict:
     """Predict ``num_workers=s``, validate it against that setting's runs (its record appended
-    to ``records``) and return its table row."""
+    to ``records``, a note on its runs' outside load to ``notes``) and return its table row."""
     meas = [measured_steps(d / "trace.json.gz") for d in runs[s]]
     pooled = [v for m in meas for v in m.step_us]
     # the interval is of what is measured: the pooled mean of these runs' steps
     pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=120, warmup=20,
                    seed=seed, intervals=True, runs=len(meas), measured_steps=len(pooled),
                    decompose=True, jobs=default_jobs())
+    load, note = pooled_load([(m.outside_load_slowdown, sum(m.step_us)) for m in meas])
+    if note:
+        notes.append(f"num_workers={s}: {note}")
     necks = [m.bottleneck for m in meas]
     observed = max(set(necks), key=necks.count)
     rec = validate(pred, pooled, observed, label=f"demo num_workers={s}",
                    traces=[str(d / "trace.json.gz") for d in runs[s]],
                    model_name=str(out / "model.json"),
                    in_sample=s == CALIBRATION_WORKERS,
-                   outside_load_slowdown=most_loaded(meas))
+                   outside_load_slowdown=load)
     records.append(rec)
     means = [m.mean_us for m in meas]
     speed = [identical_work_us(load_sidecar(d / "sidecar.json")) / work0 for d in runs[s]]

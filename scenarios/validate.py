@@ -188,8 +188,9 @@ class LedgerRecord(BaseModel):
     time (:mod:`scenarios.interval_sources`); empty: not decomposed."""
     outside_load_slowdown: Annotated[float, Field(ge=0)] | None = None
     """How much slower than the machine alone the re-measured run(s) advanced, ``1 / held −
-    1`` (``calibration.measure.MeasuredSteps``; the most loaded run of those pooled); None:
-    not measurable (no sidecar), or a ledger written before it was recorded. Past
+    1`` (``calibration.measure.MeasuredSteps``; of runs pooled, their time-weighted mean,
+    ``models.host_speed.pooled_load``); None: not measurable (no sidecar), or a ledger
+    written before it was recorded. Past
     :data:`models.host_speed.LOAD_WARN` the record is scored apart (:attr:`outside_load`)."""
 
     @property
@@ -260,8 +261,7 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         startup: per run that had one, its worker start-up step as (step, its ``next()``, the
             median ``next()`` after it) in µs, left out of ``measured_step_us`` and recorded
             on its own.
-        outside_load_slowdown: the re-measured runs' outside load (the most loaded run's
-            ``1 / held − 1``; None: not measured).
+        outside_load_slowdown: the runs' outside load, ``1 / held − 1`` (None: unmeasured).
 
     Raises:
         ModelError: no measured steps, or a non-positive or non-finite one.
