@@ -73,17 +73,32 @@ def activities(produce, steps, workers: bool) -> list[Activity]:
 
 def corun_loads(acts: list[Activity], cores: int) -> np.ndarray:
     """Per activity, the other runnable threads per core beside it, averaged over its wall
-    interval (its own extra threads included)."""
-    starts = np.array([a.start_us for a in acts])
-    ends = np.array([a.end_us for a in acts])
-    thr = np.array([a.threads for a in acts])
-    out = np.zeros(len(acts))
-    for i, a in enumerate(acts):
-        ov = np.clip(np.minimum(ends, a.end_us) - np.maximum(starts, a.start_us), 0, None)
-        ov[i] = 0.0
-        others = float((ov * thr).sum()) / (a.end_us - a.start_us) + (a.threads - 1)
-        out[i] = others / cores
-    return out
+    interval (its own extra threads included).
+
+    With ``R(t)`` the runnable threads of every activity at ``t`` and ``F`` its integral (a
+    piecewise linear function of the sorted instants, found by binary search), the thread-µs
+    beside activity ``i`` are ``F(end) − F(start) − threads_i × wall_i``: O(n log n) in the
+    records, where comparing every pair took over 120 s on 500,000 records."""
+    if not acts:
+        return np.zeros(0)
+    starts = np.array([a.start_us for a in acts], dtype=float)
+    ends = np.array([a.end_us for a in acts], dtype=float)
+    thr = np.array([a.threads for a in acts], dtype=float)
+    t0 = starts.min()          # µs from the first start: F's sums keep their precision
+    t = np.concatenate([starts, ends]) - t0
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    rate = np.cumsum(np.concatenate([thr, -thr])[order])      # R on [ts[k], ts[k + 1])
+    area = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(ts))])   # F(ts[k])
+
+    def integral(x: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(ts, x, side="right") - 1
+        return area[k] + rate[k] * (x - ts[k])
+
+    wall = ends - starts
+    beside = integral(ends - t0) - integral(starts - t0) - thr * wall
+    others = np.maximum(beside, 0.0) / wall + (thr - 1)
+    return others / cores
 
 
 def mean_load(acts: list[Activity], loads: np.ndarray, kind: str) -> float:
