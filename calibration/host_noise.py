@@ -152,6 +152,7 @@ def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path
         raise InputError(side_path, "the calibration capture's sidecar has no produce or step "
                                     "records with CPU time to compare replicates with")
     speeds, seen = [1.0], {_records(side): side_path}
+    instants = [(side_path, _instants(side))]
     for path, rep in replicates:
         why = _same_setting(side, rep)
         if why is not None:
@@ -167,11 +168,38 @@ def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path
         if first is not path:
             raise InputError(path, f"has the same records as {first}: a replicate is another "
                                    "run of the setting, not the capture or a copy")
+        _not_a_copy(path, _instants(rep), instants)
+        instants.append((path, _instants(rep)))
         if not 1 / MAX_SPEED_RATIO <= w / w0 <= MAX_SPEED_RATIO:
             raise InputError(path, f"its identical work took {w / w0:.3g}× the capture's CPU "
                                    "time: not a run of the same work")
         speeds.append(w / w0)
     return speeds
+
+
+COPY_SHARE = 0.5
+"""A replicate sharing at least this fraction of its step and batch instants with the capture
+(or another replicate) is a copy of that run, edited: instants on the host's monotonic clock,
+to the µs, of two runs never coincide (a run's steps start some ms apart), so the edits went
+to the values, not the run."""
+
+
+def _instants(side: Sidecar) -> set[float]:
+    """The instants (µs, the host's monotonic clock) of a capture's steps and batches."""
+    return ({s.t_start_us for s in side.steps if s.t_start_us is not None}
+            | {r.t_end_us for r in side.produce if r.t_end_us is not None})
+
+
+def _not_a_copy(path: Path, mine: set[float], others: list[tuple[Path, set[float]]]) -> None:
+    """Raise InputError when the instants ``mine`` of the replicate at ``path`` are largely
+    those of an earlier run (:data:`COPY_SHARE`)."""
+    for other, theirs in others:
+        k = len(mine & theirs)
+        if mine and theirs and k >= COPY_SHARE * min(len(mine), len(theirs)):
+            raise InputError(path, f"{k} of its {len(mine)} step and batch instants are those "
+                                   f"of {other} (to the µs): a copy of that run with edited "
+                                   "values, not another run; capture the replicate as a run "
+                                   "of its own")
 
 
 def _records(side: Sidecar) -> str:

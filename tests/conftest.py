@@ -93,3 +93,18 @@ def cpu_run_nw0(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def cpu_run_nw1(tmp_path_factory) -> Path:
     return record_cpu_run(tmp_path_factory.mktemp("nw1"), num_workers=1)
+
+
+def later_run(data: dict, offset_us: float = 6e7) -> dict:
+    """A sidecar's JSON ``data`` with every instant (steps' ``t_start_us``, batches'
+    ``t_end_us``, the probe's too) ``offset_us`` later, in place, as if captured a minute after
+    the original: a replicate made by editing a copy must also be another run, since
+    calibration refuses one whose instants are a copy's (``calibration.host_noise``)."""
+    for part in (data, data.get("probe") or {}):
+        for s in part.get("steps", []):
+            if s.get("t_start_us") is not None:
+                s["t_start_us"] += offset_us
+        for r in part.get("produce", []):
+            if r.get("t_end_us") is not None:
+                r["t_end_us"] += offset_us
+    return data

@@ -11,6 +11,7 @@ import pytest
 
 from stepsim.calibration.calibrate import calibrate
 from stepsim.simcore.errors import InputError
+from tests.conftest import later_run
 
 
 def _cli(*argv):
@@ -40,6 +41,7 @@ def _scaled(factor):
             for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
                 if rec.get(k) is not None:
                     rec[k] *= factor
+        later_run(data)
     return edit
 
 
@@ -52,6 +54,22 @@ def test_the_capture_or_a_copy_is_not_a_replicate(cpu_run_nw1, tmp_path):
     slow = _edited(cpu_run_nw1, tmp_path / "slow", _scaled(1.1))
     with pytest.raises(InputError, match=f"same records as {slow}"):
         calibrate(cpu_run_nw1, replicates=[slow, slow])
+
+
+def test_an_edited_copy_of_the_capture_is_not_a_replicate(cpu_run_nw1, tmp_path):
+    """A copy of the capture with its CPU times edited (1.1x) keeps the capture's instants (to
+    the µs on the host's clock): not another run, refused in one line naming it; the same
+    edit captured later (its instants moved) is a replicate."""
+    def edited_only(data):
+        _scaled(1.1)(data)
+        later_run(data, -6e7)          # undo the move: the capture's own instants
+    copy = _edited(cpu_run_nw1, tmp_path / "copy", edited_only)
+    r = _cli("calibrate", cpu_run_nw1, "--replicate", copy, "-o", tmp_path / "m.json")
+    _one_line_error(r, str(copy), "step and batch instants are those of",
+                    "a copy of that run with edited values")
+    later = _edited(cpu_run_nw1, tmp_path / "later", _scaled(1.1))
+    runs = calibrate(cpu_run_nw1, replicates=[later]).host.speed_runs
+    assert runs[1] / runs[0] == pytest.approx(1.1)
 
 
 def test_a_replicate_whose_cpu_times_cannot_be_right(cpu_run_nw1, tmp_path):

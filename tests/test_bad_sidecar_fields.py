@@ -15,6 +15,7 @@ from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.simcore.errors import InputError
 from tests.conftest import run_cli
+from tests.conftest import later_run
 from tests.test_bad_input_session import _edited as _copy
 
 
@@ -71,6 +72,7 @@ def test_a_replicate_without_produce_records_is_compared_on_the_steps(tmp_path, 
                     rec[k] *= 1.2
         for rec in d["produce"]:
             rec["cpu_us"] = 1e300
+        later_run(d)
 
     rep = _copy(cpu_run_nw1, tmp_path / "rep", slower)
     side = load_sidecar(cpu_run_nw1 / "sidecar.json")

@@ -10,6 +10,7 @@ if not dist.is_available() or not dist.is_gloo_available():
 
 from stepsim.calibration.calibrate import calibrate  # noqa: E402
 from stepsim.models.simulate import simulate  # noqa: E402
+from tests.conftest import later_run  # noqa: E402
 
 WIDTH, DEPTH, CAP_MB = 256, 4, 0.25
 """4 layers of 256² float32 weights (256 KiB each): a 0.25 MiB cap gives one bucket per layer."""
@@ -293,6 +294,7 @@ def test_replicates_measure_the_ddp_hosts_speed(gloo_run, tmp_path):
         k = 1.2 if side["ddp"]["rank"] == 0 else 1.3
         for s in side["steps"]:
             s["cpu_us"], s["next_cpu_us"] = s["cpu_us"] * k, s["next_cpu_us"] * k
+        later_run(side)
 
     rep = _copy_capture(out, tmp_path / "rep", edit_sidecar=slower)
     model = calibrate(out, replicates=[rep])

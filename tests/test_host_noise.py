@@ -18,6 +18,7 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_set
 from stepsim.simcore.errors import InputError
+from tests.conftest import later_run
 
 
 def test_interval_closed_form():
@@ -45,7 +46,8 @@ def test_identical_runs_leave_the_priors_spread():
 
 
 def _replicate(src, dst, factor: float, **loader):
-    """A copy of capture ``src`` whose every CPU time is ``factor``× (a slower host)."""
+    """A copy of capture ``src`` whose every CPU time is ``factor``× (a slower host), captured
+    later."""
     shutil.copytree(src, dst)
     data = json.loads((dst / "sidecar.json").read_text())
     for rec in data["produce"] + data["steps"]:
@@ -53,7 +55,7 @@ def _replicate(src, dst, factor: float, **loader):
             if rec.get(k) is not None:
                 rec[k] *= factor
     data["loader"].update(loader)
-    (dst / "sidecar.json").write_text(json.dumps(data))
+    (dst / "sidecar.json").write_text(json.dumps(later_run(data)))
     return dst
 
 
