@@ -41,8 +41,8 @@ from rich.table import Table
 from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.demo.progress import Steps
 from stepsim.calibration.measure import measured_steps
+from stepsim.demo.progress import Steps
 from stepsim.models.host_speed import at_capture_speed, pooled_load
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
