@@ -177,7 +177,8 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
         console.print(f"[yellow]warning:[/yellow] {summary.n_outside_load} setting(s) were "
                       "re-measured under outside load and are left out of the score below "
                       "(`stepsim ledger` lists them)")
-    console.print(f"ledger {ledger}: {summary.n} out-of-sample predictions (the calibration "
+    console.print(f"ledger {ledger}: {summary.n} out-of-sample "
+                  f"prediction{'s' if summary.n != 1 else ''} (the calibration "
                   "setting left out)" + (
                       f", median |error| {summary.median_abs_error_pct:.1f} %, max "
                       f"|error| {summary.max_abs_error_pct:.1f} %" if summary.n else "")
