@@ -209,6 +209,6 @@ def pooled_load(runs: Sequence[tuple[float | None, float]]) -> tuple[float | Non
         return pool, None
     return pool, (f"{len(over)} of {len(runs)} pooled runs ran under outside load (up to "
                   f"{1 + max(over):.2f}x slower than the machine alone); weighted by each "
-                  f"run's share of the pooled step time the pooled mean is at most {1 + pool:.2f}x slower, "
-                  f"within {100 * LOAD_WARN:.0f} %, so the record is scored (past it, scored "
-                  "apart)")
+                  "run's share of the pooled step time the pooled mean is at most "
+                  f"{1 + pool:.2f}x slower, within {100 * LOAD_WARN:.0f} %, so the record is "
+                  "scored (past it, scored apart)")
