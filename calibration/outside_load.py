@@ -121,3 +121,43 @@ def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
     held = cpu / could
     mean_r = float((runnable * dt)[busy].sum() / dt[busy].sum())
     return OutsideLoad(held, cpu, could, mean_r, len(batches), len(steps), cores)
+
+
+def speed_change(sidecars: dict, warnings: list[str]) -> float | None:
+    """How much of the machine a multi-rank CPU capture's identical steps had, against its
+    quickest ones, read from each rank's sidecar (``steps``: the main thread's CPU time per
+    profiled step): ``p10 / mean`` of the rank whose profiled steps' mean CPU is the furthest
+    above their 10th percentile (kept as ``meta.notes.outside_load_held``, so every what-if of
+    the model repeats the warning); None without three such steps. A warning is appended when
+    the slowdown ``mean / p10 − 1`` passes :data:`LOAD_WARN`.
+
+    A DDP rank's main thread blocks every step (it waits for the all-reduces), so the cores it
+    could have held are not known and :func:`outside_load` does not apply; but every step does
+    the same work, so its CPU time is the same on a steady machine (the DDP demo's quiet
+    captures: mean over the 10th percentile 1.02-1.08). Other work on the machine raises it
+    (shared caches and memory bandwidth, a hypervisor's other guests): in a capture made while
+    other work ran, the last 10 of 20 steps took 39-41 ms of CPU against 16-17 ms before, and
+    every prediction from it came out 8-61 % slow. Load that held through the whole window does
+    not show here (its quickest steps are loaded too).
+    """
+    worst = None
+    for r, side in sidecars.items():
+        cpu = [s.cpu_us for s in getattr(side, "steps", None) or []
+               if s.profiled and s.cpu_us and s.cpu_us > 0]
+        if len(cpu) < 3:
+            continue
+        p10, mean = float(np.percentile(cpu, 10)), float(np.mean(cpu))
+        if worst is None or mean / p10 > worst[2] / worst[1]:
+            worst = (r, p10, mean)
+    if worst is None:
+        return None
+    r, p10, mean = worst
+    if mean / p10 - 1 > LOAD_WARN:
+        warnings.append(
+            f"the capture ran under outside load: rank {r}'s identical steps took "
+            f"{mean / 1e3:.1f} ms of main-thread CPU on average against {p10 / 1e3:.1f} ms for "
+            f"its quickest tenth ({mean / p10 - 1:+.0%}): other work slowed the machine during "
+            "the capture, and the replay and every what-if of it can be off by as much (no "
+            "model parameter holds the load); re-capture on a quiet machine and calibrate "
+            "from that")
+    return p10 / mean
