@@ -75,8 +75,14 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
         model = _calibrate(trace, sidecar, step_regex, steps)
         return at_run_speed(model, load_sidecar(side_path), None) if side_path else model
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
-        speeds = _job_speeds(ranks, [(Path(r), _rank_sidecars(Path(r))) for r in replicates])
-        return apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
+        from stepsim.calibration.gloo_cpu import pool_bucket_cpu
+
+        reps = [(Path(r), _rank_sidecars(Path(r))) for r in replicates]
+        speeds = _job_speeds(ranks, reps)
+        runs = [[load_sidecar(p) for p in sides.values()] for sides in
+                [ranks] + [s for _, s in reps]]
+        model = pool_bucket_cpu(_calibrate(trace, sidecar, step_regex, steps), runs, speeds)
+        return apply_replicates(model, speeds)
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")
