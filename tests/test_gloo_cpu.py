@@ -105,7 +105,7 @@ def test_collective_cpu_cost_from_the_buckets_marks_splits_the_tcp_loop():
     one bucket's readiness to the next's), ``a + k × MiB`` is fitted to them, so the TCP loop's
     per-collective part is counted per collective (from the threads' totals it can only be
     taken per byte, which made 1 MiB buckets too cheap: the demo's 1, 2 and 8 all-reduces of
-    8 MiB a step cost 4.3, 5.0 and 7.3 ms of backend CPU)."""
+    8 MiB a step cost 4.3, 5.3 and 6.5 ms of backend CPU)."""
     from stepsim.calibration.sidecar import BucketCPU
 
     a_us, k_us = 450.0, 480.0                          # per collective, per MiB
