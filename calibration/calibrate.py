@@ -82,7 +82,7 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
         runs = [[load_sidecar(p) for p in sides.values()] for sides in
                 [ranks] + [s for _, s in reps]]
         model = pool_bucket_cpu(_calibrate(trace, sidecar, step_regex, steps), runs, speeds)
-        return apply_replicates(model, speeds)
+        return apply_replicates(_held_against(model, runs), speeds)
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")
@@ -94,6 +94,23 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
     if not dropped:
         return model
     meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, *dropped]})
+    return model.model_copy(update={"meta": meta})
+
+
+def _held_against(model: StepModel, runs: list[list]) -> StepModel:
+    """``model`` with the outside load its capture ran under against its replicates
+    (:func:`calibration.outside_load.share_against_replicates`): the warning, and
+    ``meta.notes.outside_load_held`` the lower of that and what calibration found alone."""
+    from stepsim.calibration.outside_load import share_against_replicates
+
+    warnings: list[str] = []
+    held = share_against_replicates(runs, warnings)
+    if held is None:
+        return model
+    notes = dict(model.meta.notes)
+    notes["outside_load_held"] = min(held, notes.get("outside_load_held", 1.0))
+    meta = model.meta.model_copy(update={"notes": notes,
+                                         "warnings": [*model.meta.warnings, *warnings]})
     return model.model_copy(update={"meta": meta})
 
 

@@ -161,3 +161,44 @@ def speed_change(sidecars: dict, warnings: list[str]) -> float | None:
             "model parameter holds the load); re-capture on a quiet machine and calibrate "
             "from that")
     return p10 / mean
+
+
+def _core_share(run: list) -> float | None:
+    """A run's processes' CPU over their wall time across their profiled steps (the cores
+    they held), over all its ranks."""
+    st = [s for side in run for s in getattr(side, "steps", None) or []
+          if s.profiled and s.proc_cpu_us is not None and s.wall_us > 0]
+    wall = sum(s.wall_us for s in st)
+    return sum(s.proc_cpu_us for s in st) / wall if st and wall > 0 else None
+
+
+def share_against_replicates(runs: list[list], warnings: list[str]) -> float | None:
+    """How much of the cores a multi-rank CPU capture's processes held against the same
+    setting's replicates (``runs``: the capture's rank sidecars, then each replicate's): its
+    ranks' process CPU over the wall of their profiled steps, ÷ the replicates' median, at
+    most 1 (None without a replicate or the CPU times). A warning is appended past
+    :data:`LOAD_WARN`.
+
+    The same job at the same setting keeps the same share of the host's cores from run to run
+    (the DDP demo's runs: 0.81-0.91 of a core per rank in 24 of 28; the other four, 0.52-0.77,
+    beside other work), so
+    a capture that held less than its replicates waited for cores that other processes held:
+    one whose steps took 40 ms against 23-27 ms with the same CPU time held 0.52 against
+    0.86-0.89, and every prediction from it came out 13-38 % slow. :func:`speed_change` does
+    not see that load (the steps' CPU time did not change), nor this check load that held
+    through every run.
+    """
+    shares = [_core_share(run) for run in runs]
+    if len(shares) < 2 or any(v is None for v in shares):
+        return None
+    ref = float(np.median(shares[1:]))
+    held = min(shares[0] / ref, 1.0)
+    if 1 / held - 1 > LOAD_WARN:
+        warnings.append(
+            f"the capture ran under outside load: its ranks' processes held {shares[0]:.2f} "
+            f"of a core each over their profiled steps against {ref:.2f} in the replicates of "
+            f"the same setting (median), so other processes held the cores they waited for "
+            f"(they ran {1 / held:.1f}x slower than the same work could), and the replay and "
+            "every what-if of it can be off by as much (no model parameter holds the load); "
+            "re-capture on a quiet machine and calibrate from that")
+    return held

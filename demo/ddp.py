@@ -162,7 +162,7 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
                     f"artefacts in {out}")
     loaded = outside_load_slowdown(model)
     if loaded is not None:
-        Console().print(f"the capture ran under outside load (its identical steps' CPU "
-                        f"{loaded:+.0%} over their quickest tenth): every row above carries it; "
-                        "run the demo again on a quiet machine")
+        Console().print(f"the capture ran under outside load ({1 + loaded:.2f}x slower than the "
+                        "same work alone, see the warnings): every row above carries it; run "
+                        "the demo again on a quiet machine")
     return 0

@@ -175,3 +175,28 @@ def test_a_ddp_capture_whose_identical_steps_took_more_cpu_is_flagged():
     mild = side([16.0] * 10 + [17.6] * 10)               # +5 %
     assert speed_change({0: mild}, warnings) == pytest.approx(16 / 16.8) and not warnings
     assert speed_change({0: side([16.0, 16.0])}, warnings) is None
+
+
+def test_a_ddp_capture_that_held_fewer_cores_than_its_replicates_is_flagged():
+    """The same setting's runs hold the same share of the cores: a capture whose processes
+    held 0.5 of a core against its replicates' 0.85 (median) waited for cores others held;
+    held = 0.5 / 0.85, and a warning. A capture that held more than its replicates is not
+    'less loaded than alone': held stays at most 1."""
+    from stepsim.calibration.outside_load import share_against_replicates
+
+    def run(share, n=2):
+        side = Sidecar.model_validate({"stepsim_sidecar": 1, "loader": {"num_workers": 0},
+                                       "produce": [], "steps": [
+            {"wall_us": 40 * MS, "cpu_us": 10 * MS, "proc_cpu_us": share * 40 * MS,
+             "next_wall_us": 0.0, "next_cpu_us": 0.0, "profiled": True}] * 5})
+        return [side] * n
+
+    warnings: list[str] = []
+    runs = [run(0.5), run(0.84), run(0.85), run(0.9)]
+    assert share_against_replicates(runs, warnings) == pytest.approx(0.5 / 0.85)
+    assert len(warnings) == 1 and "held 0.50 of a core" in warnings[0]
+    warnings.clear()
+    assert share_against_replicates([run(0.9), run(0.84), run(0.85)], warnings) == 1.0
+    assert share_against_replicates([run(0.8), run(0.84)], warnings) == pytest.approx(0.8 / 0.84)
+    assert not warnings                                   # 5 % under: within LOAD_WARN
+    assert share_against_replicates([run(0.5)], warnings) is None
