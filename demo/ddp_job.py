@@ -113,7 +113,8 @@ class BucketMeter:
     step cannot say which bucket cost what, and these marks do. Active only while ``on``."""
 
     def __init__(self, ddp, main_tid: int):
-        data = ddp._get_ddp_logging_data()
+        # a plain module (no DDP: no buckets) has no marks
+        data = ddp._get_ddp_logging_data() if hasattr(ddp, "_get_ddp_logging_data") else {}
         groups = [[int(i) for i in g.split()] for g in
                   str(data.get("rebuilt_per_bucket_param_indices") or "").split(",") if g.strip()]
         self.sizes = [int(v) for v in str(data.get("rebuilt_bucket_sizes") or "").split(",")
@@ -121,7 +122,7 @@ class BucketMeter:
         self.tids = [t for t in thread_stats() if t != main_tid]
         self.cpu = [0.0] * len(groups)
         self.steps, self.on, self.marks = 0, False, []
-        params = [p for p in ddp.module.parameters() if p.requires_grad]
+        params = [p for p in getattr(ddp, "module", ddp).parameters() if p.requires_grad]
         self.handles = [] if len(groups) != len(self.sizes) else [
             params[g[-1]].register_hook(lambda grad, k=k: self._mark(k))
             for k, g in enumerate(groups) if g]
