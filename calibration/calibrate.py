@@ -75,8 +75,14 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
         model = _calibrate(trace, sidecar, step_regex, steps)
         return at_run_speed(model, load_sidecar(side_path), None) if side_path else model
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
-        speeds = _job_speeds(ranks, [(Path(r), _rank_sidecars(Path(r))) for r in replicates])
-        return apply_replicates(_calibrate(trace, sidecar, step_regex, steps), speeds)
+        from stepsim.calibration.gloo_cpu import pool_bucket_cpu
+
+        reps = [(Path(r), _rank_sidecars(Path(r))) for r in replicates]
+        speeds = _job_speeds(ranks, reps)
+        runs = [[load_sidecar(p) for p in sides.values()] for sides in
+                [ranks] + [s for _, s in reps]]
+        model = pool_bucket_cpu(_calibrate(trace, sidecar, step_regex, steps), runs, speeds)
+        return apply_replicates(_held_against(model, runs), speeds)
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")
@@ -88,6 +94,23 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
     if not dropped:
         return model
     meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, *dropped]})
+    return model.model_copy(update={"meta": meta})
+
+
+def _held_against(model: StepModel, runs: list[list]) -> StepModel:
+    """``model`` with the outside load its capture ran under against its replicates
+    (:func:`calibration.outside_load.share_against_replicates`): the warning, and
+    ``meta.notes.outside_load_held`` the lower of that and what calibration found alone."""
+    from stepsim.calibration.outside_load import share_against_replicates
+
+    warnings: list[str] = []
+    held = share_against_replicates(runs, warnings)
+    if held is None:
+        return model
+    notes = dict(model.meta.notes)
+    notes["outside_load_held"] = min(held, notes.get("outside_load_held", 1.0))
+    meta = model.meta.model_copy(update={"notes": notes,
+                                         "warnings": [*model.meta.warnings, *warnings]})
     return model.model_copy(update={"meta": meta})
 
 

@@ -65,6 +65,7 @@ from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES, host_cpu_cost
 from stepsim.calibration.gloo_loader import loader_nexts, rank_loader
 from stepsim.calibration.gloo_transfer import transfer_fit
+from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_overhead import rank_factors
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
@@ -274,6 +275,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     colls0 = recs[0].colls
     # the profiler's own cost, measured per rank against its unprofiled steps
     fac, fac_notes, fac_half = rank_factors(order, sidecars or {}, warnings)
+    held = speed_change(sidecars or {}, warnings)     # calibration.outside_load
     rec = next((s.ddp for s in (sidecars or {}).values() if getattr(s, "ddp", None) is not None
                 and s.ddp.params), None)
     sized = _record_sizes(colls0, rec, warnings)
@@ -329,7 +331,8 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
              "arrival_skew_us_median": ",".join(
                  f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
                  for i, r in enumerate(order)),
-             "measured_median_step_us": float(np.median(job)), **fac_notes}
+             "measured_median_step_us": float(np.median(job)), **fac_notes,
+             **({"outside_load_held": held} if held is not None else {})}
     meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,
                 traces=[str(ranks[r].path) for r in order], steps_used=nums,
                 measured_step_us=job, warnings=warnings, notes=notes, ranges=ranges)

@@ -17,6 +17,14 @@ thread (every other thread of the process) reads what arrives, so its time is ta
 it adds its CPU over the collectives' bytes to ``k`` (``inferred``: it serves every
 collective, and the trace does not say which).
 
+The TCP loop thread is most of that CPU (60-70 % in the DDP demo), and it is far from all per
+byte: the demo measured 1, 2 and 8 all-reduces of the same 8 MiB per step at 4.3, 5.3 and
+6.5 ms of backend CPU per rank and step (five timed runs each; about 0.3 ms a collective). So when the job marked each
+bucket's readiness (``ddp.bucket_cpu``: every backend thread's CPU from one bucket's readiness
+to the next's, summed over the profiled steps), ``a`` and ``k`` are fitted to those per-bucket
+figures instead (least squares over the buckets of every rank, ``measured``): the buckets'
+different sizes (DDP's 1 MiB first bucket and the rest) separate them, the TCP loop included.
+
 The model keeps ``a`` as ``comm.host_cpu_us`` and ``k`` per MiB as ``comm.host_cpu_us_per_mb``
 (``measured``). When the sizes cannot be separated, ``a`` is 0 and ``k`` is the backend's CPU
 over the collectives' bytes; without thread times, each collective is assumed to keep one core
@@ -47,6 +55,9 @@ def host_cpu_cost(ranks: dict, sidecars: dict, latency_us: float, bus_gbps: floa
     module docstring). ``ranks`` are :class:`calibration.gloo._Rank` by rank number with their
     collectives (``colls``: worker thread ``tid`` and size), ``sidecars`` the capture sidecars
     by rank."""
+    fit = _bucket_fit(ranks, sidecars)
+    if fit is not None:
+        return fit[0], fit[1], "measured"
     rows, rhs = [], []
     total_us = other_us = total_bytes = 0.0
     for r, rk in ranks.items():
@@ -76,3 +87,46 @@ def host_cpu_cost(ranks: dict, sidecars: dict, latency_us: float, bus_gbps: floa
     warnings.append("the backend's CPU could not be split into a per-collective and a per-byte "
                     "part (its worker threads ran the same mix of sizes): it is taken per byte")
     return 0.0, total_us / (total_bytes / MIB), "measured"
+
+
+def _bucket_fit(ranks, sidecars: dict, speeds: dict | None = None
+                ) -> tuple[float, float] | None:
+    """``(a, k)`` fitted to the sidecars' per-bucket backend CPU (``ddp.bucket_cpu``, µs per
+    step against MiB; a sidecar's divided by its run's host speed in ``speeds``, by the same
+    key, where given); None without them, with a single size, or when the line is not
+    ``a, k >= 0``."""
+    rows, rhs = [], []
+    for r in ranks:
+        ddp = getattr(sidecars.get(r), "ddp", None)
+        for b in getattr(ddp, "bucket_cpu", None) or []:
+            rows.append([1.0, b.bytes / MIB])
+            rhs.append(b.cpu_us / b.steps / (speeds or {}).get(r, 1.0))
+    if len({round(x[1], 9) for x in rows}) < 2:
+        return None
+    (a, k), *_ = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)
+    return (float(a), float(k)) if a >= 0 and k >= 0 else None
+
+
+def pool_bucket_cpu(model, runs: list[list], speeds: list[float]):
+    """``model`` (a gloo job's, calibrated from ``runs[0]``) with ``comm.host_cpu_us`` and
+    ``comm.host_cpu_us_per_mb`` fitted over the per-bucket backend CPU of every run: the
+    capture and its replicates (``runs``: each run's rank sidecars; ``speeds``: each run's host
+    speed against the capture, :func:`calibration.host_noise.replicate_speeds`, which brings
+    its CPU times to the capture's speed). One capture's two bucket sizes leave ``a`` noisy
+    (the DDP demo's captures alone gave 245 to 678 µs); the replicates are the same setting
+    measured again. ``model`` unchanged when any run lacks the marks."""
+    if model.meta.sources.get("comm.host_cpu_us") != "measured" or len(runs) < 2:
+        return model
+    sides, speed = {}, {}
+    for k, (run, sp) in enumerate(zip(runs, speeds)):
+        for j, side in enumerate(run):
+            if not getattr(getattr(side, "ddp", None), "bucket_cpu", None):
+                return model
+            sides[(k, j)], speed[(k, j)] = side, sp
+    fit = _bucket_fit(list(sides), sides, speed)
+    if fit is None:
+        return model
+    comm = model.comm.model_copy(update={"host_cpu_us": fit[0], "host_cpu_us_per_mb": fit[1]})
+    notes = {**model.meta.notes, "host_cpu_fit_runs": len(runs)}
+    return model.model_copy(update={"comm": comm,
+                                    "meta": model.meta.model_copy(update={"notes": notes})})

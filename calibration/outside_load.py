@@ -121,3 +121,84 @@ def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
     held = cpu / could
     mean_r = float((runnable * dt)[busy].sum() / dt[busy].sum())
     return OutsideLoad(held, cpu, could, mean_r, len(batches), len(steps), cores)
+
+
+def speed_change(sidecars: dict, warnings: list[str]) -> float | None:
+    """How much of the machine a multi-rank CPU capture's identical steps had, against its
+    quickest ones, read from each rank's sidecar (``steps``: the main thread's CPU time per
+    profiled step): ``p10 / mean`` of the rank whose profiled steps' mean CPU is the furthest
+    above their 10th percentile (kept as ``meta.notes.outside_load_held``, so every what-if of
+    the model repeats the warning); None without three such steps. A warning is appended when
+    the slowdown ``mean / p10 − 1`` passes :data:`LOAD_WARN`.
+
+    A DDP rank's main thread blocks every step (it waits for the all-reduces), so the cores it
+    could have held are not known and :func:`outside_load` does not apply; but every step does
+    the same work, so its CPU time is the same on a steady machine (the DDP demo's quiet
+    captures: mean over the 10th percentile 1.02-1.08). Other work on the machine raises it
+    (shared caches and memory bandwidth, a hypervisor's other guests): in a capture made while
+    other work ran, the last 10 of 20 steps took 39-41 ms of CPU against 16-17 ms before, and
+    every prediction from it came out 8-61 % slow. Load that held through the whole window does
+    not show here (its quickest steps are loaded too).
+    """
+    worst = None
+    for r, side in sidecars.items():
+        cpu = [s.cpu_us for s in getattr(side, "steps", None) or []
+               if s.profiled and s.cpu_us and s.cpu_us > 0]
+        if len(cpu) < 3:
+            continue
+        p10, mean = float(np.percentile(cpu, 10)), float(np.mean(cpu))
+        if worst is None or mean / p10 > worst[2] / worst[1]:
+            worst = (r, p10, mean)
+    if worst is None:
+        return None
+    r, p10, mean = worst
+    if mean / p10 - 1 > LOAD_WARN:
+        warnings.append(
+            f"the capture ran under outside load: rank {r}'s identical steps took "
+            f"{mean / 1e3:.1f} ms of main-thread CPU on average against {p10 / 1e3:.1f} ms for "
+            f"its quickest tenth ({mean / p10 - 1:+.0%}): other work slowed the machine during "
+            "the capture, and the replay and every what-if of it can be off by as much (no "
+            "model parameter holds the load); re-capture on a quiet machine and calibrate "
+            "from that")
+    return p10 / mean
+
+
+def _core_share(run: list) -> float | None:
+    """A run's processes' CPU over their wall time across their profiled steps (the cores
+    they held), over all its ranks."""
+    st = [s for side in run for s in getattr(side, "steps", None) or []
+          if s.profiled and s.proc_cpu_us is not None and s.wall_us > 0]
+    wall = sum(s.wall_us for s in st)
+    return sum(s.proc_cpu_us for s in st) / wall if st and wall > 0 else None
+
+
+def share_against_replicates(runs: list[list], warnings: list[str]) -> float | None:
+    """How much of the cores a multi-rank CPU capture's processes held against the same
+    setting's replicates (``runs``: the capture's rank sidecars, then each replicate's): its
+    ranks' process CPU over the wall of their profiled steps, ÷ the replicates' median, at
+    most 1 (None without a replicate or the CPU times). A warning is appended past
+    :data:`LOAD_WARN`.
+
+    The same job at the same setting keeps the same share of the host's cores from run to run
+    (the DDP demo's runs: 0.81-0.91 of a core per rank in 24 of 28; the other four, 0.52-0.77,
+    beside other work), so
+    a capture that held less than its replicates waited for cores that other processes held:
+    one whose steps took 40 ms against 23-27 ms with the same CPU time held 0.52 against
+    0.86-0.89, and every prediction from it came out 13-38 % slow. :func:`speed_change` does
+    not see that load (the steps' CPU time did not change), nor this check load that held
+    through every run.
+    """
+    shares = [_core_share(run) for run in runs]
+    if len(shares) < 2 or any(v is None for v in shares):
+        return None
+    ref = float(np.median(shares[1:]))
+    held = min(shares[0] / ref, 1.0)
+    if 1 / held - 1 > LOAD_WARN:
+        warnings.append(
+            f"the capture ran under outside load: its ranks' processes held {shares[0]:.2f} "
+            f"of a core each over their profiled steps against {ref:.2f} in the replicates of "
+            f"the same setting (median), so other processes held the cores they waited for "
+            f"(they ran {1 / held:.1f}x slower than the same work could), and the replay and "
+            "every what-if of it can be off by as much (no model parameter holds the load); "
+            "re-capture on a quiet machine and calibrate from that")
+    return held

@@ -113,6 +113,18 @@ class ThreadCPU(BaseModel):
     cpu_us: float = Field(ge=0)
 
 
+class BucketCPU(BaseModel):
+    """The backend threads' CPU time (all threads but the training thread, µs, summed over
+    ``steps`` profiled steps) from the moment one DDP bucket became ready (just before its
+    all-reduce was enqueued) to the next bucket's (the last: to the step's end): the CPU of
+    that bucket's all-reduce of ``bytes`` bytes, as the job measured it in training."""
+
+    model_config = _CFG
+    bytes: int = Field(ge=0)
+    cpu_us: float = Field(ge=0)
+    steps: int = Field(ge=1)
+
+
 class DDPRecord(BaseModel):
     """A DistributedDataParallel job as :mod:`calibration.ddp_info` records it."""
 
@@ -135,6 +147,10 @@ class DDPRecord(BaseModel):
     threads: list[ThreadCPU] = []
     """CPU time of the rank's process threads other than the training thread over the
     profiled steps: the backend's (gloo's TCP loop and worker threads)."""
+    bucket_cpu: list[BucketCPU] = []
+    """Per DDP bucket in reduction order, the backend's CPU between its readiness and the
+    next bucket's (:class:`BucketCPU`): what splits the TCP loop's CPU, which serves every
+    collective, between the buckets."""
 
     @model_validator(mode="after")
     def _ranks_fit(self):

@@ -101,6 +101,65 @@ def thread_deltas(before: dict, after: dict, main_tid: int) -> list[dict]:
     return rows
 
 
+class BucketMeter:
+    """The backend threads' CPU time between DDP buckets' readiness, per bucket (µs).
+
+    A tensor hook on the last parameter of each bucket to get its gradient (the last index
+    of DDP's ``rebuilt_per_bucket_param_indices`` group) runs on the training thread just
+    before that gradient is accumulated, so just before DDP enqueues the bucket's all-reduce;
+    it reads the CPU time of every other thread of the process (the kernel's schedstat). The
+    CPU from one bucket's mark to the next (the last: to the step's end) is taken as that
+    bucket's all-reduce's: gloo's TCP loop thread serves every collective, so its total over a
+    step cannot say which bucket cost what, and these marks do. Active only while ``on``."""
+
+    def __init__(self, ddp, main_tid: int):
+        # a plain module (no DDP: no buckets) has no marks
+        data = ddp._get_ddp_logging_data() if hasattr(ddp, "_get_ddp_logging_data") else {}
+        groups = [[int(i) for i in g.split()] for g in
+                  str(data.get("rebuilt_per_bucket_param_indices") or "").split(",") if g.strip()]
+        self.sizes = [int(v) for v in str(data.get("rebuilt_bucket_sizes") or "").split(",")
+                      if v.strip()]
+        self.tids = [t for t in thread_stats() if t != main_tid]
+        self.cpu = [0.0] * len(groups)
+        self.steps, self.on, self.marks = 0, False, []
+        params = [p for p in getattr(ddp, "module", ddp).parameters() if p.requires_grad]
+        self.handles = [] if len(groups) != len(self.sizes) else [
+            params[g[-1]].register_hook(lambda grad, k=k: self._mark(k))
+            for k, g in enumerate(groups) if g]
+
+    def _read(self) -> float:
+        total = 0
+        for tid in self.tids:
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return total / 1e3
+
+    def _mark(self, k: int) -> None:
+        if self.on:
+            self.marks.append((k, self._read()))
+
+    def end_step(self) -> None:
+        """Close a step: each bucket's CPU up to the next mark (the last: up to now)."""
+        if self.on and [k for k, _ in self.marks] == list(range(len(self.cpu))) and self.cpu:
+            ts = [v for _, v in self.marks] + [self._read()]
+            for k in range(len(self.cpu)):
+                self.cpu[k] += ts[k + 1] - ts[k]
+            self.steps += 1
+        self.marks = []
+
+    def rows(self) -> list[dict]:
+        """The sidecar's ``ddp.bucket_cpu`` (:class:`calibration.sidecar.BucketCPU`)."""
+        for h in self.handles:
+            h.remove()
+        if not self.steps or not self.handles:
+            return []
+        return [{"bytes": b, "cpu_us": max(c, 0.0), "steps": self.steps}
+                for b, c in zip(self.sizes, self.cpu)]
+
+
 def build_mlp(width: int = WIDTH, depth: int = DEPTH):
     import torch
 
@@ -182,9 +241,13 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
     make_folder(out)
     rows: list[dict] = []
 
+    meter = BucketMeter(model, threading.get_native_id())
+
     def timed(profiled: bool, profiler_on: bool) -> None:
         t0 = clocks()
+        meter.on = profiled
         step()
+        meter.end_step()
         rows.append(step_row(t0, t0, clocks(), profiled, profiler_on))
 
     for _ in range(UNPROFILED_STEPS):
@@ -203,11 +266,12 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
         prof.export_chrome_trace(str(tmp))
     others = [{k: t[k] for k in ("tid", "name", "cpu_us")}
               for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
-    _write_sidecar(out, model, rank, others, rows)
+    _write_sidecar(out, model, rank, others, rows, meter.rows())
     return before, after
 
 
-def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list[dict]) -> None:
+def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list[dict],
+                   bucket_cpu: list[dict] = ()) -> None:
     """The DDP record of :mod:`calibration.ddp_info`, as a capture sidecar beside the trace,
     with the CPU time over the profiled steps of the process's threads other than the
     training thread (``threads``, empty where the kernel has no per-thread schedstat) and the
@@ -225,6 +289,7 @@ def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list
             "loader": {"num_workers": 0}, "steps": steps, "ddp": ddp_record(model)}
     if side["ddp"] is not None:
         side["ddp"]["threads"] = threads
+        side["ddp"]["bucket_cpu"] = list(bucket_cpu)
     write_atomic(out / f"rank{rank}.sidecar.json", json.dumps(side).encode())
 
 

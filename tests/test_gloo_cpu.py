@@ -98,3 +98,57 @@ def test_collective_cpu_cost_from_the_threads_cpu_times():
             for r, rk in enumerate(ranks)}
     fixed, per_mb, _ = host_cpu_cost(same, dict(enumerate(sides)), 200.0, 1.0, 2, warnings)
     assert fixed == 0.0 and per_mb > 0 and "could not be split" in warnings[-1]
+
+
+def test_collective_cpu_cost_from_the_buckets_marks_splits_the_tcp_loop():
+    """With the job's per-bucket marks (``ddp.bucket_cpu``: every backend thread's CPU from
+    one bucket's readiness to the next's), ``a + k × MiB`` is fitted to them, so the TCP loop's
+    per-collective part is counted per collective (from the threads' totals it can only be
+    taken per byte, which made 1 MiB buckets too cheap: the demo's 1, 2 and 8 all-reduces of
+    8 MiB a step cost 4.3, 5.3 and 6.5 ms of backend CPU)."""
+    from stepsim.calibration.sidecar import BucketCPU
+
+    a_us, k_us = 450.0, 480.0                          # per collective, per MiB
+    ranks, sides = zip(*(_rank(r) for r in (0, 1)))
+    for s in sides:
+        s.ddp.bucket_cpu = [BucketCPU(bytes=b, cpu_us=20 * (a_us + k_us * b / MIB), steps=20)
+                            for b in (MIB, 7 * MIB)]
+    warnings: list[str] = []
+    fixed, per_mb, src = host_cpu_cost(dict(enumerate(ranks)), dict(enumerate(sides)),
+                                       200.0, 1.0, 2, warnings)
+    assert (fixed, per_mb, src) == (pytest.approx(a_us), pytest.approx(k_us), "measured")
+    assert not warnings
+    # one size only (every bucket alike): not separable, back to the threads' totals
+    for s in sides:
+        s.ddp.bucket_cpu = [BucketCPU(bytes=MIB, cpu_us=1e4, steps=20)] * 2
+    fixed, per_mb, _ = host_cpu_cost(dict(enumerate(ranks)), dict(enumerate(sides)),
+                                     200.0, 1.0, 2, warnings)
+    assert fixed == pytest.approx(A_US) and per_mb == pytest.approx((K_WORKER + K_TCP) * MIB)
+
+
+def test_replicates_pool_the_per_bucket_cpu_fit_at_the_captures_speed():
+    """The capture and its replicates are the same setting measured again: a and k are fitted
+    over every run's per-bucket CPU, each divided by its run's host speed (a replicate at 1.25x
+    the capture's CPU time counts as the capture's), so two runs whose own fits miss in
+    opposite directions give the line between them. Without marks in every run, or a model
+    whose CPU cost was not measured, nothing changes."""
+    from stepsim.calibration.gloo_cpu import pool_bucket_cpu
+    from stepsim.calibration.sidecar import BucketCPU
+    from tests.test_ddp_ranks import cpu_ddp
+
+    def run(a_us, k_us, speed=1.0):
+        return [SimpleNamespace(ddp=SimpleNamespace(bucket_cpu=[
+            BucketCPU(bytes=b, cpu_us=10 * speed * (a_us + k_us * b / MIB), steps=10)
+            for b in (MIB, 7 * MIB)])) for _ in (0, 1)]
+
+    m = cpu_ddp(2)
+    m = m.model_copy(update={"meta": m.meta.model_copy(
+        update={"sources": {"comm.host_cpu_us": "measured"}})})
+    got = pool_bucket_cpu(m, [run(300.0, 500.0), run(500.0, 500.0, speed=1.25)], [1.0, 1.25])
+    assert got.comm.host_cpu_us == pytest.approx(400.0)
+    assert got.comm.host_cpu_us_per_mb == pytest.approx(500.0)
+    assert got.meta.notes["host_cpu_fit_runs"] == 2
+    bare = [SimpleNamespace(ddp=SimpleNamespace(bucket_cpu=[]))] * 2
+    assert pool_bucket_cpu(m, [run(300.0, 500.0), bare], [1.0, 1.0]) is m
+    assumed = m.model_copy(update={"meta": m.meta.model_copy(update={"sources": {}})})
+    assert pool_bucket_cpu(assumed, [run(300.0, 500.0)] * 2, [1.0, 1.0]) is assumed

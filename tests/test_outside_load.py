@@ -145,3 +145,58 @@ def test_a_re_measured_run_under_outside_load_is_said_at_validation(cpu_run_nw1,
                             / "trace.json.gz")
     said = [w for w in loaded.warnings if "re-measured run ran under outside load" in w]
     assert len(said) == 1 and "40 %" in said[0] and "2.5x slower" in said[0]
+
+
+def test_a_ddp_capture_whose_identical_steps_took_more_cpu_is_flagged():
+    """A DDP rank blocks every step, so the capture's load is read from its identical steps'
+    CPU time instead (calibration.outside_load.speed_change): mean ÷ 10th percentile − 1 past
+    LOAD_WARN warns, and ``p10 / mean`` is what the model keeps as outside_load_held."""
+    from stepsim.calibration.outside_load import speed_change
+
+    def side(cpus_ms):
+        return Sidecar.model_validate({"stepsim_sidecar": 1, "loader": {"num_workers": 0},
+                                       "produce": [], "steps": [
+            {"wall_us": 30 * MS, "cpu_us": c * MS, "next_wall_us": 0.0, "next_cpu_us": 0.0,
+             "profiled": True} for c in cpus_ms] + [
+            {"wall_us": 30 * MS, "cpu_us": 99 * MS, "next_wall_us": 0.0, "next_cpu_us": 0.0,
+             "profiled": False}]})   # unprofiled steps are not the capture's window
+
+    warnings: list[str] = []
+    steady = side([16.0] * 10)
+    assert speed_change({0: steady, 1: steady}, warnings) == pytest.approx(1.0)
+    assert not warnings
+    # half the window at 40 ms of CPU: mean 28 against a 10th percentile of 16, +75 %
+    loaded = side([16.0] * 10 + [40.0] * 10)
+    assert speed_change({0: steady, 1: loaded}, warnings) == pytest.approx(16 / 28)
+    assert len(warnings) == 1 and "rank 1's identical steps" in warnings[0] \
+        and "+75%" in warnings[0]
+    # under the bound: held, no warning
+    warnings.clear()
+    mild = side([16.0] * 10 + [17.6] * 10)               # +5 %
+    assert speed_change({0: mild}, warnings) == pytest.approx(16 / 16.8) and not warnings
+    assert speed_change({0: side([16.0, 16.0])}, warnings) is None
+
+
+def test_a_ddp_capture_that_held_fewer_cores_than_its_replicates_is_flagged():
+    """The same setting's runs hold the same share of the cores: a capture whose processes
+    held 0.5 of a core against its replicates' 0.85 (median) waited for cores others held;
+    held = 0.5 / 0.85, and a warning. A capture that held more than its replicates is not
+    'less loaded than alone': held stays at most 1."""
+    from stepsim.calibration.outside_load import share_against_replicates
+
+    def run(share, n=2):
+        side = Sidecar.model_validate({"stepsim_sidecar": 1, "loader": {"num_workers": 0},
+                                       "produce": [], "steps": [
+            {"wall_us": 40 * MS, "cpu_us": 10 * MS, "proc_cpu_us": share * 40 * MS,
+             "next_wall_us": 0.0, "next_cpu_us": 0.0, "profiled": True}] * 5})
+        return [side] * n
+
+    warnings: list[str] = []
+    runs = [run(0.5), run(0.84), run(0.85), run(0.9)]
+    assert share_against_replicates(runs, warnings) == pytest.approx(0.5 / 0.85)
+    assert len(warnings) == 1 and "held 0.50 of a core" in warnings[0]
+    warnings.clear()
+    assert share_against_replicates([run(0.9), run(0.84), run(0.85)], warnings) == 1.0
+    assert share_against_replicates([run(0.8), run(0.84)], warnings) == pytest.approx(0.8 / 0.84)
+    assert not warnings                                   # 5 % under: within LOAD_WARN
+    assert share_against_replicates([run(0.5)], warnings) is None
