@@ -4,9 +4,9 @@ threads' core time, and (for a full summary) every lane's busy intervals, the de
 time by category and the collectives' arrival skew (µs, window totals).
 
 A brief summary (a sweep point's) passes over the host lane's spans (:func:`host_split`)
-and the DataLoader threads' lanes only; a full one over every span once more for the lanes
-and the device. Each total adds its clipped durations in emission order, as before the two
-passes were one function, so a summary is the same bit for bit.
+and the DataLoader threads' lanes only; a full one also over the other lanes' spans (their
+busy intervals, the device). Each total adds its clipped durations in emission order, as
+the two passes did before they were one function, so a summary is the same bit for bit.
 """
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ __all__ = ["host_split", "span_pass"]
 _LANE = itemgetter(0)
 
 
-def host_split(host: list, rank: int, window: tuple[float, float]) -> dict[str, float]:
+def host_split(host: list, rank: int, window: tuple[float, float],
+               busy: list | None = None) -> dict[str, float]:
     """The host thread's time (µs) in ``window`` by ``busy:<category>`` and ``wait:<cause>``,
     over ``host`` (the host lane's spans in emission order; those of another rank left out):
     each span's clipped duration added to its key in emission order, keys in the order first
-    charged."""
+    charged. ``busy``: receives the busy spans' clipped ``(start, end)`` (µs), in order."""
     a, b = window
     split: dict[str, float] = {}
     busy_key: dict[str, str] = {}
@@ -37,6 +38,8 @@ def host_split(host: list, rank: int, window: tuple[float, float]) -> dict[str, 
         if e <= s or sp[6] != rank:
             continue
         if sp[2] == "busy":
+            if busy is not None:
+                busy.append((s, e))
             k = busy_key.get(sp[8])
             if k is None:
                 k = busy_key[sp[8]] = f"busy:{sp[8]}"
@@ -90,15 +93,21 @@ def span_pass(result, rank: int, windows: dict[int, tuple[float, float]], lanes:
     and its collectives' arrival skew (without ``lanes``: empty, 0)."""
     host_lane = f"rank{rank}.host"
     host = lane_spans(result.spans, host_lane)
-    split = host_split(host, rank, windows[rank])
-    loader = _loader(result, rank, windows[rank])
     busy: dict[str, list] = defaultdict(list)
     lane_rank: dict[str, int] = {}
+    split = host_split(host, rank, windows[rank], busy[host_lane] if lanes else None)
+    if busy.get(host_lane):
+        lane_rank[host_lane] = rank
+    else:
+        busy.pop(host_lane, None)
+    loader = _loader(result, rank, windows[rank])
     dev_cat: dict[str, float] = defaultdict(float)
     skew = 0.0
     if lanes:
         stream: dict[str, bool] = {}
         for lane, _, kind, start, dur, _, sp_rank, cause, category in result.spans:
+            if lane == host_lane:   # host_split's
+                continue
             busy_span = kind == "busy"
             if sp_rank != rank and not busy_span:
                 continue
@@ -114,7 +123,7 @@ def span_pass(result, rank: int, windows: dict[int, tuple[float, float]], lanes:
                 continue
             on = stream.get(lane)
             if on is None:
-                on = stream[lane] = lane != host_lane and ".stream:" in lane
+                on = stream[lane] = ".stream:" in lane
             if not on:
                 continue
             if busy_span:
