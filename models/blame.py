@@ -166,7 +166,8 @@ class Blame:
             if kind == "finish":   # (x if x > y else y: max(y, x) without the call)
                 st = run.start_us
                 lo = st if st > a else a
-                for k, f in self.task_keys(run):
+                keys = self._keys.get(run.task)
+                for k, f in (keys if keys is not None else self.task_keys_of(run.task)):
                     us = (b - lo) * f
                     if us > _EPS:
                         acc[k] += us
@@ -222,6 +223,7 @@ class Blame:
         i = bisect.bisect_right(ends, a)
         cur, host, n = a, self.host, len(self.host)
         acc = self.acc
+        busy_keys, wait_keys = _BUSY_KEYS.get, _WAIT_KEYS.get
         while i < n and cur < b:
             sp = host[i]
             s, e = sp[3], ends[i]
@@ -230,8 +232,11 @@ class Blame:
                 us = (b if b < s else s) - cur
                 if us > _EPS:
                     acc["other"] += us
-            if e > s:
-                key = _host_key(sp.kind, sp.category, sp.cause)
+            if e > s:   # _host_key inlined
+                if sp[2] == "busy":
+                    key = busy_keys(sp[8], "host_compute")
+                else:
+                    key = None if sp[7] in _FOLLOWED else wait_keys(sp[7], "other")
                 if key is None:
                     w = self.waits.get((sp.start_us, sp.cause))
                     runs = ([r for r in map(self.by_key.get, w.tasks) if r is not None]

@@ -9,7 +9,8 @@ Times are µs; per-step values are window totals divided by the number of measur
 The bottleneck is named by :func:`name_bottleneck`: saturated cores, then a producer that sets
 the pace, then the largest critical-path share.
 
-Gap attribution and the critical path are :mod:`models.blame`'s, the bottleneck's rules
+The pass over the spans is :mod:`models.span_pass`'s, gap attribution and the critical path
+:mod:`models.blame`'s, the bottleneck's rules
 :mod:`models.bottleneck`'s, collective skew vs transfer :mod:`models.collectives`'s and the
 interval arithmetic :mod:`models.intervals`'s; their public names are re-exported here.
 """
@@ -18,13 +19,10 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import itemgetter
 
 import numpy as np
 
-from stepsim.models.blame import (Blame, Hole, critical_path, device_paced, gap_attribution,
-                                  lane_spans)
+from stepsim.models.blame import Blame, Hole, critical_path, device_paced, gap_attribution
 from stepsim.models.bottleneck import (BOTTLENECK_LABELS, CORE_WAIT_SHARE, INPUT_WAIT_SHARE,
                                        POOL_SATURATED, WORKERS_STARVED, amdahl_ceiling, label,
                                        name_bottleneck)
@@ -35,6 +33,7 @@ from stepsim.models.intervals import (exposed_us, merge, subtract_length, subtra
                                       union_length)
 from stepsim.models.simulate import SimResult
 from stepsim.models.skew import RankComm, rank_comm
+from stepsim.models.span_pass import span_pass
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
 
@@ -157,109 +156,6 @@ def _queue_stats(result: SimResult, rank: int, w0: float, w1: float) -> tuple[fl
     return area / (w1 - w0), float(vmax), empty / (w1 - w0)
 
 
-def _span_pass(result: SimResult, rank: int, windows: dict, lanes_busy: bool):
-    """One pass over the spans, each clipped to its rank's window: per lane the busy
-    intervals (only with ``lanes_busy``), the host thread's split, device busy by category,
-    arrival skew, and the DataLoader threads' core time, busy and core-starved time (µs)."""
-    busy: dict[str, list] = defaultdict(list)
-    lane_rank: dict[str, int] = {}
-    host_split: dict[str, float] = defaultdict(float)
-    dev_cat: dict[str, float] = defaultdict(float)
-    skew = 0.0
-    loader_core_us = 0.0
-    worker_busy = worker_starved = 0.0
-    host_lane = f"rank{rank}.host"
-    tpw = result.model.loader.threads_per_worker if result.model is not None else 1
-    lanes: dict[str, int] = {}   # lane -> 0 host thread, 1 stream, 2 worker, 3 pin, 4 other
-    for lane, _, kind, start, dur, _, sp_rank, cause, category in result.spans:
-        if not lanes_busy and sp_rank != rank:
-            continue
-        a, b = windows[sp_rank]
-        e = start + dur
-        s, e = (a if a > start else start), (b if b < e else e)   # max(start, a), min(end, b)
-        if e <= s:
-            continue
-        if kind == "busy" and lanes_busy:
-            busy[lane].append((s, e))
-            lane_rank[lane] = sp_rank
-        if sp_rank != rank:
-            continue
-        where = lanes.get(lane)
-        if where is None:
-            where = lanes[lane] = (0 if lane == host_lane else 1 if ".stream:" in lane
-                                   else 2 if ".worker" in lane
-                                   else 3 if lane.endswith(".pin_memory") else 4)
-        if where == 0:
-            host_split[f"busy:{category}" if kind == "busy" else f"wait:{cause}"] += e - s
-        elif where == 1:
-            if kind == "busy":
-                dev_cat[category] += e - s
-            elif cause == "arrival_skew":
-                skew += e - s
-        elif where != 4:
-            worker = where == 2
-            if kind == "busy":
-                loader_core_us += (e - s) * (tpw if worker else 1)
-                worker_busy += (e - s) if worker else 0.0
-            elif worker and cause == "cpu_cores":
-                worker_starved += e - s
-    return busy, lane_rank, host_split, dev_cat, skew, loader_core_us, worker_busy, worker_starved
-
-
-def _brief_span_pass(result: SimResult, rank: int, window: tuple[float, float]):
-    """:func:`_span_pass` without the lanes and the device (what :func:`brief_summary`
-    reads), the same floats in the same order: the host thread's split and the DataLoader
-    threads' core time, busy and core-starved time, over the rank's host, worker and
-    pin-memory lanes only; also the host lane's spans (emission order), for
-    :class:`models.blame.Blame`."""
-    spans = result.spans
-    host_lane = f"rank{rank}.host"
-    host = lane_spans(spans, host_lane)
-    a, b = window
-    host_split: dict[str, float] = {}
-    busy_key: dict[str, str] = {}
-    wait_key: dict[str, str] = {}
-    for sp in host:
-        start = sp[3]
-        e = start + sp[4]
-        s, e = (a if a > start else start), (b if b < e else e)   # max(start, a), min(end, b)
-        if e <= s or sp[6] != rank:
-            continue
-        if sp[2] == "busy":
-            k = busy_key.get(sp[8])
-            if k is None:
-                k = busy_key[sp[8]] = f"busy:{sp[8]}"
-        else:
-            k = wait_key.get(sp[7])
-            if k is None:
-                k = wait_key[sp[7]] = f"wait:{sp[7]}"
-        if k in host_split:
-            host_split[k] += e - s
-        else:
-            host_split[k] = e - s
-    loader_core_us = worker_busy = worker_starved = 0.0
-    loader_lanes = {lane for lane in set(map(itemgetter(0), spans)) if lane != host_lane
-                    and ".stream:" not in lane and (".worker" in lane
-                                                    or lane.endswith(".pin_memory"))}
-    if loader_lanes:
-        tpw = result.model.loader.threads_per_worker if result.model is not None else 1
-        for lane, _, kind, start, dur, _, sp_rank, cause, _ in compress(
-                spans, map(loader_lanes.__contains__, map(itemgetter(0), spans))):
-            if sp_rank != rank:
-                continue
-            e = start + dur
-            s, e = (a if a > start else start), (b if b < e else e)
-            if e <= s:
-                continue
-            worker = ".worker" in lane
-            if kind == "busy":
-                loader_core_us += (e - s) * (tpw if worker else 1)
-                worker_busy += (e - s) if worker else 0.0
-            elif worker and cause == "cpu_cores":
-                worker_starved += e - s
-    return host_split, loader_core_us, worker_busy, worker_starved, host
-
-
 def _named(result: SimResult, rank: int, bl: Blame, w0: float, w1: float,
            compute_union: list, host_split: dict, loader_core_us: float, worker_busy: float,
            worker_starved: float):
@@ -320,8 +216,8 @@ def brief_summary(result: SimResult, rank: int | None = None) -> Summary:
     w0, w1 = result.rank_window_us(rank)
     steps = result.step_us.shape[1]
     per, width, job = 1.0 / steps, max(w1 - w0, _EPS), result.job_step_us
-    host_split, loader_core_us, worker_busy, worker_starved, host = _brief_span_pass(
-        result, rank, (w0, w1))
+    host_split, loader_core_us, worker_busy, worker_starved, host, *_ = span_pass(
+        result, rank, {rank: (w0, w1)}, lanes=False)
     key, shares, crit, scarce, cp_gap, last_holes, pool_busy = _named(
         result, rank, Blame(result, rank, host), w0, w1, None, host_split, loader_core_us,
         worker_busy, worker_starved)
@@ -354,12 +250,12 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
     width = max(w1 - w0, _EPS)
     job = result.job_step_us
     windows = {r: result.rank_window_us(r) for r in result.ranks}
-    busy, lane_rank, host_split, dev_cat, skew, loader_core_us, worker_busy, worker_starved = \
-        _span_pass(result, rank, windows, lanes_busy=True)
+    host_split, loader_core_us, worker_busy, worker_starved, host, busy, lane_rank, dev_cat, \
+        skew = span_pass(result, rank, windows, lanes=True)
     lane_busy = {lane: union_length(iv) / max(windows[lane_rank[lane]][1]
                                               - windows[lane_rank[lane]][0], _EPS)
                  for lane, iv in sorted(busy.items())}
-    bl = Blame(result, rank)
+    bl = Blame(result, rank, host)
     compute_iv, comm_iv, all_iv, kernel_sum = [], [], [], 0.0
     for r in bl.runs:
         t = bl.tasks.get(r.task)

@@ -74,6 +74,8 @@ class _LaunchQueue:
     """The launch queue on the host's clock: slots taken at launch, freed at the task's end
     (pushed on a heap once that end is known)."""
 
+    yields = False   # taking never waits: the host calls take (models.solo_ranks' may wait)
+
     def __init__(self, capacity: int):
         self.capacity, self.pending = capacity, 0
         self.held: dict[tuple[int, str], int] = {}
@@ -130,6 +132,7 @@ class _Device:
     entered: dict = {}      # streams parked on one of those (models.solo_ranks; never set here)
     host_lb: float | None = 0.0            # no launch comes before (µs; models.solo_ranks)
     host_wait = (0.0, float("inf"))
+    _rows: list | None = None               # _advance's per-task rows (_rows_of)
 
     def __init__(self, rank: int, streams: dict[str, list[TaskPlan]], n_steps: int,
                  lq: _LaunchQueue, rec: Recorder, runs, sync_step, backlog: dict[str, float],
@@ -215,32 +218,46 @@ class _Device:
             for k in [k for k in d if k < low and k >= 0]:
                 del d[k]
 
+    def _rows_of(self) -> list[list[tuple]]:
+        """Per stream, per task, what :meth:`_advance` reads of it (built on first use, once
+        ``barrier`` and ``shared`` are set): the plan, its id, launched, waits, previous
+        step's waits, whether it waits at all, whether it meets other ranks or a shared copy
+        engine, skipped under no_sync, whether others wait for it."""
+        barrier, shared, waited = self.barrier, self.shared, self.waited
+        self._rows = [[(p, p.id, p.launched, p.waits, p.prev_waits, bool(p.waits or p.prev_waits),
+                        bool(p.collective and barrier is not None or p.engine in shared),
+                        p.skip_in_no_sync, p.id in waited) for p in plans]
+                      for plans in self.plans]
+        return self._rows
+
     def _advance(self, i: int) -> bool:
         """Run stream ``i``'s tasks while their inputs are known; True when a task others
         wait for has finished."""
-        plans, pos, lane, rank = self.plans[i], self.pos[i], self.lanes[i], self.rank
-        lq, waited = self.lq, self.waited
+        rows = (self._rows or self._rows_of())[i]
+        pos = self.pos[i]
         step, k = pos
         held = step >= self.hold_from
         rec, runs = (self.held, self.held_runs) if held else (self.out_rec, self.out_runs)
         keeps = rec.keeps   # False: no span is made (a recorder that keeps none)
         free_at = self.free_at[i]
         notify = False
-        n = len(plans)
-        while step < self.n_steps and n:
-            p = plans[k]
+        n = len(rows)
+        n_steps, launches, dones, lq = self.n_steps, self.launch, self.done, self.lq
+        while step < n_steps and n:
+            p, pid, launched, waits, prev_waits, waiting, joinable, skip, notifies = rows[k]
             ready = free_at
             launch_us = None
-            if p.launched:
-                launch_us = self.launch.get(step, {}).get(p.id)
+            if launched:
+                d = launches.get(step)
+                launch_us = None if d is None else d.get(pid)
                 if launch_us is None:
                     break
                 if launch_us > ready:
                     ready = launch_us
-            blocked = False
-            if p.waits or p.prev_waits:
-                for s, ws in ((step, p.waits), (step - 1, p.prev_waits)):
-                    d = self.done.get(s, {})
+            if waiting:
+                blocked = False
+                for s, ws in ((step, waits), (step - 1, prev_waits)):
+                    d = dones.get(s, {})
                     for w in ws:
                         e = d.get(w)
                         if e is None:
@@ -250,23 +267,22 @@ class _Device:
                             ready = e
                     if blocked:
                         break
-            if blocked:
-                break
-            joined = (p.collective and self.barrier is not None or p.engine in self.shared) and (
-                not p.skip_in_no_sync or self.sync_step(step))
+                if blocked:
+                    break
+            joined = joinable and (not skip or self.sync_step(step))
             if joined:   # a collective among ranks, a shared copy engine (models.solo_ranks)
                 end = self.meet(i, step, p, free_at, ready, launch_us, rec, runs)
                 if end is None:
                     break
             elif ready > free_at and keeps:
-                rec.span(Span(lane, p.name, "wait", free_at, ready - free_at, step, rank,
-                              "dependency", ""))
-            done = self.done.get(step)
+                rec.span(Span(self.lanes[i], p.name, "wait", free_at, ready - free_at, step,
+                              self.rank, "dependency", ""))
+            done = dones.get(step)
             if done is None:
-                done = self.done[step] = {}
+                done = dones[step] = {}
             if joined:
                 pass
-            elif p.skip_in_no_sync and not self.sync_step(step):
+            elif skip and not self.sync_step(step):
                 end = ready
             else:
                 gap_us = p.gap_us if p.replay_gap_us is None else p.replay_gap_us[step]
@@ -275,18 +291,18 @@ class _Device:
                 if gap_us > 0:
                     start = ready + gap_us
                     if keeps:
-                        rec.span(Span(lane, p.name, "wait", ready, gap_us, step, rank,
-                                      "device_idle", ""))
+                        rec.span(Span(self.lanes[i], p.name, "wait", ready, gap_us, step,
+                                      self.rank, "device_idle", ""))
                 end = start + dur_us if dur_us > 0 else start
                 if keeps:
-                    rec.span(Span(lane, p.name, "busy", start, dur_us, step, rank, "",
-                                  p.category))
-                runs.append(TaskRun(rank, step, p.id, self.names[i], launch_us, ready, start,
+                    rec.span(Span(self.lanes[i], p.name, "busy", start, dur_us, step, self.rank,
+                                  "", p.category))
+                runs.append(TaskRun(self.rank, step, pid, self.names[i], launch_us, ready, start,
                                     end, gap_us))
-            done[p.id] = end
-            if p.launched:
-                lq.free(step, p.id, end)
-            if p.id in waited:
+            done[pid] = end
+            if launched:
+                lq.free(step, pid, end)
+            if notifies:
                 notify = True
             free_at = end
             k += 1

@@ -42,6 +42,12 @@ class HostThread:
         self.drawing = [op for op in ops if op.kind == "cpu" and op.samples is not None
                         and op.replay_us is None]
         self.batches = [op for op in ops if op.kind == "next_batch"]
+        # per op, what the walk reads of it each step: the op, its kind's code (cpu 0,
+        # launch 1, sync 2, next_batch 3), whether it draws, skipped under no_sync, its
+        # blocked fraction
+        codes = {"cpu": 0, "launch": 1, "sync": 2}
+        self._plan = [(op, codes.get(op.kind, 3), op.kind == "cpu" and op.samples is not None
+                       and op.replay_us is None, op.optimizer, op.block_fraction) for op in ops]
 
     def draw(self, step: int) -> tuple[list[float], list[float]]:
         """The step's random durations, drawn first (in op order, as the processes draw
@@ -102,39 +108,64 @@ class HostThread:
         return end
 
     def walk(self, step: int, draws: list[float], loads: list[float]):
-        """Generator: the host's ops of ``step`` (``draws``, ``loads``: :meth:`draw`'s)."""
+        """Generator: the host's ops of ``step`` (``draws``, ``loads``: :meth:`draw`'s).
+
+        Where the recorder keeps no span (draws, sweeps' step times), CPU work is the
+        arithmetic of :meth:`cpu` inlined, the same operations in the same order."""
         dev, lq, lane, rank, loader = self.dev, self.lq, self.lane, self.rank, self.loader
         rec, workers = self.rec, self.workers
+        keeps, immediate = rec.keeps, not lq.yields
+        scale, uses_core, cpu = self.cpu_scale, self.uses_core, self.cpu
+        launched, take = dev.launched, lq.take
         syncing = self.sync_step(step)
         draw, load = iter(draws), iter(loads)
         if self.delay_us > 0:
-            self.t = self.cpu("straggle", self.delay_us, "straggle", step, 0.0)
-        for op in self.ops:
-            kind = op.kind
-            if op.optimizer and not syncing:
-                if kind == "launch":
+            self.t = cpu("straggle", self.delay_us, "straggle", step, 0.0)
+        for op, kind, drawn, optimizer, bf in self._plan:
+            if optimizer and not syncing:
+                if kind == 1:
                     dev.host_lb = self.t
-                    dev.launched(step, op.task, self.t)
+                    launched(step, op.task, self.t)
                 continue
             dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
-            if kind == "cpu":
-                if op.samples is not None and op.replay_us is None:
+            if kind == 0:   # cpu
+                if drawn:
                     dur_us = next(draw)
-                self.t = self.cpu(op.name, dur_us, op.category, step, op.block_fraction)
-            elif kind == "launch":
+                if keeps:
+                    self.t = cpu(op.name, dur_us, op.category, step, bf)
+                    continue
+                # self.cpu without its spans
+                block = dur_us * bf
+                serial = dur_us - block if dur_us > block else 0.0
+                core_us = (serial * scale if serial > 0 else 0.0) if uses_core else serial
+                end = self.t + core_us if core_us > 0 else self.t
+                if block > 0:
+                    end += block
+                self.t = end
+            elif kind == 1:   # launch
                 t = self.t
-                got = yield from lq.taking(t, step, op.task, op.slots)
+                if immediate:
+                    got = take(t, step, op.task, op.slots)
+                else:
+                    got = yield from lq.taking(t, step, op.task, op.slots)
                 if got > t:
                     rec.span(Span(lane, "launch queue full", "wait", t, got - t, step, rank,
                                   "launch_queue", ""))
                     self.t = got
-                self.t = dev.host_lb = self.cpu(op.name, dur_us, "launch", step, 0.0)
-                dev.launched(step, op.task, self.t)
+                if keeps:
+                    self.t = dev.host_lb = cpu(op.name, dur_us, "launch", step, 0.0)
+                else:   # self.cpu of a launch (block_fraction 0) without its spans
+                    t = self.t
+                    block = dur_us * 0.0
+                    serial = dur_us - block if dur_us > block else 0.0
+                    core_us = (serial * scale if serial > 0 else 0.0) if uses_core else serial
+                    self.t = dev.host_lb = t + core_us if core_us > 0 else t
+                launched(step, op.task, self.t)
                 if op.block_cause is not None:
                     self.t = yield from self.block(op.name, op.block_cause, step,
                                                    ((step, op.task),))
-            elif kind == "sync":
-                self.t = self.cpu(op.name, dur_us, "sync", step, 0.0)
+            elif kind == 2:   # sync
+                self.t = cpu(op.name, dur_us, "sync", step, 0.0)
                 self.t = yield from self.block(op.name, "sync", step, tuple(
                     (step + off, tid) for off, tid in op.targets if step + off >= 0))
             elif workers is not None:   # next_batch from the DataLoader's workers

@@ -211,6 +211,7 @@ class _RankQueue(_LaunchQueue):
 
     waiting: float | None = None   # the host's clock while it waits here (µs)
     grant = False                  # the coordinator lets it take its earliest known free
+    yields = True                  # taking may wait (a generator that yields)
 
     def __init__(self, capacity: int, barrier: _Barrier):
         super().__init__(capacity)

@@ -171,3 +171,18 @@ def test_bad_keep_or_engine_is_refused():
         simulate(_repeating(), keep="some")
     with pytest.raises(SimulationError, match="engine"):
         simulate(_repeating(), engine="fast")
+
+
+@settings(max_examples=40, deadline=None)
+@given(models())
+def test_walk_without_spans_gives_the_same_instants(m):
+    """Where the recorder keeps no span (``keep="steps"``), the host walk adds CPU work and
+    launches inline (models/solo_host.py) instead of through ``HostThread.cpu``: the same
+    operations in the same order, so the same step times and starts to the bit."""
+    try:
+        full = simulate(m, steps=8, warmup=2, seed=3)
+    except Exception:
+        return
+    lean = simulate(m, steps=8, warmup=2, seed=3, keep="steps")
+    assert np.array_equal(lean.step_us, full.step_us)
+    assert np.array_equal(lean.step_starts_us, full.step_starts_us)
