@@ -42,7 +42,7 @@ prior (replicates' measured spread is pooled with it, :mod:`calibration.host_noi
 factor's own uncertainty (the largest rank's) is ``host.cpu_scale_error_log``, drawn in every
 interval beside it, with or without replicates.
 
-Collective cost: ``latency_us`` and ``bus_gbps`` fitted by least squares to the all-reduces'
+Collective cost (:mod:`calibration.gloo_comm`): ``latency_us`` and ``bus_gbps`` fitted by least squares to the all-reduces'
 transfer times against their ring bus bytes, only those that ran after their rank's backward
 compute (:mod:`calibration.gloo_transfer`; ``inferred``; the latency is 0 when fewer than two
 sizes were seen). Each collective's CPU work on its rank's host cores
@@ -62,22 +62,20 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.events import EventTable
-from stepsim.calibration.gloo_cpu import DTYPE_BYTES, host_cpu_cost
+from stepsim.calibration.gloo_comm import GLOO_STREAM, comm_params, record_sizes
+from stepsim.calibration.gloo_cpu import DTYPE_BYTES
 from stepsim.calibration.gloo_loader import loader_nexts, rank_loader
-from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_overhead import rank_factors
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
-from stepsim.models.ddp import build_buckets
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
-from stepsim.models.params import (CommParams, DeviceParams, DeviceTask, GradParam, HostOp,
-                                   HostParams, Meta, RankParams, StepModel)
+from stepsim.models.params import (DeviceParams, DeviceTask, HostOp, HostParams, Meta,
+                                   RankParams, StepModel)
 from stepsim.simcore.errors import InputError
 
 __all__ = ["is_gloo", "calibrate_gloo", "GLOO_STREAM"]
 
-GLOO_STREAM = "gloo"
 PHASES = ("forward", "backward", "optimizer")
 
 
@@ -278,7 +276,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     held = speed_change(sidecars or {}, warnings)     # calibration.outside_load
     rec = next((s.ddp for s in (sidecars or {}).values() if getattr(s, "ddp", None) is not None
                 and s.ddp.params), None)
-    sized = _record_sizes(colls0, rec, warnings)
+    sized = record_sizes(colls0, rec, warnings)
     tasks = []
     for k, c in enumerate(colls0):
         nbytes = c.numel * DTYPE_BYTES.get(c.dtype, 4) if c.numel is not None else sized.get(k)
@@ -311,7 +309,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  - ref_phase[p] for p in PHASES}
         rank_params.append(RankParams(rank=r, host=ranks[r].host,
                                       phase_extra_us={p: v for p, v in extra.items() if v > 0}))
-    comm, sources, how = _comm(tasks, busy, ranks, sidecars or {}, rec, warnings)
+    comm, sources, how = comm_params(tasks, busy, ranks, sidecars or {}, rec, warnings)
     job = [max(step[r][n].step_us for r in order) for n in nums]
     world = max([ranks[r].world for r in order] + [len(order)])
     comm = comm.model_copy(update={"world_size": world})
@@ -339,67 +337,3 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     return StepModel(loader=loader, host=HostParams(ops=ops, cpu_scale_error_log=fac_half),
                      device=DeviceParams(streams={GLOO_STREAM: tasks}), comm=comm,
                      ranks=rank_params, meta=meta)
-
-
-def _grad_params(rec) -> list[GradParam]:
-    """The DDP record's parameters that DDP reduces, in registration order."""
-    return [GradParam(name=p.name, bytes=p.bytes, dtype=p.dtype)
-            for p in rec.params if p.requires_grad and not p.ddp_ignored]
-
-
-def _record_sizes(colls: list[_Coll], rec, warnings: list[str]) -> dict[int, int]:
-    """Bytes of the all-reduces whose trace event has no ``Input Dims`` (a profiler without
-    ``record_shapes``), by collective index: the buckets DDP builds from the DDP record's
-    parameters at its caps, in reduction order; empty when none is missing, without a record,
-    or when their count is not the all-reduces'."""
-    ars = [k for k, c in enumerate(colls) if c.kind == "all_reduce"]
-    if rec is None or not ars or all(colls[k].numel is not None for k in ars):
-        return {}
-    cap = rec.bucket_cap_mb or 25.0
-    first = rec.first_bucket_bytes / 2 ** 20 if rec.first_bucket_bytes else cap
-    sizes = [b.bytes for b in build_buckets(_grad_params(rec), cap, first)]
-    if len(sizes) != len(ars):
-        warnings.append(f"the all-reduces have no Input Dims and the DDP record's parameters "
-                        f"make {len(sizes)} bucket(s) for {len(ars)} all-reduce(s): their sizes "
-                        "are unknown (capture with record_shapes=True)")
-        return {}
-    warnings.append("the all-reduces have no Input Dims (recorded without record_shapes): "
-                    "their sizes are the buckets DDP builds from the DDP record's parameters")
-    return dict(zip(ars, sizes))
-
-
-def _comm(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecars: dict, rec,
-          warnings: list[str]) -> tuple[CommParams, dict, str]:
-    """Collective cost (latency + bus bandwidth: :mod:`calibration.gloo_transfer`) and DDP's
-    parameters; ``busy``: each collective's overlap with its rank's backward compute."""
-    sources: dict[str, str] = {}
-    ar = [t for t in tasks if t.bytes]
-    world = max(len(ranks), max(r.world for r in ranks.values()))
-    upd: dict = {"comm_stream": GLOO_STREAM}
-    if ar:
-        sized = [k for k, t in enumerate(tasks) if t.bytes]
-        upd["latency_us"], upd["bus_gbps"] = transfer_fit(
-            [t.bytes for t in ar], [t.dur_us for t in ar], [busy[k] for k in sized], world,
-            warnings)
-        sources["comm.latency_us"] = sources["comm.bus_gbps"] = "inferred"
-    upd["host_cpu_us"], upd["host_cpu_us_per_mb"], src = host_cpu_cost(
-        ranks, sidecars, upd.get("latency_us", 0.0), upd.get("bus_gbps"), world, warnings)
-    sources["comm.host_cpu_us"] = sources["comm.host_cpu_us_per_mb"] = src
-    if rec is not None:
-        upd["grad_params"] = _grad_params(rec)
-        if rec.bucket_cap_mb:
-            upd["bucket_cap_mb"] = rec.bucket_cap_mb
-        if rec.first_bucket_bytes:
-            upd["first_bucket_cap_mb"] = rec.first_bucket_bytes / 2 ** 20
-        how = "measured"
-    else:
-        # buckets in reduction order; registration order is the reverse
-        upd["grad_params"] = [GradParam(name=f"bucket{k}", bytes=t.bytes)
-                              for k, t in reversed(list(enumerate(ar)))]
-        how = "inferred"
-        warnings.append("no DDP record in a capture sidecar: one parameter per observed bucket "
-                        "(inferred from the all-reduces' Input Dims), so a bucket_cap_mb "
-                        "what-if can merge buckets but never split one")
-    for k in ("grad_params", "bucket_cap_mb", "first_bucket_cap_mb"):
-        sources[f"comm.{k}"] = how if k == "grad_params" or rec is not None else "assumed"
-    return CommParams(**upd), sources, how

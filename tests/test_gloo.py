@@ -257,13 +257,13 @@ def test_transfer_fit_uses_the_all_reduces_that_ran_after_backward(gloo_run, mon
     from stepsim.models.ddp import ring_bus_bytes
 
     seen = {}
-    real = gloo._comm
+    real = gloo.comm_params
 
     def spy(tasks, busy, *args):
         seen.update(tasks=tasks, busy=busy)
         return real(tasks, busy, *args)
 
-    monkeypatch.setattr(gloo, "_comm", spy)
+    monkeypatch.setattr(gloo, "comm_params", spy)
     model = calibrate(gloo_run[0])
     busy, tasks = seen["busy"], seen["tasks"]
     assert len(busy) == DEPTH and all(0.0 <= b <= 1.0 for b in busy)
