@@ -18,6 +18,20 @@ under. This module measures that load and fits the coefficient:
   and per step changed with the load, and its P10–P90 over a bootstrap of the records.
   Without a probe, :data:`INTERFERENCE_PRIOR`.
 
+A step on torch's intra-op threads (``team`` > 1 in :func:`activities`, kind ``team_step``)
+counts as its threads' load beside the batches, but its CPU time is not fitted: beside more
+runnable threads than cores its threads spin at the parallel regions' barriers (libgomp's
+default wait policy), and that spinning is process CPU time that does no work. The simulator
+prices it as the team's stall (:class:`models.cpu.CpuPool`); read as interference it would be
+counted twice. Measured here (2 cores, the CNN step alone against beside co-runners stopped
+and resumed in turn, 16 pairs each, 2026-12-04, load 1.2): on one thread the step's CPU time
+changed ×0.99 / ×1.05 / ×1.00 beside 1 always-runnable / 2 always-runnable / 1 half-busy
+co-runner; on torch's default 2 threads ×2.36 / ×2.00 / ×1.21, and ×1.03 / ×1.05 / ×1.04 with
+``OMP_WAIT_POLICY=PASSIVE`` (threads that sleep at a barrier instead of spinning). A probe of
+such a run fitted 1.0, the grid's bound, from the step's CPU alone; a worker's batch beside the
+2-thread loop took ×1.17 its CPU alone (P10–P90 0.98–1.45, 24 pairs), beside a 1-thread loop
+×0.99: interference the batches still show.
+
 CPU time, not wall time, is compared: waiting for a core does not advance a thread's CPU time,
 interference (cache misses, memory stalls) does.
 """
@@ -50,10 +64,11 @@ class Activity:
     kind: str
 
 
-def activities(produce, steps, workers: bool) -> list[Activity]:
+def activities(produce, steps, workers: bool, team: int = 1) -> list[Activity]:
     """The activities of one loader setting: its batches (worker batches when ``workers``,
-    else the main thread's) and its main-thread steps (outside ``next()``). Records without
-    instants are left out."""
+    else the main thread's) and its main-thread steps (outside ``next()``; kind ``team_step``
+    when they ran on ``team`` > 1 intra-op threads, whose CPU time holds their spinning and is
+    not fitted, see the module docstring). Records without instants are left out."""
     out = []
     for r in produce:
         if (r.worker >= 0) != workers or r.t_end_us is None or r.wall_us <= 0:
@@ -67,7 +82,7 @@ def activities(produce, steps, workers: bool) -> list[Activity]:
         a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
         if b > a:
             out.append(Activity(a, b, max(s.compute_cpu_us / (b - a), 1.0), s.compute_cpu_us,
-                                "step"))
+                                "step" if team <= 1 else "team_step"))
     return out
 
 
@@ -121,7 +136,8 @@ def fit_interference(cal: list[Activity], probe: list[Activity], cores: int,
                      seed: int = 0) -> tuple[float, tuple[float, float]] | None:
     """The interference coefficient from a calibration setting and a probe setting, with its
     P10–P90 over a bootstrap of the records; None when no kind of activity appears in both
-    with a different load (the probe then cannot tell interference from nothing)."""
+    with a different load (the probe then cannot tell interference from nothing). A
+    ``team_step`` counts in the loads, never in the fit (its CPU holds its spinning)."""
     l0, l1 = corun_loads(cal, cores), corun_loads(probe, cores)
     per_kind = []
     for kind in ("batch", "step"):

@@ -32,6 +32,7 @@ from stepsim.calibration.outside_load import outside_load
 from stepsim.calibration.run_drift import profiled_drift
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import (capture_loads, interference_from_sidecar,
+                                             team_stall_from_sidecar,
                                              loader_from_sidecar)
 from stepsim.calibration.steps import StepList
 from stepsim.calibration.step_fallback import no_step_error
@@ -79,7 +80,8 @@ def stalled_team_wall(wall_us: np.ndarray, cpu_us: np.ndarray, threads: int
     runnable through the step (working, or spinning at the barriers) and each held a core a
     share ``s = cpu / (threads × wall)`` of it; the team advances only while all of its
     threads hold cores (:mod:`models.cpu`), at ``s^threads``, so its wall with a core per
-    thread is ``wall × s^threads``. Measured here (the demo's CNN at 2 threads, quiet):
+    thread is ``wall × s^threads`` (the model's team stall ``γ`` = 1, which such a capture
+    keeps: :func:`calibration.sidecar_fit.team_stall_from_sidecar`). Measured here (the demo's CNN at 2 threads, quiet):
     captures at 1, 2 and 4 workers give 38.4, 38.3 and 38.3 ms, against 35.5 ms measured
     alone at num_workers=0."""
     share = np.clip(cpu_us / (threads * np.maximum(wall_us, 1e-9)), 0.0, 1.0)
@@ -210,6 +212,9 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
             torch_threads))
         ranges["host.ops[1].parallel_efficiency"] = efficiency_range(torch_threads)
         sources["host.ops[1].parallel_efficiency"] = "assumed"
+    stall_host, stall_src, stall_warn = team_stall_from_sidecar(sidecar)
+    sources.update(stall_src)
+    warnings += stall_warn
     if prof:
         thread_cpu = np.array([max(s.cpu_us - s.next_cpu_us, 0.0) for s in prof])
         cpu_compute = (thread_cpu if torch_threads == 1
@@ -274,6 +279,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         sources.update(probed.sources)
         warnings += probed.warnings
     host_fields, src, more, warn = interference_from_sidecar(sidecar)
+    host_fields.update(stall_host)
     ranges.update(more)
     sources.update(src)
     warnings += warn

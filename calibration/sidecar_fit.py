@@ -18,6 +18,7 @@ import numpy as np
 from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
                                        fit_interference, mean_load)
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import DurationSpec
 
@@ -152,16 +153,22 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     fit = None
     if side is not None and side.probe is not None and not side.batch_probe and side.host_cores:
         nw = side.loader.num_workers
+        team = side.torch_num_threads or 1
         cal = activities(after_startup(side.produce),
-                         [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:], nw > 0)
-        probe = activities(after_startup(side.probe.produce), side.probe.steps, side.probe.num_workers > 0)
+                         [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:], nw > 0,
+                         team)
+        probe = activities(after_startup(side.probe.produce), side.probe.steps,
+                           side.probe.num_workers > 0, team)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
     if fit is not None:
         host["interference"], host["interference_range"] = fit[0], uniform_with_p10_p90(*fit[1])
         sources["host.interference"] = "inferred"
         warn = [f"co-run interference fitted from the probe at num_workers="
                 f"{side.probe.num_workers}: {fit[0]:.3f} per co-running thread per core "
-                f"(P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}, inferred)"]
+                f"(P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}, inferred)"
+                + (f", from the batches' CPU time: the training step's on {team} intra-op "
+                   "threads holds their spinning at the barriers, which the model prices as "
+                   "their stall, not as interference" if team > 1 else "")]
     else:
         lo, hi = INTERFERENCE_PRIOR
         host["interference"], host["interference_range"] = (lo + hi) / 2, (lo, hi)
@@ -174,3 +181,44 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
                 "co-running thread per core widens the interval of any what-if that changes "
                 "the co-runners (capture with probe_workers=N to calibrate it)"]
     return host, sources, ranges, warn
+
+
+def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):
+    """``(host fields, sources, warnings)`` for ``host.team_stall`` of a capture whose step ran
+    on torch's intra-op threads (``torch_num_threads`` > 1; else nothing) with a core per
+    thread: the stated prior (:data:`calibration.team_stall.TEAM_STALL_PRIOR`), whose floor a
+    probe at a second ``num_workers`` raises to its fit's P10 when that is higher
+    (:func:`calibration.team_stall.fit_team_stall`: a time-averaged fit is a floor), said in a
+    warning. A calibration setting whose own threads were more than the cores keeps ``γ`` 1,
+    the closed form its step's work was inverted with (:func:`calibration.cpu.stalled_team_wall`)."""
+    team = (side.torch_num_threads or 1) if side is not None else 1
+    if team <= 1:
+        return {}, {}, []
+    nw = side.loader.num_workers
+    if side.host_cores is None or nw + team > side.host_cores:
+        return {}, {}, [f"intra-op team stall kept at γ 1 (not varied): the calibration "
+                        f"setting's {team} threads and {nw} worker(s) were more than the cores, "
+                        "and its step's work is inverted in closed form at γ 1"]
+    lo, hi = TEAM_STALL_PRIOR
+    fit = None
+    if side.probe is not None and not side.batch_probe:
+        cal = [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:]
+        fit = fit_team_stall(cal, side.probe.steps, team, seed)
+    if fit is not None and fit[1][0] > lo:
+        lo = min(fit[1][0], hi)
+        host = {"team_stall": (lo + hi) / 2, "team_stall_range": (lo, hi)}
+        warn = (f"intra-op team stall: the probe at num_workers={side.probe.num_workers} gives "
+                f"γ {fit[0]:.2f} (P10–P90 {fit[1][0]:.2f}–{fit[1][1]:.2f}) from the step's "
+                f"time-averaged share of a core, a floor: γ drawn over {lo:.2f}–{hi:g} (the "
+                f"prior's top kept; inferred); beside more runnable threads than cores the "
+                f"step's {team} threads advance at s^(1 + γ·{team - 1})")
+        return host, {"host.team_stall": "inferred"}, [warn]
+    why = ("its probe is at a second batch_size" if side.batch_probe else
+           f"the probe's fit, γ {fit[0]:.2f}, is under the prior's floor" if fit is not None else
+           "the probe shows no stall" if side.probe is not None else "no probe in the capture")
+    warn = (f"intra-op team stall not calibrated ({why}): a prior γ of {lo:g}–{hi:g} widens the "
+            f"interval of any what-if that puts the step's {team} threads beside more runnable "
+            "threads than cores (measured on one machine; the step advances at "
+            f"s^(1 + γ·{team - 1}), s each thread's share of a core)")
+    return ({"team_stall": (lo + hi) / 2, "team_stall_range": (lo, hi)},
+            {"host.team_stall": "assumed"}, [warn])

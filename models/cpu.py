@@ -27,7 +27,13 @@ advances at ``s^T`` of full speed, not ``s``. Each quantum a team thread holds a
 advances its work by ``s^(T-1)`` of the quantum (the chance that the rest of the team holds
 cores too); the rest of the quantum it spins, which is core time the workers do not get
 (it is in the process's CPU time, as the capture measures it). Without contention
-(``R ≤ c``) nothing changes.
+(``R ≤ c``) nothing changes. ``stall`` (``γ``, ``HostParams.team_stall``) makes the exponent
+``γ (T − 1)``: the team advances at ``s^(1 + γ (T − 1))``. ``γ = 1`` is the threads holding
+cores independently; measured here the team stalls harder than that (a thread that spun past
+libgomp's spin count sleeps, and waking it waits for its core too; the scheduler moves
+threads between the cores' queues): a 2-thread CNN step beside one always-runnable thread on
+2 cores took ×3.77 its wall alone (P10–P90 ×2.21–6.41 over 16 pairs), ``γ`` 2.27 (0.96–3.58),
+where ``γ = 1`` gives ×2.25.
 
 A pool that can be contended need not be at every instant: a DataLoader worker with no index
 left is blocked, not runnable. With ``adaptive``, the pool counts *claims*, the threads that
@@ -70,7 +76,7 @@ class CpuPool:
 
     def __init__(self, env: simpy.Environment, cores: int, contended: bool,
                  quantum_us: float = DEFAULT_QUANTUM_US, scale: float = 1.0,
-                 interference: float = 0.0, adaptive: bool = False):
+                 interference: float = 0.0, adaptive: bool = False, stall: float = 1.0):
         if cores < 1:
             raise ValueError(f"cores must be >= 1, got {cores}")
         if quantum_us <= 0:
@@ -81,6 +87,7 @@ class CpuPool:
         self.quantum_us = quantum_us
         self.resource = simpy.Resource(env, capacity=cores)
         self.scale, self.interference = scale, interference
+        self.stall = stall
         self.active = 0   # threads inside work(): running or runnable
         self.adaptive = adaptive and contended
         self.claims = 0   # threads that may be runnable (adaptive pools; :meth:`claim`)
@@ -112,11 +119,12 @@ class CpuPool:
 
     def coupling(self, team: int) -> float:
         """Share of a held quantum in which a thread of a ``team``-thread parallel region
-        advances: ``min(1, cores / runnable)^(team − 1)``, the chance that the other team
-        threads hold cores too (each core time-slices its own run queue)."""
+        advances: ``min(1, cores / runnable)^(γ (team − 1))``, with ``γ = 1`` the chance
+        that the other team threads hold cores too (each core time-slices its own run
+        queue); ``γ`` is ``stall`` (see the module docstring)."""
         if team <= 1 or self.active <= self.cores:
             return 1.0
-        return (self.cores / self.active) ** (team - 1)
+        return (self.cores / self.active) ** (self.stall * (team - 1))
 
     def work(self, work_us: float, ref: float = 0.0, team: int = 1):
         """Process generator: run ``work_us`` µs of one thread's CPU work (as captured at

@@ -104,7 +104,7 @@ class Setup:
             m = self.model
             cpu = CpuPool(env, self.lp.host_cores, contended=self.threads * n_on > self.lp.host_cores,
                           scale=m.host.cpu_scale, interference=m.host.interference,
-                          adaptive=self.adaptive)
+                          adaptive=self.adaptive, stall=m.host.team_stall)
             if host:
                 pools[host] = cpu
         cpu.claim(self.fixed_threads)

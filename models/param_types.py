@@ -168,6 +168,16 @@ class HostParams(StrictModel):
     interference_range: tuple[float, float] | None = None
     """Uncertainty of ``interference`` (low, high), drawn uniformly by prediction intervals:
     calibrated from a probe, or a stated prior without one."""
+    team_stall: float = Field(default=1.0, ge=0, le=20)
+    """How hard a parallel region of intra-op threads stalls when a team thread lacks a core
+    (``γ``, :class:`models.cpu.CpuPool`): beside more runnable threads than cores, a team of
+    ``T`` advances at ``s^(1 + γ (T − 1))`` of full speed, ``s`` each thread's share of a core
+    (1: the other threads hold cores independently of each other; larger: they stall
+    together, as measured). Read only where a team shares the cores with more threads than
+    there are cores."""
+    team_stall_range: tuple[float, float] | None = None
+    """Uncertainty of ``team_stall`` (low, high), drawn uniformly by prediction intervals:
+    fitted from a probe's team steps, or a stated prior without one."""
 
 
 TaskKind = Literal["kernel", "memcpy", "memset", "collective"]

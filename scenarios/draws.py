@@ -40,7 +40,8 @@ SPLITS = ("parallel_fraction", "block_fraction", "per_step_fraction", "per_batch
 """A host op's split (inferred in closed form from measured wall and CPU times) and the parts
 of a step and a batch that do not grow with its samples: not varied by a factor, which could
 make its parts exceed the whole; the measured times' variation is in the bootstrap."""
-ABSOLUTE = {"host.interference": "host.interference_range"}
+ABSOLUTE = {"host.interference": "host.interference_range",
+            "host.team_stall": "host.team_stall_range"}
 """Paths drawn as values from a range the model holds (not as factors on the value)."""
 HOST_SPEED = "host.cpu_scale"
 """The path of the host's run-to-run speed (drawn by :func:`models.host_speed.draw_factor`)."""

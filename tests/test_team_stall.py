@@ -1,0 +1,149 @@
+"""torch's intra-op team beside co-runners (issue 10, at torch's default threads): how hard the
+team stalls (``host.team_stall``, ``γ``), its calibration, the interference fit that must not
+read the team's spinning as interference, and the step's serial and parallel parts
+interleaved."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from stepsim.calibration.corun import Activity, fit_interference
+from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.sidecar_fit import team_stall_from_sidecar
+from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall, gamma_of
+from stepsim.models.cpu import CpuPool
+from stepsim.models.params import StepModel
+from stepsim.models.simulate import simulate
+
+
+@pytest.mark.parametrize("team,hogs,stall", [(2, 1, 1.0), (2, 1, 2.5), (2, 2, 4.0),
+                                             (3, 1, 2.0), (2, 0, 5.0)])
+def test_team_advances_at_s_to_one_plus_gamma_t_minus_one(team, hogs, stall):
+    """A region of T threads, P µs of work each, beside H always-runnable threads on 2 cores,
+    each thread holding a share s = min(1, 2/R) of a core: it ends at P / s^(1 + γ(T − 1)),
+    and every other thread gets s of a core until then."""
+    env, p_us = simpy.Environment(), 100_000.0
+    pool = CpuPool(env, 2, contended=True, stall=stall)
+    hog_core = [0.0] * hogs
+
+    def hog(i):
+        while True:
+            hog_core[i] += yield from pool.work(2_000.0)
+
+    for i in range(hogs):
+        env.process(hog(i))
+    out = {}
+
+    def region():
+        out["advanced_us"] = yield from pool.parallel_work(team * p_us, team)
+        out["end_us"] = env.now
+        out["hog_core_us"] = list(hog_core)
+
+    env.process(region())
+    env.run(until=10_000 * p_us)
+    s = min(1.0, 2 / (team + hogs))
+    end = p_us / s ** (1 + stall * (team - 1))
+    assert out["end_us"] == pytest.approx(end, rel=5e-3)   # to a quantum
+    assert out["advanced_us"] == pytest.approx(p_us)
+    for core_us in out["hog_core_us"]:
+        assert core_us == pytest.approx(s * end, rel=0.02)
+
+
+@pytest.mark.parametrize("gamma,threads,share", [(1.0, 2, 0.7), (2.27, 2, 2 / 3),
+                                                 (0.5, 4, 0.5)])
+def test_gamma_of_inverts_the_closed_form(gamma, threads, share):
+    w0 = 30_000.0
+    w1 = w0 / share ** (1 + gamma * (threads - 1))
+    assert gamma_of(w0, w1, share, threads) == pytest.approx(gamma)
+    assert gamma_of(w0, w1, 0.995, threads) is None     # its threads held their cores
+    assert gamma_of(w0, w0 * 0.9, share, threads) is None   # faster beside co-runners
+
+
+class _Step:
+    """A sidecar step record with the fields the fits read."""
+
+    def __init__(self, wall_us, cpu_us, t_us=None):
+        self.wall_us, self.next_wall_us = wall_us, 0.0
+        self.compute_cpu_us, self.t_start_us = cpu_us, t_us
+        self.profiled = False
+
+
+def test_fit_team_stall_recovers_gamma_from_a_probe():
+    rng = np.random.default_rng(3)
+    gamma, share, w0 = 2.0, 0.75, 30_000.0
+    w1 = w0 / share ** (1 + gamma)
+    cal = [_Step(w0 * (1 + 0.01 * rng.standard_normal()), 2 * w0) for _ in range(12)]
+    probe = [_Step(w1 * (1 + 0.01 * rng.standard_normal()), 2 * share * w1) for _ in range(8)]
+    point, (lo, hi) = fit_team_stall(cal, probe, 2)
+    assert point == pytest.approx(gamma, abs=0.1)
+    assert lo <= gamma + 0.1 and hi >= gamma - 0.1
+
+
+def test_interference_fit_leaves_the_teams_spinning_out():
+    """A probe where the batches' CPU does not change with the load while the team step's
+    CPU doubles (its threads spinning at the barriers, as measured at torch's default
+    threads): the fit, from the batches only, is 0; read as a one-thread step's CPU, the
+    same records fitted ≥ 0.5 (the user's capture hit the grid's bound, 1.0)."""
+    def setting(n_workers, step_cpu, kind):
+        out = []
+        for i in range(12):
+            t = i * 50_000.0
+            for w in range(max(n_workers, 1)):
+                out.append(Activity(t, t + 40_000.0, 1.0, 20_000.0, "batch"))
+            out.append(Activity(t + 5_000.0, t + 45_000.0, 2.0, step_cpu, kind))
+        return out
+
+    cal, probe = setting(0, 60_000.0, "team_step"), setting(2, 120_000.0, "team_step")
+    point, _ = fit_interference(cal, probe, 2)
+    assert point == pytest.approx(0.0, abs=0.01)
+    old = fit_interference(setting(0, 60_000.0, "step"), setting(2, 120_000.0, "step"), 2)
+    assert old[0] >= 0.5
+
+
+def _side(nw: int, threads: int, probe: bool = False) -> Sidecar:
+    steps = [{"wall_us": 30_000.0 + 100 * i, "cpu_us": 60_000.0, "next_wall_us": 0.0,
+              "next_cpu_us": 0.0, "profiled": i in (4, 5)} for i in range(8)]
+    doc = {"stepsim_sidecar": 1, "host_cores": 2, "torch_num_threads": threads,
+           "loader": {"num_workers": nw}, "produce": [], "steps": steps}
+    if probe:   # share 0.75, wall 30 / 0.75^3 ≈ 71 ms: γ 2.0
+        doc["probe"] = {"num_workers": 2, "produce": [], "steps": [
+            {"wall_us": 71_111.0 + 50 * i, "cpu_us": 2 * 0.75 * 71_111.0, "next_wall_us": 0.0,
+             "next_cpu_us": 0.0} for i in range(6)]}
+    return Sidecar.model_validate(doc)
+
+
+def test_team_stall_prior_without_a_probe_and_none_for_one_thread():
+    host, src, warn = team_stall_from_sidecar(_side(0, 2))
+    assert host == {"team_stall": sum(TEAM_STALL_PRIOR) / 2, "team_stall_range": TEAM_STALL_PRIOR}
+    assert src == {"host.team_stall": "assumed"} and "no probe" in warn[0]
+    assert team_stall_from_sidecar(_side(0, 1)) == ({}, {}, [])
+    host, src, warn = team_stall_from_sidecar(_side(1, 2))   # 2 threads + 1 worker > 2 cores
+    assert host == {} and "kept at γ 1" in warn[0]
+
+
+def test_a_probe_raises_the_floor_of_the_team_stall():
+    host, src, warn = team_stall_from_sidecar(_side(0, 2, probe=True))
+    lo, hi = host["team_stall_range"]
+    assert 1.5 < lo < 2.5 and hi == TEAM_STALL_PRIOR[1]
+    assert host["team_stall"] == pytest.approx((lo + hi) / 2)
+    assert src == {"host.team_stall": "inferred"} and "a floor" in warn[0]
+
+
+def _model(nw: int, stall: float, produce_ms: float = 10.0) -> StepModel:
+    return StepModel.model_validate({
+        "loader": {"num_workers": nw, "produce": {"mean_us": produce_ms * 1e3}, "host_cores": 2},
+        "host": {"team_stall": stall, "ops": [
+            {"kind": "next_batch"},
+            {"kind": "cpu", "dur_us": 30_000.0, "threads": 2, "parallel_fraction": 0.5}]}})
+
+
+def test_a_worker_meets_the_parallel_part_too():
+    """A 30 ms step, half serial, half parallel on 2 threads, beside one worker whose batch
+    (10 ms of CPU) is shorter than the serial part: with the serial part run first the worker
+    never met the team (step 30 ms at any γ); interleaved, the team stalls while the worker
+    runs, more with a larger γ, and never by more than the worker's whole batch at the
+    slowest share it gets (2/3 of a core): 30 < step ≤ 30 + 10 / (2/3)."""
+    steps = {g: simulate(_model(1, g), steps=60, warmup=10).mean_step_us / 1e3
+             for g in (1.0, 10.0)}
+    assert 30.5 < steps[1.0] < steps[10.0] <= 30.0 + 10.0 / (2 / 3) + 0.5
