@@ -1,0 +1,77 @@
+"""Rank files that cannot be one gloo job: a copied sidecar claiming another rank, a rank whose
+collectives were all dropped as impossible records, a rank from another run, a missing rank.
+Each is refused in one line naming the file (exit 2), or, for a missing rank, calibrated with
+a warning naming it; before, each calibrated silently into a wrong model."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from stepsim.calibration.calibrate import calibrate
+from stepsim.simcore.errors import InputError
+from tests.conftest import run_cli
+from tests.test_gloo import _copy_capture, gloo_run  # noqa: F401  (the module's real job)
+
+
+def test_two_sidecars_of_one_rank_are_refused(gloo_run, tmp_path):  # noqa: F811
+    """rank1's sidecar saying rank 0: before, it replaced rank 0's own (rank 0 took rank 1's
+    profiler factor and rank 1 none)."""
+    d = _copy_capture(gloo_run[0], tmp_path / "dup")
+    side = d / "rank1.sidecar.json"
+    data = json.loads(side.read_text())
+    data["ddp"]["rank"] = 0
+    side.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"rank1\.sidecar\.json.*records rank 0.*rank0\.sidecar"):
+        calibrate(d)
+
+
+def test_a_rank_whose_collectives_were_all_dropped_is_refused(gloo_run, tmp_path):  # noqa: F811
+    """Negative durations on rank 1's gloo:* events: they are dropped, which leaves rank 1
+    without collectives; before, the folder fell to the CPU calibration of rank0.json alone
+    ("no sidecar", no DDP at all) with exit 0."""
+    d = tmp_path / "neg"
+    shutil.copytree(gloo_run[0], d)
+    f = d / "rank1.json"
+    data = json.loads(f.read_text())
+    for e in data["traceEvents"]:
+        if str(e.get("name", "")).startswith("gloo:") and "dur" in e:
+            e["dur"] = -100
+    f.write_text(json.dumps(data))
+    res = run_cli("calibrate", str(d), "-o", str(tmp_path / "m.json"))
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr
+    assert "rank1.json" in lines[0] and "no gloo:* collectives left" in lines[0]
+    assert "negative dur" in lines[0]
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_a_rank_from_another_run_is_refused(gloo_run, tmp_path):  # noqa: F811
+    """rank1.json moved a minute later on the host's clock (another run of the same job):
+    before, the collectives' median end aligned it onto rank 0 and it calibrated as one job."""
+    d = tmp_path / "later"
+    shutil.copytree(gloo_run[0], d)
+    f = d / "rank1.json"
+    data = json.loads(f.read_text())
+    for e in data["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] += 6e7
+    f.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"rank1\.json: not of the same run as rank0\.json.*"
+                                         r"begin 5\d\.\d+ s after rank0\.json's end"):
+        calibrate(d)
+
+
+def test_a_missing_rank_is_named(gloo_run, tmp_path):  # noqa: F811
+    """Only rank 0 of a 2-rank job: it calibrates (what is left can be), and says rank 1 is
+    missing; before, it said nothing."""
+    d = tmp_path / "one"
+    shutil.copytree(gloo_run[0], d)
+    for f in d.glob("rank1*"):
+        f.unlink()
+    model = calibrate(d)
+    assert [r.rank for r in model.ranks] == [0] and model.comm.world_size == 2
+    assert any("rank 1 of the job's 2 (world size) has no trace" in w
+               for w in model.meta.warnings)
