@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stepsim.calibration.events import build_table
+from stepsim.calibration.same_run import check_one_run
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.trace_io import _trace_candidates, load_rank_traces, load_trace
 from stepsim.models.params import StepModel
@@ -94,16 +95,8 @@ def check_job(tables) -> None:
             raise InputError(t.path, "no gloo:* collectives left where the job's other rank "
                              f"files ({have[0].path.name}) have them, so its collectives cannot "
                              "be timed" + dropped_note(t))
-    spans = [(t, str(t.metadata.get("host_name") or ""), t.base_ns + int(t.ts_ns.min()),
-              t.base_ns + int(t.end_ns.max())) for t in tables if len(t)]
-    for t, host, a, b in spans[1:]:
-        t0, host0, a0, b0 = spans[0]
-        if host and host == host0 and (b < a0 or b0 < a):
-            when = (f"begin {(a - b0) / 1e9:.3f} s after {t0.path.name}'s end" if a > b0
-                    else f"end {(a0 - b) / 1e9:.3f} s before {t0.path.name}'s start")
-            raise InputError(t.path, f"not of the same run as {t0.path.name}: both ran on host "
-                             f"{host!r} (one clock), and its events {when}; the ranks of one job run together (calibrate "
-                             "each run's files on their own)")
+    check_one_run([(t.path, str(t.metadata.get("host_name") or ""), t.base_ns,
+                    t.base_ns + int(t.ts_ns.max())) for t in tables if len(t)])
 
 
 def sidecars_by_rank(files) -> dict:

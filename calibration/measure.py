@@ -35,6 +35,7 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.outside_load import OutsideLoad, outside_load
 from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
 from stepsim.calibration.linking import link
+from stepsim.calibration.same_run import check_one_run, raw_span
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drain_note, settled_after
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
@@ -206,6 +207,7 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
 
 def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     """One run of several ranks (see :func:`measured_steps`)."""
+    check_one_run([(r.path, *raw_span(r)) for r in raws])
     runs = [_one(r, step_regex, None) for r in raws]
     common = sorted(set.intersection(*(set(r.step_numbers) for r in runs)))
     if not common:

@@ -75,3 +75,25 @@ def test_a_missing_rank_is_named(gloo_run, tmp_path):  # noqa: F811
     assert [r.rank for r in model.ranks] == [0] and model.comm.world_size == 2
     assert any("rank 1 of the job's 2 (world size) has no trace" in w
                for w in model.meta.warnings)
+
+
+def test_validate_refuses_ranks_from_two_runs(gloo_run, tmp_path):  # noqa: F811
+    """validate matched the ranks by step number: rank 1 of a later run stood in the job's
+    steps beside rank 0 of this one (exit 0); now the same one line as calibrate's, exit 2,
+    whether the ranks come as a folder or as files."""
+    d = tmp_path / "later"
+    shutil.copytree(gloo_run[0], d)
+    f = d / "rank1.json"
+    data = json.loads(f.read_text())
+    for e in data["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] += 6e7
+    f.write_text(json.dumps(data))
+    model = tmp_path / "m.json"
+    assert run_cli("calibrate", str(gloo_run[0]), "-o", str(model)).returncode == 0
+    for given in ([str(d)], [str(d / "rank0.json"), str(f)]):
+        res = run_cli("validate", str(model), *given, "--ledger", str(tmp_path / "l.jsonl"))
+        assert res.returncode == 2, res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "rank1.json: not of the same run as rank0.json" in lines[0]
+    assert not (tmp_path / "l.jsonl").exists()
