@@ -120,7 +120,21 @@ def sidecars_by_rank(files) -> dict:
 
 
 def missing_ranks(model: StepModel, path: Path) -> StepModel:
-    """``model`` with a warning naming the ranks of the job's world size that have no trace."""
+    """``model`` with a warning naming the ranks of the job's world size that have no trace.
+
+    Raises:
+        InputError: an all-reduce (sized from its trace event's ``Input Dims``) larger than
+            every gradient the sidecar's DDP record lists together: its dims cannot be right.
+    """
+    grads = sum(g.bytes for g in model.comm.grad_params or []) \
+        if model.meta.notes.get("buckets") == "measured" else 0
+    big = [t for ts in model.device.streams.values() for t in ts
+           if grads and t.kind == "collective" and (t.bytes or 0) > grads]
+    if big:
+        raise InputError(path, f"an all-reduce of {big[0].bytes} B ({big[0].id}), more than the "
+                         f"{grads} B of "
+                         "every gradient the capture sidecar's DDP record lists: its trace "
+                         "event's Input Dims cannot be right")
     have = {r.rank for r in model.ranks}
     gone = sorted(set(range(model.comm.world_size)) - have)
     if not gone:

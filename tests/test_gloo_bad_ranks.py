@@ -97,3 +97,25 @@ def test_validate_refuses_ranks_from_two_runs(gloo_run, tmp_path):  # noqa: F811
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and "rank1.json: not of the same run as rank0.json" in lines[0]
     assert not (tmp_path / "l.jsonl").exists()
+
+
+def _dims(src, dst, dims):
+    """A copy of the job whose every gloo all-reduce event has ``Input Dims`` ``dims``."""
+    def edit(e):
+        if str(e.get("name", "")).startswith("gloo:all_reduce") and "args" in e:
+            e["args"]["Input Dims"] = dims
+    return _copy_capture(src, dst, edit_event=edit)
+
+
+def test_input_dims_that_cannot_be_right(gloo_run, tmp_path):  # noqa: F811
+    """A 10⁷ × 10⁷ all-reduce (400 TB) calibrated before into a 5.7e7 GB/s bus (exit 0); it is
+    more than all the DDP record's gradients together, so refused in one line naming it. A
+    dim ≤ 0 (before: the whole folder refused as an impossible model, -200 B) leaves the size
+    unknown, which the DDP record's buckets then give."""
+    with pytest.raises(InputError, match=r"an all-reduce of 400000000000000 B .*more than the "
+                                         r"\d+ B of every gradient"):
+        calibrate(_dims(gloo_run[0], tmp_path / "huge", [[10**7, 10**7]]))
+    good = calibrate(gloo_run[0])
+    neg = calibrate(_dims(gloo_run[0], tmp_path / "neg", [[-5, 10]]))
+    assert [t.bytes for t in neg.device.streams["gloo"]] == \
+        [t.bytes for t in good.device.streams["gloo"]]
