@@ -27,3 +27,15 @@ def test_a_cap_past_2_63_bytes_is_refused(cap):
 def test_a_cap_just_below_the_bound_is_one_bucket():
     assert [b.bytes for b in build_buckets(GRADS, MAX_CAP_MB * 0.999, MAX_CAP_MB * 0.999)] \
         == [3 * (4 << 20)]
+
+
+def test_scaling_a_collective_past_a_double_is_one_line():
+    """``--scale 1e308 category=communication`` on a model with a bus cost model: the
+    collective's bytes overflow a double; before: OverflowError (a traceback) rounding them."""
+    from stepsim.scenarios.primitives import scale
+    from stepsim.scenarios.transforms import parse_selector
+
+    m = cpu_ddp(2)
+    m = m.model_copy(update={"comm": m.comm.model_copy(update={"bus_gbps": 1.0})})
+    with pytest.raises(ModelError, match="x1e\\+308: gives an invalid model: .*bytes"):
+        scale(m, parse_selector("category=communication"), 1e308)
