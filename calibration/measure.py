@@ -197,6 +197,12 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
             return [run]
         mixed = sum(i[1] > 1 for i in info) > 1
     runs = [_run(g, Path(p), step_regex) for g, p in zip(groups, paths)]
+    for g, run in zip(groups, runs):
+        rank, world, _ = rank_of(g[0], [])
+        if len(g) == 1 and world > 1:
+            run.warnings.append(f"rank {rank} of a job of {world} ranks, "
+                                "measured alone: the job's step takes its slowest rank, which "
+                                "this file cannot show (give every rank's file, or their folder)")
     if mixed:
         runs[0].warnings.append(
             "several of these traces are ranks of multi-rank jobs but do not form one job "

@@ -119,3 +119,16 @@ def test_input_dims_that_cannot_be_right(gloo_run, tmp_path):  # noqa: F811
     neg = calibrate(_dims(gloo_run[0], tmp_path / "neg", [[-5, 10]]))
     assert [t.bytes for t in neg.device.streams["gloo"]] == \
         [t.bytes for t in good.device.streams["gloo"]]
+
+
+def test_validate_says_when_one_rank_stands_for_the_job(gloo_run, tmp_path):  # noqa: F811
+    """One rank file of a 2-rank job: scored, with a warning that the job's step (its slowest
+    rank's) is not what it measured; before, nothing said so."""
+    model = tmp_path / "m.json"
+    assert run_cli("calibrate", str(gloo_run[0]), "-o", str(model)).returncode == 0
+    res = run_cli("validate", str(model), str(gloo_run[0] / "rank0.json"),
+                  "--ledger", str(tmp_path / "l.jsonl"))
+    assert res.returncode == 0, res.stderr
+    assert "rank 0 of a job of 2 ranks, measured alone" in res.stderr
+    res = run_cli("validate", str(model), str(gloo_run[0]), "--ledger", str(tmp_path / "l.jsonl"))
+    assert res.returncode == 0 and "measured alone" not in res.stderr
