@@ -123,7 +123,8 @@ def _input_numel(table: EventTable, i: int) -> tuple[int | None, str]:
     d = dims[0] if isinstance(dims, list) and dims else None
     while isinstance(d, list) and d and isinstance(d[0], list):
         d = d[0]
-    n = int(np.prod(d)) if isinstance(d, list) and d and all(isinstance(x, int) for x in d) else None
+    ok = isinstance(d, list) and d and all(isinstance(x, int) and x > 0 for x in d)
+    n = int(np.prod(d)) if ok else None     # a dim <= 0 cannot be a bucket's: unknown
     t = types[0] if isinstance(types, list) and types else ""
     return n, str(t)
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from stepsim.calibration.events import build_table
+from stepsim.calibration.same_run import check_one_run
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.trace_io import _trace_candidates, load_rank_traces, load_trace
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
-__all__ = ["gloo_dir"]
+__all__ = ["gloo_dir", "check_job", "sidecars_by_rank", "missing_ranks"]
 
 
 def gloo_dir(path: Path) -> StepModel | None:
@@ -39,18 +40,26 @@ def gloo_dir(path: Path) -> StepModel | None:
         head = build_table(load_trace(first))
     except InputError:
         return None         # left to the GPU calibration's own error
-    if head.gpu_mask().any() or not is_gloo(head):
+    if head.gpu_mask().any() or not (is_gloo(head) or _gloo_job(head)):
         return None
     tables = [build_table(raw) for raw in load_rank_traces(path)]
-    if any(t.gpu_mask().any() for t in tables) or not all(is_gloo(t) for t in tables):
+    if any(t.gpu_mask().any() for t in tables) or not any(is_gloo(t) for t in tables):
         return None
-    sidecars = {}
-    for f in sorted(path.glob("*sidecar*.json")):
-        side = load_sidecar(f)
-        ddp = getattr(side, "ddp", None)
-        if ddp is not None:
-            sidecars[ddp.rank] = side
-    return calibrate_gloo(tables, sidecars)
+    check_job(tables)
+    sidecars = sidecars_by_rank(sorted(path.glob("*sidecar*.json")))
+    return missing_ranks(calibrate_gloo(tables, sidecars), path)
+
+
+def _gloo_job(table) -> bool:
+    """Whether the trace's ``distributedInfo`` names a gloo job of several ranks (its own
+    collectives may all have been dropped as impossible records)."""
+    info = table.metadata.get("distributedInfo")
+    if not isinstance(info, dict):
+        return False
+    try:
+        return str(info.get("backend")) == "gloo" and int(info.get("world_size") or 1) > 1
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def _capture_ranks(dirs: list[Path]) -> StepModel | None:
@@ -58,12 +67,82 @@ def _capture_ranks(dirs: list[Path]) -> StepModel | None:
     from stepsim.calibration.gloo import calibrate_gloo, is_gloo
 
     tables = [build_table(load_trace(d / "trace.json.gz")) for d in dirs]
-    if any(t.gpu_mask().any() for t in tables) or not all(is_gloo(t) for t in tables):
+    if any(t.gpu_mask().any() for t in tables) or not any(is_gloo(t) for t in tables):
         return None
-    sidecars = {}
-    for d in dirs:
-        if (d / "sidecar.json").is_file():
-            side = load_sidecar(d / "sidecar.json")
-            if getattr(side, "ddp", None) is not None:
-                sidecars[side.ddp.rank] = side
-    return calibrate_gloo(tables, sidecars)
+    check_job(tables)
+    sidecars = sidecars_by_rank([d / "sidecar.json" for d in dirs
+                                 if (d / "sidecar.json").is_file()])
+    return missing_ranks(calibrate_gloo(tables, sidecars), dirs[0].parent)
+
+
+def check_job(tables) -> None:
+    """Refuse files that cannot be the ranks of one gloo job: a rank whose ``gloo:*``
+    collectives are all gone (dropped as impossible records, or never there) beside ranks that
+    have them, and, for ranks on one host (one clock: Kineto's ``baseTimeNanoseconds`` + ts),
+    a file whose events do not overlap the first file's in time (ranks of one job run
+    together; a rank from another run of the same job would otherwise be aligned onto it by
+    the collectives' median end and calibrated as if it were one job).
+
+    Raises:
+        InputError: naming the file and what is wrong.
+    """
+    from stepsim.calibration.events import dropped_note
+    from stepsim.calibration.gloo import is_gloo
+
+    have = [t for t in tables if is_gloo(t)]
+    for t in tables:
+        if have and not is_gloo(t):
+            raise InputError(t.path, "no gloo:* collectives left where the job's other rank "
+                             f"files ({have[0].path.name}) have them, so its collectives cannot "
+                             "be timed" + dropped_note(t))
+    check_one_run([(t.path, str(t.metadata.get("host_name") or ""), t.base_ns,
+                    t.base_ns + int(t.ts_ns.max())) for t in tables if len(t)])
+
+
+def sidecars_by_rank(files) -> dict:
+    """The capture sidecars with a DDP record, by the rank they record (``ddp.rank``).
+
+    Raises:
+        InputError: two sidecars recording one rank (the later would replace the earlier,
+            and its rank's profiler factor and thread times would be another rank's).
+    """
+    out, where = {}, {}
+    for f in files:
+        side = load_sidecar(f)
+        ddp = getattr(side, "ddp", None)
+        if ddp is None:
+            continue
+        if ddp.rank in out:
+            raise InputError(f, f"records rank {ddp.rank} (ddp.rank), as {where[ddp.rank].name} "
+                             "does: two sidecars of one rank (a copied or mislabelled sidecar)")
+        out[ddp.rank], where[ddp.rank] = side, Path(f)
+    return out
+
+
+def missing_ranks(model: StepModel, path: Path) -> StepModel:
+    """``model`` with a warning naming the ranks of the job's world size that have no trace.
+
+    Raises:
+        InputError: an all-reduce (sized from its trace event's ``Input Dims``) larger than
+            every gradient the sidecar's DDP record lists together: its dims cannot be right.
+    """
+    grads = sum(g.bytes for g in model.comm.grad_params or []) \
+        if model.meta.notes.get("buckets") == "measured" else 0
+    big = [t for ts in model.device.streams.values() for t in ts
+           if grads and t.kind == "collective" and (t.bytes or 0) > grads]
+    if big:
+        raise InputError(path, f"an all-reduce of {big[0].bytes} B ({big[0].id}), more than the "
+                         f"{grads} B of "
+                         "every gradient the capture sidecar's DDP record lists: its trace "
+                         "event's Input Dims cannot be right")
+    have = {r.rank for r in model.ranks}
+    gone = sorted(set(range(model.comm.world_size)) - have)
+    if not gone:
+        return model
+    note = (f"{path.name}/: rank{'s' if len(gone) > 1 else ''} "
+            f"{', '.join(map(str, gone[:8]))}{' ...' if len(gone) > 8 else ''} of the job's "
+            f"{model.comm.world_size} (world size) {'have' if len(gone) > 1 else 'has'} no trace: the model holds rank"
+            f"{'s' if len(have) > 1 else ''} {', '.join(map(str, sorted(have)))} only, so the "
+            "wait for the missing ranks counts as transfer, not arrival skew")
+    meta = model.meta.model_copy(update={"warnings": [note] + list(model.meta.warnings)})
+    return model.model_copy(update={"meta": meta})

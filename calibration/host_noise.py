@@ -127,6 +127,12 @@ def _same_setting(a: Sidecar, b: Sidecar) -> str | None:
             return f"{name} is {getattr(lb, name)!r}, the capture's is {getattr(la, name)!r}"
     if (a.torch_num_threads or 1) != (b.torch_num_threads or 1):
         return f"torch_num_threads is {b.torch_num_threads}, the capture's is {a.torch_num_threads}"
+    # the run-to-run speed is of one host: another machine's (or device's) ratio is not it
+    for name in ("host_name", "device", "host_cores"):
+        va, vb = getattr(a, name, None), getattr(b, name, None)
+        if va is not None and vb is not None and va != vb:
+            return (f"{name} is {vb!r}, the capture's is {va!r} (the host's run-to-run speed is "
+                    "measured by runs on the capture's host)")
     return None
 
 

@@ -35,6 +35,7 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.outside_load import OutsideLoad, outside_load
 from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
 from stepsim.calibration.linking import link
+from stepsim.calibration.same_run import check_one_run, raw_span
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drain_note, settled_after
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
@@ -196,6 +197,12 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
             return [run]
         mixed = sum(i[1] > 1 for i in info) > 1
     runs = [_run(g, Path(p), step_regex) for g, p in zip(groups, paths)]
+    for g, run in zip(groups, runs):
+        rank, world, _ = rank_of(g[0], [])
+        if len(g) == 1 and world > 1:
+            run.warnings.append(f"rank {rank} of a job of {world} ranks, "
+                                "measured alone: the job's step takes its slowest rank, which "
+                                "this file cannot show (give every rank's file, or their folder)")
     if mixed:
         runs[0].warnings.append(
             "several of these traces are ranks of multi-rank jobs but do not form one job "
@@ -206,6 +213,7 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
 
 def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     """One run of several ranks (see :func:`measured_steps`)."""
+    check_one_run([(r.path, *raw_span(r)) for r in raws])
     runs = [_one(r, step_regex, None) for r in raws]
     common = sorted(set.intersection(*(set(r.step_numbers) for r in runs)))
     if not common:

@@ -30,6 +30,10 @@ from stepsim.simcore.units import mib_to_bytes, transfer_us
 __all__ = ["Bucket", "build_buckets", "apply_ddp", "collective_us", "ring_bus_bytes",
            "set_bucket_caps", "is_allreduce"]
 
+MAX_CAP_MB = 2.0 ** 43
+"""A bucket cap's bound (MiB): 2**63 bytes, past which a cap in bytes is no integer (torch's
+DDP raises OverflowError as it converts one); any real model fits far below it."""
+
 
 @dataclass(frozen=True)
 class Bucket:
@@ -69,8 +73,9 @@ def build_buckets(grad_params: list[GradParam], bucket_cap_mb: float = 25.0,
     Raises:
         ModelError: a cap ≤ 0.
     """
-    if bucket_cap_mb <= 0 or first_bucket_cap_mb <= 0:
-        raise ModelError(f"bucket caps must be > 0 MiB, got bucket_cap_mb={bucket_cap_mb}, "
+    if not (0 < bucket_cap_mb < MAX_CAP_MB and 0 < first_bucket_cap_mb < MAX_CAP_MB):
+        raise ModelError(f"bucket caps must be > 0 MiB and below {MAX_CAP_MB:.4g} (2**63 bytes), "
+                         f"got bucket_cap_mb={bucket_cap_mb}, "
                          f"first_bucket_cap_mb={first_bucket_cap_mb}")
     limits = (mib_to_bytes(first_bucket_cap_mb), mib_to_bytes(bucket_cap_mb))
     open_: dict[str, list[GradParam]] = {}     # dtype -> params of its open bucket
@@ -329,6 +334,7 @@ def set_bucket_caps(model: StepModel, bucket_cap_mb: float | None = None,
     if first_bucket_cap_mb is not None:
         upd["first_bucket_cap_mb"] = first_bucket_cap_mb
     for k, v in upd.items():
-        if not v > 0:
-            raise ModelError(f"comm.{k} must be > 0 MiB, got {v}")
+        if not 0 < v < MAX_CAP_MB:   # torch's int(bucket_cap_mb * 2**20) overflows past it too
+            raise ModelError(f"comm.{k} must be > 0 MiB and below {MAX_CAP_MB:.4g} MiB (2**63 "
+                             f"bytes), got {v}")
     return apply_ddp(model.model_copy(update={"comm": model.comm.model_copy(update=upd)}))

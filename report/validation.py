@@ -112,9 +112,11 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
             f"step): median |error| {s.median_abs_error_pct:.1f}%, "
             f"max |error| {s.max_abs_error_pct:.1f}%")
     if s.coverage is not None:
+        # a record can say inside without its P10/P90 (a hand-written one): no width then
+        width = "" if s.median_width_pct is None else \
+            f", median width {s.median_width_pct:.1f}% of the prediction"
         c.print(f"interval coverage: {share_text(s.coverage, s.n_intervals)} (P10-P90 aims at "
-                f"80%), "
-                f"median width {s.median_width_pct:.1f}% of the prediction")
+                f"80%){width}")
     if s.median_width_sources_pct:
         c.print("median width by source, each alone: " + ", ".join(
             f"{LABELS.get(k, k)} {v:.1f}%" for k, v in sorted(

@@ -45,7 +45,8 @@ def _selection(model: StepModel, sel: Selector, what: str) -> Selection:
 
 def _scale_task(t: dict, cats: frozenset[str] | None, f: float, cost_model: bool) -> None:
     if t["kind"] == "collective" and cost_model and t.get("bytes") is not None:
-        t["bytes"] = int(round(t["bytes"] * f))
+        b = t["bytes"] * f     # past a double (x1e308): left inf, which validation refuses
+        t["bytes"] = int(round(b)) if math.isfinite(b) else b
     if cats is None:
         t["dur_us"] *= f
         t["breakdown_us"] = {k: v * f for k, v in t["breakdown_us"].items()}

@@ -23,9 +23,11 @@ from typing import Annotated, Sequence
 
 import numpy as np
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from stepsim.models.host_speed import LOAD_WARN
+from stepsim.scenarios.ledger_bounds import AtLeastOne, MeasuredUs, StepUs, check_record
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.errors import InputError, ModelError, printable
@@ -155,14 +157,14 @@ class LedgerRecord(BaseModel):
     def _printable(cls, v):
         """File names become printable UTF-8 (see :func:`simcore.errors.shown`)."""
         return printable(v)
-    steps_measured: int
-    predicted_mean_us: float
-    predicted_median_us: float
-    p10_us: float | None
-    p50_us: float | None
-    p90_us: float | None
-    measured_mean_us: float
-    measured_median_us: float
+    steps_measured: AtLeastOne
+    predicted_mean_us: StepUs
+    predicted_median_us: StepUs
+    p10_us: StepUs | None
+    p50_us: StepUs | None
+    p90_us: StepUs | None
+    measured_mean_us: MeasuredUs
+    measured_median_us: MeasuredUs
     error_pct: float
     median_error_pct: float
     inside: bool | None
@@ -172,15 +174,15 @@ class LedgerRecord(BaseModel):
     in_sample: bool = False
     """The prediction is of the setting the model was calibrated on (a replay, not a
     prediction): kept apart from the score."""
-    startup_us: float | None = None
+    startup_us: StepUs | None = None
     """The worker start-up step (a multi-process DataLoader's first ``next()`` spawns its
     workers), left out of the measured steps: its mean over the runs that had one (None:
     none seen); ``startup_next_us`` its ``next()``, ``startup_later_next_us`` the median
     ``next()`` after it, ``startup_runs`` how many runs it is of."""
-    startup_next_us: float | None = None
-    startup_later_next_us: float | None = None
-    startup_runs: int = 0
-    runs: int = 1
+    startup_next_us: StepUs | None = None
+    startup_later_next_us: StepUs | None = None
+    startup_runs: Annotated[int, Field(ge=0)] = 0
+    runs: AtLeastOne = 1
     """Re-measured runs pooled (the interval is of their pooled mean: the host's speed once
     per run, the steps' variation through the standard error of ``steps_measured``)."""
     width_sources_pct: dict[str, float] = {}
@@ -192,6 +194,11 @@ class LedgerRecord(BaseModel):
     ``models.host_speed.pooled_load``); None: not measurable (no sidecar), or a ledger
     written before it was recorded. Past
     :data:`models.host_speed.LOAD_WARN` the record is scored apart (:attr:`outside_load`)."""
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        check_record(self)      # scenarios.ledger_bounds: numbers that contradict each other
+        return self
 
     @property
     def outside_load(self) -> bool:

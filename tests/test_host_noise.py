@@ -95,6 +95,21 @@ def test_replicate_of_another_setting_is_refused(cpu_run_nw1, tmp_path):
     assert not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.parametrize("field,value", [("host_name", "another-box"), ("host_cores", 64),
+                                         ("device", "cuda")])
+def test_replicate_from_another_host_is_refused(cpu_run_nw1, tmp_path, field, value):
+    """The run-to-run speed is of the capture's host: a replicate whose sidecar names another
+    host, core count or device is refused; before, its CPU-time ratio was taken as this
+    host's speed (exit 0)."""
+    other = _replicate(cpu_run_nw1, tmp_path / "other", 1.0)
+    data = json.loads((other / "sidecar.json").read_text())
+    data[field] = value
+    (other / "sidecar.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match=f"not a replicate of the capture: {field} is "
+                                         f"{value!r}, the capture's is"):
+        calibrate(cpu_run_nw1, replicates=[other])
+
+
 def test_calibration_replays_the_capture_at_its_own_speed(cpu_run_nw1, tmp_path):
     """A replicate whose identical work took 2x the CPU time moves host.cpu_scale to the runs'
     mean speed (sqrt 2, for predictions of the next run), but the replay that calibration checks

@@ -16,7 +16,8 @@ from tests.test_planner import cpu_model
 def _rec(scenario: str, measured_us: float, model: str = "cpu") -> LedgerRecord:
     return LedgerRecord(
         time="t", label=scenario, model=model, scenario=scenario, traces=[], steps_measured=1,
-        predicted_mean_us=1.0, predicted_median_us=1.0, p10_us=None, p50_us=None, p90_us=None,
+        predicted_mean_us=measured_us, predicted_median_us=measured_us, p10_us=None,
+        p50_us=None, p90_us=None,
         measured_mean_us=measured_us, measured_median_us=measured_us, error_pct=0.0,
         median_error_pct=0.0, inside=None, predicted_bottleneck="input",
         measured_bottleneck=None, bottleneck_agrees=None)
