@@ -15,6 +15,8 @@ expressions are (not ``numpy.maximum``), so they pick the same operand.
 """
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 from stepsim.models.intervals import EPS_US as _EPS
@@ -59,27 +61,24 @@ class _Charges:
             self.u.append(us[m])
 
 
-_UNKNOWN = -2
+_SPAN_KEY = itemgetter(2, 8, 7)   # a host span's kind, category, cause
+_UNKNOWN = -2   # a host span's key code before it is looked up
 
 
-def _host_codes(bl, ch: _Charges, codes: np.ndarray, ii: np.ndarray, memo: dict) -> np.ndarray:
-    """The key codes of the host spans ``ii`` (:func:`models.blame._host_key`; ``_FOLLOW``:
-    followed), looked up the first time a walk reaches a span."""
-    from stepsim.models.blame import _host_key
-    got = codes[ii]
-    todo = np.unique(ii[got == _UNKNOWN]).tolist()
-    if todo:
-        host = bl.host
-        for i in todo:
-            sp = host[i]
-            t = (sp[2], sp[8], sp[7])
-            c = memo.get(t)
-            if c is None:
-                k = _host_key(*t)
-                c = memo[t] = _FOLLOW if k is None else ch.code(k)
-            codes[i] = c
-        got = codes[ii]
-    return got
+class _HostCodes(dict):
+    """A host span's (kind, category, cause) → its key code (:func:`models.blame._host_key`;
+    ``_FOLLOW``: followed), filled as spans are reached. A code only names a key: the keys'
+    order in ``acc`` is that of their first charge."""
+
+    def __init__(self, ch: _Charges):
+        super().__init__()
+        self.ch = ch
+
+    def __missing__(self, t: tuple) -> int:
+        from stepsim.models.blame import _host_key
+        k = _host_key(*t)
+        c = self[t] = _FOLLOW if k is None else self.ch.code(k)
+        return c
 
 
 def charge_holes(bl, compute: list, g0: np.ndarray, g1: np.ndarray, js: np.ndarray,
@@ -153,7 +152,7 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
     if n and not (np.diff(ends) >= 0).all():   # bisect on an unsorted list: the scalar way
         slow[w_ids] = True
         return
-    codes, memo = np.full(n, _UNKNOWN, dtype=np.intp), {}
+    codes, memo = np.full(n, _UNKNOWN, dtype=np.intp), _HostCodes(ch)
     other = ch.code("other")
     i = np.searchsorted(ends, a, side="right")
     cur = a.copy()
@@ -165,7 +164,12 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
         e = np.where(bb < e, bb, e)        # min(e, b)
         ch.add(hid, other, np.where(bb < s, bb, s) - c, s > c)
         on = e > s
-        kc = _host_codes(bl, ch, codes, ii, memo)
+        kc = codes[ii]
+        new = on & (kc == _UNKNOWN)
+        if new.any():   # the spans reached for the first time (twice in a round: no matter)
+            todo = ii[new]
+            kc[new] = codes[todo] = np.fromiter(map(memo.__getitem__, map(_SPAN_KEY, map(
+                bl.host.__getitem__, todo.tolist()))), np.intp, len(todo))
         followed = on & (kc == _FOLLOW)
         slow[hid[followed]] = True
         ch.add(hid, kc, e - s, on & ~followed)
@@ -179,11 +183,13 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
 def _total(bl, ch: _Charges, nh, slow, compute, g0, g1, js, bs, h0, h1):
     """Add the charges into ``bl.acc`` in hole order; the kept holes' causes."""
     n = len(compute)
-    keep = [np.isin(h, np.flatnonzero(slow), invert=True) for h in ch.h]
-    H = [h[k] for h, k in zip(ch.h, keep)]
-    K = [x[k] for x, k in zip(ch.k, keep)]
-    U = [u[k] for u, k in zip(ch.u, keep)]
+    H = [np.concatenate(ch.h)] if ch.h else []
+    K = [np.concatenate(ch.k)] if ch.k else []
+    U = [np.concatenate(ch.u)] if ch.u else []
     if slow.any():
+        if H:   # a slow hole's charges are all the tape's
+            fast = ~slow[H[0]]
+            H, K, U = [H[0][fast]], [K[0][fast]], [U[0][fast]]
         acc = bl.acc
         for x in np.flatnonzero(slow).tolist():
             tape = bl.acc = _Tape()
