@@ -15,6 +15,7 @@ expressions are (not ``numpy.maximum``), so they pick the same operand.
 """
 from __future__ import annotations
 
+import math
 from operator import itemgetter
 
 import numpy as np
@@ -61,6 +62,8 @@ class _Charges:
             self.u.append(us[m])
 
 
+_LAUNCH, _READY, _RUN_START, _GAP = itemgetter(4), itemgetter(5), itemgetter(6), itemgetter(8)
+_SECOND = itemgetter(1)
 _SPAN_KEY = itemgetter(2, 8, 7)   # a host span's kind, category, cause
 _UNKNOWN = -2   # a host span's key code before it is looked up
 
@@ -97,11 +100,11 @@ def charge_holes(bl, compute: list, g0: np.ndarray, g1: np.ndarray, js: np.ndarr
     b = np.where(starts, bs, g1)
     # the next compute run's start (Blame.blame's "start")
     s_ids = ids[starts & (b - a > _EPS)]
-    runs = [compute[j] for j in js[s_ids].tolist()]
+    runs = list(map(compute.__getitem__, js[s_ids].tolist()))
     m = len(runs)
-    ready = np.fromiter((r[5] for r in runs), float, m)
-    gap = np.fromiter((r[8] for r in runs), float, m)
-    start = np.fromiter((r[6] for r in runs), float, m)
+    ready = np.fromiter(map(_READY, runs), float, m)
+    gap = np.fromiter(map(_GAP, runs), float, m)
+    start = np.fromiter(map(_RUN_START, runs), float, m)
     sa, sb = a[s_ids], b[s_ids]
     entered = ready + gap
     late = start > entered + _EPS
@@ -121,11 +124,11 @@ def charge_holes(bl, compute: list, g0: np.ndarray, g1: np.ndarray, js: np.ndarr
     # what made it ready (Blame._binding): its launch, nothing, or a task (the scalar way)
     launch = np.full(m, np.nan)
     best_t = np.full(m, -np.inf)
-    for i in np.flatnonzero(alive).tolist():
-        r = runs[i]
-        best_t[i] = bl.latest_ready(r)[1]
-        if r[4] is not None:
-            launch[i] = r[4]
+    at = np.flatnonzero(alive)
+    bound = list(map(runs.__getitem__, at.tolist()))
+    best_t[at] = np.fromiter(map(_SECOND, map(bl.latest_ready, bound)), float, len(at))
+    launch[at] = np.fromiter((math.nan if x is None else x for x in map(_LAUNCH, bound)), float,
+                             len(at))
     by_launch = alive & ~np.isnan(launch) & (launch > best_t + _EPS)
     nothing = alive & ~by_launch & (best_t <= sa + _EPS)
     slow[s_ids[alive & ~by_launch & ~nothing]] = True
