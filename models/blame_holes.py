@@ -110,7 +110,7 @@ def charge_holes(bl, compute: list, g0: np.ndarray, g1: np.ndarray, js: np.ndarr
     late = start > entered + _EPS
     if late.any():
         late_key = {}
-        for r in compress_runs(runs, late):
+        for r in _picked(runs, late):
             if r[2] not in late_key:
                 late_key[r[2]] = ch.code(bl.late_key(r[2]))
         kc = np.fromiter((late_key.get(r[2], 0) for r in runs), np.intp, m)
@@ -141,10 +141,11 @@ def charge_holes(bl, compute: list, g0: np.ndarray, g1: np.ndarray, js: np.ndarr
     wa = np.concatenate([sa[walk], a[direct]])
     wb = np.concatenate([hb[walk], b[direct]])
     _walk_host(bl, ch, w_ids, wa, wb, slow, hs, ends)
-    return _total(bl, ch, nh, slow, compute, g0, g1, js, bs, h0, h1)
+    return _total(bl, ch, slow, compute, g0, g1, js, bs, h0, h1)
 
 
-def compress_runs(runs: list, mask: np.ndarray) -> list:
+def _picked(runs: list, mask: np.ndarray) -> list:
+    """The runs where ``mask``."""
     return [runs[i] for i in np.flatnonzero(mask).tolist()]
 
 
@@ -183,7 +184,7 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
     ch.add(w_ids, other, b - cur, (cur < b) & ~slow[w_ids])
 
 
-def _total(bl, ch: _Charges, nh, slow, compute, g0, g1, js, bs, h0, h1):
+def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):
     """Add the charges into ``bl.acc`` in hole order; the kept holes' causes."""
     n = len(compute)
     H = [np.concatenate(ch.h)] if ch.h else []
