@@ -32,6 +32,7 @@ from operator import add, itemgetter
 
 import numpy as np
 
+from stepsim.models.blame_holes import charge_holes
 from stepsim.models.device import TaskRun
 from stepsim.models.intervals import EPS_US as _EPS
 from stepsim.models.intervals import merge, merge_arrays
@@ -176,10 +177,7 @@ class Blame:
                 ready = run.ready_us
                 entered = ready + run.gap_us
                 if run.start_us > entered + _EPS:
-                    t = self.tasks.get(run.task)
-                    key = "arrival_skew" if t is not None and t.kind == "collective" else (
-                        t.copy_kind if t is not None and t.copy_kind else "other")
-                    self._add(key, b - max(a, entered))
+                    self._add(self.late_key(run.task), b - max(a, entered))
                     b = min(b, entered)
                     if b - a <= _EPS:
                         continue
@@ -194,8 +192,26 @@ class Blame:
             else:
                 self._host(a, b, stack)
 
+    def late_key(self, task: str) -> str:
+        """What a run of ``task`` that started after it was ready waited on: other ranks (a
+        collective), its copy engine, or something else."""
+        t = self.tasks.get(task)
+        return "arrival_skew" if t is not None and t.kind == "collective" else (
+            t.copy_kind if t is not None and t.copy_kind else "other")
+
     def _binding(self, run: TaskRun, a: float, b: float) -> tuple:
         """What made ``run`` ready last: a dependency, its stream predecessor or its launch."""
+        best, best_t = self.latest_ready(run)
+        if run.launch_us is not None and run.launch_us > best_t + _EPS:
+            return ("host", None, a, min(b, run.launch_us))
+        if best is None or best_t <= a + _EPS:
+            self._add("other", b - a)
+            return ("host", None, a, a)
+        return ("finish", best, a, min(b, best_t))
+
+    def latest_ready(self, run: TaskRun) -> tuple[TaskRun | None, float]:
+        """The dependency or stream predecessor of ``run`` that finished last, and when (µs;
+        ``(None, -inf)``: none)."""
         best, best_t = None, -math.inf
         deps = self._deps.get(run.task)
         if deps is None:
@@ -211,12 +227,7 @@ class Blame:
         p = self.prev.get((run.step, run.task))
         if p is not None and p.end_us > best_t + _EPS:
             best, best_t = p, p.end_us
-        if run.launch_us is not None and run.launch_us > best_t + _EPS:
-            return ("host", None, a, min(b, run.launch_us))
-        if best is None or best_t <= a + _EPS:
-            self._add("other", b - a)
-            return ("host", None, a, a)
-        return ("finish", best, a, min(b, best_t))
+        return best, best_t
 
     def _host(self, a: float, b: float, stack: list) -> None:
         ends = self.host_ends
@@ -358,17 +369,6 @@ def critical_path(bl: Blame, w0: float, w1: float, paced_by_device: bool,
     g0s, g1s = g0s[gap], g1s[gap]
     js = np.searchsorted(st, g1s - _EPS, side="left")   # the next compute run's index
     bs = np.minimum(g1s, st[np.minimum(js, max(n - 1, 0))]) if n else g1s
-    holes = []
     h0, h1 = holes_in if holes_in is not None else (-math.inf, math.inf)
-    blame = bl.blame
-    for g0, g1, j, b in zip(g0s.tolist(), g1s.tolist(), js.tolist(), bs.tolist()):
-        kept = h0 <= g0 < h1
-        before = dict(bl.acc) if kept else None
-        if j < n:
-            blame(("start", compute[j], g0, b))
-        else:
-            blame(("host", None, g0, g1))
-        if kept:
-            holes.append(Hole(g0, g1 - g0, {k: v - before.get(k, 0.0) for k, v in bl.acc.items()
-                                            if v - before.get(k, 0.0) > _EPS}))
+    holes = [Hole(*h) for h in charge_holes(bl, compute, g0s, g1s, js, bs, h0, h1, hs, he)]
     return "compute", busy, dict(bl.acc), holes

@@ -1,0 +1,243 @@
+"""The compute lane's holes charged all at once (:func:`charge_holes`, for
+:func:`models.blame.critical_path`): what :meth:`models.blame.Blame.blame` adds hole by hole,
+the same floats in the same order.
+
+A hole's chain is followed with numpy, every hole a step at a time, as far as its common
+shape goes: the next compute run's start (an ``arrival_skew`` / copy wait, ``device_idle``),
+what made it ready (its launch, or nothing: ``other``) and the host thread's spans up to
+then. A hole whose chain goes further (a dependency still running, a host wait followed to
+the device) is charged the scalar way (:meth:`Blame.blame`) into a tape. Each charge is
+recorded as (hole, key, µs) in the order the scalar walk makes it, and each key's running
+total is a ``numpy.cumsum`` (a sequential sum) over its charges in hole order, so the totals
+and each hole's causes (total after the hole - total before it) are the same bit for bit.
+Element-wise comparisons are written with ``numpy.where`` as the scalar code's conditional
+expressions are (not ``numpy.maximum``), so they pick the same operand.
+"""
+from __future__ import annotations
+
+import math
+from operator import itemgetter
+
+import numpy as np
+
+from stepsim.models.intervals import EPS_US as _EPS
+
+__all__ = ["charge_holes"]
+
+_FOLLOW = -1   # a host span's key code: a wait followed to the device (the scalar way)
+
+
+class _Tape:
+    """Stands in for ``Blame.acc`` while one hole is charged the scalar way: each
+    ``acc[key] += us`` reads 0.0 and so stores ``us`` exactly, recorded in order."""
+
+    def __init__(self):
+        self.items: list[tuple[str, float]] = []
+
+    def __getitem__(self, key: str) -> float:
+        return 0.0
+
+    def __setitem__(self, key: str, us: float) -> None:
+        self.items.append((key, us))
+
+
+class _Charges:
+    """(hole, key code, µs) charges in the order made, each hole's in its scalar order."""
+
+    def __init__(self):
+        self.codes: dict[str, int] = {}
+        self.h: list[np.ndarray] = []
+        self.k: list[np.ndarray] = []
+        self.u: list[np.ndarray] = []
+
+    def code(self, key: str) -> int:
+        return self.codes.setdefault(key, len(self.codes))
+
+    def add(self, holes: np.ndarray, keys, us: np.ndarray, where: np.ndarray) -> None:
+        """Charge ``us`` to ``keys`` (codes) for ``holes`` where ``where`` and ``us > EPS``."""
+        m = where & (us > _EPS)
+        if m.any():
+            self.h.append(holes[m])
+            self.k.append(np.broadcast_to(np.asarray(keys, dtype=np.intp), us.shape)[m])
+            self.u.append(us[m])
+
+
+_LAUNCH, _READY, _RUN_START, _GAP = itemgetter(4), itemgetter(5), itemgetter(6), itemgetter(8)
+_SECOND = itemgetter(1)
+_SPAN_KEY = itemgetter(2, 8, 7)   # a host span's kind, category, cause
+_UNKNOWN = -2   # a host span's key code before it is looked up
+
+
+class _HostCodes(dict):
+    """A host span's (kind, category, cause) → its key code (:func:`models.blame._host_key`;
+    ``_FOLLOW``: followed), filled as spans are reached. A code only names a key: the keys'
+    order in ``acc`` is that of their first charge."""
+
+    def __init__(self, ch: _Charges):
+        super().__init__()
+        self.ch = ch
+
+    def __missing__(self, t: tuple) -> int:
+        from stepsim.models.blame import _host_key
+        k = _host_key(*t)
+        c = self[t] = _FOLLOW if k is None else self.ch.code(k)
+        return c
+
+
+def charge_holes(bl, compute: list, g0: np.ndarray, g1: np.ndarray, js: np.ndarray,
+                 bs: np.ndarray, h0: float, h1: float, hs: np.ndarray, ends: np.ndarray
+                 ) -> list[tuple[float, float, dict]]:
+    """Charge every hole ``[g0, g1)`` (µs) into ``bl.acc``: the hole waits for
+    ``compute[j]`` to start (until ``b``), or, ``j ≥ len(compute)``, for the host. Returns
+    ``(start_us, dur_us, causes)`` of the holes starting in ``[h0, h1)``, in order. ``hs``,
+    ``ends``: the host spans' starts and ends (``bl.host``'s, µs)."""
+    nh, n = len(g0), len(compute)
+    ch = _Charges()
+    ids = np.arange(nh)
+    slow = np.zeros(nh, dtype=bool)
+    starts = js < n
+    a = g0
+    b = np.where(starts, bs, g1)
+    # the next compute run's start (Blame.blame's "start")
+    s_ids = ids[starts & (b - a > _EPS)]
+    runs = list(map(compute.__getitem__, js[s_ids].tolist()))
+    m = len(runs)
+    ready = np.fromiter(map(_READY, runs), float, m)
+    gap = np.fromiter(map(_GAP, runs), float, m)
+    start = np.fromiter(map(_RUN_START, runs), float, m)
+    sa, sb = a[s_ids], b[s_ids]
+    entered = ready + gap
+    late = start > entered + _EPS
+    if late.any():
+        late_key = {}
+        for r in _picked(runs, late):
+            if r[2] not in late_key:
+                late_key[r[2]] = ch.code(bl.late_key(r[2]))
+        kc = np.fromiter((late_key.get(r[2], 0) for r in runs), np.intp, m)
+        ch.add(s_ids, kc, sb - np.where(sa > entered, sa, entered), late)   # b - max(a, entered)
+        sb = np.where(late, np.where(sb < entered, sb, entered), sb)        # min(b, entered)
+    alive = sb - sa > _EPS
+    idle = alive & (gap > _EPS)
+    ch.add(s_ids, ch.code("device_idle"), sb - np.where(sa > ready, sa, ready), idle)
+    sb = np.where(idle, np.where(ready < sb, ready, sb), sb)
+    alive &= sb - sa > _EPS
+    # what made it ready (Blame._binding): its launch, nothing, or a task (the scalar way)
+    launch = np.full(m, np.nan)
+    best_t = np.full(m, -np.inf)
+    at = np.flatnonzero(alive)
+    bound = list(map(runs.__getitem__, at.tolist()))
+    best_t[at] = np.fromiter(map(_SECOND, map(bl.latest_ready, bound)), float, len(at))
+    launch[at] = np.fromiter((math.nan if x is None else x for x in map(_LAUNCH, bound)), float,
+                             len(at))
+    by_launch = alive & ~np.isnan(launch) & (launch > best_t + _EPS)
+    nothing = alive & ~by_launch & (best_t <= sa + _EPS)
+    slow[s_ids[alive & ~by_launch & ~nothing]] = True
+    ch.add(s_ids, ch.code("other"), sb - sa, nothing)
+    hb = np.where(by_launch, np.where(sb < launch, sb, launch), sb)   # min(b, launch)
+    walk = by_launch & (hb - sa > _EPS)
+    # the host thread's spans in [a, b) (Blame._host)
+    direct = ids[~starts & (b - a > _EPS)]
+    w_ids = np.concatenate([s_ids[walk], direct])
+    wa = np.concatenate([sa[walk], a[direct]])
+    wb = np.concatenate([hb[walk], b[direct]])
+    _walk_host(bl, ch, w_ids, wa, wb, slow, hs, ends)
+    return _total(bl, ch, slow, compute, g0, g1, js, bs, h0, h1)
+
+
+def _picked(runs: list, mask: np.ndarray) -> list:
+    """The runs where ``mask``."""
+    return [runs[i] for i in np.flatnonzero(mask).tolist()]
+
+
+def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
+    n = len(ends)
+    if len(w_ids) == 0:
+        return
+    if n and not (np.diff(ends) >= 0).all():   # bisect on an unsorted list: the scalar way
+        slow[w_ids] = True
+        return
+    codes, memo = np.full(n, _UNKNOWN, dtype=np.intp), _HostCodes(ch)
+    other = ch.code("other")
+    i = np.searchsorted(ends, a, side="right")
+    cur = a.copy()
+    act = np.flatnonzero((i < n) & (cur < b))
+    while len(act):
+        ii, c, bb, hid = i[act], cur[act], b[act], w_ids[act]
+        s, e = hs[ii], ends[ii]
+        s = np.where(c > s, c, s)          # max(s, cur)
+        e = np.where(bb < e, bb, e)        # min(e, b)
+        ch.add(hid, other, np.where(bb < s, bb, s) - c, s > c)
+        on = e > s
+        kc = codes[ii]
+        new = on & (kc == _UNKNOWN)
+        if new.any():   # the spans reached for the first time (twice in a round: no matter)
+            todo = ii[new]
+            kc[new] = codes[todo] = np.fromiter(map(memo.__getitem__, map(_SPAN_KEY, map(
+                bl.host.__getitem__, todo.tolist()))), np.intp, len(todo))
+        followed = on & (kc == _FOLLOW)
+        slow[hid[followed]] = True
+        ch.add(hid, kc, e - s, on & ~followed)
+        c = np.where(e > c, e, c)
+        cur[act] = c
+        i[act] = ii + 1
+        act = act[(ii + 1 < n) & (c < bb) & ~followed]
+    ch.add(w_ids, other, b - cur, (cur < b) & ~slow[w_ids])
+
+
+def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):
+    """Add the charges into ``bl.acc`` in hole order; the kept holes' causes."""
+    n = len(compute)
+    H = [np.concatenate(ch.h)] if ch.h else []
+    K = [np.concatenate(ch.k)] if ch.k else []
+    U = [np.concatenate(ch.u)] if ch.u else []
+    if slow.any():
+        if H:   # a slow hole's charges are all the tape's
+            fast = ~slow[H[0]]
+            H, K, U = [H[0][fast]], [K[0][fast]], [U[0][fast]]
+        acc = bl.acc
+        for x in np.flatnonzero(slow).tolist():
+            tape = bl.acc = _Tape()
+            j = int(js[x])
+            bl.blame(("start", compute[j], float(g0[x]), float(bs[x])) if j < n
+                     else ("host", None, float(g0[x]), float(g1[x])))
+            bl.acc = acc
+            if tape.items:
+                H.append(np.full(len(tape.items), x, dtype=np.intp))
+                K.append(np.array([ch.code(k) for k, _ in tape.items], dtype=np.intp))
+                U.append(np.array([u for _, u in tape.items], dtype=float))
+    H = np.concatenate(H) if H else np.zeros(0, np.intp)
+    K = np.concatenate(K) if K else np.zeros(0, np.intp)
+    U = np.concatenate(U) if U else np.zeros(0)
+    order = np.argsort(H, kind="stable")
+    H, K, U = H[order], K[order], U[order]
+    names = list(ch.codes)
+    acc = bl.acc
+    first = {}
+    per_key = {}
+    for c in np.unique(K).tolist():
+        sel = K == c
+        name = names[c]
+        had = name in acc
+        init = acc[name] if had else 0.0
+        run = np.cumsum(np.concatenate(([init], U[sel])))   # init + u1 + u2 + ... in order
+        per_key[name] = (H[sel], run, had)
+        first[name] = int(np.argmax(sel))
+    for name in sorted(first, key=first.__getitem__):   # new keys in the order first charged
+        acc[name] = float(per_key[name][1][-1])
+    kept = np.flatnonzero((h0 <= g0) & (g0 < h1)).tolist()
+    out = []
+    order_keys = list(acc)
+    for x in kept:
+        causes = {}
+        for name in order_keys:
+            got = per_key.get(name)
+            if got is None:
+                continue
+            hk, run, _ = got
+            lo, hi = np.searchsorted(hk, x, "left"), np.searchsorted(hk, x, "right")
+            if hi > lo:
+                d = float(run[hi]) - float(run[lo])
+                if d > _EPS:
+                    causes[name] = d
+        out.append((float(g0[x]), float(g1[x]) - float(g0[x]), causes))
+    return out

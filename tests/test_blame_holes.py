@@ -1,0 +1,66 @@
+"""The critical path's holes charged together (models/blame_holes.py) give the same floats,
+bit for bit and keys in the same order, as charging them one at a time with Blame.blame."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stepsim import api
+from stepsim.models.blame import Blame, critical_path, device_paced
+from stepsim.models.intervals import EPS_US
+from stepsim.models.simulate import simulate
+
+REFERENCE = Path(__file__).resolve().parents[1] / "scenarios" / "reference"
+
+
+def _one_at_a_time(bl: Blame, w0: float, w1: float, holes_in=None):
+    """The holes as critical_path charged them before: one Blame.blame per hole."""
+    runs = [r for r in bl.runs if bl.is_compute_task(r.task)]
+    compute = sorted(runs, key=lambda r: r.start_us)
+    n = len(compute)
+    st = np.array([r.start_us for r in compute])
+    en = np.array([r.end_us for r in compute])
+    inside = (en > w0) & (st < w1) & (en > st)
+    from stepsim.models.intervals import merge_arrays
+    union = merge_arrays(np.maximum(st[inside], w0), np.minimum(en[inside], w1))
+    g0s = np.array([w0] + [e for _, e in union])
+    g1s = np.array([s for s, _ in union] + [w1])
+    gap = g1s - g0s > EPS_US
+    g0s, g1s = g0s[gap], g1s[gap]
+    js = np.searchsorted(st, g1s - EPS_US, side="left")
+    bs = np.minimum(g1s, st[np.minimum(js, max(n - 1, 0))]) if n else g1s
+    h0, h1 = holes_in if holes_in is not None else (-math.inf, math.inf)
+    holes = []
+    for g0, g1, j, b in zip(g0s.tolist(), g1s.tolist(), js.tolist(), bs.tolist()):
+        before = dict(bl.acc)
+        bl.blame(("start", compute[j], g0, b) if j < n else ("host", None, g0, g1))
+        if h0 <= g0 < h1:
+            holes.append((g0, g1 - g0, {k: v - before.get(k, 0.0) for k, v in bl.acc.items()
+                                        if v - before.get(k, 0.0) > EPS_US}))
+    return list(bl.acc.items()), holes
+
+
+@pytest.mark.parametrize("name", ["unhealthy_step", "straggler"])
+def test_holes_charged_together_match_one_at_a_time(name):
+    m = api.load_model(str(REFERENCE / f"{name}.yaml"))
+    r = simulate(m, steps=12, warmup=2, keep="all")
+    for rank in r.ranks[:2]:
+        w0, w1 = r.rank_window_us(rank)
+        paced = device_paced(r, rank)
+        scarce, _, gap, holes = critical_path(Blame(r, rank), w0, w1, paced)
+        if scarce != "compute":
+            continue
+        acc, ref = _one_at_a_time(Blame(r, rank), w0, w1)
+        assert list(gap.items()) == acc   # same keys, same order, same floats
+        assert [(h.start_us, h.dur_us, list(h.causes.items())) for h in holes] == [
+            (a, d, list(c.items())) for a, d, c in ref]
+        assert len(holes) > 4
+        mid = (w0 + w1) / 2   # only the holes of the second half kept
+        _, _, gap2, half = critical_path(Blame(r, rank), w0, w1, paced, holes_in=(mid, w1))
+        acc2, ref2 = _one_at_a_time(Blame(r, rank), w0, w1, (mid, w1))
+        assert list(gap2.items()) == acc2
+        assert [(h.start_us, h.dur_us, h.causes) for h in half] == ref2
+        assert 0 < len(half) < len(holes)
