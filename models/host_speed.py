@@ -198,7 +198,7 @@ def pooled_load(runs: Sequence[tuple[float | None, float]]) -> tuple[float | Non
     advanced ``1 + s`` slower than alone lengthens it by at most its share of the pooled time
     times ``s``: the pool's slowdown is the time-weighted mean of its runs' (over the runs that
     could tell; None when none could). A record is scored apart past ``LOAD_WARN`` as one run
-    is: one run just past the bound among quiet re-measured runs no longer sets the whole
+    is, when measured slower than predicted (``scenarios.validate.LedgerRecord.load_explains``): one run just past the bound among quiet re-measured runs no longer sets the whole
     pool apart (it was the most loaded run's slowdown), and a clearly loaded one still does."""
     known = [(s, w) for s, w in runs if s is not None and w > 0]
     if not known:
@@ -211,4 +211,4 @@ def pooled_load(runs: Sequence[tuple[float | None, float]]) -> tuple[float | Non
                   f"{1 + max(over):.2f}x slower than the machine alone); weighted by each "
                   "run's share of the pooled step time the pooled mean is at most "
                   f"{1 + pool:.2f}x slower, within {100 * LOAD_WARN:.0f} %, so the record is "
-                  "scored (past it, scored apart)")
+                  "scored (past it, scored apart when measured slower than predicted)")
