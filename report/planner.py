@@ -209,7 +209,9 @@ def print_sweep(r: SweepResult, as_json: bool = False) -> None:
     c.print(t)
     for k in r.knees.values():
         c.print(f"knee of {k.path}: [bold]{k.value}[/bold] ({_ms(k.step_us)} ms; best "
-                f"{k.best_value} at {_ms(k.best_step_us)} ms): {k.reason}")
+                f"{k.best_value} at {_ms(k.best_step_us)} ms"
+                + (f" ({', '.join(map(str, k.best_ties))} the same)" if k.best_ties else "")
+                + f"): {k.reason}")
     _run_ahead_note([(", ".join(f"{k}={v}" for k, v in pt.values.items()), pt.prediction)
                      for pt in r.points])
 
