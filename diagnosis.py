@@ -13,6 +13,9 @@ from stepsim.models.params import StepModel, load_model
 from stepsim.simcore.errors import StepsimError, shown
 from stepsim.views import grouped_warnings
 
+MEMORY_WHY_NOT_CPU = "no device kernels (a CPU run): no device memory to fit"
+"""Why a CPU run has no memory verdict, on its trace and on its model alike."""
+
 
 def _trace_file(path: Path) -> Path | None:
     """The one trace file a roofline and memory profile read: the file itself, a capture
@@ -99,17 +102,19 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
         from stepsim.scenarios.diagnose import on_gpu
 
         m = input if path is None else load_model(path)
-        why = ("a model has no kernel shapes (give the trace)" if on_gpu(m) else
+        gpu = on_gpu(m)
+        why = ("a model has no kernel shapes (give the trace)" if gpu else
                "the model has no device work (a CPU run): the step is host work")
-        d = walk(m, roof_why_not=why,
-                 memory_why_not="a model has no memory events (give the trace)", **kw)
+        # a CPU model says the trace's reason: there is no device memory to fit either way
+        d = walk(m, roof_why_not=why, memory_why_not=MEMORY_WHY_NOT_CPU if not gpu else
+                 "a model has no memory events (give the trace)", **kw)
         return Diagnosed(d, (f"no roofline plot: {why}",) if plot else ())
     model = fit(path, step_regex=step_regex)
     roof, kernels, why, mem, ratio, source = _trace_evidence(path, step_regex, peak)
     d = walk(model, name=path.name, kernel_ratio=ratio, ratio_source=source, roof=roof,
              kernels=kernels, roof_why_not=why, memory=mem,
              memory_why_not="no device memory events (record with profile_memory=True)"
-             if kernels else "no device kernels (a CPU run): no device memory to fit", **kw)
+             if kernels else MEMORY_WHY_NOT_CPU, **kw)
     warnings = grouped_warnings(model.meta.warnings)
     if plot and roof is None:
         warnings += (f"no roofline plot: {why}",)

@@ -198,7 +198,8 @@ class Capture:
         The profiler's stop pauses the loop while the workers fill the prefetch queue, and the
         first unprofiled steps that drain it are not scored
         (:func:`calibration.run_drift.settled_after`): take ``after`` at least
-        ``num_workers × prefetch_factor + 4``.
+        ``num_workers × prefetch_factor + 20`` (``calibration.run_drift.SCORE_AFTER_STEPS``:
+        a mean of fewer steps is pulled by single slow ones).
 
         With ``probe_workers`` (a loader made by :meth:`dataloader`), a short probe follows:
         ``probe_steps`` more steps (after ``PROBE_SKIP`` unrecorded ones, which carry the new

@@ -36,7 +36,8 @@ from stepsim.calibration.outside_load import OutsideLoad, outside_load
 from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
 from stepsim.calibration.linking import link
 from stepsim.calibration.same_run import check_one_run, raw_span
-from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drain_note, settled_after
+from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, SCORE_AFTER_STEPS, drain_note,
+                                           settled_after)
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
@@ -292,6 +293,11 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
         prof = after
         if settled.drained:
             notes.append(drain_note(settled))
+        if len(after) < SCORE_AFTER_STEPS:
+            notes.append(f"scored {len(after)} unprofiled steps, fewer than {SCORE_AFTER_STEPS}: "
+                         "a mean of few steps is pulled by single slow ones (compare it with "
+                         "the median; capture with Capture.steps(..., after=N), N at least "
+                         f"num_workers × prefetch_factor + {SCORE_AFTER_STEPS})")
         notes.append(f"measured: the {len(after)} unprofiled steps after the profiled window "
                      f"(sidecar), mean {float(np.mean(step_us)) / 1e3:.1f} ms; the trace's "
                      f"profiled steps took {traced / 1e3:.1f} ms, "

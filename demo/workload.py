@@ -21,15 +21,18 @@ import sys
 
 import numpy as np
 
+from stepsim.calibration.run_drift import SCORE_AFTER_STEPS
+
 IMAGE_PX = 320      # stored image side (pixels)
 CROP_PX = 64       # training crop side (pixels)
 BATCH_SIZE = 32
 N_IMAGES = 512      # distinct images; the dataset cycles over them
 CLASSES = 10
 PROBE_STEPS = 8     # recorded steps of the optional probe at a second num_workers
-AFTER_STEPS = 10
-"""Steps timed after the profiled window with the profiler stopped (and, above 2 workers,
-``num_workers × prefetch_factor`` more, since that many can be drained): a validation scores these
+AFTER_STEPS = SCORE_AFTER_STEPS
+"""Steps timed after the profiled window with the profiler stopped (and, with workers,
+``num_workers × prefetch_factor`` more, since that many can be drained: :func:`after_steps`,
+the advice of :data:`calibration.run_drift.SCORE_AFTER_STEPS`): a validation scores these
 (the steps as the user pays them, without the profiler's per-op cost; :mod:`calibration.measure`),
 less the first ones that drain the prefetch queue the workers filled while the profiler's stop
 paused the loop (:func:`calibration.run_drift.settled_after`: 3 of them at ``num_workers=1``
@@ -38,6 +41,13 @@ At ``num_workers=0`` the main thread decodes and augments each batch under the p
 quick demo runs here the profiled steps at ``num_workers=0`` took 1.40× and 0.97× the
 unprofiled ones beside them: what moved was the machine (load average 1.4, then 3-4), not a
 profiler cost this demo could measure."""
+
+
+def after_steps(num_workers: int, prefetch_factor: int) -> int:
+    """Steps the demo times after its profiled window: :data:`AFTER_STEPS` past the
+    ``num_workers × prefetch_factor`` batches the first of them can drain (none without
+    workers)."""
+    return AFTER_STEPS + (num_workers * prefetch_factor if num_workers > 0 else 0)
 
 
 def make_jpegs(n: int, seed: int = 0) -> list[bytes]:
@@ -124,9 +134,7 @@ def run(num_workers: int, out_dir: str, active: int = 8, seed: int = 0,
     loss_fn = torch.nn.CrossEntropyLoss()
     cap = Capture(out_dir)
     skip_first, wait, warmup = 4, 1, 2
-    # the first steps after the window drain the prefetch queue (num_workers x prefetch_factor
-    # batches) and are not scored: keep AFTER_STEPS past them
-    after = AFTER_STEPS + (num_workers * prefetch_factor if num_workers > 2 else 0)
+    after = after_steps(num_workers, prefetch_factor)
     total = skip_first + wait + warmup + active + after
     # The dataset holds more batches than the loop takes, so workers never run dry mid-window.
     probe = 0 if probe_workers is None and probe_batch_size is None else PROBE_STEPS + 2

@@ -198,7 +198,7 @@ def pooled_load(runs: Sequence[tuple[float | None, float]]) -> tuple[float | Non
     advanced ``1 + s`` slower than alone lengthens it by at most its share of the pooled time
     times ``s``: the pool's slowdown is the time-weighted mean of its runs' (over the runs that
     could tell; None when none could). A record is scored apart past ``LOAD_WARN`` as one run
-    is: one run just past the bound among quiet re-measured runs no longer sets the whole
+    is, when measured slower than predicted (``scenarios.validate.LedgerRecord.load_explains``): one run just past the bound among quiet re-measured runs no longer sets the whole
     pool apart (it was the most loaded run's slowdown), and a clearly loaded one still does."""
     known = [(s, w) for s, w in runs if s is not None and w > 0]
     if not known:
@@ -211,4 +211,31 @@ def pooled_load(runs: Sequence[tuple[float | None, float]]) -> tuple[float | Non
                   f"{1 + max(over):.2f}x slower than the machine alone); weighted by each "
                   "run's share of the pooled step time the pooled mean is at most "
                   f"{1 + pool:.2f}x slower, within {100 * LOAD_WARN:.0f} %, so the record is "
-                  "scored (past it, scored apart)")
+                  "scored (past it, scored apart when measured slower than predicted)")
+
+
+def two_run_noise(model) -> tuple[float, str] | None:
+    """The host's run-to-run noise as one re-measured run of each of two settings sees it:
+    the P10–P90 half-width (a fraction, ``0.15`` for ±15 %) of the ratio of two new runs'
+    speeds, and where it comes from; None when the model states no ``host.cpu_scale`` range.
+
+    Measured (``host.speed_runs``, ``n ≥ 2``): the log ratio of two runs is ``sqrt(2) s_p ·
+    T(ν0 + n − 1)`` (the module docstring's ``s_p``). Prior only: the stated range is of the
+    next run against the capture, already the ratio of two runs; its P10–P90 half-width over
+    its centre."""
+    prior = model.meta.ranges.get("host.cpu_scale")
+    if prior is None:
+        return None
+    lo, hi = float(prior[0]), float(prior[1])
+    runs = model.host.speed_runs
+    if len(runs) >= 2:
+        from scipy.stats import t as student_t
+
+        _, scale, dof = predictive(runs, (lo, hi))     # s_p · sqrt(1 + 1/n)
+        s_p = scale / pooled_scale(len(runs), 1)
+        half = float(student_t.ppf(0.5 + P10_P90 / 2, dof)) * math.sqrt(2) * s_p
+        return (math.exp(half) - 1,
+                f"{len(runs)} measured runs and the stated range {lo:g}–{hi:g}")
+    if not 0 < lo <= hi:
+        return None
+    return P10_P90 * (hi - lo) / (hi + lo), f"the stated range {lo:g}–{hi:g}"

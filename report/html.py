@@ -206,8 +206,11 @@ def _validation(d: ReportData) -> str:
     if s is not None and s.n_outside_load:
         out += (f"<p>{s.n_outside_load} record(s) re-measured under outside load (up to "
                 f"{1 + s.max_outside_load_slowdown:.1f}× slower than the machine alone) are left "
-                f"out of the score: median |error| {s.outside_load_median_abs_error_pct:.1f}%."
-                "</p>")
+                f"out of the score (measured slower than predicted, which the load could "
+                f"explain): median |error| {s.outside_load_median_abs_error_pct:.1f}%.</p>")
+    if s is not None and s.n_outside_load_kept:
+        out += (f"<p>{s.n_outside_load_kept} record(s) re-measured under outside load yet "
+                "faster than predicted stay in the score: the load only slows a run.</p>")
     if s is not None and s.n:
         out += (f"<p>{s.n} predictions: median |error| {s.median_abs_error_pct:.1f}%, max "
                 f"{s.max_abs_error_pct:.1f}%"

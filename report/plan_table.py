@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from stepsim.report.pred_text import interval_text as _interval, run_ahead_note as _run_ahead_note
-from stepsim.report.pred_text import x_text as _x
+from stepsim.report.pred_text import host_noise, noise_line, x_text as _x
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms
 from stepsim.scenarios.plan import Plan
 from stepsim.simcore.units import us_to_ms
@@ -36,6 +36,7 @@ def plan_dict(p: Plan) -> dict:
     """The chain as a document (ms): ``first_bottleneck`` and each move's ``next_bottleneck``
     are the bottleneck as ``whatif`` names it; ``*largest_ceiling*`` the top ceiling."""
     b = p.baseline
+    noise = [host_noise(m.prediction.model, m.speedup) for m in p.moves]
     return {"baseline": b.to_dict(),
             "first_bottleneck": b.bottleneck, "first_bottleneck_label": b.bottleneck_label,
             **_ceiling_keys(p.largest_ceiling, "first_"),
@@ -45,8 +46,10 @@ def plan_dict(p: Plan) -> dict:
                        "next_bottleneck": m.prediction.bottleneck,
                        "next_label": m.prediction.bottleneck_label,
                        **_ceiling_keys(m.largest_ceiling),
+                       "within_host_noise": n["within_host_noise"] if n else None,
                        "tried": [{"op": d, "mean_step_ms": None if s is None else us_to_ms(s)}
-                                 for d, s in m.tried]} for m in p.moves],
+                                 for d, s in m.tried]} for m, n in zip(p.moves, noise)],
+            "host_noise_pct": next((n["host_noise_pct"] for n in noise if n), None),
             "speedup": p.speedup, "stop": p.stop, "category_share": p.category_share}
 
 
@@ -96,5 +99,11 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
         c.print(f"final step, device time by category as a share of the step (streams run "
                 f"side by side, so the shares can add up past 100%): {mix}")
     c.print(f"stop: {p.stop}")
+    noise = [(i, host_noise(m.prediction.model, m.speedup)) for i, m in enumerate(p.moves, 1)]
+    within = [(i, n) for i, n in noise if n and n["within_host_noise"]]
+    if within:
+        c.print(noise_line(f"the predicted change of move{'s' if len(within) > 1 else ''} "
+                           f"{', '.join(str(i) for i, _ in within)} (its speed-up over the step "
+                           f"before it) {'are each' if len(within) > 1 else 'is'}", within[0][1]))
     _run_ahead_note([("baseline", b)] + [(f"move {i}", m.prediction)
                                          for i, m in enumerate(p.moves, 1)])

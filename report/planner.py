@@ -18,7 +18,7 @@ from stepsim.models.host_speed import factor_range
 from stepsim.report.figures import pyplot, save
 from stepsim.report.plan_table import plan_dict, print_plan
 from stepsim.report.pred_text import interval_text as _interval, run_ahead_note as _run_ahead_note
-from stepsim.report.pred_text import x_text as _x
+from stepsim.report.pred_text import host_noise, noise_line, x_text as _x
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms, rank_comm_table
 from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
@@ -55,6 +55,7 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator:
 def whatif_dict(base: Prediction, pred: Prediction) -> dict:
     out = {"baseline": base.to_dict(), "scenario": pred.to_dict(),
            "speedup": base.mean_step_us / pred.mean_step_us}
+    out.update(host_noise(pred.model, out["speedup"]) or {})
     per = _batches(base, pred)
     if per is not None:
         out["batch_sizes"] = list(per)
@@ -83,8 +84,12 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
         t.add_row(name, _ms(p.mean_step_us), _ms(p.median_step_us), _interval(p),
                   p.bottleneck_label)
     c.print(t)
-    c.print(f"speed-up {_x(base.mean_step_us / pred.mean_step_us)}; bottleneck: "
+    x = base.mean_step_us / pred.mean_step_us
+    c.print(f"speed-up {_x(x)}; bottleneck: "
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
+    noise = host_noise(pred.model, x)
+    if noise and noise["within_host_noise"]:
+        c.print(noise_line(f"the predicted change ({_x(x)}) is", noise))
     per = _batches(base, pred)
     if per is not None:
         a, b = (p.mean_step_us / n for p, n in zip((base, pred), per))
@@ -204,7 +209,9 @@ def print_sweep(r: SweepResult, as_json: bool = False) -> None:
     c.print(t)
     for k in r.knees.values():
         c.print(f"knee of {k.path}: [bold]{k.value}[/bold] ({_ms(k.step_us)} ms; best "
-                f"{k.best_value} at {_ms(k.best_step_us)} ms): {k.reason}")
+                f"{k.best_value} at {_ms(k.best_step_us)} ms"
+                + (f" ({', '.join(map(str, k.best_ties))} the same)" if k.best_ties else "")
+                + f"): {k.reason}")
     _run_ahead_note([(", ".join(f"{k}={v}" for k, v in pt.values.items()), pt.prediction)
                      for pt in r.points])
 

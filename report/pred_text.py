@@ -1,14 +1,16 @@
-"""How a prediction reads in a table: its P10 / P50 / P90 interval, a speed-up, and the
-warning for a host that ran ahead of its device (the planner's and the plan's tables)."""
+"""How a prediction reads in a table: its P10 / P50 / P90 interval, a speed-up, whether that
+speed-up is within the host's run-to-run noise, and the warning for a host that ran ahead of
+its device (the planner's and the plan's tables)."""
 from __future__ import annotations
 
 import math
 from typing import Sequence
 
+from stepsim.models.host_speed import two_run_noise
 from stepsim.report.tables import console, ms_text as _ms
 from stepsim.scenarios.predict import Prediction
 
-__all__ = ["interval_text", "x_text", "run_ahead_note"]
+__all__ = ["interval_text", "x_text", "run_ahead_note", "host_noise", "noise_line"]
 
 
 def interval_text(p: Prediction) -> str:
@@ -33,3 +35,25 @@ def run_ahead_note(named: Sequence[tuple[str, Prediction]]) -> None:
                         f"{which}. Nothing makes the host wait, so the simulated window saw "
                         "its transient pace, which lasts only until the launch queue fills; "
                         "the steady step is at least the device's time.")
+
+
+def host_noise(model, speedup: float) -> dict | None:
+    """Whether a predicted ``speedup`` (old step over new) is within the host's run-to-run
+    noise as one re-measured run of each setting sees it
+    (:func:`models.host_speed.two_run_noise`): ``{"host_noise_pct": P10–P90 half-width of
+    one run's speed against another's, "host_noise_source", "within_host_noise": |ln
+    speedup| under the half-width's log}``; None without a model or a stated range."""
+    noise = two_run_noise(model) if model is not None else None
+    if noise is None or not speedup > 0 or math.isinf(speedup):
+        return None
+    half, source = noise
+    return {"host_noise_pct": 100 * half, "host_noise_source": source,
+            "within_host_noise": abs(math.log(speedup)) < math.log1p(half)}
+
+
+def noise_line(what: str, noise: dict) -> str:
+    """The line that says ``what`` (a predicted change) cannot be told from host noise."""
+    return (f"{what} within this host's run-to-run noise (±{noise['host_noise_pct']:.0f} %, "
+            f"P10–P90 of one run's speed against another's, from "
+            f"{noise['host_noise_source']}): one re-measured run of each setting cannot "
+            "confirm it; compare the means of several (validate pools runs)")

@@ -76,9 +76,11 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
         if r.outside_load:
             console().print(
                 f"[yellow]{r.label}:[/yellow] re-measured under outside load, about "
-                f"{1 + r.outside_load_slowdown:.1f}x slower than the machine alone: its error is "
-                "the load's as much as the prediction's, and a ledger scores it apart "
-                "(re-measure on a quiet machine)")
+                f"{1 + r.outside_load_slowdown:.1f}x slower than the machine alone: " + (
+                    "its error is the load's as much as the prediction's, and a ledger scores "
+                    "it apart (re-measure on a quiet machine)" if r.load_explains else
+                    f"yet faster than predicted ({r.error_pct:+.1f}%), which the load cannot "
+                    "explain (it only slows a run): a ledger keeps it in the score"))
         if r.startup_us is not None:
             console().print(
                 f"{r.label}: the worker start-up step is left out of the measured steps: "
@@ -91,7 +93,7 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
 def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
                  as_json: bool = False) -> None:
     """Every record, then the score: median and max |error|, interval coverage, bottleneck
-    agreement; the in-sample records and those re-measured under outside load counted apart."""
+    agreement; the in-sample records and those the outside load could explain counted apart."""
     if as_json:
         return _json({"summary": asdict(s), "records": [r.model_dump() for r in records]})
     print_validation(records)
@@ -105,6 +107,10 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
                 f"the machine alone) left out of the score: median |error| "
                 f"{s.outside_load_median_abs_error_pct:.1f}%, the load's as much as the "
                 "prediction's")
+    if s.n_outside_load_kept:
+        c.print(f"{s.n_outside_load_kept} record{'s' if s.n_outside_load_kept != 1 else ''} "
+                "re-measured under outside load yet faster than predicted kept in the score "
+                "(the load only slows a run: it cannot explain that error)")
     if s.n == 0:
         c.print("the ledger has no out-of-sample prediction")
         return

@@ -46,8 +46,11 @@ class Knee:
 
     Attributes:
         path / value / step_us: the knee.
-        best_value / best_step_us: the best point along the same line.
+        best_value / best_step_us: the best point along the same line: of the values whose
+            mean step rounds to the lowest's at the 0.1 ms a sweep shows, the first in the
+            order given (the smallest setting, for an ascending list).
         reason: why, in words.
+        best_ties: the other values along the line whose mean step rounds the same (a tie).
     """
 
     path: str
@@ -56,6 +59,7 @@ class Knee:
     best_value: Any
     best_step_us: float
     reason: str
+    best_ties: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,11 @@ def _valid_points(model: StepModel, base: Sequence[Operation], paths: list[str],
     return kept, tuple(notes)
 
 
+TIE_US = 100.0
+"""Mean steps that round to the same multiple of this (µs: the 0.1 ms a sweep's table and
+knee line show) tie for the best along a line."""
+
+
 def _overlap(a: Prediction, b: Prediction) -> bool:
     """Whether both predictions have P10-P90 intervals and those overlap."""
     return (a.has_interval and b.has_interval and a.p10_step_us <= b.p90_step_us
@@ -188,7 +197,8 @@ def _knee(result: SweepResult, path: str, start: StepModel, tol: float) -> Knee:
     low = min(steps)
     k = next(i for i, s in enumerate(steps) if s <= low * (1 + tol))
     knee, first = line[k], line[0]
-    b = steps.index(low)
+    tied = [i for i, s in enumerate(steps) if round(s / TIE_US) == round(low / TIE_US)]
+    b = tied[0]
     kp, fp = knee.prediction, first.prediction
     v = knee.values[path]
     if k == 0:
@@ -213,4 +223,5 @@ def _knee(result: SweepResult, path: str, start: StepModel, tol: float) -> Knee:
             cores = start.loader.host_cores
             if v + 1 >= cores:
                 reason += f" (workers and the main thread already fill the {cores} host cores)"
-    return Knee(path, v, steps[k], line[b].values[path], low, reason)
+    return Knee(path, v, steps[k], line[b].values[path], steps[b], reason,
+                tuple(line[i].values[path] for i in tied[1:]))

@@ -9,14 +9,13 @@ falls inside the prediction interval, and whether the bottlenecks agree
 
 The ledger is a JSON-lines file, one record per line, that the user names;
 :func:`append_ledger` adds a record (rewriting the file atomically), :func:`read_ledger` reads
-it back and :func:`summarize_ledger` scores it (median and max |error|, interval coverage,
-bottleneck agreement), leaving out in-sample records and runs re-measured under outside load
-(each counted on its own). This module never reads traces: the CLI measures them with
+it back and :func:`summarize_ledger` (:mod:`scenarios.ledger_score`) scores it (median and
+max |error|, interval coverage, bottleneck agreement), leaving out in-sample records and runs
+re-measured under outside load slower than predicted (each counted on its own). This module never reads traces: the CLI measures them with
 ``calibration`` and passes the numbers in.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Sequence
@@ -28,6 +27,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_valid
 
 from stepsim.models.host_speed import LOAD_WARN
 from stepsim.scenarios.ledger_bounds import AtLeastOne, MeasuredUs, StepUs, check_record
+from stepsim.scenarios.ledger_score import LedgerSummary, summarize_ledger  # noqa: F401 (re-export)
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.errors import InputError, ModelError, printable
@@ -207,45 +207,18 @@ class LedgerRecord(BaseModel):
         return self.outside_load_slowdown is not None and self.outside_load_slowdown > LOAD_WARN
 
     @property
+    def load_explains(self) -> bool:
+        """Under outside load and measured slower than predicted (``error_pct`` < 0): the load
+        could explain the miss, so a ledger scores the record apart. A loaded run faster than
+        predicted stays in the score: outside load only slows a run."""
+        return self.outside_load and self.error_pct < 0
+
+    @property
     def width_pct(self) -> float | None:
         """The P10–P90 interval's width, in % of the predicted mean (None without one)."""
         if self.p10_us is None or self.p90_us is None or self.predicted_mean_us <= 0:
             return None
         return 100 * (self.p90_us - self.p10_us) / self.predicted_mean_us
-
-
-@dataclass(frozen=True)
-class LedgerSummary:
-    """How good the out-of-sample predictions in a ledger were (records of the calibration
-    setting itself are counted in ``n_in_sample``, out-of-sample ones re-measured under
-    outside load in ``n_outside_load``; both are left out of every score).
-
-    Attributes:
-        n: out-of-sample records.
-        median_abs_error_pct / max_abs_error_pct: of |error_pct| (None when empty).
-        coverage: fraction of records with an interval whose measured mean fell inside it.
-        n_intervals: records with an interval.
-        bottleneck_agreement: fraction agreeing, of ``n_bottlenecks`` with a measured one.
-    """
-
-    n: int
-    median_abs_error_pct: float | None
-    max_abs_error_pct: float | None
-    coverage: float | None
-    n_intervals: int
-    bottleneck_agreement: float | None
-    n_bottlenecks: int
-    median_width_pct: float | None = None
-    """Median P10–P90 width, in % of the predicted mean, of the records with an interval."""
-    n_in_sample: int = 0
-    median_width_sources_pct: dict[str, float] | None = None
-    """Per source of uncertainty, the median over the decomposed records of its width alone
-    (% of the predicted mean)."""
-    n_outside_load: int = 0
-    max_outside_load_slowdown: float | None = None
-    """The largest ``outside_load_slowdown`` of those records (None: none)."""
-    outside_load_median_abs_error_pct: float | None = None
-    """Their median |error_pct|, said beside them, never in the score."""
 
 
 def validate(prediction: Prediction, measured_step_us: Sequence[float],
@@ -373,35 +346,3 @@ def append_ledger(path: str | Path, record: LedgerRecord,
     if old and not old.endswith(b"\n"):
         old += b"\n"
     write_atomic(p, old + ledger_line(record))
-
-
-def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
-    """Score a ledger's out-of-sample records measured without outside load (see
-    :class:`LedgerSummary`); none gives ``n=0`` and Nones."""
-    n_in = sum(r.in_sample for r in records)
-    loaded = [r for r in records if not r.in_sample and r.outside_load]
-    records = [r for r in records if not r.in_sample and not r.outside_load]
-    errs = [abs(r.error_pct) for r in records]
-    widths = [r.width_pct for r in records if r.width_pct is not None]
-    with_iv = [r.inside for r in records if r.inside is not None]
-    with_b = [r.bottleneck_agrees for r in records if r.bottleneck_agrees is not None]
-    return LedgerSummary(
-        n=len(records),
-        median_abs_error_pct=float(np.median(errs)) if errs else None,
-        max_abs_error_pct=max(errs) if errs else None,
-        coverage=sum(with_iv) / len(with_iv) if with_iv else None, n_intervals=len(with_iv),
-        bottleneck_agreement=sum(with_b) / len(with_b) if with_b else None,
-        n_bottlenecks=len(with_b),
-        median_width_pct=float(np.median(widths)) if widths else None, n_in_sample=n_in,
-        median_width_sources_pct=_median_sources([r.width_sources_pct for r in records]),
-        n_outside_load=len(loaded),
-        max_outside_load_slowdown=max((r.outside_load_slowdown for r in loaded), default=None),
-        outside_load_median_abs_error_pct=float(np.median([abs(r.error_pct) for r in loaded]))
-        if loaded else None)
-
-
-def _median_sources(per_record: list[dict[str, float]]) -> dict[str, float] | None:
-    """Source → median width over the records that decomposed it (None: none did)."""
-    names = dict.fromkeys(k for d in per_record for k in d)
-    return {k: float(np.median([d[k] for d in per_record if k in d])) for k in names} \
-        if names else None

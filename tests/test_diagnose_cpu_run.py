@@ -59,3 +59,19 @@ def test_bare_cpu_trace_assumes_a_core_per_thread_it_used(cpu_run_nw1, tmp_path)
     assert m.meta.sources["loader.host_cores"] == "assumed"
     note = next(w for w in m.meta.warnings if w.startswith("host cores unknown"))
     assert f"assumed {m.loader.host_cores}" in note and "thread(s) in the trace" in note
+
+
+def test_a_cpu_model_and_its_trace_give_one_reason_for_no_memory_verdict(cpu_run_nw0):
+    """On the model it said "a model has no memory events (give the trace)", on the trace "no
+    device kernels (a CPU run)": a CPU model knows it has no device kernels, so both say that."""
+    from stepsim.calibration.calibrate import calibrate
+    from stepsim.diagnosis import diagnose as top
+
+    def memory(d) -> str:
+        return next(f.verdict for f in d.diagnosis.findings if f.stage == "memory")
+
+    on_trace = memory(top(cpu_run_nw0, None, None, None, **FAST))
+    on_model = memory(top(calibrate(cpu_run_nw0), None, None, None, **FAST))
+    assert on_model == on_trace == "no memory verdict: no device kernels (a CPU run): no " \
+                                   "device memory to fit"
+    assert memory(top(_cpu_model("measured"), None, None, None, **FAST)) == on_trace
