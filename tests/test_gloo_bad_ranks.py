@@ -48,17 +48,24 @@ def test_a_rank_whose_collectives_were_all_dropped_is_refused(gloo_run, tmp_path
     assert not (tmp_path / "m.json").exists()
 
 
-def test_a_rank_from_another_run_is_refused(gloo_run, tmp_path):  # noqa: F811
-    """rank1.json moved a minute later on the host's clock (another run of the same job):
-    before, the collectives' median end aligned it onto rank 0 and it calibrated as one job."""
+def _rank1_a_minute_later(run, tmp_path):
+    """A copy of the job's folder whose rank1.json is moved a minute later on the host's clock
+    (rank 1 of another run of the same job): the folder and that file."""
     d = tmp_path / "later"
-    shutil.copytree(gloo_run[0], d)
+    shutil.copytree(run, d)
     f = d / "rank1.json"
     data = json.loads(f.read_text())
     for e in data["traceEvents"]:
         if isinstance(e.get("ts"), (int, float)):
             e["ts"] += 6e7
     f.write_text(json.dumps(data))
+    return d, f
+
+
+def test_a_rank_from_another_run_is_refused(gloo_run, tmp_path):  # noqa: F811
+    """rank1.json moved a minute later on the host's clock (another run of the same job):
+    before, the collectives' median end aligned it onto rank 0 and it calibrated as one job."""
+    d, _ = _rank1_a_minute_later(gloo_run[0], tmp_path)
     with pytest.raises(InputError, match=r"rank1\.json: not of the same run as rank0\.json.*"
                                          r"begin 5\d\.\d+ s after rank0\.json's end"):
         calibrate(d)
@@ -81,14 +88,7 @@ def test_validate_refuses_ranks_from_two_runs(gloo_run, tmp_path):  # noqa: F811
     """validate matched the ranks by step number: rank 1 of a later run stood in the job's
     steps beside rank 0 of this one (exit 0); now the same one line as calibrate's, exit 2,
     whether the ranks come as a folder or as files."""
-    d = tmp_path / "later"
-    shutil.copytree(gloo_run[0], d)
-    f = d / "rank1.json"
-    data = json.loads(f.read_text())
-    for e in data["traceEvents"]:
-        if isinstance(e.get("ts"), (int, float)):
-            e["ts"] += 6e7
-    f.write_text(json.dumps(data))
+    d, f = _rank1_a_minute_later(gloo_run[0], tmp_path)
     model = tmp_path / "m.json"
     assert run_cli("calibrate", str(gloo_run[0]), "-o", str(model)).returncode == 0
     for given in ([str(d)], [str(d / "rank0.json"), str(f)]):

@@ -184,15 +184,12 @@ def test_capture_at_torch_default_threads(tmp_path):
     assert 0 <= op.parallel_fraction + op.block_fraction <= 1
 
 
-@pytest.mark.parametrize("team,hogs", [(2, 0), (2, 1), (2, 2), (3, 1), (3, 3), (1, 3)])
-def test_team_advances_only_while_every_thread_holds_a_core(team, hogs):
-    """A parallel region of T threads, P µs of work each, beside H always-runnable threads on
-    2 cores: R = T + H threads each hold a core a share s = min(1, 2/R) of the time,
-    independently per core, so the team advances at s^T: it ends at P / s^T (P / s for one
-    thread), and its spinning takes core time from the others: each other thread gets s of a
-    core, s·P / s^T of core by the region's end."""
-    env, p_us = simpy.Environment(), 200_000.0
-    pool = CpuPool(env, 2, contended=True)
+def region_beside_hogs(team: int, hogs: int, p_us: float, until_us: float, **pool_kw) -> dict:
+    """Run a parallel region of ``team`` threads, ``p_us`` µs of work each, beside ``hogs``
+    always-runnable threads (2 ms pieces) on a contended pool of 2 cores: the work the region
+    advanced, its end and each hog's core time by then (µs)."""
+    env = simpy.Environment()
+    pool = CpuPool(env, 2, contended=True, **pool_kw)
     hog_core = [0.0] * hogs
 
     def hog(i):
@@ -209,7 +206,19 @@ def test_team_advances_only_while_every_thread_holds_a_core(team, hogs):
         out["hog_core_us"] = list(hog_core)
 
     env.process(region())
-    env.run(until=50 * p_us)
+    env.run(until=until_us)
+    return out
+
+
+@pytest.mark.parametrize("team,hogs", [(2, 0), (2, 1), (2, 2), (3, 1), (3, 3), (1, 3)])
+def test_team_advances_only_while_every_thread_holds_a_core(team, hogs):
+    """A parallel region of T threads, P µs of work each, beside H always-runnable threads on
+    2 cores: R = T + H threads each hold a core a share s = min(1, 2/R) of the time,
+    independently per core, so the team advances at s^T: it ends at P / s^T (P / s for one
+    thread), and its spinning takes core time from the others: each other thread gets s of a
+    core, s·P / s^T of core by the region's end."""
+    p_us = 200_000.0
+    out = region_beside_hogs(team, hogs, p_us, 50 * p_us)
     s = min(1.0, 2 / (team + hogs))
     assert out["end_us"] == pytest.approx(p_us / s ** team, rel=1e-3)
     assert out["advanced_us"] == pytest.approx(p_us)

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import simpy
 
 from stepsim.calibration.corun import Activity, fit_interference
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import team_stall_from_sidecar
 from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall, gamma_of
-from stepsim.models.cpu import CpuPool
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import simulate
+from tests.test_host_physics import region_beside_hogs
 
 
 @pytest.mark.parametrize("team,hogs,stall", [(2, 1, 1.0), (2, 1, 2.5), (2, 2, 4.0),
@@ -23,25 +22,8 @@ def test_team_advances_at_s_to_one_plus_gamma_t_minus_one(team, hogs, stall):
     """A region of T threads, P µs of work each, beside H always-runnable threads on 2 cores,
     each thread holding a share s = min(1, 2/R) of a core: it ends at P / s^(1 + γ(T − 1)),
     and every other thread gets s of a core until then."""
-    env, p_us = simpy.Environment(), 100_000.0
-    pool = CpuPool(env, 2, contended=True, stall=stall)
-    hog_core = [0.0] * hogs
-
-    def hog(i):
-        while True:
-            hog_core[i] += yield from pool.work(2_000.0)
-
-    for i in range(hogs):
-        env.process(hog(i))
-    out = {}
-
-    def region():
-        out["advanced_us"] = yield from pool.parallel_work(team * p_us, team)
-        out["end_us"] = env.now
-        out["hog_core_us"] = list(hog_core)
-
-    env.process(region())
-    env.run(until=10_000 * p_us)
+    p_us = 100_000.0
+    out = region_beside_hogs(team, hogs, p_us, 10_000 * p_us, stall=stall)
     s = min(1.0, 2 / (team + hogs))
     end = p_us / s ** (1 + stall * (team - 1))
     assert out["end_us"] == pytest.approx(end, rel=5e-3)   # to a quantum
