@@ -42,16 +42,16 @@ prior (replicates' measured spread is pooled with it, :mod:`calibration.host_noi
 factor's own uncertainty (the largest rank's) is ``host.cpu_scale_error_log``, drawn in every
 interval beside it, with or without replicates.
 
-Collective cost (:mod:`calibration.gloo_comm`): ``latency_us`` and ``bus_gbps`` fitted by least squares to the all-reduces'
-transfer times against their ring bus bytes, only those that ran after their rank's backward
-compute (:mod:`calibration.gloo_transfer`; ``inferred``; the latency is 0 when fewer than two
-sizes were seen). Each collective's CPU work on its rank's host cores
+Collective cost (:mod:`calibration.gloo_comm`): ``latency_us`` and ``bus_gbps`` fitted by least
+squares to the all-reduces' transfer times against their ring bus bytes, only those that ran
+after their rank's backward compute (:mod:`calibration.gloo_transfer`; ``inferred``; the latency
+is 0 when fewer than two sizes were seen). Each collective's CPU work on its rank's host cores
 (``comm.host_cpu_us``, ``comm.host_cpu_us_per_mb``) comes from the job's per-thread CPU times in
-the capture sidecars (:mod:`calibration.gloo_cpu`). DDP's parameters come from the capture sidecar's ``ddp`` record
-(``measured``); without it, one pseudo-parameter per observed bucket (``inferred``: buckets
-can then be merged by a what-if but never split). A trace recorded without
-``record_shapes`` has no ``Input Dims``: the all-reduces' sizes are then the buckets DDP builds
-from the record's parameters at its caps.
+the capture sidecars (:mod:`calibration.gloo_cpu`). DDP's parameters come from the capture
+sidecar's ``ddp`` record (``measured``); without it, one pseudo-parameter per observed bucket
+(``inferred``: buckets can then be merged by a what-if but never split). A trace recorded
+without ``record_shapes`` has no ``Input Dims``: the all-reduces' sizes are then the buckets DDP
+builds from the record's parameters at its caps.
 """
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ collective, and the trace does not say which).
 
 The TCP loop thread is most of that CPU (60-70 % in the DDP demo), and it is far from all per
 byte: the demo measured 1, 2 and 8 all-reduces of the same 8 MiB per step at 4.3, 5.3 and
-6.5 ms of backend CPU per rank and step (five timed runs each; about 0.3 ms a collective). So when the job marked each
+6.5 ms of backend CPU per rank and step (five timed runs each; about 0.3 ms a collective). So
+when the job marked each
 bucket's readiness (``ddp.bucket_cpu``: every backend thread's CPU from one bucket's readiness
 to the next's, summed over the profiled steps), ``a`` and ``k`` are fitted to those per-bucket
 figures instead (least squares over the buckets of every rank, ``measured``): the buckets'

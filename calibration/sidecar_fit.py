@@ -190,7 +190,8 @@ def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):
     probe at a second ``num_workers`` raises to its fit's P10 when that is higher
     (:func:`calibration.team_stall.fit_team_stall`: a time-averaged fit is a floor), said in a
     warning. A calibration setting whose own threads were more than the cores keeps ``γ`` 1,
-    the closed form its step's work was inverted with (:func:`calibration.cpu.stalled_team_wall`)."""
+    the closed form its step's work was inverted with
+    (:func:`calibration.cpu.stalled_team_wall`)."""
     team = (side.torch_num_threads or 1) if side is not None else 1
     if team <= 1:
         return {}, {}, []

@@ -18,7 +18,8 @@ thread (``W0``, the step's wall alone) gives, per probe step of wall ``W1`` and 
 over a bootstrap of both settings' steps). The share is averaged over the step, while beside
 DataLoader workers the stall comes in their bursts: the fit is a floor (a lower ``γ`` than the
 simulator needs to give the probe's wall; on the CNN of :data:`TEAM_STALL_PRIOR`, 1.26 from a
-probe at 2 workers, where 6–10 gives the re-measured steps). Where the capture cannot show it (no probe, a
+probe at 2 workers, where 6–10 gives the re-measured steps). Where the capture cannot show it
+(no probe, a
 calibration setting that was itself contended, a probe whose threads held their cores), the
 stated prior is taken and calibration says so.
 """

@@ -198,8 +198,10 @@ def pooled_load(runs: Sequence[tuple[float | None, float]]) -> tuple[float | Non
     advanced ``1 + s`` slower than alone lengthens it by at most its share of the pooled time
     times ``s``: the pool's slowdown is the time-weighted mean of its runs' (over the runs that
     could tell; None when none could). A record is scored apart past ``LOAD_WARN`` as one run
-    is, when measured slower than predicted (``scenarios.validate.LedgerRecord.load_explains``): one run just past the bound among quiet re-measured runs no longer sets the whole
-    pool apart (it was the most loaded run's slowdown), and a clearly loaded one still does."""
+    is, when measured slower than predicted
+    (``scenarios.validate.LedgerRecord.load_explains``): one run just past the bound among
+    quiet re-measured runs no longer sets the whole pool apart (it was the most loaded run's
+    slowdown), and a clearly loaded one still does."""
     known = [(s, w) for s, w in runs if s is not None and w > 0]
     if not known:
         return None, None

@@ -11,7 +11,8 @@ The ledger is a JSON-lines file, one record per line, that the user names;
 :func:`append_ledger` adds a record (rewriting the file atomically), :func:`read_ledger` reads
 it back and :func:`summarize_ledger` (:mod:`scenarios.ledger_score`) scores it (median and
 max |error|, interval coverage, bottleneck agreement), leaving out in-sample records and runs
-re-measured under outside load slower than predicted (each counted on its own). This module never reads traces: the CLI measures them with
+re-measured under outside load slower than predicted (each counted on its own). This module
+never reads traces: the CLI measures them with
 ``calibration`` and passes the numbers in.
 """
 from __future__ import annotations
