@@ -121,7 +121,7 @@ class BucketCPU(BaseModel):
 
     model_config = _CFG
     bytes: int = Field(ge=0)
-    cpu_us: float = Field(ge=0)
+    cpu_us: float = _US
     steps: int = Field(ge=1)
 
 
