@@ -37,12 +37,16 @@ Sidecar schema (``stepsim_sidecar: 1``), times in µs::
      "loader": {"num_workers", "prefetch_factor", "pin_memory", "batch_size",
                 "persistent_workers", "in_order", "drop_last", "dataset_len"},
      "produce": [{"worker": int, "pid": int, "seq": int, "wall_us": float, "cpu_us": float,
-                  "proc_cpu_us": float, "t_end_us": float, "bytes": int}],
+                  "proc_cpu_us": float, "t_end_us": float, "run_wait_us": float,
+                  "bytes": int}],
      "steps": [{"t_start_us", "wall_us", "cpu_us", "proc_cpu_us", "next_wall_us",
-                "next_cpu_us", "next_proc_cpu_us", "vcsw", "ivcsw", "profiled",
-                "profiler_on"}],
+                "next_cpu_us", "next_proc_cpu_us", "vcsw", "ivcsw", "run_wait_us",
+                "next_run_wait_us", "profiled", "profiler_on"}],
                 # per step, main process; vcsw/ivcsw: the main thread's voluntary/involuntary
                 # context switches outside next() (blocking vs waiting for a core);
+                # run_wait_us (here and per batch): the thread's run-queue wait, runnable
+                # with no core free (/proc/thread-self/schedstat; absent where the OS does
+                # not say), so wall − cpu − run_wait is the time it blocked;
                 # profiled: a recorded step; profiler_on: the profiler ran (warm-up or
                 # active): the skip_first + wait steps before it are unprofiled, which
                 # calibration.profiler_overhead compares the recorded ones with

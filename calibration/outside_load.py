@@ -25,14 +25,24 @@ each, so calibrated on CPU time): a capture's replay ÷ its measured step follow
 intra-op threads the replay fell further (0.107 / 0.199, 0.214 / 0.310, 0.381 / 0.490: the
 team's stall is inverted as ``s^T``); quiet captures held 0.997 and 0.998.
 
-The busy intervals (:func:`calibration.corun.activities`' instants) are each batch in a worker
-(``t_end_us − wall_us .. t_end_us``, on ``threads_per_worker`` threads, the worker process's CPU
-time) or, at ``num_workers=0``, on the main thread (one thread), and each training step outside
-``next()`` (on torch's intra-op threads, the main process's CPU time: the team spins at its
-barriers, so its threads stay runnable, as :func:`calibration.cpu.stalled_team_wall` takes them;
-a step with a long serial part on several threads reads as slightly loaded, e.g. 0.95 for the
-demo's CNN on 2 threads alone). A step whose main thread blocked (more voluntary context
-switches than involuntary ones: a sync, I/O) is left out, since a blocked thread is not runnable.
+The busy intervals are each batch (``t_end_us − wall_us .. t_end_us``, the worker process's
+CPU time, on ``threads_per_worker`` threads; at ``num_workers=0`` on the main thread), each
+training step outside ``next()`` (the main process's CPU time, on torch's intra-op threads:
+the team spins at its barriers, so its threads stay runnable, as
+:func:`calibration.cpu.stalled_team_wall` takes them; a step with a long serial part on
+several threads reads as slightly loaded, e.g. 0.95 for the demo's CNN on 2 threads alone)
+and, with workers, the main thread's own work inside ``next()`` (unpickling the batch). Each
+counts its threads as runnable for the share of its wall time they ran or waited on the run
+queue, ``(cpu_us + run_wait_us) / wall_us`` (the sidecar's ``run_wait_us``, from the kernel's
+``schedstat``); the rest they blocked (I/O, a queue, a sync), which holds no core. Sidecars
+written before ``run_wait_us`` count a batch or a step runnable throughout (``next()`` for its
+CPU time only) and leave out a step whose main thread blocked (more voluntary context switches
+than involuntary ones). Only the parts
+inside the profiled window count, each interval's CPU time pro rata: a batch that began before
+the window ran beside a training step that is not counted, and counted whole it read the
+demo's quiet 2-core machine as loaded (held 0.83-0.92 at 2-8 workers; 0.92-0.99 inside the
+window; the batches' and steps' wall time was their CPU plus run-queue wait within 1 %, so
+they did not block; 2026-12-04, load average 1.1-1.9).
 """
 from __future__ import annotations
 
@@ -41,7 +51,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
-from stepsim.calibration.sidecar_fit import steady_records
 from stepsim.models.host_speed import LOAD_WARN
 
 
@@ -86,27 +95,68 @@ class OutsideLoad:
                 "running) and calibrate from that")
 
 
+def _runnable(cpu_us: float, run_wait_us: float | None, wall_us: float) -> float:
+    """The share of a thread's interval it was runnable: its CPU time plus its run-queue wait
+    over the interval's wall time (µs ÷ µs, at most 1; the rest it blocked); 1 where the wait
+    was not recorded (sidecars before it was)."""
+    if run_wait_us is None:
+        return 1.0
+    return min(max((cpu_us + run_wait_us) / wall_us, 0.0), 1.0)
+
+
+BATCH, STEP, NEXT = 0, 1, 2
+"""The kinds of :func:`busy_spans`' rows: a batch, a training step outside ``next()``, the
+main thread's work in ``next()``."""
+
+
+def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
+               torch_threads: int) -> np.ndarray:
+    """The run's busy intervals as rows of (start µs, end µs, runnable threads, CPU µs, kind),
+    see the module docstring."""
+    spans: list[tuple[float, float, float, float, int]] = []
+    batches = [r for r in side.produce if r.t_end_us is not None and r.wall_us > 0
+               and (r.worker < 0) == (num_workers == 0)]
+    for r in batches:
+        thr = threads_per_worker if r.worker >= 0 else 1
+        spans.append((r.t_end_us - r.wall_us, r.t_end_us,
+                      thr * _runnable(r.cpu_us, r.run_wait_us, r.wall_us), r.work_us, BATCH))
+    steps = [s for s in side.steps if s.t_start_us is not None and s.wall_us > s.next_wall_us
+             and (s.run_wait_us is not None or (s.vcsw or 0) <= (s.ivcsw or 0))]
+    for s in steps:
+        a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
+        share = _runnable(s.cpu_us - s.next_cpu_us, s.run_wait_us, b - a)
+        spans.append((a, b, max(torch_threads, 1) * share, s.compute_cpu_us, STEP))
+    if num_workers > 0:      # the main thread's own work in next() (unpickling the batch)
+        for s in side.steps:
+            if s.t_start_us is not None and s.next_wall_us > 0:
+                cpu = s.next_proc_cpu_us if s.next_proc_cpu_us is not None else s.next_cpu_us
+                wait = s.next_run_wait_us or 0.0
+                spans.append((s.t_start_us, s.t_start_us + s.next_wall_us,
+                              min((s.next_cpu_us + wait) / s.next_wall_us, 1.0), cpu, NEXT))
+    return np.array(spans, dtype=float).reshape(-1, 5)
+
+
 def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
                  torch_threads: int) -> OutsideLoad | None:
     """The capture's :class:`OutsideLoad` over its profiled window (see the module docstring),
     or None when the sidecar lacks the instants, the cores or any unblocked busy interval."""
     cores = side.host_cores
-    if not cores:
+    prof = [s for s in side.steps if s.profiled and s.t_start_us is not None]
+    if not cores or not prof:
         return None
-    spans: list[tuple[float, float, float, float]] = []     # start, end, threads, cpu (µs)
-    batches = [r for r in steady_records(side, num_workers) if r.t_end_us is not None
-               and r.wall_us > 0 and (r.worker < 0) == (num_workers == 0)]
-    for r in batches:
-        spans.append((r.t_end_us - r.wall_us, r.t_end_us,
-                      float(threads_per_worker if r.worker >= 0 else 1), r.work_us))
-    steps = [s for s in side.steps if s.profiled and s.t_start_us is not None
-             and s.wall_us > s.next_wall_us and (s.vcsw or 0) <= (s.ivcsw or 0)]
-    for s in steps:
-        spans.append((s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us,
-                      float(max(torch_threads, 1)), s.compute_cpu_us))
-    if not spans:
+    lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
+    a = busy_spans(side, num_workers, threads_per_worker, torch_threads)
+    if not a.size:
         return None
-    a = np.array(spans)
+    # each interval's part inside the window, its CPU time pro rata
+    wall = a[:, 1] - a[:, 0]
+    start, end = np.maximum(a[:, 0], lo), np.minimum(a[:, 1], hi)
+    inside = (end > start) & (wall > 0)
+    a = a[inside]
+    share = (end - start)[inside] / wall[inside]
+    a[:, 0], a[:, 1], a[:, 3] = start[inside], end[inside], a[:, 3] * share
+    if not a.size:
+        return None
     # sweep: the runnable threads between consecutive instants
     t = np.concatenate([a[:, 0], a[:, 1]])
     order = np.argsort(t, kind="stable")
@@ -120,7 +170,8 @@ def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
     cpu = float(a[:, 3].sum())
     held = cpu / could
     mean_r = float((runnable * dt)[busy].sum() / dt[busy].sum())
-    return OutsideLoad(held, cpu, could, mean_r, len(batches), len(steps), cores)
+    return OutsideLoad(held, cpu, could, mean_r, int((a[:, 4] == BATCH).sum()),
+                       int((a[:, 4] == STEP).sum()), cores)
 
 
 def speed_change(sidecars: dict, warnings: list[str]) -> float | None:

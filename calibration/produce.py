@@ -40,9 +40,20 @@ import torch.utils.data as tud
 _STATE: dict = {"start": None, "seq": 0}
 
 
+def _run_wait_us() -> float | None:
+    """This thread's run-queue wait so far (µs), or None (see :func:`calibration.window.run_wait_us`,
+    not imported here: a worker imports this module only)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e3
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _mark_start() -> None:
     if _STATE["start"] is None:
-        _STATE["start"] = (time.monotonic(), time.thread_time(), time.process_time())
+        _STATE["start"] = (time.monotonic(), time.thread_time(), time.process_time(),
+                           _run_wait_us())
 
 
 def _nbytes(obj) -> int:
@@ -63,11 +74,13 @@ def _mark_end(record_dir: str, batch, phase: str = "") -> None:
     wall = (now - start[0]) * 1e6
     cpu = (time.thread_time() - start[1]) * 1e6
     proc = (time.process_time() - start[2]) * 1e6
+    w1 = _run_wait_us()
+    wait = None if start[3] is None or w1 is None else max(w1 - start[3], 0.0)
     _STATE["start"] = None
     info = tud.get_worker_info()
     rec = {"worker": -1 if info is None else info.id, "pid": os.getpid(), "seq": _STATE["seq"],
            "wall_us": wall, "cpu_us": cpu, "proc_cpu_us": proc, "t_end_us": now * 1e6,
-           "bytes": _nbytes(batch)}
+           "run_wait_us": wait, "bytes": _nbytes(batch)}
     if phase:
         rec["phase"] = phase
     _STATE["seq"] += 1

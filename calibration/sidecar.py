@@ -35,6 +35,10 @@ class ProduceRecord(BaseModel):
     cpu_us: float = _US
     proc_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     t_end_us: float | None = None
+    run_wait_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    """The producing thread's run-queue wait over the batch (runnable, no core free; µs): the
+    rest of ``wall_us − cpu_us`` it was blocked. None in sidecars written before it was
+    recorded, or where the OS does not say."""
     bytes: int = Field(default=0, ge=0)
 
     @property
@@ -61,6 +65,11 @@ class StepRecord(BaseModel):
     ivcsw: int | None = Field(default=None, ge=0)
     """The main thread's voluntary / involuntary context switches outside ``next()``: it
     blocked, or it was preempted while runnable (it waited for a core)."""
+    run_wait_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    next_run_wait_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    """The main thread's run-queue wait (runnable, no core free; µs) outside and inside
+    ``next()``: the rest of its wall time short of its CPU it was blocked. None in sidecars
+    written before they were recorded, or where the OS does not say."""
     profiled: bool = False
     """Whether the step is one of the trace's recorded (active) steps."""
     profiler_on: bool | None = None

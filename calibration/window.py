@@ -34,27 +34,48 @@ from stepsim.calibration.sidecar import SIDECAR_VERSION
 from stepsim.simcore.atomic import make_folder, write_atomic
 
 
-def clocks() -> tuple[float, float, float, int, int]:
-    """(monotonic wall, this thread's CPU, this process's CPU), all in µs, and this thread's
-    voluntary and involuntary context switches so far (0 where the OS does not say)."""
+def run_wait_us() -> float | None:
+    """This thread's time so far runnable but waiting for a core (µs): the kernel's run-queue
+    delay, the second field of ``/proc/thread-self/schedstat``; None where the OS does not say
+    (not Linux, or a kernel without schedstat)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e3
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def clocks() -> tuple:
+    """(monotonic wall, this thread's CPU, this process's CPU), all in µs, this thread's
+    voluntary and involuntary context switches so far (0 where the OS does not say) and its
+    run-queue wait so far (µs, :func:`run_wait_us`; None where the OS does not say)."""
     try:
         ru = resource.getrusage(resource.RUSAGE_THREAD)
         sw = ru.ru_nvcsw, ru.ru_nivcsw
     except (AttributeError, OSError):
         sw = 0, 0
-    return (time.monotonic() * 1e6, time.thread_time() * 1e6, time.process_time() * 1e6) + sw
+    return ((time.monotonic() * 1e6, time.thread_time() * 1e6, time.process_time() * 1e6) + sw
+            + (run_wait_us(),))
+
+
+def _delta(a, b) -> float | None:
+    return None if a is None or b is None else max(b - a, 0.0)
 
 
 def step_row(t0, t1, t2, profiled: bool, profiler_on: bool | None = None) -> dict:
     """A step's sidecar row from :func:`clocks` at its start, at the end of its ``next()``
     part and at its end; ``vcsw``/``ivcsw``: the main thread's voluntary / involuntary context
-    switches after ``next()`` (it blocked / it was preempted while runnable); ``profiled``: a
+    switches after ``next()`` (it blocked / it was preempted while runnable); ``run_wait_us`` /
+    ``next_run_wait_us``: the main thread's run-queue wait after / in ``next()`` (µs; None
+    unmeasured); ``profiled``: a
     recorded (active) step; ``profiler_on``: the profiler ran (warm-up or active; default:
     ``profiled``)."""
     return {"t_start_us": t0[0], "wall_us": t2[0] - t0[0], "cpu_us": t2[1] - t0[1],
             "proc_cpu_us": t2[2] - t0[2], "next_wall_us": t1[0] - t0[0],
             "next_cpu_us": t1[1] - t0[1], "next_proc_cpu_us": t1[2] - t0[2],
-            "vcsw": t2[3] - t1[3], "ivcsw": t2[4] - t1[4], "profiled": profiled,
+            "vcsw": t2[3] - t1[3], "ivcsw": t2[4] - t1[4], "run_wait_us": _delta(t1[5], t2[5]),
+            "next_run_wait_us": _delta(t0[5], t1[5]),
+            "profiled": profiled,
             "profiler_on": profiled if profiler_on is None else profiler_on}
 
 

@@ -75,14 +75,19 @@ def test_a_blocked_step_is_not_runnable():
 
 def _cpu_times(src, dst, share: float):
     """Capture ``src`` copied with every busy interval's CPU time ``share`` × its wall time (the
-    trace and the walls as measured): 1 is a quiet machine, less a loaded one."""
+    trace and the walls as measured) and the rest of it waited on the run queue: 1 is a quiet
+    machine, less a loaded one."""
     shutil.copytree(src, dst)
     data = json.loads((dst / "sidecar.json").read_text())
     for r in data["produce"]:
         r["cpu_us"] = r["proc_cpu_us"] = share * r["wall_us"]
+        r["run_wait_us"] = (1 - share) * r["wall_us"]
     for s in data["steps"]:
         busy = share * (s["wall_us"] - s["next_wall_us"])
         s["cpu_us"], s["proc_cpu_us"] = s["next_cpu_us"] + busy, s["next_proc_cpu_us"] + busy
+        s["run_wait_us"] = (1 - share) * (s["wall_us"] - s["next_wall_us"])
+        # next()'s own CPU (unpickling the batch) got the same share of a core
+        s["next_run_wait_us"] = (1 - share) / share * s["next_cpu_us"]
         s["vcsw"], s["ivcsw"] = 0, 40
     (dst / "sidecar.json").write_text(json.dumps(data))
     return dst
