@@ -38,7 +38,9 @@ Sidecar schema (``stepsim_sidecar: 1``), times in µs::
                 "persistent_workers", "in_order", "drop_last", "dataset_len"},
      "produce": [{"worker": int, "pid": int, "seq": int, "wall_us": float, "cpu_us": float,
                   "proc_cpu_us": float, "t_end_us": float, "run_wait_us": float,
-                  "bytes": int}],
+                  "gap_wall_us", "gap_cpu_us", "gap_run_wait_us", "bytes": int}],
+                  # gap_*: a worker's time since its previous batch ended (its work between
+                  # batches: wall, process CPU, run-queue wait); absent for its first batch
      "steps": [{"t_start_us", "wall_us", "cpu_us", "proc_cpu_us", "next_wall_us",
                 "next_cpu_us", "next_proc_cpu_us", "vcsw", "ivcsw", "run_wait_us",
                 "next_run_wait_us", "profiled", "profiler_on"}],

@@ -31,7 +31,9 @@ training step outside ``next()`` (the main process's CPU time, on torch's intra-
 the team spins at its barriers, so its threads stay runnable, as
 :func:`calibration.cpu.stalled_team_wall` takes them; a step with a long serial part on
 several threads reads as slightly loaded, e.g. 0.95 for the demo's CNN on 2 threads alone)
-and, with workers, the main thread's own work inside ``next()`` (unpickling the batch). Each
+and, with workers, the main thread's own work inside ``next()`` (unpickling the batch) and each
+worker's between its batches (its queue's feeder thread pickling the last one: 2-13 ms of CPU
+a batch in the demo, 3 % of the cores at 8 workers). Each
 counts its threads as runnable for the share of its wall time they ran or waited on the run
 queue, ``(cpu_us + run_wait_us) / wall_us`` (the sidecar's ``run_wait_us``, from the kernel's
 ``schedstat``); the rest they blocked (I/O, a queue, a sync), which holds no core. Sidecars
@@ -104,9 +106,9 @@ def _runnable(cpu_us: float, run_wait_us: float | None, wall_us: float) -> float
     return min(max((cpu_us + run_wait_us) / wall_us, 0.0), 1.0)
 
 
-BATCH, STEP, NEXT = 0, 1, 2
+BATCH, STEP, NEXT, GAP = 0, 1, 2, 3
 """The kinds of :func:`busy_spans`' rows: a batch, a training step outside ``next()``, the
-main thread's work in ``next()``."""
+main thread's work in ``next()``, a worker's work between its batches."""
 
 
 def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
@@ -120,6 +122,11 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
         thr = threads_per_worker if r.worker >= 0 else 1
         spans.append((r.t_end_us - r.wall_us, r.t_end_us,
                       thr * _runnable(r.cpu_us, r.run_wait_us, r.wall_us), r.work_us, BATCH))
+        if r.worker >= 0 and r.gap_cpu_us is not None and r.gap_wall_us:
+            start = r.t_end_us - r.wall_us
+            spans.append((start - r.gap_wall_us, start,
+                          (r.gap_cpu_us + (r.gap_run_wait_us or 0.0)) / r.gap_wall_us,
+                          r.gap_cpu_us, GAP))
     steps = [s for s in side.steps if s.t_start_us is not None and s.wall_us > s.next_wall_us
              and (s.run_wait_us is not None or (s.vcsw or 0) <= (s.ivcsw or 0))]
     for s in steps:

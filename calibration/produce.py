@@ -52,8 +52,14 @@ def _run_wait_us() -> float | None:
 
 def _mark_start() -> None:
     if _STATE["start"] is None:
-        _STATE["start"] = (time.monotonic(), time.thread_time(), time.process_time(),
-                           _run_wait_us())
+        now, proc, wait = time.monotonic(), time.process_time(), _run_wait_us()
+        # a worker's work between its batches (taking the indices, handing the last batch to
+        # its queue's feeder thread, which pickles it): process CPU since the last batch's end
+        end = _STATE.pop("end", None)
+        gap = None if end is None else (
+            (now - end[0]) * 1e6, (proc - end[1]) * 1e6,
+            None if wait is None or end[2] is None else max(wait - end[2], 0.0))
+        _STATE["start"] = (now, time.thread_time(), proc, wait, gap)
 
 
 def _nbytes(obj) -> int:
@@ -81,6 +87,10 @@ def _mark_end(record_dir: str, batch, phase: str = "") -> None:
     rec = {"worker": -1 if info is None else info.id, "pid": os.getpid(), "seq": _STATE["seq"],
            "wall_us": wall, "cpu_us": cpu, "proc_cpu_us": proc, "t_end_us": now * 1e6,
            "run_wait_us": wait, "bytes": _nbytes(batch)}
+    if start[4] is not None:
+        rec["gap_wall_us"], rec["gap_cpu_us"], rec["gap_run_wait_us"] = start[4]
+    if info is not None:
+        _STATE["end"] = (now, start[2] + proc / 1e6, w1)
     if phase:
         rec["phase"] = phase
     _STATE["seq"] += 1

@@ -39,6 +39,12 @@ class ProduceRecord(BaseModel):
     """The producing thread's run-queue wait over the batch (runnable, no core free; µs): the
     rest of ``wall_us − cpu_us`` it was blocked. None in sidecars written before it was
     recorded, or where the OS does not say."""
+    gap_wall_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    gap_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    gap_run_wait_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    """A worker's time since its previous batch ended (µs): wall, its process's CPU (taking
+    the indices, its queue's feeder thread pickling the previous batch) and its thread's
+    run-queue wait. None for a worker's first batch, the main thread's, and older sidecars."""
     bytes: int = Field(default=0, ge=0)
 
     @property

@@ -82,6 +82,8 @@ def _cpu_times(src, dst, share: float):
     for r in data["produce"]:
         r["cpu_us"] = r["proc_cpu_us"] = share * r["wall_us"]
         r["run_wait_us"] = (1 - share) * r["wall_us"]
+        if r.get("gap_cpu_us") is not None:     # a worker's work between batches: the same
+            r["gap_run_wait_us"] = (1 - share) / share * r["gap_cpu_us"]
     for s in data["steps"]:
         busy = share * (s["wall_us"] - s["next_wall_us"])
         s["cpu_us"], s["proc_cpu_us"] = s["next_cpu_us"] + busy, s["next_proc_cpu_us"] + busy

@@ -80,3 +80,29 @@ def test_a_sidecar_without_run_queue_waits_reads_as_before():
     for s in side.steps:
         s.run_wait_us = None
     assert outside_load(side, 1, 1, 1).held == pytest.approx(0.4)
+
+
+def test_a_workers_work_between_its_batches_holds_the_core_too():
+    # two workers on one core, the main thread blocked in next(): while one makes a batch
+    # (50 ms of CPU in 100, waiting the rest), the other hands its last batch to its queue
+    # (its feeder thread pickles it: the sidecar's gap_*, the same 50 ms and wait). The core
+    # was full; counted without the gaps the batches held half of it, "2x slower".
+    produce = []
+    for k in range(7):
+        w = k % 2
+        rec = {"worker": w, "pid": 100 + w, "seq": 1 + k // 2, "wall_us": 100 * MS,
+               "cpu_us": 50 * MS, "proc_cpu_us": 50 * MS, "t_end_us": (k + 1) * 100 * MS,
+               "run_wait_us": 50 * MS}
+        if k >= 1:
+            rec.update(gap_wall_us=100 * MS, gap_cpu_us=50 * MS, gap_run_wait_us=50 * MS)
+        produce.append(rec)
+    steps = [{"t_start_us": k * 100 * MS, "wall_us": 100 * MS, "cpu_us": 0.0,
+              "next_wall_us": 100 * MS, "next_cpu_us": 0.0, "next_run_wait_us": 0.0,
+              "run_wait_us": 0.0, "profiled": k >= 1} for k in range(6)]
+    side = Sidecar.model_validate({"stepsim_sidecar": 1, "host_cores": 1, "produce": produce,
+                                   "steps": steps, "loader": {"num_workers": 2}})
+    o = outside_load(side, 2, 1, 1)
+    assert o.held == pytest.approx(1.0) and o.warning() is None
+    for r in side.produce:
+        r.gap_cpu_us = None
+    assert outside_load(side, 2, 1, 1).held == pytest.approx(0.5)
