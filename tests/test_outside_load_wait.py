@@ -106,3 +106,21 @@ def test_a_workers_work_between_its_batches_holds_the_core_too():
     for r in side.produce:
         r.gap_cpu_us = None
     assert outside_load(side, 2, 1, 1).held == pytest.approx(0.5)
+
+
+def test_the_capture_records_each_threads_run_queue_wait(cpu_run_nw1):
+    # where the kernel says (Linux schedstat): per batch and per step; a thread cannot wait
+    # for a core longer than it was not running; a worker's later batches carry its gap
+    import json
+    from pathlib import Path
+
+    if not Path("/proc/thread-self/schedstat").is_file():
+        pytest.skip("no per-thread schedstat on this OS")
+    side = Sidecar.model_validate(json.loads((cpu_run_nw1 / "sidecar.json").read_text()))
+    slack = 2000.0    # µs: the clocks are read one after another
+    for r in side.produce:
+        assert r.run_wait_us is not None and r.run_wait_us <= r.wall_us - r.cpu_us + slack
+    assert any(r.gap_cpu_us is not None for r in side.produce)
+    for s in side.steps:
+        assert s.run_wait_us is not None and s.next_run_wait_us is not None
+        assert s.run_wait_us <= (s.wall_us - s.next_wall_us) - (s.cpu_us - s.next_cpu_us) + slack
