@@ -42,9 +42,10 @@ CPU time only) and leave out a step whose main thread blocked (more voluntary co
 than involuntary ones). Only the parts
 inside the profiled window count, each interval's CPU time pro rata: a batch that began before
 the window ran beside a training step that is not counted, and counted whole it read the
-demo's quiet 2-core machine as loaded (held 0.83-0.92 at 2-8 workers; 0.92-0.99 inside the
-window; the batches' and steps' wall time was their CPU plus run-queue wait within 1 %, so
-they did not block; 2026-12-04, load average 1.1-1.9).
+demo's quiet 2-core machine as loaded (held 0.82-0.92 at 2-8 workers; counted as now,
+0.92-0.99, where ``/proc/stat`` gave the run 0.97-1.00 of the CPU time used; the batches' and
+steps' wall time was their CPU plus run-queue wait within 1 %, so they did not block;
+2026-12-04, load average 1.1-1.9).
 """
 from __future__ import annotations
 
