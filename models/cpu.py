@@ -35,6 +35,16 @@ threads between the cores' queues): a 2-thread CNN step beside one always-runnab
 2 cores took ×3.77 its wall alone (P10–P90 ×2.21–6.41 over 16 pairs), ``γ`` 2.27 (0.96–3.58),
 where ``γ = 1`` gives ×2.25.
 
+That fair pool holds for threads that stay runnable (Linux balances them across the cores). A
+thread that *woke* (a DataLoader worker given an index, the pin-memory thread given a batch)
+stays on the core's queue it woke on: beside a team it shares one team thread's core, half a
+core each, while the other team threads keep theirs (measured, :mod:`models.cpu_place`). While
+a team and such a *placed* thread are runnable, more threads than cores, every thread advances
+at its share of the core it is on (a team at its slowest thread's share times the others' to
+the power ``γ``), per quantum, without the FIFO pool; a caller names a thread (``thread``) to
+be placed, and it is balanced again after :data:`~models.cpu_place.BALANCE_AFTER_US` of
+runnable time. One-thread models never meet a team: nothing changes for them.
+
 A pool that can be contended need not be at every instant: a DataLoader worker with no index
 left is blocked, not runnable. With ``adaptive``, the pool counts *claims*, the threads that
 may be runnable now (the host's and the backend's threads all along, a worker's from the
@@ -50,6 +60,8 @@ from __future__ import annotations
 
 import simpy
 
+from stepsim.models.cpu_place import (BALANCE_AFTER_US, balanced_share, least_loaded,
+                                      placed_share, team_rate)
 from stepsim.simcore.record import Recorder, Span
 
 DEFAULT_QUANTUM_US = 2_000.0
@@ -93,6 +105,14 @@ class CpuPool:
         self.claims = 0   # threads that may be runnable (adaptive pools; :meth:`claim`)
         self.timed = 0    # work inside one timeout of an adaptive pool
         self.went_free = 0   # times an adaptive pool's work ran as one timeout (for tests)
+        # per-core placement (models/cpu_place.py): team threads and placed threads per core
+        self.loads = [0] * cores
+        self.team_loads = [0] * cores
+        self.team_threads = self.placed = 0
+        self.pending = 0           # team threads placed whose work has not begun yet
+        self.since: dict = {}      # thread -> when it became runnable (µs)
+        self.last_end: dict = {}   # thread -> when its last work ended (µs)
+        self.core_of: dict = {}    # thread -> the core it was placed on
 
     def claim(self, threads: int) -> None:
         """``threads`` more threads may be runnable from now on (fewer when negative).
@@ -126,15 +146,91 @@ class CpuPool:
             return 1.0
         return (self.cores / self.active) ** (self.stall * (team - 1))
 
-    def work(self, work_us: float, ref: float = 0.0, team: int = 1):
+    def _enter(self, thread, crew):
+        """Place a thread entering the contended pool: a team thread on the core with the
+        fewest team threads, a thread that woke on the least-loaded core (kept while it stays
+        runnable), one runnable :data:`BALANCE_AFTER_US` or longer, or without an identity,
+        balanced (None)."""
+        if not self.contended:
+            return None
+        if crew is not None:
+            self.pending -= 1
+            return ("team", crew.pop())     # a core :meth:`_place_team` chose
+        if thread is None:
+            return None
+        now = self.env.now
+        j = None
+        if abs(self.last_end.get(thread, -1.0) - now) <= 1e-9:
+            j = self.core_of.get(thread)      # straight on from its last work: still runnable
+        else:
+            self.since[thread] = now          # it woke
+        if now - self.since[thread] >= BALANCE_AFTER_US:
+            return None
+        if j is None:
+            j = least_loaded(self.loads)
+        self.loads[j] += 1
+        self.placed += 1
+        self.core_of[thread] = j
+        return ("placed", j)
+
+    def _place_team(self, threads: int) -> list[int]:
+        """Cores for a team's ``threads`` threads, each on the core with the fewest team
+        threads (then the fewest threads): all placed at once, so every thread of the team
+        sees the same cores from the start."""
+        cores = []
+        for _ in range(threads):
+            j = min(range(self.cores), key=lambda c: (self.team_loads[c], self.loads[c]))
+            self.loads[j] += 1
+            self.team_loads[j] += 1
+            self.team_threads += 1
+            cores.append(j)
+        self.pending += threads
+        return cores
+
+    def _unplace(self, place, team_cores) -> None:
+        if place is None:
+            return
+        j = place[1]
+        self.loads[j] -= 1
+        if place[0] == "team":
+            self.team_loads[j] -= 1
+            self.team_threads -= 1
+            team_cores.remove(j)
+        else:
+            self.placed -= 1
+
+    def _fluid(self) -> bool:
+        """Whether the cores are shared per core now: a team and a placed thread runnable,
+        more threads than cores (else the fair pool's round robin)."""
+        return (self.team_threads > 0 and self.placed > 0
+                and self.active + self.pending > self.cores)
+
+    def _rate(self, place, team_cores) -> float:
+        """Advance per unit of wall of a thread placed as ``place`` (models/cpu_place.py)."""
+        balanced = self.active + self.pending - self.team_threads - self.placed
+        if place is None:
+            r = balanced_share(self.loads, balanced)
+        elif place[0] == "placed":
+            r = placed_share(self.loads, balanced, place[1])
+        else:
+            r = team_rate([placed_share(self.loads, balanced, j) for j in team_cores],
+                          self.stall)
+        return max(r, 1e-9)
+
+    def work(self, work_us: float, ref: float = 0.0, team: int = 1, thread=None, crew=None):
         """Process generator: run ``work_us`` µs of one thread's CPU work (as captured at
         ``ref`` other runnable threads per core) to completion; ``team``: the threads of the
         parallel region it is part of (1: none), whose stalls it spins through (see the
         module docstring); returns the core time in which its work advanced (µs): a team
-        thread's spinning is left out, so the caller shows it as waiting for cores."""
+        thread's spinning is left out, so the caller shows it as waiting for cores.
+        ``thread``: a key naming the calling thread (a DataLoader worker's), so that a thread
+        that woke is placed on one core's queue beside a team; ``crew``: a team thread's
+        placement, (the cores left to hand out, the team's cores) (:meth:`parallel_work`)."""
         if work_us <= 0:
             return 0.0
         self.active += 1
+        place = self._enter(thread, crew and crew[0])
+        team_cores = crew[1] if crew else None
         try:
             if self.free():
                 busy = work_us * self.scale
@@ -152,7 +248,16 @@ class CpuPool:
             quantum = max(self.quantum_us, work_us / MAX_QUANTA)
             while left > 1e-9:
                 chunk = min(quantum, left)
-                if self.contended:
+                if place is not None and place[0] == "placed" and (
+                        self.env.now - self.since[thread] >= BALANCE_AFTER_US):
+                    self._unplace(place, team_cores)    # runnable long enough: balanced
+                    place = None
+                if self.contended and self._fluid():
+                    k = self._rate(place, team_cores)
+                    chunk = min(chunk, quantum * k)
+                    dt = chunk * self.slowdown(ref)
+                    yield self.env.timeout(dt / k)
+                elif self.contended:
                     with self.resource.request() as req:
                         yield req
                         # a quantum of core time, of which the share ``coupling`` advances
@@ -169,6 +274,9 @@ class CpuPool:
             return busy
         finally:
             self.active -= 1
+            self._unplace(place, team_cores)
+            if thread is not None:
+                self.last_end[thread] = self.env.now
 
     def hold(self, wall_us: float):
         """Process generator: a thread busy until ``wall_us`` µs of wall-clock time have
@@ -200,17 +308,24 @@ class CpuPool:
         finally:
             self.active -= 1
 
-    def parallel_work(self, work_us: float, threads: int, ref: float = 0.0, team: bool = True):
+    def parallel_work(self, work_us: float, threads: int, ref: float = 0.0, team: bool = True,
+                      thread=None):
         """Process generator: ``work_us`` µs of CPU work split evenly over ``threads`` threads;
         with ``team`` they are one OpenMP team (its regions advance only while every thread
         holds a core: the training step's intra-op threads, measured), else independent
         threads that share the cores fairly (a DataLoader worker's ``threads_per_worker``,
         whose synchronisation nothing measures). Returns one thread's core time in which the
-        work advanced (µs, the mean; spinning left out)."""
+        work advanced (µs, the mean; spinning left out). ``thread``: a key naming the calling
+        thread (its ``threads`` independent threads are named from it)."""
         if threads <= 1:
-            return (yield from self.work(work_us, ref))
-        procs = [self.env.process(self.work(work_us / threads, ref, threads if team else 1))
-                 for _ in range(threads)]
+            return (yield from self.work(work_us, ref, thread=thread))
+        crew = None
+        if team and self.contended:
+            cores = self._place_team(threads)
+            crew = (list(cores), cores)    # (cores still to hand out, cores of the team)
+        procs = [self.env.process(self.work(
+            work_us / threads, ref, threads if team else 1,
+            None if team or thread is None else (thread, i), crew)) for i in range(threads)]
         done = yield simpy.AllOf(self.env, procs)
         return sum(done.values()) / threads
 

@@ -193,7 +193,7 @@ class DataLoaderSim:
                                    rank=self.rank, cause="startup"))
             start = self.env.now
             core_us = yield from self.cpu.parallel_work(work_us, tpw, self.p.corun_ref,
-                                                       team=False)
+                                                       team=False, thread=(self.rank, w))
             self.queued[w] -= 1
             if not self.queued[w]:
                 self.cpu.claim(-tpw)
@@ -218,7 +218,7 @@ class DataLoaderSim:
             heapq.heappush(q.items, first)
             item = heapq.heappop(q.items)[1:]
             start = self.env.now
-            core_us = yield from self.cpu.work(cost_us)
+            core_us = yield from self.cpu.work(cost_us, thread=(self.rank, "pin"))
             if cost_us > 0:
                 record_cpu_work(self.rec, lane, f"pin batch {item[0]}", "pin", start, core_us,
                                  self.env.now, -1, self.rank)

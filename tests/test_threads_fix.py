@@ -94,13 +94,15 @@ def test_the_cpu_cores_ceiling_counts_the_team():
 
 
 def test_plan_ranks_it_with_the_other_fixes():
-    """Workers always busy beside a stalled team: more workers stall it more, one intra-op
-    thread ends the stall: the plan's first move is intra_op_threads(threads=1)."""
+    """Workers always busy beside a stalled team: a third worker does not help (173.8 ms at 2
+    workers, 172.4 at 3: each worker placed on a core's queue beside a team thread), one
+    intra-op thread ends the stall: the plan's first move is intra_op_threads(threads=1)."""
     p = api.plan(_captured(2, 200.0), steps=40, warmup=10, draws=0, jobs=1).to_dict()
     first = p["moves"][0]
     assert first["fix"] == "fix intra_op_threads(threads=1)"
     tried = {t["op"]: t["mean_step_ms"] for t in first["tried"]}
-    assert tried["fix more_workers(workers=3)"] > first["before_ms"] > first["mean_step_ms"]
+    assert tried["fix more_workers(workers=3)"] > 1.1 * first["mean_step_ms"]
+    assert first["before_ms"] > 1.1 * first["mean_step_ms"]
     assert first["mean_step_ms"] == pytest.approx((200.0 + _one_thread_ms(0.75)) / 2, rel=0.01)
 
 
