@@ -190,34 +190,41 @@ def _block_columns(evs: list, seen: dict, ident: Idents):
     return (out, *got)
 
 
-def load_columns(raw, block: int = BLOCK_BYTES):
+def load_columns(raw, block: int | None = None):
     """(events, metadata, ns of the events with a ``ts``, which have one, the mask of
     :func:`calibration.trace_ts.check_span`, the columns) of the trace JSON ``raw``, read a
-    block at a time; None when it is not plainly a trace (see the module docstring)."""
+    block at a time (``block`` bytes; default :data:`BLOCK_BYTES`); None when it is not
+    plainly a trace (see the module docstring)."""
     where = _body(raw)
     if where is None:
         return None
     lo, end, metadata = where
     seen: dict = {}
     ident = Idents()
-    spans, starts, parts = [], [0], []
-    for a, b, evs in _blocks(raw, lo, end, block):
+    spans, starts, bad_dur, timed_n = [], [0], [], 0
+    acc = _Columns()
+    for a, b, evs in _blocks(raw, lo, end, block or BLOCK_BYTES):
         got = None if evs is None else _block_columns(evs, seen, ident)
         del evs
         if got is None:
             return None
         cols, ns, has, us = got
-        cols.bad_dur = [(i + starts[-1], why) for i, why in cols.bad_dur]
+        del got
+        bad_dur += [(i + starts[-1], why) for i, why in cols.bad_dur]
+        timed_n += cols.timed
         spans.append((a, b))
         starts.append(starts[-1] + len(ns))
-        parts.append(got)
+        acc.add({**{f: getattr(cols, f) for f in _ARRAYS}, **cols.ints, _NS: ns, _HAS: has,
+                 _US: us}, guess=(end - lo) / max(1, b - a))
+        del cols, ns, has, us
     if starts[-1] == 0:
         return None
-    cols = _concat([p[0] for p in parts], ident)
-    ns, has_ts, ts_us = (np.concatenate([p[k] for p in parts]) for k in (1, 2, 3))
-    del parts
+    got = acc.done()
+    ns, has_ts, ts_us = got.pop(_NS), got.pop(_HAS), got.pop(_US)
     if not has_ts.any():
         return None
+    cols = Columns(**{f: got.pop(f) for f in _ARRAYS}, ints=got, str_ids=ident.str_ids,
+                   bad_args=[], bad_dur=bad_dur, timed=timed_n)
     try:
         timed = check_span(Path("trace"), cols.ph.tolist, ts_us, ts_us, has_ts)
     except InputError:   # the general reader drops the few far events, or says so
@@ -225,15 +232,40 @@ def load_columns(raw, block: int = BLOCK_BYTES):
     return BlockEvents(raw, spans, starts), metadata, ns[has_ts], has_ts, timed, cols
 
 
-def _concat(parts: list[Columns], ident: Idents) -> Columns:
-    one = parts[0]
-    if len(parts) == 1:
-        one.str_ids = ident.str_ids
-        return one
-    cat = {f: np.concatenate([getattr(p, f) for p in parts])
-           for f in ("names", "cat", "raw_cat", "ph", "pid", "tid", "dur", "flow_id", "gbps",
-                     "coll", "dtype")}
-    ints = {c: np.concatenate([p.ints[c] for p in parts]) for c in one.ints}
-    return Columns(**cat, ints=ints, str_ids=ident.str_ids, bad_args=[],
-                   bad_dur=[b for p in parts for b in p.bad_dur],
-                   timed=sum(p.timed for p in parts))
+_ARRAYS = ("names", "cat", "raw_cat", "ph", "pid", "tid", "dur", "flow_id", "gbps", "coll",
+           "dtype")
+_NS, _HAS, _US = " ns", " has_ts", " ts_us"
+
+
+class _Columns:
+    """Columns filled a block at a time into arrays sized once from the first block's events
+    per byte (grown by doubling if short), so the blocks' own arrays are let go as they are
+    copied and the columns are never held twice."""
+
+    def __init__(self):
+        self.n, self.cols = 0, {}
+
+    def add(self, block: dict[str, np.ndarray], guess: float) -> None:
+        m = len(block[_NS])
+        if not self.cols:
+            cap = int(m * guess * 1.05) + m
+            self.cols = {k: np.empty(cap, a.dtype) for k, a in block.items()}
+        cap = len(self.cols[_NS])
+        if self.n + m > cap:
+            for k, a in self.cols.items():
+                grown = np.empty(max(2 * cap, self.n + m), a.dtype)
+                grown[:self.n] = a[:self.n]
+                self.cols[k] = grown
+                del a, grown
+        for k, a in block.items():
+            self.cols[k][self.n:self.n + m] = a
+        self.n += m
+
+    def done(self) -> dict[str, np.ndarray]:
+        """The columns, each its own array of the events read (one copied at a time)."""
+        out = {}
+        for k in list(self.cols):
+            a = self.cols.pop(k)
+            out[k] = a if len(a) == self.n else a[:self.n].copy()
+            del a
+        return out
