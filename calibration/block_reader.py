@@ -94,7 +94,8 @@ class BlockEvents(Sequence):
 
 
 def _wrap(raw, lo: int, hi: int) -> bytes:
-    return b"[" + memoryview(raw)[lo:hi] + b"]"
+    """``raw[lo:hi]`` in brackets (one copy)."""
+    return b"".join((b"[", memoryview(raw)[lo:hi], b"]"))
 
 
 def _body(raw) -> tuple[int, int, dict] | None:
