@@ -3,6 +3,8 @@ trace shows: GPU work still running when the window starts (:func:`backlog_rows`
 :func:`backlog_us`) and the most launches pending at any launch (:func:`peak_pending`)."""
 from __future__ import annotations
 
+import numpy as np
+
 from stepsim.calibration.steps import Step
 from stepsim.calibration.trace_context import TraceContext
 
@@ -60,16 +62,18 @@ def peak_pending(ctx: TraceContext, first: Step, last: Step, backlog: list[int])
     holds one entry until its last activity ends; the ``backlog`` activities
     (:func:`backlog_rows` at ``first``'s start) hold one each from that start."""
     t0, t1 = first.start_ns, last.end_ns
-    ends: dict[int, int] = {}
-    for g, lr in ctx.launch_of.items():
-        if t0 <= ctx.ts[lr] < t1:
-            ends[lr] = max(ends.get(lr, 0), int(ctx.te[g]))
-    events = [(int(ctx.ts[lr]), 1) for lr in ends] + [(e, -1) for e in ends.values()]
-    events += [(int(ctx.te[g]), -1) for g in backlog]
-    events.sort(key=lambda e: (e[0], e[1]))   # at one instant, ends free slots first
-    pending, peak = len(backlog), 0
-    for _, d in events:
-        pending += d
-        if d > 0:
-            peak = max(peak, pending)
-    return peak
+    n = len(ctx.launch_of)
+    g = np.fromiter(ctx.launch_of.keys(), np.int64, n)
+    lr = np.fromiter(ctx.launch_of.values(), np.int64, n)
+    sel = (ctx.ts[lr] >= t0) & (ctx.ts[lr] < t1)
+    calls, which = np.unique(lr[sel], return_inverse=True)
+    ends = np.zeros(len(calls), np.int64)          # each call: its last activity's end
+    np.maximum.at(ends, which, ctx.te[g[sel]])
+    back = np.asarray(ctx.te[np.asarray(backlog, np.int64)], np.int64)
+    times = np.concatenate([ctx.ts[calls].astype(np.int64), ends, back])
+    step = np.concatenate([np.ones(len(calls), np.int64), -np.ones(len(ends) + len(back),
+                                                                   np.int64)])
+    order = np.lexsort((step, times))   # at one instant, ends free slots first
+    pending = len(backlog) + np.cumsum(step[order])
+    starts = pending[step[order] > 0]
+    return int(starts.max()) if len(starts) else 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepsim.calibration.event_aliases import CATEGORY_ALIASES, LEGACY_GPU_PID, arg_value
-from stepsim.calibration.trace_io import MAX_SPAN_US
+from stepsim.calibration.trace_ts import MAX_SPAN_US
 
 __all__ = ["Columns", "row_columns", "Idents", "to_int", "to_float", "dur_ns", "category",
            "GPU_CATS", "INT_COLS"]

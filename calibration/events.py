@@ -71,7 +71,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.event_aliases import ALIAS_VERSION, ARG_ALIASES, CATEGORY_ALIASES
-from stepsim.calibration.event_rows import GPU_CATS, row_columns, to_int
+from stepsim.calibration.event_rows import GPU_CATS, Columns, row_columns, to_int
 from stepsim.calibration.fast_columns import fast_columns
 from stepsim.calibration.trace_io import RawTrace
 from stepsim.simcore.errors import InputError
@@ -244,7 +244,8 @@ def build_table(raw: RawTrace) -> EventTable:
             unparsable or out-of-int64 numbers −1/NaN, non-object ``args`` are ignored (a
             warning counts them).
     """
-    cols = (fast_columns(raw.columns, raw.events) if raw.columns is not None else None) \
+    cols = raw.columns if isinstance(raw.columns, Columns) else \
+        (fast_columns(raw.columns, raw.events) if raw.columns is not None else None) \
         or row_columns(raw.events)
     raw.columns = None                  # read: the per-event lists go
     n = len(raw.events)

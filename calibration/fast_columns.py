@@ -13,7 +13,7 @@ from stepsim.calibration.columnar import ABSENT, Decoded, Num, arg_columns, plai
 from stepsim.calibration.event_aliases import ARG_ALIASES, LEGACY_GPU_PID
 from stepsim.calibration.event_rows import (GPU_CATS, INT_COLS, MAX_DUR_INT, Columns, Idents,
                                             category, dur_ns, to_float, to_int)
-from stepsim.calibration.trace_io import MAX_SPAN_US
+from stepsim.calibration.trace_ts import MAX_SPAN_US
 
 __all__ = ["fast_columns"]
 
@@ -91,10 +91,10 @@ def _text(v):
     return v if v is None else str(plain(v))
 
 
-def _idents(pids: list, tids: list) -> tuple[np.ndarray, np.ndarray, dict]:
-    """pid and tid columns by :class:`calibration.event_rows.Idents`, codes given in the order
-    the general reader gives them (pid then tid, event by event)."""
-    ident = Idents()
+def _idents(pids: list, tids: list, ident: Idents) -> tuple[np.ndarray, np.ndarray, dict]:
+    """pid and tid columns by :class:`calibration.event_rows.Idents` (``ident``: the codes
+    given so far), codes given in the order the general reader gives them (pid then tid,
+    event by event)."""
     kinds = set(map(type, pids)) | set(map(type, tids))
     if kinds <= {int, str}:     # hashable, and no 1 == 1.0 == True between kinds
         if kinds == {int}:
@@ -111,12 +111,15 @@ def _idents(pids: list, tids: list) -> tuple[np.ndarray, np.ndarray, dict]:
     return pid, tid, ident.str_ids
 
 
-def fast_columns(dec: Decoded, events) -> Columns | None:
+def fast_columns(dec: Decoded, events, ident: Idents | None = None,
+                 args: dict | None = None) -> Columns | None:
     """The columns :func:`calibration.event_rows.row_columns` gives for the same events, from
     what :func:`calibration.columnar.decode` read (``events``: the same, as dicts, for a
     message); None when some ``args`` is not an object (the general reader then counts
-    them)."""
-    args = arg_columns(dec.args)
+    them). ``ident``: the pid/tid codes of the events before these (a trace read in blocks,
+    :mod:`calibration.block_reader`); ``args``: their :func:`calibration.columnar.arg_columns`
+    when already read."""
+    args = arg_columns(dec.args) if args is None else args
     if args is None:
         return None
     n = len(dec.names)
@@ -131,7 +134,7 @@ def fast_columns(dec: Decoded, events) -> Columns | None:
         for i in [i for i, c in enumerate(cats) if c is None]:
             if phs[i] == "X":
                 cat[i] = "kernel" if dec.pid[i] == LEGACY_GPU_PID else "cpu_op"
-    pid, tid, str_ids = _idents(dec.pid, dec.tid)
+    pid, tid, str_ids = _idents(dec.pid, dec.tid, Idents() if ident is None else ident)
     dur, bad_dur, timed = _durations(dec)
     flow = _mask(phs, ("s", "f", "t"))
     flow_id = np.where(flow, _int_column([dec.id]), -1)

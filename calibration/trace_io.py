@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stepsim.calibration.block_reader import load_columns
 from stepsim.calibration.columnar import decode
 from stepsim.calibration.trace_ts import (MAX_ABS_TS_US, MAX_SPAN_US, check_span, check_ts,
                                           drop_bad_events, drop_far_events,
@@ -293,7 +294,13 @@ def _raw_trace(p: Path, events, metadata: dict, ns_present: np.ndarray, has_ts: 
 def _load_columnar(p: Path, raw, size: int) -> RawTrace | None:
     """:func:`load_trace` of a plain trace without a dict per event
     (:mod:`calibration.columnar`); None when the file needs the general reader (which then
-    reads it, with its checks and messages)."""
+    reads it, with its checks and messages). Read a block at a time
+    (:mod:`calibration.block_reader`) where it can be, else the whole text at once."""
+    got = load_columns(raw)
+    if got is not None:
+        events, metadata, ns, has_ts, timed, cols = got
+        return _raw_trace(p, events, metadata, ns, has_ts, timed, True, size, len(raw),
+                          columns=cols)
     dec = decode(raw)
     got = None if dec is None else columnar_ts(p, dec)
     if got is None:

@@ -20,7 +20,7 @@ from stepsim.calibration.columnar import Decoded, Num, plain, texts_to_ns
 from stepsim.simcore.errors import InputError
 
 __all__ = ["MAX_ABS_TS_US", "MAX_SPAN_US", "check_ts", "exact_ts", "check_span", "columnar_ts",
-           "drop_bad_events", "drop_far_events", "text_to_ns", "value_to_ns"]
+           "block_ts", "drop_bad_events", "drop_far_events", "text_to_ns", "value_to_ns"]
 
 MAX_ABS_TS_US = 9.2e15
 """Largest ``|ts|`` accepted (µs): ``ts`` is held as int64 ns, whose range is ±9.22e18 ns."""
@@ -166,10 +166,25 @@ def columnar_ts(p: Path, dec: Decoded) -> tuple[np.ndarray, np.ndarray, np.ndarr
     returns) of the events :func:`calibration.columnar.decode` read; None when some ``ts`` is
     missing outside a metadata event, is not an int or a plain decimal, or is out of range
     (the general reader then says which)."""
+    got = block_ts(dec)
+    if got is None or not got[1].any():
+        return None
+    ns_all, has_ts, ts_us = got
+    try:
+        timed = check_span(p, lambda: dec.ph, dec.ts, ts_us, has_ts)
+    except InputError:   # the general reader drops the few far events, or says so
+        return None
+    return ns_all[has_ts], has_ts, timed
+
+
+def block_ts(dec: Decoded) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(ns of every event, 0 where it has no ``ts``; which events have one; µs as floats, 0
+    where absent) of some events :func:`calibration.columnar.decode` read, or None (as
+    :func:`columnar_ts`, the span over all events not checked)."""
     ts = dec.ts
     n = len(ts)
     has_ts = np.fromiter((v is not None for v in ts), bool, n)
-    if not has_ts.any() or any(dec.ph[i] not in NO_TS_OK for i in np.nonzero(~has_ts)[0]):
+    if any(dec.ph[i] not in NO_TS_OK for i in np.nonzero(~has_ts)[0]):
         return None
     rows_i = [i for i, v in enumerate(ts) if type(v) is int]
     rows_n = [i for i, v in enumerate(ts) if type(v) is Num]
@@ -191,11 +206,7 @@ def columnar_ts(p: Path, dec: Decoded) -> tuple[np.ndarray, np.ndarray, np.ndarr
     ns_all = np.zeros(n, np.int64)
     ns_all[rows_i] = ints * 1000
     ns_all[rows_n] = ns
-    try:
-        timed = check_span(p, lambda: dec.ph, ts, ts_us, has_ts)
-    except InputError:   # the general reader drops the few far events, or says so
-        return None
-    return ns_all[has_ts], has_ts, timed
+    return ns_all, has_ts, ts_us
 
 
 def drop_bad_events(p: Path, events: list) -> tuple[list, str | None]:

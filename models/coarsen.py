@@ -56,6 +56,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+import numpy as np
+
 from stepsim.models.params import DeviceTask, HostOp, StepModel
 from stepsim.models.simulate import issue_points, simulate
 
@@ -147,18 +149,16 @@ def _peak_pending(model: StepModel, runs) -> int:
     """The most launch-queue slots held at once on one rank by ``runs`` (a launched task holds
     its ``launches`` slots from its launch to its end)."""
     tasks = model.task_map()
-    events: dict[int, list[tuple[float, int]]] = defaultdict(list)
-    for r in runs:
-        if r.launch_us is not None:
-            n = tasks[r.task].launches
-            events[r.rank] += [(r.launch_us, n), (r.end_us, -n)]
-    peak = 0
-    for evs in events.values():
-        held = 0
-        for _, d in sorted(evs, key=lambda e: (e[0], e[1])):
-            held += d
-            peak = max(peak, held)
-    return peak
+    held = [(r.rank, r.launch_us, r.end_us, tasks[r.task].launches) for r in runs
+            if r.launch_us is not None]
+    if not held:
+        return 0
+    rank, start, end, n = (np.array(c) for c in zip(*held))
+    d = np.concatenate([n, -n])
+    order = np.lexsort((d, np.concatenate([start, end]), np.concatenate([rank, rank])))
+    # by rank, then time (at one instant, releases first): each rank's slots come back to 0
+    # at its last event, so one running sum serves every rank
+    return max(0, int(np.cumsum(d[order]).max()))
 
 
 def _span_us(launch_us: dict[str, dict[tuple[int, int], float]], first: str, t: str) -> float:
