@@ -88,7 +88,9 @@ __all__ = ["Prediction", "predict", "simulate_summary", "counted_summary", "devi
            "uncertain_params", "bootstrap_measured"]
 
 DEFAULT_DRAWS = 16
-"""Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores)."""
+"""Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores); the
+verbs' default too (:data:`stepsim.limits.DEFAULT_DRAWS`, the same number: a test holds them
+together), so one baseline gets one interval in ``whatif``, ``diagnose`` and ``plan``."""
 
 
 @dataclass(frozen=True)
