@@ -168,7 +168,7 @@ def cmd_validate(args) -> int:
                      label=args.label, progress=not args.json,
                      width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings)
-    print_validation([r.record], as_json=args.json)
+    print_validation([r.record], as_json=args.json, scope=True)
     return 0
 
 

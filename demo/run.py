@@ -217,8 +217,9 @@ def _validated_row(model, runs: dict, s: int, out: Path, seed: int, work0: float
     to ``records``, a note on its runs' outside load to ``notes``) and return its table row."""
     meas = [measured_steps(d / "trace.json.gz") for d in runs[s]]
     pooled = [v for m in meas for v in m.step_us]
-    # the interval is of what is measured: the pooled mean of these runs' steps
-    pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=120, warmup=20,
+    # the interval is of what is measured: the pooled mean of these runs' steps; the steps
+    # simulated as every verb chooses them, so the row is what `stepsim validate` gives
+    pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=None, warmup=20,
                    seed=seed, intervals=True, runs=len(meas), measured_steps=len(pooled),
                    decompose=True, jobs=default_jobs())
     load, note = pooled_load([(m.outside_load_slowdown, sum(m.step_us)) for m in meas])
@@ -302,7 +303,9 @@ def _print_table(console: Console, rows: list[dict], cores: int) -> None:
             "left out of the score.  " if loaded else "")
     console.print("* calibration setting (in-sample): its row checks the replay of the calibrated "
                   "baseline and is left out of the score.  "
-                  + dagger + load + "CPU time ×: the runs' CPU time per batch and step (identical "
+                  + dagger + load + "P10–P90: of the pooled mean step of the setting's runs, as "
+                  "`stepsim validate` gives it (`whatif`'s is of one run's mean step).  "
+                  "CPU time ×: the runs' CPU time per batch and step (identical "
                   "work) over the calibration capture's (the host's speed, plus co-run "
                   "interference).  Bottlenecks: input = the DataLoader, host_compute = the training "
                   "step's CPU work, cpu_cores = workers and training step share too few cores.")

@@ -44,3 +44,29 @@ def test_diagnose_and_whatif_print_one_interval_for_one_baseline():
     assert w.p90_step_us > w.p10_step_us
     assert (d.p10_step_us, d.p50_step_us, d.p90_step_us) == (
         w.p10_step_us, w.p50_step_us, w.p90_step_us)
+
+
+def test_each_interval_says_what_it_is_of():
+    from stepsim.scenarios.predict import interval_scope, predict
+
+    assert interval_scope() == "one run's mean step"
+    assert interval_scope(2, 41) == "the pooled mean step of 2 runs over 41 measured steps"
+    assert interval_scope(1, 21) == "one run's mean step over 21 measured steps"
+    m = _model()
+    p = predict(m, [], steps=30, warmup=5, intervals=4, runs=2, measured_steps=41)
+    assert p.scope == interval_scope(2, 41) == p.to_dict()["interval_of"]
+
+
+def test_the_demo_row_is_what_validate_gives(cpu_run_nw1, tmp_path):
+    """The demo's table row of a setting is `stepsim validate` of that setting's runs: the
+    same point (steps chosen as every verb chooses them, not 120) and the same interval."""
+    from stepsim.demo.run import _validated_row
+    from stepsim.models.params import load_model
+
+    api.calibrate(cpu_run_nw1, output=tmp_path / "m.json")
+    m = load_model(tmp_path / "m.json")
+    v = api.validate(m, [cpu_run_nw1], set=["loader.num_workers=1"], jobs=1).prediction
+    row = _validated_row(m, {1: [cpu_run_nw1]}, 1, tmp_path, 0, 1.0, [], [])
+    assert row["predicted_mean_ms"] == v.mean_step_us / 1e3
+    assert (row["predicted_p10_ms"], row["predicted_p90_ms"]) == (
+        v.p10_step_us / 1e3, v.p90_step_us / 1e3)
