@@ -40,6 +40,8 @@ def _warn(warnings) -> None:
 
 
 def cmd_calibrate(args) -> int:
+    from stepsim.models.host_speed import CAPTURE_SPEED
+
     r = api.calibrate(args.trace, output=args.output, sidecar=args.sidecar,
                       step_regex=args.step_regex, replicates=args.replicate or (),
                       steps=args.steps)
@@ -61,6 +63,7 @@ def cmd_calibrate(args) -> int:
         print("(several ranks: no window replay; the steady state is compared)")
     what = ("steady state of the representative step (what predictions use)"
             if r.model.replay is not None else "replay of the calibrated baseline")
+    what += f" {CAPTURE_SPEED}"
     print(f"{what}: mean {_fmt_ms(r.steady_mean_us)} ms ({100 * r.steady_mean_error:+.1f} % vs "
           f"measured), median {_fmt_ms(r.steady_median_us)} ms "
           f"({100 * r.steady_median_error:+.1f} % vs measured)")
@@ -169,6 +172,8 @@ def cmd_validate(args) -> int:
                      width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings)
     print_validation([r.record], as_json=args.json, scope=True)
+    if not args.json and r.prediction.host_speed:
+        print(f"predicted {r.prediction.host_speed}")
     return 0
 
 

@@ -87,6 +87,8 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
     x = base.mean_step_us / pred.mean_step_us
     c.print(f"speed-up {_x(x)}; bottleneck: "
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
+    if base.host_speed:
+        c.print(f"times {base.host_speed}")
     noise = host_noise(pred.model, x)
     if noise and noise["within_host_noise"]:
         c.print(noise_line(f"the predicted change ({_x(x)}) is", noise))

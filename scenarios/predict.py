@@ -68,6 +68,7 @@ from typing import Sequence
 
 import numpy as np
 
+from stepsim.models.host_speed import speed_phrase
 from stepsim.models.metrics import Summary, brief_summary, summarize
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import task_durations
@@ -173,6 +174,12 @@ class Prediction:
         return interval_scope(self.runs, self.measured_steps)
 
     @property
+    def host_speed(self) -> str:
+        """Which host speed the prediction is at, in words
+        (:func:`models.host_speed.speed_phrase`; empty without its model)."""
+        return speed_phrase(self.model) if self.model is not None else ""
+
+    @property
     def runs_ahead(self) -> bool:
         """True when the step is more than 1 % shorter than the device's floor: nothing made
         the host wait for the device, so the simulated window saw the host's transient pace,
@@ -206,6 +213,7 @@ class Prediction:
                 "rank_comm": [c.to_dict() for c in self.summary.rank_comm],
                 "draw_steps": self.draw_steps, "runs": self.runs,
                 "measured_steps": self.measured_steps, "interval_of": self.scope,
+                "host_speed": self.host_speed,
                 "width_pct": self.width_pct,
                 "width_sources_pct": dict(self.width_sources),
                 "draw_std_error_ms": None if self.draw_std_error_us is None
