@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from stepsim.api_common import guard, load_model, operations, sim_kw
+from stepsim.api_common import guard, input_warnings, load_model, operations, sim_kw
 from stepsim.api_planner import ceiling, plan, sweep, validate, whatif
 from stepsim.limits import DEFAULT_DRAWS, DEFAULT_STEPS, DEFAULT_WARMUP, bounded
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --hel
     from stepsim.results import Calibration, Diagnosed, Simulation, WindowSimulation
 
 __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
-           "diagnose", "report", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
+           "diagnose", "report", "load_model", "operations", "input_warnings", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
 
 
 # ---------------------------------------------------------------- calibrate / simulate -------
