@@ -22,16 +22,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from stepsim.api_common import guard, load_model, operations, sim_kw
+from stepsim.api_common import guard, input_warnings, load_model, operations, sim_kw
 from stepsim.api_planner import ceiling, plan, sweep, validate, whatif
-from stepsim.limits import DEFAULT_STEPS, DEFAULT_WARMUP, bounded
+from stepsim.limits import DEFAULT_DRAWS, DEFAULT_STEPS, DEFAULT_WARMUP, bounded
 
 if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
     from stepsim.models.params import StepModel
     from stepsim.results import Calibration, Diagnosed, Simulation, WindowSimulation
 
 __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
-           "diagnose", "report", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
+           "diagnose", "report", "load_model", "operations", "input_warnings", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
 
 
 # ---------------------------------------------------------------- calibrate / simulate -------
@@ -122,7 +122,7 @@ def simulate(model: str | Path | StepModel, steps: int | None = DEFAULT_STEPS,
 def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
              peak: str | None = None, plot: str | Path | None = None,
              steps: int | None = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
-             draws: int = 8, jobs: int = 0) -> Diagnosed:
+             draws: int = DEFAULT_DRAWS, jobs: int = 0) -> Diagnosed:
     """Walk the diagnosis tree (:mod:`scenarios.diagnose`) for a trace (calibrated first: a
     file, a capture folder or a folder of ranks, whose first file gives the roofline and
     memory) or a StepModel; ``peak`` (``fp32=...,bw=...``) overrides or adds the GPU's peaks;
@@ -139,7 +139,7 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None = None,
 @bounded
 def report(model: str | Path | StepModel, ops: Sequence = (), *, output=None, ledger=None,
            measured=None, steps: int | None = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP,
-           seed: int = 0, draws: int = 16, jobs: int = 0, plot_steps: int = 1,
+           seed: int = 0, draws: int = DEFAULT_DRAWS, jobs: int = 0, plot_steps: int = 1,
            with_plan: bool = True, progress: bool = False):
     """One self-contained HTML report written to ``output``: one what-if per operation or
     scenario file in ``ops`` (see :func:`stepsim.views.report`, which takes the rest)."""

@@ -147,6 +147,20 @@ def sim_kw(steps: int | None, warmup: int, seed: int, jobs: int) -> dict:
     return {"steps": steps, "warmup": warmup, "seed": seed, "jobs": jobs or default_jobs()}
 
 
+def input_warnings(model) -> tuple[str, ...]:
+    """What is wrong with a model file's own capture (:func:`scenarios.caveats.input_caveats`),
+    before a verb runs on it; none where it cannot be read as a model (a trace, a bad file: the
+    verb then says so in its own words)."""
+    from stepsim.scenarios.caveats import input_caveats
+    from stepsim.simcore.errors import StepsimError
+
+    try:
+        m = load_model(model)
+    except StepsimError:   # the verb itself refuses it, in one line
+        return ()
+    return tuple(input_caveats(m))
+
+
 def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()):
     """What the operations cannot show on this model (:func:`stepsim.scenarios.caveats`)."""
     from stepsim.scenarios.caveats import caveats as said

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from stepsim.api_common import (caveats, guard, is_step_model, load_model, model_name,
                                 operations, progress_bar, sim_kw)
-from stepsim.limits import DEFAULT_STEPS, DEFAULT_WARMUP, bounded
+from stepsim.limits import DEFAULT_DRAWS, DEFAULT_STEPS, DEFAULT_WARMUP, bounded
 from stepsim.simcore.errors import StepsimError
 
 if TYPE_CHECKING:
@@ -24,7 +24,8 @@ __all__ = ["whatif", "sweep", "ceiling", "plan", "validate"]
 @bounded
 def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
            scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
-           warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
+           warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = DEFAULT_DRAWS,
+         jobs: int = 0,
            save_model: str | Path | None = None, progress: bool = False,
            compare: str | Path | None = None, plot_steps: int = 1,
            width_sources: bool = False) -> WhatIf:
@@ -154,7 +155,8 @@ def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None,
 @bounded
 def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, set=None,
          scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
-         warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
+         warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = DEFAULT_DRAWS,
+           jobs: int = 0,
          allow: Sequence[str] | None = None, fix_arg: Sequence[str] = (), min_gain: float = 0.02,
          max_moves: int = 8, save_scenario: str | Path | None = None,
          plot: str | Path | None = None, progress: bool = False) -> PlanResult:
@@ -202,7 +204,8 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
 @bounded
 def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scenario=None,
              set=None, scale=None, remove=None, fix=None, steps: int | None = DEFAULT_STEPS,
-             warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = 16, jobs: int = 0,
+             warmup: int = DEFAULT_WARMUP, seed: int = 0, draws: int = DEFAULT_DRAWS,
+             jobs: int = 0,
              ledger: str | Path | None = None, label: str | None = None,
              progress: bool = False, width_sources: bool = False) -> Validation:
     """A prediction against re-measured trace(s) (pooled); ``ledger`` appends the record to a

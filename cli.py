@@ -34,12 +34,24 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _warn(warnings) -> None:
+def _warn(warnings, said=()) -> None:
+    """Each warning on stderr, less those ``said`` already."""
     for w in warnings:
-        _stderr(f"warning: {w}")
+        if w not in said:
+            _stderr(f"warning: {w}")
+
+
+def _warn_input(path) -> tuple[str, ...]:
+    """Say what is wrong with the model file's own capture (:func:`api.input_warnings`) before
+    the verb runs, ahead of its progress and its result; returns what was said."""
+    said = api.input_warnings(path)
+    _warn(said)
+    return said
 
 
 def cmd_calibrate(args) -> int:
+    from stepsim.models.host_speed import CAPTURE_SPEED
+
     r = api.calibrate(args.trace, output=args.output, sidecar=args.sidecar,
                       step_regex=args.step_regex, replicates=args.replicate or (),
                       steps=args.steps)
@@ -61,6 +73,7 @@ def cmd_calibrate(args) -> int:
         print("(several ranks: no window replay; the steady state is compared)")
     what = ("steady state of the representative step (what predictions use)"
             if r.model.replay is not None else "replay of the calibrated baseline")
+    what += f" {CAPTURE_SPEED}"
     print(f"{what}: mean {_fmt_ms(r.steady_mean_us)} ms ({100 * r.steady_mean_error:+.1f} % vs "
           f"measured), median {_fmt_ms(r.steady_median_us)} ms "
           f"({100 * r.steady_median_error:+.1f} % vs measured)")
@@ -120,10 +133,11 @@ def _sim_kw(args) -> dict:
 def cmd_whatif(args) -> int:
     from stepsim.report.planner import print_whatif
 
+    said = _warn_input(args.model)
     r = api.whatif(args.model, args.ops, draws=args.draws, save_model=args.save_model,
                    compare=args.compare, plot_steps=args.plot_steps, progress=not args.json,
                    width_sources=args.width_sources, **_sim_kw(args))
-    _warn(r.warnings)
+    _warn(r.warnings, said)
     print_whatif(r.baseline, r.scenario, as_json=args.json)
     return 0
 
@@ -131,11 +145,12 @@ def cmd_whatif(args) -> int:
 def cmd_sweep(args) -> int:
     from stepsim.report.planner import print_sweep
 
+    said = _warn_input(args.model)
     r = api.sweep(args.model, args.axes, args.ops, draws=args.draws, knee_tol=args.knee_tol,
                   plot=args.plot, measured=args.measured, ledger=args.ledger,
                   progress=not args.json,
                   **_sim_kw(args))
-    _warn(r.warnings)
+    _warn(r.warnings, said)
     print_sweep(r.result, as_json=args.json)
     return 0
 
@@ -143,6 +158,7 @@ def cmd_sweep(args) -> int:
 def cmd_ceiling(args) -> int:
     from stepsim.report.planner import print_ceilings
 
+    _warn_input(args.model)
     r = api.ceiling(args.model, args.ops, plot=args.plot, progress=not args.json,
                     **_sim_kw(args))
     print_ceilings(r.report, as_json=args.json)
@@ -152,23 +168,27 @@ def cmd_ceiling(args) -> int:
 def cmd_plan(args) -> int:
     from stepsim.report.planner import print_plan
 
+    said = _warn_input(args.model)
     r = api.plan(args.model, args.ops, draws=args.draws, allow=args.allow,
                  fix_arg=args.fix_arg, min_gain=args.min_gain, max_moves=args.max_moves,
                  save_scenario=args.save_scenario, plot=args.plot, progress=not args.json,
                  **_sim_kw(args))
+    _warn(r.warnings, said)     # before the table: what the plan's numbers cannot show
     print_plan(r.plan, as_json=args.json)
-    _warn(r.warnings)
     return 0
 
 
 def cmd_validate(args) -> int:
     from stepsim.report.planner import print_validation
 
+    said = _warn_input(args.model)
     r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
                      label=args.label, progress=not args.json,
                      width_sources=args.width_sources, **_sim_kw(args))
-    _warn(r.warnings)
-    print_validation([r.record], as_json=args.json)
+    _warn(r.warnings, said)
+    print_validation([r.record], as_json=args.json, scope=True)
+    if not args.json and r.prediction.host_speed:
+        print(f"predicted {r.prediction.host_speed}")
     return 0
 
 
@@ -185,10 +205,11 @@ def cmd_ledger(args) -> int:
 
 
 def cmd_report(args) -> int:
+    said = _warn_input(args.model)
     d = api.report(args.model, args.ops, output=args.output, ledger=args.ledger,
                    measured=args.measured, draws=args.draws, plot_steps=args.plot_steps,
                    with_plan=not args.no_plan, progress=sys.stderr.isatty(), **_sim_kw(args))
-    _warn(dict.fromkeys([*d.warnings, *(w for x in d.whatifs for w in x.caveats)]))
+    _warn(dict.fromkeys([*d.warnings, *(w for x in d.whatifs for w in x.caveats)]), said)
     print(f"report: baseline {_fmt_ms(d.baseline.mean_step_us)} ms, "
           f"{_n(len(d.whatifs), 'what-if')}, {_n(len(d.ledger), 'validation record')} -> "
           f"{shown(args.output)}")

@@ -8,8 +8,8 @@ import argparse
 import os
 from pathlib import Path
 
-from stepsim.limits import (DEFAULT_STEPS, DEFAULT_WARMUP, count_problem, fraction_problem,
-                            parse_steps)
+from stepsim.limits import (DEFAULT_DRAWS, DEFAULT_STEPS, DEFAULT_WARMUP, count_problem,
+                            fraction_problem, parse_steps)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -171,7 +171,7 @@ def parser() -> argparse.ArgumentParser:
                         "interval)")
 
     # ---- planner verbs (whatif, sweep, ceiling, plan, validate, ledger) are added here ----
-    w = _planner_verb(sub, "whatif", "predict the step after what-if operations", 16)
+    w = _planner_verb(sub, "whatif", "predict the step after what-if operations", DEFAULT_DRAWS)
     w.add_argument("--save-model", metavar="FILE", type=_out_file,
                    help="write the transformed StepModel (JSON)")
     _plot_opts(w, "--compare", "write the lanes timeline of the baseline above the what-if")
@@ -195,7 +195,7 @@ def parser() -> argparse.ArgumentParser:
     ce.add_argument("--plot", metavar="FILE", type=_plot_path, help="write the ceilings as a bar chart")
 
     pl = _planner_verb(sub, "plan", "greedy chain of named fixes, one bottleneck at a time",
-                       16)
+                       DEFAULT_DRAWS)
     pl.add_argument("--allow", action="append", choices=("systems", "numerics", "algorithm",
                                                          "hardware"),
                     help="fix kinds the plan may use (repeatable; default: systems)")
@@ -212,7 +212,7 @@ def parser() -> argparse.ArgumentParser:
 
     rp = _planner_verb(sub, "report", "one self-contained HTML report: baseline, what-ifs "
                        "(one per operation or scenario file), ceilings, plan, validation",
-                       16)
+                       DEFAULT_DRAWS)
     rp.add_argument("-o", "--output", required=True, type=_out_file,
                     help="where to write the report (.html)")
     rp.add_argument("--ledger", metavar="FILE", type=_path,
@@ -225,7 +225,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-plan", action="store_true", help="leave the plan out (faster)")
 
     v = _planner_verb(sub, "validate", "a prediction against re-measured trace(s); ledger",
-                      16)
+                      DEFAULT_DRAWS)
     v.add_argument("traces", nargs="+", metavar="TRACE", help="re-measured trace(s), pooled")
     v.add_argument("--ledger", metavar="FILE", type=_out_file,
                    help="append the result to this JSON-lines file")
@@ -248,8 +248,9 @@ def parser() -> argparse.ArgumentParser:
     dg.add_argument("--peak", metavar="KEY=V,...", help="the GPU's peaks, overriding or "
                     "adding to the table: fp32/tf32/bf16/fp16/fp8 FLOP/s, bw bytes/s")
     dg.add_argument("--plot", metavar="FILE", type=_plot_path, help="write the roofline plot")
-    dg.add_argument("--draws", type=_count("draws"), default=8,
-                    help="Monte Carlo draws behind each what-if's P10-P90 (default 8)")
+    dg.add_argument("--draws", type=_count("draws"), default=DEFAULT_DRAWS,
+                    help="Monte Carlo draws behind the baseline's and each what-if's P10-P90 "
+                         f"(default {DEFAULT_DRAWS}, as whatif)")
     dg.add_argument("--jobs", type=_count("jobs"), default=0,
                     help="processes for the draws (default 0: the CPUs available)")
     _sim_opts(dg)

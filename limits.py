@@ -20,6 +20,11 @@ prefetch queues fill); measured steps None: as many as it takes for the mean ste
 error to be at most 1 % of it (:mod:`stepsim.scenarios.stepcount`). Calibrate's steady state
 uses them too, so it says what ``simulate`` says."""
 
+DEFAULT_DRAWS = 16
+"""Monte Carlo draws behind a P10–P90 interval unless told otherwise: one number for every verb
+that gives one (``whatif``, ``diagnose``, ``validate``, ``plan``, ``report``), so one model's
+baseline gets one interval whichever verb prints it (small, so the CLI stays quick on 2 cores)."""
+
 MAX_STEPS, MAX_DRAWS, MAX_JOBS, MAX_MOVES = 100_000, 10_000, 1024, 1000
 """Most simulated (or warm-up, or drawn) steps, Monte Carlo draws, processes and plan moves a
 verb takes: far beyond any useful run, and small enough that a typo is an error, not a run that

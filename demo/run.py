@@ -43,7 +43,7 @@ from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps
 from stepsim.demo.progress import Steps
-from stepsim.models.host_speed import at_capture_speed, pooled_load
+from stepsim.models.host_speed import CAPTURE_SPEED, at_capture_speed, pooled_load, speed_phrase
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.report.validation import share_text
@@ -143,7 +143,8 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     console.print(f"calibrated on num_workers={CALIBRATION_WORKERS}: produce "
                   f"{model.loader.produce.mean_us / 1e3:.1f} ms per batch "
                   f"({basis.get(model.meta.notes.get('produce_basis'), 'inferred')}), training step "
-                  f"{model.host.ops[-1].dur_us / 1e3:.1f} ms; replay {replay / 1e3:.1f} ms vs measured "
+                  f"{model.host.ops[-1].dur_us / 1e3:.1f} ms; replay ({CAPTURE_SPEED}) "
+                  f"{replay / 1e3:.1f} ms vs measured "
                   f"{measured_base / 1e3:.1f} ms ({replay_err:+.1f} %); co-run interference "
                   f"{model.host.interference:.3f} per co-runner per core, range "
                   f"{model.host.interference_range[0]:.3f}–{model.host.interference_range[1]:.3f}"
@@ -158,7 +159,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                        f"{len(runs[s])} run(s)")
             rows.append(_validated_row(model, runs, s, out, seed, work0, records, notes))
             prog.advance()
-    _print_table(console, rows, cores)
+    _print_table(console, rows, cores, speed_phrase(model))
     for w in notes:
         console.print(f"[yellow]note:[/yellow] {w}")
     write_atomic(ledger, b"".join(ledger_line(r) for r in records))
@@ -217,8 +218,9 @@ def _validated_row(model, runs: dict, s: int, out: Path, seed: int, work0: float
     to ``records``, a note on its runs' outside load to ``notes``) and return its table row."""
     meas = [measured_steps(d / "trace.json.gz") for d in runs[s]]
     pooled = [v for m in meas for v in m.step_us]
-    # the interval is of what is measured: the pooled mean of these runs' steps
-    pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=120, warmup=20,
+    # the interval is of what is measured: the pooled mean of these runs' steps; the steps
+    # simulated as every verb chooses them, so the row is what `stepsim validate` gives
+    pred = predict(model, [parse_set(f"loader.num_workers={s}")], steps=None, warmup=20,
                    seed=seed, intervals=True, runs=len(meas), measured_steps=len(pooled),
                    decompose=True, jobs=default_jobs())
     load, note = pooled_load([(m.outside_load_slowdown, sum(m.step_us)) for m in meas])
@@ -274,7 +276,7 @@ def _write_report(model, records, base: Path, settings, seed: int, out: Path,
     return out / "report.html"
 
 
-def _print_table(console: Console, rows: list[dict], cores: int) -> None:
+def _print_table(console: Console, rows: list[dict], cores: int, speed: str = "") -> None:
     t = Table(title=f"num_workers: predicted vs measured step time, ms ({cores} cores)")
     for col in ("workers", "predicted", "P10–P90", "measured mean (median)", "spread",
                 "error", "in P10–P90", "CPU time ×", "bottleneck pred. / obs."):
@@ -300,9 +302,12 @@ def _print_table(console: Console, rows: list[dict], cores: int) -> None:
             f"{1 + max(r['outside_load_slowdown'] for r in loaded):.1f}x slower than the machine "
             "alone) and slower than predicted: the load could explain the error, so the row is "
             "left out of the score.  " if loaded else "")
-    console.print("* calibration setting (in-sample): its row checks the replay of the calibrated "
-                  "baseline and is left out of the score.  "
-                  + dagger + load + "CPU time ×: the runs' CPU time per batch and step (identical "
+    console.print("* calibration setting (in-sample): its row checks the calibrated baseline "
+                  "and is left out of the score.  "
+                  + (f"Predicted {speed}.  " if speed else "")
+                  + dagger + load + "P10–P90: of the pooled mean step of the setting's runs, as "
+                  "`stepsim validate` gives it (`whatif`'s is of one run's mean step).  "
+                  "CPU time ×: the runs' CPU time per batch and step (identical "
                   "work) over the calibration capture's (the host's speed, plus co-run "
                   "interference).  Bottlenecks: input = the DataLoader, host_compute = the training "
                   "step's CPU work, cpu_cores = workers and training step share too few cores.")

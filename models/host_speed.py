@@ -173,6 +173,27 @@ def at_capture_speed(model):
     return model.model_copy(update={"host": model.host.model_copy(update={"cpu_scale": own})})
 
 
+CAPTURE_SPEED = "at the capture's own host speed"
+"""How a number at :func:`at_capture_speed` says which speed it is at (calibrate's and the
+demo's replay: checked against the capture's own steps)."""
+
+
+def speed_phrase(model) -> str:
+    """Which host speed a prediction of ``model`` is at, in a short phrase, so numbers of two
+    outputs can be matched: :data:`CAPTURE_SPEED` where ``host.cpu_scale`` is the capture's
+    own, else the runs' mean (replicates, or the profiled window's speed against its whole
+    run, moved it: what a prediction of the next run takes), with the factor."""
+    own = at_capture_speed(model).host.cpu_scale
+    scale = model.host.cpu_scale
+    if math.isclose(own, scale, rel_tol=1e-9):
+        return CAPTURE_SPEED
+    n = len(model.host.speed_runs)
+    runs = f"the mean host speed of the capture's {n} runs" if n >= 2 else \
+        "the host speed of the capture's whole run"
+    return (f"at {runs} (CPU time x{scale / own:.3f} its profiled window's, the speed a "
+            "replay runs at)")
+
+
 LOAD_WARN = 0.10
 """Slowdown ``1 / held − 1`` of a capture's own threads by other load above which calibration
 warns (:mod:`calibration.outside_load`; ``meta.notes.outside_load_held``) and every what-if

@@ -85,9 +85,10 @@ def print_diagnosis(d: Diagnosis, as_json: bool = False) -> None:
         _json(diagnosis_dict(d))
         return
     b = d.baseline
-    interval = (f" (P10-P90 {_ms(b.p10_step_us)} - {_ms(b.p90_step_us)})"
+    interval = (f" (P10-P90 of {b.scope}: {_ms(b.p10_step_us)} - {_ms(b.p90_step_us)})"
                 if b.p10_step_us is not None else "")
-    print(f"diagnosis of {d.name}: simulated baseline step {_ms(b.mean_step_us)}{interval}")
+    print(f"diagnosis of {d.name}: simulated baseline step {_ms(b.mean_step_us)}{interval}"
+          + (f", {b.host_speed}" if b.host_speed else ""))
     for c in d.caveats:
         print(f"  caveat: {c}")
     stage = None

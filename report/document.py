@@ -20,7 +20,7 @@ from stepsim.report.lanes import Timeline, plot_lanes, sim_timeline
 from stepsim.report.planner import plot_ceilings, plot_sweep
 from stepsim.scenarios.ceiling import CeilingReport, ceilings
 from stepsim.scenarios.plan import Plan, plan
-from stepsim.scenarios.predict import Prediction, predict
+from stepsim.scenarios.predict import DEFAULT_DRAWS, Prediction, predict
 from stepsim.scenarios.sweep import SweepResult, sweep
 from stepsim.scenarios.caveats import caveats
 from stepsim.scenarios.paths import get_value
@@ -112,7 +112,7 @@ def ledger_sweep_points(records: Sequence[LedgerRecord], path: str | None = None
 
 def build_report(model: StepModel, scenarios: Sequence[tuple[str, list]] = (),
                  ledger: Sequence[LedgerRecord] = (), measured: Timeline | None = None,
-                 steps: int | None = None, warmup: int = 20, seed: int = 0, draws: int = 16,
+                 steps: int | None = None, warmup: int = 20, seed: int = 0, draws: int = DEFAULT_DRAWS,
                  jobs: int = 1, with_plan: bool = True, lane_steps: int = 1,
                  progress: Callable[[str], None] | None = None) -> ReportData:
     """Predict the baseline and each ``(name, ops)`` what-if, the ceilings and (unless

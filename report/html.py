@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from stepsim.models.metrics import label
 from stepsim.report.document import ReportData
-from stepsim.report.plan_table import PLAN_COLUMNS, PLAN_TITLE
+from stepsim.report.plan_table import PLAN_COLUMNS, PLAN_TITLE, plan_rows
 from stepsim.report.validation import share_text
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
@@ -172,19 +172,12 @@ def _plan(d: ReportData) -> str:
     p = d.plan
     if p is None:
         return "<p>No plan was asked for.</p>"
-    def ceiling(row) -> str:
-        return f"{row.label} ({_x(row.ceiling)})" if row else "–"
-
     b = p.baseline
-    rows = [("0", "(baseline)", _ms(b.mean_step_us), _interval(b), "", b.bottleneck_label,
-             ceiling(p.largest_ceiling))]
-    rows += [(str(i), f"{m.op.describe().removeprefix('fix ')} → {m.relieves.label}",
-              _ms(m.prediction.mean_step_us), _interval(m.prediction), _x(m.speedup),
-              m.prediction.bottleneck_label, ceiling(m.largest_ceiling))
-             for i, m in enumerate(p.moves, 1)]
-    return (f"<p class='muted'>{_e(PLAN_TITLE)}; bottleneck: as the what-ifs name it; largest "
-            "ceiling: the component whose removal would shorten the step most.</p>"
-            + _table([h.replace("->", "→") for h in PLAN_COLUMNS], rows, text_cols=(1, 5, 6))
+    rows = plan_rows(p, "→", _x)
+    return (f"<p class='muted'>{_e(PLAN_TITLE)}; bottleneck: as the what-ifs name it; next: "
+            "the component whose removal would shorten the step most (its largest ceiling), "
+            "which the next move relieves first.</p>"
+            + _table(list(PLAN_COLUMNS), rows, text_cols=(1, 5, 6))
             + f"<p>{_ms(b.mean_step_us)} ms → {_ms(p.final_prediction.mean_step_us)} ms "
               f"(<b>{_x(p.speedup)}</b>); stop: {_e(p.stop)}</p>"
             + _img(d.plan_png, "step time after each fix of the chain, the bottleneck and the "

@@ -1,8 +1,11 @@
 """The plan's rendering: its ``--json`` document and its table (times in µs, shown in ms).
 
-Each row names two things apart (issue 10, one answer per question): the step's *bottleneck*
-as ``whatif`` and ``simulate`` name it, and its *largest ceiling* (:mod:`scenarios.ceiling`),
-the component whose removal would shorten the step most, which steers the chain."""
+Each row names the step's *bottleneck* once, as ``whatif`` and ``simulate`` name it (issue 10,
+one answer per question), and what comes *next*: its *largest ceiling*
+(:mod:`scenarios.ceiling`), the component whose removal would shorten the step most, which
+the next move relieves first ("same" where it is the bottleneck). A move's fix names the
+component it relieves only where that is not the row above's next (the chain went down the
+ranking to a component an allowed fix relieves)."""
 from __future__ import annotations
 
 from rich.table import Table
@@ -13,15 +16,16 @@ from stepsim.report.tables import console, json_out as _json, ms_text as _ms
 from stepsim.scenarios.plan import Plan
 from stepsim.simcore.units import us_to_ms
 
-__all__ = ["PLAN_TITLE", "PLAN_COLUMNS", "plan_dict", "print_plan"]
+__all__ = ["PLAN_TITLE", "PLAN_COLUMNS", "plan_dict", "plan_rows", "print_plan"]
 
 PLAN_TITLE = "plan (greedy: each move relieves the largest ceiling an allowed fix can)"
-PLAN_COLUMNS = ("#", "fix -> component it relieves", "step ms", "P10 / P50 / P90 ms",
-                "speed-up", "bottleneck", "largest ceiling")
-"""The plan's table: each move's fix and the component it was chosen for; ``bottleneck`` the
-step's as ``whatif`` and ``simulate`` name it (:func:`models.bottleneck.name_bottleneck`);
-``largest ceiling`` the component whose removal would shorten the step most
-(:mod:`scenarios.ceiling`), with that ceiling: the one the next move relieves first."""
+PLAN_COLUMNS = ("#", "fix", "step ms", "P10 / P50 / P90 ms", "speed-up", "bottleneck",
+                "next: largest ceiling")
+"""The plan's table: each move's fix (``-> component`` where it relieves another than the row
+above's next); ``bottleneck`` the step's as ``whatif`` and ``simulate`` name it
+(:func:`models.bottleneck.name_bottleneck`); ``next: largest ceiling`` the component whose
+removal would shorten the step most (:mod:`scenarios.ceiling`), with that ceiling, the one
+the next move relieves first ("same" where it is the bottleneck)."""
 
 
 def _ceiling_keys(row, prefix: str = "") -> dict:
@@ -53,18 +57,27 @@ def plan_dict(p: Plan) -> dict:
             "speedup": p.speedup, "stop": p.stop, "category_share": p.category_share}
 
 
-def _plan_rows(p: Plan) -> list[tuple[str, ...]]:
-    """The cells of the plan's table (:data:`PLAN_COLUMNS`), baseline first."""
-    def ceiling(row) -> str:
-        return f"{row.label} ({_x(row.ceiling)})" if row else "-"
+def plan_rows(p: Plan, arrow: str = "->", x=_x) -> list[tuple[str, ...]]:
+    """The cells of the plan's table (:data:`PLAN_COLUMNS`), baseline first; each component
+    named once in a row (the text table's and the HTML report's)."""
+    def nxt(row, neck: str) -> str:
+        if row is None:
+            return "-"
+        return f"{'same' if row.key == neck else row.label} ({x(row.ceiling)})"
 
     b = p.baseline
     rows = [("0", "(baseline)", _ms(b.mean_step_us), _interval(b), "", b.bottleneck_label,
-             ceiling(p.largest_ceiling))]
-    return rows + [(str(i), f"{m.op.describe().removeprefix('fix ')} -> {m.relieves.label}",
-                    _ms(m.prediction.mean_step_us), _interval(m.prediction), _x(m.speedup),
-                    m.prediction.bottleneck_label, ceiling(m.largest_ceiling))
-                   for i, m in enumerate(p.moves, 1)]
+             nxt(p.largest_ceiling, b.bottleneck))]
+    above = p.largest_ceiling
+    for i, m in enumerate(p.moves, 1):
+        fix = m.op.describe().removeprefix("fix ")
+        if above is None or m.relieves.key != above.key:
+            fix += f" {arrow} {m.relieves.label}"
+        rows.append((str(i), fix, _ms(m.prediction.mean_step_us), _interval(m.prediction),
+                     x(m.speedup), m.prediction.bottleneck_label,
+                     nxt(m.largest_ceiling, m.prediction.bottleneck)))
+        above = m.largest_ceiling
+    return rows
 
 
 def print_plan(p: Plan, as_json: bool = False) -> None:
@@ -77,7 +90,7 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
     t = Table(title=PLAN_TITLE, show_edge=False)
     # the interval column only when the plan drew intervals (``--draws``)
     keep = [b.has_interval or col != "P10 / P50 / P90 ms" for col in PLAN_COLUMNS]
-    rows = [[cell for cell, k in zip(row, keep) if k] for row in _plan_rows(p)]
+    rows = [[cell for cell, k in zip(row, keep) if k] for row in plan_rows(p)]
     for i, col in enumerate(c for c, k in zip(PLAN_COLUMNS, keep) if k):
         if col in ("#", "step ms", "speed-up"):     # numbers: whole
             t.add_column(col, justify="right", no_wrap=True,

@@ -87,6 +87,8 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
     x = base.mean_step_us / pred.mean_step_us
     c.print(f"speed-up {_x(x)}; bottleneck: "
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
+    if base.host_speed:
+        c.print(f"times {base.host_speed}")
     noise = host_noise(pred.model, x)
     if noise and noise["within_host_noise"]:
         c.print(noise_line(f"the predicted change ({_x(x)}) is", noise))
@@ -118,7 +120,8 @@ def _uncertainty_note(p: Prediction) -> None:
                 "it is the point estimate")
     if p.draws:
         varied = ", ".join(_range_text(p, k, lo, hi) for k, (lo, hi) in p.uncertain.items())
-        c.print(f"interval: {p.draws} Monte Carlo draws over sampled durations"
+        c.print(f"interval (P10-P90 of {p.scope}): {p.draws} Monte Carlo draws over sampled "
+                "durations"
                 + (f" and {varied}" if varied else " (no inferred or assumed parameters)")
                 + (f"; each draw simulated {p.draw_steps} steps (its own standard error "
                    f"{100 * p.draw_std_error_us / p.mean_step_us:.1f} % of the mean, median "

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms
 from stepsim.scenarios.interval_sources import LABELS, width_line
+from stepsim.scenarios.predict import interval_scope
 from stepsim.scenarios.validate import LedgerRecord, LedgerSummary
 
 MIN_SHARE_RECORDS = 3
@@ -40,8 +41,11 @@ _RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean (steps)",
                 "error mean (median)", "inside", "bottleneck predicted / measured")
 
 
-def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> None:
-    """Prediction vs measurement, one row per record."""
+def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
+                     scope: bool = False) -> None:
+    """Prediction vs measurement, one row per record; ``scope``: also what each record's
+    interval is of, in words (:func:`scenarios.predict.interval_scope`), where the record
+    has no width by source (whose line says it)."""
     if as_json:
         return _json([r.model_dump() for r in records])
     t = Table(title="prediction vs re-measured step time (ms)", show_edge=False)
@@ -69,10 +73,13 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False) -> 
         t.add_row(*row)
     console().print(t)
     for r in records:
+        of = interval_scope(r.runs, r.steps_measured)
         if r.width_sources_pct:
-            console().print(f"{r.label}: interval of the pooled mean of {r.runs} run"
-                            f"{'s' if r.runs != 1 else ''} ({r.steps_measured} steps), "
+            console().print(f"{r.label}: interval of {of}, "
                             + width_line(r.width_pct, r.width_sources_pct))
+        elif scope and r.p10_us is not None:
+            console().print(f"{r.label}: P10-P90 of {of} (whatif's and diagnose's are of "
+                            "one run's mean step)")
         if r.outside_load:
             console().print(
                 f"[yellow]{r.label}:[/yellow] re-measured under outside load, about "

@@ -16,6 +16,18 @@ from stepsim.simcore.errors import ModelError
 _COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
 
 
+def input_caveats(model: StepModel) -> list[str]:
+    """What is wrong with the model's own capture, whatever is asked of it: a capture that ran
+    under outside load (the command line says it before the verb runs, ahead of its result)."""
+    slow = outside_load_slowdown(model)
+    if slow is None:
+        return []
+    return [f"this model was calibrated from a capture that ran under outside load (its "
+            f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
+            "it carries that run's slowdown, which no interval covers; re-capture on a "
+            "quiet machine"]
+
+
 def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()) -> list[str]:
     """What in ``ops`` (and the swept ``paths``) the model cannot honour as the user likely
     expects, in words: a collective cost setting without ``comm.bus_gbps`` (collectives keep
@@ -26,13 +38,7 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
     when the ops change the co-running threads or the cores (or there are no ops); not for a
     sweep (``paths``): :func:`point_threads` names its points that have it, once."""
     sets = {op.path for op in ops if isinstance(op, SetOp)} | set(paths)
-    out = []
-    slow = outside_load_slowdown(model)
-    if slow is not None:
-        out.append(f"this model was calibrated from a capture that ran under outside load (its "
-                   f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
-                   "it carries that run's slowdown, which no interval covers; re-capture on a "
-                   "quiet machine")
+    out = input_caveats(model)
     comm = sorted(p for p in sets if p in _COMM_COST_PATHS)
     if comm and model.comm.bus_gbps is None and "comm.bus_gbps" not in sets \
             and has_collectives(model):

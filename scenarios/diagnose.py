@@ -37,7 +37,7 @@ from stepsim.scenarios.caveats import threads_caveat
 from stepsim.scenarios.fixes import FIXES
 from stepsim.scenarios.host_threads import oversubscribed
 from stepsim.scenarios.memory import MemoryVerdict
-from stepsim.scenarios.predict import Prediction, predict
+from stepsim.scenarios.predict import DEFAULT_DRAWS, Prediction, predict
 from stepsim.scenarios.roofline import (Grounded, Roofline, fusion_factor,
                                         mixed_precision_factor)
 from stepsim.scenarios.transforms import parse_fix
@@ -309,7 +309,7 @@ def diagnose(model: StepModel, *, name: str = "", kernel_ratio: float | None = N
              ratio_source: str = "", roof: Roofline | None = None, kernels=(),
              roof_why_not: str = "", memory: MemoryVerdict | None = None,
              memory_why_not: str = "", steps: int | None = None, warmup: int = 20, seed: int = 0,
-             draws: int = 8, jobs: int = 1) -> Diagnosis:
+             draws: int = DEFAULT_DRAWS, jobs: int = 1) -> Diagnosis:
     """Walk the tree for ``model`` (see the module docstring).
 
     Args:

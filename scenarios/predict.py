@@ -68,6 +68,7 @@ from typing import Sequence
 
 import numpy as np
 
+from stepsim.models.host_speed import speed_phrase
 from stepsim.models.metrics import Summary, brief_summary, summarize
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import task_durations
@@ -82,13 +83,29 @@ from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.units import us_to_ms
 
-__all__ = ["Prediction", "predict", "simulate_summary", "counted_summary", "device_floor_us",
+__all__ = ["Prediction", "predict", "interval_scope", "simulate_summary", "counted_summary", "device_floor_us",
            "DEFAULT_DRAWS", "DEFAULT_RANGES", "SETTINGS", "SPLITS", "ABSOLUTE", "HOST_SPEED",
            "STEPS", "WINDOW", "draw_means", "draw_plan", "perturb", "quantiles",
            "uncertain_params", "bootstrap_measured"]
 
 DEFAULT_DRAWS = 16
-"""Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores)."""
+"""Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores); the
+verbs' default too (:data:`stepsim.limits.DEFAULT_DRAWS`, the same number: a test holds them
+together), so one baseline gets one interval in ``whatif``, ``diagnose`` and ``plan``."""
+
+
+def interval_scope(runs: int = 1, measured_steps: int | None = None) -> str:
+    """What a P10–P90 interval is of, in words, as every verb that prints one says it: one
+    run's mean step (``whatif``, ``diagnose``, ``plan``: a run as long as the draws), or the
+    mean of ``measured_steps`` re-measured steps pooled over ``runs`` runs (``validate``, the
+    demo's table), which averages the host's speed over the runs and carries the error of that
+    many steps, so the same baseline's interval differs there."""
+    if measured_steps is None and runs == 1:
+        return "one run's mean step"
+    steps = f" over {measured_steps} measured steps" if measured_steps else ""
+    if runs == 1:
+        return f"one run's mean step{steps}"
+    return f"the pooled mean step of {runs} runs{steps}"
 
 
 @dataclass(frozen=True)
@@ -152,6 +169,17 @@ class Prediction:
         return 100 * (self.p90_step_us - self.p10_step_us) / self.mean_step_us
 
     @property
+    def scope(self) -> str:
+        """What the interval is of, in words (:func:`interval_scope`)."""
+        return interval_scope(self.runs, self.measured_steps)
+
+    @property
+    def host_speed(self) -> str:
+        """Which host speed the prediction is at, in words
+        (:func:`models.host_speed.speed_phrase`; empty without its model)."""
+        return speed_phrase(self.model) if self.model is not None else ""
+
+    @property
     def runs_ahead(self) -> bool:
         """True when the step is more than 1 % shorter than the device's floor: nothing made
         the host wait for the device, so the simulated window saw the host's transient pace,
@@ -184,7 +212,9 @@ class Prediction:
                 **(self.count.to_dict() if self.count is not None else {}),
                 "rank_comm": [c.to_dict() for c in self.summary.rank_comm],
                 "draw_steps": self.draw_steps, "runs": self.runs,
-                "measured_steps": self.measured_steps, "width_pct": self.width_pct,
+                "measured_steps": self.measured_steps, "interval_of": self.scope,
+                "host_speed": self.host_speed,
+                "width_pct": self.width_pct,
                 "width_sources_pct": dict(self.width_sources),
                 "draw_std_error_ms": None if self.draw_std_error_us is None
                 else us_to_ms(self.draw_std_error_us)}

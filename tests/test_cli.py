@@ -81,6 +81,7 @@ def test_calibrate_reports_its_replay(tmp_path, cpu_run_nw1):
     r = run_cli("calibrate", str(cpu_run_nw1 / "trace.json.gz"), "--sidecar",
                 str(cpu_run_nw1 / "sidecar.json"), "-o", str(tmp_path / "m.json"))
     assert r.returncode == 0 and "replay of the calibrated baseline" in r.stdout
+    assert "at the capture's own host speed" in r.stdout      # which speed it is at
 
 
 def test_simulate_names_what_it_was_given(cpu_run_nw1):

@@ -85,3 +85,23 @@ def test_html_report_plan_row_0_names_both(launch_bound, tmp_path):
     row0 = plan[plan.index("(baseline)"):plan.index("</tr>", plan.index("(baseline)"))]
     assert "host launch overhead" in row0 and "host-to-device copy (1.25×)" in row0
     assert "bottleneck after it" not in page
+
+
+def test_each_plan_row_names_its_bottleneck_once():
+    """A row named three components (the fix's target, the bottleneck, the largest ceiling)
+    where a user looks for one bottleneck: the fix's target is the row above's next, and a
+    largest ceiling that is the bottleneck is said as "same"."""
+    from stepsim.report.plan_table import PLAN_COLUMNS, plan_rows
+
+    p = api.plan(REFERENCE / "case_study.yaml", max_moves=3, **KW).plan
+    rows = plan_rows(p)
+    assert PLAN_COLUMNS[-1] == "next: largest ceiling"
+    labels = {r.label for r in p.final.rows} | {m.relieves.label for m in p.moves} | {
+        p.baseline.bottleneck_label} | {m.prediction.bottleneck_label for m in p.moves}
+    for row in rows:
+        fix, neck, nxt = row[1], row[5], row[6]
+        assert " -> " not in fix            # each move relieves the row above's next
+        assert sum(lab in " ".join((fix, neck, nxt)) for lab in labels) <= 2, row
+        assert neck not in nxt
+    assert rows[0][6] == "same (1.33x)"   # input: the bottleneck and the largest ceiling
+    assert rows[1][5] == "host launch overhead" and rows[1][6].startswith("host-to-device")
