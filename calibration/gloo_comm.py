@@ -1,6 +1,7 @@
 """A gloo DDP job's communication parameters: the collectives' transfer fit, their CPU on the
-host cores, their threads' wake-ups (:mod:`calibration.gloo_wake`), and DDP's parameters (from the capture sidecar's ``ddp`` record, ``measured``; or
-one pseudo-parameter per observed bucket, ``inferred``). Used by :mod:`calibration.gloo`."""
+host cores, their threads' wake-ups (:mod:`calibration.gloo_wake`), and DDP's parameters (from
+the capture sidecar's ``ddp`` record, ``measured``; or one pseudo-parameter per observed
+bucket, ``inferred``). Used by :mod:`calibration.gloo`."""
 from __future__ import annotations
 
 from stepsim.calibration.gloo_cpu import host_cpu_cost
