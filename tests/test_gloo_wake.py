@@ -115,3 +115,28 @@ def test_replicates_pool_the_wake_up_fit():
     assert got.comm.wakeups == pytest.approx(8.0)
     assert got.comm.wakeup_wait_us == pytest.approx((200 * 10 + 100 * 12) / 22, rel=1e-3)
     assert pool_wake(m, [[_side(_marks(7.0, 3.0, 200.0))], [_side([])]]).comm == m.comm
+
+
+def _sidecar_file(tmp_path, name: str, marks: list[dict]):
+    import json
+
+    from stepsim.calibration.sidecar import load_sidecar
+
+    p = tmp_path / name
+    p.write_text(json.dumps({"stepsim_sidecar": 1, "loader": {"num_workers": 0},
+                             "ddp": {"world_size": 2, "rank": 0, "backend": "gloo",
+                                     "bucket_cpu": marks}}))
+    return load_sidecar(p)
+
+
+def test_wake_ups_from_sidecar_files_old_and_new(tmp_path):
+    """A sidecar file with the marks' timeslices and run-queue wait calibrates them
+    (measured); one written before they were recorded still reads, and gives the prior."""
+    new = [{"bytes": b, "cpu_us": 1e3, "steps": 10, "timeslices": n, "runqueue_us": w}
+           for b, n, w in ((MIB, 100, 100 * 160.0), (7 * MIB, 280, 280 * 110.0))]
+    vals, src = wake_params([_sidecar_file(tmp_path, "new.json", new)])
+    assert (vals["wakeups"], vals["wakeups_per_mb"]) == (pytest.approx(7.0), pytest.approx(3.0))
+    assert vals["wakeup_wait_us"] == pytest.approx(160.0) and src["comm.wakeups"] == "measured"
+    old = [{"bytes": b, "cpu_us": 1e3, "steps": 10} for b in (MIB, 7 * MIB)]
+    vals, src = wake_params([_sidecar_file(tmp_path, "old.json", old)])
+    assert vals == PRIOR and src["comm.wakeup_wait_us"] == "assumed"
