@@ -44,10 +44,13 @@ interval beside it, with or without replicates.
 
 Collective cost (:mod:`calibration.gloo_comm`): ``latency_us`` and ``bus_gbps`` fitted by least
 squares to the all-reduces' transfer times against their ring bus bytes, only those that ran
-after their rank's backward compute (:mod:`calibration.gloo_transfer`; ``inferred``; the latency
-is 0 when fewer than two sizes were seen). Each collective's CPU work on its rank's host cores
-(``comm.host_cpu_us``, ``comm.host_cpu_us_per_mb``) comes from the job's per-thread CPU times in
-the capture sidecars (:mod:`calibration.gloo_cpu`). DDP's parameters come from the capture
+after their rank's backward compute (:mod:`calibration.gloo_transfer`; ``inferred``; with one
+size, the latency is the measured per-collective CPU ``comm.host_cpu_us``, else 0). Each
+collective's CPU work on its rank's host cores (``comm.host_cpu_us``,
+``comm.host_cpu_us_per_mb``) comes from the job's per-thread CPU times in the capture sidecars
+(:mod:`calibration.gloo_cpu`), its threads' wake-ups and their wait for a core on busy cores
+(``comm.wakeups``, ``comm.wakeups_per_mb``, ``comm.wakeup_wait_us``) from the same marks'
+schedstat (:mod:`calibration.gloo_wake`). DDP's parameters come from the capture
 sidecar's ``ddp`` record (``measured``); without it, one pseudo-parameter per observed bucket
 (``inferred``: buckets can then be merged by a what-if but never split). A trace recorded
 without ``record_shapes`` has no ``Input Dims``: the all-reduces' sizes are then the buckets DDP

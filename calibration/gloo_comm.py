@@ -1,10 +1,12 @@
 """A gloo DDP job's communication parameters: the collectives' transfer fit, their CPU on the
-host cores, and DDP's parameters (from the capture sidecar's ``ddp`` record, ``measured``; or
-one pseudo-parameter per observed bucket, ``inferred``). Used by :mod:`calibration.gloo`."""
+host cores, their threads' wake-ups (:mod:`calibration.gloo_wake`), and DDP's parameters (from
+the capture sidecar's ``ddp`` record, ``measured``; or one pseudo-parameter per observed
+bucket, ``inferred``). Used by :mod:`calibration.gloo`."""
 from __future__ import annotations
 
 from stepsim.calibration.gloo_cpu import host_cpu_cost
 from stepsim.calibration.gloo_transfer import transfer_fit
+from stepsim.calibration.gloo_wake import wake_params
 from stepsim.models.ddp import build_buckets
 from stepsim.models.params import CommParams, DeviceTask, GradParam
 
@@ -57,6 +59,14 @@ def comm_params(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecar
     upd["host_cpu_us"], upd["host_cpu_us_per_mb"], src = host_cpu_cost(
         ranks, sidecars, upd.get("latency_us", 0.0), upd.get("bus_gbps"), world, warnings)
     sources["comm.host_cpu_us"] = sources["comm.host_cpu_us_per_mb"] = src
+    if ar and src == "measured" and upd["host_cpu_us"] > 0:
+        # a collective's span holds its per-collective CPU work whatever its size
+        upd["latency_us"], upd["bus_gbps"] = transfer_fit(
+            [t.bytes for t in ar], [t.dur_us for t in ar], [busy[k] for k in sized], world,
+            [], floor_us=upd["host_cpu_us"])
+    wake, wake_src = wake_params((sidecars.get(r) for r in ranks), warnings)
+    upd.update(wake)
+    sources.update(wake_src)
     if rec is not None:
         upd["grad_params"] = _grad_params(rec)
         if rec.bucket_cap_mb:

@@ -127,7 +127,24 @@ def pool_bucket_cpu(model, runs: list[list], speeds: list[float]):
     fit = _bucket_fit(list(sides), sides, speed)
     if fit is None:
         return model
-    comm = model.comm.model_copy(update={"host_cpu_us": fit[0], "host_cpu_us_per_mb": fit[1]})
+    upd = {"host_cpu_us": fit[0], "host_cpu_us_per_mb": fit[1], **_reanchor(model, fit[0])}
+    comm = model.comm.model_copy(update=upd)
     notes = {**model.meta.notes, "host_cpu_fit_runs": len(runs)}
     return model.model_copy(update={"comm": comm,
                                     "meta": model.meta.model_copy(update={"notes": notes})})
+
+
+def _reanchor(model, a_us: float) -> dict:
+    """A one-size transfer line that went through the capture's own per-collective CPU
+    (:func:`calibration.gloo_transfer.transfer_fit`'s ``floor_us``: ``latency_us`` equal to
+    ``host_cpu_us``) moved to go through the pooled ``a_us`` instead, keeping its value at
+    the last all-reduce's size (the clean one, after backward); empty otherwise."""
+    c = model.comm
+    sized = [t for t in model.device.streams.get(c.comm_stream, []) if t.bytes]
+    if not sized or not c.bus_gbps or c.latency_us <= 0 or c.latency_us != c.host_cpu_us:
+        return {}
+    bus = ring_bus_bytes(sized[-1].bytes, c.world_size)
+    value = c.latency_us + bus / (c.bus_gbps * 1e3)
+    if not 0 < a_us < value:
+        return {}
+    return {"latency_us": a_us, "bus_gbps": bus / (value - a_us) / 1e3}

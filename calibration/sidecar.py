@@ -126,6 +126,10 @@ class ThreadCPU(BaseModel):
     tid: int
     name: str = ""
     cpu_us: float = Field(ge=0)
+    runqueue_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    """Its wait for a core while runnable (schedstat's second field; None in older sidecars)."""
+    timeslices: int | None = Field(default=None, ge=0)
+    """Its runs on a CPU (schedstat's third field: one per wake-up, more when preempted)."""
 
 
 class BucketCPU(BaseModel):
@@ -138,6 +142,11 @@ class BucketCPU(BaseModel):
     bytes: int = Field(ge=0)
     cpu_us: float = _US
     steps: int = Field(ge=1)
+    runqueue_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    """The same threads' wait for a core while runnable over the same intervals (µs; None in
+    sidecars written before it was recorded)."""
+    timeslices: int | None = Field(default=None, ge=0)
+    """Their runs on a CPU over the same intervals (each wake-up starts one)."""
 
 
 class DDPRecord(BaseModel):

@@ -74,35 +74,39 @@ def spin(ms: float) -> None:
         pass
 
 
-def thread_stats() -> dict[int, tuple[str, int, int]]:
-    """Per thread of this process: (name, CPU ns, runqueue wait ns), from the kernel's
-    ``/proc/self/task/<tid>/schedstat`` (empty where the kernel has no schedstat)."""
+def thread_stats() -> dict[int, tuple[str, int, int, int]]:
+    """Per thread of this process: (name, CPU ns, runqueue wait ns, timeslices), from the
+    kernel's ``/proc/self/task/<tid>/schedstat`` (its three fields; empty where the kernel has
+    no schedstat). A timeslice is one run on a CPU: each wake-up of a thread that blocks
+    (gloo's threads, between messages) starts one."""
     out = {}
     for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
         try:
             with open(f"/proc/self/task/{tid}/schedstat") as f:
-                cpu_ns, wait_ns = (int(x) for x in f.read().split()[:2])
+                cpu_ns, wait_ns, slices = (int(x) for x in f.read().split()[:3])
             with open(f"/proc/self/task/{tid}/comm") as f:
                 name = f.read().strip()
         except (OSError, ValueError):
             continue
-        out[int(tid)] = (name, cpu_ns, wait_ns)
+        out[int(tid)] = (name, cpu_ns, wait_ns, slices)
     return out
 
 
 def thread_deltas(before: dict, after: dict, main_tid: int) -> list[dict]:
-    """What each thread used between two :func:`thread_stats` (µs); ``main`` marks the
-    training thread."""
+    """What each thread used between two :func:`thread_stats` (µs, timeslices); ``main``
+    marks the training thread."""
     rows = []
-    for tid, (name, cpu, wait) in after.items():
-        _, c0, w0 = before.get(tid, (name, 0, 0))
+    for tid, (name, cpu, wait, slices) in after.items():
+        _, c0, w0, s0 = before.get(tid, (name, 0, 0, 0))
         rows.append({"tid": tid, "name": name, "main": tid == main_tid,
-                     "cpu_us": (cpu - c0) / 1e3, "runqueue_us": (wait - w0) / 1e3})
+                     "cpu_us": (cpu - c0) / 1e3, "runqueue_us": (wait - w0) / 1e3,
+                     "timeslices": slices - s0})
     return rows
 
 
 class BucketMeter:
-    """The backend threads' CPU time between DDP buckets' readiness, per bucket (µs).
+    """The backend threads' CPU time, run-queue wait (µs) and timeslices between DDP buckets'
+    readiness, per bucket.
 
     A tensor hook on the last parameter of each bucket to get its gradient (the last index
     of DDP's ``rebuilt_per_bucket_param_indices`` group) runs on the training thread just
@@ -120,22 +124,25 @@ class BucketMeter:
         self.sizes = [int(v) for v in str(data.get("rebuilt_bucket_sizes") or "").split(",")
                       if v.strip()]
         self.tids = [t for t in thread_stats() if t != main_tid]
-        self.cpu = [0.0] * len(groups)
+        self.cpu = [[0.0, 0.0, 0.0] for _ in groups]   # CPU µs, run-queue µs, timeslices
         self.steps, self.on, self.marks = 0, False, []
         params = [p for p in getattr(ddp, "module", ddp).parameters() if p.requires_grad]
         self.handles = [] if len(groups) != len(self.sizes) else [
             params[g[-1]].register_hook(lambda grad, k=k: self._mark(k))
             for k, g in enumerate(groups) if g]
 
-    def _read(self) -> float:
-        total = 0
+    def _read(self) -> list[float]:
+        """The other threads' summed (CPU µs, run-queue wait µs, timeslices) so far."""
+        total = [0, 0, 0]
         for tid in self.tids:
             try:
                 with open(f"/proc/self/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-        return total / 1e3
+                    vals = [int(x) for x in f.read().split()[:3]]
+            except (OSError, ValueError):
+                continue
+            for j, v in enumerate(vals):
+                total[j] += v
+        return [total[0] / 1e3, total[1] / 1e3, float(total[2])]
 
     def _mark(self, k: int) -> None:
         if self.on:
@@ -146,7 +153,8 @@ class BucketMeter:
         if self.on and [k for k, _ in self.marks] == list(range(len(self.cpu))) and self.cpu:
             ts = [v for _, v in self.marks] + [self._read()]
             for k in range(len(self.cpu)):
-                self.cpu[k] += ts[k + 1] - ts[k]
+                for j in range(3):
+                    self.cpu[k][j] += ts[k + 1][j] - ts[k][j]
             self.steps += 1
         self.marks = []
 
@@ -156,8 +164,9 @@ class BucketMeter:
             h.remove()
         if not self.steps or not self.handles:
             return []
-        return [{"bytes": b, "cpu_us": max(c, 0.0), "steps": self.steps}
-                for b, c in zip(self.sizes, self.cpu)]
+        return [{"bytes": b, "cpu_us": max(c, 0.0), "runqueue_us": max(w, 0.0),
+                 "timeslices": max(int(round(n)), 0), "steps": self.steps}
+                for b, (c, w, n) in zip(self.sizes, self.cpu)]
 
 
 def build_mlp(width: int = WIDTH, depth: int = DEPTH):
@@ -264,7 +273,7 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
         timed(False, False)
     with atomic_path(out / f"rank{rank}.json") as tmp:   # a reader never sees half a trace
         prof.export_chrome_trace(str(tmp))
-    others = [{k: t[k] for k in ("tid", "name", "cpu_us")}
+    others = [{k: t[k] for k in ("tid", "name", "cpu_us", "runqueue_us", "timeslices")}
               for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
     _write_sidecar(out, model, rank, others, rows, meter.rows())
     return before, after

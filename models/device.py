@@ -144,7 +144,8 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                    events: StepEvents, barrier: Barrier | None,
                    engines: dict[str, simpy.Resource], recorder: Recorder, n_steps: int,
                    launch_queue: LaunchQueue, runs: list[TaskRun], sync_step,
-                   busy_us: float = 0.0, cpu=None, cpu_us: dict[str, float] | None = None):
+                   busy_us: float = 0.0, cpu=None, cpu_us: dict[str, float] | None = None,
+                   wake: dict[str, tuple[int, float]] | None = None):
     """Process generator for one stream of one rank over ``n_steps`` steps.
 
     Args:
@@ -161,6 +162,12 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
             speed), then the part of ``dur_us`` that is not that work (the wait for the peer's
             hops): ``work + max(dur_us − work, 0)`` with a core to itself at the capture's
             speed, more when the cores are busy or the host slower.
+        wake: per collective task id, ``(w, L)``: its backend threads' wake-ups and the wait
+            for a core of each (µs, ``comm.wakeup_wait_us``). Its CPU work is split into ``w``
+            equal pieces, each after a wake-up that waits ``L`` when every core of the host
+            is busy at that instant (``cpu.active`` ≥ cores, this collective's thread not
+            counted) and nothing when one is idle: a CFS wake-up onto busy cores waits for a
+            running thread's slice, which the processor-shared pool would not make it wait.
     """
     lane = f"rank{rank}.stream:{stream}"
     done, launched = events.done, events.launched
@@ -213,7 +220,14 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                 # on the host's cores (gloo on CPU tensors): its CPU work, as the cores allow,
                 # then the rest of its measured transfer that is no CPU work of this rank
                 work_us = cpu_us.get(t.id, 0.0)
-                yield from cpu.work(work_us)
+                n_wake, wait_us = (wake or {}).get(t.id, (1, 0.0))
+                for _ in range(n_wake):
+                    if wait_us > 0 and cpu.active >= cpu.cores:
+                        woke = env.now
+                        yield env.timeout(wait_us)
+                        recorder.span(Span(lane, t.name, "wait", woke, wait_us, step, rank,
+                                           cause="cpu_cores"))
+                    yield from cpu.work(work_us / n_wake)
                 if dur_us > work_us:
                     yield env.timeout(dur_us - work_us)
             elif dur_us > 0:

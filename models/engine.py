@@ -77,6 +77,12 @@ class Setup:
                          for t in model.device.streams.get(c.comm_stream, [])
                          if t.kind == "collective"} \
             if model.host.uses_core and c.host_cpu_us + c.host_cpu_us_per_mb > 0 else {}
+        # and its backend threads' wake-ups, each waiting for a core when every core is busy
+        wakes = c.wakeup_wait_us > 0 and c.wakeups + c.wakeups_per_mb > 0
+        self.comm_wake = {t.id: (max(round(c.wakeups + c.wakeups_per_mb * (t.bytes or 0)
+                                           / 2 ** 20), 1), c.wakeup_wait_us)
+                          for t in model.device.streams.get(c.comm_stream, [])
+                          if wakes and t.id in self.comm_cpu}
         threads = lp.num_workers * lp.threads_per_worker + (
             1 if lp.pin_memory and lp.num_workers else 0)
         if model.host.uses_core:
@@ -228,7 +234,8 @@ def simulated(su: Setup, runs: Runs, waits: list):
             on_cores = s == model.comm.comm_stream and bool(su.comm_cpu)
             env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
                                        n_total, lq, runs, su.sync_step, su.backlog.get(s, 0.0),
-                                       cpu if on_cores else None, su.comm_cpu))
+                                       cpu if on_cores else None, su.comm_cpu,
+                                       su.comm_wake))
         st: list[float] = []
         starts.append(st)
         hosts.append(env.process(host_process(

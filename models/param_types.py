@@ -285,6 +285,13 @@ class CommParams(StrictModel):
     for the cores the rank's host shares: on one host a loopback transfer is CPU work (copies
     and reductions), so the collective runs that work as the cores allow, then the rest of
     its transfer time that is not this rank's CPU work (:func:`models.device.stream_process`)."""
+    wakeups: float = Field(default=0.0, ge=0, le=1e6)
+    wakeups_per_mb: float = Field(default=0.0, ge=0, le=1e6)
+    wakeup_wait_us: Micros = 0.0
+    """Such a collective (host CPU work above) wakes its backend's threads ``wakeups +
+    wakeups_per_mb × bytes / 2**20`` times (rounded); each wake-up that finds every core of
+    the host busy waits ``wakeup_wait_us`` for one (a woken thread waits for the running
+    thread's slice), none when a core is idle (:func:`models.device.stream_process`)."""
     grad_accum_steps: int = Field(default=1, ge=1)
     """Gradient accumulation: each optimizer step spans this many simulated steps, all but the
     last under ``DistributedDataParallel.no_sync()`` (no collectives, no optimizer phase)."""

@@ -113,7 +113,8 @@ def unread_params(model: StepModel) -> dict[str, str]:
                     for p in WORKER_ONLY})
     if not has_collectives(model):
         out.update({f"comm.{k}": "the model has no collectives"
-                    for k in ("latency_us", "bus_gbps", "host_cpu_us", "host_cpu_us_per_mb")})
+                    for k in ("latency_us", "bus_gbps", "host_cpu_us", "host_cpu_us_per_mb",
+                              "wakeups", "wakeups_per_mb", "wakeup_wait_us")})
     for i, op in enumerate(model.host.ops):
         if op.kind == "cpu" and (op.capture_threads in (None, op.threads)
                                  or op.parallel_fraction <= 0):

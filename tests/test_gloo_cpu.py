@@ -152,3 +152,30 @@ def test_replicates_pool_the_per_bucket_cpu_fit_at_the_captures_speed():
     assert pool_bucket_cpu(m, [run(300.0, 500.0), bare], [1.0, 1.0]) is m
     assumed = m.model_copy(update={"meta": m.meta.model_copy(update={"sources": {}})})
     assert pool_bucket_cpu(assumed, [run(300.0, 500.0)] * 2, [1.0, 1.0]) is assumed
+
+
+def test_pooling_moves_a_one_size_transfer_line_to_the_pooled_per_collective_cpu():
+    """A one-size transfer line through the capture's own per-collective CPU (latency_us =
+    host_cpu_us) goes through the pooled one instead, with the same time at the clean
+    all-reduce's size (cpu_ddp's 4e6 B); a line with another latency is left alone."""
+    from stepsim.calibration.gloo_cpu import pool_bucket_cpu
+    from stepsim.calibration.sidecar import BucketCPU
+    from stepsim.models.ddp import collective_us
+
+    def run(a_us, k_us):
+        return [SimpleNamespace(ddp=SimpleNamespace(bucket_cpu=[
+            BucketCPU(bytes=b, cpu_us=10 * (a_us + k_us * b / MIB), steps=10)
+            for b in (MIB, 7 * MIB)])) for _ in (0, 1)]
+
+    m = cpu_ddp(2)
+    m = m.model_copy(update={
+        "comm": m.comm.model_copy(update={"host_cpu_us": 300.0, "latency_us": 300.0,
+                                          "bus_gbps": 1.0}),
+        "meta": m.meta.model_copy(update={"sources": {"comm.host_cpu_us": "measured"}})})
+    at = collective_us(4_000_000, 2, 1.0, 300.0)
+    got = pool_bucket_cpu(m, [run(300.0, 500.0), run(500.0, 500.0)], [1.0, 1.0])
+    assert got.comm.latency_us == pytest.approx(400.0)
+    assert collective_us(4_000_000, 2, got.comm.bus_gbps, 400.0) == pytest.approx(at)
+    other = m.model_copy(update={"comm": m.comm.model_copy(update={"latency_us": 50.0})})
+    got = pool_bucket_cpu(other, [run(300.0, 500.0), run(500.0, 500.0)], [1.0, 1.0])
+    assert (got.comm.latency_us, got.comm.bus_gbps) == (50.0, 1.0)

@@ -32,3 +32,14 @@ def test_none_clean_uses_all_and_says_so():
     # a line with a negative slope falls back to the ratio through the origin
     a, gbps = transfer_fit([MIB, 2 * MIB], [3000.0, 1000.0], [0.0, 0.0], 2, [])
     assert a == 0.0 and gbps == pytest.approx(3 * MIB / 4000.0 / 1e3)
+
+
+def test_one_clean_size_goes_through_the_measured_per_collective_cpu():
+    """With one clean size and a per-collective CPU ``floor_us`` below its span, the line goes
+    through (0, floor_us): a smaller bucket keeps that work instead of shrinking it with the
+    bytes; a floor at or above the span is ignored (through the origin)."""
+    a, gbps = transfer_fit([7 * MIB], [7300.0], [0.01], 2, [], floor_us=300.0)
+    assert a == pytest.approx(300.0)
+    assert a + 2 * (2 - 1) / 2 * MIB / (gbps * 1e3) == pytest.approx(300.0 + 7000.0 / 7)
+    a, _ = transfer_fit([7 * MIB], [7300.0], [0.01], 2, [], floor_us=8000.0)
+    assert a == 0.0
