@@ -32,8 +32,8 @@ the team spins at its barriers, so its threads stay runnable, as
 :func:`calibration.cpu.stalled_team_wall` takes them; a step with a long serial part on
 several threads reads as slightly loaded, e.g. 0.95 for the demo's CNN on 2 threads alone)
 and, with workers, the main thread's own work inside ``next()`` (unpickling the batch) and each
-worker's between its batches (its queue's feeder thread pickling the last one: 2-13 ms of CPU
-a batch in the demo, 3 % of the cores at 8 workers). Each
+worker's between its batches (its queue's feeder thread pickling the last one: 1-2 ms of CPU
+a batch in the demo, 2-3 % of the cores at 8 workers). Each
 counts its threads as runnable for the share of its wall time they ran or waited on the run
 queue, ``(cpu_us + run_wait_us) / wall_us`` (the sidecar's ``run_wait_us``, from the kernel's
 ``schedstat``); the rest they blocked (I/O, a queue, a sync), which holds no core. Sidecars

@@ -40,9 +40,10 @@ import torch.utils.data as tud
 _STATE: dict = {"start": None, "seq": 0}
 
 
-def _run_wait_us() -> float | None:
-    """This thread's run-queue wait so far (µs), or None (see :func:`calibration.window.run_wait_us`,
-    not imported here: a worker imports this module only)."""
+def run_wait_us() -> float | None:
+    """This thread's time so far runnable but waiting for a core (µs): the kernel's run-queue
+    delay, the second field of ``/proc/thread-self/schedstat``; None where the OS does not say
+    (not Linux, or a kernel without schedstat)."""
     try:
         with open("/proc/thread-self/schedstat", "rb") as f:
             return int(f.read().split()[1]) / 1e3
@@ -52,7 +53,7 @@ def _run_wait_us() -> float | None:
 
 def _mark_start() -> None:
     if _STATE["start"] is None:
-        now, proc, wait = time.monotonic(), time.process_time(), _run_wait_us()
+        now, proc, wait = time.monotonic(), time.process_time(), run_wait_us()
         # a worker's work between its batches (taking the indices, handing the last batch to
         # its queue's feeder thread, which pickles it): process CPU since the last batch's end
         end = _STATE.pop("end", None)
@@ -80,7 +81,7 @@ def _mark_end(record_dir: str, batch, phase: str = "") -> None:
     wall = (now - start[0]) * 1e6
     cpu = (time.thread_time() - start[1]) * 1e6
     proc = (time.process_time() - start[2]) * 1e6
-    w1 = _run_wait_us()
+    w1 = run_wait_us()
     wait = None if start[3] is None or w1 is None else max(w1 - start[3], 0.0)
     _STATE["start"] = None
     info = tud.get_worker_info()

@@ -30,19 +30,9 @@ from pathlib import Path
 
 import torch
 
+from stepsim.calibration.produce import run_wait_us
 from stepsim.calibration.sidecar import SIDECAR_VERSION
 from stepsim.simcore.atomic import make_folder, write_atomic
-
-
-def run_wait_us() -> float | None:
-    """This thread's time so far runnable but waiting for a core (µs): the kernel's run-queue
-    delay, the second field of ``/proc/thread-self/schedstat``; None where the OS does not say
-    (not Linux, or a kernel without schedstat)."""
-    try:
-        with open("/proc/thread-self/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e3
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def clocks() -> tuple:

@@ -83,13 +83,17 @@ def _cpu_times(src, dst, share: float):
         r["cpu_us"] = r["proc_cpu_us"] = share * r["wall_us"]
         r["run_wait_us"] = (1 - share) * r["wall_us"]
         if r.get("gap_cpu_us") is not None:     # a worker's work between batches: the same
+            r["gap_cpu_us"] = min(r["gap_cpu_us"], share * r["gap_wall_us"])
             r["gap_run_wait_us"] = (1 - share) / share * r["gap_cpu_us"]
     for s in data["steps"]:
         busy = share * (s["wall_us"] - s["next_wall_us"])
+        # next()'s own work (unpickling the batch) got the same share of a core: at most
+        # share × its wall of CPU, the rest of that CPU's time waiting on the run queue
+        nxt = min(s["next_cpu_us"], share * s["next_wall_us"])
+        s["next_cpu_us"] = s["next_proc_cpu_us"] = nxt
         s["cpu_us"], s["proc_cpu_us"] = s["next_cpu_us"] + busy, s["next_proc_cpu_us"] + busy
         s["run_wait_us"] = (1 - share) * (s["wall_us"] - s["next_wall_us"])
-        # next()'s own CPU (unpickling the batch) got the same share of a core
-        s["next_run_wait_us"] = (1 - share) / share * s["next_cpu_us"]
+        s["next_run_wait_us"] = (1 - share) / share * nxt
         s["vcsw"], s["ivcsw"] = 0, 40
     (dst / "sidecar.json").write_text(json.dumps(data))
     return dst
