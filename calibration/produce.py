@@ -77,11 +77,14 @@ def _mark_end(record_dir: str, batch, phase: str = "") -> None:
     start = _STATE["start"]
     if start is None:
         return
-    now = time.monotonic()
-    wall = (now - start[0]) * 1e6
+    # the run-queue wait and the CPU are read before the wall clock (and after it at the
+    # start): a preemption between the reads then adds to the wall only, so a batch's
+    # wait is at most its wall less its CPU
+    w1 = run_wait_us()
     cpu = (time.thread_time() - start[1]) * 1e6
     proc = (time.process_time() - start[2]) * 1e6
-    w1 = run_wait_us()
+    now = time.monotonic()
+    wall = (now - start[0]) * 1e6
     wait = None if start[3] is None or w1 is None else max(w1 - start[3], 0.0)
     _STATE["start"] = None
     info = tud.get_worker_info()
