@@ -320,7 +320,7 @@ class CpuPool:
         if threads <= 1:
             return (yield from self.work(work_us, ref, thread=thread))
         crew = None
-        if team and self.contended:
+        if team and self.contended and work_us > 0:
             cores = self._place_team(threads)
             crew = (list(cores), cores)    # (cores still to hand out, cores of the team)
         procs = [self.env.process(self.work(
