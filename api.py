@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --hel
     from stepsim.results import Calibration, Diagnosed, Simulation, WindowSimulation
 
 __all__ = ["calibrate", "simulate", "whatif", "sweep", "ceiling", "plan", "validate",
-           "diagnose", "report", "load_model", "operations", "input_warnings", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
+           "diagnose", "report", "load_model", "operations", "DEFAULT_STEPS", "DEFAULT_WARMUP"]
 
 
 # ---------------------------------------------------------------- calibrate / simulate -------

@@ -149,8 +149,8 @@ def sim_kw(steps: int | None, warmup: int, seed: int, jobs: int) -> dict:
 
 def input_warnings(model) -> tuple[str, ...]:
     """What is wrong with a model file's own capture (:func:`scenarios.caveats.input_caveats`),
-    before a verb runs on it; none where it cannot be read as a model (a trace, a bad file: the
-    verb then says so in its own words)."""
+    for a verb whose result holds no warnings (``ceiling``); none where it cannot be read as a
+    model (the verb then says so in its own words)."""
     from stepsim.scenarios.caveats import input_caveats
     from stepsim.simcore.errors import StepsimError
 

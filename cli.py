@@ -34,19 +34,11 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _warn(warnings, said=()) -> None:
-    """Each warning on stderr, less those ``said`` already."""
+def _warn(warnings) -> None:
+    """Each warning on stderr: before the verb's result (its table), never after it; a refused
+    input prints its one line and no warning."""
     for w in warnings:
-        if w not in said:
-            _stderr(f"warning: {w}")
-
-
-def _warn_input(path) -> tuple[str, ...]:
-    """Say what is wrong with the model file's own capture (:func:`api.input_warnings`) before
-    the verb runs, ahead of its progress and its result; returns what was said."""
-    said = api.input_warnings(path)
-    _warn(said)
-    return said
+        _stderr(f"warning: {w}")
 
 
 def cmd_calibrate(args) -> int:
@@ -133,11 +125,10 @@ def _sim_kw(args) -> dict:
 def cmd_whatif(args) -> int:
     from stepsim.report.planner import print_whatif
 
-    said = _warn_input(args.model)
     r = api.whatif(args.model, args.ops, draws=args.draws, save_model=args.save_model,
                    compare=args.compare, plot_steps=args.plot_steps, progress=not args.json,
                    width_sources=args.width_sources, **_sim_kw(args))
-    _warn(r.warnings, said)
+    _warn(r.warnings)
     print_whatif(r.baseline, r.scenario, as_json=args.json)
     return 0
 
@@ -145,12 +136,11 @@ def cmd_whatif(args) -> int:
 def cmd_sweep(args) -> int:
     from stepsim.report.planner import print_sweep
 
-    said = _warn_input(args.model)
     r = api.sweep(args.model, args.axes, args.ops, draws=args.draws, knee_tol=args.knee_tol,
                   plot=args.plot, measured=args.measured, ledger=args.ledger,
                   progress=not args.json,
                   **_sim_kw(args))
-    _warn(r.warnings, said)
+    _warn(r.warnings)
     print_sweep(r.result, as_json=args.json)
     return 0
 
@@ -158,9 +148,9 @@ def cmd_sweep(args) -> int:
 def cmd_ceiling(args) -> int:
     from stepsim.report.planner import print_ceilings
 
-    _warn_input(args.model)
     r = api.ceiling(args.model, args.ops, plot=args.plot, progress=not args.json,
                     **_sim_kw(args))
+    _warn(api.input_warnings(args.model))   # what the ceilings cannot show, before them
     print_ceilings(r.report, as_json=args.json)
     return 0
 
@@ -168,12 +158,11 @@ def cmd_ceiling(args) -> int:
 def cmd_plan(args) -> int:
     from stepsim.report.planner import print_plan
 
-    said = _warn_input(args.model)
     r = api.plan(args.model, args.ops, draws=args.draws, allow=args.allow,
                  fix_arg=args.fix_arg, min_gain=args.min_gain, max_moves=args.max_moves,
                  save_scenario=args.save_scenario, plot=args.plot, progress=not args.json,
                  **_sim_kw(args))
-    _warn(r.warnings, said)     # before the table: what the plan's numbers cannot show
+    _warn(r.warnings)     # before the table: what the plan's numbers cannot show
     print_plan(r.plan, as_json=args.json)
     return 0
 
@@ -181,11 +170,10 @@ def cmd_plan(args) -> int:
 def cmd_validate(args) -> int:
     from stepsim.report.planner import print_validation
 
-    said = _warn_input(args.model)
     r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
                      label=args.label, progress=not args.json,
                      width_sources=args.width_sources, **_sim_kw(args))
-    _warn(r.warnings, said)
+    _warn(r.warnings)
     print_validation([r.record], as_json=args.json, scope=True)
     if not args.json and r.prediction.host_speed:
         print(f"predicted {r.prediction.host_speed}")
@@ -205,11 +193,10 @@ def cmd_ledger(args) -> int:
 
 
 def cmd_report(args) -> int:
-    said = _warn_input(args.model)
     d = api.report(args.model, args.ops, output=args.output, ledger=args.ledger,
                    measured=args.measured, draws=args.draws, plot_steps=args.plot_steps,
                    with_plan=not args.no_plan, progress=sys.stderr.isatty(), **_sim_kw(args))
-    _warn(dict.fromkeys([*d.warnings, *(w for x in d.whatifs for w in x.caveats)]), said)
+    _warn(dict.fromkeys([*d.warnings, *(w for x in d.whatifs for w in x.caveats)]))
     print(f"report: baseline {_fmt_ms(d.baseline.mean_step_us)} ms, "
           f"{_n(len(d.whatifs), 'what-if')}, {_n(len(d.ledger), 'validation record')} -> "
           f"{shown(args.output)}")

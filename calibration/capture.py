@@ -247,6 +247,7 @@ class Capture:
                      warnings=self._warnings)
         probe_nw = _probe_setting(self, probe_workers, probe_batch_size)
         win.hold = probe_nw is not None
+        win.iter_start_us = clocks()[0]     # workers start in iter(): their start-up from here
         it = iter(loader)
         reason = None
         win.start()

@@ -31,9 +31,9 @@ from stepsim.calibration.events import EventTable
 from stepsim.calibration.outside_load import outside_load
 from stepsim.calibration.run_drift import profiled_drift
 from stepsim.calibration.sidecar import Sidecar
-from stepsim.calibration.sidecar_fit import (capture_loads, interference_from_sidecar,
-                                             team_stall_from_sidecar,
-                                             loader_from_sidecar)
+from stepsim.calibration.sidecar_fit import (STARTUP_UNMEASURED, capture_loads,
+                                             interference_from_sidecar, loader_from_sidecar,
+                                             team_stall_from_sidecar)
 from stepsim.calibration.steps import StepList
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
@@ -300,6 +300,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         notes["outside_load_held"] = load.held
     if probed is not None and probed.note:
         notes["batch_probe"] = probed.note
+    if lp["num_workers"] > 0 and sources.get("loader.worker_startup_us") == "assumed":
+        notes["loader.worker_startup_us"] = STARTUP_UNMEASURED     # why it is assumed
     name = trace_path.parent.name or trace_path.name
     meta = Meta(name=name, sources=sources,
                 traces=[str(trace_path)] + ([str(sidecar_path)] if sidecar_path else []),

@@ -96,6 +96,7 @@ class _Coll:
     run: tuple[int, int]    # gloo worker (start, end), ns
     tid: int = 0            # the gloo worker thread that ran it
     busy: float = 0.0       # share of the run that overlapped this rank's backward compute
+    bad_dims: bool = False  # it had Input Dims, with a size <= 0 (numel None: not a bucket's)
 
 
 @dataclass
@@ -121,7 +122,9 @@ class _Rank:
     colls: list[_Coll] = field(default_factory=list)    # every collective of the trace
 
 
-def _input_numel(table: EventTable, i: int) -> tuple[int | None, str]:
+def _input_numel(table: EventTable, i: int) -> tuple[int | None, str, bool]:
+    """(elements of the collective's first input, its dtype, whether its Input Dims were
+    recorded but hold a size <= 0 or a non-integer): numel None when absent or bad."""
     dims, types = table.arg(i, "Input Dims"), table.arg(i, "Input type")
     d = dims[0] if isinstance(dims, list) and dims else None
     while isinstance(d, list) and d and isinstance(d[0], list):
@@ -129,7 +132,7 @@ def _input_numel(table: EventTable, i: int) -> tuple[int | None, str]:
     ok = isinstance(d, list) and d and all(isinstance(x, int) and x > 0 for x in d)
     n = int(np.prod(d)) if ok else None     # a dim <= 0 cannot be a bucket's: unknown
     t = types[0] if isinstance(types, list) and types else ""
-    return n, str(t)
+    return n, str(t), n is None and isinstance(d, list) and bool(d)
 
 
 def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
@@ -154,9 +157,10 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     colls = []
     for e, g in zip(enq, run):
         kind = names[g].split(":", 1)[1]
-        n, t = _input_numel(table, g)
+        n, t, bad = _input_numel(table, g)
         colls.append(_Coll(kind, n, t, (int(table.ts_ns[e]), int(table.end_ns[e])),
-                           (int(table.ts_ns[g]), int(table.end_ns[g])), int(table.tid[g])))
+                           (int(table.ts_ns[g]), int(table.end_ns[g])), int(table.tid[g]),
+                           bad_dims=bad))
     nexts = loader_nexts(table, on_main)
     autograd = np.flatnonzero(on_main & np.fromiter(
         (n.startswith("autograd::engine::evaluate_function") for n in names), bool, len(names)))

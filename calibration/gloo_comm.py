@@ -32,14 +32,28 @@ def record_sizes(colls: list[_Coll], rec, warnings: list[str]) -> dict[int, int]
     cap = rec.bucket_cap_mb or 25.0
     first = rec.first_bucket_bytes / 2 ** 20 if rec.first_bucket_bytes else cap
     sizes = [b.bytes for b in build_buckets(_grad_params(rec), cap, first)]
+    why = _unsized_why([colls[k] for k in ars if colls[k].numel is None])
     if len(sizes) != len(ars):
-        warnings.append(f"the all-reduces have no Input Dims and the DDP record's parameters "
-                        f"make {len(sizes)} bucket(s) for {len(ars)} all-reduce(s): their sizes "
-                        "are unknown (capture with record_shapes=True)")
+        warnings.append(f"the all-reduces {why}, and the DDP record's parameters make "
+                        f"{len(sizes)} bucket(s) for {len(ars)} all-reduce(s): their sizes are "
+                        "unknown" + (" (capture with record_shapes=True)" if "without" in why
+                                     else ""))
         return {}
-    warnings.append("the all-reduces have no Input Dims (recorded without record_shapes): "
-                    "their sizes are the buckets DDP builds from the DDP record's parameters")
+    warnings.append(f"the all-reduces {why}: their sizes are the buckets DDP builds from the "
+                    "DDP record's parameters")
     return dict(zip(ars, sizes))
+
+
+def _unsized_why(unsized) -> str:
+    """Why all-reduces have no size, in words: no Input Dims (a profiler without
+    ``record_shapes``), or Input Dims with a size <= 0 (recorded, but no bucket's)."""
+    bad = sum(c.bad_dims for c in unsized)
+    absent = len(unsized) - bad
+    parts = ([f"{'have' if not bad else f'{absent} have'} no Input Dims (recorded without "
+              "record_shapes)"] if absent else []) + (
+        [f"{'have' if not absent else f'{bad} have'} Input Dims with a size <= 0, which no "
+         "bucket has (the trace's shapes are wrong)"] if bad else [])
+    return " and ".join(parts)
 
 
 def comm_params(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecars: dict, rec,

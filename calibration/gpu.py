@@ -42,6 +42,7 @@ from stepsim.calibration.gpu_kinds import CATEGORY_RULES, categorize
 from stepsim.calibration.rank_combine import combine_ranks, single_model
 from stepsim.calibration.rank_fit import RankFit, fit_rank
 from stepsim.calibration.rank_pool import Problem, map_ranks
+from stepsim.calibration.same_run import check_one_run
 from stepsim.models.coarsen import coarsen
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import StepModel
@@ -86,6 +87,10 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
     """
     tables, plist, notes, folder = gpu_inputs(paths)
     tables = list(tables)
+    # rank files of another run would be aligned on their collectives and read as one job
+    check_one_run([(t.path, str(t.metadata.get("host_name") or ""),
+                    t.base_ns + int(t.ts_ns.min()), t.base_ns + int(t.ts_ns.max()))
+                   for t in tables if len(t)])
     for table in tables:
         if not table.gpu_mask().any():
             raise InputError(table.path, "trace has no GPU activity (kernel/memcpy/memset); use "

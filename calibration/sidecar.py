@@ -224,6 +224,11 @@ class Sidecar(BaseModel):
     """What wrote it: ``harness``, ``lightning`` or ``transformers`` (absent in older files)."""
     ddp: DDPRecord | None = None
     probe: Probe | None = None
+    iter_start_us: float | None = Field(default=None, ge=0)
+    """The instant (µs, the steps' and batches' clock) just before the harness called
+    ``iter(loader)``, where a multi-process loader starts its workers: the worker start-up
+    (``loader.worker_startup_us``) runs from it to a worker's first sample fetch (absent in
+    older sidecars and in the Lightning and Hugging Face captures)."""
     _dropped: list[str] = PrivateAttr(default_factory=list)
 
     @property

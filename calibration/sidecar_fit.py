@@ -125,7 +125,32 @@ def loader_from_sidecar(side: Sidecar, main_threads: int = 1):
         # the hand-over of the batch (unpickling, bookkeeping)
         lp["unpickle_us"] = float(np.median([s.next_cpu_us for s in prof]))
         sources["loader.unpickle_us"] = "measured"
+    startup = worker_startup_us(side)
+    if startup is not None:
+        lp["worker_startup_us"] = startup
+        sources["loader.worker_startup_us"] = "measured"
     return lp, sources, warnings, basis
+
+
+STARTUP_UNMEASURED = ("0, assumed: no instant before iter(loader) was recorded (no capture "
+                      "sidecar, one older than that, a Lightning or Hugging Face capture, or "
+                      "no worker batch with its instant), so the workers' start-up cannot be "
+                      "measured")
+"""Why ``loader.worker_startup_us`` is assumed (``meta.notes``), where it is."""
+
+
+def worker_startup_us(side: Sidecar) -> float | None:
+    """The workers' start-up (µs): from just before ``iter(loader)``, where a multi-process
+    loader starts them, to the first sample fetch of the earliest worker's first batch (its
+    record's ``t_end_us − wall_us``), at least 0; None where the sidecar cannot say (no
+    workers, no ``iter_start_us``, no worker batch with its instant)."""
+    if side.loader.num_workers == 0 or side.iter_start_us is None:
+        return None
+    starts = [r.t_end_us - r.wall_us for r in side.produce
+              if r.worker >= 0 and r.t_end_us is not None]
+    if not starts:
+        return None
+    return max(0.0, min(starts) - side.iter_start_us)
 
 
 def after_startup(recs):

@@ -117,6 +117,7 @@ class Window:
         self.finished = False
         self.hold = False   # True: a complete window stops profiling but waits for finish()
         self.probe: dict | None = None   # the probe's settings and step rows, if any
+        self.iter_start_us: float | None = None   # just before iter(loader), if known
         # export_chrome_trace gzips only when the name ends in .gz
         self._trace_tmp = self.out_dir / ".partial.trace.json.gz"
 
@@ -221,6 +222,8 @@ class Window:
             "warnings": self.warnings,
             "host_name": socket.gethostname(),
         }
+        if self.iter_start_us is not None:
+            side["iter_start_us"] = self.iter_start_us
         if self.probe is not None:
             for r in probed:
                 del r["phase"]

@@ -18,7 +18,7 @@ _COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
 
 def input_caveats(model: StepModel) -> list[str]:
     """What is wrong with the model's own capture, whatever is asked of it: a capture that ran
-    under outside load (the command line says it before the verb runs, ahead of its result)."""
+    under outside load (the command line says it before the verb's result)."""
     slow = outside_load_slowdown(model)
     if slow is None:
         return []

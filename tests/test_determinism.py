@@ -55,6 +55,22 @@ def _ids() -> list[str]:
     return sorted(_golden()) if GOLDEN.exists() else []
 
 
+TWO_RUNS = ("kineto/be239c04_rec2021-06-08/resnet50_num_workers_0", "param")
+"""Folders of traces from different runs (two recordings 8 minutes apart; unrelated models),
+which calibrated as one multi-rank job before the GPU path checked its rank files were one run
+(``calibration.same_run``): refused now, so out of the golden file."""
+
+
+@pytest.mark.parametrize("rel", TWO_RUNS)
+def test_a_folder_of_two_runs_is_refused(rel):
+    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.simcore.errors import InputError
+    from tests.conftest import shared_traces
+
+    with pytest.raises(InputError, match="not of the same run"):
+        calibrate_gpu(shared_traces() / rel, coarse=False)
+
+
 @pytest.mark.parametrize("rel", _ids())
 def test_same_seed_same_steps(rel):
     from tests.conftest import shared_traces

@@ -132,3 +132,12 @@ def test_validate_says_when_one_rank_stands_for_the_job(gloo_run, tmp_path):  # 
     assert "rank 0 of a job of 2 ranks, measured alone" in res.stderr
     res = run_cli("validate", str(model), str(gloo_run[0]), "--ledger", str(tmp_path / "l.jsonl"))
     assert res.returncode == 0 and "measured alone" not in res.stderr
+
+
+def test_a_dim_at_most_0_is_warned_with_its_own_reason(gloo_run, tmp_path):  # noqa: F811
+    """The warning said "recorded without record_shapes" of Input Dims that were recorded, with
+    a size <= 0: now it says that."""
+    neg = calibrate(_dims(gloo_run[0], tmp_path / "neg", [[0, 10]]))
+    said = [w for w in neg.meta.warnings if w.startswith("the all-reduces")]
+    assert said and all("record_shapes" not in w for w in said), said
+    assert any("Input Dims with a size <= 0" in w for w in said), said

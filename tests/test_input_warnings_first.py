@@ -1,6 +1,7 @@
 """A warning about the input (a model calibrated from a capture under outside load) comes
-before the verb's result, once: ``plan`` printed it after its table, and every verb only after
-its simulations (a fresh user read it below ``whatif``'s table)."""
+before the verb's result, once: ``plan`` printed it after its table and ``ceiling`` not at all
+(a fresh user read it below a table). A refused input still says its one line alone
+(``test_gloo_bad_ranks``)."""
 from __future__ import annotations
 
 import os
