@@ -62,10 +62,10 @@ def check_one_run(spans: list[tuple[Path, str, int, int]]) -> None:
         if b + slack < a0 or b0 + slack < a:
             when = (f"begin {(a - b0) / 1e9:.3f} s after {Path(p0).name}'s end" if a > b0
                     else f"end {(a0 - b) / 1e9:.3f} s before {Path(p0).name}'s start")
-            where = (f"both ran on host {host!r} (one clock)" if one_clock else
-                     f"on {'hosts ' + repr(host0) + ' and ' + repr(host) if host and host0 else 'hosts not named'}"
-                     f", whose wall clocks agree within far less than "
-                     f"{OTHER_CLOCK_SLACK_NS // 10**9} s")
-            raise InputError(p, f"not of the same run as {Path(p0).name}: {where}, and its "
-                             f"events {when}; the ranks of one job run together (give each "
-                             "run's files on their own)")
+            where = (f"both on host {host!r}, one clock" if one_clock else
+                     (f"hosts {host0!r} and {host!r}: " if host and host0 else "")
+                     + f"more than {OTHER_CLOCK_SLACK_NS // 10**9} s apart, which wall clocks "
+                     "of two hosts are not")
+            raise InputError(p, f"not of the same run as {Path(p0).name}: its events {when} "
+                             f"({where}); the ranks of one job run together (give each run's "
+                             "files on their own)")

@@ -19,10 +19,10 @@ def test_other_clocks_are_compared_with_a_minute_of_slack(tmp_path):
     one = [("a.json", "h1", t, t + 10**9)]
     check_one_run(one + [("b.json", "h2", t + 30 * 10**9, t + 31 * 10**9)])   # clock skew
     check_one_run(one + [("b.json", "", t, t + 10**9)])
-    with pytest.raises(InputError, match=r"b\.json: not of the same run as a\.json: on hosts "
-                                         r"'h1' and 'h2'.*begin 3599\.000 s after"):
+    with pytest.raises(InputError, match=r"b\.json: not of the same run as a\.json: its events "
+                                         r"begin 3599\.000 s after.*hosts 'h1' and 'h2'"):
         check_one_run(one + [("b.json", "h2", t + 3600 * 10**9, t + 3601 * 10**9)])
-    with pytest.raises(InputError, match="hosts not named"):
+    with pytest.raises(InputError, match="more than 60 s apart"):
         check_one_run([("a.json", "", t, t + 10**9),
                        ("b.json", "", t + 2 * OTHER_CLOCK_SLACK_NS, t + 3 * OTHER_CLOCK_SLACK_NS)])
     # clocks since boot on two hosts cannot be compared
