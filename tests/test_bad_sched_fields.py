@@ -63,3 +63,17 @@ def test_good_and_absent_waits_say_nothing(tmp_path):
                 r.pop(k, None)
     side = _sidecar(tmp_path, old)
     assert side.dropped == [] and side.steps[0].run_wait_us is None
+
+
+def test_no_batch_left_is_no_load_verdict(tmp_path):
+    # every batch record dropped (a core field that cannot be right): the workers' work is
+    # unseen, so the steps alone are no verdict. Before: "held 66 % ... over 0 batches and 8
+    # steps", the capture said to run under outside load, on the demo's quiet 2-worker run
+    from stepsim.calibration.outside_load import outside_load
+
+    def bad_cpu(d):
+        for r in d["produce"]:
+            r["cpu_us"] = -1
+    side = _sidecar(tmp_path, bad_cpu)
+    assert side.produce == [] and outside_load(side, 1, 1, 1) is None
+    assert outside_load(_sidecar(tmp_path, lambda d: None), 1, 1, 1) is not None
