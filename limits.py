@@ -60,6 +60,8 @@ def count_problem(name: str, value: int) -> str | None:
     lo, hi = COUNTS[name]
     if value < lo:
         return f"{value} is below {lo}"
+    if name == "draws" and value == 1:   # its P10 = P90 = the draw, even off the mean
+        return "1 draw gives no P10-P90 interval (one value); give 0 for none, or 2 or more"
     if hi is not None and value > hi:
         return f"{value} is above {hi}, the most this takes"
     return None

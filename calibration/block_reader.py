@@ -162,6 +162,9 @@ def _blocks(raw, lo: int, end: int, block: int):
                 if evs is not None:
                     yield lo, m.start() + 1, evs
                     lo = m.end()
+                    if lo >= end:   # '},]': a trailing comma, not JSON
+                        yield lo, end, None
+                        return
                     break
         if evs is None:
             yield lo, end, _decode(raw, lo, end)

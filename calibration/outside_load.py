@@ -147,15 +147,16 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
 def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
                  torch_threads: int) -> OutsideLoad | None:
     """The capture's :class:`OutsideLoad` over its profiled window (see the module docstring),
-    or None when the sidecar lacks the instants, the cores or any unblocked busy interval."""
+    or None when the sidecar lacks the instants, the cores, any batch (its producers' work
+    would read as outside load) or any unblocked busy interval."""
     cores = side.host_cores
     prof = [s for s in side.steps if s.profiled and s.t_start_us is not None]
     if not cores or not prof:
         return None
     lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
     a = busy_spans(side, num_workers, threads_per_worker, torch_threads)
-    if not a.size:
-        return None
+    if not a.size or not (a[:, 4] == BATCH).any():
+        return None   # no batch recorded (or every one dropped): the producers' work unseen
     # each interval's part inside the window, its CPU time pro rata
     wall = a[:, 1] - a[:, 0]
     start, end = np.maximum(a[:, 0], lo), np.minimum(a[:, 1], hi)

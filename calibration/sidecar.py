@@ -7,8 +7,10 @@ what it could not calibrate).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError,
+                      model_validator)
 
 from stepsim.models.params import (MAX_CORES, MAX_DURATION_US, MAX_PREFETCH, MAX_THREADS,
                                    MAX_WORKERS)
@@ -277,6 +279,61 @@ def _drop_bad_records(p: Path, data: dict, where: str = "") -> list[str]:
     return notes
 
 
+_WAITS = {"produce": (ProduceRecord, {"run_wait_us": "wall_us", "gap_wall_us": None,
+                                      "gap_cpu_us": None, "gap_run_wait_us": None}),
+          "steps": (StepRecord, {"run_wait_us": "wall_us", "next_run_wait_us": "next_wall_us"}),
+          "threads": (ThreadCPU, {"runqueue_us": None, "timeslices": None}),
+          "bucket_cpu": (BucketCPU, {"runqueue_us": None, "timeslices": None})}
+"""Per list, the optional scheduler measurements a record may lack (sidecars before they were
+recorded) and the wall time (µs) each cannot exceed: one that cannot be right (negative, not
+a number, past its wall) is taken as not recorded, the record kept (what the record counts for
+then degrades as for an older sidecar)."""
+
+
+def _check(model: type[BaseModel], field: str) -> TypeAdapter:
+    info = model.model_fields[field]
+    return TypeAdapter(Annotated[info.annotation, info], config=_CFG)
+
+
+_CHECKS = {(key, f): _check(model, f) for key, (model, fs) in _WAITS.items() for f in fs}
+
+
+def _null_bad_waits(p: Path, data: dict) -> list[str]:
+    """Set to None (in place) each optional scheduler measurement of :data:`_WAITS` that
+    cannot be right; one warning counting them, naming the first."""
+    lists = [(k, data.get(k)) for k in ("produce", "steps")]
+    probe, ddp = data.get("probe"), data.get("ddp")
+    if isinstance(probe, dict):
+        lists += [(k, probe.get(k), "probe.") for k in ("produce", "steps")]
+    if isinstance(ddp, dict):
+        lists += [(k, ddp.get(k), "ddp.") for k in ("threads", "bucket_cpu")]
+    bad = []
+    for key, items, *where in lists:
+        if not isinstance(items, list):
+            continue
+        for i, rec in enumerate(items):
+            if not isinstance(rec, dict):
+                continue
+            for f, wall in _WAITS[key][1].items():
+                if rec.get(f) is None:
+                    continue
+                why = None
+                try:
+                    v = _CHECKS[key, f].validate_python(rec[f])
+                    w = rec.get(wall) if wall else None
+                    if type(w) in (int, float) and v > w:
+                        why = f"{v:g} µs past its {wall} of {w:g} µs"
+                except ValidationError as e:
+                    why = e.errors()[0]["msg"]
+                if why:
+                    rec[f] = None
+                    bad.append(f"{''.join(where)}{key}.{i}.{f}: {why}")
+    if not bad:
+        return []
+    return [f"{p.name}: ignored {len(bad)} scheduler measurement(s) that cannot be right, "
+            f"taken as not recorded (first: {bad[0]})"]
+
+
 def load_sidecar(path: str | Path) -> Sidecar:
     """Read and validate a sidecar file.
 
@@ -298,7 +355,8 @@ def load_sidecar(path: str | Path) -> Sidecar:
         raise InputError(p, f"sidecar version (stepsim_sidecar) is {v!r}; this stepsim reads "
                             f"version {SIDECAR_VERSION}" + (" (a newer stepsim wrote it)"
                                                             if newer else ""))
-    notes = _drop_bad_records(p, data)
+    notes = _null_bad_waits(p, data)
+    notes += _drop_bad_records(p, data)
     if isinstance(data.get("probe"), dict):
         notes += _drop_bad_records(p, data["probe"], "probe.")
     try:

@@ -49,6 +49,13 @@ def value_to_ns(v) -> int:
     return int(d)
 
 
+_RTOL = 1e-15
+"""How far a ``ts`` text's value may be from its parsed float and still be its text (relative;
+a double holds 2.2e-16, the text's ns / 1000 adds one rounding): 1e-12 was 5.6 µs at epoch
+scale, wider than the gap between two events, so a text one event off matched and every later
+event took its neighbour's ``ts`` (breaker finding)."""
+
+
 def exact_ts(raw: bytes, ts_vals: list, has_ts: np.ndarray) -> tuple[np.ndarray | None, bool]:
     """Match the ``"ts": <text>`` occurrences of the raw JSON to the events in order.
 
@@ -65,7 +72,7 @@ def exact_ts(raw: bytes, ts_vals: list, has_ts: np.ndarray) -> tuple[np.ndarray 
         fr = np.array([(f[1] + b"000")[:3] for f in found]).astype(np.int64)
         ns = ints * 1000 + np.where(ints < 0, -fr, fr)
         parsed = np.array([float(v) for v in want], dtype=float)
-        if np.allclose(ns / 1000.0, parsed, rtol=1e-12, atol=1e-3):
+        if np.allclose(ns / 1000.0, parsed, rtol=_RTOL, atol=1e-3):
             return ns, True
     # slow path: greedy alignment
     out = np.empty(n, np.int64)
@@ -77,7 +84,7 @@ def exact_ts(raw: bytes, ts_vals: list, has_ts: np.ndarray) -> tuple[np.ndarray 
         hit = None
         while k < len(found) and k < j + 8:
             ns = text_to_ns(*found[k])   # past int64 ("ts": 1e400): a dropped event's text
-            if abs(ns) < 2**63 and abs(ns / 1000.0 - fv) <= max(1e-3, abs(fv) * 1e-12):
+            if abs(ns) < 2**63 and abs(ns / 1000.0 - fv) <= max(1e-3, abs(fv) * _RTOL):
                 hit = ns
                 break
             k += 1

@@ -70,3 +70,16 @@ def test_every_shared_trace_reads_the_same_in_small_blocks(monkeypatch):
         blocks, whole, took = tables(p, 1 << 20, monkeypatch)
         assert took, p
         assert differences(blocks, whole) == [], p
+
+
+def test_a_trailing_comma_cut_at_is_refused_as_the_general_reader_does(tmp_path, monkeypatch):
+    p = tmp_path / "t.json"
+    p.write_bytes(json.dumps([ev(ts=10 + k) for k in range(20)]).encode()[:-1] + b",]")
+    with monkeypatch.context() as m:
+        m.setattr(trace_io, "load_columns", lambda raw: load_columns(raw, 64))
+        with pytest.raises(trace_io.InputError) as blocks:
+            trace_io.load_trace(p)
+    with pytest.raises(trace_io.InputError) as general:
+        trace_io.load_trace(p, columnar=False)
+    assert str(blocks.value) == str(general.value)
+    assert "trailing comma" in str(blocks.value)
