@@ -55,10 +55,14 @@ def _mark_start() -> None:
     if _STATE["start"] is None:
         now, proc, wait = time.monotonic(), time.process_time(), run_wait_us()
         # a worker's work between its batches (taking the indices, handing the last batch to
-        # its queue's feeder thread, which pickles it): process CPU since the last batch's end
+        # its queue's feeder thread, which pickles it): process CPU since the last batch's end.
+        # The kernel adds a wait to the run-queue figure when the thread runs again, so a
+        # preemption as a read returns counts in the next read: each interval's wall clock
+        # brackets its two wait reads (the gap's from just before the end's read to just
+        # after this one, the batch's from before this one to after its end's)
         end = _STATE.pop("end", None)
         gap = None if end is None else (
-            (now - end[0]) * 1e6, (proc - end[1]) * 1e6,
+            (time.monotonic() - end[0]) * 1e6, (proc - end[1]) * 1e6,
             None if wait is None or end[2] is None else max(wait - end[2], 0.0))
         _STATE["start"] = (now, time.thread_time(), proc, wait, gap)
 
@@ -78,8 +82,9 @@ def _mark_end(record_dir: str, batch, phase: str = "") -> None:
     if start is None:
         return
     # the run-queue wait and the CPU are read before the wall clock (and after it at the
-    # start): a preemption between the reads then adds to the wall only, so a batch's
-    # wait is at most its wall less its CPU
+    # start): a preemption between the reads adds to the wall only, so a batch's wait is at
+    # most its wall less its CPU
+    before = time.monotonic()
     w1 = run_wait_us()
     cpu = (time.thread_time() - start[1]) * 1e6
     proc = (time.process_time() - start[2]) * 1e6
@@ -94,7 +99,7 @@ def _mark_end(record_dir: str, batch, phase: str = "") -> None:
     if start[4] is not None:
         rec["gap_wall_us"], rec["gap_cpu_us"], rec["gap_run_wait_us"] = start[4]
     if info is not None:
-        _STATE["end"] = (now, start[2] + proc / 1e6, w1)
+        _STATE["end"] = (before, start[2] + proc / 1e6, w1)
     if phase:
         rec["phase"] = phase
     _STATE["seq"] += 1

@@ -120,6 +120,8 @@ def test_the_capture_records_each_threads_run_queue_wait(cpu_run_nw1):
     slack = 2000.0    # µs: the clocks are read one after another
     for r in side.produce:
         assert r.run_wait_us is not None and r.run_wait_us <= r.wall_us - r.cpu_us + slack
+        if r.gap_run_wait_us is not None:       # the gap's wall brackets its two wait reads
+            assert r.gap_run_wait_us <= r.gap_wall_us + slack
     assert any(r.gap_cpu_us is not None for r in side.produce)
     for s in side.steps:
         assert s.run_wait_us is not None and s.next_run_wait_us is not None
