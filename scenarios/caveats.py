@@ -10,7 +10,8 @@ from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.host_threads import fitting_threads, threads_candidates
 from stepsim.scenarios.noop import SWEPT, has_collectives, unread_settings
-from stepsim.scenarios.threads_outcome import threads_outcome
+from stepsim.scenarios.stepcount import simulate_counted
+from stepsim.scenarios.threads_outcome import efficiency_bounds, threads_outcome
 from stepsim.scenarios.transforms import FixOp, Operation, SetOp, apply_with_notes
 from stepsim.simcore.errors import ModelError
 
@@ -76,6 +77,7 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
                    "model does not slow the host thread when workers run beside it (co-running "
                    "workers slowed it 6-11 % in this project's measurements): more workers may "
                    "gain less than predicted")
+    out += _assumed_efficiency(model, ops)
     given = [(op.path, op.value) for op in ops if isinstance(op, SetOp)]
     out += unread_settings(model, after, given + [(p, SWEPT) for p in paths])
     if after is not None and not paths and (not ops or _corunners(model) != _corunners(after)):
@@ -165,3 +167,27 @@ def _oversubscribed_threads(after: StepModel) -> list[str]:
                 "measured, --fix intra_op_threads)"]
     return [f"{head} ends it but runs {got.phrase()} as fast by the unmeasured parallel "
             "efficiency (--fix intra_op_threads:efficiency=E)"]
+
+
+def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]:
+    """A ``fix intra_op_threads`` without a measured efficiency rests on the assumed one: its
+    step at both ends of the range the model allows (the point is the middle), in words."""
+    fix = next((op for op in ops if isinstance(op, FixOp) and op.name == "intra_op_threads"
+                and "efficiency" not in op.args), None)
+    if fix is None:
+        return []
+    worst, best, measured = efficiency_bounds(model)
+    if measured:
+        return []
+    try:
+        ends = [apply_with_notes(model, [op.model_copy(update={"args": {**op.args,
+                                                                         "efficiency": e}})
+                                         if op is fix else op for op in ops])[0]
+                for e in (worst, best)]
+        ms = [simulate_counted(m, 40, 10, 0, keep="brief")[0].mean_step_us / 1e3 for m in ends]
+    except ModelError:
+        return []
+    return [f"fix intra_op_threads rests on an assumed parallel efficiency (unmeasured; the "
+            f"point takes the middle): at {worst:.2f} (the other threads were working) the "
+            f"step is {ms[0]:.1f} ms, at {best:.2f} (they only spun) {ms[1]:.1f} ms; time the "
+            "step at 1 thread and give :efficiency=E"]

@@ -79,3 +79,19 @@ def test_threads_advice_with_a_measured_efficiency(eff, avoids):
     assert ("avoids it" in said) == avoids
     x = float(re.search(r"(\d\.\d\d)x as fast", said).group(1))
     assert (x > 1.0) == avoids
+
+
+def test_the_threads_fix_says_its_step_at_both_ends_of_the_assumed_efficiency():
+    """``--fix intra_op_threads`` without ``:efficiency=``: the point takes the assumed middle
+    (a user's CNN: 75.8 ms predicted, 106.6 re-measured at efficiency 0.94); the warning gives
+    the step at 1.00 (slower) and 0.50 (faster); a measured efficiency says nothing."""
+    from stepsim.scenarios.transforms import FixOp
+    m = _team(host_model(0, 2, 33.0, 55.0, threads=2, parallel=0.93), 2)
+    ops = [parse_set("loader.num_workers=1"), FixOp(name="intra_op_threads")]
+    said = [c for c in caveats(m, ops) if "assumed parallel efficiency" in c]
+    assert len(said) == 1
+    slow, fast = (float(x) for x in re.findall(r"(\d+\.\d) ms", said[0]))
+    assert slow > fast
+    given = [parse_set("loader.num_workers=1"),
+             FixOp(name="intra_op_threads", args={"efficiency": 0.9})]
+    assert not [c for c in caveats(m, given) if "assumed parallel efficiency" in c]
