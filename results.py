@@ -192,6 +192,17 @@ class WhatIf(_Result):
     def speedup(self) -> float:
         return self.baseline.mean_step_us / self.scenario.mean_step_us
 
+    def __str__(self) -> str:
+        """The speed-up, both means and bottlenecks, then each warning on its own line (what
+        ``print(w)`` shows: the CLI prints them as ``warning:`` lines)."""
+        b, s = self.baseline, self.scenario
+        head = (f"WhatIf({s.what}: {self.speedup:.2f}x, {b.mean_step_us / 1e3:.1f} -> "
+                f"{s.mean_step_us / 1e3:.1f} ms; {b.bottleneck_label} -> "
+                f"{s.bottleneck_label})")
+        return "\n".join([head] + [f"warning: {w}" for w in self.warnings])
+
+    __repr__ = __str__
+
     def to_dict(self) -> dict:
         return whatif_dict(self.baseline, self.scenario)
 
@@ -244,7 +255,14 @@ class PlanResult(_Result):
         return plan_dict(self.plan)
 
     def rows(self) -> list[dict]:
-        return [_flat(m) for m in self.to_dict()["moves"]]
+        """Row 0 the baseline (as the CLI's table), then one row per move."""
+        d = self.to_dict()
+        base = {"move": 0, "fix": "(baseline)", **_flat(d["baseline"]), "speedup": 1.0,
+                "next_bottleneck": d["first_bottleneck"],
+                "next_label": d["first_bottleneck_label"],
+                **{k.removeprefix("first_"): v for k, v in d.items()
+                   if k.startswith("first_largest_ceiling")}}
+        return [base] + [{"move": i, **_flat(m)} for i, m in enumerate(d["moves"], 1)]
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,12 @@ of the capture's time (``R = f + (1 − f)·r``), for
   batches' CPU work (``ProduceRecord.work_us``; the workers' first batches, which carry
   their start-up, left out).
 
-A ratio outside ``[1, r]`` (the probe's step grew more than linearly, or shrank) leaves ``f``
-at the nearest bound, 0 or 1, and says so. The probe runs after the captured window, so a
+A ratio beyond ``r`` (the step grew faster than linearly: caches overflowing, measured on a
+user's CNN at 3.37x for 2x the samples) is kept, not clipped: the step's part that grows is
+all of it (``f`` = 0) and grows as ``(N / B)^p``, ``p = ln R / ln r`` (the op's
+``sample_exponent``, measured), the power law through the two measured points, so the probe's
+own batch is predicted at its measured time. A ratio below 1 (the step shrank) leaves ``f``
+at 1 and says so; a produce ratio outside ``[1, r]`` is clipped to the nearest bound. The probe runs after the captured window, so a
 change of the host's speed in between is read as a change of cost: calibration says so when
 the capture's own unprofiled steps changed by more than :data:`DRIFT_WARN` from before the
 profiled window to after it (on a shared 2-core machine the same steps' CPU time moved by up
@@ -72,6 +76,7 @@ class BatchProbe:
     batch_size: int
     step_fixed: float | None
     step_range: tuple[float, float] | None
+    step_exponent: float | None
     produce_fixed: float | None
     produce_range: tuple[float, float] | None
     notes: list[str]
@@ -99,6 +104,21 @@ def _fraction(cal: np.ndarray, probe: np.ndarray, r: float, what: str, notes: li
     return f, (float(np.percentile(boots, 10)), float(np.percentile(boots, 90)))
 
 
+def superlinear_exponent(ratio: float, r: float) -> float | None:
+    """``ln ratio / ln r`` when a cost grew ``ratio``-fold for ``r`` times the samples faster
+    than linearly (the exponent of the power law through both points, > 1); else None."""
+    if ratio <= 0 or r <= 0 or r == 1 or fixed_fraction(ratio, r) > 0.0:
+        return None
+    p = float(np.log(ratio) / np.log(r))
+    return p if p > 1.0 + 1e-9 else None
+
+
+def _median_ratio(cal: np.ndarray, probe: np.ndarray) -> float | None:
+    if cal.size < MIN_RECORDS or probe.size < MIN_RECORDS or np.median(cal) <= 0:
+        return None
+    return float(np.median(probe) / np.median(cal))
+
+
 def batch_probe(side: Sidecar | None, seed: int = 0) -> BatchProbe | None:
     """What ``side``'s batch-size probe measures (None without one; see the module
     docstring)."""
@@ -120,9 +140,18 @@ def batch_probe(side: Sidecar | None, seed: int = 0) -> BatchProbe | None:
                      "before it (the host's speed moved within the run): the probe's ratios "
                      "hold that drift too, so its parts are uncertain by as much; re-capture "
                      "on a quiet machine")
-    sf, sr = _fraction(step[0], step[1], r, "the training step", notes, rng)
+    ratio = _median_ratio(step[0], step[1])
+    sp = superlinear_exponent(ratio, r) if ratio is not None else None
+    if sp is not None:
+        notes.append(f"the training step grew {ratio:.3g}x for {r:.3g}x the samples, faster "
+                     f"than linear (caches?): modelled as samples^{sp:.2f} through the two "
+                     "measured points (measured), so a batch_size what-if at the probe's "
+                     "batch predicts its measured step; other sizes are extrapolated")
+        sf, sr = 0.0, None
+    else:
+        sf, sr = _fraction(step[0], step[1], r, "the training step", notes, rng)
     pf, pr = _fraction(produce[0], produce[1], r, "the produce time per batch", notes, rng)
-    return BatchProbe(n, sf, sr, pf, pr, notes)
+    return BatchProbe(n, sf, sr, sp, pf, pr, notes)
 
 
 @dataclass(frozen=True)
@@ -154,6 +183,10 @@ def probe_fields(side: Sidecar | None, op: str = "host.ops[1]") -> ProbeFields |
         split["per_step_fraction"] = bp.step_fixed
         sources[f"{op}.per_step_fraction"] = "measured"
         parts.append(f"the training step's part per step {_pct(bp.step_fixed, bp.step_range)}")
+    if bp.step_exponent is not None:
+        split["sample_exponent"] = bp.step_exponent
+        sources[f"{op}.sample_exponent"] = "measured"
+        parts.append(f"its per-sample part grows as samples^{bp.step_exponent:.2f}")
     if bp.produce_fixed is not None:
         loader["produce_per_batch_fraction"] = bp.produce_fixed
         sources["loader.produce_per_batch_fraction"] = "measured"

@@ -26,7 +26,7 @@ Category = Literal[
 ]
 PHASES = ("forward", "backward", "optimizer", "data", "other")
 Phase = Literal["forward", "backward", "optimizer", "data", "other"]
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The StepModel schema this stepsim writes (``schema_version``); what each version changed is
 :mod:`models.schema`'s."""
 MAX_WORKERS, MAX_PREFETCH, MAX_THREADS, MAX_CORES = 1024, 1024, 256, 4096

@@ -124,6 +124,12 @@ class HostOp(StrictModel):
     calibration's optimizer ``step`` and ``zero_grad``, measured from the trace's
     ``Optimizer.*`` spans): what a batch-size what-if keeps (:mod:`scenarios.batch_size`);
     0: all of it per sample."""
+    sample_exponent: float = Field(default=1.0, ge=1.0, le=8.0)
+    """For ``cpu`` ops: the per-sample part (``1 − per_step_fraction``) of ``dur_us`` grows as
+    ``(N / B)^sample_exponent`` for batches of ``N`` samples instead of ``B``: 1 (linear)
+    unless a batch-size probe measured the step growing faster than linearly (caches
+    overflowing), then ``ln R / ln r`` through the two measured points
+    (:mod:`calibration.batch_probe`)."""
     corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
     """For ``cpu`` ops: other runnable threads per core beside this op, on average, in the
     capture its durations come from (``HostParams.interference`` is relative to it)."""

@@ -24,6 +24,9 @@ History:
 6. ``loader.produce_per_batch_fraction`` added (the share of a batch's produce time that does
    not grow with its samples, measured by a batch-size probe). An older model has none and
    loads as it was (a batch-size what-if scales all of produce, as before).
+7. ``cpu`` host ops' ``sample_exponent`` added (the per-sample part grows as samples^p, p
+   measured by a batch-size probe whose step grew faster than linearly). An older model has
+   none and loads as it was (linear, p = 1).
 """
 from __future__ import annotations
 

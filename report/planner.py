@@ -187,6 +187,16 @@ def _per_sample(r: SweepResult) -> list[float] | None:
     return [pt.prediction.mean_step_us / n for pt, n in zip(r.points, sizes)]
 
 
+def _setting(pt, path: str) -> str:
+    """A sweep point's value of ``path`` as the table shows it: ``-`` (not applicable) for a
+    prefetch_factor at num_workers=0, which PyTorch's DataLoader refuses (the loader there
+    has no prefetch queue)."""
+    m = pt.prediction.model
+    if path == "loader.prefetch_factor" and m is not None and m.loader.num_workers == 0:
+        return "-"
+    return str(pt.values[path])
+
+
 def print_sweep(r: SweepResult, as_json: bool = False) -> None:
     """One row per grid point, then the knee of each parameter and why."""
     if as_json:
@@ -205,7 +215,7 @@ def print_sweep(r: SweepResult, as_json: bool = False) -> None:
     first = r.points[0].prediction.mean_step_us
     for i, pt in enumerate(r.points):
         p = pt.prediction
-        t.add_row(*(str(pt.values[k]) for k in r.grid), _ms(p.mean_step_us),
+        t.add_row(*(_setting(pt, k) for k in r.grid), _ms(p.mean_step_us),
                   _ms(p.median_step_us), *((_interval(p),) if intervals else ()),
                   *((f"{per[i] / 1e3:.2f}",) if per else ()),
                   _x(first / p.mean_step_us), p.bottleneck_label)

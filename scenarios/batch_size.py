@@ -12,7 +12,8 @@ With ``r = N / B``:
 * the batch's bytes (``loader.batch_bytes``, what the pin-memory thread copies) × r:
   *inferred*, the measured bytes ÷ B per sample (collated tensors stack their samples);
 * an epoch's batches (``loader.batches_per_epoch``) ⌈× B / N⌉;
-* the training step's per-sample work × r: *assumed* linear in samples (a layer's FLOPs are;
+* the training step's per-sample work × r^p, ``p`` the op's ``sample_exponent`` (1 unless a
+  batch-size probe measured a growth faster than linear): else *assumed* linear in samples (a layer's FLOPs are;
   one batch size cannot show how the work grows): on a model with a device, its forward and
   backward kernels and its host-to-device copies (the batch); on a CPU model, the host
   thread's forward and backward work, a CPU calibration's ``train`` op less its
@@ -54,10 +55,11 @@ def check_value(value) -> int:
     return value
 
 
-def grown_by(kept: float, r: float) -> float:
+def grown_by(kept: float, r: float, p: float = 1.0) -> float:
     """The factor on a cost whose share ``kept`` stays (per step or per batch) and whose rest
-    grows with the samples, for ``r`` times the samples: ``kept + (1 − kept)·r``."""
-    return kept + (1 - kept) * r
+    grows with the samples as ``samples^p``, for ``r`` times the samples:
+    ``kept + (1 − kept)·r^p``."""
+    return kept + (1 - kept) * r ** p
 
 
 def _per_sample_host(model: StepModel) -> list[int]:
@@ -115,7 +117,7 @@ def set_batch_size(model: StepModel, value) -> StepModel:
     for i in host:
         op = data["host"]["ops"][i]
         f = op["per_step_fraction"]
-        grown = grown_by(f, r)
+        grown = grown_by(f, r, op["sample_exponent"])
         _scale_host_op(op, grown)
         op["per_step_fraction"] = f / grown
     for ts in data["device"]["streams"].values():
@@ -150,10 +152,14 @@ def batch_size_note(model: StepModel, value) -> str | None:
     if model.task_map():
         step = f"its forward and backward kernels and host-to-device copies x{r:.3g} ({linear}"
     else:
-        f = max((model.host.ops[i].per_step_fraction for i in _per_sample_host(model)),
-                default=0.0)
-        grown = f"the host's training-step work x{grown_by(f, r):.3g}"
-        step = (f"{grown} ({100 * f:.1f} % of it per step, measured by the batch-size probe, "
+        ops = [model.host.ops[i] for i in _per_sample_host(model)]
+        f = max((op.per_step_fraction for op in ops), default=0.0)
+        p = max((op.sample_exponent for op in ops), default=1.0)
+        grown = f"the host's training-step work x{grown_by(f, r, p):.3g}"
+        step = (f"{grown} (measured by the batch-size probe: it grew faster than linearly, "
+                f"modelled as samples^{p:.2f} through the two measured batch sizes; a size "
+                "other than the probe's is extrapolated)" if probe and p > 1 else
+                f"{grown} ({100 * f:.1f} % of it per step, measured by the batch-size probe, "
                 f"kept; the rest x{r:.3g})" if probe else
                 f"{grown} (its optimizer step and zero_grad, {100 * f:.1f} % of it, measured "
                 f"from the trace's Optimizer spans, kept per step; the rest x{r:.3g}, {linear}"

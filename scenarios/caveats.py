@@ -10,6 +10,8 @@ from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.host_threads import fitting_threads, threads_candidates
 from stepsim.scenarios.noop import SWEPT, has_collectives, unread_settings
+from stepsim.scenarios.stepcount import simulate_counted
+from stepsim.scenarios.threads_outcome import efficiency_bounds, threads_outcome
 from stepsim.scenarios.transforms import FixOp, Operation, SetOp, apply_with_notes
 from stepsim.simcore.errors import ModelError
 
@@ -75,6 +77,7 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
                    "model does not slow the host thread when workers run beside it (co-running "
                    "workers slowed it 6-11 % in this project's measurements): more workers may "
                    "gain less than predicted")
+    out += _assumed_efficiency(model, ops)
     given = [(op.path, op.value) for op in ops if isinstance(op, SetOp)]
     out += unread_settings(model, after, given + [(p, SWEPT) for p in paths])
     if after is not None and not paths and (not ops or _corunners(model) != _corunners(after)):
@@ -141,14 +144,50 @@ def _oversubscribed_threads(after: StepModel) -> list[str]:
     124–149 ms beside 2 workers, its process CPU from 67 to 129–148 ms (the threads spinning
     at the barriers), where one thread took 66–93 ms; validated at 1, 2 and 4 workers the
     model was −0.7, −19.7 and −11.5 % off (−8.6, −37.3, −29.1 % without the stalls). Fewer
-    intra-op threads avoid the stall: :mod:`scenarios.host_threads` prices them
+    intra-op threads end the stall but run the parallel part on fewer threads:
+    :mod:`scenarios.threads_outcome` prices them at both ends of the parallel efficiency the
+    model allows, and the sentence says "avoids it" only when even the worst end is a gain
     (``--fix intra_op_threads``); ``OMP_NUM_THREADS`` sets them too, or capture at the
     target setting."""
     threads = max((op.threads for op in after.host.ops if op.kind == "cpu"), default=1)
     lp = after.loader
     if threads <= 1 or lp.num_workers * lp.threads_per_worker + threads <= lp.host_cores:
         return []
-    priced = " (--fix intra_op_threads)" if threads_candidates(after) else ""
-    return [f"oversubscribed intra-op threads: the training step's {threads} beside "
+    n = fitting_threads(after)
+    head = (f"oversubscribed intra-op threads: the training step's {threads} beside "
             f"{lp.num_workers} worker(s) on {lp.host_cores} cores spin, a stall the model "
-            f"prices roughly; torch.set_num_threads({fitting_threads(after)}) avoids it{priced}"]
+            f"prices roughly; torch.set_num_threads({n})")
+    got = threads_outcome(after, n) if threads_candidates(after) else None
+    if got is None:
+        return [f"{head} ends it, at a cost this model cannot price"]
+    if got.low >= 1.0:
+        return [f"{head} avoids it ({got.phrase()} as fast, --fix intra_op_threads)"]
+    if got.measured:
+        return [f"{head} ends it but runs {got.phrase()} as fast (its parallel efficiency "
+                "measured, --fix intra_op_threads)"]
+    return [f"{head} ends it but runs {got.phrase()} as fast by the unmeasured parallel "
+            "efficiency (--fix intra_op_threads:efficiency=E)"]
+
+
+def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]:
+    """A ``fix intra_op_threads`` without a measured efficiency rests on the assumed one: its
+    step at both ends of the range the model allows (the point is the middle), in words."""
+    fix = next((op for op in ops if isinstance(op, FixOp) and op.name == "intra_op_threads"
+                and "efficiency" not in op.args), None)
+    if fix is None:
+        return []
+    worst, best, measured = efficiency_bounds(model)
+    if measured:
+        return []
+    try:
+        ends = [apply_with_notes(model, [op.model_copy(update={"args": {**op.args,
+                                                                         "efficiency": e}})
+                                         if op is fix else op for op in ops])[0]
+                for e in (worst, best)]
+        ms = [simulate_counted(m, 40, 10, 0, keep="brief")[0].mean_step_us / 1e3 for m in ends]
+    except ModelError:
+        return []
+    return [f"fix intra_op_threads rests on an assumed parallel efficiency (unmeasured; the "
+            f"point takes the middle): at {worst:.2f} (the other threads were working) the "
+            f"step is {ms[0]:.1f} ms, at {best:.2f} (they only spun) {ms[1]:.1f} ms; time the "
+            "step at 1 thread and give :efficiency=E"]

@@ -202,8 +202,7 @@ def _knee(result: SweepResult, path: str, start: StepModel, tol: float) -> Knee:
     kp, fp = knee.prediction, first.prediction
     v = knee.values[path]
     if k == 0:
-        reason = (f"changing {path} does not help by more than {tol:.0%}: the step is bound by "
-                  f"{kp.bottleneck_label}")
+        reason = _no_gain(line, path, tol)
     elif k == len(line) - 1:
         prev = line[k - 1]
         pp = prev.prediction
@@ -225,3 +224,23 @@ def _knee(result: SweepResult, path: str, start: StepModel, tol: float) -> Knee:
                 reason += f" (workers and the main thread already fill the {cores} host cores)"
     return Knee(path, v, steps[k], line[b].values[path], steps[b], reason,
                 tuple(line[i].values[path] for i in tied[1:]))
+
+
+def _no_gain(line: list[SweepPoint], path: str, tol: float) -> str:
+    """Why the first value of ``path`` along ``line`` is its knee, as the table shows it: the
+    other values are slower beyond ``tol`` (their speed-ups against it and what bounds them),
+    or within ``tol`` of it (what bounds the step, at the first value and, where it differs,
+    at the others)."""
+    first, rest = line[0].prediction, [pt.prediction for pt in line[1:]]
+    v = line[0].values[path]
+    ups = [first.mean_step_us / p.mean_step_us for p in rest]
+    labels = list(dict.fromkeys(p.bottleneck_label for p in rest))
+    if rest and all(u < 1 / (1 + tol) for u in ups):
+        lo, hi = min(ups), max(ups)
+        x = f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}x-{hi:.2f}x"
+        return (f"no value is faster than {path}={v}; the others make the step slower ({x} "
+                f"vs it), bound by {' / '.join(labels)}")
+    said = (f"changing {path} does not help by more than {tol:.0%}: the step is bound by "
+            f"{first.bottleneck_label}")
+    other = [b for b in labels if b != first.bottleneck_label]
+    return said + (f" at {v}, by {' / '.join(other)} at other values" if other else "")

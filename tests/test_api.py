@@ -97,9 +97,30 @@ def test_frames(tmp_path):
     w = api.whatif(A, fix="mixed_precision:factor=0.6", draws=0, **FAST).to_frame()
     assert list(w[""]) == ["baseline", "scenario"]
     p = api.plan(A, draws=0, max_moves=2, save_scenario=tmp_path / "p.yaml", **FAST)
-    assert len(p.to_frame()) == len(p.plan.moves) and (tmp_path / "p.yaml").exists()
+    assert len(p.to_frame()) == len(p.plan.moves) + 1 and (tmp_path / "p.yaml").exists()
+    assert list(p.to_frame()["move"]) == list(range(len(p.plan.moves) + 1))
     sim = api.simulate(A, steps=10, warmup=5).to_frame()
     assert list(sim.columns) == ["step", "step_ms", "rank0_ms"] and len(sim) == 10
+
+
+def test_a_plan_without_moves_has_its_baseline_row():
+    """The CLI shows row 0 (the baseline) when no move gains enough; the frame did not (an
+    empty DataFrame with no columns)."""
+    pytest.importorskip("pandas", reason="pandas (the 'frames' extra) is not installed")
+    p = api.plan(A, draws=0, min_gain=50.0, **FAST)
+    assert not p.plan.moves
+    df = p.to_frame()
+    assert list(df["fix"]) == ["(baseline)"] and df["speedup"][0] == 1.0
+    assert df["mean_step_ms"][0] == pytest.approx(p.plan.baseline.mean_step_us / 1e3)
+
+
+def test_whatif_prints_its_warnings():
+    """``print(w)`` and ``repr(w)`` show the warnings, not only ``w.warnings``."""
+    w = api.whatif(A, set="comm.latency_us=5", draws=0, **FAST)
+    assert w.warnings
+    for text in (str(w), repr(w)):
+        assert text.startswith("WhatIf(set comm.latency_us=5: ")
+        assert all(f"warning: {x}" in text for x in w.warnings)
 
 
 def test_to_frame_without_pandas_says_how_to_get_it(monkeypatch):

@@ -10,7 +10,7 @@ import orjson
 import pytest
 import torch
 
-from stepsim.calibration.batch_probe import batch_probe, fixed_fraction
+from stepsim.calibration.batch_probe import batch_probe, fixed_fraction, superlinear_exponent
 from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.capture import Capture
 from stepsim.calibration.sidecar import load_sidecar
@@ -59,6 +59,32 @@ def test_fixed_fraction_closed_form():
     assert fixed_fraction(2.0, 2.0) == 0.0 and fixed_fraction(1.0, 2.0) == 1.0
     assert fixed_fraction(2.5, 2.0) == 0.0 and fixed_fraction(0.9, 2.0) == 1.0   # clipped
     assert fixed_fraction(6 / 10, 0.5) == pytest.approx(0.2)   # a smaller probe batch
+
+
+def test_superlinear_exponent_closed_form():
+    """3.37x for 2x the samples (a user's CNN): samples^1.75 through both points; within
+    [1, r] (or shrinking) no exponent: the fixed part explains it."""
+    assert superlinear_exponent(3.37, 2.0) == pytest.approx(1.7528, abs=1e-3)
+    assert superlinear_exponent(0.25, 0.5) == pytest.approx(2.0)   # a smaller probe batch
+    assert superlinear_exponent(1.5, 2.0) is None and superlinear_exponent(0.9, 2.0) is None
+
+
+def test_a_superlinear_step_is_kept_as_measured(tmp_path):
+    """A step whose CPU grows as samples² (8 ms at 4 samples, 32 ms at 8): the probe's
+    4x for 2x the samples is kept (samples^2, measured), not clipped to 2x, so the what-if
+    at the probe's batch predicts its measured step (was 2x: −50 %)."""
+    cap = Capture(tmp_path / "c")
+    loader = cap.dataloader(Spinning(), batch_size=B, collate_fn=_collate)
+    for batch in cap.steps(loader, active=3, wait=1, warmup=1, skip_first=3, after=6,
+                           probe_batch_size=N, probe_steps=6):
+        _spin(8.0 * (len(batch) / B) ** 2)
+    m = calibrate(tmp_path / "c")
+    op = m.host.ops[1]
+    assert m.meta.sources["host.ops[1].sample_exponent"] == "measured"
+    assert op.sample_exponent == pytest.approx(2.0, abs=0.35)
+    got = set_batch_size(m, N).host.ops[1].dur_us / op.dur_us
+    assert got == pytest.approx(4.0, rel=0.2)
+    assert "samples^" in batch_size_note(m, N)
 
 
 @pytest.fixture(scope="module")

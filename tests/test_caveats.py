@@ -1,6 +1,8 @@
 """What-if caveats (scenarios.caveats): oversubscribed intra-op threads are named."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from stepsim.scenarios.caveats import caveats
@@ -29,16 +31,67 @@ def test_no_ops_on_an_oversubscribed_model():
     assert any("intra-op threads" in c for c in caveats(m, []))
 
 
-@pytest.mark.parametrize("capture_threads,priced", [(2, True), (None, False)])
+def _team(m, cap, eff=None, measured=False):
+    """``m`` with its cpu op captured on ``cap`` threads at parallel efficiency ``eff``
+    (default: calibration's assumed middle of 1/T..1), ``measured`` or assumed."""
+    eff = (1 + 1 / cap) / 2 if eff is None else eff
+    ops = [op.model_copy(update={"capture_threads": cap, "parallel_efficiency": eff})
+           if op.kind == "cpu" else op for op in m.host.ops]
+    src = {**m.meta.sources,
+           "host.ops[1].parallel_efficiency": "measured" if measured else "assumed"}
+    return m.model_copy(update={"host": m.host.model_copy(update={"ops": ops}),
+                                "meta": m.meta.model_copy(update={"sources": src})})
+
+
+@pytest.mark.parametrize("capture_threads,priced", [(8, True), (None, False)])
 def test_the_threads_caveat_is_one_short_sentence(capture_threads, priced):
-    """Printed beside every verb: one sentence of at most 200 characters (64 threads beside 16
-    workers on 8 cores, the widest numbers here) that says what to do, naming the fix that
-    prices it where the model can (its capture threads recorded)."""
-    m = host_model(16, 8, 5.0, 20.0, threads=64, parallel=0.8)
-    ops = [op.model_copy(update={"capture_threads": capture_threads}) if op.kind == "cpu"
-           else op for op in m.host.ops]
-    m = m.model_copy(update={"host": m.host.model_copy(update={"ops": ops})})
+    """Printed beside every verb: one sentence of at most 280 characters (8 threads beside 16
+    workers on 8 cores) that says what to do, naming the fix that prices it where the model
+    can (its capture threads recorded)."""
+    m = host_model(16, 8, 5.0, 20.0, threads=8, parallel=0.8)
+    if capture_threads:
+        m = _team(m, capture_threads)
     said = [c for c in caveats(m, []) if "intra-op threads" in c]
-    assert len(said) == 1 and len(said[0]) <= 200 and said[0].count(";") == 1
-    assert "torch.set_num_threads(1) avoids it" in said[0]
+    assert len(said) == 1 and len(said[0]) <= 280 and said[0].count(";") == 1
+    assert "torch.set_num_threads(1)" in said[0]
     assert ("--fix intra_op_threads" in said[0]) == priced
+
+
+def test_threads_advice_gives_the_range_over_the_unmeasured_efficiency():
+    """A user's CNN (2 threads, 93 % parallel, 55 ms step, 33 ms a batch, 2 cores, assumed
+    efficiency 0.75): one thread beside one worker was re-measured 0.86x as fast as the
+    baseline where the old sentence said "avoids it". At efficiency 1 (the other thread was
+    working) one thread doubles the parallel part: the worst end loses, so the sentence gives
+    the range and does not say "avoids"."""
+    m = _team(host_model(0, 2, 33.0, 55.0, threads=2, parallel=0.93), 2)
+    said = [c for c in caveats(m, [parse_set("loader.num_workers=1")]) if "intra-op" in c][0]
+    assert "avoids" not in said and "unmeasured parallel efficiency" in said
+    lo, hi = (float(x) for x in re.search(r"(\d\.\d\d)x-(\d\.\d\d)x", said).groups())
+    assert lo < 1.0 < hi
+
+
+@pytest.mark.parametrize("eff,avoids", [(0.5, True), (0.95, False)])
+def test_threads_advice_with_a_measured_efficiency(eff, avoids):
+    """Measured efficiency 1/T (the second thread only spun): one thread loses nothing and
+    ends the stall, "avoids it"; measured 0.95: one figure, below 1, no "avoids"."""
+    m = _team(host_model(0, 2, 33.0, 55.0, threads=2, parallel=0.93), 2, eff, measured=True)
+    said = [c for c in caveats(m, [parse_set("loader.num_workers=1")]) if "intra-op" in c][0]
+    assert ("avoids it" in said) == avoids
+    x = float(re.search(r"(\d\.\d\d)x as fast", said).group(1))
+    assert (x > 1.0) == avoids
+
+
+def test_the_threads_fix_says_its_step_at_both_ends_of_the_assumed_efficiency():
+    """``--fix intra_op_threads`` without ``:efficiency=``: the point takes the assumed middle
+    (a user's CNN: 75.8 ms predicted, 106.6 re-measured at efficiency 0.94); the warning gives
+    the step at 1.00 (slower) and 0.50 (faster); a measured efficiency says nothing."""
+    from stepsim.scenarios.transforms import FixOp
+    m = _team(host_model(0, 2, 33.0, 55.0, threads=2, parallel=0.93), 2)
+    ops = [parse_set("loader.num_workers=1"), FixOp(name="intra_op_threads")]
+    said = [c for c in caveats(m, ops) if "assumed parallel efficiency" in c]
+    assert len(said) == 1
+    slow, fast = (float(x) for x in re.findall(r"(\d+\.\d) ms", said[0]))
+    assert slow > fast
+    given = [parse_set("loader.num_workers=1"),
+             FixOp(name="intra_op_threads", args={"efficiency": 0.9})]
+    assert not [c for c in caveats(m, given) if "assumed parallel efficiency" in c]
