@@ -154,9 +154,11 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     if side is not None and side.probe is not None and not side.batch_probe and side.host_cores:
         nw = side.loader.num_workers
         team = side.torch_num_threads or 1
-        cal = activities(after_startup(side.produce),
-                         [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:], nw > 0,
-                         team)
+        # every recorded step is a co-runner; the profiled ones (the profiler's cost) and
+        # the first unprofiled ones (the workers' start-up) are not fitted
+        unprof = [i for i, s in enumerate(side.steps) if not s.profiled]
+        cal = activities(after_startup(side.produce), side.steps, nw > 0, team,
+                         set(unprof[PROBE_FIRST_STEPS:]))
         probe = activities(after_startup(side.probe.produce), side.probe.steps,
                            side.probe.num_workers > 0, team)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
