@@ -9,10 +9,12 @@ under. This module measures that load and fits the coefficient:
 * :func:`corun_loads`: for every record (a worker's batch, the main thread's training step),
   the other threads runnable beside it per core, averaged over its wall interval, from the
   sidecar's instants (``t_end_us - wall_us .. t_end_us`` for a batch, ``t_start_us +
-  next_wall_us .. t_start_us + wall_us`` for a step). A batch counts its worker's threads
-  (process CPU ÷ wall, at least 1), a step its process's (CPU ÷ wall of its non-``next()``
-  part), so a step's own intra-op threads count as each other's co-runners, as in the
-  simulator.
+  next_wall_us .. t_start_us + wall_us`` for a step). Threads count as runnable as
+  :func:`calibration.outside_load.busy_spans` counts them: for their CPU plus run-queue wait
+  (the sidecar's ``run_wait_us``; a thread waiting for a core is a co-runner, as in the
+  simulator), and a step's ``team`` intra-op threads throughout unless its main thread blocked
+  (sidecars without the wait), so a step's own threads count as each other's co-runners. Only
+  batches inside their setting's recorded steps are fitted (:func:`activities`).
 * :func:`fit_interference`: with a probe at a second ``num_workers`` (the harness records a few
   steps of it into the same sidecar), the coefficient that explains how the CPU time per batch
   and per step changed with the load, and its P10–P90 over a bootstrap of the records.
