@@ -9,10 +9,12 @@ under. This module measures that load and fits the coefficient:
 * :func:`corun_loads`: for every record (a worker's batch, the main thread's training step),
   the other threads runnable beside it per core, averaged over its wall interval, from the
   sidecar's instants (``t_end_us - wall_us .. t_end_us`` for a batch, ``t_start_us +
-  next_wall_us .. t_start_us + wall_us`` for a step). A batch counts its worker's threads
-  (process CPU ÷ wall, at least 1), a step its process's (CPU ÷ wall of its non-``next()``
-  part), so a step's own intra-op threads count as each other's co-runners, as in the
-  simulator.
+  next_wall_us .. t_start_us + wall_us`` for a step). Threads count as runnable as
+  :func:`calibration.outside_load.busy_spans` counts them: for their CPU plus run-queue wait
+  (the sidecar's ``run_wait_us``; a thread waiting for a core is a co-runner, as in the
+  simulator), and a step's ``team`` intra-op threads throughout unless its main thread blocked
+  (sidecars without the wait), so a step's own threads count as each other's co-runners. Only
+  batches inside their setting's recorded steps are fitted (:func:`activities`).
 * :func:`fit_interference`: with a probe at a second ``num_workers`` (the harness records a few
   steps of it into the same sidecar), the coefficient that explains how the CPU time per batch
   and per step changed with the load, and its P10–P90 over a bootstrap of the records.
@@ -41,6 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepsim.calibration.outside_load import _runnable
+
 INTERFERENCE_PRIOR = (0.0, 0.16)
 """Stated prior range of the interference coefficient without a probe (per other runnable
 thread per core). Measured on a 2-core host (issue 10): a worker's CPU time per batch rose
@@ -55,34 +59,69 @@ BOOTSTRAP = 200
 @dataclass(frozen=True)
 class Activity:
     """One thread group's busy interval (µs, monotonic clock): ``threads`` runnable threads,
-    ``cpu_us`` of CPU; ``kind`` is ``batch`` or ``step``."""
+    ``cpu_us`` of CPU; ``kind`` is ``batch`` or ``step``. ``fitted``: whether its CPU time may
+    enter the interference fit (False for a record whose co-runners were not all recorded,
+    e.g. a batch that ran before its setting's first recorded step); it counts in every
+    other record's load either way."""
 
     start_us: float
     end_us: float
     threads: float
     cpu_us: float
     kind: str
+    fitted: bool = True
 
 
-def activities(produce, steps, workers: bool, team: int = 1) -> list[Activity]:
+def _step_threads(s, team: int) -> float:
+    """A step's runnable threads outside ``next()``, counted as
+    :func:`calibration.outside_load.busy_spans` counts them: its ``team`` threads for the share
+    ``(CPU + run-queue wait) ÷ wall`` of the main thread (µs ÷ µs) when the sidecar has the
+    wait; without it, runnable throughout unless the main thread blocked (more voluntary context
+    switches than involuntary ones), when its CPU ÷ wall is all that is known. Its CPU ÷ wall
+    alone counted a thread that waited for a core as not there, which beside a worker read a
+    2-thread team as 1.5 threads and inflated the coefficient (:func:`fit_interference`)."""
+    a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
+    if s.run_wait_us is not None:
+        return max(team, 1) * _runnable(s.cpu_us - s.next_cpu_us, s.run_wait_us, b - a)
+    if (s.vcsw or 0) > (s.ivcsw or 0):
+        return max(s.compute_cpu_us / (b - a), 1.0)
+    return float(max(team, 1))
+
+
+def activities(produce, steps, workers: bool, team: int = 1, fitted_steps=None) -> list[Activity]:
     """The activities of one loader setting: its batches (worker batches when ``workers``,
     else the main thread's) and its main-thread steps (outside ``next()``; kind ``team_step``
     when they ran on ``team`` > 1 intra-op threads, whose CPU time holds their spinning and is
-    not fitted, see the module docstring). Records without instants are left out."""
+    not fitted, see the module docstring). Records without instants are left out.
+
+    ``steps`` are all the setting's recorded steps (every one is a co-runner of the batches
+    beside it); ``fitted_steps``, their indices whose CPU may be fitted (None: all). A batch
+    is fitted only when it lies inside the recorded steps' span: before the first step or
+    after the last, what ran beside it is not in the sidecar (counted, it read as alone)."""
     out = []
+    timed = [s for s in steps if s.t_start_us is not None]
+    lo = min((s.t_start_us for s in timed), default=None)
+    hi = max((s.t_start_us + s.wall_us for s in timed), default=None)
     for r in produce:
         if (r.worker >= 0) != workers or r.t_end_us is None or r.wall_us <= 0:
             continue
-        par = r.work_us / r.wall_us if r.worker >= 0 else 1.0
-        out.append(Activity(r.t_end_us - r.wall_us, r.t_end_us, max(par, 1.0), r.work_us,
-                            "batch"))
-    for s in steps:
+        start = r.t_end_us - r.wall_us
+        if r.worker >= 0:
+            tpw = max(round(r.work_us / r.cpu_us), 1) if r.cpu_us > 0 else 1
+            thr = (tpw * _runnable(r.cpu_us, r.run_wait_us, r.wall_us)
+                   if r.run_wait_us is not None else max(r.work_us / r.wall_us, 1.0))
+        else:
+            thr = _runnable(r.cpu_us, r.run_wait_us, r.wall_us)
+        inside = lo is not None and lo <= start and r.t_end_us <= hi
+        out.append(Activity(start, r.t_end_us, thr, r.work_us, "batch", inside))
+    for i, s in enumerate(steps):
         if s.t_start_us is None:
             continue
         a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
         if b > a:
-            out.append(Activity(a, b, max(s.compute_cpu_us / (b - a), 1.0), s.compute_cpu_us,
-                                "step" if team <= 1 else "team_step"))
+            out.append(Activity(a, b, _step_threads(s, team), s.compute_cpu_us,
+                                "step" if team <= 1 else "team_step",
+                                fitted_steps is None or i in fitted_steps))
     return out
 
 
@@ -112,7 +151,7 @@ def corun_loads(acts: list[Activity], cores: int) -> np.ndarray:
 
     wall = ends - starts
     beside = integral(ends - t0) - integral(starts - t0) - thr * wall
-    others = np.maximum(beside, 0.0) / wall + (thr - 1)
+    others = np.maximum(beside, 0.0) / wall + np.maximum(thr - 1, 0.0)
     return others / cores
 
 
@@ -141,8 +180,10 @@ def fit_interference(cal: list[Activity], probe: list[Activity], cores: int,
     l0, l1 = corun_loads(cal, cores), corun_loads(probe, cores)
     per_kind = []
     for kind in ("batch", "step"):
-        a0 = [(a.cpu_us, x) for a, x in zip(cal, l0) if a.kind == kind and a.cpu_us > 0]
-        a1 = [(a.cpu_us, x) for a, x in zip(probe, l1) if a.kind == kind and a.cpu_us > 0]
+        a0 = [(a.cpu_us, x) for a, x in zip(cal, l0)
+              if a.kind == kind and a.cpu_us > 0 and a.fitted]
+        a1 = [(a.cpu_us, x) for a, x in zip(probe, l1)
+              if a.kind == kind and a.cpu_us > 0 and a.fitted]
         if len(a0) >= 2 and len(a1) >= 2:
             per_kind.append((np.array(a0), np.array(a1)))
     per_kind = [(a0, a1) for a0, a1 in per_kind

@@ -168,6 +168,25 @@ def uniform_with_p10_p90(p10: float, p90: float) -> tuple[float, float]:
     return max(mid - half, 0.0), mid + half
 
 
+def outside_prior(fit) -> str | None:
+    """The warning for a fitted coefficient whose whole P10–P90 lies above
+    :data:`calibration.corun.INTERFERENCE_PRIOR` (None inside it). Not clamped: the range
+    drawn is widened down to the prior's top instead, so the interval carries both the fit
+    and what was measured before it."""
+    point, (p10, p90) = fit
+    lo, hi = INTERFERENCE_PRIOR
+    if p10 <= hi:
+        return None
+    return (f"co-run interference fitted at {point:.3f} per co-running thread per core (P10–P90 "
+            f"{p10:.3f}–{p90:.3f}) is outside its prior {lo:g}–{hi:g} (measured on other "
+            f"runs): every what-if that adds co-runners slows CPU work by {100 * point:.0f} % "
+            f"per added co-runner per core against {100 * hi:.0f} % at the prior's top, so "
+            "its prediction can come out that much slower; the interval draws the coefficient "
+            "from the prior's top up to the fit's. Other load during the probe, or a batch that costs more "
+            "in a worker process than on the main thread, reads as interference: re-capture on "
+            "a quiet machine, or with the probe at a second num_workers > 0")
+
+
 def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     """``(host fields, sources, ranges, warnings)`` for ``host.interference`` (fitted from the
     probe, with the range whose uniform draw has the fit's bootstrap P10–P90, else the prior)
@@ -179,21 +198,29 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     if side is not None and side.probe is not None and not side.batch_probe and side.host_cores:
         nw = side.loader.num_workers
         team = side.torch_num_threads or 1
-        cal = activities(after_startup(side.produce),
-                         [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:], nw > 0,
-                         team)
+        # every recorded step is a co-runner; the profiled ones (the profiler's cost) and
+        # the first unprofiled ones (the workers' start-up) are not fitted
+        unprof = [i for i, s in enumerate(side.steps) if not s.profiled]
+        cal = activities(after_startup(side.produce), side.steps, nw > 0, team,
+                         set(unprof[PROBE_FIRST_STEPS:]))
         probe = activities(after_startup(side.probe.produce), side.probe.steps,
                            side.probe.num_workers > 0, team)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
     if fit is not None:
         host["interference"], host["interference_range"] = fit[0], uniform_with_p10_p90(*fit[1])
         sources["host.interference"] = "inferred"
+        far = outside_prior(fit)
+        if far:
+            lo_r, hi_r = host["interference_range"]
+            host["interference_range"] = (min(lo_r, INTERFERENCE_PRIOR[1]), hi_r)
         warn = [f"co-run interference fitted from the probe at num_workers="
                 f"{side.probe.num_workers}: {fit[0]:.3f} per co-running thread per core "
                 f"(P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}, inferred)"
                 + (f", from the batches' CPU time: the training step's on {team} intra-op "
                    "threads holds their spinning at the barriers, which the model prices as "
                    "their stall, not as interference" if team > 1 else "")]
+        if far:
+            warn.append(far)
     else:
         lo, hi = INTERFERENCE_PRIOR
         host["interference"], host["interference_range"] = (lo + hi) / 2, (lo, hi)
