@@ -27,7 +27,11 @@ advances at ``s^T`` of full speed, not ``s``. Each quantum a team thread holds a
 advances its work by ``s^(T-1)`` of the quantum (the chance that the rest of the team holds
 cores too); the rest of the quantum it spins, which is core time the workers do not get
 (it is in the process's CPU time, as the capture measures it). Without contention
-(``R ≤ c``) nothing changes. ``stall`` (``γ``, ``HostParams.team_stall``) makes the exponent
+(``R ≤ c``) nothing changes, and neither does a team of more threads than cores (``T > c``):
+libgomp then spins 100 times, not 300,000, before a waiting thread sleeps (its
+``GOMP_SPINCOUNT`` documentation), so the team's threads share the cores without stalling
+each other (each advances at its share; documented, not measured here). ``stall`` (``γ``,
+``HostParams.team_stall``) makes the exponent
 ``γ (T − 1)``: the team advances at ``s^(1 + γ (T − 1))``. ``γ = 1`` is the threads holding
 cores independently; measured here the team stalls harder than that (a thread that spun past
 libgomp's spin count sleeps, and waking it waits for its core too; the scheduler moves
@@ -142,7 +146,7 @@ class CpuPool:
         advances: ``min(1, cores / runnable)^(γ (team − 1))``, with ``γ = 1`` the chance
         that the other team threads hold cores too (each core time-slices its own run
         queue); ``γ`` is ``stall`` (see the module docstring)."""
-        if team <= 1 or self.active <= self.cores:
+        if team <= 1 or self.active <= self.cores or team > self.cores:
             return 1.0
         return (self.cores / self.active) ** (self.stall * (team - 1))
 
@@ -214,7 +218,7 @@ class CpuPool:
             r = placed_share(self.loads, balanced, place[1])
         else:
             r = team_rate([placed_share(self.loads, balanced, j) for j in team_cores],
-                          self.stall)
+                          self.stall if len(team_cores) <= self.cores else 0.0)
         return max(r, 1e-9)
 
     def work(self, work_us: float, ref: float = 0.0, team: int = 1, thread=None, crew=None):
