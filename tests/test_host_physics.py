@@ -216,14 +216,15 @@ def test_team_advances_only_while_every_thread_holds_a_core(team, hogs):
     2 cores: R = T + H threads each hold a core a share s = min(1, 2/R) of the time,
     independently per core, so the team advances at s^T: it ends at P / s^T (P / s for one
     thread), and its spinning takes core time from the others: each other thread gets s of a
-    core, s·P / s^T of core by the region's end."""
+    core, s·P / s^T of core by the region's end. A team of more threads than the 2 cores does
+    not stall itself (libgomp barely spins then): P / s."""
     p_us = 200_000.0
     out = region_beside_hogs(team, hogs, p_us, 50 * p_us)
     s = min(1.0, 2 / (team + hogs))
-    assert out["end_us"] == pytest.approx(p_us / s ** team, rel=1e-3)
+    assert out["end_us"] == pytest.approx(p_us / s ** (team if team <= 2 else 1), rel=1e-3)
     assert out["advanced_us"] == pytest.approx(p_us)
     for core_us in out["hog_core_us"]:
-        assert core_us == pytest.approx(s * p_us / s ** team, rel=0.02)
+        assert core_us == pytest.approx(out["end_us"] * s, rel=0.02)
 
 
 @pytest.mark.parametrize("threads,hogs", [(2, 1), (4, 0), (4, 2), (8, 3)])
