@@ -4,14 +4,10 @@ said "does not help by more than 5%: the step is bound by input pipeline"), and 
 prefetch_factor at num_workers=0, which PyTorch refuses, shows as "-"."""
 from __future__ import annotations
 
-import io
-
-from rich.console import Console
-
 from stepsim.models.params import StepModel
-from stepsim.report.planner import print_sweep
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.sweep import SweepPoint, SweepResult, _knee
+from tests.test_sweep_knee_tie import _printed
 
 PATH = "loader.num_workers"
 INPUT = ("input", "input pipeline (DataLoader)")
@@ -26,13 +22,6 @@ def _result(points, grid) -> SweepResult:
     r = SweepResult(grid, "baseline", tuple(points), {})
     return SweepResult(grid, "baseline", r.points,
                        {p: _knee(r, p, StepModel(), tol=0.05) for p in grid})
-
-
-def _printed(r: SweepResult, monkeypatch) -> str:
-    buf = io.StringIO()
-    monkeypatch.setattr("stepsim.report.planner.console", lambda: Console(file=buf, width=300))
-    print_sweep(r)
-    return buf.getvalue()
 
 
 def test_every_other_value_slower_is_said(monkeypatch):
