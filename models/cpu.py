@@ -146,9 +146,14 @@ class CpuPool:
         advances: ``min(1, cores / runnable)^(γ (team − 1))``, with ``γ = 1`` the chance
         that the other team threads hold cores too (each core time-slices its own run
         queue); ``γ`` is ``stall`` (see the module docstring)."""
-        if team <= 1 or self.active <= self.cores or team > self.cores:
+        if team <= 1 or self.active <= self.cores:
             return 1.0
-        return (self.cores / self.active) ** (self.stall * (team - 1))
+        return (self.cores / self.active) ** (self._stall_of(team) * (team - 1))
+
+    def _stall_of(self, team: int) -> float:
+        """``γ`` for a team of ``team`` threads: 0 for more threads than cores, which libgomp
+        barely spins for (see the module docstring)."""
+        return self.stall if team <= self.cores else 0.0
 
     def _enter(self, thread, crew):
         """Place a thread entering the contended pool: a team thread on the core with the
@@ -218,7 +223,7 @@ class CpuPool:
             r = placed_share(self.loads, balanced, place[1])
         else:
             r = team_rate([placed_share(self.loads, balanced, j) for j in team_cores],
-                          self.stall if len(team_cores) <= self.cores else 0.0)
+                          self._stall_of(len(team_cores)))
         return max(r, 1e-9)
 
     def work(self, work_us: float, ref: float = 0.0, team: int = 1, thread=None, crew=None):
