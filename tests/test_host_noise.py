@@ -77,9 +77,13 @@ def test_replicate_measures_speed_and_widens_interval(cpu_run_nw1, tmp_path):
     assert any(f"P10–P90 is {p10:.3f}–{p90:.3f}× (Student t, 3 degrees of freedom" in w
                for w in model.meta.warnings)
     ops = [parse_set("loader.num_workers=2")]
-    wide = predict(model, ops, steps=60, warmup=10, seed=0, intervals=16)
-    narrow = predict(base, ops, steps=60, warmup=10, seed=0, intervals=16)
-    assert (wide.p90_step_us - wide.p10_step_us) > 1.5 * (narrow.p90_step_us - narrow.p10_step_us)
+    # the host-noise share of the interval, drawn alone: the whole width also holds the
+    # capture's own step variation, which a loaded machine makes as wide as either (CI saw
+    # 57 % beside 45 %), so only this share must follow the replicates' spread
+    wide = predict(model, ops, steps=60, warmup=10, seed=0, intervals=16, decompose=True)
+    narrow = predict(base, ops, steps=60, warmup=10, seed=0, intervals=16, decompose=True)
+    noise = "host.cpu_scale"
+    assert wide.width_sources[noise] > 1.5 * narrow.width_sources[noise] > 0
 
 
 def test_replicate_of_another_setting_is_refused(cpu_run_nw1, tmp_path):
