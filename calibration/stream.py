@@ -37,10 +37,8 @@ event's place in the file (:func:`steps_table`).
 """
 from __future__ import annotations
 
-import gzip
 import re
 import stat
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,13 +104,8 @@ def _blocks(p: Path, block: int, notes: list[str]) -> Iterator[bytes]:
             raise InputError(p, "is a device, expected a trace file (.json or .json.gz)")
         with open_input(p) as f:
             gz = f.peek(2)[:2] == GZIP_MAGIC
-            try:
-                yield from (gunzip_chunks(f, block, notes) if gz else
-                            iter(lambda: f.read(block), b""))
-            except EOFError:
-                raise InputError(p, "gzip stream is truncated (file cut short?)") from None
-            except (gzip.BadGzipFile, zlib.error) as e:
-                raise InputError(p, f"corrupt gzip data: {e}") from None
+            yield from (gunzip_chunks(p, f, block, notes) if gz else
+                        iter(lambda: f.read(block), b""))
     except FileNotFoundError:
         raise missing(p) from None
     except IsADirectoryError:

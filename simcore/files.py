@@ -8,6 +8,7 @@ import io
 import os
 import stat
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -135,14 +136,24 @@ def _too_big(p: Path, kind: str) -> InputError:
                          "file (simcore.files.MAX_INPUT_BYTES)")
 
 
-def gunzip_chunks(f: BinaryIO, size: int, notes: list[str]) -> Iterator[bytes]:
-    """The decompressed bytes of the gzip stream ``f``, ``size`` at a time. Bytes after its
-    last complete member that are not another member (a download's trailing junk) end it:
-    what came before is whole, so it is kept, and ``notes`` receives a line saying so.
+def gunzip_chunks(p: Path, f: BinaryIO, size: int, notes: list[str]) -> Iterator[bytes]:
+    """The decompressed bytes of the gzip stream ``f`` (the file ``p``), ``size`` at a time.
+    Bytes after its last complete member that are not another member (a download's trailing
+    junk) end it: what came before is whole, so it is kept, and ``notes`` receives a line
+    saying so.
 
     Raises:
-        EOFError, gzip.BadGzipFile, zlib.error: a truncated or corrupt member.
+        InputError: a truncated or corrupt member, naming ``p``.
     """
+    try:
+        yield from _gunzip(f, size, notes)
+    except EOFError:
+        raise InputError(p, "gzip stream is truncated (file cut short?)") from None
+    except (gzip.BadGzipFile, zlib.error) as e:
+        raise InputError(p, f"corrupt gzip data: {e}") from None
+
+
+def _gunzip(f: BinaryIO, size: int, notes: list[str]) -> Iterator[bytes]:
     g = gzip.GzipFile(fileobj=f)
     buf, got = bytearray(), False
     while True:
