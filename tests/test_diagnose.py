@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.test_gpu_calibration import NEXT, Gen, two_rank_dir
+from tests.kineto_gen import NEXT, Gen, two_rank_dir
 
 GiB = 2**30
 A100 = [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "totalGlobalMem": 40 * GiB}]

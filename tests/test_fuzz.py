@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import REPO, shared_traces
-from tests.test_gpu_calibration import one_rank_trace
+from tests.kineto_gen import one_rank_trace
 from tests.test_quirks import cli, legacy_trace
 
 CASE_S = 60.0

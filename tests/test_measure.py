@@ -7,7 +7,7 @@ import pytest
 from stepsim.calibration.measure import measured_steps
 from stepsim.simcore.errors import InputError
 from tests.conftest import run_cli, shared_traces
-from tests.test_gpu_calibration import Gen
+from tests.kineto_gen import Gen
 
 
 def rank_trace(path, host_us, numbers, drop_kernel_of=None):

@@ -13,7 +13,7 @@ import pytest
 
 from stepsim.calibration.calibrate import calibrate
 from stepsim.cli import main
-from tests.test_gpu_calibration import Gen, measured_median, one_rank_trace, part1, part2
+from tests.kineto_gen import Gen, measured_median, one_rank_trace, part1, part2
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -174,7 +174,7 @@ def test_optimizer_marker_steps_are_not_one_short(tmp_path, whole):
 
 # ------------------------------------------------------------------ ranks --------------
 def test_two_rank_files_without_rank_info_are_two_ranks(tmp_path):
-    from tests.test_gpu_calibration import two_rank_dir
+    from tests.kineto_gen import two_rank_dir
 
     d = two_rank_dir(tmp_path)
     for f, name in zip(sorted(d.iterdir()), ("a_first.json", "b_second.json.gz")):

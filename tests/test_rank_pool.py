@@ -11,7 +11,7 @@ from stepsim.calibration.gpu import calibrate_gpu
 from stepsim.calibration.rank_pool import JOBS_ENV, Problem, jobs_for, map_ranks
 from stepsim.calibration.trace_io import load_trace
 from stepsim.simcore.errors import InputError
-from tests.test_gpu_calibration import one_rank_trace
+from tests.kineto_gen import one_rank_trace
 
 
 def _square_or_refuse(x: int) -> int:

@@ -11,7 +11,7 @@ import pytest
 from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.gpu import calibrate_gpu
 from stepsim.simcore.errors import InputError
-from tests.test_gpu_calibration import Gen
+from tests.kineto_gen import Gen
 
 
 def ann(g: Gen, name, a, b, tid=100):

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from tests.conftest import run_cli
-from tests.test_gpu_calibration import Gen
+from tests.kineto_gen import Gen
 
 EW = "void at::native::vectorized_elementwise_kernel<4>(int)"
 

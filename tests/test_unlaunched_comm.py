@@ -9,7 +9,7 @@ import pytest
 from stepsim.calibration.gpu import calibrate_gpu
 from stepsim.models.simulate import simulate
 from tests.conftest import shared_traces
-from tests.test_gpu_calibration import one_rank_trace
+from tests.kineto_gen import one_rank_trace
 
 NCCL = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
 COMM_US = 120.0

@@ -15,7 +15,7 @@ from stepsim.scenarios.select import Selector
 from stepsim.scenarios.transforms import ScaleOp, apply_ops
 from stepsim.simcore.errors import ModelError
 from tests.conftest import REPO, shared_traces
-from tests.test_gpu_calibration import Gen
+from tests.kineto_gen import Gen
 
 BACKLOG_US, KERNEL_US, HOST_STEP_US = 20_000.0, 15_000.0, 10_000.0
 REFERENCE = REPO / "scenarios" / "reference"
