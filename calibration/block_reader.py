@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from stepsim.calibration.columnar import _ARG_FIELDS, ABSENT, Decoded, Num
+from stepsim.calibration.columnar import _ARG_FIELDS, ABSENT, Decoded, EventFields, Num
 from stepsim.calibration.event_rows import Columns, Idents
 from stepsim.calibration.fast_columns import fast_columns
 from stepsim.calibration.trace_ts import block_ts, check_span
@@ -52,15 +52,7 @@ _BArgs = msgspec.defstruct("_BArgs", [(f, Any, ABSENT) for f, _ in _ARG_FIELDS],
 _NO_ARGS = _BArgs()
 
 
-class _BEvent(msgspec.Struct, gc=False):
-    name: Any = None
-    cat: Any = None
-    ph: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = msgspec.UNSET
-    id: Any = None
+class _BEvent(EventFields, gc=False):
     args: _BArgs = _NO_ARGS   # "args": null, or not an object: not plain (the decode fails)
 
 

@@ -30,7 +30,8 @@ import orjson
 
 from stepsim.calibration.event_aliases import ARG_ALIASES
 
-__all__ = ["Num", "Decoded", "LazyEvents", "decode", "arg_columns", "texts_to_ns", "plain"]
+__all__ = ["Num", "EventFields", "Decoded", "LazyEvents", "decode", "arg_columns", "texts_to_ns",
+           "plain"]
 
 
 class Num(str):
@@ -43,7 +44,10 @@ ABSENT = -(2**63)
 column reads it as −1, as it reads a missing key)."""
 
 
-class _Event(msgspec.Struct):
+class EventFields(msgspec.Struct):
+    """The fields of a trace event that both plain readers decode (this module's whole-text
+    one and :mod:`calibration.block_reader`'s); each adds ``args`` its own way."""
+
     name: Any = None
     cat: Any = None
     ph: Any = None
@@ -52,6 +56,9 @@ class _Event(msgspec.Struct):
     ts: Any = None
     dur: Any = msgspec.UNSET   # a missing dur, told from "dur": null (which cannot be right)
     id: Any = None
+
+
+class _Event(EventFields):
     args: msgspec.Raw = _NO_ARGS
 
 
