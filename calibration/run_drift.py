@@ -44,10 +44,14 @@ user's run: 12 after-steps at 4 workers gave mean and median errors of opposite 
 against +7.1 %, two single steps of 71 and 56 ms against a median of 29 ms pulling the mean).
 Fewer are scored, with a note."""
 QUEUE_DRY_SHARE = 0.10
-"""Share of a step its ``next()`` must be blocked (wall minus CPU time: waiting for a worker's
-batch, or for a core) for the prefetch queue to count as having run dry at that step (the
-input-bound share of :mod:`calibration.measure`). The hand-over of a ready batch is CPU work
-(unpickling: 1.6–2.3 ms wall against as much CPU on the demo), so it does not count."""
+"""Share of a step its ``next()`` must be blocked (wall minus CPU time minus its run-queue wait,
+where the sidecar has it: waiting for a worker's batch) for the prefetch queue to count as
+having run dry at that step (the input-bound share of :mod:`calibration.measure`). The
+hand-over of a ready batch is CPU work (unpickling: 1.6–2.3 ms wall against as much CPU on the
+demo), so it does not count, nor does a wait for a core: beside 2 spinners on 2 cores the main
+thread waking after the profiler's pause waited 3–5 ms for one in its first ``next()`` (over
+10 % of a 30 ms step) with a full queue, blocked 0.04–0.24 ms beyond it, where a dry queue
+blocked 19–55 ms (tests/test_after_drain.py)."""
 
 
 def unprofiled_after(side) -> list:
@@ -80,7 +84,8 @@ class AfterSteps:
 
 
 def _blocked(step) -> bool:
-    return step.next_wall_us - step.next_cpu_us >= QUEUE_DRY_SHARE * step.wall_us
+    waited = step.next_run_wait_us or 0.0      # for a core: not for a batch
+    return step.next_wall_us - step.next_cpu_us - waited >= QUEUE_DRY_SHARE * step.wall_us
 
 
 def settled_after(side) -> AfterSteps:

@@ -149,6 +149,20 @@ def test_window_replay_runs_at_the_capture_speed(tmp_path):
     assert w.replayed_us == pytest.approx(w.measured_us, rel=1e-3)
 
 
+@pytest.fixture(scope="module")
+def early_window(tmp_path_factory):
+    """A capture at num_workers=1 with more batches before its profiled window than in it,
+    whatever the machine's load: 10 steps before the window's 6 (skip_first 7), so at least 9
+    batches end before it (the worker's first is left out) and at most 8 in it (the 6 steps'
+    and the 2 the queue holds ahead). The session's capture has 6 steps before: its batches
+    split 6 in the window, 7 outside on a quiet machine and flipped to 7 and 6 under load,
+    when the run's median was the window's own (window speed 1.0, not 0.75)."""
+    from tests.conftest import record_cpu_run
+
+    return record_cpu_run(tmp_path_factory.mktemp("early") / "run", 1,
+                          schedule={"skip_first": 7})
+
+
 def _window_at(src, dst, inside: float, outside: float):
     """A copy of capture ``src`` whose batches took ``inside`` µs of CPU when they finished in
     the profiled window and ``outside`` µs elsewhere (a host whose speed moved in the run)."""
@@ -163,16 +177,16 @@ def _window_at(src, dst, inside: float, outside: float):
     return dst
 
 
-def test_window_speed_closed_form(cpu_run_nw1, tmp_path):
+def test_window_speed_closed_form(early_window, tmp_path):
     """Batches of 30 ms CPU in the window and 40 ms outside it: the window ran at 0.75x the
     run's time, so predictions take cpu_scale 1/0.75 (measured), the replay of the window still
     runs at its own speed, and with a replicate at 1.2x the run the speeds are 1/0.75 and
     1.2/0.75 against the window."""
     from stepsim import api
 
-    moved = _window_at(cpu_run_nw1, tmp_path / "moved", 30e3, 40e3)
+    moved = _window_at(early_window, tmp_path / "moved", 30e3, 40e3)
     assert window_speed(load_sidecar(moved / "sidecar.json")) == pytest.approx(0.75)
-    steady = _window_at(cpu_run_nw1, tmp_path / "steady", 40e3, 40e3)
+    steady = _window_at(early_window, tmp_path / "steady", 40e3, 40e3)
     assert window_speed(load_sidecar(steady / "sidecar.json")) == pytest.approx(1.0)
 
     a, b = api.calibrate(moved), api.calibrate(steady)
@@ -205,19 +219,19 @@ def test_window_speed_closed_form(cpu_run_nw1, tmp_path):
     assert m.host.cpu_scale == pytest.approx(math.sqrt(1.2) / 0.75, rel=1e-6)
 
 
-def test_window_speed_that_cannot_be_right_leaves_the_model(cpu_run_nw1, tmp_path):
+def test_window_speed_that_cannot_be_right_leaves_the_model(early_window, tmp_path):
     """Batches of 0 µs CPU in the window: no window speed. A window at a millionth of its
     run's time, or 5x it (past MAX_WINDOW_SPEED): cpu_scale stays 1.0 and calibration says the
     records cannot be right."""
     from stepsim.calibration.host_noise import MAX_WINDOW_SPEED
     from stepsim.calibration.sidecar import load_sidecar as load
 
-    zero = _window_at(cpu_run_nw1, tmp_path / "zero", 0.0, 40e3)
+    zero = _window_at(early_window, tmp_path / "zero", 0.0, 40e3)
     assert window_speed(load(zero / "sidecar.json")) is None
     m = calibrate(zero)
     assert m.host.cpu_scale == 1.0 and "window_speed" not in m.meta.notes
     for name, inside in (("tiny", 0.04), ("huge", 200e3)):
-        run = _window_at(cpu_run_nw1, tmp_path / name, inside, 40e3)
+        run = _window_at(early_window, tmp_path / name, inside, 40e3)
         s = window_speed(load(run / "sidecar.json"))
         assert not 1 / MAX_WINDOW_SPEED <= s <= MAX_WINDOW_SPEED
         m = calibrate(run)
