@@ -25,7 +25,7 @@ import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import after_startup
-from stepsim.models.host_speed import HOST_NOISE_PRIOR, PRIOR_DOF, speed_interval
+from stepsim.models.host_speed import HOST_NOISE_PRIOR, LOAD_WARN, PRIOR_DOF, speed_interval
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
@@ -211,6 +211,53 @@ def _not_a_copy(path: Path, mine: set[float], others: list[tuple[Path, set[float
 def _records(side: Sidecar) -> str:
     """The produce and step records of a capture (what two runs never share)."""
     return repr((side.produce, side.steps))
+
+
+def loaded_replicates(replicates: list[tuple[Path, Sidecar]]) -> list[tuple[Path, float]]:
+    """The replicates (path, sidecar) that ran under outside load past
+    :data:`models.host_speed.LOAD_WARN`, each with its held share of core time
+    (:func:`calibration.measure.remeasured_load`, read as a re-measured run's is); a replicate
+    whose sidecar cannot tell is not among them.
+
+    Such a run's CPU time per identical work is not the host's alone: another process
+    time-sharing a core refills its caches (measured on the 2-core demo machine, a batch's
+    produce and a training step pinned to one core with a busy loop or a conv loop sharing
+    that core: CPU time per unit up, see the README), on top of the wall time it waited for
+    the core, which CPU time leaves out. And a re-measured run like it is scored apart
+    (``scenarios.validate.LedgerRecord.load_explains``), so the run-to-run noise the interval
+    carries is of runs without such load: :func:`drop_loaded` leaves these out of it."""
+    from stepsim.calibration.measure import remeasured_load
+
+    out = []
+    for path, rep in replicates:
+        load = remeasured_load(rep)
+        if load is not None and load.slowdown > LOAD_WARN:
+            out.append((path, load.held))
+    return out
+
+
+def drop_loaded(speeds: list[float], replicates: list[tuple[Path, Sidecar]]
+                ) -> tuple[list[float], str | None]:
+    """``speeds`` (the capture's 1.0, then each replicate's, :func:`replicate_speeds`) without
+    the replicates that ran under outside load (:func:`loaded_replicates`), and the warning
+    that counts them (None when none did). Fewer than two runs left: only the capture's, so
+    the interval keeps the stated prior."""
+    loaded = dict(loaded_replicates(replicates))
+    if not loaded:
+        return speeds, None
+    kept = [speeds[0]] + [v for v, (path, _) in zip(speeds[1:], replicates)
+                          if path not in loaded]
+    held = ", ".join(f"{path.name if path.name != 'sidecar.json' else path.parent.name} "
+                     f"{100 * h:.0f} %" for path, h in loaded.items())
+    note = (f"{len(loaded)} of {len(replicates)} replicate(s) ran under outside load (their "
+            f"threads held {held} of the core time they could have held, below "
+            f"{100 / (1 + LOAD_WARN):.0f} %): left out of the host's run-to-run noise, which "
+            "covers runs on a machine without outside load past "
+            f"{100 * LOAD_WARN:.0f} % (a re-measured run under such load is scored apart); "
+            + (f"{len(kept) - 1} replicate(s) measure it" if len(kept) > 1 else
+               "none is left to measure it, so the interval keeps the stated prior range")
+            + "; re-capture them on a quiet machine")
+    return kept, note
 
 
 def apply_replicates(model: StepModel, speeds: list[float],

@@ -72,7 +72,7 @@ def test_a_replicate_without_produce_records_is_compared_on_the_steps(tmp_path, 
                     rec[k] *= 1.2
         for rec in d["produce"]:
             rec["cpu_us"] = 1e300
-        later_run(d)
+        later_run(d, quiet=True)
 
     rep = _copy(cpu_run_nw1, tmp_path / "rep", slower)
     side = load_sidecar(cpu_run_nw1 / "sidecar.json")
