@@ -15,7 +15,9 @@ run's host speed relative to the calibration capture is ``w_j / w_0``. The model
 mean speed, source "measured"); prediction intervals draw the next run's speed from the
 Student-t predictive distribution of :mod:`models.host_speed`: the runs' spread pooled with
 the stated prior range, which ``meta.ranges['host.cpu_scale']`` keeps (per run, not per step,
-and for the pooled mean of as many runs as a validation has).
+and for the pooled mean of as many runs as a validation has). A replicate that ran under
+outside load past :data:`models.host_speed.LOAD_WARN` is left out (:func:`drop_loaded`): the
+interval covers runs without such load, as the ledger scores a loaded re-measured run apart.
 """
 from __future__ import annotations
 
