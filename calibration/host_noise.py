@@ -249,11 +249,11 @@ def drop_loaded(speeds: list[float], replicates: list[tuple[Path, Sidecar]]
         return speeds, None
     kept = [speeds[0]] + [v for v, (path, _) in zip(speeds[1:], replicates)
                           if path not in loaded]
-    held = ", ".join(f"{path.name if path.name != 'sidecar.json' else path.parent.name} "
+    held = ", ".join(f"{path.name if path.name != 'sidecar.json' else path.parent.name}: "
                      f"{100 * h:.0f} %" for path, h in loaded.items())
-    note = (f"{len(loaded)} of {len(replicates)} replicate(s) ran under outside load (their "
-            f"threads held {held} of the core time they could have held, below "
-            f"{100 / (1 + LOAD_WARN):.0f} %): left out of the host's run-to-run noise, which "
+    note = (f"{len(loaded)} of {len(replicates)} replicate(s) ran under outside load, their "
+            f"threads holding less than {100 / (1 + LOAD_WARN):.0f} % of the core time they "
+            f"could have held ({held}): left out of the host's run-to-run noise, which "
             "covers runs on a machine without outside load past "
             f"{100 * LOAD_WARN:.0f} % (a re-measured run under such load is scored apart); "
             + (f"{len(kept) - 1} replicate(s) measure it" if len(kept) > 1 else
