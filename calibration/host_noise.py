@@ -257,7 +257,8 @@ def drop_loaded(speeds: list[float], replicates: list[tuple[Path, Sidecar]]
             "covers runs on a machine without outside load past "
             f"{100 * LOAD_WARN:.0f} % (a re-measured run under such load is scored apart); "
             + (f"{len(kept) - 1} replicate(s) measure it" if len(kept) > 1 else
-               "none is left to measure it, so the interval keeps the stated prior range")
+               "none is left to measure it, so the interval keeps the stated prior range, which "
+               "may be narrower than this host's noise")
             + "; re-capture them on a quiet machine")
     return kept, note
 
