@@ -12,7 +12,7 @@ from stepsim.calibration.calibrate import calibrate
 from stepsim.calibration.host_noise import loaded_replicates
 from stepsim.calibration.measure import remeasured_load
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.models.host_speed import HOST_NOISE_PRIOR, LOAD_WARN
+from stepsim.models.host_speed import LOAD_WARN
 from tests.conftest import later_run
 
 
@@ -93,14 +93,13 @@ def test_loaded_replicate_is_left_out_of_the_noise(cpu_run_nw1, tmp_path):
     assert "left out of the host's run-to-run noise" in note[0] and "busy" in note[0]
 
 
-def test_only_loaded_replicates_leave_the_prior(cpu_run_nw1, tmp_path):
-    """Every replicate loaded: none measures the noise, so the model is the capture's alone
-    (no measured runs; the interval keeps the stated prior range) and the warning says so."""
+def test_only_loaded_replicates_are_kept_with_a_warning(cpu_run_nw1, tmp_path):
+    """Every replicate loaded: no quiet run is left, so they measure the noise all the same
+    (CPU time per identical work: the loaded copy's speed is the capture's, 1.0) rather than
+    the stated prior, and the warning says so."""
     busy = _loaded(cpu_run_nw1, tmp_path / "busy")
-    alone = calibrate(cpu_run_nw1)
     model = calibrate(cpu_run_nw1, replicates=[busy])
-    assert model.host.speed_runs == []
-    assert model.host.cpu_scale == pytest.approx(alone.host.cpu_scale)
-    assert tuple(model.meta.ranges.get("host.cpu_scale", HOST_NOISE_PRIOR)) == \
-        pytest.approx(HOST_NOISE_PRIOR)
-    assert any("none is left to measure it" in w for w in model.meta.warnings)
+    assert len(model.host.speed_runs) == 2
+    assert model.host.speed_runs[1] == pytest.approx(model.host.speed_runs[0])
+    note = [w for w in model.meta.warnings if w.startswith("1 of 1 replicate(s)")]
+    assert len(note) == 1 and "no quiet replicate is left" in note[0]
