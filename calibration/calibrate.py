@@ -67,7 +67,8 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
 
 def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel:
     """:func:`calibrate` after its argument checks."""
-    from stepsim.calibration.host_noise import apply_replicates, at_run_speed, replicate_speeds
+    from stepsim.calibration.host_noise import (apply_replicates, at_run_speed, drop_loaded,
+                                                replicate_speeds)
 
     ranks = _rank_sidecars(Path(trace)) if sidecar is None else []
     side_path = sidecar or _capture_sidecar(Path(trace))
@@ -91,8 +92,11 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
     reps = [(Path(r), load_sidecar(_capture_sidecar(Path(r)) or r)) for r in replicates]
     side = load_sidecar(side_path)
     speeds = replicate_speeds(Path(side_path), side, reps)   # before the fit
-    model = at_run_speed(_calibrate(trace, sidecar, step_regex, steps), side, speeds)
+    speeds, load_note = drop_loaded(speeds, reps)
+    model = at_run_speed(_calibrate(trace, sidecar, step_regex, steps), side,
+                         speeds if len(speeds) > 1 else None)
     dropped = [f"replicate {w}" for _, rep in reps for w in rep.dropped]
+    dropped += [load_note] if load_note else []
     if not dropped:
         return model
     meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, *dropped]})

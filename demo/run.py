@@ -43,7 +43,8 @@ from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps
 from stepsim.demo.progress import Steps
-from stepsim.models.host_speed import CAPTURE_SPEED, at_capture_speed, pooled_load, speed_phrase
+from stepsim.models.host_speed import (CAPTURE_SPEED, LOAD_WARN, at_capture_speed, pooled_load,
+                                      speed_phrase)
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.report.validation import share_text
@@ -306,7 +307,9 @@ def _print_table(console: Console, rows: list[dict], cores: int, speed: str = ""
                   "and is left out of the score.  "
                   + (f"Predicted {speed}.  " if speed else "")
                   + dagger + load + "P10–P90: of the pooled mean step of the setting's runs, as "
-                  "`stepsim validate` gives it (`whatif`'s is of one run's mean step).  "
+                  "`stepsim validate` gives it (`whatif`'s is of one run's mean step), on a "
+                  "machine without outside load past "
+                  f"{100 * LOAD_WARN:.0f} % (a run under it is scored apart, ‡).  "
                   "CPU time ×: the runs' CPU time per batch and step (identical "
                   "work) over the calibration capture's (the host's speed, plus co-run "
                   "interference).  Bottlenecks: input = the DataLoader, host_compute = the training "

@@ -8,6 +8,7 @@ from typing import Sequence
 
 from rich.table import Table
 
+from stepsim.models.host_speed import LOAD_WARN
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms
 from stepsim.scenarios.interval_sources import LABELS, width_line
 from stepsim.scenarios.predict import interval_scope
@@ -129,7 +130,7 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
         width = "" if s.median_width_pct is None else \
             f", median width {s.median_width_pct:.1f}% of the prediction"
         c.print(f"interval coverage: {share_text(s.coverage, s.n_intervals)} (P10-P90 aims at "
-                f"80%){width}")
+                f"80% of runs without outside load past {100 * LOAD_WARN:.0f}%){width}")
     if s.median_width_sources_pct:
         c.print("median width by source, each alone: " + ", ".join(
             f"{LABELS.get(k, k)} {v:.1f}%" for k, v in sorted(

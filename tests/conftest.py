@@ -95,11 +95,19 @@ def cpu_run_nw1(tmp_path_factory) -> Path:
     return record_cpu_run(tmp_path_factory.mktemp("nw1"), num_workers=1)
 
 
-def later_run(data: dict, offset_us: float = 6e7) -> dict:
+def later_run(data: dict, offset_us: float = 6e7, quiet: bool = False) -> dict:
     """A sidecar's JSON ``data`` with every instant (steps' ``t_start_us``, batches'
     ``t_end_us``, the probe's too) ``offset_us`` later, in place, as if captured a minute after
     the original: a replicate made by editing a copy must also be another run, since
-    calibration refuses one whose instants are a copy's (``calibration.host_noise``)."""
+    calibration refuses one whose instants are a copy's (``calibration.host_noise``).
+    ``quiet``: its threads never waited for a core (run-queue waits 0), so it is a run without
+    outside load whatever load the copied capture ran under: calibration leaves a replicate
+    under outside load out of the host's noise (``calibration.host_noise.drop_loaded``)."""
+    if quiet:
+        for rec in data.get("produce", []) + data.get("steps", []):
+            for k in ("run_wait_us", "next_run_wait_us", "gap_run_wait_us"):
+                if rec.get(k) is not None:
+                    rec[k] = 0.0
     for part in (data, data.get("probe") or {}):
         for s in part.get("steps", []):
             if s.get("t_start_us") is not None:

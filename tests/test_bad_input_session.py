@@ -41,7 +41,7 @@ def _scaled(factor):
             for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
                 if rec.get(k) is not None:
                     rec[k] *= factor
-        later_run(data)
+        later_run(data, quiet=True)
     return edit
 
 

@@ -51,11 +51,13 @@ def test_a_produce_record_that_cannot_be_right_is_dropped_and_counted(tmp_path, 
     d = _copy(cpu_run_nw1, tmp_path / "run", edit)
     side = load_sidecar(d / "sidecar.json")
     assert len(side.produce) == n - 2
-    assert side.dropped == [f"sidecar.json: dropped 2 of {n} 'produce' record(s) that cannot be "
+    # a real capture under load can add its own note (a scheduler measurement ignored)
+    assert [w for w in side.dropped if "'produce'" in w] == [
+                            f"sidecar.json: dropped 2 of {n} 'produce' record(s) that cannot be "
                             "right (first: produce.1.cpu_us: Input should be less than or equal "
                             "to 1000000000000)"]
     model = calibrate(d)
-    assert side.dropped[0] in model.meta.warnings
+    assert [w for w in side.dropped if "'produce'" in w][0] in model.meta.warnings
 
 
 def test_a_replicate_without_produce_records_is_compared_on_the_steps(tmp_path, cpu_run_nw1):
@@ -72,7 +74,7 @@ def test_a_replicate_without_produce_records_is_compared_on_the_steps(tmp_path, 
                     rec[k] *= 1.2
         for rec in d["produce"]:
             rec["cpu_us"] = 1e300
-        later_run(d)
+        later_run(d, quiet=True)
 
     rep = _copy(cpu_run_nw1, tmp_path / "rep", slower)
     side = load_sidecar(cpu_run_nw1 / "sidecar.json")

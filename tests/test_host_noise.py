@@ -55,7 +55,7 @@ def _replicate(src, dst, factor: float, **loader):
             if rec.get(k) is not None:
                 rec[k] *= factor
     data["loader"].update(loader)
-    (dst / "sidecar.json").write_text(json.dumps(later_run(data)))
+    (dst / "sidecar.json").write_text(json.dumps(later_run(data, quiet=True)))
     return dst
 
 
