@@ -113,7 +113,7 @@ def _probe(model: StepModel, min_slack_us: float, warmup: int, steps: int
     ``min_slack_us`` before their stream predecessor ended, the tasks launched no earlier than
     it ended, per launched task its launch instants (µs) by (rank, step), and the most
     launch-queue slots the probe ever took on one rank (:func:`_peak_pending`)."""
-    res = simulate(model, steps=steps, warmup=warmup)
+    res = simulate(model, steps=steps, warmup=warmup, keep="runs")   # no span is read
     end: dict[tuple[int, int, str], float] = {}
     by_task: dict[str, list] = defaultdict(list)
     for r in res.runs:
