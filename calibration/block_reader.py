@@ -84,6 +84,26 @@ class BlockEvents(Sequence):
             self._cached = (k, _RAWS.decode(_wrap(self._raw, lo, hi)))
         return orjson.loads(memoryview(self._cached[1][i - self._starts[k]]))
 
+    def texts(self, rows: list[int]) -> "EventTexts":
+        """The events of ``rows`` (ascending) as their texts (copied out of the blocks), each
+        parsed when read: what a slimmed table keeps (:meth:`calibration.events.EventTable.slim`)."""
+        out, k, raws = EventTexts(), -1, []
+        for i in rows:
+            b = bisect.bisect_right(self._starts, i) - 1
+            if b != k:
+                k, (lo, hi) = b, self._spans[b]
+                raws = _RAWS.decode(_wrap(self._raw, lo, hi))
+            dict.__setitem__(out, i, bytes(memoryview(raws[i - self._starts[k]])))
+        return out
+
+
+class EventTexts(dict):
+    """``{row: event text}`` whose ``[row]`` is the event's dict, parsed from its text (a fresh
+    dict each time, as :class:`BlockEvents` gives)."""
+
+    def __getitem__(self, i):
+        return orjson.loads(dict.__getitem__(self, i))
+
 
 def _wrap(raw, lo: int, hi: int) -> bytes:
     """``raw[lo:hi]`` in brackets (one copy)."""

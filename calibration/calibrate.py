@@ -27,12 +27,14 @@ from stepsim.calibration.trace_io import load_trace
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError, StepsimError
 from stepsim.simcore.files import missing
+from stepsim.simcore.gcpause import gc_paused
 
 
 CAPTURE_TRACE, CAPTURE_SIDECAR = "trace.json.gz", "sidecar.json"
 """What :class:`calibration.capture.Capture` writes into its folder."""
 
 
+@gc_paused
 def calibrate(trace: str | Path, sidecar: str | Path | None = None,
               step_regex: str | None = None, replicates=(),
               steps: tuple[int | None, int | None] | None = None) -> StepModel:
@@ -49,6 +51,11 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
             setting, or no step to calibrate from.
         StepsimError: ``step_regex`` is not a valid regular expression, or is given with
             ``steps``.
+
+    The cyclic garbage collector is paused while it runs (:mod:`simcore.gcpause`): a fit
+    builds hundreds of thousands of small objects that live until it ends and form no cycle,
+    and the collector's passes over them took about half the fitting time (largest trace: the
+    five steps' host-op fits 0.30 s with it, 0.10 s without).
     """
     if steps is not None and step_regex is not None:
         raise StepsimError("--steps takes ProfilerStep#N numbers; it cannot be combined with "

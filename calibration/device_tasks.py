@@ -88,15 +88,20 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
     engine_free: dict[str, int] = {}
     colls = []
     n_waits = n_prev_waits = n_overlap = 0
+    # the activities' columns as Python values, read once (a numpy scalar costs more)
+    rows = np.array(acts, dtype=np.int64)
+    a_ts, a_dur, a_te = ts[rows].tolist(), table.dur_ns[rows].tolist(), te[rows].tolist()
+    a_name, a_cat, a_bytes = names[rows].tolist(), table.cat[rows].tolist(), \
+        table.bytes[rows].tolist()
     for k, g in enumerate(acts):
         s = stream_of[g]
         c = act_launch.get(g, -1)   # -1: a communication kernel no recorded call launched
-        start, dur = int(ts[g]), int(table.dur_ns[g])
+        start, dur = a_ts[k], a_dur[k]
         if ctx.prev_end.get(g, -1) > start:
             # overlaps the activity before it on its stream, which cannot run at once: only
             # the part after that one's end is this one's (the stream's busy time is the union)
             n_overlap += 1
-            start, dur = ctx.prev_end[g], max(0, int(te[g]) - ctx.prev_end[g])
+            start, dur = ctx.prev_end[g], max(0, a_te[k] - ctx.prev_end[g])
         first = c < 0 or by_launch[c][0] == g
         ready = max(ctx.prev_end.get(g, -1), int(te[c]) if first and c >= 0 else -1)
         waits: list[str] = []
@@ -105,8 +110,8 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
             if stream_of[f] != s:
                 waits.append(task_of[f])
                 ready = max(ready, int(te[f]))
-        name = str(names[g])
-        engine = copy_kind_of(name, None) if table.cat[g] == "gpu_memcpy" else ""
+        name, rcat = str(a_name[k]), str(a_cat[k])
+        engine = copy_kind_of(name, None) if rcat == "gpu_memcpy" else ""
         if engine in ("h2d", "d2h"):
             # one copy engine per direction: a copy also waits for the one before it
             ready = max(ready, engine_free.get(engine, -1))
@@ -142,21 +147,21 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
                     break
                 i -= 1
         idle_us = max(0, start - ready) / 1000.0 if ready >= 0 else 0.0
-        cat = categorize(name, str(table.cat[g]))
+        cat = categorize(name, rcat)
         phase = str(phases[k]) if len(phases) else "other"
         kind = "kernel"
         extra: dict = {}
         if cat == "memcpy":
             kind = "memcpy"
             ck = copy_kind_of(name, None)
-            extra = dict(bytes=int(table.bytes[g]) if table.bytes[g] >= 0 else None,
+            extra = dict(bytes=a_bytes[k] if a_bytes[k] >= 0 else None,
                          copy_kind=ck, pinned=is_pinned(name))
             if ck == "h2d" and phase == "forward":
                 phase = "data"
         elif cat == "memset":
             kind = "memset"
-            if table.bytes[g] >= 0:
-                extra = dict(bytes=int(table.bytes[g]))
+            if a_bytes[k] >= 0:
+                extra = dict(bytes=a_bytes[k])
         elif cat == "communication":
             kind = "collective"
             b, gs, cname = collective_info(table, g, c, ctx.comm_rows, ctx.ann_rows)

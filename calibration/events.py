@@ -201,8 +201,10 @@ class EventTable:
         if self._raw is None or isinstance(self._raw.events, dict):
             return self
         keep = np.fromiter((n.startswith(SLIM_KEEPS) for n in self.names), bool, len(self))
-        ev = self._raw.events
-        raw = replace(self._raw, events={i: ev[i] for i in self.index[keep].tolist()},
+        ev, rows = self._raw.events, self.index[keep].tolist()
+        # a block-read trace keeps those events' texts, parsed when read (most never are)
+        texts = getattr(ev, "texts", None)
+        raw = replace(self._raw, events=texts(rows) if texts else {i: ev[i] for i in rows},
                       ts_ns=np.zeros(0, np.int64))
         return replace(self, _raw=raw)
 

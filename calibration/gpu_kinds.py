@@ -20,7 +20,7 @@ import numpy as np
 from stepsim.calibration.events import EventTable
 
 __all__ = ["COLLECTIVE_RE", "CATEGORY_RULES", "DTYPE_BYTES", "categorize", "copy_kind_of",
-           "is_pinned", "collective_info"]
+           "is_pinned", "collective_info", "ThreadRows"]
 
 COLLECTIVE_RE = re.compile(r"^(nccl|rccl)", re.IGNORECASE)
 CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = (
@@ -85,11 +85,40 @@ def is_pinned(name: str) -> bool | None:
     return None
 
 
-def collective_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarray,
-                    ann_rows: np.ndarray) -> tuple[int | None, int | None, str]:
+class ThreadRows:
+    """Table rows grouped by their thread (pid, tid), each group in the rows' order, with its
+    starts and ends (ns): which of them covers an instant, without a pass over all of them."""
+
+    def __init__(self, table: EventTable, rows: np.ndarray):
+        self.n = len(rows)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for k, r in zip(zip(table.pid[rows].tolist(), table.tid[rows].tolist()), rows.tolist()):
+            groups.setdefault(k, []).append(r)
+        self._by = {k: (np.array(v, dtype=np.int64), table.ts_ns[v], table.end_ns[v])
+                    for k, v in groups.items()}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def covering(self, pid: int, tid: int, t: int) -> int | None:
+        """The latest-starting row of thread (pid, tid) with start <= t <= end (the first such
+        in order on a tie), or None."""
+        g = self._by.get((int(pid), int(tid)))
+        if g is None:
+            return None
+        rows, ts, end = g
+        m = (ts <= t) & (end >= t)
+        if not m.any():
+            return None
+        return int(rows[m][np.argmax(ts[m])])
+
+
+def collective_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarray | ThreadRows,
+                    ann_rows: np.ndarray | ThreadRows) -> tuple[int | None, int | None, str]:
     """(bytes, group size, collective name) of collective kernel row ``g`` launched by call
     row ``launch`` (-1: none), looked up in the ``record_param_comms`` rows ``comm_rows`` and
-    the ``nccl:*`` annotation rows ``ann_rows``."""
+    the ``nccl:*`` annotation rows ``ann_rows`` (row arrays, or :class:`ThreadRows` of them
+    made once for many calls)."""
 
     def from_row(r):
         n = table.in_nelems[r]
@@ -105,17 +134,17 @@ def collective_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarra
     if launch < 0:
         return None, None, ""
     t, p, th = table.ts_ns[launch], table.pid[launch], table.tid[launch]
-    for rows in (comm_rows, ann_rows):
+    for is_comm, rows in ((True, comm_rows), (False, ann_rows)):
         if not len(rows):
             continue
-        m = (table.pid[rows] == p) & (table.tid[rows] == th) & (table.ts_ns[rows] <= t) & \
-            (table.end_ns[rows] >= t)
-        if not m.any():
+        if not isinstance(rows, ThreadRows):
+            rows = ThreadRows(table, rows)
+        r = rows.covering(p, th, t)
+        if r is None:
             continue
-        r = rows[m][np.argmax(table.ts_ns[rows[m]])]
-        if rows is comm_rows and table.coll_name[r]:
+        if is_comm and table.coll_name[r]:
             return from_row(r)
-        if rows is ann_rows:
+        if not is_comm:
             try:
                 a = table.args(r)
             except LookupError:

@@ -109,12 +109,15 @@ def fit_host_ops(ctx: TraceContext, step: Step, sa: StepActs, dev: DeviceFit) ->
         pending = 0
 
     launched_acts: list[int] = []
-    evs = sorted([(int(ts[r]), 0, r) for r in nexts] + [(int(ts[r]), 1, r) for r in calls])
+    evs = sorted([*zip(ts[nexts].tolist(), [0] * len(nexts), nexts),
+                  *zip(ts[calls].tolist(), [1] * len(calls), calls)])
+    te_of = dict(zip(calls, te[calls].tolist()))
+    te_of.update(zip(nexts, te[nexts].tolist()))
     next_until = -1
     next_us: list[float] = []
     n_sync = n_block = n_unres = 0
     for a, kind, r in evs:
-        b = int(te[r])
+        b = te_of[r]
         if kind == 1 and a < next_until:
             continue  # inside DataLoader __next__: part of next_batch
         a_eff = max(a, cursor)
@@ -140,7 +143,8 @@ def fit_host_ops(ctx: TraceContext, step: Step, sa: StepActs, dev: DeviceFit) ->
             flush(a_eff)
             op_t.append(a_eff)
             ops.append(("launch", nm, max(0, ld) / 1000.0, task_of[g0], "launch"))
-            launched.update(task_of[g] for g in gs)
+            for g in gs:
+                launched.add(task_of[g])
             launched_acts.extend(gs)
             if not blocking:
                 cursor = max(cursor, b)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepsim.calibration.events import EventTable, name_mask
-from stepsim.calibration.gpu_kinds import COLLECTIVE_RE
+from stepsim.calibration.gpu_kinds import COLLECTIVE_RE, ThreadRows
 from stepsim.calibration.intervals import in_union, union
 from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS, Links
 from stepsim.calibration.steps import DATALOADER_RE, Step
@@ -86,10 +86,11 @@ class TraceContext:
             sk = self.stream_of[g]
             self.prev_end[g] = last.get(sk, -1)
             last[sk] = max(e, last.get(sk, -1))
-        self.comm_rows = np.nonzero((table.names == "record_param_comms") & (table.ph == "X"))[0]
-        self.ann_rows = np.nonzero(
+        self.comm_rows = ThreadRows(table, np.nonzero(
+            (table.names == "record_param_comms") & (table.ph == "X"))[0])
+        self.ann_rows = ThreadRows(table, np.nonzero(
             np.fromiter((n.startswith("nccl:") for n in table.names), bool, len(table)) &
-            table.is_cat("user_annotation", "cpu_op"))[0]
+            table.is_cat("user_annotation", "cpu_op"))[0])
         self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
         self.launch_of = links.launch_of()   # activity row -> launching call row
         # communication kernels without a launching call: the steps' own (rows), and the

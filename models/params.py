@@ -132,22 +132,25 @@ class StepModel(StrictModel):
         return self
 
     def _check_replay_lengths(self, tasks: dict[str, DeviceTask]) -> None:
-        arrays = [(f"host op {i}", op.replay_us) for i, op in enumerate(self.host.ops)]
-        arrays += [(f"task {t.id!r}", v) for t in tasks.values()
-                   for v in (t.replay_us, t.replay_gap_us)]
-        given = [(where, v) for where, v in arrays if v is not None]
+        # the places are named only for a message: (kind, index or id, value), formatted by
+        # _where when one is raised (a model holds tens of thousands of them)
+        arrays = [(0, i, op.replay_us) for i, op in enumerate(self.host.ops)]
+        arrays += [(1, t.id, v) for t in tasks.values() for v in (t.replay_us, t.replay_gap_us)]
+        given = [a for a in arrays if a[2] is not None]
         if self.replay is None:
             if given:
-                raise ValueError(f"{given[0][0]} has replay values but the model has no replay "
-                                 "window")
+                raise ValueError(f"{_where(given[0])} has replay values but the model has no "
+                                 "replay window")
             return
         n = len(self.replay.steps)
-        for where, v in given:
-            if len(v) != n:
-                raise ValueError(f"{where}: {len(v)} replay values for a window of {n} steps")
+        for a in given:
+            if len(a[2]) != n:
+                raise ValueError(f"{_where(a)}: {len(a[2])} replay values for a window of {n} "
+                                 "steps")
         if len(given) != len(arrays):
-            missing = next(where for where, v in arrays if v is None)
-            raise ValueError(f"{missing} has no replay values but the model has a replay window")
+            missing = next(a for a in arrays if a[2] is None)
+            raise ValueError(f"{_where(missing)} has no replay values but the model has a "
+                             "replay window")
         for s in self.replay.stream_busy_us:
             if s not in self.device.streams:
                 raise ValueError(f"replay.stream_busy_us names unknown stream {s!r}")
@@ -187,6 +190,12 @@ def _window_holders(data: dict) -> list[tuple[dict, tuple[str, ...]]]:
         out += [(t, ("replay_us", "replay_gap_us")) for t in (ts if isinstance(ts, list) else [])
                 if isinstance(t, dict)]
     return out
+
+
+def _where(a: tuple) -> str:
+    """``host op I`` or ``task 'ID'`` of a ``(kind, index or id, values)`` triple of
+    :meth:`StepModel._check_replay_lengths`."""
+    return f"host op {a[1]}" if a[0] == 0 else f"task {a[1]!r}"
 
 
 def _check_no_wait_cycle(streams: dict[str, list[DeviceTask]]) -> None:

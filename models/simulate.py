@@ -143,7 +143,8 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             times: memory flat in steps; ``spans``, ``samples``, ``runs`` and ``host_waits``
             are empty) or ``"brief"`` (as ``"all"`` but the device streams' spans, which
             :func:`models.metrics.brief_summary` does not read: :mod:`models.blame` reads the
-            task runs; :class:`simcore.record.HostSideRecorder`).
+            task runs; :class:`simcore.record.HostSideRecorder`) or ``"runs"`` (the task runs
+            and host waits, no span: what :func:`models.coarsen.coarsen`'s probe reads).
         engine: ``"auto"`` solves a rank that contends with nothing without events
             (:mod:`models.solo`, same instants) and runs SimPy processes otherwise;
             ``"events"`` always runs the processes; ``"quanta"`` too, every CPU work of a
@@ -178,8 +179,8 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
                               f"warmup={warmup}")
     if not model.host.ops:
         raise SimulationError("the model's host thread has no ops: nothing to simulate")
-    if keep not in ("all", "steps", "brief"):
-        raise SimulationError(f"keep must be 'all', 'steps' or 'brief', got {keep!r}")
+    if keep not in ("all", "steps", "brief", "runs"):
+        raise SimulationError(f"keep must be 'all', 'steps', 'brief' or 'runs', got {keep!r}")
     if engine not in ("auto", "events", "quanta"):
         raise SimulationError(f"engine must be 'auto', 'events' or 'quanta', got {engine!r}")
     rec = ListRecorder() if keep == "all" else HostSideRecorder() if keep == "brief" else None
