@@ -227,7 +227,7 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                         yield env.timeout(wait_us)
                         recorder.span(Span(lane, t.name, "wait", woke, wait_us, step, rank,
                                            cause="cpu_cores"))
-                    yield from cpu.work(work_us / n_wake)
+                    yield from cpu.work(work_us / n_wake, preempt=wait_us > 0)
                 if dur_us > work_us:
                     yield env.timeout(dur_us - work_us)
             elif dur_us > 0:
