@@ -29,7 +29,8 @@ after it, ``optimizer`` after the end-of-backward wait), a ``launch`` per enqueu
 ``collective`` task on stream ``gloo``, a ``sync`` after each barrier enqueue, and a ``sync``
 on the last all-reduce where backward's compute ends (the untraced wait). Each ``cpu`` op keeps
 its measured per-step durations (``samples_us``); waits are excluded, since the simulator adds
-them. Every other rank's extra host time per phase (its mean minus the reference's, when
+them, and so is the training thread's preemption by the collectives reduced during backward
+(:mod:`calibration.gloo_preempt`). Every other rank's extra host time per phase (its mean minus the reference's, when
 positive) is its ``RankParams.phase_extra_us``; each rank's host name (``host_name`` of the
 trace) is its ``RankParams.host``, so ranks on one host share its cores.
 
