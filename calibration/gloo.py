@@ -330,7 +330,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         ops, {t.id for t in tasks if t.kind == "collective" and t.bytes},
         {r: ranks[r].host for r in order}, sidecars or {}, loader.host_cores,
         max([op.threads for op in ops if op.kind == "cpu" and op.parallel_fraction > 0] or [1]),
-        ref, warnings)
+        ref, warnings, scale=fac[ref])
     sources.update({"host.ops": "measured", f"device.streams.{GLOO_STREAM}": "measured",
                     "ranks": "measured", "host.cpu_scale": "assumed"})
     # the host's run-to-run speed (the stated prior, until replicates measure it); the

@@ -17,7 +17,7 @@ what-if without those buckets (``bucket_cap_mb=25``) kept the capture's 0.8-0.9 
 Taken out (``inferred``, from the measured CPU and the cores adding up): the gloo threads' CPU
 between the first bucket's readiness and the last's (the capture sidecar's
 ``ddp.bucket_cpu``, all marks but the last; ``measured``), per step, the mean over the ranks
-that share a host, when the host's training threads are at least its cores; from the
+that share a host (times the profiler factor the host durations were scaled by), when the host's training threads are at least its cores; from the
 backward ``cpu`` ops between the first and the last all-reduce enqueue, in proportion to
 their time (and from each step's samples alike). Nothing without the marks, or with a core
 to spare (a woken gloo thread then takes the idle core, in the simulator as on Linux).
@@ -42,12 +42,13 @@ def overlap_cpu_us(side) -> float | None:
 
 def deduct_preemption(ops: list[HostOp], coll_ids: set[str], hosts: dict[int, str],
                       sidecars: dict, cores: int, team: int, ref: int,
-                      warnings: list[str]) -> tuple[list[HostOp], float]:
+                      warnings: list[str], scale: float = 1.0) -> tuple[list[HostOp], float]:
     """``ops`` (the reference rank ``ref``'s host ops) with the training thread's preemption
     by the collectives reduced during backward taken out (see the module docstring), and
     the time taken out per step (µs). ``coll_ids``: the sized all-reduces' task ids;
     ``hosts``: each rank's host; ``cores``: a host's cores; ``team``: training threads per
-    rank."""
+    rank; ``scale``: the factor ``ops`` were already scaled by (the reference rank's profiler
+    factor, :mod:`calibration.profiler_overhead`), which scaled the wait they hold alike."""
     launches = [j for j, op in enumerate(ops) if op.kind == "launch" and op.task in coll_ids]
     if len(launches) < 2:
         return ops, 0.0
@@ -60,7 +61,7 @@ def deduct_preemption(ops: list[HostOp], coll_ids: set[str], hosts: dict[int, st
     cpu = [overlap_cpu_us(sidecars.get(r)) for r in mates]
     if any(c is None for c in cpu):
         return ops, 0.0
-    lost = sum(cpu) / len(cpu)
+    lost = sum(cpu) / len(cpu) * scale
     section = [j for j in range(launches[0] + 1, launches[-1])
                if ops[j].kind == "cpu" and ops[j].phase == "backward"]
     total = sum(ops[j].dur_us for j in section)

@@ -110,3 +110,13 @@ def test_nothing_is_taken_out_without_busy_cores_or_marks(cores, hosts, sides):
         assert lost == pytest.approx(800.0)
     else:
         assert lost == 0.0 and ops == OPS
+
+
+def test_the_profiler_factor_scales_what_is_taken_out():
+    """Host durations already scaled by the profiler factor 0.9 held the wait scaled alike:
+    0.9 × 850 µs comes out."""
+    sides = {0: _side(800.0), 1: _side(900.0)}
+    ops, lost = deduct_preemption(OPS, {"ar0", "ar1"}, {0: "h", 1: "h"}, sides, cores=2,
+                                  team=1, ref=0, warnings=[], scale=0.9)
+    assert lost == pytest.approx(0.9 * 850.0)
+    assert ops[3].dur_us == pytest.approx(6000.0 - 0.9 * 850.0)
