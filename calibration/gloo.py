@@ -29,7 +29,8 @@ after it, ``optimizer`` after the end-of-backward wait), a ``launch`` per enqueu
 ``collective`` task on stream ``gloo``, a ``sync`` after each barrier enqueue, and a ``sync``
 on the last all-reduce where backward's compute ends (the untraced wait). Each ``cpu`` op keeps
 its measured per-step durations (``samples_us``); waits are excluded, since the simulator adds
-them. Every other rank's extra host time per phase (its mean minus the reference's, when
+them, and so is the training thread's preemption by the collectives reduced during backward
+(:mod:`calibration.gloo_preempt`). Every other rank's extra host time per phase (its mean minus the reference's, when
 positive) is its ``RankParams.phase_extra_us``; each rank's host name (``host_name`` of the
 trace) is its ``RankParams.host``, so ranks on one host share its cores.
 
@@ -68,6 +69,7 @@ from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_comm import GLOO_STREAM, comm_params, record_sizes
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES
 from stepsim.calibration.gloo_loader import loader_nexts, rank_loader
+from stepsim.calibration.gloo_preempt import deduct_preemption
 from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_overhead import rank_factors
 from stepsim.calibration.steps import find_steps
@@ -324,6 +326,11 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     waits = [sum(d for k, _, d, _ in r.ops if k == "next") * fac[ref] for r in recs]
     loader = rank_loader((sidecars or {}).get(ref), waits,
                          max(Counter(ranks[r].host for r in order).values()), sources, warnings)
+    ops, preempted = deduct_preemption(
+        ops, {t.id for t in tasks if t.kind == "collective" and t.bytes},
+        {r: ranks[r].host for r in order}, sidecars or {}, loader.host_cores,
+        max([op.threads for op in ops if op.kind == "cpu" and op.parallel_fraction > 0] or [1]),
+        ref, warnings, scale=fac[ref])
     sources.update({"host.ops": "measured", f"device.streams.{GLOO_STREAM}": "measured",
                     "ranks": "measured", "host.cpu_scale": "assumed"})
     # the host's run-to-run speed (the stated prior, until replicates measure it); the
@@ -338,6 +345,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
                  for i, r in enumerate(order)),
              "measured_median_step_us": float(np.median(job)), **fac_notes,
+             **({"backward_preempted_us": round(preempted, 1)} if preempted else {}),
              **({"outside_load_held": held} if held is not None else {})}
     meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,
                 traces=[str(ranks[r].path) for r in order], steps_used=nums,

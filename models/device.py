@@ -167,7 +167,10 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
             equal pieces, each after a wake-up that waits ``L`` when every core of the host
             is busy at that instant (``cpu.active`` ≥ cores, this collective's thread not
             counted) and nothing when one is idle: a CFS wake-up onto busy cores waits for a
-            running thread's slice, which the processor-shared pool would not make it wait.
+            running thread's slice, which the processor-shared pool would not make it wait;
+            the piece then takes a core from a running thread at once (``preempt``: the
+            thread it took the core from absorbs it, :meth:`models.cpu.CpuPool.work`), not
+            after a 2 ms quantum of the pool's queue.
     """
     lane = f"rank{rank}.stream:{stream}"
     done, launched = events.done, events.launched
@@ -227,7 +230,7 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                         yield env.timeout(wait_us)
                         recorder.span(Span(lane, t.name, "wait", woke, wait_us, step, rank,
                                            cause="cpu_cores"))
-                    yield from cpu.work(work_us / n_wake)
+                    yield from cpu.work(work_us / n_wake, preempt=wait_us > 0)
                 if dur_us > work_us:
                     yield env.timeout(dur_us - work_us)
             elif dur_us > 0:
