@@ -20,3 +20,18 @@ def test_a_produce_time_past_its_bound_is_the_whatifs_error(tmp_path, args, name
     save_model(cpu_model(0, produce_ms=40, train_ms=20, samples=True), tmp_path / "m.json")
     one_line_error(*cli("whatif", tmp_path / "m.json", *args, "--draws", "0",
                         "--steps", "5")[:2], named)
+
+
+@pytest.mark.parametrize("outputs", [
+    ("--plot", "{d}/p.png", "--chrome-trace", "{d}/p.png"),
+    ("--plot", "{d}/p.png", "--queue-plot", "{d}/sub/../p.png"),
+])
+def test_two_outputs_on_one_file_are_refused(tmp_path, outputs):
+    """``simulate --plot p.png --chrome-trace p.png`` wrote both, the chrome trace's JSON over
+    the picture, and exit 0."""
+    save_model(cpu_model(1, produce_ms=40, train_ms=20), tmp_path / "m.json")
+    (tmp_path / "sub").mkdir()
+    args = [a.format(d=tmp_path) for a in outputs]
+    one_line_error(*cli("simulate", tmp_path / "m.json", "--steps", "5", *args)[:2],
+                   args[0], args[2], "also given as", "two outputs cannot share a file")
+    assert not (tmp_path / "p.png").exists()
