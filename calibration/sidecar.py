@@ -15,6 +15,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, Va
 from stepsim.models.params import (MAX_CORES, MAX_DURATION_US, MAX_PREFETCH, MAX_THREADS,
                                    MAX_WORKERS)
 from stepsim.calibration.sidecar_cross import cross_check
+from stepsim.models.ddp import MAX_CAP_MB
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input
 from stepsim.simcore.parsing import parse_json
@@ -168,9 +169,10 @@ class DDPRecord(BaseModel):
     backend: str
     hosts: list[str] = []
     wrapped: bool = False
-    bucket_cap_mb: float | None = Field(default=None, gt=0)
-    first_bucket_bytes: int | None = Field(default=None, gt=0)
-    bucket_cap_mb_list: list[float] | None = None
+    # torch's int(bucket_cap_mb * 2**20) overflows past 2**63 bytes (models.ddp.MAX_CAP_MB)
+    bucket_cap_mb: float | None = Field(default=None, gt=0, lt=MAX_CAP_MB)
+    first_bucket_bytes: int | None = Field(default=None, gt=0, lt=2**63)
+    bucket_cap_mb_list: list[Annotated[float, Field(gt=0, lt=MAX_CAP_MB)]] | None = None
     gradient_as_bucket_view: bool | None = None
     find_unused_parameters: bool | None = None
     static_graph: bool | None = None

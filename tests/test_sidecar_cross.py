@@ -118,3 +118,16 @@ def test_cli_drops_batches_ending_past_the_clock(capsys, tmp_path, cpu_run_nw1):
                  "-o", str(tmp_path / "m.json")]) == 0
     err = capsys.readouterr().err
     assert "RuntimeWarning" not in err and f"dropped {len(d['produce'])} of" in err, err
+
+
+@pytest.mark.parametrize("ddp,field", [
+    ({"bucket_cap_mb": 1e300}, "ddp.bucket_cap_mb: Input should be less than"),
+    ({"bucket_cap_mb_list": [25.0, 1e300]}, "ddp.bucket_cap_mb_list.1: Input should be less"),
+    ({"first_bucket_bytes": 2**63}, "ddp.first_bucket_bytes: Input should be less than"),
+])
+def test_a_bucket_cap_torch_cannot_hold_is_refused(tmp_path, ddp, field):
+    """A DDP record's cap past 2**63 bytes (torch's int(cap * 2**20) overflows there) became
+    the model's comm.bucket_cap_mb of 1e300, which --set refuses past 2**43 MiB."""
+    with pytest.raises(Exception, match=f"bad sidecar field {field}"):
+        _sidecar(tmp_path, lambda d: d.update(ddp={"world_size": 1, "rank": 0,
+                                                   "backend": "gloo", **ddp}))
