@@ -35,3 +35,16 @@ def test_two_outputs_on_one_file_are_refused(tmp_path, outputs):
     one_line_error(*cli("simulate", tmp_path / "m.json", "--steps", "5", *args)[:2],
                    args[0], args[2], "also given as", "two outputs cannot share a file")
     assert not (tmp_path / "p.png").exists()
+
+
+@pytest.mark.parametrize("rep,named", [
+    ("", "--replicate '': an empty path"),
+    ("{d}/empty", "empty: a folder without sidecar.json: a replicate is a capture folder"),
+])
+def test_a_replicate_that_is_no_capture_says_so(tmp_path, cpu_run_nw1, rep, named):
+    """Was '.: is a directory, expected a sidecar file' for an empty path, and 'is a
+    directory' for a capture folder lacking its sidecar (a folder is what --replicate takes)."""
+    (tmp_path / "empty").mkdir()
+    one_line_error(*cli("calibrate", cpu_run_nw1, "--replicate", rep.format(d=tmp_path),
+                        "-o", tmp_path / "m.json")[:2], named)
+    assert not (tmp_path / "m.json").exists()
