@@ -39,9 +39,8 @@ def test_a_sound_sidecar_says_nothing(tmp_path):
 @pytest.mark.parametrize("edit,first", [
     (lambda d: d["produce"][1].update(worker=3), "produce.1: worker 3, its loader has "
                                                  "num_workers=1"),
-    (lambda d: d["produce"][2].update(cpu_us=150.0), "produce.2: thread CPU 150 µs past"),
     (lambda d: d["produce"][0].update(proc_cpu_us=5000.0), "produce.0: process CPU 5000 µs "
-                                                           "past 2 core(s)"),
+                                                           "past 10 × 2 core(s)"),
     (lambda d: d["produce"][3].update(t_end_us=1e300), "produce.3.t_end_us: Input should be"),
     (lambda d: d["probe"]["produce"][0].update(worker=2), "probe.produce.0: worker 2"),
 ])
