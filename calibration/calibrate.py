@@ -96,7 +96,7 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")
-    reps = [(Path(r), load_sidecar(_capture_sidecar(Path(r)) or r)) for r in replicates]
+    reps = [(Path(r), load_sidecar(_replicate_sidecar(r))) for r in replicates]
     side = load_sidecar(side_path)
     speeds = replicate_speeds(Path(side_path), side, reps)   # before the fit
     speeds, load_note = drop_loaded(speeds, reps)
@@ -163,6 +163,20 @@ def _capture_sidecar(p: Path) -> Path | None:
     if p.is_dir() and (p / CAPTURE_SIDECAR).is_file():
         return p / CAPTURE_SIDECAR
     return None
+
+
+def _replicate_sidecar(r) -> Path:
+    """The sidecar file of the replicate ``r`` (a capture folder or a sidecar file). Raises
+    StepsimError for an empty path (``Path('')`` is the current folder, which read as "is a
+    directory") and InputError for a folder without a sidecar."""
+    if not str(r):
+        raise StepsimError("--replicate '': an empty path; give a capture folder or its "
+                           "sidecar file")
+    p = Path(r)
+    if p.is_dir() and _capture_sidecar(p) is None:
+        raise InputError(p, f"a folder without {CAPTURE_SIDECAR}: a replicate is a capture "
+                            "folder or its sidecar file")
+    return _capture_sidecar(p) or p
 
 
 def _calibrate(trace, sidecar, step_regex, steps=None) -> StepModel:

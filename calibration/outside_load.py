@@ -132,6 +132,8 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
              and (s.run_wait_us is not None or (s.vcsw or 0) <= (s.ivcsw or 0))]
     for s in steps:
         a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
+        if b <= a:      # shorter than the instant's spacing: nothing to weigh
+            continue
         share = _runnable(s.cpu_us - s.next_cpu_us, s.run_wait_us, b - a)
         spans.append((a, b, max(torch_threads, 1) * share, s.compute_cpu_us, STEP))
     if num_workers > 0:      # the main thread's own work in next() (unpickling the batch)

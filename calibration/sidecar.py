@@ -14,6 +14,8 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, Va
 
 from stepsim.models.params import (MAX_CORES, MAX_DURATION_US, MAX_PREFETCH, MAX_THREADS,
                                    MAX_WORKERS)
+from stepsim.calibration.sidecar_cross import cross_check
+from stepsim.models.ddp import MAX_CAP_MB
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input
 from stepsim.simcore.parsing import parse_json
@@ -24,6 +26,11 @@ SIDECAR_VERSION = 1
 refused, its fields may mean something else."""
 _CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
 _US = Field(ge=0, le=MAX_DURATION_US)
+MAX_INSTANT_US = 2.0 ** 52
+"""The latest clock reading (µs) an instant may hold: past it a double's spacing passes 1 µs,
+so an interval's end less its start no longer gives its wall (a step at 1e300 µs ended where it
+began); 2^52 µs is the year 2112 on the Unix epoch, the harness's monotonic clock far less."""
+_AT = Field(default=None, ge=-MAX_INSTANT_US, le=MAX_INSTANT_US)
 
 
 class ProduceRecord(BaseModel):
@@ -36,7 +43,7 @@ class ProduceRecord(BaseModel):
     wall_us: float = _US
     cpu_us: float = _US
     proc_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
-    t_end_us: float | None = None
+    t_end_us: float | None = _AT
     run_wait_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     """The producing thread's run-queue wait over the batch (runnable, no core free; µs): the
     rest of ``wall_us − cpu_us`` it was blocked. None in sidecars written before it was
@@ -62,7 +69,7 @@ class StepRecord(BaseModel):
     """One loop iteration on the main thread (µs): whole step and its ``next()`` call."""
 
     model_config = _CFG
-    t_start_us: float | None = None
+    t_start_us: float | None = _AT
     wall_us: float = _US
     cpu_us: float = _US
     proc_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
@@ -162,9 +169,10 @@ class DDPRecord(BaseModel):
     backend: str
     hosts: list[str] = []
     wrapped: bool = False
-    bucket_cap_mb: float | None = Field(default=None, gt=0)
-    first_bucket_bytes: int | None = Field(default=None, gt=0)
-    bucket_cap_mb_list: list[float] | None = None
+    # torch's int(bucket_cap_mb * 2**20) overflows past 2**63 bytes (models.ddp.MAX_CAP_MB)
+    bucket_cap_mb: float | None = Field(default=None, gt=0, lt=MAX_CAP_MB)
+    first_bucket_bytes: int | None = Field(default=None, gt=0, lt=2**63)
+    bucket_cap_mb_list: list[Annotated[float, Field(gt=0, lt=MAX_CAP_MB)]] | None = None
     gradient_as_bucket_view: bool | None = None
     find_unused_parameters: bool | None = None
     static_graph: bool | None = None
@@ -226,7 +234,7 @@ class Sidecar(BaseModel):
     """What wrote it: ``harness``, ``lightning`` or ``transformers`` (absent in older files)."""
     ddp: DDPRecord | None = None
     probe: Probe | None = None
-    iter_start_us: float | None = Field(default=None, ge=0)
+    iter_start_us: float | None = Field(default=None, ge=0, le=MAX_INSTANT_US)
     """The instant (µs, the steps' and batches' clock) just before the harness called
     ``iter(loader)``, where a multi-process loader starts its workers: the worker start-up
     (``loader.worker_startup_us``) runs from it to a worker's first sample fetch (absent in
@@ -280,7 +288,7 @@ def _drop_bad_records(p: Path, data: dict, where: str = "") -> list[str]:
 
 
 _WAITS = {"produce": (ProduceRecord, {"run_wait_us": "wall_us", "gap_wall_us": None,
-                                      "gap_cpu_us": None, "gap_run_wait_us": None}),
+                                      "gap_cpu_us": None, "gap_run_wait_us": "gap_wall_us"}),
           "steps": (StepRecord, {"run_wait_us": "wall_us", "next_run_wait_us": "next_wall_us"}),
           "threads": (ThreadCPU, {"runqueue_us": None, "timeslices": None}),
           "bucket_cpu": (BucketCPU, {"runqueue_us": None, "timeslices": None})}
@@ -365,7 +373,7 @@ def load_sidecar(path: str | Path) -> Sidecar:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         raise InputError(p, f"bad sidecar field {loc}: {err['msg']}") from None
-    side._dropped = notes
+    side._dropped = notes + cross_check(p, side)
     return side
 
 

@@ -1,6 +1,7 @@
 """Outputs checked before anything is written: an output never replaces an input (a trace, a
 sidecar, a model, a scenario), nor lands as a JSON file inside an input folder (where it would
-later be read as one of its traces). The CLI and the Python API both call it."""
+later be read as one of its traces), nor shares its file with another output. The CLI and the
+Python API both call it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,10 +28,16 @@ def refuse_overwriting_inputs(inputs: Iterable[Any], outputs: Iterable[tuple[str
         StepsimError: naming the option and the file.
     """
     ins = [Path(i) for i in inputs if isinstance(i, (str, Path)) and str(i)]
+    given: list[tuple[str, Path]] = []
     for flag, v in outputs:
         if not v:
             continue
         out = Path(v)
+        for other, prev in given:   # (--plot and --chrome-trace on one file: one was lost)
+            if _same(out, prev):
+                raise StepsimError(f"{flag} {shown(v)}: also given as {other}; two outputs "
+                                   "cannot share a file")
+        given.append((flag, out))
         if flag.lstrip("-") == "ledger" and out.exists() and not out.is_file():
             raise StepsimError(f"{flag} {shown(v)}: a ledger is appended to and rewritten: it "
                                "must be a regular file")

@@ -140,3 +140,16 @@ def test_wake_ups_from_sidecar_files_old_and_new(tmp_path):
     old = [{"bytes": b, "cpu_us": 1e3, "steps": 10} for b in (MIB, 7 * MIB)]
     vals, src = wake_params([_sidecar_file(tmp_path, "old.json", old)])
     assert vals == PRIOR and src["comm.wakeup_wait_us"] == "assumed"
+
+
+def test_millions_of_wake_ups_are_simulated_as_a_bounded_few():
+    """A 1 TiB all-reduce (or wakeups_per_mb 1e6) gave millions of wake-up events a step: a
+    simulation that did not end (breaker, 2026-12-05). Past MAX_WAKE_PIECES each simulated
+    wake-up stands for w / 256 of them and waits as long as they would together."""
+    from stepsim.models.engine import MAX_WAKE_PIECES, wake_pieces
+
+    assert wake_pieces(82, L_US) == (82, L_US) and wake_pieces(0, L_US) == (1, L_US)
+    n, wait = wake_pieces(3_000_000, L_US)
+    assert n == MAX_WAKE_PIECES and n * wait == pytest.approx(3_000_000 * L_US)
+    m = _wake(cpu_ddp(cores=2), 0, 1e6, L_US)
+    assert step_us(m) > 0       # ended (4 MB: 3.8e6 wake-ups a collective, 256 simulated)

@@ -108,6 +108,8 @@ def test_replicate_from_another_host_is_refused(cpu_run_nw1, tmp_path, field, va
     other = _replicate(cpu_run_nw1, tmp_path / "other", 1.0)
     data = json.loads((other / "sidecar.json").read_text())
     data[field] = value
+    if field == "host_cores":   # another host's usable cores: at most its cpu_count
+        data["cpu_count"] = max(value, data.get("cpu_count") or 1)
     (other / "sidecar.json").write_text(json.dumps(data))
     with pytest.raises(InputError, match=f"not a replicate of the capture: {field} is "
                                          f"{value!r}, the capture's is"):

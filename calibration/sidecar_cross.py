@@ -1,0 +1,89 @@
+"""Checks of a validated sidecar's fields against each other (:func:`calibration.sidecar.
+load_sidecar` calls :func:`cross_check`): each field can be in range while two together cannot
+be right. A batch record that cannot be right is dropped and counted, as one with a field out
+of range; an instant that cannot be right is taken as not recorded; a file-level contradiction
+refuses the file.
+
+What the capture harness guarantees (:mod:`calibration.produce`, :mod:`calibration.capture`):
+a batch's process CPU is at most its wall times the cores the process may run on
+(``host_cores``, its CPU affinity, itself at most ``cpu_count``); a worker's id is below its
+loader's ``num_workers``; ``iter_start_us`` is read before ``iter(loader)`` starts the workers,
+so before any worker's first fetch and before the first step.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from stepsim.simcore.errors import InputError
+
+CPU_PAST_WALL = 10
+"""A batch whose process CPU passes this many times its cores × its wall cannot be right (real
+captures: at most 0.86 of cores × wall, over 9,273 batches on the machine of 2026-12-05; 50×
+had set threads_per_worker to 50). Not 1: the test suite's synthetic replicates scale CPU
+times alone (a slower host) past the wall, and a thread's CPU past its wall is not checked for
+the same reason."""
+
+
+def _bad_batch(r, num_workers: int, cores: int | None) -> str | None:
+    """Why a produce record cannot be right, or None."""
+    if r.worker >= num_workers and r.worker >= 0:
+        return f"worker {r.worker}, its loader has num_workers={num_workers}"
+    if cores is not None and r.work_us > CPU_PAST_WALL * cores * r.wall_us:
+        return (f"process CPU {r.work_us:g} µs past {CPU_PAST_WALL} × {cores} core(s) × its "
+                f"wall_us of {r.wall_us:g} µs")
+    return None
+
+
+def _drop(p: Path, owner, num_workers: int, cores: int | None, where: str) -> list[str]:
+    keep, bad = [], []
+    for i, r in enumerate(owner.produce):
+        why = _bad_batch(r, num_workers, cores)
+        if why is None:
+            keep.append(r)
+        else:
+            bad.append(f"{where}produce.{i}: {why}")
+    if not bad:
+        return []
+    total = len(owner.produce)
+    owner.produce = keep
+    return [f"{p.name}: dropped {len(bad)} of {total} '{where}produce' record(s) that cannot "
+            f"be right (first: {bad[0]})"]
+
+
+def cross_check(p: Path, side) -> list[str]:
+    """Check ``side`` (a validated :class:`calibration.sidecar.Sidecar`, changed in place);
+    return a warning per thing dropped or ignored.
+
+    Raises:
+        InputError: ``host_cores`` above ``cpu_count``.
+    """
+    if side.host_cores is not None and side.cpu_count is not None \
+            and side.host_cores > side.cpu_count:
+        raise InputError(p, f"bad sidecar field host_cores: {side.host_cores} usable cores "
+                            f"on a machine of cpu_count {side.cpu_count}")
+    cores = side.host_cores or side.cpu_count
+    notes = _drop(p, side, side.loader.num_workers, cores, "")
+    if side.probe is not None:
+        notes += _drop(p, side.probe, side.probe.num_workers, cores, "probe.")
+    notes += _iter_start(p, side)
+    return notes
+
+
+def _iter_start(p: Path, side) -> list[str]:
+    """``iter_start_us`` after the first step's start or a worker's first fetch: taken as
+    not recorded (the workers' start-up is then assumed, not measured 0)."""
+    t = side.iter_start_us
+    if t is None:
+        return []
+    later = [(s.t_start_us, "the first step's start") for s in side.steps[:1]
+             if s.t_start_us is not None]
+    later += [(r.t_end_us - r.wall_us, f"worker {r.worker}'s first fetch")
+              for r in side.produce if r.worker >= 0 and r.t_end_us is not None]
+    if not later:
+        return []
+    first, what = min(later)
+    if t <= first:
+        return []
+    side.iter_start_us = None
+    return [f"{p.name}: ignored iter_start_us, which cannot be right ({(t - first) / 1e3:.1f} "
+            f"ms after {what}), taken as not recorded"]
