@@ -114,12 +114,12 @@ def _probe(args, num_workers: int, batch_size: int | None, n_steps: int, records
             batch = next(it)
         except StopIteration:
             return
-        t1 = clocks()
+        t1 = clocks(end=True)
         yield batch
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         if i >= PROBE_SKIP:
-            rows.append(step_row(t0, t1, clocks(), False))
+            rows.append(step_row(t0, t1, clocks(end=True), False))
 
 
 def _probe_setting(cap: "Capture", probe_workers: int | None,

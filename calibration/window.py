@@ -35,17 +35,33 @@ from stepsim.calibration.sidecar import SIDECAR_VERSION
 from stepsim.simcore.atomic import make_folder, write_atomic
 
 
-def clocks() -> tuple:
+def clocks(end: bool = False) -> tuple:
     """(monotonic wall, this thread's CPU, this process's CPU), all in µs, this thread's
     voluntary and involuntary context switches so far (0 where the OS does not say) and its
-    run-queue wait so far (µs, :func:`run_wait_us`; None where the OS does not say)."""
+    run-queue wait so far (µs, :func:`run_wait_us`; None where the OS does not say).
+
+    The kernel adds a wait to the run-queue figure when the thread runs again, and a thread is
+    preempted mostly as a system call returns (the CPU clocks, ``getrusage`` and the
+    ``schedstat`` read are calls), so an interval's wall clock must bracket its two wait reads:
+    at an interval's start the wall is read first (the default), at its ``end`` last. Read the
+    other way round, a preemption between the end's wall and wait reads counted in the interval's
+    wait but not its wall (a fresh user's 1-4 worker captures: next() waits 1.8-8.7 ms past
+    walls of 0.1-1.9 ms, 1-6 steps a capture)."""
+    if end:
+        wait, ru = run_wait_us(), _rusage()
+        thread, proc = time.thread_time() * 1e6, time.process_time() * 1e6
+        return (time.monotonic() * 1e6, thread, proc) + ru + (wait,)
+    wall = time.monotonic() * 1e6
+    thread, proc = time.thread_time() * 1e6, time.process_time() * 1e6
+    return (wall, thread, proc) + _rusage() + (run_wait_us(),)
+
+
+def _rusage() -> tuple:
     try:
         ru = resource.getrusage(resource.RUSAGE_THREAD)
-        sw = ru.ru_nvcsw, ru.ru_nivcsw
+        return ru.ru_nvcsw, ru.ru_nivcsw
     except (AttributeError, OSError):
-        sw = 0, 0
-    return ((time.monotonic() * 1e6, time.thread_time() * 1e6, time.process_time() * 1e6) + sw
-            + (run_wait_us(),))
+        return 0, 0
 
 
 def _delta(a, b) -> float | None:
@@ -54,7 +70,7 @@ def _delta(a, b) -> float | None:
 
 def step_row(t0, t1, t2, profiled: bool, profiler_on: bool | None = None) -> dict:
     """A step's sidecar row from :func:`clocks` at its start, at the end of its ``next()``
-    part and at its end; ``vcsw``/``ivcsw``: the main thread's voluntary / involuntary context
+    part and at its end (those two read with ``end=True``); ``vcsw``/``ivcsw``: the main thread's voluntary / involuntary context
     switches after ``next()`` (it blocked / it was preempted while runnable); ``run_wait_us`` /
     ``next_run_wait_us``: the main thread's run-queue wait after / in ``next()`` (µs; None
     unmeasured); ``profiled``: a
@@ -147,7 +163,7 @@ class Window:
 
     def batch_ready(self) -> None:
         """The current step's batch is in hand."""
-        self._t_ready = clocks()
+        self._t_ready = clocks(end=True)
 
     def step_end(self) -> bool:
         """The current step is done; returns True when the window has all its steps."""
@@ -155,7 +171,7 @@ class Window:
             return self.finished
         if torch.cuda.is_available():
             torch.cuda.synchronize()
-        t0, t2 = self._t_prev, clocks()
+        t0, t2 = self._t_prev, clocks(end=True)
         t1 = self._t_ready or t0
         i, sch, end = len(self.rows), self.schedule, self.profiled_total
         self.rows.append(step_row(t0, t1, t2, end - sch["active"] <= i < end,

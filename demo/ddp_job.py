@@ -257,7 +257,7 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
         meter.on = profiled
         step()
         meter.end_step()
-        rows.append(step_row(t0, t0, clocks(), profiled, profiler_on))
+        rows.append(step_row(t0, t0, clocks(end=True), profiled, profiler_on))
 
     for _ in range(UNPROFILED_STEPS):
         timed(False, False)
