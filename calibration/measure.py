@@ -37,7 +37,7 @@ from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady
 from stepsim.calibration.linking import link
 from stepsim.calibration.same_run import check_one_run, raw_span
 from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, SCORE_AFTER_STEPS, drain_note,
-                                           settled_after)
+                                           scored_note, settled_after)
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
@@ -298,11 +298,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                          "a mean of few steps is pulled by single slow ones (compare it with "
                          "the median; capture with Capture.steps(..., after=N), N at least "
                          f"num_workers × prefetch_factor + {SCORE_AFTER_STEPS})")
-        notes.append(f"measured: the {len(after)} unprofiled steps after the profiled window "
-                     f"(sidecar), mean {float(np.mean(step_us)) / 1e3:.1f} ms; the trace's "
-                     f"profiled steps took {traced / 1e3:.1f} ms, "
-                     f"{100 * (traced / float(np.mean(step_us)) - 1):+.1f} % of that (the "
-                     "profiler's own cost, which only adds, plus the run's drift either way)")
+        notes.append(scored_note(len(after), float(np.mean(step_us)), traced))
     load = remeasured_load(side) if side is not None else None
     if load is not None and load.slowdown > LOAD_WARN:
         notes.append(load_note(load))
