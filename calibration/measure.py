@@ -24,7 +24,7 @@ stop paused the loop; they are left out until the queue ran dry, and said
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -333,14 +333,25 @@ def _slowdown(load: OutsideLoad | None) -> float | None:
 
 
 def remeasured_load(side) -> OutsideLoad | None:
-    """The outside load on the re-measured capture ``side`` over its profiled window, read as
-    calibration reads a capture's (:mod:`calibration.outside_load`); None when the sidecar
-    cannot tell (no cores, no instants, no busy interval, nothing held)."""
+    """The outside load on the re-measured capture ``side``, read as calibration reads a
+    capture's (:mod:`calibration.outside_load`), over its profiled window and over the settled
+    unprofiled steps a validation scores (:func:`settled_after`, when at least
+    :data:`MIN_AFTER_STEPS`): the more loaded of the two, its ``where`` saying which; None when
+    the sidecar cannot tell (no cores, no instants, no busy interval, nothing held)."""
     nw = side.loader.num_workers
     recs = steady_records(side, nw)
     tpw = fit_produce(recs, nw, side.host_cores)[1] if recs else 1
-    load = outside_load(side, nw, tpw, side.torch_num_threads or 1)
-    return None if load is None or load.held <= 0 else load
+    tt = side.torch_num_threads or 1
+    loads = [(outside_load(side, nw, tpw, tt), "its profiled window")]
+    after = settled_after(side).steps
+    if len(after) >= MIN_AFTER_STEPS:
+        loads.append((outside_load(side, nw, tpw, tt, steps=after),
+                      f"the {len(after)} unprofiled steps it is scored on"))
+    loads = [(lo, w) for lo, w in loads if lo is not None and lo.held > 0]
+    if not loads:
+        return None
+    load, where = min(loads, key=lambda x: x[0].held)
+    return replace(load, where=where)
 
 
 def load_note(load: OutsideLoad) -> str:
@@ -348,8 +359,9 @@ def load_note(load: OutsideLoad) -> str:
     :data:`models.host_speed.LOAD_WARN`): its steps are slower than the machine alone, and so
     the prediction's error; its ledger record is scored apart."""
     return (f"this re-measured run ran under outside load: its own threads held "
-            f"{100 * load.held:.0f} % of the core time they could have held over its profiled "
-            f"window, so it ran about {1 / load.held:.1f}x slower than the machine alone; its "
+            f"{100 * load.held:.0f} % of the core time they could have held over "
+            f"{load.where}, so it ran about {1 / load.held:.1f}x slower than the machine alone; "
+            "its "
             "error says more about that load than about the prediction (its ledger record is "
             "kept out of the ledger's score; re-measure on a quiet machine)")
 
