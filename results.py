@@ -272,6 +272,9 @@ class Validation(_Result):
     record: LedgerRecord
     prediction: Prediction
     warnings: tuple[str, ...] = ()
+    runs: tuple[dict, ...] = ()
+    """Per re-measured run: ``trace``, ``steps``, ``mean_us``, ``median_us`` (µs) and
+    ``held`` (its threads' share of the core time they could hold; None unmeasured)."""
 
     def to_dict(self) -> dict:
         return self.record.model_dump()
