@@ -100,7 +100,8 @@ class MeasuredSteps:
         torch_threads: torch's intra-op threads the sidecar states (None without).
         bucket_cap_mb: DDP's bucket cap (MiB) the sidecar's DDP record states (None without).
         outside_load_slowdown: how much slower the run's own threads advanced than on the
-            machine alone over its profiled window, ``1 / held − 1``
+            machine alone over its profiled window or its scored unprofiled steps, the more
+            loaded (:func:`remeasured_load`), ``1 / held − 1``
             (:class:`calibration.outside_load.OutsideLoad`; past
             :data:`models.host_speed.LOAD_WARN` it is warned about); None when the sidecar
             cannot tell (none, or no instants; of several ranks, the most loaded).
