@@ -4,6 +4,8 @@ names and defaults; :mod:`stepsim.api` documents the conventions they share.
 """
 from __future__ import annotations
 
+import statistics
+
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -250,6 +252,11 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     skipped: list[str] = []
     if ledger:
         append_ledger(ledger, rec, skipped)
+    per_run = tuple({"trace": str(r.path), "steps": len(r.step_us),
+                     "mean_us": sum(r.step_us) / len(r.step_us) if r.step_us else 0.0,
+                     "median_us": float(statistics.median(r.step_us)) if r.step_us else 0.0,
+                     "held": None if r.outside_load_slowdown is None
+                     else 1 / (1 + r.outside_load_slowdown)} for r in runs)
     return Validation(record=rec, prediction=pred,
                       warnings=caveats(m, todo) + warnings + (load_note,) * bool(load_note)
-                      + tuple(skipped))
+                      + tuple(skipped), runs=per_run)

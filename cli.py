@@ -175,6 +175,11 @@ def cmd_validate(args) -> int:
                      width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings)
     print_validation([r.record], as_json=args.json, scope=True)
+    if not args.json and len(r.runs) > 1:      # a pooled row hides a bad run: each one's line
+        for k, run in enumerate(r.runs, 1):
+            held = "" if run["held"] is None else f", threads held {100 * run['held']:.0f} %"
+            print(f"  run {k} ({shown(run['trace'])}): {_n(run['steps'], 'step')}, mean "
+                  f"{_fmt_ms(run['mean_us'])} ms, median {_fmt_ms(run['median_us'])} ms{held}")
     if not args.json and r.prediction.host_speed:
         print(f"predicted {r.prediction.host_speed}")
     return 0

@@ -45,8 +45,14 @@ def _pandas():
 
 
 def _flat(d: dict) -> dict:
-    """The scalar entries of a prediction's dict (a table row)."""
-    return {k: v for k, v in d.items() if not isinstance(v, (dict, list, tuple))}
+    """The scalar entries of a prediction's dict (a table row). A row's ``bottleneck`` is the
+    words the printed tables show (``bottleneck_label``), its code ``bottleneck_code``: one
+    vocabulary between what a user reads and what a frame's column holds."""
+    row = {k: v for k, v in d.items() if not isinstance(v, (dict, list, tuple))}
+    if "bottleneck" in row and "bottleneck_label" in row:
+        row = {**{k: v for k, v in row.items() if k != "bottleneck_label"},
+               "bottleneck": row["bottleneck_label"], "bottleneck_code": row["bottleneck"]}
+    return row
 
 
 class _Result:
@@ -272,6 +278,9 @@ class Validation(_Result):
     record: LedgerRecord
     prediction: Prediction
     warnings: tuple[str, ...] = ()
+    runs: tuple[dict, ...] = ()
+    """Per re-measured run: ``trace``, ``steps``, ``mean_us``, ``median_us`` (µs) and
+    ``held`` (its threads' share of the core time they could hold; None unmeasured)."""
 
     def to_dict(self) -> dict:
         return self.record.model_dump()

@@ -24,7 +24,7 @@ stop paused the loop; they are left out until the queue ran dry, and said
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +37,7 @@ from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady
 from stepsim.calibration.linking import link
 from stepsim.calibration.same_run import check_one_run, raw_span
 from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, SCORE_AFTER_STEPS, drain_note,
-                                           settled_after)
+                                           scored_note, settled_after)
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
@@ -100,7 +100,8 @@ class MeasuredSteps:
         torch_threads: torch's intra-op threads the sidecar states (None without).
         bucket_cap_mb: DDP's bucket cap (MiB) the sidecar's DDP record states (None without).
         outside_load_slowdown: how much slower the run's own threads advanced than on the
-            machine alone over its profiled window, ``1 / held − 1``
+            machine alone over its profiled window or its scored unprofiled steps, the more
+            loaded (:func:`remeasured_load`), ``1 / held − 1``
             (:class:`calibration.outside_load.OutsideLoad`; past
             :data:`models.host_speed.LOAD_WARN` it is warned about); None when the sidecar
             cannot tell (none, or no instants; of several ranks, the most loaded).
@@ -298,11 +299,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                          "a mean of few steps is pulled by single slow ones (compare it with "
                          "the median; capture with Capture.steps(..., after=N), N at least "
                          f"num_workers × prefetch_factor + {SCORE_AFTER_STEPS})")
-        notes.append(f"measured: the {len(after)} unprofiled steps after the profiled window "
-                     f"(sidecar), mean {float(np.mean(step_us)) / 1e3:.1f} ms; the trace's "
-                     f"profiled steps took {traced / 1e3:.1f} ms, "
-                     f"{100 * (traced / float(np.mean(step_us)) - 1):+.1f} % of that (the "
-                     "profiler's own cost, which only adds, plus the run's drift either way)")
+        notes.append(scored_note(len(after), float(np.mean(step_us)), traced))
     load = remeasured_load(side) if side is not None else None
     if load is not None and load.slowdown > LOAD_WARN:
         notes.append(load_note(load))
@@ -337,14 +334,25 @@ def _slowdown(load: OutsideLoad | None) -> float | None:
 
 
 def remeasured_load(side) -> OutsideLoad | None:
-    """The outside load on the re-measured capture ``side`` over its profiled window, read as
-    calibration reads a capture's (:mod:`calibration.outside_load`); None when the sidecar
-    cannot tell (no cores, no instants, no busy interval, nothing held)."""
+    """The outside load on the re-measured capture ``side``, read as calibration reads a
+    capture's (:mod:`calibration.outside_load`), over its profiled window and over the settled
+    unprofiled steps a validation scores (:func:`settled_after`, when at least
+    :data:`MIN_AFTER_STEPS`): the more loaded of the two, its ``where`` saying which; None when
+    the sidecar cannot tell (no cores, no instants, no busy interval, nothing held)."""
     nw = side.loader.num_workers
     recs = steady_records(side, nw)
     tpw = fit_produce(recs, nw, side.host_cores)[1] if recs else 1
-    load = outside_load(side, nw, tpw, side.torch_num_threads or 1)
-    return None if load is None or load.held <= 0 else load
+    tt = side.torch_num_threads or 1
+    loads = [(outside_load(side, nw, tpw, tt), "its profiled window")]
+    after = settled_after(side).steps
+    if len(after) >= MIN_AFTER_STEPS:
+        loads.append((outside_load(side, nw, tpw, tt, steps=after),
+                      f"the {len(after)} unprofiled steps it is scored on"))
+    loads = [(lo, w) for lo, w in loads if lo is not None and lo.held > 0]
+    if not loads:
+        return None
+    load, where = min(loads, key=lambda x: x[0].held)
+    return replace(load, where=where)
 
 
 def load_note(load: OutsideLoad) -> str:
@@ -352,8 +360,9 @@ def load_note(load: OutsideLoad) -> str:
     :data:`models.host_speed.LOAD_WARN`): its steps are slower than the machine alone, and so
     the prediction's error; its ledger record is scored apart."""
     return (f"this re-measured run ran under outside load: its own threads held "
-            f"{100 * load.held:.0f} % of the core time they could have held over its profiled "
-            f"window, so it ran about {1 / load.held:.1f}x slower than the machine alone; its "
+            f"{100 * load.held:.0f} % of the core time they could have held over "
+            f"{load.where}, so it ran about {1 / load.held:.1f}x slower than the machine alone; "
+            "its "
             "error says more about that load than about the prediction (its ledger record is "
             "kept out of the ledger's score; re-measure on a quiet machine)")
 

@@ -68,6 +68,7 @@ class OutsideLoad:
         mean_threads: the run's runnable threads, averaged over the time any was busy.
         batches / steps: the busy intervals counted.
         cores: the host's usable cores.
+        where: the span read, in words.
     """
 
     held: float
@@ -77,6 +78,7 @@ class OutsideLoad:
     batches: int
     steps: int
     cores: int
+    where: str = "its profiled window"
 
     @property
     def slowdown(self) -> float:
@@ -147,12 +149,14 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
 
 
 def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
-                 torch_threads: int) -> OutsideLoad | None:
+                 torch_threads: int, steps: list | None = None) -> OutsideLoad | None:
     """The capture's :class:`OutsideLoad` over its profiled window (see the module docstring),
-    or None when the sidecar lacks the instants, the cores, any batch (its producers' work
-    would read as outside load) or any unblocked busy interval."""
+    or over the span of ``steps`` (consecutive step records) when given; None when the sidecar
+    lacks the instants, the cores, any batch (its producers' work would read as outside load)
+    or any unblocked busy interval."""
     cores = side.host_cores
-    prof = [s for s in side.steps if s.profiled and s.t_start_us is not None]
+    prof = [s for s in (side.steps if steps is None else steps)
+            if (s.profiled or steps is not None) and s.t_start_us is not None]
     if not cores or not prof:
         return None
     lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us

@@ -114,6 +114,20 @@ def drain_note(settled: AfterSteps) -> str:
             "dry")
 
 
+def scored_note(n: int, scored_us: float, traced_us: float) -> str:
+    """What a validation scores: ``n`` unprofiled steps of mean ``scored_us`` (µs), beside the
+    trace's profiled steps' mean ``traced_us``, the difference worded for its sign: the
+    profiler's own cost only adds, so profiled steps faster than the unprofiled ones say the
+    run changed after the window (outside load, the host's speed), not the profiler."""
+    d = 100 * (traced_us / scored_us - 1)
+    why = ("the profiler's own cost, which only adds, plus the run's drift either way"
+           if d >= 0 else "the unprofiled steps ran slower: outside load or the host's speed "
+           "changed after the window, not the profiler, whose cost only adds")
+    return (f"measured: the {n} unprofiled steps after the profiled window (sidecar), mean "
+            f"{scored_us / 1e3:.1f} ms; the trace's profiled steps took {traced_us / 1e3:.1f} "
+            f"ms, {d:+.1f} % of that ({why})")
+
+
 def profiled_drift(side, path: str = "") -> str | None:
     """A warning when the capture's profiled steps' mean wall time differs from its settled
     unprofiled steps' after the window (:func:`settled_after`) by more than

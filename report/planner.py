@@ -158,9 +158,10 @@ def not_varied_line(skipped: dict[str, str]) -> str:
     unread = [k for k, why in skipped.items() if why.startswith(UNREAD_PREFIX)]
     rest = [f"{k} ({why})" for k, why in skipped.items()
             if not why.startswith((ZERO_PREFIX, UNREAD_PREFIX))]
-    parts = ([f"{len(zero)} inferred or assumed value(s) at 0, which no factor varies (see "
-              "skipped in --json)"] if zero else []) + (
-        [f"{', '.join(unread)}, which nothing in this setting reads"] if unread else []) + rest
+    parts = ([f"{len(zero)} inferred or assumed value(s) at 0, which no factor varies (named "
+              "in skipped in --json)"] if zero else []) + (
+        [f"{len(unread)} value(s) nothing in this setting reads: {', '.join(unread)}"]
+        if unread else []) + rest
     return "not varied: " + "; ".join(parts)
 
 

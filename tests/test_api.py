@@ -9,6 +9,7 @@ import pytest
 
 import stepsim
 from stepsim import api
+from stepsim.models.metrics import label
 from stepsim.scenarios.transforms import FixOp, ScaleOp, SetOp
 from stepsim.simcore.errors import InputError, ModelError, StepsimError
 from tests.conftest import REPO, run_cli
@@ -252,3 +253,11 @@ def test_validate_refuses_a_run_of_another_loader_setting(tmp_path, cpu_run_nw0,
                 "--set", "loader.num_workers=0", *fast)
     assert r.returncode == 0, r.stderr
     assert len(ledger.read_text().splitlines()) == 1
+
+
+def test_frame_bottleneck_is_what_the_tables_print():
+    # a fresh user's sweep frame said 'input' / 'cpu_cores' where the printed table said
+    # 'input pipeline (DataLoader)': the column holds the printed words, the code beside
+    rows = api.sweep(A, "loader.num_workers=0,2", draws=0, **FAST).rows()
+    for r in rows:
+        assert r["bottleneck"] == label(r["bottleneck_code"]) and "bottleneck_label" not in r

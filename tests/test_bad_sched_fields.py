@@ -39,7 +39,7 @@ def _sidecar(tmp_path, edit):
     (lambda d: d["steps"][3].update(run_wait_us=500.0), "steps.3.run_wait_us: 500 µs past"),
     (lambda d: [r.update(run_wait_us=-1) for r in d["produce"]], "produce.0.run_wait_us"),
     (lambda d: [r.update(gap_wall_us=[1]) for r in d["produce"]], "produce.0.gap_wall_us"),
-    (lambda d: d["produce"][2].update(run_wait_us=101.0), "produce.2.run_wait_us: 101 µs past"),
+    (lambda d: d["produce"][2].update(run_wait_us=130.0), "produce.2.run_wait_us: 130 µs past"),
     (lambda d: d["ddp"]["threads"][0].update(timeslices=-3), "ddp.threads.0.timeslices"),
     (lambda d: d["ddp"]["bucket_cpu"][0].update(runqueue_us="?"), "ddp.bucket_cpu.0.runqueue"),
 ])

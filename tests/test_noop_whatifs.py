@@ -139,6 +139,17 @@ def test_not_varied_is_one_line():
     assert line.endswith("; x.y (a str value cannot be varied)")
 
 
+def test_not_varied_names_each_list_in_its_own_clause():
+    # a fresh user read "...at 0, which no factor varies (see skipped in --json); a, b, which
+    # nothing in this setting reads" as one list: each clause says what it counts, then names
+    line = not_varied_line({"loader.unpickle_us": "0: a factor range varies nothing (...)",
+                            "loader.pin_gbps": "not read here: no pinned copy",
+                            "host.ops[1].parallel_efficiency": "not read here: one thread"})
+    assert line == ("not varied: 1 inferred or assumed value(s) at 0, which no factor varies "
+                    "(named in skipped in --json); 2 value(s) nothing in this setting reads: "
+                    "loader.pin_gbps, host.ops[1].parallel_efficiency")
+
+
 def test_whatif_prints_one_not_varied_line_and_none_without_draws(tmp_path):
     m = cpu_model(1, unpickle_us=0.0)
     m = m.model_copy(update={"meta": m.meta.model_copy(update={"sources": {
@@ -150,7 +161,7 @@ def test_whatif_prints_one_not_varied_line_and_none_without_draws(tmp_path):
     rc, err, out = cli(*base, "--draws", "3")
     assert rc == 0, err
     assert [ln for ln in out.splitlines() if "not varied" in ln] == [
-        "not varied: 2 inferred or assumed value(s) at 0, which no factor varies (see skipped "
-        "in --json)"]
+        "not varied: 2 inferred or assumed value(s) at 0, which no factor varies (named in "
+        "skipped in --json)"]
     rc, err, out = cli(*base, "--draws", "0")
     assert rc == 0 and "not varied" not in out
