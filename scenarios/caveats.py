@@ -117,6 +117,24 @@ def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[st
             f"{where}: {w}" for w in said]
 
 
+def move_threads(model: StepModel, base: Sequence[Operation], moves: Sequence[Operation]
+                 ) -> list[str]:
+    """The team-beside-workers caveat of a plan's intermediate steps (after move ``k`` of
+    ``moves`` over ``base``, not the last, which :func:`caveats` gives): a move that puts
+    busy workers beside the team is priced with the stall the interval does not cover, even
+    when a later move ends it."""
+    out = []
+    for k in range(1, len(moves)):
+        try:
+            after = apply_with_notes(model, [*base, *moves[:k]])[0]
+        except ModelError:
+            continue
+        said = _oversubscribed_threads(after)
+        if said:
+            out.append(f"after move {k}: {said[-1]}")
+    return out
+
+
 def threads_caveat(model: StepModel, ops: Sequence[Operation] = ()) -> list[str]:
     """The oversubscribed intra-op threads caveat of ``model`` after ``ops`` (``[]`` when it
     has none, when the ops do not apply, or when they leave the co-running threads and the

@@ -121,3 +121,16 @@ def test_team_beside_workers_range_brackets_the_records():
     lo, hi = TEAM_BESIDE_WORKERS
     fresh2 = [39.7 / 29.6, 55.5 / 29.6, 45.4 / 29.6]      # ledger_d.jsonl means, w1/w2/w4 ÷ w0
     assert all(lo <= r <= hi + 0.005 for r in fresh2 + [0.95, 1.04, 1.31, 1.53])
+
+
+def test_plan_names_a_move_that_puts_workers_beside_the_team():
+    """A plan of workers=2 then 1 intra-op thread (the second user's plan, predicted 21.5 ms,
+    measured 29.6; its move 1 predicted 31.5, measured 55.5): the last state has no team, so
+    the plan's caveat for the whole is silent, and move 1's is named."""
+    from stepsim.scenarios.caveats import move_threads
+    from stepsim.scenarios.transforms import parse_fix
+    m = _team(host_model(0, 2, 25.0, 20.0, threads=2, parallel=0.86), 2)
+    moves = [parse_set("loader.num_workers=2"), parse_fix("intra_op_threads:threads=1")]
+    assert not [c for c in caveats(m, moves) if "busy worker(s)" in c]
+    said = move_threads(m, [], moves)
+    assert len(said) == 1 and said[0].startswith("after move 1: a team of 2 threads beside 2")
