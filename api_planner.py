@@ -200,7 +200,10 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
         from stepsim.report.charts import plot_plan
 
         plot_plan(p, plot)
-    return PlanResult(plan=p, warnings=caveats(m, [*base, *(mv.op for mv in p.moves)]))
+    from stepsim.scenarios.caveats import move_threads
+    moves = [mv.op for mv in p.moves]
+    return PlanResult(plan=p, warnings=caveats(m, [*base, *moves])
+                      + tuple(move_threads(m, base, moves)))
 
 
 @bounded

@@ -117,6 +117,24 @@ def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[st
             f"{where}: {w}" for w in said]
 
 
+def move_threads(model: StepModel, base: Sequence[Operation], moves: Sequence[Operation]
+                 ) -> list[str]:
+    """The team-beside-workers caveat of a plan's intermediate steps (after move ``k`` of
+    ``moves`` over ``base``, not the last, which :func:`caveats` gives): a move that puts
+    busy workers beside the team is priced with the stall the interval does not cover, even
+    when a later move ends it."""
+    out = []
+    for k in range(1, len(moves)):
+        try:
+            after = apply_with_notes(model, [*base, *moves[:k]])[0]
+        except ModelError:
+            continue
+        said = _oversubscribed_threads(after)
+        if said:
+            out.append(f"after move {k}: {said[-1]}")
+    return out
+
+
 def threads_caveat(model: StepModel, ops: Sequence[Operation] = ()) -> list[str]:
     """The oversubscribed intra-op threads caveat of ``model`` after ``ops`` (``[]`` when it
     has none, when the ops do not apply, or when they leave the co-running threads and the
@@ -159,14 +177,43 @@ def _oversubscribed_threads(after: StepModel) -> list[str]:
             f"prices roughly; torch.set_num_threads({n})")
     got = threads_outcome(after, n) if threads_candidates(after) else None
     if got is None:
-        return [f"{head} ends it, at a cost this model cannot price"]
-    if got.low >= 1.0:
-        return [f"{head} avoids it ({got.phrase()} as fast, --fix intra_op_threads)"]
-    if got.measured:
-        return [f"{head} ends it but runs {got.phrase()} as fast (its parallel efficiency "
-                "measured, --fix intra_op_threads)"]
-    return [f"{head} ends it but runs {got.phrase()} as fast by the unmeasured parallel "
-            "efficiency (--fix intra_op_threads:efficiency=E)"]
+        tail = f"{head} ends it, at a cost this model cannot price"
+    elif got.low >= 1.0:
+        tail = f"{head} avoids it ({got.phrase()} as fast, --fix intra_op_threads)"
+    elif got.measured:
+        tail = (f"{head} ends it but runs {got.phrase()} as fast (its parallel efficiency "
+                "measured, --fix intra_op_threads)")
+    else:
+        tail = (f"{head} ends it but runs {got.phrase()} as fast by the unmeasured parallel "
+                "efficiency (--fix intra_op_threads:efficiency=E)")
+    return [tail, _team_beside_workers(threads, lp.num_workers, lp.host_cores, after)]
+
+
+TEAM_BESIDE_WORKERS = (0.95, 1.88)
+"""Measured step wall beside 1–4 DataLoader workers over the same step at 0 workers, a
+training step on torch's default 2 intra-op threads, 2 cores (this project's machine, means of
+one or more runs each; details in docs/measurements.md#team-stall): the demo's CNN ×0.97–1.16
+at 2 workers (128 ms alone; 124–149 ms); the TEAM_STALL_PRIOR CNN (calibration/team_stall.py,
+2026-12-04, load 1.2–1.6) ×1.31–1.53 at 1 and ×1.14–1.36 at 2 (49.5–55.5 ms alone); a user's
+script (2026-12-05) ×0.95 and ×1.04 at 1 and 2; a second user's CNN (2026-12-05, load
+1.7–2.0, 29.6 ms alone) ×1.34, ×1.88 and ×1.53 at 1, 2 and 4 workers, where the model gave
+×1.00–1.04 with P10–P90 ±5–9 %. The extremes of these, not a fit."""
+
+
+def _team_beside_workers(threads: int, workers: int, cores: int, after: StepModel) -> str:
+    """The measured range of such steps (:data:`TEAM_BESIDE_WORKERS`) and why the interval
+    does not cover it: ``γ`` (``host.team_stall``) acts only while every team thread's core
+    has a runnable worker, which the simulated loader rarely gives (one batch is asked per
+    step, so one worker is busy at a time; on the second user's model the 2-worker step was
+    30.9 ms at ``γ`` 1 and 31.6 at ``γ`` 10 and 20)."""
+    lo, hi = TEAM_BESIDE_WORKERS
+    rng = after.host.team_stall_range
+    prior = (f"γ {rng[0]:g}–{rng[1]:g}" if rng is not None
+             else f"γ {after.host.team_stall:g}, not varied")
+    return (f"a team of {threads} threads beside {workers} busy worker(s) on {cores} cores was "
+            f"measured ×{lo:g}–{hi:g} its 0-worker step (2 cores, 4 CNNs, 2026-12-04/05), "
+            f"outside this interval: its team-stall prior ({prior}) acts only while every "
+            "team core has a busy worker; re-measure")
 
 
 def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]:

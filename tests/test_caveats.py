@@ -95,3 +95,42 @@ def test_the_threads_fix_says_its_step_at_both_ends_of_the_assumed_efficiency():
     given = [parse_set("loader.num_workers=1"),
              FixOp(name="intra_op_threads", args={"efficiency": 0.9})]
     assert not [c for c in caveats(m, given) if "assumed parallel efficiency" in c]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_team_beside_workers_states_the_measured_slowdown(workers):
+    """Beside busy workers a 2-thread team's step was measured ×0.95–1.88 its 0-worker wall
+    (scenarios.caveats.TEAM_BESIDE_WORKERS: 4 CNNs on 2 cores, the second user's ×1.34/1.88/
+    1.53 at 1/2/4 workers), which the interval (γ drawn 1–10) does not cover: the caveat says
+    so, with the measured range and the prior it draws."""
+    m = host_model(0, 2, 5.0, 20.0, threads=2, parallel=0.8)
+    m = m.model_copy(update={"host": m.host.model_copy(update={
+        "team_stall": 5.5, "team_stall_range": (1.0, 10.0)})})
+    got = caveats(m, [parse_set(f"loader.num_workers={workers}")])
+    hit = [c for c in got if "busy worker(s)" in c]
+    assert len(hit) == 1 and len(hit[0]) <= 280
+    said = hit[0]
+    assert f"a team of 2 threads beside {workers} busy worker(s) on 2 cores" in said
+    assert "×0.95–1.88" in said and "outside this interval" in said and "γ 1–10" in said
+    assert any("torch.set_num_threads(1)" in c for c in got)      # the advice is kept
+
+
+def test_team_beside_workers_range_brackets_the_records():
+    """The stated range holds every measured ratio it names (extremes, not a fit)."""
+    from stepsim.scenarios.caveats import TEAM_BESIDE_WORKERS
+    lo, hi = TEAM_BESIDE_WORKERS
+    fresh2 = [39.7 / 29.6, 55.5 / 29.6, 45.4 / 29.6]      # ledger_d.jsonl means, w1/w2/w4 ÷ w0
+    assert all(lo <= r <= hi + 0.005 for r in fresh2 + [0.95, 1.04, 1.31, 1.53])
+
+
+def test_plan_names_a_move_that_puts_workers_beside_the_team():
+    """A plan of workers=2 then 1 intra-op thread (the second user's plan, predicted 21.5 ms,
+    measured 29.6; its move 1 predicted 31.5, measured 55.5): the last state has no team, so
+    the plan's caveat for the whole is silent, and move 1's is named."""
+    from stepsim.scenarios.caveats import move_threads
+    from stepsim.scenarios.transforms import parse_fix
+    m = _team(host_model(0, 2, 25.0, 20.0, threads=2, parallel=0.86), 2)
+    moves = [parse_set("loader.num_workers=2"), parse_fix("intra_op_threads:threads=1")]
+    assert not [c for c in caveats(m, moves) if "busy worker(s)" in c]
+    said = move_threads(m, [], moves)
+    assert len(said) == 1 and said[0].startswith("after move 1: a team of 2 threads beside 2")
