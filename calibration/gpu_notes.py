@@ -17,7 +17,7 @@ from stepsim.calibration.intervals import exposed_ns, union, union_len
 from stepsim.calibration.step_fit import StepFit
 from stepsim.calibration.steps import DATALOADER_RE, Step
 from stepsim.calibration.trace_context import TraceContext
-from stepsim.models.metrics import INPUT_WAIT_SHARE
+from stepsim.models.bottleneck import INPUT_WAIT_SHARE
 from stepsim.models.params import DurationSpec, LoaderParams
 
 __all__ = ["fit_notes", "step_stats", "input_stalls", "ASSUMED_HOST_CORES", "STEP_CV_WARN",
