@@ -116,3 +116,21 @@ def later_run(data: dict, offset_us: float = 6e7, quiet: bool = False) -> dict:
             if r.get("t_end_us") is not None:
                 r["t_end_us"] += offset_us
     return data
+
+
+def replicate_copy(src: Path, dst: Path, factor: float, **loader) -> Path:
+    """A copy of capture ``src`` whose every CPU time is ``factor``× (a slower host), captured
+    later without outside load (:func:`later_run` with ``quiet``); ``loader``: fields of its
+    ``loader`` section changed."""
+    import json
+    import shutil
+
+    shutil.copytree(src, dst)
+    data = json.loads((dst / "sidecar.json").read_text())
+    for rec in data["produce"] + data["steps"]:
+        for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
+            if rec.get(k) is not None:
+                rec[k] *= factor
+    data["loader"].update(loader)
+    (dst / "sidecar.json").write_text(json.dumps(later_run(data, quiet=True)))
+    return dst

@@ -18,7 +18,7 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_set
 from stepsim.simcore.errors import InputError
-from tests.conftest import later_run
+from tests.conftest import later_run, replicate_copy
 
 
 def test_interval_closed_form():
@@ -45,22 +45,9 @@ def test_identical_runs_leave_the_priors_spread():
     assert host_speed_interval([1.0, 1.0, 1.0], (1.0, 1.0)) == pytest.approx((1.0, 1.0, 1.0))
 
 
-def _replicate(src, dst, factor: float, **loader):
-    """A copy of capture ``src`` whose every CPU time is ``factor``× (a slower host), captured
-    later."""
-    shutil.copytree(src, dst)
-    data = json.loads((dst / "sidecar.json").read_text())
-    for rec in data["produce"] + data["steps"]:
-        for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
-            if rec.get(k) is not None:
-                rec[k] *= factor
-    data["loader"].update(loader)
-    (dst / "sidecar.json").write_text(json.dumps(later_run(data, quiet=True)))
-    return dst
-
 
 def test_replicate_measures_speed_and_widens_interval(cpu_run_nw1, tmp_path):
-    slow = _replicate(cpu_run_nw1, tmp_path / "slow", 1.2)
+    slow = replicate_copy(cpu_run_nw1, tmp_path / "slow", 1.2)
     w0 = identical_work_us(load_sidecar(cpu_run_nw1 / "sidecar.json"))
     assert identical_work_us(load_sidecar(slow / "sidecar.json")) == pytest.approx(1.2 * w0)
     base = calibrate(cpu_run_nw1)
@@ -87,7 +74,7 @@ def test_replicate_measures_speed_and_widens_interval(cpu_run_nw1, tmp_path):
 
 
 def test_replicate_of_another_setting_is_refused(cpu_run_nw1, tmp_path):
-    other = _replicate(cpu_run_nw1, tmp_path / "other", 1.0, num_workers=3)
+    other = replicate_copy(cpu_run_nw1, tmp_path / "other", 1.0, num_workers=3)
     with pytest.raises(InputError, match="num_workers is 3") as e:
         calibrate(cpu_run_nw1, replicates=[other])
     assert str(other) in str(e.value)
@@ -105,7 +92,7 @@ def test_replicate_from_another_host_is_refused(cpu_run_nw1, tmp_path, field, va
     """The run-to-run speed is of the capture's host: a replicate whose sidecar names another
     host, core count or device is refused; before, its CPU-time ratio was taken as this
     host's speed (exit 0)."""
-    other = _replicate(cpu_run_nw1, tmp_path / "other", 1.0)
+    other = replicate_copy(cpu_run_nw1, tmp_path / "other", 1.0)
     data = json.loads((other / "sidecar.json").read_text())
     data[field] = value
     if field == "host_cores":   # another host's usable cores: at most its cpu_count
@@ -123,7 +110,7 @@ def test_calibration_replays_the_capture_at_its_own_speed(cpu_run_nw1, tmp_path)
     without replicates, and no "model misses something" warning that the replicate made."""
     from stepsim import api
 
-    slow = _replicate(cpu_run_nw1, tmp_path / "slow", 2.0)
+    slow = replicate_copy(cpu_run_nw1, tmp_path / "slow", 2.0)
     base = api.calibrate(cpu_run_nw1)
     rep = api.calibrate(cpu_run_nw1, replicates=[slow])
     win = window_speed(load_sidecar(cpu_run_nw1 / "sidecar.json")) or 1.0
@@ -215,7 +202,7 @@ def test_window_speed_closed_form(early_window, tmp_path):
     fast = predict(plain, ops, steps=60, warmup=10, seed=0).mean_step_us
     assert predict(a.model, ops, steps=60, warmup=10, seed=0).mean_step_us > 1.05 * fast
 
-    rep = _replicate(moved, tmp_path / "rep", 1.2)    # 1.2x the capture's run
+    rep = replicate_copy(moved, tmp_path / "rep", 1.2)    # 1.2x the capture's run
     m = calibrate(moved, replicates=[rep])
     assert m.host.speed_runs == pytest.approx([1 / 0.75, 1.2 / 0.75], rel=1e-6)
     assert m.host.cpu_scale == pytest.approx(math.sqrt(1.2) / 0.75, rel=1e-6)

@@ -13,20 +13,8 @@ from stepsim.calibration.host_noise import loaded_replicates
 from stepsim.calibration.measure import remeasured_load
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.models.host_speed import LOAD_WARN
-from tests.conftest import later_run
+from tests.conftest import later_run, replicate_copy
 
-
-def _quiet(src, dst, factor: float):
-    """A copy of capture ``src`` whose CPU times are ``factor``× and whose threads never
-    waited for a core (run-queue waits 0: no outside load by construction), captured later."""
-    shutil.copytree(src, dst)
-    data = json.loads((dst / "sidecar.json").read_text())
-    for rec in data["produce"] + data["steps"]:
-        for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
-            if rec.get(k) is not None:
-                rec[k] *= factor
-    (dst / "sidecar.json").write_text(json.dumps(later_run(data, quiet=True)))
-    return dst
 
 
 def _loaded(src, dst, stretch: float = 2.0):
@@ -66,7 +54,7 @@ def test_loaded_replicate_held_closed_form(cpu_run_nw1, tmp_path):
     its runnable threads could have held at least doubles, so its held share is at most half
     the capture's (and far below 1 / (1 + LOAD_WARN)); a quiet copy is not loaded."""
     busy = _loaded(cpu_run_nw1, tmp_path / "busy")
-    quiet = _quiet(cpu_run_nw1, tmp_path / "quiet", 1.2)
+    quiet = replicate_copy(cpu_run_nw1, tmp_path / "quiet", 1.2)
     load0 = remeasured_load(load_sidecar(cpu_run_nw1 / "sidecar.json"))
     load = remeasured_load(load_sidecar(busy / "sidecar.json"))
     assert load.cpu_us == pytest.approx(load0.cpu_us, rel=0.05)
@@ -80,7 +68,7 @@ def test_loaded_replicate_held_closed_form(cpu_run_nw1, tmp_path):
 def test_loaded_replicate_is_left_out_of_the_noise(cpu_run_nw1, tmp_path):
     """Capture + a quiet replicate 1.2× slower + a loaded one: the noise is measured by the
     first two alone (before, the loaded run was a third speed), and a warning counts it."""
-    quiet = _quiet(cpu_run_nw1, tmp_path / "quiet", 1.2)
+    quiet = replicate_copy(cpu_run_nw1, tmp_path / "quiet", 1.2)
     busy = _loaded(cpu_run_nw1, tmp_path / "busy")
     both = calibrate(cpu_run_nw1, replicates=[quiet])
     model = calibrate(cpu_run_nw1, replicates=[quiet, busy])
