@@ -251,10 +251,13 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
     return res
 
 
-UNPROFILED_STEPS = 4
+UNPROFILED_STEPS = 8
 """Unprofiled steps timed right before and again right after the profiled window of a
 capture: the profiler's own cost is measured against them
-(:mod:`calibration.profiler_overhead`)."""
+(:mod:`calibration.profiler_overhead`), and so is the host's speed in a replicate against the
+capture (:func:`calibration.profiler_overhead.unprofiled_views`; 8, not 4: from 4 + 4, one
+replicate of a demo of 2026-12-05 04:12 read 1.21 where its two others read 0.92-0.95;
+about 0.7 s more a demo)."""
 
 
 def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
