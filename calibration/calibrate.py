@@ -141,20 +141,26 @@ def _job_speeds(ranks: dict[str, Path], replicates: list[tuple[Path, dict[str, P
                 ) -> list[float]:
     """The host speed factors of a multi-rank capture and its replicates (folders of the same
     ranks' sidecars): per rank :func:`calibration.host_noise.replicate_speeds` against that
-    rank's sidecar in each replicate, then per run the geometric mean over the ranks (the
-    ranks share the host, so its speed is one per run)."""
+    rank's sidecar in each replicate, on their unprofiled steps where every run has them
+    (:func:`calibration.profiler_overhead.unprofiled_views`), then per run the geometric mean
+    over the ranks (the ranks share the host, so its speed is one per run)."""
     import numpy as np
 
     from stepsim.calibration.host_noise import replicate_speeds
+    from stepsim.calibration.profiler_overhead import unprofiled_views
 
     for path, sides in replicates:
         if list(sides) != list(ranks):
             raise InputError(path, f"not a replicate of the capture: its rank sidecars are "
                                    f"{', '.join(sides) or 'none'}, the capture's "
                                    f"{', '.join(ranks)}")
-    per_rank = [replicate_speeds(side, load_sidecar(side),
-                                 [(sides[k], load_sidecar(sides[k])) for _, sides in replicates])
-                for k, side in ranks.items()]
+    per_rank = []
+    for k, side in ranks.items():
+        # compared on the unprofiled steps (calibration.profiler_overhead.unprofiled_views)
+        cap, *reps = unprofiled_views([load_sidecar(side)] + [load_sidecar(sides[k])
+                                                              for _, sides in replicates])
+        per_rank.append(replicate_speeds(side, cap, [(sides[k], rep) for (_, sides), rep
+                                                     in zip(replicates, reps)]))
     return [float(np.exp(np.mean(np.log(run)))) for run in zip(*per_rank)]
 
 

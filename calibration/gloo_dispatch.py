@@ -46,8 +46,9 @@ def gloo_dir(path: Path) -> StepModel | None:
     if any(t.gpu_mask().any() for t in tables) or not any(is_gloo(t) for t in tables):
         return None
     check_job(tables)
-    sidecars = sidecars_by_rank(sorted(path.glob("*sidecar*.json")))
-    return missing_ranks(calibrate_gloo(tables, sidecars), path)
+    agree: list[str] = []
+    sidecars = sidecars_by_rank(sorted(path.glob("*sidecar*.json")), agree)
+    return missing_ranks(_warned(calibrate_gloo(tables, sidecars), agree), path)
 
 
 def _gloo_job(table) -> bool:
@@ -70,9 +71,17 @@ def _capture_ranks(dirs: list[Path]) -> StepModel | None:
     if any(t.gpu_mask().any() for t in tables) or not any(is_gloo(t) for t in tables):
         return None
     check_job(tables)
+    agree: list[str] = []
     sidecars = sidecars_by_rank([d / "sidecar.json" for d in dirs
-                                 if (d / "sidecar.json").is_file()])
-    return missing_ranks(calibrate_gloo(tables, sidecars), dirs[0].parent)
+                                 if (d / "sidecar.json").is_file()], agree)
+    return missing_ranks(_warned(calibrate_gloo(tables, sidecars), agree), dirs[0].parent)
+
+
+def _warned(model: StepModel, warnings: list[str]) -> StepModel:
+    if not warnings:
+        return model
+    meta = model.meta.model_copy(update={"warnings": [*warnings, *model.meta.warnings]})
+    return model.model_copy(update={"meta": meta})
 
 
 def check_job(tables) -> None:
@@ -99,13 +108,18 @@ def check_job(tables) -> None:
                     t.base_ns + int(t.ts_ns.max())) for t in tables if len(t)])
 
 
-def sidecars_by_rank(files) -> dict:
-    """The capture sidecars with a DDP record, by the rank they record (``ddp.rank``).
+def sidecars_by_rank(files, warnings: list[str] | None = None) -> dict:
+    """The capture sidecars with a DDP record, by the rank they record (``ddp.rank``), checked
+    to agree where the ranks of one job must (:mod:`calibration.rank_agree`; its warnings
+    are appended to ``warnings``).
 
     Raises:
         InputError: two sidecars recording one rank (the later would replace the earlier,
-            and its rank's profiler factor and thread times would be another rank's).
+            and its rank's profiler factor and thread times would be another rank's), or two
+            that disagree on a setting every rank of one job shares.
     """
+    from stepsim.calibration.rank_agree import check_ranks_agree
+
     out, where = {}, {}
     for f in files:
         side = load_sidecar(f)
@@ -116,6 +130,9 @@ def sidecars_by_rank(files) -> dict:
             raise InputError(f, f"records rank {ddp.rank} (ddp.rank), as {where[ddp.rank].name} "
                              "does: two sidecars of one rank (a copied or mislabelled sidecar)")
         out[ddp.rank], where[ddp.rank] = side, Path(f)
+    warns = check_ranks_agree({r: (where[r], out[r]) for r in out})
+    if warnings is not None:
+        warnings += warns
     return out
 
 

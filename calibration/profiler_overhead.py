@@ -33,7 +33,7 @@ import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 
-__all__ = ["OverheadFactor", "overhead_factor", "MIN_STEPS"]
+__all__ = ["OverheadFactor", "overhead_factor", "MIN_STEPS", "unprofiled_views"]
 
 MIN_STEPS = 2
 """Fewest unprofiled and profiled steps a factor is measured from."""
@@ -131,3 +131,21 @@ def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
                                        "profiled steps, per rank"}
     return ({r: f.factor if f is not None else 1.0 for r, f in got.items()}, notes,
             max(f.half_log for f in measured.values()))
+
+
+def unprofiled_views(sides: list[Sidecar]) -> list[Sidecar]:
+    """The sidecars of one rank's capture and replicates, each holding only its unprofiled
+    steps (``profiler_on`` false), when every one has more than :data:`MIN_STEPS` of them;
+    else unchanged. The host's speed in a replicate against the capture is compared on them
+    (:func:`calibration.host_noise.replicate_speeds`): the model's host durations are the
+    capture's *unprofiled* ones (scaled by its factor above), and the profiler's own cost
+    differs from run to run (on the DDP demo, 2026-12-05: 1.8-2.0 ms of main-thread CPU a
+    step in the capture, the plan's first profiled run, against 0.8-1.4 ms in its three
+    replicates), so profiled CPU takes that difference for the host's speed (there, a centre
+    of 0.944 against 0.967 from the unprofiled steps, which predicts every row 0.4-0.5 ms
+    slower).
+    """
+    views = [[s for s in side.steps if s.profiler_on is False] for side in sides]
+    if any(len(v) <= MIN_STEPS for v in views):
+        return list(sides)
+    return [side.model_copy(update={"steps": v}) for side, v in zip(sides, views)]

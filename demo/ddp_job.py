@@ -57,6 +57,12 @@ class RunResult:
     rank: int
     step_starts_us: list[float] = field(default_factory=list)
     barrier_us: list[float] = field(default_factory=list)
+    phases: list[list[float]] = field(default_factory=list)
+    """Per step: wall instants (µs, ``perf_counter``) of the forward's end, backward's start
+    (after the barrier, if any), the last gradient's hook (backward's compute done: what
+    follows is the wait for the outstanding all-reduces), backward's end and the optimizer's
+    end, then the training thread's CPU (µs, ``thread_time``) at the step's start and at the
+    same five points."""
     buckets: dict = field(default_factory=dict)
     threads: list[dict] = field(default_factory=list)
 
@@ -189,29 +195,43 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(BATCH, width, generator=g), torch.randn(BATCH, width, generator=g)
     res = RunResult(run.label, rank)
+    pc, tt = time.perf_counter, time.thread_time
+    grad_at = [0.0, 0.0]     # the last gradient hook's (wall, thread CPU) of the step
+
+    def _grad_mark(grad):
+        grad_at[0], grad_at[1] = pc(), tt()
+
+    hooks = [p.register_hook(_grad_mark) for p in model.module.parameters() if p.requires_grad]
 
     def step():
-        t0 = time.perf_counter()
+        t0, c0 = pc(), tt()
         res.step_starts_us.append(t0 * 1e6)
         with torch.profiler.record_function("forward"):
             out = model(x)
             if run.straggler_ms and rank == run.straggler_rank:
                 spin(run.straggler_ms)
             loss = torch.nn.functional.mse_loss(out, y)
+        t1, c1 = pc(), tt()
         if run.barrier:
             b0 = time.perf_counter()
             dist.barrier()
             res.barrier_us.append((time.perf_counter() - b0) * 1e6)
+        t2, c2 = pc(), tt()
         with torch.profiler.record_function("backward"):
             loss.backward()
+        t3, c3 = pc(), tt()
         with torch.profiler.record_function("optimizer"):
             opt.step()
             opt.zero_grad(set_to_none=True)
+        t4, c4 = pc(), tt()
+        res.phases.append([v * 1e6 for v in (t1, t2, grad_at[0], t3, t4,
+                                             c0, c1, c2, grad_at[1], c3, c4)])
 
     for _ in range(run.warmup):
         step()
     res.step_starts_us.clear()
     res.barrier_us.clear()
+    res.phases.clear()
     if run.profile_dir:
         before, after = _profiled(rank, run, model, step)
     else:
@@ -222,6 +242,8 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
         res.step_starts_us.append(time.perf_counter() * 1e6)
         after = thread_stats()
     res.threads = thread_deltas(before, after, threading.get_native_id())
+    for h in hooks:
+        h.remove()
     data = model._get_ddp_logging_data()
     res.buckets = {k: data.get(k) for k in ("bucket_sizes", "rebuilt_bucket_sizes",
                                              "rebuilt_per_bucket_param_indices",
@@ -229,10 +251,13 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
     return res
 
 
-UNPROFILED_STEPS = 4
+UNPROFILED_STEPS = 8
 """Unprofiled steps timed right before and again right after the profiled window of a
 capture: the profiler's own cost is measured against them
-(:mod:`calibration.profiler_overhead`)."""
+(:mod:`calibration.profiler_overhead`), and so is the host's speed in a replicate against the
+capture (:func:`calibration.profiler_overhead.unprofiled_views`; 8, not 4: from 4 + 4, one
+replicate of a demo of 2026-12-05 04:12 read 1.21 where its two others read 0.92-0.95;
+about 0.7 s more a demo)."""
 
 
 def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
