@@ -154,6 +154,29 @@ def report(model: str | Path | StepModel, ops: Sequence = (), *, output=None, le
                         else describe_ops(todo), todo))
     from stepsim.views import report as run
 
-    return run(load_model(model), whatifs, output=output, ledger=ledger, measured=measured,
+    model = load_model(model)
+    if len(whatifs) > 1:
+        _each_alone(model, whatifs)
+    return run(model, whatifs, output=output, ledger=ledger, measured=measured,
                draws=draws, plot_steps=plot_steps, with_plan=with_plan, progress=progress,
                **sim_kw(steps, warmup, seed, jobs))
+
+
+def _each_alone(model, whatifs) -> None:
+    """Apply each of the report's what-ifs to ``model`` before any simulation; one that does
+    not apply raises its ModelError with the reason it was applied alone: a fresh user's
+    ``report --set loader.num_workers=2 --fix intra_op_threads`` (2026-12-05) was refused
+    after 3 s as "its 2 intra-op threads and 0 DataLoader thread(s) fit the 2 cores", with
+    nothing saying that the report had not applied the ``--set`` first."""
+    from stepsim.scenarios.transforms import apply_ops
+    from stepsim.simcore.errors import ModelError
+
+    for name, todo in whatifs:
+        try:
+            apply_ops(model, todo)
+        except ModelError as e:
+            raise type(e)(
+                f"{e} (report makes one what-if of each operation alone, here {name}: to "
+                "combine operations, list them in one --scenario file, e.g. 'ops: [{op: set, "
+                "path: loader.num_workers, value: 2}, {op: fix, name: intra_op_threads}]')"
+            ) from e

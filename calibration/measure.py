@@ -335,19 +335,26 @@ def _slowdown(load: OutsideLoad | None) -> float | None:
 
 def remeasured_load(side) -> OutsideLoad | None:
     """The outside load on the re-measured capture ``side``, read as calibration reads a
-    capture's (:mod:`calibration.outside_load`), over its profiled window and over the settled
-    unprofiled steps a validation scores (:func:`settled_after`, when at least
-    :data:`MIN_AFTER_STEPS`): the more loaded of the two, its ``where`` saying which; None when
-    the sidecar cannot tell (no cores, no instants, no busy interval, nothing held)."""
+    capture's (:mod:`calibration.outside_load`), over the steps a validation scores: the
+    settled unprofiled steps (:func:`settled_after`) when there are at least
+    :data:`MIN_AFTER_STEPS` of them, else its profiled window, its ``where`` saying which;
+    None when the sidecar cannot tell (no cores, no instants, no busy interval, nothing held).
+
+    Only the scored span counts: a fresh user's run loaded in its profiled window (held 86 %)
+    and not over its 36 scored steps (93 %, 2026-12-05) was set apart from the ledger's score,
+    its −19.7 % error excused by load its scored steps did not have (the window's load was
+    taken whenever it was the larger); a run quiet in its window and loaded over its scored
+    steps stays flagged (``tests/test_scored_load.py``)."""
     nw = side.loader.num_workers
     recs = steady_records(side, nw)
     tpw = fit_produce(recs, nw, side.host_cores)[1] if recs else 1
     tt = side.torch_num_threads or 1
-    loads = [(outside_load(side, nw, tpw, tt), "its profiled window")]
     after = settled_after(side).steps
     if len(after) >= MIN_AFTER_STEPS:
-        loads.append((outside_load(side, nw, tpw, tt, steps=after),
-                      f"the {len(after)} unprofiled steps it is scored on"))
+        loads = [(outside_load(side, nw, tpw, tt, steps=after),
+                  f"the {len(after)} unprofiled steps it is scored on")]
+    else:
+        loads = [(outside_load(side, nw, tpw, tt), "its profiled window")]
     loads = [(lo, w) for lo, w in loads if lo is not None and lo.held > 0]
     if not loads:
         return None

@@ -51,6 +51,7 @@ def plan_dict(p: Plan) -> dict:
                        "next_label": m.prediction.bottleneck_label,
                        **_ceiling_keys(m.largest_ceiling),
                        "within_host_noise": n["within_host_noise"] if n else None,
+                       "enables": m.enables,
                        "tried": [{"op": d, "mean_step_ms": None if s is None else us_to_ms(s)}
                                  for d, s in m.tried]} for m, n in zip(p.moves, noise)],
             "host_noise_pct": next((n["host_noise_pct"] for n in noise if n), None),
@@ -73,6 +74,8 @@ def plan_rows(p: Plan, arrow: str = "->", x=_x) -> list[tuple[str, ...]]:
         fix = m.op.describe().removeprefix("fix ")
         if above is None or m.relieves.key != above.key:
             fix += f" {arrow} {m.relieves.label}"
+        if m.enables:
+            fix += f" (for move {i + 1})"
         rows.append((str(i), fix, _ms(m.prediction.mean_step_us), _interval(m.prediction),
                      x(m.speedup), m.prediction.bottleneck_label,
                      nxt(m.largest_ceiling, m.prediction.bottleneck)))
@@ -111,6 +114,11 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
     if mix:
         c.print(f"final step, device time by category as a share of the step (streams run "
                 f"side by side, so the shares can add up past 100%): {mix}")
+    for i, m in enumerate(p.moves, 1):
+        if m.enables and i < n:
+            c.print(f"move {i} gains {_x(m.speedup)} alone: it is taken for move {i + 1}, "
+                    f"{m.enables}, which gains only after it "
+                    f"({_x(m.before_step_us / p.moves[i].prediction.mean_step_us)} together)")
     c.print(f"stop: {p.stop}")
     noise = [(i, host_noise(m.prediction.model, m.speedup)) for i, m in enumerate(p.moves, 1)]
     within = [(i, n) for i, n in noise if n and n["within_host_noise"]]

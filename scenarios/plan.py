@@ -16,6 +16,13 @@ copy's removal would gain more), so a plan reports both, each under its own name
    helping), then keep the fix with the shortest step;
 3. if none shortens the step by ``min_gain``, go down the ranking to the next component whose
    ceiling still promises ``min_gain`` (a straggler can be fixed while GEMMs dominate);
+3b. if still none, look one move ahead (:func:`_pair_move`): a candidate for the top
+   component that gains nothing alone may open the way for a fix of the bottleneck it leaves
+   (DataLoader workers beside torch's intra-op team on too few cores stall it, and
+   ``intra_op_threads`` ends the stall: a user's CNN at ``num_workers=0``, 2 cores, 2
+   threads, predicted 0.98x with 2 workers alone and 1.72x with one thread beside them;
+   re-measured 1.5x at 4 workers and one thread, 2026-12-05); both are taken, as two moves,
+   the first marked as enabling the second;
 4. apply the fix found and repeat; when no component has one, stop and say what the
    component with the largest ceiling would need: a fix of another kind (numerics,
    algorithm, hardware) if one addresses it, else a change to the algorithm or the
@@ -55,6 +62,8 @@ class Move:
             relieve first (None: no component left).
         tried: every candidate evaluated this round, as (description, mean step µs or None
             when it did not apply).
+        enables: for a move taken for the one after it (the round's look-ahead), that
+            move's description; None otherwise.
     """
 
     op: FixOp
@@ -63,6 +72,7 @@ class Move:
     prediction: Prediction
     largest_ceiling: CeilingRow | None
     tried: tuple[tuple[str, float | None], ...]
+    enables: str | None = None
 
     @property
     def speedup(self) -> float:
@@ -182,6 +192,38 @@ def _next_move(model: StepModel, ops: list[Operation], report: CeilingReport,
     return None, stop
 
 
+def _pair_move(model: StepModel, ops: list[Operation], report: CeilingReport,
+               allow: Sequence[str], fix_args: dict[str, dict], min_gain: float,
+               knee_tol: float, sim: tuple[int, int, int], jobs: int) -> tuple | None:
+    """The look-ahead round (module docstring, 3b): for the top component's candidates that
+    apply but gain under ``min_gain``, each followed by the allowed fixes of the bottleneck
+    it leaves; ``(row, first op, its prediction, second op, the pair's prediction, tried)``
+    for the fastest pair
+    that gains ``min_gain`` over the step before, else None."""
+    row = report.top
+    if row is None:
+        return None
+    before = report.baseline.mean_step_us
+    done = {op.name for op in ops if isinstance(op, FixOp)}
+    cands = _candidates(report.baseline.model, row.key, allow, fix_args, done)[0]
+    firsts = [(c, p) for c, p in zip(cands, run_many(
+        _try, [(model, ops + [c], *sim) for c in cands], jobs=jobs)) if p is not None]
+    pairs = []
+    for c, p in firsts:
+        seconds = _candidates(p.model, p.bottleneck, allow, fix_args, done | {c.name})[0]
+        pairs += [(c, p, d) for d in seconds if d.name != c.name]
+    preds = run_many(_try, [(model, ops + [c, d], *sim) for c, _, d in pairs], jobs=jobs)
+    ok = [(c, p, d, q) for (c, p, d), q in zip(pairs, preds) if q is not None]
+    if not ok:
+        return None
+    c, p, d, q = min(ok, key=lambda x: x[3].mean_step_us)
+    if before / q.mean_step_us < 1 + min_gain:
+        return None
+    tried = tuple((f"{a.describe()}; {b.describe()}", None if r is None else r.mean_step_us)
+                  for (a, _, b), r in zip(pairs, preds))
+    return row, c, p, d, q, tried
+
+
 def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] = SYSTEMS_ONLY,
          fix_args: dict[str, dict] | None = None, min_gain: float = 0.02,
          knee_tol: float = 0.01, max_moves: int = 8, steps: int | None = None, warmup: int = 20,
@@ -220,6 +262,19 @@ def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] 
         before = report.baseline.mean_step_us
         found, why = _next_move(model, ops, report, allow, fix_args, min_gain, knee_tol,
                                 (steps, warmup, seed), jobs)
+        if found is None and rnd + 2 <= max_moves:
+            pair = _pair_move(model, ops, report, allow, fix_args, min_gain, knee_tol,
+                              (steps, warmup, seed), jobs)
+            if pair is not None:
+                row, op, pred, second, both, tried = pair
+                ops.append(op)
+                report = ceilings(model, ops, jobs=jobs, baseline=pred, **sim)
+                moves.append(Move(op, row, before, report.baseline, report.top, tried,
+                                  enables=second.describe()))
+                before = report.baseline.mean_step_us
+                keys = FIXES[second.name].relieves
+                row2 = next((r for r in report.rows if r.key in keys), report.top or row)
+                found = (row2, second, both, ((second.describe(), both.mean_step_us),))
         if found is None:
             stop = why
             break
@@ -233,7 +288,8 @@ def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] 
         baseline = predict(model, base, intervals=draws, jobs=jobs, **sim)
         moves = [Move(m.op, m.relieves, m.before_step_us,
                       predict(model, list(base) + [x.op for x in moves[:i + 1]],
-                              intervals=draws, jobs=jobs, **sim), m.largest_ceiling, m.tried)
+                              intervals=draws, jobs=jobs, **sim), m.largest_ceiling, m.tried,
+                      m.enables)
                  for i, m in enumerate(moves)]
     final = report.baseline
     share = {c: us / final.mean_step_us for c, us in final.summary.device_category_us.items()}

@@ -116,3 +116,21 @@ def test_diagnose_names_it_when_it_applies(nw, named):
                  if w["fix"].startswith("intra_op_threads"))
         assert w["step_us"] / 1e3 == pytest.approx((200.0 + _one_thread_ms(0.75)) / 2, rel=0.01)
         assert w["offered"]
+
+
+def test_plan_looks_one_move_ahead_when_workers_alone_stall_the_team():
+    """A fresh user's CNN (2026-12-05, 2 cores, torch's default 2 threads, num_workers=0):
+    workers alone predicted 0.93-0.98x (the team stalls beside them) and intra_op_threads does
+    not apply without workers, so the greedy plan stopped at 1.00x while 2 workers and one
+    thread predicted 1.72x (re-measured 1.5x at 4 workers). Here: a 60 ms batch on the main
+    thread and a 40 ms step, team stall 10: 2 workers alone gain under the plan's 5 %, so it
+    takes them for the next move, one thread beside 2 always-busy workers: (60 + 58) / 2 ms."""
+    m = _captured(0, 60.0)
+    m = m.model_copy(update={"host": m.host.model_copy(update={"team_stall": 10.0})})
+    p = api.plan(m, min_gain=0.05, steps=40, warmup=10, draws=0, jobs=1).to_dict()
+    first, second = p["moves"][:2]
+    assert first["fix"].startswith("fix more_workers") and first["speedup"] < 1.05
+    assert first["enables"] == second["fix"] == "fix intra_op_threads(threads=1)"
+    assert second["enables"] is None
+    assert second["mean_step_ms"] == pytest.approx((60.0 + _one_thread_ms(0.75)) / 2, rel=0.01)
+    assert p["speedup"] > 1.6
