@@ -2,9 +2,17 @@
 (exit 2, no traceback), dropped and counted, or bounded in time."""
 from __future__ import annotations
 
+import json
+
+import pytest
+
+from stepsim.models.params import save_model
 from stepsim.scenarios.validate import ledger_line
+from stepsim.simcore.errors import InputError
 from tests.test_ledger import _rec
-from tests.test_quirks import cli
+from tests.test_batch_size_whatif import cpu_model
+from tests.test_quirks import cli, one_line_error
+from tests.test_sidecar_cross import _sidecar
 
 
 def test_a_long_ledger_shows_its_latest_rows_and_scores_them_all(tmp_path):
@@ -20,3 +28,86 @@ def test_a_long_ledger_shows_its_latest_rows_and_scores_them_all(tmp_path):
     assert "150 earlier record(s) not shown" in out and "counts all 250" in out
     assert "run149 " not in out and "run150 " in out and "run249 " in out
     assert "250 out-of-sample predictions" in out
+
+
+@pytest.mark.parametrize("edit,first", [
+    (lambda d: d["produce"][2].update(cpu_us=5000.0),
+     "produce.2: thread CPU 5000 µs past its wall_us of 100 µs"),
+    (lambda d: d["probe"]["produce"][0].update(cpu_us=1e6, wall_us=1e4),
+     "probe.produce.0: thread CPU 1e+06 µs past its wall_us of 10000 µs"),
+])
+def test_a_batch_whose_thread_cpu_passes_its_wall_is_dropped(tmp_path, edit, first):
+    """A batch whose producing thread ran 50x its wall (one thread runs on one core at a
+    time) was kept and fitted; the clocks' own error (at most 120 µs over 48,000 real
+    records) stays within the slack."""
+    side = _sidecar(tmp_path, edit)
+    (note,) = side.dropped
+    assert "dropped 1 of 4" in note and f"(first: {first}" in note, note
+    ok = _sidecar(tmp_path, lambda d: d["produce"][2].update(cpu_us=1100.0 - 1))
+    assert ok.dropped == [] and len(ok.produce) == 4
+
+
+@pytest.mark.parametrize("field,wall", [("cpu_us", "wall_us"), ("next_cpu_us", "next_wall_us")])
+def test_a_step_whose_thread_cpu_passes_its_wall_is_refused(tmp_path, field, wall):
+    """A step record of 0 µs wall holding 81 ms of main-thread CPU calibrated (exit 0); a
+    step record is not dropped (its place is its step's number): the file is refused."""
+    with pytest.raises(InputError) as e:
+        _sidecar(tmp_path, lambda d: d["steps"][1].update({field: 5e4}))
+    assert f"bad sidecar record steps.1: {field} 50000 µs past its {wall}" in str(e.value)
+
+
+def _team_model(threads: int, nw: int = 8, **loader):
+    m = cpu_model(nw, produce_ms=40, train_ms=20, cores=2, **loader)
+    ops = [op.model_copy(update={"threads": threads, "parallel_fraction": 0.9})
+           if op.kind == "cpu" else op for op in m.host.ops]
+    return m.model_copy(update={"host": m.host.model_copy(update={"ops": ops})})
+
+
+def test_a_big_team_bounds_the_chosen_step_count():
+    """A team of 256 threads beside 8 workers on 2 cores simulated about 20 steps a second,
+    and a chosen step count went to 10,000 (a ``whatif`` did not end in 400 s): its thread
+    pieces (256 + 1 a slice, 8 slices; one batch's thread) count toward the simulated work, so
+    the count and each draw's stop at that work's bound."""
+    from stepsim.scenarios.stepcount import (FIRST_STEPS, MAX_WORK, draw_bound, step_bound,
+                                             thread_pieces)
+
+    m = _team_model(256)
+    assert thread_pieces(m) == 8 * 257 + 1
+    assert step_bound(m) == MAX_WORK // (len(m.host.ops) + 8 * 257 + 1)
+    assert draw_bound(m, 16) == FIRST_STEPS
+    one = _team_model(1)          # no team: as before
+    assert thread_pieces(one) == 1 and step_bound(one) == 10_000 and draw_bound(one, 16) == 640
+
+
+def test_team_shares_are_each_threads_core_share():
+    """The team's shares, each core's worked out once, are the per-thread values (the
+    simulation's output is byte-identical; 3.5 s where 11.1 s for 5 steps of a team of 256)."""
+    from stepsim.models.cpu_place import placed_share, team_shares
+
+    loads, cores = [3.0, 1.0, 0.0], [0, 1, 1, 2, 0]
+    assert team_shares(loads, 2, cores) == [placed_share(loads, 2, j) for j in cores]
+
+
+def test_loader_threads_past_the_bound_are_one_line(tmp_path):
+    """1024 workers x 256 threads a worker ran for 132 s (2,048 outstanding batches of 256
+    simulated threads each); now refused in one line."""
+    save_model(cpu_model(1, produce_ms=40, train_ms=20), tmp_path / "m.json")
+    one_line_error(*cli("whatif", tmp_path / "m.json", "--set", "loader.num_workers=1024",
+                        "--set", "loader.threads_per_worker=256", "--steps", "3",
+                        "--draws", "0")[:2],
+                   "num_workers x threads_per_worker = 262144 threads; at most 16384")
+
+
+@pytest.mark.parametrize("field,rng", [("interference_range", [0.2, 0.1]),
+                                       ("interference_range", [-1.0, 0.1]),
+                                       ("team_stall_range", [5.0, 1.0])])
+def test_a_hand_edited_range_low_above_high_is_one_line(tmp_path, field, rng):
+    """host.interference_range (0.2, 0.1) loaded, then numpy's 'high - low < 0' came out of
+    the interval's draws as a traceback."""
+    p = tmp_path / "m.json"
+    save_model(cpu_model(1, produce_ms=40, train_ms=20), p)
+    data = json.loads(p.read_text())
+    data["host"][field] = rng
+    p.write_text(json.dumps(data))
+    one_line_error(*cli("whatif", p, "--set", "loader.num_workers=2", "--steps", "5",
+                        "--draws", "3")[:2], f"{field} must satisfy 0 <= low <= high")
