@@ -101,7 +101,7 @@ def wall_holds_cpu(rec: dict) -> None:
     that cannot be right (``calibration.sidecar_cross``: a thread's CPU past its wall)."""
     for cpu, wall in (("cpu_us", "wall_us"), ("next_cpu_us", "next_wall_us")):
         if isinstance(rec.get(cpu), (int, float)) and isinstance(rec.get(wall), (int, float)):
-            rec[wall] = max(rec[wall], rec[cpu])
+            rec[wall] = max(rec[wall], min(rec[cpu], 1e12))   # a CPU out of range stays so
 
 
 def later_run(data: dict, offset_us: float = 6e7, quiet: bool = False) -> dict:

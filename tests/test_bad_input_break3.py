@@ -111,3 +111,49 @@ def test_a_hand_edited_range_low_above_high_is_one_line(tmp_path, field, rng):
     p.write_text(json.dumps(data))
     one_line_error(*cli("whatif", p, "--set", "loader.num_workers=2", "--steps", "5",
                         "--draws", "3")[:2], f"{field} must satisfy 0 <= low <= high")
+
+
+@pytest.mark.parametrize("axes,named", [
+    (("loader.num_workers=" + ",".join(map(str, range(1025))),),
+     "has 1025 values; a sweep simulates at most 256 points"),
+    (("loader.num_workers=" + ",".join(map(str, range(101))), "loader.prefetch_factor=1,2,3"),
+     "a sweep of 303 points (101 x 3 values): at most 256 points"),
+    (("loader.num_workers=" + ",".join(map(str, range(101))), "--draws", "100"),
+     "a sweep of 101 points (101 values) x 100 draws"),
+])
+def test_a_sweep_past_its_bound_is_one_line(tmp_path, axes, named):
+    """A grid of 1,025 x 16 values ran for minutes (each point a whole simulation)."""
+    save_model(cpu_model(1, produce_ms=40, train_ms=20), tmp_path / "m.json")
+    one_line_error(*cli("sweep", tmp_path / "m.json", *axes, "--steps", "3")[:2], named)
+
+
+@pytest.mark.parametrize("args,named", [
+    (("--draws", "1000"), "1000 draws of 640 steps (the most a chosen count takes) are "
+                          "640,000 simulated steps; at most 200,000"),
+    (("--draws", "100", "--steps", "100000"), "100 draws of 100000 steps"),
+])
+def test_draws_times_steps_past_the_bound_is_one_line(tmp_path, args, named):
+    """``--draws 10000 --steps 100000`` was accepted (1,000 draws of 30 steps took 33 s)."""
+    from stepsim.limits import DRAW_STEPS
+    from stepsim.scenarios import stepcount
+
+    assert stepcount.DRAW_STEPS == DRAW_STEPS
+    save_model(cpu_model(1, produce_ms=40, train_ms=20), tmp_path / "m.json")
+    one_line_error(*cli("whatif", tmp_path / "m.json", "--set", "loader.num_workers=2",
+                        *args)[:2], named)
+
+
+def test_a_backend_thread_past_the_profiled_span_is_dropped(tmp_path):
+    """A gloo thread of 1e308 µs CPU gave an infinite CPU per MiB, refusing the job ('its
+    records give an impossible model'); a thread's CPU over the profiled steps cannot pass
+    their span (400 µs here): dropped and counted, the others kept."""
+    def edit(d):
+        d["ddp"] = {"world_size": 2, "rank": 0, "backend": "gloo",
+                    "threads": [{"tid": 1, "name": "gloo_tcp_loop", "cpu_us": 300.0},
+                                {"tid": 2, "name": "pt_gloo", "cpu_us": 1e308}]}
+    side = _sidecar(tmp_path, edit)
+    (note,) = side.dropped
+    assert ("dropped 1 of 2 'ddp.threads' record(s) that cannot be right (first: "
+            "ddp.threads.1: pt_gloo CPU 1e+308 µs past the profiled steps' span of 400 µs)"
+            in note), note
+    assert [t.tid for t in side.ddp.threads] == [1]
