@@ -157,3 +157,38 @@ def test_a_backend_thread_past_the_profiled_span_is_dropped(tmp_path):
             "ddp.threads.1: pt_gloo CPU 1e+308 µs past the profiled steps' span of 400 µs)"
             in note), note
     assert [t.tid for t in side.ddp.threads] == [1]
+
+
+@pytest.mark.parametrize("text,named", [
+    ("null", "JSON top level is null, expected an object or array"),
+    ('{"traceEvents": 5}', "'traceEvents' is a number, expected an array"),
+    ('{"traceEvents": "x"}', "'traceEvents' is a string, expected an array"),
+])
+def test_a_trace_of_the_wrong_json_type_is_named_in_json_words(tmp_path, text, named):
+    """Said 'JSON top level is a NoneType' and "'traceEvents' is a int": Python's names."""
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    one_line_error(*cli("calibrate", p, "-o", tmp_path / "m.json")[:2], named)
+
+
+def test_a_measured_point_of_another_setting_is_refused(tmp_path, cpu_run_nw1):
+    """``sweep ... loader.num_workers=0,2 --measured 2=RUN`` with RUN captured at 1 worker
+    drew the 1-worker step time at 2 workers, said nothing (validate refuses such a run)."""
+    save_model(cpu_model(1, produce_ms=40, train_ms=20), tmp_path / "m.json")
+    one_line_error(*cli("sweep", tmp_path / "m.json", "loader.num_workers=0,2", "--measured",
+                        f"2={cpu_run_nw1}", "--steps", "3", "--plot", tmp_path / "s.png")[:2],
+                   "a run of loader.num_workers=1 (its sidecar), not 2")
+    assert not (tmp_path / "s.png").exists()
+
+
+def test_the_report_shows_a_long_ledgers_latest_rows():
+    """``report --ledger`` of 200,000 records wrote every one as a row (a 42 MB page)."""
+    from types import SimpleNamespace
+
+    from stepsim.report.html import _validation
+
+    recs = [_rec(1.0, True).model_copy(update={"label": f"run{i}"}) for i in range(250)]
+    html = _validation(SimpleNamespace(ledger=recs, ledger_summary=None, sweep_png=None))
+    assert "150 earlier record(s) not shown, the latest 100 below; the score counts all 250" \
+        in html
+    assert ">run149<" not in html and ">run150<" in html and ">run249<" in html
