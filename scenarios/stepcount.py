@@ -132,10 +132,15 @@ def thread_pieces(model: StepModel) -> int:
     with a parallel part on a team runs ``threads`` pieces in each of its
     :data:`models.host.INTERLEAVE_SLICES` slices, and a step's batch ``threads_per_worker``.
     A team of 256 threads beside 8 workers on 2 cores simulated about 20 steps a second, and
-    a chosen count went on to thousands of steps (a ``whatif`` did not end in 400 s)."""
+    a chosen count went on to thousands of steps (a ``whatif`` did not end in 400 s). None
+    where the team, the workers' threads and one more fit the cores."""
+    lp = model.loader
+    workers = lp.num_workers * lp.threads_per_worker
+    if model.team_threads() + workers + 1 <= lp.host_cores:
+        return 0     # the threads fit the cores: nothing waits for one (solved without events)
     team = sum(INTERLEAVE_SLICES * (op.threads + 1) for op in model.host.ops
                if op.kind == "cpu" and op.threads > 1 and op.parallel_fraction > 0)
-    return team + (model.loader.threads_per_worker if model.loader.num_workers else 0)
+    return team + (lp.threads_per_worker if lp.num_workers else 0)
 
 
 def draw_bound(model: StepModel, draws: int) -> int:

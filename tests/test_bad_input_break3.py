@@ -56,8 +56,8 @@ def test_a_step_whose_thread_cpu_passes_its_wall_is_refused(tmp_path, field, wal
     assert f"bad sidecar record steps.1: {field} 50000 µs past its {wall}" in str(e.value)
 
 
-def _team_model(threads: int, nw: int = 8, **loader):
-    m = cpu_model(nw, produce_ms=40, train_ms=20, cores=2, **loader)
+def _team_model(threads: int, nw: int = 8, cores: int = 2):
+    m = cpu_model(nw, produce_ms=40, train_ms=20, cores=cores)
     ops = [op.model_copy(update={"threads": threads, "parallel_fraction": 0.9})
            if op.kind == "cpu" else op for op in m.host.ops]
     return m.model_copy(update={"host": m.host.model_copy(update={"ops": ops})})
@@ -192,3 +192,11 @@ def test_the_report_shows_a_long_ledgers_latest_rows():
     assert "150 earlier record(s) not shown, the latest 100 below; the score counts all 250" \
         in html
     assert ">run149<" not in html and ">run150<" in html and ">run249<" in html
+
+
+def test_a_team_that_fits_the_cores_adds_no_pieces():
+    """Threads that fit the cores wait for none: their step count is as before."""
+    from stepsim.scenarios.stepcount import step_bound, thread_pieces
+
+    m = _team_model(4, nw=2, cores=16)
+    assert thread_pieces(m) == 0 and step_bound(m) == 10_000
