@@ -200,3 +200,12 @@ def test_a_team_that_fits_the_cores_adds_no_pieces():
 
     m = _team_model(4, nw=2, cores=16)
     assert thread_pieces(m) == 0 and step_bound(m) == 10_000
+
+
+@pytest.mark.parametrize("edit", [lambda d: [s.update(t_start_us=0.0) for s in d["steps"]],
+                                  lambda d: d["steps"][2].update(t_start_us=900.0)])
+def test_steps_out_of_order_are_refused(tmp_path, edit):
+    """Every step at t_start_us 0 (or one before the step before it) calibrated, exit 0."""
+    with pytest.raises(InputError, match=r"bad sidecar record steps\.\d: it starts at .* no "
+                                         r"later than steps\.\d"):
+        _sidecar(tmp_path, edit)
