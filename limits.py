@@ -36,8 +36,8 @@ count counted as :data:`DRAW_STEPS`, the most a draw then takes): 1,000 draws of
 33 s on 2 cores (2026-12-05), and ``--draws 10000 --steps 100000`` was accepted."""
 
 DRAW_STEPS = 640
-"""Most steps a draw simulates when the step count is chosen
-(``scenarios.stepcount.DRAW_STEPS``, which is this)."""
+"""Most steps a draw simulates when the step count is chosen: ``scenarios.stepcount.DRAW_STEPS``
+(which may not import this module; a test holds the two equal)."""
 
 MAX_SEED = 2**32 - 1
 """The largest seed: 32 bits, the range numpy's legacy seeding and most tools take (torch's

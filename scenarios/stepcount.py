@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepsim.limits import DRAW_STEPS as LIMIT_DRAW_STEPS
 from stepsim.models.host import INTERLEAVE_SLICES
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import SimResult, simulate
@@ -40,7 +39,7 @@ MAX_WORK = 1_000_000
 """Most simulated host ops and device tasks (over every rank and step) a chosen step count
 reaches: a model of many ops (or ranks) stops at fewer steps (about 20 s of simulation on one
 core today)."""
-DRAW_STEPS = LIMIT_DRAW_STEPS
+DRAW_STEPS = 640
 """Most steps each Monte Carlo draw of an interval simulates when the step count is chosen:
 its own simulation noise is small beside what the draws vary (a bootstrap of a window of a few
 dozen measured steps moves the mean more than 640 simulated steps do); each draw's standard
