@@ -25,10 +25,19 @@ DEFAULT_DRAWS = 16
 that gives one (``whatif``, ``diagnose``, ``validate``, ``plan``, ``report``), so one model's
 baseline gets one interval whichever verb prints it (small, so the CLI stays quick on 2 cores)."""
 
-MAX_STEPS, MAX_DRAWS, MAX_JOBS, MAX_MOVES = 100_000, 10_000, 1024, 1000
+MAX_STEPS, MAX_DRAWS, MAX_JOBS, MAX_MOVES = 100_000, 1000, 1024, 1000
 """Most simulated (or warm-up, or drawn) steps, Monte Carlo draws, processes and plan moves a
 verb takes: far beyond any useful run, and small enough that a typo is an error, not a run that
 never ends."""
+
+MAX_DRAWN_STEPS = 200_000
+"""Most steps the draws of one interval simulate together (``draws × steps``, a chosen step
+count counted as :data:`DRAW_STEPS`, the most a draw then takes): 1,000 draws of 30 steps took
+33 s on 2 cores (2026-12-05), and ``--draws 10000 --steps 100000`` was accepted."""
+
+DRAW_STEPS = 640
+"""Most steps a draw simulates when the step count is chosen: ``scenarios.stepcount.DRAW_STEPS``
+(which may not import this module; a test holds the two equal)."""
 
 MAX_SEED = 2**32 - 1
 """The largest seed: 32 bits, the range numpy's legacy seeding and most tools take (torch's
@@ -99,6 +108,15 @@ def checked(**values):
         if problem:
             raise ArgumentError(f"{name}: {problem}")
         out.append(v)
+    named = dict(zip(values, out))
+    if named.get("draws") and "steps" in named:
+        steps = named["steps"] or DRAW_STEPS
+        if named["draws"] * steps > MAX_DRAWN_STEPS:
+            raise ArgumentError(
+                f"draws: {named['draws']} draws of {steps} steps"
+                f"{'' if named['steps'] else ' (the most a chosen count takes)'} are "
+                f"{named['draws'] * steps:,} simulated steps; at most {MAX_DRAWN_STEPS:,} (give "
+                "fewer draws or --steps)")
     return out[0] if len(out) == 1 else tuple(out)
 
 

@@ -176,13 +176,22 @@ def measured_points(measured, grid: dict) -> tuple[dict, tuple[str, ...]]:
             pairs.append((item, value, parse_value(value), trace))
         else:
             pairs.append((f"{item[0]}={item[1]}", str(item[0]), item[0], item[1]))
+    from stepsim.scenarios.validate import SETTINGS
+    from stepsim.simcore.errors import InputError
+
     out, warnings = {}, ()
-    first = next(iter(grid.values()))
+    axis, first = next(iter(grid.items()))
     for text, shown_value, v, trace in pairs:
         if v not in first:
             raise StepsimError(f"--measured {text!r}: {shown_value} is not a value of the first "
                                f"sweep axis ({', '.join(map(str, first))})")
         runs, w = measured_runs([trace])
+        stated = (runs[0].loader or {}).get(axis[len("loader."):]) \
+            if axis.startswith("loader.") and axis[len("loader."):] in SETTINGS else None
+        if stated is not None and stated != v:
+            raise InputError(runs[0].path, f"--measured {text!r}: a run of {axis}={stated} "
+                             f"(its sidecar), not {shown_value}: it would mark another "
+                             "setting's step time at this value")
         out[v], warnings = runs[0].step_us, warnings + w
     return out, warnings
 

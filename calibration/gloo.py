@@ -239,6 +239,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
             whose steps share no structure.
     """
     warnings: list[str] = [w for t in tables for w in t.warnings]
+    warnings += [w for r in sorted(sidecars or {}) for w in sidecars[r].dropped]
     ranks: dict[int, _Rank] = {}
     for t in tables:
         r = _fit_rank(t, warnings)

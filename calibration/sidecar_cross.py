@@ -19,15 +19,26 @@ from stepsim.simcore.errors import InputError
 CPU_PAST_WALL = 10
 """A batch whose process CPU passes this many times its cores × its wall cannot be right (real
 captures: at most 0.86 of cores × wall, over 9,273 batches on the machine of 2026-12-05; 50×
-had set threads_per_worker to 50). Not 1: the test suite's synthetic replicates scale CPU
-times alone (a slower host) past the wall, and a thread's CPU past its wall is not checked for
-the same reason."""
+had set threads_per_worker to 50). Not 1: a worker's process holds threads besides the one
+that produces (its queue's feeder thread)."""
+
+THREAD_SLACK_US, THREAD_SLACK_SHARE = 1000.0, 0.01
+"""One thread's CPU time (µs) may pass its wall time by this much (µs, plus this share of the
+wall) and still be right: the two clocks are read one after the other (inferred: over 48,000
+real batch and step records of 2026-12-04/05 the most was 120 µs, on a ``next()`` of 259 µs);
+past it the record cannot be right (a thread runs on one core at a time)."""
+
+
+def _past_wall(cpu_us: float, wall_us: float) -> bool:
+    return cpu_us > wall_us * (1 + THREAD_SLACK_SHARE) + THREAD_SLACK_US
 
 
 def _bad_batch(r, num_workers: int, cores: int | None) -> str | None:
     """Why a produce record cannot be right, or None."""
     if r.worker >= num_workers and r.worker >= 0:
         return f"worker {r.worker}, its loader has num_workers={num_workers}"
+    if _past_wall(r.cpu_us, r.wall_us):
+        return f"thread CPU {r.cpu_us:g} µs past its wall_us of {r.wall_us:g} µs"
     if cores is not None and r.work_us > CPU_PAST_WALL * cores * r.wall_us:
         return (f"process CPU {r.work_us:g} µs past {CPU_PAST_WALL} × {cores} core(s) × its "
                 f"wall_us of {r.wall_us:g} µs")
@@ -55,18 +66,62 @@ def cross_check(p: Path, side) -> list[str]:
     return a warning per thing dropped or ignored.
 
     Raises:
-        InputError: ``host_cores`` above ``cpu_count``.
+        InputError: ``host_cores`` above ``cpu_count``; a step whose thread CPU passes its
+            wall.
     """
     if side.host_cores is not None and side.cpu_count is not None \
             and side.host_cores > side.cpu_count:
         raise InputError(p, f"bad sidecar field host_cores: {side.host_cores} usable cores "
                             f"on a machine of cpu_count {side.cpu_count}")
     cores = side.host_cores or side.cpu_count
+    _steps(p, side.steps, "")
     notes = _drop(p, side, side.loader.num_workers, cores, "")
     if side.probe is not None:
+        _steps(p, side.probe.steps, "probe.")
         notes += _drop(p, side.probe, side.probe.num_workers, cores, "probe.")
     notes += _iter_start(p, side)
+    notes += _ddp_threads(p, side)
     return notes
+
+
+def _ddp_threads(p: Path, side) -> list[str]:
+    """Drop (in place) a backend thread whose CPU over the profiled steps passes their span
+    (one thread runs on one core at a time; real gloo threads held at most 0.23 of it, over
+    1,368 records of 2026-12-04/05): 1e308 µs on one thread gave an infinite CPU per MiB and
+    refused the job."""
+    threads = side.ddp.threads if side.ddp is not None else []
+    prof = [s for s in side.steps if s.profiled and s.t_start_us is not None]
+    if not threads or not prof:
+        return []
+    span = max(s.t_start_us + s.wall_us for s in prof) - min(s.t_start_us for s in prof)
+    keep = [t for t in threads if not _past_wall(t.cpu_us, span)]
+    if len(keep) == len(threads):
+        return []
+    i, t = next((i, t) for i, t in enumerate(threads) if _past_wall(t.cpu_us, span))
+    side.ddp.threads = keep
+    return [f"{p.name}: dropped {len(threads) - len(keep)} of {len(threads)} 'ddp.threads' "
+            f"record(s) that cannot be right (first: ddp.threads.{i}: {t.name or t.tid} "
+            f"CPU {t.cpu_us:g} µs past the profiled steps' span of {span:g} µs)"]
+
+
+def _steps(p: Path, steps, where: str) -> None:
+    """Refuse a step record whose main thread's CPU passes its wall, in the step or in its
+    ``next()``, or that starts no later than the step before it (one loop runs them in turn;
+    real captures: each starts at least 10 µs after the one before ended, over 26,000 pairs);
+    a step record is not dropped: its place is its step's number."""
+    timed = [(i, s) for i, s in enumerate(steps) if s.t_start_us is not None]
+    for (i, a), (j, b) in zip(timed, timed[1:]):
+        if b.t_start_us <= a.t_start_us:
+            raise InputError(p, f"bad sidecar record {where}steps.{j}: it starts at "
+                                f"{b.t_start_us:g} µs, no later than {where}steps.{i} "
+                                f"({a.t_start_us:g} µs; one loop runs its steps in turn)")
+    for i, s in enumerate(steps):
+        for cpu, wall in (("cpu_us", "wall_us"), ("next_cpu_us", "next_wall_us")):
+            if _past_wall(getattr(s, cpu), getattr(s, wall)):
+                raise InputError(p, f"bad sidecar record {where}steps.{i}: {cpu} "
+                                    f"{getattr(s, cpu):g} µs past its {wall} of "
+                                    f"{getattr(s, wall):g} µs (one thread cannot run longer "
+                                    "than its wall time)")
 
 
 def _iter_start(p: Path, side) -> list[str]:

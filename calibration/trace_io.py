@@ -59,7 +59,7 @@ from stepsim.calibration.trace_ts import (MAX_ABS_TS_US, MAX_SPAN_US, check_span
 from stepsim.models.params import MAX_RANK_ID
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import gunzip_chunks, missing, open_input
-from stepsim.simcore.parsing import parse_json, top_level_key_count
+from stepsim.simcore.parsing import json_type, parse_json, top_level_key_count
 
 __all__ = ["RawTrace", "load_trace", "load_bytes", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
            "MAX_ABS_TS_US", "MAX_SPAN_US"]
@@ -244,10 +244,11 @@ def load_bytes(p: Path, raw: bytes | bytearray, size: int, columnar: bool = True
             raise InputError(p, f"JSON has no 'traceEvents' (top-level keys: {keys}); not a profiler trace")
         events = data["traceEvents"]
         if not isinstance(events, list):
-            raise InputError(p, f"'traceEvents' is a {type(events).__name__}, expected an array")
+            raise InputError(p, f"'traceEvents' is {json_type(events)}, expected an array")
         metadata = {k: v for k, v in data.items() if k != "traceEvents"}
     else:
-        raise InputError(p, f"JSON top level is a {type(data).__name__}, expected an object or array")
+        raise InputError(p, f"JSON top level is {json_type(data)}, expected an object or "
+                            "array")
     if not events:
         raise InputError(p, "trace has no events")
     events, dropped = drop_bad_events(p, events)

@@ -18,6 +18,7 @@ import numpy as np
 
 from stepsim.calibration.columnar import Decoded, Num, plain, texts_to_ns
 from stepsim.simcore.errors import InputError
+from stepsim.simcore.parsing import json_type
 
 __all__ = ["MAX_ABS_TS_US", "MAX_SPAN_US", "check_ts", "exact_ts", "check_span", "columnar_ts",
            "block_ts", "drop_bad_events", "drop_far_events", "text_to_ns", "value_to_ns"]
@@ -117,7 +118,7 @@ def check_ts(p: Path, events: list) -> tuple[list, np.ndarray, np.ndarray]:
     arr = np.zeros(len(events))
     for i, e in enumerate(events):
         if not isinstance(e, dict):
-            raise InputError(p, f"event is a {type(e).__name__}, expected an object", f"event {i}")
+            raise InputError(p, f"event is {json_type(e)}, expected an object", f"event {i}")
         v = e.get("ts")
         if v is None:
             if e.get("ph") in NO_TS_OK:

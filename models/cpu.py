@@ -71,7 +71,7 @@ from __future__ import annotations
 import simpy
 
 from stepsim.models.cpu_place import (BALANCE_AFTER_US, balanced_share, least_loaded,
-                                      placed_share, team_rate)
+                                      placed_share, team_rate, team_shares)
 from stepsim.simcore.record import Recorder, Span
 
 DEFAULT_QUANTUM_US = 2_000.0
@@ -229,7 +229,7 @@ class CpuPool:
         elif place[0] == "placed":
             r = placed_share(self.loads, balanced, place[1])
         else:
-            r = team_rate([placed_share(self.loads, balanced, j) for j in team_cores],
+            r = team_rate(team_shares(self.loads, balanced, team_cores),
                           self._stall_of(len(team_cores)))
         return max(r, 1e-9)
 

@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from stepsim.models.param_base import (LAUNCH_QUEUE_DEPTH, MAX_CORES, MAX_LAUNCH_QUEUE_DEPTH,
-                                       MAX_OUTSTANDING, MAX_PREFETCH, MAX_RANK_ID, MAX_THREADS,
-                                       MAX_WORKERS, Category, DurationSpec, Micros, Phase,
+                                       MAX_LOADER_THREADS, MAX_OUTSTANDING, MAX_PREFETCH,
+                                       MAX_RANK_ID, MAX_THREADS, MAX_WORKERS, Category, DurationSpec, Micros, Phase,
                                        Source, StepMicros, StrictModel, non_empty)
 from stepsim.simcore.errors import printable
 
@@ -68,6 +68,10 @@ class LoaderParams(StrictModel):
         if self.produce_by_worker is not None and len(self.produce_by_worker) != self.num_workers:
             raise ValueError(f"produce_by_worker lists {len(self.produce_by_worker)} workers, "
                              f"num_workers is {self.num_workers}")
+        if self.num_workers * self.threads_per_worker > MAX_LOADER_THREADS:
+            raise ValueError(f"num_workers x threads_per_worker = "
+                             f"{self.num_workers * self.threads_per_worker} threads; at most "
+                             f"{MAX_LOADER_THREADS} are simulated")
         if self.num_workers * self.prefetch_factor > MAX_OUTSTANDING:
             raise ValueError(f"num_workers x prefetch_factor = "
                              f"{self.num_workers * self.prefetch_factor} batches outstanding; "
@@ -184,6 +188,18 @@ class HostParams(StrictModel):
     team_stall_range: tuple[float, float] | None = None
     """Uncertainty of ``team_stall`` (low, high), drawn uniformly by prediction intervals:
     fitted from a probe's team steps, or a stated prior without one."""
+
+    @model_validator(mode="after")
+    def _check_ranges(self):
+        """A range's ends lie within its value's bounds, low first (a hand edit with low above
+        high raised numpy's ValueError in the interval's draws, a traceback)."""
+        for name in ("interference", "team_stall"):
+            rng, le = getattr(self, f"{name}_range"), type(self).model_fields[name].metadata
+            top = next(m.le for m in le if getattr(m, "le", None) is not None)
+            if rng is not None and not 0 <= rng[0] <= rng[1] <= top:
+                raise ValueError(f"{name}_range must satisfy 0 <= low <= high <= {top:g}, "
+                                 f"got ({rng[0]:g}, {rng[1]:g})")
+        return self
 
 
 TaskKind = Literal["kernel", "memcpy", "memset", "collective"]

@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 from stepsim.models.metrics import label
 from stepsim.report.document import ReportData
 from stepsim.report.plan_table import PLAN_COLUMNS, PLAN_TITLE, plan_rows
-from stepsim.report.validation import share_text
+from stepsim.report.validation import LEDGER_ROWS, share_text
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.units import us_to_ms
@@ -191,9 +191,13 @@ def _validation(d: ReportData) -> str:
     rows = [(r.label, r.model, _ms(r.predicted_mean_us), "–" if r.p10_us is None else
              f"{_ms(r.p10_us)}–{_ms(r.p90_us)}", _ms(r.measured_mean_us),
              f"{r.error_pct:+.1f}%", {True: "yes", False: "no", None: "–"}[r.inside],
-             f"{r.predicted_bottleneck} / {r.measured_bottleneck or '–'}") for r in d.ledger]
+             f"{r.predicted_bottleneck} / {r.measured_bottleneck or '–'}")
+            for r in d.ledger[-LEDGER_ROWS:]]
+    hidden = len(d.ledger) - len(rows)
+    out = (f"<p>{hidden} earlier record(s) not shown, the latest {LEDGER_ROWS} below; the "
+           f"score counts all {len(d.ledger)}.</p>" if hidden else "")
     # a ledger may hold other models' validations: each row names the model it scores
-    out = _table(("check", "model", "predicted ms", "P10–P90 ms", "measured ms", "error",
+    out += _table(("check", "model", "predicted ms", "P10–P90 ms", "measured ms", "error",
                   "inside", "bottleneck predicted / measured"), rows, text_cols=(0, 1, 7))
     s = d.ledger_summary
     if s is not None and s.n_outside_load:

@@ -14,6 +14,11 @@ from stepsim.scenarios.interval_sources import LABELS, width_line
 from stepsim.scenarios.predict import interval_scope
 from stepsim.scenarios.validate import LedgerRecord, LedgerSummary
 
+LEDGER_ROWS = 100
+"""The most records ``stepsim ledger`` shows as rows (the latest): rendering a row costs about
+2 ms, so a ledger of 200,000 lines printed every one in about 200 s; the score counts them all,
+and ``--json`` lists them all."""
+
 MIN_SHARE_RECORDS = 3
 """Below this many scored records a share (interval coverage, bottleneck agreement) is said as
 a count, "1 of 1", not a percentage: "100%" of one record reads as a rate it is not."""
@@ -104,8 +109,12 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
     agreement; the in-sample records and those the outside load could explain counted apart."""
     if as_json:
         return _json({"summary": asdict(s), "records": [r.model_dump() for r in records]})
-    print_validation(records)
     c = console()
+    if len(records) > LEDGER_ROWS:
+        c.print(f"{len(records) - LEDGER_ROWS} earlier record(s) not shown, the latest "
+                f"{LEDGER_ROWS} below (--json lists every record); the score counts all "
+                f"{len(records)}")
+    print_validation(records[-LEDGER_ROWS:])
     if s.n_in_sample:
         c.print(f"{s.n_in_sample} in-sample record{'s' if s.n_in_sample != 1 else ''} (the "
                 "calibration setting itself) left out of the score")

@@ -39,7 +39,7 @@ interval's width by source from it.
 Steps: with ``steps`` None the point estimate simulates as many steps as it takes for the
 mean's standard error to be at most :data:`scenarios.stepcount.SE_TARGET` of the mean (or the
 model's bound; :class:`scenarios.stepcount.StepCount` says which), and each draw simulates as
-many, but at most :data:`scenarios.stepcount.DRAW_STEPS`; a given ``steps`` is simulated
+many, but at most :func:`scenarios.stepcount.draw_bound`; a given ``steps`` is simulated
 exactly, by the point and by every draw.
 
 The base model is perturbed *before* the operations are applied (a ``set`` in the scenario
@@ -77,7 +77,7 @@ from stepsim.scenarios.draws import (ABSOLUTE, DEFAULT_RANGES, HOST_SPEED, SETTI
                                      STEPS, WINDOW, draw_means, draw_plan, perturb, quantiles,
                                      uncertain_params)
 from stepsim.scenarios.parallel import Progress
-from stepsim.scenarios.stepcount import DRAW_STEPS, StepCount, simulate_counted
+from stepsim.scenarios.stepcount import StepCount, draw_bound, simulate_counted
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
@@ -304,7 +304,8 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     if not varied and is_deterministic(model) and is_deterministic(final):
         return replace(point, p10_step_us=s.mean_step_us, p50_step_us=s.mean_step_us,
                        p90_step_us=s.mean_step_us)
-    each = count.steps if steps is not None else min(count.steps, DRAW_STEPS)
+    each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
+                                                          draw_bound(final, n))
     plan = draw_plan(model, n, seed, runs, ops)
     means, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
                                       measured_steps=measured_steps)

@@ -18,6 +18,7 @@ overlap: that gain is within the interval).
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -87,6 +88,13 @@ class SweepResult:
         return min(self.points, key=lambda p: p.prediction.mean_step_us)
 
 
+MAX_POINTS = 256
+"""Most grid points a sweep simulates: a point is a whole simulation (about 0.2 s on 2 cores
+at 200 steps), and a grid of 1,025 × 16 values ran for minutes (2026-12-05)."""
+MAX_POINT_DRAWS = 4096
+"""Most points × Monte Carlo draws a sweep simulates (``--draws`` per point)."""
+
+
 def parse_axis(text: str) -> tuple[str, list]:
     """``loader.num_workers=0,1,2,4`` → ``("loader.num_workers", [0, 1, 2, 4])``. Values are
     YAML (``true``, ``0.5``, ``{mean_us: 900}``); flow lists and maps may hold commas.
@@ -102,6 +110,9 @@ def parse_axis(text: str) -> tuple[str, list]:
         values = yaml.safe_load(f"[{vals}]")
     except yaml.YAMLError as e:
         raise ModelError(f"bad sweep values in {text!r}: {str(e).splitlines()[0]}") from None
+    if len(values) > MAX_POINTS:
+        raise ModelError(f"sweep axis {path.strip()!r} has {len(values)} values; a sweep "
+                         f"simulates at most {MAX_POINTS} points")
     if any(values.count(v) > 1 for v in values):
         raise ModelError(f"sweep axis {path.strip()!r} repeats a value")
     return path.strip(), values
@@ -131,6 +142,13 @@ def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Opera
     """
     if not grid or any(len(v) == 0 for v in grid.values()):
         raise ModelError("a sweep needs at least one parameter with at least one value")
+    n = math.prod(len(v) for v in grid.values())
+    sims = n * max(int(intervals), 1) if not isinstance(intervals, bool) else n
+    if n > MAX_POINTS or sims > MAX_POINT_DRAWS:
+        raise ModelError(f"a sweep of {n} points ({' x '.join(str(len(v)) for v in grid.values())}"
+                         f" values){f' x {int(intervals)} draws' if sims > n else ''}: at most "
+                         f"{MAX_POINTS} points and {MAX_POINT_DRAWS} point draws are "
+                         "simulated (each is a whole simulation); sweep fewer values")
     start = apply_ops(model, base)
     for path in grid:
         resolve(start, path)

@@ -9,6 +9,8 @@ def shown(path: str | Path) -> str:
     """``path`` as text that prints on one line: bytes that are not UTF-8 as ``\\xNN``,
     control characters (a newline in a file name) escaped."""
     text = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if text.isprintable():   # the usual name, in one pass (a ledger reads 3 a line)
+        return text
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 

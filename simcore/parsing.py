@@ -16,11 +16,24 @@ import yaml
 
 from stepsim.simcore.errors import InputError
 
-__all__ = ["parse_json", "parse_yaml", "location", "top_level_key_count", "MAX_NESTING"]
+__all__ = ["parse_json", "parse_yaml", "location", "top_level_key_count", "json_type",
+           "MAX_NESTING"]
 
 MAX_NESTING = 64
 """Deepest nesting of YAML collections accepted; a StepModel needs about 8 levels. (JSON is
 parsed by orjson, which refuses more than 1024.)"""
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (``null``, ``a string``, ``an array``...), for
+    messages: "JSON top level is a NoneType" named Python's type to a user who wrote JSON."""
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "a boolean"), ((int, float), "a number"), (str, "a string"),
+                       (list, "an array"), (dict, "an object")):
+        if isinstance(value, kind):
+            return name
+    return f"a {type(value).__name__}"
 
 
 def location(raw: bytes, offset: int) -> str:

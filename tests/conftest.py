@@ -95,6 +95,15 @@ def cpu_run_nw1(tmp_path_factory) -> Path:
     return record_cpu_run(tmp_path_factory.mktemp("nw1"), num_workers=1)
 
 
+def wall_holds_cpu(rec: dict) -> None:
+    """Lengthen a sidecar record's wall times (in place) to hold its thread's CPU times, as a
+    slower host's would: an edit that scales CPU times alone past the walls makes a record
+    that cannot be right (``calibration.sidecar_cross``: a thread's CPU past its wall)."""
+    for cpu, wall in (("cpu_us", "wall_us"), ("next_cpu_us", "next_wall_us")):
+        if isinstance(rec.get(cpu), (int, float)) and isinstance(rec.get(wall), (int, float)):
+            rec[wall] = max(rec[wall], min(rec[cpu], 1e12))   # a CPU out of range stays so
+
+
 def later_run(data: dict, offset_us: float = 6e7, quiet: bool = False) -> dict:
     """A sidecar's JSON ``data`` with every instant (steps' ``t_start_us``, batches'
     ``t_end_us``, the probe's too) ``offset_us`` later, in place, as if captured a minute after
@@ -103,6 +112,9 @@ def later_run(data: dict, offset_us: float = 6e7, quiet: bool = False) -> dict:
     ``quiet``: its threads never waited for a core (run-queue waits 0), so it is a run without
     outside load whatever load the copied capture ran under: calibration leaves a replicate
     under outside load out of the host's noise (``calibration.host_noise.drop_loaded``)."""
+    for part in (data, data.get("probe") or {}):
+        for rec in part.get("produce", []) + part.get("steps", []):
+            wall_holds_cpu(rec)
     if quiet:
         for rec in data.get("produce", []) + data.get("steps", []):
             for k in ("run_wait_us", "next_run_wait_us", "gap_run_wait_us"):

@@ -18,7 +18,7 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_set
 from stepsim.simcore.errors import InputError
-from tests.conftest import later_run, replicate_copy
+from tests.conftest import later_run, replicate_copy, wall_holds_cpu
 
 
 def test_interval_closed_form():
@@ -162,6 +162,7 @@ def _window_at(src, dst, inside: float, outside: float):
     for rec in data["produce"]:
         cpu = inside if lo <= rec["t_end_us"] <= hi else outside
         rec["cpu_us"] = rec["proc_cpu_us"] = cpu
+        wall_holds_cpu(rec)
     (dst / "sidecar.json").write_text(json.dumps(data))
     return dst
 

@@ -83,7 +83,7 @@ def test_a_step_too_short_for_its_instant_spacing_weighs_nothing(tmp_path):
     from stepsim.calibration.outside_load import busy_spans
 
     def edit(d):
-        d["steps"][2].update(t_start_us=2.0 ** 52 - 1e3, wall_us=20.1, next_wall_us=20.0,
+        d["steps"][3].update(t_start_us=2.0 ** 52 - 1e3, wall_us=20.1, next_wall_us=20.0,
                                run_wait_us=0.0)
     side = _sidecar(tmp_path, edit)
     assert busy_spans(side, 1, 1, 1).shape[1] == 5
