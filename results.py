@@ -8,7 +8,7 @@ Nothing here computes a result; everything is read off what the verb made.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,15 +16,17 @@ from stepsim.models.host_speed import outside_load_slowdown
 from stepsim.models.metrics import Summary
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import SimResult, WindowReplay
-from stepsim.report.planner import ceiling_dict, plan_dict, sweep_dict, whatif_dict
-from stepsim.report.tables import summary_dict, window_dict
-from stepsim.scenarios.ceiling import CeilingReport
-from stepsim.scenarios.plan import Plan
-from stepsim.scenarios.predict import Prediction
-from stepsim.scenarios.stepcount import StepCount
-from stepsim.scenarios.sweep import SweepResult
-from stepsim.scenarios.validate import LedgerRecord
 from stepsim.simcore.units import us_to_ms
+
+# the scenarios and the report modules (rich) are imported where a planner verb runs and where
+# a result is turned into a dict: a calibration does not pay for them (about 0.1 s)
+if TYPE_CHECKING:
+    from stepsim.scenarios.ceiling import CeilingReport
+    from stepsim.scenarios.plan import Plan
+    from stepsim.scenarios.predict import Prediction
+    from stepsim.scenarios.stepcount import StepCount
+    from stepsim.scenarios.sweep import SweepResult
+    from stepsim.scenarios.validate import LedgerRecord
 
 REPLAY_WARN = 0.10
 """A calibration whose simulated mean step is further than this (fraction) from the measured
@@ -131,6 +133,7 @@ class Calibration(_Result):
                 "warnings above)")
 
     def to_dict(self) -> dict:
+        from stepsim.report.tables import window_dict
         return {"output": self.output, "steps": len(self.measured_step_us),
                 "measured_mean_ms": us_to_ms(self.measured_mean_us),
                 "measured_median_ms": us_to_ms(self.measured_median_us),
@@ -144,6 +147,7 @@ class Calibration(_Result):
     def rows(self) -> list[dict]:
         """One row per measured step (with the window replay's columns when there is one)."""
         if self.window is not None:
+            from stepsim.report.tables import window_dict
             return window_dict(self.window)["steps"]
         return [{"step": i, "measured_ms": us_to_ms(s)} for i, s in
                 enumerate(self.measured_step_us)]
@@ -160,6 +164,7 @@ class Simulation(_Result):
     count: StepCount | None = None
 
     def to_dict(self) -> dict:
+        from stepsim.report.tables import summary_dict
         return summary_dict(self.summary, self.count)
 
     def rows(self) -> list[dict]:
@@ -179,6 +184,7 @@ class WindowSimulation(_Result):
     replay: WindowReplay
 
     def to_dict(self) -> dict:
+        from stepsim.report.tables import window_dict
         return window_dict(self.replay)
 
     def rows(self) -> list[dict]:
@@ -210,6 +216,7 @@ class WhatIf(_Result):
     __repr__ = __str__
 
     def to_dict(self) -> dict:
+        from stepsim.report.planner import whatif_dict
         return whatif_dict(self.baseline, self.scenario)
 
     def rows(self) -> list[dict]:
@@ -227,6 +234,7 @@ class Sweep(_Result):
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
+        from stepsim.report.planner import sweep_dict
         return sweep_dict(self.result)
 
     def rows(self) -> list[dict]:
@@ -242,6 +250,7 @@ class Ceilings(_Result):
     report: CeilingReport
 
     def to_dict(self) -> dict:
+        from stepsim.report.planner import ceiling_dict
         return ceiling_dict(self.report)
 
     def rows(self) -> list[dict]:
@@ -258,6 +267,7 @@ class PlanResult(_Result):
     warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
+        from stepsim.report.planner import plan_dict
         return plan_dict(self.plan)
 
     def rows(self) -> list[dict]:

@@ -134,6 +134,24 @@ class StrictModel(BaseModel):
         return data
 
 
+def copy_with(model: BaseModel, update: dict) -> BaseModel:
+    """``model.model_copy(update=update)`` (a shallow copy, ``update``'s values set without
+    validation and marked as set) without pydantic's general path: about 4x cheaper, for the
+    thousands of ops and tasks a Monte Carlo draw copies. The same object state for a
+    :class:`StrictModel` (no extra fields, no private attributes); any other model goes the
+    general way."""
+    if model.__pydantic_extra__ is not None or getattr(model, "__pydantic_private__", None):
+        return model.model_copy(update=update)
+    cls = type(model)
+    m = cls.__new__(cls)
+    _set = object.__setattr__
+    _set(m, "__dict__", {**model.__dict__, **update})
+    _set(m, "__pydantic_extra__", None)
+    _set(m, "__pydantic_fields_set__", model.__pydantic_fields_set__ | update.keys())
+    _set(m, "__pydantic_private__", None)
+    return m
+
+
 class DurationSpec(StrictModel):
     """A duration distribution in µs, hand-writable as ``{mean_us: 900, cv: 0.1}`` or
     ``{samples_us: [...]}`` (resampled with replacement; ``mean_us`` is then their mean)."""

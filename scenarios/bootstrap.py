@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepsim.models.param_base import copy_with
 from stepsim.models.params import DurationSpec, StepModel
 
 
@@ -102,13 +103,14 @@ def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generato
     tasks = [t for ts in model.device.streams.values() for t in ts]
     dur_means = iter(means([t.replay_us for t in tasks if t.replay_us is not None]))
     gap_means = iter(means([t.replay_gap_us for t in tasks if t.replay_gap_us is not None]))
-    # new objects only where a value changes (means of valid values: no validation needed)
+    # new objects only where a value changes (means of valid values: no validation needed),
+    # copied as model_copy would (models.param_base.copy_with)
     ops = []
     for op in model.host.ops:
         up = {} if window or op.replay_us is None else {"replay_us": None}
         if op.replay_us is not None and op.kind != "next_batch":
             up["dur_us"] = op.dur_us * next(op_means)
-        ops.append(op.model_copy(update=up) if up else op)
+        ops.append(copy_with(op, up) if up else op)
     streams = {}
     for s, ts in model.device.streams.items():
         streams[s] = out = []
@@ -121,13 +123,13 @@ def _bootstrap_window(model: StepModel, pick: list[int], rng: np.random.Generato
                 up["dur_us"] = t.dur_us * r
             if t.replay_gap_us is not None:
                 up["gap_us"] = t.gap_us * next(gap_means)
-            out.append(t.model_copy(update=up) if up else t)
+            out.append(copy_with(t, up) if up else t)
     loader = model.loader
     if loader.produce.samples_us:
         s = loader.produce.samples_us
         loader = loader.model_copy(update={"produce": DurationSpec.from_samples(
             [float(v) for v in rng.choice(s, size=len(s), replace=True)])})
-    return model.model_copy(update={
-        "host": model.host.model_copy(update={"ops": ops}),
-        "device": model.device.model_copy(update={"streams": streams}), "loader": loader,
+    return copy_with(model, {
+        "host": copy_with(model.host, {"ops": ops}),
+        "device": copy_with(model.device, {"streams": streams}), "loader": loader,
         **({} if window else {"replay": None})})
