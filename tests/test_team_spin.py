@@ -1,0 +1,75 @@
+"""A team's threads spinning at libgomp's barrier between and after its regions
+(:meth:`models.cpu.CpuPool.spin`, ``host.team_spin_us``), in closed form: a spinner is a
+runnable thread that advances nothing, so it takes core time from a DataLoader worker
+while it lasts, and nothing on a pool that cannot be contended (0 workers unchanged)."""
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from stepsim.models.cpu import DEFAULT_QUANTUM_US, CpuPool
+
+
+def _beside(spinners: int, spin_us: float, work_us: float, threads: int = 1,
+            named: bool = True, contended: bool = True, stop_at: float | None = None) -> dict:
+    """``spinners`` team threads spinning ``spin_us`` (or till ``stop_at``) from 0 beside
+    ``threads`` threads of ``work_us`` of work each (named: placed when they wake), 2 cores."""
+    env = simpy.Environment()
+    pool = CpuPool(env, 2, contended=contended)
+    out = {"ends": [], "spin_end": None}
+    stop = env.event() if stop_at is not None else None
+
+    def spin():
+        yield from pool.spin(spinners, spin_us, stop)
+        out["spin_end"] = env.now
+
+    def worker(i):
+        yield from pool.work(work_us, thread=("w", i) if named else None)
+        out["ends"].append(env.now)
+
+    def stopper():
+        yield env.timeout(stop_at)
+        stop.succeed()
+
+    env.process(spin())
+    for i in range(threads):
+        env.process(worker(i))
+    if stop is not None:
+        env.process(stopper())
+    env.run()
+    return out
+
+
+@pytest.mark.parametrize("work_us,spin_us", [(8_000.0, 10_000.0), (30_000.0, 10_000.0),
+                                              (4_000.0, 10_000.0)])
+def test_a_worker_that_woke_shares_a_spinners_core(work_us, spin_us):
+    """Two spinners (a team of 3's other threads) hold both cores; a worker that wakes joins
+    one core's queue and holds half of it while they spin: it ends at 2W if W ≤ S/2, else at
+    S + (W − S/2) (without the spin: W), within a quantum (the share is taken per quantum)."""
+    out = _beside(2, spin_us, work_us)
+    want = 2 * work_us if work_us <= spin_us / 2 else spin_us + (work_us - spin_us / 2)
+    assert out["ends"][0] == pytest.approx(want, abs=DEFAULT_QUANTUM_US)
+    assert out["spin_end"] == pytest.approx(spin_us)
+
+
+def test_spinners_share_the_fair_pool_with_balanced_threads():
+    """One spinner beside two threads without an identity (the fair pool's round robin): three
+    runnable threads on two cores, 2/3 of a core each while the spinner lasts: W of work with
+    S ≥ 1.5 W ends at 1.5 W; the pool's FIFO round robin hands the quanta out in its own
+    order at ties, so they end between 1.25 W and 1.5 W (without the spinner: W)."""
+    out = _beside(1, 60_000.0, 20_000.0, threads=2, named=False)
+    for end in out["ends"]:
+        assert 25_000.0 - 1e-6 <= end <= 30_000.0 + DEFAULT_QUANTUM_US
+
+
+def test_the_next_region_stops_the_spin():
+    out = _beside(2, 1e18, 30_000.0, stop_at=6_000.0)
+    assert out["spin_end"] == pytest.approx(6_000.0)
+    assert out["ends"][0] == pytest.approx(6_000.0 + (30_000.0 - 3_000.0), abs=DEFAULT_QUANTUM_US)
+
+
+def test_nothing_changes_where_the_cores_cannot_be_contended():
+    """0 workers: the pool is not contended, a spinner takes no core anyone needs."""
+    out = _beside(1, 10_000.0, 8_000.0, contended=False)
+    assert out["ends"][0] == pytest.approx(8_000.0)
+    assert out["spin_end"] == pytest.approx(0.0)
