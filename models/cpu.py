@@ -111,7 +111,7 @@ class CpuPool:
         self.resource = simpy.Resource(env, capacity=cores)
         self.scale, self.interference = scale, interference
         self.stall = stall
-        self.spin_us = spin_us   # a team's spin after its last region (µs, :meth:`spin`)
+        self.spin_us = spin_us   # a team's spin after its last region (µs, :func:`models.cpu_spin.spin`)
         self.active = 0   # threads inside work(): running or runnable
         self.adaptive = adaptive and contended
         self.claims = 0   # threads that may be runnable (adaptive pools; :meth:`claim`)
@@ -357,57 +357,6 @@ class CpuPool:
             return held
         finally:
             self.active -= 1
-
-    def spin(self, threads: int, wall_us: float, stop: simpy.Event | None = None):
-        """Process generator: ``threads`` threads of a team spinning at its barrier, runnable
-        and advancing nothing, until ``wall_us`` µs of wall have passed or ``stop`` fires
-        (the team's next region begins). libgomp's threads spin there between regions, and
-        for a while after the last one before they sleep (measured: the team's other thread
-        held its core 7.4–8.0 ms into the 0-worker ``next()``, :attr:`HostParams.team_spin_us`),
-        so while the main thread runs an op's serial part, or waits in ``next()``, the team
-        still takes core time from DataLoader workers. On a pool that cannot be contended it
-        does nothing (a spinner then takes no core anyone needs). Each spinner counts as a
-        team thread on the core with the fewest team threads (per-core placement) and takes
-        its turn for a core like :meth:`hold` in the fair pool."""
-        if threads <= 0 or wall_us <= 0 or not self.contended:
-            return
-        env, end = self.env, self.env.now + wall_us
-        cores = []
-        for _ in range(threads):
-            j = min(range(self.cores), key=lambda c: (self.team_loads[c], self.loads[c]))
-            self.loads[j] += 1
-            self.team_loads[j] += 1
-            cores.append(j)
-        self.team_threads += threads
-        self.active += threads
-        try:
-            procs = [env.process(self._spin_one(end, stop)) for _ in range(threads)]
-            yield simpy.AllOf(env, procs)
-        finally:
-            for j in cores:
-                self.loads[j] -= 1
-                self.team_loads[j] -= 1
-            self.team_threads -= threads
-            self.active -= threads
-
-    def _spin_one(self, end: float, stop):
-        """One spinner of :meth:`spin`: per quantum, in the per-core placement it just holds
-        its place; in the fair pool it takes its turn for a core."""
-        env = self.env
-
-        def wait(ev):
-            return ev if stop is None else ev | stop
-
-        while end - env.now > 1e-9 and not (stop is not None and stop.triggered):
-            dt = min(self.quantum_us, end - env.now)
-            if self._fluid():
-                yield wait(env.timeout(dt))
-                continue
-            with self.resource.request() as req:
-                got = yield wait(req | env.timeout(end - env.now))
-                if req not in got:
-                    break
-                yield wait(env.timeout(dt))
 
     def parallel_work(self, work_us: float, threads: int, ref: float = 0.0, team: bool = True,
                       thread=None):

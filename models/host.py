@@ -30,6 +30,7 @@ import numpy as np
 import simpy
 
 from stepsim.models.cpu import CpuPool, record_cpu_work
+from stepsim.models.cpu_spin import spin as team_spin
 from stepsim.models.device import LaunchQueue, StepEvents
 from stepsim.models.loader import DataLoaderSim
 from stepsim.simcore.dists import Duration
@@ -168,11 +169,12 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             # part whenever a worker's batch was shorter than it)
             # the team's other threads spin through each serial part (team_spin_us > 0)
             core_us, k = 0.0, INTERLEAVE_SLICES
-            spin = cpu.spin_us > 0
+            # (not a team of more threads than cores: libgomp then spins 100 times only)
+            spin = cpu.spin_us > 0 and op.threads <= cpu.cores
             for _ in range(k):
                 stop = env.event() if spin and serial > 0 else None
                 if stop is not None:
-                    spinning = env.process(cpu.spin(op.threads - 1, 1e18, stop))
+                    spinning = env.process(team_spin(cpu, op.threads - 1, 1e18, stop))
                 core_us += yield from cpu.work(serial / k, ref)
                 if stop is not None:
                     stop.succeed()
@@ -180,7 +182,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                 core_us += yield from cpu.parallel_work(par * op.threads / k, op.threads, ref)
             if spin:     # and after its last region, until they sleep or the next op begins
                 tail[0] = env.event()
-                env.process(cpu.spin(op.threads - 1, cpu.spin_us, tail[0]))
+                env.process(team_spin(cpu, op.threads - 1, cpu.spin_us, tail[0]))
         elif uses_core:
             core_us = yield from cpu.work(serial, ref)
             if par > 0:

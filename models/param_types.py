@@ -188,7 +188,7 @@ class HostParams(StrictModel):
     """How long (µs of wall) a multi-threaded op's other intra-op threads stay runnable,
     spinning at libgomp's barrier, after the op's last parallel region (and through its serial
     parts, shorter than this): they take core time from DataLoader workers meanwhile
-    (:meth:`models.cpu.CpuPool.spin`). Measured by the capture: the process's CPU time beyond
+    (:func:`models.cpu_spin.spin`). Measured by the capture: the process's CPU time beyond
     the main thread's inside a 0-worker ``next()``, per other thread
     (:func:`calibration.sidecar_fit.team_spin_from_sidecar`); 0: none (one thread, or not
     measured). Read only on a pool with more runnable threads than cores."""

@@ -1,5 +1,5 @@
 """A team's threads spinning at libgomp's barrier between and after its regions
-(:meth:`models.cpu.CpuPool.spin`, ``host.team_spin_us``), in closed form: a spinner is a
+(:func:`models.cpu_spin.spin`, ``host.team_spin_us``), in closed form: a spinner is a
 runnable thread that advances nothing, so it takes core time from a DataLoader worker
 while it lasts, and nothing on a pool that cannot be contended (0 workers unchanged)."""
 from __future__ import annotations
@@ -8,6 +8,7 @@ import pytest
 import simpy
 
 from stepsim.models.cpu import DEFAULT_QUANTUM_US, CpuPool
+from stepsim.models.cpu_spin import spin
 
 
 def _beside(spinners: int, spin_us: float, work_us: float, threads: int = 1,
@@ -20,7 +21,7 @@ def _beside(spinners: int, spin_us: float, work_us: float, threads: int = 1,
     stop = env.event() if stop_at is not None else None
 
     def spin():
-        yield from pool.spin(spinners, spin_us, stop)
+        yield from spin(pool, spinners, spin_us, stop)
         out["spin_end"] = env.now
 
     def worker(i):
