@@ -74,3 +74,25 @@ def test_nothing_changes_where_the_cores_cannot_be_contended():
     out = _beside(1, 10_000.0, 8_000.0, contended=False)
     assert out["ends"][0] == pytest.approx(8_000.0)
     assert out["spin_end"] == pytest.approx(0.0)
+
+
+def _with_spin(m, spin_us: float):
+    return m.model_copy(update={"host": m.host.model_copy(update={"team_spin_us": spin_us})})
+
+
+@pytest.mark.parametrize("threads,workers", [(2, 0), (1, 1), (1, 0)])
+def test_a_step_without_co_runners_or_team_is_unchanged(threads, workers):
+    """0 workers beside a 2-thread team (no co-runner: the pool cannot be contended) and any
+    one-thread step (no team: the demo's) simulate the same with the spin as without."""
+    from tests.test_host_physics import host_model, mean_ms
+    m = host_model(workers, 2, 15.0, 16.0, threads=threads, parallel=0.83 if threads > 1 else 0)
+    assert mean_ms(_with_spin(m, 7_400.0), 40) == mean_ms(m, 40)
+
+
+def test_the_spin_slows_a_worker_bound_step_by_at_most_its_length():
+    """Beside one worker the spin takes core time from it: the step is longer, by less than
+    the spin a step (it cannot cost more than the spinner's own time on a core)."""
+    from tests.test_host_physics import host_model, mean_ms
+    m = host_model(1, 2, 15.0, 16.0, threads=2, parallel=0.83)
+    base, spun = mean_ms(m, 60), mean_ms(_with_spin(m, 7_400.0), 60)
+    assert base < spun <= base + 7.4
