@@ -20,7 +20,7 @@ def _beside(spinners: int, spin_us: float, work_us: float, threads: int = 1,
     out = {"ends": [], "spin_end": None}
     stop = env.event() if stop_at is not None else None
 
-    def spin():
+    def spinning():
         yield from spin(pool, spinners, spin_us, stop)
         out["spin_end"] = env.now
 
@@ -32,7 +32,7 @@ def _beside(spinners: int, spin_us: float, work_us: float, threads: int = 1,
         yield env.timeout(stop_at)
         stop.succeed()
 
-    env.process(spin())
+    env.process(spinning())
     for i in range(threads):
         env.process(worker(i))
     if stop is not None:
