@@ -198,8 +198,9 @@ at 2 workers (128 ms alone; 124–149 ms); the TEAM_STALL_PRIOR CNN (calibration
 script (2026-12-05) ×0.95 and ×1.04 at 1 and 2; a second user's CNN (2026-12-05, load
 1.7–2.0, 29.6 ms alone) ×1.34, ×1.88 and ×1.53 at 1, 2 and 4 workers, where the model gave
 ×1.00–1.04 with P10–P90 ±5–9 % (that round ran outside the timing lock; quiet re-runs,
-outside CPU 0–0.2 cores: ×1.49 and ×1.70 at 1 and 2, medians; with the team's spin modelled,
-``host.team_spin_us``, ×1.01–1.03). The extremes of these, not a fit. Measured per thread, the
+outside CPU 0–0.2 cores: ×1.49 and ×1.70 at 1 and 2, medians; another at 0.06 cores, load
+1.3–1.5: ×1.14, ×1.09, ×1.33 at 1, 2, 4, means; with the team's spin modelled,
+``host.team_spin_us``, ×1.02). The extremes of these, not a fit. Measured per thread, the
 team's stall is the workers' CPU serialized, which the model has; the rest is a worker
 process's CPU per batch beside the team, ×1.16–1.44 the 0-worker capture's produce, which
 such a capture cannot measure."""
