@@ -96,3 +96,29 @@ def test_the_spin_slows_a_worker_bound_step_by_at_most_its_length():
     m = host_model(1, 2, 15.0, 16.0, threads=2, parallel=0.83)
     base, spun = mean_ms(m, 60), mean_ms(_with_spin(m, 7_400.0), 60)
     assert base < spun <= base + 7.4
+
+
+def _side(workers: int, steps: list[tuple[float, float, float]], threads: int = 2):
+    from types import SimpleNamespace as NS
+    return NS(torch_num_threads=threads, loader=NS(num_workers=workers),
+              steps=[NS(profiled=False, next_proc_cpu_us=p, next_cpu_us=c, next_wall_us=w)
+                     for p, c, w in steps])
+
+
+def test_the_spin_is_measured_from_a_0_worker_next():
+    """The process's CPU beyond the main thread's in a 0-worker next(), per other thread, the
+    median over the steps: measured; through the whole next() a floor, said; with workers, or
+    one thread, not measured."""
+    from stepsim.calibration.team_stall import team_spin_from_sidecar
+    host, src, warn = team_spin_from_sidecar(_side(0, [(23.0e3, 15.5e3, 16e3),
+                                                       (24.0e3, 16.0e3, 16e3),
+                                                       (22.0e3, 15.0e3, 16e3)]))
+    assert host == {"team_spin_us": pytest.approx(7.5e3)}
+    assert src == {"host.team_spin_us": "measured"} and not warn
+    host, _, warn = team_spin_from_sidecar(_side(0, [(8.0e3, 4.0e3, 4.1e3)], threads=3))
+    assert host["team_spin_us"] == pytest.approx(2.0e3) and not warn
+    _, _, warn = team_spin_from_sidecar(_side(0, [(8.0e3, 4.0e3, 4.1e3)]))
+    assert warn and "floor" in warn[0]
+    host, src, warn = team_spin_from_sidecar(_side(1, [(8.0e3, 4.0e3, 4.1e3)]))
+    assert host == {} and src == {"host.team_spin_us": "assumed"} and warn
+    assert team_spin_from_sidecar(_side(0, [(8.0e3, 4.0e3, 4.1e3)], threads=1)) == ({}, {}, [])
