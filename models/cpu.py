@@ -48,6 +48,9 @@ at its share of the core it is on (a team at its slowest thread's share times th
 the power ``γ``), per quantum, without the FIFO pool; a caller names a thread (``thread``) to
 be placed, and it is balanced again after :data:`~models.cpu_place.BALANCE_AFTER_US` of
 runnable time. One-thread models never meet a team: nothing changes for them.
+A team's other threads also spin, runnable, through the op's serial parts and for
+``spin_us`` after its last region (:func:`models.cpu_spin.spin`, ``host.team_spin_us``,
+measured).
 
 A gloo thread's slice after a wake-up (``preempt``) does not queue behind the held quanta: it
 runs at once and the holder that owes least absorbs its time at the end of its quantum, as
