@@ -35,6 +35,7 @@ from stepsim.calibration.sidecar_fit import (STARTUP_UNMEASURED, capture_loads,
                                              interference_from_sidecar, loader_from_sidecar,
                                              team_stall_from_sidecar)
 from stepsim.calibration.steps import StepList
+from stepsim.calibration.team_stall import team_spin_from_sidecar
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
 
@@ -216,6 +217,11 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     stall_host, stall_src, stall_warn = team_stall_from_sidecar(sidecar)
     sources.update(stall_src)
     warnings += stall_warn
+    if sidecar is not None:
+        spin_host, spin_src, spin_warn = team_spin_from_sidecar(sidecar)
+        stall_host = {**stall_host, **spin_host}
+        sources.update(spin_src)
+        warnings += spin_warn
     if prof:
         thread_cpu = np.array([max(s.cpu_us - s.next_cpu_us, 0.0) for s in prof])
         cpu_compute = (thread_cpu if torch_threads == 1

@@ -48,6 +48,9 @@ at its share of the core it is on (a team at its slowest thread's share times th
 the power ``γ``), per quantum, without the FIFO pool; a caller names a thread (``thread``) to
 be placed, and it is balanced again after :data:`~models.cpu_place.BALANCE_AFTER_US` of
 runnable time. One-thread models never meet a team: nothing changes for them.
+A team's other threads also spin, runnable, through the op's serial parts and for
+``spin_us`` after its last region (:func:`models.cpu_spin.spin`, ``host.team_spin_us``,
+measured).
 
 A gloo thread's slice after a wake-up (``preempt``) does not queue behind the held quanta: it
 runs at once and the holder that owes least absorbs its time at the end of its quantum, as
@@ -98,7 +101,8 @@ class CpuPool:
 
     def __init__(self, env: simpy.Environment, cores: int, contended: bool,
                  quantum_us: float = DEFAULT_QUANTUM_US, scale: float = 1.0,
-                 interference: float = 0.0, adaptive: bool = False, stall: float = 1.0):
+                 interference: float = 0.0, adaptive: bool = False, stall: float = 1.0,
+                 spin_us: float = 0.0):
         if cores < 1:
             raise ValueError(f"cores must be >= 1, got {cores}")
         if quantum_us <= 0:
@@ -110,6 +114,7 @@ class CpuPool:
         self.resource = simpy.Resource(env, capacity=cores)
         self.scale, self.interference = scale, interference
         self.stall = stall
+        self.spin_us = spin_us   # a team's spin after its last region (µs, :func:`models.cpu_spin.spin`)
         self.active = 0   # threads inside work(): running or runnable
         self.adaptive = adaptive and contended
         self.claims = 0   # threads that may be runnable (adaptive pools; :meth:`claim`)

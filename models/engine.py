@@ -125,7 +125,8 @@ class Setup:
             m = self.model
             cpu = CpuPool(env, self.lp.host_cores, contended=self.threads * n_on > self.lp.host_cores,
                           scale=m.host.cpu_scale, interference=m.host.interference,
-                          adaptive=self.adaptive, stall=m.host.team_stall)
+                          adaptive=self.adaptive, stall=m.host.team_stall,
+                          spin_us=m.host.team_spin_us)
             if host:
                 pools[host] = cpu
         cpu.claim(self.fixed_threads)

@@ -30,6 +30,7 @@ import numpy as np
 import simpy
 
 from stepsim.models.cpu import CpuPool, record_cpu_work
+from stepsim.models.cpu_spin import spin as team_spin
 from stepsim.models.device import LaunchQueue, StepEvents
 from stepsim.models.loader import DataLoaderSim
 from stepsim.simcore.dists import Duration
@@ -106,6 +107,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
     step's host work ends (so it has ``n_steps + 1`` entries).
     """
     lane = f"rank{rank}.host"
+    tail: list = [None]   # stops the spin of the last team op's threads (CpuPool.spin)
     # Run-ahead: while the host's CPU work cannot contend with anything (no core pool, or one
     # with no more runnable threads than cores and no co-run interference), cpu ops and
     # launches only move the host's own clock ``t``; a launch's event is scheduled for its
@@ -150,6 +152,10 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             recorder.span(Span(lane, name, "busy", t0, block, step, rank, category=category))
 
     def busy(name: str, dur_us: float, category: str, step: int, op: HostOpPlan | None = None):
+        if op is not None and op.threads > 1 and tail[0] is not None:
+            if not tail[0].triggered:
+                tail[0].succeed()       # the spinning team's next region begins
+            tail[0] = None
         start = env.now
         serial, par, block = dur_us, 0.0, 0.0
         if op is not None:
@@ -161,10 +167,22 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             # in slices, so a worker that runs during part of the op meets both in proportion
             # (the serial part first, then the parallel, hid every stall behind the serial
             # part whenever a worker's batch was shorter than it)
+            # the team's other threads spin through each serial part (team_spin_us > 0)
             core_us, k = 0.0, INTERLEAVE_SLICES
+            # (not a team of more threads than cores: libgomp then spins 100 times only)
+            spin = cpu.spin_us > 0 and op.threads <= cpu.cores
             for _ in range(k):
+                stop = env.event() if spin and serial > 0 else None
+                if stop is not None:
+                    spinning = env.process(team_spin(cpu, op.threads - 1, 1e18, stop))
                 core_us += yield from cpu.work(serial / k, ref)
+                if stop is not None:
+                    stop.succeed()
+                    yield spinning
                 core_us += yield from cpu.parallel_work(par * op.threads / k, op.threads, ref)
+            if spin:     # and after its last region, until they sleep or the next op begins
+                tail[0] = env.event()
+                env.process(team_spin(cpu, op.threads - 1, cpu.spin_us, tail[0]))
         elif uses_core:
             core_us = yield from cpu.work(serial, ref)
             if par > 0:

@@ -188,6 +188,14 @@ class HostParams(StrictModel):
     team_stall_range: tuple[float, float] | None = None
     """Uncertainty of ``team_stall`` (low, high), drawn uniformly by prediction intervals:
     fitted from a probe's team steps, or a stated prior without one."""
+    team_spin_us: float = Field(default=0.0, ge=0, le=1e6)
+    """How long (µs of wall) a multi-threaded op's other intra-op threads stay runnable,
+    spinning at libgomp's barrier, after the op's last parallel region (and through its serial
+    parts, shorter than this): they take core time from DataLoader workers meanwhile
+    (:func:`models.cpu_spin.spin`). Measured by the capture: the process's CPU time beyond
+    the main thread's inside a 0-worker ``next()``, per other thread
+    (:func:`calibration.sidecar_fit.team_spin_from_sidecar`); 0: none (one thread, or not
+    measured). Read only on a pool with more runnable threads than cores."""
 
     @model_validator(mode="after")
     def _check_ranges(self):

@@ -197,23 +197,30 @@ at 2 workers (128 ms alone; 124–149 ms); the TEAM_STALL_PRIOR CNN (calibration
 2026-12-04, load 1.2–1.6) ×1.31–1.53 at 1 and ×1.14–1.36 at 2 (49.5–55.5 ms alone); a user's
 script (2026-12-05) ×0.95 and ×1.04 at 1 and 2; a second user's CNN (2026-12-05, load
 1.7–2.0, 29.6 ms alone) ×1.34, ×1.88 and ×1.53 at 1, 2 and 4 workers, where the model gave
-×1.00–1.04 with P10–P90 ±5–9 %. The extremes of these, not a fit."""
+×1.00–1.04 with P10–P90 ±5–9 % (that round ran outside the timing lock; quiet re-runs,
+outside CPU 0–0.2 cores: ×1.49 and ×1.70 at 1 and 2, medians; another at 0.06 cores, load
+1.3–1.5: ×1.14, ×1.09, ×1.33 at 1, 2, 4, means; with the team's spin modelled,
+``host.team_spin_us``, ×1.02). The extremes of these, not a fit. Measured per thread, the
+team's stall is the workers' CPU serialized, which the model has; the rest is a worker
+process's CPU per batch beside the team, ×1.16–1.44 the 0-worker capture's produce, which
+such a capture cannot measure."""
 
 
 def _team_beside_workers(threads: int, workers: int, cores: int, after: StepModel) -> str:
     """The measured range of such steps (:data:`TEAM_BESIDE_WORKERS`) and why the interval
-    does not cover it: ``γ`` (``host.team_stall``) acts only while every team thread's core
-    has a runnable worker, which the simulated loader rarely gives (one batch is asked per
-    step, so one worker is busy at a time; on the second user's model the 2-worker step was
-    30.9 ms at ``γ`` 1 and 31.6 at ``γ`` 10 and 20)."""
+    does not cover it: the team's stall (the workers' CPU, serialized) and its spin are
+    modelled, but a worker process's CPU per batch beside the team rose ×1.16–1.44 over the
+    0-worker capture's produce (measured on the second user's CNN, docs/measurements.md
+    #team-stall), which the capture cannot measure; ``γ`` (``host.team_stall``) acts only
+    while every team thread's core has a runnable worker (one batch is asked per step)."""
     lo, hi = TEAM_BESIDE_WORKERS
     rng = after.host.team_stall_range
     prior = (f"γ {rng[0]:g}–{rng[1]:g}" if rng is not None
              else f"γ {after.host.team_stall:g}, not varied")
     return (f"a team of {threads} threads beside {workers} busy worker(s) on {cores} cores was "
             f"measured ×{lo:g}–{hi:g} its 0-worker step (2 cores, 4 CNNs, 2026-12-04/05), "
-            f"outside this interval: its team-stall prior ({prior}) acts only while every "
-            "team core has a busy worker; re-measure")
+            f"outside this interval ({prior}): a worker's CPU per batch rose ×1.16–1.44 beside "
+            "the team, unmodelled; re-measure")
 
 
 def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]:
