@@ -31,9 +31,10 @@ from stepsim.models.param_base import (CATEGORIES, LAUNCH_QUEUE_DEPTH, MAX_CORES
                                        MAX_WORKERS, PHASES, SCHEMA_VERSION, Category,
                                        DurationSpec, Micros, Phase, Source, StepMicros,
                                        StrictModel)
+from stepsim.models.param_meta import Meta, ReplayWindow
 from stepsim.models.param_types import (CommParams, DeviceParams, DeviceTask, GradParam,
-                                        HostKind, HostOp, HostParams, LoaderParams, Meta,
-                                        RankParams, ReplayWindow, TaskKind)
+                                        HostKind, HostOp, HostParams, LoaderParams, RankParams,
+                                        TaskKind)
 from stepsim.models.schema import upgrade
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input

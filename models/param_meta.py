@@ -1,0 +1,77 @@
+"""The StepModel's provenance (:class:`Meta`: sources, warnings, notes, parameter ranges) and
+its captured window (:class:`ReplayWindow`, replayed step by step from the state the profiler
+found). Times in **µs**."""
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from stepsim.models.param_base import Micros, Source, StepMicros, StrictModel
+from stepsim.simcore.errors import printable
+
+
+class Meta(StrictModel):
+    """Where the model came from and what it could not calibrate."""
+
+    name: str = ""
+    sources: dict[str, Source] = Field(default_factory=dict)
+    traces: list[str] = Field(default_factory=list)
+    steps_used: list[int] = Field(default_factory=list)
+    measured_step_us: list[StepMicros] = Field(default_factory=list)
+    """Measured step times (start to next start, µs) of the steps used."""
+    warnings: list[str] = Field(default_factory=list)
+    notes: dict[str, str | float | int | bool | None] = Field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Optional uncertainty of parameters, as ``path -> (low, high)`` *factors* applied to the
+    value at that dotted path (``loader.produce: [0.7, 1.4]``). Paths in ``sources`` marked
+    ``inferred`` or ``assumed`` without an entry here get the planner's defaults (±20 %,
+    ±50 %); see :mod:`scenarios.predict`."""
+
+    @field_validator("name", "traces", "warnings", mode="before")
+    @classmethod
+    def _printable(cls, v):
+        """File names become printable UTF-8 (see :func:`simcore.errors.shown`)."""
+        return printable(v)
+
+    @model_validator(mode="after")
+    def _check_ranges(self):
+        for path, (lo, hi) in self.ranges.items():
+            if not (0 <= lo <= hi):
+                raise ValueError(f"ranges[{path!r}] must satisfy 0 <= low <= high, got ({lo}, {hi})")
+        return self
+
+
+class ReplayWindow(StrictModel):
+    """The captured window of a trace, kept so the calibrated baseline can be replayed step
+    by step from the state the profiler found (``simulate(..., replay=True)``): the check that
+    the simulator reproduces what was measured, including a transient (a device backlog, a run
+    of input stalls) that a steady-state simulation of the representative step does not show.
+
+    Attributes:
+        steps: the captured step numbers, in order, without holes (``ProfilerStep#N``).
+        calibrated: per step, whether it had its own fit (a complete step with the
+            representative's structure); the others replay the representative's durations and
+            are left out of the comparison.
+        measured_step_us: per step, its measured time (µs, start to next start; the last
+            step's tail is GPU-inclusive, see ``calibration.steps``).
+        stream_busy_us: per stream, how long (µs) after the first step's start the stream was
+            still running work launched before it (the backlog the window starts with).
+        last_gpu_inclusive: the window's last step was the trace's last, so its measured time
+            runs to the end of its GPU work (else to the next step's start).
+    """
+
+    steps: list[int]
+    calibrated: list[bool]
+    measured_step_us: list[StepMicros]
+    stream_busy_us: dict[str, Micros] = Field(default_factory=dict)
+    last_gpu_inclusive: bool = False
+
+    @model_validator(mode="after")
+    def _check_lengths(self):
+        n = len(self.steps)
+        if n == 0 or len(self.calibrated) != n or len(self.measured_step_us) != n:
+            raise ValueError("replay: steps, calibrated and measured_step_us must be non-empty "
+                             "and of one length")
+        if any(v < 0 for v in self.measured_step_us) or any(
+                v < 0 for v in self.stream_busy_us.values()):
+            raise ValueError("replay: times must be >= 0")
+        return self
