@@ -203,9 +203,12 @@ def test_window_speed_closed_form(early_window, tmp_path):
 
     own = at_capture_speed(a.model)
     assert own.host.cpu_scale == pytest.approx(1.0)
-    notes = {k: v for k, v in a.model.meta.notes.items() if k != "window_speed"}
-    plain = a.model.model_copy(update={
-        "host": a.model.host.model_copy(update={"cpu_scale": 1.0}),
+    # (and with the training step's profiled durations, which calibration scales to its
+    # unprofiled CPU time: calibration.profiler_overhead.step_factor)
+    notes = {k: v for k, v in a.model.meta.notes.items()
+             if k not in ("window_speed", "step_profiler_factor")}
+    plain = own.model_copy(update={
+        "host": own.host.model_copy(update={"cpu_scale": 1.0}),
         "meta": a.model.meta.model_copy(update={"notes": notes})})
     from stepsim.scenarios.stepcount import simulate_counted
     res, _ = simulate_counted(plain, api.DEFAULT_STEPS, api.DEFAULT_WARMUP, 0, keep="steps")
