@@ -29,6 +29,7 @@ import numpy as np
 from stepsim.calibration.batch_probe import probe_fields
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.outside_load import outside_load
+from stepsim.calibration.profiler_overhead import step_factor, step_factor_note
 from stepsim.calibration.run_drift import profiled_drift
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import (STARTUP_UNMEASURED, capture_loads,
@@ -271,6 +272,11 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                     "not compete with workers for cores")
         split["corun_ref"] = capture_loads(sidecar)[1]
         sources["host.ops[1].corun_ref"] = "measured"
+    stepf = step_factor(sidecar)     # the profiler's cost on the step, measured
+    if stepf is not None:
+        compute_us = compute_us * stepf[0]
+        if abs(stepf[0] - 1) > 0.02:
+            warnings.append(step_factor_note(*stepf))
     compute_mean = float(compute_us.mean())
     opt_us = step_loader_waits_us(table, steps, OPTIMIZER_SPAN)
     wall_compute = float(np.maximum(step_us - wait_us, 0.0).sum())
@@ -300,6 +306,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     notes: dict = {"kind": "cpu", "produce_basis": notes_produce, "compute_basis": compute_basis,
                    "input_wait_mean_us": float(wait_us.mean()),
                    "compute_mean_us": compute_mean, "step_method": steps.method}
+    if stepf is not None:   # undone by models.host_speed.at_capture_speed for the replay
+        notes["step_profiler_factor"] = stepf[0]
     if sidecar is not None:
         notes.update(torch_version=sidecar.torch_version, device=sidecar.device)
     if load is not None:

@@ -33,7 +33,7 @@ import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 
-__all__ = ["OverheadFactor", "overhead_factor", "MIN_STEPS", "unprofiled_views"]
+__all__ = ["OverheadFactor", "overhead_factor", "step_factor", "MIN_STEPS", "unprofiled_views"]
 
 MIN_STEPS = 2
 """Fewest unprofiled and profiled steps a factor is measured from."""
@@ -149,3 +149,48 @@ def unprofiled_views(sides: list[Sidecar]) -> list[Sidecar]:
     if any(len(v) <= MIN_STEPS for v in views):
         return list(sides)
     return [side.model_copy(update={"steps": v}) for side, v in zip(sides, views)]
+
+
+def step_factor(side: Sidecar | None) -> tuple[float, OverheadFactor, float] | None:
+    """``(p, factor, s)`` for a CPU capture's training step (one intra-op thread), or None
+    where the sidecar cannot measure it: ``p = f × s`` scales the step's durations from the
+    profiled window to the unprofiled steps a re-measured run is scored on, ``f`` the
+    measured unprofiled ÷ profiled main-thread CPU per step (:func:`overhead_factor`) and
+    ``s`` the window's speed against the whole run from the batches' produce
+    (:func:`calibration.host_noise.window_speed`, 1 where it cannot be measured), which
+    calibration applies to every CPU duration already: ``f`` holds the host's drift between
+    the window and the rest of the run too, and ``s`` takes it back out, so the step ends at
+    its unprofiled CPU time and the batches at the run's (``p · (1/s) = f``).
+
+    Measured on the demo (2026-12-05, 2 cores, docs/measurements.md#the-demos-score): the
+    capture's 8 profiled steps took 1.16–1.40× the main-thread CPU of its unprofiled ones in
+    six runs, where the batches' window speed was 0.94–1.14; the model's step had been the
+    profiled one (62.3 ms against 47.0 ms unprofiled). On torch's intra-op threads the
+    process CPU holds the team's spinning, so the main thread's ratio is not the step's: None.
+    A ``p`` beyond 1/4–4 (:data:`MAX_STEP_FACTOR`, assumed) is not a profiler's cost: None."""
+    from stepsim.calibration.host_noise import window_speed
+
+    if side is None or (side.torch_num_threads or 1) > 1:
+        return None
+    f = overhead_factor(side)
+    if f is None:
+        return None
+    s = window_speed(side) or 1.0
+    p = f.factor * s
+    if not 1 / MAX_STEP_FACTOR <= p <= MAX_STEP_FACTOR:
+        return None
+    return p, f, s
+
+
+MAX_STEP_FACTOR = 4.0
+"""Bound on :func:`step_factor` (assumed): a profiled step more than 4× its unprofiled ones, or
+under a quarter, is a run that changed its work, not the profiler's cost."""
+
+
+def step_factor_note(p: float, f: OverheadFactor, s: float) -> str:
+    """calibrate's line for a training step scaled by :func:`step_factor`'s ``p``."""
+    return (f"profiler overhead (measured): the training step's durations are the profiled "
+            f"window's × {p:.3f}, the unprofiled ÷ profiled main-thread CPU per step "
+            f"{f.describe()} × the window's speed {s:.3f} (the host's drift in the window, "
+            "which every duration takes apart): a re-measured run is scored on unprofiled "
+            "steps; the replay of the capture keeps the profiled ones")

@@ -83,16 +83,22 @@ def _capture(num_workers: int, out: Path, seed: int, probe: int | None = None) -
 
 def _plan(settings, repeats: int, calibration_runs: int) -> list[int]:
     """The order of the captured runs (their num_workers): ``repeats`` rounds over
-    ``settings``, and the calibration setting's runs beyond them up to ``calibration_runs``,
-    one after each round and the rest at the end."""
-    extra = max(calibration_runs - repeats * (CALIBRATION_WORKERS in settings), 0)
-    plan = []
-    for _ in range(repeats):
-        plan += list(settings)
-        if extra:
-            plan.append(CALIBRATION_WORKERS)
-            extra -= 1
-    return plan + [CALIBRATION_WORKERS] * extra
+    ``settings``, and the calibration setting's runs beyond them up to ``calibration_runs``
+    spread over the demo's minutes: each goes into the middle of the longest stretch of other
+    runs (the plan's start and end count as edges; a tie goes to the later stretch).
+
+    The replicates measure the host's run-to-run speed for the interval, which holds only if
+    they sample the minutes the validated runs pay: the host here drifts over tens of seconds
+    (identical work 1.2-1.5x for 3 consecutive runs, 2026-12-05, docs/measurements.md#the-demos-score),
+    and a plan with the extra runs after each round and at the end left 4 other runs (about
+    70 s) between two replicates, the stretch where two demos' slow runs fell."""
+    plan = [s for _ in range(repeats) for s in settings]
+    for _ in range(max(calibration_runs - plan.count(CALIBRATION_WORKERS), 0)):
+        cuts = [-1] + [i for i, s in enumerate(plan) if s == CALIBRATION_WORKERS] + [len(plan)]
+        gaps = [(b - a - 1, a) for a, b in zip(cuts, cuts[1:])]
+        size, a = max(gaps)          # the longest stretch, the later one on a tie
+        plan.insert(a + 1 + (size + 1) // 2, CALIBRATION_WORKERS)
+    return plan
 
 
 def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None = None,

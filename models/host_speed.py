@@ -162,15 +162,27 @@ def at_capture_speed(model):
     next run takes) and widen the intervals; the capture's own steps ran at its own speed.
     Where calibration measured the window's speed against the whole run
     (``meta.notes['window_speed']``, :func:`calibration.host_noise.at_run_speed`), the factor
-    is the window's. Unchanged without either."""
+    is the window's. A training step that calibration scaled to its unprofiled CPU time
+    (``meta.notes['step_profiler_factor']``, :func:`calibration.profiler_overhead.step_factor`)
+    gets its profiled durations back: the window's steps ran under the profiler. Unchanged
+    without any of these."""
     runs = model.host.speed_runs
     own = float(runs[0]) if runs else model.host.cpu_scale
     window = model.meta.notes.get("window_speed")
     if isinstance(window, (int, float)) and window > 0:
         own *= window   # the capture's window against its whole run
-    if own == model.host.cpu_scale:
+    host = model.host
+    step = model.meta.notes.get("step_profiler_factor")
+    if isinstance(step, (int, float)) and step > 0 and step != 1:
+        # the training step was scaled to its unprofiled CPU time (calibration.
+        # profiler_overhead.step_factor): the captured window's steps ran profiled
+        host = host.model_copy(update={"ops": [
+            op.model_copy(update={"dur_us": op.dur_us / step, "samples_us": (
+                [v / step for v in op.samples_us] if op.samples_us else op.samples_us)})
+            if op.kind == "cpu" else op for op in host.ops]})
+    if own == model.host.cpu_scale and host is model.host:
         return model
-    return model.model_copy(update={"host": model.host.model_copy(update={"cpu_scale": own})})
+    return model.model_copy(update={"host": host.model_copy(update={"cpu_scale": own})})
 
 
 CAPTURE_SPEED = "at the capture's own host speed"

@@ -191,17 +191,33 @@ def test_window_speed_closed_form(early_window, tmp_path):
 
     own = at_capture_speed(a.model)
     assert own.host.cpu_scale == pytest.approx(1.0)
-    notes = {k: v for k, v in a.model.meta.notes.items() if k != "window_speed"}
-    plain = a.model.model_copy(update={
-        "host": a.model.host.model_copy(update={"cpu_scale": 1.0}),
+    # (and with the training step's profiled durations, which calibration scales to its
+    # unprofiled CPU time: calibration.profiler_overhead.step_factor)
+    notes = {k: v for k, v in a.model.meta.notes.items()
+             if k not in ("window_speed", "step_profiler_factor")}
+    plain = own.model_copy(update={
+        "host": own.host.model_copy(update={"cpu_scale": 1.0}),
         "meta": a.model.meta.model_copy(update={"notes": notes})})
     from stepsim.scenarios.stepcount import simulate_counted
     res, _ = simulate_counted(plain, api.DEFAULT_STEPS, api.DEFAULT_WARMUP, 0, keep="steps")
     assert a.steady_mean_us == pytest.approx(res.mean_step_us, rel=1e-6)
-    # predictions run every CPU part 1/0.75x as long as the window's
+    # predictions run every CPU part 1/0.75x as long as the window's: the batches' produce,
+    # and the training step from its unprofiled CPU time (x p = f x 0.75, f its unprofiled /
+    # profiled CPU: the edit here slowed only the batches outside the window, so the step
+    # ends at f, not at 1/0.75; calibration.profiler_overhead.step_factor)
+    from stepsim.calibration.profiler_overhead import overhead_factor
+
+    p = a.model.meta.notes.get("step_profiler_factor", 1.0)
+    f = overhead_factor(load_sidecar(moved / "sidecar.json"))
+    if f is not None:
+        assert p == pytest.approx(f.factor * 0.75)
+    assert a.model.host.ops[1].dur_us == pytest.approx(plain.host.ops[1].dur_us * p)
+    slow = plain.model_copy(update={"host": a.model.host})     # x 1/0.75, the step x p
     ops = [parse_set("loader.num_workers=1")]
-    fast = predict(plain, ops, steps=60, warmup=10, seed=0).mean_step_us
-    assert predict(a.model, ops, steps=60, warmup=10, seed=0).mean_step_us > 1.05 * fast
+    assert predict(a.model, ops, steps=60, warmup=10, seed=0).mean_step_us == pytest.approx(
+        predict(slow, ops, steps=60, warmup=10, seed=0).mean_step_us)
+    produce = plain.loader.produce.mean_us
+    assert produce * a.model.host.cpu_scale == pytest.approx(produce / 0.75)
 
     rep = replicate_copy(moved, tmp_path / "rep", 1.2)    # 1.2x the capture's run
     m = calibrate(moved, replicates=[rep])

@@ -70,3 +70,59 @@ def test_rank_factors_name_the_measured_and_warn_about_the_rest():
     assert any(w.startswith("profiler overhead (measured)") and "rank 0: 0.800" in w
                for w in warnings)
     assert rank_factors([0], {}, []) == ({0: 1.0}, {}, 0.0)
+
+
+def _with_produce(side: Sidecar, window_ms: float, rest_ms: float) -> Sidecar:
+    """``side`` with steps 100 ms apart from t = 0 and, on the main thread (num_workers=0), 4
+    batches of ``window_ms`` of CPU ending inside the profiled steps and 4 of ``rest_ms``
+    before them: the window's speed against the whole run is window ÷ median(all)."""
+    data = side.model_dump()
+    for i, s in enumerate(data["steps"]):
+        s["t_start_us"] = i * 1e5
+    prof = [i for i, s in enumerate(data["steps"]) if s["profiled"]]
+    lo = prof[0] * 1e5
+    batch = lambda t, ms: {"worker": -1, "pid": 1, "seq": 0, "wall_us": ms * 1e3,
+                           "cpu_us": ms * 1e3, "t_end_us": t}
+    data["produce"] = ([batch(lo + 1e3 + k, window_ms) for k in range(4)]
+                       + [batch(2e4 + k, rest_ms) for k in range(4)]
+                       + [batch(3e4 + k, rest_ms) for k in range(1)])
+    return Sidecar.model_validate(data)
+
+
+def test_step_factor_takes_the_windows_drift_back_out():
+    """Profiled steps 25 ms against 20 ms unprofiled (f = 0.8); batches in the window 12 ms
+    against 10 ms outside it (median over the run 10 ms: s = 1.2): p = f·s = 0.96, so the step
+    (× p, then × 1/s with every duration) ends at 0.8 = its unprofiled CPU time."""
+    from stepsim.calibration.host_noise import window_speed
+    from stepsim.calibration.profiler_overhead import step_factor
+
+    side = _with_produce(_side([20.0] * 5, [25.0] * 4), 12.0, 10.0)
+    assert window_speed(side) == pytest.approx(1.2)
+    p, f, s = step_factor(side)
+    assert (f.factor, s) == (pytest.approx(0.8), pytest.approx(1.2))
+    assert p == pytest.approx(0.96)
+    # without produce the window's speed is not measured: p = f
+    assert step_factor(_side([20.0] * 5, [25.0] * 4))[0] == pytest.approx(0.8)
+    # torch's intra-op threads: the main thread's ratio is not the step's
+    team = _side([20.0] * 5, [25.0] * 4).model_copy(update={"torch_num_threads": 2})
+    assert step_factor(team) is None
+    assert step_factor(_side([20.0] * 5, [25.0] * 4, on=False)) is None
+
+
+def test_a_cpu_captures_step_is_its_unprofiled_cpu_and_the_replay_its_profiled(cpu_run_nw1):
+    """A real capture: the model's training step is the profiled window's × p (the old
+    model kept the profiled one, p = 1), and the replay of the capture gets it back."""
+    from stepsim.calibration.calibrate import calibrate
+    from stepsim.calibration.profiler_overhead import step_factor
+    from stepsim.calibration.sidecar import load_sidecar
+    from stepsim.models.host_speed import at_capture_speed
+
+    side = load_sidecar(cpu_run_nw1 / "sidecar.json")
+    p = step_factor(side)[0]
+    m = calibrate(cpu_run_nw1 / "trace.json.gz", sidecar=cpu_run_nw1 / "sidecar.json")
+    step = m.host.ops[1]
+    assert m.meta.notes["step_profiler_factor"] == pytest.approx(p)
+    assert step.dur_us == pytest.approx(m.meta.notes["compute_mean_us"])
+    replay = at_capture_speed(m).host.ops[1]
+    assert replay.dur_us == pytest.approx(step.dur_us / p)
+    assert replay.samples_us == pytest.approx([v / p for v in step.samples_us])
