@@ -50,8 +50,13 @@ INTERFERENCE_PRIOR = (0.0, 0.16)
 thread per core). Measured on a 2-core host (issue 10): a worker's CPU time per batch rose
 about 8 % from 2 to 4 workers (one more co-runner per core), the training step's 6–11 % when
 workers ran beside it; the range runs from none to twice that."""
-FIT_GRID = np.linspace(0.0, 1.0, 401)
-"""Coefficients tried by the fit (per co-runner per core)."""
+FIT_GRID = np.linspace(-0.2, 1.0, 481)
+"""Coefficients tried by the fit (per co-runner per core). Below 0 too: interference cannot
+be negative, but a probe's CPU per work can fall as the load rises when the host sped up
+between the settings' steps; a grid cut at 0 then piled the fit and every bootstrap on the
+cut (a demo's probe of 2026-12-05 07:44 fitted 0.000, P10–P90 0.000–0.000, and its interval
+drew no interference at all). :func:`calibration.sidecar_fit.interference_from_sidecar`
+reads a fit whose P90 is not above 0 as the probe not separating interference."""
 BOOTSTRAP = 200
 """Bootstrap resamples behind a fitted coefficient's range."""
 
@@ -166,7 +171,7 @@ def _fit(groups) -> float:
     probe load) means."""
     err = np.zeros_like(FIT_GRID)
     for c0, o0, c1, o1 in groups:
-        pred = np.log((1 + FIT_GRID * o1) / (1 + FIT_GRID * o0))
+        pred = np.log(np.maximum(1 + FIT_GRID * o1, 1e-3) / np.maximum(1 + FIT_GRID * o0, 1e-3))
         err += (np.log(c1 / c0) - pred) ** 2
     return float(FIT_GRID[int(np.argmin(err))])
 
@@ -174,9 +179,10 @@ def _fit(groups) -> float:
 def fit_interference(cal: list[Activity], probe: list[Activity], cores: int,
                      seed: int = 0) -> tuple[float, tuple[float, float]] | None:
     """The interference coefficient from a calibration setting and a probe setting, with its
-    P10–P90 over a bootstrap of the records; None when no kind of activity appears in both
-    with a different load (the probe then cannot tell interference from nothing). A
-    ``team_step`` counts in the loads, never in the fit (its CPU holds its spinning)."""
+    P10–P90 over a bootstrap of the records, on :data:`FIT_GRID` (below 0 where the CPU per
+    work fell with the load); None when no kind of activity appears in both with a different
+    load (the probe then cannot tell interference from nothing). A ``team_step`` counts in the
+    loads, never in the fit (its CPU holds its spinning)."""
     l0, l1 = corun_loads(cal, cores), corun_loads(probe, cores)
     per_kind = []
     for kind in ("batch", "step"):

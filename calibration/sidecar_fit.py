@@ -206,7 +206,14 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         probe = activities(after_startup(side.probe.produce), side.probe.steps,
                            side.probe.num_workers > 0, team)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
+    drift = fit is not None and fit[1][1] <= 0
+    if drift:
+        drift_why = (f"the probe's CPU time per batch and step fell as its load rose (fit "
+                     f"{fit[0]:.3f}, P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}): the host's "
+                     "speed changed between the two settings' steps by more than interference")
+        fit = None
     if fit is not None:
+        fit = max(fit[0], 0.0), (max(fit[1][0], 0.0), fit[1][1])
         host["interference"], host["interference_range"] = fit[0], uniform_with_p10_p90(*fit[1])
         sources["host.interference"] = "inferred"
         far = outside_prior(fit)
@@ -225,7 +232,8 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         lo, hi = INTERFERENCE_PRIOR
         host["interference"], host["interference_range"] = (lo + hi) / 2, (lo, hi)
         sources["host.interference"] = "assumed"
-        why = ("its probe is at a second batch_size, not at a second num_workers"
+        why = (drift_why if drift else
+               "its probe is at a second batch_size, not at a second num_workers"
                if side is not None and side.batch_probe else
                "the probe could not separate interference (no change of load)"
                if side is not None and side.probe is not None else "no probe in the capture")

@@ -120,3 +120,21 @@ def test_a_fit_above_the_prior_is_said_and_widened_not_clamped():
     host, _, _, warn = interference_from_sidecar(_side(0.1, team=2))
     assert not any("outside its prior" in w for w in warn)
     assert host["interference_range"][0] < 0.1
+
+
+def test_a_probe_that_ran_faster_keeps_the_prior():
+    """A probe whose CPU per work fell as its load rose (the host sped up between the two
+    settings' steps): the fit's whole P10–P90 is below 0, which no interference can be;
+    calibration keeps the prior's range, saying why (the grid cut at 0 gave 0.000, P10–P90
+    0.000–0.000, and the interval drew no interference at all)."""
+    host, sources, _, warn = interference_from_sidecar(_side(-0.1, team=1))
+    assert sources["host.interference"] == "assumed"
+    assert host["interference_range"] == INTERFERENCE_PRIOR
+    assert "fell as its load rose" in warn[0]
+
+
+def test_a_fit_straddling_zero_draws_from_zero_up():
+    """A fit at no interference whose bootstrap spreads both sides of 0 is kept, its point
+    and drawn range cut at 0 (never a negative coefficient drawn)."""
+    point, (lo, hi) = _fit(_side(0.0, team=1))
+    assert point >= 0 and lo == 0 and hi > 0

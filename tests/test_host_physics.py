@@ -253,3 +253,14 @@ def test_independent_threads_share_the_cores_fairly(threads, hogs):
     s = min(1.0, 2 / (threads + hogs))
     assert out["end_us"] == pytest.approx(p_us / s, rel=0.02)
     assert out["advanced_us"] == pytest.approx(p_us)
+
+
+def test_fit_interference_is_not_piled_on_zero_when_the_probe_ran_faster():
+    """A probe whose CPU per batch fell as its load rose (the host sped up between the
+    settings' steps) fits below 0 with a bootstrap spread, where the grid cut at 0 returned
+    0.000 with P10–P90 0.000–0.000 (a demo's probe, 2026-12-05 07:44)."""
+    rng = np.random.default_rng(3)
+    cal, probe = _synthetic(0.0, 1, 2, 12, rng), _synthetic(-0.06, 4, 2, 12, rng)
+    point, (lo, hi) = fit_interference(cal, probe, 2)
+    assert point == pytest.approx(-0.06, abs=0.02) and lo < hi <= 0
+
