@@ -78,14 +78,15 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
     for row in rows:
         t.add_row(*row)
     console().print(t)
+    scoped = False
     for r in records:
         of = interval_scope(r.runs, r.steps_measured)
         if r.width_sources_pct:
             console().print(f"{r.label}: interval of {of}, "
                             + width_line(r.width_pct, r.width_sources_pct))
         elif scope and r.p10_us is not None:
-            console().print(f"{r.label}: P10-P90 of {of} (whatif's and diagnose's are of "
-                            "one run's mean step)")
+            console().print(f"{r.label}: P10-P90 of {of}")
+            scoped = True
         if r.outside_load:
             console().print(
                 f"[yellow]{r.label}:[/yellow] re-measured under outside load, about "
@@ -101,6 +102,8 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
                 f"median {_ms(r.startup_later_next_us, 2)} ms after it (the first next() of "
                 f"a multi-process DataLoader spawns its workers; "
                 f"{r.startup_runs} run{'s' if r.startup_runs != 1 else ''})")
+    if scoped:
+        console().print("(whatif's and diagnose's intervals are of one run's mean step)")
 
 
 def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,

@@ -22,3 +22,16 @@ def test_columns_honoured_and_no_cell_cut(capsys, monkeypatch):
             assert word in words, (columns, out)
     wide = _lines(capsys, monkeypatch, 200)
     assert max(len(l) for l in wide.splitlines()) > 110
+
+
+def test_the_whatif_scope_note_is_printed_once(capsys, monkeypatch):
+    """Every validated setting's line said "(whatif's and diagnose's are of one run's mean
+    step)" (a fresh user, 2026-12-05): it is said once under the lines now."""
+    monkeypatch.setenv("COLUMNS", "120")
+    recs = [_rec(1.0, False).model_copy(update={"label": f"nw{k}", "width_sources_pct": {},
+                                                "p10_us": 9e4, "p90_us": 1.1e5})
+            for k in range(3)]
+    assert all(r.p10_us is not None for r in recs)
+    print_validation(recs, scope=True)
+    out = capsys.readouterr().out
+    assert out.count("P10-P90 of") == 3 and out.count("one run's mean step)") == 1
