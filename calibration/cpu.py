@@ -218,11 +218,10 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     stall_host, stall_src, stall_warn = team_stall_from_sidecar(sidecar)
     sources.update(stall_src)
     warnings += stall_warn
-    if sidecar is not None:
-        spin_host, spin_src, spin_warn = team_spin_from_sidecar(sidecar)
-        stall_host = {**stall_host, **spin_host}
-        sources.update(spin_src)
-        warnings += spin_warn
+    spin_host, spin_src, spin_warn = team_spin_from_sidecar(sidecar)
+    stall_host = {**stall_host, **spin_host}
+    sources.update(spin_src)
+    warnings += spin_warn
     if prof:
         thread_cpu = np.array([max(s.cpu_us - s.next_cpu_us, 0.0) for s in prof])
         cpu_compute = (thread_cpu if torch_threads == 1

@@ -24,8 +24,6 @@ to spare (a woken gloo thread then takes the idle core, in the simulator as on L
 """
 from __future__ import annotations
 
-from collections import defaultdict
-
 from stepsim.models.params import HostOp
 
 __all__ = ["overlap_cpu_us", "deduct_preemption"]
@@ -52,10 +50,7 @@ def deduct_preemption(ops: list[HostOp], coll_ids: set[str], hosts: dict[int, st
     launches = [j for j, op in enumerate(ops) if op.kind == "launch" and op.task in coll_ids]
     if len(launches) < 2:
         return ops, 0.0
-    on_host = defaultdict(list)
-    for r, h in hosts.items():
-        on_host[h].append(r)
-    mates = on_host[hosts[ref]]
+    mates = [r for r, h in hosts.items() if h == hosts[ref]]
     if len(mates) * team < cores:
         return ops, 0.0
     cpu = [overlap_cpu_us(sidecars.get(r)) for r in mates]

@@ -100,8 +100,8 @@ class MeasuredSteps:
         torch_threads: torch's intra-op threads the sidecar states (None without).
         bucket_cap_mb: DDP's bucket cap (MiB) the sidecar's DDP record states (None without).
         outside_load_slowdown: how much slower the run's own threads advanced than on the
-            machine alone over its profiled window or its scored unprofiled steps, the more
-            loaded (:func:`remeasured_load`), ``1 / held − 1``
+            machine alone over the steps a validation scores: its settled unprofiled steps,
+            else its profiled window (:func:`remeasured_load`), ``1 / held − 1``
             (:class:`calibration.outside_load.OutsideLoad`; past
             :data:`models.host_speed.LOAD_WARN` it is warned about); None when the sidecar
             cannot tell (none, or no instants; of several ranks, the most loaded).
@@ -342,8 +342,8 @@ def remeasured_load(side) -> OutsideLoad | None:
 
     Only the scored span counts: a fresh user's run loaded in its profiled window (held 86 %)
     and not over its 36 scored steps (93 %, 2026-12-05) was set apart from the ledger's score,
-    its −19.7 % error excused by load its scored steps did not have (the window's load was
-    taken whenever it was the larger); a run quiet in its window and loaded over its scored
+    its −19.7 % error excused by load its scored steps did not have (when the more loaded of
+    the two spans was taken); a run quiet in its window and loaded over its scored
     steps stays flagged (``tests/test_scored_load.py``)."""
     nw = side.loader.num_workers
     recs = steady_records(side, nw)
@@ -351,14 +351,12 @@ def remeasured_load(side) -> OutsideLoad | None:
     tt = side.torch_num_threads or 1
     after = settled_after(side).steps
     if len(after) >= MIN_AFTER_STEPS:
-        loads = [(outside_load(side, nw, tpw, tt, steps=after),
-                  f"the {len(after)} unprofiled steps it is scored on")]
+        load = outside_load(side, nw, tpw, tt, steps=after)
+        where = f"the {len(after)} unprofiled steps it is scored on"
     else:
-        loads = [(outside_load(side, nw, tpw, tt), "its profiled window")]
-    loads = [(lo, w) for lo, w in loads if lo is not None and lo.held > 0]
-    if not loads:
+        load, where = outside_load(side, nw, tpw, tt), "its profiled window"
+    if load is None or load.held <= 0:
         return None
-    load, where = min(loads, key=lambda x: x[0].held)
     return replace(load, where=where)
 
 

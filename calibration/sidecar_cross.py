@@ -94,12 +94,13 @@ def _ddp_threads(p: Path, side) -> list[str]:
     if not threads or not prof:
         return []
     span = max(s.t_start_us + s.wall_us for s in prof) - min(s.t_start_us for s in prof)
-    keep = [t for t in threads if not _past_wall(t.cpu_us, span)]
-    if len(keep) == len(threads):
+    bad = [(i, t) for i, t in enumerate(threads) if _past_wall(t.cpu_us, span)]
+    if not bad:
         return []
-    i, t = next((i, t) for i, t in enumerate(threads) if _past_wall(t.cpu_us, span))
-    side.ddp.threads = keep
-    return [f"{p.name}: dropped {len(threads) - len(keep)} of {len(threads)} 'ddp.threads' "
+    i, t = bad[0]
+    gone = {j for j, _ in bad}
+    side.ddp.threads = [th for j, th in enumerate(threads) if j not in gone]
+    return [f"{p.name}: dropped {len(bad)} of {len(threads)} 'ddp.threads' "
             f"record(s) that cannot be right (first: ddp.threads.{i}: {t.name or t.tid} "
             f"CPU {t.cpu_us:g} µs past the profiled steps' span of {span:g} µs)"]
 

@@ -136,7 +136,8 @@ class StrictModel(BaseModel):
 
 def copy_with(model: BaseModel, update: dict) -> BaseModel:
     """``model.model_copy(update=update)`` (a shallow copy, ``update``'s values set without
-    validation and marked as set) without pydantic's general path: about 4x cheaper, for the
+    validation and marked as set) without pydantic's general path: about 1.6x cheaper (0.91 against 1.44 µs a DeviceTask,
+    1.6 against 2.5 µs a HostOp, pydantic 2.13, a microbenchmark of 2026-12-05), for the
     thousands of ops and tasks a Monte Carlo draw copies. The same object state for a
     :class:`StrictModel` (no extra fields, no private attributes); any other model goes the
     general way."""
