@@ -28,6 +28,7 @@ repeats' means; an error inside it cannot be told apart from noise.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -184,7 +185,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     if summary.n_outside_load:
         console.print(f"[yellow]warning:[/yellow] {summary.n_outside_load} setting(s) were "
                       "re-measured under outside load and slower than predicted (‡): left out "
-                      "of the score below (`stepsim ledger` lists them)")
+                      f"of the score below (`stepsim ledger {ledger}` lists them)")
     if summary.n_outside_load_kept:
         console.print(f"[yellow]note:[/yellow] {summary.n_outside_load_kept} setting(s) were "
                       "re-measured under outside load yet faster than predicted: kept in the "
@@ -214,9 +215,16 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
 
 
 def next_steps(model: Path) -> list[str]:
-    """The demo's last lines: where its calibrated model is, and a command to ask it more."""
+    """The demo's last lines: where its calibrated model is, and a command to ask it more, the
+    ``stepsim`` beside this Python named by its path where the shell's ``PATH`` does not find
+    it (a venv not activated: a fresh user's ``stepsim whatif ...`` as printed got ``stepsim:
+    command not found``)."""
+    here = Path(sys.executable).parent / "stepsim"
+    on_path = shutil.which("stepsim")
+    prog = str(here) if here.is_file() and (on_path is None or
+                                           Path(on_path).resolve() != here.resolve()) else "stepsim"
     return [f"calibrated model: {model}",
-            f"ask it a what-if: stepsim whatif {model} --set loader.num_workers=4"]
+            f"ask it a what-if: {prog} whatif {model} --set loader.num_workers=4"]
 
 
 def _validated_row(model, runs: dict, s: int, out: Path, seed: int, work0: float,

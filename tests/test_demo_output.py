@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from rich.console import Console
 
 from stepsim.demo.progress import Steps
@@ -44,3 +46,17 @@ def test_the_demo_names_its_model_and_a_follow_up_command(tmp_path):
     lines = next_steps(path)
     assert lines[0] == f"calibrated model: {path}"
     assert lines[1].endswith(f"stepsim whatif {path} --set loader.num_workers=4")
+
+
+def test_the_follow_up_command_names_the_venvs_stepsim_when_path_lacks_it(tmp_path, monkeypatch):
+    """A fresh user ran the demo as ``.venv/bin/stepsim demo`` without activating the venv: the
+    printed ``stepsim whatif ...`` failed with "command not found"."""
+    import sys
+    from pathlib import Path
+
+    here = Path(sys.executable).parent / "stepsim"
+    if not here.is_file():
+        pytest.skip(f"no stepsim script beside {sys.executable} (not an installed venv)")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    line = next_steps(tmp_path / "model.json")[1]
+    assert line.startswith(f"ask it a what-if: {here} whatif ")
