@@ -49,7 +49,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     Raises:
         InputError: an unreadable or uncalibratable trace or sidecar (named).
     """
-    from stepsim.calibration.calibrate import calibrate as fit
+    from stepsim.fit import calibrate as fit
     from stepsim.models.host_speed import at_capture_speed
     from stepsim.models.params import save_model
     from stepsim.models.simulate import window_replay

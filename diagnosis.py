@@ -86,7 +86,7 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
     Raises:
         InputError: an unreadable trace or model; ModelError: a bad ``peak``.
     """
-    from stepsim.calibration.calibrate import calibrate as fit
+    from stepsim.fit import calibrate as fit
     from stepsim.report.diagnose import plot_roofline
     from stepsim.results import Diagnosed
     from stepsim.scenarios.diagnose import diagnose as walk

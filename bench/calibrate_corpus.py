@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.simcore.errors import StepsimError
 
 ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "traces"

@@ -63,7 +63,7 @@ def uptime() -> str:
 
 def model_of(trace: Path, coarse: bool = True):
     """The calibrated (coarsened) model of ``trace``, cached in /tmp (as JSON) between runs."""
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.models.coarsen import coarsen
 
     from stepsim.models.params import StepModel

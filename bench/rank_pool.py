@@ -32,7 +32,7 @@ def cpu_s() -> float:
 def read_and_fit(folder: Path, jobs: str | None):
     """(model, wall s, CPU s) of read_folder + calibrate_gpu(coarse=False) with ``jobs``."""
     from stepsim.calibration.folders import read_folder
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.calibration.rank_pool import JOBS_ENV
 
     if jobs is None:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from stepsim.calibration.gpu import calibrate_gpu  # noqa: E402
+from stepsim.fit import calibrate_gpu  # noqa: E402
 from stepsim.models.coarsen import coarsen  # noqa: E402
 from stepsim.models.metrics import exposed_us, summarize  # noqa: E402
 from stepsim.models.simulate import simulate, window_replay  # noqa: E402

@@ -20,8 +20,11 @@ Interfaces shared inside the package (stable; see each module's docstring for de
   ``StepList`` (a list of ``Step`` with ``number``, ``start_ns``, ``end_ns`` (start to next
   start), ``cpu_end_ns``, ``pid``, ``tid``, ``name``, ``last``) with ``.warnings`` and
   ``.method``.
-* ``from stepsim.calibration.gpu import calibrate_gpu`` → ``calibrate_gpu(paths, step_regex=None)``
-  fits a StepModel from a GPU trace file or a directory of per-rank files.
+* ``from stepsim.calibration.gpu import calibrate_gpu_pending`` →
+  ``calibrate_gpu_pending(paths, step_regex=None)`` fits a StepModel from a GPU trace file or a
+  directory of per-rank files, as a :class:`~calibration.pending.Pending`: the steps that
+  simulate it (the ranks' lateness cap, coarsening) are left to :mod:`stepsim.fit`, since
+  calibration uses models' parameter types, never the simulator.
 """
 from stepsim.calibration.events import EventTable, build_table
 from stepsim.calibration.steps import Step, StepList, find_steps
@@ -31,12 +34,5 @@ __all__ = [
     "RawTrace", "load_trace", "load_rank_traces",
     "EventTable", "build_table",
     "Step", "StepList", "find_steps",
-    "calibrate_gpu",
 ]
 
-
-def calibrate_gpu(paths, step_regex=None):
-    """See :func:`calibration.gpu.calibrate_gpu` (imported lazily)."""
-    from stepsim.calibration.gpu import calibrate_gpu as _cal
-
-    return _cal(paths, step_regex=step_regex)

@@ -1,9 +1,11 @@
-"""One entry point from traces (and an optional capture sidecar) to a StepModel.
+"""One entry point from traces (and an optional capture sidecar) to a StepModel's parameters,
+:func:`calibrate_pending`: the model with the steps still to run that simulate it (GPU
+traces: :mod:`calibration.pending`), which :func:`stepsim.fit.calibrate` runs.
 
 * a directory of per-rank traces, or a trace with GPU activity (kernels, memcpy, memset):
-  :func:`calibration.gpu.calibrate_gpu` (a folder's unreadable files are skipped and named,
-  see :mod:`calibration.folders`; a folder of host-only traces calibrates as its first file
-  does alone, unless it is a CPU DDP (gloo) job: :mod:`calibration.gloo_dispatch`);
+  :func:`calibration.gpu.calibrate_gpu_pending` (a folder's unreadable files are skipped and
+  named, see :mod:`calibration.folders`; a folder of host-only traces calibrates as its first
+  file does alone, unless it is a CPU DDP (gloo) job: :mod:`calibration.gloo_dispatch`);
 * a host-only trace (a CPU training loop): :func:`calibration.cpu.fit_cpu_model`.
 
 The sidecar, when given, supplies the DataLoader settings and per-batch produce times that no
@@ -12,6 +14,7 @@ trace holds.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -20,6 +23,7 @@ from stepsim.calibration.cpu import fit_cpu_model
 from stepsim.calibration.events import build_table
 from stepsim.calibration.folders import calibrate_cpu_folder, read_folder
 from stepsim.calibration.nccl_buckets import infer_buckets
+from stepsim.calibration.pending import Pending
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.sidecar_match import check_sidecar_matches
 from stepsim.calibration.steps import find_steps
@@ -35,16 +39,18 @@ CAPTURE_TRACE, CAPTURE_SIDECAR = "trace.json.gz", "sidecar.json"
 
 
 @gc_paused
-def calibrate(trace: str | Path, sidecar: str | Path | None = None,
-              step_regex: str | None = None, replicates=(),
-              steps: tuple[int | None, int | None] | None = None) -> StepModel:
-    """Calibrate a StepModel from ``trace``: a trace file, a directory of per-rank trace
-    files, or a capture harness folder (``trace.json.gz`` + ``sidecar.json``, whose sidecar is
-    used unless ``sidecar`` is given). ``replicates``: other captures (folders or sidecar
-    files) of the same setting, from which the host's run-to-run speed noise is measured
-    (:mod:`calibration.host_noise`). ``steps``: ``(A, B)``, calibrate from the steps numbered
-    ``A ≤ N < B`` only (``ProfilerStep#N``; None on a side: open), the trace read as a stream
-    keeping only their events (:mod:`calibration.stream`; one trace file).
+def calibrate_pending(trace: str | Path, sidecar: str | Path | None = None,
+                      step_regex: str | None = None, replicates=(),
+                      steps: tuple[int | None, int | None] | None = None) -> Pending:
+    """Calibrate a StepModel from ``trace``, as a :class:`~calibration.pending.Pending` (the
+    steps that simulate it left to :func:`stepsim.fit.calibrate`): a trace file, a directory
+    of per-rank trace files, or a capture harness folder (``trace.json.gz`` +
+    ``sidecar.json``, whose sidecar is used unless ``sidecar`` is given). ``replicates``:
+    other captures (folders or sidecar files) of the same setting, from which the host's
+    run-to-run speed noise is measured (:mod:`calibration.host_noise`). ``steps``: ``(A, B)``,
+    calibrate from the steps numbered ``A ≤ N < B`` only (``ProfilerStep#N``; None on a side:
+    open), the trace read as a stream keeping only their events (:mod:`calibration.stream`;
+    one trace file).
 
     Raises:
         InputError: unreadable/malformed trace, sidecar or replicate, a replicate of another
@@ -60,10 +66,17 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
     if steps is not None and step_regex is not None:
         raise StepsimError("--steps takes ProfilerStep#N numbers; it cannot be combined with "
                            "--step-regex")
-    try:
+    with records_checked(trace, sidecar):
         return _with_replicates(trace, sidecar, step_regex, replicates, steps)
+
+
+@contextmanager
+def records_checked(trace, sidecar):
+    """Turn a parameter past its bounds (pydantic's ValidationError) into an InputError naming
+    the sidecar, else the trace: the records it was fitted from cannot be right."""
+    try:
+        yield
     except ValidationError as e:
-        # a parameter past its bounds: the records it was fitted from cannot be right
         err = e.errors()[0]
         where = ".".join(str(x) for x in err.get("loc", ())) or e.title
         raise InputError(Path(sidecar or trace), f"its records give an impossible model "
@@ -72,16 +85,18 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
                                                  "be right") from None
 
 
-def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel:
-    """:func:`calibrate` after its argument checks."""
+def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
+    """:func:`calibrate_pending` after its argument checks."""
     from stepsim.calibration.host_noise import (apply_replicates, at_run_speed, drop_loaded,
                                                 replicate_speeds)
 
     ranks = _rank_sidecars(Path(trace)) if sidecar is None else []
     side_path = sidecar or _capture_sidecar(Path(trace))
     if not replicates:
-        model = _calibrate(trace, sidecar, step_regex, steps)
-        return at_run_speed(model, load_sidecar(side_path), None) if side_path else model
+        pending = _calibrate(trace, sidecar, step_regex, steps)
+        if side_path is None:
+            return pending
+        return pending.then(lambda model: at_run_speed(model, load_sidecar(side_path), None))
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         from stepsim.calibration.gloo_cpu import pool_bucket_cpu
         from stepsim.calibration.gloo_wake import pool_wake
@@ -90,9 +105,9 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
         speeds = _job_speeds(ranks, reps)
         runs = [[load_sidecar(p) for p in sides.values()] for sides in
                 [ranks] + [s for _, s in reps]]
-        model = pool_wake(pool_bucket_cpu(_calibrate(trace, sidecar, step_regex, steps), runs,
-                                          speeds), runs)
-        return apply_replicates(_held_against(model, runs), speeds)
+        return _calibrate(trace, sidecar, step_regex, steps).then(
+            lambda model: apply_replicates(_held_against(
+                pool_wake(pool_bucket_cpu(model, runs, speeds), runs), runs), speeds))
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")
@@ -100,14 +115,17 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
     side = load_sidecar(side_path)
     speeds = replicate_speeds(Path(side_path), side, reps)   # before the fit
     speeds, load_note = drop_loaded(speeds, reps)
-    model = at_run_speed(_calibrate(trace, sidecar, step_regex, steps), side,
-                         speeds if len(speeds) > 1 else None)
-    dropped = [f"replicate {w}" for _, rep in reps for w in rep.dropped]
-    dropped += [load_note] if load_note else []
-    if not dropped:
-        return model
-    meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, *dropped]})
-    return model.model_copy(update={"meta": meta})
+
+    def at_speed(model: StepModel) -> StepModel:
+        model = at_run_speed(model, side, speeds if len(speeds) > 1 else None)
+        dropped = [f"replicate {w}" for _, rep in reps for w in rep.dropped]
+        dropped += [load_note] if load_note else []
+        if not dropped:
+            return model
+        meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, *dropped]})
+        return model.model_copy(update={"meta": meta})
+
+    return _calibrate(trace, sidecar, step_regex, steps).then(at_speed)
 
 
 def _held_against(model: StepModel, runs: list[list]) -> StepModel:
@@ -185,8 +203,8 @@ def _replicate_sidecar(r) -> Path:
     return _capture_sidecar(p) or p
 
 
-def _calibrate(trace, sidecar, step_regex, steps=None) -> StepModel:
-    """:func:`calibrate` without replicates."""
+def _calibrate(trace, sidecar, step_regex, steps=None) -> Pending:
+    """:func:`calibrate_pending` without replicates."""
     p = Path(trace)
     if step_regex is not None:
         try:
@@ -205,11 +223,12 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> StepModel:
 
         model = gloo_dir(p)          # a CPU DDP (gloo) job's rank files
         if model is not None:
-            return model
+            return Pending(model)
         fold = read_folder(p)
         if fold.gpu:
-            return infer_buckets(_gpu(fold, side, step_regex))
-        return calibrate_cpu_folder(fold, side, Path(sidecar) if sidecar else None, step_regex)
+            return _gpu(fold, side, step_regex).then(infer_buckets)
+        return Pending(calibrate_cpu_folder(fold, side, Path(sidecar) if sidecar else None,
+                                            step_regex))
     if not p.exists():
         raise missing(p)
     if steps is None:
@@ -223,10 +242,10 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> StepModel:
         check_sidecar_matches(table, side, sidecar)
     if table.gpu_mask().any():
         table = table.slim()   # the raw event dicts go: the fit reads the columns
-        return infer_buckets(_gpu(table, side, step_regex))
+        return _gpu(table, side, step_regex).then(infer_buckets)  # on the coarse model
     steps = find_steps(table, step_regex=step_regex)
     model = fit_cpu_model(table, steps, side, p, Path(sidecar) if sidecar else None)
-    return _without_gpu_activity(table, model)
+    return Pending(_without_gpu_activity(table, model))
 
 
 def _without_gpu_activity(table, model: StepModel) -> StepModel:
@@ -252,17 +271,18 @@ def _without_gpu_activity(table, model: StepModel) -> StepModel:
     return model.model_copy(update={"meta": meta})
 
 
-def _gpu(p, side, step_regex):
+def _gpu(p, side, step_regex) -> Pending:
     """``p``: a :class:`calibration.folders.Folder` of per-rank traces or a built event
     table."""
-    from stepsim.calibration.gpu import calibrate_gpu
-    from stepsim.models.coarsen import coarsen
+    from stepsim.calibration.gpu import calibrate_gpu_pending
 
+    pending = calibrate_gpu_pending(p, step_regex=step_regex)
     if side is None:
-        return calibrate_gpu(p, step_regex=step_regex)
+        return pending
     # coarsening probes which tasks queue behind each other; the sidecar's loader can change
-    # that, so it is applied to the kernel-level model first
-    return coarsen(apply_sidecar(calibrate_gpu(p, step_regex=step_regex, coarse=False), side))
+    # that, so it is applied to the kernel-level model first (the cap on the ranks' lateness
+    # simulates the rank alone as fitted, before the sidecar: calibration.pending.SkewCap)
+    return pending.now(lambda model: apply_sidecar(model, side))
 
 
 def apply_sidecar(model: StepModel, side) -> StepModel:

@@ -3,7 +3,7 @@
 :func:`read_folder` reads every trace file directly inside a folder (as
 :func:`calibration.trace_io.load_rank_traces` lists them) and sorts them into
 
-* **GPU traces**, the ranks to combine (:func:`calibration.gpu.calibrate_gpu`);
+* **GPU traces**, the ranks to combine (:func:`calibration.gpu.calibrate_gpu_pending`);
 * **host-only traces** (no kernel, memcpy or memset): a folder of only these calibrates as
   each file does alone, with the CPU calibration, from its first file (by rank, then name;
   a CPU model is of one process), the others named in a warning; among GPU traces they are
@@ -90,7 +90,7 @@ def _read(f: Path) -> EventTable | None:
 
 
 def gpu_inputs(paths):
-    """What :func:`calibration.gpu.calibrate_gpu` fits: (tables, their paths, warnings, the
+    """What :func:`calibration.gpu.calibrate_gpu_pending` fits: (tables, their paths, warnings, the
     :class:`Folder` when ``paths`` is a folder, else None). ``paths``: an
     :class:`~calibration.events.EventTable`, a list of trace files, one trace file, a folder
     or a :class:`Folder`.

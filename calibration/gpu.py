@@ -1,7 +1,8 @@
 """Fit a :class:`models.params.StepModel` from GPU (Kineto) traces: one file, or a directory
 of per-rank files.
 
-Entry point: :func:`calibrate_gpu`. The pipeline, each stage in its own module::
+Entry point: :func:`calibrate_gpu_pending` (:func:`stepsim.fit.calibrate_gpu` finishes it).
+The pipeline, each stage in its own module::
 
     load_trace → build_table → find_steps → link (launch → activity) → usable_steps
               → representative step → host ops + device tasks → (ranks: align, skew) → model
@@ -39,16 +40,15 @@ from functools import partial
 from stepsim.calibration.device_tasks import WAIT_MIN_US, WAIT_WINDOW_US
 from stepsim.calibration.folders import gpu_inputs
 from stepsim.calibration.gpu_kinds import CATEGORY_RULES, categorize
+from stepsim.calibration.pending import Pending
 from stepsim.calibration.rank_combine import combine_ranks, single_model
 from stepsim.calibration.rank_fit import RankFit, fit_rank
 from stepsim.calibration.rank_pool import Problem, map_ranks
 from stepsim.calibration.same_run import check_one_run
-from stepsim.models.coarsen import coarsen
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
-from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
-__all__ = ["calibrate_gpu", "fit_rank", "RankFit", "CATEGORY_RULES", "categorize",
+__all__ = ["calibrate_gpu_pending", "fit_rank", "RankFit", "CATEGORY_RULES", "categorize",
            "WAIT_MIN_US", "WAIT_WINDOW_US"]
 
 
@@ -57,8 +57,11 @@ def _fit(table, step_regex: str | None) -> RankFit:
     return fit_rank(table, step_regex=step_regex, warnings=list(table.warnings))
 
 
-def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> StepModel:
-    """Calibrate a StepModel from a GPU trace file or a directory of per-rank trace files.
+def calibrate_gpu_pending(paths, step_regex: str | None = None) -> Pending:
+    """Calibrate a StepModel from a GPU trace file or a directory of per-rank trace files:
+    the fine (kernel-level) model, with what is left to simulate (:mod:`calibration.pending`:
+    the cap on a multi-rank job's lateness, and coarsening, ``coarse`` True).
+    :func:`stepsim.fit.calibrate_gpu` runs them.
 
     Args:
         paths: a ``.json``/``.json.gz`` Kineto trace, a directory of per-rank traces, a
@@ -66,21 +69,19 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
             (so a trace read from a pipe is read once).
         step_regex: optional regular expression naming the step marker (see
             :func:`calibration.steps.find_steps`).
-        coarse: return the model coarsened by :func:`models.coarsen.coarsen` (default: it
-            replays the same step with far fewer tasks, which is what the planner's many
-            simulations need); False for the fine, kernel-level model.
 
     Returns:
-        the StepModel. ``meta`` holds the sources, steps used, measured step times (µs),
-        warnings and notes: ``gpu_busy_pct``, ``kernel_sum_over_step_wall`` and
-        ``exposed_comm_us`` (µs per step) as a profiler reads them, the median over the steps
-        of their windows; ``step_gpu_busy_pct`` and ``step_exposed_comm_us``, the same for the
-        representative step's own GPU work over its duration, which is what a replay repeats
-        every step (the two differ when the device's backlog changes from step to step);
-        ``coarsened_tasks``, …. ``host.cpu_scale`` (the host's run-to-run speed) gets the
-        stated prior range :data:`models.host_speed.HOST_NOISE_PRIOR` (assumed) that the
-        CPU path gives a capture without replicates: one trace cannot measure it, and without
-        it a GPU what-if's interval held no run-to-run noise at all.
+        the :class:`~calibration.pending.Pending` StepModel. ``meta`` holds the sources,
+        steps used, measured step times (µs), warnings and notes: ``gpu_busy_pct``,
+        ``kernel_sum_over_step_wall`` and ``exposed_comm_us`` (µs per step) as a profiler
+        reads them, the median over the steps of their windows; ``step_gpu_busy_pct`` and
+        ``step_exposed_comm_us``, the same for the representative step's own GPU work over
+        its duration, which is what a replay repeats every step (the two differ when the
+        device's backlog changes from step to step); ``coarsened_tasks`` (once coarsened), ….
+        ``host.cpu_scale`` (the host's run-to-run speed) gets the stated prior range
+        :data:`models.host_speed.HOST_NOISE_PRIOR` (assumed) that the CPU path gives a
+        capture without replicates: one trace cannot measure it, and without it a GPU
+        what-if's interval held no run-to-run noise at all.
 
     Raises:
         InputError: unreadable or malformed trace, no GPU activity, no step, no complete step.
@@ -116,10 +117,12 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
             f.warnings.append(f"{f.path.name}: no rank in distributedInfo or file name; taken "
                               "as rank 0")
             f.rank = 0
-        model = single_model(f, plist)
+        pending = Pending(single_model(f, plist))
     else:
-        model = combine_ranks(fits, plist)
+        pending = combine_ranks(fits, plist)
+    model = pending.model
     model.meta.warnings[:0] = notes
     model.meta.sources.setdefault("host.cpu_scale", "assumed")
     model.meta.ranges.setdefault("host.cpu_scale", HOST_NOISE_PRIOR)
-    return coarsen(model) if coarse else model
+    # coarsening (the planner simulates the model many times) is the caller's: it simulates
+    return Pending(model, skew=pending.skew, coarse=True)

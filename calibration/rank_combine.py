@@ -18,8 +18,10 @@ never hidden behind waiting). Every other rank's lateness against it goes into i
 ``RankParams``: the lateness at the first collective as ``delay_us``, later increases as
 ``phase_extra_us`` of the collective's phase; all of it is scaled down
 (``meta.notes["skew_scale"]``) when the reference rank's measured waiting is smaller, i.e.
-when it hid part of the lateness behind its own host work. The measured step of a multi-rank
-model is, per step number, the slowest rank's step.
+when it hid part of the lateness behind its own host work: that cap simulates the reference
+rank alone, so it is left to the caller (:class:`calibration.pending.SkewCap`,
+:func:`models.skew_cap.cap_skew`). The measured step of a multi-rank model is, per step
+number, the slowest rank's step.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stepsim.calibration.pending import Pending, SkewCap
 from stepsim.calibration.rank_fit import RankFit
 from stepsim.models.params import (LAUNCH_QUEUE_DEPTH, CommParams, DeviceParams, HostParams,
                                    LoaderParams, Meta, RankParams, StepModel)
@@ -107,10 +110,11 @@ def number_unranked(fits: list[RankFit], warnings: list[str]) -> None:
                         "order")
 
 
-def combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
+def combine_ranks(fits: list[RankFit], paths: list[Path]) -> Pending:
     """One StepModel for several ranks: the structure of the rank that arrives first at the
     collectives (its work is never hidden behind waiting), collective durations from the last
-    rank to arrive, and every other rank's lateness as its ``RankParams`` skew."""
+    rank to arrive, and every other rank's lateness as its ``RankParams`` skew, with the cap
+    that lateness still needs (:class:`calibration.pending.SkewCap`; none for one rank)."""
     warnings: list[str] = []
     for f in fits:
         warnings += f.warnings
@@ -128,7 +132,7 @@ def combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
     if len(ranks) == 1:
         f = by_rank[ranks[0]]
         f.warnings = warnings
-        return single_model(f, paths)
+        return Pending(single_model(f, paths))
     # --- match collectives by (name, occurrence) and align clocks on their ends
     def keyed(f: RankFit):
         seen: dict[str, int] = {}
@@ -235,32 +239,6 @@ def combine_ranks(fits: list[RankFit], paths: list[Path]) -> StepModel:
                       ranks=rank_params, meta=meta)
     from_info = any(f.rank_from == "distributedInfo" for f in by_rank.values())
     mark_sources(model, "measured" if from_info else "inferred", ref_rank)
-    return cap_skew(model, ref_rank, ref.median_us)
-
-
-def cap_skew(model: StepModel, ref_rank: int, ref_step_us: float) -> StepModel:
-    """Scale every rank's lateness so the reference rank waits in the model no longer than it
-    waited in the trace.
-
-    Lateness at a collective is charged as extra time on the late rank; the part of it the
-    reference rank hid behind its own host work (it kept launching while the collective
-    waited) would otherwise be charged twice. The reference's own time without skew is its
-    simulated step alone; its measured step minus that is the waiting budget."""
-    from stepsim.models.simulate import simulate
-
-    worst = max((r.delay_us + sum(r.phase_extra_us.values()) for r in model.ranks), default=0.0)
-    if worst <= 0:
-        return model
     alone = model.model_copy(update={"ranks": [RankParams(rank=ref_rank)]})
-    step_alone = simulate(alone, steps=2, warmup=1).median_step_us
-    budget = max(0.0, ref_step_us - step_alone)
-    model.meta.notes["reference_alone_step_us"] = step_alone
-    if worst <= budget:
-        model.meta.notes["skew_scale"] = 1.0
-        return model
-    f = budget / worst
-    model.meta.notes["skew_scale"] = f
-    ranks = [r.model_copy(update={"delay_us": r.delay_us * f,
-                                  "phase_extra_us": {k: v * f for k, v in r.phase_extra_us.items()}})
-             for r in model.ranks]
-    return model.model_copy(update={"ranks": ranks})
+    return Pending(model, skew=SkewCap(alone=alone, ref_step_us=ref.median_us))
+

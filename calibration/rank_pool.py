@@ -1,7 +1,7 @@
 """The per-rank work of a folder of traces in a pool of processes (:func:`map_ranks`): each rank
 file is read (:func:`calibration.folders.read_folder`) and fitted
-(:func:`calibration.gpu.calibrate_gpu`) on its own, so the cost is linear in ranks and spread
-over the machine's cores.
+(:func:`calibration.gpu.calibrate_gpu_pending`) on its own, so the cost is linear in ranks and
+spread over the machine's cores.
 
 Workers are forked (they inherit the parent's modules and the items, which are never pickled
 to them); results come back in input order, so the model does not depend on how many

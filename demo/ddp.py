@@ -51,7 +51,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.models.host_speed import factor_range, outside_load_slowdown
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate

@@ -39,7 +39,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps

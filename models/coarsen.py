@@ -42,7 +42,7 @@ was queued behind it, the chain is split at its last launch-bound member, which 
 of its own (with an exact end). Nothing else can see a member's end. The tests hold replays of
 real traces within a fraction of a percent.
 
-**When to coarsen.** :func:`calibration.gpu.calibrate_gpu` returns a coarsened model (the
+**When to coarsen.** :func:`stepsim.fit.calibrate_gpu` returns a coarsened model (the
 planner simulates it many times); pass ``coarse=False`` there for the kernel-level one.
 Merging relies on the timing seen in the probe. A what-if that makes the device much faster
 than the host can undo it: a merged chain then runs as soon as its first launch is issued

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.simcore.errors import InputError
 from tests.conftest import later_run
 

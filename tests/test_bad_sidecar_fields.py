@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.simcore.errors import InputError
 from tests.conftest import run_cli

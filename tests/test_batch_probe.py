@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from stepsim.calibration.batch_probe import batch_probe, fixed_fraction, superlinear_exponent
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.calibration.capture import Capture
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.scenarios.batch_size import batch_size_note, set_batch_size

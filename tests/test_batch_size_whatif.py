@@ -81,7 +81,7 @@ def test_calibration_measures_the_optimizers_share(cpu_run_nw0):
     import gzip
     import json
 
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
 
     m = calibrate(cpu_run_nw0)
     op = m.host.ops[1]

@@ -49,7 +49,7 @@ def test_brief_summary_is_summarize_s(m, cores, two_ranks):
 
 def test_brief_summary_on_a_real_trace():
     """The ResNet-50 trace (V100), as calibrated, and with four DataLoader workers."""
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.scenarios.transforms import SetOp, apply_ops
     from tests.conftest import shared_traces
 
@@ -68,7 +68,7 @@ def test_brief_summary_on_a_real_trace():
 def test_brief_summary_on_other_traces(trace):
     """Another ResNet capture (steps replayed, `models/memo.py`) and the 8-rank DLRM job
     (replayed across ranks, `models/memo_ranks.py`)."""
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from tests.conftest import shared_traces
 
     m = calibrate_gpu(shared_traces() / trace)

@@ -18,8 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.conftest import shared_traces
-from stepsim.calibration.calibrate import calibrate
-from stepsim.calibration.gpu import calibrate_gpu
+from stepsim.fit import calibrate, calibrate_gpu
 from stepsim.models.coarsen import coarsen
 from stepsim.models.params import (DeviceParams, DeviceTask, HostOp, HostParams, ReplayWindow,
                                    StepModel)

@@ -66,7 +66,7 @@ def test_without_after_steps_the_trace_steps_are_scored(tmp_path):
 def test_calibration_says_when_the_profiled_steps_differ_from_the_unprofiled_ones(tmp_path):
     """Profiled steps 40 ms longer than the unprofiled ones after them: the model is of steps
     the run did not keep taking, and calibration says so (not only validation)."""
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
 
     _capture(tmp_path / "c", AFTER, profiled_ms=40.0)
     said = [w for w in calibrate(tmp_path / "c").meta.warnings

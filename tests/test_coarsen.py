@@ -145,7 +145,7 @@ def test_shared_trace_coarsens_without_changing_the_replay():
     p = SHARED / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
     if not p.exists():
         pytest.skip(f"shared traces not present at {SHARED}")
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
 
     m = calibrate_gpu(p, coarse=False)
     c = coarsen(m)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.calibration.measure import INPUT_BOUND_SHARE, measured_steps
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.models.host_speed import at_capture_speed

@@ -30,7 +30,7 @@ def targets(root: Path) -> list[Path]:
 
 def outputs(path: Path) -> dict | None:
     """The simulated step times (µs) of one target; None when it does not calibrate."""
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.models.coarsen import coarsen
     from stepsim.models.simulate import simulate, window_replay
     from stepsim.simcore.errors import StepsimError
@@ -63,7 +63,7 @@ which calibrated as one multi-rank job before the GPU path checked its rank file
 
 @pytest.mark.parametrize("rel", TWO_RUNS)
 def test_a_folder_of_two_runs_is_refused(rel):
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.simcore.errors import InputError
     from tests.conftest import shared_traces
 

@@ -45,7 +45,7 @@ def test_assumed_host_cores_are_said_to_be_assumed():
 
 
 def test_bare_cpu_trace_assumes_a_core_per_thread_it_used(cpu_run_nw1, tmp_path):
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
     from stepsim.calibration.cpu import traced_threads
     from stepsim.calibration.events import build_table
     from stepsim.calibration.trace_io import load_trace
@@ -64,7 +64,7 @@ def test_bare_cpu_trace_assumes_a_core_per_thread_it_used(cpu_run_nw1, tmp_path)
 def test_a_cpu_model_and_its_trace_give_one_reason_for_no_memory_verdict(cpu_run_nw0):
     """On the model it said "a model has no memory events (give the trace)", on the trace "no
     device kernels (a CPU run)": a CPU model knows it has no device kernels, so both say that."""
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
     from stepsim.diagnosis import diagnose as top
 
     def memory(d) -> str:

@@ -8,7 +8,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-from stepsim.calibration.calibrate import calibrate  # noqa: E402
+from stepsim.fit import calibrate  # noqa: E402
 from stepsim.models.simulate import simulate  # noqa: E402
 from tests.conftest import later_run  # noqa: E402
 

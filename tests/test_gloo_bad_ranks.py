@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.simcore.errors import InputError
 from tests.conftest import run_cli
 from tests.test_gloo import _copy_capture, gloo_run  # noqa: F401  (the module's real job)

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from stepsim.calibration.gpu import calibrate_gpu, categorize
+from stepsim.calibration.gpu import categorize
+from stepsim.fit import calibrate_gpu
 from stepsim.models.simulate import simulate
 from stepsim.simcore.errors import InputError
 from tests.kineto_gen import MAIN, NEXT, Gen, measured_median, one_rank_trace

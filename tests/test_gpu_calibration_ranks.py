@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stepsim.calibration.gpu import calibrate_gpu
+from stepsim.fit import calibrate_gpu
 from stepsim.models.simulate import simulate
 from tests.kineto_gen import measured_median, one_rank_trace, two_rank_dir
 

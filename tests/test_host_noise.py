@@ -10,7 +10,7 @@ import sys
 import pytest
 from scipy.stats import t as student_t
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.calibration.host_noise import identical_work_us, window_speed
 from stepsim.models.host_speed import HOST_NOISE_PRIOR, prior_log_sd
 from stepsim.models.host_speed import speed_interval as host_speed_interval
@@ -128,7 +128,7 @@ def test_calibration_replays_the_capture_at_its_own_speed(cpu_run_nw1, tmp_path)
 def test_window_replay_runs_at_the_capture_speed(tmp_path):
     """The captured window of a GPU trace is replayed at the capture's speed whatever the
     replicates' mean (host steps of 10 ms stay 10 ms with cpu_scale 1.5)."""
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.models.simulate import window_replay
     from tests.test_window_replay import backlogged_trace
 

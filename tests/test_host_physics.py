@@ -152,7 +152,7 @@ def test_capture_with_a_probe_calibrates_interference(tmp_path):
     """A real capture at num_workers=1 with a probe at 3 (more workers than this machine's
     cores, if it has 2): the sidecar holds the probe's steps and batches, and calibration
     either fits the coefficient (inferred, with a range) or says why it kept the prior."""
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
     from stepsim.calibration.sidecar import load_sidecar
     from tests.conftest import record_cpu_run
 
@@ -175,7 +175,7 @@ def test_capture_at_torch_default_threads(tmp_path):
     its parallel part on that many threads."""
     import torch
 
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
     from tests.conftest import record_cpu_run
 
     m = calibrate(record_cpu_run(tmp_path / "run", 0, threads=None))

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.models.host_speed import LOAD_WARN
 from stepsim.models.params import save_model
 from stepsim.scenarios.predict import Prediction

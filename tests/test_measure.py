@@ -128,7 +128,7 @@ def test_validate_leaves_the_worker_startup_step_out(tmp_path, cpu_run_nw1):
     assert default.startup is not None and not default.startup.in_trace
     assert len(default.step_us) == 6
     # calibration counts the steps validation counts: its measured mean agrees
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
 
     own = calibrate(out)
     assert own.meta.steps_used == m.step_numbers

@@ -84,7 +84,7 @@ def test_replayed_ranks_match_the_step_by_step_solve(m):
 def test_the_dlrm_job_is_replayed_with_the_same_output(monkeypatch):
     """The real 8-rank DLRM trace: all-to-alls, all-reduces, the H2D engine shared by three
     streams; after a few steps every step is replayed."""
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.models.coarsen import coarsen
 
     m = coarsen(calibrate_gpu(shared_traces() / "param" / "dlrm_kineto", coarse=False))

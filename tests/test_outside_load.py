@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.calibration.outside_load import LOAD_WARN, outside_load
 from stepsim.calibration.sidecar import Sidecar
 from tests.conftest import run_cli

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from stepsim import api
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.models.host_speed import LOAD_WARN, pooled_load
 from stepsim.models.params import save_model
 from tests.test_outside_load import _cpu_times

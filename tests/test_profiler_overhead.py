@@ -112,7 +112,7 @@ def test_step_factor_takes_the_windows_drift_back_out():
 def test_a_cpu_captures_step_is_its_unprofiled_cpu_and_the_replay_its_profiled(cpu_run_nw1):
     """A real capture: the model's training step is the profiled window's × p (the old
     model kept the profiled one, p = 1), and the replay of the capture gets it back."""
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
     from stepsim.calibration.profiler_overhead import step_factor
     from stepsim.calibration.sidecar import load_sidecar
     from stepsim.models.host_speed import at_capture_speed

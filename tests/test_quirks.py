@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.cli import main
 from tests.kineto_gen import Gen, measured_median, one_rank_trace, part1, part2
 

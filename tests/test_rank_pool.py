@@ -7,7 +7,7 @@ import os
 import pytest
 
 from stepsim.calibration.events import build_table
-from stepsim.calibration.gpu import calibrate_gpu
+from stepsim.fit import calibrate_gpu
 from stepsim.calibration.rank_pool import JOBS_ENV, Problem, jobs_for, map_ranks
 from stepsim.calibration.trace_io import load_trace
 from stepsim.simcore.errors import InputError

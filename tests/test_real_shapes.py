@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
-from stepsim.calibration.gpu import calibrate_gpu
+from stepsim.fit import calibrate, calibrate_gpu
 from stepsim.simcore.errors import InputError
 from tests.kineto_gen import Gen
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.calibration.host_noise import loaded_replicates
 from stepsim.calibration.measure import remeasured_load
 from stepsim.calibration.sidecar import load_sidecar

@@ -106,7 +106,7 @@ def test_collective_table_groups_and_never_shows_unmeasured_bandwidth():
 
 
 def _round_trip(model, tmp_path, steps: int = 6) -> tuple[float, float]:
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
     from stepsim.report.chrome import write_chrome_trace
 
     res = simulate(model, steps=steps, warmup=3)
@@ -123,7 +123,7 @@ def test_exported_trace_calibrates_back_to_its_model(tmp_path, name):
 
 
 def test_exported_trace_of_a_real_calibration_round_trips(tmp_path):
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
 
     trace = shared_traces() / "kineto" / "515e6115_rec2020-12-02" / "resnet50_num_workers_0" \
         / "worker0.pt.trace.json.gz"

@@ -175,7 +175,7 @@ def test_contended_cores_keep_the_processes():
 
 
 def test_real_trace_with_workers_matches_the_processes():
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.scenarios.paths import set_value
 
     trace = shared_traces() / "kineto/34d6ad53_rec2021-01-11/resnet50_num_workers_0/worker0.pt.trace.json.gz"

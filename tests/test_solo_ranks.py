@@ -153,7 +153,7 @@ def test_ranks_sharing_a_contended_host_stay_in_simpy(monkeypatch):
 def test_the_dlrm_job_matches_the_processes(monkeypatch):
     """The real 8-rank DLRM trace, calibrated: all-to-alls and all-reduces across ranks, and
     three streams per rank sharing the H2D copy engine."""
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.models.coarsen import coarsen
 
     m = coarsen(calibrate_gpu(shared_traces() / "param" / "dlrm_kineto", coarse=False))

@@ -101,7 +101,7 @@ def test_simulate_cli_says_how_many_steps(tmp_path):
 def test_input_stalled_real_trace_agrees_across_seeds(tmp_path):
     """param/resnet_kineto: a multi-process loader that stalls for up to 750 ms. At 30 steps
     the mean moved from 285 ms (seed 0) to 329 ms (seed 3); chosen counts agree."""
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
 
     m = calibrate(shared_traces() / "param" / "resnet_kineto.json.gz")
     counts = [simulate_counted(m, None, 20, s)[1] for s in (0, 7)]

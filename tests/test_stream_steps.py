@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.calibration.events import build_table
 from stepsim.calibration.stream import load_steps
 from stepsim.limits import parse_steps

@@ -57,7 +57,7 @@ def test_capture_at_default_threads_records_them(tmp_path):
     capture_threads and an assumed efficiency with its range."""
     import torch
 
-    from stepsim.calibration.calibrate import calibrate
+    from stepsim.fit import calibrate
     from tests.conftest import record_cpu_run
 
     if torch.get_num_threads() < 2:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stepsim.calibration.gpu import calibrate_gpu
+from stepsim.fit import calibrate_gpu
 from stepsim.models.simulate import simulate
 from tests.conftest import shared_traces
 from tests.kineto_gen import one_rank_trace

@@ -2,7 +2,7 @@
 2026-12-05): one row of the pooled mean hid which run was loaded or slow."""
 from __future__ import annotations
 
-from stepsim.calibration.calibrate import calibrate
+from stepsim.fit import calibrate
 from stepsim.models.params import save_model
 from tests.conftest import run_cli
 from tests.test_outside_load import _cpu_times

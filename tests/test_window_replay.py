@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from stepsim.calibration.gpu import calibrate_gpu
+from stepsim.fit import calibrate_gpu
 from stepsim.models.coarsen import coarsen
 from stepsim.models.params import LAUNCH_QUEUE_DEPTH, StepModel, load_model, save_model
 from stepsim.models.simulate import simulate, window_replay

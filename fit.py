@@ -1,0 +1,68 @@
+"""Calibration finished: traces to the StepModel that the planner simulates.
+
+Calibration (:mod:`calibration`) fits parameters and never runs the simulator; two steps of
+the GPU path simulate the fitted model, so they run here, above both, in the order they had
+inside calibration (:mod:`calibration.pending`):
+
+1. the cap on a multi-rank job's lateness (:func:`models.skew_cap.cap_skew`: it simulates the
+   reference rank alone);
+2. coarsening (:func:`models.coarsen.coarsen`: its probe simulates the model);
+3. calibration's steps that read the coarse model (the DDP buckets it infers from the
+   launches, the host speed of the runs and replicates).
+
+:func:`calibrate` and :func:`calibrate_gpu` are what the API, the CLI, the demos, the
+benchmarks and the tests call.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from stepsim.calibration.calibrate import calibrate_pending, records_checked
+from stepsim.calibration.gpu import calibrate_gpu_pending
+from stepsim.calibration.pending import Pending
+from stepsim.models.coarsen import coarsen
+from stepsim.models.params import StepModel
+from stepsim.models.skew_cap import cap_skew
+from stepsim.simcore.gcpause import gc_paused
+
+__all__ = ["calibrate", "calibrate_gpu", "finish"]
+
+
+def finish(pending: Pending) -> StepModel:
+    """The model of ``pending``: its lateness capped (when it has ranks to cap), coarsened
+    (when ``pending.coarse``), then calibration's steps after those."""
+    model = pending.model
+    if pending.skew is not None:
+        model = cap_skew(model, pending.skew.alone, pending.skew.ref_step_us)
+    if pending.coarse:
+        model = coarsen(model)
+    for step in pending.after:
+        model = step(model)
+    return model
+
+
+@gc_paused
+def calibrate(trace: str | Path, sidecar: str | Path | None = None,
+              step_regex: str | None = None, replicates=(),
+              steps: tuple[int | None, int | None] | None = None) -> StepModel:
+    """The StepModel of ``trace`` (a trace file, a folder of per-rank traces, or a capture
+    folder), as :func:`calibration.calibrate.calibrate_pending` reads its arguments, finished
+    (:func:`finish`): coarse for a GPU trace.
+
+    Raises:
+        InputError / StepsimError: as :func:`calibration.calibrate.calibrate_pending`; a
+            parameter past its bounds in a finishing step names the sidecar, else the trace.
+    """
+    pending = calibrate_pending(trace, sidecar=sidecar, step_regex=step_regex,
+                               replicates=replicates, steps=steps)
+    with records_checked(trace, sidecar):
+        return finish(pending)
+
+
+def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> StepModel:
+    """The StepModel of a GPU trace file or a folder of per-rank trace files
+    (:func:`calibration.gpu.calibrate_gpu_pending`), its lateness capped; ``coarse``: coarsened
+    (default: it replays the same step with far fewer tasks, which is what the planner's many
+    simulations need), False for the fine, kernel-level model."""
+    pending = calibrate_gpu_pending(paths, step_regex=step_regex)
+    return finish(Pending(pending.model, skew=pending.skew, coarse=coarse, after=pending.after))
