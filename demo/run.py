@@ -39,11 +39,11 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from stepsim.fit import calibrate
 from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps
 from stepsim.demo.progress import Steps
+from stepsim.fit import calibrate
 from stepsim.models.host_speed import (CAPTURE_SPEED, LOAD_WARN, at_capture_speed, pooled_load,
                                       speed_phrase)
 from stepsim.models.params import save_model
