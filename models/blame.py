@@ -34,6 +34,7 @@ import numpy as np
 
 from stepsim.models.blame_holes import charge_holes
 from stepsim.models.device import TaskRun
+from stepsim.models.host_columns import HostSpans
 from stepsim.models.intervals import EPS_US as _EPS
 from stepsim.models.intervals import merge, merge_arrays
 from stepsim.models.simulate import SimResult
@@ -104,8 +105,15 @@ class Blame:
         self.host_lane = f"rank{rank}.host"
         if host is None:
             host = lane_spans(result.spans, self.host_lane)
-        self.host = sorted(host, key=_START)
-        self.host_ends = list(map(add, map(_START, self.host), map(_DUR, self.host)))
+        cols = host.cols if isinstance(host, HostSpans) else None
+        self.host_cols = cols if cols is not None and cols.sorted else None
+        """The host spans' columns (:mod:`models.host_columns`) when ``host`` came with them
+        in start order (None: read span by span)."""
+        if self.host_cols is not None:
+            self.host, self.host_ends = host, cols.end.tolist()
+        else:
+            self.host = sorted(host, key=_START)
+            self.host_ends = list(map(add, map(_START, self.host), map(_DUR, self.host)))
         self.waits = {(w.start_us, w.cause): w for w in result.host_waits if w.rank == rank}
         self.acc: dict[str, float] = defaultdict(float)
         self._keys: dict[str, list[tuple[str, float]]] = {}
@@ -344,10 +352,13 @@ def critical_path(bl: Blame, w0: float, w1: float, paced_by_device: bool,
     if union is None:
         inside = (en > w0) & (st < w1) & (en > st)
         union = merge_arrays(np.maximum(st[inside], w0), np.minimum(en[inside], w1))
-    m = len(bl.host)
-    hs = np.fromiter(map(_START, bl.host), float, m)
-    he = np.array(bl.host_ends, dtype=float)
-    inside = np.fromiter(map(_BUSY, map(_KIND, bl.host)), bool, m) & (hs < w1) & (he > w0)
+    m, cols = len(bl.host), bl.host_cols
+    if cols is not None:
+        hs, he, inside = cols.start, cols.end, cols.busy & (cols.start < w1) & (cols.end > w0)
+    else:
+        hs = np.fromiter(map(_START, bl.host), float, m)
+        he = np.array(bl.host_ends, dtype=float)
+        inside = np.fromiter(map(_BUSY, map(_KIND, bl.host)), bool, m) & (hs < w1) & (he > w0)
     host_busy = running_total(np.minimum(he[inside], w1) - np.maximum(hs[inside], w0))
     if host_busy > sum(e - s for s, e in union) and not paced_by_device:
         busy_h: dict[str, float] = defaultdict(float)

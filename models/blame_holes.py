@@ -156,7 +156,13 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
     if n and not (np.diff(ends) >= 0).all():   # bisect on an unsorted list: the scalar way
         slow[w_ids] = True
         return
-    codes, memo = np.full(n, _UNKNOWN, dtype=np.intp), _HostCodes(ch)
+    memo = _HostCodes(ch)
+    cols = getattr(bl, "host_cols", None)
+    if cols is not None:   # every span's code from its shape's (models.host_columns)
+        codes = np.array([memo[t] for t in cols.shapes], dtype=np.intp)[cols.shape] \
+            if n else np.zeros(0, dtype=np.intp)
+    else:
+        codes = np.full(n, _UNKNOWN, dtype=np.intp)
     other = ch.code("other")
     i = np.searchsorted(ends, a, side="right")
     cur = a.copy()

@@ -15,6 +15,7 @@ from itertools import compress
 from operator import itemgetter
 
 from stepsim.models.blame import lane_spans
+from stepsim.models.host_columns import HostSpans, host_split_columns
 
 __all__ = ["host_split", "span_pass"]
 
@@ -26,7 +27,10 @@ def host_split(host: list, rank: int, window: tuple[float, float],
     """The host thread's time (µs) in ``window`` by ``busy:<category>`` and ``wait:<cause>``,
     over ``host`` (the host lane's spans in emission order; those of another rank left out):
     each span's clipped duration added to its key in emission order, keys in the order first
-    charged. ``busy``: receives the busy spans' clipped ``(start, end)`` (µs), in order."""
+    charged. ``busy``: receives the busy spans' clipped ``(start, end)`` (µs), in order.
+    A :class:`models.host_columns.HostSpans` is read by its columns (the same floats)."""
+    if isinstance(host, HostSpans):
+        return host_split_columns(host.cols, rank, window, busy)
     a, b = window
     split: dict[str, float] = {}
     busy_key: dict[str, str] = {}
@@ -92,7 +96,7 @@ def span_pass(result, rank: int, windows: dict[int, tuple[float, float]], lanes:
     rank's) the busy intervals and the lane's rank, the rank's device busy time by category
     and its collectives' arrival skew (without ``lanes``: empty, 0)."""
     host_lane = f"rank{rank}.host"
-    host = lane_spans(result.spans, host_lane)
+    host = HostSpans(lane_spans(result.spans, host_lane))
     busy: dict[str, list] = defaultdict(list)
     lane_rank: dict[str, int] = {}
     split = host_split(host, rank, windows[rank], busy[host_lane] if lanes else None)
