@@ -38,12 +38,20 @@ class HostColumns:
         self.dur = np.fromiter(map(_DUR, host), float, n)
         self.end = self.start + self.dur
         self.rank = np.fromiter(map(_RANK, host), np.int64, n)
-        self.shapes = list(dict.fromkeys(map(_SHAPE, host)))
-        codes = {x: i for i, x in enumerate(self.shapes)}
+        codes = _Codes()
         self.shape = np.fromiter(map(codes.__getitem__, map(_SHAPE, host)), np.intp, n)
+        self.shapes = list(codes)
         is_busy = np.array([k == "busy" for k, _, _ in self.shapes], dtype=bool)
         self.busy = is_busy[self.shape] if n else np.zeros(0, dtype=bool)
         self.sorted = bool(n < 2 or (np.diff(self.start) >= 0).all())
+
+
+class _Codes(dict):
+    """Item → its code, the next one for an item not seen before."""
+
+    def __missing__(self, item) -> int:
+        c = self[item] = len(self)
+        return c
 
 
 class HostSpans(list):
