@@ -81,6 +81,9 @@ class SimResult:
     loader_stats: list[LoaderStats] = field(default_factory=list)
     model: StepModel | None = None
     step_marks_us: list[list[float]] = field(default_factory=list)
+    span_blocks: list = field(default_factory=list)
+    """Where ``spans`` holds a repeated step's spans moved in time: ``(index of the first,
+    block, shift µs)`` each, in order (``keep="brief"``; :class:`simcore.record.HostSideRecorder`)."""
 
     @property
     def job_step_us(self) -> np.ndarray:
@@ -197,8 +200,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             su, runs, waits)
     except (Unsolvable, Oversubscribed):   # Unsolvable: the processes report where
         if rec is not None:
-            rec.spans.clear()
-            rec.samples.clear()
+            rec.clear()
         runs, waits = Runs(kept), Waits(kept)
         su = Setup(model, steps, warmup, seed, replay, hook)   # the random streams afresh
         starts, loaders = simulated(su, runs, waits)
@@ -214,6 +216,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     window = (marks[0][warmup], marks[0][warmup + steps])
     return SimResult(step_us=step_us, step_starts_us=starts, warmup=warmup, window_us=window,
                      spans=rec.spans if rec else [], samples=rec.samples if rec else {},
+                     span_blocks=getattr(rec, "blocks", []),
                      max_outstanding=[ld.stats.max_outstanding for ld in loaders],
                      ranks=ranks, runs=runs.kept, host_waits=list(waits),
                      loader_stats=[ld.stats for ld in loaders], model=model, step_marks_us=marks)

@@ -97,6 +97,8 @@ def span_pass(result, rank: int, windows: dict[int, tuple[float, float]], lanes:
     and its collectives' arrival skew (without ``lanes``: empty, 0)."""
     host_lane = f"rank{rank}.host"
     host = HostSpans(lane_spans(result.spans, host_lane))
+    if result.span_blocks:   # repeated steps' spans: their columns made from their blocks'
+        host.source = (result.spans, result.span_blocks, host_lane)
     busy: dict[str, list] = defaultdict(list)
     lane_rank: dict[str, int] = {}
     split = host_split(host, rank, windows[rank], busy[host_lane] if lanes else None)

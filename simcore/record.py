@@ -83,6 +83,9 @@ class Block:
         self.times, self.step = times, step
         self._maxima: dict = {}
         self._parts: dict = {}
+        self.memo: dict = {}
+        """What a reader derived from the rows, kept with them (e.g. a lane's columns,
+        :mod:`models.host_columns`)."""
 
     def part(self, name: str, keep) -> "Block":
         """The block of the rows ``keep(row)`` is true of, in order (made once per ``name``)."""
@@ -139,6 +142,11 @@ class ListRecorder(Recorder):
     def sample(self, series: str, t_us: float, value: float) -> None:
         self.samples.setdefault(series, []).append((t_us, value))
 
+    def clear(self) -> None:
+        """Forget everything recorded (a simulation that starts again)."""
+        self.spans.clear()
+        self.samples.clear()
+
 
 def _off_device(span: Span) -> bool:
     return ".stream:" not in span[0]
@@ -146,11 +154,25 @@ def _off_device(span: Span) -> bool:
 
 class HostSideRecorder(ListRecorder):
     """A :class:`ListRecorder` of the host side only: every span but the device streams'
-    (lanes ``rank<r>.stream:<id>``), in emission order, and every sample."""
+    (lanes ``rank<r>.stream:<id>``), in emission order, and every sample.
+
+    ``blocks`` holds, for each repeated step's spans, where they begin in ``spans``, their
+    block (the rows they were moved from) and the shift (µs), so a reader can make their
+    columns from the block's once (:mod:`models.host_columns`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks: list[tuple[int, Block, float]] = []
 
     def span(self, span: Span) -> None:
         if _off_device(span):
             self.spans.append(span)
 
     def shifted(self, block: "Block", dt_us: float, dstep: int) -> None:
-        self.spans.extend(block.part("off_device", _off_device).moved(dt_us, dstep))
+        part = block.part("off_device", _off_device)
+        self.blocks.append((len(self.spans), part, dt_us))
+        self.spans.extend(part.moved(dt_us, dstep))
+
+    def clear(self) -> None:
+        super().clear()
+        self.blocks.clear()

@@ -1,17 +1,19 @@
 """The host lane's spans read as numpy columns (models/host_columns.py) give the summary's
 host split and critical path the same floats, bit for bit and keys in the same order, as
-reading them span by span: on randomized DataLoader models (cores to spare or not), the
+reading them span by span, also where the columns of repeated steps are made from their
+blocks (``keep="brief"``): on randomized DataLoader models (cores to spare or not), the
 reference scenarios and a real trace."""
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
 from stepsim.models.blame import Blame, critical_path, device_paced, lane_spans
-from stepsim.models.host_columns import HostSpans
+from stepsim.models.host_columns import HostColumns, HostSpans, lane_columns
 from stepsim.models.params import load_model
 from stepsim.models.simulate import simulate
 from stepsim.models.span_pass import host_split
@@ -24,11 +26,30 @@ def _same(x, y) -> None:
     assert repr(x) == repr(y)   # floats to the last bit, dicts in the same order
 
 
+def _from_blocks(res, rank: int) -> None:
+    """Columns made from the repeated steps' blocks are those read span by span."""
+    lane = f"rank{rank}.host"
+    plain = lane_spans(res.spans, lane)
+    made = lane_columns(res.spans, res.span_blocks, lane, len(plain))
+    assert made is not None
+    want = HostColumns(plain)
+    got = HostColumns(plain, made)
+    for name in ("start", "dur", "end", "rank", "busy"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        assert getattr(got, name).dtype == getattr(want, name).dtype, name
+    assert [got.shapes[c] for c in got.shape] == [want.shapes[c] for c in want.shape]
+    assert got.sorted == want.sorted
+
+
 def _check(res) -> None:
     for rank in res.ranks:
+        if res.span_blocks:
+            _from_blocks(res, rank)
         w = res.rank_window_us(rank)
         plain = lane_spans(res.spans, f"rank{rank}.host")
         cols = HostSpans(plain)
+        if res.span_blocks:
+            cols.source = (res.spans, res.span_blocks, f"rank{rank}.host")
         got_busy, want_busy = [], []
         _same(host_split(cols, rank, w, got_busy), host_split(plain, rank, w, want_busy))
         _same(got_busy, want_busy)
@@ -51,6 +72,7 @@ def test_columns_are_the_span_loops(m, cores):
     m = m.model_copy(deep=True)
     m.loader.host_cores = cores   # below the threads: they wait for cores (SimPy)
     _check(simulate(m, steps=6, warmup=2, seed=1))
+    _check(simulate(m, steps=12, warmup=2, seed=1, keep="brief"))
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in REFERENCE.glob("*.yaml")
@@ -71,4 +93,17 @@ def test_columns_on_a_real_trace():
              / "worker0.pt.trace.json.gz")
     m = calibrate_gpu(trace)
     for model in (m, apply_ops(m, [SetOp(path="loader.num_workers", value=4)])):
-        _check(simulate(model, steps=20, warmup=3, seed=0, keep="brief"))
+        res = simulate(model, steps=20, warmup=3, seed=0, keep="brief")
+        assert res.span_blocks   # repeated steps: columns from their blocks
+        _check(res)
+
+
+def test_columns_from_blocks_on_ranks():
+    """The 8-rank DLRM job: every rank's host columns from blocks replayed across ranks."""
+    from stepsim.calibration.gpu import calibrate_gpu
+    from tests.conftest import shared_traces
+
+    m = calibrate_gpu(shared_traces() / "param/dlrm_kineto")
+    res = simulate(m, steps=12, warmup=3, seed=0, keep="brief")
+    assert res.span_blocks
+    _check(res)
