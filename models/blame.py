@@ -34,7 +34,7 @@ import numpy as np
 
 from stepsim.models.blame_holes import charge_holes
 from stepsim.models.device import TaskRun
-from stepsim.models.host_columns import HostSpans
+from stepsim.models.host_columns import lane_spans_of
 from stepsim.models.intervals import EPS_US as _EPS
 from stepsim.models.intervals import merged_arrays
 from stepsim.models.simulate import SimResult
@@ -104,8 +104,9 @@ class Blame:
             last[stream] = r
         self.host_lane = f"rank{rank}.host"
         if host is None:
-            host = lane_spans(result.spans, self.host_lane)
-        cols = host.cols if isinstance(host, HostSpans) else None
+            host = lane_spans_of(result, self.host_lane) if result.span_blocks else \
+                lane_spans(result.spans, self.host_lane)
+        cols = getattr(host, "cols", None)
         self.host_cols = cols if cols is not None and cols.sorted else None
         """The host spans' columns (:mod:`models.host_columns`) when ``host`` came with them
         in start order (None: read span by span)."""

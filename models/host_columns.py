@@ -10,11 +10,12 @@ charges in emission order (a sequential sum; ``numpy.sum`` would sum pairwise).
 """
 from __future__ import annotations
 
+import bisect
 from operator import itemgetter
 
 import numpy as np
 
-__all__ = ["HostSpans", "HostColumns", "host_split_columns", "lane_columns"]
+__all__ = ["HostSpans", "BlockSpans", "HostColumns", "host_split_columns", "lane_spans_of"]
 
 _START, _DUR, _RANK = itemgetter(3), itemgetter(4), itemgetter(6)
 _SHAPE = itemgetter(2, 8, 7)   # kind, category, cause
@@ -32,18 +33,12 @@ class HostColumns:
         sorted: whether the starts never decrease (emission order is start order).
     """
 
-    def __init__(self, host: list, made: tuple | None = None):
-        """``host``: the spans; ``made``: their ``(start, dur, rank, shape, shapes)`` when
-        already made (:func:`lane_columns`)."""
-        n = len(host)
-        if made is None:
-            start = np.fromiter(map(_START, host), float, n)
-            dur = np.fromiter(map(_DUR, host), float, n)
-            rank = np.fromiter(map(_RANK, host), np.int64, n)
-            codes = _Codes()
-            shape = np.fromiter(map(codes.__getitem__, map(_SHAPE, host)), np.intp, n)
-            made = start, dur, rank, shape, list(codes)
-        self.start, self.dur, self.rank, self.shape, self.shapes = made
+    def __init__(self, host, made: tuple | None = None):
+        """``host``: the spans (a list); ``made``: their ``(start, dur, rank, shape,
+        shapes)`` when already made (:class:`BlockSpans`)."""
+        self.start, self.dur, self.rank, self.shape, self.shapes = (
+            _columns(host) if made is None else made)
+        n = len(self.start)
         self.end = self.start + self.dur
         is_busy = np.array([k == "busy" for k, _, _ in self.shapes], dtype=bool)
         self.busy = is_busy[self.shape] if n else np.zeros(0, dtype=bool)
@@ -60,71 +55,101 @@ class _Codes(dict):
 
 class HostSpans(list):
     """A rank's host-lane spans (a list, emission order) with their :class:`HostColumns`,
-    made on first use: from ``source`` when given (``(every span, the blocks they were
-    partly moved from, the lane)``: :func:`lane_columns`), else span by span."""
+    made on first use."""
 
     _cols: HostColumns | None = None
-    source: tuple | None = None
 
     @property
     def cols(self) -> HostColumns:
         if self._cols is None:
-            made = lane_columns(*self.source, len(self)) if self.source else None
-            self._cols = HostColumns(self, made)
+            self._cols = HostColumns(self)
         return self._cols
 
 
-def _block_lane(block, lane: str) -> tuple:
-    """The rows of ``block`` on ``lane``: ``(start, dur, rank, shape codes, shapes)``, made once
-    per block and lane."""
-    key = ("lane columns", lane)
-    got = block.memo.get(key)
-    if got is None:
-        rows = [r for r in block.rows if r[0] == lane]
-        n = len(rows)
+class BlockSpans:
+    """A lane's spans, in emission order, where a simulation held its repeated steps' spans as
+    blocks (``keep="brief"``: :attr:`models.simulate.SimResult.span_blocks`): a sequence
+    whose rows are made one at a time when read, and whose :class:`HostColumns` are made from
+    each block's columns once, shifted (the same ``x + shift`` the move makes).
+
+    Args:
+        spans / blocks: the result's spans and blocks.
+        lane: the lane kept.
+    """
+
+    def __init__(self, spans: list, blocks: list, lane: str):
+        segs: list[tuple] = []   # (index of the first, rows or block, shift µs, steps)
+        n = pos = 0
+        for at, block, dt, dstep in [*blocks, (len(spans), None, 0.0, 0)]:
+            rows = [sp for sp in spans[pos:at] if sp[0] == lane]
+            if rows:
+                segs.append((n, rows, None, 0))
+                n += len(rows)
+            if block is not None:
+                part = block.part(("lane", lane), lambda r: r[0] == lane)
+                if part.rows:
+                    segs.append((n, part, dt, dstep))
+                    n += len(part.rows)
+            pos = at
+        self.segs, self.firsts, self.n = segs, [sg[0] for sg in segs], n
+        self._cols: HostColumns | None = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        first, rows, dt, dstep = self.segs[bisect.bisect_right(self.firsts, i) - 1]
+        return rows[i - first] if dt is None else rows.moved_row(i - first, dt, dstep)
+
+    def __iter__(self):
+        for _, rows, dt, dstep in self.segs:
+            yield from (rows if dt is None else rows.moved(dt, dstep))
+
+    @property
+    def cols(self) -> HostColumns:
+        if self._cols is None:
+            self._cols = HostColumns(self, self._made())
+        return self._cols
+
+    def _made(self) -> tuple:
         codes = _Codes()
-        got = block.memo[key] = (
-            np.fromiter(map(_START, rows), float, n), np.fromiter(map(_DUR, rows), float, n),
+        parts: list[tuple] = []
+        for _, rows, dt, _ in self.segs:
+            if dt is None:
+                start, dur, rank, shape, shapes = _columns(rows)
+            else:
+                got = rows.memo.get("columns")
+                if got is None:
+                    got = rows.memo["columns"] = _columns(rows.rows)
+                start, dur, rank, shape, shapes = got
+                start = start + dt
+            parts.append((start, dur, rank,
+                          np.array([codes[x] for x in shapes], dtype=np.intp)[shape]))
+        if not parts:
+            return (np.zeros(0), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.intp), [])
+        return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), list(codes))
+
+
+def _columns(rows: list) -> tuple:
+    """``(start, dur, rank, shape codes, shapes)`` of ``rows``."""
+    n = len(rows)
+    codes = _Codes()
+    return (np.fromiter(map(_START, rows), float, n), np.fromiter(map(_DUR, rows), float, n),
             np.fromiter(map(_RANK, rows), np.int64, n),
             np.fromiter(map(codes.__getitem__, map(_SHAPE, rows)), np.intp, n), list(codes))
-    return got
 
 
-def lane_columns(spans: list, blocks: list, lane: str, n: int) -> tuple | None:
-    """The columns of ``lane``'s spans among ``spans`` (``(start, dur, rank, shape, shapes)``
-    as :class:`HostColumns` holds them), where ``blocks`` (``(index of the first, block,
-    shift µs)``, in order: :attr:`simcore.record.HostSideRecorder.blocks`) say which runs of
-    ``spans`` are a block's rows moved in time: those are the block's columns, shifted (the
-    same ``x + shift`` the move made), the others read span by span. None when the blocks do
-    not tile ``spans`` as said or the lane's spans are not ``n``."""
-    codes = _Codes()
-    parts: list[tuple] = []
-    pos = 0
-
-    def live(a: int, b: int) -> None:
-        rows = [sp for sp in spans[a:b] if sp[0] == lane]
-        if rows:
-            k = len(rows)
-            parts.append((np.fromiter(map(_START, rows), float, k),
-                          np.fromiter(map(_DUR, rows), float, k),
-                          np.fromiter(map(_RANK, rows), np.int64, k),
-                          np.fromiter(map(codes.__getitem__, map(_SHAPE, rows)), np.intp, k)))
-
-    for at, block, dt in blocks:
-        if at < pos or at + len(block.rows) > len(spans):
-            return None
-        live(pos, at)
-        start, dur, rank, shape, shapes = _block_lane(block, lane)
-        if len(start):
-            parts.append((start + dt, dur, rank,
-                          np.array([codes[x] for x in shapes], dtype=np.intp)[shape]))
-        pos = at + len(block.rows)
-    live(pos, len(spans))
-    if sum(len(p[0]) for p in parts) != n:
-        return None
-    if not parts:
-        return (np.zeros(0), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.intp), [])
-    return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), list(codes))
+def lane_spans_of(result, lane: str):
+    """``lane``'s spans in ``result``, in emission order, with their columns: a
+    :class:`BlockSpans` where the result holds repeated steps as blocks, else a
+    :class:`HostSpans`."""
+    if result.span_blocks:
+        return BlockSpans(result.spans, result.span_blocks, lane)
+    return HostSpans(sp for sp in result.spans if sp[0] == lane)
 
 
 def host_split_columns(cols: HostColumns, rank: int, window: tuple[float, float],

@@ -42,7 +42,7 @@ from stepsim.models.solo import Unsolvable
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.record import (HostSideRecorder, ListRecorder, NullRecorder, Recorder,
-                                   Span)
+                                   Span, every_span)
 
 @dataclass
 class SimResult:
@@ -53,7 +53,9 @@ class SimResult:
         step_starts_us: per rank, the host's step-start instants (µs), warm-up included.
         warmup: steps simulated before the measured window.
         window_us: (start, end) instants of the measured window on rank 0 (µs).
-        spans: every span recorded (see :class:`simcore.record.Span`).
+        spans: every span recorded (see :class:`simcore.record.Span`); with ``span_blocks``
+            (``keep="brief"``) those of the steps solved, the repeated steps' held as
+            blocks: :meth:`every_span` gives them all.
         samples: sampled series, e.g. ``rank0.loader.ready`` → [(t_us, value), …].
         max_outstanding: per rank, the most batches ever outstanding in its DataLoader.
         ranks: the rank numbers, in simulation order.
@@ -82,8 +84,16 @@ class SimResult:
     model: StepModel | None = None
     step_marks_us: list[list[float]] = field(default_factory=list)
     span_blocks: list = field(default_factory=list)
-    """Where ``spans`` holds a repeated step's spans moved in time: ``(index of the first,
-    block, shift µs)`` each, in order (``keep="brief"``; :class:`simcore.record.HostSideRecorder`)."""
+    """The repeated steps' spans, not made (``keep="brief"``): ``(where they go in spans,
+    block, shift µs, shift in steps)`` each, in order
+    (:attr:`simcore.record.HostSideRecorder.blocks`)."""
+
+    def every_span(self, lanes: set | None = None) -> list[Span]:
+        """Every span recorded, in emission order (``spans`` with ``span_blocks``' rows
+        moved in); only those on ``lanes`` when given."""
+        if not self.span_blocks:
+            return self.spans if lanes is None else [sp for sp in self.spans if sp[0] in lanes]
+        return every_span(self.spans, self.span_blocks, lanes)
 
     @property
     def job_step_us(self) -> np.ndarray:

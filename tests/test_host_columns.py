@@ -1,7 +1,7 @@
 """The host lane's spans read as numpy columns (models/host_columns.py) give the summary's
 host split and critical path the same floats, bit for bit and keys in the same order, as
-reading them span by span, also where the columns of repeated steps are made from their
-blocks (``keep="brief"``): on randomized DataLoader models (cores to spare or not), the
+reading them span by span, also where a simulation held its repeated steps' spans as blocks
+(``keep="brief"``: their columns are made from the blocks'): on randomized DataLoader models (cores to spare or not), the
 reference scenarios and a real trace."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from stepsim.models.blame import Blame, critical_path, device_paced, lane_spans
-from stepsim.models.host_columns import HostColumns, HostSpans, lane_columns
+from stepsim.models.blame import Blame, critical_path, device_paced
+from stepsim.models.host_columns import BlockSpans, HostColumns, HostSpans, lane_spans_of
 from stepsim.models.params import load_model
 from stepsim.models.simulate import simulate
 from stepsim.models.span_pass import host_split
@@ -27,13 +27,15 @@ def _same(x, y) -> None:
 
 
 def _from_blocks(res, rank: int) -> None:
-    """Columns made from the repeated steps' blocks are those read span by span."""
+    """A lane's spans held as blocks read as those made one by one: row by row, by index and
+    as columns."""
     lane = f"rank{rank}.host"
-    plain = lane_spans(res.spans, lane)
-    made = lane_columns(res.spans, res.span_blocks, lane, len(plain))
-    assert made is not None
-    want = HostColumns(plain)
-    got = HostColumns(plain, made)
+    plain = [sp for sp in res.every_span() if sp.lane == lane]
+    held = BlockSpans(res.spans, res.span_blocks, lane)
+    assert len(held) == len(plain) and list(held) == plain
+    assert [held[i] for i in range(len(plain))] == plain
+    assert all(type(sp) is type(q) for sp, q in zip(held, plain))
+    want, got = HostColumns(plain), held.cols
     for name in ("start", "dur", "end", "rank", "busy"):
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
         assert getattr(got, name).dtype == getattr(want, name).dtype, name
@@ -46,10 +48,8 @@ def _check(res) -> None:
         if res.span_blocks:
             _from_blocks(res, rank)
         w = res.rank_window_us(rank)
-        plain = lane_spans(res.spans, f"rank{rank}.host")
-        cols = HostSpans(plain)
-        if res.span_blocks:
-            cols.source = (res.spans, res.span_blocks, f"rank{rank}.host")
+        plain = [sp for sp in res.every_span() if sp.lane == f"rank{rank}.host"]
+        cols = lane_spans_of(res, f"rank{rank}.host")
         got_busy, want_busy = [], []
         _same(host_split(cols, rank, w, got_busy), host_split(plain, rank, w, want_busy))
         _same(got_busy, want_busy)
@@ -58,8 +58,11 @@ def _check(res) -> None:
         _same(host_split(cols, rank, mid), host_split(plain, rank, mid))
         paced = device_paced(res, rank)
         for win in (w, mid):
-            a, b = Blame(res, rank, HostSpans(plain)), Blame(res, rank, list(plain))
+            a, b = Blame(res, rank, lane_spans_of(res, f"rank{rank}.host")), Blame(
+                res, rank, list(plain))
             assert a.host_cols is not None or not cols.cols.sorted
+            assert list(a.host) == b.host
+            assert Blame(res, rank, HostSpans(plain)).host_ends == b.host_ends   # values
             holes = (win[1] - 1e4, win[1])
             _same(critical_path(a, *win, paced, None, holes),
                   critical_path(b, *win, paced, None, holes))
