@@ -3,10 +3,16 @@ over them (:func:`models.span_pass.host_split`, :class:`models.blame.Blame`,
 :func:`models.blame.critical_path` and its hole walk), which each read every span's fields in
 Python before.
 
+Where a simulation held its repeated steps' spans as blocks (``keep="brief"``, a sweep
+point's: :attr:`models.simulate.SimResult.span_blocks`), the lane is a :class:`BlockSpans`:
+its rows are made only when read (the scalar walks read a few hundred of some 80,000 on
+ResNet-50 at 200 steps) and its columns are each block's, made once and shifted.
+
 The sums stay those of the Python loops, bit for bit: an element-wise ``+ - min max`` is one
 IEEE operation either way (written with ``numpy.where`` as the loops' conditional expressions
-are, so the same operand is picked), and a running total is a ``numpy.cumsum`` over the
-charges in emission order (a sequential sum; ``numpy.sum`` would sum pairwise).
+are, so the same operand is picked; a moved row's instant is the block's plus the shift,
+as :meth:`simcore.record.Block.moved` adds it), and a running total is a ``numpy.cumsum``
+over the charges in emission order (a sequential sum; ``numpy.sum`` would sum pairwise).
 """
 from __future__ import annotations
 
