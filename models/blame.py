@@ -34,8 +34,9 @@ import numpy as np
 
 from stepsim.models.blame_holes import charge_holes
 from stepsim.models.device import TaskRun
+from stepsim.models.host_columns import lane_spans_of
 from stepsim.models.intervals import EPS_US as _EPS
-from stepsim.models.intervals import merge, merge_arrays
+from stepsim.models.intervals import merged_arrays
 from stepsim.models.simulate import SimResult
 
 
@@ -103,9 +104,17 @@ class Blame:
             last[stream] = r
         self.host_lane = f"rank{rank}.host"
         if host is None:
-            host = lane_spans(result.spans, self.host_lane)
-        self.host = sorted(host, key=_START)
-        self.host_ends = list(map(add, map(_START, self.host), map(_DUR, self.host)))
+            host = lane_spans_of(result, self.host_lane) if result.span_blocks else \
+                lane_spans(result.spans, self.host_lane)
+        cols = getattr(host, "cols", None)
+        self.host_cols = cols if cols is not None and cols.sorted else None
+        """The host spans' columns (:mod:`models.host_columns`) when ``host`` came with them
+        in start order (None: read span by span)."""
+        if self.host_cols is not None:
+            self.host, self.host_ends = host, cols.end.tolist()
+        else:
+            self.host = sorted(host, key=_START)
+            self.host_ends = list(map(add, map(_START, self.host), map(_DUR, self.host)))
         self.waits = {(w.start_us, w.cause): w for w in result.host_waits if w.rank == rank}
         self.acc: dict[str, float] = defaultdict(float)
         self._keys: dict[str, list[tuple[str, float]]] = {}
@@ -343,13 +352,20 @@ def critical_path(bl: Blame, w0: float, w1: float, paced_by_device: bool,
     en = np.fromiter(map(_RUN_END, compute), float, n)
     if union is None:
         inside = (en > w0) & (st < w1) & (en > st)
-        union = merge_arrays(np.maximum(st[inside], w0), np.minimum(en[inside], w1))
-    m = len(bl.host)
-    hs = np.fromiter(map(_START, bl.host), float, m)
-    he = np.array(bl.host_ends, dtype=float)
-    inside = np.fromiter(map(_BUSY, map(_KIND, bl.host)), bool, m) & (hs < w1) & (he > w0)
+        us, ue = merged_arrays(np.maximum(st[inside], w0), np.minimum(en[inside], w1))
+    else:
+        u = np.array(union, dtype=float).reshape(-1, 2)
+        us, ue = u[:, 0], u[:, 1]
+    union_us = running_total(ue - us)   # sum(e - s for s, e in union), in order
+    m, cols = len(bl.host), bl.host_cols
+    if cols is not None:
+        hs, he, inside = cols.start, cols.end, cols.busy & (cols.start < w1) & (cols.end > w0)
+    else:
+        hs = np.fromiter(map(_START, bl.host), float, m)
+        he = np.array(bl.host_ends, dtype=float)
+        inside = np.fromiter(map(_BUSY, map(_KIND, bl.host)), bool, m) & (hs < w1) & (he > w0)
     host_busy = running_total(np.minimum(he[inside], w1) - np.maximum(hs[inside], w0))
-    if host_busy > sum(e - s for s, e in union) and not paced_by_device:
+    if host_busy > union_us and not paced_by_device:
         busy_h: dict[str, float] = defaultdict(float)
         for sp, s, e in _clip(bl.host, w0, w1):
             if sp.kind == "busy":
@@ -361,10 +377,10 @@ def critical_path(bl: Blame, w0: float, w1: float, paced_by_device: bool,
     s_c, e_c = np.maximum(st, w0), np.minimum(en, w1)
     ran = e_c > s_c
     raw = _busy_by_key(bl, compute, (e_c - s_c)[ran], ran)
-    scale = sum(e - s for s, e in union) / max(sum(raw.values()), _EPS)
+    scale = union_us / max(sum(raw.values()), _EPS)
     busy = {k: v * scale for k, v in raw.items()}
-    g0s = np.array([w0] + [e for _, e in union])
-    g1s = np.array([s for s, _ in union] + [w1])
+    g0s = np.concatenate(([w0], ue))
+    g1s = np.concatenate((us, [w1]))
     gap = g1s - g0s > _EPS
     g0s, g1s = g0s[gap], g1s[gap]
     js = np.searchsorted(st, g1s - _EPS, side="left")   # the next compute run's index

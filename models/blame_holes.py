@@ -156,7 +156,13 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
     if n and not (np.diff(ends) >= 0).all():   # bisect on an unsorted list: the scalar way
         slow[w_ids] = True
         return
-    codes, memo = np.full(n, _UNKNOWN, dtype=np.intp), _HostCodes(ch)
+    memo = _HostCodes(ch)
+    cols = getattr(bl, "host_cols", None)
+    if cols is not None:   # every span's code from its shape's (models.host_columns)
+        codes = np.array([memo[t] for t in cols.shapes], dtype=np.intp)[cols.shape] \
+            if n else np.zeros(0, dtype=np.intp)
+    else:
+        codes = np.full(n, _UNKNOWN, dtype=np.intp)
     other = ch.code("other")
     i = np.searchsorted(ends, a, side="right")
     cur = a.copy()
@@ -224,20 +230,18 @@ def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):
         first[name] = int(np.argmax(sel))
     for name in sorted(first, key=first.__getitem__):   # new keys in the order first charged
         acc[name] = float(per_key[name][1][-1])
-    kept = np.flatnonzero((h0 <= g0) & (g0 < h1)).tolist()
+    kept = np.flatnonzero((h0 <= g0) & (g0 < h1))
+    # each kept hole's charge to each key: the key's total after its charges minus before
+    cols = []
+    for name in acc:
+        got = per_key.get(name)
+        if got is None:
+            continue
+        hk, run, _ = got
+        lo, hi = np.searchsorted(hk, kept, "left"), np.searchsorted(hk, kept, "right")
+        d = run[hi] - run[lo]
+        cols.append((name, ((hi > lo) & (d > _EPS)).tolist(), d.tolist()))
     out = []
-    order_keys = list(acc)
-    for x in kept:
-        causes = {}
-        for name in order_keys:
-            got = per_key.get(name)
-            if got is None:
-                continue
-            hk, run, _ = got
-            lo, hi = np.searchsorted(hk, x, "left"), np.searchsorted(hk, x, "right")
-            if hi > lo:
-                d = float(run[hi]) - float(run[lo])
-                if d > _EPS:
-                    causes[name] = d
-        out.append((float(g0[x]), float(g1[x]) - float(g0[x]), causes))
+    for j, (a, b) in enumerate(zip(g0[kept].tolist(), g1[kept].tolist())):
+        out.append((a, b - a, {name: d[j] for name, on, d in cols if on[j]}))
     return out

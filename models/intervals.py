@@ -33,8 +33,14 @@ def merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def merge_arrays(starts: np.ndarray, ends: np.ndarray) -> list[tuple[float, float]]:
     """:func:`merge` of intervals given as two arrays (µs), the same pairs."""
+    s, e = merged_arrays(starts, ends)
+    return list(zip(s.tolist(), e.tolist()))
+
+
+def merged_arrays(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`merge_arrays` as two arrays: the merged intervals' starts and ends (µs)."""
     if len(starts) == 0:
-        return []
+        return np.zeros(0), np.zeros(0)
     order = np.lexsort((ends, starts))
     s, reach = starts[order], np.maximum.accumulate(ends[order])   # the furthest end so far
     new = np.empty(len(s), dtype=bool)
@@ -42,7 +48,7 @@ def merge_arrays(starts: np.ndarray, ends: np.ndarray) -> list[tuple[float, floa
     new[1:] = s[1:] > reach[:-1]
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, len(s) - 1)
-    return list(zip(s[first].tolist(), reach[last].tolist()))
+    return s[first], reach[last]
 
 
 def subtract_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:

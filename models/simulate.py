@@ -42,7 +42,7 @@ from stepsim.models.solo import Unsolvable
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.record import (HostSideRecorder, ListRecorder, NullRecorder, Recorder,
-                                   Span)
+                                   Span, every_span)
 
 @dataclass
 class SimResult:
@@ -53,7 +53,9 @@ class SimResult:
         step_starts_us: per rank, the host's step-start instants (µs), warm-up included.
         warmup: steps simulated before the measured window.
         window_us: (start, end) instants of the measured window on rank 0 (µs).
-        spans: every span recorded (see :class:`simcore.record.Span`).
+        spans: every span recorded (see :class:`simcore.record.Span`); with ``span_blocks``
+            (``keep="brief"``) those of the steps solved, the repeated steps' held as
+            blocks: :meth:`every_span` gives them all.
         samples: sampled series, e.g. ``rank0.loader.ready`` → [(t_us, value), …].
         max_outstanding: per rank, the most batches ever outstanding in its DataLoader.
         ranks: the rank numbers, in simulation order.
@@ -81,6 +83,17 @@ class SimResult:
     loader_stats: list[LoaderStats] = field(default_factory=list)
     model: StepModel | None = None
     step_marks_us: list[list[float]] = field(default_factory=list)
+    span_blocks: list = field(default_factory=list)
+    """The repeated steps' spans, not made (``keep="brief"``): ``(where they go in spans,
+    block, shift µs, shift in steps)`` each, in order
+    (:attr:`simcore.record.HostSideRecorder.blocks`)."""
+
+    def every_span(self, lanes: set | None = None) -> list[Span]:
+        """Every span recorded, in emission order (``spans`` with ``span_blocks``' rows
+        moved in); only those on ``lanes`` when given."""
+        if not self.span_blocks:
+            return self.spans if lanes is None else [sp for sp in self.spans if sp[0] in lanes]
+        return every_span(self.spans, self.span_blocks, lanes)
 
     @property
     def job_step_us(self) -> np.ndarray:
@@ -197,8 +210,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             su, runs, waits)
     except (Unsolvable, Oversubscribed):   # Unsolvable: the processes report where
         if rec is not None:
-            rec.spans.clear()
-            rec.samples.clear()
+            rec.clear()
         runs, waits = Runs(kept), Waits(kept)
         su = Setup(model, steps, warmup, seed, replay, hook)   # the random streams afresh
         starts, loaders = simulated(su, runs, waits)
@@ -214,6 +226,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     window = (marks[0][warmup], marks[0][warmup + steps])
     return SimResult(step_us=step_us, step_starts_us=starts, warmup=warmup, window_us=window,
                      spans=rec.spans if rec else [], samples=rec.samples if rec else {},
+                     span_blocks=getattr(rec, "blocks", []),
                      max_outstanding=[ld.stats.max_outstanding for ld in loaders],
                      ranks=ranks, runs=runs.kept, host_waits=list(waits),
                      loader_stats=[ld.stats for ld in loaders], model=model, step_marks_us=marks)

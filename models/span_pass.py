@@ -11,10 +11,9 @@ the two passes did before they were one function, so a summary is the same bit f
 from __future__ import annotations
 
 from collections import defaultdict
-from itertools import compress
 from operator import itemgetter
 
-from stepsim.models.blame import lane_spans
+from stepsim.models.host_columns import host_split_columns, lane_spans_of
 
 __all__ = ["host_split", "span_pass"]
 
@@ -26,7 +25,11 @@ def host_split(host: list, rank: int, window: tuple[float, float],
     """The host thread's time (µs) in ``window`` by ``busy:<category>`` and ``wait:<cause>``,
     over ``host`` (the host lane's spans in emission order; those of another rank left out):
     each span's clipped duration added to its key in emission order, keys in the order first
-    charged. ``busy``: receives the busy spans' clipped ``(start, end)`` (µs), in order."""
+    charged. ``busy``: receives the busy spans' clipped ``(start, end)`` (µs), in order.
+    Spans that come with their columns (:mod:`models.host_columns`) are read by those (the
+    same floats)."""
+    if hasattr(host, "cols"):
+        return host_split_columns(host.cols, rank, window, busy)
     a, b = window
     split: dict[str, float] = {}
     busy_key: dict[str, str] = {}
@@ -61,13 +64,13 @@ def _loader(result, rank: int, window: tuple[float, float]) -> tuple[float, floa
     a, b = window
     host_lane = f"rank{rank}.host"
     loader_core_us = worker_busy = worker_starved = 0.0
-    lanes = {lane for lane in set(map(_LANE, spans)) if lane != host_lane
+    names = set(map(_LANE, spans)).union(*(_lanes(blk) for _, blk, _, _ in result.span_blocks))
+    lanes = {lane for lane in names if lane != host_lane
              and ".stream:" not in lane and (".worker" in lane or lane.endswith(".pin_memory"))}
     if not lanes:
         return loader_core_us, worker_busy, worker_starved
     tpw = result.model.loader.threads_per_worker if result.model is not None else 1
-    for lane, _, kind, start, dur, _, sp_rank, cause, _ in compress(
-            spans, map(lanes.__contains__, map(_LANE, spans))):
+    for lane, _, kind, start, dur, _, sp_rank, cause, _ in result.every_span(lanes):
         if sp_rank != rank:
             continue
         e = start + dur
@@ -83,6 +86,14 @@ def _loader(result, rank: int, window: tuple[float, float]) -> tuple[float, floa
     return loader_core_us, worker_busy, worker_starved
 
 
+def _lanes(block) -> set:
+    """The lanes of a block's rows (found once per block)."""
+    got = block.memo.get("lanes")
+    if got is None:
+        got = block.memo["lanes"] = set(map(_LANE, block.rows))
+    return got
+
+
 def span_pass(result, rank: int, windows: dict[int, tuple[float, float]], lanes: bool):
     """The pass over ``result``'s spans, each clipped to its rank's window (``windows``:
     rank → window, µs): ``(host_split, loader_core_us, worker_busy, worker_starved, host,
@@ -92,7 +103,7 @@ def span_pass(result, rank: int, windows: dict[int, tuple[float, float]], lanes:
     rank's) the busy intervals and the lane's rank, the rank's device busy time by category
     and its collectives' arrival skew (without ``lanes``: empty, 0)."""
     host_lane = f"rank{rank}.host"
-    host = lane_spans(result.spans, host_lane)
+    host = lane_spans_of(result, host_lane)   # with columns (from blocks where held so)
     busy: dict[str, list] = defaultdict(list)
     lane_rank: dict[str, int] = {}
     split = host_split(host, rank, windows[rank], busy[host_lane] if lanes else None)
@@ -105,7 +116,7 @@ def span_pass(result, rank: int, windows: dict[int, tuple[float, float]], lanes:
     skew = 0.0
     if lanes:
         stream: dict[str, bool] = {}
-        for lane, _, kind, start, dur, _, sp_rank, cause, category in result.spans:
+        for lane, _, kind, start, dur, _, sp_rank, cause, category in result.every_span():
             if lane == host_lane:   # host_split's
                 continue
             busy_span = kind == "busy"

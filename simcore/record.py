@@ -83,6 +83,9 @@ class Block:
         self.times, self.step = times, step
         self._maxima: dict = {}
         self._parts: dict = {}
+        self.memo: dict = {}
+        """What a reader derived from the rows, kept with them (e.g. a lane's columns,
+        :mod:`models.host_columns`)."""
 
     def part(self, name: str, keep) -> "Block":
         """The block of the rows ``keep(row)`` is true of, in order (made once per ``name``)."""
@@ -102,6 +105,15 @@ class Block:
                 if r[value] > got.get(k, -math.inf):
                     got[k] = r[value]
         return got
+
+    def moved_row(self, j: int, dt_us: float, dstep: int) -> tuple:
+        """Row ``j`` as :meth:`moved` gives it."""
+        row = list(self.rows[j])
+        for i in self.times:
+            if row[i] is not None:
+                row[i] = row[i] + dt_us
+        row[self.step] = row[self.step] + dstep
+        return tuple.__new__(self.cls, row)
 
     def moved(self, dt_us: float, dstep: int) -> list:
         """The rows with every instant moved by ``dt_us`` and the step by ``dstep``."""
@@ -139,6 +151,11 @@ class ListRecorder(Recorder):
     def sample(self, series: str, t_us: float, value: float) -> None:
         self.samples.setdefault(series, []).append((t_us, value))
 
+    def clear(self) -> None:
+        """Forget everything recorded (a simulation that starts again)."""
+        self.spans.clear()
+        self.samples.clear()
+
 
 def _off_device(span: Span) -> bool:
     return ".stream:" not in span[0]
@@ -146,11 +163,44 @@ def _off_device(span: Span) -> bool:
 
 class HostSideRecorder(ListRecorder):
     """A :class:`ListRecorder` of the host side only: every span but the device streams'
-    (lanes ``rank<r>.stream:<id>``), in emission order, and every sample."""
+    (lanes ``rank<r>.stream:<id>``), in emission order, and every sample.
+
+    A repeated step's spans are not made: ``blocks`` holds, in order, where they go in
+    ``spans`` (before the span at that index), their block (the rows to move) and the shift
+    (µs, steps); :func:`every_span` makes them all, a reader that needs only columns makes
+    those from the block's once (:mod:`models.host_columns`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks: list[tuple[int, Block, float, int]] = []
 
     def span(self, span: Span) -> None:
         if _off_device(span):
             self.spans.append(span)
 
     def shifted(self, block: "Block", dt_us: float, dstep: int) -> None:
-        self.spans.extend(block.part("off_device", _off_device).moved(dt_us, dstep))
+        self.blocks.append((len(self.spans), block.part("off_device", _off_device), dt_us,
+                            dstep))
+
+    def clear(self) -> None:
+        super().clear()
+        self.blocks.clear()
+
+
+def every_span(spans: list, blocks: list, lanes: set | None = None) -> list:
+    """``spans`` with the rows of ``blocks`` (:attr:`HostSideRecorder.blocks`) moved in where
+    they go, in emission order; only those on ``lanes`` when given."""
+    if not blocks:
+        return list(spans) if lanes is None else [sp for sp in spans if sp[0] in lanes]
+    out: list = []
+    pos = 0
+    for at, block, dt_us, dstep in blocks:
+        if lanes is not None:
+            block = block.part(("lanes", frozenset(lanes)), lambda r: r[0] in lanes)
+            out.extend(sp for sp in spans[pos:at] if sp[0] in lanes)
+        else:
+            out.extend(spans[pos:at])
+        out.extend(block.moved(dt_us, dstep))
+        pos = at
+    out.extend(spans[pos:] if lanes is None else (sp for sp in spans[pos:] if sp[0] in lanes))
+    return out
