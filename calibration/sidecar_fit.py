@@ -4,8 +4,9 @@ at its default on one path).
 
 * :func:`loader_from_sidecar`: the loader's settings, per-batch produce time
   (:func:`fit_produce`), threads per worker, batch bytes, the main thread's hand-over time per
-  batch (``unpickle_us``), the host's cores and the co-run load the batches were produced
-  under (:mod:`calibration.corun`).
+  batch (``unpickle_us``), a worker's hand-over CPU per batch (:mod:`calibration.handover`),
+  the host's cores and the co-run load the batches were produced under
+  (:mod:`calibration.corun`).
 * :func:`interference_from_sidecar`: the co-run interference coefficient, fitted from the
   sidecar's probe at a second ``num_workers`` when there is one, else the stated prior
   (:data:`calibration.corun.INTERFERENCE_PRIOR`), and the host's run-to-run noise prior
@@ -17,6 +18,7 @@ import numpy as np
 
 from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
                                        fit_interference, mean_load)
+from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
@@ -125,6 +127,14 @@ def loader_from_sidecar(side: Sidecar, main_threads: int = 1):
         # the hand-over of the batch (unpickling, bookkeeping)
         lp["unpickle_us"] = float(np.median([s.next_cpu_us for s in prof]))
         sources["loader.unpickle_us"] = "measured"
+    fields, src, warn = handover_from_sidecar(side)
+    if nw == 0:   # the main thread's side: measured above from a capture's own workers
+        more, src_more = probe_unpickle(side)
+        fields.update(more)
+        src.update(src_more)
+        warnings += warn     # a capture with workers always has their records
+    lp.update(fields)
+    sources.update(src)
     startup = worker_startup_us(side)
     if startup is not None:
         lp["worker_startup_us"] = startup

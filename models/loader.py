@@ -18,7 +18,9 @@ Semantics follow ``torch/utils/data/dataloader.py`` (``_MultiProcessingDataLoade
   thread unpickles;
 * ``persistent_workers=False`` starts new workers every epoch (``worker_startup_us``);
 * ``num_workers=0`` (``_SingleProcessDataLoaderIter``) produces each batch on the main thread
-  inside ``next()``.
+  inside ``next()``;
+* a worker's CPU per batch is its produce time plus ``worker_handover_us`` (the batch's
+  hand-over in the worker process, before the main process can receive it).
 
 A batch's produce time is drawn when its index is sent (in index order, from the worker's
 distribution), so the draws do not depend on which of two simultaneous events SimPy runs
@@ -172,7 +174,7 @@ class DataLoaderSim:
         else:
             return
         self.worker_tasks[w] += 1
-        self.index_q[w].put((self.sent, self.produce[w].sample(self.rng)))
+        self.index_q[w].put((self.sent, self.produce[w].sample(self.rng) + p.worker_handover_us))
         self.queued[w] += 1
         if self.queued[w] == 1:   # the worker was blocked on its index queue: now runnable
             self.cpu.claim(p.threads_per_worker)

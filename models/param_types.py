@@ -47,6 +47,11 @@ class LoaderParams(StrictModel):
     (``len(os.sched_getaffinity(0))``)."""
     unpickle_us: Micros = 0.0
     """Main-thread cost (µs) of receiving one batch from a worker."""
+    worker_handover_us: Micros = 0.0
+    """A worker process's CPU time (µs) per batch outside producing it: handing the batch
+    over (its queue's feeder thread pickling the shared-memory handles, the worker loop's
+    queue work), on the worker's core share before the batch reaches the main process
+    (:mod:`calibration.handover`; read only with workers)."""
     corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
     """Other runnable threads per core beside a worker while it produced, on average, in the
     capture the ``produce`` times come from (``HostParams.interference`` is relative to it)."""

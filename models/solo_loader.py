@@ -9,7 +9,7 @@ and there is no co-run interference, CPU work is a plain delay, and the DataLoad
   it goes to worker ``w = (i − e) mod num_workers`` (``e``: the epoch's first index);
 * the worker serves its indices in FIFO order: batch ``i`` starts at the latest of its send,
   the worker's previous batch's end and the workers' start-up, and takes
-  ``d_i / threads_per_worker × cpu_scale``;
+  ``(d_i + worker_handover_us) / threads_per_worker × cpu_scale``;
 * the pin-memory thread pins batches in arrival order (the lower index first at a tie), one
   after the other, ``(unpickle_us + pin_us) × cpu_scale`` each;
 * the main thread's ``next()`` at ``t`` returns batch ``r`` (the next in order) at the
@@ -95,7 +95,8 @@ class SoloLoader:
         if p.batches_per_epoch is not None and self.epoch_sent >= p.batches_per_epoch:
             return
         i, w = self.sent, (self.sent - self.epoch_first) % p.num_workers
-        work_us = self.drawn.popleft() if self.drawn else self.produce[w].sample(self.rng)
+        work_us = (self.drawn.popleft() if self.drawn else self.produce[w].sample(self.rng)
+                   ) + p.worker_handover_us
         self.sent += 1
         self.epoch_sent += 1
         self.changes.append((t, _SENT, i))

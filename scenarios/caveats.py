@@ -200,27 +200,29 @@ script (2026-12-05) ×0.95 and ×1.04 at 1 and 2; a second user's CNN (2026-12-0
 ×1.00–1.04 with P10–P90 ±5–9 % (that round ran outside the timing lock; quiet re-runs,
 outside CPU 0–0.2 cores: ×1.49 and ×1.70 at 1 and 2, medians; another at 0.06 cores, load
 1.3–1.5: ×1.14, ×1.09, ×1.33 at 1, 2, 4, means; with the team's spin modelled,
-``host.team_spin_us``, ×1.02). The extremes of these, not a fit. Measured per thread, the
-team's stall is the workers' CPU serialized, which the model has; the rest is a worker
-process's CPU per batch beside the team, ×1.16–1.44 the 0-worker capture's produce, which
-such a capture cannot measure."""
+``host.team_spin_us``, ×1.02); a third CNN (2026-12-05 09:24–09:29, load 1.7–2.2) ×1.28
+and ×1.29 at 1 worker in two rounds. The extremes of these, not a fit. Measured per thread, the
+team's stall is the workers' CPU serialized, which the model has; a worker's CPU per batch
+beside the team is its produce ×1.01–1.07 (as beside any co-runner: interference) plus its
+hand-over, 1.3–1.7 ms (``loader.worker_handover_us``, :mod:`calibration.handover`), now
+modelled; the main thread's wait for a core in ``next()`` (3.1–3.3 ms a step beside one
+worker, about 1 simulated) is not."""
 
 
 def _team_beside_workers(threads: int, workers: int, cores: int, after: StepModel) -> str:
     """The measured range of such steps (:data:`TEAM_BESIDE_WORKERS`) and why the interval
-    does not cover it: the team's stall (the workers' CPU, serialized) and its spin are
-    modelled, but a worker process's CPU per batch beside the team rose ×1.16–1.44 over the
-    0-worker capture's produce (measured on the second user's CNN, docs/measurements.md
-    #team-stall), which the capture cannot measure; ``γ`` (``host.team_stall``) acts only
-    while every team thread's core has a runnable worker (one batch is asked per step)."""
+    does not cover it: the team's stall (the workers' CPU, serialized), its spin and the
+    workers' hand-over are modelled, but the main thread's wait for a core in ``next()`` is
+    not (docs/measurements.md#team-stall); ``γ`` (``host.team_stall``) acts only while every
+    team thread's core has a runnable worker (one batch is asked per step)."""
     lo, hi = TEAM_BESIDE_WORKERS
     rng = after.host.team_stall_range
     prior = (f"γ {rng[0]:g}–{rng[1]:g}" if rng is not None
              else f"γ {after.host.team_stall:g}, not varied")
     return (f"a team of {threads} threads beside {workers} busy worker(s) on {cores} cores was "
             f"measured ×{lo:g}–{hi:g} its 0-worker step (2 cores, 4 CNNs, 2026-12-04/05), "
-            f"outside this interval ({prior}): a worker's CPU per batch rose ×1.16–1.44 beside "
-            "the team, unmodelled; re-measure")
+            f"outside this interval ({prior}): the main thread's wait for a core in next() "
+            "beside them (3 ms a step measured) is unmodelled; re-measure")
 
 
 def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]:

@@ -14,7 +14,9 @@ Steps (every one is taken; each gives one :class:`Finding`):
    the host), synchronisations, exposed communication, arrival skew, idle the trace does not
    explain; the leaf's fix is the first named fix that relieves it (:data:`FIXES`
    ``relieves``), priced by a what-if, and beside it fewer intra-op threads when the training
-   step's team is oversubscribed (:mod:`scenarios.host_threads`). The evidence counts syncs,
+   step's team is oversubscribed (:mod:`scenarios.host_threads`), or, where the fix itself
+   oversubscribes it (workers beside torch's threads), the fix with ``plan``'s next move
+   after it (:func:`scenarios.plan.look_ahead`). The evidence counts syncs,
    pageable copies and device tasks that wait on the previous step's work (a GPU run: a CPU
    run has none of them, and no GPU fix is offered to it), and says when the host cores the
    what-ifs run on were assumed.
@@ -37,6 +39,7 @@ from stepsim.scenarios.caveats import threads_caveat
 from stepsim.scenarios.fixes import FIXES
 from stepsim.scenarios.host_threads import oversubscribed
 from stepsim.scenarios.memory import MemoryVerdict
+from stepsim.scenarios.plan import look_ahead
 from stepsim.scenarios.predict import DEFAULT_DRAWS, Prediction, predict
 from stepsim.scenarios.roofline import (Grounded, Roofline, fusion_factor,
                                         mixed_precision_factor)
@@ -51,6 +54,9 @@ DEVICE_BOUND = 0.80
 cost at most 20 % of the step (``1 / 0.8 = 1.25×`` at best)."""
 GAP_SHARE = 0.05
 """A gap cause taking at least this share of the step is a leaf of the tree."""
+PAIR_GAIN = 0.02
+"""A fix's follow-up move (:func:`_pair`) is priced beside it when the pair's step is at least
+this much shorter than the fix's alone (``plan``'s default ``min_gain``)."""
 
 
 @dataclass(frozen=True)
@@ -119,13 +125,37 @@ def fix_for(key: str, model: StepModel) -> tuple[str | None, str]:
 
 
 def _price(model, text: str, kw: dict, arithmetic: str = "", floor_us=None) -> WhatIf:
+    """``text``: one fix as ``--fix`` takes it, or several joined by `` --fix ``."""
     try:
-        p = predict(model, [parse_fix(text)], **kw)
+        ops = [parse_fix(t) for t in text.split(" --fix ")]
+        p = predict(model, ops, **kw)
     except (ModelError, ValidationError) as e:
         return WhatIf(text, arithmetic=arithmetic, floor_us=floor_us,
                       note=str(e).splitlines()[0])
     return WhatIf(text, p.mean_step_us, p.p10_step_us, p.p90_step_us, arithmetic, floor_us,
-                  caveats=tuple(threads_caveat(model, [parse_fix(text)])))
+                  caveats=tuple(threads_caveat(model, ops)))
+
+
+def _fix_text(op) -> str:
+    """A FixOp as ``--fix`` takes it."""
+    args = ",".join(f"{k}={v}" for k, v in op.args.items())
+    return f"{op.name}:{args}" if args else op.name
+
+
+def _pair(model, key: str, kw: dict, arithmetic: str) -> WhatIf | None:
+    """``plan``'s look-ahead for gap ``key`` (:func:`scenarios.plan.look_ahead`: a fix of it,
+    then the allowed fix of the bottleneck that leaves, e.g. DataLoader workers, then
+    ``intra_op_threads`` for the team they stall), priced, where its first move leaves the
+    training step's intra-op team oversubscribed and the pair beats that move alone by
+    ``PAIR_GAIN``; else None."""
+    if model.team_threads() <= 1:
+        return None        # no intra-op team for a fix to stall
+    sim = (kw["steps"], kw["warmup"], kw["seed"])
+    best = look_ahead(model, [], model, key, sim=sim, jobs=kw["jobs"])
+    if best is None or not oversubscribed(best[1].model) or \
+            best[3].mean_step_us > best[1].mean_step_us * (1 - PAIR_GAIN):
+        return None
+    return _price(model, f"{_fix_text(best[0])} --fix {_fix_text(best[2])}", kw, arithmetic)
 
 
 ALSO_MOVES = {"pin_memory": ("wait:h2d", "it also frees the host thread from waiting on each "
@@ -230,6 +260,13 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
             # the step's spinning intra-op threads take the cores this gap waits for
             fix, threads_priced = fix or "intra_op_threads", True
             what.append(_beyond_gap(_price(model, "intra_op_threads", kw, arith), step, v, s))
+        elif fix and not why and not threads_priced:
+            # the fix (DataLoader workers) stalls the team it adds threads beside: price
+            # plan's next move with it (torch.set_num_threads(1) beside the workers)
+            pair = _pair(model, k, kw, arith)
+            if pair is not None:
+                threads_priced = True
+                what.append(_beyond_gap(pair, step, v, s))
         verdict = f"{label(k)}: {_ms(v)} per step ({100 * v / step:.0f} %)" + (
             "" if fix else " (no named fix relieves it")
         if not fix:

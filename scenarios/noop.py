@@ -18,7 +18,7 @@ from stepsim.scenarios.select import copy_direction
 from stepsim.scenarios.transforms import PREFETCH_DEFAULT
 
 WORKER_ONLY = ("loader.threads_per_worker", "loader.unpickle_us", "loader.worker_startup_us",
-               "loader.batches_per_epoch", "loader.corun_ref")
+               "loader.batches_per_epoch", "loader.corun_ref", "loader.worker_handover_us")
 """Loader fields read only for DataLoader workers."""
 
 NOTHING = "changes nothing"

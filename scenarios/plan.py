@@ -203,9 +203,23 @@ def _pair_move(model: StepModel, ops: list[Operation], report: CeilingReport,
     row = report.top
     if row is None:
         return None
-    before = report.baseline.mean_step_us
+    best = look_ahead(model, ops, report.baseline.model, row.key, allow, fix_args, sim, jobs)
+    if best is None or report.baseline.mean_step_us / best[3].mean_step_us < 1 + min_gain:
+        return None
+    return (row, *best)
+
+
+def look_ahead(model: StepModel, ops: list[Operation], before: StepModel, key: str,
+               allow: Sequence[str] = SYSTEMS_ONLY, fix_args: dict[str, dict] | None = None,
+               sim: tuple = (None, 20, 0), jobs: int = 1) -> tuple | None:
+    """The look-ahead (module docstring, 3b; ``diagnose`` prices it too): each allowed
+    candidate for component ``key`` of ``before`` (``model`` after ``ops``), followed by each
+    allowed fix of the bottleneck it leaves; ``(first op, its prediction, second op, the
+    pair's prediction, tried)`` for the fastest pair, None when no pair applies. ``sim``:
+    (steps, warmup, seed)."""
+    fix_args = fix_args or {}
     done = {op.name for op in ops if isinstance(op, FixOp)}
-    cands = _candidates(report.baseline.model, row.key, allow, fix_args, done)[0]
+    cands = _candidates(before, key, allow, fix_args, done)[0]
     firsts = [(c, p) for c, p in zip(cands, run_many(
         _try, [(model, ops + [c], *sim) for c in cands], jobs=jobs)) if p is not None]
     pairs = []
@@ -217,11 +231,9 @@ def _pair_move(model: StepModel, ops: list[Operation], report: CeilingReport,
     if not ok:
         return None
     c, p, d, q = min(ok, key=lambda x: x[3].mean_step_us)
-    if before / q.mean_step_us < 1 + min_gain:
-        return None
     tried = tuple((f"{a.describe()}; {b.describe()}", None if r is None else r.mean_step_us)
                   for (a, _, b), r in zip(pairs, preds))
-    return row, c, p, d, q, tried
+    return c, p, d, q, tried
 
 
 def plan(model: StepModel, base: Sequence[Operation] = (), allow: Sequence[str] = SYSTEMS_ONLY,

@@ -10,8 +10,8 @@ validate the result, so the input is never changed and the output is a valid Ste
   priced by the cost model (``comm.bus_gbps`` set and ``bytes`` known) has its ``bytes``
   scaled instead, since its duration is computed from them (``comm.latency_us`` is kept);
 * host op: ``dur_us`` (and ``samples_us``);
-* loader: ``produce`` and ``produce_by_worker`` (every sample), ``pin`` (``pin_gbps``
-  divided by the factor; a factor of 0, or so small the rate overflows, sets
+* loader: ``produce``, ``produce_by_worker`` (every sample) and ``worker_handover_us``,
+  ``pin`` (``pin_gbps`` divided by the factor; a factor of 0, or so small the rate overflows, sets
   ``batch_bytes`` to 0: nothing to pin), ``unpickle_us``;
 * rank skew: ``delay_us``, ``phase_extra_us`` and ``phase_wall_us``.
 
@@ -77,6 +77,7 @@ def _scale_loader(ld: dict, parts: set[str], f: float) -> None:
         ld["produce"] = _scaled_spec(ld["produce"], f)
         if ld["produce_by_worker"] is not None:
             ld["produce_by_worker"] = [_scaled_spec(d, f) for d in ld["produce_by_worker"]]
+        ld["worker_handover_us"] *= f     # a worker's own work per batch, beside producing it
     if "pin" in parts:
         if f == 0 or not math.isfinite(ld["pin_gbps"] / f):
             ld["batch_bytes"] = 0

@@ -134,3 +134,21 @@ def test_plan_looks_one_move_ahead_when_workers_alone_stall_the_team():
     assert second["enables"] is None
     assert second["mean_step_ms"] == pytest.approx((60.0 + _one_thread_ms(0.75)) / 2, rel=0.01)
     assert p["speedup"] > 1.6
+
+
+def test_diagnose_prices_plans_pair_where_workers_stall_the_team():
+    """The look-ahead model above (2 cores, 2 threads, num_workers=0, a 60 ms batch on the
+    main thread): diagnose's input leaf prices the workers fix and, as plan's look-ahead does
+    (``scenarios.plan.follow_up``), that fix with one intra-op thread beside it: (60 + 58) / 2
+    ms, the plan's pair; before, diagnose offered the workers alone (under 1.05x)."""
+    m = _captured(0, 60.0)
+    m = m.model_copy(update={"host": m.host.model_copy(update={"team_stall": 10.0})})
+    doc = api.diagnose(m, steps=40, warmup=10, draws=0, jobs=1).to_dict()
+    fixes = {w["fix"]: w for f in doc["findings"] for w in f["whatifs"]}
+    pair = [f for f in fixes if " --fix intra_op_threads" in f]
+    assert len(pair) == 1 and pair[0].startswith("more_workers")
+    w = fixes[pair[0]]
+    assert w["offered"] and w["step_us"] / 1e3 == pytest.approx(
+        (60.0 + _one_thread_ms(0.75)) / 2, rel=0.01)
+    alone = next(v for f, v in fixes.items() if f.startswith("more_workers") and "--" not in f)
+    assert alone["step_us"] > 1.3 * w["step_us"]
