@@ -88,7 +88,7 @@ def test_columns_on_reference_scenarios(name):
 
 def test_columns_on_a_real_trace():
     """The ResNet-50 trace (V100), with and without four DataLoader workers."""
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from stepsim.scenarios.transforms import SetOp, apply_ops
     from tests.conftest import shared_traces
 
@@ -103,7 +103,7 @@ def test_columns_on_a_real_trace():
 
 def test_columns_from_blocks_on_ranks():
     """The 8-rank DLRM job: every rank's host columns from blocks replayed across ranks."""
-    from stepsim.calibration.gpu import calibrate_gpu
+    from stepsim.fit import calibrate_gpu
     from tests.conftest import shared_traces
 
     m = calibrate_gpu(shared_traces() / "param/dlrm_kineto")
