@@ -37,8 +37,8 @@ runs' own wherever their spread is wider than the range's (three runs that agree
 keep the range's spread, they do not prove a noiseless host). Before (the pooled predictive
 alone), a host noisier than the range was under-covered until its runs outweighed the two
 pseudo-runs: log sd 0.1, as this project's 2-core machine measures (0.095 over the
-calibration setting's 50 runs in 10 demos, 40 dof; ``bench/demo_drift.py``), gave 56 % at n = 2, 64 % at 3, 71 % at 5 and
-78 % at 20; now 56 % at 2 and 80 % from 3. With a width goal, the coverage a host's drift
+calibration setting's 50 runs in 10 demos, 40 dof; ``bench/demo_drift.py``), gave 56 % at
+n = 2, 64 % at 3, 71 % at 5 and 78 % at 20; now 56 % at 2 and 80 % from 3. With a width goal, the coverage a host's drift
 allows is :func:`coverage_at_width`. The pooled mean of ``k`` runs averages their speeds
 arithmetically, the formula their logs: the difference is of order ``s²/2`` (under 1 % for
 ``s`` below 0.14).
@@ -244,8 +244,8 @@ def spread_factors(speeds: Sequence[float], prior: tuple[float, float], runs: in
     Drawn independently instead, 16 factors are one sample for every what-if and validation
     of a model (they share the seed): at seed 0 the demo's host factors (a t with 4 dof whose
     P10–P90 is 0.878–1.139) fell 0.965–1.398, the lowest above the P10, so every setting's
-    interval reached 4 % below the prediction and 35 % above it, in every demo (which all use
-    seed 0), and the runs measured faster than predicted fell out of it; over seeds, the P10–P90
+    interval reached 3–4 % below the prediction and 18–25 % above it, in every demo (all
+    at seed 0), and the runs measured faster than predicted fell out of it; over seeds, the P10–P90
     of 16 such draws is 0.85–1.64× the distribution's (a t with 4 dof)."""
     out = [factor_at(speeds, prior, runs, k / (n + 1)) for k in range(1, n + 1)]
     out = [out[i] for i in rng.permutation(n)]

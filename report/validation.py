@@ -65,7 +65,8 @@ def _record_row(r: LedgerRecord) -> list[str]:
     iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
     n = f" ({r.steps_measured})"
     mark = apart_mark(r)
-    return [r.label + (f" {mark}" if mark else ""), _ms(r.predicted_mean_us), iv, _ms(r.measured_mean_us) + n,
+    return [r.label + (f" {mark}" if mark else ""), _ms(r.predicted_mean_us), iv,
+            _ms(r.measured_mean_us) + n,
             _ms(r.measured_median_us) + n, f"{r.error_pct:+.1f}% ({r.median_error_pct:+.1f}%)",
             {True: "yes", False: "no", None: "-"}[r.inside],
             f"{r.predicted_bottleneck} / {r.measured_bottleneck or '-'}"

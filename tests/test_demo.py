@@ -42,10 +42,10 @@ def test_demo_quick(tmp_path):
 
 def test_demo_plan_runs_the_calibration_setting_five_times():
     """The demo captures its calibration setting 5 times by default (the host term's t has 4
-    degrees of freedom, the runs' own, where their spread is wider than the stated range's), spread over the demo's minutes: no more than 2
-    other runs between two of them or after the last (the old plan, extras after each round
-    and at the end, left 4 in a row: the ~70 s where two demos' slow runs fell unseen by the
-    replicates); --quick twice."""
+    degrees of freedom, the runs' own, where their spread is wider than the stated range's),
+    spread over the demo's minutes: no more than 2 other runs between two of them or after the
+    last (the old plan, extras after each round and at the end, left 4 in a row: the ~70 s
+    where two demos' slow runs fell unseen by the replicates); --quick twice."""
     from stepsim.demo.run import CALIBRATION_WORKERS, QUICK_SETTINGS, SETTINGS, _plan
 
     plan = _plan(SETTINGS, 2, 5)

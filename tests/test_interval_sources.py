@@ -316,8 +316,8 @@ def test_whatif_prints_the_width_by_source(tmp_path):
 def test_host_factors_of_a_plan_are_the_predictives_quantiles_whatever_the_seed():
     """The 16 host factors every what-if of a model shares: drawn independently, seed 0 gave
     0.965–1.398 for a predictive whose P10–P90 is 0.878–1.139 (the demo's model of
-    2026-12-05 07:20), so every setting's interval reached 4 % below the prediction and 35 %
-    above, and over seeds the P10–P90 of 16 such draws was 0.85–1.64× the predictive's. Now
+    2026-12-05 07:20), so every setting's interval reached 3–4 % below the prediction and
+    18–25 % above, and over seeds the P10–P90 of 16 such draws was 0.85–1.64× the predictive's. Now
     they are its quantiles at k / 17 in random order: the interval's ranks p (n + 1) return the
     predictive's own P10 and P90 at every seed (within 0.4 %, the linear interpolation between
     two neighbouring quantiles), and the factor of each draw follows the
