@@ -13,9 +13,10 @@ work is
 run's host speed relative to the calibration capture is ``w_j / w_0``. The model keeps them
 (``host.speed_runs``) and ``host.cpu_scale`` = exp(c), ``c`` the mean of their logs (the runs'
 mean speed, source "measured"); prediction intervals draw the next run's speed from the
-Student-t predictive distribution of :mod:`models.host_speed`: the runs' spread pooled with
-the stated prior range, which ``meta.ranges['host.cpu_scale']`` keeps (per run, not per step,
-and for the pooled mean of as many runs as a validation has). A replicate that ran under
+Student-t predictive distribution of :mod:`models.host_speed`: the runs' own spread (from 3
+runs, where it is the wider), else their spread pooled with the stated prior range, which
+``meta.ranges['host.cpu_scale']`` keeps (per run, not per step, and for the pooled mean of as
+many runs as a validation has). A replicate that ran under
 outside load past :data:`models.host_speed.LOAD_WARN` is left out (:func:`drop_loaded`): the
 interval covers runs without such load, as the ledger scores a loaded re-measured run apart.
 """
@@ -27,7 +28,8 @@ import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import after_startup
-from stepsim.models.host_speed import HOST_NOISE_PRIOR, LOAD_WARN, PRIOR_DOF, speed_interval
+from stepsim.models.host_speed import (HOST_NOISE_PRIOR, LOAD_WARN, PRIOR_DOF, own_spread,
+                                      speed_interval)
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
@@ -289,9 +291,12 @@ def apply_replicates(model: StepModel, speeds: list[float],
     note = (f"the host's speed varies from run to run: over {len(speeds)} runs of this setting "
             f"the CPU time of identical work was {', '.join(f'{s:.3f}' for s in speeds)}× "
             f"{against}; the next run's P10–P90 is {p10:.3f}–{p90:.3f}× (Student t, "
-            f"{PRIOR_DOF + len(speeds) - 1} degrees of freedom: {len(speeds) - 1} from the runs, "
-            f"{PRIOR_DOF} from the stated range {prior[0]:.2f}–{prior[1]:.2f}; in every "
-            "interval, once per run)")
+            + (f"{len(speeds) - 1} degrees of freedom, the runs' own spread, wider than the "
+               f"stated range {prior[0]:.2f}–{prior[1]:.2f}'s"
+               if own_spread(speeds, prior) else
+               f"{PRIOR_DOF + len(speeds) - 1} degrees of freedom: {len(speeds) - 1} from the "
+               f"runs, {PRIOR_DOF} from the stated range {prior[0]:.2f}–{prior[1]:.2f}")
+            + "; in every interval, once per run)")
     notes = {**meta.notes, "host_speed_runs": ", ".join(f"{s:.4f}" for s in speeds)}
     meta = meta.model_copy(update={"sources": sources, "ranges": ranges, "notes": notes,
                                    "warnings": [*meta.warnings, note]})

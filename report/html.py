@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 from stepsim.models.metrics import label
 from stepsim.report.document import ReportData
 from stepsim.report.plan_table import PLAN_COLUMNS, PLAN_TITLE, plan_rows
-from stepsim.report.validation import LEDGER_ROWS, share_text
+from stepsim.report.validation import LEDGER_ROWS, apart_legend, apart_mark, share_text
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.units import us_to_ms
@@ -188,18 +188,27 @@ def _validation(d: ReportData) -> str:
     if not d.ledger:
         return ("<p>No validation ledger was given (<code>--ledger L</code>); a prediction "
                 "not checked against a re-measured run is a hypothesis.</p>")
-    rows = [(r.label, r.model, _ms(r.predicted_mean_us), "–" if r.p10_us is None else
+    shown = d.ledger[-LEDGER_ROWS:]
+    # rows the score leaves out carry the mark `stepsim ledger` gives them
+    rows = [(r.label + (f" {apart_mark(r)}" if apart_mark(r) else ""), r.model,
+             _ms(r.predicted_mean_us), "–" if r.p10_us is None else
              f"{_ms(r.p10_us)}–{_ms(r.p90_us)}", _ms(r.measured_mean_us),
              f"{r.error_pct:+.1f}%", {True: "yes", False: "no", None: "–"}[r.inside],
              f"{r.predicted_bottleneck} / {r.measured_bottleneck or '–'}")
-            for r in d.ledger[-LEDGER_ROWS:]]
+            for r in shown]
     hidden = len(d.ledger) - len(rows)
     out = (f"<p>{hidden} earlier record(s) not shown, the latest {LEDGER_ROWS} below; the "
            f"score counts all {len(d.ledger)}.</p>" if hidden else "")
     # a ledger may hold other models' validations: each row names the model it scores
     out += _table(("check", "model", "predicted ms", "P10–P90 ms", "measured ms", "error",
                   "inside", "bottleneck predicted / measured"), rows, text_cols=(0, 1, 7))
+    legend = apart_legend(shown)
+    if legend:
+        out += f"<p>{_e(legend)}.</p>"
     s = d.ledger_summary
+    if s is not None and s.n_in_sample:
+        out += (f"<p>{s.n_in_sample} in-sample record(s) (the calibration setting itself) are "
+                "left out of the score.</p>")
     if s is not None and s.n_outside_load:
         out += (f"<p>{s.n_outside_load} record(s) re-measured under outside load (up to "
                 f"{1 + s.max_outside_load_slowdown:.1f}× slower than the machine alone) are left "

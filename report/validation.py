@@ -32,10 +32,41 @@ def share_text(fraction: float, n: int) -> str:
     return f"{fraction:.0%} of {n}"
 
 
+IN_SAMPLE_MARK = "*"
+"""The mark of an in-sample record (the calibration setting's own runs: a replay), as the
+demo's table marks its calibration row."""
+LOAD_MARK = "‡"
+"""The mark of a record re-measured under outside load and slower than predicted
+(:attr:`scenarios.validate.LedgerRecord.load_explains`), as the demo's table marks it."""
+
+
+def apart_mark(r: LedgerRecord) -> str:
+    """The mark a record's row carries when the score leaves it out, as
+    :func:`scenarios.ledger_score.summarize_ledger` does: :data:`IN_SAMPLE_MARK` for an
+    in-sample record, else :data:`LOAD_MARK` for one the outside load could explain; '' for
+    a scored record."""
+    if r.in_sample:
+        return IN_SAMPLE_MARK
+    return LOAD_MARK if r.load_explains else ""
+
+
+def apart_legend(records: Sequence[LedgerRecord]) -> str | None:
+    """What the marks of :func:`apart_mark` on ``records`` mean, in one line (None when no
+    record carries one)."""
+    marks = {apart_mark(r) for r in records}
+    parts = ([f"{IN_SAMPLE_MARK} in-sample: the calibration setting's own runs (a replay of "
+              "the capture), left out of the score"] if IN_SAMPLE_MARK in marks else []) + (
+        [f"{LOAD_MARK} re-measured under outside load and slower than predicted (the load "
+         "could explain the error), left out of the score"] if LOAD_MARK in marks else [])
+    return "; ".join(parts) or None
+
+
 def _record_row(r: LedgerRecord) -> list[str]:
     iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
     n = f" ({r.steps_measured})"
-    return [r.label, _ms(r.predicted_mean_us), iv, _ms(r.measured_mean_us) + n,
+    mark = apart_mark(r)
+    return [r.label + (f" {mark}" if mark else ""), _ms(r.predicted_mean_us), iv,
+            _ms(r.measured_mean_us) + n,
             _ms(r.measured_median_us) + n, f"{r.error_pct:+.1f}% ({r.median_error_pct:+.1f}%)",
             {True: "yes", False: "no", None: "-"}[r.inside],
             f"{r.predicted_bottleneck} / {r.measured_bottleneck or '-'}"
@@ -78,6 +109,9 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
     for row in rows:
         t.add_row(*row)
     console().print(t)
+    legend = apart_legend(records)
+    if legend:
+        console().print(legend)
     scoped = False
     for r in records:
         of = interval_scope(r.runs, r.steps_measured)

@@ -16,7 +16,7 @@ from typing import Any, Collection, Sequence
 import numpy as np
 from pydantic import ValidationError
 
-from stepsim.models.host_speed import draw_factor
+from stepsim.models.host_speed import draw_factor, spread_factors
 from stepsim.models.params import DeviceTask, DurationSpec, StepModel
 from stepsim.models.simulate import simulate
 from stepsim.scenarios.bootstrap import bootstrap_measured
@@ -150,17 +150,27 @@ def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1,
               ops: Sequence[Operation] | None = None) -> list[tuple[dict[str, float], int]]:
     """The ``n`` Monte Carlo draws for ``model``: (path → factor, simulation seed) each; the
     simulation seed also seeds the draw's bootstrap. ``host.cpu_scale`` is the pooled speed of
-    ``runs`` runs. Depends only on ``seed``, ``runs`` and the model's uncertain paths: every
+    ``runs`` runs, its ``n`` factors its distribution's quantiles at ``k / (n + 1)`` in random
+    order (:func:`models.host_speed.spread_factors`). Depends only on ``seed``, ``runs`` and
+    the model's uncertain paths: every
     one is drawn, and those nothing reads after ``ops`` (:func:`uncertain_params`) are then
     left out, so what-ifs of one model share the other paths' factors."""
     varied, _ = uncertain_params(model)
     read = varied if ops is None else uncertain_params(model, ops)[0]
-    rng = spawn_streams(seed, ["intervals"])["intervals"]
+    streams = spawn_streams(seed, ["intervals", "host_speed"])
+    rng = streams["intervals"]
+    host = (spread_factors(model.host.speed_runs, varied[HOST_SPEED], runs, n,
+                           streams["host_speed"], model.host.cpu_scale_error_log)
+            if HOST_SPEED in varied else None)
     plan = []
-    for _ in range(n):
+    for i in range(n):
+        # the host path still takes its numbers from the shared stream, so every other path
+        # draws what it drew before the host factors were spread (spread_factors)
         factors = {p: draw_factor(model.host.speed_runs, (lo, hi), runs, rng,
                                   model.host.cpu_scale_error_log) if p == HOST_SPEED
                    else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
+        if host is not None:
+            factors[HOST_SPEED] = host[i]
         plan.append(({p: f for p, f in factors.items() if p in read},
                      int(rng.integers(0, 2**31 - 1))))
     return plan

@@ -10,8 +10,8 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from stepsim.calibration.sidecar_fit import uniform_with_p10_p90
-from stepsim.models.host_speed import (HOST_NOISE_PRIOR, PRIOR_DOF, draw_factor, factor_range,
-                                      prior_log_sd, speed_interval)
+from stepsim.models.host_speed import (HOST_NOISE_PRIOR, PRIOR_DOF, coverage_at_width, draw_factor,
+                                      factor_range, prior_log_sd, speed_interval)
 from stepsim.models.params import StepModel
 from stepsim.scenarios.interval_sources import width_line
 from stepsim.scenarios.predict import predict
@@ -55,64 +55,96 @@ def _tolerance(trials: int) -> float:
 
 
 @pytest.mark.parametrize("n, k", [(2, 1), (3, 1), (3, 2), (8, 4)])
-def test_speed_interval_covers_80_percent_of_hosts_drawn_from_its_prior(n, k):
-    """Ground truth drawn from the prior the predictive states (a log-normal host with an
-    unknown mean, its log-speed variance scaled-inverse-χ² with ν0 = 2 dof and the scale of
-    the ±6 % range, redrawn per experiment): the P10–P90 from n runs holds the pooled speed
-    of k new runs in 80 % of seeded experiments (the exact posterior predictive)."""
+def test_speed_interval_covers_at_least_80_percent_of_hosts_drawn_from_its_prior(n, k):
+    """Ground truth drawn from the stated range's prior (a log-normal host with an unknown
+    mean, its log-speed variance scaled-inverse-χ² with ν0 = 2 dof and the scale of the ±6 %
+    range, redrawn per experiment): at n = 2 the pooled predictive is exact (80 %); from 3
+    runs the wider of it and the runs' own t holds at least that."""
     trials = 4000
-    assert _coverage(n * 10 + k, n, k, _prior_sigma, trials) == pytest.approx(
-        0.8, abs=_tolerance(trials))
+    cov = _coverage(n * 10 + k, n, k, _prior_sigma, trials)
+    if n == 2:
+        assert cov == pytest.approx(0.8, abs=_tolerance(trials))
+    else:
+        assert 0.8 - _tolerance(trials) <= cov <= 0.9
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_speed_interval_covers_about_80_percent_over_a_plausible_range_of_hosts(n):
-    """Ground truth from a prior the predictive does not assume: the true log-speed sd drawn
-    log-uniformly from 0.01 to 0.1 (hosts 2.7× quieter to 3.8× noisier than the ±6 % range's
-    s0 = 0.0265) per experiment: one and two replicates hold the next run in about 80 % (81.1
-    and 81.4 % over 400 000 experiments)."""
-    trials = 4000
-    hosts = lambda rng: math.exp(rng.uniform(math.log(0.01), math.log(0.1)))  # noqa: E731
-    assert _coverage(100 + n, n, 1, hosts, trials) == pytest.approx(0.8, abs=_tolerance(trials))
-
-
-def test_measured_runs_outweigh_a_wrong_prior_as_they_grow():
-    """A host 3.8× noisier than the stated range (log sd 0.1 fixed): few runs under-cover
-    (56 % at n = 2; the prior's two dof pull the spread down), and coverage climbs to the
-    measured runs' own 80 % as n grows (71 % at 5, 78 % at 20, over 400 000 experiments)."""
+@pytest.mark.parametrize("sigma", [0.1, 0.3])
+@pytest.mark.parametrize("n, k", [(3, 1), (5, 2), (20, 2)])
+def test_measured_spread_covers_80_percent_of_a_host_noisier_than_the_prior(sigma, n, k):
+    """A host 3.8× and 11× noisier than the stated range (log sd 0.1: this project's 2-core
+    machine measures 0.095): from 3 runs the runs' own t (n − 1 dof) holds the pooled speed
+    of k new runs in 80 %, exactly, whatever σ. The pooled predictive alone, which the
+    stated range's two pseudo-runs pulled toward ±6 %, gave 64 % at n = 3, 71 % at 5 and 78 %
+    at 20 (log sd 0.1): the demo's 5 replicates under-covered its host."""
     trials = 3000
-    fixed = lambda rng: SIGMA  # noqa: E731
-    cov = {n: _coverage(200 + n, n, 1, fixed, trials) for n in (2, 5, 20)}
-    assert cov[2] == pytest.approx(0.563, abs=_tolerance(trials))
-    assert cov[5] == pytest.approx(0.707, abs=_tolerance(trials))
-    assert cov[20] == pytest.approx(0.778, abs=_tolerance(trials))
+    cov = _coverage(int(300 + 10 * n + k + 1000 * sigma), n, k, lambda rng: sigma, trials)
+    assert cov == pytest.approx(0.8, abs=_tolerance(trials))
+
+
+def test_one_replicate_keeps_the_priors_weight():
+    """At n = 2 (one replicate: its own t is a Cauchy) the pooled predictive stays: a host of
+    log sd 0.1 is under-covered (56 % over 400 000 experiments), as the README states."""
+    trials = 3000
+    assert _coverage(202, 2, 1, lambda rng: SIGMA, trials) == pytest.approx(
+        0.563, abs=_tolerance(trials))
+
+
+def test_quiet_host_keeps_the_stated_range_as_a_floor():
+    """A host 2.7× quieter than the range (log sd 0.01): the range's spread is a floor, so
+    the interval over-covers (not narrower than the range's pooled spread) rather than
+    trusting a small sample's tiny spread; identical runs keep it (test_host_noise)."""
+    trials = 2000
+    assert _coverage(77, 5, 2, lambda rng: 0.01, trials) >= 0.95
+
+
+def test_coverage_at_width_closed_form():
+    """The share of runs an interval of a given width holds when host noise is all of it,
+    and the width it needs for 80 %: the demo's case, 5 runs of log sd 0.1 and the pooled
+    mean of 2 re-measured runs (t with 4 dof, scale 0.1 · sqrt(1/2 + 1/5))."""
+    speeds = list(np.exp([0.0, 0.1, -0.1, 0.1, -0.1]))      # log sd 0.1
+    logs = np.log(speeds)
+    s = logs.std(ddof=1)
+    scale = s * math.sqrt(1 / 2 + 1 / 5)
+    needed, held = coverage_at_width(speeds, PRIOR, 2, 0.20)
+    assert needed == pytest.approx(2 * (math.exp(student_t.ppf(0.9, 4) * scale) - 1))
+    assert held == pytest.approx(2 * student_t.cdf(math.log(1.1) / scale, 4) - 1)
+    assert needed > 0.20 and held < 0.8            # the 20 % goal cannot hold 80 % here
+    # a width of exactly what it needs holds 80 %
+    assert coverage_at_width(speeds, PRIOR, 2, needed)[1] == pytest.approx(0.8, abs=1e-9)
 
 
 def test_speed_interval_closed_form_and_pooling():
-    """The posterior predictive t with ν0 + n − 1 dof and the pooled variance
-    (ν0 s0² + (n − 1) s²) / (ν0 + n − 1), s0 from the range's P10–P90 (±4.8 % for ±6 %: half
-    its log width is z90 · sqrt(2) · s0)."""
+    """s0 from the range's P10–P90 (±4.8 % for ±6 %: half its log width is z90 · sqrt(2) ·
+    s0); runs spread wider than the range take their own t (n − 1 dof), runs spread about as
+    the range the pooled one, (ν0 s0² + (n − 1) s²) / (ν0 + n − 1) over ν0 + n − 1 dof:
+    whichever P10–P90 is the wider."""
     s0 = math.log(1.048 / 0.952) / 2 / (norm.ppf(0.9) * math.sqrt(2))
     assert prior_log_sd(PRIOR) == pytest.approx(s0) and s0 == pytest.approx(0.02650, abs=1e-5)
     speeds = [1.0, 1.1, 0.9]
     logs = np.log(speeds)
     s = logs.std(ddof=1)
-    sp = math.sqrt((2 * s0 ** 2 + 2 * s ** 2) / 4)
     for k in (1, 2):
-        half = student_t.ppf(0.9, 4) * sp * math.sqrt(1 / k + 1 / 3)
+        half = student_t.ppf(0.9, 2) * s * math.sqrt(1 / k + 1 / 3)
         c, p10, p90 = speed_interval(speeds, PRIOR, runs=k)
         assert c == pytest.approx(math.exp(logs.mean()))
         assert (p10, p90) == pytest.approx((c * math.exp(-half), c * math.exp(half)))
+    close = [1.0, 1.02, 0.99]                       # s below s0: the pooled t is the wider
+    logs = np.log(close)
+    s = logs.std(ddof=1)
+    sp = math.sqrt((2 * s0 ** 2 + 2 * s ** 2) / 4)
+    assert sp * student_t.ppf(0.9, 4) > s * student_t.ppf(0.9, 2)
+    c, p10, p90 = speed_interval(close, PRIOR)
+    assert math.log(p90 / c) == pytest.approx(student_t.ppf(0.9, 4) * sp * math.sqrt(4 / 3))
     # two runs pooled: narrower by sqrt((1/2 + 1/3) / (1 + 1/3)), never by sqrt(2)
     (_, a, b), (_, c2, d2) = speed_interval(speeds, PRIOR, 1), speed_interval(speeds, PRIOR, 2)
     assert math.log(d2 / c2) / math.log(b / a) == pytest.approx(
         math.sqrt((0.5 + 1 / 3) / (4 / 3)))
-    # many runs: the measured spread's own t (n − 1 dof) within 1 %
+    # many runs: the measured spread's own t (n − 1 dof)
     many = list(np.exp(np.random.default_rng(0).normal(0, 0.1, 400)))
     logs = np.log(many)
     own = student_t.ppf(0.9, 399) * logs.std(ddof=1) * math.sqrt(1 + 1 / 400)
     c, _, p90 = speed_interval(many, PRIOR)
-    assert math.log(p90 / c) == pytest.approx(own, rel=0.01)
+    assert math.log(p90 / c) == pytest.approx(own, rel=1e-9)
 
 
 def test_one_replicate_of_a_2x_spread_is_finite_and_bounded():
@@ -279,3 +311,39 @@ def test_whatif_prints_the_width_by_source(tmp_path):
     r = run_cli(*args)
     assert r.returncode == 0 and "scenario interval width" in r.stdout
     assert "host noise ±" in r.stdout
+
+
+def test_host_factors_of_a_plan_are_the_predictives_quantiles_whatever_the_seed():
+    """The 16 host factors every what-if of a model shares: drawn independently, seed 0 gave
+    0.965–1.398 for a predictive whose P10–P90 is 0.878–1.139 (the demo's model of
+    2026-12-05 07:20), so every setting's interval reached 3–4 % below the prediction and
+    18–25 % above, and over seeds the P10–P90 of 16 such draws was 0.85–1.64× the predictive's. Now
+    they are its quantiles at k / 17 in random order: the interval's ranks p (n + 1) return the
+    predictive's own P10 and P90 at every seed (within 0.4 %, the linear interpolation between
+    two neighbouring quantiles), and the factor of each draw follows the
+    permutation only (every other path draws what it drew before)."""
+    from stepsim.models.params import StepModel
+    from stepsim.scenarios.draws import HOST_SPEED, draw_plan, quantiles
+
+    speeds = [0.9788, 1.1421, 0.8758, 0.9218, 0.9331]
+    m = StepModel.model_validate({
+        "loader": {"num_workers": 0, "produce": {"mean_us": 10_000.0}},
+        "host": {"ops": [{"kind": "next_batch"},
+                         {"kind": "cpu", "name": "training step", "dur_us": 4000}],
+                 "speed_runs": speeds},
+        "meta": {"ranges": {"host.cpu_scale": list(PRIOR)}}})
+    lo, hi = factor_range(speeds, PRIOR, 2)
+    for seed in range(5):
+        plan = draw_plan(m, 16, seed, runs=2)
+        f = [p[HOST_SPEED] for p, _ in plan]
+        p10, _, p90 = quantiles(np.array(f))
+        assert (p10, p90) == pytest.approx((lo, hi), rel=0.005)   # ranks interpolated
+        want = sorted(math.exp(math.log(hi) / student_t.ppf(0.9, 4) * student_t.ppf(k / 17, 4))
+                      for k in range(1, 17))
+        assert sorted(f) == pytest.approx(want)
+    assert [p[HOST_SPEED] for p, _ in draw_plan(m, 16, 0, runs=2)] != \
+        [p[HOST_SPEED] for p, _ in draw_plan(m, 16, 1, runs=2)]
+    # the prior alone (no measured runs): the uniform's quantiles
+    bare = m.model_copy(update={"host": m.host.model_copy(update={"speed_runs": []})})
+    f = sorted(p[HOST_SPEED] for p, _ in draw_plan(bare, 16, 0))
+    assert f == pytest.approx([0.94 + 0.12 * k / 17 for k in range(1, 17)])
