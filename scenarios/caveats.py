@@ -20,14 +20,24 @@ _COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
 
 def input_caveats(model: StepModel) -> list[str]:
     """What is wrong with the model's own capture, whatever is asked of it: a capture that ran
-    under outside load (the command line says it before the verb's result)."""
+    under outside load, a profiled window unlike the steps after it where no measured step
+    factor took the profiler's cost out (the command line says it before the verb's result)."""
+    out = []
     slow = outside_load_slowdown(model)
-    if slow is None:
-        return []
-    return [f"this model was calibrated from a capture that ran under outside load (its "
-            f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
-            "it carries that run's slowdown, which no interval covers; re-capture on a "
-            "quiet machine"]
+    if slow is not None:
+        out.append(f"this model was calibrated from a capture that ran under outside load (its "
+                   f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
+                   "it carries that run's slowdown, which no interval covers; re-capture on a "
+                   "quiet machine")
+    drift = model.meta.notes.get("profiled_drift")
+    if isinstance(drift, (int, float)) and drift > 0:
+        # calibrate's warning (calibration.run_drift), said by every verb, as the load is: a
+        # user's profiled window ran x2.25 its unprofiled steps, and a what-if of it +184 %
+        out.append(f"this model is of a profiled window that ran {drift:.2f}x as long as the "
+                   "capture's unprofiled steps right after it (the machine changed within the "
+                   "run, or the profiler cost that much): every prediction from it carries "
+                   "that, which no interval covers; re-capture on a quiet machine")
+    return out
 
 
 def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()) -> list[str]:
