@@ -87,6 +87,7 @@ def cmd_simulate(args) -> int:
                      measured=args.measured, plot_steps=args.plot_steps,
                      queue_plot=args.queue_plot)
     if not args.window:
+        _warn(api.input_warnings(args.model))   # what the model's own capture cannot show
         print_summary(r.model, r.summary, as_json=args.json, count=r.count)
     elif args.json:
         sys.stdout.write(orjson.dumps(r.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -108,7 +108,11 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
         # a CPU model says the trace's reason: there is no device memory to fit either way
         d = walk(m, roof_why_not=why, memory_why_not=MEMORY_WHY_NOT_CPU if not gpu else
                  "a model has no memory events (give the trace)", **kw)
-        return Diagnosed(d, (f"no roofline plot: {why}",) if plot else ())
+        from stepsim.scenarios.caveats import input_caveats
+
+        # what is wrong with the model's own capture, said before the tree as whatif says it
+        return Diagnosed(d, tuple(input_caveats(m)) + ((f"no roofline plot: {why}",)
+                                                        if plot else ()))
     model = fit(path, step_regex=step_regex)
     roof, kernels, why, mem, ratio, source = _trace_evidence(path, step_regex, peak)
     d = walk(model, name=path.name, kernel_ratio=ratio, ratio_source=source, roof=roof,

@@ -29,8 +29,9 @@ import numpy as np
 from stepsim.calibration.batch_probe import probe_fields
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.outside_load import outside_load
-from stepsim.calibration.profiler_overhead import step_factor, step_factor_note
-from stepsim.calibration.run_drift import profiled_drift
+from stepsim.calibration.profiler_overhead import (step_factor, step_factor_note,
+                                                    team_overhead_note)
+from stepsim.calibration.run_drift import drift_ratio, profiled_drift
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import (STARTUP_UNMEASURED, capture_loads,
                                              interference_from_sidecar, loader_from_sidecar,
@@ -276,6 +277,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         compute_us = compute_us * stepf[0]
         if abs(stepf[0] - 1) > 0.02:
             warnings.append(step_factor_note(*stepf))
+    elif (team_note := team_overhead_note(sidecar)) is not None:
+        warnings.append(team_note)
     compute_mean = float(compute_us.mean())
     opt_us = step_loader_waits_us(table, steps, OPTIMIZER_SPAN)
     wall_compute = float(np.maximum(step_us - wait_us, 0.0).sum())
@@ -307,6 +310,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                    "compute_mean_us": compute_mean, "step_method": steps.method}
     if stepf is not None:   # undone by models.host_speed.at_capture_speed for the replay
         notes["step_profiler_factor"] = stepf[0]
+    elif drift:             # the model is of that window: every verb says so (input_caveats)
+        notes["profiled_drift"] = drift_ratio(sidecar)
     if sidecar is not None:
         notes.update(torch_version=sidecar.torch_version, device=sidecar.device)
     if load is not None:

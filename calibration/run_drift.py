@@ -128,10 +128,10 @@ def scored_note(n: int, scored_us: float, traced_us: float) -> str:
             f"ms, {d:+.1f} % of that ({why})")
 
 
-def profiled_drift(side, path: str = "") -> str | None:
-    """A warning when the capture's profiled steps' mean wall time differs from its settled
-    unprofiled steps' after the window (:func:`settled_after`) by more than
-    :data:`DRIFT_WARN` (None otherwise, or without both)."""
+def drift_ratio(side) -> float | None:
+    """The capture's profiled steps' mean wall time over its settled unprofiled steps' after
+    the window (:func:`settled_after`) when it differs from 1 by more than
+    :data:`DRIFT_WARN`; None otherwise, or without both."""
     after = settled_after(side).steps if side is not None else []
     prof = [s.wall_us for s in side.steps if s.profiled] if side is not None else []
     if len(after) < MIN_AFTER_STEPS or not prof:
@@ -139,6 +139,18 @@ def profiled_drift(side, path: str = "") -> str | None:
     p, a = float(np.mean(prof)), float(np.mean([s.wall_us for s in after]))
     if a <= 0 or abs(p / a - 1) <= DRIFT_WARN:
         return None
+    return p / a
+
+
+def profiled_drift(side, path: str = "") -> str | None:
+    """A warning when the capture's profiled steps' mean wall time differs from its settled
+    unprofiled steps' after the window (:func:`settled_after`) by more than
+    :data:`DRIFT_WARN` (None otherwise, or without both)."""
+    if drift_ratio(side) is None:
+        return None
+    after = settled_after(side).steps
+    prof = [s.wall_us for s in side.steps if s.profiled]
+    p, a = float(np.mean(prof)), float(np.mean([s.wall_us for s in after]))
     return (f"{path + ': ' if path else ''}the {len(prof)} profiled steps took "
             f"{p / 1e3:.1f} ms on average, the {len(after)} unprofiled steps right after them "
             f"{a / 1e3:.1f} ms ({100 * (p / a - 1):+.0f} %): the machine changed within the run "

@@ -20,14 +20,24 @@ _COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
 
 def input_caveats(model: StepModel) -> list[str]:
     """What is wrong with the model's own capture, whatever is asked of it: a capture that ran
-    under outside load (the command line says it before the verb's result)."""
+    under outside load, a profiled window unlike the steps after it where no measured step
+    factor took the profiler's cost out (the command line says it before the verb's result)."""
+    out = []
     slow = outside_load_slowdown(model)
-    if slow is None:
-        return []
-    return [f"this model was calibrated from a capture that ran under outside load (its "
-            f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
-            "it carries that run's slowdown, which no interval covers; re-capture on a "
-            "quiet machine"]
+    if slow is not None:
+        out.append(f"this model was calibrated from a capture that ran under outside load (its "
+                   f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
+                   "it carries that run's slowdown, which no interval covers; re-capture on a "
+                   "quiet machine")
+    drift = model.meta.notes.get("profiled_drift")
+    if isinstance(drift, (int, float)) and drift > 0:
+        # calibrate's warning (calibration.run_drift), said by every verb, as the load is: a
+        # user's profiled window ran x2.25 its unprofiled steps, and a what-if of it +184 %
+        out.append(f"this model is of a profiled window that ran {drift:.2f}x as long as the "
+                   "capture's unprofiled steps right after it (the machine changed within the "
+                   "run, or the profiler cost that much): every prediction from it carries "
+                   "that, which no interval covers; re-capture on a quiet machine")
+    return out
 
 
 def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()) -> list[str]:
@@ -246,4 +256,21 @@ def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]
     return [f"fix intra_op_threads rests on an assumed parallel efficiency (unmeasured; the "
             f"point takes the middle): at {worst:.2f} (the other threads were working) the "
             f"step is {ms[0]:.1f} ms, at {best:.2f} (they only spun) {ms[1]:.1f} ms; time the "
-            "step at 1 thread and give :efficiency=E"]
+            f"step at 1 thread and give :efficiency=E, {_efficiency_formula(model)}"]
+
+
+def _efficiency_formula(model: StepModel) -> str:
+    """How to compute ``:efficiency=E`` from the step timed at one thread, with the model's
+    numbers: one thread runs the parallel part's work ``e·T₀·p`` alone
+    (:func:`models.plans.threads_ratio`), so ``t₁/t_T₀ = 1 − pf + pf·e·T₀`` and
+    ``e = (t₁/t_T₀ − (1 − pf)) / (pf·T₀)``; ``t`` the step's wall time outside ``next()``
+    (no stall beside it: the workers fit the cores, or at ``num_workers=0``). A fresh user had
+    the timing and no way to turn it into E (its ``pf`` is in the model JSON)."""
+    team = [op for op in model.host.ops if op.kind == "cpu" and op.parallel_fraction > 0
+            and (op.capture_threads or 1) > 1]
+    if len(team) != 1:
+        return ("E = (t1/tT − 1 + pf) / (pf·T), t the op's wall time outside next() at 1 "
+                "and at its captured T threads, pf its parallel_fraction")
+    pf, t0 = team[0].parallel_fraction, team[0].capture_threads
+    return (f"E = (t1/t{t0} − {1 - pf:.3f}) / {pf * t0:.3f}, t1 and t{t0} the step's wall time "
+            f"outside next() at 1 and at {t0} threads (its parallel_fraction {pf:.3f})")

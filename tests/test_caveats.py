@@ -134,3 +134,20 @@ def test_plan_names_a_move_that_puts_workers_beside_the_team():
     assert not [c for c in caveats(m, moves) if "busy worker(s)" in c]
     said = move_threads(m, [], moves)
     assert len(said) == 1 and said[0].startswith("after move 1: a team of 2 threads beside 2")
+
+
+def test_the_threads_fix_says_how_to_turn_a_one_thread_timing_into_e():
+    """The warning that asks for ``:efficiency=E`` gives E from the step timed at 1 and 2
+    threads with the model's numbers: 93 % parallel on 2 threads, E = (t1/t2 − 0.070) / 1.860,
+    which inverts the model's own one-thread ratio (models.plans.threads_ratio) for any E. A
+    fresh user had the timing and no way to turn it into E."""
+    from stepsim.models.plans import threads_ratio
+    from stepsim.scenarios.transforms import FixOp
+    m = _team(host_model(0, 2, 33.0, 55.0, threads=2, parallel=0.93), 2)
+    ops = [parse_set("loader.num_workers=1"), FixOp(name="intra_op_threads")]
+    said = [c for c in caveats(m, ops) if "assumed parallel efficiency" in c][0]
+    assert "give :efficiency=E, E = (t1/t2 − 0.070) / 1.860" in said
+    op = next(op for op in m.host.ops if op.kind == "cpu")
+    for e in (0.5, 0.8, 1.0):
+        r = threads_ratio(op.model_copy(update={"threads": 1, "parallel_efficiency": e}))[0]
+        assert (r - 0.070) / 1.860 == pytest.approx(e)

@@ -126,3 +126,40 @@ def test_a_cpu_captures_step_is_its_unprofiled_cpu_and_the_replay_its_profiled(c
     replay = at_capture_speed(m).host.ops[1]
     assert replay.dur_us == pytest.approx(step.dur_us / p)
     assert replay.samples_us == pytest.approx([v / p for v in step.samples_us])
+
+
+def test_a_team_step_says_the_profiler_cost_it_keeps():
+    """On torch's intra-op threads the step factor is not measured (None) and the model keeps
+    the profiled step: calibrate says so with the wall ratio (unprofiled 20 + 4 ms off-core
+    against profiled 25 + 4: ×0.828); within 2 % it says nothing, one thread never (its step
+    is scaled). Before, a user's 2-thread CNN kept its ×0.948 unsaid."""
+    from stepsim.calibration.profiler_overhead import team_overhead_note
+
+    team = _side([20.0] * 5, [25.0] * 4).model_copy(update={"torch_num_threads": 2})
+    note = team_overhead_note(team)
+    assert note is not None and "not removed" in note and "×0.828" in note
+    assert "24.0 ms median over 5 unprofiled steps, 29.0 ms over 4 profiled" in note
+    near = _side([20.0] * 5, [20.2] * 4).model_copy(update={"torch_num_threads": 2})
+    assert team_overhead_note(near) is None
+    assert team_overhead_note(_side([20.0] * 5, [25.0] * 4)) is None   # one thread: scaled
+    assert team_overhead_note(None) is None
+
+
+def test_calibrate_says_a_team_steps_profiler_cost(cpu_run_nw1, tmp_path):
+    """The note reaches calibrate's warnings for a capture on 2 intra-op threads whose
+    profiled steps ran 1.5× the unprofiled ones' wall outside next()."""
+    import json
+    import shutil
+
+    from stepsim import api
+
+    run = tmp_path / "run"
+    shutil.copytree(cpu_run_nw1, run)
+    data = json.loads((run / "sidecar.json").read_text())
+    data["torch_num_threads"] = 2
+    for s in data["steps"]:
+        if s["profiled"]:
+            s["wall_us"] = s["next_wall_us"] + 1.5 * (s["wall_us"] - s["next_wall_us"])
+    (run / "sidecar.json").write_text(json.dumps(data))
+    said = [w for w in api.calibrate(run).warnings if "profiler overhead" in w]
+    assert len(said) == 1 and said[0].startswith("profiler overhead not removed: on 2 intra-op")
