@@ -1,0 +1,100 @@
+"""Bad input, breaker session 4.
+
+* A sidecar's or a ledger record's count, time or switch written as another JSON type: pydantic's
+  lax mode read ``true`` as 1 (``num_workers: true`` calibrated a 1-worker loader), ``"5"`` as
+  5 and ``1`` as True. Now a sidecar field refuses the file in one line naming it, a produce
+  record or a ledger line holding one is dropped and counted, a scheduler wait is taken as not
+  recorded.
+* A ledger of 200,000 lines: every line was parsed and validated (``stepsim ledger`` 10 s and
+  1.3 GB, ``report --ledger`` 13 s, 2026-12-05, load 1.5); now its latest
+  ``MAX_LEDGER_RECORDS`` lines are read, the earlier ones said in a warning.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+
+from stepsim.calibration.sidecar import load_sidecar
+from stepsim.simcore.errors import InputError
+from tests.conftest import run_cli
+from tests.test_bad_input_session import _edited
+from tests.test_ledger import _rec
+
+V = importlib.import_module("stepsim.scenarios.validate")   # the package's `validate` is the verb
+
+
+@pytest.mark.parametrize("edit,says", [
+    (lambda d: d["loader"].update(num_workers=True),
+     "bad sidecar field loader: num_workers must be an integer, not bool True"),
+    (lambda d: d.update(host_cores=True), "bad sidecar field: host_cores must be an integer"),
+    (lambda d: d["loader"].update(pin_memory=1), "pin_memory must be true or false, not int 1"),
+    (lambda d: d["steps"][1].update(wall_us="5"), "steps.1: wall_us must be a number, not str"),
+    (lambda d: d["steps"][1].update(vcsw=2.5), "steps.1: vcsw must be a whole number"),
+])
+def test_a_field_of_another_json_type_refuses_the_sidecar(tmp_path, cpu_run_nw1, edit, says):
+    d = _edited(cpu_run_nw1, tmp_path / "run", edit)
+    with pytest.raises(InputError) as e:
+        load_sidecar(d / "sidecar.json")
+    assert says in str(e.value) and str(d / "sidecar.json") in str(e.value)
+    r = run_cli("calibrate", str(d), "-o", str(tmp_path / "m.json"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_a_boolean_in_a_produce_record_or_a_wait_is_not_a_number(tmp_path, cpu_run_nw1):
+    def edit(d):
+        d["produce"][1].update(worker=True)
+        d["produce"][2].update(wall_us=False)
+        d["steps"][3].update(run_wait_us=True)
+
+    n = len(json.loads((cpu_run_nw1 / "sidecar.json").read_text())["produce"])
+    side = load_sidecar(_edited(cpu_run_nw1, tmp_path / "run", edit) / "sidecar.json")
+    assert len(side.produce) == n - 2
+    assert side.steps[3].run_wait_us is None
+    said = " ".join(side.dropped)
+    assert f"dropped 2 of {n} 'produce' record(s)" in said
+    assert "produce.1: worker must be an integer, not bool True" in said
+    assert "steps.3.run_wait_us" in said
+
+
+@pytest.mark.parametrize("field,value", [
+    ("steps_measured", True), ("runs", True), ("error_pct", "5"), ("in_sample", 0),
+    ("measured_mean_us", True), ("outside_load_slowdown", True)])
+def test_a_ledger_line_with_a_value_of_another_type_is_skipped(tmp_path, field, value):
+    good = json.loads(V.ledger_line(_rec(5.0, True)))
+    bad = {**good, field: value}
+    p = tmp_path / "ledger.jsonl"
+    p.write_bytes(V.ledger_line(_rec(5.0, True)) + json.dumps(bad).encode() + b"\n")
+    skipped: list[str] = []
+    assert len(V.read_ledger(p, skipped)) == 1
+    assert len(skipped) == 1 and "skipped 1 of 2 line(s)" in skipped[0] and field in skipped[0]
+    assert "Value error" not in skipped[0]
+
+
+def test_a_long_ledger_is_read_from_its_latest_lines(tmp_path, monkeypatch):
+    monkeypatch.setattr(V, "MAX_LEDGER_RECORDS", 3)
+    p = tmp_path / "ledger.jsonl"
+    lines = [V.ledger_line(_rec(float(i), True)) for i in range(7)]
+    p.write_bytes(b"".join(lines[:5]) + b"\n" + b"".join(lines[5:]))   # a blank line 6
+    skipped: list[str] = []
+    got = V.read_ledger(p, skipped)
+    assert [r.error_pct for r in got] == [4.0, 5.0, 6.0]
+    assert skipped == ["ledger.jsonl: holds more than 3 records; the latest 3 are read and "
+                       "scored, lines 1 to 4 are not (scenarios.validate.MAX_LEDGER_RECORDS)"]
+    # a bad line among the latest is counted by its own line number
+    p.write_bytes(b"".join(lines[:5]) + b"{cut\n" + b"".join(lines[5:]))
+    skipped.clear()
+    assert [r.error_pct for r in V.read_ledger(p, skipped)] == [5.0, 6.0]
+    assert "lines 1 to 5 are not" in skipped[0] and "line 6" in skipped[1]
+
+
+@pytest.mark.parametrize("raw", [b"", b"a", b"a\n", b"a\n\nb\n", b"a\nb\nc", b"a\nb\nc\n\n",
+                                 b"\n\na\n  \nb\nc\n", b"a\r\nb\r\n"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_latest_lines(raw, n):
+    first, tail = V._latest_lines(raw, n)
+    assert raw.splitlines()[first - 1:] == tail
+    assert sum(1 for t in tail if t.strip()) == min(n, sum(1 for t in raw.splitlines()
+                                                           if t.strip()))
