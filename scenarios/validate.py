@@ -34,8 +34,8 @@ from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.errors import InputError, ModelError, printable
 from stepsim.simcore.gcpause import gc_paused
-from stepsim.simcore.files import read_input
-from stepsim.simcore.parsing import parse_json
+from stepsim.simcore.files import latest_lines, read_input
+from stepsim.simcore.parsing import json_type, parse_json
 
 _COARSE = {"input": "input", "cpu_cores": "cores", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
@@ -290,23 +290,6 @@ MAX_LEDGER_RECORDS = 20_000
 10 s and 1.3 GB, 2026-12-05, load 1.5); earlier ones are said, not read or scored."""
 
 
-def _latest_lines(raw: bytes, n: int) -> tuple[int, list[bytes]]:
-    """The number (1-based) of the first of the last ``n`` non-blank lines of ``raw``, and
-    those lines from it on (blank ones among them kept)."""
-    end, count = len(raw), 0
-    while end > 0:
-        start = raw.rfind(b"\n", 0, end - 1) + 1 if raw[end - 1:end] == b"\n" else \
-            raw.rfind(b"\n", 0, end) + 1
-        if raw[start:end].strip():
-            count += 1
-            if count > n:
-                break
-        end = start
-    else:
-        return 1, raw.splitlines()
-    return raw.count(b"\n", 0, end) + 1, raw[end:].splitlines()
-
-
 @gc_paused   # a record is a few objects that live on: 200,000 of them collected 1.4 s more
 def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[LedgerRecord]:
     """Every record of a ledger file (a missing file is an empty ledger), of its latest
@@ -323,7 +306,7 @@ def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[Ledg
     if not p.exists() and not p.is_symlink():
         return []
     raw = read_input(p, "ledger", empty_ok=True)
-    first, tail = _latest_lines(raw, MAX_LEDGER_RECORDS)
+    first, tail = latest_lines(raw, MAX_LEDGER_RECORDS)
     if first > 1 and skipped is not None:
         skipped.append(f"{p.name}: holds more than {MAX_LEDGER_RECORDS:,} records; the latest "
                        f"{MAX_LEDGER_RECORDS:,} are read and scored, lines 1 to {first - 1} "
@@ -341,11 +324,24 @@ def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[Ledg
             bad.append(e)
     if bad:
         if not out:
-            raise bad[0]
+            raise (_one_document(p, raw) if first == 1 and len(bad) > 1 else None) or bad[0]
         first = bad[0]
         skipped.append(f"{p.name}: skipped {len(bad)} of {lines} line(s) that are not ledger "
                        f"records (first: {first.where}: {first.problem})")
     return out
+
+
+def _one_document(p: Path, raw: bytes) -> InputError | None:
+    """The error for a ledger file that is one JSON document over several lines (a StepModel
+    passed as the ledger was refused as "line 1: not valid JSON"); None if it is not one."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    what = "a StepModel" if isinstance(data, dict) and "schema_version" in data else \
+        f"one JSON document ({json_type(data)})"
+    return InputError(p, f"{what} over several lines, not a ledger (JSON lines: one validation "
+                         "record a line, as 'stepsim validate --ledger' writes them)")
 
 
 def _record(p: Path, line: bytes, i: int) -> LedgerRecord:

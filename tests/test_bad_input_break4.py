@@ -17,10 +17,14 @@ import json
 import pytest
 
 from stepsim.calibration.sidecar import load_sidecar
+from stepsim.models.params import save_model
 from stepsim.simcore.errors import InputError
+from stepsim.simcore.files import latest_lines
 from tests.conftest import run_cli
 from tests.test_bad_input_session import _edited
+from tests.test_batch_size_whatif import cpu_model
 from tests.test_ledger import _rec
+from tests.test_quirks import cli, one_line_error
 
 V = importlib.import_module("stepsim.scenarios.validate")   # the package's `validate` is the verb
 
@@ -94,7 +98,42 @@ def test_a_long_ledger_is_read_from_its_latest_lines(tmp_path, monkeypatch):
                                  b"\n\na\n  \nb\nc\n", b"a\r\nb\r\n"])
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_latest_lines(raw, n):
-    first, tail = V._latest_lines(raw, n)
+    first, tail = latest_lines(raw, n)
     assert raw.splitlines()[first - 1:] == tail
     assert sum(1 for t in tail if t.strip()) == min(n, sum(1 for t in raw.splitlines()
                                                            if t.strip()))
+
+
+@pytest.mark.parametrize("value,lost", [
+    ("{}", "num_workers, batch_size, produce, host_cores"),
+    ("{num_workers: 3}", "batch_size, produce, host_cores")])
+def test_a_mapping_that_would_reset_a_sections_fields_is_refused(tmp_path, value, lost):
+    """``--set loader={}`` replaced the calibrated loader with the defaults (a prediction of
+    another job); now refused, naming the fields it would reset."""
+    m = tmp_path / "m.json"
+    save_model(cpu_model(2, 30.0, 10.0), m)
+    rc, err, _ = cli("whatif", m, "--set", f"loader={value}", "--draws", "0", "--steps", "30")
+    line = one_line_error(rc, err, "a mapping replaces the whole LoaderParams", lost,
+                          "loader.FIELD=VALUE")
+    assert "num_workers" in line.split("leaves out")[1] or "num_workers" in value
+
+
+def test_a_mapping_with_every_set_field_is_taken(tmp_path):
+    m = tmp_path / "m.json"
+    save_model(cpu_model(2, 30.0, 10.0), m)
+    rc, err, out = cli("whatif", m, "--set", "loader.produce={mean_us: 20000, cv: 0.0}",
+                       "--draws", "0", "--steps", "30")
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("text,what", [
+    (None, "a StepModel over several lines, not a ledger"),
+    (b"[1,\n2]\n", "one JSON document (an array) over several lines, not a ledger")])
+def test_a_json_document_given_as_the_ledger_says_what_it_is(tmp_path, text, what):
+    p = tmp_path / "x.json"
+    if text is None:
+        save_model(cpu_model(2, 30.0, 10.0), p)
+    else:
+        p.write_bytes(text)
+    rc, err, _ = cli("ledger", p)
+    one_line_error(rc, err, str(p), what)
