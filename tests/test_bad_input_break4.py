@@ -137,3 +137,18 @@ def test_a_json_document_given_as_the_ledger_says_what_it_is(tmp_path, text, wha
         p.write_bytes(text)
     rc, err, _ = cli("ledger", p)
     one_line_error(rc, err, str(p), what)
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--measured", "nosuch.json"], "--measured draws a real trace's lanes"),
+    (["--window", "--plot", "w.png"], "--window replays the captured window and draws nothing"),
+    (["--window", "--queue-plot", "q.png"], "--window replays the captured window")])
+def test_a_simulate_argument_that_would_be_ignored_is_refused(tmp_path, args, says):
+    """``simulate --measured T`` without ``--plot`` never read T (an empty file passed, rc 0),
+    and ``--window --plot F`` wrote no F (rc 0)."""
+    m = tmp_path / "m.json"
+    save_model(cpu_model(2, 30.0, 10.0), m)
+    args = [str(tmp_path / a) if a.endswith((".png", ".json")) else a for a in args]
+    rc, err, _ = cli("simulate", m, "--steps", "30", *args)
+    one_line_error(rc, err, says)
+    assert not list(tmp_path.glob("*.png"))
