@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 
 import pytest
+import torch
 
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.models.params import save_model
@@ -152,3 +154,27 @@ def test_a_simulate_argument_that_would_be_ignored_is_refused(tmp_path, args, sa
     rc, err, _ = cli("simulate", m, "--steps", "30", *args)
     one_line_error(rc, err, says)
     assert not list(tmp_path.glob("*.png"))
+
+
+class _DS(torch.utils.data.Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return torch.ones(2)
+
+
+@pytest.mark.parametrize("kw,says", [
+    ({"active": True}, "active=True"), ({"active": 2.5}, "active=2.5"),
+    ({"active": "2"}, "active='2'"), ({"warmup": 1.0}, "warmup=1.0"),
+    ({"probe_workers": True}, "probe_workers=True"), ({"probe_workers": -1}, "probe_workers=-1")])
+def test_capture_schedule_counts_are_whole_numbers(tmp_path, kw, says):
+    """``Capture.steps(active=2.5)`` was a TypeError from inside the loop, ``active="2"`` one
+    from a comparison, ``active=True`` a one-step capture, ``probe_workers=True`` a 1-worker
+    probe; now a ValueError naming the argument, before the folder is made."""
+    from stepsim.calibration.capture import Capture
+
+    cap = Capture(tmp_path / "cap")
+    with pytest.raises(ValueError, match=re.escape(says)):
+        next(iter(cap.steps(cap.dataloader(_DS(), batch_size=2), **kw)))
+    assert not (tmp_path / "cap" / "sidecar.json").exists()
