@@ -178,3 +178,27 @@ def test_capture_schedule_counts_are_whole_numbers(tmp_path, kw, says):
     with pytest.raises(ValueError, match=re.escape(says)):
         next(iter(cap.steps(cap.dataloader(_DS(), batch_size=2), **kw)))
     assert not (tmp_path / "cap" / "sidecar.json").exists()
+
+
+_LAUGHS = ", ".join(["&a [1,1,1,1,1,1,1,1,1]"] + [
+    f"&{b} [{','.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefg", "bcdefgh")] + ["*h"])
+
+
+@pytest.mark.parametrize("where", ["set", "sweep", "scenario"])
+def test_yaml_aliases_are_refused(tmp_path, where):
+    """A 200-byte ``--set`` value of nested YAML aliases held 9^8 values: 2 GB and no end in
+    30 s (the 'billion laughs'); aliases are now refused wherever YAML is read."""
+    m = tmp_path / "m.json"
+    save_model(cpu_model(2, 30.0, 10.0), m)
+    if where == "set":
+        args = ["whatif", m, "--set", f"meta.notes=[{_LAUGHS}]"]
+    elif where == "sweep":
+        args = ["sweep", m, f"loader.num_workers={_LAUGHS}"]
+    else:
+        sc = tmp_path / "s.yaml"
+        sc.write_text(f"ops:\n  - op: set\n    path: meta.notes\n    value: [{_LAUGHS}]\n")
+        args = ["whatif", m, "--scenario", sc]
+    rc, err, _ = cli(*args, "--draws", "0", "--steps", "30")
+    one_line_error(rc, err)
+    if where != "set":
+        assert "alias" in err
