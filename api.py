@@ -101,6 +101,15 @@ def simulate(model: str | Path | StepModel, steps: int | None = DEFAULT_STEPS,
     from stepsim.results import Simulation, WindowSimulation
     from stepsim.views import draw_simulation
 
+    from stepsim.limits import ArgumentError
+
+    # an argument that would be ignored is refused: the user meant it to do something
+    if measured is not None and not plot:
+        raise ArgumentError("--measured draws a real trace's lanes above the simulated ones: "
+                            "give --plot FILE too")
+    if window and (plot or queue_plot):
+        raise ArgumentError("--window replays the captured window and draws nothing: --plot "
+                            "and --queue-plot draw the steady state; run them without --window")
     guard([model, measured], chrome_trace=chrome_trace, plot=plot, queue_plot=queue_plot)
     m = load_model(model)
     if window:

@@ -77,6 +77,7 @@ from stepsim.calibration.ddp_info import ddp_record
 from stepsim.calibration.produce import (TimedCollate, TimedDataset, TimedIterable, attach_loader,
                                          loader_settings)
 from stepsim.calibration.window import SIDECAR_VERSION, Window, clocks, step_row
+from stepsim.models.param_base import MAX_WORKERS
 from stepsim.simcore.atomic import make_folder
 
 __all__ = ["Capture", "SIDECAR_VERSION", "rank_dir"]
@@ -134,6 +135,10 @@ def _probe_setting(cap: "Capture", probe_workers: int | None,
     if not hasattr(cap, "_probe_args"):
         raise ValueError(f"{what} needs a loader made by Capture.dataloader")
     if probe_batch_size is None:
+        if isinstance(probe_workers, bool) or not isinstance(probe_workers, int) \
+                or not 0 <= probe_workers <= MAX_WORKERS:
+            raise ValueError(f"probe_workers={probe_workers!r}: expected a whole number of "
+                             f"workers from 0 to {MAX_WORKERS}")
         return probe_workers
     own = cap._loader_settings.get("batch_size")
     if isinstance(probe_batch_size, bool) or not isinstance(probe_batch_size, int) \

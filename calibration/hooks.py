@@ -15,7 +15,7 @@ import torch.utils.data as tud
 from stepsim.calibration.capture import rank_dir
 from stepsim.calibration.ddp_info import ddp_record
 from stepsim.calibration.produce import attach_loader, detach_loader, loader_settings
-from stepsim.calibration.window import Window
+from stepsim.calibration.window import Window, check_schedule
 
 
 def find_dataloaders(obj) -> list[tud.DataLoader]:
@@ -41,8 +41,7 @@ class HookCapture:
                  skip_first: int = 3):
         self.out_dir, self.via = out_dir, via
         self.schedule = dict(active=active, wait=wait, warmup=warmup, skip_first=skip_first)
-        if active < 1 or min(wait, warmup, skip_first) < 0:
-            raise ValueError(f"active must be >= 1 and wait, warmup, skip_first >= 0 (got {self.schedule})")
+        check_schedule(**self.schedule)
         self.window: Window | None = None
         self.loader: tud.DataLoader | None = None
 

@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError,
                       model_validator)
 
+from stepsim.models.param_base import StrictScalars
 from stepsim.models.params import (MAX_CORES, MAX_DURATION_US, MAX_PREFETCH, MAX_THREADS,
                                    MAX_WORKERS)
 from stepsim.calibration.sidecar_cross import cross_check
@@ -33,7 +34,7 @@ began); 2^52 µs is the year 2112 on the Unix epoch, the harness's monotonic clo
 _AT = Field(default=None, ge=-MAX_INSTANT_US, le=MAX_INSTANT_US)
 
 
-class ProduceRecord(BaseModel):
+class ProduceRecord(StrictScalars):
     """One batch produced: by ``worker`` (−1 = the main thread), wall and thread-CPU µs."""
 
     model_config = _CFG
@@ -65,7 +66,7 @@ class ProduceRecord(BaseModel):
         return self.cpu_us
 
 
-class StepRecord(BaseModel):
+class StepRecord(StrictScalars):
     """One loop iteration on the main thread (µs): whole step and its ``next()`` call."""
 
     model_config = _CFG
@@ -101,7 +102,7 @@ class StepRecord(BaseModel):
         return max(self.cpu_us - self.next_cpu_us, 0.0)
 
 
-class LoaderSettings(BaseModel):
+class LoaderSettings(StrictScalars):
     model_config = _CFG
     num_workers: int = Field(ge=0, le=MAX_WORKERS)
     prefetch_factor: int | None = Field(default=None, ge=1, le=MAX_PREFETCH)
@@ -113,7 +114,7 @@ class LoaderSettings(BaseModel):
     dataset_len: int | None = Field(default=None, ge=0)
 
 
-class DDPParam(BaseModel):
+class DDPParam(StrictScalars):
     """One parameter of a DDP job's model, in registration order (sizes in bytes)."""
 
     model_config = _CFG
@@ -126,7 +127,7 @@ class DDPParam(BaseModel):
     ddp_ignored: bool = False
 
 
-class ThreadCPU(BaseModel):
+class ThreadCPU(StrictScalars):
     """One thread's CPU time over the profiled steps (µs), as the job measured it from the
     kernel's per-thread ``/proc/self/task/<tid>/schedstat``; ``tid`` is the thread id the
     trace's events carry."""
@@ -141,7 +142,7 @@ class ThreadCPU(BaseModel):
     """Its runs on a CPU (schedstat's third field: one per wake-up, more when preempted)."""
 
 
-class BucketCPU(BaseModel):
+class BucketCPU(StrictScalars):
     """The backend threads' CPU time (all threads but the training thread, µs, summed over
     ``steps`` profiled steps) from the moment one DDP bucket became ready (just before its
     all-reduce was enqueued) to the next bucket's (the last: to the step's end): the CPU of
@@ -158,7 +159,7 @@ class BucketCPU(BaseModel):
     """Their runs on a CPU over the same intervals (each wake-up starts one)."""
 
 
-class DDPRecord(BaseModel):
+class DDPRecord(StrictScalars):
     """A DistributedDataParallel job as :mod:`calibration.ddp_info` records it."""
 
     model_config = _CFG
@@ -201,7 +202,7 @@ class DDPRecord(BaseModel):
         return sum(p.bytes for p in self.params if p.requires_grad and not p.ddp_ignored)
 
 
-class Probe(BaseModel):
+class Probe(StrictScalars):
     """A few extra steps recorded by the harness with the same dataset and training step: at
     a second ``num_workers`` (``probe_workers``: what co-run interference is fitted from), or
     at a second ``batch_size`` (``probe_batch_size``: what the batch-size what-if measures its
@@ -215,7 +216,7 @@ class Probe(BaseModel):
     steps: list[StepRecord] = []
 
 
-class Sidecar(BaseModel):
+class Sidecar(StrictScalars):
     """The sidecar's content (times in µs)."""
 
     model_config = _CFG
@@ -279,7 +280,7 @@ def _drop_bad_records(p: Path, data: dict, where: str = "") -> list[str]:
             except ValidationError as e:
                 err = e.errors()[0]
                 loc = ".".join(str(x) for x in (key, i, *err["loc"]))
-                bad.append(f"{where}{loc}: {err['msg']}")
+                bad.append(f"{where}{loc}: {err['msg'].removeprefix('Value error, ')}")
         if bad:
             data[key] = keep
             notes.append(f"{p.name}: dropped {len(bad)} of {len(items)} '{where}{key}' "
@@ -309,7 +310,8 @@ the scheduler's clock (assumed: the kernel's largest slew rate)."""
 
 def _check(model: type[BaseModel], field: str) -> TypeAdapter:
     info = model.model_fields[field]
-    return TypeAdapter(Annotated[info.annotation, info], config=_CFG)
+    # strict: a wait written as true or "5" is not a measurement (lax mode read 1 and 5)
+    return TypeAdapter(Annotated[info.annotation, info], config={**_CFG, "strict": True})
 
 
 _CHECKS = {(key, f): _check(model, f) for key, (model, fs) in _WAITS.items() for f in fs}
@@ -384,7 +386,9 @@ def load_sidecar(path: str | Path) -> Sidecar:
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        raise InputError(p, f"bad sidecar field {loc}: {err['msg']}") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        raise InputError(p, f"bad sidecar field {loc}: {msg}" if loc else
+                         f"bad sidecar field: {msg}") from None
     side._dropped = notes + cross_check(p, side)
     return side
 

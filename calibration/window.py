@@ -98,6 +98,18 @@ def host_cores() -> int:
     return os.cpu_count() or 1
 
 
+def check_schedule(**counts) -> None:
+    """Raise ValueError unless each count is a whole number (an ``int``, not a bool), ``active``
+    at least 1 and the others at least 0 (``active=2.5`` and ``active="2"`` were a TypeError
+    from deep in the loop, ``active=True`` a 1-step capture)."""
+    bad = {k: v for k, v in counts.items() if isinstance(v, bool) or not isinstance(v, int)
+           or v < (1 if k == "active" else 0)}
+    if bad:
+        raise ValueError("active must be a whole number >= 1 and "
+                         f"{', '.join(k for k in counts if k != 'active')} whole numbers >= 0 "
+                         f"(got {', '.join(f'{k}={v!r}' for k, v in counts.items())})")
+
+
 class Window:
     """One profiled window of ``skip_first + wait + warmup + active`` steps, then ``after``
     unprofiled ones.
@@ -118,10 +130,8 @@ class Window:
     def __init__(self, out_dir, records: str, loader: dict | None, *, via: str,
                  active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
                  after: int = 0, ddp: dict | None = None, warnings: list[str] | None = None):
-        if active < 1 or min(wait, warmup, skip_first, after) < 0:
-            raise ValueError(f"active must be >= 1 and wait, warmup, skip_first, after >= 0 "
-                             f"(got active={active}, wait={wait}, warmup={warmup}, "
-                             f"skip_first={skip_first}, after={after})")
+        check_schedule(active=active, wait=wait, warmup=warmup, skip_first=skip_first,
+                       after=after)
         self.out_dir = Path(out_dir)
         make_folder(self.out_dir)
         self.records, self.loader, self.via, self.ddp = records, loader, via, ddp

@@ -78,6 +78,7 @@ def _scalar_kind(annotation) -> str | None:
         args = [a for a in get_args(annotation) if a is not type(None)]
     else:
         return None
+    args = [get_args(a)[0] if get_origin(a) is Annotated else a for a in args]
     if len(args) == 1 and args[0] in (int, float, bool):
         return args[0].__name__
     return None
@@ -111,9 +112,9 @@ _SCALAR_OK = {"bool": lambda v: isinstance(v, bool),
               "float": lambda v: not isinstance(v, (bool, str))}
 
 
-class StrictModel(BaseModel):
-    # infinities and NaNs are refused everywhere: no real duration, size or rate is one
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+class StrictScalars(BaseModel):
+    """A model whose numbers, counts and switches must be written as such (no configuration
+    of its own: the sidecar's and the ledger's records derive from it too)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -132,6 +133,11 @@ class StrictModel(BaseModel):
                     raise ValueError(f"{name} must be {what[kind]}, not "
                                      f"{type(value).__name__} {value!r}")
         return data
+
+
+class StrictModel(StrictScalars):
+    # infinities and NaNs are refused everywhere: no real duration, size or rate is one
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 def copy_with(model: BaseModel, update: dict) -> BaseModel:

@@ -31,6 +31,7 @@ from stepsim.scenarios.predict import Prediction, predict
 from stepsim.scenarios.transforms import (Operation, PrefetchWithoutWorkers, SetOp, apply_ops,
                                           apply_with_notes)
 from stepsim.simcore.errors import ModelError
+from stepsim.simcore.parsing import yaml_value
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,10 @@ def parse_axis(text: str) -> tuple[str, list]:
         raise ModelError(f"bad sweep axis {text!r}: expected PATH=V1,V2,... "
                          "(e.g. loader.num_workers=0,1,2,4)")
     try:
-        values = yaml.safe_load(f"[{vals}]")
+        values = yaml_value(f"[{vals}]")
     except yaml.YAMLError as e:
-        raise ModelError(f"bad sweep values in {text!r}: {str(e).splitlines()[0]}") from None
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]   # not "while parsing..."
+        raise ModelError(f"bad sweep values in {text!r}: {what}") from None
     if len(values) > MAX_POINTS:
         raise ModelError(f"sweep axis {path.strip()!r} has {len(values)} values; a sweep "
                          f"simulates at most {MAX_POINTS} points")

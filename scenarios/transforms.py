@@ -42,7 +42,7 @@ from stepsim.scenarios.primitives import remove, scale
 from stepsim.scenarios.select import Selector
 from stepsim.simcore.errors import InputError, ModelError
 from stepsim.simcore.files import read_input
-from stepsim.simcore.parsing import parse_yaml
+from stepsim.simcore.parsing import parse_yaml, yaml_value
 
 
 class Operation(BaseModel):
@@ -302,7 +302,7 @@ def parse_value(text: str) -> Any:
         pass
     if text[:1] in ("{", "["):
         try:
-            return yaml.safe_load(text)
+            return yaml_value(text)
         except yaml.YAMLError:
             return text
     return text

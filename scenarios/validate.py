@@ -23,18 +23,19 @@ from typing import Annotated, Sequence
 
 import numpy as np
 import orjson
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+from pydantic import (ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
 from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.param_base import StrictScalars
 from stepsim.scenarios.ledger_bounds import AtLeastOne, MeasuredUs, StepUs, check_record
 from stepsim.scenarios.ledger_score import LedgerSummary, summarize_ledger  # noqa: F401 (re-export)
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.errors import InputError, ModelError, printable
 from stepsim.simcore.gcpause import gc_paused
-from stepsim.simcore.files import read_input
-from stepsim.simcore.parsing import parse_json
+from stepsim.simcore.files import latest_lines, read_input
+from stepsim.simcore.parsing import json_type, parse_json
 
 _COARSE = {"input": "input", "cpu_cores": "cores", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
@@ -138,7 +139,7 @@ def same_job(model, runs) -> None:
             raise InputError(r.path, f"not a run of the predicted setting: {why}")
 
 
-class LedgerRecord(BaseModel):
+class LedgerRecord(StrictScalars):
     """One validation: a prediction and what was measured (times in µs).
 
     ``error_pct`` is ``100 × (predicted − measured) / measured`` on the mean step;
@@ -263,10 +264,17 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         measured_mean_us=mean, measured_median_us=median,
         error_pct=100 * (prediction.mean_step_us - mean) / mean,
         median_error_pct=100 * (prediction.median_step_us - median) / median,
-        inside=prediction.covers(mean), predicted_bottleneck=prediction.bottleneck,
-        measured_bottleneck=measured_bottleneck, bottleneck_agrees=agrees, in_sample=in_sample,
+        inside=_bool(prediction.covers(mean)), predicted_bottleneck=prediction.bottleneck,
+        measured_bottleneck=measured_bottleneck, bottleneck_agrees=_bool(agrees),
+        in_sample=bool(in_sample),
         runs=prediction.runs, width_sources_pct=dict(prediction.width_sources),
         outside_load_slowdown=outside_load_slowdown, **_startup_fields(startup))
+
+
+def _bool(v) -> bool | None:
+    """``v`` as a Python bool (numpy's compares give ``numpy.bool_``, which a record refuses),
+    None kept."""
+    return None if v is None else bool(v)
 
 
 def _startup_fields(startup: Sequence[tuple[float, float, float]]) -> dict:
@@ -277,11 +285,17 @@ def _startup_fields(startup: Sequence[tuple[float, float, float]]) -> dict:
             "startup_runs": len(startup)}
 
 
+MAX_LEDGER_RECORDS = 20_000
+"""Most lines of a ledger read, its latest (each is parsed and validated: 200,000 lines took
+10 s and 1.3 GB, 2026-12-05, load 1.5); earlier ones are said, not read or scored."""
+
+
 @gc_paused   # a record is a few objects that live on: 200,000 of them collected 1.4 s more
 def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[LedgerRecord]:
-    """Every record of a ledger file (a missing file is an empty ledger). ``skipped``: a list
-    to receive one warning counting the lines that are not records (a line cut short, a
-    hand edit), which are then left out; without it such a line is an error.
+    """Every record of a ledger file (a missing file is an empty ledger), of its latest
+    :data:`MAX_LEDGER_RECORDS` lines. ``skipped``: a list to receive one warning counting the
+    lines that are not records (a line cut short, a hand edit), which are then left out, and
+    one saying the earlier lines not read; without it such a line is an error.
 
     Raises:
         InputError: a directory, an unreadable file, or (without ``skipped``) a line that is
@@ -292,8 +306,13 @@ def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[Ledg
     if not p.exists() and not p.is_symlink():
         return []
     raw = read_input(p, "ledger", empty_ok=True)
+    first, tail = latest_lines(raw, MAX_LEDGER_RECORDS)
+    if first > 1 and skipped is not None:
+        skipped.append(f"{p.name}: holds more than {MAX_LEDGER_RECORDS:,} records; the latest "
+                       f"{MAX_LEDGER_RECORDS:,} are read and scored, lines 1 to {first - 1} "
+                       "are not (scenarios.validate.MAX_LEDGER_RECORDS)")
     out, bad, lines = [], [], 0
-    for i, line in enumerate(raw.splitlines(), 1):
+    for i, line in enumerate(tail, first):
         if not line.strip():
             continue
         lines += 1
@@ -305,11 +324,24 @@ def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[Ledg
             bad.append(e)
     if bad:
         if not out:
-            raise bad[0]
+            raise (_one_document(p, raw) if first == 1 and len(bad) > 1 else None) or bad[0]
         first = bad[0]
         skipped.append(f"{p.name}: skipped {len(bad)} of {lines} line(s) that are not ledger "
                        f"records (first: {first.where}: {first.problem})")
     return out
+
+
+def _one_document(p: Path, raw: bytes) -> InputError | None:
+    """The error for a ledger file that is one JSON document over several lines (a StepModel
+    passed as the ledger was refused as "line 1: not valid JSON"); None if it is not one."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    what = "a StepModel" if isinstance(data, dict) and "schema_version" in data else \
+        f"one JSON document ({json_type(data)})"
+    return InputError(p, f"{what} over several lines, not a ledger (JSON lines: one validation "
+                         "record a line, as 'stepsim validate --ledger' writes them)")
 
 
 def _record(p: Path, line: bytes, i: int) -> LedgerRecord:
@@ -323,7 +355,8 @@ def _record(p: Path, line: bytes, i: int) -> LedgerRecord:
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"]) or "(record)"
-        raise InputError(p, f"not a ledger record: {loc}: {err['msg']}",
+        raise InputError(p, f"not a ledger record: {loc}: "
+                            f"{err['msg'].removeprefix('Value error, ')}",
                          where=f"line {i}") from None
 
 

@@ -174,3 +174,20 @@ def _gunzip(f: BinaryIO, size: int, notes: list[str]) -> Iterator[bytes]:
             buf = bytearray()
         if not piece:
             return
+
+
+def latest_lines(raw: bytes, n: int) -> tuple[int, list[bytes]]:
+    """The number (1-based) of the first of the last ``n`` non-blank lines of ``raw``, and
+    those lines from it on (blank ones among them kept)."""
+    end, count = len(raw), 0
+    while end > 0:
+        start = raw.rfind(b"\n", 0, end - 1) + 1 if raw[end - 1:end] == b"\n" else \
+            raw.rfind(b"\n", 0, end) + 1
+        if raw[start:end].strip():
+            count += 1
+            if count > n:
+                break
+        end = start
+    else:
+        return 1, raw.splitlines()
+    return raw.count(b"\n", 0, end) + 1, raw[end:].splitlines()

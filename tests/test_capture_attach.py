@@ -258,5 +258,5 @@ def test_hooks_stopped_early_write_what_they_have(tmp_path):
     assert sc.warnings[0] == "training ended after 1 optimizer steps"
     assert any("no trace was written (run at least 6 steps)" in w for w in sc.warnings)
     assert not (tmp_path / "trace.json.gz").exists() and not list(tmp_path.glob(".partial*"))
-    with pytest.raises(ValueError, match="active must be >= 1"):
+    with pytest.raises(ValueError, match="active must be a whole number >= 1"):
         HookCapture(tmp_path, via="lightning", active=0)
