@@ -68,7 +68,6 @@ def read_folder(path: str | Path) -> Folder:
         (fold.gpu if table.gpu_mask().any() else fold.cpu).append(table)
     if not (fold.gpu or fold.cpu or fold.skipped):
         why = f" ({'; '.join(warnings)})" if warnings else ""
-        from stepsim.calibration.sidecar import why_no_trace
 
         raise InputError(p, "directory holds no trace files (*.json, *.json.gz)"
                          f"{why}{why_no_trace(p)}")
@@ -164,3 +163,16 @@ def calibrate_cpu_folder(fold: Folder, side, sidecar_path, step_regex: str | Non
                      f"{', '.join(t.path.name for t in tables[1:])}")
     meta = model.meta.model_copy(update={"warnings": notes + list(model.meta.warnings)})
     return model.model_copy(update={"meta": meta})
+
+
+def why_no_trace(folder: Path) -> str:
+    """What the capture sidecar in ``folder`` says about a missing trace (its warnings, e.g.
+    the profiler never completed its active steps), as ``"; the sidecar says: ..."``; empty
+    without a readable sidecar or warnings."""
+    from stepsim.calibration.sidecar import load_sidecar
+
+    try:
+        side = load_sidecar(Path(folder) / "sidecar.json")
+    except (InputError, OSError):
+        return ""
+    return f"; its sidecar.json says: {'; '.join(side.warnings)}" if side.warnings else ""

@@ -392,13 +392,3 @@ def load_sidecar(path: str | Path) -> Sidecar:
     side._dropped = notes + cross_check(p, side)
     return side
 
-
-def why_no_trace(folder: Path) -> str:
-    """What the capture sidecar in ``folder`` says about a missing trace (its warnings, e.g.
-    the profiler never completed its active steps), as ``"; the sidecar says: ..."``; empty
-    without a readable sidecar or warnings."""
-    try:
-        side = load_sidecar(Path(folder) / "sidecar.json")
-    except (InputError, OSError):
-        return ""
-    return f"; its sidecar.json says: {'; '.join(side.warnings)}" if side.warnings else ""

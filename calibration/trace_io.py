@@ -351,7 +351,7 @@ def load_rank_traces(path: str | Path) -> list[RawTrace]:
             continue
     if not out:
         why = f" ({'; '.join(warnings)})" if warnings else ""
-        from stepsim.calibration.sidecar import why_no_trace
+        from stepsim.calibration.folders import why_no_trace
 
         raise InputError(p, "directory holds no trace files (*.json, *.json.gz)"
                          f"{why}{why_no_trace(p)}")
