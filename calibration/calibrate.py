@@ -84,14 +84,16 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> StepModel
         return at_run_speed(model, load_sidecar(side_path), None) if side_path else model
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         from stepsim.calibration.gloo_cpu import pool_bucket_cpu
+        from stepsim.calibration.gloo_pool import pool_transfers
         from stepsim.calibration.gloo_wake import pool_wake
 
         reps = [(Path(r), _rank_sidecars(Path(r))) for r in replicates]
         speeds = _job_speeds(ranks, reps)
         runs = [[load_sidecar(p) for p in sides.values()] for sides in
                 [ranks] + [s for _, s in reps]]
-        model = pool_wake(pool_bucket_cpu(_calibrate(trace, sidecar, step_regex, steps), runs,
-                                          speeds), runs)
+        model = pool_transfers(_calibrate(trace, sidecar, step_regex, steps), Path(trace),
+                               [p for p, _ in reps])
+        model = pool_wake(pool_bucket_cpu(model, runs, speeds), runs)
         return apply_replicates(_held_against(model, runs), speeds)
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "

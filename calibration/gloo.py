@@ -79,7 +79,7 @@ from stepsim.models.params import (DeviceParams, DeviceTask, HostOp, HostParams,
                                    RankParams, StepModel)
 from stepsim.simcore.errors import InputError
 
-__all__ = ["is_gloo", "calibrate_gloo", "GLOO_STREAM"]
+__all__ = ["is_gloo", "calibrate_gloo", "job_transfers", "GLOO_STREAM"]
 
 PHASES = ("forward", "backward", "optimizer")
 
@@ -225,21 +225,13 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=()) -> _StepRec | N
     return _StepRec(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us)
 
 
-def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None = None
-                   ) -> StepModel:
-    """One StepModel of every rank (see the module docstring).
-
-    Args:
-        tables: one host-only trace per rank.
-        sidecars: capture sidecars by rank (:class:`calibration.sidecar.Sidecar` with a
-            ``ddp`` record), optional.
+def _job(tables: list[EventTable], warnings: list[str]):
+    """Every rank's fitted steps, kept to the steps of the commonest structure that every rank
+    has: ``(ranks, order, nums, step)`` (``step[rank][number]``).
 
     Raises:
-        InputError: a trace without steps or backward pass, two traces of one rank, or ranks
-            whose steps share no structure.
+        InputError: two traces of one rank, or ranks that share no step of one structure.
     """
-    warnings: list[str] = [w for t in tables for w in t.warnings]
-    warnings += [w for r in sorted(sidecars or {}) for w in sidecars[r].dropped]
     ranks: dict[int, _Rank] = {}
     for t in tables:
         r = _fit_rank(t, warnings)
@@ -259,7 +251,13 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     if not nums:
         raise InputError(tables[0].path, "the ranks share no step of one structure")
     step = {r: {s.number: s for s in ranks[r].steps} for r in order}
-    # clock offsets from collective ends; arrival, skew and transfer per collective
+    return ranks, order, nums, step
+
+
+def _collectives(ranks: dict[int, "_Rank"], order: list[int], nums: list[int], step: dict):
+    """Clock offsets (ns) from collective ends, and per step and collective: arrivals (ns,
+    ``(ranks, steps, colls)``), the last rank to arrive, its transfer (µs), each rank's
+    arrival skew (µs) and each collective's median overlap with backward on the last rank."""
     first = order[0]
 
     def abs_ns(r, t):
@@ -277,6 +275,44 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     skew = (arr.max(axis=0)[None] - arr) / 1e3                  # µs each rank waited
     busy = [float(np.median([step[order[last[i, k]]][n].colls[k].busy
                              for i, n in enumerate(nums)])) for k in range(n_coll)]
+    return offset, arr, last, transfer, skew, busy
+
+
+def job_transfers(tables: list[EventTable]
+                  ) -> tuple[list[tuple[str, int | None]], np.ndarray, list[float]]:
+    """One gloo job's collectives, as ``(kind, elements)`` in enqueue order, their transfer
+    per step (µs, ``(steps, colls)``: the span on the last rank to arrive) and their median
+    overlap with backward, as :func:`calibrate_gloo` measures them (used to pool a capture's
+    replicates).
+
+    Raises:
+        InputError: as :func:`calibrate_gloo`.
+    """
+    ranks, order, nums, step = _job(tables, [])
+    colls = step[order[0]][nums[0]].colls
+    got = _collectives(ranks, order, nums, step)
+    return [(c.kind, c.numel) for c in colls], got[3], got[5]
+
+
+def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None = None
+                   ) -> StepModel:
+    """One StepModel of every rank (see the module docstring).
+
+    Args:
+        tables: one host-only trace per rank.
+        sidecars: capture sidecars by rank (:class:`calibration.sidecar.Sidecar` with a
+            ``ddp`` record), optional.
+
+    Raises:
+        InputError: a trace without steps or backward pass, two traces of one rank, or ranks
+            whose steps share no structure.
+    """
+    warnings: list[str] = [w for t in tables for w in t.warnings]
+    warnings += [w for r in sorted(sidecars or {}) for w in sidecars[r].dropped]
+    ranks, order, nums, step = _job(tables, warnings)
+    first = order[0]
+    offset, arr, last, transfer, skew, busy = _collectives(ranks, order, nums, step)
+    n_coll = len(step[first][nums[0]].colls)
     # the reference arrives first: it waits longest at the median collective
     ref = order[int(np.argmax(np.median(skew.reshape(len(order), -1), axis=1)))] \
         if n_coll else first
