@@ -70,6 +70,7 @@ from stepsim.calibration.gloo_comm import GLOO_STREAM, comm_params, record_sizes
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES
 from stepsim.calibration.gloo_loader import loader_nexts, rank_loader
 from stepsim.calibration.gloo_preempt import deduct_preemption
+from stepsim.calibration.gloo_resume import lagged_optimizer, resume_after_wait, resume_lags
 from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_overhead import rank_factors
 from stepsim.calibration.steps import find_steps
@@ -108,6 +109,8 @@ class _StepRec:
     ops: list[tuple[str, str, float, int | None]]   # (kind, phase, dur_us, coll index)
     colls: list[_Coll]
     phase_us: dict[str, float]
+    resume_ns: int | None = None    # the main thread's first event after the end-of-backward
+    opt_work_us: float = 0.0        # wait, and the step's end after it (calibration.gloo_resume)
 
     def shape(self) -> tuple:
         return tuple((k, p, c) for k, p, _, c in self.ops) + tuple(c.kind for c in self.colls)
@@ -169,8 +172,12 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     out = _Rank(rank, world, str(table.metadata.get("host_name") or ""), table.path,
                 int(table.base_ns), colls=colls)
     use = [s for s in steps if not s.last] or list(steps)
+    leaf = np.flatnonzero(on_main & ~np.fromiter(
+        (n.startswith("ProfilerStep#") for n in names), bool, len(names)))
+    leaf = leaf[np.argsort(table.ts_ns[leaf], kind="stable")]
+    main_ev = (table.ts_ns[leaf], table.end_ns[leaf])
     for s in use:
-        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts)
+        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts, main_ev)
         if rec is not None:
             out.steps.append(rec)
     if not out.steps:
@@ -179,7 +186,8 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     return out
 
 
-def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=()) -> _StepRec | None:
+def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None
+              ) -> _StepRec | None:
     inside = (ag_start >= s.start_ns) & (ag_start < s.end_ns)
     if not inside.any():
         return None
@@ -217,12 +225,15 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=()) -> _StepRec | N
         elif c.kind == "all_reduce":
             last_ar = k
     cpu(max(bwd1, cur))
+    resume = None
     if last_ar is not None:
         ops.append(("sync", "backward", 0.0, last_ar))
+        resume = None if main_ev is None else resume_after_wait(*main_ev, cur, s.end_ns)
         cur = max(cur, mine[last_ar].run[1])
     ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
     phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}
-    return _StepRec(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us)
+    return _StepRec(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us, resume,
+                    (s.end_ns - resume) / 1e3 if resume is not None else 0.0)
 
 
 def _job(tables: list[EventTable], warnings: list[str]):
@@ -332,9 +343,20 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                                 name=f"gloo:{c.kind}" + (f" ({nbytes} B)" if nbytes else ""),
                                 kind="collective", category="communication", phase=phase,
                                 dur_us=float(np.median(transfer[:, k])), bytes=nbytes))
+    lags = None
+    if recs[0].ops[-1][:2] == ("cpu", "optimizer") and all(
+            step[r][n].resume_ns is not None for r in order for n in nums):
+        # each rank's late resume after the last all-reduce (calibration.gloo_resume)
+        lags = resume_lags(np.array([[ranks[r].base_ns + step[r][n].resume_ns - offset[r]
+                                      for n in nums] for r in order]))
+        for r in order:
+            for n in nums:
+                step[r][n].phase_us["optimizer"] = step[r][n].opt_work_us
     ops = []
     for j, (kind, phase, _, ci) in enumerate(recs[0].ops):
         vals = [r.ops[j][2] * fac[ref] for r in recs]
+        if lags is not None and j == len(recs[0].ops) - 1:
+            vals = lagged_optimizer([r.opt_work_us * fac[ref] for r in recs], lags)
         task = tasks[ci].id if ci is not None else None
         if kind == "cpu":
             name = {"forward": "forward", "backward": "backward",
@@ -382,6 +404,9 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
                  for i, r in enumerate(order)),
              "measured_median_step_us": float(np.median(job)), **fac_notes,
+             **({"resume_lag_us": ",".join(f"{r}:{float(np.mean(lags[i])):.1f}"
+                                           for i, r in enumerate(order))}
+                if lags is not None else {}),
              **({"backward_preempted_us": round(preempted, 1)} if preempted else {}),
              **({"outside_load_held": held} if held is not None else {})}
     meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,

@@ -364,3 +364,18 @@ def test_replicates_pool_the_collectives_transfers(gloo_run, tmp_path):
     assert "transfer_runs" not in kept.meta.notes
     assert [t.dur_us for t in kept.device.streams["gloo"]] == pytest.approx(
         [t.dur_us for t in alone], abs=1e-6)
+
+
+def test_every_ranks_late_resume_is_drawn_by_the_optimizer(gloo_run):
+    """The recorded job's optimizer op draws each step's lag-free optimizer time plus every
+    rank's resume lag in that step (ranks × steps samples; the old code kept the reference
+    rank's steps alone, its lags inside and the other rank's only as a mean); a rank's
+    optimizer extra is lag-free, and each rank's mean lag is noted."""
+    out, _ = gloo_run
+    model = calibrate(out)
+    opt = model.host.ops[-1]
+    assert opt.phase == "optimizer" and opt.kind == "cpu"
+    assert len(opt.samples_us) == 2 * len(model.meta.steps_used)
+    lags = dict(kv.split(":") for kv in model.meta.notes["resume_lag_us"].split(","))
+    assert set(lags) == {"0", "1"} and all(float(v) >= 0 for v in lags.values())
+    assert opt.dur_us == pytest.approx(sum(opt.samples_us) / len(opt.samples_us))
