@@ -281,8 +281,18 @@ def _collectives(ranks: dict[int, "_Rank"], order: list[int], nums: list[int], s
                             for k in range(n_coll)] for n in nums]) for r in order}
     arr = np.stack([arrive[r] for r in order])                  # (ranks, steps, colls)
     last = arr.argmax(axis=0)                                   # (steps, colls)
-    transfer = np.array([[(lambda c: (c.run[1] - c.run[0]) / 1e3)(
-        step[order[last[i, k]]][n].colls[k]) for k in range(n_coll)] for i, n in enumerate(nums)])
+    def span_us(rec: _StepRec, k: int) -> float:
+        """The collective's span on that rank; the last all-reduce's ends no later than the
+        main thread it woke resumed (a worker may stamp its end after that: late)."""
+        c = rec.colls[k]
+        end = c.run[1]
+        if rec.resume_ns is not None and k == max(
+                (j for j, x in enumerate(rec.colls) if x.kind == "all_reduce"), default=-1):
+            end = min(end, max(rec.resume_ns, c.run[0]))
+        return (end - c.run[0]) / 1e3
+
+    transfer = np.array([[span_us(step[order[last[i, k]]][n], k) for k in range(n_coll)]
+                         for i, n in enumerate(nums)])
     skew = (arr.max(axis=0)[None] - arr) / 1e3                  # µs each rank waited
     busy = [float(np.median([step[order[last[i, k]]][n].colls[k].busy
                              for i, n in enumerate(nums)])) for k in range(n_coll)]
