@@ -2,10 +2,10 @@
 
 The transfer of each all-reduce (its span on the last rank to arrive, :mod:`calibration.gloo`)
 varies from run to run far more than within one run, and the capture, the first profiled run
-of its processes, ran it slowest: in the DDP demo's captures of 2026-12-05 (12 demos,
+of its processes, mostly ran it slower: in the DDP demo's captures of 2026-12-05 (12 demos,
 00:28-07:44 UTC, load 1.1-3.4) the 7 MiB all-reduce after backward took, as the median over a
-run's steps, more in the capture than the median of its three replicates in 10 of 12 (6.3-11.5
-ms against 4.6-9.0 ms; 7.78 against 4.57, 5.21 and 5.66 ms at 07:43, where the demo's timed
+run's steps, more in the capture than the median of its three replicates in 11 of 12 (6.3-11.5
+ms against 5.2-10.6 ms; 7.78 against 4.57, 5.21 and 5.66 ms at 07:43, where the demo's timed
 runs of the same setting measured about 4.8 ms, median, from the last rank's last gradient to
 the first rank's resume less its CPU). The replicates are that setting measured again, as the
 host's speed (:mod:`calibration.host_noise`) and the collectives' CPU

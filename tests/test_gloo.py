@@ -340,7 +340,7 @@ def test_replicate_speed_is_measured_on_unprofiled_steps(gloo_run, tmp_path):
 def test_replicates_pool_the_collectives_transfers(gloo_run, tmp_path):
     """Each all-reduce's transfer is the median over every step of the capture and its
     replicates (the capture, the first profiled run, ran the demo's 7 MiB all-reduce 1-3 ms
-    slower than its replicates in 10 of 12 demos). Closed form: two replicates whose every
+    slower than its replicates in 11 of 12 demos). Closed form: two replicates whose every
     ``gloo:all_reduce`` starts D earlier than in the capture: the median of the capture's
     per-step transfers x and twice x + D; the old code kept the capture's median alone."""
     import numpy as np
