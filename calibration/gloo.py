@@ -139,9 +139,9 @@ def _collectives(ranks: dict[int, "_Rank"], order: list[int], nums: list[int], s
         main thread it woke resumed (a worker may stamp its end after that: late)."""
         c = rec.colls[k]
         end = c.run[1]
-        if rec.resume_ns is not None and k == max(
+        if rec.resume_ns is not None and rec.resume_ns >= c.run[0] and k == max(
                 (j for j, x in enumerate(rec.colls) if x.kind == "all_reduce"), default=-1):
-            end = min(end, max(rec.resume_ns, c.run[0]))
+            end = min(end, rec.resume_ns)     # (a resume before its start is not its wait's)
         return (end - c.run[0]) / 1e3
 
     transfer = np.array([[span_us(step[order[last[i, k]]][n], k) for k in range(n_coll)]
