@@ -99,15 +99,18 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
         return pending.then(lambda model: at_run_speed(model, load_sidecar(side_path), None))
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         from stepsim.calibration.gloo_cpu import pool_bucket_cpu
+        from stepsim.calibration.gloo_pool import pool_transfers
         from stepsim.calibration.gloo_wake import pool_wake
 
         reps = [(Path(r), _rank_sidecars(Path(r))) for r in replicates]
         speeds = _job_speeds(ranks, reps)
         runs = [[load_sidecar(p) for p in sides.values()] for sides in
                 [ranks] + [s for _, s in reps]]
+        rep_paths = [p for p, _ in reps]
         return _calibrate(trace, sidecar, step_regex, steps).then(
-            lambda model: apply_replicates(_held_against(
-                pool_wake(pool_bucket_cpu(model, runs, speeds), runs), runs), speeds))
+            lambda model: apply_replicates(_held_against(pool_wake(pool_bucket_cpu(
+                pool_transfers(model, Path(trace), rep_paths), runs, speeds), runs), runs),
+                speeds))
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")

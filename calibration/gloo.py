@@ -19,8 +19,12 @@ The k-th ``c10d::`` enqueue of the main thread is paired with the k-th ``gloo:``
 worker threads, by start time. Clocks are aligned on collective ends (a collective finishes
 at one instant on every rank): each rank's offset is the median difference of its ends
 against the first rank's. A collective's *arrival* on a rank is its ``gloo:`` start; its
-transfer is its duration on the **last rank to arrive** (never the mean); the rest, on the
-others, is arrival skew.
+transfer is its duration on the **last rank to arrive** (never the mean; the last
+all-reduce's ends no later than the main thread it woke resumed: a worker may stamp its end
+late); the rest, on the others, is arrival skew. Each rank's late resume after the last
+all-reduce is measured per step and drawn by the optimizer op
+(:mod:`calibration.gloo_resume`); a capture's replicates pool the transfers
+(:mod:`calibration.gloo_pool`).
 
 The model, from the reference rank (the one that arrives first at the median collective,
 whose own work is never hidden behind waiting), per step on the host thread: ``cpu`` ops for
@@ -60,28 +64,24 @@ builds from the record's parameters at its caps.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_comm import GLOO_STREAM, comm_params, record_sizes
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES
-from stepsim.calibration.gloo_loader import loader_nexts, rank_loader
+from stepsim.calibration.gloo_loader import rank_loader
 from stepsim.calibration.gloo_preempt import deduct_preemption
+from stepsim.calibration.gloo_resume import lagged_optimizer, resume_lags
+from stepsim.calibration.gloo_steps import PHASES, _Coll, _Rank, _StepRec, _fit_rank  # noqa: F401
 from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_overhead import rank_factors
-from stepsim.calibration.steps import find_steps
-from stepsim.calibration.trace_io import rank_of
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import (DeviceParams, DeviceTask, HostOp, HostParams, Meta,
                                    RankParams, StepModel)
 from stepsim.simcore.errors import InputError
 
-__all__ = ["is_gloo", "calibrate_gloo", "GLOO_STREAM"]
-
-PHASES = ("forward", "backward", "optimizer")
+__all__ = ["is_gloo", "calibrate_gloo", "job_transfers", "GLOO_STREAM"]
 
 
 def is_gloo(table: EventTable) -> bool:
@@ -89,157 +89,13 @@ def is_gloo(table: EventTable) -> bool:
     return any(str(n).startswith("gloo:") for n in table.names.tolist())
 
 
-@dataclass
-class _Coll:
-    kind: str               # all_reduce, barrier, ...
-    numel: int | None
-    dtype: str
-    enq: tuple[int, int]    # main-thread enqueue (start, end), ns on this rank's clock
-    run: tuple[int, int]    # gloo worker (start, end), ns
-    tid: int = 0            # the gloo worker thread that ran it
-    busy: float = 0.0       # share of the run that overlapped this rank's backward compute
-    bad_dims: bool = False  # it had Input Dims, with a size <= 0 (numel None: not a bucket's)
-
-
-@dataclass
-class _StepRec:
-    number: int
-    step_us: float
-    ops: list[tuple[str, str, float, int | None]]   # (kind, phase, dur_us, coll index)
-    colls: list[_Coll]
-    phase_us: dict[str, float]
-
-    def shape(self) -> tuple:
-        return tuple((k, p, c) for k, p, _, c in self.ops) + tuple(c.kind for c in self.colls)
-
-
-@dataclass
-class _Rank:
-    rank: int
-    world: int
-    host: str
-    path: Path
-    base_ns: int
-    steps: list[_StepRec] = field(default_factory=list)
-    colls: list[_Coll] = field(default_factory=list)    # every collective of the trace
-
-
-def _input_numel(table: EventTable, i: int) -> tuple[int | None, str, bool]:
-    """(elements of the collective's first input, its dtype, whether its Input Dims were
-    recorded but hold a size <= 0 or a non-integer): numel None when absent or bad."""
-    dims, types = table.arg(i, "Input Dims"), table.arg(i, "Input type")
-    d = dims[0] if isinstance(dims, list) and dims else None
-    while isinstance(d, list) and d and isinstance(d[0], list):
-        d = d[0]
-    ok = isinstance(d, list) and d and all(isinstance(x, int) and x > 0 for x in d)
-    n = int(np.prod(d)) if ok else None     # a dim <= 0 cannot be a bucket's: unknown
-    t = types[0] if isinstance(types, list) and types else ""
-    return n, str(t), n is None and isinstance(d, list) and bool(d)
-
-
-def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
-    steps = find_steps(table)
-    if not steps:
-        raise InputError(table.path, "no training steps found (no ProfilerStep#N)")
-    rank, world, _ = rank_of(table._raw, warnings) if table._raw is not None else (None, 1, "")
-    if rank is None:
-        raise InputError(table.path, "no rank in distributedInfo or the file name (rank<N>)")
-    main = steps[0]
-    names = table.names.tolist()
-    X = table.ph == "X"
-    on_main = X & (table.tid == main.tid) & (table.pid == main.pid)
-    enq = [i for i in np.flatnonzero(on_main) if names[i].startswith("c10d::")]
-    run = [i for i in np.flatnonzero(X & (table.pid == main.pid) & (table.tid != main.tid))
-           if names[i].startswith("gloo:")]
-    enq.sort(key=lambda i: table.ts_ns[i])
-    run.sort(key=lambda i: table.ts_ns[i])
-    if len(enq) != len(run):
-        warnings.append(f"{table.path.name}: {len(enq)} c10d enqueues but {len(run)} gloo "
-                        "collectives; paired in order, the rest dropped")
-    colls = []
-    for e, g in zip(enq, run):
-        kind = names[g].split(":", 1)[1]
-        n, t, bad = _input_numel(table, g)
-        colls.append(_Coll(kind, n, t, (int(table.ts_ns[e]), int(table.end_ns[e])),
-                           (int(table.ts_ns[g]), int(table.end_ns[g])), int(table.tid[g]),
-                           bad_dims=bad))
-    nexts = loader_nexts(table, on_main)
-    autograd = np.flatnonzero(on_main & np.fromiter(
-        (n.startswith("autograd::engine::evaluate_function") for n in names), bool, len(names)))
-    out = _Rank(rank, world, str(table.metadata.get("host_name") or ""), table.path,
-                int(table.base_ns), colls=colls)
-    use = [s for s in steps if not s.last] or list(steps)
-    for s in use:
-        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts)
-        if rec is not None:
-            out.steps.append(rec)
-    if not out.steps:
-        raise InputError(table.path, "no step with a backward pass (autograd events) to "
-                                     "calibrate from")
-    return out
-
-
-def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=()) -> _StepRec | None:
-    inside = (ag_start >= s.start_ns) & (ag_start < s.end_ns)
-    if not inside.any():
-        return None
-    bwd0, bwd1 = int(ag_start[inside].min()), int(ag_end[inside].max())
-    mine = [c for c in colls if s.start_ns <= c.enq[0] < s.end_ns]
-    for c in mine:
-        c.busy = max(min(c.run[1], bwd1) - max(c.run[0], bwd0), 0) / max(c.run[1] - c.run[0], 1)
-    ops: list[tuple[str, str, float, int | None]] = []
-    cur = s.start_ns
-
-    def cpu(until: int):
-        """Host work from ``cur`` to ``until``, split where backward starts."""
-        nonlocal cur
-        if cur < bwd0 < until:
-            cpu(bwd0)
-        ops.append(("cpu", "forward" if until <= bwd0 else "backward",
-                    max(until - cur, 0) / 1e3, None))
-        cur = max(cur, until)
-
-    for a, b in nexts:      # the DataLoader's next() before the step's first enqueue
-        if s.start_ns <= a and b <= min([bwd0] + [c.enq[0] for c in mine]):
-            if a > cur:
-                cpu(a)
-            ops.append(("next", "other", (b - a) / 1e3, None))
-            cur = b
-    last_ar = None
-    for k, c in enumerate(mine):
-        cpu(c.enq[0])
-        phase = "forward" if c.enq[0] < bwd0 else "backward"
-        ops.append(("launch", phase, (c.enq[1] - c.enq[0]) / 1e3, k))
-        cur = c.enq[1]
-        if c.kind == "barrier":
-            ops.append(("sync", phase, 0.0, k))
-            cur = max(cur, c.run[1])
-        elif c.kind == "all_reduce":
-            last_ar = k
-    cpu(max(bwd1, cur))
-    if last_ar is not None:
-        ops.append(("sync", "backward", 0.0, last_ar))
-        cur = max(cur, mine[last_ar].run[1])
-    ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
-    phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}
-    return _StepRec(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us)
-
-
-def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None = None
-                   ) -> StepModel:
-    """One StepModel of every rank (see the module docstring).
-
-    Args:
-        tables: one host-only trace per rank.
-        sidecars: capture sidecars by rank (:class:`calibration.sidecar.Sidecar` with a
-            ``ddp`` record), optional.
+def _job(tables: list[EventTable], warnings: list[str]):
+    """Every rank's fitted steps, kept to the steps of the commonest structure that every rank
+    has: ``(ranks, order, nums, step)`` (``step[rank][number]``).
 
     Raises:
-        InputError: a trace without steps or backward pass, two traces of one rank, or ranks
-            whose steps share no structure.
+        InputError: two traces of one rank, or ranks that share no step of one structure.
     """
-    warnings: list[str] = [w for t in tables for w in t.warnings]
-    warnings += [w for r in sorted(sidecars or {}) for w in sidecars[r].dropped]
     ranks: dict[int, _Rank] = {}
     for t in tables:
         r = _fit_rank(t, warnings)
@@ -259,7 +115,13 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     if not nums:
         raise InputError(tables[0].path, "the ranks share no step of one structure")
     step = {r: {s.number: s for s in ranks[r].steps} for r in order}
-    # clock offsets from collective ends; arrival, skew and transfer per collective
+    return ranks, order, nums, step
+
+
+def _collectives(ranks: dict[int, "_Rank"], order: list[int], nums: list[int], step: dict):
+    """Clock offsets (ns) from collective ends, and per step and collective: arrivals (ns,
+    ``(ranks, steps, colls)``), the last rank to arrive, its transfer (µs), each rank's
+    arrival skew (µs) and each collective's median overlap with backward on the last rank."""
     first = order[0]
 
     def abs_ns(r, t):
@@ -272,11 +134,59 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                             for k in range(n_coll)] for n in nums]) for r in order}
     arr = np.stack([arrive[r] for r in order])                  # (ranks, steps, colls)
     last = arr.argmax(axis=0)                                   # (steps, colls)
-    transfer = np.array([[(lambda c: (c.run[1] - c.run[0]) / 1e3)(
-        step[order[last[i, k]]][n].colls[k]) for k in range(n_coll)] for i, n in enumerate(nums)])
+    def span_us(rec: _StepRec, k: int) -> float:
+        """The collective's span on that rank; the last all-reduce's ends no later than the
+        main thread it woke resumed (a worker may stamp its end after that: late)."""
+        c = rec.colls[k]
+        end = c.run[1]
+        if rec.resume_ns is not None and rec.resume_ns >= c.run[0] and k == max(
+                (j for j, x in enumerate(rec.colls) if x.kind == "all_reduce"), default=-1):
+            end = min(end, rec.resume_ns)     # (a resume before its start is not its wait's)
+        return (end - c.run[0]) / 1e3
+
+    transfer = np.array([[span_us(step[order[last[i, k]]][n], k) for k in range(n_coll)]
+                         for i, n in enumerate(nums)])
     skew = (arr.max(axis=0)[None] - arr) / 1e3                  # µs each rank waited
     busy = [float(np.median([step[order[last[i, k]]][n].colls[k].busy
                              for i, n in enumerate(nums)])) for k in range(n_coll)]
+    return offset, arr, last, transfer, skew, busy
+
+
+def job_transfers(tables: list[EventTable]
+                  ) -> tuple[list[tuple[str, int | None]], np.ndarray, list[float]]:
+    """One gloo job's collectives, as ``(kind, elements)`` in enqueue order, their transfer
+    per step (µs, ``(steps, colls)``: the span on the last rank to arrive) and their median
+    overlap with backward, as :func:`calibrate_gloo` measures them (used to pool a capture's
+    replicates).
+
+    Raises:
+        InputError: as :func:`calibrate_gloo`.
+    """
+    ranks, order, nums, step = _job(tables, [])
+    colls = step[order[0]][nums[0]].colls
+    got = _collectives(ranks, order, nums, step)
+    return [(c.kind, c.numel) for c in colls], got[3], got[5]
+
+
+def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None = None
+                   ) -> StepModel:
+    """One StepModel of every rank (see the module docstring).
+
+    Args:
+        tables: one host-only trace per rank.
+        sidecars: capture sidecars by rank (:class:`calibration.sidecar.Sidecar` with a
+            ``ddp`` record), optional.
+
+    Raises:
+        InputError: a trace without steps or backward pass, two traces of one rank, or ranks
+            whose steps share no structure.
+    """
+    warnings: list[str] = [w for t in tables for w in t.warnings]
+    warnings += [w for r in sorted(sidecars or {}) for w in sidecars[r].dropped]
+    ranks, order, nums, step = _job(tables, warnings)
+    first = order[0]
+    offset, arr, last, transfer, skew, busy = _collectives(ranks, order, nums, step)
+    n_coll = len(step[first][nums[0]].colls)
     # the reference arrives first: it waits longest at the median collective
     ref = order[int(np.argmax(np.median(skew.reshape(len(order), -1), axis=1)))] \
         if n_coll else first
@@ -296,9 +206,20 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                                 name=f"gloo:{c.kind}" + (f" ({nbytes} B)" if nbytes else ""),
                                 kind="collective", category="communication", phase=phase,
                                 dur_us=float(np.median(transfer[:, k])), bytes=nbytes))
+    lags = None
+    if recs[0].ops[-1][:2] == ("cpu", "optimizer") and all(
+            step[r][n].resume_ns is not None for r in order for n in nums):
+        # each rank's late resume after the last all-reduce (calibration.gloo_resume)
+        lags = resume_lags(np.array([[ranks[r].base_ns + step[r][n].resume_ns - offset[r]
+                                      for n in nums] for r in order]))
+        for r in order:
+            for n in nums:
+                step[r][n].phase_us["optimizer"] = step[r][n].opt_work_us
     ops = []
     for j, (kind, phase, _, ci) in enumerate(recs[0].ops):
         vals = [r.ops[j][2] * fac[ref] for r in recs]
+        if lags is not None and j == len(recs[0].ops) - 1:
+            vals = lagged_optimizer([r.opt_work_us * fac[ref] for r in recs], lags)
         task = tasks[ci].id if ci is not None else None
         if kind == "cpu":
             name = {"forward": "forward", "backward": "backward",
@@ -346,6 +267,9 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
                  for i, r in enumerate(order)),
              "measured_median_step_us": float(np.median(job)), **fac_notes,
+             **({"resume_lag_us": ",".join(f"{r}:{float(np.mean(lags[i])):.1f}"
+                                           for i, r in enumerate(order))}
+                if lags is not None else {}),
              **({"backward_preempted_us": round(preempted, 1)} if preempted else {}),
              **({"outside_load_held": held} if held is not None else {})}
     meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,

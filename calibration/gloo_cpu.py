@@ -53,7 +53,7 @@ def _coll_bytes(c) -> float:
 def host_cpu_cost(ranks: dict, sidecars: dict, latency_us: float, bus_gbps: float | None,
                   world: int, warnings: list[str]) -> tuple[float, float, str]:
     """``(host_cpu_us, host_cpu_us_per_mb, source)`` of the model's collectives (see the
-    module docstring). ``ranks`` are :class:`calibration.gloo._Rank` by rank number with their
+    module docstring). ``ranks`` are :class:`calibration.gloo_steps._Rank` by rank number with their
     collectives (``colls``: worker thread ``tid`` and size), ``sidecars`` the capture sidecars
     by rank."""
     fit = _bucket_fit(ranks, sidecars)

@@ -1,0 +1,61 @@
+"""Each rank's late resume after a gloo job's last all-reduce, measured per step.
+
+When the all-reduce that ends backward completes, every rank's training thread wakes at once
+(DDP's ``finalize_backward`` waits for it, untraced) while both ranks' gloo threads still
+run: on the DDP demo's 2 vCPUs one rank's main thread resumes 1.5-1.8 ms after the other's
+in about a third of the captured steps (capture of 2026-12-05 07:43: 7 of 19 steps, 6 of them
+rank 1), and its gloo end stamp is late by as much (the collective completes late on that
+rank). In the timed runs of the same demo one rank's backward returned over 0.5 ms after
+the other's in 25-47 % of steps (mean 2.2-3.2 ms), its training thread's CPU in that tail no
+higher than the other's (0.77 ms): a wait, not work.
+
+Measured here per step ``n`` and rank ``r``: the main thread's resume ``R[r, n]``, the end
+of its longest gap between events after backward's compute (``finalize_backward`` copies the
+buckets already reduced back into the gradients, then waits, untraced, for the last, then
+copies it: ``torch.distributed.ddp.reducer::copy_bucket_to_grad``), on the job's aligned clock; the lag ``L[r, n] = R[r, n] − min_r R[·, n]``
+(µs, the first rank to resume has 0). Calibration took each step's resume lag into the
+reference rank's optimizer op (from its own collective end to the step's end) and every other
+rank's only as a mean shift of its optimizer phase, so the simulated ranks drew the
+reference's lags (1 of 19 steps in that capture) and the measured doubling of a lag by the
+job's per-step statistic (the slower rank's start-to-start time counts a rank late in step n
+once in n and once, through the other's wait, in n + 1) was mostly lost. Now the optimizer op
+of every rank draws the lag from the capture's per-step lags of *every* rank (each rank's
+marginal, ``measured``), after its own lag-free optimizer time (from its resume to the step's
+end, which also drops the late gloo end stamps that shortened it), and a rank's
+``phase_extra_us`` of the optimizer is lag-free. The lag is a wait, not the thread's work: the
+profiler factor does not scale it. Which rank is late is not kept (the two ranks draw apart,
+where the capture had one late at a time: both late in ``p²`` of the steps instead of none).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["resume_after_wait", "resume_lags", "lagged_optimizer"]
+
+
+def resume_after_wait(starts_ns: np.ndarray, ends_ns: np.ndarray, after_ns: int,
+                      before_ns: int) -> int | None:
+    """The end (ns) of the longest gap in the main thread's events (``starts_ns`` sorted,
+    ``ends_ns`` alike) from ``after_ns`` to ``before_ns``: the start of the first event after
+    the untraced wait; None when no event starts in that window."""
+    i, j = (int(np.searchsorted(starts_ns, t, side="left")) for t in (after_ns, before_ns))
+    if i >= j:
+        return None
+    s, e = np.asarray(starts_ns[i:j], float), np.asarray(ends_ns[i:j], float)
+    cover = np.maximum.accumulate(np.concatenate([[after_ns], e[:-1]]))
+    return int(starts_ns[i + int(np.argmax(s - cover))])
+
+
+def resume_lags(resume_ns: np.ndarray) -> np.ndarray:
+    """Per rank and step, how long after the first rank each rank resumed (µs), from the
+    resume instants ``resume_ns`` (``(ranks, steps)``, ns on one aligned clock)."""
+    r = np.asarray(resume_ns, dtype=float)
+    return (r - r.min(axis=0, keepdims=True)) / 1e3
+
+
+def lagged_optimizer(work_us: list[float], lags_us: np.ndarray) -> list[float]:
+    """The optimizer op's samples (µs): each step's lag-free optimizer time ``work_us[n]``
+    plus each rank's lag ``lags_us[r, n]`` in that step, every rank's in turn (``ranks ×
+    steps`` samples: each rank's marginal lag)."""
+    lags = np.asarray(lags_us, dtype=float)
+    return [float(w + lag) for row in lags for w, lag in zip(work_us, row)]

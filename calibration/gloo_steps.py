@@ -1,0 +1,162 @@
+"""A gloo job's per-rank steps read from its trace: the main thread's enqueues paired with the
+worker threads' collectives, and each step's host ops (see :mod:`calibration.gloo`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from stepsim.calibration.events import EventTable
+from stepsim.calibration.gloo_loader import loader_nexts
+from stepsim.calibration.gloo_resume import resume_after_wait
+from stepsim.calibration.steps import find_steps
+from stepsim.calibration.trace_io import rank_of
+from stepsim.simcore.errors import InputError
+
+PHASES = ("forward", "backward", "optimizer")
+
+@dataclass
+class _Coll:
+    kind: str               # all_reduce, barrier, ...
+    numel: int | None
+    dtype: str
+    enq: tuple[int, int]    # main-thread enqueue (start, end), ns on this rank's clock
+    run: tuple[int, int]    # gloo worker (start, end), ns
+    tid: int = 0            # the gloo worker thread that ran it
+    busy: float = 0.0       # share of the run that overlapped this rank's backward compute
+    bad_dims: bool = False  # it had Input Dims, with a size <= 0 (numel None: not a bucket's)
+
+
+@dataclass
+class _StepRec:
+    number: int
+    step_us: float
+    ops: list[tuple[str, str, float, int | None]]   # (kind, phase, dur_us, coll index)
+    colls: list[_Coll]
+    phase_us: dict[str, float]
+    resume_ns: int | None = None    # the main thread's first event after the end-of-backward
+    opt_work_us: float = 0.0        # wait, and the step's end after it (calibration.gloo_resume)
+
+    def shape(self) -> tuple:
+        return tuple((k, p, c) for k, p, _, c in self.ops) + tuple(c.kind for c in self.colls)
+
+
+@dataclass
+class _Rank:
+    rank: int
+    world: int
+    host: str
+    path: Path
+    base_ns: int
+    steps: list[_StepRec] = field(default_factory=list)
+    colls: list[_Coll] = field(default_factory=list)    # every collective of the trace
+
+
+def _input_numel(table: EventTable, i: int) -> tuple[int | None, str, bool]:
+    """(elements of the collective's first input, its dtype, whether its Input Dims were
+    recorded but hold a size <= 0 or a non-integer): numel None when absent or bad."""
+    dims, types = table.arg(i, "Input Dims"), table.arg(i, "Input type")
+    d = dims[0] if isinstance(dims, list) and dims else None
+    while isinstance(d, list) and d and isinstance(d[0], list):
+        d = d[0]
+    ok = isinstance(d, list) and d and all(isinstance(x, int) and x > 0 for x in d)
+    n = int(np.prod(d)) if ok else None     # a dim <= 0 cannot be a bucket's: unknown
+    t = types[0] if isinstance(types, list) and types else ""
+    return n, str(t), n is None and isinstance(d, list) and bool(d)
+
+
+def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
+    steps = find_steps(table)
+    if not steps:
+        raise InputError(table.path, "no training steps found (no ProfilerStep#N)")
+    rank, world, _ = rank_of(table._raw, warnings) if table._raw is not None else (None, 1, "")
+    if rank is None:
+        raise InputError(table.path, "no rank in distributedInfo or the file name (rank<N>)")
+    main = steps[0]
+    names = table.names.tolist()
+    X = table.ph == "X"
+    on_main = X & (table.tid == main.tid) & (table.pid == main.pid)
+    enq = [i for i in np.flatnonzero(on_main) if names[i].startswith("c10d::")]
+    run = [i for i in np.flatnonzero(X & (table.pid == main.pid) & (table.tid != main.tid))
+           if names[i].startswith("gloo:")]
+    enq.sort(key=lambda i: table.ts_ns[i])
+    run.sort(key=lambda i: table.ts_ns[i])
+    if len(enq) != len(run):
+        warnings.append(f"{table.path.name}: {len(enq)} c10d enqueues but {len(run)} gloo "
+                        "collectives; paired in order, the rest dropped")
+    colls = []
+    for e, g in zip(enq, run):
+        kind = names[g].split(":", 1)[1]
+        n, t, bad = _input_numel(table, g)
+        colls.append(_Coll(kind, n, t, (int(table.ts_ns[e]), int(table.end_ns[e])),
+                           (int(table.ts_ns[g]), int(table.end_ns[g])), int(table.tid[g]),
+                           bad_dims=bad))
+    nexts = loader_nexts(table, on_main)
+    autograd = np.flatnonzero(on_main & np.fromiter(
+        (n.startswith("autograd::engine::evaluate_function") for n in names), bool, len(names)))
+    out = _Rank(rank, world, str(table.metadata.get("host_name") or ""), table.path,
+                int(table.base_ns), colls=colls)
+    use = [s for s in steps if not s.last] or list(steps)
+    leaf = np.flatnonzero(on_main & ~np.fromiter(
+        (n.startswith("ProfilerStep#") for n in names), bool, len(names)))
+    leaf = leaf[np.argsort(table.ts_ns[leaf], kind="stable")]
+    main_ev = (table.ts_ns[leaf], table.end_ns[leaf])
+    for s in use:
+        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts, main_ev)
+        if rec is not None:
+            out.steps.append(rec)
+    if not out.steps:
+        raise InputError(table.path, "no step with a backward pass (autograd events) to "
+                                     "calibrate from")
+    return out
+
+
+def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None
+              ) -> _StepRec | None:
+    inside = (ag_start >= s.start_ns) & (ag_start < s.end_ns)
+    if not inside.any():
+        return None
+    bwd0, bwd1 = int(ag_start[inside].min()), int(ag_end[inside].max())
+    mine = [c for c in colls if s.start_ns <= c.enq[0] < s.end_ns]
+    for c in mine:
+        c.busy = max(min(c.run[1], bwd1) - max(c.run[0], bwd0), 0) / max(c.run[1] - c.run[0], 1)
+    ops: list[tuple[str, str, float, int | None]] = []
+    cur = s.start_ns
+
+    def cpu(until: int):
+        """Host work from ``cur`` to ``until``, split where backward starts."""
+        nonlocal cur
+        if cur < bwd0 < until:
+            cpu(bwd0)
+        ops.append(("cpu", "forward" if until <= bwd0 else "backward",
+                    max(until - cur, 0) / 1e3, None))
+        cur = max(cur, until)
+
+    for a, b in nexts:      # the DataLoader's next() before the step's first enqueue
+        if s.start_ns <= a and b <= min([bwd0] + [c.enq[0] for c in mine]):
+            if a > cur:
+                cpu(a)
+            ops.append(("next", "other", (b - a) / 1e3, None))
+            cur = b
+    last_ar = None
+    for k, c in enumerate(mine):
+        cpu(c.enq[0])
+        phase = "forward" if c.enq[0] < bwd0 else "backward"
+        ops.append(("launch", phase, (c.enq[1] - c.enq[0]) / 1e3, k))
+        cur = c.enq[1]
+        if c.kind == "barrier":
+            ops.append(("sync", phase, 0.0, k))
+            cur = max(cur, c.run[1])
+        elif c.kind == "all_reduce":
+            last_ar = k
+    cpu(max(bwd1, cur))
+    resume = None
+    if last_ar is not None:
+        ops.append(("sync", "backward", 0.0, last_ar))
+        resume = None if main_ev is None else resume_after_wait(*main_ev, cur, s.end_ns)
+        cur = max(cur, mine[last_ar].run[1])
+    ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
+    phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}
+    return _StepRec(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us, resume,
+                    (s.end_ns - resume) / 1e3 if resume is not None else 0.0)
