@@ -58,7 +58,8 @@ def handover_from_sidecar(side) -> tuple[dict, dict, list[str]]:
     """``(loader fields, sources, warnings)`` for ``loader.worker_handover_us``: the median
     ``gap_cpu_us`` of the capture's worker batches, else of its probe's (a probe at a second
     ``num_workers``), measured; else :data:`HANDOVER_PRIOR_US`, assumed, and a warning says
-    so. A worker's first batch has no gap (its start-up is before it)."""
+    so, unless the capture timed no batch (no DataLoader: nothing to hand over). A worker's
+    first batch has no gap (its start-up is before it)."""
     key = "loader.worker_handover_us"
     if side is None:
         return {"worker_handover_us": HANDOVER_PRIOR_US}, {key: "assumed"}, []
@@ -72,4 +73,5 @@ def handover_from_sidecar(side) -> tuple[dict, dict, list[str]]:
     return {"worker_handover_us": HANDOVER_PRIOR_US}, {key: "assumed"}, [
         f"a worker's hand-over CPU per batch was not measured (no worker batches in the "
         f"capture or a probe): {HANDOVER_PRIOR_US / 1e3:.1f} ms assumed, drawn ±50 %, for "
-        "what-ifs with workers (record a probe, Capture.steps(..., probe_workers=N))"]
+        "what-ifs with workers (record a probe, Capture.steps(..., probe_workers=N))"
+    ] * bool(side.produce)

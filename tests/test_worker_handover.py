@@ -68,3 +68,10 @@ def test_main_thread_handover_from_probe_else_assumed():
     assert f == {"unpickle_us": 900.0} and src == {"loader.unpickle_us": "measured"}
     f, src = probe_unpickle(_side([]))
     assert f == {"unpickle_us": UNPICKLE_PRIOR_US} and src == {"loader.unpickle_us": "assumed"}
+
+
+def test_no_warning_without_batches():
+    """A capture that timed no batch (a DDP job fed without a DataLoader) has nothing to hand
+    over: the value is assumed, and no warning asks for a probe."""
+    f, src, warn = handover_from_sidecar(_side([]))
+    assert src["loader.worker_handover_us"] == "assumed" and warn == []
