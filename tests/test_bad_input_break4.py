@@ -33,11 +33,11 @@ V = importlib.import_module("stepsim.scenarios.validate")   # the package's `val
 
 @pytest.mark.parametrize("edit,says", [
     (lambda d: d["loader"].update(num_workers=True),
-     "bad sidecar field loader: num_workers must be an integer, not bool True"),
-    (lambda d: d.update(host_cores=True), "bad sidecar field: host_cores must be an integer"),
-    (lambda d: d["loader"].update(pin_memory=1), "pin_memory must be true or false, not int 1"),
-    (lambda d: d["steps"][1].update(wall_us="5"), "steps.1: wall_us must be a number, not str"),
-    (lambda d: d["steps"][1].update(vcsw=2.5), "steps.1: vcsw must be a whole number"),
+     "bad sidecar field loader.num_workers: must be an integer, not bool True"),
+    (lambda d: d.update(host_cores=True), "bad sidecar field host_cores: must be an integer"),
+    (lambda d: d["loader"].update(pin_memory=1), "loader.pin_memory: must be true or false, not int 1"),
+    (lambda d: d["steps"][1].update(wall_us="5"), "steps.1.wall_us: must be a number, not str"),
+    (lambda d: d["steps"][1].update(vcsw=2.5), "steps.1.vcsw: must be a whole number"),
 ])
 def test_a_field_of_another_json_type_refuses_the_sidecar(tmp_path, cpu_run_nw1, edit, says):
     d = _edited(cpu_run_nw1, tmp_path / "run", edit)
