@@ -43,9 +43,10 @@ Sidecar schema (``stepsim_sidecar: 1``), times in µs::
                   # batches: wall, process CPU, run-queue wait); absent for its first batch
      "steps": [{"t_start_us", "wall_us", "cpu_us", "proc_cpu_us", "next_wall_us",
                 "next_cpu_us", "next_proc_cpu_us", "vcsw", "ivcsw", "run_wait_us",
-                "next_run_wait_us", "profiled", "profiler_on"}],
+                "next_run_wait_us", "next_vcsw", "next_ivcsw", "profiled", "profiler_on"}],
                 # per step, main process; vcsw/ivcsw: the main thread's voluntary/involuntary
-                # context switches outside next() (blocking vs waiting for a core);
+                # context switches outside next() (blocking vs waiting for a core),
+                # next_vcsw/next_ivcsw inside it;
                 # run_wait_us (here and per batch): the thread's run-queue wait, runnable
                 # with no core free (/proc/thread-self/schedstat; absent where the OS does
                 # not say), so wall − cpu − run_wait is the time it blocked;

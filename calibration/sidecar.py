@@ -81,6 +81,9 @@ class StepRecord(StrictScalars):
     ivcsw: int | None = Field(default=None, ge=0)
     """The main thread's voluntary / involuntary context switches outside ``next()``: it
     blocked, or it was preempted while runnable (it waited for a core)."""
+    next_vcsw: int | None = Field(default=None, ge=0)
+    next_ivcsw: int | None = Field(default=None, ge=0)
+    """The same inside ``next()`` (None in sidecars written before 2026-12-05 10:55 UTC)."""
     run_wait_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     next_run_wait_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     """The main thread's run-queue wait (runnable, no core free; µs) outside and inside

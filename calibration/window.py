@@ -77,7 +77,9 @@ def _delta(a, b) -> float | None:
 def step_row(t0, t1, t2, profiled: bool, profiler_on: bool | None = None) -> dict:
     """A step's sidecar row from :func:`clocks` at its start, at the end of its ``next()``
     part and at its end; ``vcsw``/``ivcsw``: the main thread's voluntary / involuntary context
-    switches after ``next()`` (it blocked / it was preempted while runnable); ``run_wait_us`` /
+    switches after ``next()`` (it blocked / it was preempted while runnable), ``next_vcsw`` /
+    ``next_ivcsw`` in it (a woken worker taking its core there is one involuntary switch);
+    ``run_wait_us`` /
     ``next_run_wait_us``: the main thread's run-queue wait after / in ``next()`` (µs; None
     unmeasured); ``profiled``: a
     recorded (active) step; ``profiler_on``: the profiler ran (warm-up or active; default:
@@ -87,6 +89,7 @@ def step_row(t0, t1, t2, profiled: bool, profiler_on: bool | None = None) -> dic
             "next_cpu_us": t1[1] - t0[1], "next_proc_cpu_us": t1[2] - t0[2],
             "vcsw": t2[3] - t1[3], "ivcsw": t2[4] - t1[4], "run_wait_us": _delta(t1[5], t2[5]),
             "next_run_wait_us": _delta(t0[5], t1[5]),
+            "next_vcsw": t1[3] - t0[3], "next_ivcsw": t1[4] - t0[4],
             "profiled": profiled,
             "profiler_on": profiled if profiler_on is None else profiler_on}
 
