@@ -158,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
                         "and compare each step with its measured time")
 
     d = sub.add_parser("demo", help="profile a real CPU workload, calibrate, predict, re-measure")
-    d.add_argument("--out", default="stepsim-demo", type=_path,
+    d.add_argument("-o", "--out", default="stepsim-demo", type=_path,
                    help="output folder for every artefact")
     d.add_argument("--quick", action="store_true", help="fewer settings and repeats (for tests)")
     d.add_argument("--ddp", action="store_true",

@@ -218,3 +218,10 @@ def test_a_model_whose_host_is_not_an_object_gives_one_line(tmp_path, host):
     r = run_cli("simulate", str(p))
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and str(p) in lines[0], r.stderr
+
+
+def test_demo_takes_o_as_the_other_verbs_do():
+    """Every verb that writes takes ``-o``; the demo took only ``--out``, and a user's
+    ``stepsim demo -o DIR`` was refused as an unrecognized argument."""
+    from stepsim.cli_args import parser
+    assert parser().parse_args(["demo", "-o", "d1"]).out == "d1"
