@@ -72,7 +72,7 @@ from stepsim.calibration.gloo_comm import GLOO_STREAM, comm_params, record_sizes
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES
 from stepsim.calibration.gloo_loader import rank_loader
 from stepsim.calibration.gloo_preempt import deduct_preemption
-from stepsim.calibration.gloo_resume import lagged_optimizer, resume_lags
+from stepsim.calibration.gloo_resume import late_lags, resume_lags
 from stepsim.calibration.gloo_steps import PHASES, _Coll, _Rank, _StepRec, _fit_rank  # noqa: F401
 from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_overhead import rank_factors
@@ -218,14 +218,17 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     ops = []
     for j, (kind, phase, _, ci) in enumerate(recs[0].ops):
         vals = [r.ops[j][2] * fac[ref] for r in recs]
+        late = None
         if lags is not None and j == len(recs[0].ops) - 1:
-            vals = lagged_optimizer([r.opt_work_us * fac[ref] for r in recs], lags)
+            vals = [r.opt_work_us * fac[ref] for r in recs]
+            late = late_lags(lags)
         task = tasks[ci].id if ci is not None else None
         if kind == "cpu":
             name = {"forward": "forward", "backward": "backward",
                     "optimizer": "optimizer"}[phase]
             ops.append(HostOp(kind="cpu", name=name, dur_us=float(np.mean(vals)),
-                              samples_us=[float(v) for v in vals], phase=phase, category=phase))
+                              samples_us=[float(v) for v in vals], phase=phase, category=phase,
+                              resume_lag_us=late))
         elif kind == "next":
             ops.append(HostOp(kind="next_batch", name="next(DataLoader)"))
         elif kind == "launch":

@@ -72,13 +72,22 @@ class StepEvents:
         self.env = env
         self._launched: dict[tuple[int, int, str], simpy.Event] = {}
         self._done: dict[tuple[int, int, str], simpy.Event] = {}
+        self._ranks: set[int] = set()
 
     def launched(self, rank: int, step: int, task: str) -> simpy.Event:
         key = (rank, step, task)
         ev = self._launched.get(key)
         if ev is None:
             ev = self._launched[key] = self.env.event()
+            self._ranks.add(rank)
         return ev
+
+    def entered_last(self, rank: int, step: int, task: str) -> bool:
+        """Whether ``rank`` launched ``task`` of ``step`` last of the ranks that launched it
+        (ties: the highest rank, as :func:`models.collectives.split_collective`)."""
+        evs = {r: self._launched.get((r, step, task)) for r in self._ranks}
+        got = {r: ev.value for r, ev in evs.items() if ev is not None and ev.triggered}
+        return rank in got and max(got, key=lambda r: (got[r], r)) == rank
 
     def done(self, rank: int, step: int, task: str) -> simpy.Event:
         key = (rank, step, task)

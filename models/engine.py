@@ -177,6 +177,8 @@ def solved(su: Setup, runs: Runs, waits: list):
     m = su.model
     if su.comm_cpu:   # collectives' CPU work on the host cores: they contend there
         return None
+    if any(p.lag is not None for p in su.ops):   # a late resume: who entered last decides
+        return None
     env = simpy.Environment()
     if len(m.ranks) > 1:
         return _solved_ranks(su, runs, waits, env)

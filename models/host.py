@@ -80,6 +80,8 @@ class HostOpPlan:
     corun_ref: float = 0.0            # cpu ops: co-runners per core in the capture
     wall: bool = False                # cpu ops: dur_us is wall-clock time busy on a core
     #                                   (RankParams.phase_wall_us), not work the speed scales
+    lag: Duration | None = None       # cpu ops: the resume lag (HostOp.resume_lag_us), a
+    lag_task: str | None = None       # wait paid by the last rank to enter this collective
 
 
 INTERLEAVE_SLICES = 8
@@ -229,6 +231,16 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             dur_us = op.dur_us if op.replay_us is None else op.replay_us[step]
             if kind == "cpu" and op.samples is not None and op.replay_us is None:
                 dur_us = op.samples.sample(rng)
+            if kind == "cpu" and op.lag is not None:
+                # drawn every step (the stream stays aligned), paid by the last to enter
+                lag_us = op.lag.sample(rng)
+                if lag_us > 0 and events.entered_last(rank, step, op.lag_task):
+                    yield from catch_up()
+                    start = env.now
+                    yield env.timeout(lag_us)
+                    recorder.span(Span(lane, "late resume", "wait", start, lag_us, step, rank,
+                                       cause="core"))
+                    t = env.now
             if kind == "cpu" and op.wall:
                 if simple:
                     start, t = t, t + dur_us

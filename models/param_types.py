@@ -104,6 +104,11 @@ class HostOp(StrictModel):
     samples_us: list[Micros] | None = None
     """For ``cpu`` ops: measured per-step durations (µs); each simulated step draws one of
     them (with replacement) instead of ``dur_us``, so step-to-step variation is kept."""
+    resume_lag_us: list[Micros] | None = None
+    """For a ``cpu`` op right after a ``sync`` on a collective: the measured per-step wait
+    (µs) before the late rank's thread resumed after that collective (one rank late per step,
+    0 where none was); each step draws one, paid only by the rank that entered the collective
+    last (the others slept in it and resume at once), as a wait that uses no core."""
     task: str | None = None
     category: str = "other"
     phase: Phase = "other"

@@ -81,6 +81,15 @@ def issue_points(model: StepModel) -> dict[str, int]:
     raise SimulationError("device task waits form a cycle")
 
 
+def _lag(ops: list, j: int) -> dict:
+    """A cpu op's resume lag (``HostOp.resume_lag_us``) and the collective of the sync right
+    before it, whose last rank to enter pays it (none without such a sync)."""
+    prev = ops[j - 1] if j > 0 else None
+    if prev is None or prev.kind != "sync" or prev.task is None:
+        return {}
+    return {"lag": Empirical(tuple(ops[j].resume_lag_us)), "lag_task": prev.task}
+
+
 def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
     """The host ops as the host process runs them: pageable copies that block, the targets of
     every sync, optimizer-phase ops (skipped under ``no_sync``); with ``replay``, each op's
@@ -116,7 +125,8 @@ def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
             Empirical(tuple(v * r for v in op.samples_us)) if cpu and op.samples_us else None,
             t.launches if op.kind == "launch" and t is not None else 1,
             tuple(v * r for v in op.replay_us) if replay and op.replay_us is not None else None,
-            op.threads if cpu else 1, pf, bf, op.corun_ref if cpu else 0.0))
+            op.threads if cpu else 1, pf, bf, op.corun_ref if cpu else 0.0,
+            **_lag(model.host.ops, j) if cpu and op.resume_lag_us else {}))
     return plans
 
 
