@@ -20,6 +20,7 @@ from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loa
                                        fit_interference, mean_load)
 from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import DurationSpec
@@ -68,9 +69,9 @@ def _steady(sidecar: Sidecar, num_workers: int):
     """``(records, dropped)``: :func:`steady_records` and how many start-up batches it left
     out."""
     recs = [r for r in sidecar.produce if (r.worker < 0) == (num_workers == 0)]
-    prof = [s for s in sidecar.steps if s.profiled and s.t_start_us is not None]
-    if prof and all(r.t_end_us is not None for r in recs):
-        lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
+    span = step_window(sidecar.steps)
+    if span is not None and all(r.t_end_us is not None for r in recs):
+        lo, hi = span
         window = [r for r in recs if lo <= r.t_end_us <= hi]
         if len(window) >= 3:
             recs = window
