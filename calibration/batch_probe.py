@@ -42,7 +42,7 @@ import numpy as np
 
 from stepsim.calibration.run_drift import DRIFT_WARN, unprofiled_after
 from stepsim.calibration.sidecar import Sidecar
-from stepsim.calibration.sidecar_fit import PROBE_FIRST_STEPS, after_startup
+from stepsim.calibration.sidecar_fit import PROBE_FIRST_STEPS, after_startup, probe_base_steps
 
 __all__ = ["BatchProbe", "batch_probe", "fixed_fraction"]
 
@@ -128,7 +128,7 @@ def batch_probe(side: Sidecar | None, seed: int = 0) -> BatchProbe | None:
     r = n / b
     rng = np.random.default_rng(seed)
     notes: list[str] = []
-    cal_steps = [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:]
+    cal_steps = [side.steps[i] for i in probe_base_steps(side)]
     step = [np.asarray([s.compute_cpu_us for s in steps], dtype=float)
             for steps in (cal_steps, side.probe.steps)]
     produce = [np.asarray([p.work_us for p in after_startup(recs)], dtype=float)

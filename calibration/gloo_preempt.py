@@ -70,8 +70,5 @@ def deduct_preemption(ops: list[HostOp], coll_ids: set[str], hosts: dict[int, st
     f = 1.0 - lost / total
     out = list(ops)
     for j in section:
-        op = ops[j]
-        out[j] = op.model_copy(update={
-            "dur_us": op.dur_us * f,
-            "samples_us": [v * f for v in op.samples_us] if op.samples_us else op.samples_us})
+        out[j] = ops[j].scaled(f)
     return out, lost

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.sidecar_fit import after_startup
 from stepsim.models.host_speed import (HOST_NOISE_PRIOR, LOAD_WARN, PRIOR_DOF, own_spread,
                                       speed_interval)
@@ -49,10 +50,10 @@ def window_speed(side: Sidecar) -> float | None:
     :data:`MAX_WINDOW_SPEED`)."""
     nw = side.loader.num_workers
     recs = after_startup([r for r in side.produce if (r.worker < 0) == (nw == 0)])
-    prof = [s for s in side.steps if s.profiled and s.t_start_us is not None]
-    if not prof or not recs or any(r.t_end_us is None for r in recs):
+    span = step_window(side.steps)
+    if span is None or not recs or any(r.t_end_us is None for r in recs):
         return None
-    lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
+    lo, hi = span
     window = [r.work_us for r in recs if lo <= r.t_end_us <= hi]
     whole = [r.work_us for r in recs]
     if len(window) < 3 or len(window) == len(whole) or min(np.median(whole),

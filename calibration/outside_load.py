@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.sidecar_cross import step_window
 from stepsim.models.host_speed import LOAD_WARN
 
 
@@ -155,11 +156,10 @@ def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
     lacks the instants, the cores, any batch (its producers' work would read as outside load)
     or any unblocked busy interval."""
     cores = side.host_cores
-    prof = [s for s in (side.steps if steps is None else steps)
-            if (s.profiled or steps is not None) and s.t_start_us is not None]
-    if not cores or not prof:
+    span = step_window(side.steps) if steps is None else step_window(steps, profiled=False)
+    if not cores or span is None:
         return None
-    lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
+    lo, hi = span
     a = busy_spans(side, num_workers, threads_per_worker, torch_threads)
     if not a.size or not (a[:, 4] == BATCH).any():
         return None   # no batch recorded (or every one dropped): the producers' work unseen

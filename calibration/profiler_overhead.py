@@ -144,7 +144,7 @@ def unprofiled_views(sides: list[Sidecar]) -> list[Sidecar]:
     step in the capture, the plan's first profiled run, against 0.8-1.4 ms in its three
     replicates), so profiled CPU takes that difference for the host's speed (there, a centre
     of 0.944 against 0.967 from the unprofiled steps, which predicts every row 0.4-0.5 ms
-    slower).
+    slower). ``profiler_on`` false, not ``profiled`` false: the warm-up steps run the profiler.
     """
     views = [[s for s in side.steps if s.profiler_on is False] for side in sides]
     if any(len(v) <= MIN_STEPS for v in views):

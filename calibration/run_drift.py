@@ -56,7 +56,9 @@ blocked 19–55 ms (tests/test_after_drain.py)."""
 
 def unprofiled_after(side) -> list:
     """The sidecar's steps after its profiled window, timed with the profiler stopped
-    (``Capture.steps(..., after=N)``); [] without a sidecar or such steps."""
+    (``Capture.steps(..., after=N)``); [] without a sidecar or such steps. Not the steps
+    before the window (:func:`calibration.sidecar_fit.probe_base_steps` takes those): a
+    validation scores the run as it goes on after the capture, profiler stopped."""
     if side is None or not side.steps:
         return []
     last = max((i for i, s in enumerate(side.steps) if s.profiled), default=None)

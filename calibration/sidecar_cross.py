@@ -29,6 +29,17 @@ real batch and step records of 2026-12-04/05 the most was 120 µs, on a ``next()
 past it the record cannot be right (a thread runs on one core at a time)."""
 
 
+def step_window(steps, profiled: bool = True) -> tuple[float, float] | None:
+    """``(start, end)`` (µs, the sidecar's clock) of the timed step records among ``steps``
+    (only the profiled ones unless ``profiled`` is False): the first one's start to the last
+    one's start plus its wall (a loop runs its steps in turn, :func:`_steps`); None when none
+    is timed."""
+    timed = [s for s in steps if (s.profiled or not profiled) and s.t_start_us is not None]
+    if not timed:
+        return None
+    return timed[0].t_start_us, timed[-1].t_start_us + timed[-1].wall_us
+
+
 def _past_wall(cpu_us: float, wall_us: float) -> bool:
     return cpu_us > wall_us * (1 + THREAD_SLACK_SHARE) + THREAD_SLACK_US
 
@@ -90,10 +101,10 @@ def _ddp_threads(p: Path, side) -> list[str]:
     1,368 records of 2026-12-04/05): 1e308 µs on one thread gave an infinite CPU per MiB and
     refused the job."""
     threads = side.ddp.threads if side.ddp is not None else []
-    prof = [s for s in side.steps if s.profiled and s.t_start_us is not None]
-    if not threads or not prof:
+    window = step_window(side.steps)
+    if not threads or window is None:
         return []
-    span = max(s.t_start_us + s.wall_us for s in prof) - min(s.t_start_us for s in prof)
+    span = window[1] - window[0]
     bad = [(i, t) for i, t in enumerate(threads) if _past_wall(t.cpu_us, span)]
     if not bad:
         return []

@@ -20,6 +20,7 @@ from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loa
                                        fit_interference, mean_load)
 from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import DurationSpec
@@ -68,9 +69,9 @@ def _steady(sidecar: Sidecar, num_workers: int):
     """``(records, dropped)``: :func:`steady_records` and how many start-up batches it left
     out."""
     recs = [r for r in sidecar.produce if (r.worker < 0) == (num_workers == 0)]
-    prof = [s for s in sidecar.steps if s.profiled and s.t_start_us is not None]
-    if prof and all(r.t_end_us is not None for r in recs):
-        lo, hi = prof[0].t_start_us, prof[-1].t_start_us + prof[-1].wall_us
+    span = step_window(sidecar.steps)
+    if span is not None and all(r.t_end_us is not None for r in recs):
+        lo, hi = span
         window = [r for r in recs if lo <= r.t_end_us <= hi]
         if len(window) >= 3:
             recs = window
@@ -163,6 +164,14 @@ def worker_startup_us(side: Sidecar) -> float | None:
     return max(0.0, min(starts) - side.iter_start_us)
 
 
+def probe_base_steps(side: Sidecar) -> list[int]:
+    """Indices in ``side.steps`` of the calibration setting's steps a probe at a second setting
+    is compared with (interference, team stall, batch size): those outside the profiled window
+    (``profiled`` false: the profiler's warm-up steps too), less the first
+    :data:`PROBE_FIRST_STEPS` (the workers' start-up)."""
+    return [i for i, s in enumerate(side.steps) if not s.profiled][PROBE_FIRST_STEPS:]
+
+
 def after_startup(recs):
     """The records without any worker process's first batch (``seq`` 0 of a worker ≥ 0: it
     carries the worker's start-up). The main thread's batches at ``num_workers=0`` and a
@@ -210,9 +219,8 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         team = side.torch_num_threads or 1
         # every recorded step is a co-runner; the profiled ones (the profiler's cost) and
         # the first unprofiled ones (the workers' start-up) are not fitted
-        unprof = [i for i, s in enumerate(side.steps) if not s.profiled]
         cal = activities(after_startup(side.produce), side.steps, nw > 0, team,
-                         set(unprof[PROBE_FIRST_STEPS:]))
+                         set(probe_base_steps(side)))
         probe = activities(after_startup(side.probe.produce), side.probe.steps,
                            side.probe.num_workers > 0, team)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
@@ -273,7 +281,7 @@ def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):
     lo, hi = TEAM_STALL_PRIOR
     fit = None
     if side.probe is not None and not side.batch_probe:
-        cal = [s for s in side.steps if not s.profiled][PROBE_FIRST_STEPS:]
+        cal = [side.steps[i] for i in probe_base_steps(side)]
         fit = fit_team_stall(cal, side.probe.steps, team, seed)
     if fit is not None and fit[1][0] > lo:
         lo = min(fit[1][0], hi)

@@ -106,7 +106,9 @@ def team_spin_from_sidecar(side) -> tuple[dict, dict, list[str]]:
     out). Measured on a user's CNN (torch's 2 threads, 2 cores, 2026-12-05): 7.4–8.0 ms in a
     16 ms ``next()``, libgomp's spin count before a waiting thread sleeps. When it lasts
     through the whole ``next()`` it is a floor, said in a warning; a capture with workers
-    cannot separate it from the pin-memory thread's and the workers' hand-over: 0, assumed."""
+    cannot separate it from the pin-memory thread's and the workers' hand-over: 0, assumed.
+    Unprofiled here is ``profiled`` false, as in :func:`calibration.sidecar_fit.probe_base_steps`
+    but with no start-up steps left out: a 0-worker capture has no workers to start."""
     team = (side.torch_num_threads or 1) if side is not None else 1
     if team <= 1:
         return {}, {}, []

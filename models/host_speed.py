@@ -288,9 +288,7 @@ def at_capture_speed(model):
         # the training step was scaled to its unprofiled CPU time (calibration.
         # profiler_overhead.step_factor): the captured window's steps ran profiled
         host = host.model_copy(update={"ops": [
-            op.model_copy(update={"dur_us": op.dur_us / step, "samples_us": (
-                [v / step for v in op.samples_us] if op.samples_us else op.samples_us)})
-            if op.kind == "cpu" else op for op in host.ops]})
+            op.scaled(1 / step) if op.kind == "cpu" else op for op in host.ops]})
     if own == model.host.cpu_scale and host is model.host:
         return model
     return model.model_copy(update={"host": host.model_copy(update={"cpu_scale": own})})

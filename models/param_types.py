@@ -158,6 +158,14 @@ class HostOp(StrictModel):
             raise ValueError("parallel_fraction + block_fraction must be <= 1")
         return self
 
+    def scaled(self, factor: float) -> "HostOp":
+        """This op with ``dur_us`` and each of ``samples_us`` multiplied by ``factor``
+        (``replay_us``, the captured window's own values, kept)."""
+        return self.model_copy(update={
+            "dur_us": self.dur_us * factor,
+            "samples_us": [v * factor for v in self.samples_us] if self.samples_us
+            else self.samples_us})
+
 
 class HostParams(StrictModel):
     """The host thread: one step is ``ops`` in order, repeated every step."""

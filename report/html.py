@@ -20,7 +20,8 @@ from typing import Iterable, Sequence
 from stepsim.models.metrics import label
 from stepsim.report.document import ReportData
 from stepsim.report.plan_table import PLAN_COLUMNS, PLAN_TITLE, plan_rows
-from stepsim.report.validation import LEDGER_ROWS, apart_legend, apart_mark, share_text
+from stepsim.report.validation import (LEDGER_ROWS, apart_legend, apart_mark, hidden_note,
+                                       share_text)
 from stepsim.scenarios.predict import Prediction
 from stepsim.simcore.atomic import write_atomic
 from stepsim.simcore.units import us_to_ms
@@ -196,9 +197,8 @@ def _validation(d: ReportData) -> str:
              f"{r.error_pct:+.1f}%", {True: "yes", False: "no", None: "–"}[r.inside],
              f"{r.predicted_bottleneck} / {r.measured_bottleneck or '–'}")
             for r in shown]
-    hidden = len(d.ledger) - len(rows)
-    out = (f"<p>{hidden} earlier record(s) not shown, the latest {LEDGER_ROWS} below; the "
-           f"score counts all {len(d.ledger)}.</p>" if hidden else "")
+    note = hidden_note(len(d.ledger))
+    out = f"<p>{note}.</p>" if note else ""
     # a ledger may hold other models' validations: each row names the model it scores
     out += _table(("check", "model", "predicted ms", "P10–P90 ms", "measured ms", "error",
                   "inside", "bottleneck predicted / measured"), rows, text_cols=(0, 1, 7))

@@ -61,6 +61,17 @@ def apart_legend(records: Sequence[LedgerRecord]) -> str | None:
     return "; ".join(parts) or None
 
 
+def hidden_note(n_records: int, how_to_see: str = "") -> str | None:
+    """The line saying how many of ``n_records`` ledger records the table leaves out (it shows
+    the latest :data:`LEDGER_ROWS`) and that the score counts them all; ``how_to_see`` is put
+    after "below" (e.g. " (--json lists every record)"). None when every record is shown."""
+    hidden = n_records - LEDGER_ROWS
+    if hidden <= 0:
+        return None
+    return (f"{hidden} earlier record(s) not shown, the latest {LEDGER_ROWS} below{how_to_see};"
+            f" the score counts all {n_records}")
+
+
 def _record_row(r: LedgerRecord) -> list[str]:
     iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
     n = f" ({r.steps_measured})"
@@ -147,10 +158,9 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
     if as_json:
         return _json({"summary": asdict(s), "records": [r.model_dump() for r in records]})
     c = console()
-    if len(records) > LEDGER_ROWS:
-        c.print(f"{len(records) - LEDGER_ROWS} earlier record(s) not shown, the latest "
-                f"{LEDGER_ROWS} below (--json lists every record); the score counts all "
-                f"{len(records)}")
+    note = hidden_note(len(records), " (--json lists every record)")
+    if note:
+        c.print(note)
     print_validation(records[-LEDGER_ROWS:])
     if s.n_in_sample:
         c.print(f"{s.n_in_sample} in-sample record{'s' if s.n_in_sample != 1 else ''} (the "
