@@ -87,7 +87,8 @@ def simulate(model: str | Path | StepModel, steps: int | None = DEFAULT_STEPS,
              queue_plot: str | Path | None = None) -> Simulation | WindowSimulation:
     """Simulate the model's steady state for ``steps`` steps (None: as many as pin its
     mean step, see :data:`stepsim.limits.DEFAULT_STEPS`), or, with ``window``, replay its
-    captured window step by step against the measurement; ``chrome_trace`` writes the
+    captured window step by step against the measurement (the steady state's ``warnings``:
+    what is wrong with the model's own capture, which the CLI prints before it); ``chrome_trace`` writes the
     simulated timeline; ``plot`` its lanes (``plot_steps`` steps; the ``measured`` trace's lanes above them),
     ``queue_plot`` the prefetch queue (see :func:`stepsim.views.draw_simulation`).
 
@@ -118,7 +119,8 @@ def simulate(model: str | Path | StepModel, steps: int | None = DEFAULT_STEPS,
         res = w.result
     else:
         res, count = simulate_counted(m, steps, warmup, seed)
-        out = Simulation(model=m, result=res, summary=summarize(res), count=count)
+        out = Simulation(model=m, result=res, summary=summarize(res), count=count,
+                         warnings=input_warnings(m))
         if plot or queue_plot:
             draw_simulation(m, res, out.summary, plot, measured, plot_steps, queue_plot)
     if chrome_trace:

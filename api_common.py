@@ -148,9 +148,10 @@ def sim_kw(steps: int | None, warmup: int, seed: int, jobs: int) -> dict:
 
 
 def input_warnings(model) -> tuple[str, ...]:
-    """What is wrong with a model file's own capture (:func:`scenarios.caveats.input_caveats`),
-    for a verb whose result holds no warnings (``ceiling``); none where it cannot be read as a
-    model (the verb then says so in its own words)."""
+    """What is wrong with a model's own capture (:func:`scenarios.caveats.input_caveats`), a
+    file or a StepModel, for a verb that applies no operation to it (``simulate``, ``ceiling``,
+    ``report``); none where it cannot be read as a model (the verb
+    then says so in its own words)."""
     from stepsim.scenarios.caveats import input_caveats
     from stepsim.simcore.errors import StepsimError
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from stepsim.api_common import (caveats, guard, is_step_model, load_model, model_name,
-                                operations, progress_bar, sim_kw)
+from stepsim.api_common import (caveats, guard, input_warnings, is_step_model, load_model,
+                                model_name, operations, progress_bar, sim_kw)
 from stepsim.limits import DEFAULT_DRAWS, DEFAULT_STEPS, DEFAULT_WARMUP, bounded
 from stepsim.simcore.errors import StepsimError
 
@@ -150,7 +150,7 @@ def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None,
                      **sim_kw(steps, warmup, seed, jobs))
     if plot:
         plot_ceilings(r, plot)
-    return Ceilings(report=r)
+    return Ceilings(report=r, warnings=input_warnings(m))
 
 
 @bounded

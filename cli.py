@@ -87,7 +87,7 @@ def cmd_simulate(args) -> int:
                      measured=args.measured, plot_steps=args.plot_steps,
                      queue_plot=args.queue_plot)
     if not args.window:
-        _warn(api.input_warnings(args.model))   # what the model's own capture cannot show
+        _warn(r.warnings)   # what the model's own capture cannot show
         print_summary(r.model, r.summary, as_json=args.json, count=r.count)
     elif args.json:
         sys.stdout.write(orjson.dumps(r.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -151,7 +151,7 @@ def cmd_ceiling(args) -> int:
 
     r = api.ceiling(args.model, args.ops, plot=args.plot, progress=not args.json,
                     **_sim_kw(args))
-    _warn(api.input_warnings(args.model))   # what the ceilings cannot show, before them
+    _warn(r.warnings)   # what the ceilings cannot show, before them
     print_ceilings(r.report, as_json=args.json)
     return 0
 
@@ -202,7 +202,7 @@ def cmd_report(args) -> int:
     d = api.report(args.model, args.ops, output=args.output, ledger=args.ledger,
                    measured=args.measured, draws=args.draws, plot_steps=args.plot_steps,
                    with_plan=not args.no_plan, progress=sys.stderr.isatty(), **_sim_kw(args))
-    _warn(dict.fromkeys([*d.warnings, *(w for x in d.whatifs for w in x.caveats)]))
+    _warn(d.warnings)
     print(f"report: baseline {_fmt_ms(d.baseline.mean_step_us)} ms, "
           f"{_n(len(d.whatifs), 'what-if')}, {_n(len(d.ledger), 'validation record')} -> "
           f"{shown(args.output)}")

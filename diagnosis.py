@@ -106,7 +106,9 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
         why = ("a model has no kernel shapes (give the trace)" if gpu else
                "the model has no device work (a CPU run): the step is host work")
         # a CPU model says the trace's reason: there is no device memory to fit either way
-        d = walk(m, roof_why_not=why, memory_why_not=MEMORY_WHY_NOT_CPU if not gpu else
+        # named by the file the user gave (its capture folder's name is the model's)
+        d = walk(m, name="" if path is None else path.name, roof_why_not=why,
+                 memory_why_not=MEMORY_WHY_NOT_CPU if not gpu else
                  "a model has no memory events (give the trace)", **kw)
         from stepsim.scenarios.caveats import input_caveats
 

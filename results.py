@@ -72,6 +72,22 @@ class _Result:
         return _pandas().DataFrame(self.rows())
 
 
+class _Warned:
+    """A result whose ``warnings`` the CLI prints as ``warning:`` lines before it: ``print``
+    and ``repr`` show its head line, then each warning on its own line, as the CLI does."""
+
+    warnings: tuple[str, ...]
+
+    def head(self) -> str:  # pragma: no cover - every result overrides it
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return "\n".join([self.head()] + [f"warning: {w}" for w in self.warnings])
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 @dataclass(frozen=True)
 class Calibration(_Result):
     """A calibrated model and how well it reproduces its own trace (µs).
@@ -153,15 +169,22 @@ class Calibration(_Result):
                 enumerate(self.measured_step_us)]
 
 
-@dataclass(frozen=True)
-class Simulation(_Result):
+@dataclass(frozen=True, repr=False)
+class Simulation(_Warned, _Result):
     """A simulated steady state: the model, the raw result, its summary, and how many steps
-    it simulated with the mean's standard error (µs)."""
+    it simulated with the mean's standard error (µs); ``warnings``: what is wrong with the
+    model's own capture (:func:`scenarios.caveats.input_caveats`)."""
 
     model: StepModel
     result: SimResult
     summary: Summary
     count: StepCount | None = None
+    warnings: tuple[str, ...] = ()
+
+    def head(self) -> str:
+        s = self.summary
+        return (f"Simulation({s.mean_step_us / 1e3:.1f} ms mean step, median "
+                f"{s.median_step_us / 1e3:.1f} ms; {s.bottleneck_label})")
 
     def to_dict(self) -> dict:
         from stepsim.report.tables import summary_dict
@@ -191,8 +214,8 @@ class WindowSimulation(_Result):
         return self.to_dict()["steps"]
 
 
-@dataclass(frozen=True)
-class WhatIf(_Result):
+@dataclass(frozen=True, repr=False)
+class WhatIf(_Warned, _Result):
     """The baseline and the scenario's prediction; ``warnings``: what the model cannot honour
     in the operations (:func:`scenarios.caveats.caveats`)."""
 
@@ -204,16 +227,12 @@ class WhatIf(_Result):
     def speedup(self) -> float:
         return self.baseline.mean_step_us / self.scenario.mean_step_us
 
-    def __str__(self) -> str:
-        """The speed-up, both means and bottlenecks, then each warning on its own line (what
-        ``print(w)`` shows: the CLI prints them as ``warning:`` lines)."""
+    def head(self) -> str:
+        """The speed-up, both means and bottlenecks (``print(w)`` shows the warnings after)."""
         b, s = self.baseline, self.scenario
-        head = (f"WhatIf({s.what}: {self.speedup:.2f}x, {b.mean_step_us / 1e3:.1f} -> "
+        return (f"WhatIf({s.what}: {self.speedup:.2f}x, {b.mean_step_us / 1e3:.1f} -> "
                 f"{s.mean_step_us / 1e3:.1f} ms; {b.bottleneck_label} -> "
                 f"{s.bottleneck_label})")
-        return "\n".join([head] + [f"warning: {w}" for w in self.warnings])
-
-    __repr__ = __str__
 
     def to_dict(self) -> dict:
         from stepsim.report.planner import whatif_dict
@@ -245,9 +264,11 @@ class Sweep(_Result):
 
 @dataclass(frozen=True)
 class Ceilings(_Result):
-    """The simulated Amdahl ceiling of every component."""
+    """The simulated Amdahl ceiling of every component; ``warnings``: what is wrong with the
+    model's own capture (:func:`scenarios.caveats.input_caveats`)."""
 
     report: CeilingReport
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         from stepsim.report.planner import ceiling_dict
@@ -299,13 +320,20 @@ class Validation(_Result):
         return [{k: v for k, v in self.to_dict().items() if k != "traces"}]
 
 
-@dataclass(frozen=True)
-class Diagnosed(_Result):
+@dataclass(frozen=True, repr=False)
+class Diagnosed(_Warned, _Result):
     """The diagnosis tree (:class:`scenarios.diagnose.Diagnosis`); ``warnings``: the
-    calibration's, and a plot that could not be drawn."""
+    calibration's (a trace) or what is wrong with the model's own capture (a model), and a
+    plot that could not be drawn."""
 
     diagnosis: Any
     warnings: tuple[str, ...] = ()
+
+    def head(self) -> str:
+        d = self.diagnosis
+        b = d.baseline
+        return (f"Diagnosed({d.name}: baseline {b.mean_step_us / 1e3:.1f} ms, "
+                f"{b.bottleneck_label}; {len(d.findings)} findings)")
 
     def to_dict(self) -> dict:
         from stepsim.report.diagnose import diagnosis_dict

@@ -115,6 +115,7 @@ def report(model: StepModel, whatifs: Sequence[tuple[str, list]] = (), *,
     """
     from stepsim.report.document import build_report
     from stepsim.report.html import write_report
+    from stepsim.scenarios.caveats import input_caveats
 
     timeline = measured_timeline(measured, plot_steps) if measured else None
     skipped: list[str] = []
@@ -123,8 +124,11 @@ def report(model: StepModel, whatifs: Sequence[tuple[str, list]] = (), *,
     data = build_report(model, list(whatifs), records, timeline, with_plan=with_plan,
                         draws=draws, lane_steps=plot_steps, progress=say, steps=steps,
                         warmup=warmup, seed=seed, jobs=jobs)
-    data.warnings = skipped
     data.caveats[:0] = skipped
+    # what the CLI prints, as whatif's warnings: the model's own capture, then the ledger's
+    # skipped lines and each what-if's caveats, each once
+    data.warnings = list(dict.fromkeys([*input_caveats(model), *skipped,
+                                        *(w for x in data.whatifs for w in x.caveats)]))
     if output is not None:
         write_report(data, output)
     return data

@@ -83,8 +83,10 @@ class Setup:
                                   + [f"rank{r.rank}.host" for r in model.ranks])
         # a window replay gives the host its measured next() times: the main thread's own
         # work, whatever the workers did (they are not simulated)
-        lp = model.loader if captured is None else model.loader.model_copy(
-            update={"num_workers": 0})
+        # and a model without a device pins nothing (StepModel.pins_memory), as torch does
+        update = {**({} if captured is None else {"num_workers": 0}),
+                  **({} if model.pins_memory() else {"pin_memory": False})}
+        lp = model.loader.model_copy(update=update) if update else model.loader
         self.lp = lp
         c = model.comm
         # each collective's CPU work on its rank's host cores (µs; gloo on CPU tensors)

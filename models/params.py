@@ -159,6 +159,14 @@ class StepModel(StrictModel):
     def task_map(self) -> dict[str, DeviceTask]:
         return self.device.tasks()
 
+    def pins_memory(self) -> bool:
+        """Whether the DataLoader pins its batches: ``loader.pin_memory`` on a model with a
+        device. torch pins only where an accelerator is available (``_BaseDataLoaderIter``:
+        ``loader.pin_memory and torch.accelerator.is_available()``, warning otherwise), so a
+        CPU run's DataLoader (no device tasks) runs no pin-memory thread and copies nothing,
+        whatever the setting."""
+        return self.loader.pin_memory and bool(self.device.tasks())
+
     def team_threads(self) -> int:
         """The intra-op threads of the training step's parallel part, as the simulator counts
         them among the host's runnable threads: the most ``threads`` of a ``cpu`` op with a

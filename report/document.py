@@ -68,8 +68,9 @@ class ReportData:
     caveats: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    """What the inputs lacked, said on the command line too (a ledger's skipped lines); also
-    among the caveats."""
+    """What the command line prints before the report's line, each once: what is wrong with
+    the model's own capture, a ledger's skipped lines (also among the caveats) and each
+    what-if's caveats."""
 
 
 def _png(draw: Callable[[Path], None]) -> bytes:

@@ -36,9 +36,11 @@ class ThreadsArgs(FixArgs):
 
 def beside_threads(m: StepModel) -> int:
     """The DataLoader's runnable threads beside the training step: its workers' threads and
-    the pin-memory thread (which runs only with workers)."""
+    the pin-memory thread (which runs only with workers, and only with a device:
+    :meth:`StepModel.pins_memory`)."""
     lp = m.loader
-    return lp.num_workers * lp.threads_per_worker + (1 if lp.pin_memory and lp.num_workers else 0)
+    return lp.num_workers * lp.threads_per_worker + (1 if m.pins_memory() and lp.num_workers
+                                                     else 0)
 
 
 def fitting_threads(m: StepModel) -> int:

@@ -21,6 +21,10 @@ WORKER_ONLY = ("loader.threads_per_worker", "loader.unpickle_us", "loader.worker
                "loader.batches_per_epoch", "loader.corun_ref", "loader.worker_handover_us")
 """Loader fields read only for DataLoader workers."""
 
+NO_PINNING = ("the model has no device (a CPU run), and torch pins nothing without an "
+              "accelerator (StepModel.pins_memory)")
+"""Why ``loader.pin_gbps`` is read by nothing on a model without a device."""
+
 NOTHING = "changes nothing"
 """The words every line here holds (the catch-all is not added beside a line that says why)."""
 
@@ -70,6 +74,8 @@ def unread_settings(model: StepModel, after: StepModel | None, sets: Sequence[tu
         elif path in WORKER_ONLY and lo.num_workers == 0:
             out.append(f"{what} changes nothing with loader.num_workers=0: the main thread "
                        "makes each batch, and the field is read only for DataLoader workers")
+        elif path == "loader.pin_gbps" and lo.pin_memory and not model.pins_memory():
+            out.append(f"{what} changes nothing here: {NO_PINNING}")
         elif path == "loader.pin_gbps" and lo.pin_memory and lo.num_workers == 0:
             out.append(f"{what} changes nothing with loader.num_workers=0: the model prices "
                        "the copy into pinned memory only on the pin-memory thread that serves "
@@ -104,6 +110,8 @@ def unread_params(model: StepModel) -> dict[str, str]:
     out: dict[str, str] = {}
     if not lo.pin_memory:
         out["loader.pin_gbps"] = "loader.pin_memory is off, so no batch is copied into pinned memory"
+    elif not model.pins_memory():
+        out["loader.pin_gbps"] = NO_PINNING
     elif lo.num_workers == 0:
         out["loader.pin_gbps"] = ("with loader.num_workers=0 the model prices the copy into "
                                   "pinned memory only on the pin-memory thread that serves "

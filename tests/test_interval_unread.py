@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepsim.models.params import StepModel
+from stepsim.models.params import DeviceParams, DeviceTask, HostOp, StepModel
 from stepsim.scenarios.draws import draw_plan, uncertain_params
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_fix, parse_set
@@ -16,9 +16,13 @@ def _model(nw: int, pin: bool) -> StepModel:
     m = host_model(nw, 2, 30.0, 20.0, threads=2, parallel=0.8)
     ops = [op.model_copy(update={"capture_threads": 2, "parallel_efficiency": 0.75})
            if op.kind == "cpu" else op for op in m.host.ops]
+    # a device (one 1 µs kernel): torch pins only where an accelerator is available, and so
+    # does the model (StepModel.pins_memory)
+    ops += [HostOp(kind="launch", task="k", dur_us=0.0)]
     return m.model_copy(update={
         "loader": m.loader.model_copy(update={"pin_memory": pin, "batch_bytes": 2 ** 20}),
         "host": m.host.model_copy(update={"ops": ops}),
+        "device": DeviceParams(streams={"7": [DeviceTask(id="k", stream="7", dur_us=1.0)]}),
         "meta": m.meta.model_copy(update={"sources": {
             "loader.pin_gbps": "assumed", "loader.threads_per_worker": "assumed",
             "loader.produce": "inferred", "host.ops[1].parallel_efficiency": "assumed"}})})

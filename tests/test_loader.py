@@ -18,6 +18,15 @@ def consumer(loader: LoaderParams, cpu_us: float = 0.0, uses_core: bool = True) 
     return StepModel(loader=loader, host=HostParams(ops=ops, uses_core=uses_core))
 
 
+def on_device(model: StepModel) -> StepModel:
+    """``model`` with a device (one 1 µs kernel launched at the end of the step): torch pins
+    only where an accelerator is available, and so does the model (StepModel.pins_memory)."""
+    ops = [*model.host.ops, HostOp(kind="launch", task="k", dur_us=0.0)]
+    return model.model_copy(update={
+        "host": model.host.model_copy(update={"ops": ops}),
+        "device": DeviceParams(streams={"7": [DeviceTask(id="k", stream="7", dur_us=1.0)]})})
+
+
 def batches_per_s(model: StepModel, steps: int, warmup: int) -> float:
     return 1e6 / simulate(model, steps=steps, warmup=warmup).mean_step_us
 
@@ -93,9 +102,14 @@ def test_pin_memory_thread_is_one_serial_stage():
     # 4 fast workers (10 ms each) but pinning 64 MB at 8 GB/s takes 8 ms: at most 125 batches/s
     lp = LoaderParams(num_workers=4, prefetch_factor=4, host_cores=16, pin_memory=True,
                       batch_bytes=64_000_000, pin_gbps=8.0, produce=DurationSpec(mean_us=10 * MS))
-    assert batches_per_s(consumer(lp), steps=100, warmup=20) == pytest.approx(125.0, rel=0.01)
-    pins = [s for s in simulate(consumer(lp), steps=20).spans if s.lane == "rank0.pin_memory"]
-    assert all(a.end_us <= b.start_us + 1e-9 for a, b in zip(pins, pins[1:]))
+    assert batches_per_s(on_device(consumer(lp)), steps=100, warmup=20) == pytest.approx(
+        125.0, rel=0.01)
+    pins = [s for s in simulate(on_device(consumer(lp)), steps=20).spans
+            if s.lane == "rank0.pin_memory"]
+    assert pins and all(a.end_us <= b.start_us + 1e-9 for a, b in zip(pins, pins[1:]))
+    # without a device torch pins nothing: no pin thread, the workers' 10 ms / 4 = 2.5 ms
+    assert not [s for s in simulate(consumer(lp), steps=20).spans if "pin_memory" in s.lane]
+    assert batches_per_s(consumer(lp), steps=100, warmup=20) == pytest.approx(400.0, rel=0.01)
 
 
 def test_unpickling_costs_the_main_thread_without_pin_memory():

@@ -67,7 +67,13 @@ def test_a_setting_the_model_reads_says_nothing():
     assert not said(cpu_model(2), "loader.in_order=false")
     assert not said(cpu_model(2, batches_per_epoch=10, worker_startup_us=5000),
                     "loader.persistent_workers=true")
-    assert not said(cpu_model(2, pin_memory=True), "loader.pin_gbps=1")
+    # pinning needs a device (torch pins nothing without an accelerator): gpu_model has one
+    pinned = gpu_model(h2d=True)
+    pinned = pinned.model_copy(update={"loader": pinned.loader.model_copy(
+        update={"pin_memory": True})})
+    assert not said(pinned, "loader.pin_gbps=1")
+    (line,) = said(cpu_model(2, pin_memory=True), "loader.pin_gbps=1")
+    assert "no device" in line and "pins nothing" in line
     assert not said(cpu_model(0), "loader.num_workers=2", "loader.unpickle_us=500")
     assert not said(gpu_model(h2d=True), "loader.pin_memory=true")
     assert not said(gpu_model(h2d=True), "comm.grad_accum_steps=4")   # skips the optimizer
