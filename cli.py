@@ -7,6 +7,7 @@ report, demo.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -229,6 +230,8 @@ def _inputs(args) -> list[Path]:
         v = getattr(args, name, None)
         out += [Path(x) for x in (v if isinstance(v, list) else [v]) if x]
     out += [Path(v) for kind, v in getattr(args, "ops", None) or [] if kind == "scenario"]
+    if getattr(args, "ledger", None) and args.verb != "validate":   # report, sweep: read only
+        out.append(Path(args.ledger))
     measured = getattr(args, "measured", None) or []   # simulate/report: TRACE; sweep: V=TRACE
     out += [Path(m.split("=", 1)[-1]) for m in measured] if isinstance(measured, list) else [
         Path(measured)]
@@ -239,8 +242,9 @@ def _refuse_overwriting_inputs(args) -> None:
     """No output over an input (:func:`simcore.outputs.refuse_overwriting_inputs`)."""
     from stepsim.simcore.outputs import refuse_overwriting_inputs
 
-    refuse_overwriting_inputs(_inputs(args), [(flag, getattr(args, name, None))
-                                              for name, flag in _OUTPUTS])
+    refuse_overwriting_inputs(_inputs(args), [
+        (flag, getattr(args, name, None)) for name, flag in _OUTPUTS
+        if name != "ledger" or args.verb == "validate"])
 
 
 COMMANDS = {"calibrate": cmd_calibrate, "simulate": cmd_simulate, "demo": cmd_demo,
@@ -266,8 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _refuse_overwriting_inputs(args)
         rc = COMMANDS[args.verb](args)
+        sys.stdout.flush()
         _say_written(args)
         return rc
+    except BrokenPipeError:   # `stepsim ledger L | head -1`: end as a Unix tool, quietly, 141
+        try:   # (141 = 128 + SIGPIPE); stdout to /dev/null: Python's own last flush is quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):   # a stdout without a descriptor (io.UnsupportedOperation)
+            pass
+        return 141
     except (SimulationError, NotApplicable) as e:
         model = getattr(args, "model", None)
         text = str(e)

@@ -198,6 +198,10 @@ class Capture:
         every rank. Returns ``model``. With a world size above 1, this rank writes into
         ``out_dir/rank<R>``."""
         self._ddp = ddp_record(model)
+        if self._ddp is None:   # a script run without torchrun: say why nothing is recorded
+            warnings.warn("stepsim: Capture.ddp(model) outside a distributed job (no "
+                          "torch.distributed process group is initialised): nothing recorded, "
+                          "the capture is of a single process", stacklevel=2)
         return model
 
     def steps(self, loader, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
@@ -233,7 +237,8 @@ class Capture:
         intra-op threads).
 
         Raises:
-            ValueError: for a non-positive ``active`` or negative schedule counts, both probes
+            ValueError: for a non-positive ``active`` or ``probe_steps`` or negative schedule
+                counts, both probes
                 at once, a probe without a loader made by :meth:`dataloader`, or a
                 ``probe_batch_size`` that is not a whole number ≥ 1 or is the loader's own.
             RuntimeError: a second call on one Capture (it would overwrite the first capture).
@@ -244,9 +249,16 @@ class Capture:
             raise RuntimeError(f"Capture.steps was already called on this Capture: a second "
                                f"capture would overwrite the first in {self.out_dir}; make a "
                                "new Capture with another out_dir")
+        if isinstance(probe_steps, bool) or not isinstance(probe_steps, int) or probe_steps < 1:
+            raise ValueError(f"probe_steps={probe_steps!r}: expected a whole number of steps "
+                             ">= 1")
         self._stepped = True
         if self._loader_settings is None and isinstance(loader, tud.DataLoader):
             self.attach(loader)
+        elif self._loader_settings is None:   # a list, a generator: no batch can be timed
+            warnings.warn(f"stepsim: Capture.steps(loader): a {type(loader).__name__}, not a "
+                          "torch DataLoader (nor one made by Capture.dataloader or attached): "
+                          "only the trace is written, no sidecar", stacklevel=2)
         win = Window(rank_dir(self.out_dir, self._ddp), self._records, self._loader_settings,
                      via="harness", active=active, wait=wait, warmup=warmup,
                      skip_first=skip_first, after=after, ddp=self._ddp,

@@ -117,6 +117,10 @@ class Idents:
         return code
 
 
+_JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number",
+              bool: "true or false"}
+
+
 def category(c, p) -> str:
     """The normalised category of raw ``cat`` ``c`` (str or None) and phase ``p``."""
     if p in ("i", "I"):
@@ -130,8 +134,8 @@ def category(c, p) -> str:
 class Columns:
     """The per-event columns of a table before its rows are fixed up (see
     :func:`calibration.events.build_table`), with what was found wrong: events whose ``args``
-    is not an object, events whose ``dur`` cannot be right (index, problem), and how many
-    events have a ``dur``."""
+    is not an object or whose ``pid`` or ``tid`` is an object or an array (``bad_args``), events
+    whose ``dur`` cannot be right (index, problem each), and how many events have a ``dur``."""
 
     names: np.ndarray
     cat: np.ndarray
@@ -172,7 +176,7 @@ def row_columns(events) -> Columns:
     corr, ext, stream, device, nbytes = (ints["correlation"], ints["external_id"], ints["stream"],
                                         ints["device"], ints["bytes"])
     in_n, out_n, gsize = ints["in_nelems"], ints["out_nelems"], ints["group_size"]
-    bad_args: list[int] = []
+    bad_args: list[tuple[int, str]] = []
     bad_dur: list[tuple[int, str]] = []
     timed = 0
     for i, e in enumerate(events):
@@ -194,8 +198,13 @@ def row_columns(events) -> Columns:
         if c is None and p == "X":   # the pre-Kineto autograd profiler writes no cat
             nc = "kernel" if e.get("pid") == LEGACY_GPU_PID else "cpu_op"
         cat[i] = nc
-        pid[i] = ident(e.get("pid"))
-        tid[i] = ident(e.get("tid"))
+        pv, tv = e.get("pid"), e.get("tid")
+        if type(pv) in (dict, list) or type(tv) in (dict, list):
+            bad_args.append((i, f"{'pid' if type(pv) in (dict, list) else 'tid'} is "
+                                f"{'an object' if dict in (type(pv), type(tv)) else 'an array'}"))
+            pv = tv = None
+        pid[i] = ident(pv)
+        tid[i] = ident(tv)
         if "dur" in e:   # "dur": null is a dur that cannot be right, not a missing one
             d = e["dur"]
             timed += 1
@@ -211,7 +220,7 @@ def row_columns(events) -> Columns:
         if a is None:
             continue
         if type(a) is not dict:
-            bad_args.append(i)
+            bad_args.append((i, f"args is {_JSON_KIND.get(type(a), 'not an object')}"))
             continue
         v = arg_value(a, "correlation")
         if v is not None:

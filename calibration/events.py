@@ -101,7 +101,23 @@ def _bad_durs(path: Path, bad: list[tuple[int, str]], timed: int) -> str:
             f"(first: {problem} at event {i})")
 
 
-_DROPPED = (BAD_DUR, "whose ts cannot be right", "whose ts lies more than")
+BAD_FIELDS = "whose args, pid or tid cannot be right"
+"""What the warning of the events dropped for an ``args`` that is not an object or a ``pid`` or
+``tid`` that is an object or an array says."""
+
+
+def _bad_fields(path: Path, bad: list[tuple[int, str]], n: int) -> str:
+    """The warning for the events dropped for their ``args``, ``pid`` or ``tid``; InputError
+    naming the first when they are all the events there are."""
+    i, problem = bad[0]
+    if len(bad) >= n:
+        raise InputError(path, f"no event left: all {n} are events {BAD_FIELDS} (first: "
+                               f"{problem})", f"event {i}")
+    return (f"{path.name}: dropped {len(bad)} of {n} event(s) {BAD_FIELDS} "
+            f"(first: {problem} at event {i})")
+
+
+_DROPPED = (BAD_DUR, BAD_FIELDS, "whose ts cannot be right", "whose ts lies more than")
 """What the warnings of events dropped as records that cannot be right say (their ``dur``
 here, their ``ts`` in :mod:`calibration.trace_ts`)."""
 
@@ -242,9 +258,10 @@ def build_table(raw: RawTrace) -> EventTable:
             finite, is negative or is longer than 30 days
             (:data:`calibration.trace_io.MAX_SPAN_US`), with the first event's index; when only
             some have, those are dropped (``index`` still names each row's event) and one
-            warning counts them. Other odd fields never raise: unknown categories become ``other``,
-            unparsable or out-of-int64 numbers −1/NaN, non-object ``args`` are ignored (a
-            warning counts them).
+            warning counts them; the same for events whose ``args`` is not an object or whose
+            ``pid`` or ``tid`` is an object or an array, when they are all the events. Other odd
+            fields never raise: unknown categories become ``other``, unparsable or
+            out-of-int64 numbers −1/NaN.
     """
     cols = raw.columns if isinstance(raw.columns, Columns) else \
         (fast_columns(raw.columns, raw.events) if raw.columns is not None else None) \
@@ -269,8 +286,7 @@ def build_table(raw: RawTrace) -> EventTable:
         warnings.append(f"{raw.path.name}: all {int(complete.sum())} complete events have dur 0: "
                         "the trace's durations are missing or zeroed")
     if cols.bad_args:
-        warnings.append(f"{raw.path.name}: {len(cols.bad_args)} event(s) have 'args' that is "
-                        f"not an object (first: event {cols.bad_args[0]}); those args are ignored")
+        warnings.append(_bad_fields(raw.path, cols.bad_args, n))
     if cols.bad_dur:
         warnings.append(_bad_durs(raw.path, cols.bad_dur, cols.timed))
     table = EventTable(
@@ -279,8 +295,8 @@ def build_table(raw: RawTrace) -> EventTable:
         dtype=cols.dtype, **cols.ints, index=np.arange(n, dtype=np.int64), path=raw.path,
         metadata=raw.metadata, base_ns=base_abs, str_ids={v: k for k, v in cols.str_ids.items()},
         warnings=warnings, _raw=raw)
-    if cols.bad_dur:
+    if cols.bad_dur or cols.bad_args:
         keep = np.ones(n, dtype=bool)
-        keep[[i for i, _ in cols.bad_dur]] = False
+        keep[[i for i, _ in cols.bad_dur + cols.bad_args]] = False
         table = table.where(keep)
     return table

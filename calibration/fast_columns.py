@@ -91,11 +91,13 @@ def _text(v):
     return v if v is None else str(plain(v))
 
 
-def _idents(pids: list, tids: list, ident: Idents) -> tuple[np.ndarray, np.ndarray, dict]:
+def _idents(pids: list, tids: list, ident: Idents) -> tuple[np.ndarray, np.ndarray, dict] | None:
     """pid and tid columns by :class:`calibration.event_rows.Idents` (``ident``: the codes
     given so far), codes given in the order the general reader gives them (pid then tid,
-    event by event)."""
+    event by event); None when some is an object or an array."""
     kinds = set(map(type, pids)) | set(map(type, tids))
+    if dict in kinds or list in kinds:   # the general reader drops those events, and says so
+        return None
     if kinds <= {int, str}:     # hashable, and no 1 == 1.0 == True between kinds
         if kinds == {int}:
             try:
@@ -115,8 +117,8 @@ def fast_columns(dec: Decoded, events, ident: Idents | None = None,
                  args: dict | None = None) -> Columns | None:
     """The columns :func:`calibration.event_rows.row_columns` gives for the same events, from
     what :func:`calibration.columnar.decode` read (``events``: the same, as dicts, for a
-    message); None when some ``args`` is not an object (the general reader then counts
-    them). ``ident``: the pid/tid codes of the events before these (a trace read in blocks,
+    message); None when some ``args`` is not an object, or some ``pid`` or ``tid`` is an object
+    or an array (the general reader then drops and counts those events). ``ident``: the pid/tid codes of the events before these (a trace read in blocks,
     :mod:`calibration.block_reader`); ``args``: their :func:`calibration.columnar.arg_columns`
     when already read."""
     args = arg_columns(dec.args) if args is None else args
@@ -134,7 +136,10 @@ def fast_columns(dec: Decoded, events, ident: Idents | None = None,
         for i in [i for i, c in enumerate(cats) if c is None]:
             if phs[i] == "X":
                 cat[i] = "kernel" if dec.pid[i] == LEGACY_GPU_PID else "cpu_op"
-    pid, tid, str_ids = _idents(dec.pid, dec.tid, Idents() if ident is None else ident)
+    got = _idents(dec.pid, dec.tid, Idents() if ident is None else ident)
+    if got is None:
+        return None
+    pid, tid, str_ids = got
     dur, bad_dur, timed = _durations(dec)
     flow = _mask(phs, ("s", "f", "t"))
     flow_id = np.where(flow, _int_column([dec.id]), -1)

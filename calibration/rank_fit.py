@@ -101,7 +101,8 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
         raise InputError(path, f"none of the {len(links.gpu_rows)} GPU activities links to a "
                          "launch call (no correlation id, flow or External id matches one; a "
                          "pre-Kineto autograd-profiler trace records no launch calls): the GPU "
-                         "work cannot be placed in the steps; record with torch.profiler")
+                         "work cannot be placed in the steps; record with torch.profiler"
+                         + dropped_note(table))
     kept, cw = usable_steps(table, links, steps)
     warnings += [f"{path.name}: {w}" for w in cw]
     if not kept:

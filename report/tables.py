@@ -39,6 +39,12 @@ class _Uncropped(Console):
     def print(self, *objects, crop: bool = False, **kw) -> None:
         super().print(*objects, crop=crop, **kw)
 
+    def on_broken_pipe(self) -> None:
+        """The reader left (``stepsim ledger L | head -1``): :func:`stepsim.cli.main` ends
+        quietly (rich's own way exits 1)."""
+        self.quiet = True
+        raise BrokenPipeError
+
 
 def console() -> Console:
     """stdout's console: the terminal's width, else ``COLUMNS``, else 110 columns

@@ -7,7 +7,7 @@ Grammar: segments separated by ``.``; a segment may be bracketed to hold dots
 * in a pydantic model the segment names a field (``loader``, ``num_workers``);
   ``device.tasks.<id>`` is a shortcut for the task of that id on whichever stream holds it;
 * in a list it picks an element by its key: ``rank`` for ranks (``ranks.1`` is rank 1), ``id``
-  for device tasks, else a unique ``name``; failing that, an integer index (``host.ops.3``);
+  for device tasks, else a unique ``name``; failing that, an index from 0 (``host.ops.3``);
 * in a free dict (``meta.notes``, ``ranks.0.phase_extra_us``) it is a key; the last segment
   may be a new key.
 
@@ -70,9 +70,9 @@ def _list_index(items: list, seg: str, where: str) -> int:
         i = int(seg)
     except ValueError:
         raise ModelError(f"{where}: no item {seg!r}") from None
-    if not -len(items) <= i < len(items):
-        raise ModelError(f"{where}: index {i} out of range (list of {len(items)})")
-    return i % len(items)
+    if not 0 <= i < len(items):   # -1 would silently pick the last item
+        raise ModelError(f"{where}: index {i} out of range (list of {len(items)}, indices from 0)")
+    return i
 
 
 def resolve(model: StepModel, path: str, allow_new_key: bool = False) -> tuple[list[Key], Any]:

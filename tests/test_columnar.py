@@ -74,6 +74,7 @@ QUIRKS = {
     "negative and odd ts": [ev(ts=-5.25), ev(ts=0.0001), ev(ts=7.999999), ev(ts=3)],
     "args not an object": [ev(args=[1, 2]), ev(args="x"), ev()],
     "args null": [ev(args=None), ev(args={"correlation": 1})],
+    "pid or tid an object": [ev(pid={"a": 1}), ev(tid=[2]), ev(), ev(pid="a")],
     "ts as strings": [ev(ts="12.5"), ev(ts=" 13 ")],
     "exponent ts": [ev(ts=1.5e3), ev(ts=2)],
     "non-ascii names": [ev(name="kernel \u00e9\u4e2d"), ev()],
@@ -96,7 +97,7 @@ def test_fast_and_general_readers_agree(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", ["args not an object", "ts as strings", "exponent ts",
-                                  "args null"])
+                                  "args null", "pid or tid an object"])
 def test_what_the_fast_reader_does_not_take_goes_the_general_way(tmp_path, name):
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": QUIRKS[name]}))

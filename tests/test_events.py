@@ -154,12 +154,12 @@ def cpu_op(i, **kw):
     return e
 
 
-def test_args_that_are_not_an_object_are_ignored_with_a_warning(tmp_path):
+def test_events_whose_args_is_not_an_object_are_dropped_with_a_warning(tmp_path):
     t = table_of(tmp_path, [cpu_op(0, args=[1, 2]), cpu_op(1, args="correlation=5"),
                             cpu_op(2, args={"correlation": 7})])
-    assert t.correlation.tolist() == [-1, -1, 7] and t.arg(0, "correlation", "none") == "none"
-    assert t.warnings == ["t.json: 2 event(s) have 'args' that is not an object (first: event "
-                          "0); those args are ignored"]
+    assert t.correlation.tolist() == [7] and t.index.tolist() == [2]
+    assert t.warnings == ["t.json: dropped 2 of 3 event(s) whose args, pid or tid cannot be "
+                          "right (first: args is an array at event 0)"]
 
 
 @pytest.mark.parametrize("dur,problem", [

@@ -269,7 +269,8 @@ def test_non_object_args_warning_reaches_the_model(tmp_path):
             if e["cat"] == "cpu_op":
                 e["args"] = ["not", "an", "object"]
     m = calibrate_gpu(one_rank_trace(tmp_path / "args_list.json", change=listify))
-    assert any("have 'args' that is not an object" in w for w in m.meta.warnings)
+    assert any("whose args, pid or tid cannot be right (first: args is an array" in w
+               for w in m.meta.warnings)
 
 
 def test_zero_length_profiler_steps_are_named_in_the_error(tmp_path):
