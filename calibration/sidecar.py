@@ -390,9 +390,9 @@ def load_sidecar(path: str | Path) -> Sidecar:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
-        name, _, rest = msg.partition(" must be ")   # a strict scalar's check names its field
+        name, _, rest = msg.partition(" must ")   # a strict scalar's check names its field
         if rest and name.isidentifier():
-            loc, msg = ".".join(filter(None, (loc, name))), "must be " + rest
+            loc, msg = ".".join(filter(None, (loc, name))), "must " + rest
         raise InputError(p, f"bad sidecar field {loc}: {msg}" if loc else
                          f"bad sidecar field: {msg}") from None
     side._dropped = notes + cross_check(p, side)

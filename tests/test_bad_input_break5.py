@@ -43,11 +43,11 @@ _PARAM = {"name": "w", "shape": [2, 3], "numel": 6, "dtype": "float32", "bytes":
 
 @pytest.mark.parametrize("ddp,says", [
     ({"params": [{**_PARAM, "shape": [True, 3]}]},
-     "ddp.params.0: shape must hold only integers, not bool True"),
-    ({"params": [{**_PARAM, "shape": [2.0, 3]}]}, "shape must hold only integers, not float 2.0"),
+     "ddp.params.0.shape: must hold only integers, not bool True"),
+    ({"params": [{**_PARAM, "shape": [2.0, 3]}]}, "shape: must hold only integers, not float 2.0"),
     ({"bucket_cap_mb_list": [25.0, True]},
-     "bad sidecar field ddp: bucket_cap_mb_list must hold only numbers, not bool True"),
-    ({"bucket_cap_mb_list": ["25"]}, "bucket_cap_mb_list must hold only numbers, not str '25'"),
+     "bad sidecar field ddp.bucket_cap_mb_list: must hold only numbers, not bool True"),
+    ({"bucket_cap_mb_list": ["25"]}, "bucket_cap_mb_list: must hold only numbers, not str '25'"),
 ])
 def test_a_list_element_of_another_json_type_refuses_the_sidecar(tmp_path, cpu_run_nw1, ddp,
                                                                  says):

@@ -76,7 +76,7 @@ def test_model_json_round_trip(tmp_path, cpu_run_nw1):
     (b"{not json", "not valid JSON"),
     (b'{"traceEvents": []}', "not a stepsim sidecar"),
     (b'{"stepsim_sidecar": 1, "loader": {"num_workers": "many"}}',
-     "loader: num_workers must be an integer"),
+     "loader.num_workers: must be an integer"),
 ])
 def test_bad_sidecar(tmp_path, content, msg):
     p = tmp_path / "side.json"
