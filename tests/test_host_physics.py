@@ -165,7 +165,9 @@ def test_capture_with_a_probe_calibrates_interference(tmp_path):
     lo, hi = m.host.interference_range
     assert lo <= hi and m.meta.sources["host.interference"] in ("inferred", "assumed")
     if m.meta.sources["host.interference"] == "assumed":
-        assert any("probe could not separate" in w for w in m.meta.warnings)
+        # either no change of load, or the host sped up between the settings' steps
+        assert any("probe could not separate" in w or "fell as its load rose" in w
+                   for w in m.meta.warnings), m.meta.warnings
     assert m.meta.ranges["host.cpu_scale"] == (0.94, 1.06)
 
 
