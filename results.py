@@ -262,13 +262,20 @@ class Sweep(_Result):
                 for pt in self.to_dict()["points"]]
 
 
-@dataclass(frozen=True)
-class Ceilings(_Result):
+@dataclass(frozen=True, repr=False)
+class Ceilings(_Warned, _Result):
     """The simulated Amdahl ceiling of every component; ``warnings``: what is wrong with the
     model's own capture (:func:`scenarios.caveats.input_caveats`)."""
 
     report: CeilingReport
     warnings: tuple[str, ...] = ()
+
+    def head(self) -> str:
+        """The baseline and the highest ceiling (``print(c)`` shows the warnings after)."""
+        r = self.report
+        top = r.top
+        best = (f"{top.label} {top.ceiling:.2f}x" if top is not None else "no components")
+        return (f"Ceilings({r.baseline.mean_step_us / 1e3:.1f} ms baseline; highest: {best})")
 
     def to_dict(self) -> dict:
         from stepsim.report.planner import ceiling_dict

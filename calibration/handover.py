@@ -70,8 +70,9 @@ def handover_from_sidecar(side) -> tuple[dict, dict, list[str]]:
         gaps = [r.gap_cpu_us for r in recs if r.worker >= 0 and r.gap_cpu_us is not None]
         if len(gaps) >= MIN_RECORDS:
             return {"worker_handover_us": float(np.median(gaps))}, {key: "measured"}, []
-    return {"worker_handover_us": HANDOVER_PRIOR_US}, {key: "assumed"}, [
+    warnings = [
         f"a worker's hand-over CPU per batch was not measured (no worker batches in the "
         f"capture or a probe): {HANDOVER_PRIOR_US / 1e3:.1f} ms assumed, drawn ±50 %, for "
         "what-ifs with workers (record a probe, Capture.steps(..., probe_workers=N))"
-    ] * bool(side.produce)
+    ] if side.produce else []
+    return {"worker_handover_us": HANDOVER_PRIOR_US}, {key: "assumed"}, warnings

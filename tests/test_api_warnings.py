@@ -40,7 +40,9 @@ def test_simulate_and_ceiling_carry_the_capture_warnings(tmp_path):
         s = api.simulate(model, steps=5, warmup=2)
         _said_once(s.warnings, str(s))
         assert str(s).startswith("Simulation(") and "\nwarning: " in repr(s)
-        _said_once(api.ceiling(model, **QUICK).warnings)
+        c = api.ceiling(model, **QUICK)
+        _said_once(c.warnings, str(c))
+        assert str(c).startswith("Ceilings(") and "\nwarning: " in repr(c)
     assert api.simulate(cpu_model(), steps=5, warmup=2).warnings == ()
 
 
