@@ -54,7 +54,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     from stepsim.models.params import save_model
     from stepsim.models.simulate import window_replay
     from stepsim.results import Calibration
-    from stepsim.scenarios.stepcount import simulate_counted
+    from stepsim.models.stepcount import simulate_counted
     from stepsim.views import grouped_warnings
 
     guard([trace, sidecar, *replicates], first="trace", output=output)
@@ -97,7 +97,7 @@ def simulate(model: str | Path | StepModel, steps: int | None = DEFAULT_STEPS,
     """
     from stepsim.models.metrics import summarize
     from stepsim.models.simulate import window_replay
-    from stepsim.scenarios.stepcount import simulate_counted
+    from stepsim.models.stepcount import simulate_counted
     from stepsim.report.chrome import write_chrome_trace
     from stepsim.results import Simulation, WindowSimulation
     from stepsim.views import draw_simulation

@@ -125,10 +125,14 @@ def guard(inputs: Sequence, ops: Sequence = (), scenario=None, first: str = "mod
     if not (isinstance(inputs[0], (str, os.PathLike)) or is_step_model(inputs[0])):
         raise ArgumentError(f"{first}: expected a file path or a StepModel, got "
                             f"{type(inputs[0]).__name__}")
-    from stepsim.scenarios.options import scenario_files
     from stepsim.simcore.outputs import refuse_overwriting_inputs
 
-    refuse_overwriting_inputs([*inputs, *scenario_files(ops, scenario)], outputs.items())
+    files = []
+    if ops or scenario is not None:   # (the scenarios are not imported for a calibrate)
+        from stepsim.scenarios.options import scenario_files
+
+        files = scenario_files(ops, scenario)
+    refuse_overwriting_inputs([*inputs, *files], outputs.items())
 
 
 def progress_bar(description: str, enabled: bool):

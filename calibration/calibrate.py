@@ -19,19 +19,24 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from stepsim.calibration.cpu import fit_cpu_model
 from stepsim.calibration.events import build_table
 from stepsim.calibration.folders import calibrate_cpu_folder, read_folder
 from stepsim.calibration.nccl_buckets import infer_buckets
 from stepsim.calibration.pending import Pending
-from stepsim.calibration.sidecar import load_sidecar
-from stepsim.calibration.sidecar_match import check_sidecar_matches
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import load_trace
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError, StepsimError
 from stepsim.simcore.files import missing
 from stepsim.simcore.gcpause import gc_paused
+
+
+def load_sidecar(path):
+    """:func:`calibration.sidecar.load_sidecar`, imported when a sidecar is read (a trace
+    alone does not pay for the sidecar modules, nor for the CPU fit's)."""
+    from stepsim.calibration.sidecar import load_sidecar as load
+
+    return load(path)
 
 
 CAPTURE_TRACE, CAPTURE_SIDECAR = "trace.json.gz", "sidecar.json"
@@ -87,16 +92,18 @@ def records_checked(trace, sidecar):
 
 def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
     """:func:`calibrate_pending` after its argument checks."""
-    from stepsim.calibration.host_noise import (apply_replicates, at_run_speed, drop_loaded,
-                                                replicate_speeds)
-
     ranks = _rank_sidecars(Path(trace)) if sidecar is None else []
     side_path = sidecar or _capture_sidecar(Path(trace))
     if not replicates:
         pending = _calibrate(trace, sidecar, step_regex, steps)
         if side_path is None:
-            return pending
+            return pending   # (a trace alone does not import the sidecar modules)
+        from stepsim.calibration.host_noise import at_run_speed
+
         return pending.then(lambda model: at_run_speed(model, load_sidecar(side_path), None))
+    from stepsim.calibration.host_noise import (apply_replicates, at_run_speed, drop_loaded,
+                                                replicate_speeds)
+
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         from stepsim.calibration.gloo_cpu import pool_bucket_cpu
         from stepsim.calibration.gloo_pool import pool_transfers
@@ -242,11 +249,15 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> Pending:
         table = steps_table(p, *steps)
         table.step_range = steps
     if side is not None:
+        from stepsim.calibration.sidecar_match import check_sidecar_matches
+
         check_sidecar_matches(table, side, sidecar)
     if table.gpu_mask().any():
         table = table.slim()   # the raw event dicts go: the fit reads the columns
         return _gpu(table, side, step_regex).then(infer_buckets)  # on the coarse model
     steps = find_steps(table, step_regex=step_regex)
+    from stepsim.calibration.cpu import fit_cpu_model
+
     model = fit_cpu_model(table, steps, side, p, Path(sidecar) if sidecar else None)
     return Pending(_without_gpu_activity(table, model))
 

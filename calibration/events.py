@@ -138,6 +138,14 @@ def name_mask(names: np.ndarray, rx) -> np.ndarray:
     return np.fromiter(map(hit.__getitem__, vals), bool, len(vals))
 
 
+def name_test(names: np.ndarray, test) -> np.ndarray:
+    """Boolean per name (an object array of str): ``test(name)``, called once per distinct
+    name (:func:`name_mask`'s way)."""
+    vals = names.tolist()
+    hit = {n: bool(test(n)) for n in set(vals)}
+    return np.fromiter(map(hit.__getitem__, vals), bool, len(vals))
+
+
 @dataclass
 class EventTable:
     """The normalised table; see the module docstring for the columns and units."""
@@ -216,7 +224,7 @@ class EventTable:
         processes. ``event(i)`` of another row raises LookupError."""
         if self._raw is None or isinstance(self._raw.events, dict):
             return self
-        keep = np.fromiter((n.startswith(SLIM_KEEPS) for n in self.names), bool, len(self))
+        keep = name_test(self.names, lambda n: n.startswith(SLIM_KEEPS))
         ev, rows = self._raw.events, self.index[keep].tolist()
         # a block-read trace keeps those events' texts, parsed when read (most never are)
         texts = getattr(ev, "texts", None)

@@ -12,6 +12,7 @@ annotation's ``Input Dims``/``Input type``.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 
@@ -85,6 +86,10 @@ def is_pinned(name: str) -> bool | None:
     return None
 
 
+_SCAN = 8
+"""Rows :meth:`ThreadRows.covering` looks at one by one before it looks at the rest at once."""
+
+
 class ThreadRows:
     """Table rows grouped by their thread (pid, tid), each group in the rows' order, with its
     starts and ends (ns): which of them covers an instant, without a pass over all of them."""
@@ -94,23 +99,37 @@ class ThreadRows:
         groups: dict[tuple[int, int], list[int]] = {}
         for k, r in zip(zip(table.pid[rows].tolist(), table.tid[rows].tolist()), rows.tolist()):
             groups.setdefault(k, []).append(r)
-        self._by = {k: (np.array(v, dtype=np.int64), table.ts_ns[v], table.end_ns[v])
-                    for k, v in groups.items()}
+        self._by = {}
+        for k, v in groups.items():   # each thread's rows by start (in order on a tie)
+            rows = np.array(v, dtype=np.int64)
+            o = np.argsort(table.ts_ns[rows], kind="stable")
+            rows, ends = rows[o], table.end_ns[rows][o]
+            self._by[k] = (rows.tolist(), table.ts_ns[rows].tolist(), ends.tolist(), ends)
 
     def __len__(self) -> int:
         return self.n
 
     def covering(self, pid: int, tid: int, t: int) -> int | None:
         """The latest-starting row of thread (pid, tid) with start <= t <= end (the first such
-        in order on a tie), or None."""
+        in order on a tie), or None: the rows starting by ``t`` looked at from the latest (a
+        few steps back as a rule; past :data:`_SCAN` of them, the rest at once)."""
         g = self._by.get((int(pid), int(tid)))
         if g is None:
             return None
-        rows, ts, end = g
-        m = (ts <= t) & (end >= t)
-        if not m.any():
-            return None
-        return int(rows[m][np.argmax(ts[m])])
+        rows, ts, end, end_a = g
+        k = bisect.bisect_right(ts, t)
+        i, lo = k - 1, max(0, k - _SCAN)
+        while i >= lo and end[i] < t:
+            i -= 1
+        if i < lo:
+            hit = np.nonzero(end_a[:lo] >= t)[0]
+            if not len(hit):
+                return None
+            i = int(hit[-1])
+        j = bisect.bisect_left(ts, ts[i], 0, i)   # the first of its start's tie that covers t
+        while end[j] < t:
+            j += 1
+        return rows[j]
 
 
 def collective_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarray | ThreadRows,

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stepsim.calibration.events import EventTable
+from stepsim.calibration.events import EventTable, name_test
 
 __all__ = ["LAUNCH_APIS", "SYNC_APIS", "Links", "link", "step_coverage", "complete_steps",
            "api_kind"]
@@ -250,10 +250,9 @@ def step_coverage(table: EventTable, links: Links, steps) -> list[StepCoverage]:
     from stepsim.calibration.graphs import in_capture
 
     api = np.nonzero(table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X"))[0]
-    is_launch = np.fromiter(
-        (LAUNCH_APIS.get(table.names[r]) in ("kernel", "graph")
-         or (table.names[r] in LAUNCH_APIS and table.dur_ns[r] >= NOOP_COPY_NS) for r in api),
-        dtype=bool, count=len(api))
+    nm = table.names[api]   # (each distinct name looked up once)
+    is_launch = name_test(nm, lambda n: LAUNCH_APIS.get(n) in ("kernel", "graph")) | (
+        name_test(nm, LAUNCH_APIS.__contains__) & (table.dur_ns[api] >= NOOP_COPY_NS))
     api = api[is_launch]
     covered = np.fromiter((int(r) in links.by_launch for r in api), dtype=bool, count=len(api))
     memset = np.fromiter((LAUNCH_APIS[table.names[r]] == "memset" for r in api), dtype=bool,

@@ -12,9 +12,7 @@ that file's result, not as a failure of the pool.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Sequence
 
 from stepsim.simcore.errors import InputError
@@ -58,6 +56,10 @@ def jobs_for(n_items: int) -> int:
     cap = os.environ.get(JOBS_ENV, "").strip()
     if cap.isdigit() and int(cap) > 0:
         cores = min(cores, int(cap))
+    if n_items <= 1:   # (multiprocessing is imported only where it may be used)
+        return 1
+    import multiprocessing
+
     if "fork" not in multiprocessing.get_all_start_methods():   # pragma: no cover
         return 1
     if multiprocessing.current_process().daemon:   # a daemonic process may not have children
@@ -86,6 +88,9 @@ def map_ranks(fn: Callable, items: Sequence) -> list:
     jobs = jobs_for(len(items))
     if jobs <= 1:
         return [_guarded(fn, it) for it in items]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     _ITEMS = items
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:

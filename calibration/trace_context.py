@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepsim.calibration.events import EventTable, name_mask
+from stepsim.calibration.events import EventTable, name_mask, name_test
 from stepsim.calibration.gpu_kinds import COLLECTIVE_RE, ThreadRows
 from stepsim.calibration.intervals import in_union, union
 from stepsim.calibration.linking import LAUNCH_APIS, SYNC_APIS, Links
@@ -89,7 +89,7 @@ class TraceContext:
         self.comm_rows = ThreadRows(table, np.nonzero(
             (table.names == "record_param_comms") & (table.ph == "X"))[0])
         self.ann_rows = ThreadRows(table, np.nonzero(
-            np.fromiter((n.startswith("nccl:") for n in table.names), bool, len(table)) &
+            name_test(table.names, lambda n: n.startswith("nccl:")) &
             table.is_cat("user_annotation", "cpu_op"))[0])
         self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
         self.launch_of = links.launch_of()   # activity row -> launching call row
@@ -178,13 +178,13 @@ def step_acts(ctx: TraceContext, step: Step) -> StepActs:
     # the GPU work it launched (its end, see calibration.steps)
     t1 = step.cpu_end_ns if step.last else step.end_ns
     api_rows = np.nonzero(ctx.api_x & (table.pid == pid) & (ts >= t0) & (ts < t1))[0]
-    rel = np.fromiter((names[r] in LAUNCH_APIS or names[r] in SYNC_APIS for r in api_rows),
-                      bool, len(api_rows))
+    rel = name_test(names[api_rows], lambda n: n in LAUNCH_APIS or n in SYNC_APIS)
     threads = set(zip(table.pid[api_rows[rel]].tolist(), table.tid[api_rows[rel]].tolist()))
     threads.add((pid, step.tid))
     host_threads = sorted(threads, key=lambda k: (k != (pid, step.tid), k))
-    on_host = np.fromiter(((int(p), int(t)) in threads for p, t in
-                           zip(table.pid[api_rows], table.tid[api_rows])), bool, len(api_rows))
+    on_host = np.fromiter(((p, t) in threads for p, t in
+                           zip(table.pid[api_rows].tolist(), table.tid[api_rows].tolist())),
+                          bool, len(api_rows))
     calls = api_rows[on_host]
     calls = calls[np.argsort(ts[calls], kind="stable")].tolist()
     by_launch = links.by_launch

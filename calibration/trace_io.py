@@ -73,6 +73,9 @@ SIDECAR_NAME = "sidecar.json"
 """File name of the capture harness's sidecar (:mod:`calibration.capture`), never a trace."""
 _SIDECAR_KEY = "stepsim_sidecar"
 _CHUNK = 16 * 1024**2
+_GZ_PIECE = 1024**2
+"""Decompressed bytes gathered before they join the whole text: pieces that stay in the CPU's
+cache (16 MB ones are copied twice through memory: the gunzip of the 54 MB trace 0.10 -> 0.07 s)."""
 TWO_ARRAYS = ("the document has two top-level 'traceEvents' keys: which array is the trace is "
               "not clear")
 
@@ -157,7 +160,8 @@ def _read_bytes(p: Path, notes: list[str]) -> tuple[bytes | bytearray, int]:
                 raw = f.read() if regular else _read_capped(p, iter(lambda: f.read(_CHUNK), b""),
                                                             "size")
             else:
-                raw = _read_capped(p, gunzip_chunks(p, f, _CHUNK, notes), "decompressed size")
+                raw = _read_capped(p, gunzip_chunks(p, f, _GZ_PIECE, notes),
+                                   "decompressed size")
     except FileNotFoundError:
         raise missing(p) from None
     except OSError as e:

@@ -115,6 +115,25 @@ def _bounds(field) -> str:
     return f" >= {lo}" if lo is not None else f" <= {hi}" if hi is not None else ""
 
 
+_PLAIN_TYPES: dict[type, tuple[dict[str, frozenset], dict[str, frozenset]]] = {}
+
+
+def _plain_types(cls) -> tuple[dict[str, frozenset], dict[str, frozenset]]:
+    """(scalar field name → the value types that pass :meth:`StrictScalars._strict_scalars`
+    without a further look: its plain types and None, or only None for a list field; list
+    field name → its elements' plain types), computed once per class. A name not in the first
+    is no scalar field: nothing to check."""
+    out = _PLAIN_TYPES.get(cls)
+    if out is None:
+        kinds = _scalar_fields(cls)
+        out = _PLAIN_TYPES[cls] = (
+            {name: frozenset({type(None)} if kind[0] == "[" else _PLAIN[kind] | {type(None)})
+             for name, kind in kinds.items()},
+            {name: frozenset(_PLAIN[kind[1:-1]]) for name, kind in kinds.items()
+             if kind[0] == "["})
+    return out
+
+
 _SCALAR_OK = {"bool": lambda v: isinstance(v, bool),
               "int": lambda v: not isinstance(v, (bool, str, float)),
               "float": lambda v: not isinstance(v, (bool, str))}
@@ -134,7 +153,13 @@ class StrictScalars(BaseModel):
         ``"4"`` as 4, ``true`` as 1 and ``"yes"`` as True."""
         if isinstance(data, dict):
             kinds = _scalar_fields(cls)
+            plain, plain_lists = _plain_types(cls)
             for name, value in data.items():
+                ok = plain.get(name)    # None: no scalar field, nothing to check
+                if ok is None or type(value) in ok:   # (most values: one set lookup)
+                    continue
+                if type(value) is list and set(map(type, value)) <= plain_lists.get(name, ()):
+                    continue
                 kind = kinds.get(name) if isinstance(name, str) else None
                 if kind and kind[0] == "[":   # a list's elements: ``shape: [true]``
                     kind = kind[1:-1]

@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 import orjson
-import yaml
 
 from stepsim.simcore.errors import InputError
 
@@ -98,55 +97,14 @@ def top_level_key_count(raw: bytes, key: str) -> int:
     return n
 
 
-class _TooDeep(yaml.YAMLError):
-    def __init__(self, mark):
-        self.problem, self.problem_mark = f"nested deeper than {MAX_NESTING} levels", mark
-
-
-class _Alias(yaml.YAMLError):
-    def __init__(self, mark):
-        self.problem, self.problem_mark = ("an alias (*name) is not read: a few nested ones "
-                                           "expand to billions of values"), mark
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that refuses duplicate keys, deep nesting and aliases (a 200-byte
-    ``--set`` value of nested aliases held 9^8 values: 2 GB and no end in 30 s)."""
-
-    _depth = 0
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            raise _Alias(self.peek_event().start_mark)
-        self._depth += 1
-        try:
-            if self._depth > MAX_NESTING:
-                raise _TooDeep(self.peek_event().start_mark)
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                dup = key in seen
-            except TypeError:   # an unhashable key: the constructor says so
-                break
-            if dup:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
 def yaml_value(text: str) -> Any:
     """``text`` (a value given on the command line) read as YAML with :func:`parse_yaml`'s
     rules. Raises yaml.YAMLError."""
-    return yaml.load(text, Loader=_StrictLoader)
+    import yaml
+
+    from stepsim.simcore.yaml_loader import StrictLoader
+
+    return yaml.load(text, Loader=StrictLoader)
 
 
 def parse_yaml(path: str | Path, raw: bytes, kind: str) -> Any:
@@ -157,10 +115,14 @@ def parse_yaml(path: str | Path, raw: bytes, kind: str) -> Any:
         InputError: not UTF-8, not valid YAML, a duplicate key or too deep (with the line,
             column and byte offset where it is).
     """
+    import yaml
+
+    from stepsim.simcore.yaml_loader import StrictLoader
+
     p = Path(path)
     text = _check_utf8(p, raw, kind)
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        return yaml.load(text, Loader=StrictLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         what = getattr(e, "problem", None) or str(e).splitlines()[0]

@@ -1,0 +1,179 @@
+"""How many steps to simulate: until the mean step's standard error is a stated fraction of it.
+
+A model with sampled durations (an input-stalled trace resamples its measured ``next()``
+times, some of them hundreds of ms) gives a mean step that depends on the seed when too few
+steps are simulated. When the caller names no step count, :func:`simulate_counted`
+simulates :data:`FIRST_STEPS` steps, estimates the standard error of the mean job step, and
+simulates again with more steps (the same seed, so a run is the same answer every time)
+until the standard error is at most :data:`SE_TARGET` of the mean or :data:`MAX_STEPS` is
+reached; :class:`StepCount` says which.
+
+The standard error is that of non-overlapping batch means (:data:`BATCHES` batches of
+consecutive steps): consecutive steps are correlated (a prefetch queue drains over several
+steps), which the plain ``std / sqrt(n)`` would miss. A step count given by the caller is
+simulated exactly, and its standard error is reported too.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepsim.models.host import INTERLEAVE_SLICES
+from stepsim.models.params import StepModel
+from stepsim.models.simulate import SimResult, simulate
+
+__all__ = ["SE_TARGET", "FIRST_STEPS", "MAX_STEPS", "MAX_WORK", "DRAW_STEPS", "BATCHES",
+           "StepCount", "mean_std_error_us", "simulate_counted", "step_bound", "thread_pieces",
+           "draw_bound"]
+
+SE_TARGET = 0.01
+"""The standard error of the mean step, as a fraction of the mean, below which a chosen step
+count stops growing."""
+FIRST_STEPS = 40
+"""Steps of the first simulation when the step count is chosen."""
+MAX_STEPS = 10_000
+"""Most steps a chosen step count reaches (the output says when the target was not met)."""
+MAX_WORK = 1_000_000
+"""Most simulated host ops and device tasks (over every rank and step) a chosen step count
+reaches: a model of many ops (or ranks) stops at fewer steps (about 20 s of simulation on one
+core today)."""
+DRAW_STEPS = 640
+"""Most steps each Monte Carlo draw of an interval simulates when the step count is chosen:
+its own simulation noise is small beside what the draws vary (a bootstrap of a window of a few
+dozen measured steps moves the mean more than 640 simulated steps do); each draw's standard
+error is reported beside the interval."""
+BATCHES = 20
+"""Batches of consecutive steps behind the standard error (fewer steps: one step a batch)."""
+_GROWTH = (2, 8)
+"""Each new simulation has between 2× and 8× the steps of the last (aimed at the count the
+last one's standard error asks for, with a margin of :data:`_MARGIN`)."""
+_MARGIN = 1.2
+
+
+@dataclass(frozen=True)
+class StepCount:
+    """How many steps a simulation ran and how well they pin its mean (µs).
+
+    Attributes:
+        steps: measured steps simulated (after the warm-up).
+        mean_us: the mean job step over them.
+        std_error_us: the standard error of that mean (batch means).
+        chosen: True when the step count was chosen here (the caller gave none).
+        target: the standard error sought, as a fraction of the mean.
+    """
+
+    steps: int
+    mean_us: float
+    std_error_us: float
+    chosen: bool
+    target: float = SE_TARGET
+
+    @property
+    def rel_error(self) -> float:
+        """The standard error as a fraction of the mean (0 for a zero mean)."""
+        return self.std_error_us / self.mean_us if self.mean_us > 0 else 0.0
+
+    @property
+    def met(self) -> bool:
+        """Whether the standard error is at most ``target`` of the mean."""
+        return self.rel_error <= self.target
+
+    def describe(self) -> str:
+        """The step count and its standard error in words."""
+        se = f"the mean's standard error is {100 * self.rel_error:.1f} % of it"
+        if not self.chosen:
+            return f"{self.steps} simulated steps (given); {se}"
+        if self.met:
+            return (f"{self.steps} simulated steps, chosen so that {se} "
+                    f"(at most {100 * self.target:g} %)")
+        return (f"{self.steps} simulated steps, the most a chosen count reaches: {se}, above "
+                f"the {100 * self.target:g} % sought; give --steps for more")
+
+    def to_dict(self) -> dict:
+        """JSON-ready, times in ms."""
+        return {"steps": self.steps, "steps_chosen": self.chosen,
+                "std_error_ms": self.std_error_us / 1e3,
+                "std_error_pct": 100 * self.rel_error, "std_error_target_pct": 100 * self.target,
+                "std_error_met": self.met}
+
+
+def mean_std_error_us(step_us) -> float:
+    """The standard error (µs) of the mean of ``step_us`` from :data:`BATCHES` non-overlapping
+    batch means (the earliest steps left over when the count does not divide evenly are left
+    out of the batches); 0 for fewer than two steps."""
+    x = np.asarray(step_us, dtype=float)
+    b = min(BATCHES, x.size)
+    if b < 2:
+        return 0.0
+    size = x.size // b
+    means = x[x.size - b * size:].reshape(b, size).mean(axis=1)
+    return float(means.std(ddof=1) / math.sqrt(b))
+
+
+def _count(result: SimResult, chosen: bool, target: float) -> StepCount:
+    job = result.job_step_us
+    return StepCount(int(job.size), float(job.mean()), mean_std_error_us(job), chosen, target)
+
+
+def step_bound(model: StepModel) -> int:
+    """The most steps a chosen count reaches for ``model``: :data:`MAX_STEPS`, or fewer so
+    that the simulated ops and tasks stay within :data:`MAX_WORK` (never below
+    :data:`FIRST_STEPS`)."""
+    per_step = len(model.ranks) * (len(model.host.ops) + sum(
+        len(ts) for ts in model.device.streams.values()) + thread_pieces(model))
+    return max(FIRST_STEPS, min(MAX_STEPS, MAX_WORK // max(per_step, 1)))
+
+
+def thread_pieces(model: StepModel) -> int:
+    """Pieces of CPU work one rank's step runs as simulated threads beside its ops: a host op
+    with a parallel part on a team runs ``threads`` pieces in each of its
+    :data:`models.host.INTERLEAVE_SLICES` slices, and a step's batch ``threads_per_worker``.
+    A team of 256 threads beside 8 workers on 2 cores simulated about 20 steps a second, and
+    a chosen count went on to thousands of steps (a ``whatif`` did not end in 400 s). None
+    where the team, the workers' threads and one more fit the cores."""
+    lp = model.loader
+    workers = lp.num_workers * lp.threads_per_worker
+    if model.team_threads() + workers + 1 <= lp.host_cores:
+        return 0     # the threads fit the cores: nothing waits for one (solved without events)
+    team = sum(INTERLEAVE_SLICES * (op.threads + 1) for op in model.host.ops
+               if op.kind == "cpu" and op.threads > 1 and op.parallel_fraction > 0)
+    return team + (lp.threads_per_worker if lp.num_workers else 0)
+
+
+def draw_bound(model: StepModel, draws: int) -> int:
+    """The most steps each of ``draws`` draws simulates when the step count is chosen: at
+    most :data:`DRAW_STEPS`, and fewer (never below :data:`FIRST_STEPS`) where the draws'
+    :func:`thread_pieces` together would pass :data:`MAX_WORK`."""
+    pieces = len(model.ranks) * thread_pieces(model) * max(draws, 1)
+    return max(FIRST_STEPS, min(DRAW_STEPS, MAX_WORK // max(pieces, 1)))
+
+
+def simulate_counted(model: StepModel, steps: int | None, warmup: int, seed: int,
+                     target: float = SE_TARGET, max_steps: int | None = None,
+                     keep: str = "all") -> tuple[SimResult, StepCount]:
+    """Simulate ``model`` for ``steps`` steps, or (``steps`` None) for as many as it takes to
+    pin the mean step to ``target``, at most ``max_steps`` (default :func:`step_bound`) (see
+    the module docstring); ``keep`` as :func:`models.simulate.simulate` takes it.
+
+    Raises:
+        SimulationError: a model that cannot run (as :func:`models.simulate.simulate`).
+    """
+    if steps is not None:
+        r = simulate(model, steps=steps, warmup=warmup, seed=seed, keep=keep)
+        return r, _count(r, False, target)
+    max_steps = step_bound(model) if max_steps is None else max_steps
+    n = min(FIRST_STEPS, max_steps)
+    first = True   # the first count and the bound keep what was asked; the counts between
+    while True:    # keep only step times, and the one chosen is simulated again as asked
+        kept = keep if first or n >= max_steps else "steps"
+        r = simulate(model, steps=n, warmup=warmup, seed=seed, keep=kept)
+        c = _count(r, True, target)
+        if c.met or n >= max_steps:
+            if kept != keep:
+                r = simulate(model, steps=n, warmup=warmup, seed=seed, keep=keep)
+            return r, c
+        first = False
+        need = n * (c.rel_error / target) ** 2 * _MARGIN
+        n = min(max_steps, int(np.clip(math.ceil(need), _GROWTH[0] * n, _GROWTH[1] * n)))
