@@ -25,6 +25,12 @@ JOBS_ENV = "STEPSIM_CALIBRATION_JOBS"
 """Environment variable capping the processes of the per-rank pool (default: every core this
 process may run on)."""
 
+CHUNK_ITEMS = 2
+"""Most items a worker takes at once: a worker ends its last chunk alone, so a chunk of a
+rank file's read and fit (~40 ms each, the DLRM job's files) leaves the other cores idle for at
+most about two items, where a quarter of a worker's share (32 of 256 files) left one idle for
+about a second; a chunk's round trip is about a millisecond of the parent's time."""
+
 _ITEMS: Sequence | None = None
 """The items of the running :func:`map_ranks`, inherited by its forked workers."""
 
@@ -90,7 +96,7 @@ def map_ranks(fn: Callable, items: Sequence) -> list:
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             return list(pool.map(_call_inherited, [(fn, i) for i in range(len(items))],
-                                 chunksize=max(1, len(items) // (4 * jobs))))
+                                 chunksize=max(1, min(CHUNK_ITEMS, len(items) // (4 * jobs)))))
     finally:
         _ITEMS = None
 
