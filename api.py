@@ -60,7 +60,7 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
         except ValueError as e:
             raise ArgumentError(f"steps: {e}") from None
     # the collector paused from the fit to the replay: its passes over the heap the fit left
-    # (a rank folder's tables, fits and models) took about a quarter of the replay of 256 ranks
+    # (a rank folder's tables, fits and models) took a sixth to a quarter of the replay of 256 ranks
     return gc_paused(_calibration)(trace, output, sidecar, step_regex, replicates, steps)
 
 
