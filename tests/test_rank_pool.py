@@ -78,3 +78,21 @@ def test_a_slim_table_keeps_only_the_events_whose_args_fits_read(tmp_path):
         slim.event(0)
     for c in table._COLUMNS:
         assert getattr(slim, c) is getattr(table, c)   # the columns are shared, not copied
+
+
+def test_a_fit_from_a_worker_opens_its_ops_and_tasks_on_first_use(folder):
+    """A pickled RankFit (what a worker sends back) holds its host ops and device tasks packed;
+    unpickled, they open on first use equal to the fit's, the rest is there at once."""
+    import pickle
+
+    from stepsim.calibration.gpu import fit_rank
+
+    fit = fit_rank(build_table(load_trace(folder / "rank1.pt.trace.json")))
+    back = pickle.loads(pickle.dumps(fit))
+    assert "_packed" in back.__dict__ and "ops" not in back.__dict__
+    assert back.rank == 1 and back.collectives == fit.collectives   # not packed
+    assert back.ops == fit.ops and back.streams == fit.streams and back.ops
+    assert "_packed" not in back.__dict__
+    assert pickle.loads(pickle.dumps(back)) == fit   # packed again, opened again
+    with pytest.raises(AttributeError):
+        back.no_such_field
