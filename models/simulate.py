@@ -204,14 +204,14 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     adaptive = recorder is None and engine != "quanta"
     su = Setup(model, steps, warmup, seed, replay, hook, adaptive)
     kept = keep != "steps"
-    runs, waits = Runs(kept), Waits(kept)
+    runs, waits = Runs(kept, keep == "brief"), Waits(kept)
     try:
         starts, loaders = (engine == "auto" and solved(su, runs, waits)) or simulated(
             su, runs, waits)
     except (Unsolvable, Oversubscribed):   # Unsolvable: the processes report where
         if rec is not None:
             rec.clear()
-        runs, waits = Runs(kept), Waits(kept)
+        runs, waits = Runs(kept, keep == "brief"), Waits(kept)
         su = Setup(model, steps, warmup, seed, replay, hook)   # the random streams afresh
         starts, loaders = simulated(su, runs, waits)
     ranks = [r.rank for r in model.ranks]
@@ -228,7 +228,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
                      spans=rec.spans if rec else [], samples=rec.samples if rec else {},
                      span_blocks=getattr(rec, "blocks", []),
                      max_outstanding=[ld.stats.max_outstanding for ld in loaders],
-                     ranks=ranks, runs=runs.kept, host_waits=list(waits),
+                     ranks=ranks, runs=runs.every(), host_waits=list(waits),
                      loader_stats=[ld.stats for ld in loaders], model=model, step_marks_us=marks)
 
 
