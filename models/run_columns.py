@@ -17,16 +17,12 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from operator import itemgetter
 
 import numpy as np
 
 from stepsim.models.intervals import EPS_US as _EPS
 
 __all__ = ["BlockRuns", "RunColumns", "RunLookup", "latest_ready_us"]
-
-_FIELDS = itemgetter(4, 5, 6, 7, 8)   # launch, ready, start, end, gap
-
 
 class _Codes(dict):
     def __missing__(self, item) -> int:
@@ -39,13 +35,17 @@ def _columns(rows: list) -> tuple:
     streams)`` of ``rows`` (a None launch is NaN)."""
     n = len(rows)
     tc, sc = _Codes(), _Codes()
-    f = np.array([[math.nan if x is None else x for x in _FIELDS(r)] for r in rows],
-                 dtype=float).reshape(n, 5)
-    return (f[:, 0].copy(), f[:, 1].copy(), f[:, 2].copy(), f[:, 3].copy(), f[:, 4].copy(),
-            np.fromiter((r[1] for r in rows), np.int64, n),
-            np.fromiter((r[0] for r in rows), np.int64, n),
-            np.fromiter(map(tc.__getitem__, (r[2] for r in rows)), np.intp, n), list(tc),
-            np.fromiter(map(sc.__getitem__, (r[3] for r in rows)), np.intp, n), list(sc))
+    if not n:
+        e = np.zeros(0)
+        return e, e, e, e, e, np.zeros(0, np.int64), np.zeros(0, np.int64), \
+            np.zeros(0, np.intp), [], np.zeros(0, np.intp), []
+    rank, step, task, stream, launch, ready, start, end, gap = zip(*rows)
+    return (np.array([math.nan if x is None else x for x in launch], dtype=float),
+            np.array(ready, dtype=float), np.array(start, dtype=float),
+            np.array(end, dtype=float), np.array(gap, dtype=float),
+            np.array(step, dtype=np.int64), np.array(rank, dtype=np.int64),
+            np.fromiter(map(tc.__getitem__, task), np.intp, n), list(tc),
+            np.fromiter(map(sc.__getitem__, stream), np.intp, n), list(sc))
 
 
 class RunColumns:

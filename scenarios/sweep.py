@@ -31,6 +31,7 @@ from stepsim.scenarios.predict import Prediction, predict
 from stepsim.scenarios.transforms import (Operation, PrefetchWithoutWorkers, SetOp, apply_ops,
                                           apply_with_notes)
 from stepsim.simcore.errors import ModelError
+from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.parsing import yaml_value
 
 
@@ -120,6 +121,7 @@ def parse_axis(text: str) -> tuple[str, list]:
     return path.strip(), values
 
 
+@gc_paused   # a point's records live until it ends: the collector's passes gain nothing
 def _point(item) -> Prediction:
     model, ops, steps, warmup, seed, intervals = item
     return predict(model, ops, steps=steps, warmup=warmup, seed=seed, intervals=intervals,
