@@ -23,7 +23,6 @@ way, and a running total is ``numpy.cumsum`` (a sequential sum, in the same orde
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -32,11 +31,13 @@ from operator import add, itemgetter
 
 import numpy as np
 
+from stepsim.models.blame_busy import busy_by_key, running_total
 from stepsim.models.blame_holes import charge_holes
 from stepsim.models.device import TaskRun
 from stepsim.models.host_columns import lane_spans_of
 from stepsim.models.intervals import EPS_US as _EPS
 from stepsim.models.intervals import merged_arrays
+from stepsim.models.run_columns import RunLookup, block_columns, compute_runs
 from stepsim.models.simulate import SimResult
 
 
@@ -89,19 +90,27 @@ class Blame:
         """``host``: the rank's host-lane spans in emission order, when the caller has them."""
         model = result.model
         self.tasks = model.task_map() if model is not None else {}
-        self.runs = (list(result.runs) if result.ranks == [rank]
-                     else [r for r in result.runs if r.rank == rank])
-        runs = self.runs
-        self.by_key = dict(zip(zip(map(_STEP, runs), map(_TASK, runs)), runs))
-        self.prev: dict[tuple[int, str], TaskRun] = {}
-        last: dict[str, TaskRun] = {}
-        prev = self.prev
-        for r in runs:   # appended as they finish: stream order within a stream
-            stream = r[3]
-            p = last.get(stream)
-            if p is not None:
-                prev[(r[1], r[2])] = p
-            last[stream] = r
+        self.run_cols = block_columns(result, rank)
+        """The runs' columns (:mod:`models.run_columns`) where the result held repeated steps'
+        runs as blocks (None: read run by run)."""
+        if self.run_cols is not None:
+            self.runs = result.runs
+            self.by_key = RunLookup(result.runs, self.run_cols, prev=False)
+            self.prev = RunLookup(result.runs, self.run_cols, prev=True)
+        else:
+            self.runs = (list(result.runs) if result.ranks == [rank]
+                         else [r for r in result.runs if r.rank == rank])
+            runs = self.runs
+            self.by_key = dict(zip(zip(map(_STEP, runs), map(_TASK, runs)), runs))
+            self.prev = {}
+            last: dict[str, TaskRun] = {}
+            prev = self.prev
+            for r in runs:   # appended as they finish: stream order within a stream
+                stream = r[3]
+                p = last.get(stream)
+                if p is not None:
+                    prev[(r[1], r[2])] = p
+                last[stream] = r
         self.host_lane = f"rank{rank}.host"
         if host is None:
             host = lane_spans_of(result, self.host_lane) if result.span_blocks else \
@@ -224,10 +233,7 @@ class Blame:
         best, best_t = None, -math.inf
         deps = self._deps.get(run.task)
         if deps is None:
-            t = self.tasks.get(run.task)
-            deps = self._deps[run.task] = (
-                tuple((0, w) for w in t.waits) + tuple((-1, w) for w in t.prev_waits)
-                if t is not None else ())
+            deps = self.deps_of(run.task)
         by_key, step = self.by_key, run.step
         for ds, w in deps:
             r = by_key.get((step + ds, w))
@@ -237,6 +243,17 @@ class Blame:
         if p is not None and p.end_us > best_t + _EPS:
             best, best_t = p, p.end_us
         return best, best_t
+
+    def deps_of(self, task: str) -> tuple:
+        """``task``'s dependencies as ``(step offset, task id)``: its waits in its step,
+        then its waits on the step before (computed once per task)."""
+        deps = self._deps.get(task)
+        if deps is None:
+            t = self.tasks.get(task)
+            deps = self._deps[task] = (
+                tuple((0, w) for w in t.waits) + tuple((-1, w) for w in t.prev_waits)
+                if t is not None else ())
+        return deps
 
     def _host(self, a: float, b: float, stack: list) -> None:
         ends = self.host_ends
@@ -271,41 +288,6 @@ class Blame:
             i += 1
         if cur < b:
             self._add("other", b - cur)
-
-
-def running_total(x: np.ndarray) -> float:
-    """The sum of ``x`` added up in order, as a Python loop does (bit for bit; 0.0 when
-    empty): ``numpy.cumsum`` is sequential, ``numpy.sum`` pairwise."""
-    return float(np.cumsum(x)[-1]) if len(x) else 0.0
-
-
-def _busy_by_key(bl: Blame, compute: list, dur_us: np.ndarray, ran: np.ndarray
-                 ) -> dict[str, float]:
-    """The compute runs' clipped durations (``dur_us``: of the runs where ``ran``) by
-    attribution key (:meth:`Blame.task_keys`), keys in the order first charged: what adding
-    ``dur_us * fraction`` run by run, key by key, gives."""
-    first: dict[str, int] = {}   # task -> the index of its first run
-    codes = np.fromiter(map(first.setdefault, map(_TASK, compute), itertools.count()), np.intp,
-                        len(compute))
-    codes = np.searchsorted(np.fromiter(first.values(), np.intp, len(first)), codes)[ran]
-    tasks = list(first)   # in first-run order: the codes index them
-    fraction: dict[str, np.ndarray] = {}
-    charged: dict[str, np.ndarray] = {}
-    place: dict[tuple[str, int], int] = {}
-    for i, task in enumerate(tasks):
-        for p, (k, f) in enumerate(bl.task_keys_of(task)):
-            if k not in fraction:
-                fraction[k], charged[k] = np.zeros(len(tasks)), np.zeros(len(tasks), dtype=bool)
-            fraction[k][i], charged[k][i] = f, True
-            place[(k, i)] = p
-    found = []
-    for k, fk in fraction.items():
-        sel = charged[k][codes]
-        if sel.any():
-            at = int(np.argmax(sel))
-            found.append((at, place[(k, int(codes[at]))], k,
-                          running_total(dur_us[sel] * fk[codes[sel]])))
-    return {k: v for _, _, k, v in sorted(found)}
 
 
 def gap_attribution(result: SimResult, rank: int | None = None
@@ -344,12 +326,15 @@ def critical_path(bl: Blame, w0: float, w1: float, paced_by_device: bool,
     runs when known; ``holes_in``: only the holes starting in this ``[start, end)`` are
     returned (all by default)."""
     runs = bl.runs
-    on_lane = {t for t in set(map(_TASK, runs)) if bl.is_compute_task(t)}
-    compute = sorted(compress(runs, map(on_lane.__contains__, map(_TASK, runs))),
-                     key=_RUN_START)
+    if bl.run_cols is not None:
+        compute, st, en = compute_runs(bl)
+    else:
+        on_lane = {t for t in set(map(_TASK, runs)) if bl.is_compute_task(t)}
+        compute = sorted(compress(runs, map(on_lane.__contains__, map(_TASK, runs))),
+                         key=_RUN_START)
+        st = np.fromiter(map(_RUN_START, compute), float, len(compute))
+        en = np.fromiter(map(_RUN_END, compute), float, len(compute))
     n = len(compute)
-    st = np.fromiter(map(_RUN_START, compute), float, n)
-    en = np.fromiter(map(_RUN_END, compute), float, n)
     if union is None:
         inside = (en > w0) & (st < w1) & (en > st)
         us, ue = merged_arrays(np.maximum(st[inside], w0), np.minimum(en[inside], w1))
@@ -376,7 +361,7 @@ def critical_path(bl: Blame, w0: float, w1: float, paced_by_device: bool,
         return bl.host_lane, dict(busy_h), dict(bl.acc), []
     s_c, e_c = np.maximum(st, w0), np.minimum(en, w1)
     ran = e_c > s_c
-    raw = _busy_by_key(bl, compute, (e_c - s_c)[ran], ran)
+    raw = busy_by_key(bl, compute, (e_c - s_c)[ran], ran)
     scale = union_us / max(sum(raw.values()), _EPS)
     busy = {k: v * scale for k, v in raw.items()}
     g0s = np.concatenate(([w0], ue))

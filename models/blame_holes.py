@@ -21,6 +21,7 @@ from operator import itemgetter
 import numpy as np
 
 from stepsim.models.intervals import EPS_US as _EPS
+from stepsim.models.run_columns import latest_ready_us
 
 __all__ = ["charge_holes"]
 
@@ -100,15 +101,30 @@ def charge_holes(bl, compute: list, g0: np.ndarray, g1: np.ndarray, js: np.ndarr
     b = np.where(starts, bs, g1)
     # the next compute run's start (Blame.blame's "start")
     s_ids = ids[starts & (b - a > _EPS)]
-    runs = list(map(compute.__getitem__, js[s_ids].tolist()))
-    m = len(runs)
-    ready = np.fromiter(map(_READY, runs), float, m)
-    gap = np.fromiter(map(_GAP, runs), float, m)
-    start = np.fromiter(map(_RUN_START, runs), float, m)
+    cols = getattr(compute, "cols", None)   # models.run_columns.Picked: read as columns
+    if cols is not None:
+        ri = compute.idx[js[s_ids]]
+        m = len(ri)
+        ready, gap, start = cols.ready[ri], cols.gap[ri], cols.start[ri]
+    else:
+        runs = list(map(compute.__getitem__, js[s_ids].tolist()))
+        m = len(runs)
+        ready = np.fromiter(map(_READY, runs), float, m)
+        gap = np.fromiter(map(_GAP, runs), float, m)
+        start = np.fromiter(map(_RUN_START, runs), float, m)
     sa, sb = a[s_ids], b[s_ids]
     entered = ready + gap
     late = start > entered + _EPS
-    if late.any():
+    if late.any() and cols is not None:
+        tc = cols.task[ri]
+        late_key = {}
+        for c in tc[late].tolist():   # in run order, as below
+            if c not in late_key:
+                late_key[c] = ch.code(bl.late_key(cols.tasks[c]))
+        kc = np.array([late_key.get(c, 0) for c in range(len(cols.tasks))], np.intp)[tc]
+        ch.add(s_ids, kc, sb - np.where(sa > entered, sa, entered), late)   # b - max(a, entered)
+        sb = np.where(late, np.where(sb < entered, sb, entered), sb)        # min(b, entered)
+    elif late.any():
         late_key = {}
         for r in _picked(runs, late):
             if r[2] not in late_key:
@@ -125,10 +141,14 @@ def charge_holes(bl, compute: list, g0: np.ndarray, g1: np.ndarray, js: np.ndarr
     launch = np.full(m, np.nan)
     best_t = np.full(m, -np.inf)
     at = np.flatnonzero(alive)
-    bound = list(map(runs.__getitem__, at.tolist()))
-    best_t[at] = np.fromiter(map(_SECOND, map(bl.latest_ready, bound)), float, len(at))
-    launch[at] = np.fromiter((math.nan if x is None else x for x in map(_LAUNCH, bound)), float,
-                             len(at))
+    if cols is not None:
+        best_t[at] = latest_ready_us(bl, ri[at])
+        launch[at] = cols.launch[ri[at]]
+    else:
+        bound = list(map(runs.__getitem__, at.tolist()))
+        best_t[at] = np.fromiter(map(_SECOND, map(bl.latest_ready, bound)), float, len(at))
+        launch[at] = np.fromiter((math.nan if x is None else x for x in map(_LAUNCH, bound)),
+                                 float, len(at))
     by_launch = alive & ~np.isnan(launch) & (launch > best_t + _EPS)
     nothing = alive & ~by_launch & (best_t <= sa + _EPS)
     slow[s_ids[alive & ~by_launch & ~nothing]] = True

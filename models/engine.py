@@ -139,10 +139,22 @@ class Runs:
     """Receives task runs (``append``): keeps them when asked, and always each (rank, step)'s
     last device end (µs), which the step marks need."""
 
-    def __init__(self, keep: bool):
+    def __init__(self, keep: bool, blocks: bool = False):
         self.kept: list[TaskRun] = []
         self.keep = keep
         self.end: dict[tuple[int, int], float] = {}
+        self.blocks: list | None = [] if blocks else None
+        """``blocks``: a repeated step's runs are held as ``(where they go in kept, block,
+        shift µs, steps)``, not made (:class:`models.run_columns.BlockRuns`)."""
+
+    def every(self):
+        """The runs kept: a list, or a :class:`models.run_columns.BlockRuns` where blocks
+        were held."""
+        if not self.blocks:
+            return self.kept
+        from stepsim.models.run_columns import BlockRuns
+
+        return BlockRuns(self.kept, self.blocks)
 
     def append(self, r: TaskRun) -> None:
         if self.keep:
@@ -154,7 +166,9 @@ class Runs:
     def shifted(self, block: Block, dt_us: float, dstep: int) -> None:
         """Receive the runs of a repeated step (``block.rows``) moved by ``dt_us`` µs and
         ``dstep`` steps."""
-        if self.keep:
+        if self.blocks is not None:
+            self.blocks.append((len(self.kept), block, dt_us, dstep))
+        elif self.keep:
             self.kept.extend(block.moved(dt_us, dstep))
         end = self.end
         for (rank, step), e in block.maxima((0, 1), 7).items():

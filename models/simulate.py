@@ -60,7 +60,8 @@ class SimResult:
         max_outstanding: per rank, the most batches ever outstanding in its DataLoader.
         ranks: the rank numbers, in simulation order.
         runs: every device task execution (:class:`models.device.TaskRun`), per stream in
-            stream order.
+            stream order; with ``keep="brief"`` a :class:`models.run_columns.BlockRuns`
+            (the repeated steps' held as their blocks: it reads as the list, with columns).
         host_waits: every blocking wait of a host thread on the device
             (:class:`models.host.HostWait`).
         loader_stats: per rank, what its DataLoader produced and returned.
@@ -156,7 +157,8 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             times: memory flat in steps; ``spans``, ``samples``, ``runs`` and ``host_waits``
             are empty) or ``"brief"`` (as ``"all"`` but the device streams' spans, which
             :func:`models.metrics.brief_summary` does not read: :mod:`models.blame` reads the
-            task runs; :class:`simcore.record.HostSideRecorder`) or ``"runs"`` (the task runs
+            task runs; :class:`simcore.record.HostSideRecorder`; a repeated step's spans
+            and runs are held as its block, not made) or ``"runs"`` (the task runs
             and host waits, no span: what :func:`models.coarsen.coarsen`'s probe reads).
         engine: ``"auto"`` solves a rank that contends with nothing without events
             (:mod:`models.solo`, same instants) and runs SimPy processes otherwise;
@@ -204,14 +206,14 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     adaptive = recorder is None and engine != "quanta"
     su = Setup(model, steps, warmup, seed, replay, hook, adaptive)
     kept = keep != "steps"
-    runs, waits = Runs(kept), Waits(kept)
+    runs, waits = Runs(kept, keep == "brief"), Waits(kept)
     try:
         starts, loaders = (engine == "auto" and solved(su, runs, waits)) or simulated(
             su, runs, waits)
     except (Unsolvable, Oversubscribed):   # Unsolvable: the processes report where
         if rec is not None:
             rec.clear()
-        runs, waits = Runs(kept), Waits(kept)
+        runs, waits = Runs(kept, keep == "brief"), Waits(kept)
         su = Setup(model, steps, warmup, seed, replay, hook)   # the random streams afresh
         starts, loaders = simulated(su, runs, waits)
     ranks = [r.rank for r in model.ranks]
@@ -228,7 +230,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
                      spans=rec.spans if rec else [], samples=rec.samples if rec else {},
                      span_blocks=getattr(rec, "blocks", []),
                      max_outstanding=[ld.stats.max_outstanding for ld in loaders],
-                     ranks=ranks, runs=runs.kept, host_waits=list(waits),
+                     ranks=ranks, runs=runs.every(), host_waits=list(waits),
                      loader_stats=[ld.stats for ld in loaders], model=model, step_marks_us=marks)
 
 

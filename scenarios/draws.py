@@ -73,19 +73,22 @@ def _perturbed(value: Any, f: float) -> Any:
     raise TypeError(type(value).__name__)
 
 
-def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None
+def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None,
+                     after: StepModel | None = None
                      ) -> tuple[dict[str, tuple[float, float]], dict[str, str]]:
     """``(varied, skipped)``: path → factor range for every inferred/assumed quantity (not
     the ``SETTINGS``) and every ``meta.ranges`` entry that can be varied; path → reason for
     the rest. With ``ops`` (``()``: none), a quantity that nothing in the model after them
     reads (:func:`scenarios.noop.unread_params`: ``loader.pin_gbps`` without pinned memory)
-    is skipped too, saying why; None: every quantity, read or not."""
+    is skipped too, saying why; None: every quantity, read or not. ``after``: the model after
+    ``ops`` where the caller has it (not applied again)."""
     wanted = {p: DEFAULT_RANGES[s] for p, s in sorted(model.meta.sources.items())
               if s in DEFAULT_RANGES and p not in SETTINGS and p not in ABSOLUTE
               and not p.endswith(SPLITS)}
     wanted.update(model.meta.ranges)
     varied, skipped = {}, {}
-    unread = {} if ops is None else unread_params(_after(model, ops))
+    unread = {} if ops is None else unread_params(after if after is not None
+                                                  else _after(model, ops))
     for path, rng in wanted.items():
         if path in unread:
             skipped[path] = f"not read here: {unread[path]}"

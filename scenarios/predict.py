@@ -293,7 +293,7 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
         raise ModelError(f"{describe_ops(ops)}: the step takes no time at all (every duration "
                          "scaled to 0 or removed?): nothing left to predict")
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
-    varied, skipped = uncertain_params(model, ops)
+    varied, skipped = uncertain_params(model, ops, after=final)
     point = Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,
                        s.bottleneck_label, s, count.steps, warmup, seed, count=count,
                        uncertain=varied,

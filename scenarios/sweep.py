@@ -28,9 +28,10 @@ from stepsim.models.params import StepModel
 from stepsim.scenarios.parallel import Progress, run_many
 from stepsim.scenarios.paths import resolve
 from stepsim.scenarios.predict import Prediction, predict
-from stepsim.scenarios.transforms import (Operation, PrefetchWithoutWorkers, SetOp, apply_ops,
-                                          apply_with_notes)
+from stepsim.scenarios.transforms import (Operation, PrefetchWithoutWorkers, RemoveOp, ScaleOp,
+                                          SetOp, apply_ops, apply_with_notes)
 from stepsim.simcore.errors import ModelError
+from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.parsing import yaml_value
 
 
@@ -120,6 +121,7 @@ def parse_axis(text: str) -> tuple[str, list]:
     return path.strip(), values
 
 
+@gc_paused   # a point's records live until it ends: the collector's passes gain nothing
 def _point(item) -> Prediction:
     model, ops, steps, warmup, seed, intervals = item
     return predict(model, ops, steps=steps, warmup=warmup, seed=seed, intervals=intervals,
@@ -157,7 +159,11 @@ def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Opera
     paths = list(grid)
     combos, notes = _valid_points(model, base, paths,
                                   list(itertools.product(*(grid[p] for p in paths))))
-    items = [(model, list(base) + [SetOp(path=p, value=v) for p, v in zip(paths, combo)],
+    # a set, scale or remove takes the captured window away first (models.params.without_replay):
+    # without draws, which read the window, take it away once, not in every point
+    lean = model.without_replay() if not intervals and all(
+        isinstance(o, (SetOp, ScaleOp, RemoveOp)) for o in base) else model
+    items = [(lean, list(base) + [SetOp(path=p, value=v) for p, v in zip(paths, combo)],
               steps, warmup, seed, intervals) for combo in combos]
     preds = run_many(_point, items, jobs=jobs, progress=progress)
     points = tuple(SweepPoint(dict(zip(paths, c)), pr) for c, pr in zip(combos, preds))
