@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stepsim.calibration.page_faults import refault_fit
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.sidecar_fit import after_startup
@@ -118,9 +119,14 @@ def identical_work_us(side: Sidecar) -> float | None:
 
 def _work_parts(side: Sidecar) -> dict[str, float]:
     """The parts of :func:`identical_work_us` the sidecar holds: ``produce`` (a batch) and
-    ``train`` (a step's work outside ``next()``), median CPU µs each."""
+    ``train`` (a step's work outside ``next()``, its page faults' CPU left out where the
+    sidecar counts them), median CPU µs each."""
     produce = [r.work_us for r in after_startup(side.produce)]
-    train = [max(s.cpu_us - s.next_cpu_us, 0.0) for s in side.steps[1:]]
+    # less its page faults where measured: whether a run re-faults its step's memory is its
+    # heap's (calibration.page_faults), not the host's speed
+    rf = refault_fit(side)
+    per = rf.per_fault_us if rf is not None else 0.0
+    train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0) for s in side.steps[1:]]
     return {k: float(np.median(x)) for k, x in (("produce", produce), ("train", train)) if x}
 
 
