@@ -69,6 +69,15 @@ def test_identical_work_leaves_the_faults_out():
     assert faulting == pytest.approx(quiet, rel=0.02)
 
 
+def test_identical_work_of_a_run_whose_every_step_re_faulted_is_less_their_cpu():
+    """No step without faults to take: each step less its faults × the measured CPU per fault
+    (the 12:17 demo's two such replicates had read as a host 6 and 25 % slower)."""
+    none = identical_work_us(_side(FREE, [0] * 8, prof_ms=[40.0] * 5, prof_faults=[0] * 5))
+    every = _side(FREE, [F] * 8, prof_ms=[40.0] * 5, prof_faults=[F, 2 * F, F, 2 * F, F])
+    assert refault_fit(every).per_fault_us == pytest.approx(C_US)
+    assert identical_work_us(every) == pytest.approx(none, rel=1e-9)
+
+
 def test_the_planned_step_pays_the_share_of_the_refault():
     from stepsim.models.params import HostOp, HostParams, LoaderParams, StepModel, DurationSpec
     from stepsim.models.plans import host_plan
