@@ -29,6 +29,7 @@ import numpy as np
 from stepsim.calibration.batch_probe import probe_fields
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.outside_load import outside_load
+from stepsim.calibration.page_faults import refault_fit
 from stepsim.calibration.profiler_overhead import (step_factor, step_factor_note,
                                                     team_overhead_note)
 from stepsim.calibration.run_drift import drift_ratio, profiled_drift
@@ -279,6 +280,16 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
             warnings.append(step_factor_note(*stepf))
     elif (team_note := team_overhead_note(sidecar)) is not None:
         warnings.append(team_note)
+    rf = refault_fit(sidecar) if stepf is not None else None   # its page faults, measured
+    refault: dict = {}
+    if rf is not None and rf.refault_us > 0 and rf.unprofiled_us > 0:
+        g = rf.fault_free_us / rf.unprofiled_us     # to the fault-free work, then the share
+        compute_us = compute_us * g
+        split["refault_us"] = rf.refault_us / rf.fault_free_us * float(compute_us.mean())
+        refault = {"refault_share": 0.5, "refault_share_range": (0.0, 1.0)}
+        sources.update({"host.ops[1].refault_us": "measured", "host.refault_share": "assumed"})
+        stepf = (stepf[0] * g,) + tuple(stepf[1:])   # what the replay undoes
+        warnings.append(rf.describe())
     compute_mean = float(compute_us.mean())
     opt_us = step_loader_waits_us(table, steps, OPTIMIZER_SPAN)
     wall_compute = float(np.maximum(step_us - wait_us, 0.0).sum())
@@ -294,7 +305,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         sources.update(probed.sources)
         warnings += probed.warnings
     host_fields, src, more, warn = interference_from_sidecar(sidecar)
-    host_fields.update(stall_host)
+    host_fields.update(stall_host, **refault)
     ranges.update(more)
     sources.update(src)
     warnings += warn

@@ -16,6 +16,7 @@ from stepsim.models.param_base import StrictScalars
 from stepsim.models.params import (MAX_CORES, MAX_DURATION_US, MAX_PREFETCH, MAX_THREADS,
                                    MAX_WORKERS)
 from stepsim.calibration.sidecar_cross import cross_check
+from stepsim.calibration.sidecar_records import drop_bad_records
 from stepsim.models.ddp import MAX_CAP_MB
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input
@@ -84,6 +85,11 @@ class StepRecord(StrictScalars):
     next_vcsw: int | None = Field(default=None, ge=0)
     next_ivcsw: int | None = Field(default=None, ge=0)
     """The same inside ``next()`` (None in sidecars written before 2026-12-05 10:55 UTC)."""
+    minflt: int | None = Field(default=None, ge=0)
+    next_minflt: int | None = Field(default=None, ge=0)
+    sys_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    """The main thread's minor page faults outside / inside ``next()`` and its system CPU time
+    outside it (:mod:`calibration.page_faults`; None before 2026-12-05 12:10 UTC)."""
     run_wait_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     next_run_wait_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     """The main thread's run-queue wait (runnable, no core free; µs) outside and inside
@@ -261,34 +267,9 @@ class Sidecar(StrictScalars):
 
 
 _RECORDS = {"produce": ProduceRecord}
-"""The lists whose records stand alone (a batch each), so one that cannot be right is dropped;
-``steps`` are not: a step record's place is its step's number (``sidecar_match``,
-the first step's worker start-up), so a bad one refuses the file."""
-
-
-def _drop_bad_records(p: Path, data: dict, where: str = "") -> list[str]:
-    """Remove from ``data`` (in place) the records of its :data:`_RECORDS` lists that do not
-    validate; one warning per list that lost some (a list of the wrong type is left
-    to the validation, which refuses the file)."""
-    notes = []
-    for key, rec in _RECORDS.items():
-        items = data.get(key)
-        if not isinstance(items, list):
-            continue
-        keep, bad = [], []
-        for i, item in enumerate(items):
-            try:
-                rec.model_validate(item)
-                keep.append(item)
-            except ValidationError as e:
-                err = e.errors()[0]
-                loc = ".".join(str(x) for x in (key, i, *err["loc"]))
-                bad.append(f"{where}{loc}: {err['msg'].removeprefix('Value error, ')}")
-        if bad:
-            data[key] = keep
-            notes.append(f"{p.name}: dropped {len(bad)} of {len(items)} '{where}{key}' "
-                         f"record(s) that cannot be right (first: {bad[0]})")
-    return notes
+"""The lists whose records stand alone (a batch each), so one that cannot be right is dropped
+(:func:`calibration.sidecar_records.drop_bad_records`); ``steps`` are not: a step record's
+place is its step's number, so a bad one refuses the file."""
 
 
 _WAITS = {"produce": (ProduceRecord, {"run_wait_us": "wall_us", "gap_wall_us": None,
@@ -381,9 +362,9 @@ def load_sidecar(path: str | Path) -> Sidecar:
                             f"version {SIDECAR_VERSION}" + (" (a newer stepsim wrote it)"
                                                             if newer else ""))
     notes = _null_bad_waits(p, data)
-    notes += _drop_bad_records(p, data)
+    notes += drop_bad_records(p, data, _RECORDS)
     if isinstance(data.get("probe"), dict):
-        notes += _drop_bad_records(p, data["probe"], "probe.")
+        notes += drop_bad_records(p, data["probe"], _RECORDS, "probe.")
     try:
         side = Sidecar.model_validate(data)
     except ValidationError as e:

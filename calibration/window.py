@@ -43,8 +43,9 @@ taken again, so an interval's run-queue wait lies within its wall to this much a
 
 def clocks() -> tuple:
     """(monotonic wall, this thread's CPU, this process's CPU), all in µs, this thread's
-    voluntary and involuntary context switches so far (0 where the OS does not say) and its
-    run-queue wait so far (µs, :func:`run_wait_us`; None where the OS does not say).
+    voluntary and involuntary context switches so far (0 where the OS does not say), its
+    run-queue wait so far (µs, :func:`run_wait_us`; None where the OS does not say), and its
+    minor page faults and system CPU time (µs) so far (None where the OS does not say).
 
     The CPU clocks are read first: reading them is where the kernel checks whether the
     thread has used up its slice (EEVDF's ``update_curr``), so on a loaded machine a thread is
@@ -60,18 +61,27 @@ def clocks() -> tuple:
         ru = resource.getrusage(resource.RUSAGE_THREAD)
         sw = ru.ru_nvcsw, ru.ru_nivcsw
     except (AttributeError, OSError):
-        sw = 0, 0
+        ru, sw = None, (0, 0)
+    sys_s = getattr(ru, "ru_stime", None)
+    flt = getattr(ru, "ru_minflt", None), None if sys_s is None else sys_s * 1e6
     for _ in range(4):
         before = time.monotonic()
         wait = run_wait_us()
         wall = time.monotonic()
         if (wall - before) * 1e6 <= BRACKET_US:
             break
-    return (wall * 1e6,) + cpu + sw + (wait,)
+    return (wall * 1e6,) + cpu + sw + (wait,) + flt
 
 
 def _delta(a, b) -> float | None:
     return None if a is None or b is None else max(b - a, 0.0)
+
+
+def _count(a, b, i: int) -> int | None:
+    """The count at index ``i`` of two :func:`clocks` readings, b's less a's (None unread)."""
+    if len(a) <= i or a[i] is None or b[i] is None:
+        return None
+    return max(int(b[i] - a[i]), 0)
 
 
 def step_row(t0, t1, t2, profiled: bool, profiler_on: bool | None = None) -> dict:
@@ -81,7 +91,9 @@ def step_row(t0, t1, t2, profiled: bool, profiler_on: bool | None = None) -> dic
     ``next_ivcsw`` in it (a woken worker taking its core there is one involuntary switch);
     ``run_wait_us`` /
     ``next_run_wait_us``: the main thread's run-queue wait after / in ``next()`` (µs; None
-    unmeasured); ``profiled``: a
+    unmeasured); ``minflt`` / ``next_minflt``: its minor page faults after / in ``next()``,
+    ``sys_cpu_us``: its system CPU time after ``next()`` (µs; None unmeasured:
+    :mod:`calibration.page_faults`); ``profiled``: a
     recorded (active) step; ``profiler_on``: the profiler ran (warm-up or active; default:
     ``profiled``)."""
     return {"t_start_us": t0[0], "wall_us": t2[0] - t0[0], "cpu_us": t2[1] - t0[1],
@@ -90,6 +102,8 @@ def step_row(t0, t1, t2, profiled: bool, profiler_on: bool | None = None) -> dic
             "vcsw": t2[3] - t1[3], "ivcsw": t2[4] - t1[4], "run_wait_us": _delta(t1[5], t2[5]),
             "next_run_wait_us": _delta(t0[5], t1[5]),
             "next_vcsw": t1[3] - t0[3], "next_ivcsw": t1[4] - t0[4],
+            "minflt": _count(t1, t2, 6), "next_minflt": _count(t0, t1, 6),
+            "sys_cpu_us": _delta(*(t[7] if len(t) > 7 else None for t in (t1, t2))),
             "profiled": profiled,
             "profiler_on": profiled if profiler_on is None else profiler_on}
 

@@ -152,7 +152,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     console.print(f"calibrated on num_workers={CALIBRATION_WORKERS}: produce "
                   f"{model.loader.produce.mean_us / 1e3:.1f} ms per batch "
                   f"({basis.get(model.meta.notes.get('produce_basis'), 'inferred')}), training step "
-                  f"{model.host.ops[-1].dur_us / 1e3:.1f} ms; replay ({CAPTURE_SPEED}) "
+                  f"{(model.host.ops[-1].dur_us + model.host.refault_share * model.host.ops[-1].refault_us) / 1e3:.1f} ms; replay ({CAPTURE_SPEED}) "
                   f"{replay / 1e3:.1f} ms vs measured "
                   f"{measured_base / 1e3:.1f} ms ({replay_err:+.1f} %); co-run interference "
                   f"{model.host.interference:.3f} per co-runner per core, range "

@@ -287,8 +287,10 @@ def at_capture_speed(model):
     if isinstance(step, (int, float)) and step > 0 and step != 1:
         # the training step was scaled to its unprofiled CPU time (calibration.
         # profiler_overhead.step_factor): the captured window's steps ran profiled
+        # (and its page faults are the window's own: calibration.page_faults)
         host = host.model_copy(update={"ops": [
-            op.scaled(1 / step) if op.kind == "cpu" else op for op in host.ops]})
+            op.scaled(1 / step).model_copy(update={"refault_us": 0.0}) if op.kind == "cpu"
+            else op for op in host.ops]})
     if own == model.host.cpu_scale and host is model.host:
         return model
     return model.model_copy(update={"host": host.model_copy(update={"cpu_scale": own})})

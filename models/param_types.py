@@ -146,6 +146,10 @@ class HostOp(StrictModel):
     corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
     """For ``cpu`` ops: other runnable threads per core beside this op, on average, in the
     capture its durations come from (``HostParams.interference`` is relative to it)."""
+    refault_us: Micros = 0.0
+    """For ``cpu`` ops: CPU µs a step spends re-faulting memory the allocator gave back to the
+    kernel, at the most measured (``dur_us`` and ``samples_us`` exclude it); the step pays
+    ``HostParams.refault_share`` of it (:mod:`calibration.page_faults`). 0: none."""
     replay_us: list[Micros] | None = None
     """One value (µs) per step of the captured window (:class:`ReplayWindow`), in order: what
     this op took in that step (for ``next_batch``, the measured ``next()`` time). Only a
@@ -162,7 +166,7 @@ class HostOp(StrictModel):
         """This op with ``dur_us`` and each of ``samples_us`` multiplied by ``factor``
         (``replay_us``, the captured window's own values, kept)."""
         return self.model_copy(update={
-            "dur_us": self.dur_us * factor,
+            "dur_us": self.dur_us * factor, "refault_us": self.refault_us * factor,
             "samples_us": [v * factor for v in self.samples_us] if self.samples_us
             else self.samples_us})
 
@@ -214,11 +218,18 @@ class HostParams(StrictModel):
     (:func:`calibration.sidecar_fit.team_spin_from_sidecar`); 0: none (one thread, or not
     measured). Read only on a pool with more runnable threads than cores."""
 
+    refault_share: float = Field(default=0.5, ge=0, le=1)
+    refault_share_range: tuple[float, float] | None = None
+    """The share of each cpu op's ``refault_us`` a run pays, and its uncertainty (drawn
+    uniformly, one draw per run): whether glibc gives a step's freed memory back to the kernel
+    (to be faulted in again) is set by each process's heap layout, which no capture of another
+    setting predicts (docs/measurements.md, "Page faults of the training step")."""
+
     @model_validator(mode="after")
     def _check_ranges(self):
         """A range's ends lie within its value's bounds, low first (a hand edit with low above
         high raised numpy's ValueError in the interval's draws, a traceback)."""
-        for name in ("interference", "team_stall"):
+        for name in ("interference", "team_stall", "refault_share"):
             rng, le = getattr(self, f"{name}_range"), type(self).model_fields[name].metadata
             top = next(m.le for m in le if getattr(m, "le", None) is not None)
             if rng is not None and not 0 <= rng[0] <= rng[1] <= top:

@@ -119,10 +119,15 @@ def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
         optimizer = op.phase == "optimizer" or (t is not None and t.phase == "optimizer")
         cpu = op.kind == "cpu"
         r, pf, bf = threads_ratio(op) if cpu else (1.0, 0.0, 0.0)
+        fault = model.host.refault_share * op.refault_us if cpu else 0.0
+        if fault > 0:   # the main thread's CPU work: the parallel and blocking parts keep µs
+            keep = op.dur_us * r / (op.dur_us * r + fault)
+            pf, bf = pf * keep, bf * keep
         plans.append(HostOpPlan(
-            op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind), op.dur_us * r,
-            op.task, op.category, block, targets, optimizer,
-            Empirical(tuple(v * r for v in op.samples_us)) if cpu and op.samples_us else None,
+            op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind),
+            op.dur_us * r + fault, op.task, op.category, block, targets, optimizer,
+            Empirical(tuple(v * r + fault for v in op.samples_us)) if cpu and op.samples_us
+            else None,
             t.launches if op.kind == "launch" and t is not None else 1,
             tuple(v * r for v in op.replay_us) if replay and op.replay_us is not None else None,
             op.threads if cpu else 1, pf, bf, op.corun_ref if cpu else 0.0,

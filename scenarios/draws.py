@@ -41,8 +41,12 @@ SPLITS = ("parallel_fraction", "block_fraction", "per_step_fraction", "per_batch
 of a step and a batch that do not grow with its samples: not varied by a factor, which could
 make its parts exceed the whole; the measured times' variation is in the bootstrap."""
 ABSOLUTE = {"host.interference": "host.interference_range",
-            "host.team_stall": "host.team_stall_range"}
+            "host.team_stall": "host.team_stall_range",
+            "host.refault_share": "host.refault_share_range"}
 """Paths drawn as values from a range the model holds (not as factors on the value)."""
+PER_RUN = ("host.refault_share",)
+"""Of them, those each run draws anew (a process's heap layout): an interval of the pooled
+mean of ``runs`` runs draws the mean of ``runs`` uniform values."""
 HOST_SPEED = "host.cpu_scale"
 """The path of the host's run-to-run speed (drawn by :func:`models.host_speed.draw_factor`)."""
 WINDOW, STEPS = "window", "steps"
@@ -171,6 +175,7 @@ def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1,
         # draws what it drew before the host factors were spread (spread_factors)
         factors = {p: draw_factor(model.host.speed_runs, (lo, hi), runs, rng,
                                   model.host.cpu_scale_error_log) if p == HOST_SPEED
+                   else float(rng.uniform(lo, hi, max(runs, 1)).mean()) if p in PER_RUN
                    else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
         if host is not None:
             factors[HOST_SPEED] = host[i]

@@ -34,7 +34,7 @@ from stepsim.scenarios.paths import get_value
 from stepsim.scenarios.transforms import Operation
 
 LABELS = {"host.cpu_scale": "host noise", "host.interference": "interference",
-          "host.team_stall": "team stall",
+          "host.team_stall": "team stall", "host.refault_share": "page faults",
           "window": "window sampling", "steps": "step variation"}
 """Words for the sources a user reads first; other sources are named by their path."""
 

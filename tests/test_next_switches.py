@@ -48,3 +48,31 @@ def test_a_sidecar_keeps_them_and_an_old_one_has_none(tmp_path):
     assert [(s.next_vcsw, s.next_ivcsw) for s in load({"next_vcsw": 1, "next_ivcsw": 3})] \
         == [(1, 3)] * 2
     assert [(s.next_vcsw, s.next_ivcsw) for s in load({})] == [(None, None)] * 2
+
+
+def test_page_faults_and_system_time_are_counted_inside_and_after_next(monkeypatch):
+    """The main thread's minor page faults and system CPU per step (docs/measurements.md
+    "Page faults of the training step"): the allocator's re-faulting of the step's memory."""
+    k = _Kernel()
+    k.flt, k.sys = 100, 0.5
+
+    def ru(who):
+        return types.SimpleNamespace(ru_nvcsw=k.nv, ru_nivcsw=k.niv, ru_minflt=k.flt,
+                                     ru_stime=k.sys)
+    monkeypatch.setattr(window, "time", types.SimpleNamespace(
+        monotonic=lambda: k.t, thread_time=lambda: k.cpu, process_time=lambda: k.cpu))
+    monkeypatch.setattr(window.resource, "getrusage", ru)
+    monkeypatch.setattr(window, "run_wait_us", lambda: 0.0)
+    t0 = window.clocks()
+    k.flt += 3
+    t1 = window.clocks()
+    k.flt += 5000; k.sys += 0.008                 # the step re-faulted 5000 pages, 8 ms sys
+    t2 = window.clocks()
+    r = window.step_row(t0, t1, t2, False)
+    assert (r["next_minflt"], r["minflt"]) == (3, 5000)
+    assert abs(r["sys_cpu_us"] - 8000.0) < 1e-6
+    # a kernel that does not say: None, not 0
+    monkeypatch.setattr(window.resource, "getrusage", k.getrusage)
+    t = window.clocks()
+    r = window.step_row(t, t, t, False)
+    assert (r["minflt"], r["next_minflt"], r["sys_cpu_us"]) == (None, None, None)

@@ -117,8 +117,12 @@ def test_a_cpu_captures_step_is_its_unprofiled_cpu_and_the_replay_its_profiled(c
     from stepsim.calibration.sidecar import load_sidecar
     from stepsim.models.host_speed import at_capture_speed
 
+    from stepsim.calibration.page_faults import refault_fit
+
     side = load_sidecar(cpu_run_nw1 / "sidecar.json")
     p = step_factor(side)[0]
+    rf = refault_fit(side)     # where the run re-faulted its step's memory: its fault-free part
+    p *= rf.fault_free_us / rf.unprofiled_us if rf is not None else 1.0
     m = calibrate(cpu_run_nw1 / "trace.json.gz", sidecar=cpu_run_nw1 / "sidecar.json")
     step = m.host.ops[1]
     assert m.meta.notes["step_profiler_factor"] == pytest.approx(p)

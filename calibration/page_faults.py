@@ -1,0 +1,147 @@
+"""The training step's page faults: memory the allocator gives back to the kernel each step.
+
+A CPU training step allocates its activations and gradients (the demo's CNN: about 40–60 MB
+a step, tensors of up to 8 MiB) and frees them at its end. glibc's malloc hands large freed
+blocks back to the kernel (``munmap``, or trimming the heap's top past
+``M_TRIM_THRESHOLD``), and the next step faults the same memory in again, page by page: a
+minor fault each 4 KiB, its zeroing, and cold caches after it. Whether it does depends on
+the process's heap layout (what else was allocated between the step's blocks), which
+differs from process to process, and between settings in ways no capture predicts: measured
+(2026-12-05, docs/measurements.md "Page faults of the training step") 0 to 16,300 faults a
+step in fresh processes of one script, 1.3–3.3 µs of CPU each, so the step took 32–76 ms of
+CPU for the same work; with glibc's trim and dynamic mmap threshold turned off
+(``GLIBC_TUNABLES=glibc.malloc.mmap_threshold=…:glibc.malloc.trim_threshold=…``) it took
+32–36 ms at every setting and faulted 0–27 times.
+
+The harness records the main thread's minor faults and system CPU per step
+(``steps[].minflt``, :func:`calibration.window.clocks`). From them:
+
+* ``per_fault_us``: CPU µs per fault, the median slope of a step's CPU time outside
+  ``next()`` on its faults over pairs of steps of one kind (unprofiled with unprofiled,
+  profiled with profiled: the profiler's cost per step cancels) whose faults differ by
+  :data:`MIN_FAULTS` or more (Theil–Sen within groups), where most such slopes are
+  positive; else the system CPU per fault (the kernel's part only) over steps that faulted;
+  measured either way. On the demo the unprofiled steps at 1 worker did not re-fault while
+  the profiled ones did (27 against 2,000–12,000 faults), so the profiled pairs measure it;
+* ``max_faults``: the most faults of a step after the first (which faults in everything
+  once), the capture's last profiled step (the profiler writes its trace in it) and the step
+  after it (the profiler stops in it: 7.6 ms of system CPU for 2,045 faults) left out;
+* ``fault_free_us``: the median of CPU − ``per_fault_us`` × faults over the unprofiled steps.
+
+The model's step is its fault-free work plus ``HostParams.refault_share`` × ``max_faults`` ×
+``per_fault_us`` (``HostOp.refault_us``): the share is assumed, uniform over 0–1 and drawn per
+run, with its middle as the point estimate, since whether a run re-faults is a property of
+its process's heap that another setting's capture cannot measure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepsim.calibration.sidecar import Sidecar
+
+__all__ = ["Refault", "refault_fit", "MIN_STEPS", "MIN_FAULTS", "PER_FAULT_US"]
+
+MIN_STEPS = 3
+"""Fewest unprofiled steps with fault counts to measure from."""
+MIN_FAULTS = 1000
+"""Faults (4 MB) a step must re-fault for the re-faulting to be modelled, the spread of the
+steps' faults the slope needs, and the faults a step needs for its system CPU to count
+towards the fallback (assumed: the system time is the scheduler's tick-sampled split, 4 ms
+ticks here; a step without re-faulting has 25–30 here)."""
+PER_FAULT_US = (0.2, 20.0)
+"""CPU µs per fault outside which a measurement is not a fault's cost (assumed; measured
+1.3–3.3 µs here)."""
+MIN_PAIRS, POSITIVE_SHARE = 3, 0.8
+"""Fewest pairs of steps (of one kind, faults at least :data:`MIN_FAULTS` apart) the slope is
+taken from, and the share of their slopes that must be positive (assumed)."""
+
+
+@dataclass(frozen=True)
+class Refault:
+    """One capture's page faults of its training step (µs of main-thread CPU, medians).
+
+    Attributes:
+        per_fault_us: CPU per minor fault; ``per_fault_source`` says how it was measured.
+        max_faults: the most faults of one step after the first.
+        unprofiled_us: CPU per step outside ``next()`` of the unprofiled steps.
+        fault_free_us: the same less ``per_fault_us`` × each step's faults.
+        n: the unprofiled steps measured.
+    """
+
+    per_fault_us: float
+    per_fault_source: str
+    max_faults: int
+    unprofiled_us: float
+    fault_free_us: float
+    n: int
+
+    @property
+    def refault_us(self) -> float:
+        """CPU µs of a step that re-faults as much as the capture's most."""
+        return self.max_faults * self.per_fault_us
+
+    def describe(self) -> str:
+        return (f"the training step's page faults (measured): a step re-faulted up to "
+                f"{self.max_faults} pages × {self.per_fault_us:.2f} µs ({self.per_fault_source}) "
+                f"= {self.refault_us / 1e3:.1f} ms of CPU, whether it does is set by each "
+                "process's heap (glibc giving freed memory back to the kernel): the step is its "
+                f"fault-free {self.fault_free_us / 1e3:.1f} ms (unprofiled steps' "
+                f"{self.unprofiled_us / 1e3:.1f} ms less their faults, {self.n} steps) plus a "
+                "share of that drawn uniformly over 0–1 per run (assumed; its middle is the "
+                "point)")
+
+
+def _work_us(s) -> float:
+    return max(s.cpu_us - s.next_cpu_us, 0.0)
+
+
+def _per_fault(groups) -> tuple[float, str] | None:
+    """``(µs per fault, how)`` from groups of step rows (see the module docstring)."""
+    slopes = []
+    for rows in groups:     # within a group: the profiler's cost per step is in both steps
+        x = np.array([s.minflt for s in rows], dtype=float)
+        y = np.array([_work_us(s) for s in rows])
+        i, j = np.triu_indices(len(rows), 1)
+        far = np.abs(x[j] - x[i]) >= MIN_FAULTS
+        slopes += ((y[j] - y[i])[far] / (x[j] - x[i])[far]).tolist()
+    if len(slopes) >= MIN_PAIRS and np.mean(np.array(slopes) > 0) >= POSITIVE_SHARE:
+        slope = float(np.median(slopes))
+        if PER_FAULT_US[0] <= slope <= PER_FAULT_US[1]:
+            return slope, "the median slope of a step's CPU on its faults"
+    sys_rows = [s for rows in groups for s in rows
+                if s.minflt >= MIN_FAULTS and s.sys_cpu_us is not None]
+    faults = sum(s.minflt for s in sys_rows)
+    if faults > 0:
+        per = sum(s.sys_cpu_us for s in sys_rows) / faults
+        if PER_FAULT_US[0] <= per <= PER_FAULT_US[1]:
+            return float(per), "system CPU per fault, the kernel's part only"
+    return None
+
+
+def refault_fit(side: Sidecar | None) -> Refault | None:
+    """The capture's :class:`Refault`, or None where its sidecar has no fault counts (written
+    before they were recorded), fewer than :data:`MIN_STEPS` unprofiled steps, no step that
+    re-faulted :data:`MIN_FAULTS` pages, or no fault cost it can measure."""
+    if side is None or len(side.steps) < 2:
+        return None
+    steps = side.steps[1:]
+    if any(s.minflt is None for s in steps):
+        return None
+    # the last profiled step writes the trace, the first after it stops the profiler
+    prof = [i for i, s in enumerate(steps) if s.profiled]
+    odd = {prof[-1], prof[-1] + 1} if prof else set()
+    kept = [s for i, s in enumerate(steps) if i not in odd]
+    unprof = [s for s in kept if s.profiler_on is False and not s.profiled]
+    if len(unprof) < MIN_STEPS:
+        return None
+    most = int(max(s.minflt for s in kept))
+    per = (_per_fault([unprof, [s for s in kept if s.profiled]]) if most >= MIN_FAULTS
+           else None)
+    if per is None:
+        return None
+    y = np.array([_work_us(s) for s in unprof])
+    x = np.array([s.minflt for s in unprof], dtype=float)
+    free = float(np.median(np.maximum(y - per[0] * x, 0.0)))
+    return Refault(per[0], per[1], most, float(np.median(y)), free, len(unprof))
