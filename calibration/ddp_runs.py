@@ -1,0 +1,98 @@
+"""Which of a DDP job's profiled runs of one setting (a capture and its replicates) to
+calibrate from: the ones that ran without outside load, read from their own sidecars.
+
+Every profiled run of the calibration setting is the same work, so a run that is off the
+others is off for a reason outside the job. Two readings, each against the **median of the
+runs** (the runs themselves are the reference: no stated speed), each past
+:data:`models.host_speed.LOAD_WARN`, the tolerance every outside-load check takes:
+
+* **cores** (:func:`calibration.outside_load._core_share`): the run's processes' CPU over the
+  wall of their profiled steps. The same job keeps the same share from run to run (0.82-0.90
+  in the DDP demo's quiet runs); a run that held less waited for cores other processes held,
+  its wall stretched while its CPU time did not, so the host's speed from CPU time cannot
+  correct it: captures at 0.50-0.61 against their replicates' 0.83-0.89 (2026-12-05 09:45,
+  10:04, 10:09) predicted every row 7-93 % slow.
+* **speed** (:func:`calibration.calibrate._job_speeds`): the CPU time of identical work on
+  the unprofiled steps. Work that slows the host without taking its cores (caches, memory
+  bandwidth, a hypervisor's other guests) raises it: at 11:02 one replicate's training step
+  took 18-20 ms of CPU against 12-13 ms in the three other runs (1.535× the capture), and
+  the host's speed centre moved 1.036 → 1.143, every what-if 10 % slower than its runs.
+
+A run past either is left out of the calibration (:func:`pick_runs`): the first quiet run is
+the capture, the other quiet ones its replicates; the re-measured runs are not touched (each
+row scores every repeat). The demo says which runs were left out and why. With no quiet run,
+or no reading, every run is kept and the output says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from stepsim.models.host_speed import LOAD_WARN
+
+
+@dataclass
+class RunPick:
+    """The runs to calibrate from and the ones left out (``left_out``: path and why)."""
+
+    capture: Path
+    replicates: list[Path]
+    left_out: list[tuple[Path, str]] = field(default_factory=list)
+    shares: list[float | None] = field(default_factory=list)
+    """Per run (in the order given): its processes' CPU over the wall of its profiled steps."""
+    speeds: list[float] = field(default_factory=list)
+    """Per run: CPU time of identical work against the first run's."""
+    note: str | None = None
+    """Where every run was kept although some were off (no quiet run), in words."""
+
+
+def run_readings(folders: list[Path]) -> tuple[list[float | None], list[float]]:
+    """Per run folder (the capture's, then each replicate's, every one of the same ranks'
+    sidecars): its core share and its host speed against the first (raises as
+    :func:`calibration.calibrate._job_speeds`)."""
+    from stepsim.calibration.calibrate import _job_speeds, _rank_sidecars
+    from stepsim.calibration.outside_load import _core_share
+    from stepsim.calibration.sidecar import load_sidecar
+
+    sides = [_rank_sidecars(Path(f)) for f in folders]
+    shares = [_core_share([load_sidecar(p) for p in s.values()]) for s in sides]
+    speeds = _job_speeds(sides[0], [(Path(f), s) for f, s in zip(folders[1:], sides[1:])])
+    return shares, speeds
+
+
+def off_runs(shares: list[float | None], speeds: list[float]) -> dict[int, str]:
+    """The runs (index) past :data:`LOAD_WARN` against the runs' median, each with why."""
+    out: dict[int, str] = {}
+    known = [s for s in shares if s is not None]
+    if len(known) >= 3:
+        med = float(np.median(known))
+        for i, s in enumerate(shares):
+            if s is not None and med / s - 1 > LOAD_WARN:
+                out[i] = (f"its processes held {s:.2f} of a core each over its profiled steps "
+                          f"against the runs' median {med:.2f}: other processes held the cores "
+                          f"it waited for ({med / s:.2f}x)")
+    if len(speeds) >= 3:
+        med = float(np.median(speeds))
+        for i, v in enumerate(speeds):
+            if v / med - 1 > LOAD_WARN and i not in out:
+                out[i] = (f"its CPU time of identical work was {v / med:.2f}x the runs' median: "
+                          "other work slowed the host")
+    return out
+
+
+def pick_runs(folders: list[Path]) -> RunPick:
+    """The quiet runs among ``folders`` (the capture first, then its replicates) to
+    calibrate from (the module docstring); needs three runs to read a median, else keeps all."""
+    folders = [Path(f) for f in folders]
+    shares, speeds = run_readings(folders)
+    off = off_runs(shares, speeds)
+    quiet = [f for i, f in enumerate(folders) if i not in off]
+    if not off or not quiet:
+        note = None if not off else (
+            f"every one of the {len(folders)} profiled runs of the calibration setting was off "
+            "the others' median, so all are kept: every row carries their load")
+        return RunPick(folders[0], folders[1:], [], shares, speeds, note)
+    return RunPick(quiet[0], quiet[1:], [(folders[i], why) for i, why in sorted(off.items())],
+                   shares, speeds)
