@@ -62,23 +62,26 @@ def run_readings(folders: list[Path]) -> tuple[list[float | None], list[float]]:
     return shares, speeds
 
 
-def off_runs(shares: list[float | None], speeds: list[float]) -> dict[int, str]:
-    """The runs (index) past :data:`LOAD_WARN` against the runs' median, each with why."""
+def off_runs(shares: list[float | None], speeds: list[float], ref: str = "the runs' median",
+             span: str = "its profiled steps", work: str = "its CPU time of identical work"
+             ) -> dict[int, str]:
+    """The runs (index) past :data:`LOAD_WARN` against the runs' median (``shares`` of a core
+    held, ``speeds`` CPU time of the same work, any unit), each with why (``ref``, ``span`` and
+    ``work`` name the median, the span and the speed reading in it); needs three readings."""
     out: dict[int, str] = {}
     known = [s for s in shares if s is not None]
     if len(known) >= 3:
         med = float(np.median(known))
         for i, s in enumerate(shares):
-            if s is not None and med / s - 1 > LOAD_WARN:
-                out[i] = (f"its processes held {s:.2f} of a core each over its profiled steps "
-                          f"against the runs' median {med:.2f}: other processes held the cores "
-                          f"it waited for ({med / s:.2f}x)")
+            if s is not None and s > 0 and med / s - 1 > LOAD_WARN:
+                out[i] = (f"its processes held {s:.2f} of a core each over {span} against "
+                          f"{ref} {med:.2f}: other processes held the cores it waited for "
+                          f"({med / s:.2f}x)")
     if len(speeds) >= 3:
         med = float(np.median(speeds))
         for i, v in enumerate(speeds):
-            if v / med - 1 > LOAD_WARN and i not in out:
-                out[i] = (f"its CPU time of identical work was {v / med:.2f}x the runs' median: "
-                          "other work slowed the host")
+            if med > 0 and v / med - 1 > LOAD_WARN and i not in out:
+                out[i] = f"{work} was {v / med:.2f}x {ref}: other work slowed the host"
     return out
 
 

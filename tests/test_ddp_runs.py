@@ -25,6 +25,62 @@ def test_a_run_past_the_bound_against_the_runs_median_is_off():
     assert off_runs([None] * 3, [1.0, 1.0, 1.099]) == {}
 
 
+def _timed(step_ms, share, cpu_ms, steps=4):
+    """One timed run of 2 ranks as demo.ddp_job records it: steps of ``step_ms``, its
+    processes' threads holding ``share`` of a core over them, the training thread ``cpu_ms``
+    of CPU a step (phases: thread CPU at the step's start, index 5, and end, index 10)."""
+    wall = step_ms * 1e3 * steps
+    rank = {"step_starts_us": [k * step_ms * 1e3 for k in range(steps + 1)],
+            "threads": [{"cpu_us": share * wall}],
+            "phases": [[0.0] * 5 + [0.0, 0, 0, 0, 0, cpu_ms * 1e3]] * steps}
+    return [rank, rank]
+
+
+def test_a_repeat_under_outside_load_sets_its_row_apart_when_slower_than_predicted():
+    """Closed form (demo.ddp_load): the 09:33 demo's bucket_cap_mb=25 repeats, one at 37 ms a
+    step holding 0.49 of a core against 0.85 and 0.81: that repeat is loaded; measured
+    (37 + 19 + 22) / 3 = 26 ms against 20.7 predicted, slower: the row is set apart (‡) and the
+    quiet repeats' mean 20.5 ms is shown (error +1.0 %); predicted 30 ms (faster measured)
+    it stays scored. A repeat whose training thread took 1.3x the CPU per step is loaded too;
+    the old demo scored every row whatever its repeats' load."""
+    from stepsim.demo.ddp import summarize
+    from stepsim.demo.ddp_load import loaded_repeats, mark_row
+
+    reps = [_timed(37, 0.49, 12.4), _timed(19, 0.85, 12.4), _timed(22, 0.81, 12.4)]
+    assert list(loaded_repeats(reps)) == [0]
+    means = [37e3, 19e3, 22e3]
+    row = {"setting": "bucket_cap_mb=25", "predicted_ms": 20.7, "measured_ms": 26.0,
+           "error": 20.7 / 26.0 - 1}
+    marked = mark_row(row, means, reps)
+    assert marked["load_set_apart"] and marked["quiet_measured_ms"] == pytest.approx(20.5)
+    assert marked["quiet_error"] == pytest.approx(20.7 / 20.5 - 1)
+    assert "held 0.49 of a core" in marked["loaded"][0]["why"]
+    kept = mark_row(dict(row, predicted_ms=30.0, error=30 / 26 - 1), means, reps)
+    assert not kept["load_set_apart"] and kept["loaded"]
+    slow_cpu = [_timed(26, 0.85, 16.8), _timed(21, 0.86, 12.9), _timed(22, 0.83, 13.0)]
+    assert list(loaded_repeats(slow_cpu)) == [0]
+    assert loaded_repeats([_timed(21, 0.85, 12.9)] * 3) == {}
+
+    from pathlib import Path
+
+    class _Pick:
+        capture, replicates, left_out, shares, speeds = Path("capture"), [], [], [], []
+
+    class _Model:
+        class host:
+            speed_runs = [1.0]
+
+        class meta:
+            notes = {}
+
+    rows = [dict(row, error=0.01, in_sample=True), marked,
+            dict(row, setting="b", error=-0.04), dict(row, setting="c", error=0.06)]
+    summary = summarize(rows, _Model, _Pick)
+    assert summary["out_of_sample_scored"] == 2 and summary["set_apart"] == ["bucket_cap_mb=25"]
+    assert summary["out_of_sample_median_abs_error"] == pytest.approx(0.05)
+    assert summary["out_of_sample_max_abs_error"] == pytest.approx(0.06)
+
+
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 if not dist.is_available() or not dist.is_gloo_available():
@@ -79,3 +135,4 @@ def test_the_demo_leaves_a_slowed_replicate_out_of_its_calibration(gloo_run, tmp
     _, pick2, _ = score(out2, runs, 3)
     assert pick2.capture == out2 / "replicates" / "r0"
     assert [p.name for p, _ in pick2.left_out] == ["capture"]
+
