@@ -9,13 +9,16 @@
    calibration setting), from which the host's run-to-run speed is measured
    (:mod:`calibration.host_noise`, ``host.speed_runs``), as ``stepsim demo`` does.
 2. Calibrate the capture (:mod:`calibration.gloo`) with its replicates: one model with both
-   ranks. A profiled run of the defaults that ran under outside load against the others
-   (its cores or its CPU speed past 10 % off their median: :mod:`calibration.ddp_runs`) is
-   left out, and the demo says which and why; when it is the capture, the first quiet
-   replicate is the capture (at 11:02 one replicate at 1.535× the capture's CPU time had
-   made every what-if about 10 % slow). The capture times unprofiled steps right before and after its profiled window, in
-   the same processes: the profiler's own cost per rank, measured against them, is taken out
-   of the host's durations (:mod:`calibration.profiler_overhead`).
+   ranks. A profiled run of the defaults that ran under outside load (its cores or its CPU
+   speed past 10 % off the runs' median, or other processes busy on over 10 % of the
+   machine's cores: :mod:`calibration.ddp_runs`) is left out, and the demo says which and
+   why; when it is the capture, the first quiet replicate is the capture (at 11:02 one
+   replicate at 1.535× the capture's CPU time had made every what-if about 10 % slow). A
+   re-measured repeat under such load is marked, and its row set apart from the score where
+   the load could explain its error (:mod:`demo.ddp_load`). The capture times unprofiled
+   steps right before and after its profiled window, in the same processes: the profiler's
+   own cost per rank, measured against them, is taken out of the host's durations
+   (:mod:`calibration.profiler_overhead`).
 3. Predict each setting with its what-if (``--set comm.bucket_cap_mb=…``,
    ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``), with its P10–P90
    (:func:`scenarios.predict.predict`: the host's run-to-run speed drawn from the replicates'
@@ -56,7 +59,7 @@ from rich.console import Console
 from rich.table import Table
 
 from stepsim.calibration.ddp_runs import pick_runs
-from stepsim.demo.ddp_load import mark_row
+from stepsim.demo.ddp_load import mark_row, outside_share
 from stepsim.fit import calibrate
 from stepsim.models.host_speed import factor_range, outside_load_slowdown
 from stepsim.models.params import save_model
@@ -128,7 +131,10 @@ def score(out: Path, runs: dict, repeats: int, seed: int = 0):
     ``repeats`` replicates, :func:`calibration.ddp_runs.pick_runs`) and predict every setting
     against the re-measured ``runs``: ``(model, pick, rows)``. Writes nothing, so a kept
     demo folder can be scored again."""
-    pick = pick_runs([out / "capture"] + [out / "replicates" / f"r{k}" for k in range(repeats)])
+    outside = [outside_share(runs[label]) if label in runs else None
+               for label in ["capture"] + [f"replicate#{k}" for k in range(repeats)]]
+    pick = pick_runs([out / "capture"] + [out / "replicates" / f"r{k}" for k in range(repeats)],
+                     outside)
     model = calibrate(pick.capture, replicates=pick.replicates)
     rows = []
     for label, (ops, _) in SETTINGS.items():
@@ -174,7 +180,8 @@ def summarize(rows: list[dict], model, pick) -> dict:
             "capture_outside_load_held": model.meta.notes.get("outside_load_held"),
             "calibrated_from": [pick.capture.name] + [p.name for p in pick.replicates],
             "left_out": [{"run": p.name, "why": why} for p, why in pick.left_out],
-            "run_core_shares": pick.shares, "run_speeds": pick.speeds}
+            "run_core_shares": pick.shares, "run_speeds": pick.speeds,
+            "run_outside_shares": pick.outside}
 
 
 def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None:

@@ -15,6 +15,10 @@ setting's repeats** with :func:`calibration.ddp_runs.off_runs` (past
   work that slows the host without taking its cores raises it (at 10:24 one repeat of the
   defaults took 16.8 ms a step against 12.9 and 13.0).
 
+* the share of the machine's cores other processes were busy (:func:`outside_share`, from
+  ``/proc/stat`` around the run), past ``LOAD_WARN``: this one needs no median, so it holds
+  where most repeats were loaded (11:59: two of three of every setting).
+
 A row with a loaded repeat that was measured slower than predicted is set apart (``‡``, left
 out of the score): the load could explain its error; faster than predicted, it stays (load only
 slows a run). Every repeat stays in the row's measured mean; the mean over the quiet repeats
@@ -25,6 +29,18 @@ from __future__ import annotations
 import numpy as np
 
 from stepsim.calibration.ddp_runs import off_runs
+
+
+def outside_share(ranks: list[dict]) -> float | None:
+    """The share of the machine's cores' time other processes were busy over one run (every
+    rank's :class:`demo.ddp_job.RunResult` as a dict): the machine's busy CPU (rank 0's
+    ``machine``, ``/proc/stat``, steal included) less every rank's threads' CPU over the same
+    span, over ``cores × wall``; None without the records (runs recorded before them)."""
+    m = ranks[0].get("machine") or {}
+    if not m or m.get("wall_us", 0) <= 0 or not all(r.get("threads") for r in ranks):
+        return None
+    own = sum(t["cpu_us"] for r in ranks for t in r["threads"])
+    return max(m["busy_us"] - own, 0.0) / (m["cores"] * m["wall_us"])
 
 
 def repeat_readings(ranks: list[dict]) -> tuple[float | None, float | None]:
@@ -52,7 +68,8 @@ def loaded_repeats(repeats: list[list[dict]]) -> dict[int, str]:
     cpus = [c for _, c in readings]
     return off_runs(shares, [] if any(c is None for c in cpus) else cpus,
                     ref="the setting's repeats' median", span="its steps",
-                    work="its training thread's CPU per step")
+                    work="its training thread's CPU per step",
+                    outside=[outside_share(r) for r in repeats])
 
 
 def mark_row(row: dict, means_us: list[float], repeats: list[list[dict]]) -> dict:

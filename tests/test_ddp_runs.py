@@ -64,7 +64,8 @@ def test_a_repeat_under_outside_load_sets_its_row_apart_when_slower_than_predict
     from pathlib import Path
 
     class _Pick:
-        capture, replicates, left_out, shares, speeds = Path("capture"), [], [], [], []
+        capture, replicates, left_out = Path("capture"), [], []
+        shares, speeds, outside = [], [], []
 
     class _Model:
         class host:
@@ -79,6 +80,31 @@ def test_a_repeat_under_outside_load_sets_its_row_apart_when_slower_than_predict
     assert summary["out_of_sample_scored"] == 2 and summary["set_apart"] == ["bucket_cap_mb=25"]
     assert summary["out_of_sample_median_abs_error"] == pytest.approx(0.05)
     assert summary["out_of_sample_max_abs_error"] == pytest.approx(0.06)
+
+
+def test_other_processes_busy_on_the_machine_load_a_run_whatever_the_median():
+    """Closed form (demo.ddp_load.outside_share): over a 1 s run on 2 cores the machine was
+    busy 1.9 s and the job's threads used 1.6 s: others held 0.3 / 2 = 15 % of the cores'
+    time, past LOAD_WARN, so the run is loaded even where two of three repeats were (the
+    11:59 demo: shares 0.83, 0.50, 0.50, whose median is the loaded 0.50, so the median
+    readings found nothing); 1.7 s busy (5 %) is quiet. Runs recorded before ``machine``
+    cannot tell (None)."""
+    from stepsim.demo.ddp_load import loaded_repeats, outside_share
+
+    def run(busy_s, share=0.8, own_s=1.6):
+        ranks = _timed(25, share, 13.0, steps=40)
+        for r in ranks:
+            r["threads"] = [{"cpu_us": own_s / 2 * 1e6}]
+        ranks[0] = dict(ranks[0], machine={"wall_us": 1e6, "busy_us": busy_s * 1e6,
+                                           "steal_us": 0.0, "cores": 2})
+        return ranks
+
+    assert outside_share(run(1.9)) == pytest.approx(0.15)
+    assert outside_share(run(1.7)) == pytest.approx(0.05)
+    assert outside_share(_timed(25, 0.8, 13.0)) is None
+    assert list(loaded_repeats([run(1.7), run(1.9), run(1.9)])) == [1, 2]
+    assert "busy 15 % of the machine" in loaded_repeats([run(1.7), run(1.9), run(1.9)])[1]
+    assert loaded_repeats([run(1.7)] * 3) == {}
 
 
 torch = pytest.importorskip("torch")
@@ -100,7 +126,7 @@ def _slower(factor):
     return edit
 
 
-def test_the_demo_leaves_a_slowed_replicate_out_of_its_calibration(gloo_run, tmp_path):  # noqa: F811
+def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F811
     """Three replicates of the real job's capture, one whose every step took 1.5x the CPU
     time (the 11:02 demo's third replicate, 1.535x): the demo's score calibrates from the
     capture and the two others (speeds 1.0, 1.0, 1.0 against the capture: the same work),
