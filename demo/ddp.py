@@ -9,9 +9,16 @@
    calibration setting), from which the host's run-to-run speed is measured
    (:mod:`calibration.host_noise`, ``host.speed_runs``), as ``stepsim demo`` does.
 2. Calibrate the capture (:mod:`calibration.gloo`) with its replicates: one model with both
-   ranks. The capture times unprofiled steps right before and after its profiled window, in
-   the same processes: the profiler's own cost per rank, measured against them, is taken out
-   of the host's durations (:mod:`calibration.profiler_overhead`).
+   ranks. A profiled run of the defaults that ran under outside load (its cores or its CPU
+   speed past 10 % off the runs' median, or other processes busy on over 10 % of the
+   machine's cores: :mod:`calibration.ddp_runs`) is left out, and the demo says which and
+   why; when it is the capture, the first quiet replicate is the capture (at 11:02 one
+   replicate at 1.535× the capture's CPU time had made every what-if about 10 % slow). A
+   re-measured repeat under such load is marked, and its row set apart from the score where
+   the load could explain its error (:mod:`demo.ddp_load`). The capture times unprofiled
+   steps right before and after its profiled window, in the same processes: the profiler's
+   own cost per rank, measured against them, is taken out of the host's durations
+   (:mod:`calibration.profiler_overhead`).
 3. Predict each setting with its what-if (``--set comm.bucket_cap_mb=…``,
    ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``), with its P10–P90
    (:func:`scenarios.predict.predict`: the host's run-to-run speed drawn from the replicates'
@@ -51,6 +58,8 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
+from stepsim.calibration.ddp_runs import pick_runs
+from stepsim.demo.ddp_load import mark_row, outside_share
 from stepsim.fit import calibrate
 from stepsim.models.host_speed import factor_range, outside_load_slowdown
 from stepsim.models.params import save_model
@@ -61,8 +70,9 @@ from stepsim.scenarios.transforms import parse_fix, parse_set
 from stepsim.simcore.atomic import make_folder, write_atomic
 
 STRAGGLER_MS = 40.0
+REPLAY = "defaults (replay)"
 SETTINGS = {   # label: (what-if ops, Run keyword arguments)
-    "defaults (replay)": ([], {}),
+    REPLAY: ([], {}),
     "bucket_cap_mb=1": (["set comm.bucket_cap_mb=1"], {"bucket_cap_mb": 1}),
     "bucket_cap_mb=25": (["set comm.bucket_cap_mb=25"], {"bucket_cap_mb": 25}),
     "straggler 40 ms": ([f"fix straggler:rank=1,phase=forward,ms={STRAGGLER_MS:g}"],
@@ -103,21 +113,43 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
     runs = run_plan(plan, timeout_s=900)
     load_after = os.getloadavg()
     write_atomic(out / "runs.json", orjson.dumps(runs, option=orjson.OPT_SERIALIZE_NUMPY))
-    model = calibrate(out / "capture",
-                      replicates=[out / "replicates" / f"r{k}" for k in range(repeats)])
+    model, pick, rows = score(out, runs, repeats, seed)
     save_model(model, out / "model.json")
+    summary = summarize(rows, model, pick)
+    summary.update({"load_average_before": list(load_before),
+                    "load_average_after": list(load_after),
+                    "wall_s": time.monotonic() - t0, "repeats": repeats, "steps": steps,
+                    "cpu_count": os.cpu_count()})
+    write_atomic(out / "table.json", orjson.dumps({"rows": rows, "summary": summary},
+                                                  option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    print_table(rows, model, pick, summary, out)
+    return 0
+
+
+def score(out: Path, runs: dict, repeats: int, seed: int = 0):
+    """Calibrate from the quiet profiled runs of the defaults in ``out`` (the capture and its
+    ``repeats`` replicates, :func:`calibration.ddp_runs.pick_runs`) and predict every setting
+    against the re-measured ``runs``: ``(model, pick, rows)``. Writes nothing, so a kept
+    demo folder can be scored again."""
+    outside = [outside_share(runs[label]) if label in runs else None
+               for label in ["capture"] + [f"replicate#{k}" for k in range(repeats)]]
+    pick = pick_runs([out / "capture"] + [out / "replicates" / f"r{k}" for k in range(repeats)],
+                     outside)
+    model = calibrate(pick.capture, replicates=pick.replicates)
     rows = []
     for label, (ops, _) in SETTINGS.items():
         ops = [_op(text) for text in ops]
         p = predict(model, ops, steps=40, warmup=3, seed=seed, intervals=True)
         means = [float(_job_steps_us(runs[f"{label}#{k}"]).mean()) for k in range(repeats)]
         pred, meas = p.mean_step_us, float(np.mean(means))
-        rows.append({"setting": label, "predicted_ms": pred / 1e3, "measured_ms": meas / 1e3,
-                     "p10_ms": p.p10_step_us / 1e3 if p.p10_step_us is not None else None,
-                     "p90_ms": p.p90_step_us / 1e3 if p.p90_step_us is not None else None,
-                     "in_interval": p.covers(meas),
-                     "spread_ms": [min(means) / 1e3, max(means) / 1e3],
-                     "error": pred / meas - 1.0})
+        row = {"setting": label, "predicted_ms": pred / 1e3, "measured_ms": meas / 1e3,
+               "p10_ms": p.p10_step_us / 1e3 if p.p10_step_us is not None else None,
+               "p90_ms": p.p90_step_us / 1e3 if p.p90_step_us is not None else None,
+               "in_interval": p.covers(meas), "spread_ms": [min(means) / 1e3, max(means) / 1e3],
+               "error": pred / meas - 1.0, "in_sample": label == REPLAY}
+        # repeats under outside load (demo.ddp_load): marked, the row set apart where the
+        # load could explain its error
+        rows.append(mark_row(row, means, [runs[f"{label}#{k}"] for k in range(repeats)]))
         if "barrier" in label:
             # time in the barrier (skew + transfer), as ``dist.barrier()`` is timed
             sim = simulate(p.model, steps=40, warmup=3, seed=seed)
@@ -129,14 +161,32 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
                              "p90_ms": None, "in_interval": None,
                              "measured_ms": float(np.mean(waits)) / 1e3,
                              "spread_ms": [min(waits) / 1e3, max(waits) / 1e3], "error": None})
+    return model, pick, rows
+
+
+def summarize(rows: list[dict], model, pick) -> dict:
+    """The table's summary: |error| over every step row and over the what-ifs scored (out of
+    sample: the replay of the calibration setting is in sample; a row set apart for outside
+    load, :mod:`demo.ddp_load`, is not scored), and the runs calibration left out."""
     errs = [abs(r["error"]) for r in rows if r["error"] is not None]
-    summary = {"median_abs_error": float(np.median(errs)), "max_abs_error": float(max(errs)),
-               "load_average_before": list(load_before), "load_average_after": list(load_after),
-               "wall_s": time.monotonic() - t0, "repeats": repeats, "steps": steps,
-               "cpu_count": os.cpu_count(), "host_speed_runs": list(model.host.speed_runs),
-               "capture_outside_load_held": model.meta.notes.get("outside_load_held")}
-    write_atomic(out / "table.json", orjson.dumps({"rows": rows, "summary": summary},
-                                                  option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    oos = [abs(r["error"]) for r in rows if r["error"] is not None and not r.get("in_sample")
+           and not r.get("load_set_apart")]
+    return {"median_abs_error": float(np.median(errs)), "max_abs_error": float(max(errs)),
+            "out_of_sample_median_abs_error": float(np.median(oos)) if oos else None,
+            "out_of_sample_max_abs_error": float(max(oos)) if oos else None,
+            "out_of_sample_scored": len(oos),
+            "set_apart": [r["setting"] for r in rows if r.get("load_set_apart")],
+            "host_speed_runs": list(model.host.speed_runs),
+            "capture_outside_load_held": model.meta.notes.get("outside_load_held"),
+            "calibrated_from": [pick.capture.name] + [p.name for p in pick.replicates],
+            "left_out": [{"run": p.name, "why": why} for p, why in pick.left_out],
+            "run_core_shares": pick.shares, "run_speeds": pick.speeds,
+            "run_outside_shares": pick.outside}
+
+
+def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None:
+    """The demo's table and its notes, on stdout."""
+    load_before, load_after = summary["load_average_before"], summary["load_average_after"]
     table = Table(title="DDP on the CPU (2 gloo ranks): predicted from one capture vs re-measured")
     for col in ("setting", "predicted ms", "P10–P90", "measured ms (mean)", "range of repeats",
                 "error", "in P10–P90"):
@@ -145,7 +195,8 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
         band = "" if r["p10_ms"] is None else f"{r['p10_ms']:.1f}–{r['p90_ms']:.1f}"
         table.add_row(r["setting"], f"{r['predicted_ms']:.1f}", band, f"{r['measured_ms']:.1f}",
                       f"{r['spread_ms'][0]:.1f}–{r['spread_ms'][1]:.1f}",
-                      "" if r["error"] is None else f"{r['error']:+.1%}",
+                      "" if r["error"] is None else f"{r['error']:+.1%}"
+                      + (" ‡" if r.get("load_set_apart") else ""),
                       {True: "yes", False: "no", None: ""}[r["in_interval"]])
     Console().print(table)
     lo, hi = factor_range(model.host.speed_runs, model.meta.ranges["host.cpu_scale"], 1)
@@ -156,13 +207,34 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
                     f"{model.host.cpu_scale:.3f}"
                     + (f", times the profiler factor's own error ×{math.exp(-err):.3f}–"
                        f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
-    Console().print(f"step errors: median |error| {summary['median_abs_error']:.1%}, max "
-                    f"{summary['max_abs_error']:.1%}; load average {load_before[0]:.1f} -> "
-                    f"{load_after[0]:.1f} on {os.cpu_count()} cores; {summary['wall_s']:.0f} s; "
-                    f"artefacts in {out}")
+    for r in rows:
+        for lo in r.get("loaded", []):
+            Console().print(f"{'‡ ' if r['load_set_apart'] else ''}{r['setting']}, repeat "
+                            f"{lo['repeat']}: ran under outside load ({lo['why']})"
+                            + (f"; over the quiet repeats measured {r['quiet_measured_ms']:.1f}"
+                               f" ms, error {r['quiet_error']:+.1%}" if "quiet_error" in r
+                               else ""))
+    if summary["set_apart"]:
+        Console().print("‡ measured slower than predicted with a repeat under outside load: "
+                        "the load could explain the error, so the row is left out of the score")
+    med, top = (summary["out_of_sample_median_abs_error"],
+                 summary["out_of_sample_max_abs_error"])
+    Console().print(f"step errors: out of sample ({summary['out_of_sample_scored']} of the "
+                    f"{len(SETTINGS) - 1} what-ifs scored) "
+                    + (f"median |error| {med:.1%}, max {top:.1%}" if med is not None else "none")
+                    + f"; every row with the replay median {summary['median_abs_error']:.1%}, "
+                    f"max {summary['max_abs_error']:.1%}; "
+                    f"load average {load_before[0]:.1f} -> {load_after[0]:.1f} on "
+                    f"{os.cpu_count()} cores; {summary['wall_s']:.0f} s; artefacts in {out}")
+    for path, why in pick.left_out:
+        Console().print(f"left out of the calibration: {path.relative_to(out)} ({why}); "
+                        f"calibrated from {pick.capture.relative_to(out)}"
+                        + (f" with {len(pick.replicates)} replicate(s)" if pick.replicates
+                           else " alone (the host's run-to-run speed is the stated prior)"))
+    if pick.note:
+        Console().print(pick.note)
     loaded = outside_load_slowdown(model)
     if loaded is not None:
         Console().print(f"the capture ran under outside load ({1 + loaded:.2f}x slower than the "
                         "same work alone, see the warnings): every row above carries it; run "
                         "the demo again on a quiet machine")
-    return 0

@@ -29,6 +29,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from stepsim.demo.ddp_stats import (machine_delta, machine_stat, thread_deltas,  # noqa: F401
+                                    thread_stats)
+
 WIDTH, DEPTH, BATCH = 512, 8, 64
 """The MLP: ``DEPTH`` layers of ``WIDTH``² float32 weights (1 MiB each) plus biases."""
 
@@ -65,6 +68,8 @@ class RunResult:
     same five points."""
     buckets: dict = field(default_factory=dict)
     threads: list[dict] = field(default_factory=list)
+    machine: dict = field(default_factory=dict)
+    """The whole machine's CPU over the same span as ``threads`` (:func:`machine_delta`)."""
 
 
 def free_port() -> int:
@@ -78,36 +83,6 @@ def spin(ms: float) -> None:
     end = time.perf_counter() + ms / 1e3
     while time.perf_counter() < end:
         pass
-
-
-def thread_stats() -> dict[int, tuple[str, int, int, int]]:
-    """Per thread of this process: (name, CPU ns, runqueue wait ns, timeslices), from the
-    kernel's ``/proc/self/task/<tid>/schedstat`` (its three fields; empty where the kernel has
-    no schedstat). A timeslice is one run on a CPU: each wake-up of a thread that blocks
-    (gloo's threads, between messages) starts one."""
-    out = {}
-    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                cpu_ns, wait_ns, slices = (int(x) for x in f.read().split()[:3])
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                name = f.read().strip()
-        except (OSError, ValueError):
-            continue
-        out[int(tid)] = (name, cpu_ns, wait_ns, slices)
-    return out
-
-
-def thread_deltas(before: dict, after: dict, main_tid: int) -> list[dict]:
-    """What each thread used between two :func:`thread_stats` (µs, timeslices); ``main``
-    marks the training thread."""
-    rows = []
-    for tid, (name, cpu, wait, slices) in after.items():
-        _, c0, w0, s0 = before.get(tid, (name, 0, 0, 0))
-        rows.append({"tid": tid, "name": name, "main": tid == main_tid,
-                     "cpu_us": (cpu - c0) / 1e3, "runqueue_us": (wait - w0) / 1e3,
-                     "timeslices": slices - s0})
-    return rows
 
 
 class BucketMeter:
@@ -233,15 +208,16 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
     res.barrier_us.clear()
     res.phases.clear()
     if run.profile_dir:
-        before, after = _profiled(rank, run, model, step)
+        before, after, m0, m1 = _profiled(rank, run, model, step)
     else:
-        before = thread_stats()
+        before, m0 = thread_stats(), machine_stat()
         for _ in range(run.steps):
             step()
         dist.barrier()
         res.step_starts_us.append(time.perf_counter() * 1e6)
-        after = thread_stats()
+        after, m1 = thread_stats(), machine_stat()
     res.threads = thread_deltas(before, after, threading.get_native_id())
+    res.machine = machine_delta(m0, m1)
     for h in hooks:
         h.remove()
     data = model._get_ddp_logging_data()
@@ -260,11 +236,13 @@ replicate of a demo of 2026-12-05 04:12 read 1.21 where its two others read 0.92
 about 0.7 s more a demo)."""
 
 
-def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
+def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict, tuple | None,
+                                                          tuple | None]:
     """Profile ``run.steps`` steps (after one profiler warm-up step), between
     :data:`UNPROFILED_STEPS` unprofiled steps before and after; every step's wall and
     main-thread CPU time goes into the sidecar (``steps``, with ``profiled`` and
-    ``profiler_on``). Returns the :func:`thread_stats` before and after the profiled steps."""
+    ``profiler_on``). Returns the :func:`thread_stats` and :func:`machine_stat` before and
+    after the profiled steps."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     from stepsim.calibration.window import clocks, step_row
@@ -290,10 +268,10 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
                  schedule=schedule(wait=0, warmup=1, active=run.steps, repeat=1)) as prof:
         for k in range(run.steps + 1):
             if k == 1:
-                before = thread_stats()
+                before, m0 = thread_stats(), machine_stat()
             timed(k >= 1, True)
             prof.step()
-        after = thread_stats()
+        after, m1 = thread_stats(), machine_stat()
     for _ in range(UNPROFILED_STEPS):
         timed(False, False)
     with atomic_path(out / f"rank{rank}.json") as tmp:   # a reader never sees half a trace
@@ -301,7 +279,7 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict]:
     others = [{k: t[k] for k in ("tid", "name", "cpu_us", "runqueue_us", "timeslices")}
               for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
     _write_sidecar(out, model, rank, others, rows, meter.rows())
-    return before, after
+    return before, after, m0, m1
 
 
 def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list[dict],

@@ -232,9 +232,10 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             if kind == "cpu" and op.samples is not None and op.replay_us is None:
                 dur_us = op.samples.sample(rng)
             if kind == "cpu" and op.lag is not None:
-                # drawn every step (the stream stays aligned), paid by the last to enter
+                # drawn every step (the stream stays aligned), paid by the step's one payer:
+                # the last to enter, or a coin where the others waited under 3 ms
                 lag_us = op.lag.sample(rng)
-                if lag_us > 0 and events.entered_last(rank, step, op.lag_task):
+                if lag_us > 0 and events.pays_lag(rank, step, op.lag_task, rng):
                     yield from catch_up()
                     start = env.now
                     yield env.timeout(lag_us)

@@ -1,0 +1,118 @@
+"""Which of a DDP job's profiled runs of one setting (a capture and its replicates) to
+calibrate from: the ones that ran without outside load, read from their own sidecars.
+
+Every profiled run of the calibration setting is the same work, so a run that is off the
+others is off for a reason outside the job. Two readings, each against the **median of the
+runs** (the runs themselves are the reference: no stated speed), each past
+:data:`models.host_speed.LOAD_WARN`, the tolerance every outside-load check takes:
+
+* **cores** (:func:`calibration.outside_load._core_share`): the run's processes' CPU over the
+  wall of their profiled steps. The same job keeps the same share from run to run (0.82-0.90
+  in the DDP demo's quiet runs); a run that held less waited for cores other processes held,
+  its wall stretched while its CPU time did not, so the host's speed from CPU time cannot
+  correct it: captures at 0.50-0.61 against their replicates' 0.83-0.89 (2026-12-05 09:45,
+  10:04, 10:09) predicted every row 7-93 % slow.
+* **speed** (:func:`calibration.calibrate._job_speeds`): the CPU time of identical work on
+  the unprofiled steps. Work that slows the host without taking its cores (caches, memory
+  bandwidth, a hypervisor's other guests) raises it: at 11:02 one replicate's training step
+  took 18-20 ms of CPU against 12-13 ms in the three other runs (1.535× the capture), and
+  the host's speed centre moved 1.036 → 1.143, every what-if 10 % slower than its runs.
+
+A third reading needs no median (when most runs are loaded, the median is): the harness
+reads the whole machine's busy CPU (``/proc/stat``) over each run, and what its own processes
+did not use, other processes did (:func:`demo.ddp_load.outside_share`); past ``LOAD_WARN`` of
+the cores' time the run is loaded (at 11:59, 2 of 3 repeats of every setting and all three
+replicates held 0.46-0.52 of a core against the capture's 0.85, so the medians were loaded).
+
+A run past any is left out of the calibration (:func:`pick_runs`): the first quiet run is
+the capture, the other quiet ones its replicates; the re-measured runs are not touched (each
+row scores every repeat). The demo says which runs were left out and why. With no quiet run,
+or no reading, every run is kept and the output says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from stepsim.models.host_speed import LOAD_WARN
+
+
+@dataclass
+class RunPick:
+    """The runs to calibrate from and the ones left out (``left_out``: path and why)."""
+
+    capture: Path
+    replicates: list[Path]
+    left_out: list[tuple[Path, str]] = field(default_factory=list)
+    shares: list[float | None] = field(default_factory=list)
+    """Per run (in the order given): its processes' CPU over the wall of its profiled steps."""
+    speeds: list[float] = field(default_factory=list)
+    """Per run: CPU time of identical work against the first run's."""
+    note: str | None = None
+    """Where every run was kept although some were off (no quiet run), in words."""
+    outside: list[float | None] = field(default_factory=list)
+    """Per run, where measured: the share of the machine's cores other processes were busy."""
+
+
+def run_readings(folders: list[Path]) -> tuple[list[float | None], list[float]]:
+    """Per run folder (the capture's, then each replicate's, every one of the same ranks'
+    sidecars): its core share and its host speed against the first (raises as
+    :func:`calibration.calibrate._job_speeds`)."""
+    from stepsim.calibration.calibrate import _job_speeds, _rank_sidecars
+    from stepsim.calibration.outside_load import _core_share
+    from stepsim.calibration.sidecar import load_sidecar
+
+    sides = [_rank_sidecars(Path(f)) for f in folders]
+    shares = [_core_share([load_sidecar(p) for p in s.values()]) for s in sides]
+    speeds = _job_speeds(sides[0], [(Path(f), s) for f, s in zip(folders[1:], sides[1:])])
+    return shares, speeds
+
+
+def off_runs(shares: list[float | None], speeds: list[float], ref: str = "the runs' median",
+             span: str = "its profiled steps", work: str = "its CPU time of identical work",
+             outside: list[float | None] = ()) -> dict[int, str]:
+    """The runs (index) under outside load, each with why: past :data:`LOAD_WARN` against the
+    runs' median (``shares`` of a core held, ``speeds`` CPU time of the same work, any unit;
+    ``ref``, ``span`` and ``work`` name the median, the span and the speed reading in it; needs
+    three readings), or, where measured, with other processes (and a hypervisor's other guests)
+    busy on more than ``LOAD_WARN`` of the machine's cores' time over the run (``outside``:
+    that share per run), which needs no median: when most runs are loaded, the median is."""
+    out: dict[int, str] = {}
+    for i, o in enumerate(outside):
+        if o is not None and o > LOAD_WARN:
+            out[i] = (f"other processes were busy {100 * o:.0f} % of the machine's cores' time "
+                      f"over {span}")
+    known = [s for s in shares if s is not None]
+    if len(known) >= 3:
+        med = float(np.median(known))
+        for i, s in enumerate(shares):
+            if s is not None and s > 0 and med / s - 1 > LOAD_WARN and i not in out:
+                out[i] = (f"its processes held {s:.2f} of a core each over {span} against "
+                          f"{ref} {med:.2f}: other processes held the cores it waited for "
+                          f"({med / s:.2f}x)")
+    if len(speeds) >= 3:
+        med = float(np.median(speeds))
+        for i, v in enumerate(speeds):
+            if med > 0 and v / med - 1 > LOAD_WARN and i not in out:
+                out[i] = f"{work} was {v / med:.2f}x {ref}: other work slowed the host"
+    return out
+
+
+def pick_runs(folders: list[Path], outside: list[float | None] = ()) -> RunPick:
+    """The quiet runs among ``folders`` (the capture first, then its replicates) to
+    calibrate from (the module docstring; ``outside``: per run, where measured, the share of
+    the machine's cores other processes were busy over its profiled steps, :func:`off_runs`);
+    needs three runs to read a median, else keeps all but the ones ``outside`` finds loaded."""
+    folders = [Path(f) for f in folders]
+    shares, speeds = run_readings(folders)
+    off = off_runs(shares, speeds, outside=outside)
+    quiet = [f for i, f in enumerate(folders) if i not in off]
+    if not off or not quiet:
+        note = None if not off else (
+            f"every one of the {len(folders)} profiled runs of the calibration setting ran under "
+            "outside load, so all are kept: every row carries their load")
+        return RunPick(folders[0], folders[1:], [], shares, speeds, note, list(outside))
+    return RunPick(quiet[0], quiet[1:], [(folders[i], why) for i, why in sorted(off.items())],
+                   shares, speeds, None, list(outside))

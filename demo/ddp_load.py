@@ -1,0 +1,87 @@
+"""Outside load on the DDP demo's re-measured (timed) runs, read from the runs themselves, and
+the rows it sets apart from the score, as ``stepsim demo`` sets a loaded setting apart (‡).
+
+A setting's repeats are the same work, so each repeat is read against the **median of its
+setting's repeats** with :func:`calibration.ddp_runs.off_runs` (past
+:data:`models.host_speed.LOAD_WARN`), on two readings from :mod:`demo.ddp_job`'s records:
+
+* the share of a core its ranks' processes held: every thread's CPU (``threads``, the
+  kernel's schedstat between the first step and the run's closing barrier) over the run's
+  wall (first to last step start), per rank. The DDP demo's quiet repeats held 0.77-0.90 at
+  the defaults and both bucket caps, 0.61-0.64 with the straggler; the loaded ones of
+  2026-12-05 09:33-09:45 (a whole run at 33-37 ms a step where its repeats took 18-25) held
+  0.48-0.52;
+* the training thread's CPU per step (``phases``: its thread CPU at the step's start and end):
+  work that slows the host without taking its cores raises it (at 10:24 one repeat of the
+  defaults took 16.8 ms a step against 12.9 and 13.0).
+
+* the share of the machine's cores other processes were busy (:func:`outside_share`, from
+  ``/proc/stat`` around the run), past ``LOAD_WARN``: this one needs no median, so it holds
+  where most repeats were loaded (11:59: two of three of every setting).
+
+A row with a loaded repeat that was measured slower than predicted is set apart (``‡``, left
+out of the score): the load could explain its error; faster than predicted, it stays (load only
+slows a run). Every repeat stays in the row's measured mean; the mean over the quiet repeats
+is shown beside it, so nothing is dropped unmarked.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from stepsim.calibration.ddp_runs import off_runs
+
+
+def outside_share(ranks: list[dict]) -> float | None:
+    """The share of the machine's cores' time other processes were busy over one run (every
+    rank's :class:`demo.ddp_job.RunResult` as a dict): the machine's busy CPU (rank 0's
+    ``machine``, ``/proc/stat``, steal included) less every rank's threads' CPU over the same
+    span, over ``cores × wall``; None without the records (runs recorded before them)."""
+    m = ranks[0].get("machine") or {}
+    if not m or m.get("wall_us", 0) <= 0 or not all(r.get("threads") for r in ranks):
+        return None
+    own = sum(t["cpu_us"] for r in ranks for t in r["threads"])
+    return max(m["busy_us"] - own, 0.0) / (m["cores"] * m["wall_us"])
+
+
+def repeat_readings(ranks: list[dict]) -> tuple[float | None, float | None]:
+    """One timed run's (every rank's :class:`demo.ddp_job.RunResult` as a dict): the mean
+    share of a core its ranks' processes held, and the training thread's mean CPU µs per
+    step; None where the run lacks the records."""
+    shares, cpus = [], []
+    for r in ranks:
+        starts = r.get("step_starts_us") or []
+        wall = starts[-1] - starts[0] if len(starts) > 1 else 0.0
+        if wall > 0 and r.get("threads"):
+            shares.append(sum(t["cpu_us"] for t in r["threads"]) / wall)
+        steps = [p[10] - p[5] for p in r.get("phases") or [] if len(p) >= 11]
+        if steps:
+            cpus.append(float(np.mean(steps)))
+    return (float(np.mean(shares)) if len(shares) == len(ranks) else None,
+            float(np.mean(cpus)) if len(cpus) == len(ranks) else None)
+
+
+def loaded_repeats(repeats: list[list[dict]]) -> dict[int, str]:
+    """The repeats (index) of one setting that ran under outside load against the others,
+    each with why (:func:`calibration.ddp_runs.off_runs`; needs three repeats)."""
+    readings = [repeat_readings(r) for r in repeats]
+    shares = [s for s, _ in readings]
+    cpus = [c for _, c in readings]
+    return off_runs(shares, [] if any(c is None for c in cpus) else cpus,
+                    ref="the setting's repeats' median", span="its steps",
+                    work="its training thread's CPU per step",
+                    outside=[outside_share(r) for r in repeats])
+
+
+def mark_row(row: dict, means_us: list[float], repeats: list[list[dict]]) -> dict:
+    """``row`` (a step row of the demo's table) with its loaded repeats (``loaded``: index and
+    why), the mean over its quiet ones (``quiet_measured_ms``, ``quiet_error``) and whether
+    it is set apart from the score (``load_set_apart``: a loaded repeat and measured slower
+    than predicted)."""
+    off = loaded_repeats(repeats)
+    row = dict(row, loaded=[{"repeat": k, "why": why} for k, why in sorted(off.items())],
+               load_set_apart=bool(off) and row["error"] < 0)
+    quiet = [m for k, m in enumerate(means_us) if k not in off]
+    if off and quiet:
+        q = float(np.mean(quiet)) / 1e3
+        row.update(quiet_measured_ms=q, quiet_error=row["predicted_ms"] / q - 1.0)
+    return row
