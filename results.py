@@ -302,9 +302,11 @@ class PlanResult(_Result):
         return [base] + [{"move": i, **_flat(m)} for i, m in enumerate(d["moves"], 1)]
 
 
-@dataclass(frozen=True)
-class Validation(_Result):
-    """A prediction scored against re-measured runs; ``record`` is what a ledger holds."""
+@dataclass(frozen=True, repr=False)
+class Validation(_Warned, _Result):
+    """A prediction scored against re-measured runs; ``record`` is what a ledger holds.
+    ``print(v)`` shows the score in one line, then the warnings (it printed the whole record
+    and prediction as one dataclass dump of some 5,000 characters, a fresh user's, 2026-12-05)."""
 
     record: LedgerRecord
     prediction: Prediction
@@ -312,6 +314,20 @@ class Validation(_Result):
     runs: tuple[dict, ...] = ()
     """Per re-measured run: ``trace``, ``steps``, ``mean_us``, ``median_us`` (µs) and
     ``held`` (its threads' share of the core time they could hold; None unmeasured)."""
+
+    def head(self) -> str:
+        """Predicted and measured mean, the error, whether inside P10–P90, the bottlenecks."""
+        r = self.record
+        ms = lambda us: f"{us / 1e3:.1f}"  # noqa: E731
+        band = (f", P10-P90 {ms(r.p10_us)}-{ms(r.p90_us)} ms" if r.p10_us is not None
+                and r.p90_us is not None else "")
+        inside = "" if r.inside is None else ", inside" if r.inside else ", outside"
+        agree = {True: "agree", False: "differ", None: "not compared"}[r.bottleneck_agrees]
+        return (f"Validation({r.label}{' (in-sample)' if r.in_sample else ''}: predicted "
+                f"{ms(r.predicted_mean_us)} ms{band}; measured {ms(r.measured_mean_us)} ms "
+                f"over {r.steps_measured} steps of {r.runs} run(s); error {r.error_pct:+.1f} %"
+                f"{inside}; bottleneck {r.predicted_bottleneck} / {r.measured_bottleneck}, "
+                f"{agree})")
 
     def to_dict(self) -> dict:
         return self.record.model_dump()

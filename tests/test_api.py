@@ -171,6 +171,21 @@ def test_calibrate_and_validate_a_capture(tmp_path, cpu_run_nw1):
     assert isinstance(v.to_frame(), pd.DataFrame) and len(v.to_frame()) == 1
 
 
+def test_a_validation_prints_its_score_in_a_line(tmp_path, cpu_run_nw1):
+    """``print(v)`` gives the score in one line, then the warnings, as a what-if's does (it
+    dumped the whole record and prediction, some 5,000 characters, a fresh user's)."""
+    api.calibrate(cpu_run_nw1, output=tmp_path / "m.json")
+    v = api.validate(tmp_path / "m.json", cpu_run_nw1, draws=4, label="same run", **FAST)
+    r = v.record
+    for text in (str(v), repr(v)):
+        head = text.splitlines()[0]
+        assert head.startswith("Validation(same run (in-sample): predicted ") and len(head) < 300
+        assert f"error {r.error_pct:+.1f} %" in head and f"of {r.runs} run(s)" in head
+        assert f"{r.measured_mean_us / 1e3:.1f} ms" in head and "P10-P90" in head
+        assert all(f"warning: {x}" in text for x in v.warnings)
+        assert len(text.splitlines()) == 1 + len(v.warnings)
+
+
 @pytest.mark.parametrize("module,never", [
     ("stepsim.cli", ("stepsim.models", "stepsim.scenarios", "stepsim.report", "stepsim.results",
                      "stepsim.calibration")),
