@@ -88,8 +88,8 @@ class _Warned:
         return str(self)
 
 
-@dataclass(frozen=True)
-class Calibration(_Result):
+@dataclass(frozen=True, repr=False)
+class Calibration(_Warned, _Result):
     """A calibrated model and how well it reproduces its own trace (µs).
 
     Attributes:
@@ -147,6 +147,13 @@ class Calibration(_Result):
         return (f"the {'steady state' if window else 'replay'}'s mean step is "
                 f"{100 * self.steady_mean_error:+.0f} % off the measured one: {why} (see the "
                 "warnings above)")
+
+    def head(self) -> str:
+        """The measured steps, the steady state's error and the output (``print(cal)``)."""
+        return (f"Calibration({len(self.measured_step_us)} steps: measured mean "
+                f"{self.measured_mean_us / 1e3:.1f} ms, steady state "
+                f"{self.steady_mean_us / 1e3:.1f} ms ({100 * self.steady_mean_error:+.1f} %)"
+                + (f" -> {self.output}" if self.output else "") + ")")
 
     def to_dict(self) -> dict:
         from stepsim.report.tables import window_dict
@@ -243,14 +250,22 @@ class WhatIf(_Warned, _Result):
                 (("baseline", self.baseline), ("scenario", self.scenario))]
 
 
-@dataclass(frozen=True)
-class Sweep(_Result):
+@dataclass(frozen=True, repr=False)
+class Sweep(_Warned, _Result):
     """A finished sweep; ``measured``: first-axis value → re-measured step times (µs), for
     the plot."""
 
     result: SweepResult
     measured: dict[Any, list[float]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+    def head(self) -> str:
+        """The grid's size and its best point (``print(s)``)."""
+        r = self.result
+        best = r.best
+        vals = ", ".join(f"{k}={v}" for k, v in best.values.items())
+        return (f"Sweep({' x '.join(r.grid)}: {len(r.points)} points; best {vals} at "
+                f"{best.prediction.mean_step_us / 1e3:.1f} ms)")
 
     def to_dict(self) -> dict:
         from stepsim.report.planner import sweep_dict
@@ -262,13 +277,19 @@ class Sweep(_Result):
                 for pt in self.to_dict()["points"]]
 
 
-@dataclass(frozen=True)
-class Ceilings(_Result):
+@dataclass(frozen=True, repr=False)
+class Ceilings(_Warned, _Result):
     """The simulated Amdahl ceiling of every component; ``warnings``: what is wrong with the
     model's own capture (:func:`scenarios.caveats.input_caveats`)."""
 
     report: CeilingReport
     warnings: tuple[str, ...] = ()
+
+    def head(self) -> str:
+        """The baseline and its highest ceiling (``print(c)``)."""
+        r = self.report
+        top = (f"; highest {r.rows[0].label} {r.rows[0].ceiling:.2f}x" if r.rows else "")
+        return f"Ceilings(baseline {r.baseline.mean_step_us / 1e3:.1f} ms{top})"
 
     def to_dict(self) -> dict:
         from stepsim.report.planner import ceiling_dict
@@ -278,14 +299,22 @@ class Ceilings(_Result):
         return self.to_dict()["components"]
 
 
-@dataclass(frozen=True)
-class PlanResult(_Result):
+@dataclass(frozen=True, repr=False)
+class PlanResult(_Warned, _Result):
     """A greedy chain of fixes; ``warnings``: the caveats of its moves. Each prediction's
     ``bottleneck`` is the one :class:`WhatIf` names; the chain's ``largest_ceiling`` rows
     (:class:`scenarios.plan.Plan`) are the components whose removal would gain most."""
 
     plan: Plan
     warnings: tuple[str, ...] = ()
+
+    def head(self) -> str:
+        """The chain's start, end and moves (``print(p)``)."""
+        p = self.plan
+        a, b = p.baseline.mean_step_us, p.final_prediction.mean_step_us
+        moves = "; ".join(m.op.describe() for m in p.moves)
+        return (f"PlanResult({a / 1e3:.1f} -> {b / 1e3:.1f} ms ({a / b:.2f}x) in "
+                f"{len(p.moves)} move(s){': ' + moves if moves else ''})")
 
     def to_dict(self) -> dict:
         from stepsim.report.planner import plan_dict
