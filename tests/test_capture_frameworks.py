@@ -280,3 +280,14 @@ def test_lightning_callback_after_steps_cut_short(tmp_path):
     side = json.loads((out / "sidecar.json").read_text())
     assert len(side["steps"]) == 10 and side["schedule"]["after"] == 6
     assert any("10 optimizer steps" in w for w in side["warnings"]), side["warnings"]
+
+
+def test_hf_callback_takes_after(tmp_path):
+    """The HF callback passes ``after`` to the same window as Lightning's (the shared
+    ``HookCapture``, driven end to end by the Lightning test above)."""
+    _needs("transformers", "hf")
+    from stepsim.calibration.hf import StepsimTrainerCallback
+
+    assert StepsimTrainerCallback(tmp_path / "run", after=5, **SCHED).capture.after == 5
+    with pytest.raises(ValueError):
+        StepsimTrainerCallback(tmp_path / "run", after=-1)
