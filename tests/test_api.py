@@ -291,7 +291,8 @@ def test_every_result_prints_a_line_not_a_dump(tmp_path, cpu_run_nw1):
         text = repr(r)
         assert text == str(r) and text.startswith(start), text[:200]
         assert len(text.splitlines()[0]) < 300 and len(text.splitlines()) == 1 + len(r.warnings)
-    assert f"measured mean {cal.measured_mean_us / 1e3:.1f} ms" in repr(cal) and "m.json" in repr(cal)
+    assert f"measured mean {cal.measured_mean_us / 1e3:.1f} ms" in repr(cal)
+    assert "m.json" in repr(cal)
     best = sw.result.best
     assert f"at {best.prediction.mean_step_us / 1e3:.1f} ms" in repr(sw)
     assert f"{ce.report.rows[0].ceiling:.2f}x" in repr(ce)
