@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stepsim.models.host_speed import outside_load_slowdown
+from stepsim.models.metrics import Summary
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import SimResult, WindowReplay
 from stepsim.simcore.units import us_to_ms
@@ -20,7 +21,6 @@ from stepsim.simcore.units import us_to_ms
 # the scenarios and the report modules (rich) are imported where a planner verb runs and where
 # a result is turned into a dict: a calibration does not pay for them (about 0.1 s)
 if TYPE_CHECKING:
-    from stepsim.models.metrics import Summary   # (metrics and blame: not for a calibrate)
     from stepsim.scenarios.ceiling import CeilingReport
     from stepsim.scenarios.plan import Plan
     from stepsim.scenarios.predict import Prediction
@@ -88,8 +88,8 @@ class _Warned:
         return str(self)
 
 
-@dataclass(frozen=True)
-class Calibration(_Result):
+@dataclass(frozen=True, repr=False)
+class Calibration(_Warned, _Result):
     """A calibrated model and how well it reproduces its own trace (µs).
 
     Attributes:
@@ -147,6 +147,13 @@ class Calibration(_Result):
         return (f"the {'steady state' if window else 'replay'}'s mean step is "
                 f"{100 * self.steady_mean_error:+.0f} % off the measured one: {why} (see the "
                 "warnings above)")
+
+    def head(self) -> str:
+        """The measured steps, the steady state's error and the output (``print(cal)``)."""
+        return (f"Calibration({len(self.measured_step_us)} steps: measured mean "
+                f"{self.measured_mean_us / 1e3:.1f} ms, steady state "
+                f"{self.steady_mean_us / 1e3:.1f} ms ({100 * self.steady_mean_error:+.1f} %)"
+                + (f" -> {self.output}" if self.output else "") + ")")
 
     def to_dict(self) -> dict:
         from stepsim.report.tables import window_dict
@@ -243,14 +250,22 @@ class WhatIf(_Warned, _Result):
                 (("baseline", self.baseline), ("scenario", self.scenario))]
 
 
-@dataclass(frozen=True)
-class Sweep(_Result):
+@dataclass(frozen=True, repr=False)
+class Sweep(_Warned, _Result):
     """A finished sweep; ``measured``: first-axis value → re-measured step times (µs), for
     the plot."""
 
     result: SweepResult
     measured: dict[Any, list[float]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+    def head(self) -> str:
+        """The grid's size and its best point (``print(s)``)."""
+        r = self.result
+        best = r.best
+        vals = ", ".join(f"{k}={v}" for k, v in best.values.items())
+        return (f"Sweep({' x '.join(r.grid)}: {len(r.points)} points; best {vals} at "
+                f"{best.prediction.mean_step_us / 1e3:.1f} ms)")
 
     def to_dict(self) -> dict:
         from stepsim.report.planner import sweep_dict
@@ -271,11 +286,10 @@ class Ceilings(_Warned, _Result):
     warnings: tuple[str, ...] = ()
 
     def head(self) -> str:
-        """The baseline and the highest ceiling (``print(c)`` shows the warnings after)."""
+        """The baseline and its highest ceiling (``print(c)``)."""
         r = self.report
-        top = r.top
-        best = (f"{top.label} {top.ceiling:.2f}x" if top is not None else "no components")
-        return (f"Ceilings({r.baseline.mean_step_us / 1e3:.1f} ms baseline; highest: {best})")
+        top = (f"; highest {r.rows[0].label} {r.rows[0].ceiling:.2f}x" if r.rows else "")
+        return f"Ceilings(baseline {r.baseline.mean_step_us / 1e3:.1f} ms{top})"
 
     def to_dict(self) -> dict:
         from stepsim.report.planner import ceiling_dict
@@ -285,14 +299,22 @@ class Ceilings(_Warned, _Result):
         return self.to_dict()["components"]
 
 
-@dataclass(frozen=True)
-class PlanResult(_Result):
+@dataclass(frozen=True, repr=False)
+class PlanResult(_Warned, _Result):
     """A greedy chain of fixes; ``warnings``: the caveats of its moves. Each prediction's
     ``bottleneck`` is the one :class:`WhatIf` names; the chain's ``largest_ceiling`` rows
     (:class:`scenarios.plan.Plan`) are the components whose removal would gain most."""
 
     plan: Plan
     warnings: tuple[str, ...] = ()
+
+    def head(self) -> str:
+        """The chain's start, end and moves (``print(p)``)."""
+        p = self.plan
+        a, b = p.baseline.mean_step_us, p.final_prediction.mean_step_us
+        moves = "; ".join(m.op.describe() for m in p.moves)
+        return (f"PlanResult({a / 1e3:.1f} -> {b / 1e3:.1f} ms ({a / b:.2f}x) in "
+                f"{len(p.moves)} move(s){': ' + moves if moves else ''})")
 
     def to_dict(self) -> dict:
         from stepsim.report.planner import plan_dict
@@ -309,9 +331,11 @@ class PlanResult(_Result):
         return [base] + [{"move": i, **_flat(m)} for i, m in enumerate(d["moves"], 1)]
 
 
-@dataclass(frozen=True)
-class Validation(_Result):
-    """A prediction scored against re-measured runs; ``record`` is what a ledger holds."""
+@dataclass(frozen=True, repr=False)
+class Validation(_Warned, _Result):
+    """A prediction scored against re-measured runs; ``record`` is what a ledger holds.
+    ``print(v)`` shows the score in one line, then the warnings (it printed the whole record
+    and prediction as one dataclass dump of some 5,000 characters, a fresh user's, 2026-12-05)."""
 
     record: LedgerRecord
     prediction: Prediction
@@ -319,6 +343,20 @@ class Validation(_Result):
     runs: tuple[dict, ...] = ()
     """Per re-measured run: ``trace``, ``steps``, ``mean_us``, ``median_us`` (µs) and
     ``held`` (its threads' share of the core time they could hold; None unmeasured)."""
+
+    def head(self) -> str:
+        """Predicted and measured mean, the error, whether inside P10–P90, the bottlenecks."""
+        r = self.record
+        ms = lambda us: f"{us / 1e3:.1f}"  # noqa: E731
+        band = (f", P10-P90 {ms(r.p10_us)}-{ms(r.p90_us)} ms" if r.p10_us is not None
+                and r.p90_us is not None else "")
+        inside = "" if r.inside is None else ", inside" if r.inside else ", outside"
+        agree = {True: "agree", False: "differ", None: "not compared"}[r.bottleneck_agrees]
+        return (f"Validation({r.label}{' (in-sample)' if r.in_sample else ''}: predicted "
+                f"{ms(r.predicted_mean_us)} ms{band}; measured {ms(r.measured_mean_us)} ms "
+                f"over {r.steps_measured} steps of {r.runs} run(s); error {r.error_pct:+.1f} %"
+                f"{inside}; bottleneck {r.predicted_bottleneck} / {r.measured_bottleneck}, "
+                f"{agree})")
 
     def to_dict(self) -> dict:
         return self.record.model_dump()

@@ -31,17 +31,19 @@ def find_dataloaders(obj) -> list[tud.DataLoader]:
 
 
 class HookCapture:
-    """One profiled window driven by a framework's hooks (arguments as :class:`Window`'s).
+    """One profiled window driven by a framework's hooks (arguments as :class:`Window`'s:
+    ``after`` steps follow the window unprofiled, timed in the sidecar for a validation).
 
     Raises:
         ValueError: for a non-positive ``active`` or negative schedule counts.
     """
 
     def __init__(self, out_dir, *, via: str, active: int = 8, wait: int = 1, warmup: int = 2,
-                 skip_first: int = 3):
+                 skip_first: int = 3, after: int = 0):
         self.out_dir, self.via = out_dir, via
         self.schedule = dict(active=active, wait=wait, warmup=warmup, skip_first=skip_first)
-        check_schedule(**self.schedule)
+        check_schedule(**self.schedule, after=after)
+        self.after = after
         self.window: Window | None = None
         self.loader: tud.DataLoader | None = None
 
@@ -70,7 +72,7 @@ class HookCapture:
             settings = loader_settings(self.loader)
         ddp = ddp_record(model)
         self.window = Window(rank_dir(self.out_dir, ddp), records, settings, via=self.via,
-                             ddp=ddp, warnings=warnings, **self.schedule)
+                             ddp=ddp, warnings=warnings, after=self.after, **self.schedule)
         self.window.start()
 
     def batch_ready(self) -> None:

@@ -43,13 +43,19 @@ __all__ = ["StepsimCallback"]
 class StepsimCallback(pl.Callback):
     """Capture ``skip_first + wait + warmup + active`` training batches into ``out_dir``.
 
+    ``after`` more steps follow unprofiled, timed in the sidecar: the steps ``stepsim
+    validate`` scores when this run is a re-measurement (without them it scores the profiled
+    window, which carries the profiler's cost); take ``after`` at least ``num_workers ×
+    prefetch_factor + 20``, as ``Capture.steps``'s. Training goes on after them.
+
     Raises:
         ValueError: for a non-positive ``active`` or negative schedule counts.
     """
 
-    def __init__(self, out_dir, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3):
+    def __init__(self, out_dir, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
+                 after: int = 0):
         self.capture = HookCapture(out_dir, via="lightning", active=active, wait=wait,
-                                   warmup=warmup, skip_first=skip_first)
+                                   warmup=warmup, skip_first=skip_first, after=after)
 
     def on_train_start(self, trainer, pl_module) -> None:
         fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)

@@ -37,7 +37,7 @@ from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady
 from stepsim.calibration.linking import link
 from stepsim.calibration.same_run import check_one_run, raw_span
 from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, SCORE_AFTER_STEPS, drain_note,
-                                           scored_note, settled_after)
+                                           scored_note, settled_after, window_note)
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
@@ -286,6 +286,8 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
         notes.append(f"scored the trace's profiled steps: {drain_note(settled)}, and fewer "
                      f"than {MIN_AFTER_STEPS} were left (capture with more steps after the "
                      "window: Capture.steps(..., after=N))")
+    elif side is not None and len(after) < MIN_AFTER_STEPS:
+        notes.append(window_note(len(step_us), len(after)))
     if len(after) >= MIN_AFTER_STEPS:
         traced = float(np.mean(step_us))
         step_us = np.array([s.wall_us for s in after])

@@ -195,7 +195,10 @@ def team_overhead_note(side: Sidecar | None) -> str | None:
     ``next()`` (medians, :class:`OverheadFactor`), said when it is off 1 by more than 2 %
     (the threshold of :func:`step_factor_note`); None otherwise. A fresh user's CNN at torch's
     default 2 threads (2026-12-05): 89.0 ms unprofiled against 93.9 ms profiled (×0.948),
-    unsaid before, and the re-measured runs are scored on unprofiled steps."""
+    unsaid before, and the re-measured runs are scored on unprofiled steps. Unprofiled steps
+    slower than the profiled ones (a fresh user's Lightning capture, ×1.147: the steps before
+    the window, the only unprofiled ones it had) are not the profiler's cost, and the line
+    says so instead of naming it."""
     if side is None or (side.torch_num_threads or 1) <= 1:
         return None
     f = overhead_factor(side)
@@ -209,9 +212,13 @@ def team_overhead_note(side: Sidecar | None) -> str | None:
             "training step is not measured and the model keeps the profiled step; its "
             f"unprofiled steps took ×{r:.3f} the profiled ones' wall time outside next() "
             f"({f.unprofiled_wall_us / 1e3:.1f} ms median over {f.n_unprofiled} unprofiled "
-            f"steps, {f.profiled_wall_us / 1e3:.1f} ms over {f.n_profiled} profiled: the "
-            "profiler's cost plus the host's drift), and a re-measured run is scored on "
-            "unprofiled steps")
+            f"steps, {f.profiled_wall_us / 1e3:.1f} ms over {f.n_profiled} profiled: "
+            + ("the profiler's cost plus the host's drift" if r < 1 else "slower unprofiled, "
+               "which the profiler's cost, that only adds, cannot make: the run changed "
+               "between them, its first steps' warm-up, outside load or the host's speed")
+            + "), and a re-measured run is scored on its unprofiled steps after the window "
+            "(Capture.steps(after=N), the callbacks' after=N; without them on its profiled "
+            "window)")
 
 
 def step_factor_note(p: float, f: OverheadFactor, s: float) -> str:

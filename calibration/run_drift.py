@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["unprofiled_after", "settled_after", "AfterSteps", "drain_note", "profiled_drift",
+           "window_note",
            "DRIFT_WARN", "MIN_AFTER_STEPS", "QUEUE_DRY_SHARE", "SCORE_AFTER_STEPS"]
 
 DRIFT_WARN = 0.10
@@ -114,6 +115,18 @@ def drain_note(settled: AfterSteps) -> str:
             f"they took batches the workers made while the profiler's stop paused the loop "
             f"({settled.pause_us / 1e3:.0f} ms), without waiting, until the prefetch queue ran "
             "dry")
+
+
+def window_note(n: int, after: int) -> str:
+    """What a validation scores when the capture has fewer than :data:`MIN_AFTER_STEPS`
+    unprofiled steps after its window (``after`` of them, none drained): the trace's ``n``
+    profiled steps, the profiler's own cost in them. Unsaid before: a fresh user's Lightning
+    re-measurements (2026-12-05, no ``after`` in the callback then) were scored on their 8
+    profiled steps without a word, while calibrate had said runs are scored unprofiled."""
+    return (f"scored the trace's {n} profiled steps (the profiler's own cost is in them): the "
+            f"capture has {after} unprofiled step(s) after its window, fewer than "
+            f"{MIN_AFTER_STEPS} (capture with Capture.steps(..., after=N) or the callbacks' "
+            f"after=N, N at least num_workers × prefetch_factor + {SCORE_AFTER_STEPS})")
 
 
 def scored_note(n: int, scored_us: float, traced_us: float) -> str:

@@ -220,7 +220,9 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
     syncs = [op for op in model.host.ops if op.kind == "sync"]
     pageable = [t for t in tasks if t.copy_kind == "h2d" and t.pinned is False]
     prev = [t for t in tasks if t.prev_waits]
-    ev = [f"scarce lane: {lane}; {_ms(idle)} of {_ms(step)} per step not in device compute",
+    # a CPU run has no device: its host thread's critical path is the step, not a gap of one
+    where = "not in device compute" if gpu else "on its critical path (a CPU run: no device)"
+    ev = [f"scarce lane: {lane}; {_ms(idle)} of {_ms(step)} per step {where}",
           *(f"{label(k)}: {_ms(v)} ({100 * v / step:.1f} %)" for k, v in gaps[:6])]
     if gpu:   # a CPU run has no syncs, copies or device tasks to count
         ev += [f"host syncs per step: {len(syncs)}, host waiting on them "

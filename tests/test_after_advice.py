@@ -37,3 +37,19 @@ def test_a_validation_of_few_after_steps_says_so(tmp_path):
     _capture(tmp_path / "enough", 21)
     m = measured_steps(tmp_path / "enough" / "trace.json.gz")
     assert len(m.step_us) == 21 and not any("fewer than 20" in w for w in m.warnings)
+
+
+def test_a_validation_of_the_profiled_window_says_so(tmp_path):
+    """A capture without after-steps is scored on its profiled steps, and the note says so
+    (a fresh user's Lightning re-measurements were scored so without a word, 2026-12-05)."""
+    _capture(tmp_path / "none", 0)
+    m = measured_steps(tmp_path / "none" / "trace.json.gz")
+    said = [w for w in m.warnings if "profiled steps (the profiler's own cost" in w]
+    assert len(m.step_us) == 3 and len(said) == 1, m.warnings
+    assert said[0].startswith("scored the trace's 3 profiled steps") and "0 unprofiled" in said[0]
+    _capture(tmp_path / "one", 1)
+    m = measured_steps(tmp_path / "one" / "trace.json.gz")
+    assert any("has 1 unprofiled step(s)" in w for w in m.warnings), m.warnings
+    _capture(tmp_path / "two", 2)
+    m = measured_steps(tmp_path / "two" / "trace.json.gz")
+    assert not any("profiler's own cost is in them" in w for w in m.warnings), m.warnings

@@ -171,6 +171,21 @@ def test_calibrate_and_validate_a_capture(tmp_path, cpu_run_nw1):
     assert isinstance(v.to_frame(), pd.DataFrame) and len(v.to_frame()) == 1
 
 
+def test_a_validation_prints_its_score_in_a_line(tmp_path, cpu_run_nw1):
+    """``print(v)`` gives the score in one line, then the warnings, as a what-if's does (it
+    dumped the whole record and prediction, some 5,000 characters, a fresh user's)."""
+    api.calibrate(cpu_run_nw1, output=tmp_path / "m.json")
+    v = api.validate(tmp_path / "m.json", cpu_run_nw1, draws=4, label="same run", **FAST)
+    r = v.record
+    for text in (str(v), repr(v)):
+        head = text.splitlines()[0]
+        assert head.startswith("Validation(same run (in-sample): predicted ") and len(head) < 300
+        assert f"error {r.error_pct:+.1f} %" in head and f"of {r.runs} run(s)" in head
+        assert f"{r.measured_mean_us / 1e3:.1f} ms" in head and "P10-P90" in head
+        assert all(f"warning: {x}" in text for x in v.warnings)
+        assert len(text.splitlines()) == 1 + len(v.warnings)
+
+
 @pytest.mark.parametrize("module,never", [
     ("stepsim.cli", ("stepsim.models", "stepsim.scenarios", "stepsim.report", "stepsim.results",
                      "stepsim.calibration")),
@@ -261,3 +276,24 @@ def test_frame_bottleneck_is_what_the_tables_print():
     rows = api.sweep(A, "loader.num_workers=0,2", draws=0, **FAST).rows()
     for r in rows:
         assert r["bottleneck"] == label(r["bottleneck_code"]) and "bottleneck_label" not in r
+
+
+def test_every_result_prints_a_line_not_a_dump(tmp_path, cpu_run_nw1):
+    """``print(result)`` in a notebook gives one line (then the warnings), not the dataclass
+    dump of its model and predictions (3,300-6,700 characters each on a fresh user's CNN,
+    2026-12-05)."""
+    cal = api.calibrate(cpu_run_nw1, output=tmp_path / "m.json")
+    sw = api.sweep(A, "loader.num_workers=0,2", **FAST)
+    ce = api.ceiling(A, **FAST)
+    pl = api.plan(A, draws=0, max_moves=1, **FAST)
+    heads = {"Calibration(": cal, "Sweep(": sw, "Ceilings(": ce, "PlanResult(": pl}
+    for start, r in heads.items():
+        text = repr(r)
+        assert text == str(r) and text.startswith(start), text[:200]
+        assert len(text.splitlines()[0]) < 300 and len(text.splitlines()) == 1 + len(r.warnings)
+    assert f"measured mean {cal.measured_mean_us / 1e3:.1f} ms" in repr(cal)
+    assert "m.json" in repr(cal)
+    best = sw.result.best
+    assert f"at {best.prediction.mean_step_us / 1e3:.1f} ms" in repr(sw)
+    assert f"{ce.report.rows[0].ceiling:.2f}x" in repr(ce)
+    assert f"in {len(pl.plan.moves)} move(s)" in repr(pl)

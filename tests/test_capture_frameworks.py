@@ -51,7 +51,7 @@ def _check_capture_folder(out, via: str, tmp_path, num_workers: int, warnings=()
     return side
 
 
-def _lightning(tmp_path, train_loader=None, **trainer_kw):
+def _lightning(tmp_path, train_loader=None, after=0, **trainer_kw):
     """A tiny LightningModule (its own ``train_dataloader`` when ``train_loader`` is given)
     and a quiet CPU Trainer with the callback; returns (module, trainer, capture folder)."""
     _needs("lightning", "lightning")
@@ -75,7 +75,7 @@ def _lightning(tmp_path, train_loader=None, **trainer_kw):
     out = tmp_path / "run"
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[StepsimCallback(out, **SCHED)], **trainer_kw)
+                         callbacks=[StepsimCallback(out, after=after, **SCHED)], **trainer_kw)
     return Net(), trainer, out
 
 
@@ -251,3 +251,43 @@ def test_hf_trainer_callback_under_ddp(tmp_path):
     assert len(m["ranks"]) == 2 and m["comm"]["bucket_cap_mb"] == 25.0
     assert m["meta"]["sources"]["comm.bucket_cap_mb"] == "measured"
     assert len(m["comm"]["grad_params"]) == 4
+
+
+def test_lightning_callback_after_steps(tmp_path):
+    """``after`` unprofiled steps follow the window in the sidecar (what validate scores), as
+    ``Capture.steps(after=)`` records them; the callback had no ``after`` (a fresh user's
+    Lightning re-measurements had 0 unprofiled steps after the window, 2026-12-05)."""
+    net, trainer, out = _lightning(tmp_path, lambda: tud.DataLoader(Squares(8 * 30), batch_size=8),
+                                   after=6, devices=1, max_steps=20)
+    trainer.fit(net)
+    assert trainer.global_step == 20, "training went on past the after steps"
+    side = json.loads((out / "sidecar.json").read_text())
+    assert side["schedule"] == dict(skip_first=2, wait=1, warmup=1, active=4, after=6)
+    assert [s["profiled"] for s in side["steps"]] == [False] * 4 + [True] * 4 + [False] * 6
+    assert [s["profiler_on"] for s in side["steps"]][8:] == [False] * 6
+    assert side["warnings"] == []
+    load_sidecar(out / "sidecar.json")
+    from stepsim.calibration.lightning import StepsimCallback
+    with pytest.raises(ValueError):
+        StepsimCallback(out, after=-1)
+
+
+def test_lightning_callback_after_steps_cut_short(tmp_path):
+    """Training that ends inside the after steps writes what it recorded, and says so."""
+    net, trainer, out = _lightning(tmp_path, lambda: tud.DataLoader(Squares(8 * 30), batch_size=8),
+                                   after=6, devices=1, max_steps=10)
+    trainer.fit(net)
+    side = json.loads((out / "sidecar.json").read_text())
+    assert len(side["steps"]) == 10 and side["schedule"]["after"] == 6
+    assert any("10 optimizer steps" in w for w in side["warnings"]), side["warnings"]
+
+
+def test_hf_callback_takes_after(tmp_path):
+    """The HF callback passes ``after`` to the same window as Lightning's (the shared
+    ``HookCapture``, driven end to end by the Lightning test above)."""
+    _needs("transformers", "hf")
+    from stepsim.calibration.hf import StepsimTrainerCallback
+
+    assert StepsimTrainerCallback(tmp_path / "run", after=5, **SCHED).capture.after == 5
+    with pytest.raises(ValueError):
+        StepsimTrainerCallback(tmp_path / "run", after=-1)

@@ -282,6 +282,11 @@ def test_cpu_capture(cpu_run_nw0):
     assert "no device kernels" in roof["verdict"]
     leaves = _leaves(d)
     assert leaves and all(f["verdict"] for f in leaves.values())
+    # a CPU run has no device: the host lane's time is not "not in device compute" (a fresh
+    # user's CNN read "45.44 ms of 45.44 ms per step not in device compute", 2026-12-05)
+    gaps = next(f for f in d["findings"] if f["stage"] == "gaps" and not f["key"])
+    lane = next(e for e in gaps["evidence"] if e.startswith("scarce lane:"))
+    assert "device compute" not in lane and "(a CPU run: no device)" in lane, lane
 
 
 def test_a_model_file_is_diagnosed_from_its_simulation(tmp_path):

@@ -143,6 +143,11 @@ def test_a_team_step_says_the_profiler_cost_it_keeps():
     note = team_overhead_note(team)
     assert note is not None and "not removed" in note and "×0.828" in note
     assert "24.0 ms median over 5 unprofiled steps, 29.0 ms over 4 profiled" in note
+    assert "the profiler's cost plus the host's drift" in note and "cannot make" not in note
+    slow = _side([25.0] * 5, [20.0] * 4).model_copy(update={"torch_num_threads": 2})
+    note = team_overhead_note(slow)   # unprofiled slower: not the profiler's cost
+    assert "×1.208" in note and "cannot make" in note and "profiler's cost plus" not in note
+    assert "after=N" in note
     near = _side([20.0] * 5, [20.2] * 4).model_copy(update={"torch_num_threads": 2})
     assert team_overhead_note(near) is None
     assert team_overhead_note(_side([20.0] * 5, [25.0] * 4)) is None   # one thread: scaled
