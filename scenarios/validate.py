@@ -29,7 +29,7 @@ from pydantic import (ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
 from stepsim.models.host_speed import LOAD_WARN
-from stepsim.models.param_base import StrictScalars
+from stepsim.models.param_base import StrictScalars, error_at
 from stepsim.scenarios.ledger_bounds import AtLeastOne, MeasuredUs, StepUs, check_record
 from stepsim.scenarios.ledger_score import LedgerSummary, summarize_ledger  # noqa: F401 (re-export)
 from stepsim.scenarios.predict import Prediction
@@ -359,10 +359,8 @@ def _record(p: Path, line: bytes, where: str) -> LedgerRecord:
     try:
         return LedgerRecord.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "(record)"
-        raise InputError(p, f"not a ledger record: {loc}: "
-                            f"{err['msg'].removeprefix('Value error, ')}",
+        loc, msg = error_at(e)
+        raise InputError(p, f"not a ledger record: {loc or '(record)'}: {msg}",
                          where=where) from None
 
 

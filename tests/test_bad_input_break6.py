@@ -4,9 +4,13 @@ without holding it."""
 from __future__ import annotations
 
 import importlib
+import io
+import os
+import sys
 
 import pytest
 
+from stepsim import cli
 from stepsim.simcore import files
 from tests.test_ledger import _rec
 
@@ -78,3 +82,47 @@ def test_the_tail_read_from_the_end_is_the_tail_read_whole(tmp_path, monkeypatch
     assert t.before in (0, len(raw)) or raw[t.before - 1:t.before] == b"\n"
     assert t.first == raw.count(b"\n", 0, t.before) + 1
     assert whole.lines[len(whole.lines) - len(t.lines):] == t.lines or not t.lines
+
+
+def test_output_left_unread_in_a_pipe_ends_with_141(tmp_path, monkeypatch):
+    """``--json | head -c 10``: the document goes out in one write, which the pipe holds whole,
+    and the reader leaves; no write fails, and stepsim said 0 where a longer output (whose
+    later writes fail) said 141. The pipe's reader gone when stepsim ends: 141."""
+    ledger = tmp_path / "l.jsonl"
+    ledger.write_bytes(b"".join(V.ledger_line(_rec(float(i), True)) for i in range(3)))
+    r, w = os.pipe()
+    verb = cli.COMMANDS["ledger"]
+
+    def write_then_reader_leaves(args):
+        rc = verb(args)
+        sys.stdout.flush()   # all of it in the pipe, then its reader goes
+        os.close(r)
+        return rc
+
+    out = io.TextIOWrapper(io.FileIO(w, "w", closefd=True))
+    monkeypatch.setitem(cli.COMMANDS, "ledger", write_then_reader_leaves)
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        assert cli.main(["ledger", "--json", str(ledger)]) == 141
+    finally:
+        monkeypatch.undo()
+        try:
+            out.close()
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("field,value,says", [
+    ("runs", True, "line 2: not a ledger record: runs: must be an integer, not bool True"),
+    ("error_pct", "5", "line 2: not a ledger record: error_pct: must be a number, not str '5'"),
+    ("steps_measured", 2.5, "steps_measured: must be a whole number")])
+def test_a_ledger_line_names_its_field_by_its_location(tmp_path, field, value, says):
+    """A strict scalar's refusal names its field from pydantic's location (the field's name
+    and its message were split on " must "; a record's field was shown as "(record): runs
+    must be ...")."""
+    good = V.ledger_line(_rec(5.0, True))
+    p = tmp_path / "ledger.jsonl"
+    p.write_bytes(good + V.orjson.dumps({**V.orjson.loads(good), field: value}) + b"\n")
+    said: list[str] = []
+    assert len(V.read_ledger(p, said)) == 1
+    assert says in said[0] and "(record)" not in said[0]
