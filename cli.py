@@ -265,12 +265,32 @@ def _say_written(args) -> None:
             _stderr(f"wrote {shown(path)}")
 
 
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (Linux marks its write end with
+    POLLERR): a JSON document goes out in one write, which a pipe holds whole even when its
+    reader only takes ten bytes and leaves, so no write fails as later ones would."""
+    import select
+    import stat
+
+    try:
+        fd = sys.stdout.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+        poll = select.poll()
+        poll.register(fd, 0)   # POLLERR is reported unasked
+        return any(ev & select.POLLERR for _, ev in poll.poll(0))
+    except (OSError, ValueError, AttributeError):   # no descriptor (a test's StringIO)
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         _refuse_overwriting_inputs(args)
         rc = COMMANDS[args.verb](args)
         sys.stdout.flush()
+        if _reader_gone():   # all written, then left unread (`--json | head -c 10`): as one
+            raise BrokenPipeError   # write more after it left would be (the text's tables)
         _say_written(args)
         return rc
     except BrokenPipeError:   # `stepsim ledger L | head -1`: end as a Unix tool, quietly, 141

@@ -25,6 +25,7 @@ from stepsim.calibration.nccl_buckets import infer_buckets
 from stepsim.calibration.pending import Pending
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import load_trace
+from stepsim.models.param_base import error_at
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError, StepsimError
 from stepsim.simcore.files import missing
@@ -83,9 +84,9 @@ def records_checked(trace, sidecar):
         yield
     except ValidationError as e:
         err = e.errors()[0]
-        where = ".".join(str(x) for x in err.get("loc", ())) or e.title
+        where, msg = error_at(e)
         raise InputError(Path(sidecar or trace), f"its records give an impossible model "
-                                                 f"({e.title}.{where}: {err['msg']}, "
+                                                 f"({e.title}.{where or e.title}: {msg}, "
                                                  f"{err.get('input')!r}): records that cannot "
                                                  "be right") from None
 

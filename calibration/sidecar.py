@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError,
                       model_validator)
 
-from stepsim.models.param_base import StrictScalars
+from stepsim.models.param_base import StrictScalars, error_at
 from stepsim.models.params import (MAX_CORES, MAX_DURATION_US, MAX_PREFETCH, MAX_THREADS,
                                    MAX_WORKERS)
 from stepsim.calibration.sidecar_cross import cross_check
@@ -368,12 +368,7 @@ def load_sidecar(path: str | Path) -> Sidecar:
     try:
         side = Sidecar.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        name, _, rest = msg.partition(" must ")   # a strict scalar's check names its field
-        if rest and name.isidentifier():
-            loc, msg = ".".join(filter(None, (loc, name))), "must " + rest
+        loc, msg = error_at(e)
         raise InputError(p, f"bad sidecar field {loc}: {msg}" if loc else
                          f"bad sidecar field: {msg}") from None
     side._dropped = notes + cross_check(p, side)

@@ -5,6 +5,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from stepsim.models.param_base import error_at
+
 
 def drop_bad_records(p: Path, data: dict, records: dict, where: str = "") -> list[str]:
     """Remove from ``data`` (in place) the records of its ``records`` lists (name → record
@@ -21,9 +23,8 @@ def drop_bad_records(p: Path, data: dict, records: dict, where: str = "") -> lis
                 rec.model_validate(item)
                 keep.append(item)
             except ValidationError as e:
-                err = e.errors()[0]
-                loc = ".".join(str(x) for x in (key, i, *err["loc"]))
-                bad.append(f"{where}{loc}: {err['msg'].removeprefix('Value error, ')}")
+                loc, msg = error_at(e)
+                bad.append(f"{where}{'.'.join(filter(None, (key, str(i), loc)))}: {msg}")
         if bad:
             data[key] = keep
             notes.append(f"{p.name}: dropped {len(bad)} of {len(items)} '{where}{key}' "

@@ -30,7 +30,7 @@ from stepsim.models.param_base import (CATEGORIES, LAUNCH_QUEUE_DEPTH, MAX_CORES
                                        MAX_PREFETCH, MAX_RANK_ID, MAX_RANKS, MAX_THREADS,
                                        MAX_WORKERS, PHASES, SCHEMA_VERSION, Category,
                                        DurationSpec, Micros, Phase, Source, StepMicros,
-                                       StrictModel)
+                                       StrictModel, error_at)
 from stepsim.models.param_meta import Meta, ReplayWindow
 from stepsim.models.param_types import (CommParams, DeviceParams, DeviceTask, GradParam,
                                         HostKind, HostOp, HostParams, LoaderParams, RankParams,
@@ -275,9 +275,8 @@ def load_model(path: str | Path) -> StepModel:
     try:
         model = StepModel.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        raise InputError(p, f"not a valid StepModel: {loc}: {err['msg']}") from None
+        loc, msg = error_at(e)
+        raise InputError(p, f"not a valid StepModel: {loc or '(top level)'}: {msg}") from None
     if model.loader.num_workers == 0 and model.loader.prefetch_factor != 2:
         # what-ifs and sweeps may still vary it: the simulated loader ignores it without workers
         raise InputError(p, f"not a valid StepModel: loader.prefetch_factor="

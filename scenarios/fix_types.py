@@ -7,6 +7,7 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from stepsim.models.param_base import error_parts
 from stepsim.models.params import StepModel
 from stepsim.scenarios.paths import telling_error
 from stepsim.simcore.errors import ModelError, NotApplicable
@@ -53,8 +54,9 @@ class Fix:
             return self.args.model_validate(raw or {})
         except ValidationError as e:
             err = telling_error(e)
-            loc = ".".join(str(x) for x in err["loc"]) or "(arguments)"
-            msg = "unknown argument" if err["type"] == "extra_forbidden" else err["msg"]
+            where, msg = error_parts(err)
+            loc = ".".join(str(x) for x in where) or "(arguments)"
+            msg = "unknown argument" if err["type"] == "extra_forbidden" else msg
             raise ModelError(f"fix {self.name}: {loc}: {msg} (arguments: "
                              f"{', '.join(self.args.model_fields) or 'none'})") from None
 

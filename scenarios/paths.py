@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from stepsim.models.param_base import error_parts
 from stepsim.models.params import DeviceParams, DurationSpec, StepModel
 from stepsim.simcore.errors import ModelError
 
@@ -146,20 +147,15 @@ def telling_error(e: ValidationError) -> dict:
                 errs[0])
 
 
-def _msg(err: dict) -> str:
-    """A validation error's message without pydantic's ``Value error, `` prefix."""
-    return err["msg"].removeprefix("Value error, ")
-
-
 def validated(data: dict, what: str) -> StepModel:
     """Build a StepModel from a plain dict, turning a validation error into a ModelError that
     names the first bad field and says which operation produced it."""
     try:
         return StepModel.model_validate(data)
     except ValidationError as e:
-        err = telling_error(e)
-        loc = ".".join(str(x) for x in err["loc"]) or "(model)"
-        raise ModelError(f"{what}: gives an invalid model: {loc}: {_msg(err)}") from None
+        where, msg = error_parts(telling_error(e))
+        loc = ".".join(str(x) for x in where) or "(model)"
+        raise ModelError(f"{what}: gives an invalid model: {loc}: {msg}") from None
 
 
 def set_value(model: StepModel, path: str, value: Any) -> StepModel:
@@ -215,10 +211,9 @@ def replaced(model: StepModel, path: str, value: Any) -> StepModel:
     try:
         setattr(new, keys[-1], _fresh(value))
     except ValidationError as e:
-        err = telling_error(e)
-        loc = ".".join(str(x) for x in [*keys[:-1], *err["loc"]])
-        raise ModelError(f"set {path}={value!r}: gives an invalid model: {loc}: "
-                         f"{_msg(err)}") from None
+        where, msg = error_parts(telling_error(e))
+        loc = ".".join(str(x) for x in [*keys[:-1], *where])
+        raise ModelError(f"set {path}={value!r}: gives an invalid model: {loc}: {msg}") from None
     for node, k in zip(reversed(nodes[:-1]), reversed(keys[:-1])):
         if isinstance(node, BaseModel):
             new = node.model_copy(update={k: new})

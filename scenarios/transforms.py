@@ -35,6 +35,7 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from stepsim.models.param_base import error_parts
 from stepsim.models.params import StepModel
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.paths import replaced, set_value, telling_error
@@ -258,12 +259,13 @@ def describe_ops(ops: Sequence[Operation]) -> str:
 
 def _error_text(e: ValidationError) -> str:
     err = telling_error(e)
-    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+    where, msg = error_parts(err)
+    loc = ".".join(str(x) for x in where) or "(top level)"
     if err["type"] == "extra_forbidden":
         return f"{loc}: unknown key {str(err['loc'][-1])!r}"
     if err["type"] == "union_tag_invalid":
         return f"{loc}: unknown op {err['input'].get('op')!r} (ops: set, scale, remove, fix)"
-    return f"{loc}: {err['msg']}"
+    return f"{loc}: {msg}"
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -17,6 +17,8 @@ never reads traces: the CLI measures them with
 """
 from __future__ import annotations
 
+import os
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Sequence
@@ -27,14 +29,14 @@ from pydantic import (ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
 from stepsim.models.host_speed import LOAD_WARN
-from stepsim.models.param_base import StrictScalars
+from stepsim.models.param_base import StrictScalars, error_at
 from stepsim.scenarios.ledger_bounds import AtLeastOne, MeasuredUs, StepUs, check_record
 from stepsim.scenarios.ledger_score import LedgerSummary, summarize_ledger  # noqa: F401 (re-export)
 from stepsim.scenarios.predict import Prediction
-from stepsim.simcore.atomic import write_atomic
+from stepsim.simcore.atomic import atomic_path, write_atomic
 from stepsim.simcore.errors import InputError, ModelError, printable
 from stepsim.simcore.gcpause import gc_paused
-from stepsim.simcore.files import latest_lines, read_input
+from stepsim.simcore.files import MAX_INPUT_BYTES, read_latest_lines
 from stepsim.simcore.parsing import json_type, parse_json
 
 _COARSE = {"input": "input", "cpu_cores": "cores", "host_compute": "host", "launch": "host",
@@ -305,26 +307,30 @@ def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[Ledg
     p = Path(path)
     if not p.exists() and not p.is_symlink():
         return []
-    raw = read_input(p, "ledger", empty_ok=True)
-    first, tail = latest_lines(raw, MAX_LEDGER_RECORDS)
-    if first > 1 and skipped is not None:
-        skipped.append(f"{p.name}: holds more than {MAX_LEDGER_RECORDS:,} records; the latest "
-                       f"{MAX_LEDGER_RECORDS:,} are read and scored, lines 1 to {first - 1} "
-                       "are not (scenarios.validate.MAX_LEDGER_RECORDS)")
+    t = read_latest_lines(p, "ledger", MAX_LEDGER_RECORDS)
+    if t.before and skipped is not None:
+        skipped.append(f"{p.name}: " + (
+            f"holds more than {MAX_LEDGER_RECORDS:,} records; the latest {MAX_LEDGER_RECORDS:,} "
+            "are read and scored" if t.by_count else f"is larger than {MAX_INPUT_BYTES >> 20} "
+            f"MiB; the records in its last {MAX_INPUT_BYTES >> 20} MiB are read and scored")
+            + (f", lines 1 to {t.first - 1} are not" if t.first else
+               f", the {t.before:,} bytes before them are not")
+            + " (scenarios.validate.MAX_LEDGER_RECORDS)")
     out, bad, lines = [], [], 0
-    for i, line in enumerate(tail, first):
+    for j, line in enumerate(t.lines):
         if not line.strip():
             continue
         lines += 1
         try:
-            out.append(_record(p, line, i))
+            out.append(_record(p, line, f"line {t.first + j}" if t.first else
+                               f"line {len(t.lines) - j} from the end"))
         except InputError as e:
             if skipped is None:
                 raise
             bad.append(e)
     if bad:
         if not out:
-            raise (_one_document(p, raw) if first == 1 and len(bad) > 1 else None) or bad[0]
+            raise (_one_document(p, t.whole) if not t.before and len(bad) > 1 else None) or bad[0]
         first = bad[0]
         skipped.append(f"{p.name}: skipped {len(bad)} of {lines} line(s) that are not ledger "
                        f"records (first: {first.where}: {first.problem})")
@@ -344,20 +350,18 @@ def _one_document(p: Path, raw: bytes) -> InputError | None:
                          "record a line, as 'stepsim validate --ledger' writes them)")
 
 
-def _record(p: Path, line: bytes, i: int) -> LedgerRecord:
-    """Line ``i`` of ledger ``p`` as a record; InputError saying why it is not one."""
+def _record(p: Path, line: bytes, where: str) -> LedgerRecord:
+    """The line of ledger ``p`` at ``where`` as a record; InputError saying why it is not one."""
     try:
         data = parse_json(p, line, "ledger")
     except InputError as e:
-        raise InputError(p, e.problem, where=f"line {i}; in it {e.where}") from None
+        raise InputError(p, e.problem, where=f"{where}; in it {e.where}") from None
     try:
         return LedgerRecord.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "(record)"
-        raise InputError(p, f"not a ledger record: {loc}: "
-                            f"{err['msg'].removeprefix('Value error, ')}",
-                         where=f"line {i}") from None
+        loc, msg = error_at(e)
+        raise InputError(p, f"not a ledger record: {loc or '(record)'}: {msg}",
+                         where=where) from None
 
 
 def ledger_line(record: LedgerRecord) -> bytes:
@@ -378,7 +382,11 @@ def append_ledger(path: str | Path, record: LedgerRecord,
     if p.exists() and not p.is_file():
         raise InputError(p, "a ledger is appended to and rewritten: it must be a regular file")
     read_ledger(p, skipped)
-    old = p.read_bytes() if p.exists() else b""
-    if old and not old.endswith(b"\n"):
-        old += b"\n"
-    write_atomic(p, old + ledger_line(record))
+    if not p.exists():
+        return write_atomic(p, ledger_line(record))
+    with open(p, "rb") as src, atomic_path(p) as tmp, open(tmp, "wb") as dst:
+        shutil.copyfileobj(src, dst, 16 << 20)   # a long ledger is copied, never held whole
+        if dst.tell():
+            src.seek(-1, os.SEEK_END)
+            dst.write(b"" if src.read(1) == b"\n" else b"\n")
+        dst.write(ledger_line(record))

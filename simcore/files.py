@@ -10,6 +10,7 @@ import stat
 import time
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -176,18 +177,94 @@ def _gunzip(f: BinaryIO, size: int, notes: list[str]) -> Iterator[bytes]:
             return
 
 
-def latest_lines(raw: bytes, n: int) -> tuple[int, list[bytes]]:
-    """The number (1-based) of the first of the last ``n`` non-blank lines of ``raw``, and
-    those lines from it on (blank ones among them kept)."""
+def _tail_start(raw: bytes, n: int, lo: int = 0) -> tuple[int, bool]:
+    """The offset in ``raw`` of the first of the last ``n`` non-blank lines of ``raw[lo:]``
+    (``lo`` if there are not more), and whether there are more than ``n`` of them."""
     end, count = len(raw), 0
-    while end > 0:
-        start = raw.rfind(b"\n", 0, end - 1) + 1 if raw[end - 1:end] == b"\n" else \
-            raw.rfind(b"\n", 0, end) + 1
+    while end > lo:
+        start = max(lo, raw.rfind(b"\n", lo, end - 1) + 1 if raw[end - 1:end] == b"\n" else
+                    raw.rfind(b"\n", lo, end) + 1)
         if raw[start:end].strip():
             count += 1
             if count > n:
-                break
+                return end, True
         end = start
-    else:
-        return 1, raw.splitlines()
+    return lo, False
+
+
+def latest_lines(raw: bytes, n: int) -> tuple[int, list[bytes]]:
+    """The number (1-based) of the first of the last ``n`` non-blank lines of ``raw``, and
+    those lines from it on (blank ones among them kept)."""
+    end, _ = _tail_start(raw, n)
     return raw.count(b"\n", 0, end) + 1, raw[end:].splitlines()
+
+
+LINE_COUNT_BYTES = 4 * MAX_INPUT_BYTES
+"""Most bytes before a long file's latest lines that are read to count them, so that its lines
+keep their numbers (1 GiB, about a second); past it, lines are numbered from the end."""
+
+
+@dataclass
+class Tail:
+    """The latest lines of a file (:func:`read_latest_lines`)."""
+    lines: list[bytes]
+    first: int | None
+    """The line number (1-based) of ``lines[0]``; None: not counted (numbered from the end)."""
+    before: int
+    """Bytes before ``lines[0]``, not read as lines (0: the whole file)."""
+    by_count: bool
+    """Whether the file holds more non-blank lines than were asked for (else ``before`` is
+    there because the file is larger than :data:`MAX_INPUT_BYTES`)."""
+    whole: bytes | None
+    """The whole file, when it was read whole."""
+
+
+def read_latest_lines(path: str | Path, kind: str, n: int) -> Tail:
+    """The last ``n`` non-blank lines of the file at ``path`` (blank ones among them kept),
+    reading at most :data:`MAX_INPUT_BYTES` of them: a regular file larger than that is read
+    from its end (a multi-GB ledger takes bounded memory), its earlier bytes left unread.
+
+    Raises:
+        InputError: as :func:`read_input` (a pipe or device, a directory, unreadable).
+    """
+    p = Path(path)
+    try:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size <= MAX_INPUT_BYTES:
+            raw = read_input(p, kind, empty_ok=True)
+            end, more = _tail_start(raw, n)
+            return Tail(raw[end:].splitlines(), raw.count(b"\n", 0, end) + 1, end, more, raw)
+        with open(p, "rb") as f:
+            return _read_tail(f, n)
+    except FileNotFoundError:
+        raise missing(p, f"{kind} file") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise missing(p) from None
+        raise InputError(p, f"cannot read: {e.strerror or e}") from None
+
+
+def _read_tail(f: BinaryIO, n: int) -> Tail:
+    size = os.fstat(f.fileno()).st_size
+    want = min(size, 1 << 20, MAX_INPUT_BYTES)
+    while True:   # read the last `want` bytes, twice as many each time, up to the limit
+        f.seek(size - want)
+        buf = b""   # (the last read's bytes go first: they are read again)
+        buf = f.read(want)
+        lo = 0 if want >= size else (buf.find(b"\n") + 1 or len(buf))  # a line cut: not one
+        end, more = _tail_start(buf, n, lo)
+        if more or want >= min(size, MAX_INPUT_BYTES):
+            break
+        want = min(2 * want, size, MAX_INPUT_BYTES)
+    before = size - len(buf) + end
+    first = None
+    if before <= LINE_COUNT_BYTES:
+        f.seek(0)
+        first, left = 1, before
+        while left:
+            piece = f.read(min(left, 16 << 20))
+            if not piece:
+                break
+            first += piece.count(b"\n")
+            left -= len(piece)
+    return Tail(buf[end:].splitlines(), first, before, more, None)

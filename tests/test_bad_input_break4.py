@@ -61,7 +61,7 @@ def test_a_boolean_in_a_produce_record_or_a_wait_is_not_a_number(tmp_path, cpu_r
     assert side.steps[3].run_wait_us is None
     said = " ".join(side.dropped)
     assert f"dropped 2 of {n} 'produce' record(s)" in said
-    assert "produce.1: worker must be an integer, not bool True" in said
+    assert "produce.1.worker: must be an integer, not bool True" in said
     assert "steps.3.run_wait_us" in said
 
 

@@ -16,7 +16,7 @@ FAST = {"steps": 5, "warmup": 2, "draws": 0, "jobs": 1}
 def test_a_fractional_count_must_be_a_whole_number_within_bounds(value):
     with pytest.raises(ModelError) as e:
         api.whatif(cpu_model(), set=f"loader.num_workers={value}", **FAST)
-    assert str(e.value).endswith(f"num_workers must be a whole number from 0 to 1024, not "
+    assert str(e.value).endswith(f"loader.num_workers: must be a whole number from 0 to 1024, not "
                                  f"{float(value)!r}")
     assert "Value error" not in str(e.value)
 

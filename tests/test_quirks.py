@@ -215,10 +215,11 @@ def _simulate(tmp_path, text: str | bytes, name: str = "m.yaml"):
     ("deeply_nested_yaml", MODEL + "meta: {notes: {a: " + "[" * 5000 + "]" * 5000 + "}}\n",
      "nested deeper than 64 levels"),
     ("string_count", MODEL + "loader: {num_workers: '4'}\n",
-     "num_workers must be an integer, not str '4'"),
+     "loader.num_workers: must be an integer, not str '4'"),
     ("bool_count", MODEL + "loader: {num_workers: true}\n",
-     "num_workers must be an integer, not bool True"),
-    ("string_duration", MODEL.replace("100", "'100'"), "dur_us must be a number, not str"),
+     "loader.num_workers: must be an integer, not bool True"),
+    ("string_duration", MODEL.replace("100", "'100'"),
+     "host.ops.0.dur_us: must be a number, not str"),
     ("prefetch_without_workers", MODEL + "loader: {num_workers: 0, prefetch_factor: 4}\n",
      "loader.prefetch_factor=4 needs num_workers > 0 (PyTorch's DataLoader raises"),
     ("not_utf8", MODEL.encode() + b"meta: {name: \xff}\n", "not valid UTF-8 (invalid start "
@@ -260,7 +261,7 @@ def test_an_oversized_model_file_is_refused_before_it_is_read(tmp_path, monkeypa
 def test_set_true_for_a_count_is_refused(tmp_path):
     p, _ = _simulate(tmp_path, MODEL)
     one_line_error(*cli("whatif", p, "--set", "loader.num_workers=true", "--draws", "0")[:2],
-                   "num_workers must be an integer, not bool True")
+                   "loader.num_workers: must be an integer, not bool True")
 
 
 # ------------------------------------------------------------------ arguments ----------
