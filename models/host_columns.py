@@ -16,10 +16,11 @@ over the charges in emission order (a sequential sum; ``numpy.sum`` would sum pa
 """
 from __future__ import annotations
 
-import bisect
 from operator import itemgetter
 
 import numpy as np
+
+from stepsim.models.segments import Codes, Segmented
 
 __all__ = ["HostSpans", "BlockSpans", "HostColumns", "host_split_columns", "lane_spans_of"]
 
@@ -51,14 +52,6 @@ class HostColumns:
         self.sorted = bool(n < 2 or (np.diff(self.start) >= 0).all())
 
 
-class _Codes(dict):
-    """Item → its code, the next one for an item not seen before."""
-
-    def __missing__(self, item) -> int:
-        c = self[item] = len(self)
-        return c
-
-
 class HostSpans(list):
     """A rank's host-lane spans (a list, emission order) with their :class:`HostColumns`,
     made on first use."""
@@ -72,7 +65,7 @@ class HostSpans(list):
         return self._cols
 
 
-class BlockSpans:
+class BlockSpans(Segmented):
     """A lane's spans, in emission order, where a simulation held its repeated steps' spans as
     blocks (``keep="brief"``: :attr:`models.simulate.SimResult.span_blocks`): a sequence
     whose rows are made one at a time when read, and whose :class:`HostColumns` are made from
@@ -97,23 +90,9 @@ class BlockSpans:
                     segs.append((n, part, dt, dstep))
                     n += len(part.rows)
             pos = at
-        self.segs, self.firsts, self.n = segs, [sg[0] for sg in segs], n
+        self.segs = segs
+        self._index()
         self._cols: HostColumns | None = None
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int):
-        if i < 0:
-            i += self.n
-        if not 0 <= i < self.n:
-            raise IndexError(i)
-        first, rows, dt, dstep = self.segs[bisect.bisect_right(self.firsts, i) - 1]
-        return rows[i - first] if dt is None else rows.moved_row(i - first, dt, dstep)
-
-    def __iter__(self):
-        for _, rows, dt, dstep in self.segs:
-            yield from (rows if dt is None else rows.moved(dt, dstep))
 
     @property
     def cols(self) -> HostColumns:
@@ -122,7 +101,7 @@ class BlockSpans:
         return self._cols
 
     def _made(self) -> tuple:
-        codes = _Codes()
+        codes = Codes()
         parts: list[tuple] = []
         for _, rows, dt, _ in self.segs:
             if dt is None:
@@ -143,7 +122,7 @@ class BlockSpans:
 def _columns(rows: list) -> tuple:
     """``(start, dur, rank, shape codes, shapes)`` of ``rows``."""
     n = len(rows)
-    codes = _Codes()
+    codes = Codes()
     return (np.fromiter(map(_START, rows), float, n), np.fromiter(map(_DUR, rows), float, n),
             np.fromiter(map(_RANK, rows), np.int64, n),
             np.fromiter(map(codes.__getitem__, map(_SHAPE, rows)), np.intp, n), list(codes))

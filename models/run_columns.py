@@ -21,20 +21,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from stepsim.models.intervals import EPS_US as _EPS
+from stepsim.models.segments import Codes, Segmented
 
 __all__ = ["BlockRuns", "RunColumns", "RunLookup", "latest_ready_us"]
 
-class _Codes(dict):
-    def __missing__(self, item) -> int:
-        c = self[item] = len(self)
-        return c
 
 
 def _columns(rows: list) -> tuple:
     """``(launch, ready, start, end, gap, step, rank, task codes, tasks, stream codes,
     streams)`` of ``rows`` (a None launch is NaN)."""
     n = len(rows)
-    tc, sc = _Codes(), _Codes()
+    tc, sc = Codes(), Codes()
     if not n:
         e = np.zeros(0)
         return e, e, e, e, e, np.zeros(0, np.int64), np.zeros(0, np.int64), \
@@ -61,7 +58,7 @@ class RunColumns:
     """
 
     def __init__(self, parts: list[tuple]):
-        tcodes, scodes = _Codes(), _Codes()
+        tcodes, scodes = Codes(), Codes()
         cols: list[list] = [[] for _ in range(9)]
         for launch, ready, start, end, gap, step, rank, task, tasks, stream, streams in parts:
             for c, x in zip(cols, (launch, ready, start, end, gap, step, rank)):
@@ -96,7 +93,7 @@ class RunColumns:
         return np.where(ok, self._order[pos] if len(self._order) else 0, -1)
 
 
-class BlockRuns(Sequence):
+class BlockRuns(Segmented):
     """The task runs of a result whose repeated steps were held as blocks: ``rows`` (those of
     the steps solved, in emission order) with ``blocks`` (``(where they go in rows, block,
     shift µs, steps)``) moved in. Reads as the list of every run; :attr:`cols` are made from
@@ -113,25 +110,9 @@ class BlockRuns(Sequence):
                 segs.append((n, block, dt, ds))
                 n += len(block.rows)
             pos = at
-        self.segs, self.firsts, self.n = segs, [sg[0] for sg in segs], n
+        self.segs = segs
+        self._index()
         self._cols: RunColumns | None = None
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return list(self)[i]
-        if i < 0:
-            i += self.n
-        if not 0 <= i < self.n:
-            raise IndexError(i)
-        first, rows, dt, ds = self.segs[bisect.bisect_right(self.firsts, i) - 1]
-        return rows[i - first] if dt is None else rows.moved_row(i - first, dt, ds)
-
-    def __iter__(self):
-        for _, rows, dt, ds in self.segs:
-            yield from (rows if dt is None else rows.moved(dt, ds))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)
