@@ -30,7 +30,7 @@ def test_the_resume_is_searched_from_the_last_all_reduces_start():
     2100-8000 and copied 8050-8100, the last bucket reduced from 8100 (its end stamped late,
     9000), copied 8400-8450, optimizer 8450-9500, step end 10000: resume 8400 and the lag-free
     optimizer 1600 µs, where the old window (from backward's end) took the gap 5000-8050 and
-    resumed at 8050, before the last all-reduce started (2 of 25 demo captures of 2026-12-05
+    resumed at 8050, before the last all-reduce started (2 of 25 test-job captures of 2026-12-05
     so, in most steps: their late end stamps then reached the transfer)."""
     from types import SimpleNamespace
 
