@@ -154,7 +154,12 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None
     resume = None
     if last_ar is not None:
         ops.append(("sync", "backward", 0.0, last_ar))
-        resume = None if main_ev is None else resume_after_wait(*main_ev, cur, s.end_ns)
+        # the main thread resumes from its wait for the last all-reduce after that all-reduce
+        # started: a longer gap before it (a wait for an earlier bucket, its worker still
+        # busy with the ones before) is not this wait (the demo's captures: 2 of 25 had the
+        # last rank's resume before the start in most steps, and so kept its late end stamp)
+        resume = None if main_ev is None else resume_after_wait(
+            *main_ev, max(cur, mine[last_ar].run[0]), s.end_ns)
         cur = max(cur, mine[last_ar].run[1])
     ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
     phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}

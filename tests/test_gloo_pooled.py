@@ -58,7 +58,10 @@ def test_the_late_ranks_resume_lag_rides_on_the_optimizer(gloo_run):  # noqa: F8
     the step's late rank's resume lag apart (``resume_lag_us``, one per step: the largest of
     the ranks' lags, the simulator gives it to the rank that entered the all-reduce last),
     where the old code put every rank's lag into the samples (ranks × steps) and each rank
-    drew its own; each rank's mean lag is noted."""
+    drew its own; each rank's mean lag is noted. The per-step late lag is the largest rank's,
+    so its mean holds every rank's mean; where one rank is late in every step the two are
+    equal, and the note (``.1f``) rounds up by as much as 0.05 µs (half its last digit):
+    the comparison allows that rounding, no more."""
     out, _ = gloo_run
     model = calibrate(out)
     opt = model.host.ops[-1]
@@ -69,7 +72,7 @@ def test_the_late_ranks_resume_lag_rides_on_the_optimizer(gloo_run):  # noqa: F8
     lags = dict(kv.split(":") for kv in model.meta.notes["resume_lag_us"].split(","))
     assert set(lags) == {"0", "1"} and all(float(v) >= 0 for v in lags.values())
     # one rank late at a time: the per-step late lags hold at least every rank's mean
-    assert np.mean(opt.resume_lag_us) >= max(float(v) for v in lags.values()) - 1e-6
+    assert np.mean(opt.resume_lag_us) >= max(float(v) for v in lags.values()) - 0.05
     assert min(opt.resume_lag_us) >= 0
     assert opt.dur_us == pytest.approx(sum(opt.samples_us) / len(opt.samples_us))
 
@@ -77,17 +80,26 @@ def test_the_late_ranks_resume_lag_rides_on_the_optimizer(gloo_run):  # noqa: F8
 def test_a_late_end_stamp_does_not_lengthen_the_last_transfer(gloo_run, tmp_path):  # noqa: F811
     """A gloo worker may stamp its ``gloo:all_reduce`` end after the main thread it woke has
     resumed (11-26 % of the demo's captured steps, 1-2 ms late): the last all-reduce's transfer
-    ends no later than that resume. Every all-reduce's end stamped 1 s late moves the last
-    one's transfer by less than 1 ms (from its stamp to its rank's resume), where the old code
-    added the whole second."""
+    ends no later than that resume. Every all-reduce's end stamped 1 s late, or 2 s: the last
+    one's transfer is then each step's resume minus its start whatever the stamp (the two are
+    equal), where the old code added the whole second. It grows, from the capture's, by at most
+    the largest step's gap from the end stamp to the resume (the median moves by no more than
+    its samples); that gap is the main thread's wake-up and wait for a core, which the job's 2
+    ranks on shared cores do not bound (1.3-1.6 ms in 5 of 25 captures of 2026-12-05 under
+    load 1.2, so no 1 ms bound holds), but the resume lies within its step: less than the
+    longest measured step."""
     out, _ = gloo_run
-    late_us = 1e6
 
-    def late(e):
-        if e.get("name") == "gloo:all_reduce":
-            e["dur"] += late_us
+    def late_by(us):
+        def late(e):
+            if e.get("name") == "gloo:all_reduce":
+                e["dur"] += us
+        return late
 
-    base = calibrate(out).device.streams["gloo"][-1].dur_us
-    moved = calibrate(_copy_capture(out, tmp_path / "late", edit_event=late)
-                      ).device.streams["gloo"][-1].dur_us
-    assert 0 <= moved - base < 1e3
+    model = calibrate(out)
+    base = model.device.streams["gloo"][-1].dur_us
+    moved, moved2 = (calibrate(_copy_capture(out, tmp_path / f"late{k}",
+                                             edit_event=late_by(k * 1e6))
+                               ).device.streams["gloo"][-1].dur_us for k in (1, 2))
+    assert moved2 == pytest.approx(moved, abs=1e-6)
+    assert 0 <= moved - base < max(model.meta.measured_step_us)

@@ -22,6 +22,32 @@ def test_the_resume_is_the_end_of_the_longest_gap():
     assert resume_after_wait(starts, ends, 9600, 9800) is None
 
 
+
+def test_the_resume_is_searched_from_the_last_all_reduces_start():
+    """The main thread waits for the last all-reduce after that all-reduce started; a longer
+    gap before (its wait for an earlier bucket, whose worker kept the last one from
+    starting) is not that wait. Closed form (µs): backward 1000-5000, bucket 0 reduced
+    2100-8000 and copied 8050-8100, the last bucket reduced from 8100 (its end stamped late,
+    9000), copied 8400-8450, optimizer 8450-9500, step end 10000: resume 8400 and the lag-free
+    optimizer 1600 µs, where the old window (from backward's end) took the gap 5000-8050 and
+    resumed at 8050, before the last all-reduce started (2 of 25 test-job captures of 2026-12-05
+    so, in most steps: their late end stamps then reached the transfer)."""
+    from types import SimpleNamespace
+
+    from stepsim.calibration.gloo_steps import _Coll, _fit_step
+
+    us = 1000
+    colls = [_Coll("all_reduce", 65536, "float", (2000 * us, 2010 * us), (2100 * us, 8000 * us)),
+             _Coll("all_reduce", 65536, "float", (4990 * us, 5000 * us), (8100 * us, 9000 * us))]
+    spans = [(0, 1000), (1000, 5000), (2000, 2010), (4990, 5000), (8050, 8100), (8400, 8450),
+             (8450, 9500)]
+    main_ev = (np.array([a * us for a, _ in spans]), np.array([b * us for _, b in spans]))
+    step = SimpleNamespace(number=1, start_ns=0, end_ns=10_000 * us)
+    rec = _fit_step(step, colls, np.array([1000 * us]), np.array([5000 * us]), (), main_ev)
+    assert rec.resume_ns == 8400 * us
+    assert rec.opt_work_us == pytest.approx(1600.0)
+
+
 def test_lags_count_from_the_first_rank_to_resume():
     r = np.array([[1000, 5000, 9000], [1000, 3400, 12000]])       # ns, (ranks, steps)
     assert resume_lags(r).tolist() == [[0.0, 1.6, 0.0], [0.0, 0.0, 3.0]]
