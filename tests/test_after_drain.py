@@ -133,3 +133,13 @@ def test_a_dry_queue_that_stays_dry_marks_the_drain_end():
     assert drain_end([row(d) for d in [0, 0, 0, 1, 0, 0, 0]]) == 0
     assert drain_end([row(d) for d in [0, 0, 0, 0, 0, 0, 1]]) == 0
     assert drain_end([row(d) for d in [0, 1, 1, 1]]) == 1
+
+
+def test_the_surplus_ends_where_the_queue_is_back_at_its_steady_level():
+    """Closed form on queue levels: 3, 4 batches ready after the pause, then the steady 1–2
+    (median 2): the first 2 steps took the surplus; a queue at its level throughout (full
+    in steady state) leaves nothing out."""
+    from stepsim.calibration.run_drift import surplus_end
+    assert surplus_end([3, 4, 2, 1, 2, 2, 1, 2, 3, 2]) == 2
+    assert surplus_end([6, 6, 6, 5, 6, 6]) == 0
+    assert surplus_end([2, 1, 0, 0, 0, 0, 0]) == 2
