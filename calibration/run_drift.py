@@ -19,7 +19,10 @@ lasts. Seen on the demo at ``num_workers=1`` (produce about 205 ms, training ste
 six (168 ms) scored the model's 214.5 ms as 27.7 % too slow, the last three 5.0 %.
 :func:`settled_after` leaves out the leading unprofiled steps up to the first whose
 ``next()`` was blocked for at least :data:`QUEUE_DRY_SHARE` of the step (the queue had no
-batch ready). When none was, the loader kept ahead throughout (a queue that is full in steady
+batch ready) where most steps from it on were too (:func:`drain_end`: the dry queue is the
+run's steady state; an isolated dry step is its fluctuation); where the sidecar has every
+batch's end instant, up to the first step whose queue level is back at its median
+(:func:`queue_levels`, :func:`surplus_end`: the surplus is taken). When none was, the loader kept ahead throughout (a queue that is full in steady
 state is full after the pause too) and every step is kept.
 """
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["unprofiled_after", "settled_after", "AfterSteps", "drain_note", "profiled_drift",
+__all__ = ["unprofiled_after", "settled_after", "drain_end", "queue_levels", "surplus_end", "AfterSteps", "drain_note", "profiled_drift",
            "window_note",
            "DRIFT_WARN", "MIN_AFTER_STEPS", "QUEUE_DRY_SHARE", "SCORE_AFTER_STEPS"]
 
@@ -103,8 +106,51 @@ def settled_after(side) -> AfterSteps:
              if after[0].t_start_us is not None and last.t_start_us is not None else 0.0)
     if side.loader.num_workers == 0:
         return AfterSteps(after, 0, max(pause, 0.0))
-    dry = next((i for i, s in enumerate(after) if _blocked(s)), 0)
+    levels = queue_levels(side, after)
+    dry = drain_end(after) if levels is None else surplus_end(levels)
     return AfterSteps(after[dry:], dry, max(pause, 0.0))
+
+
+def queue_levels(side, after: list) -> list[int] | None:
+    """Batches made and not yet taken at the start of each step in ``after`` (the sidecar's
+    worker batches finished by the step's start, ``t_end_us``, less the steps before it: one
+    batch each); None where the sidecar lacks an instant, or a count comes out negative (the
+    records are not one batch per step from the loop's start)."""
+    ends = [r.t_end_us for r in side.produce if r.worker >= 0]
+    if not ends or any(t is None for t in ends) or any(s.t_start_us is None for s in after):
+        return None
+    ends = np.sort(ends)
+    first = next(i for i, s in enumerate(side.steps) if s is after[0])
+    levels = [int(np.searchsorted(ends, s.t_start_us, side="right")) - (first + k)
+              for k, s in enumerate(after)]
+    return None if min(levels) < 0 else levels
+
+
+def surplus_end(levels: list[int]) -> int:
+    """Index of the first step whose queue level (:func:`queue_levels`) is back at or under
+    its steady level, the median of the levels: the steps before it took the surplus the
+    workers made while the profiler's stop paused the loop. Measured on four demos' 2-core
+    runs: at 1 worker levels 1, 1, then 0 (2 steps left out, as the dry-queue rule left
+    out); at 2 workers 3–4 falling to a median of 2 (2–3 left out, where the first dry step,
+    14–23 steps in, had cut 14–23); at 3–8 workers the queue near full throughout."""
+    steady = float(np.median(levels))
+    return next((i for i, q in enumerate(levels) if q <= steady), 0)
+
+
+def drain_end(after: list) -> int:
+    """Index of the first step at which the prefetch queue ran dry **and stayed the run's
+    steady state**: a strict majority of the steps from it on, at least
+    :data:`MIN_AFTER_STEPS` of them, waited for a batch (:func:`_blocked`); 0 when there is
+    none (every step kept). A dry step followed mostly by
+    steps that found a batch ready is the steady state's own fluctuation (a slow batch, a
+    core taken by other load), not the end of the pause's surplus: on four demos' 2-core runs
+    at 2–8 workers (``cpu_cores``-bound, the queue ready on most steps) a dry step 3–30 steps
+    in cut 10 of 32 runs, 7 of them to 1–10 of their 24–36 steps."""
+    flags = [_blocked(s) for s in after]
+    for i, dry in enumerate(flags):
+        if dry and len(flags) - i >= MIN_AFTER_STEPS and 2 * sum(flags[i:]) > len(flags) - i:
+            return i
+    return 0
 
 
 def drain_note(settled: AfterSteps) -> str:

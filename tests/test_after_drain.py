@@ -85,3 +85,61 @@ def test_the_drift_check_compares_the_settled_steps(tmp_path):
     assert profiled_drift(side) is None
     every = float(np.mean([s.wall_us for s in unprofiled_after(side)]))
     assert every < 0.92 * PRODUCE_S * 1e6
+
+
+class OneSlowItem(SlowItems):
+    """Items of ``seconds`` each, but item ``slow_index`` takes ``slow_s``."""
+
+    def __init__(self, seconds: float, slow_index: int, slow_s: float):
+        super().__init__(seconds)
+        self.slow_index, self.slow_s = slow_index, slow_s
+
+    def __getitem__(self, i):
+        time.sleep(self.slow_s if i == self.slow_index else self.seconds)
+        return torch.zeros(4)
+
+
+def test_one_slow_batch_late_in_a_loader_that_keeps_ahead_drops_nothing(tmp_path):
+    """A loader that keeps ahead (5 ms batches, 30 ms steps) with one 250 ms batch 6 steps
+    into the unprofiled ones: that step's ``next()`` waits (the queue is dry once), the steps
+    after it find their batch ready again. The dry step is the steady state's fluctuation,
+    not the end of a drain: every step is scored (the rule that cut at the first dry step
+    kept only the last 4 of 10)."""
+    cap = Capture(tmp_path / "c")
+    slow = LAST_PROFILED + 1 + 6
+    loader = cap.dataloader(OneSlowItem(0.005, slow, 0.250), batch_size=1, num_workers=1)
+    for i, _ in enumerate(cap.steps(loader, active=ACTIVE, wait=1, warmup=1, skip_first=1,
+                                    after=AFTER)):
+        time.sleep(STEP_S + (PAUSE_S if i == LAST_PROFILED else 0.0))
+    side = load_sidecar(tmp_path / "c" / "sidecar.json")
+    after = unprofiled_after(side)
+    assert len(after) == AFTER
+    settled = settled_after(side)
+    assert settled.drained == 0 and len(settled.steps) == AFTER
+    assert len(measured_steps(tmp_path / "c").step_us) == AFTER
+
+
+def test_a_dry_queue_that_stays_dry_marks_the_drain_end():
+    """Closed form on step rows: ready, ready, then dry on most steps (one ready among them):
+    the drain ends at the first dry step; a lone dry step among ready ones, or a dry last
+    step, marks nothing."""
+    from types import SimpleNamespace as NS
+    from stepsim.calibration.run_drift import drain_end
+
+    def row(dry):
+        return NS(wall_us=100.0, next_wall_us=60.0 if dry else 1.0, next_cpu_us=0.5,
+                  next_run_wait_us=0.0)
+    assert drain_end([row(d) for d in [0, 0, 1, 1, 0, 1, 1]]) == 2
+    assert drain_end([row(d) for d in [0, 0, 0, 1, 0, 0, 0]]) == 0
+    assert drain_end([row(d) for d in [0, 0, 0, 0, 0, 0, 1]]) == 0
+    assert drain_end([row(d) for d in [0, 1, 1, 1]]) == 1
+
+
+def test_the_surplus_ends_where_the_queue_is_back_at_its_steady_level():
+    """Closed form on queue levels: 3, 4 batches ready after the pause, then the steady 1–2
+    (median 2): the first 2 steps took the surplus; a queue at its level throughout (full
+    in steady state) leaves nothing out."""
+    from stepsim.calibration.run_drift import surplus_end
+    assert surplus_end([3, 4, 2, 1, 2, 2, 1, 2, 3, 2]) == 2
+    assert surplus_end([6, 6, 6, 5, 6, 6]) == 0
+    assert surplus_end([2, 1, 0, 0, 0, 0, 0]) == 2
