@@ -1,0 +1,82 @@
+"""Bad input, seventh round (break7). 1: an output that is a symbolic link is written through
+to its target (the atomic rename replaced the link with a file before); a link loop is one
+line, exit 2."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from stepsim.cli import main
+from stepsim.simcore.atomic import write_atomic
+from stepsim.simcore.errors import InputError
+from tests.conftest import run_cli
+from tests.test_ledger import _rec
+
+MODEL = Path(__file__).resolve().parents[1] / "scenarios" / "reference" / "input_pipeline_a.yaml"
+
+
+def test_write_atomic_keeps_a_link_and_writes_its_target(tmp_path):
+    real = tmp_path / "real" / "m.json"
+    real.parent.mkdir()
+    real.write_bytes(b"old")
+    link = tmp_path / "link.json"
+    link.symlink_to(Path("real") / "m.json")            # relative, from the link's folder
+    chain = tmp_path / "chain.json"
+    chain.symlink_to(link)                              # a link to a link
+    write_atomic(chain, b"new")
+    assert chain.is_symlink() and link.is_symlink()
+    assert real.read_bytes() == b"new"
+    assert sorted(os.listdir(real.parent)) == ["m.json"]
+    dangling = tmp_path / "d.json"
+    dangling.symlink_to(tmp_path / "later.json")        # open() would create the target
+    write_atomic(dangling, b"x")
+    assert dangling.is_symlink() and (tmp_path / "later.json").read_bytes() == b"x"
+
+
+def test_a_link_loop_is_one_line(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    with pytest.raises(InputError, match="symbolic link loop"):
+        write_atomic(a, b"new")
+    assert a.is_symlink() and b.is_symlink()
+    assert sorted(os.listdir(tmp_path)) == ["a.json", "b.json"]
+
+
+def test_cli_outputs_through_links(tmp_path):
+    ct, out = tmp_path / "ct.json", tmp_path / "real.png"
+    ct.write_text("{}")
+    out.write_text("{}")
+    lct, lout = tmp_path / "lct", tmp_path / "lout.png"
+    lct.symlink_to(ct)
+    lout.symlink_to(out)
+    r = run_cli("simulate", str(MODEL), "--chrome-trace", str(lct), "--plot", str(lout),
+                "--steps", "4", "--warmup", "1")
+    assert r.returncode == 0, r.stderr
+    assert lct.is_symlink() and lout.is_symlink()
+    assert len(ct.read_bytes()) > 2 and len(out.read_bytes()) > 2
+
+
+def test_cli_link_loop_exits_2(tmp_path, capsys):
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    assert main(["simulate", str(MODEL), "--steps", "4", "--warmup", "1",
+                 "--chrome-trace", str(loop)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("warning:")]
+    assert len(err) == 1 and str(loop) in err[0] and "loop" in err[0], err
+    assert loop.is_symlink()
+
+
+def test_a_symlinked_ledger_is_appended_through(tmp_path):
+    from stepsim.scenarios.validate import append_ledger, read_ledger
+
+    real = tmp_path / "store" / "ledger.jsonl"
+    real.parent.mkdir()
+    link = tmp_path / "ledger.jsonl"
+    link.symlink_to(real)
+    append_ledger(real, _rec(1.0, True))
+    append_ledger(link, _rec(2.0, None))
+    assert link.is_symlink()
+    assert [r.error_pct for r in read_ledger(real)] == [1.0, 2.0]
