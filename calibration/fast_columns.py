@@ -11,7 +11,8 @@ from msgspec import UNSET, UnsetType
 
 from stepsim.calibration.columnar import ABSENT, Decoded, Num, arg_columns, plain
 from stepsim.calibration.event_aliases import ARG_ALIASES, LEGACY_GPU_PID
-from stepsim.calibration.event_rows import (GPU_CATS, INT_COLS, MAX_DUR_INT, Columns, Idents,
+from stepsim.calibration.event_rows import (GPU_CATS, INT_COLS, MAX_DUR_INT, BadIdent, Columns,
+                                            Idents,
                                             category, dur_ns, to_float, to_int)
 from stepsim.calibration.trace_ts import MAX_SPAN_US
 
@@ -106,12 +107,18 @@ def _idents(pids: list, tids: list, ident: Idents) -> tuple[np.ndarray, np.ndarr
                 return np.array(pids, np.int64), np.array(tids, np.int64), ident.str_ids
             except OverflowError:
                 pass
-        code = {v: ident(v) for v in dict.fromkeys(chain.from_iterable(zip(pids, tids)))}
+        try:
+            code = {v: ident(v) for v in dict.fromkeys(chain.from_iterable(zip(pids, tids)))}
+        except BadIdent:        # the general reader drops those events, and says so
+            return None
         return (np.array(list(map(code.__getitem__, pids)), np.int64),
                 np.array(list(map(code.__getitem__, tids)), np.int64), ident.str_ids)
     pid, tid = np.empty(len(pids), np.int64), np.empty(len(pids), np.int64)
-    for i, (p, t) in enumerate(zip(pids, tids)):
-        pid[i], tid[i] = ident(plain(p)), ident(plain(t))
+    try:
+        for i, (p, t) in enumerate(zip(pids, tids)):
+            pid[i], tid[i] = ident(plain(p)), ident(plain(t))
+    except BadIdent:
+        return None
     return pid, tid, ident.str_ids
 
 

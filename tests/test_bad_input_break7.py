@@ -3,6 +3,7 @@ to its target (the atomic rename replaced the link with a file before); a link l
 line, exit 2."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -80,3 +81,32 @@ def test_a_symlinked_ledger_is_appended_through(tmp_path):
     append_ledger(link, _rec(2.0, None))
     assert link.is_symlink()
     assert [r.error_pct for r in read_ledger(real)] == [1.0, 2.0]
+
+
+# 3: a pid or tid that is not a finite integer within int64 is an event that cannot be right
+
+def _cpu(i, **kw):
+    e = {"ph": "X", "cat": "cpu_op", "name": "k", "pid": 1, "tid": 7, "ts": 10 * i, "dur": 5}
+    e.update(kw)
+    return json.dumps(e)
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_huge_or_fractional_ids_are_dropped_and_counted(tmp_path, columnar):
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.trace_io import load_trace
+
+    p = tmp_path / "t.json"
+    p.write_text("[" + ",".join([
+        _cpu(0), _cpu(1).replace('"pid": 1', '"pid": 1e400'),
+        _cpu(2, tid=12345678901234567890123), _cpu(3, tid="12345678901234567890123"),
+        _cpu(4, pid=2.5), _cpu(5, pid=3.0), _cpu(6, tid="stream " + "9" * 30),
+        _cpu(7, pid="CPU functions", tid="stream 7"), _cpu(8, tid="9" * 5000)]) + "]")
+    before = p.read_bytes()
+    t = build_table(load_trace(p, columnar=columnar))
+    assert t.index.tolist() == [0, 5, 7]
+    assert t.pid.tolist()[:2] == [1, 3] and t.tid.tolist() == [7, 7, 7]
+    assert t.warnings == ["t.json: dropped 6 of 9 event(s) whose args, pid or tid cannot be "
+                          "right (first: pid is inf, not a finite integer within int64 at "
+                          "event 1)"]
+    assert p.read_bytes() == before
