@@ -110,3 +110,41 @@ def test_huge_or_fractional_ids_are_dropped_and_counted(tmp_path, columnar):
                           "right (first: pid is inf, not a finite integer within int64 at "
                           "event 1)"]
     assert p.read_bytes() == before
+
+
+# 2: overlapping ProfilerStep ranges on one thread (the shared traces have none: their closest
+# pair is 17 µs apart; see calibration.steps.OVERLAP_NS)
+
+def _step_trace(p, spans):
+    evs = []
+    for n, (a, b) in enumerate(spans):
+        evs.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}",
+                    "pid": 1, "tid": 1, "ts": a, "dur": b - a})
+        evs.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                    "ts": a + 10, "dur": 20})
+    p.write_text(json.dumps({"traceEvents": evs}))
+    return p
+
+
+def test_overlapping_profiler_steps_drop_the_later_one(tmp_path):
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.steps import find_steps
+    from stepsim.calibration.trace_io import load_trace
+
+    p = _step_trace(tmp_path / "t.json", [(0, 100), (50, 150), (100, 200)])
+    steps = find_steps(build_table(load_trace(p)))
+    assert [(s.number, s.start_ns, s.end_ns) for s in steps][:1] == [(0, 0, 100_000)]
+    assert [s.number for s in steps] == [0, 2]
+    assert any(w.startswith("dropped 1 ProfilerStep marker(s) that start more than 1 µs before")
+               for w in steps.warnings), steps.warnings
+
+
+def test_a_rounding_overlap_is_kept(tmp_path):
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.steps import find_steps
+    from stepsim.calibration.trace_io import load_trace
+
+    p = _step_trace(tmp_path / "t.json", [(0, 100.5), (100, 200), (200.75, 300)])
+    steps = find_steps(build_table(load_trace(p)))
+    assert [s.number for s in steps] == [0, 1, 2]
+    assert not any("ProfilerStep marker(s) that start" in w for w in steps.warnings)
