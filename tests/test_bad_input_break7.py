@@ -148,3 +148,57 @@ def test_a_rounding_overlap_is_kept(tmp_path):
     steps = find_steps(build_table(load_trace(p)))
     assert [s.number for s in steps] == [0, 1, 2]
     assert not any("ProfilerStep marker(s) that start" in w for w in steps.warnings)
+
+
+# 4: demo --out into a folder that is not empty: refused unless an earlier demo's (whose old
+# captures are removed, so they never mix with the new ones)
+
+class _Stop(Exception):
+    pass
+
+
+def _no_capture(monkeypatch, seen):
+    import stepsim.demo.run as demo_run
+
+    def stop(num_workers, out, seed, probe=None):
+        seen.append(out)
+        raise _Stop
+    monkeypatch.setattr(demo_run, "_capture", stop)
+
+
+def test_demo_refuses_a_folder_of_user_files(tmp_path, monkeypatch, capsys):
+    seen = []
+    _no_capture(monkeypatch, seen)
+    out = tmp_path / "mine"
+    (out / "runs" / "nw0-r0").mkdir(parents=True)
+    (out / "runs" / "keep.txt").write_text("user")
+    (out / "notes.txt").write_text("user")
+    assert main(["demo", "--quick", "--out", str(out)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert err == [f"stepsim: error: {out}: is not empty and not an earlier demo's output folder "
+                   "(it holds 'notes.txt' and 1 more); give a new or empty folder"], err
+    assert not seen
+    assert (out / "notes.txt").read_text() == "user" and (out / "runs" / "nw0-r0").is_dir()
+    assert (out / "runs" / "keep.txt").read_text() == "user"
+
+
+def test_demo_into_an_earlier_demo_folder_removes_its_old_runs(tmp_path, monkeypatch):
+    seen = []
+    _no_capture(monkeypatch, seen)
+    out = tmp_path / "demo"
+    (out / "runs" / "nw8-r3").mkdir(parents=True)
+    (out / "runs" / "nw8-r3" / "trace.json.gz").write_bytes(b"old")
+    (out / "model.json").write_text("{}")
+    with pytest.raises(_Stop):
+        main(["demo", "--quick", "--out", str(out)])
+    assert seen and not (out / "runs" / "nw8-r3").exists()
+
+
+def test_ddp_demo_refuses_a_folder_of_user_files(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "model.json").write_text("{}")
+    (out / "data.csv").write_text("user")
+    assert main(["demo", "--ddp", "--out", str(out)]) == 2
+    assert "'data.csv'" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["data.csv", "model.json"]
