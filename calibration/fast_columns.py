@@ -104,9 +104,12 @@ def _idents(pids: list, tids: list, ident: Idents) -> tuple[np.ndarray, np.ndarr
     if kinds <= {int, str}:     # hashable, and no 1 == 1.0 == True between kinds
         if kinds == {int}:
             try:
-                return np.array(pids, np.int64), np.array(tids, np.int64), ident.str_ids
+                pid, tid = np.array(pids, np.int64), np.array(tids, np.int64)
             except OverflowError:
-                pass
+                return None     # beyond int64: the general reader drops those events
+            if (pid == -2**63).any() or (tid == -2**63).any():
+                return None     # -2**63 too (Idents' range is symmetric)
+            return pid, tid, ident.str_ids
         try:
             code = {v: ident(v) for v in dict.fromkeys(chain.from_iterable(zip(pids, tids)))}
         except BadIdent:        # the general reader drops those events, and says so

@@ -202,3 +202,16 @@ def test_ddp_demo_refuses_a_folder_of_user_files(tmp_path, capsys):
     assert main(["demo", "--ddp", "--out", str(out)]) == 2
     assert "'data.csv'" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["data.csv", "model.json"]
+
+
+def test_int64_min_id_is_dropped_by_both_readers(tmp_path):
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.trace_io import load_trace
+
+    for bad in ({"pid": -2**63}, {"tid": 2**64 - 1}):
+        p = tmp_path / "t.json"
+        p.write_text("[" + ",".join([_cpu(0), _cpu(1, **bad), _cpu(2)]) + "]")
+        for columnar in (True, False):
+            t = build_table(load_trace(p, columnar=columnar))
+            assert t.index.tolist() == [0, 2] and "dropped 1 of 3" in t.warnings[0], (bad,
+                                                                                  columnar)
