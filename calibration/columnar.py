@@ -18,6 +18,7 @@ ways give the same table (``tests/test_columnar.py``).
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from operator import attrgetter
@@ -99,7 +100,10 @@ class LazyEvents(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
-        return orjson.loads(memoryview(self._raws[i]))
+        try:
+            return orjson.loads(memoryview(self._raws[i]))
+        except orjson.JSONDecodeError:   # 1e400, which orjson refuses: inf, as the general
+            return json.loads(bytes(self._raws[i]))   # reader reads it (its event dropped)
 
 
 @dataclass

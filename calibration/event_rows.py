@@ -14,7 +14,7 @@ import numpy as np
 from stepsim.calibration.event_aliases import CATEGORY_ALIASES, LEGACY_GPU_PID, arg_value
 from stepsim.calibration.trace_ts import MAX_SPAN_US
 
-__all__ = ["Columns", "row_columns", "Idents", "to_int", "to_float", "dur_ns", "category",
+__all__ = ["Columns", "row_columns", "Idents", "BadIdent", "to_int", "to_float", "dur_ns", "category",
            "GPU_CATS", "INT_COLS"]
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -90,10 +90,28 @@ def to_float(v) -> float:
 
 
 
+class BadIdent(ValueError):
+    """A pid or tid that cannot be right: a number that is not a finite integer within int64
+    (``1e400``, ``2.5``, a 23-digit id); its event is dropped and counted."""
+
+
+_INT_TEXT = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
+def _shown_id(v) -> str:
+    s = repr(v) if isinstance(v, str) else str(v)
+    return s if len(s) <= 32 else s[:29] + "..."
+
+
 class Idents:
-    """pid/tid values → int64: ints as they are, numeric strings parsed, ``"stream 7"`` → 7,
-    any other text (or an id beyond int64) a negative code, in order of first sight
-    (``str_ids`` maps text → code)."""
+    """pid/tid values → int64: ints as they are, integral floats and numeric strings parsed,
+    ``"stream 7"`` → 7, any other text a negative code, in order of first sight (``str_ids``
+    maps text → code).
+
+    Raises:
+        BadIdent: a number (or numeric text) that is not a finite integer within int64
+            (before, ``1e400`` and a 23-digit id were kept as text codes, silently).
+    """
 
     def __init__(self):
         self.str_ids: dict[str, int] = {}
@@ -103,15 +121,20 @@ class Idents:
             return v
         if v is None:
             return -1
+        if type(v) is int or (type(v) is float and not (math.isfinite(v) and v == int(v)
+                                                         and -_I64 <= v <= _I64)):
+            raise BadIdent(f"{_shown_id(v)}, not a finite integer within int64")
+        if type(v) is float:
+            return int(v)
         s = str(v)
-        try:
-            n = int(s)
-        except ValueError:
-            m = _STREAM_TID.match(s)
-            n = int(m.group(1)) if m else None
-        if n is not None and -_I64 <= n <= _I64:
+        m = _INT_TEXT.match(s) or _STREAM_TID.match(s)
+        if m is not None:
+            text = m.group(1) if m.re is _STREAM_TID else s
+            n = None if len(text.strip().lstrip("+-").lstrip("0")) > 19 else int(text)
+            if n is None or not -_I64 <= n <= _I64:   # (no int() of a 5000-digit text)
+                raise BadIdent(f"{_shown_id(v)}, not an integer within int64")
             return n
-        code = self.str_ids.get(s)  # text, or an id beyond int64
+        code = self.str_ids.get(s)  # text
         if code is None:
             code = self.str_ids[s] = -2 - len(self.str_ids)
         return code
@@ -203,8 +226,17 @@ def row_columns(events) -> Columns:
             bad_args.append((i, f"{'pid' if type(pv) in (dict, list) else 'tid'} is "
                                 f"{'an object' if dict in (type(pv), type(tv)) else 'an array'}"))
             pv = tv = None
-        pid[i] = ident(pv)
-        tid[i] = ident(tv)
+        try:
+            pid[i] = ident(pv)
+        except BadIdent as err:
+            bad_args.append((i, f"pid is {err}"))
+            pid[i] = -1
+        try:
+            tid[i] = ident(tv)
+        except BadIdent as err:
+            if not bad_args or bad_args[-1][0] != i:
+                bad_args.append((i, f"tid is {err}"))
+            tid[i] = -1
         if "dur" in e:   # "dur": null is a dur that cannot be right, not a missing one
             d = e["dur"]
             timed += 1

@@ -11,7 +11,8 @@ from msgspec import UNSET, UnsetType
 
 from stepsim.calibration.columnar import ABSENT, Decoded, Num, arg_columns, plain
 from stepsim.calibration.event_aliases import ARG_ALIASES, LEGACY_GPU_PID
-from stepsim.calibration.event_rows import (GPU_CATS, INT_COLS, MAX_DUR_INT, Columns, Idents,
+from stepsim.calibration.event_rows import (GPU_CATS, INT_COLS, MAX_DUR_INT, BadIdent, Columns,
+                                            Idents,
                                             category, dur_ns, to_float, to_int)
 from stepsim.calibration.trace_ts import MAX_SPAN_US
 
@@ -103,15 +104,24 @@ def _idents(pids: list, tids: list, ident: Idents) -> tuple[np.ndarray, np.ndarr
     if kinds <= {int, str}:     # hashable, and no 1 == 1.0 == True between kinds
         if kinds == {int}:
             try:
-                return np.array(pids, np.int64), np.array(tids, np.int64), ident.str_ids
+                pid, tid = np.array(pids, np.int64), np.array(tids, np.int64)
             except OverflowError:
-                pass
-        code = {v: ident(v) for v in dict.fromkeys(chain.from_iterable(zip(pids, tids)))}
+                return None     # beyond int64: the general reader drops those events
+            if (pid == -2**63).any() or (tid == -2**63).any():
+                return None     # -2**63 too (Idents' range is symmetric)
+            return pid, tid, ident.str_ids
+        try:
+            code = {v: ident(v) for v in dict.fromkeys(chain.from_iterable(zip(pids, tids)))}
+        except BadIdent:        # the general reader drops those events, and says so
+            return None
         return (np.array(list(map(code.__getitem__, pids)), np.int64),
                 np.array(list(map(code.__getitem__, tids)), np.int64), ident.str_ids)
     pid, tid = np.empty(len(pids), np.int64), np.empty(len(pids), np.int64)
-    for i, (p, t) in enumerate(zip(pids, tids)):
-        pid[i], tid[i] = ident(plain(p)), ident(plain(t))
+    try:
+        for i, (p, t) in enumerate(zip(pids, tids)):
+            pid[i], tid[i] = ident(plain(p)), ident(plain(t))
+    except BadIdent:
+        return None
     return pid, tid, ident.str_ids
 
 

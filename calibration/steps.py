@@ -182,6 +182,33 @@ def _optimizer_bounds(table: EventTable, rows: np.ndarray, starts: np.ndarray,
     return starts, np.r_[starts[1:], max(int(table.end_ns[th].max()), int(ends[-1]))], True
 
 
+OVERLAP_NS = 1000
+"""How far (ns) a ``ProfilerStep`` may start before the one before it on its thread ends:
+clock rounding (the shared traces' steps never overlap: their closest pair is 17 µs apart,
+measured 2026-12-05 over 23 step threads); a larger overlap cannot be right."""
+
+
+def _drop_overlaps(table: EventTable, rows: np.ndarray, numbers: list[int] | None,
+                   warnings: list[str]) -> tuple[np.ndarray, list[int] | None]:
+    """``rows`` (time order) without each ``ProfilerStep`` marker that starts more than
+    :data:`OVERLAP_NS` before the last kept one ends (the later one dropped, counted in a
+    warning); the first is always kept."""
+    starts, ends = table.ts_ns[rows].tolist(), table.end_ns[rows].tolist()
+    keep = np.ones(len(rows), dtype=bool)
+    end = ends[0]
+    for k in range(1, len(rows)):
+        if starts[k] < end - OVERLAP_NS:
+            keep[k] = False
+        else:
+            end = ends[k]
+    if keep.all():
+        return rows, numbers
+    _warn_rows(warnings, table, rows[~keep], "dropped {} ProfilerStep marker(s) that start more "
+               f"than {OVERLAP_NS / 1000:g} µs before the step before them ends (overlapping "
+               "steps on one thread cannot be right)")
+    return rows[keep], None if numbers is None else [n for n, k in zip(numbers, keep) if k]
+
+
 def _numbers_text(numbers: list[int]) -> str:
     """The first few step numbers, in time order, as text."""
     more = ", …" if len(numbers) > 6 else ""
@@ -286,6 +313,8 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
         warnings.append(f"{len(gaps)} ProfilerStep marker(s) missing inside the capture (step "
                         f"{_numbers_text(gaps)}): the step before each gap runs to the next "
                         "marker, so it holds the missing step(s) too")
+    if method == "profiler_step" and len(rows) > 1:
+        rows, numbers = _drop_overlaps(table, rows, numbers, warnings)
     if numbers is None:
         numbers = list(range(len(rows)))
     starts = table.ts_ns[rows]

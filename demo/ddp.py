@@ -67,6 +67,7 @@ from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_fix, parse_set
+from stepsim.demo.out_folder import DDP_ENTRIES, claim_out_folder
 from stepsim.simcore.atomic import make_folder, write_atomic
 
 STRAGGLER_MS = 40.0
@@ -99,6 +100,7 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
     from stepsim.demo.ddp_job import Run, run_plan
 
     console = Console(stderr=True)
+    claim_out_folder(out, DDP_ENTRIES)
     make_folder(out)
     t0 = time.monotonic()
     load_before = os.getloadavg()

@@ -54,6 +54,7 @@ from stepsim.scenarios.parallel import default_jobs
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.transforms import parse_set
 from stepsim.scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
+from stepsim.demo.out_folder import DEMO_ENTRIES, claim_out_folder
 from stepsim.simcore.atomic import make_folder, write_atomic
 from stepsim.simcore.errors import StepsimError
 
@@ -112,6 +113,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     settings = QUICK_SETTINGS if quick else SETTINGS
     repeats = repeats or (1 if quick else 2)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    again = claim_out_folder(out, DEMO_ENTRIES)
     make_folder(out)
     ledger = out / "ledger.jsonl"  # this run's records replace an earlier demo's, at the end
     plan = _plan(settings, repeats, QUICK_CALIBRATION_RUNS if quick else CALIBRATION_RUNS)
@@ -121,7 +123,8 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                   f"of num_workers={CALIBRATION_WORKERS}: replicates measure the host's run-to-run "
                   "speed)"
                   + (f", calibration run with a probe at num_workers={probe}" if probe is not None
-                     else ", no probe") + f"; output in {out}/")
+                     else ", no probe") + f"; output in {out}/"
+                  + (" (replacing an earlier demo's)" if again else ""))
     t0 = time.monotonic()
     runs: dict[int, list[Path]] = {s: [] for s in settings}
     with Steps(console, len(plan), "captured") as prog:

@@ -85,6 +85,24 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def _follow_links(path: Path) -> Path:
+    """The file a symbolic link at ``path`` names (followed link by link, relative targets
+    from the link's folder), so the rename replaces the real file and keeps the link; ``path``
+    itself where it is not a link. Before, ``-o link`` replaced the link with a file.
+
+    Raises:
+        InputError: the links form a loop (or a chain longer than 40, as the kernel's limit).
+    """
+    real, hops = path, 0
+    while real.is_symlink():
+        hops += 1
+        if hops > 40:
+            raise InputError(path, "is a symbolic link loop; cannot write through it")
+        target = Path(os.readlink(real))
+        real = target if target.is_absolute() else real.parent / target
+    return real
+
+
 def _refuse_folder(path: Path, text: str) -> None:
     if text.endswith(("/", os.sep)) or path.is_dir():
         raise InputError(path, "is a directory, expected an output file name")
@@ -103,6 +121,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     text, path = str(path), Path(path)
     _refuse_folder(path, text)
+    path = _follow_links(path)
     if path.exists() and not path.is_file():
         raise InputError(path, "is not a regular file; refusing to replace it")
     make_folder(path.parent, path)
@@ -151,6 +170,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     text = str(path)
     path = Path(path)
     _refuse_folder(path, text)
+    path = _follow_links(path)
     if path.exists() and not path.is_file():
         mode = path.stat().st_mode
         if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
