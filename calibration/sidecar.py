@@ -237,6 +237,8 @@ class MachineCPU(StrictScalars):
     cores: int = Field(ge=1, le=MAX_CORES)
     proc_cpu_us: float = Field(ge=0)
     """This process's CPU over the same span (all its threads)."""
+    tick_us: float = Field(default=1e4, gt=0, le=1e6)
+    """``/proc/stat``'s unit (``SC_CLK_TCK``): the busy time is a count of these."""
 
 
 class Sidecar(StrictScalars):

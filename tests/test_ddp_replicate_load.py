@@ -42,14 +42,15 @@ def _runs(src, root, shares):
 
 def test_the_harness_records_the_machines_busy_cpu(gloo_run):  # noqa: F811
     from stepsim.calibration.ddp_runs import run_readings
+    from stepsim.calibration.machine_stat import MIN_TICKS
     from stepsim.calibration.sidecar import load_sidecar
 
     src, _ = gloo_run
     for f in sorted(src.glob("rank*.sidecar.json")):
         m = load_sidecar(f).machine
         assert m is not None and m.wall_us > 0 and m.busy_us > 0 and m.proc_cpu_us > 0
-    busy = run_readings([src])[2][0]
-    assert busy is not None and 0.0 <= busy <= 1.0
+        assert m.cores * m.wall_us < MIN_TICKS * m.tick_us     # 4 steps: too short to read
+    assert run_readings([src])[2] == [None]
 
 
 def test_a_loaded_replicate_is_left_out_with_a_warning(gloo_run, tmp_path):  # noqa: F811
@@ -89,3 +90,21 @@ def test_a_loaded_capture_gives_way_on_the_command_line(gloo_run, tmp_path, caps
     from stepsim.models.params import load_model
 
     assert load_model(out).host.speed_runs == pytest.approx([1.0, 1.0])
+
+
+def test_a_reading_of_too_few_ticks_says_nothing():
+    """/proc/stat counts whole 10 ms ticks: a span of 2 cores x 0.2 s (40 ticks, under
+    MIN_TICKS = 50) gives no reading, 2 cores x 0.25 s (50) does (closed form: 0.3 s busy
+    less 0.1 s own over 0.5 s of core time = 0.4)."""
+    from stepsim.calibration.machine_stat import busy_share, run_busy_share
+
+    m = {"wall_us": 2e5, "busy_us": 4e5, "cores": 2, "proc_cpu_us": 1e5, "tick_us": 1e4}
+    assert busy_share(m, 1e5) is None and run_busy_share([("h", m)]) is None
+    m = dict(m, wall_us=2.5e5, busy_us=3e5)
+    assert busy_share(m, 1e5) == pytest.approx(2e5 / 5e5)
+    # two ranks on one host: the first's busy CPU less both ranks' own, each at its rate
+    m2 = dict(m, wall_us=5e5, proc_cpu_us=1e5)     # 0.2 of a core over its own span
+    assert run_busy_share([("h", m), ("h", m2)]) == pytest.approx((3e5 - 1e5 - 0.5e5) / 5e5)
+    # on two hosts: each host's own ranks, the busier host's share
+    assert run_busy_share([("a", m), ("b", dict(m, busy_us=1e5))]) == pytest.approx(2e5 / 5e5)
+    assert run_busy_share([("h", m), ("h", None)]) is None
