@@ -70,6 +70,15 @@ def test_a_loaded_replicate_is_left_out_with_a_warning(gloo_run, tmp_path):  # n
     model2 = calibrate(cap2, replicates=reps2)
     assert len(model2.host.speed_runs) == 3
     assert not [w for w in model2.meta.warnings if "left out of the calibration" in w]
+    # one replicate, loaded: the capture is calibrated alone, and that is said
+    alone = calibrate(cap, replicates=[r1])
+    assert alone.host.speed_runs != pytest.approx([1.0, 1.0])
+    assert any(f"replicate {r1} ran under outside load" in w for w in alone.meta.warnings)
+    # every run loaded: all kept (no quiet run to calibrate from), and that is said
+    cap3, *reps3 = _runs(src, tmp_path / "c", [0.3, 0.3, 0.3])
+    every = calibrate(cap3, replicates=reps3)
+    assert len(every.host.speed_runs) == 3
+    assert any("every one of the 3 profiled runs" in w for w in every.meta.warnings)
 
 
 def test_a_loaded_capture_gives_way_on_the_command_line(gloo_run, tmp_path, capsys):  # noqa: F811
