@@ -110,15 +110,17 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
         from stepsim.calibration.gloo_pool import pool_transfers
         from stepsim.calibration.gloo_wake import pool_wake
 
-        reps = [(Path(r), _rank_sidecars(Path(r))) for r in replicates]
-        speeds = _job_speeds(ranks, reps)
+        trace, ranks, reps, speeds, said = _quiet_runs(Path(trace), replicates)
+        if not reps:      # none quiet beside the capture: calibrated alone, and said
+            return _calibrate(trace, sidecar, step_regex, steps).then(
+                lambda model: _warned(model, said))
         runs = [[load_sidecar(p) for p in sides.values()] for sides in
                 [ranks] + [s for _, s in reps]]
         rep_paths = [p for p, _ in reps]
         return _calibrate(trace, sidecar, step_regex, steps).then(
             lambda model: apply_replicates(_held_against(pool_wake(pool_bucket_cpu(
-                pool_transfers(model, Path(trace), rep_paths), runs, speeds), runs), runs),
-                speeds))
+                pool_transfers(_warned(model, said), Path(trace), rep_paths), runs, speeds),
+                runs), runs), speeds))
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")
@@ -137,6 +139,31 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
         return model.model_copy(update={"meta": meta})
 
     return _calibrate(trace, sidecar, step_regex, steps).then(at_speed)
+
+
+def _quiet_runs(trace: Path, replicates):
+    """A CPU DDP job's capture folder and replicates without the runs that ran under outside
+    load (:func:`calibration.ddp_runs.pick_runs`: a loaded capture gives way to the first
+    quiet replicate): ``(capture, its rank sidecars, [(replicate, its rank sidecars)], host
+    speed factors, warnings naming each run left out)``."""
+    from stepsim.calibration.ddp_runs import pick_runs, pick_warnings
+
+    given = [trace] + [Path(r) for r in replicates]
+    pick = pick_runs(given)
+    said = pick_warnings(pick, trace, {p: str(r) for p, r in zip(given, [trace, *replicates])})
+    ranks = _rank_sidecars(pick.capture)
+    reps = [(p, _rank_sidecars(p)) for p in pick.replicates]
+    if not pick.left_out:
+        return pick.capture, ranks, reps, pick.speeds, said
+    return pick.capture, ranks, reps, _job_speeds(ranks, reps) if reps else [1.0], said
+
+
+def _warned(model: StepModel, lines: list[str]) -> StepModel:
+    """``model`` with ``lines`` added to its warnings."""
+    if not lines:
+        return model
+    meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, *lines]})
+    return model.model_copy(update={"meta": meta})
 
 
 def _held_against(model: StepModel, runs: list[list]) -> StepModel:

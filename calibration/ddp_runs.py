@@ -19,15 +19,19 @@ runs** (the runs themselves are the reference: no stated speed), each past
   the host's speed centre moved 1.036 → 1.143, every what-if 10 % slower than its runs.
 
 A third reading needs no median (when most runs are loaded, the median is): the harness
-reads the whole machine's busy CPU (``/proc/stat``) over each run, and what its own processes
-did not use, other processes did (:func:`demo.ddp_load.outside_share`); past ``LOAD_WARN`` of
+reads the whole machine's busy CPU (``/proc/stat``) over each run's profiled steps into its
+sidecars (``machine``, :mod:`calibration.machine_stat`), and what its own processes did not
+use, other processes did (:func:`calibration.machine_stat.run_busy_share`); past
+``LOAD_WARN`` of
 the cores' time the run is loaded (at 11:59, 2 of 3 repeats of every setting and all three
 replicates held 0.46-0.52 of a core against the capture's 0.85, so the medians were loaded).
 
 A run past any is left out of the calibration (:func:`pick_runs`): the first quiet run is
 the capture, the other quiet ones its replicates; the re-measured runs are not touched (each
-row scores every repeat). The demo says which runs were left out and why. With no quiet run,
-or no reading, every run is kept and the output says so.
+row scores every repeat). ``stepsim calibrate RANK_FOLDER --replicate R …`` (and
+:func:`stepsim.fit.calibrate`) picks so on a CPU DDP job, with a warning per run left out
+(:func:`pick_warnings`), as the demo does. With no quiet run, or no reading, every run is
+kept and the output says so.
 """
 from __future__ import annotations
 
@@ -56,18 +60,24 @@ class RunPick:
     """Per run, where measured: the share of the machine's cores other processes were busy."""
 
 
-def run_readings(folders: list[Path]) -> tuple[list[float | None], list[float]]:
+def run_readings(folders: list[Path]) -> tuple[list[float | None], list[float],
+                                                list[float | None]]:
     """Per run folder (the capture's, then each replicate's, every one of the same ranks'
-    sidecars): its core share and its host speed against the first (raises as
-    :func:`calibration.calibrate._job_speeds`)."""
+    sidecars): its core share, its host speed against the first (raises as
+    :func:`calibration.calibrate._job_speeds`) and the share of the machine's cores other
+    processes were busy over its profiled steps (the sidecars' ``machine`` records,
+    :func:`calibration.machine_stat.run_busy_share`; None in sidecars before them)."""
     from stepsim.calibration.calibrate import _job_speeds, _rank_sidecars
+    from stepsim.calibration.machine_stat import run_busy_share
     from stepsim.calibration.outside_load import _core_share
     from stepsim.calibration.sidecar import load_sidecar
 
     sides = [_rank_sidecars(Path(f)) for f in folders]
-    shares = [_core_share([load_sidecar(p) for p in s.values()]) for s in sides]
+    loaded = [[load_sidecar(p) for p in s.values()] for s in sides]
+    shares = [_core_share(run) for run in loaded]
     speeds = _job_speeds(sides[0], [(Path(f), s) for f, s in zip(folders[1:], sides[1:])])
-    return shares, speeds
+    busy = [run_busy_share([(side.host_name, side.machine) for side in run]) for run in loaded]
+    return shares, speeds, busy
 
 
 def off_runs(shares: list[float | None], speeds: list[float], ref: str = "the runs' median",
@@ -103,10 +113,13 @@ def off_runs(shares: list[float | None], speeds: list[float], ref: str = "the ru
 def pick_runs(folders: list[Path], outside: list[float | None] = ()) -> RunPick:
     """The quiet runs among ``folders`` (the capture first, then its replicates) to
     calibrate from (the module docstring; ``outside``: per run, where measured, the share of
-    the machine's cores other processes were busy over its profiled steps, :func:`off_runs`);
-    needs three runs to read a median, else keeps all but the ones ``outside`` finds loaded."""
+    the machine's cores other processes were busy over its profiled steps, :func:`off_runs`;
+    where not given, the sidecars' own ``machine`` records say it); needs three runs to read
+    a median, else keeps all but the ones ``outside`` finds loaded."""
     folders = [Path(f) for f in folders]
-    shares, speeds = run_readings(folders)
+    shares, speeds, busy = run_readings(folders)
+    given = list(outside) + [None] * (len(folders) - len(outside))
+    outside = [g if g is not None else b for g, b in zip(given, busy)]
     off = off_runs(shares, speeds, outside=outside)
     quiet = [f for i, f in enumerate(folders) if i not in off]
     if not off or not quiet:
@@ -116,3 +129,23 @@ def pick_runs(folders: list[Path], outside: list[float | None] = ()) -> RunPick:
         return RunPick(folders[0], folders[1:], [], shares, speeds, note, list(outside))
     return RunPick(quiet[0], quiet[1:], [(folders[i], why) for i, why in sorted(off.items())],
                    shares, speeds, None, list(outside))
+
+
+def pick_warnings(pick: RunPick, capture: Path, names: dict[Path, str] | None = None
+                  ) -> list[str]:
+    """The calibration warnings of ``pick``: one per run left out, naming it (``names``: each
+    run's name as the user gave it, else its path; ``capture``: the run given as the capture)
+    and the figure that set it apart, and the note when every run was loaded."""
+    names = names or {}
+    out = []
+    for path, why in pick.left_out:
+        first = path == capture
+        out.append(f"{'the capture' if first else 'replicate'} {names.get(path, path)} ran "
+                   f"under outside load ({why}; past {100 * LOAD_WARN:.0f} %): left out of the "
+                   "calibration" + (f", the first quiet replicate "
+                                    f"{names.get(pick.capture, pick.capture)} is the capture"
+                                    if first else "")
+                   + "; re-capture it on a quiet machine")
+    if pick.note:
+        out.append(pick.note)
+    return out

@@ -225,6 +225,22 @@ class Probe(StrictScalars):
     steps: list[StepRecord] = []
 
 
+class MachineCPU(StrictScalars):
+    """The whole machine's CPU over the profiled steps (:mod:`calibration.machine_stat`):
+    its busy time less ``proc_cpu_us`` is what other processes used (µs)."""
+
+    model_config = _CFG
+    wall_us: float = Field(gt=0, le=MAX_DURATION_US)
+    busy_us: float = Field(ge=0)
+    """Every core's busy CPU (``/proc/stat``: user, nice, system, irq, softirq, steal)."""
+    steal_us: float = Field(default=0.0, ge=0)
+    cores: int = Field(ge=1, le=MAX_CORES)
+    proc_cpu_us: float = Field(ge=0)
+    """This process's CPU over the same span (all its threads)."""
+    tick_us: float = Field(default=1e4, gt=0, le=1e6)
+    """``/proc/stat``'s unit (``SC_CLK_TCK``): the busy time is a count of these."""
+
+
 class Sidecar(StrictScalars):
     """The sidecar's content (times in µs)."""
 
@@ -244,6 +260,8 @@ class Sidecar(StrictScalars):
     """What wrote it: ``harness``, ``lightning`` or ``transformers`` (absent in older files)."""
     ddp: DDPRecord | None = None
     probe: Probe | None = None
+    machine: MachineCPU | None = None
+    """The machine's busy CPU over the profiled steps (absent in older sidecars)."""
     iter_start_us: float | None = Field(default=None, ge=0, le=MAX_INSTANT_US)
     """The instant (µs, the steps' and batches' clock) just before the harness called
     ``iter(loader)``, where a multi-process loader starts its workers: the worker start-up

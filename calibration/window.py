@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from stepsim.calibration.machine_stat import machine_delta, machine_stat
 from stepsim.calibration.produce import run_wait_us
 from stepsim.calibration.sidecar import SIDECAR_VERSION
 from stepsim.simcore.atomic import make_folder, write_atomic
@@ -167,6 +168,8 @@ class Window:
         self.hold = False   # True: a complete window stops profiling but waits for finish()
         self.probe: dict | None = None   # the probe's settings and step rows, if any
         self.iter_start_us: float | None = None   # just before iter(loader), if known
+        self._m0 = None     # calibration.machine_stat.machine_stat at the first profiled step
+        self.machine: dict = {}     # the machine's busy CPU over the profiled steps
         # export_chrome_trace gzips only when the name ends in .gz
         self._trace_tmp = self.out_dir / ".partial.trace.json.gz"
 
@@ -188,6 +191,8 @@ class Window:
                              on_trace_ready=self._on_ready, record_shapes=self.ddp is not None)
         self._prof.__enter__()
         self._started = True
+        if self.profiled_total == self.schedule["active"]:
+            self._m0 = machine_stat()
         self._t_prev = clocks()
 
     def _on_ready(self, prof) -> None:
@@ -209,6 +214,10 @@ class Window:
         i, sch, end = len(self.rows), self.schedule, self.profiled_total
         self.rows.append(step_row(t0, t1, t2, end - sch["active"] <= i < end,
                                   sch["skip_first"] + sch["wait"] <= i < end))
+        if len(self.rows) == end - sch["active"]:     # the profiled steps start next
+            self._m0 = machine_stat()
+        elif len(self.rows) == end:                   # and end here (before the export)
+            self.machine = machine_delta(self._m0, machine_stat())
         if self._prof is not None:
             self._prof.step()     # the last active step's writes the trace (not in a step)
             if len(self.rows) >= end and self.after:
@@ -279,4 +288,6 @@ class Window:
             side["probe"] = dict(self.probe, produce=probed)
         if self.ddp is not None:
             side["ddp"] = self.ddp
+        if self.machine:
+            side["machine"] = self.machine
         write_atomic(self.out_dir / "sidecar.json", json.dumps(side, indent=1).encode())

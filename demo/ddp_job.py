@@ -278,16 +278,17 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict, tuple | Non
         prof.export_chrome_trace(str(tmp))
     others = [{k: t[k] for k in ("tid", "name", "cpu_us", "runqueue_us", "timeslices")}
               for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
-    _write_sidecar(out, model, rank, others, rows, meter.rows())
+    _write_sidecar(out, model, rank, others, rows, meter.rows(), machine_delta(m0, m1))
     return before, after, m0, m1
 
 
 def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list[dict],
-                   bucket_cpu: list[dict] = ()) -> None:
+                   bucket_cpu: list[dict] = (), machine: dict | None = None) -> None:
     """The DDP record of :mod:`calibration.ddp_info`, as a capture sidecar beside the trace,
     with the CPU time over the profiled steps of the process's threads other than the
     training thread (``threads``, empty where the kernel has no per-thread schedstat) and the
-    step rows (``steps``: :func:`calibration.window.step_row`)."""
+    step rows (``steps``: :func:`calibration.window.step_row`) and the machine's busy CPU over
+    the profiled steps (``machine``: :func:`calibration.machine_stat.machine_delta`)."""
     import json
 
     import torch
@@ -299,6 +300,8 @@ def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list
             "host_cores": len(os.sched_getaffinity(0)), "cpu_count": os.cpu_count(),
             "torch_num_threads": torch.get_num_threads(), "capture": "harness",
             "loader": {"num_workers": 0}, "steps": steps, "ddp": ddp_record(model)}
+    if machine:
+        side["machine"] = machine
     if side["ddp"] is not None:
         side["ddp"]["threads"] = threads
         side["ddp"]["bucket_cpu"] = list(bucket_cpu)

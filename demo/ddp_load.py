@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from stepsim.calibration.ddp_runs import off_runs
+from stepsim.calibration.machine_stat import busy_share
 
 
 def outside_share(ranks: list[dict]) -> float | None:
@@ -36,11 +37,10 @@ def outside_share(ranks: list[dict]) -> float | None:
     rank's :class:`demo.ddp_job.RunResult` as a dict): the machine's busy CPU (rank 0's
     ``machine``, ``/proc/stat``, steal included) less every rank's threads' CPU over the same
     span, over ``cores × wall``; None without the records (runs recorded before them)."""
-    m = ranks[0].get("machine") or {}
-    if not m or m.get("wall_us", 0) <= 0 or not all(r.get("threads") for r in ranks):
+    if not all(r.get("threads") for r in ranks):
         return None
-    own = sum(t["cpu_us"] for r in ranks for t in r["threads"])
-    return max(m["busy_us"] - own, 0.0) / (m["cores"] * m["wall_us"])
+    return busy_share(ranks[0].get("machine"),
+                      sum(t["cpu_us"] for r in ranks for t in r["threads"]))
 
 
 def repeat_readings(ranks: list[dict]) -> tuple[float | None, float | None]:

@@ -1,11 +1,13 @@
 """What a DDP demo run's processes and the whole machine used over a span, from the kernel:
 each thread's CPU, run-queue wait and timeslices (``/proc/self/task/<tid>/schedstat``) and
-the machine's busy and stolen CPU (``/proc/stat``), read by :mod:`demo.ddp_job` around its
-timed and profiled steps and by :mod:`demo.ddp_load` to tell outside load."""
+the machine's busy and stolen CPU (``/proc/stat``, :mod:`calibration.machine_stat`), read by
+:mod:`demo.ddp_job` around its timed and profiled steps and by :mod:`demo.ddp_load` to tell
+outside load."""
 from __future__ import annotations
 
 import os
-import time
+
+from stepsim.calibration.machine_stat import machine_delta, machine_stat  # noqa: F401
 
 
 def thread_stats() -> dict[int, tuple[str, int, int, int]]:
@@ -24,33 +26,6 @@ def thread_stats() -> dict[int, tuple[str, int, int, int]]:
             continue
         out[int(tid)] = (name, cpu_ns, wait_ns, slices)
     return out
-
-
-def machine_stat() -> tuple[float, float, float] | None:
-    """``(wall µs, busy µs, steal µs)`` of the whole machine so far: the wall clock
-    (``perf_counter``) and the kernel's ``/proc/stat`` CPU line, busy being every core's
-    user, nice, system, irq, softirq and steal time (steal: a virtual CPU that wanted to run
-    while the hypervisor ran another guest); None where the kernel has no ``/proc/stat``."""
-    try:
-        with open("/proc/stat") as f:
-            vals = [int(x) for x in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    if len(vals) < 8:
-        return None
-    tick = 1e6 / os.sysconf("SC_CLK_TCK")
-    user, nice, system, _idle, _iowait, irq, softirq, steal = vals
-    return (time.perf_counter() * 1e6, (user + nice + system + irq + softirq + steal) * tick,
-            steal * tick)
-
-
-def machine_delta(before, after) -> dict:
-    """The machine's CPU between two :func:`machine_stat` readings: ``wall_us``, ``busy_us``
-    (every core's), ``steal_us`` and ``cores`` (``os.cpu_count()``); empty without them."""
-    if before is None or after is None:
-        return {}
-    return {"wall_us": after[0] - before[0], "busy_us": after[1] - before[1],
-            "steal_us": after[2] - before[2], "cores": os.cpu_count() or 1}
 
 
 def thread_deltas(before: dict, after: dict, main_tid: int) -> list[dict]:

@@ -117,8 +117,11 @@ from tests.test_gloo import _copy_capture, gloo_run  # noqa: E402,F401  (a real 
 
 
 def _slower(factor):
-    """A sidecar edit: every step's CPU (thread and process) and wall ``factor``x."""
+    """A sidecar edit: every step's CPU (thread and process) and wall ``factor``x; without the
+    machine's busy CPU the recording read on this shared host (an older sidecar), so only the
+    edit sets a run apart."""
     def edit(side):
+        side.pop("machine", None)
         for s in side["steps"]:
             for k in ("cpu_us", "proc_cpu_us", "wall_us"):
                 if s.get(k) is not None:
@@ -138,7 +141,7 @@ def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F8
 
     src, _ = gloo_run
     out = tmp_path / "demo"
-    _copy_capture(src, out / "capture")
+    _copy_capture(src, out / "capture", edit_sidecar=_slower(1.0))
     for k, f in enumerate([1.0, 1.0, 1.5]):
         _copy_capture(src, out / "replicates" / f"r{k}", edit_sidecar=lambda side, k=k, f=f: (
             _slower(f)(side), later_run(side, 6e7 * (k + 1))))
@@ -157,7 +160,8 @@ def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F8
     _copy_capture(src, out2 / "capture", edit_sidecar=_slower(1.5))
     for k in range(3):
         _copy_capture(src, out2 / "replicates" / f"r{k}",
-                      edit_sidecar=lambda side, k=k: later_run(side, 6e7 * (k + 1)))
+                      edit_sidecar=lambda side, k=k: (_slower(1.0)(side),
+                                                      later_run(side, 6e7 * (k + 1))))
     _, pick2, _ = score(out2, runs, 3)
     assert pick2.capture == out2 / "replicates" / "r0"
     assert [p.name for p, _ in pick2.left_out] == ["capture"]
