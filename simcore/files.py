@@ -119,17 +119,22 @@ def read_input(path: str | Path, kind: str, empty_ok: bool = False) -> bytes:
             raise _too_big(p, kind)
         with open_input(p) as f:
             raw = f.read(MAX_INPUT_BYTES + 1)
-    except FileNotFoundError:
-        raise missing(p, f"{kind} file") from None
     except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise missing(p) from None
-        raise InputError(p, f"cannot read: {e.strerror or e}") from None
+        raise _unreadable(p, kind, e) from None
     if len(raw) > MAX_INPUT_BYTES:   # a pipe, or a file that grew
         raise _too_big(p, kind)
     if not empty_ok and not raw.strip():
         raise InputError(p, f"the {kind} file is empty")
     return raw
+
+
+def _unreadable(p: Path, kind: str, e: OSError) -> InputError:
+    """The one-line error for an input that could not be opened or read."""
+    if isinstance(e, FileNotFoundError):
+        return missing(p, f"{kind} file")
+    if e.errno == errno.ELOOP:
+        return missing(p)
+    return InputError(p, f"cannot read: {e.strerror or e}")
 
 
 def _too_big(p: Path, kind: str) -> InputError:
@@ -236,12 +241,8 @@ def read_latest_lines(path: str | Path, kind: str, n: int) -> Tail:
             return Tail(raw[end:].splitlines(), raw.count(b"\n", 0, end) + 1, end, more, raw)
         with open(p, "rb") as f:
             return _read_tail(f, n)
-    except FileNotFoundError:
-        raise missing(p, f"{kind} file") from None
     except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise missing(p) from None
-        raise InputError(p, f"cannot read: {e.strerror or e}") from None
+        raise _unreadable(p, kind, e) from None
 
 
 def _read_tail(f: BinaryIO, n: int) -> Tail:
