@@ -192,12 +192,18 @@ def _drop_overlaps(table: EventTable, rows: np.ndarray, numbers: list[int] | Non
                    warnings: list[str]) -> tuple[np.ndarray, list[int] | None]:
     """``rows`` (time order) without each ``ProfilerStep`` marker that starts more than
     :data:`OVERLAP_NS` before the last kept one ends (the later one dropped, counted in a
-    warning); the first is always kept."""
-    starts, ends = table.ts_ns[rows].tolist(), table.end_ns[rows].tolist()
+    warning); the first is always kept. A marker that shares its start time with another or
+    is of zero length is left to :func:`find_steps`' own rules for broken markers (it drops
+    them all, where this rule would keep the first of a tie) and bounds nothing here."""
+    ts, te = table.ts_ns[rows], table.end_ns[rows]
+    starts, ends = ts.tolist(), te.tolist()
+    broken = (np.isin(ts, ts[:-1][np.diff(ts) == 0]) | (ts == te)).tolist()
     keep = np.ones(len(rows), dtype=bool)
-    end = ends[0]
-    for k in range(1, len(rows)):
-        if starts[k] < end - OVERLAP_NS:
+    end = None
+    for k in range(len(rows)):
+        if broken[k]:
+            continue
+        if end is not None and starts[k] < end - OVERLAP_NS:
             keep[k] = False
         else:
             end = ends[k]
