@@ -140,7 +140,7 @@ def test_calibration_takes_the_fault_free_step_plus_half_the_most(cpu_run_nw1, t
     from stepsim.fit import calibrate
     from stepsim.models.host_speed import at_capture_speed
 
-    BIG = 60_000       # 120 ms a step: the real steps' few ms of noise move the slope 2 % at most
+    BIG = 60_000       # 120 ms a step
 
     def copy(name, faults: bool):
         d = tmp_path / name
@@ -173,7 +173,12 @@ def test_calibration_takes_the_fault_free_step_plus_half_the_most(cpu_run_nw1, t
     old, _ = copy("old", False)
     new, side = copy("new", True)
     rf = refault_fit(side)
-    assert rf.per_fault_us == pytest.approx(C_US, rel=0.05) and rf.max_faults == BIG
+    # a pair's slope is C_US + (the two real steps' own work apart) / BIG: within the
+    # unprofiled steps' range of real work over BIG (a loaded machine's steps spread more)
+    real = [s.cpu_us - s.next_cpu_us for s in load_sidecar(cpu_run_nw1 / "sidecar.json").steps[1:]
+            if s.profiler_on is False and not s.profiled]
+    assert abs(rf.per_fault_us - C_US) <= (max(real) - min(real)) / BIG + 1e-9
+    assert rf.max_faults == BIG
     o, n = old.host.ops[1], new.host.ops[1]
     assert o.refault_us == 0
     assert n.dur_us == pytest.approx(o.dur_us * rf.fault_free_us / rf.unprofiled_us, rel=1e-6)
