@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from stepsim.calibration.host_noise import identical_work_us
-from stepsim.calibration.page_faults import refault_fit
+from stepsim.calibration.page_faults import MIN_PAIRS, refault_fit
 from stepsim.calibration.sidecar import Sidecar, load_sidecar
 
 C_US, F = 2.0, 12000          # CPU µs per fault, the faults of a re-faulting step
@@ -173,10 +173,19 @@ def test_calibration_takes_the_fault_free_step_plus_half_the_most(cpu_run_nw1, t
     old, _ = copy("old", False)
     new, side = copy("new", True)
     rf = refault_fit(side)
-    # a pair's slope is C_US + (the two real steps' own work apart) / BIG: within the
-    # unprofiled steps' range of real work over BIG (a loaded machine's steps spread more)
-    real = [s.cpu_us - s.next_cpu_us for s in load_sidecar(cpu_run_nw1 / "sidecar.json").steps[1:]
-            if s.profiler_on is False and not s.profiled]
+    # the edit's faults are 0 or BIG, so a pair of one kind whose faults differ has the slope
+    # C_US + (its two steps' own real work apart) / BIG: the fit's median is within C_US ±
+    # the range of real work of the group it used over BIG. The unprofiled steps measure it
+    # where they hold MIN_PAIRS such pairs, else the profiled ones (whose profiler cost
+    # spreads their work more); the trace's last profiled step and the next are left out.
+    orig = load_sidecar(cpu_run_nw1 / "sidecar.json").steps
+    last = max(i for i, s in enumerate(orig) if s.profiled)
+    kept = [i for i in range(1, len(orig)) if i not in (last, last + 1)]
+    unprof = [i for i in kept if orig[i].profiler_on is False and not orig[i].profiled]
+    prof = [i for i in kept if orig[i].profiled]
+    hit = sum(i % 3 == 1 for i in unprof)
+    group = unprof if hit * (len(unprof) - hit) >= MIN_PAIRS else prof
+    real = [orig[i].cpu_us - orig[i].next_cpu_us for i in group]
     assert abs(rf.per_fault_us - C_US) <= (max(real) - min(real)) / BIG + 1e-9
     assert rf.max_faults == BIG
     o, n = old.host.ops[1], new.host.ops[1]
