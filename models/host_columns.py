@@ -77,21 +77,9 @@ class BlockSpans(Segmented):
     """
 
     def __init__(self, spans: list, blocks: list, lane: str):
-        segs: list[tuple] = []   # (index of the first, rows or block, shift µs, steps)
-        n = pos = 0
-        for at, block, dt, dstep in [*blocks, (len(spans), None, 0.0, 0)]:
-            rows = [sp for sp in spans[pos:at] if sp[0] == lane]
-            if rows:
-                segs.append((n, rows, None, 0))
-                n += len(rows)
-            if block is not None:
-                part = block.part(("lane", lane), lambda r: r[0] == lane)
-                if part.rows:
-                    segs.append((n, part, dt, dstep))
-                    n += len(part.rows)
-            pos = at
-        self.segs = segs
-        self._index()
+        self._segment(blocks, len(spans),
+                      lambda pos, at: [sp for sp in spans[pos:at] if sp[0] == lane],
+                      lambda block: block.part(("lane", lane), lambda r: r[0] == lane))
         self._cols: HostColumns | None = None
 
     @property

@@ -100,18 +100,7 @@ class BlockRuns(Segmented):
     each block's columns once."""
 
     def __init__(self, rows: list, blocks: list):
-        segs: list[tuple] = []   # (index of the first, rows or block, shift µs, steps)
-        n = pos = 0
-        for at, block, dt, ds in [*blocks, (len(rows), None, 0.0, 0)]:
-            if at > pos:
-                segs.append((n, rows[pos:at], None, 0))
-                n += at - pos
-            if block is not None and block.rows:
-                segs.append((n, block, dt, ds))
-                n += len(block.rows)
-            pos = at
-        self.segs = segs
-        self._index()
+        self._segment(blocks, len(rows), lambda pos, at: rows[pos:at], lambda block: block)
         self._cols: RunColumns | None = None
 
     def __eq__(self, other) -> bool:

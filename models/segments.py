@@ -21,18 +21,27 @@ class Codes(dict):
 
 class Segmented(Sequence):
     """Rows in segments ``(index of the first, rows or block, shift µs or None, steps)``; a
-    segment whose shift is None holds its rows as they are. Subclasses fill :attr:`segs` and
-    call :meth:`_index`."""
+    segment whose shift is None holds its rows as they are. Subclasses fill them with
+    :meth:`_segment`."""
 
     segs: list[tuple]
 
-    def _index(self) -> None:
+    def _segment(self, blocks: list, end: int, plain, moved) -> None:
+        """Fill :attr:`segs` from ``blocks`` (``(where they go, block, shift µs, steps)``, in
+        order, before index ``end`` of the rows solved): ``plain(pos, at)`` gives the rows kept
+        between two places, ``moved(block)`` a block's rows kept (its ``rows`` may be empty)."""
+        self.segs, self.n, pos = [], 0, 0
+        for at, block, dt, ds in [*blocks, (end, None, 0.0, 0)]:
+            rows = plain(pos, at)
+            if rows:
+                self.segs.append((self.n, rows, None, 0))
+                self.n += len(rows)
+            part = moved(block) if block is not None else None
+            if part is not None and part.rows:
+                self.segs.append((self.n, part, dt, ds))
+                self.n += len(part.rows)
+            pos = at
         self.firsts = [sg[0] for sg in self.segs]
-        self.n = self.segs[-1][0] + self._seg_len(self.segs[-1]) if self.segs else 0
-
-    @staticmethod
-    def _seg_len(seg: tuple) -> int:
-        return len(seg[1]) if seg[2] is None else len(seg[1].rows)
 
     def __len__(self) -> int:
         return self.n
