@@ -27,7 +27,8 @@ from stepsim.models.params import CommParams, DeviceTask, GradParam, HostOp, Ste
 from stepsim.simcore.errors import ModelError, NotApplicable
 from stepsim.simcore.units import mib_to_bytes, transfer_us
 
-__all__ = ["Bucket", "build_buckets", "apply_ddp", "collective_us", "ring_bus_bytes",
+__all__ = ["Bucket", "build_buckets", "apply_ddp", "collective_us", "comm_time_us",
+           "ring_bus_bytes",
            "set_bucket_caps", "is_allreduce"]
 
 MAX_CAP_MB = 2.0 ** 43
@@ -158,9 +159,13 @@ def apply_ddp(model: StepModel) -> StepModel:
         raise NotApplicable(UNSIZED)
     gbps = _bus_gbps(model, old)
     if host_launched(model):
+        if c.line_bytes is None:    # the measured sizes, before the rebuild replaces them
+            c = c.model_copy(update={"line_bytes": max((t.bytes or 0 for t in old), default=0)})
+            model = model.model_copy(update={"comm": c})
+        cc = c.model_copy(update={"bus_gbps": gbps})
         return apply_ddp_host(
             model, build_buckets(c.grad_params, c.bucket_cap_mb, c.first_bucket_cap_mb),
-            lambda nbytes: collective_us(nbytes, c.world_size, gbps, c.latency_us))
+            lambda nbytes: comm_time_us(cc, nbytes))
     end_bwd = []
     for s, ts in streams.items():
         bwd = [t.id for t in ts if s != c.comm_stream and t.phase == "backward"]
@@ -228,6 +233,29 @@ def apply_ddp(model: StepModel) -> StepModel:
     except ValidationError as e:   # a cycle _refuse_deadlock does not see (through other streams)
         raise ModelError(f"the rebuilt DDP buckets cannot run as captured: "
                          f"{e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+
+
+def comm_time_us(c: CommParams, nbytes: float) -> float:
+    """An all-reduce's time (µs) of ``nbytes`` under the transfer line of ``c``
+    (:func:`collective_us` with ``c.bus_gbps``, which must be set, and ``c.latency_us``).
+
+    A host-reduced collective (``c.host_cpu_us_per_mb`` > 0: gloo on CPU tensors) larger than
+    the line's largest measured size (``c.line_bytes``) costs the line there plus the extra
+    MiB's CPU work, ``host_cpu_us_per_mb`` each: on one host the collective is the ranks'
+    backend threads copying and reducing, each rank's beside its peer's, so more bytes lengthen
+    it by their CPU work on one rank while the hand-offs between the ranks that the rest of
+    the span holds stay as measured; the line's slope, fitted to one size through the
+    per-collective CPU, holds those hand-offs in proportion to the bytes and extrapolates them
+    (measured on the DDP demo's 2 ranks on 2 cores: 8 MiB took 0.38-0.40 ms longer than 7 MiB
+    alone after a barrier and 0.12 ms longer (median of 40 demos) at the end of backward, where
+    the line made it 0.75-0.86 ms longer; the CPU work 0.43-0.60 ms per MiB). Below that size,
+    and for NCCL, the line."""
+    line = collective_us(nbytes, c.world_size, c.bus_gbps, c.latency_us)
+    top = c.line_bytes
+    if not top or nbytes <= top or c.host_cpu_us_per_mb <= 0:
+        return line
+    return (collective_us(top, c.world_size, c.bus_gbps, c.latency_us)
+            + c.host_cpu_us_per_mb * (nbytes - top) / 2 ** 20)
 
 
 def is_allreduce(task: DeviceTask) -> bool:

@@ -350,6 +350,12 @@ class CommParams(StrictModel):
     wakeups_per_mb × bytes / 2**20`` times (rounded); each wake-up that finds every core of
     the host busy waits ``wakeup_wait_us`` for one (a woken thread waits for the running
     thread's slice), none when a core is idle (:func:`models.device.stream_process`)."""
+    line_bytes: int | None = Field(default=None, ge=0)
+    """The largest all-reduce (bytes) the transfer line (``latency_us``, ``bus_gbps``) was
+    measured at (None: the captured all-reduces' largest, set when DDP's buckets are rebuilt).
+    Past it, a collective with host CPU work (``host_cpu_us_per_mb`` > 0: gloo on one host)
+    costs the line there plus ``host_cpu_us_per_mb`` per extra MiB
+    (:func:`models.ddp.comm_time_us`); NCCL's (no host CPU work) follow the line."""
     grad_accum_steps: int = Field(default=1, ge=1)
     """Gradient accumulation: each optimizer step spans this many simulated steps, all but the
     last under ``DistributedDataParallel.no_sync()`` (no collectives, no optimizer phase)."""

@@ -6,7 +6,7 @@ each stream's tasks of one rank (:class:`models.device.TaskPlan`) with the rank'
 """
 from __future__ import annotations
 
-from stepsim.models.ddp import collective_us
+from stepsim.models.ddp import comm_time_us
 from stepsim.models.device import TaskPlan
 from stepsim.models.host import HostOpPlan
 from stepsim.models.params import StepModel
@@ -42,8 +42,7 @@ def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for t in tasks.values():
         if t.kind == "collective" and model.comm.bus_gbps is not None and t.bytes is not None:
-            out[t.id] = collective_us(t.bytes, model.comm.world_size, model.comm.bus_gbps,
-                                      model.comm.latency_us)
+            out[t.id] = comm_time_us(model.comm, t.bytes)
         else:
             out[t.id] = t.dur_us
     host_phases = {op.phase for op in model.host.ops if op.kind == "cpu"}
