@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from stepsim.models.param_base import (LAUNCH_QUEUE_DEPTH, MAX_CORES, MAX_LAUNCH_QUEUE_DEPTH,
                                        MAX_LOADER_THREADS, MAX_OUTSTANDING, MAX_PREFETCH,
@@ -359,6 +359,14 @@ class CommParams(StrictModel):
     grad_accum_steps: int = Field(default=1, ge=1)
     """Gradient accumulation: each optimizer step spans this many simulated steps, all but the
     last under ``DistributedDataParallel.no_sync()`` (no collectives, no optimizer phase)."""
+
+    @model_serializer(mode="wrap")
+    def _without_unset_line(self, handler):
+        # a model without a measured line size writes what it wrote before the field existed
+        out = handler(self)
+        if self.line_bytes is None and isinstance(out, dict):
+            out.pop("line_bytes", None)
+        return out
 
 
 class RankParams(StrictModel):

@@ -71,3 +71,18 @@ def test_one_bucket_of_every_gradient_adds_the_extra_mib_cpu_work():
     small = set_bucket_caps(m, bucket_cap_mb=1)
     assert [task_durations(small, 0)[t.id] for t in small.device.streams["gloo"]] == \
         pytest.approx([line(c, MIB)] * 4)
+
+
+def test_the_measured_size_is_saved_only_once_set(tmp_path):
+    """A model whose line size is unset writes no ``line_bytes`` (its JSON as before the field
+    existed: calibrated outputs unchanged); a rebuilt one keeps it through a save and load."""
+    from stepsim.models.params import load_model, save_model
+
+    m = _two_buckets()
+    assert "line_bytes" not in m.model_dump_json()
+    one = set_bucket_caps(m, bucket_cap_mb=25)
+    save_model(one, tmp_path / "m.json")
+    back = load_model(tmp_path / "m.json")
+    assert back.comm.line_bytes == 3 * MIB
+    t = back.device.streams["gloo"][0]
+    assert task_durations(back, 0)[t.id] == pytest.approx(line(m.comm, 3 * MIB) + 450.0)
