@@ -246,7 +246,7 @@ def comm_time_us(c: CommParams, nbytes: float) -> float:
     it by their CPU work on one rank while the hand-offs between the ranks that the rest of
     the span holds stay as measured; the line's slope, fitted to one size through the
     per-collective CPU, holds those hand-offs in proportion to the bytes and extrapolates them
-    (measured on the DDP demo's 2 ranks on 2 cores: 8 MiB took 0.38-0.40 ms longer than 7 MiB
+    (measured on the DDP demo's 2 ranks on 2 cores: 8 MiB took 0.34-0.45 ms longer than 7 MiB
     alone after a barrier and 0.12 ms longer (median of 40 demos) at the end of backward, where
     the line made it 0.75-0.86 ms longer; the CPU work 0.43-0.60 ms per MiB). Below that size,
     and for NCCL, the line."""
