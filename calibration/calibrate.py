@@ -262,7 +262,12 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> Pending:
         model = gloo_dir(p)          # a CPU DDP (gloo) job's rank files
         if model is not None:
             return Pending(model)
-        fold = read_folder(p)
+        from functools import partial
+
+        from stepsim.calibration.gpu import fit_one
+
+        # each GPU rank fitted in the worker that read it (calibration.fitted_table)
+        fold = read_folder(p, partial(fit_one, step_regex=step_regex))
         if fold.gpu:
             return _gpu(fold, side, step_regex).then(infer_buckets)
         return Pending(calibrate_cpu_folder(fold, side, Path(sidecar) if sidecar else None,

@@ -19,9 +19,12 @@ sizes come from different jobs; then only the first file's job is used.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from stepsim.calibration.events import EventTable, build_table
+from stepsim.calibration.fitted_table import read_and_fit
 from stepsim.calibration.rank_pool import Problem, map_ranks
 from stepsim.calibration.trace_io import (_SidecarNotTrace, _trace_candidates, load_trace,
                                           rank_of)
@@ -49,8 +52,10 @@ class Folder:
                 + "; ".join(self.skipped)]
 
 
-def read_folder(path: str | Path) -> Folder:
-    """Read and sort the trace files of folder ``path``.
+def read_folder(path: str | Path, fit: Callable | None = None) -> Folder:
+    """Read and sort the trace files of folder ``path``; ``fit`` (a module-level function of
+    a table, :func:`calibration.gpu.fit_one`): each table with GPU activity is fitted in the
+    worker that read it and comes back as a :class:`calibration.fitted_table.FittedTable`.
 
     Raises:
         InputError: the folder cannot be listed or holds no trace file at all.
@@ -58,7 +63,8 @@ def read_folder(path: str | Path) -> Folder:
     p = Path(path)
     files, warnings = _trace_candidates(p)
     fold = Folder(p, warnings=list(warnings))
-    for f, table in zip(files, map_ranks(_read, files)):   # each file in its own process
+    each = _read if fit is None else partial(read_and_fit, _read, fit)
+    for f, table in zip(files, map_ranks(each, files)):   # each file in its own process
         if table is None:   # a capture sidecar
             continue
         fold.total += 1
@@ -88,11 +94,12 @@ def _read(f: Path) -> EventTable | None:
         return None
 
 
-def gpu_inputs(paths):
+def gpu_inputs(paths, fit: Callable | None = None):
     """What :func:`calibration.gpu.calibrate_gpu_pending` fits: (tables, their paths, warnings, the
     :class:`Folder` when ``paths`` is a folder, else None). ``paths``: an
     :class:`~calibration.events.EventTable`, a list of trace files, one trace file, a folder
-    or a :class:`Folder`.
+    or a :class:`Folder`. ``fit``: a folder named by its path is read with it
+    (:func:`read_folder`: its GPU tables come back fitted).
 
     Raises:
         InputError: a bad file given by name, or a folder with no readable GPU trace.
@@ -102,7 +109,7 @@ def gpu_inputs(paths):
     if isinstance(paths, (list, tuple)) or not (isinstance(paths, Folder) or Path(paths).is_dir()):
         raws = [load_trace(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])]
         return (build_table(r) for r in raws), [r.path for r in raws], [], None
-    fold = paths if isinstance(paths, Folder) else read_folder(paths)
+    fold = paths if isinstance(paths, Folder) else read_folder(paths, fit)
     if not fold.gpu:
         raise InputError(fold.path, "no trace in the folder has GPU activity (kernel/memcpy/"
                          "memset); calibrate host-only traces with stepsim calibrate (the CPU "

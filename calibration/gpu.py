@@ -38,6 +38,7 @@ from __future__ import annotations
 from functools import partial
 
 from stepsim.calibration.device_tasks import WAIT_MIN_US, WAIT_WINDOW_US
+from stepsim.calibration.fitted_table import FittedTable
 from stepsim.calibration.folders import gpu_inputs
 from stepsim.calibration.gpu_kinds import CATEGORY_RULES, categorize
 from stepsim.calibration.pending import Pending
@@ -52,7 +53,7 @@ __all__ = ["calibrate_gpu_pending", "fit_rank", "RankFit", "CATEGORY_RULES", "ca
            "WAIT_MIN_US", "WAIT_WINDOW_US"]
 
 
-def _fit(table, step_regex: str | None) -> RankFit:
+def fit_one(table, step_regex: str | None) -> RankFit:
     """:func:`fit_rank` of ``table`` with its warnings (module level: it runs in a worker)."""
     return fit_rank(table, step_regex=step_regex, warnings=list(table.warnings))
 
@@ -86,7 +87,9 @@ def calibrate_gpu_pending(paths, step_regex: str | None = None) -> Pending:
     Raises:
         InputError: unreadable or malformed trace, no GPU activity, no step, no complete step.
     """
-    tables, plist, notes, folder = gpu_inputs(paths)
+    fit_each = partial(fit_one, step_regex=step_regex)
+    # a folder named by its path: each rank fitted in the worker that read it
+    tables, plist, notes, folder = gpu_inputs(paths, fit_each)
     tables = list(tables)
     # rank files of another run would be aligned on their collectives and read as one job
     check_one_run([(t.path, str(t.metadata.get("host_name") or ""),
@@ -98,7 +101,8 @@ def calibrate_gpu_pending(paths, step_regex: str | None = None) -> Pending:
                              "the CPU calibration for host-only traces")
     fits: list[RankFit] = []
     # each rank fitted in its own process (calibration.rank_pool), in file order
-    for table, fit in zip(tables, map_ranks(partial(_fit, step_regex=step_regex), tables)):
+    done = [t.fit for t in tables if isinstance(t, FittedTable)]
+    for table, fit in zip(tables, done if len(done) == len(tables) else map_ranks(fit_each, tables)):
         if isinstance(fit, Problem):
             if folder is None:
                 raise fit.error()
