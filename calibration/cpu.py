@@ -192,7 +192,9 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                         "calibration.capture to measure them)")
     load = (outside_load(sidecar, lp["num_workers"], lp.get("threads_per_worker", 1),
                          torch_threads) if sidecar is not None else None)
-    load_warning = load.warning() if load is not None else None
+    threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + torch_threads
+    team = torch_threads if sidecar is not None and threads > lp["host_cores"] else 1
+    load_warning = load.warning(team) if load is not None else None
     if load_warning:
         warnings.append(load_warning)
     drift = profiled_drift(sidecar) if sidecar is not None else None
@@ -209,7 +211,6 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     # time (split_host_step), unless the run itself had more runnable threads than cores: then
     # the wall time already holds the waits for a core that the simulator adds again, and the
     # CPU time is used.
-    threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + torch_threads
     compute_basis, split = "wall_time", {"threads": torch_threads}
     ranges: dict[str, tuple[float, float]] = {}
     if sidecar is not None and torch_threads > 1:
@@ -327,6 +328,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         notes.update(torch_version=sidecar.torch_version, device=sidecar.device)
     if load is not None:
         notes["outside_load_held"] = load.held
+        if team > 1:      # the stall's inversion compounds the load (input_caveats says so)
+            notes["outside_load_team"] = team
     if probed is not None and probed.note:
         notes["batch_probe"] = probed.note
     if lp["num_workers"] > 0 and sources.get("loader.worker_startup_us") == "assumed":
