@@ -281,7 +281,12 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
             warnings.append(step_factor_note(*stepf))
     elif (team_note := team_overhead_note(sidecar)) is not None:
         warnings.append(team_note)
-    rf = refault_fit(sidecar) if stepf is not None else None   # its page faults, measured
+    profiler_measured = stepf is not None
+    # its page faults, measured: on one thread beside the profiler's measured cost, and on a
+    # team (whose profiler cost is not measured) from the main thread's CPU, which holds the
+    # faults it takes; a user's 2-thread CNN re-faulted 6,126 pages a step at 1 worker and
+    # 0-15 at 0 and 2 workers, which the kept step had predicted +33 / +21 % (2026-12-05)
+    rf = refault_fit(sidecar) if profiler_measured or torch_threads > 1 else None
     refault: dict = {}
     if rf is not None and rf.refault_us > 0 and rf.unprofiled_us > 0:
         g = rf.fault_free_us / rf.unprofiled_us     # to the fault-free work, then the share
@@ -289,7 +294,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         split["refault_us"] = rf.refault_us / rf.fault_free_us * float(compute_us.mean())
         refault = {"refault_share": 0.5, "refault_share_range": (0.0, 1.0)}
         sources.update({"host.ops[1].refault_us": "measured", "host.refault_share": "assumed"})
-        stepf = (stepf[0] * g,) + tuple(stepf[1:])   # what the replay undoes
+        # what the replay undoes (models.host_speed.at_capture_speed)
+        stepf = ((stepf[0] if stepf else 1.0) * g,) + (tuple(stepf[1:]) if stepf else ())
         warnings.append(rf.describe())
     compute_mean = float(compute_us.mean())
     opt_us = step_loader_waits_us(table, steps, OPTIMIZER_SPAN)
@@ -322,13 +328,13 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                    "compute_mean_us": compute_mean, "step_method": steps.method}
     if stepf is not None:   # undone by models.host_speed.at_capture_speed for the replay
         notes["step_profiler_factor"] = stepf[0]
-    elif drift:             # the model is of that window: every verb says so (input_caveats)
+    if drift and not profiler_measured:   # the model is of that window (input_caveats)
         notes["profiled_drift"] = drift_ratio(sidecar)
     if sidecar is not None:
         notes.update(torch_version=sidecar.torch_version, device=sidecar.device)
     if load is not None:
         notes["outside_load_held"] = load.held
-        if team > 1:      # the stall's inversion compounds the load (input_caveats says so)
+        if team > 1 and load_warning:   # the stall's inversion compounds the load
             notes["outside_load_team"] = team
     if probed is not None and probed.note:
         notes["batch_probe"] = probed.note
