@@ -192,7 +192,9 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                         "calibration.capture to measure them)")
     load = (outside_load(sidecar, lp["num_workers"], lp.get("threads_per_worker", 1),
                          torch_threads) if sidecar is not None else None)
-    load_warning = load.warning() if load is not None else None
+    threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + torch_threads
+    team = torch_threads if sidecar is not None and threads > lp["host_cores"] else 1
+    load_warning = load.warning(team) if load is not None else None
     if load_warning:
         warnings.append(load_warning)
     drift = profiled_drift(sidecar) if sidecar is not None else None
@@ -209,7 +211,6 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     # time (split_host_step), unless the run itself had more runnable threads than cores: then
     # the wall time already holds the waits for a core that the simulator adds again, and the
     # CPU time is used.
-    threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + torch_threads
     compute_basis, split = "wall_time", {"threads": torch_threads}
     ranges: dict[str, tuple[float, float]] = {}
     if sidecar is not None and torch_threads > 1:
@@ -280,7 +281,12 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
             warnings.append(step_factor_note(*stepf))
     elif (team_note := team_overhead_note(sidecar)) is not None:
         warnings.append(team_note)
-    rf = refault_fit(sidecar) if stepf is not None else None   # its page faults, measured
+    profiler_measured = stepf is not None
+    # its page faults, measured: on one thread beside the profiler's measured cost, and on a
+    # team (whose profiler cost is not measured) from the main thread's CPU, which holds the
+    # faults it takes; a user's 2-thread CNN re-faulted 6,126 pages a step at 1 worker and
+    # 0-15 at 0 and 2 workers, which the kept step had predicted +33 / +21 % (2026-12-05)
+    rf = refault_fit(sidecar) if profiler_measured or torch_threads > 1 else None
     refault: dict = {}
     if rf is not None and rf.refault_us > 0 and rf.unprofiled_us > 0:
         g = rf.fault_free_us / rf.unprofiled_us     # to the fault-free work, then the share
@@ -288,7 +294,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         split["refault_us"] = rf.refault_us / rf.fault_free_us * float(compute_us.mean())
         refault = {"refault_share": 0.5, "refault_share_range": (0.0, 1.0)}
         sources.update({"host.ops[1].refault_us": "measured", "host.refault_share": "assumed"})
-        stepf = (stepf[0] * g,) + tuple(stepf[1:])   # what the replay undoes
+        # what the replay undoes (models.host_speed.at_capture_speed)
+        stepf = ((stepf[0] if stepf else 1.0) * g,) + (tuple(stepf[1:]) if stepf else ())
         warnings.append(rf.describe())
     compute_mean = float(compute_us.mean())
     opt_us = step_loader_waits_us(table, steps, OPTIMIZER_SPAN)
@@ -321,12 +328,14 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                    "compute_mean_us": compute_mean, "step_method": steps.method}
     if stepf is not None:   # undone by models.host_speed.at_capture_speed for the replay
         notes["step_profiler_factor"] = stepf[0]
-    elif drift:             # the model is of that window: every verb says so (input_caveats)
+    if drift and not profiler_measured:   # the model is of that window (input_caveats)
         notes["profiled_drift"] = drift_ratio(sidecar)
     if sidecar is not None:
         notes.update(torch_version=sidecar.torch_version, device=sidecar.device)
     if load is not None:
         notes["outside_load_held"] = load.held
+        if team > 1 and load_warning:   # the stall's inversion compounds the load
+            notes["outside_load_team"] = team
     if probed is not None and probed.note:
         notes["batch_probe"] = probed.note
     if lp["num_workers"] > 0 and sources.get("loader.worker_startup_us") == "assumed":

@@ -108,28 +108,43 @@ def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) ->
     return model.model_copy(update={"meta": meta})
 
 
-def identical_work_us(side: Sidecar) -> float | None:
+def identical_work_us(side: Sidecar, per_fault_us: float | None = None) -> float | None:
     """CPU µs of one batch's produce plus one training step's work outside ``next()``
     (medians; a worker process's first batch (:func:`calibration.sidecar_fit.after_startup`)
     and the run's first step left out: they carry start-up); None when the sidecar holds
-    neither."""
-    parts = _work_parts(side)
+    neither. ``per_fault_us``: see :func:`_work_parts`."""
+    parts = _work_parts(side, per_fault_us)
     return sum(parts.values()) if parts else None
 
 
-def _work_parts(side: Sidecar) -> dict[str, float]:
+def per_fault_us(side: Sidecar) -> float | None:
+    """The CPU µs per page fault :func:`_work_parts` takes out of ``side``'s steps where they
+    re-faulted (:func:`calibration.page_faults.refault_fit`), or None (nothing taken out, or
+    steps that did not re-fault measure the work)."""
+    quiet = [s for s in side.steps[1:] if s.minflt is not None and s.minflt < MIN_FAULTS]
+    rf = refault_fit(side) if len(quiet) < MIN_STEPS else None
+    return rf.per_fault_us if rf is not None else None
+
+
+def _work_parts(side: Sidecar, per_fault: float | None = None) -> dict[str, float]:
     """The parts of :func:`identical_work_us` the sidecar holds: ``produce`` (a batch) and
     ``train`` (a step's work outside ``next()``: of the steps that did not re-fault their
     memory where the sidecar counts faults and has at least 3 such, else less each step's
-    faults × their measured CPU where :func:`calibration.page_faults.refault_fit` measures
-    it), median CPU µs each."""
+    faults × their CPU per fault, ``per_fault`` where given (the capture's, so that two runs
+    are compared at one cost per fault), else its own where
+    :func:`calibration.page_faults.refault_fit` measures it), median CPU µs each.
+
+    Each run's own fit is noisy: a user's two runs of one setting (2-thread CNN, 1 worker,
+    2026-12-05) fitted 4.64 and 2.50 µs a fault over about 6,000 faults a step, which made
+    the replicate's identical work 1.371× the capture's, where one cost per fault (any of 0,
+    2.5, 3.5 or 4.64 µs) gives 1.07–1.09× (its produce 1.01×, raw step CPU 1.10×)."""
     produce = [r.work_us for r in after_startup(side.produce)]
     # the steps that did not re-fault their memory where the sidecar counts faults: whether a
     # run re-faults is its heap's (calibration.page_faults), not the host's speed
     rows = side.steps[1:]
     quiet = [s for s in rows if s.minflt is not None and s.minflt < MIN_FAULTS]
-    rf = refault_fit(side) if len(quiet) < MIN_STEPS else None
-    per = rf.per_fault_us if rf is not None else 0.0     # else less its faults' measured CPU
+    own = per_fault_us(side) if per_fault is None else None
+    per = per_fault if per_fault is not None else (own or 0.0)   # else its faults' CPU
     train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0)
              for s in (quiet if len(quiet) >= MIN_STEPS else rows)]
     return {k: float(np.median(x)) for k, x in (("produce", produce), ("train", train)) if x}
@@ -169,7 +184,8 @@ def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path
             measure identical work, a replicate of another setting, the capture itself or a
             copy of it (or of another replicate), or a speed that cannot be right.
     """
-    w0 = identical_work_us(side)
+    per = per_fault_us(side)     # one cost per fault for every run (_work_parts)
+    w0 = identical_work_us(side, per)
     if w0 is None or w0 <= 0:
         raise InputError(side_path, "the calibration capture's sidecar has no produce or step "
                                     "records with CPU time to compare replicates with")
@@ -179,7 +195,7 @@ def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path
         why = _same_setting(side, rep)
         if why is not None:
             raise InputError(path, f"not a replicate of the capture: {why}")
-        parts0, parts = _work_parts(side), _work_parts(rep)
+        parts0, parts = _work_parts(side, per), _work_parts(rep, per)
         common = [k for k in parts0 if k in parts]   # the same work on both sides
         w, w0 = sum(parts[k] for k in common), sum(parts0[k] for k in common)
         if not common or w <= 0 or w0 <= 0:

@@ -284,7 +284,8 @@ def at_capture_speed(model):
         own *= window   # the capture's window against its whole run
     host = model.host
     step = model.meta.notes.get("step_profiler_factor")
-    if isinstance(step, (int, float)) and step > 0 and step != 1:
+    if isinstance(step, (int, float)) and step > 0 and (step != 1 or any(
+            op.refault_us for op in host.ops)):   # a factor of 1 can hold faults held apart
         # the training step was scaled to its unprofiled CPU time (calibration.
         # profiler_overhead.step_factor): the captured window's steps ran profiled
         # (and its page faults are the window's own: calibration.page_faults)

@@ -25,10 +25,14 @@ def input_caveats(model: StepModel) -> list[str]:
     out = []
     slow = outside_load_slowdown(model)
     if slow is not None:
+        team = model.meta.notes.get("outside_load_team")
+        more = (f", up to {(1 + slow) ** team:.1f}x through its {team}-thread training step's "
+                "stall, calibrated from the loaded shares" if isinstance(team, int) and team > 1
+                else "")
         out.append(f"this model was calibrated from a capture that ran under outside load (its "
                    f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
-                   "it carries that run's slowdown, which no interval covers; re-capture on a "
-                   "quiet machine")
+                   f"it carries that run's slowdown{more}, which no interval covers; re-capture "
+                   "on a quiet machine")
     drift = model.meta.notes.get("profiled_drift")
     if isinstance(drift, (int, float)) and drift > 0:
         # calibrate's warning (calibration.run_drift), said by every verb, as the load is: a

@@ -211,3 +211,29 @@ def test_a_ddp_capture_that_held_fewer_cores_than_its_replicates_is_flagged():
     assert share_against_replicates([run(0.8), run(0.84)], warnings) == pytest.approx(0.8 / 0.84)
     assert not warnings                                   # 5 % under: within LOAD_WARN
     assert share_against_replicates([run(0.5)], warnings) is None
+
+
+def test_a_stalled_team_s_load_bound_is_its_share_to_the_team():
+    """A 2-thread training step captured beside more runnable threads than cores is calibrated
+    as its wall × s², each thread's share s lowered by the load too: a user's CNN (held 0.46)
+    replayed −77 % (4.3x) where the warning said 2.2x. The warning now gives 1 / held^T."""
+    side = _side(_steps(4, 100, 100), _steps(4, 100, 50))
+    o = outside_load(side, 1, 1, 1)
+    assert "can be off by as much:" in o.warning()          # one thread: 1 / held
+    said = o.warning(team=2)
+    assert f"up to {1 / o.held ** 2:.1f}x" in said and "s^2" in said
+
+
+def test_calibration_of_a_loaded_team_capture_says_the_compounded_bound(cpu_run_nw1, tmp_path):
+    d = _cpu_times(cpu_run_nw1, tmp_path / "loaded", 0.4)
+    data = json.loads((d / "sidecar.json").read_text())
+    data["torch_num_threads"], data["host_cores"] = 2, 2      # 2 threads + 1 worker > 2 cores
+    (d / "sidecar.json").write_text(json.dumps(data))
+    m = calibrate(d)
+    held = m.meta.notes["outside_load_held"]
+    assert m.meta.notes["outside_load_team"] == 2
+    said = [w for w in m.meta.warnings if "ran under outside load" in w]
+    assert len(said) == 1 and f"up to {1 / held ** 2:.1f}x" in said[0]
+    from stepsim.scenarios.caveats import input_caveats
+    every = [w for w in input_caveats(m) if "ran under outside load" in w]
+    assert len(every) == 1 and f"up to {1 / held ** 2:.1f}x through its 2-thread" in every[0]

@@ -1,0 +1,58 @@
+"""A replicate's host speed compares the two runs' training steps at one CPU cost per page
+fault, the capture's: each run's own fit of that cost is noisy, and a user's two runs of one
+setting (2-thread CNN, 1 worker, 2026-12-05, about 6,000 faults a step) fitted 4.64 and 2.50 µs,
+which read as a host 1.371x slower where one cost per fault gives 1.07-1.09x."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stepsim.calibration.host_noise import identical_work_us, per_fault_us, replicate_speeds
+from stepsim.calibration.sidecar import Sidecar
+
+FREE_US, C_US = 40_000.0, 3.0                     # fault-free step CPU, CPU µs per fault
+FAULTS = [2000, 9000, 4000, 7000, 3000, 10000, 5000, 8000, 6000, 6000, 2500, 9500]
+
+
+def _side(t0_us: float, tilt: float) -> Sidecar:
+    """One run: a start-up step, unprofiled steps of FREE_US + C_US × faults of CPU plus
+    ``tilt`` × (faults − their median) (noise that follows the faults: it moves this run's own
+    fit of the cost per fault, not its median step), then 4 profiled ones; 1 worker's
+    batches of 10 ms CPU each, instants from ``t0_us``."""
+    mid = float(np.median(FAULTS))
+
+    def row(k, flt, profiled):
+        cpu = FREE_US + C_US * flt + tilt * (flt - mid) + 1e3
+        return {"t_start_us": t0_us + 1e5 * k, "wall_us": cpu + 5e3, "cpu_us": cpu,
+                "next_wall_us": 1e3, "next_cpu_us": 1e3, "profiled": profiled,
+                "profiler_on": profiled, "minflt": flt, "next_minflt": 1}
+    steps = ([row(0, 30000, False)] + [row(1 + k, f, False) for k, f in enumerate(FAULTS)]
+             + [row(1 + len(FAULTS) + k, 6000, True) for k in range(4)])
+    produce = [{"worker": 0, "pid": 7, "seq": 1 + k, "wall_us": 12e3, "cpu_us": 10e3,
+                "proc_cpu_us": 10e3, "t_end_us": t0_us + 1e5 * k + 50.0} for k in range(17)]
+    return Sidecar.model_validate({"stepsim_sidecar": 1, "loader": {"num_workers": 1},
+                                   "host_cores": 2, "steps": steps, "produce": produce})
+
+
+def test_runs_of_the_same_work_compare_at_one_cost_per_fault():
+    cap, rep = _side(1e6, 0.0), _side(9e6, 1.5)
+    assert per_fault_us(cap) == pytest.approx(C_US, rel=0.01)
+    assert per_fault_us(rep) == pytest.approx(C_US + 1.5, rel=0.01)   # its own fit: noise
+    own = identical_work_us(rep) / identical_work_us(cap)
+    assert own < 0.85          # what each run's own fit made of the same work
+    speeds = replicate_speeds(Path("cap/sidecar.json"), cap, [(Path("rep/sidecar.json"), rep)])
+    assert speeds[0] == 1.0 and speeds[1] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_a_replicate_truly_slower_still_reads_slower():
+    cap, rep = _side(1e6, 0.0), _side(9e6, 0.0)
+    slow = rep.model_copy(deep=True)
+    for s in slow.steps:
+        s.cpu_us = 1e3 + 1.2 * (s.cpu_us - 1e3)        # every step's work 1.2x, faults too
+    speeds = replicate_speeds(Path("cap/sidecar.json"), cap, [(Path("rep/sidecar.json"), slow)])
+    work = FREE_US + C_US * float(np.median(FAULTS))
+    # train part: 1.2 × (free + C × faults) − C × faults at the median; produce 10 ms
+    want = (10e3 + 1.2 * work - C_US * float(np.median(FAULTS))) / (10e3 + FREE_US)
+    assert speeds[1] == pytest.approx(want, rel=1e-6)
