@@ -5,7 +5,7 @@ Records as a capture makes them: 2 workers' batches back to back (2 threads each
 beside the main thread's steps (1 thread, 3-5 ms), on one monotonic clock in µs. Prints, per
 record count, the seconds of the sort-and-integrate form, and of the pairwise form where it is
 short enough to run (its time grows as n²). Run from the repository root:
-``python bench/corun_loads.py [N ...]`` (default 5000 20000 500000).
+``python bench/corun_loads.py [N ...]`` (default 2000 20000 500000).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 from stepsim.calibration.corun import Activity, corun_loads
 from stepsim.tests.test_corun_loads_fast import brute
 
-PAIRWISE_MAX = 20_000
+PAIRWISE_MAX = 2_000
 
 
 def records(n: int, seed: int = 0) -> list[Activity]:
@@ -49,4 +49,4 @@ def main(ns: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [5000, 20000, 500000])
+    main([int(a) for a in sys.argv[1:]] or [2000, 20000, 500000])

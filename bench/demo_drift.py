@@ -4,7 +4,7 @@ For each demo output folder given (``runs/nw{N}-r{K}/sidecar.json``), prints one
 in the order the runs were captured: seconds into the demo, ``num_workers``, the median CPU
 time (µs → ms) of a batch's produce and of a training step outside ``next()``, each against
 the geometric mean of the calibration setting's runs (``num_workers=1``, the capture and its
-replicates: what the model's ``host.cpu_scale`` is), and each record's co-runners per core
+replicates: what the model's ``host.cpu_scale`` is), and each record's co-run load (the other cores' busy share)
 (:func:`calibration.corun.corun_loads`, as the probe fit counts them). Then, pooled over the
 demos:
 
@@ -90,7 +90,7 @@ def main(roots: list[Path]) -> None:
               f"(lo x{np.exp(v.min()):.3f}, hi x{np.exp(v.max()):.3f})")
     if within:
         x, y = np.array(within).T
-        print(f"within-run slope of log CPU per batch on co-runners per core: "
+        print(f"within-run slope of log CPU per batch on the other cores' busy share: "
               f"{np.polyfit(x, y, 1)[0]:+.3f} ({len(x)} batches)")
 
 

@@ -2,12 +2,13 @@
 
 CPU work gets slower per unit when other threads run beside it (shared caches, memory
 bandwidth), beyond the sharing of cores. The simulator models it as a slowdown
-``1 + interference × o`` of CPU work with ``o`` other runnable threads per core
-(:class:`models.cpu.CpuPool`), relative to the load ``corun_ref`` each duration was captured
-under. This module measures that load and fits the coefficient:
+``1 + interference × o`` of CPU work with ``o`` the busy share of the other cores (0–1:
+threads that wait on a run queue take no cache or bandwidth; :class:`models.cpu.CpuPool`),
+relative to the share ``corun_ref`` each duration was captured under. This module measures
+that share and fits the coefficient (the slowdown with every other core busy):
 
 * :func:`corun_loads`: for every record (a worker's batch, the main thread's training step),
-  the other threads runnable beside it per core, averaged over its wall interval, from the
+  the busy share of the other cores beside it, averaged over its wall interval, from the
   sidecar's instants (``t_end_us - wall_us .. t_end_us`` for a batch, ``t_start_us +
   next_wall_us .. t_start_us + wall_us`` for a step). Threads count as runnable as
   :func:`calibration.outside_load.busy_spans` counts them: for their CPU plus run-queue wait
@@ -16,8 +17,11 @@ under. This module measures that load and fits the coefficient:
   (sidecars without the wait), so a step's own threads count as each other's co-runners. Only
   batches inside their setting's recorded steps are fitted (:func:`activities`).
 * :func:`fit_interference`: with a probe at a second ``num_workers`` (the harness records a few
-  steps of it into the same sidecar), the coefficient that explains how the CPU time per batch
-  and per step changed with the load, and its P10–P90 over a bootstrap of the records.
+  steps of it into the same sidecar), the coefficient that explains how the median CPU time
+  per batch and per step (a step less its page faults') changed with the share, and its
+  P10–P90 over a bootstrap of the records. A probe at 0 workers moves both (the batch from
+  about 0.5 to 0, the step from about 1); one at 2 or more workers moves the batch's only
+  (the step's other core is busy at 1 worker already).
   Without a probe, :data:`INTERFERENCE_PRIOR`.
 
 A step on torch's intra-op threads (``team`` > 1 in :func:`activities`, kind ``team_step``)
@@ -46,12 +50,13 @@ import numpy as np
 from stepsim.calibration.outside_load import _runnable
 
 INTERFERENCE_PRIOR = (0.0, 0.16)
-"""Stated prior range of the interference coefficient without a probe (per other runnable
-thread per core). Measured on a 2-core host (issue 10): a worker's CPU time per batch rose
-about 8 % from 2 to 4 workers (one more co-runner per core), the training step's 6–11 % when
-workers ran beside it; the range runs from none to twice that."""
+"""Stated prior range of the interference coefficient without a probe (the slowdown of CPU
+work with every other core busy). Measured on a 2-core host (issue 10): the training step's
+CPU time rose 6–11 % when workers ran beside it (the other core busy), on the CPU demo and on
+a real V100 host; the range runs from none to about twice that. (The demo's 98 runs of
+2026-12-05 later read 0.09–0.11, docs/measurements.md "Co-run interference": inside it.)"""
 FIT_GRID = np.linspace(-0.2, 1.0, 481)
-"""Coefficients tried by the fit (per co-runner per core). Below 0 too: interference cannot
+"""Coefficients tried by the fit (slowdown with the other cores busy). Below 0 too: interference cannot
 be negative, but a probe's CPU per work can fall as the load rises when the host sped up
 between the settings' steps; a grid cut at 0 then piled the fit and every bootstrap on the
 cut (a demo's probe of 2026-12-05 07:44 fitted 0.000, P10–P90 0.000–0.000, and its interval
@@ -93,7 +98,8 @@ def _step_threads(s, team: int) -> float:
     return float(max(team, 1))
 
 
-def activities(produce, steps, workers: bool, team: int = 1, fitted_steps=None) -> list[Activity]:
+def activities(produce, steps, workers: bool, team: int = 1, fitted_steps=None,
+               per_fault_us: float = 0.0) -> list[Activity]:
     """The activities of one loader setting: its batches (worker batches when ``workers``,
     else the main thread's) and its main-thread steps (outside ``next()``; kind ``team_step``
     when they ran on ``team`` > 1 intra-op threads, whose CPU time holds their spinning and is
@@ -102,7 +108,11 @@ def activities(produce, steps, workers: bool, team: int = 1, fitted_steps=None) 
     ``steps`` are all the setting's recorded steps (every one is a co-runner of the batches
     beside it); ``fitted_steps``, their indices whose CPU may be fitted (None: all). A batch
     is fitted only when it lies inside the recorded steps' span: before the first step or
-    after the last, what ran beside it is not in the sidecar (counted, it read as alone)."""
+    after the last, what ran beside it is not in the sidecar (counted, it read as alone).
+    ``per_fault_us`` (the capture's CPU per page fault, :mod:`calibration.page_faults`): a
+    step's CPU is taken less its faults' (``minflt``, outside ``next()``), which the model
+    prices apart (``refault_share``) and which follow each process's heap, not its
+    co-runners."""
     out = []
     timed = [s for s in steps if s.t_start_us is not None]
     lo = min((s.t_start_us for s in timed), default=None)
@@ -124,40 +134,60 @@ def activities(produce, steps, workers: bool, team: int = 1, fitted_steps=None) 
             continue
         a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
         if b > a:
-            out.append(Activity(a, b, _step_threads(s, team), s.compute_cpu_us,
+            cpu = max(s.compute_cpu_us - per_fault_us * (s.minflt or 0), 0.0)
+            out.append(Activity(a, b, _step_threads(s, team), cpu,
                                 "step" if team <= 1 else "team_step",
                                 fitted_steps is None or i in fitted_steps))
     return out
 
 
 def corun_loads(acts: list[Activity], cores: int) -> np.ndarray:
-    """Per activity, the other runnable threads per core beside it, averaged over its wall
-    interval (its own extra threads included).
+    """Per activity, the busy share of the other cores beside it (0–1, the simulator's ``o``,
+    :class:`models.cpu.CpuPool`), averaged over its wall interval: ``min(R(t) − x, c − 1) /
+    (c − 1)``, with ``R(t)`` the runnable threads of every activity at ``t`` and ``x`` the
+    activity's own running thread (``min(threads, 1)``; its extra threads are co-runners);
+    0 on one core. A thread waiting on a run queue holds no core, so more runnable threads
+    than cores add nothing: the old count of other threads per core (the integral of ``R``)
+    read the training step at 1 worker as 0.48 and at 2–8 workers as 0.87–1.02, where its
+    CPU did not move, while 0 workers ran 8 % cheaper (docs/measurements.md "Co-run
+    interference").
 
-    With ``R(t)`` the runnable threads of every activity at ``t`` and ``F`` its integral (a
-    piecewise linear function of the sorted instants, found by binary search), the thread-µs
-    beside activity ``i`` are ``F(end) − F(start) − threads_i × wall_i``: O(n log n) in the
-    records, where comparing every pair took over 120 s on 500,000 records."""
-    if not acts:
-        return np.zeros(0)
+    ``R`` is a step function of the sorted instants; each activity's share is summed over the
+    steps inside it (O(n log n + overlaps), in blocks of at most :data:`_BLOCK` pairs)."""
+    n = len(acts)
+    if n == 0 or cores <= 1:
+        return np.zeros(n)
     starts = np.array([a.start_us for a in acts], dtype=float)
     ends = np.array([a.end_us for a in acts], dtype=float)
     thr = np.array([a.threads for a in acts], dtype=float)
-    t0 = starts.min()          # µs from the first start: F's sums keep their precision
-    t = np.concatenate([starts, ends]) - t0
+    t0 = starts.min()          # µs from the first start: the sums keep their precision
+    s, e = starts - t0, ends - t0
+    t = np.concatenate([s, e])
     order = np.argsort(t, kind="stable")
     ts = t[order]
     rate = np.cumsum(np.concatenate([thr, -thr])[order])      # R on [ts[k], ts[k + 1])
-    area = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(ts))])   # F(ts[k])
+    k0 = np.searchsorted(ts, s, side="right") - 1
+    cnt = np.maximum(np.searchsorted(ts, e, side="left") - k0, 0)
+    own = np.minimum(thr, 1.0)
+    out = np.zeros(n)
+    lo = 0
+    while lo < n:                          # blocks of activities, at most _BLOCK pairs each
+        csum = np.cumsum(cnt[lo:])
+        hi = lo + max(int(np.searchsorted(csum, _BLOCK, side="right")), 1)
+        idx = np.repeat(np.arange(lo, hi), cnt[lo:hi])
+        first = np.repeat(np.cumsum(cnt[lo:hi]) - cnt[lo:hi], cnt[lo:hi])
+        k = k0[idx] + np.arange(idx.size) - first
+        nxt = ts[np.minimum(k + 1, ts.size - 1)]
+        w = np.maximum(np.minimum(nxt, e[idx]) - np.maximum(ts[k], s[idx]), 0.0)
+        busy = np.clip(rate[k] - own[idx], 0.0, cores - 1)
+        out[lo:hi] = np.bincount(idx - lo, weights=w * busy, minlength=hi - lo)
+        lo = hi
+    wall = np.maximum(e - s, 1e-12)
+    return out / wall / (cores - 1)
 
-    def integral(x: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(ts, x, side="right") - 1
-        return area[k] + rate[k] * (x - ts[k])
 
-    wall = ends - starts
-    beside = integral(ends - t0) - integral(starts - t0) - thr * wall
-    others = np.maximum(beside, 0.0) / wall + np.maximum(thr - 1, 0.0)
-    return others / cores
+_BLOCK = 4_000_000
+"""Activity–step pairs summed at once by :func:`corun_loads` (bounds its memory)."""
 
 
 def mean_load(acts: list[Activity], loads: np.ndarray, kind: str) -> float:
@@ -197,8 +227,8 @@ def fit_interference(cal: list[Activity], probe: list[Activity], cores: int,
     if not per_kind:
         return None
 
-    def groups(pick0, pick1):
-        return [(a0[p0, 0].mean(), a0[p0, 1].mean(), a1[p1, 0].mean(), a1[p1, 1].mean())
+    def groups(pick0, pick1):   # the median CPU: one step's kernel burst is no interference
+        return [(np.median(a0[p0, 0]), a0[p0, 1].mean(), np.median(a1[p1, 0]), a1[p1, 1].mean())
                 for (a0, a1), p0, p1 in zip(per_kind, pick0, pick1)]
 
     point = _fit(groups([slice(None)] * len(per_kind), [slice(None)] * len(per_kind)))

@@ -19,6 +19,7 @@ import numpy as np
 from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
                                        fit_interference, mean_load)
 from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
+from stepsim.calibration.page_faults import refault_fit
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
@@ -80,7 +81,7 @@ def _steady(sidecar: Sidecar, num_workers: int):
 
 
 def capture_loads(side: Sidecar) -> tuple[float, float]:
-    """``(batch, step)``: the mean co-run load (other runnable threads per core) beside the
+    """``(batch, step)``: the mean co-run load (the other cores' busy share) beside the
     steady batches and beside the profiled training steps, in the capture."""
     nw = side.loader.num_workers
     acts = activities(steady_records(side, nw), [s for s in side.steps if s.profiled], nw > 0)
@@ -196,10 +197,10 @@ def outside_prior(fit) -> str | None:
     lo, hi = INTERFERENCE_PRIOR
     if p10 <= hi:
         return None
-    return (f"co-run interference fitted at {point:.3f} per co-running thread per core (P10–P90 "
+    return (f"co-run interference fitted at {point:.3f} (slowdown with every other core busy; P10–P90 "
             f"{p10:.3f}–{p90:.3f}) is outside its prior {lo:g}–{hi:g} (measured on other "
             f"runs): every what-if that adds co-runners slows CPU work by {100 * point:.0f} % "
-            f"per added co-runner per core against {100 * hi:.0f} % at the prior's top, so "
+            f"with the other cores busy against {100 * hi:.0f} % at the prior's top, so "
             "its prediction can come out that much slower; the interval draws the coefficient "
             "from the prior's top up to the fit's. Other load during the probe, or a batch that costs more "
             "in a worker process than on the main thread, reads as interference: re-capture on "
@@ -219,10 +220,12 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         team = side.torch_num_threads or 1
         # every recorded step is a co-runner; the profiled ones (the profiler's cost) and
         # the first unprofiled ones (the workers' start-up) are not fitted
+        rf = refault_fit(side)       # the steps' page faults are priced apart
+        pf = rf.per_fault_us if rf is not None else 0.0
         cal = activities(after_startup(side.produce), side.steps, nw > 0, team,
-                         set(probe_base_steps(side)))
+                         set(probe_base_steps(side)), pf)
         probe = activities(after_startup(side.probe.produce), side.probe.steps,
-                           side.probe.num_workers > 0, team)
+                           side.probe.num_workers > 0, team, per_fault_us=pf)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
     drift = fit is not None and fit[1][1] <= 0
     if drift:
@@ -239,7 +242,7 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
             lo_r, hi_r = host["interference_range"]
             host["interference_range"] = (min(lo_r, INTERFERENCE_PRIOR[1]), hi_r)
         warn = [f"co-run interference fitted from the probe at num_workers="
-                f"{side.probe.num_workers}: {fit[0]:.3f} per co-running thread per core "
+                f"{side.probe.num_workers}: {fit[0]:.3f} slowdown with every other core busy "
                 f"(P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}, inferred)"
                 + (f", from the batches' CPU time: the training step's on {team} intra-op "
                    "threads holds their spinning at the barriers, which the model prices as "
@@ -255,8 +258,8 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
                if side is not None and side.batch_probe else
                "the probe could not separate interference (no change of load)"
                if side is not None and side.probe is not None else "no probe in the capture")
-        warn = [f"co-run interference not calibrated ({why}): a prior of {lo:g}–{hi:g} per "
-                "co-running thread per core widens the interval of any what-if that changes "
+        warn = [f"co-run interference not calibrated ({why}): a prior of {lo:g}–{hi:g} (the "
+                "slowdown with every other core busy) widens the interval of any what-if that changes "
                 "the co-runners (capture with probe_workers=N to calibrate it)"]
     return host, sources, ranges, warn
 

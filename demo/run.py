@@ -158,7 +158,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                   f"{(model.host.ops[-1].dur_us + model.host.refault_share * model.host.ops[-1].refault_us) / 1e3:.1f} ms; replay ({CAPTURE_SPEED}) "
                   f"{replay / 1e3:.1f} ms vs measured "
                   f"{measured_base / 1e3:.1f} ms ({replay_err:+.1f} %); co-run interference "
-                  f"{model.host.interference:.3f} per co-runner per core, range "
+                  f"{model.host.interference:.3f} with the other cores busy, range "
                   f"{model.host.interference_range[0]:.3f}–{model.host.interference_range[1]:.3f}"
                   f" ({'from the probe' if model.meta.sources.get('host.interference') == 'inferred' else 'stated prior'})")
     for w in model.meta.warnings:

@@ -9,11 +9,14 @@ of full speed (round robin), as under Linux's fair scheduler.
 Two factors change how long a unit of CPU work takes (both 1 / 0 by default):
 
 * ``scale``: the host's speed in this run relative to the capture (run-to-run noise);
-* ``interference``: co-run interference (shared caches, memory bandwidth). With ``o`` other
-  runnable threads per core (threads inside :meth:`CpuPool.work`, waiting for a core or
-  not, divided by ``cores``), work runs ``(1 + interference × o) / (1 + interference × ref)``
-  times slower, ``ref`` being the load its duration was captured under, so a duration
-  replayed at its own capture's load is unchanged. The factor is taken per quantum.
+* ``interference``: co-run interference (shared caches, memory bandwidth). A thread that
+  holds a core is slowed by the threads that run at the same time on the *other* cores, and
+  at most ``cores − 1`` can: with ``R`` threads inside :meth:`CpuPool.work`, the busy share
+  of the other cores is ``o = min(R − 1, cores − 1) / (cores − 1)`` (0 on one core), and
+  work runs ``(1 + interference × o) / (1 + interference × ref)`` times slower, ``ref`` being
+  the share its duration was captured under, so a duration replayed at its own capture's load
+  is unchanged; a thread waiting on a run queue adds nothing (docs/measurements.md "Co-run
+  interference"). The factor is taken per quantum.
 
 Intra-op parallel work (:meth:`CpuPool.parallel_work`, torch's OpenMP team of ``T`` threads)
 advances only while every thread of the team holds a core: a parallel region ends with its
@@ -147,10 +150,11 @@ class CpuPool:
             not self.contended or self.adaptive and self.claims <= self.cores)
 
     def slowdown(self, ref: float) -> float:
-        """Factor on CPU work now, for work captured at ``ref`` other threads per core."""
+        """Factor on CPU work now, for work captured at a busy share ``ref`` of the other
+        cores."""
         if self.interference <= 0:
             return self.scale
-        others = max(self.active - 1, 0) / self.cores
+        others = min(max(self.active - 1, 0), self.cores - 1) / max(self.cores - 1, 1)
         return self.scale * (1 + self.interference * others) / (1 + self.interference * ref)
 
     def coupling(self, team: int) -> float:

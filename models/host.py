@@ -77,7 +77,7 @@ class HostOpPlan:
     threads: int = 1                  # cpu ops: intra-op threads of the parallel part
     parallel_fraction: float = 0.0    # cpu ops: share of the wall on ``threads`` threads
     block_fraction: float = 0.0       # cpu ops: share of the wall that uses no core
-    corun_ref: float = 0.0            # cpu ops: co-runners per core in the capture
+    corun_ref: float = 0.0            # cpu ops: other cores' busy share in the capture
     wall: bool = False                # cpu ops: dur_us is wall-clock time busy on a core
     #                                   (RankParams.phase_wall_us), not work the speed scales
     lag: Duration | None = None       # cpu ops: the resume lag (HostOp.resume_lag_us), a

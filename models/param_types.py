@@ -53,8 +53,8 @@ class LoaderParams(StrictModel):
     queue work), on the worker's core share before the batch reaches the main process
     (:mod:`calibration.handover`; read only with workers)."""
     corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
-    """Other runnable threads per core beside a worker while it produced, on average, in the
-    capture the ``produce`` times come from (``HostParams.interference`` is relative to it)."""
+    """Busy share (0–1) of the other cores beside a worker while it produced, on average, in
+    the capture the ``produce`` times come from (``HostParams.interference`` is relative to it)."""
     batch_bytes: int = Field(default=0, ge=0)
     """Bytes of one collated batch (what the pin-memory thread copies)."""
     pin_gbps: float = Field(default=8.0, gt=0)
@@ -144,7 +144,7 @@ class HostOp(StrictModel):
     overflowing), then ``ln R / ln r`` through the two measured points
     (:mod:`calibration.batch_probe`)."""
     corun_ref: float = Field(default=0.0, ge=0, le=MAX_THREADS)
-    """For ``cpu`` ops: other runnable threads per core beside this op, on average, in the
+    """For ``cpu`` ops: busy share (0–1) of the other cores beside this op, on average, in the
     capture its durations come from (``HostParams.interference`` is relative to it)."""
     refault_us: Micros = 0.0
     """For ``cpu`` ops: CPU µs a step spends re-faulting memory the allocator gave back to the
@@ -193,9 +193,9 @@ class HostParams(StrictModel):
     every interval draw multiplies its run-to-run speed by ``exp(U(−h, h))``, independent of
     it, whether that speed comes from replicates or the prior (0: none)."""
     interference: float = Field(default=0.0, ge=0, le=100)
-    """Co-run interference: CPU work runs ``1 + interference × o`` times slower with ``o``
-    other runnable threads per core beside it (shared caches and memory bandwidth), relative
-    to the load its durations were captured under (``corun_ref``)."""
+    """Co-run interference: CPU work runs ``1 + interference × o`` times slower with a busy
+    share ``o`` (0–1) of the other cores beside it (shared caches and memory bandwidth),
+    relative to the share its durations were captured under (``corun_ref``)."""
     interference_range: tuple[float, float] | None = None
     """Uncertainty of ``interference`` (low, high), drawn uniformly by prediction intervals:
     calibrated from a probe, or a stated prior without one."""

@@ -14,7 +14,7 @@ The point estimate is one simulation of the transformed model with the given see
   runs, that of ``runs`` factors;
 * the co-run interference coefficient ``host.interference`` is drawn uniformly from
   ``host.interference_range`` (calibrated from a probe, or a stated prior): its effect grows
-  with how far a what-if moves the co-runners per core from the capture's;
+  with how far a what-if moves the other cores' busy share from the capture's;
 * measured samples are bootstrapped, per draw (:mod:`scenarios.bootstrap`): the
   DataLoader's produce times and the host ops' per-step samples are resampled with
   replacement (a short profiled window pins their mean only so far); a model with a

@@ -34,10 +34,10 @@ def _probe(rng, k, team, t0, n=10, edge=0, run_wait=True):
     """num_workers=1: a worker's batch (90 ms wall) beside each training step (99 ms outside
     next()) whose ``team`` threads stay runnable throughout; on 2 cores beside the worker the
     main thread holds a core for ``min(1, 2 / (team + 1))`` of the time and waits on the run
-    queue the rest. The batch's CPU is ``ALONE_US × (1 + k × team / 2)`` (``team / 2`` other
-    runnable threads per core). ``edge`` batches ran before the first recorded step."""
+    queue the rest. The batch's CPU is ``ALONE_US × (1 + k)`` (the other core busy with the
+    step throughout). ``edge`` batches ran before the first recorded step."""
     share = min(1.0, CORES / (team + 1))
-    cpu = ALONE_US * (1 + k * team / CORES)
+    cpu = ALONE_US * (1 + k)
     steps, produce = [], []
     for j in range(edge):
         end = t0 - (edge - j - 1) * 45_000.0 - 1_000.0
@@ -53,7 +53,7 @@ def _probe(rng, k, team, t0, n=10, edge=0, run_wait=True):
                                      run_wait_us=90_000 - c if run_wait else None))
         # one thread: 60 ms of CPU beside the batch for 90 of its 99 ms (interference as the
         # batch's); on torch's team its CPU holds its spinning and is not fitted
-        main = (60_000.0 * (1 + k * 90 / 99 / CORES) * rng.uniform(0.99, 1.01) if team == 1
+        main = (60_000.0 * (1 + k * 90 / 99) * rng.uniform(0.99, 1.01) if team == 1
                 else share * w)
         steps.append(StepRecord(t_start_us=t, wall_us=1_000 + w, cpu_us=1_000 + main,
                                 proc_cpu_us=1_000 + team * main, next_wall_us=1_000,

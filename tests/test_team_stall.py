@@ -67,21 +67,24 @@ def test_interference_fit_leaves_the_teams_spinning_out():
     """A probe where the batches' CPU does not change with the load while the team step's
     CPU doubles (its threads spinning at the barriers, as measured at torch's default
     threads): the fit, from the batches only, is 0; read as a one-thread step's CPU, the
-    same records fitted ≥ 0.5 (the user's capture hit the grid's bound, 1.0)."""
+    same records fitted ≥ 0.3 (the user's capture hit the grid's bound, 1.0)."""
     def setting(n_workers, step_cpu, kind):
+        # at 0 workers the main thread makes the batch, then steps; else they overlap
+        thr = 2.0 if kind == "team_step" else 1.0
         out = []
         for i in range(12):
-            t = i * 50_000.0
+            t = i * 100_000.0
             for w in range(max(n_workers, 1)):
                 out.append(Activity(t, t + 40_000.0, 1.0, 20_000.0, "batch"))
-            out.append(Activity(t + 5_000.0, t + 45_000.0, 2.0, step_cpu, kind))
+            a = t + (40_000.0 if n_workers == 0 else 5_000.0)
+            out.append(Activity(a, a + 40_000.0, thr, step_cpu, kind))
         return out
 
     cal, probe = setting(0, 60_000.0, "team_step"), setting(2, 120_000.0, "team_step")
     point, _ = fit_interference(cal, probe, 2)
     assert point == pytest.approx(0.0, abs=0.01)
     old = fit_interference(setting(0, 60_000.0, "step"), setting(2, 120_000.0, "step"), 2)
-    assert old[0] >= 0.5
+    assert old[0] >= 0.3
 
 
 def _side(nw: int, threads: int, probe: bool = False) -> Sidecar:
