@@ -42,6 +42,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     from stepsim.results import WhatIf
     from stepsim.scenarios.noop import NOTHING, unchanged_prediction
     from stepsim.scenarios.predict import predict
+    from stepsim.scenarios.predict_many import predict_many
     from stepsim.scenarios.transforms import apply_ops
     from stepsim.views import draw_compare
 
@@ -55,9 +56,15 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
     apply_ops(m, todo)   # an op that does not apply is refused before the baseline runs
     kw = sim_kw(steps, warmup, seed, jobs)
     with progress_bar("baseline", progress and draws > 0) as prog:
-        base = predict(m, [], intervals=draws, progress=prog, **kw)
-    with progress_bar("scenario", progress and draws > 0) as prog:
-        pred = predict(m, todo, intervals=draws, progress=prog, decompose=width_sources, **kw)
+        together = prog is None and not width_sources
+        if together:   # both in one executor call, the same predictions
+            base, pred = predict_many(m, [[], todo], intervals=draws, **kw)
+        else:
+            base = predict(m, [], intervals=draws, progress=prog, **kw)
+    if not together:
+        with progress_bar("scenario", progress and draws > 0) as prog:
+            pred = predict(m, todo, intervals=draws, progress=prog, decompose=width_sources,
+                           **kw)
     same = unchanged_prediction(pred.what, _steps_of(base), _steps_of(pred))
     if same and not any(NOTHING in w for w in warnings):
         warnings += (same,)

@@ -33,6 +33,7 @@ import numpy as np
 
 from stepsim.models.blame_busy import busy_by_key, running_total
 from stepsim.models.blame_holes import charge_holes
+from stepsim.models.blame_host import host_walk
 from stepsim.models.device import TaskRun
 from stepsim.models.host_columns import lane_spans_of
 from stepsim.models.intervals import EPS_US as _EPS
@@ -129,6 +130,7 @@ class Blame:
         self._keys: dict[str, list[tuple[str, float]]] = {}
         self._compute: dict[str, bool] = {}
         self._deps: dict[str, tuple] = {}
+        self._shape_keys: list | None = None   # each host shape's key (models.blame_host)
 
     def task_keys(self, run: TaskRun) -> list[tuple[str, float]]:
         """(key, fraction) pairs a running task is charged to (computed once per task)."""
@@ -256,6 +258,10 @@ class Blame:
         return deps
 
     def _host(self, a: float, b: float, stack: list) -> None:
+        if self.host_cols is not None:   # read as columns (models.blame_host)
+            if self._shape_keys is None:
+                self._shape_keys = [_host_key(*sh) for sh in self.host_cols.shapes]
+            return host_walk(self, a, b, stack)
         ends = self.host_ends
         i = bisect.bisect_right(ends, a)
         cur, host, n = a, self.host, len(self.host)

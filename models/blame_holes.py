@@ -220,17 +220,22 @@ def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):
         if H:   # a slow hole's charges are all the tape's
             fast = ~slow[H[0]]
             H, K, U = [H[0][fast]], [K[0][fast]], [U[0][fast]]
-        acc = bl.acc
-        for x in np.flatnonzero(slow).tolist():
-            tape = bl.acc = _Tape()
-            j = int(js[x])
-            bl.blame(("start", compute[j], float(g0[x]), float(bs[x])) if j < n
-                     else ("host", None, float(g0[x]), float(g1[x])))
+        acc, tape, counts = bl.acc, _Tape(), []
+        items = tape.items
+        xs = np.flatnonzero(slow)
+        bl.acc = tape   # one tape for every slow hole: each hole's charges follow the last's
+        try:
+            for j, a, b, c in zip(js[xs].tolist(), g0[xs].tolist(), bs[xs].tolist(),
+                                  g1[xs].tolist()):
+                k = len(items)
+                bl.blame(("start", compute[j], a, b) if j < n else ("host", None, a, c))
+                counts.append(len(items) - k)
+        finally:
             bl.acc = acc
-            if tape.items:
-                H.append(np.full(len(tape.items), x, dtype=np.intp))
-                K.append(np.array([ch.code(k) for k, _ in tape.items], dtype=np.intp))
-                U.append(np.array([u for _, u in tape.items], dtype=float))
+        if items:
+            H.append(np.repeat(xs.astype(np.intp), counts))
+            K.append(np.array([ch.code(k) for k, _ in items], dtype=np.intp))
+            U.append(np.array([u for _, u in items], dtype=float))
     H = np.concatenate(H) if H else np.zeros(0, np.intp)
     K = np.concatenate(K) if K else np.zeros(0, np.intp)
     U = np.concatenate(U) if U else np.zeros(0)

@@ -12,7 +12,8 @@ from stepsim.scenarios.host_threads import fitting_threads, threads_candidates
 from stepsim.scenarios.noop import SWEPT, has_collectives, unread_settings
 from stepsim.scenarios.stepcount import simulate_counted
 from stepsim.scenarios.threads_outcome import efficiency_bounds, threads_outcome
-from stepsim.scenarios.transforms import FixOp, Operation, SetOp, apply_with_notes
+from stepsim.scenarios.transforms import (FixOp, Operation, RemoveOp, ScaleOp, SetOp,
+                                          apply_with_notes)
 from stepsim.simcore.errors import ModelError
 
 _COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
@@ -113,10 +114,14 @@ def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[st
     """The oversubscribed intra-op threads caveat of the sweep points (``points``: dicts
     path → value) that have it: one caveat, naming every such point, worded for the first."""
     hits = []
+    # each point ends in sets, and a set, scale or remove takes the captured window away
+    # first: after only those, take it away once (as scenarios.sweep does), not per point
+    lean = model.without_replay() if all(
+        isinstance(o, (SetOp, ScaleOp, RemoveOp)) for o in ops) else model
     for values in points:
         todo = [*ops, *(SetOp(path=k, value=v) for k, v in values.items())]
         try:
-            after = apply_with_notes(model, todo)[0]
+            after = apply_with_notes(lean, todo)[0]
         except ModelError:
             continue
         said = _oversubscribed_threads(after)

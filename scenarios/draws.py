@@ -226,22 +226,35 @@ def draw_means(model: StepModel, ops: Sequence[Operation], plan, steps: int, war
     ``sources`` None: every source; else only those (see :mod:`scenarios.predict`; the others
     at the point's values, ``seed`` the point's simulation seed). ``progress`` is called with
     the draws done (chunk by chunk)."""
+    chunks = draw_chunks(model, ops, plan, steps, warmup, seed, jobs, sources)
+    done = np.cumsum([len(c[2]) for c in chunks])
+    hook = None if progress is None else (
+        lambda k, total: progress(int(done[-1]) if k == total else int(done[k - 1]),
+                                  int(done[-1])))
+    return draw_results(run_many(_draw_chunk, chunks, jobs=jobs, progress=hook), plan, steps,
+                        sources, measured_steps)
+
+
+def draw_chunks(model: StepModel, ops: Sequence[Operation], plan, steps: int, warmup: int,
+                seed: int, jobs: int = 1, sources: Collection[str] | None = None) -> list:
+    """:func:`draw_means`'s work items: the draws of ``plan`` cut into chunks
+    (:func:`_chunks`), each ``(model, ops, draws, steps, warmup)`` for :func:`_draw_chunk`."""
     def on(name: str) -> bool:
         return sources is None or name in sources
 
     draws = [({p: f for p, f in factors.items() if on(p)}, sd if on(STEPS) else seed,
               sd if on(WINDOW) else None) for factors, sd in plan]
-    chunks = _chunks(draws, jobs)
-    done = np.cumsum([len(c) for c in chunks])
-    hook = None if progress is None else (
-        lambda k, total: progress(int(done[-1]) if k == total else int(done[k - 1]),
-                                  int(done[-1])))
-    results = [r for part in run_many(_draw_chunk, [(model, tuple(ops), c, steps, warmup)
-                                                    for c in chunks], jobs=jobs, progress=hook)
-               for r in part]
+    return [(model, tuple(ops), c, steps, warmup) for c in _chunks(draws, jobs)]
+
+
+def draw_results(parts: list, plan, steps: int,
+                 sources: Collection[str] | None = None, measured_steps: int | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`draw_means`'s answer from :func:`_draw_chunk`'s results ``parts`` (in order)."""
+    results = [r for part in parts for r in part]
     means = np.array([m for m, _ in results], dtype=float)
     errors = np.array([e for _, e in results], dtype=float)
-    if measured_steps and on(STEPS) and measured_steps < steps:
+    if measured_steps and (sources is None or STEPS in sources) and measured_steps < steps:
         z = np.array([np.random.default_rng([sd, 1]).standard_normal() for _, sd in plan])
         means = means + z * errors * np.sqrt(steps / measured_steps - 1)
     return means, errors

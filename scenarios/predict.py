@@ -289,19 +289,11 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     """
     final = apply_ops(model, ops)
     s, count = counted_summary(final, steps, warmup, seed, brief)
-    if not s.mean_step_us > 0:
-        raise ModelError(f"{describe_ops(ops)}: the step takes no time at all (every duration "
-                         "scaled to 0 or removed?): nothing left to predict")
+    point = point_prediction(model, ops, final, s, count, warmup, seed, runs, measured_steps)
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
-    varied, skipped = uncertain_params(model, ops, after=final)
-    point = Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,
-                       s.bottleneck_label, s, count.steps, warmup, seed, count=count,
-                       uncertain=varied,
-                       skipped=skipped, device_floor_us=device_floor_us(final), model=final,
-                       runs=runs, measured_steps=measured_steps)
     if n <= 0:
         return point
-    if not varied and is_deterministic(model) and is_deterministic(final):
+    if not drawn(model, final, point.uncertain):
         return replace(point, p10_step_us=s.mean_step_us, p50_step_us=s.mean_step_us,
                        p90_step_us=s.mean_step_us)
     each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
@@ -309,12 +301,45 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     plan = draw_plan(model, n, seed, runs, ops)
     means, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
                                       measured_steps=measured_steps)
-    p10, p50, p90 = quantiles(means)
-    out = replace(point, p10_step_us=p10, p50_step_us=p50, p90_step_us=p90, draws=n,
-                  draw_steps=each, draw_std_error_us=float(np.median(errors)))
+    out = with_interval(point, means, errors, n, each)
     if decompose:
         from stepsim.scenarios.interval_sources import width_sources
 
         out = replace(out, width_sources=width_sources(
             model, ops, plan, each, warmup, seed, s.mean_step_us, jobs, measured_steps))
     return out
+
+
+def point_prediction(model: StepModel, ops: Sequence[Operation], final: StepModel,
+                     s: Summary, count: StepCount, warmup: int, seed: int, runs: int = 1,
+                     measured_steps: int | None = None) -> Prediction:
+    """:func:`predict`'s point estimate from the summary ``s`` of ``final`` (``model`` after
+    ``ops``), before any draw.
+
+    Raises:
+        ModelError: a step of zero length.
+    """
+    if not s.mean_step_us > 0:
+        raise ModelError(f"{describe_ops(ops)}: the step takes no time at all (every duration "
+                         "scaled to 0 or removed?): nothing left to predict")
+    varied, skipped = uncertain_params(model, ops, after=final)
+    return Prediction(describe_ops(ops), s.mean_step_us, s.median_step_us, s.bottleneck,
+                      s.bottleneck_label, s, count.steps, warmup, seed, count=count,
+                      uncertain=varied,
+                      skipped=skipped, device_floor_us=device_floor_us(final), model=final,
+                      runs=runs, measured_steps=measured_steps)
+
+
+def drawn(model: StepModel, final: StepModel, varied: dict) -> bool:
+    """Whether :func:`predict` draws an interval for ``final`` (``model`` after the ops) with
+    the uncertain paths ``varied`` (else the interval is the point: nothing uncertain, nothing
+    sampled)."""
+    return bool(varied) or not (is_deterministic(model) and is_deterministic(final))
+
+
+def with_interval(point: Prediction, means: np.ndarray, errors: np.ndarray, n: int,
+                  each: int) -> Prediction:
+    """``point`` with the interval of its ``n`` draws' means (``each`` steps a draw)."""
+    p10, p50, p90 = quantiles(means)
+    return replace(point, p10_step_us=p10, p50_step_us=p50, p90_step_us=p90, draws=n,
+                   draw_steps=each, draw_std_error_us=float(np.median(errors)))

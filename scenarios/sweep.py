@@ -157,12 +157,14 @@ def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Opera
     for path in grid:
         resolve(start, path)
     paths = list(grid)
-    combos, notes = _valid_points(model, base, paths,
-                                  list(itertools.product(*(grid[p] for p in paths))))
     # a set, scale or remove takes the captured window away first (models.params.without_replay):
-    # without draws, which read the window, take it away once, not in every point
-    lean = model.without_replay() if not intervals and all(
+    # after only those, take it away once, not in every point (nor in every point's check);
+    # draws read the window, so points with draws keep it
+    bare = model.without_replay() if all(
         isinstance(o, (SetOp, ScaleOp, RemoveOp)) for o in base) else model
+    combos, notes = _valid_points(bare, base, paths,
+                                  list(itertools.product(*(grid[p] for p in paths))))
+    lean = model if intervals else bare
     items = [(lean, list(base) + [SetOp(path=p, value=v) for p, v in zip(paths, combo)],
               steps, warmup, seed, intervals) for combo in combos]
     preds = run_many(_point, items, jobs=jobs, progress=progress)
