@@ -1,0 +1,75 @@
+"""Bad or outsized input found by the eighth breaker (2026-12-05): each refused in one line
+(exit 2, no traceback), dropped and counted, or bounded in time and memory."""
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from stepsim.models.params import save_model
+from tests.test_batch_size_whatif import cpu_model
+from tests.test_quirks import cli, one_line_error
+
+
+def _many_ops(n: int):
+    """A CPU model whose step is ``n`` host ops of 0.1 ms (a large calibrated trace's
+    shape)."""
+    m = cpu_model(0, produce_ms=1, train_ms=1)
+    op = next(o for o in m.host.ops if o.kind == "cpu").model_copy(update={"dur_us": 100.0})
+    ops = [m.host.ops[0]] + [op.model_copy(update={"name": f"op{i}"}) for i in range(n)]
+    return m.model_copy(update={"host": m.host.model_copy(update={"ops": ops})})
+
+
+def _limited(*args: str, mem_gb: float = 2.0, timeout: float = 120):
+    """``stepsim ARGS`` in a subprocess whose address space is ``mem_gb`` GB (the old code's
+    run of a large given count ends in a MemoryError there, not in the machine's memory)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (int(mem_gb * 2**30), int(mem_gb * 2**30)))
+    return subprocess.run([sys.executable, "-m", "stepsim", *map(str, args)], text=True,
+                          capture_output=True, timeout=timeout, preexec_fn=limit)
+
+
+@pytest.mark.parametrize("args", [("--steps", "100000"), ("--warmup", "100000"),
+                                  ("--steps", "3000", "--warmup", "3000")])
+def test_a_given_step_count_of_a_large_model_is_one_line(tmp_path, args):
+    """``simulate --steps 100000`` of the calibrated resnet50 GPU trace (1,002 ops and tasks a
+    step) held 24 GB and ran 3 min (every span kept): each step count is bounded (100,000) but
+    not its work; steps × the model's work a step is now bounded, refused before it runs."""
+    save_model(_many_ops(1000), tmp_path / "m.json")
+    r = _limited("simulate", tmp_path / "m.json", *args)
+    one_line_error(r.returncode, r.stderr, "m.json", "1,001 host ops", "at most 5,000,000",
+                   "4,995 steps of this model", "--steps or --warmup")
+
+
+def test_the_bound_is_the_work_and_a_default_run_is_always_taken():
+    """Closed form: refused where (steps + warm-up) × the work a step passes MAX_RUN_WORK,
+    never at the verbs' default first simulation (40 steps after 20 of warm-up), however
+    large the model."""
+    from stepsim.models.sim_work import ALWAYS_STEPS, MAX_RUN_WORK, step_work, work_problem
+    from stepsim.models.stepcount import FIRST_STEPS
+    from stepsim.limits import DEFAULT_WARMUP
+
+    assert ALWAYS_STEPS == FIRST_STEPS + DEFAULT_WARMUP
+    m = _many_ops(1000)
+    assert step_work(m) == 1001
+    most = MAX_RUN_WORK // 1001
+    assert work_problem(m, most - 20, 20) is None
+    assert "4,995 steps" in work_problem(m, most - 19, 20)
+    huge = _many_ops(200_000)
+    assert work_problem(huge, FIRST_STEPS, DEFAULT_WARMUP) is None
+    assert work_problem(huge, FIRST_STEPS + 1, DEFAULT_WARMUP) is not None
+
+
+def test_the_api_refuses_it_too(tmp_path):
+    """``stepsim.simulate`` / ``whatif`` go through the same bound (a SimulationError)."""
+    import stepsim
+    from stepsim.simcore.errors import SimulationError
+
+    save_model(_many_ops(1000), tmp_path / "m.json")
+    with pytest.raises(SimulationError, match="at most 5,000,000"):
+        stepsim.simulate(tmp_path / "m.json", steps=6000)
+    rc, err, _ = cli("whatif", tmp_path / "m.json", "--steps", "6000", "--draws", "0",
+                     "--set", "loader.num_workers=1")
+    one_line_error(rc, err, "m.json", "6,000 steps and 20 warm-up steps")
