@@ -13,7 +13,7 @@ from __future__ import annotations
 from stepsim.models.host import INTERLEAVE_SLICES
 from stepsim.models.params import StepModel
 
-__all__ = ["MAX_RUN_WORK", "ALWAYS_STEPS", "thread_pieces", "step_work", "work_problem"]
+__all__ = ["MAX_RUN_WORK", "ALWAYS_STEPS", "MAX_SMALL_RUN_WORK", "thread_pieces", "step_work", "work_problem"]
 
 MAX_RUN_WORK = 5_000_000
 """Most simulated host ops, device tasks and thread pieces (over every rank and step, warm-up
@@ -22,11 +22,12 @@ the resnet50 GPU model (1,002 a step) at 4,000 steps, 4.0 M, took 10.7 s and 2.9
 memory (about 0.73 kB each, every span kept); 1,000 steps 3.2 s and 0.78 GB. The shared
 traces' models hold 66-3,920 a step (dlrm's 8 ranks the most)."""
 
-ALWAYS_STEPS = 60
-"""Steps (warm-up included) a simulation may always take, whatever the model's size: a chosen
-count's first simulation (:data:`models.stepcount.FIRST_STEPS`, 40) after the default
-warm-up (20), so a model too large for :data:`MAX_RUN_WORK` still runs as it did with the
-verbs' defaults."""
+ALWAYS_STEPS, MAX_SMALL_RUN_WORK = 60, 4 * MAX_RUN_WORK
+"""A simulation of at most :data:`ALWAYS_STEPS` steps (warm-up included: a chosen count's
+first simulation, :data:`models.stepcount.FIRST_STEPS` = 40, after the default warm-up of
+20) is taken up to :data:`MAX_SMALL_RUN_WORK` (20 M: 333 k a step), so a model calibrated
+from a large trace still runs with the verbs' defaults; a model past it (512 ranks of the
+resnet50 GPU model, 513 k a step, did not end in 60 s) gets the refusal's numbers."""
 
 
 def thread_pieces(model: StepModel) -> int:
@@ -54,14 +55,18 @@ def step_work(model: StepModel) -> int:
 
 def work_problem(model: StepModel, steps: int, warmup: int) -> str | None:
     """Why a simulation of ``steps`` measured and ``warmup`` warm-up steps of ``model`` is
-    refused (past :data:`MAX_RUN_WORK` and :data:`ALWAYS_STEPS`), or None."""
+    refused (past :data:`MAX_RUN_WORK`; :data:`MAX_SMALL_RUN_WORK` in :data:`ALWAYS_STEPS`
+    steps or fewer), or None."""
     per_step = step_work(model)
     total = per_step * (steps + warmup)
-    if total <= MAX_RUN_WORK or steps + warmup <= ALWAYS_STEPS:
+    small = steps + warmup <= ALWAYS_STEPS
+    if total <= (MAX_SMALL_RUN_WORK if small else MAX_RUN_WORK):
         return None
-    most = max(ALWAYS_STEPS, MAX_RUN_WORK // max(per_step, 1))
+    per = max(per_step, 1)
+    most = max(MAX_RUN_WORK // per, min(ALWAYS_STEPS, MAX_SMALL_RUN_WORK // per))
     ranks = f" over its {len(model.ranks)} ranks" if len(model.ranks) > 1 else ""
     return (f"{steps:,} steps and {warmup:,} warm-up steps of this model's {per_step:,} host "
             f"ops, device tasks and thread pieces a step{ranks} are {total:,} to simulate; "
-            f"one simulation takes at most {MAX_RUN_WORK:,}, {most:,} steps of this model, warm-up "
-            "included (give fewer --steps or --warmup)")
+            f"one simulation takes at most {MAX_RUN_WORK:,} ({MAX_SMALL_RUN_WORK:,} in "
+            f"{ALWAYS_STEPS} steps or fewer): {most:,} steps of this model, warm-up included "
+            "(give fewer --steps or --warmup)")

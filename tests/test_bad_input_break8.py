@@ -43,23 +43,42 @@ def test_a_given_step_count_of_a_large_model_is_one_line(tmp_path, args):
                    "4,995 steps of this model", "--steps or --warmup")
 
 
-def test_the_bound_is_the_work_and_a_default_run_is_always_taken():
-    """Closed form: refused where (steps + warm-up) × the work a step passes MAX_RUN_WORK,
-    never at the verbs' default first simulation (40 steps after 20 of warm-up), however
-    large the model."""
-    from stepsim.models.sim_work import ALWAYS_STEPS, MAX_RUN_WORK, step_work, work_problem
-    from stepsim.models.stepcount import FIRST_STEPS
+def test_a_default_run_of_a_model_of_many_ranks_is_one_line(tmp_path):
+    """512 ranks of a 1,001-op model (the rank bound) are 512 k a step: the default first
+    simulation (60 steps) is 31 M, refused (512 ranks of the resnet50 GPU model did not end in
+    60 s; memory grows 0.4-0.7 kB each)."""
+    m = _many_ops(1000)
+    m = m.model_copy(update={"ranks": [m.ranks[0].model_copy(update={"rank": i})
+                                       for i in range(512)]})
+    save_model(m, tmp_path / "m.json")
+    r = _limited("simulate", tmp_path / "m.json")
+    one_line_error(r.returncode, r.stderr, "m.json", "over its 512 ranks", "39 steps")
+
+
+def test_the_bound_is_the_work_and_a_default_run_is_taken_to_a_larger_bound():
+    """Closed form: refused where (steps + warm-up) × the work a step passes MAX_RUN_WORK; the
+    verbs' default first simulation (40 steps after 20 of warm-up) of a large calibrated
+    model up to 4 × that; 512 ranks of the resnet50 GPU model (513 k a step) did not end in
+    60 s."""
     from stepsim.limits import DEFAULT_WARMUP
+    from stepsim.models.sim_work import (ALWAYS_STEPS, MAX_RUN_WORK, MAX_SMALL_RUN_WORK,
+                                         step_work, work_problem)
+    from stepsim.models.stepcount import FIRST_STEPS
 
     assert ALWAYS_STEPS == FIRST_STEPS + DEFAULT_WARMUP
     m = _many_ops(1000)
     assert step_work(m) == 1001
     most = MAX_RUN_WORK // 1001
     assert work_problem(m, most - 20, 20) is None
-    assert "4,995 steps" in work_problem(m, most - 19, 20)
-    huge = _many_ops(200_000)
-    assert work_problem(huge, FIRST_STEPS, DEFAULT_WARMUP) is None
-    assert work_problem(huge, FIRST_STEPS + 1, DEFAULT_WARMUP) is not None
+    assert "4,995 steps of this model" in work_problem(m, most - 19, 20)
+    large = _many_ops(300_000)    # 300,001 a step: 60 steps are 18 M
+    assert work_problem(large, FIRST_STEPS, DEFAULT_WARMUP) is None
+    assert "60 steps of this model" in work_problem(large, FIRST_STEPS + 1, DEFAULT_WARMUP)
+    huge = large.model_copy(update={"ranks": [r.model_copy(update={"rank": i})
+                                              for i, r in enumerate(large.ranks * 2)]})
+    said = work_problem(huge, FIRST_STEPS, DEFAULT_WARMUP)
+    assert "over its 2 ranks" in said and "33 steps of this model" in said
+    assert MAX_SMALL_RUN_WORK // 600_002 == 33
 
 
 def test_the_api_refuses_it_too(tmp_path):
