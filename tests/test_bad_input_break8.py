@@ -92,3 +92,20 @@ def test_the_api_refuses_it_too(tmp_path):
     rc, err, _ = cli("whatif", tmp_path / "m.json", "--steps", "6000", "--draws", "0",
                      "--set", "loader.num_workers=1")
     one_line_error(rc, err, "m.json", "6,000 steps and 20 warm-up steps")
+
+
+@pytest.mark.parametrize("regex, says", [
+    ("x{99999999999}", "the repetition number is too large"),     # re: OverflowError
+    ("(" * 1000 + "a" + ")" * 1000, "groups nested too deep"),    # re: RecursionError
+    ("(", "missing )")])
+@pytest.mark.parametrize("verb", ["calibrate", "diagnose"])
+def test_a_step_regex_re_cannot_compile_is_one_line(tmp_path, regex, says, verb):
+    """``--step-regex 'x{99999999999}'`` was a traceback (re raises OverflowError, and
+    RecursionError for ~1,000 nested groups, not re.error)."""
+    from tests.kineto_gen import one_rank_trace
+
+    trace = one_rank_trace(tmp_path / "t.json")
+    out = ("-o", tmp_path / "m.json") if verb == "calibrate" else ()
+    rc, err, _ = cli(verb, trace, "--step-regex", regex, *out)
+    one_line_error(rc, err, "--step-regex", "is not a valid regular expression", says)
+    assert not (tmp_path / "m.json").exists()
