@@ -109,3 +109,41 @@ def test_a_step_regex_re_cannot_compile_is_one_line(tmp_path, regex, says, verb)
     rc, err, _ = cli(verb, trace, "--step-regex", regex, *out)
     one_line_error(rc, err, "--step-regex", "is not a valid regular expression", says)
     assert not (tmp_path / "m.json").exists()
+
+
+def test_a_list_where_a_number_is_is_one_line(tmp_path):
+    """A list where a scalar field is (``cpu_scale: [0.5]``, ``--set loader.num_workers=1|2``,
+    a ledger's ``error_pct: [1]``) was a TypeError traceback from the strict-scalar check
+    (``set <= ()``) in every file that derives from it: models, --set, sweeps, ledgers."""
+    import json
+
+    from tests.test_ledger import _rec
+
+    m = cpu_model(1, produce_ms=40, train_ms=20)
+    data = json.loads(m.model_dump_json())
+    data["host"]["cpu_scale"] = [0.5]
+    (tmp_path / "m.json").write_text(json.dumps(data))
+    one_line_error(*cli("simulate", tmp_path / "m.json", "--steps", "5")[:2], "m.json",
+                   "host.cpu_scale: Input should be a valid number")
+    save_model(m, tmp_path / "ok.json")
+    for args in (("whatif", "--set", "loader.num_workers=1|2", "--draws", "0"),
+                 ("sweep", "host.cpu_scale=[0.5],1")):
+        one_line_error(*cli(args[0], tmp_path / "ok.json", *args[1:], "--steps", "5")[:2],
+                       "Input should be a valid")
+    rec = json.loads(_rec(1.0, True).model_dump_json())
+    rec["error_pct"] = [1.0]
+    (tmp_path / "L.jsonl").write_text(json.dumps(rec) + "\n")
+    one_line_error(*cli("ledger", tmp_path / "L.jsonl")[:2], "L.jsonl",
+                   "error_pct: Input should be a valid number")
+
+
+def test_a_sidecar_list_where_a_count_is_is_one_line(tmp_path, cpu_run_nw1):
+    import json
+    import shutil
+
+    shutil.copytree(cpu_run_nw1, tmp_path / "run")
+    side = json.loads((tmp_path / "run" / "sidecar.json").read_text())
+    side["host_cores"] = [2]
+    (tmp_path / "run" / "sidecar.json").write_text(json.dumps(side))
+    one_line_error(*cli("calibrate", tmp_path / "run", "-o", tmp_path / "m.json")[:2],
+                   "sidecar.json", "host_cores: Input should be a valid integer")
