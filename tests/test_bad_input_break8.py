@@ -147,3 +147,23 @@ def test_a_sidecar_list_where_a_count_is_is_one_line(tmp_path, cpu_run_nw1):
     (tmp_path / "run" / "sidecar.json").write_text(json.dumps(side))
     one_line_error(*cli("calibrate", tmp_path / "run", "-o", tmp_path / "m.json")[:2],
                    "sidecar.json", "host_cores: Input should be a valid integer")
+
+
+def test_sweep_values_are_read_as_set_reads_them():
+    """``sweep host.cpu_scale=0.5,1e-1`` was refused ("must be a number, not str '1e-1'": the
+    values were one YAML 1.1 list, which has no exponent without a dot) where
+    ``--set host.cpu_scale=1e-1`` is 0.1; YAML also read ``yes`` as true and ``1:4`` as 64."""
+    from stepsim.scenarios.sweep import parse_axis
+    from stepsim.scenarios.transforms import parse_value
+    from stepsim.simcore.errors import ModelError
+
+    assert parse_axis("host.cpu_scale=0.5,1e-1") == ("host.cpu_scale", [0.5, 0.1])
+    assert parse_axis("loader.pin_memory=yes,true")[1] == [parse_value("yes"), True] == ["yes", True]
+    assert parse_axis("loader.num_workers=1:4,2")[1] == ["1:4", 2]
+    assert parse_axis('loader.produce={mean_us: 1, cv: 0}, {mean_us: 2},"a,b"')[1] == [
+        {"mean_us": 1, "cv": 0}, {"mean_us": 2}, "a,b"]
+    assert parse_axis("x=[1, 2],3")[1] == [[1, 2], 3]
+    for bad, says in (("x=1,,2", "an empty value"), ("x=[1,2", "unbalanced"),
+                      ("x=1],2", "unbalanced"), ('x="a,b', "unbalanced")):
+        with pytest.raises(ModelError, match=says):
+            parse_axis(bad)
