@@ -167,3 +167,18 @@ def test_sweep_values_are_read_as_set_reads_them():
                       ("x=1],2", "unbalanced"), ('x="a,b', "unbalanced")):
         with pytest.raises(ModelError, match=says):
             parse_axis(bad)
+
+
+def test_a_yaml_exponent_without_a_dot_is_a_number(tmp_path):
+    """A hand-written scenario's ``value: 1e-1`` (or a model's ``dur_us: 1.5e3``) was refused
+    as "must be a number, not str '1e-1'": YAML 1.1 needs a dot and a signed exponent; JSON,
+    YAML 1.2 and ``--set`` read a number."""
+    from stepsim.simcore.parsing import yaml_value
+
+    assert yaml_value("[1e3, -2E-2, 1.5e3, .5e1, '1e3', e3, 1e]") == [
+        1000.0, -0.02, 1500.0, 5.0, "1e3", "e3", "1e"]
+    save_model(cpu_model(1, produce_ms=40, train_ms=20), tmp_path / "m.json")
+    (tmp_path / "s.yaml").write_text("ops:\n  - {op: set, path: host.cpu_scale, value: 1e-1}\n")
+    rc, err, out = cli("whatif", tmp_path / "m.json", "--scenario", tmp_path / "s.yaml",
+                       "--steps", "5", "--draws", "0")
+    assert rc == 0, err
