@@ -13,7 +13,6 @@ trace holds.
 """
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from stepsim.calibration.events import build_table
 from stepsim.calibration.folders import calibrate_cpu_folder, read_folder
 from stepsim.calibration.nccl_buckets import infer_buckets
 from stepsim.calibration.pending import Pending
-from stepsim.calibration.steps import find_steps
+from stepsim.calibration.steps import compile_step_regex, find_steps
 from stepsim.calibration.trace_io import load_trace
 from stepsim.models.param_base import error_at
 from stepsim.models.params import StepModel
@@ -246,9 +245,9 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> Pending:
     p = Path(trace)
     if step_regex is not None:
         try:
-            re.compile(step_regex)
-        except re.error as e:
-            raise StepsimError(f"--step-regex {step_regex!r} is not a valid regular expression: {e}") from None
+            compile_step_regex(step_regex)
+        except ValueError as e:
+            raise StepsimError(str(e)) from None
     if p.is_dir() and (p / CAPTURE_TRACE).is_file() and (p / CAPTURE_SIDECAR).is_file():
         # a capture harness folder: its trace, with its sidecar unless one is given
         sidecar = sidecar or p / CAPTURE_SIDECAR

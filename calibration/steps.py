@@ -221,6 +221,17 @@ def _numbers_text(numbers: list[int]) -> str:
     return ", ".join(map(str, numbers[:6])) + more
 
 
+def compile_step_regex(text: str, name: str = "--step-regex") -> re.Pattern:
+    """``text`` compiled. Raises ValueError naming ``name`` where it is no regular expression:
+    :mod:`re` raises OverflowError for a repeat past 2**32 - 1 (``x{99999999999}``) and
+    RecursionError for about 1,000 nested groups, both a traceback before."""
+    try:
+        return re.compile(text)
+    except (re.error, OverflowError, RecursionError) as e:
+        why = str(e) if not isinstance(e, RecursionError) else "groups nested too deep"
+        raise ValueError(f"{name} {text!r:.200} is not a valid regular expression: {why}") from None
+
+
 def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
     """Segment ``table`` into steps (see the module docstring for the rules).
 
@@ -240,10 +251,7 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
     method = "none"
     numbers = None
     if step_regex:
-        try:
-            rx = re.compile(step_regex)
-        except re.error as e:
-            raise ValueError(f"step_regex {step_regex!r} is not a valid regular expression: {e}") from None
+        rx = compile_step_regex(step_regex, "step_regex")
         rows = _markers(table, rx, cpu_side)
         method = "regex"
         if len(rows) == 0:

@@ -167,7 +167,7 @@ class StrictScalars(BaseModel):
                 ok = plain.get(name)    # None: no scalar field, nothing to check
                 if ok is None or type(value) in ok:   # (most values: one set lookup)
                     continue
-                if type(value) is list and set(map(type, value)) <= plain_lists.get(name, ()):
+                if type(value) is list and set(map(type, value)) <= plain_lists.get(name, frozenset()):
                     continue
                 kind = kinds.get(name) if isinstance(name, str) else None
                 if kind and kind[0] == "[":   # a list's elements: ``shape: [true]``

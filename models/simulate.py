@@ -38,6 +38,7 @@ from stepsim.models.host_speed import at_capture_speed
 from stepsim.models.loader import LoaderStats
 from stepsim.models.params import StepModel
 from stepsim.models.plans import host_plan, issue_points, stream_plans, task_durations  # noqa: F401
+from stepsim.models.sim_work import work_problem
 from stepsim.models.solo import Unsolvable
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.gcpause import gc_paused
@@ -175,7 +176,8 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
             ``next()`` takes its measured time on the host thread; no worker is simulated.
 
     Raises:
-        SimulationError: a model that cannot run (no host ops, a bad skew, a deadlock such as a
+        SimulationError: a model that cannot run (no host ops, a bad skew, more steps of it
+            than :data:`models.sim_work.MAX_RUN_WORK` allows, a deadlock such as a
             sync on a task launched later, a cycle of waits); ``replay`` on a model without a
             captured window or with several ranks.
     """
@@ -194,6 +196,9 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
                               f"warmup={warmup}")
     if not model.host.ops:
         raise SimulationError("the model's host thread has no ops: nothing to simulate")
+    problem = None if replay else work_problem(model, steps, warmup)
+    if problem:   # a given count of a large model: memory and time past any useful run
+        raise SimulationError(problem)
     if keep not in ("all", "steps", "brief", "runs"):
         raise SimulationError(f"keep must be 'all', 'steps', 'brief' or 'runs', got {keep!r}")
     if engine not in ("auto", "events", "quanta"):

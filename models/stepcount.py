@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepsim.models.host import INTERLEAVE_SLICES
 from stepsim.models.params import StepModel
+from stepsim.models.sim_work import step_work, thread_pieces
 from stepsim.models.simulate import SimResult, simulate
 
 __all__ = ["SE_TARGET", "FIRST_STEPS", "MAX_STEPS", "MAX_WORK", "DRAW_STEPS", "BATCHES",
@@ -121,25 +121,7 @@ def step_bound(model: StepModel) -> int:
     """The most steps a chosen count reaches for ``model``: :data:`MAX_STEPS`, or fewer so
     that the simulated ops and tasks stay within :data:`MAX_WORK` (never below
     :data:`FIRST_STEPS`)."""
-    per_step = len(model.ranks) * (len(model.host.ops) + sum(
-        len(ts) for ts in model.device.streams.values()) + thread_pieces(model))
-    return max(FIRST_STEPS, min(MAX_STEPS, MAX_WORK // max(per_step, 1)))
-
-
-def thread_pieces(model: StepModel) -> int:
-    """Pieces of CPU work one rank's step runs as simulated threads beside its ops: a host op
-    with a parallel part on a team runs ``threads`` pieces in each of its
-    :data:`models.host.INTERLEAVE_SLICES` slices, and a step's batch ``threads_per_worker``.
-    A team of 256 threads beside 8 workers on 2 cores simulated about 20 steps a second, and
-    a chosen count went on to thousands of steps (a ``whatif`` did not end in 400 s). None
-    where the team, the workers' threads and one more fit the cores."""
-    lp = model.loader
-    workers = lp.num_workers * lp.threads_per_worker
-    if model.team_threads() + workers + 1 <= lp.host_cores:
-        return 0     # the threads fit the cores: nothing waits for one (solved without events)
-    team = sum(INTERLEAVE_SLICES * (op.threads + 1) for op in model.host.ops
-               if op.kind == "cpu" and op.threads > 1 and op.parallel_fraction > 0)
-    return team + (lp.threads_per_worker if lp.num_workers else 0)
+    return max(FIRST_STEPS, min(MAX_STEPS, MAX_WORK // max(step_work(model), 1)))
 
 
 def draw_bound(model: StepModel, draws: int) -> int:

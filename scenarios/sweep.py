@@ -22,17 +22,14 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import yaml
-
 from stepsim.models.params import StepModel
 from stepsim.scenarios.parallel import Progress, run_many
 from stepsim.scenarios.paths import resolve
 from stepsim.scenarios.predict import Prediction, predict
 from stepsim.scenarios.transforms import (Operation, PrefetchWithoutWorkers, RemoveOp, ScaleOp,
-                                          SetOp, apply_ops, apply_with_notes)
+                                          SetOp, apply_ops, apply_with_notes, parse_value)
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
-from stepsim.simcore.parsing import yaml_value
 
 
 @dataclass(frozen=True)
@@ -98,27 +95,53 @@ MAX_POINT_DRAWS = 4096
 
 
 def parse_axis(text: str) -> tuple[str, list]:
-    """``loader.num_workers=0,1,2,4`` → ``("loader.num_workers", [0, 1, 2, 4])``. Values are
-    YAML (``true``, ``0.5``, ``{mean_us: 900}``); flow lists and maps may hold commas.
+    """``loader.num_workers=0,1,2,4`` → ``("loader.num_workers", [0, 1, 2, 4])``. Each value
+    is read as ``--set`` reads one (:func:`scenarios.transforms.parse_value`: ``1e-3``,
+    ``true``, ``{mean_us: 900}``); flow lists and maps and quoted text may hold commas. (They
+    were read as one YAML 1.1 list, which left ``1e-3`` as text, refused as "not a number",
+    and read ``yes`` as true and ``1:4`` as 64, where ``--set`` reads neither.)
 
     Raises:
-        ModelError: no ``=``, no values, repeated values or bad YAML.
+        ModelError: no ``=``, no values, an empty value, repeated values or bad brackets.
     """
     path, eq, vals = text.partition("=")
     if not eq or not path.strip() or not vals.strip():
         raise ModelError(f"bad sweep axis {text!r}: expected PATH=V1,V2,... "
                          "(e.g. loader.num_workers=0,1,2,4)")
-    try:
-        values = yaml_value(f"[{vals}]")
-    except yaml.YAMLError as e:
-        what = getattr(e, "problem", None) or str(e).splitlines()[0]   # not "while parsing..."
-        raise ModelError(f"bad sweep values in {text!r}: {what}") from None
-    if len(values) > MAX_POINTS:
-        raise ModelError(f"sweep axis {path.strip()!r} has {len(values)} values; a sweep "
+    pieces = _split_values(vals, text)
+    if len(pieces) > MAX_POINTS:
+        raise ModelError(f"sweep axis {path.strip()!r} has {len(pieces)} values; a sweep "
                          f"simulates at most {MAX_POINTS} points")
+    values = [parse_value(v) for v in pieces]
     if any(values.count(v) > 1 for v in values):
         raise ModelError(f"sweep axis {path.strip()!r} repeats a value")
     return path.strip(), values
+
+
+def _split_values(vals: str, text: str) -> list[str]:
+    """``vals`` cut at its commas outside brackets, braces and quotes; raises ModelError for
+    an empty value or unbalanced brackets."""
+    pieces, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(vals):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth < 0:
+                break
+        elif ch == "," and depth == 0:
+            pieces.append(vals[start:i].strip())
+            start = i + 1
+    if depth or quote:
+        raise ModelError(f"bad sweep values in {text!r}: unbalanced brackets or quotes")
+    pieces.append(vals[start:].strip())
+    if not all(pieces):
+        raise ModelError(f"bad sweep values in {text!r}: an empty value (a comma too many?)")
+    return pieces
 
 
 @gc_paused   # a point's records live until it ends: the collector's passes gain nothing

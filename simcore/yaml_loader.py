@@ -3,6 +3,8 @@
 not import PyYAML (about 15 ms of a calibrate's start-up)."""
 from __future__ import annotations
 
+import re
+
 import yaml
 
 from stepsim.simcore.parsing import MAX_NESTING
@@ -54,5 +56,12 @@ class _StrictLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep)
 
+
+# YAML 1.1 (PyYAML) reads an exponent without a dot or sign (``dur_us: 1e3``, ``1.5e3``) as
+# text, refused as "must be a number, not str '1e3'" in a hand-written model or scenario,
+# where JSON, YAML 1.2 and ``--set`` read 1000.0: read it as a number too
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float",
+                                    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)"
+                                               r"[eE][-+]?[0-9]+$"), list("-+.0123456789"))
 
 StrictLoader = _StrictLoader
