@@ -14,9 +14,8 @@ Two factors change how long a unit of CPU work takes (both 1 / 0 by default):
   at most ``cores − 1`` can: with ``R`` threads inside :meth:`CpuPool.work`, the busy share
   of the other cores is ``o = min(R − 1, cores − 1) / (cores − 1)`` (0 on one core), and
   work runs ``(1 + interference × o) / (1 + interference × ref)`` times slower, ``ref`` being
-  the share its duration was captured under, so a duration replayed at its own capture's load
-  is unchanged; a thread waiting on a run queue adds nothing (docs/measurements.md "Co-run
-  interference"). The factor is taken per quantum.
+  the share its duration was captured under (a replay at the capture's load is unchanged); a
+  thread on a run queue adds nothing (docs/measurements.md "Co-run interference"), per quantum.
 
 Intra-op parallel work (:meth:`CpuPool.parallel_work`, torch's OpenMP team of ``T`` threads)
 advances only while every thread of the team holds a core: a parallel region ends with its
@@ -150,8 +149,7 @@ class CpuPool:
             not self.contended or self.adaptive and self.claims <= self.cores)
 
     def slowdown(self, ref: float) -> float:
-        """Factor on CPU work now, for work captured at a busy share ``ref`` of the other
-        cores."""
+        """Factor on CPU work now, for work captured at a busy share ``ref`` of other cores."""
         if self.interference <= 0:
             return self.scale
         others = min(max(self.active - 1, 0), self.cores - 1) / max(self.cores - 1, 1)
