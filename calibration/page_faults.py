@@ -144,10 +144,14 @@ def refault_fit(side: Sidecar | None) -> Refault | None:
     steps = side.steps[1:]
     if any(s.minflt is None for s in steps):
         return None
-    # the last profiled step writes the trace, the first after it stops the profiler
+    from stepsim.calibration.sys_spikes import spikes   # it reads MIN_FAULTS here
+
+    # the last profiled step writes the trace, the first after it stops the profiler; a step
+    # with a system-CPU spike (calibration.sys_spikes) holds more than its faults' cost
     prof = [i for i, s in enumerate(steps) if s.profiled]
     odd = {prof[-1], prof[-1] + 1} if prof else set()
-    kept = [s for i, s in enumerate(steps) if i not in odd]
+    spiked = (spikes(side) or [False] * len(side.steps))[1:]
+    kept = [s for i, s in enumerate(steps) if i not in odd and not spiked[i]]
     unprof = [s for s in kept if s.profiler_on is False and not s.profiled]
     if len(unprof) < MIN_STEPS:
         return None

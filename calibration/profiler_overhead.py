@@ -82,17 +82,23 @@ def _wall_us(steps) -> float:
     return float(np.median([max(s.wall_us - s.next_wall_us, 0.0) for s in steps]))
 
 
-def overhead_factor(side: Sidecar | None) -> OverheadFactor | None:
+def overhead_factor(side: Sidecar | None, calm: bool = False) -> OverheadFactor | None:
     """The profiler-overhead factor of one capture (see the module docstring), or None when
     its sidecar does not say which steps ran unprofiled (written before ``profiler_on`` was
-    recorded) or holds fewer than :data:`MIN_STEPS` of either kind with CPU time."""
+    recorded) or holds fewer than :data:`MIN_STEPS` of either kind with CPU time. ``calm``:
+    of the steps of each kind without a system-CPU spike (:func:`calibration.sys_spikes.spikes`;
+    all where the sidecar cannot tell)."""
     from scipy.stats import t as student_t
+
+    from stepsim.calibration.sys_spikes import spikes
 
     steps = list(side.steps) if side is not None else []
     if not steps or any(s.profiler_on is None for s in steps):
         return None
-    rows_u = [s for s in steps[1:] if not s.profiler_on and not s.profiled and _work_us(s) > 0]
-    rows_p = [s for s in steps if s.profiled and _work_us(s) > 0]
+    spiked = (spikes(side) if calm else None) or [False] * len(steps)
+    rows = [s for s, x in zip(steps, spiked) if not x and _work_us(s) > 0]
+    rows_u = [s for s in rows if s is not steps[0] and not s.profiler_on and not s.profiled]
+    rows_p = [s for s in rows if s.profiled]
     unprof = np.array([_work_us(s) for s in rows_u])
     prof = np.array([_work_us(s) for s in rows_p])
     if min(unprof.size, prof.size) < MIN_STEPS:
@@ -173,7 +179,7 @@ def step_factor(side: Sidecar | None) -> tuple[float, OverheadFactor, float] | N
 
     if side is None or (side.torch_num_threads or 1) > 1:
         return None
-    f = overhead_factor(side)
+    f = overhead_factor(side, calm=True)   # the steps without a system-CPU spike
     if f is None:
         return None
     s = window_speed(side) or 1.0
