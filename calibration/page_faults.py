@@ -35,6 +35,9 @@ The harness records the main thread's minor faults and system CPU per step
   after it (the profiler stops in it: 7.6 ms of system CPU for 2,045 faults) left out;
 * ``fault_free_us``: the median of CPU − ``per_fault_us`` × faults over the unprofiled steps.
 
+Steps whose system CPU lies far beyond their faults' (:mod:`calibration.sys_spikes`) are left
+out of all three: their kernel time is not a fault's cost.
+
 The model's step is its fault-free work plus ``HostParams.refault_share`` × ``max_faults`` ×
 ``per_fault_us`` (``HostOp.refault_us``): the share is assumed, uniform over 0–1 and drawn per
 run, with its middle as the point estimate, since whether a run re-faults is a property of

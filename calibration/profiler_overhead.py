@@ -172,7 +172,12 @@ def step_factor(side: Sidecar | None) -> tuple[float, OverheadFactor, float] | N
     Measured on the demo (2026-12-05, 2 cores, docs/measurements.md#the-demos-score): the
     capture's 8 profiled steps took 1.16–1.40× the main-thread CPU of its unprofiled ones in
     six runs, where the batches' window speed was 0.94–1.14; the model's step had been the
-    profiled one (62.3 ms against 47.0 ms unprofiled). On torch's intra-op threads the
+    profiled one (62.3 ms against 47.0 ms unprofiled). ``f`` is of the steps without a
+    system-CPU spike (:mod:`calibration.sys_spikes`), on both sides, as the step's durations
+    it scales are (:func:`calibration.cpu.fit_cpu_model`): at 14:00 3 of 8 profiled steps
+    held 50–208 ms of system CPU, the median ratio 0.911 met a window mean of 99 ms (median
+    54), and the model's step came out 63 ms (plus 19 of re-faulting) against 48 ms
+    unprofiled; without them ``f`` is 1.019 and the step 33 + 10 ms. On torch's intra-op threads the
     process CPU holds the team's spinning, so the main thread's ratio is not the step's: None.
     A ``p`` beyond 1/4–4 (:data:`MAX_STEP_FACTOR`, assumed) is not a profiler's cost: None."""
     from stepsim.calibration.host_noise import window_speed

@@ -73,10 +73,11 @@ def spikes(side: Sidecar | None) -> list[bool] | None:
 def spike_note(dropped: list[tuple[int, float]], kept: int) -> str:
     """calibrate's line for the profiled steps left out of the training step's duration:
     ``dropped`` their (step number, system CPU µs), ``kept`` the profiled steps left."""
-    which = ", ".join(f"{n} ({us / 1e3:.0f} ms)" for n, us in dropped)
-    return (f"{len(dropped)} profiled step(s) held system CPU far beyond their page faults' "
-            f"(step {which} of system CPU; calibration.sys_spikes): the training step's "
-            f"duration and the profiler's cost are taken from the other {kept} profiled steps "
+    nums = ", ".join(str(n) for n, _ in dropped)
+    ms = ", ".join(f"{us / 1e3:.0f}" for _, us in dropped)
+    return (f"profiled step(s) {nums} held {ms} ms of system CPU, far beyond their page "
+            f"faults' (calibration.sys_spikes): the training step's duration and the "
+            f"profiler's cost are taken from the other {kept} profiled steps "
             "and the unprofiled ones without such a spike")
 
 
