@@ -38,6 +38,7 @@ from stepsim.calibration.sidecar_fit import (STARTUP_UNMEASURED, capture_loads,
                                              interference_from_sidecar, loader_from_sidecar,
                                              team_stall_from_sidecar)
 from stepsim.calibration.steps import StepList
+from stepsim.calibration.sys_spikes import calm_window
 from stepsim.calibration.team_stall import team_spin_from_sidecar
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
@@ -203,6 +204,14 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     prof = [s for s in sidecar.steps if s.profiled] if sidecar is not None else []
     if startup and prof and prof[0] is sidecar.steps[0]:
         prof = prof[1:]
+    # profiled steps with a system-CPU spike are neither the step's work nor the profiler's
+    # per-op cost: the step's duration is the others' (calibration.sys_spikes)
+    calm, spike_warn = calm_window(sidecar, prof, len(compute_us))
+    window_mean = float(compute_us.mean())
+    keep = np.ones(len(compute_us), bool) if calm is None else calm
+    if spike_warn:
+        warnings.append(spike_warn)
+    compute_us, prof = compute_us[keep], [s for s, k in zip(prof, keep) if k] if prof else prof
     for k in LoaderParams.model_fields:
         sources.setdefault(f"loader.{k}", "assumed")
 
@@ -298,8 +307,12 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         stepf = ((stepf[0] if stepf else 1.0) * g,) + (tuple(stepf[1:]) if stepf else ())
         warnings.append(rf.describe())
     compute_mean = float(compute_us.mean())
-    opt_us = step_loader_waits_us(table, steps, OPTIMIZER_SPAN)
-    wall_compute = float(np.maximum(step_us - wait_us, 0.0).sum())
+    replay_f = stepf[0] if stepf is not None else None
+    if calm is not None:    # the replay of the captured window gets its spikes back
+        replay_f = ((replay_f or 1.0) * float(np.maximum(step_us - wait_us, 0.0)[keep].mean())
+                    / window_mean)
+    opt_us = step_loader_waits_us(table, steps, OPTIMIZER_SPAN)[keep]
+    wall_compute = float(np.maximum(step_us - wait_us, 0.0)[keep].sum())
     if opt_us.any() and wall_compute > 0:
         # the optimizer's share of the step's wall outside next() (it does not grow with the
         # batch), applied to the op's duration whatever its basis
@@ -326,8 +339,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     notes: dict = {"kind": "cpu", "produce_basis": notes_produce, "compute_basis": compute_basis,
                    "input_wait_mean_us": float(wait_us.mean()),
                    "compute_mean_us": compute_mean, "step_method": steps.method}
-    if stepf is not None:   # undone by models.host_speed.at_capture_speed for the replay
-        notes["step_profiler_factor"] = stepf[0]
+    if replay_f is not None:   # undone by models.host_speed.at_capture_speed for the replay
+        notes["step_profiler_factor"] = replay_f
     if drift and not profiler_measured:   # the model is of that window (input_caveats)
         notes["profiled_drift"] = drift_ratio(sidecar)
     if sidecar is not None:

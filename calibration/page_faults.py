@@ -35,6 +35,9 @@ The harness records the main thread's minor faults and system CPU per step
   after it (the profiler stops in it: 7.6 ms of system CPU for 2,045 faults) left out;
 * ``fault_free_us``: the median of CPU − ``per_fault_us`` × faults over the unprofiled steps.
 
+Steps whose system CPU lies far beyond their faults' (:mod:`calibration.sys_spikes`) are left
+out of all three: their kernel time is not a fault's cost.
+
 The model's step is its fault-free work plus ``HostParams.refault_share`` × ``max_faults`` ×
 ``per_fault_us`` (``HostOp.refault_us``): the share is assumed, uniform over 0–1 and drawn per
 run, with its middle as the point estimate, since whether a run re-faults is a property of
@@ -144,10 +147,14 @@ def refault_fit(side: Sidecar | None) -> Refault | None:
     steps = side.steps[1:]
     if any(s.minflt is None for s in steps):
         return None
-    # the last profiled step writes the trace, the first after it stops the profiler
+    from stepsim.calibration.sys_spikes import spikes   # it reads MIN_FAULTS here
+
+    # the last profiled step writes the trace, the first after it stops the profiler; a step
+    # with a system-CPU spike (calibration.sys_spikes) holds more than its faults' cost
     prof = [i for i, s in enumerate(steps) if s.profiled]
     odd = {prof[-1], prof[-1] + 1} if prof else set()
-    kept = [s for i, s in enumerate(steps) if i not in odd]
+    spiked = (spikes(side) or [False] * len(side.steps))[1:]
+    kept = [s for i, s in enumerate(steps) if i not in odd and not spiked[i]]
     unprof = [s for s in kept if s.profiler_on is False and not s.profiled]
     if len(unprof) < MIN_STEPS:
         return None

@@ -82,17 +82,23 @@ def _wall_us(steps) -> float:
     return float(np.median([max(s.wall_us - s.next_wall_us, 0.0) for s in steps]))
 
 
-def overhead_factor(side: Sidecar | None) -> OverheadFactor | None:
+def overhead_factor(side: Sidecar | None, calm: bool = False) -> OverheadFactor | None:
     """The profiler-overhead factor of one capture (see the module docstring), or None when
     its sidecar does not say which steps ran unprofiled (written before ``profiler_on`` was
-    recorded) or holds fewer than :data:`MIN_STEPS` of either kind with CPU time."""
+    recorded) or holds fewer than :data:`MIN_STEPS` of either kind with CPU time. ``calm``:
+    of the steps of each kind without a system-CPU spike (:func:`calibration.sys_spikes.spikes`;
+    all where the sidecar cannot tell)."""
     from scipy.stats import t as student_t
+
+    from stepsim.calibration.sys_spikes import spikes
 
     steps = list(side.steps) if side is not None else []
     if not steps or any(s.profiler_on is None for s in steps):
         return None
-    rows_u = [s for s in steps[1:] if not s.profiler_on and not s.profiled and _work_us(s) > 0]
-    rows_p = [s for s in steps if s.profiled and _work_us(s) > 0]
+    spiked = (spikes(side) if calm else None) or [False] * len(steps)
+    rows = [s for s, x in zip(steps, spiked) if not x and _work_us(s) > 0]
+    rows_u = [s for s in rows if s is not steps[0] and not s.profiler_on and not s.profiled]
+    rows_p = [s for s in rows if s.profiled]
     unprof = np.array([_work_us(s) for s in rows_u])
     prof = np.array([_work_us(s) for s in rows_p])
     if min(unprof.size, prof.size) < MIN_STEPS:
@@ -166,14 +172,19 @@ def step_factor(side: Sidecar | None) -> tuple[float, OverheadFactor, float] | N
     Measured on the demo (2026-12-05, 2 cores, docs/measurements.md#the-demos-score): the
     capture's 8 profiled steps took 1.16–1.40× the main-thread CPU of its unprofiled ones in
     six runs, where the batches' window speed was 0.94–1.14; the model's step had been the
-    profiled one (62.3 ms against 47.0 ms unprofiled). On torch's intra-op threads the
+    profiled one (62.3 ms against 47.0 ms unprofiled). ``f`` is of the steps without a
+    system-CPU spike (:mod:`calibration.sys_spikes`), on both sides, as the step's durations
+    it scales are (:func:`calibration.cpu.fit_cpu_model`): at 14:00 3 of 8 profiled steps
+    held 50–208 ms of system CPU, the median ratio 0.911 met a window mean of 99 ms (median
+    54), and the model's step came out 63 ms (plus 19 of re-faulting) against 48 ms
+    unprofiled; without them ``f`` is 1.019 and the step 33 + 10 ms. On torch's intra-op threads the
     process CPU holds the team's spinning, so the main thread's ratio is not the step's: None.
     A ``p`` beyond 1/4–4 (:data:`MAX_STEP_FACTOR`, assumed) is not a profiler's cost: None."""
     from stepsim.calibration.host_noise import window_speed
 
     if side is None or (side.torch_num_threads or 1) > 1:
         return None
-    f = overhead_factor(side)
+    f = overhead_factor(side, calm=True)   # the steps without a system-CPU spike
     if f is None:
         return None
     s = window_speed(side) or 1.0
