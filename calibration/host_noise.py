@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import brentq
 
 from stepsim.calibration.page_faults import MIN_FAULTS, MIN_STEPS, refault_fit
 from stepsim.calibration.sidecar import Sidecar
@@ -195,9 +196,7 @@ def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path
         why = _same_setting(side, rep)
         if why is not None:
             raise InputError(path, f"not a replicate of the capture: {why}")
-        parts0, parts = _work_parts(side, per), _work_parts(rep, per)
-        common = [k for k in parts0 if k in parts]   # the same work on both sides
-        w, w0 = sum(parts[k] for k in common), sum(parts0[k] for k in common)
+        common, w, w0, parts = _at_one_fault_cost(side, rep, per)
         if not common or w <= 0 or w0 <= 0:
             raise InputError(path, "no produce or step records with CPU time"
                              + (" of the kinds the capture has" if parts else "")
@@ -213,6 +212,31 @@ def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path
                                    "time: not a run of the same work")
         speeds.append(w / w0)
     return speeds
+
+
+def _at_one_fault_cost(side: Sidecar, rep: Sidecar, per: float | None
+                       ) -> tuple[list[str], float, float, dict[str, float]]:
+    """``(parts both hold, replicate's work, capture's work, replicate's parts)`` (CPU µs),
+    the replicate's faults priced at the capture's cost per fault ``per`` times the
+    replicate's own speed ``k = w / w0``: a host ``k``× slower takes ``k``× the CPU per fault
+    too, so a run that is the capture at ``k``× measures ``k`` exactly (at the capture's cost
+    it read ``k + (k − 1) × faults' share``: 1.118 for 1.1). ``w(k)`` falls as ``k`` rises,
+    so ``k = w(k) / w0`` has one root (Brent's method); None ``per``: each run's own."""
+    parts0 = _work_parts(side, per)
+
+    def at(k: float) -> tuple[list[str], float, float, dict[str, float]]:
+        parts = _work_parts(rep, None if per is None else per * k)
+        common = [p for p in parts0 if p in parts]   # the same work on both sides
+        return (common, sum(parts[p] for p in common), sum(parts0[p] for p in common), parts)
+
+    got = at(1.0)
+    if per is None or not got[0] or got[1] <= 0 or got[2] <= 0:
+        return got
+    lo, hi = 1 / (2 * MAX_SPEED_RATIO), 2 * MAX_SPEED_RATIO
+    gap = lambda k: k - at(k)[1] / got[2]       # noqa: E731 (rises with k)
+    if gap(lo) >= 0 or gap(hi) <= 0:            # out of range: the check after says so
+        return got
+    return at(brentq(gap, lo, hi, xtol=1e-12, rtol=4 * np.finfo(float).eps))
 
 
 COPY_SHARE = 0.5

@@ -140,7 +140,8 @@ def replicate_copy(src: Path, dst: Path, factor: float, **loader) -> Path:
     shutil.copytree(src, dst)
     data = json.loads((dst / "sidecar.json").read_text())
     for rec in data["produce"] + data["steps"]:
-        for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
+        for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us",
+                  "sys_cpu_us"):
             if rec.get(k) is not None:
                 rec[k] *= factor
     data["loader"].update(loader)

@@ -38,7 +38,8 @@ def _edited(src, dst, edit):
 def _scaled(factor):
     def edit(data):
         for rec in data["produce"] + data["steps"]:
-            for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us"):
+            for k in ("cpu_us", "proc_cpu_us", "next_cpu_us", "next_proc_cpu_us",
+                      "sys_cpu_us"):
                 if rec.get(k) is not None:
                     rec[k] *= factor
         later_run(data, quiet=True)

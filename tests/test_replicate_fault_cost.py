@@ -52,7 +52,16 @@ def test_a_replicate_truly_slower_still_reads_slower():
     for s in slow.steps:
         s.cpu_us = 1e3 + 1.2 * (s.cpu_us - 1e3)        # every step's work 1.2x, faults too
     speeds = replicate_speeds(Path("cap/sidecar.json"), cap, [(Path("rep/sidecar.json"), slow)])
-    work = FREE_US + C_US * float(np.median(FAULTS))
-    # train part: 1.2 × (free + C × faults) − C × faults at the median; produce 10 ms
-    want = (10e3 + 1.2 * work - C_US * float(np.median(FAULTS))) / (10e3 + FREE_US)
+    m = float(np.median(FAULTS))
+    # its faults are priced at the capture's cost × its own speed k (a slower host's faults
+    # cost more too): train part 1.2 × (free + C × m) − k × C × m, produce 10 ms, so
+    # k × (10 ms + free) = 10 ms + 1.2 × free + (1.2 − k) × C × m
+    want = (10e3 + 1.2 * (FREE_US + C_US * m)) / (10e3 + FREE_US + C_US * m)
     assert speeds[1] == pytest.approx(want, rel=1e-6)
+    # a run that is the capture at 1.2x, its batches too, reads 1.2 exactly (at the
+    # capture's cost per fault it read 1.2 + 0.2 × the faults' share)
+    both = slow.model_copy(deep=True)
+    for r in both.produce:
+        r.cpu_us, r.proc_cpu_us = 1.2 * r.cpu_us, 1.2 * r.proc_cpu_us
+    speeds = replicate_speeds(Path("cap/sidecar.json"), cap, [(Path("rep/sidecar.json"), both)])
+    assert speeds[1] == pytest.approx(1.2, rel=1e-9)
