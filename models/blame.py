@@ -174,6 +174,17 @@ class Blame:
         if us > _EPS:
             self.acc[key] += us
 
+    def follow_wait(self, start_us: float, cause, s: float, e: float, stack: list) -> None:
+        """Charge ``s``–``e`` (µs) of the host's wait that began at ``start_us`` to the device
+        tasks it waited for (pushed on ``stack`` to finish), else to ``sync``."""
+        w = self.waits.get((start_us, cause))
+        runs = ([r for r in map(self.by_key.get, w.tasks) if r is not None]
+                if w is not None else [])
+        if runs:
+            stack.append(("finish", max(runs, key=lambda r: r.end_us), s, e))
+        else:
+            self._add("sync", e - s)
+
     def blame(self, item: tuple) -> None:
         """Charge an interval: ``("start", run, a, b)`` (waiting for ``run`` to start,
         ``b ≤ run.start_us``), ``("finish", run, a, b)`` (waiting for it to finish) or
@@ -281,13 +292,7 @@ class Blame:
                 else:
                     key = None if sp[7] in _FOLLOWED else wait_keys(sp[7], "other")
                 if key is None:
-                    w = self.waits.get((sp.start_us, sp.cause))
-                    runs = ([r for r in map(self.by_key.get, w.tasks) if r is not None]
-                            if w is not None else [])
-                    if runs:
-                        stack.append(("finish", max(runs, key=lambda r: r.end_us), s, e))
-                    else:
-                        self._add("sync", e - s)
+                    self.follow_wait(sp.start_us, sp.cause, s, e, stack)
                 elif e - s > _EPS:
                     acc[key] += e - s
             cur = e if e > cur else cur

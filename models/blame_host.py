@@ -33,13 +33,7 @@ def host_walk(bl, a: float, b: float, stack: list) -> None:
             code = shape[i]
             key = keys[code]
             if key is None:   # a wait followed to the device: the tasks it waited for
-                w = bl.waits.get((s0, shapes[code][2]))
-                runs = ([r for r in map(bl.by_key.get, w.tasks) if r is not None]
-                        if w is not None else [])
-                if runs:
-                    stack.append(("finish", max(runs, key=lambda r: r.end_us), s, e))
-                else:
-                    bl._add("sync", e - s)
+                bl.follow_wait(s0, shapes[code][2], s, e, stack)
             elif e - s > _EPS:
                 acc[key] += e - s
         cur = e if e > cur else cur
