@@ -51,7 +51,8 @@ import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 
-__all__ = ["Refault", "refault_fit", "MIN_STEPS", "MIN_FAULTS", "PER_FAULT_US"]
+__all__ = ["Refault", "refault_fit", "step_work_us", "MIN_STEPS", "MIN_FAULTS",
+           "PER_FAULT_US"]
 
 MIN_STEPS = 3
 """Fewest unprofiled steps with fault counts to measure from."""
@@ -103,7 +104,8 @@ class Refault:
                 "point)")
 
 
-def _work_us(s) -> float:
+def step_work_us(s) -> float:
+    """A step record's main-thread CPU µs outside ``next()`` (0 where its clocks say less)."""
     return max(s.cpu_us - s.next_cpu_us, 0.0)
 
 
@@ -121,7 +123,7 @@ def _group_per_fault(rows) -> tuple[float, str] | None:
     """``(µs per fault, how)`` from one group of steps of one kind (within a group, the
     profiler's cost per step is in both steps of a pair); None where none re-faulted."""
     x = np.array([s.minflt for s in rows], dtype=float)
-    y = np.array([_work_us(s) for s in rows])
+    y = np.array([step_work_us(s) for s in rows])
     i, j = np.triu_indices(len(rows), 1)
     far = np.abs(x[j] - x[i]) >= MIN_FAULTS
     slopes = (y[j] - y[i])[far] / (x[j] - x[i])[far]
@@ -163,7 +165,7 @@ def refault_fit(side: Sidecar | None) -> Refault | None:
            else None)
     if per is None:
         return None
-    y = np.array([_work_us(s) for s in unprof])
+    y = np.array([step_work_us(s) for s in unprof])
     x = np.array([s.minflt for s in unprof], dtype=float)
     free = float(np.median(np.maximum(y - per[0] * x, 0.0)))
     return Refault(per[0], per[1], most, float(np.median(y)), free, len(unprof))

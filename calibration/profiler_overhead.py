@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepsim.calibration.page_faults import step_work_us
 from stepsim.calibration.sidecar import Sidecar
 
 __all__ = ["OverheadFactor", "overhead_factor", "step_factor", "MIN_STEPS", "unprofiled_views",
@@ -74,9 +75,6 @@ class OverheadFactor:
                 f"{self.profiled_wall_us / 1e3:.1f} ms profiled)")
 
 
-def _work_us(step) -> float:
-    return max(step.cpu_us - step.next_cpu_us, 0.0)
-
 
 def _wall_us(steps) -> float:
     return float(np.median([max(s.wall_us - s.next_wall_us, 0.0) for s in steps]))
@@ -96,11 +94,11 @@ def overhead_factor(side: Sidecar | None, calm: bool = False) -> OverheadFactor 
     if not steps or any(s.profiler_on is None for s in steps):
         return None
     spiked = (spikes(side) if calm else None) or [False] * len(steps)
-    rows = [s for s, x in zip(steps, spiked) if not x and _work_us(s) > 0]
+    rows = [s for s, x in zip(steps, spiked) if not x and step_work_us(s) > 0]
     rows_u = [s for s in rows if s is not steps[0] and not s.profiler_on and not s.profiled]
     rows_p = [s for s in rows if s.profiled]
-    unprof = np.array([_work_us(s) for s in rows_u])
-    prof = np.array([_work_us(s) for s in rows_p])
+    unprof = np.array([step_work_us(s) for s in rows_u])
+    prof = np.array([step_work_us(s) for s in rows_p])
     if min(unprof.size, prof.size) < MIN_STEPS:
         return None
     mu, mp = float(np.median(unprof)), float(np.median(prof))

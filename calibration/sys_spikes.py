@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim.calibration.page_faults import MIN_FAULTS
+from stepsim.calibration.page_faults import MIN_FAULTS, step_work_us
 from stepsim.calibration.sidecar import Sidecar
 
 __all__ = ["spikes", "kernel_per_fault_us", "SPIKE_US", "SPIKE_SHARE", "spike_note"]
@@ -37,9 +37,6 @@ SPIKE_SHARE = 0.25
 """... or above this share of the unprofiled steps' median CPU outside ``next()``, where that
 is larger (assumed: a longer step's system time spreads more)."""
 
-
-def _work_us(s) -> float:
-    return max(s.cpu_us - s.next_cpu_us, 0.0)
 
 
 def kernel_per_fault_us(rows) -> float:
@@ -64,7 +61,7 @@ def spikes(side: Sidecar | None) -> list[bool] | None:
         return None
     unprof = [s for s in steps[1:] if not s.profiler_on and not s.profiled]
     per = kernel_per_fault_us(unprof) or kernel_per_fault_us([s for s in steps if s.profiled])
-    work = float(np.median([_work_us(s) for s in unprof])) if unprof else 0.0
+    work = float(np.median([step_work_us(s) for s in unprof])) if unprof else 0.0
     limit = max(SPIKE_US, SPIKE_SHARE * work)
     return [s.sys_cpu_us is not None and s.minflt is not None
             and s.sys_cpu_us - per * s.minflt > limit for s in steps]

@@ -294,8 +294,7 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     if n <= 0:
         return point
     if not drawn(model, final, point.uncertain):
-        return replace(point, p10_step_us=s.mean_step_us, p50_step_us=s.mean_step_us,
-                       p90_step_us=s.mean_step_us)
+        return undrawn(point)
     each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
                                                           draw_bound(final, n))
     plan = draw_plan(model, n, seed, runs, ops)
@@ -328,6 +327,12 @@ def point_prediction(model: StepModel, ops: Sequence[Operation], final: StepMode
                       uncertain=varied,
                       skipped=skipped, device_floor_us=device_floor_us(final), model=final,
                       runs=runs, measured_steps=measured_steps)
+
+
+def undrawn(point: Prediction) -> Prediction:
+    """``point`` with its interval where nothing uncertain was sampled: the point itself."""
+    m = point.mean_step_us
+    return replace(point, p10_step_us=m, p50_step_us=m, p90_step_us=m)
 
 
 def drawn(model: StepModel, final: StepModel, varied: dict) -> bool:

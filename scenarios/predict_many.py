@@ -11,7 +11,6 @@ depends on the point estimate (``steps`` None) the predictions are made one afte
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Sequence
 
 from stepsim.models.params import StepModel
@@ -19,7 +18,7 @@ from stepsim.scenarios.draws import (_draw_chunk, draw_chunks, draw_plan, draw_r
                                      uncertain_params)
 from stepsim.scenarios.parallel import run_many
 from stepsim.scenarios.predict import (DEFAULT_DRAWS, Prediction, counted_summary, drawn,
-                                       point_prediction, predict, with_interval)
+                                       point_prediction, predict, undrawn, with_interval)
 from stepsim.scenarios.transforms import Operation, apply_ops
 from stepsim.simcore.errors import StepsimError
 
@@ -80,8 +79,7 @@ def predict_many(model: StepModel, ops_list: Sequence[Sequence[Operation]],
         if n <= 0:
             out.append(point)
         elif plans[k] is None:   # nothing uncertain, nothing sampled: the point
-            out.append(replace(point, p10_step_us=s.mean_step_us, p50_step_us=s.mean_step_us,
-                               p90_step_us=s.mean_step_us))
+            out.append(undrawn(point))
         else:
             plan, a, b = plans[k]
             means, errors = draw_results([_got(r) for r in results[a:b]], plan, steps)
