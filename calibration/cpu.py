@@ -308,9 +308,10 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         warnings.append(rf.describe())
     compute_mean = float(compute_us.mean())
     replay_f = stepf[0] if stepf is not None else None
-    if calm is not None:    # the replay of the captured window gets its spikes back
-        replay_f = ((replay_f or 1.0) * float(np.maximum(step_us - wait_us, 0.0)[keep].mean())
-                    / window_mean)
+    calm_ratio = (float(np.maximum(step_us - wait_us, 0.0)[keep].mean()) / window_mean
+                  if calm is not None else None)
+    if calm_ratio is not None:    # the replay of the captured window gets its spikes back
+        replay_f = (replay_f or 1.0) * calm_ratio
     opt_us = step_loader_waits_us(table, steps, OPTIMIZER_SPAN)[keep]
     wall_compute = float(np.maximum(step_us - wait_us, 0.0)[keep].sum())
     if opt_us.any() and wall_compute > 0:
@@ -341,6 +342,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                    "compute_mean_us": compute_mean, "step_method": steps.method}
     if replay_f is not None:   # undone by models.host_speed.at_capture_speed for the replay
         notes["step_profiler_factor"] = replay_f
+    if calm_ratio is not None:   # the window's steps without a spike ÷ all of it (mean wall)
+        notes["calm_window_ratio"] = calm_ratio
     if drift and not profiler_measured:   # the model is of that window (input_caveats)
         notes["profiled_drift"] = drift_ratio(sidecar)
     if sidecar is not None:

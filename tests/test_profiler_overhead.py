@@ -125,7 +125,13 @@ def test_a_cpu_captures_step_is_its_unprofiled_cpu_and_the_replay_its_profiled(c
     p *= rf.fault_free_us / rf.unprofiled_us if rf is not None else 1.0
     m = calibrate(cpu_run_nw1 / "trace.json.gz", sidecar=cpu_run_nw1 / "sidecar.json")
     step = m.host.ops[1]
-    assert m.meta.notes["step_profiler_factor"] == pytest.approx(p)
+    # a profiled step with a system-CPU spike (calibration.sys_spikes) is left out of the
+    # step, and the replay gives the window its spikes back: the factor holds their share
+    # (CI on 2026-12-05 drew one: 0.751 against 0.938 without it)
+    calm = m.meta.notes.get("calm_window_ratio")
+    assert (calm is not None) == any("calibration.sys_spikes" in w and "too few" not in w
+                                     for w in m.meta.warnings)
+    assert m.meta.notes["step_profiler_factor"] == pytest.approx(p * (calm or 1.0))
     assert step.dur_us == pytest.approx(m.meta.notes["compute_mean_us"])
     replay = at_capture_speed(m).host.ops[1]
     assert replay.dur_us == pytest.approx(step.dur_us / p)

@@ -128,3 +128,5 @@ def test_spikes_in_profiled_steps_do_not_move_the_models_step(cpu_run_nw1, tmp_p
     assert step.dur_us < base.host.ops[1].dur_us * 1.5
     replay = at_capture_speed(m).host.ops[1]
     assert replay.dur_us == pytest.approx(comp.mean(), rel=1e-6)
+    assert m.meta.notes["calm_window_ratio"] == pytest.approx(comp[calm].mean() / comp.mean())
+    assert "calm_window_ratio" not in base.meta.notes
