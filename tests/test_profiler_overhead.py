@@ -109,9 +109,13 @@ def test_step_factor_takes_the_windows_drift_back_out():
     assert step_factor(_side([20.0] * 5, [25.0] * 4, on=False)) is None
 
 
-def test_a_cpu_captures_step_is_its_unprofiled_cpu_and_the_replay_its_profiled(cpu_run_nw1):
+@pytest.mark.parametrize("spiked", [False, True])
+def test_a_cpu_captures_step_is_its_unprofiled_cpu_and_the_replay_its_profiled(
+        cpu_run_nw1, tmp_path, spiked):
     """A real capture: the model's training step is the profiled window's × p (the old
-    model kept the profiled one, p = 1), and the replay of the capture gets it back."""
+    model kept the profiled one, p = 1), and the replay of the capture gets it back; also
+    with 200 ms of system CPU added to one profiled step (edited), so the path of a window
+    with a spike is taken whatever the capture drew."""
     from stepsim.fit import calibrate
     from stepsim.calibration.profiler_overhead import step_factor
     from stepsim.calibration.sidecar import load_sidecar
@@ -119,11 +123,16 @@ def test_a_cpu_captures_step_is_its_unprofiled_cpu_and_the_replay_its_profiled(c
 
     from stepsim.calibration.page_faults import refault_fit
 
-    side = load_sidecar(cpu_run_nw1 / "sidecar.json")
+    run = cpu_run_nw1
+    if spiked:
+        from tests.test_sys_spikes import _spike_capture
+        prof = [i for i, s in enumerate(load_sidecar(run / "sidecar.json").steps) if s.profiled]
+        run = _spike_capture(run, tmp_path / "spiked", [prof[2]], 200_000.0)
+    side = load_sidecar(run / "sidecar.json")
     p = step_factor(side)[0]
     rf = refault_fit(side)     # where the run re-faulted its step's memory: its fault-free part
     p *= rf.fault_free_us / rf.unprofiled_us if rf is not None else 1.0
-    m = calibrate(cpu_run_nw1 / "trace.json.gz", sidecar=cpu_run_nw1 / "sidecar.json")
+    m = calibrate(run / "trace.json.gz", sidecar=run / "sidecar.json")
     step = m.host.ops[1]
     # a profiled step with a system-CPU spike (calibration.sys_spikes) is left out of the
     # step, and the replay gives the window its spikes back: the factor holds their share
@@ -131,7 +140,9 @@ def test_a_cpu_captures_step_is_its_unprofiled_cpu_and_the_replay_its_profiled(c
     calm = m.meta.notes.get("calm_window_ratio")
     assert (calm is not None) == any("calibration.sys_spikes" in w and "too few" not in w
                                      for w in m.meta.warnings)
-    assert m.meta.notes["step_profiler_factor"] == pytest.approx(p * (calm or 1.0))
+    p *= calm or 1.0
+    assert m.meta.notes["step_profiler_factor"] == pytest.approx(p)
+    assert calm is not None or not spiked
     assert step.dur_us == pytest.approx(m.meta.notes["compute_mean_us"])
     replay = at_capture_speed(m).host.ops[1]
     assert replay.dur_us == pytest.approx(step.dur_us / p)

@@ -99,20 +99,23 @@ def test_spikes_in_profiled_steps_do_not_move_the_models_step(cpu_run_nw1, tmp_p
     from stepsim.models.host_speed import at_capture_speed
 
     side0 = load_sidecar(cpu_run_nw1 / "sidecar.json")
-    if spikes(side0) is None or any(spikes(side0)):
-        pytest.skip("the capture records no system CPU per step, or holds a spike itself")
-    prof = [i for i, s in enumerate(side0.steps) if s.profiled]
+    if spikes(side0) is None:
+        pytest.skip("the capture records no system CPU per step")
+    own = [i for i, x in enumerate(spikes(side0)) if x]   # spikes the capture drew itself
+    prof = [i for i, s in enumerate(side0.steps) if s.profiled and i not in own]
+    if len(prof) < 4:
+        pytest.skip(f"the capture's own spikes ({own}) leave under 4 calm profiled steps")
     hit = [prof[1], prof[3]]
     run = _spike_capture(cpu_run_nw1, tmp_path / "spiked", hit, 200_000.0)
     side = load_sidecar(run / "sidecar.json")
-    assert [i for i, x in enumerate(spikes(side)) if x] == hit
+    assert [i for i, x in enumerate(spikes(side)) if x] == sorted(hit + own)
     m = calibrate(run / "trace.json.gz", sidecar=run / "sidecar.json")
     base = calibrate(cpu_run_nw1 / "trace.json.gz", sidecar=cpu_run_nw1 / "sidecar.json")
     table = build_table(load_trace(run / "trace.json.gz"))
     steps = find_steps(table)
     comp = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps]) - step_loader_waits_us(
         table, steps)
-    calm = np.array([s.number not in hit for s in steps])
+    calm = np.array([s.number not in hit + own for s in steps])
     p = step_factor(side)[0]
     step = m.host.ops[1]
     assert step.refault_us == 0 or m.host.refault_share is not None
@@ -129,4 +132,5 @@ def test_spikes_in_profiled_steps_do_not_move_the_models_step(cpu_run_nw1, tmp_p
     replay = at_capture_speed(m).host.ops[1]
     assert replay.dur_us == pytest.approx(comp.mean(), rel=1e-6)
     assert m.meta.notes["calm_window_ratio"] == pytest.approx(comp[calm].mean() / comp.mean())
-    assert "calm_window_ratio" not in base.meta.notes
+    assert ("calm_window_ratio" in base.meta.notes) == any(
+        s.profiled for i, s in enumerate(side0.steps) if i in own)
