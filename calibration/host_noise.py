@@ -233,7 +233,9 @@ def _at_one_fault_cost(side: Sidecar, rep: Sidecar, per: float | None
     if per is None or not got[0] or got[1] <= 0 or got[2] <= 0:
         return got
     lo, hi = 1 / (2 * MAX_SPEED_RATIO), 2 * MAX_SPEED_RATIO
-    gap = lambda k: k - at(k)[1] / got[2]       # noqa: E731 (rises with k)
+    def gap(k: float) -> float:   # rises with k: the replicate's work at k falls
+        return k - at(k)[1] / got[2]
+
     if gap(lo) >= 0 or gap(hi) <= 0:            # out of range: the check after says so
         return got
     return at(brentq(gap, lo, hi, xtol=1e-12, rtol=4 * np.finfo(float).eps))

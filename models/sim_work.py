@@ -13,7 +13,8 @@ from __future__ import annotations
 from stepsim.models.host import INTERLEAVE_SLICES
 from stepsim.models.params import StepModel
 
-__all__ = ["MAX_RUN_WORK", "ALWAYS_STEPS", "MAX_SMALL_RUN_WORK", "thread_pieces", "step_work", "work_problem"]
+__all__ = ["MAX_RUN_WORK", "ALWAYS_STEPS", "MAX_SMALL_RUN_WORK", "thread_pieces", "step_work",
+           "work_problem"]
 
 MAX_RUN_WORK = 5_000_000
 """Most simulated host ops, device tasks and thread pieces (over every rank and step, warm-up
