@@ -15,7 +15,7 @@ from stepsim.calibration.event_aliases import CATEGORY_ALIASES, LEGACY_GPU_PID, 
 from stepsim.calibration.trace_ts import MAX_SPAN_US
 
 __all__ = ["Columns", "row_columns", "Idents", "BadIdent", "to_int", "to_float", "dur_ns", "category",
-           "GPU_CATS", "INT_COLS"]
+           "GPU_CATS", "INT_COLS", "BAD_BYTES", "MAX_COPY_BYTES", "copy_bytes"]
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 INT_COLS = ("correlation", "external_id", "stream", "device", "bytes", "in_nelems",
@@ -23,6 +23,20 @@ INT_COLS = ("correlation", "external_id", "stream", "device", "bytes", "in_nelem
 _STREAM_TID = re.compile(r"^\s*stream\s+(\d+)", re.IGNORECASE)
 _I64 = 2**63 - 1
 MAX_DUR_INT = int(MAX_SPAN_US)
+MAX_COPY_BYTES = 2**44
+"""The most bytes one GPU copy or memset can move (16 TiB): past any device's memory (141 GB
+on an H200) and any host's; a larger ``bytes`` cannot be right."""
+BAD_BYTES = -2
+"""The ``bytes`` column's mark of a ``bytes`` that is given but cannot be right (negative, not
+a number, past :data:`MAX_COPY_BYTES`); −1 is one not given. The event table counts the marks
+in a warning and takes them as not given (:func:`calibration.events.build_table`)."""
+
+
+def copy_bytes(value: int, given: bool) -> int:
+    """The ``bytes`` column's value for the :func:`to_int` of a given (or not) ``bytes``."""
+    if not given:
+        return -1
+    return value if 0 <= value <= MAX_COPY_BYTES else BAD_BYTES
 
 
 def to_int(v) -> int:
@@ -261,10 +275,12 @@ def row_columns(events) -> Columns:
         if v is not None:
             ext[i] = to_int(v)
         if nc in GPU_CATS or nc == "gpu_user_annotation":
-            for col, out in ((stream, "stream"), (device, "device"), (nbytes, "bytes")):
+            for col, out in ((stream, "stream"), (device, "device")):
                 v = arg_value(a, out)
                 if v is not None:
                     col[i] = to_int(v)
+            v = arg_value(a, "bytes")
+            nbytes[i] = copy_bytes(to_int(v), v is not None)
             v = arg_value(a, "gbps")
             if v is not None:
                 gbps[i] = to_float(v)

@@ -5,6 +5,7 @@ intact. The temporary file is removed whatever stops the write: an exception, Ct
 SIGTERM that arrives while it exists (which then exits with status 143 after removing it)."""
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
@@ -132,6 +133,12 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             short = path.name.encode("utf-8", "surrogateescape")[:100].decode("utf-8", "ignore")
             fd, tmp = tempfile.mkstemp(prefix=f".{short}.", suffix=".tmp", dir=path.parent)
         except OSError as e:   # a read-only folder: name the output, not the temporary file
+            if e.errno == errno.ENOENT and path.parent.is_dir():
+                # /proc: the folder is there, but its file system makes no new file (the
+                # kernel's "No such file or directory" named a file the user never gave)
+                raise InputError(path, f"cannot be written: {shown(path.parent)} takes no new "
+                                       "file (a kernel's pseudo file system such as /proc, "
+                                       "not a disk)") from None
             raise OSError(e.errno, e.strerror, str(path)) from None
         os.close(fd)
         done = False

@@ -1,0 +1,246 @@
+"""Bad input found by the ninth breaker (2026-12-05): each refused in one line (exit 2, no
+traceback), dropped or ignored and counted in a warning, or bounded; inputs never changed."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import record_cpu_run
+from tests.kineto_gen import one_rank_trace
+from tests.test_quirks import cli, one_line_error
+
+
+def _digest(*paths: Path) -> dict:
+    """Each file under ``paths`` (files or folders) → its SHA-256."""
+    files = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*")))
+             if f.is_file()]
+    return {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("warning: ")]
+
+
+# ------------------------------------------------------------------------ --jobs --------------
+def test_jobs_past_the_cpus_is_capped_with_one_warning(tmp_path):
+    """``--jobs 1000`` forked up to 1,000 simulators on 2 cores: now as many as the process may
+    run on (its affinity mask), said in one warning; the answer is the same as with those."""
+    from stepsim.models.params import save_model
+    from stepsim.scenarios.parallel import capped_jobs, default_jobs
+    from tests.test_batch_size_whatif import cpu_model
+
+    cpus = default_jobs()
+    assert capped_jobs(0) == (cpus, None) and capped_jobs(cpus) == (cpus, None)
+    n, note = capped_jobs(1000)
+    assert n == cpus and f"--jobs 1000: this process may run on {cpus} CPU(s)" in note
+    save_model(cpu_model(1, produce_ms=2, train_ms=1), tmp_path / "m.json")
+    args = ("whatif", tmp_path / "m.json", "--set", "loader.num_workers=2", "--draws", "2",
+            "--steps", "10", "--json")
+    rc, err, out = cli(*args, "--jobs", "1000")
+    assert rc == 0 and "Traceback" not in err
+    assert [w for w in _warnings(err) if "--jobs" in w] == [f"warning: {note}"]
+    rc2, err2, out2 = cli(*args, "--jobs", str(cpus))
+    assert rc2 == 0 and "--jobs" not in err2 and out2 == out
+
+
+def test_run_many_never_forks_more_than_the_cpus(monkeypatch):
+    """The API's own ``run_many(jobs=1000)`` asks its pool for the usable CPUs at most."""
+    import stepsim.scenarios.parallel as par
+
+    asked = []
+
+    class Pool(par.ProcessPoolExecutor):
+        def __init__(self, max_workers=None, **kw):
+            asked.append(max_workers)
+            super().__init__(max_workers=max_workers, **kw)
+
+    monkeypatch.setattr(par, "ProcessPoolExecutor", Pool)
+    assert par.run_many(abs, [-1, -2, -3, -4, -5], jobs=1000) == [1, 2, 3, 4, 5]
+    assert asked == [min(5, par.default_jobs())]
+
+
+# ------------------------------------------------------------- ProfilerStep#abc ---------------
+@pytest.mark.parametrize("bad", ["ProfilerStep#abc", "ProfilerStep#-1", "ProfilerStep#1.5",
+                                 "ProfilerStep#", "ProfilerStep#" + "9" * 19])
+def test_a_step_marker_without_a_number_is_dropped_and_counted(tmp_path, bad):
+    """A ``ProfilerStep#abc`` marker was dropped without a word (the regex took only
+    ``#N``); now counted in a warning naming it. The last marker is the one spoilt, so no gap
+    warning tells of it either."""
+    def spoil(ev):
+        [e for e in ev if e["name"].startswith("ProfilerStep#")][-1]["name"] = bad
+    trace = one_rank_trace(tmp_path / "t.json", change=spoil)
+    before = _digest(trace)
+    rc, err, out = cli("calibrate", trace, "-o", tmp_path / "m.json")
+    assert rc == 0 and "Traceback" not in err
+    said = [w for w in _warnings(err) if "whose step number is not a whole number" in w]
+    assert len(said) == 1 and "t.json: dropped 1 ProfilerStep marker(s)" in said[0]
+    assert repr(bad)[:60] in said[0]
+    assert "calibrated 3 steps" in out          # the 4 markers less the spoilt one
+    assert _digest(trace) == before
+
+
+def test_real_trace_markers_are_all_whole_numbers():
+    """No marker of the real traces is dropped so (the warning fires on none of them)."""
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.steps import find_steps
+    from stepsim.calibration.trace_io import load_trace
+    from tests.conftest import shared_traces
+
+    trace = (shared_traces() / "kineto" / "515e6115_rec2020-12-02" / "resnet50_num_workers_0"
+             / "worker0.pt.trace.json.gz")
+    steps = find_steps(build_table(load_trace(trace)))
+    assert len(steps) > 1 and not any("whole number" in w for w in steps.warnings)
+
+
+# ------------------------------------------------------------------ memcpy bytes --------------
+def _spoil_bytes(values):
+    def spoil(ev):
+        copies = [e for e in ev if e.get("cat") == "gpu_memcpy"]
+        assert len(copies) >= len(values)
+        for e, v in zip(copies, values):
+            e["args"]["bytes"] = v
+    return spoil
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_copy_whose_bytes_cannot_be_right_is_counted(tmp_path, gz):
+    """A memcpy's ``bytes`` of -5, "lots", 1e30 or 2**62 was taken as not given without a
+    word; now counted in a warning (the event is kept: its time is what the device did),
+    through the whole-file and the block (``--steps``) readers alike."""
+    trace = one_rank_trace(tmp_path / "t.json", change=_spoil_bytes([-5, "lots", 1e30, 2**62]))
+    if gz:
+        trace.with_suffix(".json.gz").write_bytes(gzip.compress(trace.read_bytes()))
+        trace.unlink()
+        trace = trace.with_suffix(".json.gz")
+    before = _digest(trace)
+    good = one_rank_trace(tmp_path / "good.json")
+    for extra in ((), ("--steps", "3:6")):
+        rc, err, out = cli("calibrate", trace, "-o", tmp_path / "m.json", *extra)
+        assert rc == 0 and "Traceback" not in err
+        said = [w for w in _warnings(err) if "bytes cannot be right" in w]
+        assert len(said) == 1 and f"{trace.name}: ignored the bytes of 4 of 8" in said[0], err
+    rc, err, _ = cli("calibrate", good, "-o", tmp_path / "g.json")
+    assert rc == 0 and "bytes cannot be right" not in err
+    assert _digest(trace) == before
+
+
+def test_both_column_readers_mark_bad_bytes_alike():
+    """The per-event reader (:func:`row_columns`) and the columnar one give the same bytes."""
+    from stepsim.calibration.event_rows import BAD_BYTES, MAX_COPY_BYTES, copy_bytes, row_columns
+
+    vals = [7, -5, "lots", 1e30, MAX_COPY_BYTES, MAX_COPY_BYTES + 1, "12", None]
+    ev = [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7,
+           "ts": i, "dur": 1, "args": {"stream": 7, "bytes": v}} for i, v in enumerate(vals)]
+    ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7,
+               "ts": 9, "dur": 1, "args": {"stream": 7}})
+    want = [7, BAD_BYTES, BAD_BYTES, BAD_BYTES, MAX_COPY_BYTES, BAD_BYTES, 12, -1, -1]
+    assert row_columns(ev).ints["bytes"].tolist() == want
+    assert copy_bytes(-1, False) == -1 and copy_bytes(3, True) == 3
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_the_table_takes_bad_bytes_as_not_given(tmp_path, columnar):
+    """Both readers of a whole trace: the table holds −1 for each spoilt copy, its byte
+    count for the others, and one warning."""
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.trace_io import load_trace
+
+    trace = one_rank_trace(tmp_path / "t.json", change=_spoil_bytes([-5, "lots"]))
+    t = build_table(load_trace(trace, columnar=columnar))
+    copies = t.bytes[t.cat == "gpu_memcpy"].tolist()
+    assert copies[:2] == [-1, -1] and all(b >= 0 for b in copies[2:])
+    assert sum("bytes cannot be right" in w for w in t.warnings) == 1
+
+
+# ------------------------------------------------------------------ sidecar workers -----------
+@pytest.fixture(scope="module")
+def run_nw2(tmp_path_factory) -> Path:
+    """A real 2-worker capture (map-style dataset of 40 batches an epoch)."""
+    return record_cpu_run(tmp_path_factory.mktemp("nw2"), num_workers=2, active=4, work=60)
+
+
+def _edited(src: Path, dst: Path, edit) -> Path:
+    shutil.copytree(src, dst)
+    side = json.loads((dst / "sidecar.json").read_text())
+    edit(side)
+    (dst / "sidecar.json").write_text(json.dumps(side))
+    return dst
+
+
+def test_a_real_two_worker_capture_passes(run_nw2, tmp_path):
+    side = json.loads((run_nw2 / "sidecar.json").read_text())
+    assert {r["worker"] for r in side["produce"]} == {0, 1}
+    rc, err, _ = cli("calibrate", run_nw2, "-o", tmp_path / "m.json")
+    assert rc == 0 and "produce' record" not in err, err
+
+
+@pytest.mark.parametrize("same_pid", [False, True])
+def test_batches_all_from_one_of_four_workers_are_refused(run_nw2, tmp_path, same_pid):
+    """Every batch from worker 0 while ``num_workers=4`` (8 in the breaker's file) was
+    calibrated as 4 workers: a map-style loader hands its batches round robin to every
+    worker, so it cannot be right (the capture made 14 batches: twice 4 and more)."""
+    def edit(side):
+        assert len(side["produce"]) >= 8
+        side["loader"]["num_workers"] = 4
+        for r in side["produce"]:
+            r["worker"] = 0
+            if same_pid:
+                r["pid"] = 4242
+    run = _edited(run_nw2, tmp_path / "run", edit)
+    before = _digest(run)
+    rc, err, _ = cli("calibrate", run, "-o", tmp_path / "m.json")
+    one_line_error(rc, err, "sidecar.json", "come from 1 worker(s) (0)", "num_workers=4",
+                   "round robin")
+    assert _digest(run) == before and not (tmp_path / "m.json").exists()
+
+
+def test_round_robin_is_checked_only_where_it_holds():
+    """Closed forms of the rule: an epoch shorter than the workers, fewer than twice their
+    number of batches, a missing worker that the dropped records may account for, or no
+    dataset length (an iterable dataset may leave workers idle): accepted."""
+    from types import SimpleNamespace as NS
+
+    from stepsim.calibration.sidecar_cross import _round_robin
+    from stepsim.simcore.errors import InputError
+
+    def side(nw=4, n=1000, bs=10, batches=8, workers=(0, 1, 2)):
+        recs = [NS(worker=workers[k % len(workers)]) for k in range(batches)]
+        return NS(loader=NS(num_workers=nw, dataset_len=n, batch_size=bs, drop_last=False),
+                  produce=recs)
+    with pytest.raises(InputError, match="come from 3 worker"):
+        _round_robin(Path("s.json"), side(), 8)
+    _round_robin(Path("s.json"), side(n=30), 8)          # 3 batches an epoch < 4 workers
+    _round_robin(Path("s.json"), side(batches=7), 7)     # fewer than 2 × 4 batches
+    _round_robin(Path("s.json"), side(), 9)              # one dropped record: maybe worker 3
+    _round_robin(Path("s.json"), side(n=None), 8)        # no length: maybe iterable
+    _round_robin(Path("s.json"), side(workers=(0, 1, 2, 3)), 8)
+
+
+def test_two_batches_at_once_from_one_worker_are_dropped(run_nw2, tmp_path):
+    """A batch record copied (the same worker and process making two batches at once) is a
+    record that cannot be right: dropped and counted, the calibration the same as without."""
+    def edit(side):
+        side["produce"].append(dict(side["produce"][3]))
+    run = _edited(run_nw2, tmp_path / "run", edit)
+    rc, err, _ = cli("calibrate", run, "-o", tmp_path / "m.json")
+    assert rc == 0
+    said = [w for w in _warnings(err) if "makes it while it makes another" in w]
+    n = len(json.loads((run / "sidecar.json").read_text())["produce"])
+    assert len(said) == 1 and f"dropped 1 of {n} 'produce' record(s)" in said[0], err
+
+
+# ------------------------------------------------------------------ outputs -------------------
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="no /proc (not Linux)")
+@pytest.mark.parametrize("target", ["/proc/version", "/proc/self/m.json"])
+def test_an_output_in_proc_says_what_is_wrong(tmp_path, target):
+    """``-o /proc/version`` said "No such file or directory" of a file that is there: its
+    folder takes no new file (the temporary file of the atomic write)."""
+    trace = one_rank_trace(tmp_path / "t.json")
+    rc, err, _ = cli("calibrate", trace, "-o", target)
+    line = one_line_error(rc, err, target, "cannot be written", "takes no new file")
+    assert "No such file" not in line
