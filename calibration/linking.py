@@ -26,6 +26,7 @@ dropped, or a sampled trace) and says how many.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -119,20 +120,26 @@ def link(table: EventTable) -> Links:
     api = np.nonzero(table.is_cat("cuda_runtime", "cuda_driver") & (table.ph == "X"))[0]
     api_c = api[table.correlation[api] >= 0]
     by_corr: dict[int, list[int]] = {}
-    for r, c in zip(api_c.tolist(), table.correlation[api_c].tolist()):
-        by_corr.setdefault(c, []).append(r)
+    ts = table.ts_ns
+    # calls in start order (ties in row order): the latest that starts no later than the
+    # activity is found by bisection, not a scan of every call of the id (the param
+    # linear_kineto trace with its 14,515 runtime calls given one correlation id took 160 s
+    # on 2 loaded cores, 2026-12-05; 1 s so)
+    for r in sorted(zip(ts[api_c].tolist(), api_c.tolist())):
+        by_corr.setdefault(int(table.correlation[r[1]]), []).append(r[1])
+    starts = {c: ts[rows].tolist() for c, rows in by_corr.items() if len(rows) > 1}
     launch = np.full(len(gpu), -1, dtype=np.int64)
     method = np.full(len(gpu), "", dtype=object)
-    ts = table.ts_ns
     for k, (g, c) in enumerate(zip(gpu.tolist(), table.correlation[gpu].tolist())):
         cands = by_corr.get(c) if c >= 0 else None
         if not cands:
             continue
         if len(cands) == 1:
             launch[k] = cands[0]
-        else:
-            before = [r for r in cands if ts[r] <= ts[g]] or cands
-            launch[k] = max(before, key=lambda r: ts[r])
+        else:   # the latest call before it (or of all), the first of calls at one instant
+            t = starts[c]
+            i = bisect_right(t, int(ts[g])) - 1
+            launch[k] = cands[bisect_left(t, t[i if i >= 0 else -1])]
         method[k] = "correlation"
     missing = np.nonzero(launch < 0)[0]
     if len(missing):

@@ -369,7 +369,7 @@ def load_sidecar(path: str | Path) -> Sidecar:
             field of the wrong type or out of range (named).
     """
     p = Path(path)
-    data = parse_json(p, read_input(p, "sidecar"), "sidecar")
+    data = parse_json(p, read_input(p, "sidecar"), "sidecar", unique_keys=True)
     if not isinstance(data, dict) or "stepsim_sidecar" not in data:
         raise InputError(p, "not a stepsim sidecar (no 'stepsim_sidecar' key); "
                             "it is written by calibration.capture.Capture")

@@ -244,3 +244,84 @@ def test_an_output_in_proc_says_what_is_wrong(tmp_path, target):
     rc, err, _ = cli("calibrate", trace, "-o", target)
     line = one_line_error(rc, err, target, "cannot be written", "takes no new file")
     assert "No such file" not in line
+
+
+# ------------------------------------------------------------------ duplicated keys -----------
+def _twice(text: str, tail: str) -> str:
+    """``text`` (a JSON object) with ``tail`` (``"key": value``) added at its end: the key
+    then given twice."""
+    return text.rstrip().rstrip("}") + f", {tail}}}"
+
+
+def test_a_sidecar_key_given_twice_is_refused(run_nw2, tmp_path):
+    """A second ``"loader": {"num_workers": 7}`` at the sidecar's end was read silently (the
+    last one wins), and the capture calibrated as 7 workers; now refused, naming the key."""
+    run = tmp_path / "run"
+    shutil.copytree(run_nw2, run)
+    side = run / "sidecar.json"
+    side.write_text(_twice(side.read_text(), '"loader": {"num_workers": 7}'))
+    before = _digest(run)
+    rc, err, _ = cli("calibrate", run, "-o", tmp_path / "m.json")
+    one_line_error(rc, err, "sidecar.json", "the key 'loader' is given twice")
+    assert _digest(run) == before and not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("tail, key", [('"ranks": []', "ranks"), ('"host": 5', "host")])
+def test_a_model_key_given_twice_is_refused(tmp_path, tail, key):
+    """A model whose ``ranks`` (or ``host``) is given twice ran the last one silently."""
+    from stepsim.models.params import save_model
+    from tests.test_batch_size_whatif import cpu_model
+
+    m = tmp_path / "m.json"
+    save_model(cpu_model(1, produce_ms=2, train_ms=1), m)
+    m.write_text(_twice(m.read_text(), tail))
+    before = _digest(m)
+    for verb in ("simulate", "ceiling"):
+        rc, err, _ = cli(verb, m, "--steps", "10")
+        one_line_error(rc, err, "m.json", f"the key '{key}' is given twice")
+    assert _digest(m) == before
+
+
+def test_a_key_twice_at_any_depth():
+    """The check sees a key twice at any depth, never the same key in two objects; NaN and
+    1e400 are left to the reader that refuses or takes them."""
+    from stepsim.simcore.errors import InputError
+    from stepsim.simcore.parsing import parse_json
+
+    assert parse_json("x.json", b'{"a": {"b": 1}, "c": {"b": 2}}', "x", unique_keys=True) == \
+        {"a": {"b": 1}, "c": {"b": 2}}
+    with pytest.raises(InputError, match="'b' is given twice"):
+        parse_json("x.json", b'{"a": [{"b": 1, "b": 2}]}', "x", unique_keys=True)
+    assert parse_json("x.json", b'{"a": 1, "a": 2}', "x") == {"a": 2}   # a trace's reader
+
+
+# ------------------------------------------------------------------ shared correlation ids ----
+def test_many_calls_of_one_correlation_id_link_as_the_scan_did(tmp_path):
+    """Every runtime call of a real trace given one correlation id took 160 s to link (each
+    activity scanned every call of its id): now a bisection, which links each activity as the
+    scan did (the latest call that starts no later than it; of all when none does; the first
+    of calls at one instant). Checked against the scan on the spoilt trace."""
+    import re
+
+    import numpy as np
+
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.linking import link
+    from stepsim.calibration.trace_io import load_trace
+    from tests.conftest import shared_traces
+
+    text = gzip.decompress((shared_traces() / "param" / "linear_kineto.json.gz").read_bytes())
+    spoilt = tmp_path / "one_id.json"
+    spoilt.write_bytes(re.sub(rb'"correlation": \d+', b'"correlation": 7', text))
+    t = build_table(load_trace(spoilt))
+    links = link(t)
+    api = np.nonzero(t.is_cat("cuda_runtime", "cuda_driver") & (t.ph == "X"))[0]
+    calls = [r for r in api.tolist() if t.correlation[r] == 7]
+    assert len(calls) > 10_000
+    ts = t.ts_ns
+    for k in range(0, len(links.gpu_rows), 97):   # the scan of the old code, on a sample
+        g = links.gpu_rows[k]
+        if t.correlation[g] != 7:
+            continue
+        before = [r for r in calls if ts[r] <= ts[g]] or calls
+        assert links.launch_row[k] == max(before, key=lambda r: ts[r])
