@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -190,6 +190,10 @@ class Columns:
     bad_args: list
     bad_dur: list
     timed: int
+    bad_text: list = field(default_factory=list)
+    """Events whose ``name`` or ``ph`` is not a string (index, problem each): the profiler
+    writes both as text; a ``ph`` of 7 made the event no phase at all, a ``name`` of 12345
+    no step marker, both without a word before."""
 
 
 def row_columns(events) -> Columns:
@@ -216,6 +220,7 @@ def row_columns(events) -> Columns:
     bad_args: list[tuple[int, str]] = []
     bad_dur: list[tuple[int, str]] = []
     timed = 0
+    bad_text: list[tuple[int, str]] = []
     for i, e in enumerate(events):
         nm = e.get("name")
         names[i] = nm if isinstance(nm, str) else ("" if nm is None else str(nm))
@@ -223,8 +228,11 @@ def row_columns(events) -> Columns:
         p = e.get("ph")
         if not (c is None or type(c) is str):
             c = str(c)
-        if not (p is None or type(p) is str):
-            p = str(p)
+        if not (p is None or type(p) is str) or not (nm is None or type(nm) is str):
+            what = "ph" if not (p is None or type(p) is str) else "name"
+            v = p if what == "ph" else nm
+            bad_text.append((i, f"{what} is {_JSON_KIND.get(type(v), 'not a string')}"))
+            p = None if p is None else str(p)
         ph[i] = p
         raw_cat[i] = c
         key = (c, p)
@@ -294,4 +302,5 @@ def row_columns(events) -> Columns:
             dtype[i] = "" if dt is None else str(dt)
     return Columns(names=names, cat=cat, raw_cat=raw_cat, ph=ph, pid=pid, tid=tid, dur=dur,
                    ints=ints, flow_id=flow_id, gbps=gbps, coll=coll, dtype=dtype,
-                   str_ids=ident.str_ids, bad_args=bad_args, bad_dur=bad_dur, timed=timed)
+                   str_ids=ident.str_ids, bad_args=bad_args, bad_dur=bad_dur, timed=timed,
+                   bad_text=bad_text)

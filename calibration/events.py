@@ -313,6 +313,13 @@ def build_table(raw: RawTrace) -> EventTable:
         warnings.append(_bad_fields(raw.path, cols.bad_args, n))
     if cols.bad_dur:
         warnings.append(_bad_durs(raw.path, cols.bad_dur, cols.timed))
+    if cols.bad_text:
+        i, problem = cols.bad_text[0]
+        if len(cols.bad_text) >= n:
+            raise InputError(raw.path, f"no event left: all {n} are events whose name or ph is "
+                                       f"not text (first: {problem})", f"event {i}")
+        warnings.append(f"{raw.path.name}: dropped {len(cols.bad_text)} of {n} event(s) whose "
+                        f"name or ph is not text (first: {problem} at event {i})")
     warnings += _bad_bytes(raw.path, cols.ints["bytes"])
     table = EventTable(
         names=cols.names, cat=cat, raw_cat=cols.raw_cat, ph=ph, pid=cols.pid, tid=tid,
@@ -320,8 +327,8 @@ def build_table(raw: RawTrace) -> EventTable:
         dtype=cols.dtype, **cols.ints, index=np.arange(n, dtype=np.int64), path=raw.path,
         metadata=raw.metadata, base_ns=base_abs, str_ids={v: k for k, v in cols.str_ids.items()},
         warnings=warnings, _raw=raw)
-    if cols.bad_dur or cols.bad_args:
+    if cols.bad_dur or cols.bad_args or cols.bad_text:
         keep = np.ones(n, dtype=bool)
-        keep[[i for i, _ in cols.bad_dur + cols.bad_args]] = False
+        keep[[i for i, _ in cols.bad_dur + cols.bad_args + cols.bad_text]] = False
         table = table.where(keep)
     return table

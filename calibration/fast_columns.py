@@ -90,6 +90,13 @@ def _objects(vals: list, conv) -> np.ndarray:
     return np.fromiter(vals, object, len(vals))
 
 
+def _all_text(vals: list) -> bool:
+    """Whether every value is a string or missing (None, :data:`ABSENT`, an int)."""
+    if set(map(type, vals)) <= {str, type(None)}:
+        return True
+    return all(type(v) is str or v is None or v is ABSENT for v in vals)
+
+
 def _text(v):
     return v if v is None else str(plain(v))
 
@@ -137,6 +144,8 @@ def fast_columns(dec: Decoded, events, ident: Idents | None = None,
     if args is None:
         return None
     n = len(dec.names)
+    if not _all_text(dec.names) or not _all_text(dec.ph):
+        return None   # the general reader drops and counts those events
     names = _objects(dec.names, lambda v: "" if v is None else str(plain(v)))
     raw_cat, ph = _objects(dec.cat, _text), _objects(dec.ph, _text)
     cats, phs = raw_cat.tolist(), ph.tolist()

@@ -325,3 +325,36 @@ def test_many_calls_of_one_correlation_id_link_as_the_scan_did(tmp_path):
             continue
         before = [r for r in calls if ts[r] <= ts[g]] or calls
         assert links.launch_row[k] == max(before, key=lambda r: ts[r])
+
+
+# ------------------------------------------------------------------ name / ph not text -------
+@pytest.mark.parametrize("field, value, kind", [("ph", 7, "ph is a number"),
+                                                ("name", 12345, "name is a number"),
+                                                ("name", ["ProfilerStep#4"], "name is an array")])
+def test_an_event_whose_name_or_ph_is_not_text_is_dropped_and_counted(tmp_path, field, value,
+                                                                     kind):
+    """A ``ph`` of 7 made an event no phase (ignored) and a ``name`` of 12345 no step marker,
+    both without a word (a step went missing); now dropped and counted, by both readers."""
+    from stepsim.calibration.events import build_table
+    from stepsim.calibration.trace_io import load_trace
+
+    def spoil(ev):
+        marker = [e for e in ev if e["name"].startswith("ProfilerStep#")][1]
+        marker[field] = value
+    trace = one_rank_trace(tmp_path / "t.json", change=spoil)
+    before = _digest(trace)
+    for columnar in (True, False):
+        t = build_table(load_trace(trace, columnar=columnar))
+        said = [w for w in t.warnings if "whose name or ph is not text" in w]
+        assert len(said) == 1 and "dropped 1 of " in said[0] and kind in said[0]
+    rc, err, _ = cli("calibrate", trace, "-o", tmp_path / "m.json")
+    assert rc == 0 and sum("not text" in w for w in _warnings(err)) == 1
+    assert _digest(trace) == before
+
+
+def test_a_trace_of_only_such_events_is_one_line(tmp_path):
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": 1, "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}] * 3}))
+    rc, err, _ = cli("calibrate", trace, "-o", tmp_path / "m.json")
+    one_line_error(rc, err, "t.json", "no event left", "whose name or ph is not text")
