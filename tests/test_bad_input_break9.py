@@ -358,3 +358,61 @@ def test_a_trace_of_only_such_events_is_one_line(tmp_path):
         {"ph": 1, "name": "a", "ts": 1, "dur": 1, "pid": 1, "tid": 1}] * 3}))
     rc, err, _ = cli("calibrate", trace, "-o", tmp_path / "m.json")
     one_line_error(rc, err, "t.json", "no event left", "whose name or ph is not text")
+
+
+# ------------------------------------------------------------------ scenario files -----------
+def _model(tmp_path) -> Path:
+    from stepsim.models.params import save_model
+    from tests.test_batch_size_whatif import cpu_model
+
+    save_model(cpu_model(1, produce_ms=2, train_ms=1), tmp_path / "m.json")
+    return tmp_path / "m.json"
+
+
+@pytest.mark.parametrize("op, says", [
+    ("{op: set, path: loader.num_workers, value: many}", "must be an integer, not str 'many'"),
+    ("{op: set, path: loader.pin_memory, value: maybe}", "must be true or false"),
+    ("{op: set, path: loader.nonexistent, value: 1}", "unknown parameter path"),
+    ("{op: fix, name: more_workers, args: {workers: 100000000000}}",
+     "fix more_workers(workers=100000000000): set loader.num_workers=100000000000")])
+@pytest.mark.parametrize("verb", ["whatif", "plan"])
+def test_a_scenario_op_that_gives_a_bad_model_names_the_scenario_file(tmp_path, op, says, verb):
+    """A value of the wrong type in a scenario file ("set loader.num_workers='many': gives an
+    invalid model") named no file; a fix's bad result named a --set the user never gave."""
+    m = _model(tmp_path)
+    s = tmp_path / "bad_scenario.yaml"
+    s.write_text(f"ops:\n  - {op}\n")
+    before = _digest(m, s)
+    rc, err, _ = cli(verb, m, "--scenario", s, "--draws", "0", "--steps", "10")
+    one_line_error(rc, err, "bad_scenario.yaml: ", says)
+    assert _digest(m, s) == before
+
+
+def test_the_same_op_from_a_file_and_the_command_line_is_one_op():
+    """An op keeps its source apart from its fields: equal, one hash."""
+    from stepsim.scenarios.transforms import SetOp
+
+    a, b = SetOp(path="loader.num_workers", value=1), SetOp(path="loader.num_workers", value=1)
+    b._source = "s.yaml"
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+
+
+def test_a_scenario_of_too_many_ops_or_bytes_is_one_line(tmp_path):
+    """200,000 ops in a 10 MB scenario ran past 4 minutes (69 s of it reading the YAML): a
+    YAML file is bounded (1 MiB) and so are the operations (1,000)."""
+    from stepsim.scenarios.options import MAX_OPS
+    from stepsim.simcore.parsing import MAX_YAML_BYTES
+
+    m = _model(tmp_path)
+    line = "  - {op: set, path: loader.num_workers, value: 1}\n"
+    big = tmp_path / "big.yaml"
+    big.write_text("ops:\n" + line * (MAX_YAML_BYTES // len(line) + 1))
+    rc, err, _ = cli("whatif", m, "--scenario", big, "--draws", "0", "--steps", "10")
+    one_line_error(rc, err, "big.yaml", "MiB of YAML", "at most 1 MiB")
+    many = tmp_path / "many.yaml"
+    many.write_text("ops:\n" + line * MAX_OPS)
+    rc, err, _ = cli("whatif", m, "--scenario", many, "--set", "loader.num_workers=2",
+                     "--draws", "0", "--steps", "10")
+    one_line_error(rc, err, f"{MAX_OPS + 1:,} what-if operations", f"at most {MAX_OPS:,}")
+    rc, err, _ = cli("whatif", m, "--scenario", many, "--draws", "0", "--steps", "10")
+    assert rc == 0, err
