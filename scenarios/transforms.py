@@ -42,7 +42,7 @@ from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.paths import replaced, set_value, telling_error
 from stepsim.scenarios.primitives import remove, scale
 from stepsim.scenarios.select import Selector
-from stepsim.simcore.errors import InputError, ModelError, NotApplicable
+from stepsim.simcore.errors import InputError, ModelError, NotApplicable, shown
 from stepsim.simcore.files import read_input
 from stepsim.simcore.parsing import parse_yaml, yaml_value
 
@@ -232,7 +232,7 @@ def apply_with_notes(model: StepModel, ops: Sequence[Operation]) -> tuple[StepMo
         except ModelError as e:   # a scenario file's op: the file is named (NotApplicable:
             if op._source is None or isinstance(e, NotApplicable):   # the model is)
                 raise
-            raise InputError(op._source, str(e)) from None
+            raise ModelError(f"{shown(op._source)}: {e}") from None
         lo = after.loader
         if out.loader.num_workers > 0 and lo.num_workers == 0 \
                 and lo.prefetch_factor != PREFETCH_DEFAULT:
