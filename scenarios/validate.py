@@ -355,7 +355,8 @@ def _record(p: Path, line: bytes, where: str) -> LedgerRecord:
     try:
         data = parse_json(p, line, "ledger", unique_keys=True)
     except InputError as e:
-        raise InputError(p, e.problem, where=f"{where}; in it {e.where}") from None
+        raise InputError(p, e.problem, where=f"{where}; in it {e.where}" if e.where
+                         else where) from None
     try:
         return LedgerRecord.model_validate(data)
     except ValidationError as e:

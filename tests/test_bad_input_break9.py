@@ -416,3 +416,27 @@ def test_a_scenario_of_too_many_ops_or_bytes_is_one_line(tmp_path):
     one_line_error(rc, err, f"{MAX_OPS + 1:,} what-if operations", f"at most {MAX_OPS:,}")
     rc, err, _ = cli("whatif", m, "--scenario", many, "--draws", "0", "--steps", "10")
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("verb, flag", [("calibrate", "-o"), ("whatif", "--save-model")])
+def test_dash_as_an_output_is_refused(tmp_path, monkeypatch, verb, flag):
+    """``-o -`` wrote a file named ``-`` in the working folder (a Unix user means stdout)."""
+    monkeypatch.chdir(tmp_path)
+    src = one_rank_trace(tmp_path / "t.json") if verb == "calibrate" else _model(tmp_path)
+    extra = () if verb == "calibrate" else ("--set", "loader.num_workers=2", "--draws", "0")
+    rc, err, _ = cli(verb, src, *extra, flag, "-")
+    assert rc == 2 and "'-' (standard output) is not an output here" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "-").exists()
+
+
+def test_a_ledger_line_with_a_key_twice_is_one_line(tmp_path):
+    """A ledger record whose ``label`` is given twice: refused, naming the key and the line."""
+    from tests.test_ledger import _rec
+
+    good = _rec(1.0, True).model_dump_json()
+    led = tmp_path / "l.jsonl"
+    led.write_text(good + "\n" + good[:-1] + ', "label": "x"}\n')
+    before = _digest(led)
+    rc, err, _ = cli("ledger", led)
+    line = one_line_error(rc, err, "l.jsonl", "the key 'label' is given twice", "(at line 2)")
+    assert "None" not in line and _digest(led) == before
