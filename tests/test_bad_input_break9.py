@@ -429,14 +429,23 @@ def test_dash_as_an_output_is_refused(tmp_path, monkeypatch, verb, flag):
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "-").exists()
 
 
-def test_a_ledger_line_with_a_key_twice_is_one_line(tmp_path):
-    """A ledger record whose ``label`` is given twice: refused, naming the key and the line."""
+def test_a_ledger_line_with_a_key_twice_is_skipped_or_one_line(tmp_path):
+    """A ledger record whose ``label`` is given twice is skipped and counted beside good
+    ones; alone it is refused, naming the key and its line (not "in it None")."""
     from tests.test_ledger import _rec
 
     good = _rec(1.0, True).model_dump_json()
+    twice = good[:-1] + ', "label": "x"}\n'
     led = tmp_path / "l.jsonl"
-    led.write_text(good + "\n" + good[:-1] + ', "label": "x"}\n')
+    led.write_text(good + "\n" + twice)
     before = _digest(led)
     rc, err, _ = cli("ledger", led)
-    line = one_line_error(rc, err, "l.jsonl", "the key 'label' is given twice", "(at line 2)")
-    assert "None" not in line and _digest(led) == before
+    assert rc == 0 and _warnings(err) == [
+        "warning: l.jsonl: skipped 1 of 2 line(s) that are not ledger records (first: line 2: "
+        "the key 'label' is given twice in one object of the ledger (a JSON reader keeps one "
+        "silently: which was meant?))"]
+    assert _digest(led) == before
+    led.write_text(twice)
+    rc, err, _ = cli("ledger", led)
+    line = one_line_error(rc, err, "l.jsonl", "the key 'label' is given twice", "(at line 1)")
+    assert "None" not in line
