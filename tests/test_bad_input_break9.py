@@ -449,3 +449,16 @@ def test_a_ledger_line_with_a_key_twice_is_skipped_or_one_line(tmp_path):
     rc, err, _ = cli("ledger", led)
     line = one_line_error(rc, err, "l.jsonl", "the key 'label' is given twice", "(at line 1)")
     assert "None" not in line
+
+
+def test_a_peak_given_twice_is_one_line(tmp_path):
+    """``--peak fp32=1,fp32=2`` took the last value silently."""
+    from stepsim.scenarios.gpus import parse_peaks
+    from stepsim.simcore.errors import ModelError
+
+    assert parse_peaks("fp32=1e12,bw=9e11") == {"fp32": 1e12, "bw": 9e11}
+    with pytest.raises(ModelError, match="fp32 is given twice"):
+        parse_peaks("fp32=1e12,fp32=2e12")
+    trace = one_rank_trace(tmp_path / "t.json")
+    rc, err, _ = cli("diagnose", trace, "--peak", "fp32=1e12,fp32=2e12", "--draws", "0")
+    one_line_error(rc, err, "--peak", "fp32 is given twice")
