@@ -236,14 +236,25 @@ def test_two_batches_at_once_from_one_worker_are_dropped(run_nw2, tmp_path):
 
 # ------------------------------------------------------------------ outputs -------------------
 @pytest.mark.skipif(not Path("/proc/version").is_file(), reason="no /proc (not Linux)")
-@pytest.mark.parametrize("target", ["/proc/version", "/proc/self/m.json"])
+@pytest.mark.parametrize("target", ["/proc/version", "/proc/self/m.json", "/proc/new/m.json"])
 def test_an_output_in_proc_says_what_is_wrong(tmp_path, target):
     """``-o /proc/version`` said "No such file or directory" of a file that is there: its
-    folder takes no new file (the temporary file of the atomic write)."""
+    folder takes no new file (the temporary file of the atomic write), nor a new folder."""
     trace = one_rank_trace(tmp_path / "t.json")
     rc, err, _ = cli("calibrate", trace, "-o", target)
-    line = one_line_error(rc, err, target, "cannot be written", "takes no new file")
+    line = one_line_error(rc, err, target, "cannot be written", "/proc takes no new file or "
+                          "folder" if "new" in target else "takes no new file or folder")
     assert "No such file" not in line
+
+
+@pytest.mark.skipif(not Path("/proc/version").is_file(), reason="no /proc (not Linux)")
+def test_a_capture_folder_in_proc_says_what_is_wrong():
+    """The capture tool's folder: the same error, not ``FileNotFoundError``."""
+    from stepsim.calibration.capture import Capture
+    from stepsim.simcore.errors import InputError
+
+    with pytest.raises(InputError, match="/proc takes no new file or folder"):
+        Capture("/proc/stepsim_capture")
 
 
 # ------------------------------------------------------------------ duplicated keys -----------
