@@ -93,8 +93,10 @@ def parse_json(path: str | Path, raw: bytes, kind: str, overflow_ok: bool = Fals
     caller that drops the record holding it (a trace's event), instead of refused.
     ``unique_keys``: a key given twice in one object is refused, as YAML's is (JSON readers
     keep the last one silently: a sidecar whose second ``"loader"`` said 7 workers was
-    calibrated as 7); for the small files (a sidecar, a model, a ledger line), as it reads
-    the text a second time with the standard library (about 8x orjson's time).
+    calibrated as 7); for the files that are not traces (a sidecar, a model, a ledger line),
+    as it reads the text a second time with the standard library: 4x orjson's time (1.36 s
+    against 0.34 s for a 57 MB sidecar of 200,000 batches; 6.5 ms against 1.5 ms for a 0.5 MB
+    GPU model; 2026-12-05, load 2.1).
 
     Raises:
         InputError: not UTF-8, not valid JSON (with the line, column and byte offset), or
