@@ -95,6 +95,7 @@ def cross_check(p: Path, side, given: int | None = None) -> list[str]:
         _steps(p, side.probe.steps, "probe.")
         notes += _drop(p, side.probe, side.probe.num_workers, cores, "probe.")
         notes += _overlapping(p, side.probe, "probe.")
+    notes += _whole_dataset(p, side)
     notes += _iter_start(p, side)
     notes += _ddp_threads(p, side)
     return notes
@@ -217,3 +218,28 @@ def _round_robin(p: Path, side, given: int) -> None:
                         f"worker(s) ({ids}) of the loader's num_workers={nw}, whose "
                         f"{per_epoch} batches an epoch go round robin to every worker (a map-"
                         "style DataLoader): the batches or num_workers cannot be right")
+
+
+def _whole_dataset(p: Path, side) -> list[str]:
+    """A ``batch_size`` (the loader's or the probe's) above the dataset's length: each batch is
+    the whole dataset (``BatchSampler`` yields what the sampler holds), so its samples are
+    ``dataset_len``, taken as the batch size (changed in place) and said; with ``drop_last``
+    no batch is made, so no step ran: refused. A probe at 10^12 samples was fitted as a
+    3e10x batch before."""
+    n, notes = side.loader.dataset_len, []
+    if not n:
+        return []
+    owners = [(side.loader, "loader.batch_size")]
+    if side.probe is not None and side.probe.batch_size is not None:
+        owners.append((side.probe, "probe.batch_size"))
+    for owner, name in owners:
+        bs = owner.batch_size
+        if bs is None or bs <= n:
+            continue
+        if side.loader.drop_last:
+            raise InputError(p, f"bad sidecar field {name}: {bs} samples with drop_last on a "
+                                f"dataset of {n} (loader.dataset_len) make no batch at all")
+        owner.batch_size = n
+        notes.append(f"{p.name}: {name} {bs} is above the dataset's {n} samples "
+                     f"(loader.dataset_len): each batch is the whole dataset, taken as {n}")
+    return notes

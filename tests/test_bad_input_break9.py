@@ -473,3 +473,34 @@ def test_a_peak_given_twice_is_one_line(tmp_path):
     trace = one_rank_trace(tmp_path / "t.json")
     rc, err, _ = cli("diagnose", trace, "--peak", "fp32=1e12,fp32=2e12", "--draws", "0")
     one_line_error(rc, err, "--peak", "fp32 is given twice")
+
+
+@pytest.mark.parametrize("where", ["loader", "probe"])
+def test_a_batch_above_the_dataset_is_the_whole_dataset(run_nw2, tmp_path, where):
+    """A batch_size of 10^12 on a dataset of 320 samples (the probe's was fitted as a 3e10x
+    batch): each batch is the whole dataset, taken as its length and said; with drop_last no
+    batch is made at all: refused."""
+    from stepsim.calibration.sidecar import load_sidecar
+
+    def edit(side):
+        n = side["loader"]["dataset_len"]
+        assert n == 320
+        if where == "loader":
+            side["loader"]["batch_size"] = 10**12
+        else:
+            side["probe"] = {"num_workers": 2, "batch_size": 10**12,
+                             "produce": side["produce"][:6], "steps": side["steps"][:3]}
+    run = _edited(run_nw2, tmp_path / "run", edit)
+    side = load_sidecar(run / "sidecar.json")
+    got = side.loader.batch_size if where == "loader" else side.probe.batch_size
+    assert got == 320
+    assert [w for w in side.dropped if "whole dataset" in w] == [
+        f"sidecar.json: {where}.batch_size 1000000000000 is above the dataset's 320 samples "
+        "(loader.dataset_len): each batch is the whole dataset, taken as 320"]
+    data = json.loads((run / "sidecar.json").read_text())
+    data["loader"]["drop_last"] = True
+    (run / "sidecar.json").write_text(json.dumps(data))
+    before = _digest(run)
+    rc, err, _ = cli("calibrate", run, "-o", tmp_path / "m.json")
+    one_line_error(rc, err, "sidecar.json", f"{where}.batch_size", "make no batch at all")
+    assert _digest(run) == before
