@@ -202,12 +202,15 @@ def _round_robin(p: Path, side, given: int) -> None:
     ``iter()`` sends ``prefetch_factor`` batches to each, so once an epoch holds
     ``num_workers`` batches and twice as many were made, every worker made some. Only the
     records dropped as ones that cannot be right may account for a missing worker. An
-    iterable dataset without a length may leave workers idle: not checked."""
+    iterable dataset without a length may leave workers idle: not checked. An epoch is counted
+    short (whole batches of the rank's share of a DDP job's dataset)."""
     ld = side.loader
     nw, n, bs = ld.num_workers, ld.dataset_len, ld.batch_size
     if nw < 2 or not n or not bs:
         return
-    per_epoch = n // bs if ld.drop_last else -(-n // bs)
+    # a rank of a DDP job samples its share of the dataset (DistributedSampler): the least
+    # whole batches an epoch may hold, so a short epoch never counts as a long one
+    per_epoch = n // (side.ddp.world_size if side.ddp is not None else 1) // bs
     recs = [r for r in side.produce if r.worker >= 0]
     seen = sorted({r.worker for r in recs})
     missing = nw - len(seen)

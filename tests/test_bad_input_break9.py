@@ -200,21 +200,23 @@ def test_batches_all_from_one_of_four_workers_are_refused(run_nw2, tmp_path, sam
 
 
 def test_round_robin_is_checked_only_where_it_holds():
-    """Closed forms of the rule: an epoch shorter than the workers, fewer than twice their
-    number of batches, a missing worker that the dropped records may account for, or no
+    """Closed forms of the rule: an epoch shorter than the workers (counted in whole batches
+    of a DDP rank's share), fewer than twice their number of batches, a missing worker that the dropped records may account for, or no
     dataset length (an iterable dataset may leave workers idle): accepted."""
     from types import SimpleNamespace as NS
 
     from stepsim.calibration.sidecar_cross import _round_robin
     from stepsim.simcore.errors import InputError
 
-    def side(nw=4, n=1000, bs=10, batches=8, workers=(0, 1, 2)):
+    def side(nw=4, n=1000, bs=10, batches=8, workers=(0, 1, 2), ddp=None):
         recs = [NS(worker=workers[k % len(workers)]) for k in range(batches)]
         return NS(loader=NS(num_workers=nw, dataset_len=n, batch_size=bs, drop_last=False),
-                  produce=recs)
+                  produce=recs, ddp=ddp)
     with pytest.raises(InputError, match="come from 3 worker"):
         _round_robin(Path("s.json"), side(), 8)
     _round_robin(Path("s.json"), side(n=30), 8)          # 3 batches an epoch < 4 workers
+    _round_robin(Path("s.json"), side(n=39), 8)          # 3 whole batches an epoch
+    _round_robin(Path("s.json"), side(n=160, ddp=NS(world_size=8)), 8)   # 2 a rank's epoch
     _round_robin(Path("s.json"), side(batches=7), 7)     # fewer than 2 × 4 batches
     _round_robin(Path("s.json"), side(), 9)              # one dropped record: maybe worker 3
     _round_robin(Path("s.json"), side(n=None), 8)        # no length: maybe iterable
