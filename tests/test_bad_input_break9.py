@@ -201,8 +201,9 @@ def test_batches_all_from_one_of_four_workers_are_refused(run_nw2, tmp_path, sam
 
 def test_round_robin_is_checked_only_where_it_holds():
     """Closed forms of the rule: an epoch shorter than the workers (counted in whole batches
-    of a DDP rank's share), fewer than twice their number of batches, a missing worker that the dropped records may account for, or no
-    dataset length (an iterable dataset may leave workers idle): accepted."""
+    of a DDP rank's share), fewer than twice their number of batches, a missing worker that
+    the dropped records may account for, or no dataset length (an iterable dataset may leave
+    workers idle): accepted."""
     from types import SimpleNamespace as NS
 
     from stepsim.calibration.sidecar_cross import _round_robin
