@@ -162,16 +162,19 @@ def _iter_start(p: Path, side) -> list[str]:
             f"ms after {what}), taken as not recorded"]
 
 
-OVERLAP_SLACK_US = 1.0
-"""How far (µs) a batch may start before the one before it from the same process ended: the
-two instants are one clock's (``time.monotonic``) readings, written as floats."""
+OVERLAP_SHARE = 0.5
+"""The share of a batch's wall time that may lie before the end of the batch before it from
+the same process: more than half of it made while its maker made another is a copied record
+or another worker's batch under its id; less may be a wall time edited in place (a slower run
+modelled as longer walls at the same instants), which the fits take as it is."""
 
 
 def _overlapping(p: Path, owner, where: str) -> list[str]:
-    """Drop (in place) each batch that starts before the one before it from the same producer
-    (worker id and process) ended: a worker's fetch loop, or the main thread's ``next()``,
-    makes one batch at a time (:mod:`calibration.produce`), so two at once cannot be right.
-    The first of an overlapping pair is kept; records without ``t_end_us`` are not checked."""
+    """Drop (in place) each batch of which more than :data:`OVERLAP_SHARE` lies before the end
+    of the one before it from the same producer (worker id and process): a worker's fetch
+    loop, or the main thread's ``next()``, makes one batch at a time (:mod:`calibration.
+    produce`), so two at once cannot be right. The first of an overlapping pair is kept;
+    records without ``t_end_us`` are not checked."""
     last: dict[tuple[int, int], float] = {}
     bad: list[int] = []
     timed = sorted((r.t_end_us - r.wall_us, i) for i, r in enumerate(owner.produce)
@@ -179,7 +182,7 @@ def _overlapping(p: Path, owner, where: str) -> list[str]:
     for start, i in timed:
         r = owner.produce[i]
         key = (r.worker, r.pid)
-        if key in last and start < last[key] - OVERLAP_SLACK_US:
+        if key in last and last[key] - start > OVERLAP_SHARE * r.wall_us:
             bad.append(i)
         else:
             last[key] = r.t_end_us
