@@ -34,7 +34,7 @@ import numpy as np
 from stepsim.calibration.events import EventTable, name_test
 
 __all__ = ["LAUNCH_APIS", "SYNC_APIS", "Links", "link", "step_coverage", "complete_steps",
-           "api_kind"]
+           "api_kind", "SHARED_IDS"]
 
 LAUNCH_APIS: dict[str, str] = {
     # CUDA runtime
@@ -151,7 +151,7 @@ def link(table: EventTable) -> Links:
     for g, l in zip(gpu.tolist(), launch.tolist()):
         if l >= 0:
             by_launch.setdefault(l, []).append(g)
-    warnings = []
+    warnings = _shared_ids(table, api_c)
     n_ext = int((method == "external_id").sum())
     if n_ext:
         warnings.append(f"{n_ext} of {len(gpu)} GPU activities linked to their launch by "
@@ -161,6 +161,26 @@ def link(table: EventTable) -> Links:
         warnings.append(f"{n_un} of {len(gpu)} GPU activities have no launching call in the trace")
     return Links(gpu_rows=gpu, launch_row=launch, by_launch=by_launch, method=method,
                  warnings=warnings)
+
+
+SHARED_IDS = "share their correlation id"
+"""What the warning of runtime calls that share a correlation id in one process says."""
+
+
+def _shared_ids(table: EventTable, calls: np.ndarray) -> list[str]:
+    """A warning counting the runtime calls whose correlation id another call of the same
+    process holds too: CUPTI numbers each call of a process once, so these cannot be right;
+    their activities are linked by the rule for ids of several processes (the latest call
+    before), which may be another call's (the module docstring)."""
+    pairs = np.stack([table.pid[calls], table.correlation[calls]], axis=1) if len(calls) else \
+        np.zeros((0, 2), dtype=np.int64)
+    _, counts = np.unique(pairs, axis=0, return_counts=True)
+    shared = int(counts[counts > 1].sum())
+    if not shared:
+        return []
+    return [f"{shared} of {len(calls)} runtime calls {SHARED_IDS} with another "
+            "call of their process (each call has its own): their GPU activities are linked to "
+            "the latest such call before each, which may not be the one that launched it"]
 
 
 def _flow_fallback(table: EventTable, gpu, launch, method, missing, api) -> None:

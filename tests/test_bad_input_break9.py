@@ -339,6 +339,16 @@ def test_many_calls_of_one_correlation_id_link_as_the_scan_did(tmp_path):
             continue
         before = [r for r in calls if ts[r] <= ts[g]] or calls
         assert links.launch_row[k] == max(before, key=lambda r: ts[r])
+    # ids shared inside one process cannot be right (CUPTI numbers each call once): counted
+    assert [w for w in links.warnings if "share their correlation id" in w] == [
+        f"{len(calls)} of {len(calls)} runtime calls share their correlation id with another "
+        "call of their process (each call has its own): their GPU activities are linked to the "
+        "latest such call before each, which may not be the one that launched it"]
+    real = tmp_path / "real.json"
+    real.write_bytes(text)
+    assert not any("share their" in w for w in link(build_table(load_trace(real))).warnings)
+    rc, err, _ = cli("calibrate", spoilt, "-o", tmp_path / "m.json")
+    assert rc == 0 and sum("share their correlation id" in w for w in _warnings(err)) == 1
 
 
 # ------------------------------------------------------------------ name / ph not text -------
