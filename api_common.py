@@ -145,10 +145,11 @@ def progress_bar(description: str, enabled: bool):
 
 
 def sim_kw(steps: int | None, warmup: int, seed: int, jobs: int) -> dict:
-    """The simulation keywords of a verb (``jobs`` 0: the CPUs available)."""
-    from stepsim.scenarios.parallel import default_jobs
+    """The simulation keywords of a verb (``jobs`` 0: the CPUs available; more than them:
+    capped there, :func:`scenarios.parallel.capped_jobs`, whose warning the CLI prints)."""
+    from stepsim.scenarios.parallel import capped_jobs
 
-    return {"steps": steps, "warmup": warmup, "seed": seed, "jobs": jobs or default_jobs()}
+    return {"steps": steps, "warmup": warmup, "seed": seed, "jobs": capped_jobs(jobs)[0]}
 
 
 def input_warnings(model) -> tuple[str, ...]:

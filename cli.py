@@ -121,6 +121,11 @@ def cmd_diagnose(args) -> int:
 
 # ---------------------------------------------------------------- planner -------------------
 def _sim_kw(args) -> dict:
+    """The simulation keywords; a ``--jobs`` past the usable CPUs is capped there, with a
+    warning (the API caps it too)."""
+    from stepsim.scenarios.parallel import capped_jobs
+
+    _warn(filter(None, [capped_jobs(args.jobs)[1]]))
     return {"steps": args.steps, "warmup": args.warmup, "seed": args.seed, "jobs": args.jobs}
 
 

@@ -64,6 +64,9 @@ def _out_file(text: str) -> str:
     text = _path(text)
     if text.endswith(("/", os.sep)):
         raise argparse.ArgumentTypeError(f"{text!r} names a folder; give a file name")
+    if text == "-":   # was written as a file named "-" in the working folder
+        raise argparse.ArgumentTypeError("'-' (standard output) is not an output here: stdout "
+                                         "carries the verb's own lines; give a file name")
     return text
 
 

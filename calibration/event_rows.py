@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from stepsim.calibration.event_aliases import CATEGORY_ALIASES, LEGACY_GPU_PID, 
 from stepsim.calibration.trace_ts import MAX_SPAN_US
 
 __all__ = ["Columns", "row_columns", "Idents", "BadIdent", "to_int", "to_float", "dur_ns", "category",
-           "GPU_CATS", "INT_COLS"]
+           "GPU_CATS", "INT_COLS", "BAD_BYTES", "MAX_COPY_BYTES", "copy_bytes"]
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 INT_COLS = ("correlation", "external_id", "stream", "device", "bytes", "in_nelems",
@@ -23,6 +23,20 @@ INT_COLS = ("correlation", "external_id", "stream", "device", "bytes", "in_nelem
 _STREAM_TID = re.compile(r"^\s*stream\s+(\d+)", re.IGNORECASE)
 _I64 = 2**63 - 1
 MAX_DUR_INT = int(MAX_SPAN_US)
+MAX_COPY_BYTES = 2**44
+"""The most bytes one GPU copy or memset can move (16 TiB): past any device's memory (141 GB
+on an H200) and any host's; a larger ``bytes`` cannot be right."""
+BAD_BYTES = -2
+"""The ``bytes`` column's mark of a ``bytes`` that is given but cannot be right (negative, not
+a number, past :data:`MAX_COPY_BYTES`); −1 is one not given. The event table counts the marks
+in a warning and takes them as not given (:func:`calibration.events.build_table`)."""
+
+
+def copy_bytes(value: int, given: bool) -> int:
+    """The ``bytes`` column's value for the :func:`to_int` of a given (or not) ``bytes``."""
+    if not given:
+        return -1
+    return value if 0 <= value <= MAX_COPY_BYTES else BAD_BYTES
 
 
 def to_int(v) -> int:
@@ -176,6 +190,10 @@ class Columns:
     bad_args: list
     bad_dur: list
     timed: int
+    bad_text: list = field(default_factory=list)
+    """Events whose ``name`` or ``ph`` is not a string (index, problem each): the profiler
+    writes both as text; a ``ph`` of 7 made the event no phase at all, a ``name`` of 12345
+    no step marker, both without a word before."""
 
 
 def row_columns(events) -> Columns:
@@ -202,6 +220,7 @@ def row_columns(events) -> Columns:
     bad_args: list[tuple[int, str]] = []
     bad_dur: list[tuple[int, str]] = []
     timed = 0
+    bad_text: list[tuple[int, str]] = []
     for i, e in enumerate(events):
         nm = e.get("name")
         names[i] = nm if isinstance(nm, str) else ("" if nm is None else str(nm))
@@ -209,8 +228,11 @@ def row_columns(events) -> Columns:
         p = e.get("ph")
         if not (c is None or type(c) is str):
             c = str(c)
-        if not (p is None or type(p) is str):
-            p = str(p)
+        if not (p is None or type(p) is str) or not (nm is None or type(nm) is str):
+            what = "ph" if not (p is None or type(p) is str) else "name"
+            v = p if what == "ph" else nm
+            bad_text.append((i, f"{what} is {_JSON_KIND.get(type(v), 'not a string')}"))
+            p = None if p is None else str(p)
         ph[i] = p
         raw_cat[i] = c
         key = (c, p)
@@ -261,10 +283,12 @@ def row_columns(events) -> Columns:
         if v is not None:
             ext[i] = to_int(v)
         if nc in GPU_CATS or nc == "gpu_user_annotation":
-            for col, out in ((stream, "stream"), (device, "device"), (nbytes, "bytes")):
+            for col, out in ((stream, "stream"), (device, "device")):
                 v = arg_value(a, out)
                 if v is not None:
                     col[i] = to_int(v)
+            v = arg_value(a, "bytes")
+            nbytes[i] = copy_bytes(to_int(v), v is not None)
             v = arg_value(a, "gbps")
             if v is not None:
                 gbps[i] = to_float(v)
@@ -278,4 +302,5 @@ def row_columns(events) -> Columns:
             dtype[i] = "" if dt is None else str(dt)
     return Columns(names=names, cat=cat, raw_cat=raw_cat, ph=ph, pid=pid, tid=tid, dur=dur,
                    ints=ints, flow_id=flow_id, gbps=gbps, coll=coll, dtype=dtype,
-                   str_ids=ident.str_ids, bad_args=bad_args, bad_dur=bad_dur, timed=timed)
+                   str_ids=ident.str_ids, bad_args=bad_args, bad_dur=bad_dur, timed=timed,
+                   bad_text=bad_text)

@@ -71,7 +71,8 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.event_aliases import ALIAS_VERSION, ARG_ALIASES, CATEGORY_ALIASES
-from stepsim.calibration.event_rows import GPU_CATS, Columns, row_columns, to_int
+from stepsim.calibration.event_rows import (BAD_BYTES, GPU_CATS, MAX_COPY_BYTES, Columns,
+                                            row_columns, to_int)
 from stepsim.calibration.fast_columns import fast_columns
 from stepsim.calibration.trace_io import RawTrace
 from stepsim.simcore.errors import InputError
@@ -115,6 +116,21 @@ def _bad_fields(path: Path, bad: list[tuple[int, str]], n: int) -> str:
                                f"{problem})", f"event {i}")
     return (f"{path.name}: dropped {len(bad)} of {n} event(s) {BAD_FIELDS} "
             f"(first: {problem} at event {i})")
+
+
+def _bad_bytes(path: Path, nbytes: np.ndarray) -> list[str]:
+    """The warning for the GPU events whose ``bytes`` cannot be right (:data:`calibration.
+    event_rows.BAD_BYTES`), which are then taken as not given (−1, in place): the event is
+    kept, its time is what the device did; before, a memcpy's ``bytes`` of -5, "lots" or 1e30
+    went without a word."""
+    bad = np.flatnonzero(nbytes == BAD_BYTES)
+    if not len(bad):
+        return []
+    given = int((nbytes != -1).sum())
+    nbytes[bad] = -1
+    return [f"{path.name}: ignored the bytes of {len(bad)} of {given} GPU event(s) that give "
+            f"bytes (copies, memsets) whose bytes cannot be right (negative, not a number, or past "
+            f"{MAX_COPY_BYTES:,} = 16 TiB; first at event {int(bad[0])}): taken as not recorded"]
 
 
 _DROPPED = (BAD_DUR, BAD_FIELDS, "whose ts cannot be right", "whose ts lies more than")
@@ -297,14 +313,22 @@ def build_table(raw: RawTrace) -> EventTable:
         warnings.append(_bad_fields(raw.path, cols.bad_args, n))
     if cols.bad_dur:
         warnings.append(_bad_durs(raw.path, cols.bad_dur, cols.timed))
+    if cols.bad_text:
+        i, problem = cols.bad_text[0]
+        if len(cols.bad_text) >= n:
+            raise InputError(raw.path, f"no event left: all {n} are events whose name or ph is "
+                                       f"not text (first: {problem})", f"event {i}")
+        warnings.append(f"{raw.path.name}: dropped {len(cols.bad_text)} of {n} event(s) whose "
+                        f"name or ph is not text (first: {problem} at event {i})")
+    warnings += _bad_bytes(raw.path, cols.ints["bytes"])
     table = EventTable(
         names=cols.names, cat=cat, raw_cat=cols.raw_cat, ph=ph, pid=cols.pid, tid=tid,
         ts_ns=ts, dur_ns=dur, flow_id=cols.flow_id, gbps=cols.gbps, coll_name=cols.coll,
         dtype=cols.dtype, **cols.ints, index=np.arange(n, dtype=np.int64), path=raw.path,
         metadata=raw.metadata, base_ns=base_abs, str_ids={v: k for k, v in cols.str_ids.items()},
         warnings=warnings, _raw=raw)
-    if cols.bad_dur or cols.bad_args:
+    if cols.bad_dur or cols.bad_args or cols.bad_text:
         keep = np.ones(n, dtype=bool)
-        keep[[i for i, _ in cols.bad_dur + cols.bad_args]] = False
+        keep[[i for i, _ in cols.bad_dur + cols.bad_args + cols.bad_text]] = False
         table = table.where(keep)
     return table

@@ -11,8 +11,8 @@ from msgspec import UNSET, UnsetType
 
 from stepsim.calibration.columnar import ABSENT, Decoded, Num, arg_columns, plain
 from stepsim.calibration.event_aliases import ARG_ALIASES, LEGACY_GPU_PID
-from stepsim.calibration.event_rows import (GPU_CATS, INT_COLS, MAX_DUR_INT, BadIdent, Columns,
-                                            Idents,
+from stepsim.calibration.event_rows import (BAD_BYTES, GPU_CATS, INT_COLS, MAX_COPY_BYTES,
+                                            MAX_DUR_INT, BadIdent, Columns, Idents,
                                             category, dur_ns, to_float, to_int)
 from stepsim.calibration.trace_ts import MAX_SPAN_US
 
@@ -90,6 +90,13 @@ def _objects(vals: list, conv) -> np.ndarray:
     return np.fromiter(vals, object, len(vals))
 
 
+def _all_text(vals: list) -> bool:
+    """Whether every value is a string or missing (None, :data:`ABSENT`, an int)."""
+    if set(map(type, vals)) <= {str, type(None)}:
+        return True
+    return all(type(v) is str or v is None or v is ABSENT for v in vals)
+
+
 def _text(v):
     return v if v is None else str(plain(v))
 
@@ -137,6 +144,8 @@ def fast_columns(dec: Decoded, events, ident: Idents | None = None,
     if args is None:
         return None
     n = len(dec.names)
+    if not _all_text(dec.names) or not _all_text(dec.ph):
+        return None   # the general reader drops and counts those events
     names = _objects(dec.names, lambda v: "" if v is None else str(plain(v)))
     raw_cat, ph = _objects(dec.cat, _text), _objects(dec.ph, _text)
     cats, phs = raw_cat.tolist(), ph.tolist()
@@ -159,8 +168,14 @@ def fast_columns(dec: Decoded, events, ident: Idents | None = None,
     ints["correlation"] = _int_column(_spellings(args, "correlation"))
     ints["external_id"] = _int_column(_spellings(args, "external_id"))
     gpu = _mask(cat.tolist(), (*GPU_CATS, "gpu_user_annotation"))
-    for col in ("stream", "device", "bytes"):
+    for col in ("stream", "device"):
         ints[col] = np.where(gpu, _int_column(_spellings(args, col)), -1)
+    sp = _spellings(args, "bytes")
+    given = np.zeros(n, dtype=bool)
+    given[_rows_with(sp, np.nonzero(gpu)[0].tolist())] = True
+    nbytes = _int_column(sp)
+    ints["bytes"] = np.where(given & ((nbytes < 0) | (nbytes > MAX_COPY_BYTES)), BAD_BYTES,
+                             np.where(given, nbytes, -1))
     gbps = np.full(n, np.nan)
     sp = _spellings(args, "gbps")
     for i in _rows_with(sp, np.nonzero(gpu)[0].tolist()):

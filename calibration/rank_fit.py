@@ -20,7 +20,7 @@ from stepsim.calibration.events import EventTable, dropped_note
 from stepsim.calibration.gpu_notes import fit_notes
 from stepsim.calibration.graphs import graph_refusal
 from stepsim.calibration.host_ops import END_OF_STEP_SYNC
-from stepsim.calibration.linking import link
+from stepsim.calibration.linking import SHARED_IDS, link
 from stepsim.calibration.representative import (assemble, captured_window, middle_steps,
                                                 without_closing_wait)
 from stepsim.calibration.step_fallback import no_step_error
@@ -123,7 +123,8 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     if not steps:
         raise no_step_error(path, steps.warnings)
     links = link(table)
-    warnings += [f"{path.name}: {w}" for w in links.warnings if "'External id'" in w]
+    warnings += [f"{path.name}: {w}" for w in links.warnings
+                 if "'External id'" in w or SHARED_IDS in w]
     if len(links.gpu_rows) and not (links.launch_row >= 0).any():
         raise InputError(path, f"none of the {len(links.gpu_rows)} GPU activities links to a "
                          "launch call (no correlation id, flow or External id matches one; a "

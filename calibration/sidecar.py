@@ -369,7 +369,7 @@ def load_sidecar(path: str | Path) -> Sidecar:
             field of the wrong type or out of range (named).
     """
     p = Path(path)
-    data = parse_json(p, read_input(p, "sidecar"), "sidecar")
+    data = parse_json(p, read_input(p, "sidecar"), "sidecar", unique_keys=True)
     if not isinstance(data, dict) or "stepsim_sidecar" not in data:
         raise InputError(p, "not a stepsim sidecar (no 'stepsim_sidecar' key); "
                             "it is written by calibration.capture.Capture")
@@ -380,6 +380,7 @@ def load_sidecar(path: str | Path) -> Sidecar:
                             f"version {SIDECAR_VERSION}" + (" (a newer stepsim wrote it)"
                                                             if newer else ""))
     notes = _null_bad_waits(p, data)
+    given = len(data["produce"]) if isinstance(data.get("produce"), list) else 0
     notes += drop_bad_records(p, data, _RECORDS)
     if isinstance(data.get("probe"), dict):
         notes += drop_bad_records(p, data["probe"], _RECORDS, "probe.")
@@ -389,6 +390,6 @@ def load_sidecar(path: str | Path) -> Sidecar:
         loc, msg = error_at(e)
         raise InputError(p, f"bad sidecar field {loc}: {msg}" if loc else
                          f"bad sidecar field: {msg}") from None
-    side._dropped = notes + cross_check(p, side)
+    side._dropped = notes + cross_check(p, side, given)
     return side
 

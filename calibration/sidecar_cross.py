@@ -72,13 +72,15 @@ def _drop(p: Path, owner, num_workers: int, cores: int | None, where: str) -> li
             f"be right (first: {bad[0]})"]
 
 
-def cross_check(p: Path, side) -> list[str]:
+def cross_check(p: Path, side, given: int | None = None) -> list[str]:
     """Check ``side`` (a validated :class:`calibration.sidecar.Sidecar`, changed in place);
-    return a warning per thing dropped or ignored.
+    return a warning per thing dropped or ignored. ``given``: the ``produce`` records the file
+    held before those that cannot be right were dropped (None: as many as are left).
 
     Raises:
         InputError: ``host_cores`` above ``cpu_count``; a step whose thread CPU passes its
-            wall.
+            wall; batches that leave workers idle where a loader cannot
+            (:func:`_round_robin`).
     """
     if side.host_cores is not None and side.cpu_count is not None \
             and side.host_cores > side.cpu_count:
@@ -87,9 +89,13 @@ def cross_check(p: Path, side) -> list[str]:
     cores = side.host_cores or side.cpu_count
     _steps(p, side.steps, "")
     notes = _drop(p, side, side.loader.num_workers, cores, "")
+    notes += _overlapping(p, side, "")
+    _round_robin(p, side, len(side.produce) if given is None else given)
     if side.probe is not None:
         _steps(p, side.probe.steps, "probe.")
         notes += _drop(p, side.probe, side.probe.num_workers, cores, "probe.")
+        notes += _overlapping(p, side.probe, "probe.")
+    notes += _whole_dataset(p, side)
     notes += _iter_start(p, side)
     notes += _ddp_threads(p, side)
     return notes
@@ -154,3 +160,92 @@ def _iter_start(p: Path, side) -> list[str]:
     side.iter_start_us = None
     return [f"{p.name}: ignored iter_start_us, which cannot be right ({(t - first) / 1e3:.1f} "
             f"ms after {what}), taken as not recorded"]
+
+
+OVERLAP_SHARE = 0.5
+"""The share of a batch's wall time that may lie before the end of the batch before it from
+the same process: more than half of it made while its maker made another is a copied record
+or another worker's batch under its id; less may be a wall time edited in place (a slower run
+modelled as longer walls at the same instants), which the fits take as it is."""
+
+
+def _overlapping(p: Path, owner, where: str) -> list[str]:
+    """Drop (in place) each batch of which more than :data:`OVERLAP_SHARE` lies before the end
+    of the one before it from the same producer (worker id and process): a worker's fetch
+    loop, or the main thread's ``next()``, makes one batch at a time (:mod:`calibration.
+    produce`), so two at once cannot be right. The first of an overlapping pair is kept;
+    records without ``t_end_us`` are not checked."""
+    last: dict[tuple[int, int], float] = {}
+    bad: list[int] = []
+    timed = sorted((r.t_end_us - r.wall_us, i) for i, r in enumerate(owner.produce)
+                   if r.t_end_us is not None)
+    for start, i in timed:
+        r = owner.produce[i]
+        key = (r.worker, r.pid)
+        if key in last and last[key] - start > OVERLAP_SHARE * r.wall_us:
+            bad.append(i)
+        else:
+            last[key] = r.t_end_us
+    if not bad:
+        return []
+    i = min(bad)
+    r = owner.produce[i]
+    gone = set(bad)
+    total = len(owner.produce)
+    owner.produce = [x for j, x in enumerate(owner.produce) if j not in gone]
+    return [f"{p.name}: dropped {len(bad)} of {total} '{where}produce' record(s) that cannot "
+            f"be right (first: {where}produce.{i}: worker {r.worker} (pid {r.pid}) makes it "
+            f"while it makes another; one process makes one batch at a time)"]
+
+
+def _round_robin(p: Path, side, given: int) -> None:
+    """Refuse the batches of a map-style loader (a dataset length) that come from fewer of its
+    ``num_workers`` workers than its round robin allows. ``DataLoader``'s iterator hands batch
+    ``k`` of an epoch to worker ``k mod num_workers`` (``_worker_queue_idx_cycle``), and at
+    ``iter()`` sends ``prefetch_factor`` batches to each, so once an epoch holds
+    ``num_workers`` batches and twice as many were made, every worker made some. Only the
+    records dropped as ones that cannot be right may account for a missing worker. An
+    iterable dataset without a length may leave workers idle: not checked. An epoch is counted
+    short (whole batches of the rank's share of a DDP job's dataset)."""
+    ld = side.loader
+    nw, n, bs = ld.num_workers, ld.dataset_len, ld.batch_size
+    if nw < 2 or not n or not bs:
+        return
+    # a rank of a DDP job samples its share of the dataset (DistributedSampler): the least
+    # whole batches an epoch may hold, so a short epoch never counts as a long one
+    per_epoch = n // (side.ddp.world_size if side.ddp is not None else 1) // bs
+    recs = [r for r in side.produce if r.worker >= 0]
+    seen = sorted({r.worker for r in recs})
+    missing = nw - len(seen)
+    if per_epoch < nw or len(recs) < 2 * nw or missing <= given - len(side.produce):
+        return
+    ids = ", ".join(map(str, seen[:8])) + (", …" if len(seen) > 8 else "")
+    raise InputError(p, f"bad sidecar: its {len(recs)} worker batches come from {len(seen)} "
+                        f"worker(s) ({ids}) of the loader's num_workers={nw}, whose "
+                        f"{per_epoch} batches an epoch go round robin to every worker (a map-"
+                        "style DataLoader): the batches or num_workers cannot be right")
+
+
+def _whole_dataset(p: Path, side) -> list[str]:
+    """A ``batch_size`` (the loader's or the probe's) above the dataset's length: each batch is
+    the whole dataset (``BatchSampler`` yields what the sampler holds), so its samples are
+    ``dataset_len``, taken as the batch size (changed in place) and said; with ``drop_last``
+    no batch is made, so no step ran: refused. A probe at 10^12 samples was fitted as a
+    3e10x batch before."""
+    n, notes = side.loader.dataset_len, []
+    if not n:
+        return []
+    owners = [(side.loader, "loader.batch_size")]
+    if side.probe is not None and side.probe.batch_size is not None:
+        owners.append((side.probe, "probe.batch_size"))
+    for owner, name in owners:
+        bs = owner.batch_size
+        if bs is None or bs <= n:
+            continue
+        if side.loader.drop_last:
+            raise InputError(p, f"bad sidecar field {name}: {bs} samples with drop_last on a "
+                                f"dataset of {n} (loader.dataset_len) make no batch at all")
+        owner.batch_size = n
+        notes.append(f"{p.name}: {name} {bs} is above the dataset's {n} samples "
+                     f"(loader.dataset_len): each batch is the whole dataset, taken as {n}")
+    return notes

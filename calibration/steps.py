@@ -59,6 +59,9 @@ __all__ = ["Step", "StepList", "find_steps", "PROFILER_STEP_RE", "DATALOADER_RE"
 
 PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")
 """``N`` fits in 64 bits: a longer "number" is not a step marker."""
+_BAD_PROFILER_STEP_RE = re.compile(r"^ProfilerStep#(?!\d{1,18}$)")
+"""A ``ProfilerStep#`` marker whose number is not one (``#abc``, ``#-1``, ``#1.5``): it cannot
+be right (the profiler writes ``ProfilerStep#N``), so it is dropped and counted."""
 DATALOADER_RE = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
 OPTIMIZER_RE = re.compile(r"^Optimizer\.(step|zero_grad)#")
 _CPU_CATS = ("cpu_op", "user_annotation")
@@ -260,6 +263,10 @@ def find_steps(table: EventTable, step_regex: str | None = None) -> StepList:
             warnings.append(f"steps taken from the user's regex {step_regex!r} ({len(rows)} markers)")
     if len(rows) == 0:
         rows = _markers(table, PROFILER_STEP_RE, cpu_side)
+        bad = _markers(table, _BAD_PROFILER_STEP_RE, cpu_side)
+        if len(bad):
+            _warn_rows(warnings, table, bad, "dropped {} ProfilerStep marker(s) whose step "
+                       f"number is not a whole number (first: {table.names[bad[0]]!r:.60})")
         if len(rows):
             method = "profiler_step"
             numbers = [int(PROFILER_STEP_RE.match(table.names[r]).group(1)) for r in rows]

@@ -251,8 +251,8 @@ def load_model(path: str | Path) -> StepModel:
     if raw[:2] == b"\x1f\x8b":
         raise InputError(p, "this is a gzip file (a profiler trace?), not a StepModel; run "
                             "'stepsim calibrate' on a trace first")
-    parse = parse_yaml if p.suffix.lower() in (".yaml", ".yml") else parse_json
-    data = parse(p, raw, "StepModel")
+    data = parse_yaml(p, raw, "StepModel") if p.suffix.lower() in (".yaml", ".yml") else \
+        parse_json(p, raw, "StepModel", unique_keys=True)
     if not isinstance(data, dict):
         raise InputError(p, f"expected a StepModel object, got {type(data).__name__}")
     if "traceEvents" in data:

@@ -119,7 +119,8 @@ def parse_peaks(text: str) -> dict[str, float]:
     """``fp32=15.7e12,bw=900e9`` → {"fp32": 1.57e13, "bw": 9e11} (FLOP/s, bytes/s).
 
     Raises:
-        ModelError: an unknown key or a value that is not a positive number.
+        ModelError: an unknown key, a key given twice, or a value that is not a positive
+            number.
     """
     out: dict[str, float] = {}
     for part in text.split(","):
@@ -135,5 +136,7 @@ def parse_peaks(text: str) -> dict[str, float]:
         if not (math.isfinite(v) and v > 0):
             raise ModelError(f"--peak {text!r}: {key} must be a positive number (FLOP/s or "
                              "bytes/s)")
+        if key in out:   # the last one won silently
+            raise ModelError(f"--peak {text!r}: {key} is given twice")
         out[key] = v
     return out

@@ -14,6 +14,10 @@ from stepsim.scenarios.transforms import (Operation, SetOp, load_scenario, parse
                                           parse_remove, parse_scale, parse_set)
 from stepsim.simcore.errors import ModelError, StepsimError
 
+MAX_OPS = 1000
+"""Most what-if operations one verb applies (each one copies the model; a scenario of 200,000
+ran past 4 minutes before this bound): far beyond any useful what-if."""
+
 KINDS = ("scenario", "set", "scale", "remove", "fix")
 """The kinds of operation, in the order :func:`operations` applies the keyword forms."""
 
@@ -72,6 +76,9 @@ def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=N
     for kind, value in zip(KINDS, (scenario, set, scale, remove, fix)):
         for v in _many(kind, value):
             out += _op(kind, v)
+    if len(out) > MAX_OPS:   # each op copies the model: 200,000 ran past 4 minutes
+        raise ModelError(f"{len(out):,} what-if operations (scenario files and options "
+                         f"together): at most {MAX_OPS:,}")
     return out
 
 

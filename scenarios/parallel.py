@@ -50,6 +50,21 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def capped_jobs(jobs: int) -> tuple[int, str | None]:
+    """``(processes, warning)``: ``jobs`` (0: :func:`default_jobs`) at most the CPUs this
+    process may run on, and the warning that says so where it asked for more (None where
+    nothing was cut). Capped, not refused: a script that passes ``--jobs 64`` on a large
+    machine still runs on a laptop; before, ``--jobs 1000`` forked up to 1,000 simulators on
+    2 cores, each a copy of the model, none of them sooner done than 2 would be."""
+    cpus = default_jobs()
+    if jobs <= 0:
+        return cpus, None
+    if jobs <= cpus:
+        return jobs, None
+    return cpus, (f"--jobs {jobs}: this process may run on {cpus} CPU(s) (its affinity mask), "
+                  f"so {cpus} simulation process(es) are used; more only wait for a core")
+
+
 def executor_name() -> str:
     """The executor ``run_many`` uses: ``STEPSIM_EXECUTOR`` (``local`` when unset).
 
@@ -72,8 +87,8 @@ def _dask_map(fn: Callable, items: Sequence[Any], jobs: int, address: str | None
         raise ModelError("STEPSIM_EXECUTOR=dask needs Dask: pip install 'stepsim[dask]'") from None
     cluster = None
     if address is None:
-        cluster = LocalCluster(n_workers=max(1, jobs), threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+        cluster = LocalCluster(n_workers=capped_jobs(jobs)[0], threads_per_worker=1,
+                               processes=True, dashboard_address=None)
     try:
         with Client(cluster if cluster is not None else address) as client:
             futures = client.map(_guard, [fn] * len(items), list(items), pure=False)
@@ -98,7 +113,7 @@ def run_many(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int = 1,
         fn: a module-level function (it is pickled by name).
         items: its arguments, one per call (picklable).
         jobs: processes; 1 (or a single item) runs in this process (the local executor), or
-            the local Dask cluster's workers.
+            the local Dask cluster's workers; at most the usable CPUs (:func:`capped_jobs`).
         progress: optional hook called after each item.
 
     Raises:
@@ -122,6 +137,7 @@ def run_many(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int = 1,
         return out
     results: list[Any] = [None] * total
     ctx = multiprocessing.get_context("fork")
+    jobs = capped_jobs(jobs)[0]   # never more forked simulators than usable CPUs
     with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=ctx) as pool:
         futures = {pool.submit(_guard, fn, item): i for i, item in enumerate(items)}
         for done, fut in enumerate(as_completed(futures), 1):

@@ -33,7 +33,8 @@ from typing import Annotated, Any, Literal, Sequence, Union
 
 import orjson
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
+                      model_validator)
 
 from stepsim.models.param_base import error_parts
 from stepsim.models.params import StepModel
@@ -41,7 +42,7 @@ from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.paths import replaced, set_value, telling_error
 from stepsim.scenarios.primitives import remove, scale
 from stepsim.scenarios.select import Selector
-from stepsim.simcore.errors import InputError, ModelError
+from stepsim.simcore.errors import InputError, ModelError, NotApplicable, shown
 from stepsim.simcore.files import read_input
 from stepsim.simcore.parsing import parse_yaml, yaml_value
 
@@ -52,6 +53,11 @@ class Operation(BaseModel):
     model no longer replays the capture."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    _source: str | None = PrivateAttr(default=None)
+    """The scenario file it was read from, which its error names (None: the command line)."""
+
+    def __eq__(self, other) -> bool:   # its fields, wherever it was read from
+        return type(other) is type(self) and self.__dict__ == other.__dict__
 
     def apply(self, model: StepModel) -> StepModel:  # pragma: no cover - interface
         raise NotImplementedError
@@ -132,7 +138,12 @@ class FixOp(Operation):
         return self
 
     def apply(self, model: StepModel) -> StepModel:
-        return get_fix(self.name).apply(model, self.args)
+        try:
+            return get_fix(self.name).apply(model, self.args)
+        except ModelError as e:   # "set loader.num_workers=1e9" named no --fix the user gave
+            if isinstance(e, NotApplicable) or str(e).startswith(f"fix {self.name}"):
+                raise
+            raise ModelError(f"{self.describe()}: {e}") from None
 
     def describe(self) -> str:
         inner = ",".join(f"{k}={_show(v)}" for k, v in self.args.items())
@@ -216,7 +227,12 @@ def apply_with_notes(model: StepModel, ops: Sequence[Operation]) -> tuple[StepMo
     """
     out, dropped, persistent = model, [], False
     for op in ops:
-        after = op.apply(out)
+        try:
+            after = op.apply(out)
+        except ModelError as e:   # a scenario file's op: the file is named (NotApplicable:
+            if op._source is None or isinstance(e, NotApplicable):   # the model is)
+                raise
+            raise ModelError(f"{shown(op._source)}: {e}") from None
         lo = after.loader
         if out.loader.num_workers > 0 and lo.num_workers == 0 \
                 and lo.prefetch_factor != PREFETCH_DEFAULT:
@@ -283,11 +299,14 @@ def load_scenario(path: str | Path) -> Scenario:
     if "schema_version" in data or "host" in data:
         raise InputError(p, "this is a StepModel, not a scenario (pass it as MODEL)")
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
     except ValidationError as e:
         raise InputError(p, f"not a valid scenario: {_error_text(e)}") from None
     except ModelError as e:
         raise InputError(p, f"not a valid scenario: {e}") from None
+    for op in scenario.ops:
+        op._source = str(p)
+    return scenario
 
 
 def parse_value(text: str) -> Any:

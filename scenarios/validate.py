@@ -353,9 +353,10 @@ def _one_document(p: Path, raw: bytes) -> InputError | None:
 def _record(p: Path, line: bytes, where: str) -> LedgerRecord:
     """The line of ledger ``p`` at ``where`` as a record; InputError saying why it is not one."""
     try:
-        data = parse_json(p, line, "ledger")
+        data = parse_json(p, line, "ledger", unique_keys=True)
     except InputError as e:
-        raise InputError(p, e.problem, where=f"{where}; in it {e.where}") from None
+        raise InputError(p, e.problem, where=f"{where}; in it {e.where}" if e.where
+                         else where) from None
     try:
         return LedgerRecord.model_validate(data)
     except ValidationError as e:

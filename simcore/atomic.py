@@ -5,6 +5,7 @@ intact. The temporary file is removed whatever stops the write: an exception, Ct
 SIGTERM that arrives while it exists (which then exits with status 143 after removing it)."""
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
@@ -31,7 +32,8 @@ def make_folder(folder: Path, output: Path | None = None) -> None:
 
     Raises:
         InputError: a part of the path exists and is not a folder (``-o notes.txt/m.json``
-            where ``notes.txt`` is a file; before, ``File exists``).
+            where ``notes.txt`` is a file; before, ``File exists``), or its folder makes no
+            new folder (``/proc``).
         OSError: the folder cannot be created (read-only), with ``filename`` the output.
     """
     folder = Path(folder)
@@ -48,7 +50,18 @@ def make_folder(folder: Path, output: Path | None = None) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
+        there = next((q for q in folder.parents if q.is_dir()), None)
+        if e.errno == errno.ENOENT and there is not None:
+            raise _takes_nothing(output or folder, there) from None
         raise OSError(e.errno, e.strerror, str(output or folder)) from None
+
+
+def _takes_nothing(path: Path, folder: Path) -> InputError:
+    """The error for ``path``, whose ``folder`` exists but makes no new file or folder: the
+    kernel's "No such file or directory" (``-o /proc/version``) named a file that is there,
+    or none the user gave (the temporary file of the atomic write)."""
+    return InputError(path, f"cannot be written: {shown(folder)} takes no new file or folder "
+                            "(a kernel's pseudo file system such as /proc, not a disk)")
 
 
 def _raise_exit(signum, frame):
@@ -132,6 +145,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             short = path.name.encode("utf-8", "surrogateescape")[:100].decode("utf-8", "ignore")
             fd, tmp = tempfile.mkstemp(prefix=f".{short}.", suffix=".tmp", dir=path.parent)
         except OSError as e:   # a read-only folder: name the output, not the temporary file
+            if e.errno == errno.ENOENT and path.parent.is_dir():
+                raise _takes_nothing(path, path.parent) from None
             raise OSError(e.errno, e.strerror, str(path)) from None
         os.close(fd)
         done = False

@@ -133,7 +133,9 @@ def later_run(data: dict, offset_us: float = 6e7, quiet: bool = False) -> dict:
 def replicate_copy(src: Path, dst: Path, factor: float, **loader) -> Path:
     """A copy of capture ``src`` whose every CPU time is ``factor``× (a slower host), captured
     later without outside load (:func:`later_run` with ``quiet``); ``loader``: fields of its
-    ``loader`` section changed."""
+    ``loader`` section changed (a ``num_workers`` of N > 0 hands the workers' batches round
+    robin to N workers, in time order, as that DataLoader would: a sidecar whose batches come
+    from fewer workers than its loader's round robin allows is refused)."""
     import json
     import shutil
 
@@ -145,5 +147,10 @@ def replicate_copy(src: Path, dst: Path, factor: float, **loader) -> Path:
             if rec.get(k) is not None:
                 rec[k] *= factor
     data["loader"].update(loader)
+    if loader.get("num_workers"):
+        made = sorted((r for r in data["produce"] if r["worker"] >= 0),
+                      key=lambda r: r.get("t_end_us") or 0.0)
+        for k, rec in enumerate(made):
+            rec["worker"] = k % loader["num_workers"]
     (dst / "sidecar.json").write_text(json.dumps(later_run(data, quiet=True)))
     return dst
