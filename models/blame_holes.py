@@ -245,7 +245,7 @@ def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):
     acc = bl.acc
     first = {}
     per_key = {}
-    for c in np.unique(K).tolist():
+    for c in np.flatnonzero(np.bincount(K, minlength=len(names))).tolist():   # np.unique's
         sel = K == c
         name = names[c]
         had = name in acc

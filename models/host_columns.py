@@ -91,6 +91,8 @@ class BlockSpans(Segmented):
     def _made(self) -> tuple:
         codes = Codes()
         parts: list[tuple] = []
+        recoded: dict[int, np.ndarray] = {}   # a block's shape codes, once (keyed by its
+        # shape array, which lives in the block's memo)
         for _, rows, dt, _ in self.segs:
             if dt is None:
                 start, dur, rank, shape, shapes = _columns(rows)
@@ -100,8 +102,12 @@ class BlockSpans(Segmented):
                     got = rows.memo["columns"] = _columns(rows.rows)
                 start, dur, rank, shape, shapes = got
                 start = start + dt
-            parts.append((start, dur, rank,
-                          np.array([codes[x] for x in shapes], dtype=np.intp)[shape]))
+            got = recoded.get(id(shape)) if dt is not None else None
+            if got is None:
+                got = np.array([codes[x] for x in shapes], dtype=np.intp)[shape]
+                if dt is not None:
+                    recoded[id(shape)] = got
+            parts.append((start, dur, rank, got))
         if not parts:
             return (np.zeros(0), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.intp), [])
         return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), list(codes))
@@ -146,10 +152,9 @@ def host_split_columns(cols: HostColumns, rank: int, window: tuple[float, float]
         return {}
     keys = kcode[cols.shape[idx]]
     d = (e - s)[idx]
-    first: dict[int, int] = {}
-    totals: dict[int, float] = {}
-    for c in np.unique(keys).tolist():
-        sel = keys == c
-        first[c] = int(np.argmax(sel))
-        totals[c] = float(np.cumsum(d[sel])[-1])
+    # each key's total is a sequential sum in emission order (numpy.bincount adds its weights
+    # one by one, from 0.0: the same float as the cumsum before)
+    totals = np.bincount(keys, weights=d, minlength=len(names)).tolist()
+    first = {c: int(np.argmax(keys == c))
+             for c in np.flatnonzero(np.bincount(keys, minlength=len(names))).tolist()}
     return {names[c]: totals[c] for c in sorted(first, key=first.__getitem__)}

@@ -60,13 +60,21 @@ class RunColumns:
     def __init__(self, parts: list[tuple]):
         tcodes, scodes = Codes(), Codes()
         cols: list[list] = [[] for _ in range(9)]
+        recoded: dict[tuple[int, int], np.ndarray] = {}   # a block's codes, once (``parts``
+        # holds every array, so no two alive share an id)
+
+        def recode(codes: Codes, local: np.ndarray, names: list) -> np.ndarray:
+            got = recoded.get((id(local), id(names)))
+            if got is None:
+                got = recoded[(id(local), id(names))] = np.array(
+                    [codes[x] for x in names], dtype=np.intp)[local] if len(local) else local
+            return got
+
         for launch, ready, start, end, gap, step, rank, task, tasks, stream, streams in parts:
             for c, x in zip(cols, (launch, ready, start, end, gap, step, rank)):
                 c.append(x)
-            cols[7].append(np.array([tcodes[t] for t in tasks], dtype=np.intp)[task]
-                           if len(task) else task)
-            cols[8].append(np.array([scodes[s] for s in streams], dtype=np.intp)[stream]
-                           if len(stream) else stream)
+            cols[7].append(recode(tcodes, task, tasks))
+            cols[8].append(recode(scodes, stream, streams))
         (self.launch, self.ready, self.start, self.end, self.gap, self.step, self.rank,
          self.task, self.stream) = (np.concatenate(c) if c else np.zeros(0) for c in cols)
         self.tasks, self.code = list(tcodes), dict(tcodes)

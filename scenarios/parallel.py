@@ -22,6 +22,7 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from stepsim.simcore.errors import ModelError, StepsimError
@@ -40,6 +41,21 @@ def _guard(fn: Callable, item: Any) -> Any:
         return fn(item)
     except StepsimError as e:
         return _Failed(str(e))
+
+
+_NOT_SHARED = object()
+_shared: Any = _NOT_SHARED
+"""The ``shared`` argument of the :func:`run_many` call in progress: forked workers inherit it
+(set before the pool forks them), so it is not pickled with every item."""
+
+
+def _with_shared(fn: Callable, item: Any) -> Any:
+    return fn(_shared, item)
+
+
+def _call_shared(args: tuple) -> Any:
+    fn, shared, item = args
+    return fn(shared, item)
 
 
 def default_jobs() -> int:
@@ -104,10 +120,10 @@ def _dask_map(fn: Callable, items: Sequence[Any], jobs: int, address: str | None
             cluster.close()
 
 
-def run_many(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int = 1,
-             progress: Progress | None = None) -> list[Any]:
-    """``[fn(item) for item in items]``, across up to ``jobs`` processes of the executor
-    :func:`executor_name` names.
+def run_many(fn: Callable[..., Any], items: Sequence[Any], jobs: int = 1,
+             progress: Progress | None = None, shared: Any = _NOT_SHARED) -> list[Any]:
+    """``[fn(item) for item in items]`` (with ``shared``: ``[fn(shared, item) ...]``), across
+    up to ``jobs`` processes of the executor :func:`executor_name` names.
 
     Args:
         fn: a module-level function (it is pickled by name).
@@ -115,13 +131,30 @@ def run_many(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int = 1,
         jobs: processes; 1 (or a single item) runs in this process (the local executor), or
             the local Dask cluster's workers; at most the usable CPUs (:func:`capped_jobs`).
         progress: optional hook called after each item.
+        shared: an argument every call takes first (e.g. the model): the local pool's forked
+            workers inherit it instead of unpickling it with each item; Dask is sent it with
+            each.
 
     Raises:
         ModelError: the first item (in order) whose call raised a StepsimError; a bad
             ``STEPSIM_EXECUTOR``.
     """
-    total = len(items)
+    global _shared
     name = executor_name()
+    if shared is _NOT_SHARED:
+        return _run(fn, items, jobs, progress, name)
+    if name != "local" or jobs <= 1 or len(items) <= 1:
+        return _run(_call_shared, [(fn, shared, item) for item in items], jobs, progress, name)
+    before, _shared = _shared, shared   # forked below: the workers inherit it
+    try:
+        return _run(partial(_with_shared, fn), items, jobs, progress, name)
+    finally:
+        _shared = before
+
+
+def _run(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int,
+         progress: Progress | None, name: str) -> list[Any]:
+    total = len(items)
     if name != "local" and total > 0:
         results = _dask_map(fn, items, jobs, name[5:] or None, progress)
         for r in results:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from stepsim.models.params import StepModel
@@ -145,10 +145,12 @@ def _split_values(vals: str, text: str) -> list[str]:
 
 
 @gc_paused   # a point's records live until it ends: the collector's passes gain nothing
-def _point(item) -> Prediction:
-    model, ops, steps, warmup, seed, intervals = item
-    return predict(model, ops, steps=steps, warmup=warmup, seed=seed, intervals=intervals,
-                   brief=True)
+def _point(model: StepModel, item) -> Prediction:
+    """A point's prediction without its model (the caller has it: ``model`` after the ops), so
+    the model does not travel back from a worker."""
+    ops, steps, warmup, seed, intervals = item
+    return replace(predict(model, ops, steps=steps, warmup=warmup, seed=seed,
+                           intervals=intervals, brief=True), model=None)
 
 
 def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Operation] = (),
@@ -188,9 +190,11 @@ def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Opera
     combos, notes = _valid_points(bare, base, paths,
                                   list(itertools.product(*(grid[p] for p in paths))))
     lean = model if intervals else bare
-    items = [(lean, list(base) + [SetOp(path=p, value=v) for p, v in zip(paths, combo)],
+    items = [(list(base) + [SetOp(path=p, value=v) for p, v in zip(paths, combo)],
               steps, warmup, seed, intervals) for combo in combos]
-    preds = run_many(_point, items, jobs=jobs, progress=progress)
+    # the model goes to the workers once (forked), and each point's comes back as applied here
+    preds = [replace(pr, model=apply_ops(lean, it[0])) for it, pr in zip(
+        items, run_many(_point, items, jobs=jobs, progress=progress, shared=lean))]
     points = tuple(SweepPoint(dict(zip(paths, c)), pr) for c, pr in zip(combos, preds))
     result = SweepResult({p: list(grid[p]) for p in paths},
                          "; ".join(o.describe() for o in base) or "baseline", points, {})

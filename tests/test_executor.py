@@ -40,3 +40,27 @@ def test_sweep_on_a_dask_local_cluster_matches_the_local_pool(monkeypatch):
     assert seen[-1] == (4, 4)
     with pytest.raises(ModelError, match="item 2 is bad"):
         run_many(_bad, [1, 2, 3], jobs=2)
+
+
+def _scaled(shared, x):
+    if x == 2:
+        raise ModelError(f"item {x} is bad")
+    return shared["k"] * x
+
+
+def _nested(shared, x):
+    # an in-process run_many inside a forked worker leaves the worker's shared value alone
+    inner = run_many(_scaled, [x], jobs=1, shared={"k": 100})
+    return inner[0] + _scaled(shared, x)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_run_many_shared_goes_first_to_every_call(monkeypatch, jobs):
+    monkeypatch.delenv("STEPSIM_EXECUTOR", raising=False)
+    shared = {"k": 3}
+    assert run_many(_scaled, [1, 3, 4, 5], jobs=jobs, shared=shared) == [3, 9, 12, 15]
+    assert run_many(_nested, [1, 3, 4, 5], jobs=jobs, shared=shared) == [103, 309, 412, 515]
+    with pytest.raises(ModelError, match="item 2 is bad"):
+        run_many(_scaled, [1, 2, 3], jobs=jobs, shared=shared)
+    import stepsim.scenarios.parallel as par
+    assert par._shared is par._NOT_SHARED   # let go after the call, also after an error
