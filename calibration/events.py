@@ -183,6 +183,7 @@ class EventTable:
     None: every step."""
     _raw: RawTrace | None = field(default=None, repr=False)
     _end: np.ndarray | None = field(default=None, repr=False)
+    _cat_codes: tuple | None = field(default=None, repr=False, compare=False)
 
     _COLUMNS = ("names", "cat", "raw_cat", "ph", "pid", "tid", "ts_ns", "dur_ns", "correlation",
                 "external_id", "flow_id", "stream", "device", "bytes", "gbps", "coll_name",
@@ -207,8 +208,19 @@ class EventTable:
                           warnings=self.warnings, step_range=self.step_range, _raw=self._raw)
 
     def is_cat(self, *cats: str) -> np.ndarray:
-        """Boolean mask of rows whose normalised ``cat`` is one of ``cats``."""
-        return np.isin(self.cat, list(cats))
+        """Boolean mask of rows whose normalised ``cat`` is one of ``cats``: a lookup in a
+        table of the distinct categories, by a small int code per row made once per ``cat``
+        column (a fit asks about 20 times; ``np.isin`` over the objects took 4 ms a time on
+        216,000 events)."""
+        if self._cat_codes is None or self._cat_codes[0] is not self.cat:
+            vals = self.cat.tolist()
+            code = {c: k for k, c in enumerate(dict.fromkeys(vals))}
+            self._cat_codes = (self.cat, code,
+                               np.fromiter(map(code.__getitem__, vals), np.int32, len(vals)))
+        _, code, codes = self._cat_codes
+        hit = np.zeros(len(code) + 1, bool)
+        hit[[code[c] for c in cats if c in code]] = True
+        return hit[codes]
 
     def busy_mask(self) -> np.ndarray:
         """Complete (``X``) events that are not the whole-window ``Trace`` span."""

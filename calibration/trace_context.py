@@ -91,7 +91,9 @@ class TraceContext:
         self.ann_rows = ThreadRows(table, np.nonzero(
             name_test(table.names, lambda n: n.startswith("nccl:")) &
             table.is_cat("user_annotation", "cpu_op"))[0])
-        self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
+        gnames = table.names[gpu].tolist()
+        coll = {n: COLLECTIVE_RE.match(n) is not None for n in set(gnames)}   # once a name
+        self.is_coll = dict(zip(gpu.tolist(), map(coll.__getitem__, gnames)))
         self.launch_of = links.launch_of()   # activity row -> launching call row
         # communication kernels without a launching call: the steps' own (rows), and the
         # number launched before the first recorded launch call
@@ -131,12 +133,13 @@ def unlaunched_comm(table: EventTable, links: Links,
     (see the module docstring)."""
     gpu, lr = links.gpu_rows.tolist(), links.launch_row.tolist()
     ts, corr = table.ts_ns, table.correlation
-    rec = [int(corr[l]) for l in lr if l >= 0 and corr[l] >= 0]
-    min_corr = min(rec) if rec else None
+    rec = corr[links.launch_row[links.launch_row >= 0]]
+    rec = rec[rec >= 0]
+    min_corr = int(rec.min()) if len(rec) else None
     first: dict[str, int] = {}   # stream -> start of its first activity a recorded call launched
-    for g, l in zip(gpu, lr):
+    for g, l, t in zip(gpu, lr, ts[links.gpu_rows].tolist()):
         if l >= 0:
-            first.setdefault(stream_of[g], int(ts[g]))   # gpu rows are in start order
+            first.setdefault(stream_of[g], t)   # gpu rows are in start order
     own, before = [], 0
     for g, l in zip(gpu, lr):
         if l >= 0 or not COLLECTIVE_RE.match(table.names[g]):
