@@ -184,6 +184,7 @@ class EventTable:
     _raw: RawTrace | None = field(default=None, repr=False)
     _end: np.ndarray | None = field(default=None, repr=False)
     _cat_codes: tuple | None = field(default=None, repr=False, compare=False)
+    _complete: tuple | None = field(default=None, repr=False, compare=False)
 
     _COLUMNS = ("names", "cat", "raw_cat", "ph", "pid", "tid", "ts_ns", "dur_ns", "correlation",
                 "external_id", "flow_id", "stream", "device", "bytes", "gbps", "coll_name",
@@ -215,20 +216,27 @@ class EventTable:
         if self._cat_codes is None or self._cat_codes[0] is not self.cat:
             vals = self.cat.tolist()
             code = {c: k for k, c in enumerate(dict.fromkeys(vals))}
+            kind = np.int8 if len(code) < 127 else np.int32   # (a few normalised names)
             self._cat_codes = (self.cat, code,
-                               np.fromiter(map(code.__getitem__, vals), np.int32, len(vals)))
+                               np.fromiter(map(code.__getitem__, vals), kind, len(vals)))
         _, code, codes = self._cat_codes
         hit = np.zeros(len(code) + 1, bool)
         hit[[code[c] for c in cats if c in code]] = True
         return hit[codes]
 
+    def _x(self) -> np.ndarray:
+        """``ph == "X"`` (complete events), made once per ``ph`` column (do not modify)."""
+        if self._complete is None or self._complete[0] is not self.ph:
+            self._complete = (self.ph, self.ph == "X")
+        return self._complete[1]
+
     def busy_mask(self) -> np.ndarray:
         """Complete (``X``) events that are not the whole-window ``Trace`` span."""
-        return (self.ph == "X") & (self.cat != "trace_span")
+        return self._x() & ~self.is_cat("trace_span")
 
     def gpu_mask(self) -> np.ndarray:
         """GPU activity: kernels, memcpys and memsets (complete events)."""
-        return self.is_cat(*GPU_CATS) & (self.ph == "X")
+        return self.is_cat(*GPU_CATS) & self._x()
 
     def slim(self) -> "EventTable":
         """This table without its raw event dicts but for the few whose ``args`` a fit reads
