@@ -78,8 +78,9 @@ class TraceContext:
         gpu = links.gpu_rows
         self.multi_dev = len(set(table.device[gpu].tolist())) > 1
         dev, st = table.device[gpu].tolist(), table.stream[gpu].tolist()
-        self.stream_of: dict[int, str] = {
-            g: (f"{d}:{s}" if self.multi_dev else str(s)) for g, d, s in zip(gpu.tolist(), dev, st)}
+        label = {k: (f"{k[0]}:{k[1]}" if self.multi_dev else str(k[1])) for k in set(zip(dev, st))}
+        self.stream_of: dict[int, str] = dict(zip(gpu.tolist(),
+                                                  map(label.__getitem__, zip(dev, st))))
         self.prev_end: dict[int, int] = {}
         last: dict[str, int] = {}
         for g, e in zip(gpu.tolist(), self.te[gpu].tolist()):
@@ -196,14 +197,15 @@ def step_acts(ctx: TraceContext, step: Step) -> StepActs:
         for g in by_launch.get(c, ()):
             act_launch[g] = c
     own = [g for g in ctx.unlaunched_comm if t0 <= ts[g] < step.end_ns]
-    acts = sorted(list(act_launch) + own, key=lambda g: (ts[g], g))
+    rows = list(act_launch) + own
+    acts = [g for _, g in sorted(zip(ts[np.asarray(rows, np.int64)].tolist(), rows))]
     task_of: dict[int, str] = {}
     count: dict[str, int] = {}
     for g in acts:
         s = ctx.stream_of[g]
         task_of[g] = f"s{s}.{count.get(s, 0)}"
         count[s] = count.get(s, 0) + 1
-    ends_sorted = sorted((int(te[g]), g) for g in acts)
+    ends_sorted = sorted(zip(te[np.asarray(acts, np.int64)].tolist(), acts))
     return StepActs(calls, host_threads, act_launch, acts, task_of,
                     np.array([e for e, _ in ends_sorted], dtype=np.int64),
                     [g for _, g in ends_sorted])
