@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stepsim.models.host_speed import outside_load_slowdown
-from stepsim.models.metrics import Summary
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import SimResult, WindowReplay
 from stepsim.simcore.units import us_to_ms
 
-# the scenarios and the report modules (rich) are imported where a planner verb runs and where
-# a result is turned into a dict: a calibration does not pay for them (about 0.1 s)
+# the scenarios, the summaries (models.metrics) and the report modules (rich) are imported where
+# a planner verb runs and where a result is turned into a dict: a calibration does not pay for
+# them (about 0.1 s)
 if TYPE_CHECKING:
+    from stepsim.models.metrics import Summary
     from stepsim.scenarios.ceiling import CeilingReport
     from stepsim.scenarios.plan import Plan
     from stepsim.scenarios.predict import Prediction

@@ -18,28 +18,25 @@ def backlog_rows(ctx: TraceContext, t0: int, t_end: int) -> list[int]:
     order; ``t_end`` when the stream has none). A communication kernel of a step whose launch
     the trace lacks (:func:`calibration.trace_context.unlaunched_comm`) is enqueued before
     ``t0`` if it started before it."""
-    launch_of = ctx.launch_of
-    own = set(ctx.unlaunched_comm)
-    first_new: dict[str, int] = {}
-    for g in ctx.links.gpu_rows.tolist():
-        lr = launch_of.get(g)
-        if lr is not None and ctx.ts[lr] >= t0:
-            s = ctx.stream_of[g]
-            first_new[s] = min(first_new.get(s, int(ctx.ts[g])), int(ctx.ts[g]))
-    out = []
-    for g in ctx.links.gpu_rows.tolist():
-        if ctx.te[g] <= t0:
-            continue
-        lr = launch_of.get(g)
-        if lr is not None:
-            queued = ctx.ts[lr] < t0
-        elif g in own:
-            queued = ctx.ts[g] < t0
-        else:
-            queued = ctx.ts[g] < first_new.get(ctx.stream_of[g], t_end)
-        if queued:
-            out.append(g)
-    return out
+    gpu = ctx.links.gpu_rows
+    rows = gpu.tolist()
+    n = len(rows)
+    launch = np.fromiter(map(ctx.launch_of.get, rows, [-1] * n), np.int64, n)
+    linked = launch >= 0
+    launched_at = ctx.ts[np.where(linked, launch, 0)]
+    starts = ctx.ts[gpu]
+    keys = list(map(ctx.stream_of.__getitem__, rows))
+    code = {k: c for c, k in enumerate(dict.fromkeys(keys))}
+    stream = np.fromiter(map(code.__getitem__, keys), np.int64, n)
+    # each stream's first activity launched from t0 on (t_end where it has none)
+    new = linked & (launched_at >= t0)
+    first_new = np.full(len(code), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first_new, stream[new], starts[new])
+    first_new[~np.isin(np.arange(len(code)), stream[new])] = t_end
+    own = np.isin(gpu, np.asarray(ctx.unlaunched_comm, np.int64))
+    queued = np.where(linked, launched_at < t0,
+                      np.where(own, starts < t0, starts < first_new[stream]))
+    return gpu[(ctx.te[gpu] > t0) & queued].tolist()
 
 
 def backlog_us(ctx: TraceContext, first: Step, streams: dict[str, list],

@@ -106,7 +106,7 @@ class Links:
 
     def launch_of(self) -> dict[int, int]:
         """GPU activity row → launching call row (linked activities only)."""
-        return {int(g): int(l) for g, l in zip(self.gpu_rows, self.launch_row) if l >= 0}
+        return {g: l for g, l in zip(self.gpu_rows.tolist(), self.launch_row.tolist()) if l >= 0}
 
 
 def link(table: EventTable) -> Links:
@@ -281,9 +281,9 @@ def step_coverage(table: EventTable, links: Links, steps) -> list[StepCoverage]:
     is_launch = name_test(nm, lambda n: LAUNCH_APIS.get(n) in ("kernel", "graph")) | (
         name_test(nm, LAUNCH_APIS.__contains__) & (table.dur_ns[api] >= NOOP_COPY_NS))
     api = api[is_launch]
-    covered = np.fromiter((int(r) in links.by_launch for r in api), dtype=bool, count=len(api))
-    memset = np.fromiter((LAUNCH_APIS[table.names[r]] == "memset" for r in api), dtype=bool,
-                         count=len(api)) & ~covered
+    covered = np.fromiter(map(links.by_launch.__contains__, api.tolist()), dtype=bool,
+                          count=len(api))
+    memset = name_test(table.names[api], lambda n: LAUNCH_APIS[n] == "memset") & ~covered
     captured = in_capture(table, api) & ~covered & ~memset
     out = []
     for s in steps:
@@ -294,15 +294,17 @@ def step_coverage(table: EventTable, links: Links, steps) -> list[StepCoverage]:
     return out
 
 
-def complete_steps(table: EventTable, links: Links, steps, min_fraction: float = 1.0):
-    """The steps whose launch coverage is at least ``min_fraction``, and warnings.
+def complete_steps(table: EventTable, links: Links, steps, min_fraction: float = 1.0,
+                   cov: list[StepCoverage] | None = None):
+    """The steps whose launch coverage is at least ``min_fraction``, and warnings (``cov``:
+    their :func:`step_coverage` when already made).
 
     Returns:
         (kept steps, list of warnings). A warning says how many steps were excluded and how
         many launches had no GPU activity, and how many memset calls and graph-capture
         launches lacked it without making a step incomplete.
     """
-    cov = step_coverage(table, links, steps)
+    cov = step_coverage(table, links, steps) if cov is None else cov
     kept, dropped, missing = [], [], 0
     for s, c in zip(steps, cov):
         if c.fraction >= min_fraction:

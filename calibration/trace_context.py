@@ -78,8 +78,9 @@ class TraceContext:
         gpu = links.gpu_rows
         self.multi_dev = len(set(table.device[gpu].tolist())) > 1
         dev, st = table.device[gpu].tolist(), table.stream[gpu].tolist()
-        self.stream_of: dict[int, str] = {
-            g: (f"{d}:{s}" if self.multi_dev else str(s)) for g, d, s in zip(gpu.tolist(), dev, st)}
+        label = {k: (f"{k[0]}:{k[1]}" if self.multi_dev else str(k[1])) for k in set(zip(dev, st))}
+        self.stream_of: dict[int, str] = dict(zip(gpu.tolist(),
+                                                  map(label.__getitem__, zip(dev, st))))
         self.prev_end: dict[int, int] = {}
         last: dict[str, int] = {}
         for g, e in zip(gpu.tolist(), self.te[gpu].tolist()):
@@ -91,7 +92,9 @@ class TraceContext:
         self.ann_rows = ThreadRows(table, np.nonzero(
             name_test(table.names, lambda n: n.startswith("nccl:")) &
             table.is_cat("user_annotation", "cpu_op"))[0])
-        self.is_coll = {g: COLLECTIVE_RE.match(table.names[g]) is not None for g in gpu.tolist()}
+        gnames = table.names[gpu].tolist()
+        coll = {n: COLLECTIVE_RE.match(n) is not None for n in set(gnames)}   # once a name
+        self.is_coll = dict(zip(gpu.tolist(), map(coll.__getitem__, gnames)))
         self.launch_of = links.launch_of()   # activity row -> launching call row
         # communication kernels without a launching call: the steps' own (rows), and the
         # number launched before the first recorded launch call
@@ -131,12 +134,13 @@ def unlaunched_comm(table: EventTable, links: Links,
     (see the module docstring)."""
     gpu, lr = links.gpu_rows.tolist(), links.launch_row.tolist()
     ts, corr = table.ts_ns, table.correlation
-    rec = [int(corr[l]) for l in lr if l >= 0 and corr[l] >= 0]
-    min_corr = min(rec) if rec else None
+    rec = corr[links.launch_row[links.launch_row >= 0]]
+    rec = rec[rec >= 0]
+    min_corr = int(rec.min()) if len(rec) else None
     first: dict[str, int] = {}   # stream -> start of its first activity a recorded call launched
-    for g, l in zip(gpu, lr):
+    for g, l, t in zip(gpu, lr, ts[links.gpu_rows].tolist()):
         if l >= 0:
-            first.setdefault(stream_of[g], int(ts[g]))   # gpu rows are in start order
+            first.setdefault(stream_of[g], t)   # gpu rows are in start order
     own, before = [], 0
     for g, l in zip(gpu, lr):
         if l >= 0 or not COLLECTIVE_RE.match(table.names[g]):
@@ -193,14 +197,15 @@ def step_acts(ctx: TraceContext, step: Step) -> StepActs:
         for g in by_launch.get(c, ()):
             act_launch[g] = c
     own = [g for g in ctx.unlaunched_comm if t0 <= ts[g] < step.end_ns]
-    acts = sorted(list(act_launch) + own, key=lambda g: (ts[g], g))
+    rows = list(act_launch) + own
+    acts = [g for _, g in sorted(zip(ts[np.asarray(rows, np.int64)].tolist(), rows))]
     task_of: dict[int, str] = {}
     count: dict[str, int] = {}
     for g in acts:
         s = ctx.stream_of[g]
         task_of[g] = f"s{s}.{count.get(s, 0)}"
         count[s] = count.get(s, 0) + 1
-    ends_sorted = sorted((int(te[g]), g) for g in acts)
+    ends_sorted = sorted(zip(te[np.asarray(acts, np.int64)].tolist(), acts))
     return StepActs(calls, host_threads, act_launch, acts, task_of,
                     np.array([e for e, _ in ends_sorted], dtype=np.int64),
                     [g for _, g in ends_sorted])

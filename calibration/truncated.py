@@ -19,10 +19,12 @@ __all__ = ["usable_steps"]
 
 def usable_steps(table: EventTable, links: Links, steps) -> tuple[list, list[str]]:
     """(the complete steps, a truncated last step left out; warnings)."""
-    kept, warnings = complete_steps(table, links, steps)
+    every = step_coverage(table, links, steps)   # (a step's coverage is its own: made once)
+    kept, warnings = complete_steps(table, links, steps, cov=every)
     if len(kept) < 2 or not kept[-1].last:
         return kept, warnings
-    cov = {c.number: c.launches for c in step_coverage(table, links, kept)}
+    ids = {id(s) for s in kept}
+    cov = {c.number: c.launches for s, c in zip(steps, every) if id(s) in ids}
     last, others = kept[-1], kept[:-1]
     n_min = min(cov[s.number] for s in others)
     d_min = min(s.dur_us for s in others)

@@ -134,6 +134,30 @@ def test_where_keeps_columns_and_raw_access(tmp_path):
     assert isinstance(s.ts_ns, np.ndarray) and s.ts_ns.dtype == np.int64
 
 
+def test_category_and_complete_masks_follow_the_columns(tmp_path):
+    """``is_cat``, ``gpu_mask`` and ``busy_mask`` (codes made once per column) give what a test
+    of every row gives, on the table, on rows of it, and on a copy whose columns were replaced
+    (the codes of the old column must not be reused)."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(7)
+    cats = ["kernel", "cpu_op", "gpu_memcpy", "Trace", "cuda_runtime", "gpu_memset"]
+    evs = [{"ph": str(rng.choice(["X", "X", "i"])), "cat": str(rng.choice(cats)), "name": "n",
+            "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(300)]
+    t = table_of(tmp_path, evs)
+    t.gpu_mask()   # the codes made before the copy, which carries them
+    flipped = replace(t, cat=t.cat[::-1].copy(), ph=t.ph[::-1].copy())
+    for tab in (t, t.where(np.arange(len(t)) % 3 == 0), flipped, t.where(np.zeros(len(t), bool))):
+        for want in (("kernel",), ("cpu_op", "cuda_runtime"), ("absent",), ()):
+            assert tab.is_cat(*want).tolist() == [c in want for c in tab.cat.tolist()]
+        x = np.array([p == "X" for p in tab.ph.tolist()], bool)
+        gpu = np.array([c in ("kernel", "gpu_memcpy", "gpu_memset") for c in tab.cat.tolist()],
+                       bool)
+        assert tab.gpu_mask().tolist() == (gpu & x).tolist()
+        assert tab.busy_mask().tolist() == (x & (tab.cat != "trace_span")).tolist()
+    assert t.is_cat("kernel").tolist() != flipped.is_cat("kernel").tolist()
+
+
 def test_shared_old_and_new_traces_normalise():
     old = SHARED / "kineto" / "be239c04_rec2021-06-08" / "resnet50_num_workers_0" / \
         "worker0.1623143089861.pt.trace.json.gz"
