@@ -119,6 +119,26 @@ def load_bound_phrase(held: float, team: int) -> str:
             "a core, which the load lowered too)")
 
 
+
+def load_note(load: OutsideLoad, team: int = 1) -> str:
+    """The warning for a re-measured run under outside load (past :data:`LOAD_WARN`): its
+    steps are slower than the machine alone, and so the prediction's error; its ledger record
+    is scored apart. ``team``: the run's intra-op threads, which spin at their barriers while
+    the load holds a core, so the run is about ``1 / held^team`` slower, as
+    :func:`load_bound_phrase` bounds a capture's (a user's 2-thread CNN, 4 runs of 2026-12-05
+    held 35–55 %: 4.6, 7.0, 5.3, 7.8x their prediction, where ``1 / held^2`` gives 3.3, 8.2,
+    4.5, 7.7x and ``1 / held`` had said 1.8–2.8x)."""
+    return (f"this re-measured run ran under outside load: its own threads held "
+            f"{100 * load.held:.0f} % of the core time they could have held over "
+            f"{load.where}, so it ran about {1 / load.held:.1f}x slower than the machine alone"
+            + ("" if team <= 1 or load.held <= 0 else
+               f", or more, about {1 / load.held ** team:.1f}x (1 / held^{team}) on its {team} "
+               "intra-op threads"
+               " (they spin at their barriers while the load holds a core)")
+            + "; its error says more about that load than about the prediction (its ledger "
+            "record is kept out of the ledger's score; re-measure on a quiet machine)")
+
+
 def _runnable(cpu_us: float, run_wait_us: float | None, wall_us: float) -> float:
     """The share of a thread's interval it was runnable: its CPU time plus its run-queue wait
     over the interval's wall time (µs ÷ µs, at most 1; the rest it blocked); 1 where the wait
