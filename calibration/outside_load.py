@@ -86,13 +86,14 @@ class OutsideLoad:
         """How much slower the run's threads advanced than alone (``1 / held − 1``)."""
         return 1 / self.held - 1 if self.held > 0 else float("inf")
 
-    def warning(self, team: int = 1) -> str | None:
+    def warning(self, team: int = 1, inverted: bool = True) -> str | None:
         """The calibration warning (what was seen, what to do), or None below the bound.
         ``team``: the training step's intra-op threads where calibration inverted their stall
         as ``wall × s^team`` (:func:`calibration.cpu.stalled_team_wall`), else 1: the load
         lowers each thread's share ``s`` too, so the replay can be off by up to
         ``1 / held^team`` (a user's CNN on 2 threads, held 0.46, 2026-12-05: replay −77 %, 1 /
-        0.23 = 4.3x, where the warning had said 2.2x)."""
+        0.23 = 4.3x, where the warning had said 2.2x); ``inverted`` False: a team calibration
+        did not invert (the run's threads within the cores), see :func:`load_bound_phrase`."""
         if self.slowdown <= LOAD_WARN:
             return None
         return (f"the capture ran under outside load: its own runnable threads held "
@@ -102,18 +103,27 @@ class OutsideLoad:
                 f"average) over {self.batches} batches and {self.steps} steps); other processes "
                 f"held the rest, so its threads advanced {1 / self.held:.1f}x slower than alone, "
                 f"and the replay and every what-if of this capture can be off by "
-                f"{load_bound_phrase(self.held, team)}: no model parameter holds the load; "
+                f"{load_bound_phrase(self.held, team, inverted)}: no model parameter holds the load; "
                 "re-capture on a quiet machine (nothing else running) and calibrate from that")
 
 
-def load_bound_phrase(held: float, team: int) -> str:
+def load_bound_phrase(held: float, team: int, inverted: bool = True) -> str:
     """How far a capture whose threads held ``held`` of their cores can put its model off:
     ``as much`` (``1 / held``) on one intra-op thread; with a ``team`` whose stall calibration
-    inverted as ``wall × s^team``, up to ``1 / held^team``, each thread's share ``s`` lowered
-    by the load too (the module docstring's 2-thread captures replayed 0.107-0.381 of their
-    step at held 0.199-0.490)."""
+    inverted as ``wall × s^team`` (``inverted``: the run's own threads were more than the
+    cores), up to ``1 / held^team``, each thread's share ``s`` lowered by the load too (the
+    module docstring's 2-thread captures replayed 0.107-0.381 of their step at held
+    0.199-0.490); with a team calibration did not invert, about ``1 / held^team``: its
+    threads spin at their barriers while the load holds a core, which stretches the captured
+    step itself (a user's 2-thread CNN at ``num_workers=0``, 2026-12-05: three captures held
+    31, 51, 53 % and their profiled steps took 16.6, 9.0, 6.8x a calm capture's, where
+    ``1 / held^2`` gives 10.4, 3.8, 3.6x and ``1 / held`` 3.2, 2.0, 1.9x)."""
     if team <= 1 or held <= 0:
         return "as much"
+    if not inverted:
+        return (f"as much or more, about {1 / held ** team:.1f}x or more (its training step "
+                f"on {team} intra-op threads spins at their barriers while the load holds a "
+                f"core, its pace each thread's share s of a core to the power {team})")
     return (f"as much or more, up to {1 / held ** team:.1f}x (its training step on {team} "
             f"intra-op threads is calibrated as its wall × s^{team}, s each thread's share of "
             "a core, which the load lowered too)")
