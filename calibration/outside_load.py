@@ -103,7 +103,8 @@ class OutsideLoad:
                 f"average) over {self.batches} batches and {self.steps} steps); other processes "
                 f"held the rest, so its threads advanced {1 / self.held:.1f}x slower than alone, "
                 f"and the replay and every what-if of this capture can be off by "
-                f"{load_bound_phrase(self.held, team, inverted)}: no model parameter holds the load; "
+                f"{load_bound_phrase(self.held, team, inverted)}: no model parameter holds the "
+                "load; "
                 "re-capture on a quiet machine (nothing else running) and calibrate from that")
 
 
@@ -196,6 +197,25 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
                               min((s.next_cpu_us + wait) / s.next_wall_us, 1.0), cpu, NEXT))
     return np.array(spans, dtype=float).reshape(-1, 5)
 
+
+
+def worker_cpu_us(side: Sidecar) -> float:
+    """The DataLoader workers' CPU µs inside the sidecar's profiled steps (their batches and
+    their work between batches, each interval pro rata, as :func:`outside_load` counts them):
+    the part of the run's own CPU its ``machine`` record leaves out, whose ``proc_cpu_us`` is
+    the main process's (``time.process_time``), not its worker processes'. A user's run at 2
+    workers (2026-12-05, held 96 %) read other processes busy 26 % of the cores over its
+    window, its own workers' batches. 0 without workers or the window's instants."""
+    span = step_window(side.steps)
+    nw = side.loader.num_workers
+    if span is None or nw == 0:
+        return 0.0
+    a = busy_spans(side, nw, 1, 1)
+    a = a[(a[:, 4] == BATCH) | (a[:, 4] == GAP)]
+    wall = a[:, 1] - a[:, 0]
+    inside = np.clip(np.minimum(a[:, 1], span[1]) - np.maximum(a[:, 0], span[0]), 0.0, None)
+    return float((a[:, 3] * np.divide(inside, wall, out=np.zeros_like(wall),
+                                      where=wall > 0)).sum())
 
 def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
                  torch_threads: int, steps: list | None = None) -> OutsideLoad | None:

@@ -28,7 +28,8 @@ DATA = Path(__file__).parent / "data"
 def _sidecar(name: str, tmp_path: Path):
     path = tmp_path / name / "sidecar.json"
     path.parent.mkdir()
-    with gzip.open(DATA / f"cnn2t_nw0_{name}.sidecar.json.gz", "rb") as src, open(path, "wb") as dst:
+    with gzip.open(DATA / f"cnn2t_nw0_{name}.sidecar.json.gz", "rb") as src, \
+            open(path, "wb") as dst:
         shutil.copyfileobj(src, dst)
     return path, load_sidecar(path)
 
