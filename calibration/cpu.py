@@ -195,7 +195,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                          torch_threads) if sidecar is not None else None)
     threads = lp["num_workers"] * lp.get("threads_per_worker", 1) + torch_threads
     team = torch_threads if sidecar is not None and threads > lp["host_cores"] else 1
-    load_warning = load.warning(team) if load is not None else None
+    load_warning = (load.warning(team) if team > 1 or torch_threads <= 1 or sidecar is None
+                    else load.warning(torch_threads, inverted=False)) if load is not None else None
     if load_warning:
         warnings.append(load_warning)
     drift = profiled_drift(sidecar) if sidecar is not None else None

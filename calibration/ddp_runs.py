@@ -69,14 +69,15 @@ def run_readings(folders: list[Path]) -> tuple[list[float | None], list[float],
     :func:`calibration.machine_stat.run_busy_share`; None in sidecars before them)."""
     from stepsim.calibration.calibrate import _job_speeds, _rank_sidecars
     from stepsim.calibration.machine_stat import run_busy_share
-    from stepsim.calibration.outside_load import _core_share
+    from stepsim.calibration.outside_load import _core_share, worker_cpu_us
     from stepsim.calibration.sidecar import load_sidecar
 
     sides = [_rank_sidecars(Path(f)) for f in folders]
     loaded = [[load_sidecar(p) for p in s.values()] for s in sides]
     shares = [_core_share(run) for run in loaded]
     speeds = _job_speeds(sides[0], [(Path(f), s) for f, s in zip(folders[1:], sides[1:])])
-    busy = [run_busy_share([(side.host_name, side.machine) for side in run]) for run in loaded]
+    busy = [run_busy_share([(side.host_name, side.machine, worker_cpu_us(side)) for side in run])
+            for run in loaded]
     return shares, speeds, busy
 
 

@@ -122,7 +122,7 @@ def per_fault_us(side: Sidecar) -> float | None:
     """The CPU µs per page fault :func:`_work_parts` takes out of ``side``'s steps where they
     re-faulted (:func:`calibration.page_faults.refault_fit`), or None (nothing taken out, or
     steps that did not re-fault measure the work)."""
-    quiet = [s for s in side.steps[1:] if s.minflt is not None and s.minflt < MIN_FAULTS]
+    quiet = [s for s in calm_steps(side) if s.minflt is not None and s.minflt < MIN_FAULTS]
     rf = refault_fit(side) if len(quiet) < MIN_STEPS else None
     return rf.per_fault_us if rf is not None else None
 
@@ -142,13 +142,34 @@ def _work_parts(side: Sidecar, per_fault: float | None = None) -> dict[str, floa
     produce = [r.work_us for r in after_startup(side.produce)]
     # the steps that did not re-fault their memory where the sidecar counts faults: whether a
     # run re-faults is its heap's (calibration.page_faults), not the host's speed
-    rows = side.steps[1:]
+    rows = calm_steps(side)
     quiet = [s for s in rows if s.minflt is not None and s.minflt < MIN_FAULTS]
     own = per_fault_us(side) if per_fault is None else None
     per = per_fault if per_fault is not None else (own or 0.0)   # else its faults' CPU
     train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0)
              for s in (quiet if len(quiet) >= MIN_STEPS else rows)]
     return {k: float(np.median(x)) for k, x in (("produce", produce), ("train", train)) if x}
+
+
+def calm_steps(side: Sidecar) -> list:
+    """``side``'s steps after its first that measure identical work: at ``num_workers=0`` on
+    at most as many intra-op threads as cores, where none of the run's own threads is runnable
+    beside the step, those whose main thread waited for a core (run-queue wait) no more than
+    :data:`LOAD_WARN` × its CPU time outside ``next()``, when at least
+    :data:`calibration.page_faults.MIN_STEPS` are; else every step after the first.
+
+    A core another process holds stalls torch's intra-op team, whose threads spin at its
+    barriers in CPU time: measured on a user's 2-thread CNN (2026-12-05, 2 shared cores), the
+    steps that waited took 245 ms of main-thread CPU where the calm ones took 42 ms, each
+    waiting 220 ms for a core. The run's fault-free steps were three such, so the replicate,
+    whose batches' produce took 1.002× the capture's CPU and whose 30 scored steps were calm
+    (held 93 %), read as a host 5.85× slower: every interval 0.24–4.2× the point."""
+    rows = list(side.steps[1:])
+    if side.loader.num_workers != 0 or (side.torch_num_threads or 1) > (side.host_cores or 1):
+        return rows
+    calm = [s for s in rows if s.run_wait_us is None
+            or s.run_wait_us <= LOAD_WARN * max(s.cpu_us - s.next_cpu_us, 0.0)]
+    return calm if len(calm) >= MIN_STEPS else rows
 
 
 def _same_setting(a: Sidecar, b: Sidecar) -> str | None:

@@ -71,20 +71,25 @@ def busy_share(machine: dict | None, own_cpu_us: float) -> float | None:
     return max(m["busy_us"] - own_cpu_us, 0.0) / (m["cores"] * m["wall_us"])
 
 
-def run_busy_share(machines: list[tuple[str | None, object]]) -> float | None:
+def run_busy_share(machines: list[tuple]) -> float | None:
     """:func:`busy_share` of one run of several processes (a DDP job's ranks), each as
-    ``(host name, machine record)`` (a dict or the sidecar's
-    :class:`calibration.sidecar.MachineCPU`, over its own profiled steps): per host, the first
-    rank's busy CPU less every rank's on that host, each rank's own CPU taken at its rate over
-    its own span (the ranks' spans differ by a step's skew at most); the busiest host's share.
-    None where any rank lacks the record."""
-    ms = [(h, m if isinstance(m, dict) or m is None else m.model_dump()) for h, m in machines]
+    ``(host name, machine record)`` or ``(host name, machine record, other own CPU µs)`` (a
+    dict or the sidecar's :class:`calibration.sidecar.MachineCPU`, over its own profiled
+    steps; the third: CPU of the rank's own processes the record's ``proc_cpu_us``, its main
+    process's alone, leaves out over that span: its DataLoader workers',
+    :func:`calibration.outside_load.worker_cpu_us`): per host, the first rank's busy CPU less
+    every rank's on that host, each rank's own CPU taken at its rate over its own span (the
+    ranks' spans differ by a step's skew at most); the busiest host's share. None where any
+    rank lacks the record."""
+    ms = [(t[0], t[1] if isinstance(t[1], dict) or t[1] is None else t[1].model_dump(),
+           t[2] if len(t) > 2 else 0.0) for t in machines]
     if not ms or any(not m or m.get("proc_cpu_us") is None or m.get("wall_us", 0) <= 0
-                     for _, m in ms):
+                     for _, m, _ in ms):
         return None
     hosts: dict = {}
-    for h, m in ms:
-        hosts.setdefault(h, []).append(m)
-    shares = [busy_share(g[0], sum(m["proc_cpu_us"] / m["wall_us"] for m in g) * g[0]["wall_us"])
+    for h, m, extra in ms:
+        hosts.setdefault(h, []).append((m, extra))
+    shares = [busy_share(g[0][0], sum((m["proc_cpu_us"] + extra) / m["wall_us"]
+                                      for m, extra in g) * g[0][0]["wall_us"])
               for g in hosts.values()]
     return None if any(s is None for s in shares) else max(shares)

@@ -32,7 +32,7 @@ import numpy as np
 from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
 from stepsim.calibration.events import build_table, dropped_note
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.calibration.outside_load import OutsideLoad, outside_load
+from stepsim.calibration.outside_load import OutsideLoad, load_note, outside_load
 from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
 from stepsim.calibration.linking import link
 from stepsim.calibration.same_run import check_one_run, raw_span
@@ -304,7 +304,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
         notes.append(scored_note(len(after), float(np.mean(step_us)), traced))
     load = remeasured_load(side) if side is not None else None
     if load is not None and load.slowdown > LOAD_WARN:
-        notes.append(load_note(load))
+        notes.append(load_note(load, side.torch_num_threads or 1))
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
     compute_wall = float(np.mean(step_us - wait))
     compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None
@@ -360,18 +360,6 @@ def remeasured_load(side) -> OutsideLoad | None:
     if load is None or load.held <= 0:
         return None
     return replace(load, where=where)
-
-
-def load_note(load: OutsideLoad) -> str:
-    """The warning for a re-measured run under outside load (past
-    :data:`models.host_speed.LOAD_WARN`): its steps are slower than the machine alone, and so
-    the prediction's error; its ledger record is scored apart."""
-    return (f"this re-measured run ran under outside load: its own threads held "
-            f"{100 * load.held:.0f} % of the core time they could have held over "
-            f"{load.where}, so it ran about {1 / load.held:.1f}x slower than the machine alone; "
-            "its "
-            "error says more about that load than about the prediction (its ledger record is "
-            "kept out of the ledger's score; re-measure on a quiet machine)")
 
 
 def startup_step(side, step_us: np.ndarray, wait_us: np.ndarray, multi: bool

@@ -86,13 +86,14 @@ class OutsideLoad:
         """How much slower the run's threads advanced than alone (``1 / held − 1``)."""
         return 1 / self.held - 1 if self.held > 0 else float("inf")
 
-    def warning(self, team: int = 1) -> str | None:
+    def warning(self, team: int = 1, inverted: bool = True) -> str | None:
         """The calibration warning (what was seen, what to do), or None below the bound.
         ``team``: the training step's intra-op threads where calibration inverted their stall
         as ``wall × s^team`` (:func:`calibration.cpu.stalled_team_wall`), else 1: the load
         lowers each thread's share ``s`` too, so the replay can be off by up to
         ``1 / held^team`` (a user's CNN on 2 threads, held 0.46, 2026-12-05: replay −77 %, 1 /
-        0.23 = 4.3x, where the warning had said 2.2x)."""
+        0.23 = 4.3x, where the warning had said 2.2x); ``inverted`` False: a team calibration
+        did not invert (the run's threads within the cores), see :func:`load_bound_phrase`."""
         if self.slowdown <= LOAD_WARN:
             return None
         return (f"the capture ran under outside load: its own runnable threads held "
@@ -102,21 +103,51 @@ class OutsideLoad:
                 f"average) over {self.batches} batches and {self.steps} steps); other processes "
                 f"held the rest, so its threads advanced {1 / self.held:.1f}x slower than alone, "
                 f"and the replay and every what-if of this capture can be off by "
-                f"{load_bound_phrase(self.held, team)}: no model parameter holds the load; "
+                f"{load_bound_phrase(self.held, team, inverted)}: no model parameter holds the "
+                "load; "
                 "re-capture on a quiet machine (nothing else running) and calibrate from that")
 
 
-def load_bound_phrase(held: float, team: int) -> str:
+def load_bound_phrase(held: float, team: int, inverted: bool = True) -> str:
     """How far a capture whose threads held ``held`` of their cores can put its model off:
     ``as much`` (``1 / held``) on one intra-op thread; with a ``team`` whose stall calibration
-    inverted as ``wall × s^team``, up to ``1 / held^team``, each thread's share ``s`` lowered
-    by the load too (the module docstring's 2-thread captures replayed 0.107-0.381 of their
-    step at held 0.199-0.490)."""
+    inverted as ``wall × s^team`` (``inverted``: the run's own threads were more than the
+    cores), up to ``1 / held^team``, each thread's share ``s`` lowered by the load too (the
+    module docstring's 2-thread captures replayed 0.107-0.381 of their step at held
+    0.199-0.490); with a team calibration did not invert, about ``1 / held^team``: its
+    threads spin at their barriers while the load holds a core, which stretches the captured
+    step itself (a user's 2-thread CNN at ``num_workers=0``, 2026-12-05: three captures held
+    31, 51, 53 % and their profiled steps took 16.6, 9.0, 6.8x a calm capture's, where
+    ``1 / held^2`` gives 10.4, 3.8, 3.6x and ``1 / held`` 3.2, 2.0, 1.9x)."""
     if team <= 1 or held <= 0:
         return "as much"
+    if not inverted:
+        return (f"as much or more, about {1 / held ** team:.1f}x or more (its training step "
+                f"on {team} intra-op threads spins at their barriers while the load holds a "
+                f"core, its pace each thread's share s of a core to the power {team})")
     return (f"as much or more, up to {1 / held ** team:.1f}x (its training step on {team} "
             f"intra-op threads is calibrated as its wall × s^{team}, s each thread's share of "
             "a core, which the load lowered too)")
+
+
+
+def load_note(load: OutsideLoad, team: int = 1) -> str:
+    """The warning for a re-measured run under outside load (past :data:`LOAD_WARN`): its
+    steps are slower than the machine alone, and so the prediction's error; its ledger record
+    is scored apart. ``team``: the run's intra-op threads, which spin at their barriers while
+    the load holds a core, so the run is about ``1 / held^team`` slower, as
+    :func:`load_bound_phrase` bounds a capture's (a user's 2-thread CNN, 4 runs of 2026-12-05
+    held 35–55 %: 4.6, 7.0, 5.3, 7.8x their prediction, where ``1 / held^2`` gives 3.3, 8.2,
+    4.5, 7.7x and ``1 / held`` had said 1.8–2.8x)."""
+    return (f"this re-measured run ran under outside load: its own threads held "
+            f"{100 * load.held:.0f} % of the core time they could have held over "
+            f"{load.where}, so it ran about {1 / load.held:.1f}x slower than the machine alone"
+            + ("" if team <= 1 or load.held <= 0 else
+               f", or more, about {1 / load.held ** team:.1f}x (1 / held^{team}) on its {team} "
+               "intra-op threads"
+               " (they spin at their barriers while the load holds a core)")
+            + "; its error says more about that load than about the prediction (its ledger "
+            "record is kept out of the ledger's score; re-measure on a quiet machine)")
 
 
 def _runnable(cpu_us: float, run_wait_us: float | None, wall_us: float) -> float:
@@ -166,6 +197,25 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
                               min((s.next_cpu_us + wait) / s.next_wall_us, 1.0), cpu, NEXT))
     return np.array(spans, dtype=float).reshape(-1, 5)
 
+
+
+def worker_cpu_us(side: Sidecar) -> float:
+    """The DataLoader workers' CPU µs inside the sidecar's profiled steps (their batches and
+    their work between batches, each interval pro rata, as :func:`outside_load` counts them):
+    the part of the run's own CPU its ``machine`` record leaves out, whose ``proc_cpu_us`` is
+    the main process's (``time.process_time``), not its worker processes'. A user's run at 2
+    workers (2026-12-05, held 96 %) read other processes busy 26 % of the cores over its
+    window, its own workers' batches. 0 without workers or the window's instants."""
+    span = step_window(side.steps)
+    nw = side.loader.num_workers
+    if span is None or nw == 0:
+        return 0.0
+    a = busy_spans(side, nw, 1, 1)
+    a = a[(a[:, 4] == BATCH) | (a[:, 4] == GAP)]
+    wall = a[:, 1] - a[:, 0]
+    inside = np.clip(np.minimum(a[:, 1], span[1]) - np.maximum(a[:, 0], span[0]), 0.0, None)
+    return float((a[:, 3] * np.divide(inside, wall, out=np.zeros_like(wall),
+                                      where=wall > 0)).sum())
 
 def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
                  torch_threads: int, steps: list | None = None) -> OutsideLoad | None:

@@ -101,9 +101,11 @@ def print_diagnosis(d: Diagnosis, as_json: bool = False) -> None:
         pad = "       " if f.key else "     "
         for e in f.evidence:
             print(f"{pad}{e}")
+        said = None     # a fix and its look-ahead pair share one leaf's arithmetic: said once
         for w in f.whatifs:
-            if w.arithmetic:
+            if w.arithmetic and w.arithmetic != said:
                 print(f"{pad}arithmetic: {w.arithmetic}")
+            said = w.arithmetic or said
             print(f"{pad}{_whatif_line(w, b.mean_step_us)}")
             for c in w.caveats:
                 print(f"{pad}  caveat: {c}")

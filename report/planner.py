@@ -18,7 +18,7 @@ from stepsim.models.host_speed import factor_range
 from stepsim.report.figures import pyplot, save
 from stepsim.report.plan_table import plan_dict, print_plan
 from stepsim.report.pred_text import interval_text as _interval, run_ahead_note as _run_ahead_note
-from stepsim.report.pred_text import host_noise, noise_line, x_text as _x
+from stepsim.report.pred_text import host_noise, noise_line, refault_line, x_text as _x
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms, rank_comm_table
 from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
@@ -89,6 +89,11 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
     if base.host_speed:
         c.print(f"times {base.host_speed}")
+    faults = [(n, refault_line(p.model)) for n, p in (("baseline", base), ("scenario", pred))]
+    for name, line in ([("baseline and scenario", faults[0][1])] if faults[0][1] == faults[1][1]
+                       else faults):
+        if line:
+            c.print(f"{name}: {line}")
     noise = host_noise(pred.model, x)
     if noise and noise["within_host_noise"]:
         c.print(noise_line(f"the predicted change ({_x(x)}) is", noise))

@@ -10,7 +10,8 @@ from stepsim.models.host_speed import two_run_noise
 from stepsim.report.tables import console, ms_text as _ms
 from stepsim.scenarios.predict import Prediction
 
-__all__ = ["interval_text", "x_text", "run_ahead_note", "host_noise", "noise_line"]
+__all__ = ["interval_text", "x_text", "run_ahead_note", "host_noise", "noise_line",
+           "refault_line"]
 
 
 def interval_text(p: Prediction) -> str:
@@ -57,3 +58,25 @@ def noise_line(what: str, noise: dict) -> str:
             f"P10–P90 of one run's speed against another's, from "
             f"{noise['host_noise_source']}): one re-measured run of each setting cannot "
             "confirm it; compare the means of several (validate pools runs)")
+
+
+def refault_line(model) -> str | None:
+    """What a prediction's training step holds for page faults (:mod:`calibration.page_faults`):
+    ``host.refault_share`` of the CPU µs its most re-faulting step spent faulting freed memory
+    in again (each cpu op's ``refault_us``), and how far a run that re-faults every step, or
+    none, lies from it; None where the model has none. Whether a run re-faults is its heap's,
+    so the share is assumed (its middle the point): a user's whatif baseline sat between the
+    capture's unprofiled steps and its re-faulting ones with nothing to say why."""
+    ops = [op for op in model.host.ops if op.kind == "cpu" and op.refault_us > 0] \
+        if model is not None else []
+    if not ops:
+        return None
+    most = sum(op.refault_us for op in ops)
+    share, rng = model.host.refault_share, model.host.refault_share_range
+    how = (f"assumed, drawn {rng[0]:g}–{rng[1]:g} per run in the interval"
+           if rng is not None and rng[1] > rng[0] else "as set")
+    return (f"page faults: the training step holds {share:.2f} of the {_ms(most)} ms of CPU a "
+            f"step the capture's most re-faulting step spent faulting memory in again "
+            f"(host.refault_share, {how}): a run whose heap re-faults every step pays "
+            f"{_ms((1 - share) * most)} ms more a step, one that never does "
+            f"{_ms(share * most)} ms less")

@@ -19,7 +19,10 @@ With ``r = N / B``:
   thread's forward and backward work, a CPU calibration's ``train`` op less its
   ``per_step_fraction`` (the optimizer's ``step`` and ``zero_grad``, *measured* from the
   trace's ``Optimizer.*`` spans; with a batch-size probe, all of the step's part that did not
-  grow from B to the probe's batch, *measured*), which is kept;
+  grow from B to the probe's batch, *measured*), which is kept; and that op's page faults'
+  CPU at the most (``refault_us``, :mod:`calibration.page_faults`) × r, *assumed* linear: the
+  step's freed activations are what it faults in again (a user's CNN, 2026-12-05: the most
+  faults a step ×2.9–3.2 at 64 against 32, which linear understates);
 * kept per batch or per step: the main thread's receipt of a worker's batch
   (``unpickle_us``: torch moves a batch's tensors through shared memory, a cost per tensor, not
   per byte), launches and the host's other CPU work, the optimizer, collectives (gradients do
@@ -120,6 +123,7 @@ def set_batch_size(model: StepModel, value) -> StepModel:
         grown = grown_by(f, r, op["sample_exponent"])
         _scale_host_op(op, grown)
         op["per_step_fraction"] = f / grown
+        op["refault_us"] *= r     # the freed activations it faults in again: per sample
     for ts in data["device"]["streams"].values():
         for t in ts:
             if t["id"] in device:
@@ -166,6 +170,11 @@ def batch_size_note(model: StepModel, value) -> str | None:
                 if f > 0 else
                 f"{grown} (no Optimizer spans in the trace to keep per step, so its optimizer "
                 f"is scaled too, which overstates it; {linear}")
+    faults = sum(model.host.ops[i].refault_us for i in _per_sample_host(model))
+    if faults > 0:    # a user's CNN at 64 against 32: x2.9-3.2 the most faults a step
+        step += (f", its page faults' CPU {faults / 1e3:.1f} -> {faults * r / 1e3:.1f} ms at "
+                 f"the most (x{r:.3g}, assumed linear in samples: the step's freed activations "
+                 "are what it faults in again)")
     return (f"loader.batch_size={n} (captured at {b}): every step time is per batch of {n} "
             f"samples, not {b}; {produce}, batch bytes {lp.batch_bytes} -> "
             f"{round(lp.batch_bytes * r)} (inferred: the measured bytes / {b} per sample), "

@@ -223,3 +223,23 @@ def test_a_sweep_of_batch_sizes_prints_ms_per_sample(tmp_path):
     points = json.loads(cli(*args, "--json")[2])["points"]
     # (N/8)·60 + 4 ms per step: per sample 7.5 + 4/N ms
     assert [p["ms_per_sample"] for p in points] == pytest.approx([8.5, 8.0, 7.75], rel=1e-6)
+
+
+@pytest.mark.parametrize("n", [4, 16, 32])
+def test_the_page_faults_grow_with_the_batch(n):
+    """num_workers=0, a training step of T = 20 ms that re-faults up to F = 8 ms of CPU, paying
+    half (host.refault_share 0.5): step = P + T + F/2; at N samples instead of B, the
+    activations it faults in again grow with the batch as its work does:
+    (N/B)(P + T + F/2). Before, F stayed the captured batch's (a user's CNN at 64 against 32
+    re-faulted 2.9-3.2x the pages a step)."""
+    m = cpu_model(0, produce_ms=40, train_ms=20)
+    data = m.model_dump()
+    data["host"]["ops"][1]["refault_us"] = 8_000.0
+    m = StepModel.model_validate(data)
+    assert mean_ms(m) == pytest.approx(64.0)
+    got = apply_ops(m, [SetOp(path="loader.batch_size", value=n)])
+    assert got.host.ops[1].refault_us == pytest.approx(8_000.0 * n / 8)
+    assert mean_ms(got) == pytest.approx(n / 8 * 64.0, rel=1e-6)
+    note = [w for w in caveats(m, [SetOp(path="loader.batch_size", value=n)])
+            if "page faults" in w]
+    assert len(note) == 1 and f"8.0 -> {8.0 * n / 8:.1f} ms at the most" in note[0]

@@ -237,3 +237,23 @@ def test_calibration_of_a_loaded_team_capture_says_the_compounded_bound(cpu_run_
     from stepsim.scenarios.caveats import input_caveats
     every = [w for w in input_caveats(m) if "ran under outside load" in w]
     assert len(every) == 1 and f"up to {1 / held ** 2:.1f}x through its 2-thread" in every[0]
+
+
+def test_a_loaded_team_capture_at_0_workers_says_the_team_figure(cpu_run_nw0, tmp_path):
+    """A 2-thread step at num_workers=0 on 2 cores: calibration inverts no stall (the run's
+    threads fit the cores), but the load stalls the team all the same, its threads spinning at
+    the barriers, so the captured step itself is stretched about 1 / held^2 (a user's CNN:
+    three captures held 31-53 %, their steps 6.8-16.6x a calm capture's; 1 / held said
+    1.9-3.2x). The warning gives both; one thread keeps 'as much'."""
+    d = _cpu_times(cpu_run_nw0, tmp_path / "loaded", 0.4)
+    data = json.loads((d / "sidecar.json").read_text())
+    data["torch_num_threads"], data["host_cores"] = 2, 2
+    (d / "sidecar.json").write_text(json.dumps(data))
+    m = calibrate(d)
+    held = m.meta.notes["outside_load_held"]
+    said = [w for w in m.meta.warnings if "ran under outside load" in w]
+    assert len(said) == 1 and f"about {1 / held ** 2:.1f}x or more" in said[0]
+    assert "spins at their barriers" in said[0]
+    one = calibrate(_cpu_times(cpu_run_nw0, tmp_path / "one", 0.4))
+    said = [w for w in one.meta.warnings if "ran under outside load" in w]
+    assert len(said) == 1 and "can be off by as much:" in said[0]
