@@ -168,10 +168,14 @@ def parser() -> argparse.ArgumentParser:
                    help="the DDP demo: 2 gloo ranks on the CPU, bucket caps, a straggler, a barrier")
     d.add_argument("--seed", type=_count("seed"), default=0,
                    help="seed of the workload and the simulations (default 0)")
-    d.add_argument("--probe", type=_count("probe"), default=None, metavar="N",
-                   help="the calibration run also records a probe at num_workers=N, from which "
-                        "co-run interference is calibrated (else a stated prior widens the "
-                        "interval)")
+    # const: demo.run.PROBE_WORKERS (tests/test_demo_probe.py checks they agree)
+    d.add_argument("--probe", type=_count("probe"), nargs="?", const=0, default=None,
+                   metavar="N",
+                   help="the calibration run (num_workers=1) also records a probe at "
+                        "num_workers=N (alone: 0, nothing beside its batches, the load change "
+                        "that measures the slope), from which co-run interference is calibrated "
+                        "(else, or when the probe's load is too close to the capture's, a "
+                        "stated prior widens the interval)")
 
     # ---- planner verbs (whatif, sweep, ceiling, plan, validate, ledger) are added here ----
     w = _planner_verb(sub, "whatif", "predict the step after what-if operations", DEFAULT_DRAWS)

@@ -21,7 +21,9 @@ that share and fits the coefficient (the slowdown with every other core busy):
   per batch and per step (a step less its page faults') changed with the share, and its
   P10–P90 over a bootstrap of the records. A probe at 0 workers moves both (the batch from
   about 0.5 to 0, the step from about 1); one at 2 or more workers moves the batch's only
-  (the step's other core is busy at 1 worker already).
+  (the step's other core is busy at 1 worker already), from about 0.96 to 1 on 2 cores: a
+  change of load too small for the records' scatter to give a slope (:func:`slope_se` above
+  :data:`PRIOR_SD`), so the prior is kept and calibration says why.
   Without a probe, :data:`INTERFERENCE_PRIOR`.
 
 A step on torch's intra-op threads (``team`` > 1 in :func:`activities`, kind ``team_step``)
@@ -196,6 +198,51 @@ def mean_load(acts: list[Activity], loads: np.ndarray, kind: str) -> float:
     return float(np.mean(sel)) if sel else 0.0
 
 
+PRIOR_SD = (INTERFERENCE_PRIOR[1] - INTERFERENCE_PRIOR[0]) / 12 ** 0.5
+"""The standard deviation (0.046) of the coefficient's stated prior, uniform over
+:data:`INTERFERENCE_PRIOR`: a probe whose slope has a larger standard error
+(:func:`slope_se`) says less than the prior, and the prior is kept. The demo's probe at
+num_workers=2 beside its 1-worker capture moved the batches' load from about 0.96 to 1.00
+(the other core busy with the training step either way), and its fit read 0.080 / 0.182 /
+0.287 in three runs of 2026-12-05 (docs/measurements.md "The demo's score"): a slope over
+0.04 of load from medians that move by about 1 %."""
+MEDIAN_SE = (np.pi / 2) ** 0.5
+"""The standard error of a median of ``n`` normal draws is this × sd / √n (1.2533)."""
+
+
+def _log_median_se(cpu: np.ndarray) -> float:
+    """The standard error of ``log(median(cpu))`` (µs records): :data:`MEDIAN_SE` × the
+    records' robust log sd (1.4826 × the median absolute deviation, so one kernel burst does
+    not set it) / √n. This is the noise the sidecar itself measures: its records' scatter
+    around the run's speed at one load."""
+    lg = np.log(cpu)
+    sd = 1.4826 * float(np.median(np.abs(lg - np.median(lg))))
+    return MEDIAN_SE * sd / len(lg) ** 0.5
+
+
+def slope_se(a0: np.ndarray, a1: np.ndarray) -> float:
+    """The standard error of the coefficient that one kind's records measure: rows of (CPU µs,
+    co-run load) in the capture (``a0``) and the probe (``a1``). The fit explains
+    ``log(median c1 / median c0)`` by ``log((1 + k o1) / (1 + k o0))``, whose slope in ``k``
+    at the prior's middle ``k̄`` is ``o1 / (1 + k̄ o1) − o0 / (1 + k̄ o0)`` (about the change
+    of load ``o1 − o0``): the standard error is the log ratio's (:func:`_log_median_se` of
+    each, in quadrature) over that slope; infinite when the loads are equal."""
+    kb = sum(INTERFERENCE_PRIOR) / 2
+    o0, o1 = a0[:, 1].mean(), a1[:, 1].mean()
+    d = abs(o1 / (1 + kb * o1) - o0 / (1 + kb * o0))
+    se = np.hypot(_log_median_se(a0[:, 0]), _log_median_se(a1[:, 0]))
+    return float(se / d) if d > 0 else float("inf")
+
+
+def _unmeasured(a0: np.ndarray, a1: np.ndarray, kind: str) -> str:
+    """Why one kind's records do not measure the slope: its loads and the standard error."""
+    se = slope_se(a0, a1)
+    return (f"the {kind}{'es' if kind == 'batch' else 's'}' co-run load {a0[:, 1].mean():.2f} "
+            f"in the capture and {a1[:, 1].mean():.2f} in the probe give "
+            + (f"a slope with standard error {se:.3g} from the records' scatter, above the "
+               f"prior's {PRIOR_SD:.3f}" if np.isfinite(se) else "no slope (the same load)"))
+
+
 def _fit(groups) -> float:
     """Least squares on log CPU-time ratios over ``groups`` of (cal cpu, cal load, probe cpu,
     probe load) means."""
@@ -207,14 +254,16 @@ def _fit(groups) -> float:
 
 
 def fit_interference(cal: list[Activity], probe: list[Activity], cores: int,
-                     seed: int = 0) -> tuple[float, tuple[float, float]] | None:
+                     seed: int = 0) -> tuple[float, tuple[float, float]] | str | None:
     """The interference coefficient from a calibration setting and a probe setting, with its
     P10–P90 over a bootstrap of the records, on :data:`FIT_GRID` (below 0 where the CPU per
-    work fell with the load); None when no kind of activity appears in both with a different
-    load (the probe then cannot tell interference from nothing). A ``team_step`` counts in the
+    work fell with the load), from the kinds of activity whose slope the probe measures
+    (:func:`slope_se` at most :data:`PRIOR_SD`). A string, the reason, when a kind appears in
+    both but none is measurable (the loads too close for the records' scatter: the prior says
+    more); None when no kind of activity appears in both. A ``team_step`` counts in the
     loads, never in the fit (its CPU holds its spinning)."""
     l0, l1 = corun_loads(cal, cores), corun_loads(probe, cores)
-    per_kind = []
+    per_kind, kinds = [], []
     for kind in ("batch", "step"):
         a0 = [(a.cpu_us, x) for a, x in zip(cal, l0)
               if a.kind == kind and a.cpu_us > 0 and a.fitted]
@@ -222,10 +271,13 @@ def fit_interference(cal: list[Activity], probe: list[Activity], cores: int,
               if a.kind == kind and a.cpu_us > 0 and a.fitted]
         if len(a0) >= 2 and len(a1) >= 2:
             per_kind.append((np.array(a0), np.array(a1)))
-    per_kind = [(a0, a1) for a0, a1 in per_kind
-                if abs(a1[:, 1].mean() - a0[:, 1].mean()) > 0.05]
+            kinds.append(kind)
     if not per_kind:
         return None
+    measurable = [(a0, a1) for a0, a1 in per_kind if slope_se(a0, a1) <= PRIOR_SD]
+    if not measurable:
+        return "; ".join(_unmeasured(a0, a1, kind) for (a0, a1), kind in zip(per_kind, kinds))
+    per_kind = measurable
 
     def groups(pick0, pick1):   # the median CPU: one step's kernel burst is no interference
         return [(np.median(a0[p0, 0]), a0[p0, 1].mean(), np.median(a1[p1, 0]), a1[p1, 1].mean())

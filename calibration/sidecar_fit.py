@@ -207,6 +207,18 @@ def outside_prior(fit) -> str | None:
             "a quiet machine, or with the probe at a second num_workers > 0")
 
 
+def _measuring_probe(side: Sidecar) -> str:
+    """The probe that would measure the slope: at 0 workers beside a capture with workers
+    (nothing beside its batches: load 0), else at ``cores − 1`` workers (the other cores
+    busy), or a longer one where the probe is there already."""
+    nw, cores = side.loader.num_workers, side.host_cores or 1
+    want = 0 if nw > 0 else max(cores - 1, 1)
+    if side.probe.num_workers == want:
+        return (f"a longer probe at num_workers={want} (more records) or a quieter host "
+                "would measure it")
+    return f"a probe at num_workers={want} would measure it"
+
+
 def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     """``(host fields, sources, ranges, warnings)`` for ``host.interference`` (fitted from the
     probe, with the range whose uniform draw has the fit's bootstrap P10–P90, else the prior)
@@ -227,6 +239,8 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         probe = activities(after_startup(side.probe.produce), side.probe.steps,
                            side.probe.num_workers > 0, team, per_fault_us=pf)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
+    close = fit if isinstance(fit, str) else None
+    fit = None if close else fit
     drift = fit is not None and fit[1][1] <= 0
     if drift:
         drift_why = (f"the probe's CPU time per batch and step fell as its load rose (fit "
@@ -254,13 +268,16 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         host["interference"], host["interference_range"] = (lo + hi) / 2, (lo, hi)
         sources["host.interference"] = "assumed"
         why = (drift_why if drift else
+               f"the probe at num_workers={side.probe.num_workers}: {close}; "
+               f"{_measuring_probe(side)}" if close else
                "its probe is at a second batch_size, not at a second num_workers"
                if side is not None and side.batch_probe else
-               "the probe could not separate interference (no change of load)"
+               "the probe could not separate interference (too few records in both settings)"
                if side is not None and side.probe is not None else "no probe in the capture")
         warn = [f"co-run interference not calibrated ({why}): a prior of {lo:g}–{hi:g} (the "
                 "slowdown with every other core busy) widens the interval of any what-if that changes "
-                "the co-runners (capture with probe_workers=N to calibrate it)"]
+                "the co-runners"
+                + ("" if close else " (capture with probe_workers=N to calibrate it)")]
     return host, sources, ranges, warn
 
 

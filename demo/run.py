@@ -104,11 +104,22 @@ def _plan(settings, repeats: int, calibration_runs: int) -> list[int]:
     return plan
 
 
+PROBE_WORKERS = 0
+"""The probe's ``num_workers`` that ``stepsim demo --probe`` records without a number: at 0
+workers nothing runs beside the batches (co-run load 0 against about 0.96 at the calibration
+setting's 1 worker, the step's from about 0.5 to 0), a change of load the records' scatter can
+measure a slope over. A probe at 2 workers moved the batches' load from 0.96 to 1.00 only, and
+its fits read 0.080 / 0.182 / 0.287 in three demos (2026-12-05, docs/measurements.md "The
+demo's score"); calibration now keeps the prior for such a probe
+(:func:`calibration.corun.slope_se`)."""
+
+
 def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None = None,
              probe: int | None = None) -> int:
     """Run the demo into folder ``out``; returns the exit code (0). ``probe``: the calibration
-    run also records a probe at that ``num_workers``, from which co-run interference is
-    calibrated (else it is a stated prior)."""
+    run also records a probe at that ``num_workers`` (the CLI's ``--probe`` alone:
+    :data:`PROBE_WORKERS`), from which co-run interference is calibrated (else it is a stated
+    prior)."""
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     settings = QUICK_SETTINGS if quick else SETTINGS
     repeats = repeats or (1 if quick else 2)

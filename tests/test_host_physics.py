@@ -158,7 +158,9 @@ def test_fit_interference_recovers_the_coefficient(alpha):
 
 def test_fit_interference_needs_a_change_of_load():
     rng = np.random.default_rng(2)
-    assert fit_interference(_synthetic(0.1, 2, 2, 8, rng), _synthetic(0.1, 2, 2, 8, rng), 2) is None
+    why = fit_interference(_synthetic(0.1, 2, 2, 8, rng), _synthetic(0.1, 2, 2, 8, rng), 2)
+    assert why == ("the batches' co-run load 1.00 in the capture and 1.00 in the probe give no "
+                   "slope (the same load)")
 
 
 @pytest.mark.slow
@@ -179,9 +181,10 @@ def test_capture_with_a_probe_calibrates_interference(tmp_path):
     lo, hi = m.host.interference_range
     assert lo <= hi and m.meta.sources["host.interference"] in ("inferred", "assumed")
     if m.meta.sources["host.interference"] == "assumed":
-        # either no change of load, or the host sped up between the settings' steps
+        # too few records, a load too close to the capture's for a slope (3 workers beside
+        # 1 on 2 cores), or the host sped up between the settings' steps
         assert any("probe could not separate" in w or "fell as its load rose" in w
-                   for w in m.meta.warnings), m.meta.warnings
+                   or "would measure it" in w for w in m.meta.warnings), m.meta.warnings
     assert m.meta.ranges["host.cpu_scale"] == (0.94, 1.06)
 
 
