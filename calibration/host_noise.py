@@ -156,7 +156,8 @@ def calm_steps(side: Sidecar) -> list:
     at most as many intra-op threads as cores, where none of the run's own threads is runnable
     beside the step, those whose main thread waited for a core (run-queue wait) no more than
     :data:`LOAD_WARN` × its CPU time outside ``next()``, when at least
-    :data:`calibration.page_faults.MIN_STEPS` are; else every step after the first.
+    :data:`calibration.page_faults.MIN_STEPS` are; else every step after the first (a DDP
+    rank's steps too: its backend's threads and the host's other ranks run beside them).
 
     A core another process holds stalls torch's intra-op team, whose threads spin at its
     barriers in CPU time: measured on a user's 2-thread CNN (2026-12-05, 2 shared cores), the
@@ -165,7 +166,8 @@ def calm_steps(side: Sidecar) -> list:
     whose batches' produce took 1.002× the capture's CPU and whose 30 scored steps were calm
     (held 93 %), read as a host 5.85× slower: every interval 0.24–4.2× the point."""
     rows = list(side.steps[1:])
-    if side.loader.num_workers != 0 or (side.torch_num_threads or 1) > (side.host_cores or 1):
+    if (side.loader.num_workers != 0 or (side.torch_num_threads or 1) > (side.host_cores or 1)
+            or side.ddp is not None):   # a DDP rank: its backend's threads and other ranks
         return rows
     calm = [s for s in rows if s.run_wait_us is None
             or s.run_wait_us <= LOAD_WARN * max(s.cpu_us - s.next_cpu_us, 0.0)]
