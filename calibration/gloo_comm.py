@@ -57,9 +57,10 @@ def _unsized_why(unsized) -> str:
 
 
 def comm_params(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecars: dict, rec,
-          warnings: list[str]) -> tuple[CommParams, dict, str]:
+          warnings: list[str], notes: dict | None = None) -> tuple[CommParams, dict, str]:
     """Collective cost (latency + bus bandwidth: :mod:`calibration.gloo_transfer`) and DDP's
-    parameters; ``busy``: each collective's overlap with its rank's backward compute."""
+    parameters; ``busy``: each collective's overlap with its rank's backward compute;
+    ``notes`` (the model's ``meta.notes``) gets what :func:`host_cpu_cost` notes."""
     sources: dict[str, str] = {}
     ar = [t for t in tasks if t.bytes]
     world = max(len(ranks), max(r.world for r in ranks.values()))
@@ -71,7 +72,8 @@ def comm_params(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecar
             warnings)
         sources["comm.latency_us"] = sources["comm.bus_gbps"] = "inferred"
     upd["host_cpu_us"], upd["host_cpu_us_per_mb"], src = host_cpu_cost(
-        ranks, sidecars, upd.get("latency_us", 0.0), upd.get("bus_gbps"), world, warnings)
+        ranks, sidecars, upd.get("latency_us", 0.0), upd.get("bus_gbps"), world, warnings,
+        notes)
     sources["comm.host_cpu_us"] = sources["comm.host_cpu_us_per_mb"] = src
     if ar and src == "measured" and upd["host_cpu_us"] > 0:
         # a collective's span holds its per-collective CPU work whatever its size
