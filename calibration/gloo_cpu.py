@@ -20,7 +20,7 @@ collective, and the trace does not say which).
 The TCP loop thread is most of that CPU (60-70 % in the DDP demo) and it is per byte,
 measured: with the training threads busy (as in backward), 8 all-reduces of 1 MiB cost it
 2.8-3.3 ms and one of 8 MiB 2.7-3.2 ms, whether the 1 MiB ones were enqueued 1, 2 or 5 ms apart
-(a train or isolated: the same CPU; 2026-12-05, ``/tmp/ddp9-scratch/bench_ddp.py``, 25 rounds,
+(a train or isolated: the same CPU; 2026-12-05, ``bench/gloo_collective_cpu.py``, 25 rounds,
 medians, load 2.5-3.4). So ``a`` is the worker threads' per-collective CPU, where the trace
 names which worker ran which collective and their mixes of sizes separate it (the demo's
 capture: 110-220 µs, where the demo's timed runs of 1, 2 and 8 all-reduces of the same 8 MiB
