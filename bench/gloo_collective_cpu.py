@@ -11,9 +11,12 @@ per-collective cost beyond its bytes: 8 x 1 MiB over 1 x 8 MiB (per thread) and 
 (1 ms apart) over isolated ones (5 ms apart, each done before the next is enqueued).
 
 ``python bench/gloo_collective_cpu.py [ROUNDS]`` (default 25), under the timing lock.
-Measured 2026-12-05 21:24 UTC (load 2.5-2.9, 25 rounds): TCP loop 8 x 1 MiB / 1 x 8 MiB
-1.15, 1.22 (rank 0, 1), train / isolated 0.97, 1.05 (totals 5.6, 5.4 against 5.6, 5.6 ms);
-1 x 1 MiB 0.81, 0.69 ms, 1 x 8 MiB 4.60, 4.63 ms: ``a`` = 0.17-0.2 ms, ``k`` 0.54 ms/MiB.
+Measured 2026-12-05 (medians of 25 rounds, rank 0 / rank 1): 21:24 UTC, load 2.5-2.9 (the
+scratch version of this script): TCP loop 8 x 1 MiB train / 1 x 8 MiB 1.15 / 1.22, total train
+/ isolated 1.01 / 0.97 (5.63 / 5.41 against 5.56 / 5.56 ms), per collective 269 / 129 µs;
+21:34 UTC, load 5.3 (this script): 0.77 / 0.97, 0.92 / 0.99, 66 / 151 µs. A collective's TCP
+loop CPU is per byte, a train costs what isolated collectives do, and the per-collective part
+is 0.07-0.27 ms (the worker threads' per-collective CPU in the demo's captures: 0.11-0.22).
 """
 from __future__ import annotations
 
