@@ -47,9 +47,17 @@ import numpy as np
 
 from stepsim.models.ddp import ring_bus_bytes
 
-__all__ = ["host_cpu_cost", "DTYPE_BYTES"]
+__all__ = ["host_cpu_cost", "DTYPE_BYTES", "FLOOR_NOTE"]
 
 MIB = 2 ** 20
+
+FLOOR_NOTE = "transfer_floor_us"
+"""The model's note of the marks' own per-collective intercept (µs), where ``a`` is the
+worker threads': the transfer line's floor (:func:`calibration.gloo_transfer.transfer_fit`).
+A collective's span holds more per collective than its CPU work: its hops wait for the peer's
+threads to wake (the DDP demo's 6 all-reduces of 1 MiB after backward took 6.6 ms where its
+7 MiB one took about 5), which the one clean size cannot measure and the marks' intercept
+(0.25-0.68 ms) carried before ``a`` was the workers' (inferred)."""
 
 DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int": 4,
                "long int": 8, "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
@@ -71,8 +79,11 @@ def host_cpu_cost(ranks: dict, sidecars: dict, latency_us: float, bus_gbps: floa
     worker = _worker_fit(rows, rhs)
     fit = _bucket_fit(ranks, sidecars, a_us=worker[0] if worker else None)
     if fit is not None:
+        own = _bucket_fit(ranks, sidecars)
         if worker is not None and notes is not None:
             notes["host_cpu_worker_us"] = worker[0]
+            if own is not None:
+                notes[FLOOR_NOTE] = own[0]
         return fit[0], fit[1], "measured"
     if not rows or total_bytes <= 0:
         warnings.append("the backend's thread CPU times are not in the capture sidecars: each "
@@ -162,9 +173,13 @@ def pool_bucket_cpu(model, runs: list[list], speeds: list[float]):
     fit = _bucket_fit(list(sides), sides, speed, model.meta.notes.get("host_cpu_worker_us"))
     if fit is None:
         return model
-    upd = {"host_cpu_us": fit[0], "host_cpu_us_per_mb": fit[1], **_reanchor(model, fit[0])}
+    own = _bucket_fit(list(sides), sides, speed) if FLOOR_NOTE in model.meta.notes else fit
+    upd = {"host_cpu_us": fit[0], "host_cpu_us_per_mb": fit[1],
+           **(_reanchor(model, own[0]) if own is not None else {})}
     comm = model.comm.model_copy(update=upd)
-    notes = {**model.meta.notes, "host_cpu_fit_runs": len(runs)}
+    notes = {**model.meta.notes, "host_cpu_fit_runs": len(runs),
+             **({FLOOR_NOTE: own[0]} if own is not None and FLOOR_NOTE in model.meta.notes
+                else {})}
     return model.model_copy(update={"comm": comm,
                                     "meta": model.meta.model_copy(update={"notes": notes})})
 
@@ -172,11 +187,13 @@ def pool_bucket_cpu(model, runs: list[list], speeds: list[float]):
 def _reanchor(model, a_us: float) -> dict:
     """A one-size transfer line that went through the capture's own per-collective CPU
     (:func:`calibration.gloo_transfer.transfer_fit`'s ``floor_us``: ``latency_us`` equal to
-    ``host_cpu_us``) moved to go through the pooled ``a_us`` instead, keeping its value at
+    ``host_cpu_us``, or to the marks' own intercept, :data:`FLOOR_NOTE`) moved to go through
+    the pooled ``a_us`` instead, keeping its value at
     the last all-reduce's size (the clean one, after backward); empty otherwise."""
     c = model.comm
     sized = [t for t in model.device.streams.get(c.comm_stream, []) if t.bytes]
-    if not sized or not c.bus_gbps or c.latency_us <= 0 or c.latency_us != c.host_cpu_us:
+    floor = model.meta.notes.get(FLOOR_NOTE, c.host_cpu_us)
+    if not sized or not c.bus_gbps or c.latency_us <= 0 or c.latency_us != floor:
         return {}
     bus = ring_bus_bytes(sized[-1].bytes, c.world_size)
     value = c.latency_us + bus / (c.bus_gbps * 1e3)

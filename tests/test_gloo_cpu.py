@@ -120,7 +120,10 @@ def test_collective_cpu_cost_from_the_buckets_marks_goes_through_the_workers_a()
                                        200.0, 1.0, 2, warnings, notes)
     # 1 MiB: 930 − 300 = 630; 7 MiB: 3810 − 300 = 3510; k = (630 + 7 × 3510) / 50 = 504
     assert (fixed, per_mb, src) == (pytest.approx(A_US), pytest.approx(504.0), "measured")
-    assert notes == {"host_cpu_worker_us": pytest.approx(A_US)} and not warnings
+    # and the marks' own intercept, the transfer line's floor (a collective's span holds
+    # more per collective than its CPU work)
+    assert notes == {"host_cpu_worker_us": pytest.approx(A_US),
+                     "transfer_floor_us": pytest.approx(a_us)} and not warnings
     # the per-step total of the marks is kept within the least-squares residual
     assert fixed + per_mb * 7 == pytest.approx(a_us + k_us * 7, rel=0.02)
     # the workers ran one mix of sizes: the marks' own line, no note
@@ -166,12 +169,14 @@ def test_replicates_pool_the_per_bucket_cpu_fit_at_the_captures_speed():
     assert got.comm.host_cpu_us == pytest.approx(400.0)
     assert got.comm.host_cpu_us_per_mb == pytest.approx(500.0)
     assert got.meta.notes["host_cpu_fit_runs"] == 2
-    # through the capture's workers' a: k = Σ m (c − a) / Σ m² over both runs' buckets
+    # through the capture's workers' a: k = Σ m (c − a) / Σ m² over both runs' buckets; the
+    # transfer floor noted is the runs' own pooled intercept
     worker = m.model_copy(update={"meta": m.meta.model_copy(
-        update={"notes": {"host_cpu_worker_us": 200.0}})})
+        update={"notes": {"host_cpu_worker_us": 200.0, "transfer_floor_us": 300.0}})})
     got = pool_bucket_cpu(worker, [run(300.0, 500.0), run(500.0, 500.0, speed=1.25)],
                           [1.0, 1.25])
     assert got.comm.host_cpu_us == pytest.approx(200.0)
+    assert got.meta.notes["transfer_floor_us"] == pytest.approx(400.0)
     assert got.comm.host_cpu_us_per_mb == pytest.approx(
         (2 * (1 * 600 + 7 * 3600) + 2 * (1 * 800 + 7 * 3800)) / (4 * 50))   # 532
     bare = [SimpleNamespace(ddp=SimpleNamespace(bucket_cpu=[]))] * 2
@@ -205,3 +210,12 @@ def test_pooling_moves_a_one_size_transfer_line_to_the_pooled_per_collective_cpu
     other = m.model_copy(update={"comm": m.comm.model_copy(update={"latency_us": 50.0})})
     got = pool_bucket_cpu(other, [run(300.0, 500.0), run(500.0, 500.0)], [1.0, 1.0])
     assert (got.comm.latency_us, got.comm.bus_gbps) == (50.0, 1.0)
+    # a = the workers' 200 µs, the line through the marks' own intercept (300 µs, noted):
+    # it moves to the pooled intercept, the CPU stays the workers'
+    worker = m.model_copy(update={
+        "comm": m.comm.model_copy(update={"host_cpu_us": 200.0}),
+        "meta": m.meta.model_copy(update={"notes": {"host_cpu_worker_us": 200.0,
+                                                    "transfer_floor_us": 300.0}})})
+    got = pool_bucket_cpu(worker, [run(300.0, 500.0), run(500.0, 500.0)], [1.0, 1.0])
+    assert (got.comm.latency_us, got.comm.host_cpu_us) == (pytest.approx(400.0), 200.0)
+    assert collective_us(4_000_000, 2, got.comm.bus_gbps, 400.0) == pytest.approx(at)
