@@ -23,14 +23,14 @@ measured: with the training threads busy (as in backward), 8 all-reduces of 1 Mi
 (a train or isolated: the same CPU; 2026-12-05, ``bench/gloo_collective_cpu.py``, 25 rounds,
 medians, load 2.5-3.4). So ``a`` is the worker threads' per-collective CPU, where the trace
 names which worker ran which collective and their mixes of sizes separate it (the demo's
-capture: 110-220 µs, where the demo's timed runs of 1, 2 and 8 all-reduces of the same 8 MiB
+captures: 110-240 µs, where the demo's timed runs of 1, 2 and 8 all-reduces of the same 8 MiB
 a step, 4.28, 5.06 and 5.88 ms of backend CPU per rank, medians of 40 demos, give 197 µs by
 least squares). When the job marked each bucket's readiness (``ddp.bucket_cpu``: every
 backend thread's CPU from one bucket's readiness to the next's, summed over the profiled
 steps), ``k`` is fitted to those per-bucket figures through that ``a`` (``measured``), which
 keeps the capture's per-step total; without the workers' ``a``, ``a`` and ``k`` are both
 fitted to the marks (the buckets' different sizes, DDP's 1 MiB first bucket and the rest,
-separate them). The marks alone gave ``a`` 0.25-0.68 ms (the line through two sizes moves
+separate them). The marks alone gave ``a`` 0.15-0.68 ms (the line through two sizes moves
 ``a`` by 7/6 of the 1 MiB bucket's error, and that bucket, reduced during backward with the
 ranks' arrival skew, read 0.8-1.1 ms where a 1 MiB all-reduce alone costs 0.65-0.8), which
 priced bucket_cap_mb=1's 8 collectives at 8.75 ms a rank-step against 5.88 measured.
