@@ -244,7 +244,9 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  - ref_phase[p] for p in PHASES}
         rank_params.append(RankParams(rank=r, host=ranks[r].host,
                                       phase_extra_us={p: v for p, v in extra.items() if v > 0}))
-    comm, sources, how = comm_params(tasks, busy, ranks, sidecars or {}, rec, warnings)
+    cpu_notes: dict = {}
+    comm, sources, how = comm_params(tasks, busy, ranks, sidecars or {}, rec, warnings,
+                                     cpu_notes)
     job = [max(step[r][n].step_us for r in order) for n in nums]
     world = max([ranks[r].world for r in order] + [len(order)])
     comm = comm.model_copy(update={"world_size": world})
@@ -269,7 +271,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
              "arrival_skew_us_median": ",".join(
                  f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
                  for i, r in enumerate(order)),
-             "measured_median_step_us": float(np.median(job)), **fac_notes,
+             "measured_median_step_us": float(np.median(job)), **fac_notes, **cpu_notes,
              **({"resume_lag_us": ",".join(f"{r}:{float(np.mean(lags[i])):.1f}"
                                            for i, r in enumerate(order))}
                 if lags is not None else {}),

@@ -4,7 +4,7 @@ the capture sidecar's ``ddp`` record, ``measured``; or one pseudo-parameter per 
 bucket, ``inferred``). Used by :mod:`calibration.gloo`."""
 from __future__ import annotations
 
-from stepsim.calibration.gloo_cpu import host_cpu_cost
+from stepsim.calibration.gloo_cpu import FLOOR_NOTE, host_cpu_cost
 from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.gloo_wake import wake_params
 from stepsim.models.ddp import build_buckets
@@ -57,9 +57,10 @@ def _unsized_why(unsized) -> str:
 
 
 def comm_params(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecars: dict, rec,
-          warnings: list[str]) -> tuple[CommParams, dict, str]:
+          warnings: list[str], notes: dict | None = None) -> tuple[CommParams, dict, str]:
     """Collective cost (latency + bus bandwidth: :mod:`calibration.gloo_transfer`) and DDP's
-    parameters; ``busy``: each collective's overlap with its rank's backward compute."""
+    parameters; ``busy``: each collective's overlap with its rank's backward compute;
+    ``notes`` (the model's ``meta.notes``) gets what :func:`host_cpu_cost` notes."""
     sources: dict[str, str] = {}
     ar = [t for t in tasks if t.bytes]
     world = max(len(ranks), max(r.world for r in ranks.values()))
@@ -70,14 +71,17 @@ def comm_params(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecar
             [t.bytes for t in ar], [t.dur_us for t in ar], [busy[k] for k in sized], world,
             warnings)
         sources["comm.latency_us"] = sources["comm.bus_gbps"] = "inferred"
+    notes = {} if notes is None else notes
     upd["host_cpu_us"], upd["host_cpu_us_per_mb"], src = host_cpu_cost(
-        ranks, sidecars, upd.get("latency_us", 0.0), upd.get("bus_gbps"), world, warnings)
+        ranks, sidecars, upd.get("latency_us", 0.0), upd.get("bus_gbps"), world, warnings,
+        notes)
     sources["comm.host_cpu_us"] = sources["comm.host_cpu_us_per_mb"] = src
-    if ar and src == "measured" and upd["host_cpu_us"] > 0:
-        # a collective's span holds its per-collective CPU work whatever its size
+    floor = notes.get(FLOOR_NOTE, upd["host_cpu_us"])
+    if ar and src == "measured" and floor > 0:
+        # a collective's span holds its per-collective work whatever its size
         upd["latency_us"], upd["bus_gbps"] = transfer_fit(
             [t.bytes for t in ar], [t.dur_us for t in ar], [busy[k] for k in sized], world,
-            [], floor_us=upd["host_cpu_us"])
+            [], floor_us=floor)
     wake, wake_src = wake_params((sidecars.get(r) for r in ranks), warnings)
     upd.update(wake)
     sources.update(wake_src)

@@ -22,6 +22,7 @@ import numpy as np
 
 from stepsim.calibration.events import build_table
 from stepsim.calibration.gloo import job_transfers
+from stepsim.calibration.gloo_cpu import FLOOR_NOTE
 from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.trace_io import load_rank_traces, load_trace
 from stepsim.models.params import StepModel
@@ -67,7 +68,7 @@ def pool_transfers(model: StepModel, capture: Path, replicates: list[Path]) -> S
         busy = [b for t, b in zip(tasks, runs[0][2]) if t.bytes]   # the capture's overlap
         upd["latency_us"], upd["bus_gbps"] = transfer_fit(
             [t.bytes for t in sized], [t.dur_us for t in sized], busy, c.world_size, [],
-            floor_us=c.host_cpu_us or 0.0)
+            floor_us=model.meta.notes.get(FLOOR_NOTE, c.host_cpu_us) or 0.0)
     streams = {**model.device.streams, c.comm_stream: tasks}
     notes = {**model.meta.notes, "transfer_runs": len(runs), "transfer_capture_us": ",".join(
         f"{t.dur_us:.0f}" for t in stream)}

@@ -100,27 +100,48 @@ def test_collective_cpu_cost_from_the_threads_cpu_times():
     assert fixed == 0.0 and per_mb > 0 and "could not be split" in warnings[-1]
 
 
-def test_collective_cpu_cost_from_the_buckets_marks_splits_the_tcp_loop():
+def test_collective_cpu_cost_from_the_buckets_marks_goes_through_the_workers_a():
     """With the job's per-bucket marks (``ddp.bucket_cpu``: every backend thread's CPU from
-    one bucket's readiness to the next's), ``a + k × MiB`` is fitted to them, so the TCP loop's
-    per-collective part is counted per collective (from the threads' totals it can only be
-    taken per byte, which made 1 MiB buckets too cheap: the demo's 1, 2 and 8 all-reduces of
-    8 MiB a step cost 4.3, 5.3 and 6.5 ms of backend CPU)."""
+    one bucket's readiness to the next's), ``k`` is fitted to them through the worker threads'
+    per-collective CPU ``a`` (the TCP loop's CPU is per byte: 8 all-reduces of 1 MiB cost it
+    what one of 8 MiB does, measured): ``k = Σ m (c − a) / Σ m²`` over the buckets, and the
+    model's notes name that ``a``. Where the workers do not separate ``a``, the marks' own
+    line ``a + k × MiB`` is fitted, as where the threads' times are absent."""
     from stepsim.calibration.sidecar import BucketCPU
 
-    a_us, k_us = 450.0, 480.0                          # per collective, per MiB
+    a_us, k_us = 450.0, 480.0                          # the marks' own line
     ranks, sides = zip(*(_rank(r) for r in (0, 1)))
     for s in sides:
         s.ddp.bucket_cpu = [BucketCPU(bytes=b, cpu_us=20 * (a_us + k_us * b / MIB), steps=20)
                             for b in (MIB, 7 * MIB)]
     warnings: list[str] = []
+    notes: dict = {}
     fixed, per_mb, src = host_cpu_cost(dict(enumerate(ranks)), dict(enumerate(sides)),
-                                       200.0, 1.0, 2, warnings)
-    assert (fixed, per_mb, src) == (pytest.approx(a_us), pytest.approx(k_us), "measured")
-    assert not warnings
-    # one size only (every bucket alike): not separable, back to the threads' totals
+                                       200.0, 1.0, 2, warnings, notes)
+    # 1 MiB: 930 − 300 = 630; 7 MiB: 3810 − 300 = 3510; k = (630 + 7 × 3510) / 50 = 504
+    assert (fixed, per_mb, src) == (pytest.approx(A_US), pytest.approx(504.0), "measured")
+    # and the marks' own intercept, the transfer line's floor (a collective's span holds
+    # more per collective than its CPU work)
+    assert notes == {"host_cpu_worker_us": pytest.approx(A_US),
+                     "transfer_floor_us": pytest.approx(a_us)} and not warnings
+    # the per-step total of the marks is kept within the least-squares residual
+    assert fixed + per_mb * 7 == pytest.approx(a_us + k_us * 7, rel=0.02)
+    # the workers ran one mix of sizes: the marks' own line, no note
+    same = {r: _Rank(r, 2, "h", Path("x"), 0, colls=[c for c in rk.colls if c.tid == 11])
+            for r, rk in enumerate(ranks)}
+    notes = {}
+    fixed, per_mb, _ = host_cpu_cost(same, dict(enumerate(sides)), 200.0, 1.0, 2, warnings,
+                                     notes)
+    assert (fixed, per_mb) == (pytest.approx(a_us), pytest.approx(k_us)) and notes == {}
+    # one bucket size: through the workers' a, k = (c − a) / m
     for s in sides:
-        s.ddp.bucket_cpu = [BucketCPU(bytes=MIB, cpu_us=1e4, steps=20)] * 2
+        s.ddp.bucket_cpu = [BucketCPU(bytes=2 * MIB, cpu_us=20 * 1500.0, steps=20)] * 2
+    fixed, per_mb, _ = host_cpu_cost(dict(enumerate(ranks)), dict(enumerate(sides)),
+                                     200.0, 1.0, 2, warnings)
+    assert (fixed, per_mb) == (pytest.approx(A_US), pytest.approx(600.0))
+    # ... and where that a is above the marks (k < 0): the threads' totals
+    for s in sides:
+        s.ddp.bucket_cpu = [BucketCPU(bytes=MIB, cpu_us=20 * 100.0, steps=20)] * 2
     fixed, per_mb, _ = host_cpu_cost(dict(enumerate(ranks)), dict(enumerate(sides)),
                                      200.0, 1.0, 2, warnings)
     assert fixed == pytest.approx(A_US) and per_mb == pytest.approx((K_WORKER + K_TCP) * MIB)
@@ -148,6 +169,16 @@ def test_replicates_pool_the_per_bucket_cpu_fit_at_the_captures_speed():
     assert got.comm.host_cpu_us == pytest.approx(400.0)
     assert got.comm.host_cpu_us_per_mb == pytest.approx(500.0)
     assert got.meta.notes["host_cpu_fit_runs"] == 2
+    # through the capture's workers' a: k = Σ m (c − a) / Σ m² over both runs' buckets; the
+    # transfer floor noted is the runs' own pooled intercept
+    worker = m.model_copy(update={"meta": m.meta.model_copy(
+        update={"notes": {"host_cpu_worker_us": 200.0, "transfer_floor_us": 300.0}})})
+    got = pool_bucket_cpu(worker, [run(300.0, 500.0), run(500.0, 500.0, speed=1.25)],
+                          [1.0, 1.25])
+    assert got.comm.host_cpu_us == pytest.approx(200.0)
+    assert got.meta.notes["transfer_floor_us"] == pytest.approx(400.0)
+    assert got.comm.host_cpu_us_per_mb == pytest.approx(
+        (2 * (1 * 600 + 7 * 3600) + 2 * (1 * 800 + 7 * 3800)) / (4 * 50))   # 532
     bare = [SimpleNamespace(ddp=SimpleNamespace(bucket_cpu=[]))] * 2
     assert pool_bucket_cpu(m, [run(300.0, 500.0), bare], [1.0, 1.0]) is m
     assumed = m.model_copy(update={"meta": m.meta.model_copy(update={"sources": {}})})
@@ -179,3 +210,12 @@ def test_pooling_moves_a_one_size_transfer_line_to_the_pooled_per_collective_cpu
     other = m.model_copy(update={"comm": m.comm.model_copy(update={"latency_us": 50.0})})
     got = pool_bucket_cpu(other, [run(300.0, 500.0), run(500.0, 500.0)], [1.0, 1.0])
     assert (got.comm.latency_us, got.comm.bus_gbps) == (50.0, 1.0)
+    # a = the workers' 200 µs, the line through the marks' own intercept (300 µs, noted):
+    # it moves to the pooled intercept, the CPU stays the workers'
+    worker = m.model_copy(update={
+        "comm": m.comm.model_copy(update={"host_cpu_us": 200.0}),
+        "meta": m.meta.model_copy(update={"notes": {"host_cpu_worker_us": 200.0,
+                                                    "transfer_floor_us": 300.0}})})
+    got = pool_bucket_cpu(worker, [run(300.0, 500.0), run(500.0, 500.0)], [1.0, 1.0])
+    assert (got.comm.latency_us, got.comm.host_cpu_us) == (pytest.approx(400.0), 200.0)
+    assert collective_us(4_000_000, 2, got.comm.bus_gbps, 400.0) == pytest.approx(at)
