@@ -130,7 +130,6 @@ def load_bound_phrase(held: float, team: int, inverted: bool = True) -> str:
             "a core, which the load lowered too)")
 
 
-
 def load_note(load: OutsideLoad, team: int = 1) -> str:
     """The warning for a re-measured run under outside load (past :data:`LOAD_WARN`): its
     steps are slower than the machine alone, and so the prediction's error; its ledger record
@@ -198,7 +197,6 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
     return np.array(spans, dtype=float).reshape(-1, 5)
 
 
-
 def worker_cpu_us(side: Sidecar) -> float:
     """The DataLoader workers' CPU µs inside the sidecar's profiled steps (their batches and
     their work between batches, each interval pro rata, as :func:`outside_load` counts them):
@@ -211,11 +209,21 @@ def worker_cpu_us(side: Sidecar) -> float:
     if span is None or nw == 0:
         return 0.0
     a = busy_spans(side, nw, 1, 1)
-    a = a[(a[:, 4] == BATCH) | (a[:, 4] == GAP)]
+    a = _in_window(a[(a[:, 4] == BATCH) | (a[:, 4] == GAP)], *span)
+    return float(a[:, 3].sum())
+
+
+def _in_window(a: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """The rows of :func:`busy_spans` ``a`` that overlap ``[lo, hi]`` (µs), cut to it, each
+    one's CPU time pro rata to the part of its wall inside."""
     wall = a[:, 1] - a[:, 0]
-    inside = np.clip(np.minimum(a[:, 1], span[1]) - np.maximum(a[:, 0], span[0]), 0.0, None)
-    return float((a[:, 3] * np.divide(inside, wall, out=np.zeros_like(wall),
-                                      where=wall > 0)).sum())
+    start, end = np.maximum(a[:, 0], lo), np.minimum(a[:, 1], hi)
+    inside = (end > start) & (wall > 0)
+    a = a[inside]
+    share = (end - start)[inside] / wall[inside]
+    a[:, 0], a[:, 1], a[:, 3] = start[inside], end[inside], a[:, 3] * share
+    return a
+
 
 def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
                  torch_threads: int, steps: list | None = None) -> OutsideLoad | None:
@@ -231,13 +239,7 @@ def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
     a = busy_spans(side, num_workers, threads_per_worker, torch_threads)
     if not a.size or not (a[:, 4] == BATCH).any():
         return None   # no batch recorded (or every one dropped): the producers' work unseen
-    # each interval's part inside the window, its CPU time pro rata
-    wall = a[:, 1] - a[:, 0]
-    start, end = np.maximum(a[:, 0], lo), np.minimum(a[:, 1], hi)
-    inside = (end > start) & (wall > 0)
-    a = a[inside]
-    share = (end - start)[inside] / wall[inside]
-    a[:, 0], a[:, 1], a[:, 3] = start[inside], end[inside], a[:, 3] * share
+    a = _in_window(a, lo, hi)   # each interval's part inside the window, its CPU pro rata
     if not a.size:
         return None
     # sweep: the runnable threads between consecutive instants
