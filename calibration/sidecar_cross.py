@@ -57,19 +57,20 @@ def _bad_batch(r, num_workers: int, cores: int | None) -> str | None:
 
 
 def _drop(p: Path, owner, num_workers: int, cores: int | None, where: str) -> list[str]:
-    keep, bad = [], []
-    for i, r in enumerate(owner.produce):
-        why = _bad_batch(r, num_workers, cores)
-        if why is None:
-            keep.append(r)
-        else:
-            bad.append(f"{where}produce.{i}: {why}")
-    if not bad:
+    why = {i: w for i, r in enumerate(owner.produce)
+           if (w := _bad_batch(r, num_workers, cores)) is not None}
+    return _remove(p, owner, why, where)
+
+
+def _remove(p: Path, owner, why: dict[int, str], where: str) -> list[str]:
+    """Drop (in place) ``owner``'s produce records at the indices of ``why`` (index: why it
+    cannot be right); the warning that counts them and names the first."""
+    if not why:
         return []
-    total = len(owner.produce)
-    owner.produce = keep
-    return [f"{p.name}: dropped {len(bad)} of {total} '{where}produce' record(s) that cannot "
-            f"be right (first: {bad[0]})"]
+    total, first = len(owner.produce), min(why)
+    owner.produce = [r for i, r in enumerate(owner.produce) if i not in why]
+    return [f"{p.name}: dropped {len(why)} of {total} '{where}produce' record(s) that cannot "
+            f"be right (first: {where}produce.{first}: {why[first]})"]
 
 
 def cross_check(p: Path, side, given: int | None = None) -> list[str]:
@@ -176,26 +177,18 @@ def _overlapping(p: Path, owner, where: str) -> list[str]:
     produce`), so two at once cannot be right. The first of an overlapping pair is kept;
     records without ``t_end_us`` are not checked."""
     last: dict[tuple[int, int], float] = {}
-    bad: list[int] = []
+    why: dict[int, str] = {}
     timed = sorted((r.t_end_us - r.wall_us, i) for i, r in enumerate(owner.produce)
                    if r.t_end_us is not None)
     for start, i in timed:
         r = owner.produce[i]
         key = (r.worker, r.pid)
         if key in last and last[key] - start > OVERLAP_SHARE * r.wall_us:
-            bad.append(i)
+            why[i] = (f"worker {r.worker} (pid {r.pid}) makes it while it makes another; one "
+                      "process makes one batch at a time")
         else:
             last[key] = r.t_end_us
-    if not bad:
-        return []
-    i = min(bad)
-    r = owner.produce[i]
-    gone = set(bad)
-    total = len(owner.produce)
-    owner.produce = [x for j, x in enumerate(owner.produce) if j not in gone]
-    return [f"{p.name}: dropped {len(bad)} of {total} '{where}produce' record(s) that cannot "
-            f"be right (first: {where}produce.{i}: worker {r.worker} (pid {r.pid}) makes it "
-            f"while it makes another; one process makes one batch at a time)"]
+    return _remove(p, owner, why, where)
 
 
 def _round_robin(p: Path, side, given: int) -> None:
