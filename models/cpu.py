@@ -77,7 +77,6 @@ import simpy
 
 from stepsim.models.cpu_place import (BALANCE_AFTER_US, balanced_share, least_loaded,
                                       placed_share, team_rate, team_shares)
-from stepsim.simcore.record import Recorder, Span
 
 DEFAULT_QUANTUM_US = 2_000.0
 MAX_QUANTA = 1000
@@ -384,17 +383,3 @@ class CpuPool:
         done = yield simpy.AllOf(self.env, procs)
         return sum(done.values()) / threads
 
-
-def record_cpu_work(rec: Recorder, lane: str, name: str, category: str, start_us: float,
-                    work_us: float, end_us: float, step: int, rank: int) -> None:
-    """Record ``work_us`` µs of CPU work that ran from ``start_us`` to ``end_us`` on the shared
-    pool: a busy span for the work, then a ``cpu_cores`` wait for the rest (the time the thread
-    was runnable without a core; its quanta are spread over the interval, shown at the end)."""
-    if not rec.keeps:
-        return
-    work_us = min(work_us, end_us - start_us)
-    if work_us > 0:
-        rec.span(Span(lane, name, "busy", start_us, work_us, step, rank, category=category))
-    if end_us - start_us - work_us > 1e-6:
-        rec.span(Span(lane, name, "wait", start_us + work_us, end_us - start_us - work_us, step,
-                      rank, cause="cpu_cores"))

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from stepsim.models.cpu import CpuPool, record_cpu_work
+from stepsim.models.cpu import CpuPool
 from stepsim.models.cpu_spin import spin as team_spin
 from stepsim.models.device import LaunchQueue, StepEvents
 from stepsim.models.loader import DataLoaderSim
 from stepsim.simcore.dists import Duration
-from stepsim.simcore.record import Recorder, Span
+from stepsim.simcore.record import Recorder, Span, record_cpu_work
 
 
 @dataclass(frozen=True, slots=True)

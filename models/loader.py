@@ -42,9 +42,9 @@ import heapq
 import numpy as np
 import simpy
 
-from stepsim.models.cpu import CpuPool, record_cpu_work
+from stepsim.models.cpu import CpuPool
 from stepsim.models.params import LoaderParams
-from stepsim.simcore.record import Recorder, Span
+from stepsim.simcore.record import Recorder, Span, record_cpu_work
 from stepsim.simcore.units import transfer_us
 
 

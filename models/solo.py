@@ -113,8 +113,10 @@ class _LaunchQueue:
         nothing takes a slot before ``t``), instants rounded to ``nd`` decimals if given."""
         while self.frees and self.frees[0][0] <= t:
             self.pending -= heapq.heappop(self.frees)[1]
-        r = _rounding(nd)
-        return (self.pending, tuple(sorted((r(w - t), n) for w, n in self.frees)),
+        frees = [(w - t, n) for w, n in self.frees] if nd is None else [
+            (round(w - t, nd), n) for w, n in self.frees]   # a memo key each step: no lambda
+        frees.sort()
+        return (self.pending, tuple(frees),
                 tuple(sorted((s - step, k, n) for (s, k), n in self.held.items())))
 
     def restore(self, snap: tuple, step: int, t: float) -> None:
@@ -192,10 +194,12 @@ class _Device:
         be asked for; instants rounded to ``nd`` decimals if given."""
         lo = min([step] + [p[0] for p in self.pos]) - 1
         done, r = self.done, _rounding(nd)
-        launch = tuple(sorted((s - step, k, r(v - t)) for s, d in self.launch.items()
-                              if s >= lo for k, v in d.items() if k not in done.get(s, ())))
-        ends = tuple(sorted((s - step, k, r(v - t)) for s, d in done.items() if s >= lo
-                            for k, v in d.items() if k in ids))
+        # a step's launches and ends hold every task: pick the few asked for by set
+        # operations (each (step, task) once, so the sorted tuples do not depend on the order)
+        launch = tuple(sorted((s - step, k, r(d[k] - t)) for s, d in self.launch.items()
+                              if s >= lo for k in d.keys() - done.get(s, {}).keys()))
+        ends = tuple(sorted((s - step, k, r(d[k] - t)) for s, d in done.items() if s >= lo
+                            for k in d.keys() & ids))
         return (tuple((p[0] - step, p[1]) for p in self.pos),
                 tuple(r(f - t) for f in self.free_at), launch, ends)
 

@@ -10,10 +10,9 @@ raises :class:`models.solo.Unsolvable`), ranks together resume it once another r
 """
 from __future__ import annotations
 
-from stepsim.models.cpu import record_cpu_work
 from stepsim.models.host import HostOpPlan, HostWait
 from stepsim.models.loader import DataLoaderSim
-from stepsim.simcore.record import Recorder, Span
+from stepsim.simcore.record import Recorder, Span, record_cpu_work
 
 __all__ = ["HostThread"]
 

@@ -24,11 +24,11 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from stepsim.models.cpu import CpuPool, record_cpu_work
+from stepsim.models.cpu import CpuPool
 from stepsim.models.loader import LoaderStats
 from stepsim.models.memo import KEY_DECIMALS
 from stepsim.models.params import LoaderParams
-from stepsim.simcore.record import Recorder, Span
+from stepsim.simcore.record import Recorder, Span, record_cpu_work
 from stepsim.simcore.units import transfer_us
 
 __all__ = ["SoloLoader", "loader_solvable"]
