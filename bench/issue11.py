@@ -14,7 +14,8 @@ Rows (``python bench/issue11.py ROW [--quick]``; ``all`` runs every row):
   the simulation keeping every span and the summary of it (``models.metrics.summarize``).
 * ``whatif``, ``plan``: the CLI verbs with their draws (seconds; goal < 2 s / < 10 s), next to
   the same verb without draws.
-* ``sweep``: 32 points × 200 steps, as a ratio to one ``calibrate`` of its trace.
+* ``sweep``: 32 points × 200 steps, as a ratio to one ``calibrate`` of its trace, both with
+  their bytecode compiled once, as an installed copy has it (``bench/installed.py``).
 * ``calibrate-54mb``, ``calibrate-500mb``, ``calibrate-2gb``: ``stepsim calibrate`` end to end
   as a ratio to a bare ``orjson.loads`` of the same (decompressed) bytes, with peak memory as a
   ratio to the file; the large ones are synthetic (``bench/load_bench.synthetic_trace``),
@@ -54,6 +55,7 @@ CACHE = Path(tempfile.gettempdir()) / "stepsim-bench"
 PY = sys.executable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from installed import installed_env  # noqa: E402
 from load_bench import synthetic_trace  # noqa: E402
 
 
@@ -191,13 +193,13 @@ def row_simulate(trace: Path, steps: int) -> None:
           f"simulation)")
 
 
-def timed(cmd: list[str]) -> tuple[float, str]:
-    """Run ``cmd``: (wall seconds, a note with its CPU seconds, or why it failed)."""
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, str]:
+    """Run ``cmd`` (in ``env``): (wall seconds, a note with its CPU seconds, or why it failed)."""
     import resource
 
     t = time.perf_counter()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     dt = time.perf_counter() - t
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
@@ -219,10 +221,11 @@ def row_verb(verb: str, trace: Path, draws: int, steps: int, extra: list[str]) -
 def row_sweep(trace: Path, points: int, steps: int) -> None:
     mj = CACHE / "sweep-model.json"
     CACHE.mkdir(exist_ok=True)
-    tc, ec = timed([PY, "-m", "stepsim", "calibrate", str(trace), "-o", str(mj)])
+    env = installed_env(CACHE)   # both as installed: bytecode compiled once, not each run
+    tc, ec = timed([PY, "-m", "stepsim", "calibrate", str(trace), "-o", str(mj)], env)
     vals = ",".join(f"{0.5 + 1.5 * k / max(1, points - 1):.3f}" for k in range(points))
     ts, es = timed([PY, "-m", "stepsim", "sweep", str(mj), f"device.gap_scale={vals}",
-                    "--steps", str(steps), "--warmup", "3"])
+                    "--steps", str(steps), "--warmup", "3"], env)
     print(f"sweep {points} points x {steps} steps: {ts:.1f} s {es}= {ts / tc:.2f}x one "
           f"calibrate of its trace ({tc:.1f} s {ec}) (goal < 1x)")
 
