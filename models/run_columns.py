@@ -172,7 +172,8 @@ def latest_ready_us(bl, ri: np.ndarray) -> np.ndarray:
     later by more than EPS."""
     cols = bl.run_cols
     tc = cols.task[ri]
-    uniq = np.unique(tc)
+    # the distinct codes in order (np.unique's), by counting: np.unique hashes and sorts
+    uniq = np.flatnonzero(np.bincount(tc, minlength=len(cols.tasks)))
     deps = [bl.deps_of(cols.tasks[u]) for u in uniq.tolist()]
     k = max((len(d) for d in deps), default=0)
     dtask = np.full((len(cols.tasks), max(k, 1)), -1, dtype=np.intp)
