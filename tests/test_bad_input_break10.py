@@ -139,3 +139,25 @@ def test_cpu_work_is_cut_in_at_most_the_quanta_given():
             n += 1
         assert max(steps) == pytest.approx(2e9)
         assert n <= 8 * quanta + 8
+
+
+def test_a_sub_range_of_a_capture_calibrates_with_its_sidecar(cpu_run_nw1, tmp_path):
+    """``calibrate trace --sidecar s --steps 7:10`` of a harness capture was refused ("this
+    sidecar is not of the run in trace.json.gz: it profiled steps 6-11 (6), the trace holds
+    ProfilerStep#6-#10"): the check compared the sidecar's whole window with the range and
+    its neighbours. Now the steps of the range are compared; a sidecar whose profiled steps
+    differ there is still refused."""
+    trace, side = cpu_run_nw1 / "trace.json.gz", cpu_run_nw1 / "sidecar.json"
+    rc, err, out = cli("calibrate", trace, "--sidecar", side, "--steps", "7:10",
+                       "-o", tmp_path / "m.json")
+    assert rc == 0, err
+    assert "calibrated 3 steps" in out
+    data = json.loads(side.read_text())
+    profiled = [i for i, s in enumerate(data["steps"]) if s.get("profiled")]
+    assert profiled == list(range(6, 12))
+    data["steps"][8]["profiled"] = False
+    bad = tmp_path / "sidecar.json"
+    bad.write_text(json.dumps(data))
+    rc, err, _ = cli("calibrate", trace, "--sidecar", bad, "--steps", "7:10",
+                     "-o", tmp_path / "m2.json")
+    one_line_error(rc, err, "sidecar.json", "not of the run", "ProfilerStep#7-#9")
