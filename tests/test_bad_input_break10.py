@@ -161,3 +161,23 @@ def test_a_sub_range_of_a_capture_calibrates_with_its_sidecar(cpu_run_nw1, tmp_p
     rc, err, _ = cli("calibrate", trace, "--sidecar", bad, "--steps", "7:10",
                      "-o", tmp_path / "m2.json")
     one_line_error(rc, err, "sidecar.json", "not of the run", "ProfilerStep#7-#9")
+
+
+def test_swapped_rank_sidecars_are_refused(gloo_run, tmp_path):  # noqa: F811
+    """rank0's sidecar relabelled rank 1 and rank1's rank 0 (each other's ``ddp.rank``)
+    calibrated, exit 0: rank 0 took rank 1's profiler factor (0.654 for its own 0.750) and
+    backend CPU. The threads a sidecar records must include those that ran its rank's
+    ``gloo:*`` collectives; the job's own sidecars pass (test_gloo)."""
+    d = tmp_path / "swapped"
+    d.mkdir()
+    for f in gloo_run[0].iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    a, b = (json.loads((gloo_run[0] / f"rank{r}.sidecar.json").read_text()) for r in (0, 1))
+    a["ddp"]["rank"], b["ddp"]["rank"] = 1, 0
+    (d / "rank0.sidecar.json").write_text(json.dumps(b))
+    (d / "rank1.sidecar.json").write_text(json.dumps(a))
+    before = _digest(d)
+    rc, err, _ = cli("calibrate", d, "-o", tmp_path / "m.json")
+    one_line_error(rc, err, "rank0.sidecar.json", "none of which ran the gloo:* collectives",
+                   "rank0.json", "another rank or run")
+    assert _digest(d) == before and not (tmp_path / "m.json").exists()
