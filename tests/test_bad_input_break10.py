@@ -181,3 +181,33 @@ def test_swapped_rank_sidecars_are_refused(gloo_run, tmp_path):  # noqa: F811
     one_line_error(rc, err, "rank0.sidecar.json", "none of which ran the gloo:* collectives",
                    "rank0.json", "another rank or run")
     assert _digest(d) == before and not (tmp_path / "m.json").exists()
+
+
+def _append_many(path, n):
+    from stepsim.scenarios.validate import append_ledger
+    from tests.test_ledger import _rec
+
+    for i in range(n):
+        append_ledger(path, _rec(float(i), True))
+
+
+def test_processes_appending_to_one_ledger_at_once_keep_every_record(tmp_path):
+    """4 processes appending 25 records each to one ledger left 29 of the 101 lines: each
+    copied the file and renamed its copy over the others'. The rewrite now holds the
+    ledger folder's lock (``simcore.atomic.updating``)."""
+    import multiprocessing as mp
+
+    from stepsim.scenarios.validate import append_ledger, read_ledger
+    from tests.test_ledger import _rec
+
+    path = tmp_path / "ledger.jsonl"
+    append_ledger(path, _rec(1.0, True))
+    procs = [mp.get_context("fork").Process(target=_append_many, args=(path, 10))
+             for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * 4
+    assert len(read_ledger(path)) == 41
+    assert not [f for f in tmp_path.iterdir() if f.name != "ledger.jsonl"]   # no stray file
