@@ -282,7 +282,11 @@ def load_sidecar(path: str | Path) -> Sidecar:
             field of the wrong type or out of range (named).
     """
     p = Path(path)
-    data = parse_json(p, read_input(p, "sidecar"), "sidecar", unique_keys=True)
+    raw = read_input(p, "sidecar")
+    if raw[:2] == b"\x1f\x8b":   # was "not valid UTF-8 (invalid start byte, byte 0x8b)"
+        raise InputError(p, "is gzip-compressed (a trace?), expected a capture sidecar's JSON "
+                            "(the capture folder's sidecar.json)")
+    data = parse_json(p, raw, "sidecar", unique_keys=True)
     if not isinstance(data, dict) or "stepsim_sidecar" not in data:
         raise InputError(p, "not a stepsim sidecar (no 'stepsim_sidecar' key); "
                             "it is written by calibration.capture.Capture")

@@ -211,3 +211,13 @@ def test_processes_appending_to_one_ledger_at_once_keep_every_record(tmp_path):
     assert [p.exitcode for p in procs] == [0] * 4
     assert len(read_ledger(path)) == 41
     assert not [f for f in tmp_path.iterdir() if f.name != "ledger.jsonl"]   # no stray file
+
+
+@pytest.mark.parametrize("flag", ["--replicate", "--sidecar"])
+def test_a_trace_given_as_a_sidecar_says_so(cpu_run_nw1, tmp_path, flag):
+    """``--replicate run/trace.json.gz`` (the trace, not the folder) said "the sidecar file
+    is not valid UTF-8 (invalid start byte, byte 0x8b)": gzip's magic number read as text."""
+    trace = cpu_run_nw1 / "trace.json.gz"
+    args = (trace, "--sidecar", cpu_run_nw1 / "sidecar.json") if flag == "--replicate" else (trace,)
+    rc, err, _ = cli("calibrate", *args, flag, trace, "-o", tmp_path / "m.json")
+    one_line_error(rc, err, "trace.json.gz", "is gzip-compressed (a trace?)")
