@@ -47,7 +47,8 @@ def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
                 raise SimulationError(
                     f"comm.bus_gbps={model.comm.bus_gbps:g} GB/s and comm.latency_us="
                     f"{model.comm.latency_us:g} give {t.id}'s {t.bytes} B a transfer of "
-                    f"{out[t.id]:.4g} µs, past the most a duration holds ({MAX_DURATION_US:g} µs)")
+                    f"{out[t.id]:.4g} µs, past the most a duration holds "
+                    f"({MAX_DURATION_US:g} µs)")
         else:
             out[t.id] = t.dur_us
     host_phases = {op.phase for op in model.host.ops if op.kind == "cpu"}

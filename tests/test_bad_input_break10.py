@@ -40,8 +40,8 @@ def _edit_params(edit):
     (lambda p: p.update(bytes=p["bytes"] * 10), "B, not its bytes"),
     (lambda p: p.update(numel=7), "elements, but numel 7"),
 ])
-def test_a_ddp_parameter_that_is_no_tensor_refuses_the_sidecar(gloo_run, tmp_path, edit,  # noqa: F811
-                                                               says):
+def test_a_ddp_parameter_that_is_no_tensor_refuses_the_sidecar(
+        gloo_run, tmp_path, edit, says):  # noqa: F811
     """A parameter of 2^60 bytes (numel 65,536 float32) calibrated (exit 0) into buckets of
     2^60 bytes, and ``whatif --set comm.bucket_cap_mb=1`` was then a pydantic traceback
     (a bucket's cost past 1e12 µs); bytes 10x the elements', or a numel that is not the
