@@ -52,9 +52,16 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
     from stepsim.simcore.gcpause import gc_paused
 
     guard([trace, sidecar, *replicates], first="trace", output=output)
-    if isinstance(steps, str):
+    if steps is not None:
         from stepsim.limits import ArgumentError, parse_steps
 
+        if not isinstance(steps, str):    # (A, B): read as "A:B" ((5, "x") was taken as B)
+            pair = steps if isinstance(steps, (tuple, list)) and len(steps) == 2 else None
+            if pair is None or not all(x is None or (isinstance(x, int) and not isinstance(
+                    x, bool)) for x in pair):
+                raise ArgumentError(f"steps: expected 'A:B' or (A, B) of whole numbers or "
+                                    f"None, got {steps!r}")
+            steps = ":".join("" if x is None else str(x) for x in pair)
         try:
             steps = parse_steps(steps)
         except ValueError as e:

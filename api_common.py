@@ -96,9 +96,9 @@ def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=N
         ArgumentError: an operation in no form the keyword takes (:data:`ACCEPTED`), e.g.
             ``scale=(0.5,)``, naming the keyword; StepsimError: a bad operation text.
     """
-    from stepsim.scenarios.options import KINDS, operations as parse
+    from stepsim.scenarios.options import KINDS, op_items, operations as parse
 
-    for item in () if isinstance(ops, (str, Path)) else ops:
+    for item in op_items(ops):
         if isinstance(item, tuple) and len(item) == 2 and item[0] in KINDS:
             _checked_ops(item[0], [item[1]])
     return parse(ops, *(_checked_ops(k, v) for k, v in
@@ -125,6 +125,12 @@ def guard(inputs: Sequence, ops: Sequence = (), scenario=None, first: str = "mod
     if not (isinstance(inputs[0], (str, os.PathLike)) or is_step_model(inputs[0])):
         raise ArgumentError(f"{first}: expected a file path or a StepModel, got "
                             f"{type(inputs[0]).__name__}")
+    bad = next((x for x in inputs[1:] if x is not None and not isinstance(x, (str, os.PathLike))),
+               None)
+    if bad is not None:   # calibrate(t, sidecar=5) was a TypeError from pathlib
+        raise ArgumentError(f"expected file paths for the {first}'s other inputs (sidecar, "
+                            f"replicates, traces, ledger, measured), got "
+                            f"{type(bad).__name__} {bad!r}")
     from stepsim.simcore.outputs import refuse_overwriting_inputs
 
     files = []

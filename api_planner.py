@@ -5,14 +5,16 @@ names and defaults; :mod:`stepsim.api` documents the conventions they share.
 from __future__ import annotations
 
 
+import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from stepsim.api_common import (caveats, guard, input_warnings, is_step_model, load_model,
                                 model_name, operations, progress_bar, sim_kw)
-from stepsim.limits import DEFAULT_DRAWS, DEFAULT_STEPS, DEFAULT_WARMUP, bounded
+from stepsim.limits import (DEFAULT_DRAWS, DEFAULT_STEPS, DEFAULT_WARMUP, ArgumentError,
+                            bounded)
 from stepsim.simcore.errors import StepsimError
 
 if TYPE_CHECKING:
@@ -237,7 +239,11 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     from stepsim.scenarios.validate import append_ledger, same_job, validate as score
     from stepsim.views import measured_runs
 
-    traces = [traces] if isinstance(traces, (str, Path)) else list(traces)
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    if not isinstance(traces, Iterable) or not (traces := list(traces)):
+        # validate(m, []) was an IndexError, validate(m, None) a TypeError
+        raise ArgumentError(f"traces: expected a trace path or a list of them, got {traces!r}")
     guard([model, *traces], ops, scenario, ledger=ledger)
     m = load_model(model)
     todo = operations(ops, scenario, set, scale, remove, fix)

@@ -47,7 +47,7 @@ def gloo_dir(path: Path) -> StepModel | None:
         return None
     check_job(tables)
     agree: list[str] = []
-    sidecars = sidecars_by_rank(sorted(path.glob("*sidecar*.json")), agree)
+    sidecars = sidecars_by_rank(sorted(path.glob("*sidecar*.json")), agree, tables)
     return missing_ranks(_warned(calibrate_gloo(tables, sidecars), agree), path)
 
 
@@ -73,7 +73,7 @@ def _capture_ranks(dirs: list[Path]) -> StepModel | None:
     check_job(tables)
     agree: list[str] = []
     sidecars = sidecars_by_rank([d / "sidecar.json" for d in dirs
-                                 if (d / "sidecar.json").is_file()], agree)
+                                 if (d / "sidecar.json").is_file()], agree, tables)
     return missing_ranks(_warned(calibrate_gloo(tables, sidecars), agree), dirs[0].parent)
 
 
@@ -108,10 +108,13 @@ def check_job(tables) -> None:
                     t.base_ns + int(t.ts_ns.max())) for t in tables if len(t)])
 
 
-def sidecars_by_rank(files, warnings: list[str] | None = None) -> dict:
+def sidecars_by_rank(files, warnings: list[str] | None = None, tables=None) -> dict:
     """The capture sidecars with a DDP record, by the rank they record (``ddp.rank``), checked
     to agree where the ranks of one job must (:mod:`calibration.rank_agree`; its warnings
     are appended to ``warnings``).
+
+    With ``tables`` (the rank traces), each rank's sidecar is checked to record the threads
+    that ran that trace's collectives (:func:`_check_threads`).
 
     Raises:
         InputError: two sidecars recording one rank (the later would replace the earlier,
@@ -133,7 +136,27 @@ def sidecars_by_rank(files, warnings: list[str] | None = None) -> dict:
     warns = check_ranks_agree({r: (where[r], out[r]) for r in out})
     if warnings is not None:
         warnings += warns
+    for t in tables or []:
+        _check_threads(t, out, where)
     return out
+
+
+def _check_threads(table, sides: dict, where: dict) -> None:
+    """Refuse the sidecar of ``table``'s rank when the threads whose CPU it records
+    (``ddp.threads``) hold none of the threads that ran the trace's ``gloo:*`` collectives:
+    it is another rank's or another run's (a copied or swapped sidecar; rank 0's relabelled
+    rank 1 gave rank 1 rank 0's backend CPU, split as if no worker thread had run)."""
+    from stepsim.calibration.trace_io import rank_of
+
+    rank = rank_of(table._raw, [])[0] if table._raw is not None else None
+    side = sides.get(rank)
+    threads = {t.tid for t in side.ddp.threads} if side is not None else set()
+    gloo = {int(table.tid[i]) for i, n in enumerate(table.names.tolist())
+            if str(n).startswith("gloo:")}
+    if threads and gloo and not threads & gloo:
+        raise InputError(where[rank], f"records the CPU of threads {sorted(threads)[:6]}, none "
+                         f"of which ran the gloo:* collectives of {table.path.name} (threads "
+                         f"{sorted(gloo)[:6]}): the sidecar of another rank or run")
 
 
 def missing_ranks(model: StepModel, path: Path) -> StepModel:

@@ -11,7 +11,8 @@ pair with one line naming the sidecar:
 * **loader**: the sidecar's ``num_workers`` against the DataLoader iterator the trace names
   (``_SingleProcessDataLoaderIter`` at 0 workers, ``_MultiProcessingDataLoaderIter`` above);
 * **steps** (harness captures, whose step counter is the profiler's): the sidecar's profiled
-  steps are the trace's ``ProfilerStep#N``.
+  steps are the trace's ``ProfilerStep#N`` (with ``calibrate --steps A:B``, those of A to
+  B − 1: every sub-range of a capture with its sidecar was refused as another run's).
 
 The span of the profiled steps is not compared: the harness stamps a step where the loop
 hands out its batch and the profiler where ``prof.step()`` runs, and the two spans of one
@@ -74,6 +75,10 @@ def _mismatch(table: EventTable, side: Sidecar) -> str | None:
     ours = {i: s.t_start_us for i, s in enumerate(side.steps)
             if s.profiled and s.t_start_us is not None}
     theirs = _trace_steps_us(table)
+    if table.step_range is not None:   # --steps A:B: those steps (the trace keeps neighbours)
+        lo, hi = table.step_range
+        ours, theirs = ({n: t for n, t in d.items() if (lo is None or n >= lo)
+                         and (hi is None or n < hi)} for d in (ours, theirs))
     if not ours or not theirs:
         return None
     if set(ours) != set(theirs):

@@ -240,7 +240,7 @@ class CpuPool:
         return max(r, 1e-9)
 
     def work(self, work_us: float, ref: float = 0.0, team: int = 1, thread=None, crew=None,
-             preempt: bool = False):
+             preempt: bool = False, quanta: int = MAX_QUANTA):
         """Process generator: run ``work_us`` µs of one thread's CPU work (as captured at
         ``ref`` other runnable threads per core) to completion; ``team``: the threads of the
         parallel region it is part of (1: none), whose stalls it spins through (see the
@@ -252,7 +252,7 @@ class CpuPool:
         ``preempt``: a thread that just woke (a gloo thread's slice after its wait for a
         core) takes a core from a running thread when every core is held, as Linux's wake-up
         preemption gives it one: it runs at once, and the thread holding the core absorbs
-        that time at the end of its quantum (:meth:`_steal`)."""
+        that time at the end of its quantum (:meth:`_steal`); ``quanta``: most it is cut in."""
         if work_us <= 0:
             return 0.0
         if preempt and self.contended and not self._fluid() and \
@@ -275,7 +275,7 @@ class CpuPool:
                     self.timed -= 1
                 return busy
             left, busy = work_us, 0.0
-            quantum = max(self.quantum_us, work_us / MAX_QUANTA)
+            quantum = max(self.quantum_us, work_us / max(quanta, 1))
             while left > 1e-9:
                 chunk = min(quantum, left)
                 if place is not None and place[0] == "placed" and (

@@ -365,4 +365,12 @@ def set_bucket_caps(model: StepModel, bucket_cap_mb: float | None = None,
         if not 0 < v < MAX_CAP_MB:   # torch's int(bucket_cap_mb * 2**20) overflows past it too
             raise ModelError(f"comm.{k} must be > 0 MiB and below {MAX_CAP_MB:.4g} MiB (2**63 "
                              f"bytes), got {v}")
-    return apply_ddp(model.model_copy(update={"comm": model.comm.model_copy(update=upd)}))
+    try:
+        return apply_ddp(model.model_copy(update={"comm": model.comm.model_copy(update=upd)}))
+    except ValidationError as e:   # a bucket's cost past what a duration holds (1e12 µs)
+        err = e.errors()[0]
+        raise ModelError(f"bucket caps {', '.join(f'{k}={v:g}' for k, v in upd.items())} give "
+                         f"a bucket whose {'.'.join(map(str, err['loc']))} "
+                         f"{err['input']!r} is not allowed ({err['msg']}): the model's "
+                         "comm.grad_params sizes or its all-reduce cost (comm.bus_gbps, "
+                         "comm.host_cpu_us_per_mb) cannot be right") from None

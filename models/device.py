@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import simpy
 
+from stepsim.models.cpu import MAX_QUANTA
 from stepsim.simcore.record import Recorder, Span
 
 
@@ -270,7 +271,9 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                         yield env.timeout(wait_us)
                         recorder.span(Span(lane, t.name, "wait", woke, wait_us, step, rank,
                                            cause="cpu_cores"))
-                    yield from cpu.work(work_us / n_wake, preempt=wait_us > 0)
+                    # the collective's quanta, over all its pieces, stay MAX_QUANTA's
+                    yield from cpu.work(work_us / n_wake, preempt=wait_us > 0,
+                                        quanta=MAX_QUANTA // n_wake)
                 if dur_us > work_us:
                     yield env.timeout(dur_us - work_us)
             elif dur_us > 0:

@@ -312,7 +312,7 @@ class GradParam(StrictModel):
     """One model parameter as DDP sees it: its gradient's size and the task that makes it."""
 
     name: str
-    bytes: int = Field(ge=0)
+    bytes: int = Field(ge=0, le=2**44)   # 16 TiB: past any device's memory, as a copy's bound
     ready_task: str | None = None
     """The backward device task after which this gradient is ready (None: end of backward)."""
     dtype: str = "float32"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from stepsim.models.ddp import comm_time_us
 from stepsim.models.device import TaskPlan
 from stepsim.models.host import HostOpPlan
-from stepsim.models.params import StepModel
+from stepsim.models.params import MAX_DURATION_US, StepModel
 from stepsim.simcore.dists import Empirical
 from stepsim.simcore.errors import SimulationError
 
@@ -43,6 +43,12 @@ def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
     for t in tasks.values():
         if t.kind == "collective" and model.comm.bus_gbps is not None and t.bytes is not None:
             out[t.id] = comm_time_us(model.comm, t.bytes)
+            if not out[t.id] <= MAX_DURATION_US:   # 1e-300 GB/s: an infinite step
+                raise SimulationError(
+                    f"comm.bus_gbps={model.comm.bus_gbps:g} GB/s and comm.latency_us="
+                    f"{model.comm.latency_us:g} give {t.id}'s {t.bytes} B a transfer of "
+                    f"{out[t.id]:.4g} µs, past the most a duration holds "
+                    f"({MAX_DURATION_US:g} µs)")
         else:
             out[t.id] = t.dur_us
     host_phases = {op.phase for op in model.host.ops if op.kind == "cpu"}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepsim.models.params import StepModel
-from stepsim.models.sim_work import step_work, thread_pieces
+from stepsim.models.sim_work import collective_quanta, step_work, thread_pieces
 from stepsim.models.simulate import SimResult, simulate
 
 __all__ = ["SE_TARGET", "FIRST_STEPS", "MAX_STEPS", "MAX_WORK", "DRAW_STEPS", "BATCHES",
@@ -127,8 +127,8 @@ def step_bound(model: StepModel) -> int:
 def draw_bound(model: StepModel, draws: int) -> int:
     """The most steps each of ``draws`` draws simulates when the step count is chosen: at
     most :data:`DRAW_STEPS`, and fewer (never below :data:`FIRST_STEPS`) where the draws'
-    :func:`thread_pieces` together would pass :data:`MAX_WORK`."""
-    pieces = len(model.ranks) * thread_pieces(model) * max(draws, 1)
+    :func:`thread_pieces` and :func:`collective_quanta` together would pass :data:`MAX_WORK`."""
+    pieces = len(model.ranks) * (thread_pieces(model) + collective_quanta(model)) * max(draws, 1)
     return max(FIRST_STEPS, min(DRAW_STEPS, MAX_WORK // max(pieces, 1)))
 
 

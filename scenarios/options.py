@@ -5,7 +5,7 @@ command-line order) and to the Python API (``set="loader.num_workers=4"`` or
 turned into :mod:`scenarios.transforms` operations."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -64,6 +64,11 @@ def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=N
     if isinstance(ops, (str, Path)):
         raise ModelError(f"operations {str(ops)!r}: give a text by its kind, e.g. "
                          f"set={str(ops)!r} or fix={str(ops)!r}")
+    if ops is None:     # Python's "none" (whatif(m, None) was a TypeError from inside)
+        ops = ()
+    if not isinstance(ops, Iterable) or isinstance(ops, Mapping):
+        raise ModelError(f"operations {ops!r}: expected a list of operation objects or "
+                         f"(kind, value) pairs, kind one of {', '.join(KINDS)}")
     out: list[Operation] = []
     for item in ops:
         if isinstance(item, Operation):
@@ -82,10 +87,17 @@ def operations(ops: Sequence = (), scenario=None, set=None, scale=None, remove=N
     return out
 
 
+def op_items(ops) -> Iterable:
+    """``ops``'s items where it is a list of operations; none for anything else (which
+    :func:`operations` refuses in its own words)."""
+    ok = isinstance(ops, Iterable) and not isinstance(ops, (str, Path, Mapping))
+    return ops if ok else ()
+
+
 def scenario_files(ops: Sequence = (), scenario=None) -> list:
     """The scenario files named in ``(kind, value)`` pairs and in ``scenario`` (inputs that an
     output must not replace)."""
-    named = [v for item in ops if isinstance(item, tuple) and item[0] == "scenario"
+    named = [v for item in op_items(ops) if isinstance(item, tuple) and item[0] == "scenario"
              for v in _many("scenario", item[1])]
     return named + _many("scenario", scenario)
 
@@ -98,6 +110,11 @@ def sweep_grid(axes) -> dict:
         StepsimError: a bad axis, or one given twice.
     """
     if isinstance(axes, Mapping):
+        bad = next(((k, v) for k, v in axes.items()
+                    if isinstance(v, (str, bytes, Mapping)) or not isinstance(v, Iterable)), None)
+        if bad is not None:   # {path: 3} was a TypeError from inside
+            raise StepsimError(f"sweep axis {bad[0]!r}: expected a list of values, got "
+                               f"{type(bad[1]).__name__} {bad[1]!r}")
         return {k: list(v) for k, v in axes.items()}
     grid: dict = {}
     for text in [axes] if isinstance(axes, str) else axes:

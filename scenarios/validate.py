@@ -21,20 +21,18 @@ import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Sequence
+from typing import Sequence
 
 import numpy as np
 import orjson
-from pydantic import (ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import ValidationError
 
-from stepsim.models.host_speed import LOAD_WARN
-from stepsim.models.param_base import StrictScalars, error_at
-from stepsim.scenarios.ledger_bounds import AtLeastOne, MeasuredUs, StepUs, check_record
+from stepsim.models.param_base import error_at
+from stepsim.scenarios.ledger_record import LedgerRecord
 from stepsim.scenarios.ledger_score import LedgerSummary, summarize_ledger  # noqa: F401 (re-export)
 from stepsim.scenarios.predict import Prediction
-from stepsim.simcore.atomic import atomic_path, write_atomic
-from stepsim.simcore.errors import InputError, ModelError, printable
+from stepsim.simcore.atomic import atomic_path, updating, write_atomic
+from stepsim.simcore.errors import InputError, ModelError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.files import MAX_INPUT_BYTES, read_latest_lines
 from stepsim.simcore.parsing import json_type, parse_json
@@ -139,91 +137,6 @@ def same_job(model, runs) -> None:
         why = job_mismatch(model, r)
         if why:
             raise InputError(r.path, f"not a run of the predicted setting: {why}")
-
-
-class LedgerRecord(StrictScalars):
-    """One validation: a prediction and what was measured (times in µs).
-
-    ``error_pct`` is ``100 × (predicted − measured) / measured`` on the mean step;
-    ``median_error_pct`` the same on the median. ``inside`` is None without an interval;
-    ``bottleneck_agrees`` None without a measured bottleneck.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    time: str
-    label: str
-    model: str
-    scenario: str
-    traces: list[str]
-
-    @field_validator("label", "model", "traces", mode="before")
-    @classmethod
-    def _printable(cls, v):
-        """File names become printable UTF-8 (see :func:`simcore.errors.shown`)."""
-        return printable(v)
-    steps_measured: AtLeastOne
-    predicted_mean_us: StepUs
-    predicted_median_us: StepUs
-    p10_us: StepUs | None
-    p50_us: StepUs | None
-    p90_us: StepUs | None
-    measured_mean_us: MeasuredUs
-    measured_median_us: MeasuredUs
-    error_pct: float
-    median_error_pct: float
-    inside: bool | None
-    predicted_bottleneck: str
-    measured_bottleneck: str | None
-    bottleneck_agrees: bool | None
-    in_sample: bool = False
-    """The prediction is of the setting the model was calibrated on (a replay, not a
-    prediction): kept apart from the score."""
-    startup_us: StepUs | None = None
-    """The worker start-up step (a multi-process DataLoader's first ``next()`` spawns its
-    workers), left out of the measured steps: its mean over the runs that had one (None:
-    none seen); ``startup_next_us`` its ``next()``, ``startup_later_next_us`` the median
-    ``next()`` after it, ``startup_runs`` how many runs it is of."""
-    startup_next_us: StepUs | None = None
-    startup_later_next_us: StepUs | None = None
-    startup_runs: Annotated[int, Field(ge=0)] = 0
-    runs: AtLeastOne = 1
-    """Re-measured runs pooled (the interval is of their pooled mean: the host's speed once
-    per run, the steps' variation through the standard error of ``steps_measured``)."""
-    width_sources_pct: dict[str, float] = {}
-    """The interval's P90 − P10 (% of the predicted mean) with one source of uncertainty at a
-    time (:mod:`scenarios.interval_sources`); empty: not decomposed."""
-    outside_load_slowdown: Annotated[float, Field(ge=0)] | None = None
-    """How much slower than the machine alone the re-measured run(s) advanced, ``1 / held −
-    1`` (``calibration.measure.MeasuredSteps``; of runs pooled, their time-weighted mean,
-    ``models.host_speed.pooled_load``); None: not measurable (no sidecar), or a ledger
-    written before it was recorded. Past
-    :data:`models.host_speed.LOAD_WARN` the record is scored apart (:attr:`outside_load`)."""
-
-    @model_validator(mode="after")
-    def _consistent(self):
-        check_record(self)      # scenarios.ledger_bounds: numbers that contradict each other
-        return self
-
-    @property
-    def outside_load(self) -> bool:
-        """The measurement ran under outside load past ``LOAD_WARN``: its error is the load's
-        as much as the prediction's."""
-        return self.outside_load_slowdown is not None and self.outside_load_slowdown > LOAD_WARN
-
-    @property
-    def load_explains(self) -> bool:
-        """Under outside load and measured slower than predicted (``error_pct`` < 0): the load
-        could explain the miss, so a ledger scores the record apart. A loaded run faster than
-        predicted stays in the score: outside load only slows a run."""
-        return self.outside_load and self.error_pct < 0
-
-    @property
-    def width_pct(self) -> float | None:
-        """The P10–P90 interval's width, in % of the predicted mean (None without one)."""
-        if self.p10_us is None or self.p90_us is None or self.predicted_mean_us <= 0:
-            return None
-        return 100 * (self.p90_us - self.p10_us) / self.predicted_mean_us
 
 
 def validate(prediction: Prediction, measured_step_us: Sequence[float],
@@ -383,11 +296,12 @@ def append_ledger(path: str | Path, record: LedgerRecord,
     if p.exists() and not p.is_file():
         raise InputError(p, "a ledger is appended to and rewritten: it must be a regular file")
     read_ledger(p, skipped)
-    if not p.exists():
-        return write_atomic(p, ledger_line(record))
-    with open(p, "rb") as src, atomic_path(p) as tmp, open(tmp, "wb") as dst:
-        shutil.copyfileobj(src, dst, 16 << 20)   # a long ledger is copied, never held whole
-        if dst.tell():
-            src.seek(-1, os.SEEK_END)
-            dst.write(b"" if src.read(1) == b"\n" else b"\n")
-        dst.write(ledger_line(record))
+    with updating(p):   # another process's append is not renamed over (simcore.atomic)
+        if not p.exists():
+            return write_atomic(p, ledger_line(record))
+        with open(p, "rb") as src, atomic_path(p) as tmp, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 16 << 20)   # a long ledger is copied, not held whole
+            if dst.tell():
+                src.seek(-1, os.SEEK_END)
+                dst.write(b"" if src.read(1) == b"\n" else b"\n")
+            dst.write(ledger_line(record))

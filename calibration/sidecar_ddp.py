@@ -1,0 +1,132 @@
+"""The ``ddp`` section of a capture sidecar (:mod:`calibration.ddp_info` writes it): the
+DistributedDataParallel job, its parameters, the backend threads' CPU and its buckets' CPU.
+
+A parameter's ``bytes`` is its ``numel`` times its dtype's size and its ``numel`` the product
+of its ``shape`` (``ddp_info`` writes them so, from the tensor): a record where they disagree
+cannot be of a tensor, and its sizes would build the buckets a ``bucket_cap_mb`` what-if
+simulates (a parameter of 2^60 bytes, with numel 65,536, calibrated and then made a
+``--set comm.bucket_cap_mb=1`` a traceback), so the sidecar is refused. Sizes in bytes, times
+in µs.
+"""
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, model_validator
+
+from stepsim.models.ddp import MAX_CAP_MB
+from stepsim.models.param_base import StrictScalars
+from stepsim.models.params import MAX_DURATION_US
+
+__all__ = ["DDPParam", "ThreadCPU", "BucketCPU", "DDPRecord", "DTYPE_SIZE"]
+
+_CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
+_US = Field(ge=0, le=MAX_DURATION_US)
+DTYPE_SIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+              "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
+              "float8_e4m3fn": 1, "float8_e5m2": 1}
+"""Bytes an element of a torch dtype holds (``str(dtype)`` less ``torch.``, as ``ddp_info``
+writes it); a dtype not listed is not checked."""
+
+
+class DDPParam(StrictScalars):
+    """One parameter of a DDP job's model, in registration order (sizes in bytes)."""
+
+    model_config = _CFG
+    name: str
+    shape: list[int] = []
+    numel: int = Field(ge=0)
+    dtype: str
+    bytes: int = Field(ge=0)
+    requires_grad: bool = True
+    ddp_ignored: bool = False
+
+    @model_validator(mode="after")
+    def _a_tensor(self):
+        if self.shape and math.prod(self.shape) != self.numel:
+            raise ValueError(f"parameter {self.name!r} has shape {self.shape}, "
+                             f"{math.prod(self.shape)} elements, but numel {self.numel}")
+        size = DTYPE_SIZE.get(self.dtype)
+        if size is not None and self.numel * size != self.bytes:
+            raise ValueError(f"parameter {self.name!r} of {self.numel} {self.dtype} elements "
+                             f"({size} B each) is {self.numel * size} B, not its bytes "
+                             f"{self.bytes}")
+        return self
+
+
+class ThreadCPU(StrictScalars):
+    """One thread's CPU time over the profiled steps (µs), as the job measured it from the
+    kernel's per-thread ``/proc/self/task/<tid>/schedstat``; ``tid`` is the thread id the
+    trace's events carry."""
+
+    model_config = _CFG
+    tid: int
+    name: str = ""
+    cpu_us: float = Field(ge=0)
+    runqueue_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    """Its wait for a core while runnable (schedstat's second field; None in older sidecars)."""
+    timeslices: int | None = Field(default=None, ge=0)
+    """Its runs on a CPU (schedstat's third field: one per wake-up, more when preempted)."""
+
+
+class BucketCPU(StrictScalars):
+    """The backend threads' CPU time (all threads but the training thread, µs, summed over
+    ``steps`` profiled steps) from the moment one DDP bucket became ready (just before its
+    all-reduce was enqueued) to the next bucket's (the last: to the step's end): the CPU of
+    that bucket's all-reduce of ``bytes`` bytes, as the job measured it in training."""
+
+    model_config = _CFG
+    bytes: int = Field(ge=0)
+    cpu_us: float = _US
+    steps: int = Field(ge=1)
+    runqueue_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    """The same threads' wait for a core while runnable over the same intervals (µs; None in
+    sidecars written before it was recorded)."""
+    timeslices: int | None = Field(default=None, ge=0)
+    """Their runs on a CPU over the same intervals (each wake-up starts one)."""
+
+
+class DDPRecord(StrictScalars):
+    """A DistributedDataParallel job as :mod:`calibration.ddp_info` records it."""
+
+    model_config = _CFG
+    # a real job's size, which may exceed what the simulator runs (models.params.MAX_RANKS)
+    world_size: int = Field(ge=1, le=1 << 20)
+    rank: int = Field(ge=0)
+    local_rank: int | None = Field(default=None, ge=0)
+    backend: str
+    hosts: list[str] = []
+    wrapped: bool = False
+    # torch's int(bucket_cap_mb * 2**20) overflows past 2**63 bytes (models.ddp.MAX_CAP_MB)
+    bucket_cap_mb: float | None = Field(default=None, gt=0, lt=MAX_CAP_MB)
+    first_bucket_bytes: int | None = Field(default=None, gt=0, lt=2**63)
+    bucket_cap_mb_list: list[Annotated[float, Field(gt=0, lt=MAX_CAP_MB)]] | None = None
+    gradient_as_bucket_view: bool | None = None
+    find_unused_parameters: bool | None = None
+    static_graph: bool | None = None
+    broadcast_buffers: bool | None = None
+    params: list[DDPParam] = []
+    threads: list[ThreadCPU] = []
+    """CPU time of the rank's process threads other than the training thread over the
+    profiled steps: the backend's (gloo's TCP loop and worker threads)."""
+    bucket_cpu: list[BucketCPU] = []
+    """Per DDP bucket in reduction order, the backend's CPU between its readiness and the
+    next bucket's (:class:`BucketCPU`): what splits the TCP loop's CPU, which serves every
+    collective, between the buckets."""
+
+    @model_validator(mode="after")
+    def _ranks_fit(self):
+        if self.rank >= self.world_size:
+            raise ValueError(f"rank {self.rank} is not below world_size {self.world_size}")
+        if self.hosts and len(self.hosts) != self.world_size:
+            raise ValueError(f"{len(self.hosts)} host names for world_size {self.world_size}")
+        return self
+
+    @property
+    def grad_bytes(self) -> int:
+        """Bytes of the gradients DDP reduces each step (parameters that require a gradient
+        and are not ignored)."""
+        return sum(p.bytes for p in self.params if p.requires_grad and not p.ddp_ignored)
+
+
