@@ -250,7 +250,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                 compute_us, share = stalled_team_wall(walls, cpu_compute, torch_threads)
                 warnings.append(
                     f"torch used {torch_threads} intra-op threads beside {lp['num_workers']} "
-                    f"workers on {lp['host_cores']} cores: the training step's wall time holds "
+                    f"worker(s) on {lp['host_cores']} cores: the training step's wall time holds "
                     "its threads' stalls (a parallel region waits for a thread without a core, "
                     f"the others spinning), so it is modelled as parallel work on {torch_threads} "
                     f"threads of its wall × s^{torch_threads}, s = CPU ÷ ({torch_threads} × wall) "

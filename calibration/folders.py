@@ -174,12 +174,29 @@ def calibrate_cpu_folder(fold: Folder, side, sidecar_path, step_regex: str | Non
 
 def why_no_trace(folder: Path) -> str:
     """What the capture sidecar in ``folder`` says about a missing trace (its warnings, e.g.
-    the profiler never completed its active steps), as ``"; the sidecar says: ..."``; empty
-    without a readable sidecar or warnings."""
+    the profiler never completed its active steps), as ``"; the sidecar says: ..."``; without a
+    readable sidecar, the capture folders ``folder`` holds (:func:`_capture_subfolders`); else
+    empty."""
     from stepsim.calibration.sidecar import load_sidecar
 
     try:
         side = load_sidecar(Path(folder) / "sidecar.json")
     except (InputError, OSError):
-        return ""
+        return _capture_subfolders(Path(folder))
     return f"; its sidecar.json says: {'; '.join(side.warnings)}" if side.warnings else ""
+
+
+def _capture_subfolders(folder: Path) -> str:
+    """A hint for a folder of capture folders (``runs/`` holding ``runs/baseline/``, ...), given
+    where one capture folder is meant: ``"; it holds capture folders (...): ..."``; empty when
+    it holds none. A fresh user's ``stepsim calibrate runs`` said only "holds no trace files"."""
+    try:
+        subs = sorted(d.name for d in folder.iterdir()
+                      if d.is_dir() and (d / "sidecar.json").is_file() and _trace_candidates(d)[0])
+    except (OSError, InputError):
+        return ""
+    if not subs:
+        return ""
+    shown = ", ".join(subs[:4]) + (f", ... ({len(subs)} in all)" if len(subs) > 4 else "")
+    return (f"; it holds capture folders ({shown}), one run each: name one, e.g. "
+            f"{folder / subs[0]}")

@@ -108,7 +108,8 @@ def resolve(model: StepModel, path: str, allow_new_key: bool = False) -> tuple[l
             fields = type(node).model_fields
             if seg not in fields:
                 raise ModelError(f"unknown parameter path {path!r}: {type(node).__name__} at "
-                                 f"{where} has no field {seg!r} (fields: {', '.join(fields)})")
+                                 f"{where} has no field {seg!r}{_did_you_mean(node, seg, segs[:i])}"
+                                 f" (fields: {', '.join(fields)})")
             keys.append(seg)
             node = getattr(node, seg)
         elif isinstance(node, list):
@@ -129,6 +130,20 @@ def resolve(model: StepModel, path: str, allow_new_key: bool = False) -> tuple[l
                              f"{type(node).__name__} value, it has no {seg!r}")
         i += 1
     return keys, node
+
+
+def _did_you_mean(node: BaseModel, seg: str, before: list[str]) -> str:
+    """``"; did you mean 'loader.num_workers'?"`` for a field ``seg`` that ``node`` lacks: a
+    field of that name one section down (``num_workers`` given at the top), else a close
+    spelling of one of its own fields (``loader.num_worker``); empty when neither."""
+    import difflib
+
+    fields = type(node).model_fields
+    down = [f"{name}.{seg}" for name in fields
+            if isinstance(getattr(node, name, None), BaseModel)
+            and seg in type(getattr(node, name)).model_fields]
+    near = down or difflib.get_close_matches(seg, list(fields), n=1, cutoff=0.8)
+    return f"; did you mean {'.'.join(before + near[:1])!r}?" if near else ""
 
 
 def get_value(model: StepModel, path: str) -> Any:
