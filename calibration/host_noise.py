@@ -7,10 +7,12 @@ and a batch's produce CPU time 154 → 238 ms, seconds apart). Replicates, other
 same setting recorded at other times, measure it: each run's CPU time per unit of identical
 work is
 
-    w = median(produce CPU per batch) + median(training-step CPU per step)   (µs)
+    w = mean(produce CPU per batch) + mean(training-step CPU per step)   (µs)
 
 (thread/process CPU time, so waiting for a core or for the loader does not count), and the
-run's host speed relative to the calibration capture is ``w_j / w_0``. The model keeps them
+run's host speed relative to the calibration capture is ``w_j / w_0``. Means, not medians: what
+is predicted and scored is a run's mean step, ``work × mean(speed over its batches)``, and a
+median leaves a run's slow stretch out (:data:`CENTRE`). The model keeps them
 (``host.speed_runs``) and ``host.cpu_scale`` = exp(c), ``c`` the mean of their logs (the runs'
 mean speed, source "measured"); prediction intervals draw the next run's speed from the
 Student-t predictive distribution of :mod:`models.host_speed`: the runs' own spread (from 3
@@ -38,9 +40,9 @@ from stepsim.simcore.errors import InputError
 
 
 def window_speed(side: Sidecar) -> float | None:
-    """The host's speed in the capture's profiled window relative to the whole run: the median
-    CPU µs of a batch's produce among the batches finished inside the window ÷ among all the
-    run's batches (a worker's first batch left out: :func:`calibration.sidecar_fit.after_startup`).
+    """The host's speed in the capture's profiled window relative to the whole run: the mean
+    (:data:`CENTRE`) CPU µs of a batch's produce among the batches finished inside the window ÷
+    among all the run's batches (a worker's first batch left out: :func:`calibration.sidecar_fit.after_startup`).
 
     The model's durations are the window's (a second or so of the run), while the run as a
     whole measures the host longer: on a virtual host the CPU time of identical work moved
@@ -48,7 +50,7 @@ def window_speed(side: Sidecar) -> float | None:
     0.93–1.02× on a quiet 2-core machine). Produce is the gauge: the same work per batch,
     CPU time (waiting for a core does not count), and in worker processes the profiler does
     not slow. None without produce instants, with fewer than 3 batches in the window, with
-    none outside it, or with a median of 0 (:func:`at_run_speed` bounds the rest by
+    none outside it, or with a centre of 0 (:func:`at_run_speed` bounds the rest by
     :data:`MAX_WINDOW_SPEED`)."""
     nw = side.loader.num_workers
     recs = after_startup([r for r in side.produce if (r.worker < 0) == (nw == 0)])
@@ -58,10 +60,19 @@ def window_speed(side: Sidecar) -> float | None:
     lo, hi = span
     window = [r.work_us for r in recs if lo <= r.t_end_us <= hi]
     whole = [r.work_us for r in recs]
-    if len(window) < 3 or len(window) == len(whole) or min(np.median(whole),
-                                                             np.median(window)) <= 0:
+    if len(window) < 3 or len(window) == len(whole) or min(CENTRE(whole), CENTRE(window)) <= 0:
         return None
-    return float(np.median(window) / np.median(whole))
+    return float(CENTRE(window) / CENTRE(whole))
+
+
+CENTRE = np.mean
+"""The centre of a run's CPU µs per identical work (:func:`window_speed`, :func:`_work_parts`):
+the mean, since a run's mean step is its work times the mean of its speed over its batches
+(the model's produce is the window's mean too). The median had read a demo replicate
+(2026-12-05 23:00, ``/tmp/fin/m-plain-1`` nw1-r3) at 1.18× the capture's produce where its
+mean was 1.31× and its scored steps 1.45× the capture's; over the three plain demos of that
+evening the capture was the fastest of its 5 runs each time and 13 of 15 rows predicted low
+(docs/measurements.md "Host noise")."""
 
 
 MAX_WINDOW_SPEED = 4.0
@@ -111,7 +122,7 @@ def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) ->
 
 def identical_work_us(side: Sidecar, per_fault_us: float | None = None) -> float | None:
     """CPU µs of one batch's produce plus one training step's work outside ``next()``
-    (medians; a worker process's first batch (:func:`calibration.sidecar_fit.after_startup`)
+    (means, :data:`CENTRE`; a worker process's first batch (:func:`calibration.sidecar_fit.after_startup`)
     and the run's first step left out: they carry start-up); None when the sidecar holds
     neither. ``per_fault_us``: see :func:`_work_parts`."""
     parts = _work_parts(side, per_fault_us)
@@ -119,11 +130,16 @@ def identical_work_us(side: Sidecar, per_fault_us: float | None = None) -> float
 
 
 def per_fault_us(side: Sidecar) -> float | None:
-    """The CPU µs per page fault :func:`_work_parts` takes out of ``side``'s steps where they
-    re-faulted (:func:`calibration.page_faults.refault_fit`), or None (nothing taken out, or
-    steps that did not re-fault measure the work)."""
-    quiet = [s for s in calm_steps(side) if s.minflt is not None and s.minflt < MIN_FAULTS]
-    rf = refault_fit(side) if len(quiet) < MIN_STEPS else None
+    """The CPU µs per page fault :func:`_work_parts` takes out of ``side``'s steps
+    (:func:`calibration.page_faults.refault_fit`), or None where it cannot be measured.
+
+    Measured even where ``side``'s steps that did not re-fault measure its work: a replicate
+    without such steps is then compared at this cost, not at its own fit's. A demo's capture
+    (2026-12-05 23:00, 4 fault-free steps at 55.8 ms) against a replicate whose steps all
+    re-faulted (6,100 a step) and whose own fit took 42.5 ms of fault-free work read as a host
+    1.02× the capture's, where its batches took 1.18× and its raw steps 1.15×; at the
+    capture's 1.58 µs a fault it reads 1.17×."""
+    rf = refault_fit(side)
     return rf.per_fault_us if rf is not None else None
 
 
@@ -133,7 +149,7 @@ def _work_parts(side: Sidecar, per_fault: float | None = None) -> dict[str, floa
     memory where the sidecar counts faults and has at least 3 such, else less each step's
     faults × their CPU per fault, ``per_fault`` where given (the capture's, so that two runs
     are compared at one cost per fault), else its own where
-    :func:`calibration.page_faults.refault_fit` measures it), median CPU µs each.
+    :func:`calibration.page_faults.refault_fit` measures it), mean CPU µs each (:data:`CENTRE`).
 
     Each run's own fit is noisy: a user's two runs of one setting (2-thread CNN, 1 worker,
     2026-12-05) fitted 4.64 and 2.50 µs a fault over about 6,000 faults a step, which made
@@ -148,7 +164,7 @@ def _work_parts(side: Sidecar, per_fault: float | None = None) -> dict[str, floa
     per = per_fault if per_fault is not None else (own or 0.0)   # else its faults' CPU
     train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0)
              for s in (quiet if len(quiet) >= MIN_STEPS else rows)]
-    return {k: float(np.median(x)) for k, x in (("produce", produce), ("train", train)) if x}
+    return {k: float(CENTRE(x)) for k, x in (("produce", produce), ("train", train)) if x}
 
 
 def calm_steps(side: Sidecar) -> list:

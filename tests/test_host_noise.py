@@ -177,22 +177,30 @@ def _window_at(src, dst, inside: float, outside: float):
 
 
 def test_window_speed_closed_form(early_window, tmp_path):
-    """Batches of 30 ms CPU in the window and 40 ms outside it: the window ran at 0.75x the
-    run's time, so predictions take cpu_scale 1/0.75 (measured), the replay of the window still
-    runs at its own speed, and with a replicate at 1.2x the run the speeds are 1/0.75 and
-    1.2/0.75 against the window."""
+    """Batches of 30 ms CPU in the window and 40 ms outside it: the window ran at
+    ``s = 30 / mean`` of the run's time (``mean`` over the run's batches, the window's among
+    them: a run's mean step is its mean speed's), so predictions take cpu_scale 1/s
+    (measured), the replay of the window still runs at its own speed, and with a replicate at
+    1.2x the run the speeds are 1/s and 1.2/s against the window."""
     from stepsim import api
+    from stepsim.calibration.sidecar_cross import step_window
+    from stepsim.calibration.sidecar_fit import after_startup
 
     moved = _window_at(early_window, tmp_path / "moved", 30e3, 40e3)
-    assert window_speed(load_sidecar(moved / "sidecar.json")) == pytest.approx(0.75)
+    side = load_sidecar(moved / "sidecar.json")
+    lo, hi = step_window(side.steps)
+    ends = [r.t_end_us for r in after_startup(side.produce)]
+    n_in = sum(lo <= e <= hi for e in ends)
+    s = 30e3 / ((30e3 * n_in + 40e3 * (len(ends) - n_in)) / len(ends))
+    assert 0.75 < s < 1 and window_speed(side) == pytest.approx(s)
     steady = _window_at(early_window, tmp_path / "steady", 40e3, 40e3)
     assert window_speed(load_sidecar(steady / "sidecar.json")) == pytest.approx(1.0)
 
     a, b = api.calibrate(moved), api.calibrate(steady)
-    assert a.model.host.cpu_scale == pytest.approx(1 / 0.75)
+    assert a.model.host.cpu_scale == pytest.approx(1 / s)
     assert a.model.meta.sources["host.cpu_scale"] == "measured"
-    assert a.model.meta.notes["window_speed"] == pytest.approx(0.75)
-    assert any("0.750× the run's CPU time" in w for w in a.model.meta.warnings)
+    assert a.model.meta.notes["window_speed"] == pytest.approx(s)
+    assert any(f"{s:.3f}× the run's CPU time" in w for w in a.model.meta.warnings)
     assert not any("× the run's CPU time" in w for w in b.model.meta.warnings)
     # the calibration check replays the window at the window's speed: as the same model
     # without the measured run speed
@@ -210,10 +218,10 @@ def test_window_speed_closed_form(early_window, tmp_path):
     from stepsim.scenarios.stepcount import simulate_counted
     res, _ = simulate_counted(plain, api.DEFAULT_STEPS, api.DEFAULT_WARMUP, 0, keep="steps")
     assert a.steady_mean_us == pytest.approx(res.mean_step_us, rel=1e-6)
-    # predictions run every CPU part 1/0.75x as long as the window's: the batches' produce,
-    # and the training step from its unprofiled CPU time (x p = f x 0.75, f its unprofiled /
+    # predictions run every CPU part 1/s x as long as the window's: the batches' produce,
+    # and the training step from its unprofiled CPU time (x p = f x s, f its unprofiled /
     # profiled CPU: the edit here slowed only the batches outside the window, so the step
-    # ends at f, not at 1/0.75; calibration.profiler_overhead.step_factor)
+    # ends at f, not at 1/s; calibration.profiler_overhead.step_factor)
     from stepsim.calibration.profiler_overhead import overhead_factor
 
     p = a.model.meta.notes.get("step_profiler_factor", 1.0)
@@ -222,28 +230,27 @@ def test_window_speed_closed_form(early_window, tmp_path):
         from stepsim.calibration.page_faults import refault_fit
         rf = refault_fit(load_sidecar(moved / "sidecar.json"))
         g = rf.fault_free_us / rf.unprofiled_us if rf is not None else 1.0
-        assert p == pytest.approx(f.factor * 0.75 * g)
+        assert p == pytest.approx(f.factor * s * g)
     assert a.model.host.ops[1].dur_us == pytest.approx(plain.host.ops[1].dur_us * p)
-    slow = plain.model_copy(update={"host": a.model.host})     # x 1/0.75, the step x p
+    slow = plain.model_copy(update={"host": a.model.host})     # x 1/s, the step x p
     ops = [parse_set("loader.num_workers=1")]
     assert predict(a.model, ops, steps=60, warmup=10, seed=0).mean_step_us == pytest.approx(
         predict(slow, ops, steps=60, warmup=10, seed=0).mean_step_us)
     produce = plain.loader.produce.mean_us
-    assert produce * a.model.host.cpu_scale == pytest.approx(produce / 0.75)
+    assert produce * a.model.host.cpu_scale == pytest.approx(produce / s)
 
     rep = replicate_copy(moved, tmp_path / "rep", 1.2)    # 1.2x the capture's run
     m = calibrate(moved, replicates=[rep])
-    assert m.host.speed_runs == pytest.approx([1 / 0.75, 1.2 / 0.75], rel=1e-6)
-    assert m.host.cpu_scale == pytest.approx(math.sqrt(1.2) / 0.75, rel=1e-6)
+    assert m.host.speed_runs == pytest.approx([1 / s, 1.2 / s], rel=1e-6)
+    assert m.host.cpu_scale == pytest.approx(math.sqrt(1.2) / s, rel=1e-6)
 
 
 def test_window_speed_that_cannot_be_right_leaves_the_model(early_window, tmp_path):
     """Batches of 0 µs CPU in the window: no window speed. A window at a millionth of its
-    run's time, or 5x it (past MAX_WINDOW_SPEED): cpu_scale stays 1.0 and calibration says the
-    records cannot be right. The 5x window's batches take 40 ms against 8 ms outside it: at
-    200 ms each (against 40 ms) their walls, lengthened to hold that CPU, would overlap the
-    batch before by more than half, records the sidecar drops as one process making two
-    batches at once, which leave the window too few to measure (None, in some captures)."""
+    run's time (past MAX_WINDOW_SPEED): cpu_scale stays 1.0 and calibration says the records
+    cannot be right. (A window's mean passes its run's, which holds it, at most n / n_in
+    times, its share of the batches: 2-3x in this capture, so the upper bound is a long run's
+    check; before, a 40 ms window against 8 ms outside it passed it, a ratio of medians.)"""
     from stepsim.calibration.host_noise import MAX_WINDOW_SPEED
     from stepsim.calibration.sidecar import load_sidecar as load
 
@@ -251,7 +258,7 @@ def test_window_speed_that_cannot_be_right_leaves_the_model(early_window, tmp_pa
     assert window_speed(load(zero / "sidecar.json")) is None
     m = calibrate(zero)
     assert m.host.cpu_scale == 1.0 and "window_speed" not in m.meta.notes
-    for name, inside, outside in (("tiny", 0.04, 40e3), ("huge", 40e3, 8e3)):
+    for name, inside, outside in (("tiny", 0.04, 40e3),):
         run = _window_at(early_window, tmp_path / name, inside, outside)
         s = window_speed(load(run / "sidecar.json"))
         assert not 1 / MAX_WINDOW_SPEED <= s <= MAX_WINDOW_SPEED

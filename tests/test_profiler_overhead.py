@@ -90,17 +90,18 @@ def _with_produce(side: Sidecar, window_ms: float, rest_ms: float) -> Sidecar:
 
 
 def test_step_factor_takes_the_windows_drift_back_out():
-    """Profiled steps 25 ms against 20 ms unprofiled (f = 0.8); batches in the window 12 ms
-    against 10 ms outside it (median over the run 10 ms: s = 1.2): p = f·s = 0.96, so the step
-    (× p, then × 1/s with every duration) ends at 0.8 = its unprofiled CPU time."""
+    """Profiled steps 25 ms against 20 ms unprofiled (f = 0.8); 4 batches in the window at
+    12 ms and 5 outside it at 10 ms (mean over the run 98/9 ms: s = 12 · 9/98): p = f·s, so
+    the step (× p, then × 1/s with every duration) ends at 0.8 = its unprofiled CPU time."""
     from stepsim.calibration.host_noise import window_speed
     from stepsim.calibration.profiler_overhead import step_factor
 
     side = _with_produce(_side([20.0] * 5, [25.0] * 4), 12.0, 10.0)
-    assert window_speed(side) == pytest.approx(1.2)
+    want = 12.0 * 9 / (4 * 12.0 + 5 * 10.0)
+    assert window_speed(side) == pytest.approx(want)
     p, f, s = step_factor(side)
-    assert (f.factor, s) == (pytest.approx(0.8), pytest.approx(1.2))
-    assert p == pytest.approx(0.96)
+    assert (f.factor, s) == (pytest.approx(0.8), pytest.approx(want))
+    assert p == pytest.approx(0.8 * want)
     # without produce the window's speed is not measured: p = f
     assert step_factor(_side([20.0] * 5, [25.0] * 4))[0] == pytest.approx(0.8)
     # torch's intra-op threads: the main thread's ratio is not the step's

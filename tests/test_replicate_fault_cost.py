@@ -65,3 +65,35 @@ def test_a_replicate_truly_slower_still_reads_slower():
         r.cpu_us, r.proc_cpu_us = 1.2 * r.cpu_us, 1.2 * r.proc_cpu_us
     speeds = replicate_speeds(Path("cap/sidecar.json"), cap, [(Path("rep/sidecar.json"), both)])
     assert speeds[1] == pytest.approx(1.2, rel=1e-9)
+
+
+def test_a_capture_with_fault_free_steps_lends_its_cost_per_fault():
+    """A capture whose steps include 3+ that did not re-fault (which measure its work) still
+    prices a replicate's faults at its own fitted cost: a replicate without such steps, of the
+    same work but a noisy fit of its own (C + 1.5 µs a fault), reads 1.0, where its own fit
+    read a faster host (a demo's replicate at 1.15-1.18x read 1.02x so, 2026-12-05)."""
+    cap, rep = _side(1e6, 0.0), _side(9e6, 1.5)
+    for s, flt in zip(cap.steps[1:4], (30, 40, 50)):     # three fault-free steps
+        s.cpu_us, s.minflt = FREE_US + C_US * flt + 1e3, flt
+    assert per_fault_us(cap) == pytest.approx(C_US, rel=0.01)
+    speeds = replicate_speeds(Path("cap/sidecar.json"), cap, [(Path("rep/sidecar.json"), rep)])
+    assert speeds[1] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_a_runs_slow_stretch_counts_in_its_speed():
+    """A run's speed is its mean CPU per identical work, not its median's: a replicate whose
+    last third of batches took 1.5x the capture's (the host slowed mid-run) and whose steps
+    did not change reads ``(P·(2/3 + 1.5/3) + T) / (P + T)``, the factor on its mean step's
+    work, where a median read 1.0. No faults: no cost per fault to fit."""
+    cap, rep = _side(1e6, 0.0), _side(9e6, 0.0)
+    for side in (cap, rep):
+        for s in side.steps:
+            s.cpu_us, s.minflt = FREE_US + 1e3, 0
+    n = len(rep.produce)                      # (seq from 1: no start-up batch to leave out)
+    for r in rep.produce[2 * n // 3:]:
+        r.cpu_us = r.proc_cpu_us = 1.5 * r.cpu_us
+    slow = (n - 2 * n // 3) / n
+    speeds = replicate_speeds(Path("cap/sidecar.json"), cap, [(Path("rep/sidecar.json"), rep)])
+    p = 10e3
+    assert speeds[1] == pytest.approx((p * (1 + 0.5 * slow) + FREE_US) / (p + FREE_US), rel=1e-9)
+    assert speeds[1] > 1.03          # the median: 1.0
