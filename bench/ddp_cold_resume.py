@@ -9,13 +9,14 @@ their ratio to the pause-0 case of the same way: what a rank that resumes after 
 pays beyond the capture's backward (which follows its forward at once).
 
 ``python bench/ddp_cold_resume.py [ROUNDS]`` (default 25), under the timing lock.
-Measured 2026-12-06 (2 vCPUs, KVM, L2 2 MiB per core, L3 shared with other guests; medians of
-25 rounds): 00:21 UTC, load 3.0-3.6: backward ×1.00 (1 ms), ×1.00 (3 ms), ×1.04-1.08
-(10 ms), ×1.10-1.15 (20 ms), ×1.10-1.15 (40 ms) against 6.45-6.70 ms at 0; the optimizer
-×1.13-1.19 at 40 ms; spin and sleep alike. An earlier run (00:21, 40 rounds, load 2.6):
-backward ×1.14 after a 40 ms spin, ×1.16 after a 40 ms sleep, ×1.06 after streaming 64 MiB
-through the caches with no pause. The data leave the caches while the thread is off them;
-a spin keeps the core but not the data.
+Measured 2026-12-06 (2 vCPUs, KVM, L2 2 MiB per core, an L3 shared with other guests;
+medians of 25 rounds, backward's ratio to pause 0, spin / sleep):
+00:37 UTC, load 2.3: 1 ms 0.94 / 1.00, 3 ms 0.96 / 0.97, 10 ms 0.97 / 1.01, 20 ms 1.03 / 1.07,
+40 ms 1.11 / 1.14 (5.9 / 5.8 ms at 0); the optimizer 1.28 / 1.30 at 40 ms.
+00:22 UTC, load 3.0-3.6 (the scratch version): 10 ms 1.04 / 1.09, 20 ms 1.10 / 1.10, 40 ms
+1.10 / 1.15. 00:21 UTC, load 2.6, 40 rounds: 40 ms 1.14 / 1.16; streaming 64 MiB through the
+caches with no pause 1.06.
+The data leave the caches while the thread is off them; a spin keeps the core, not the data.
 """
 from __future__ import annotations
 

@@ -3,12 +3,13 @@ harness's cold-resume probe (``ddp.cold_probe``: :func:`demo.ddp_job.cold_probe`
 ``comm.cold_resume``, ``measured``).
 
 Mechanism (``bench/ddp_cold_resume.py``, one process, this 2-vCPU host, 2026-12-06): the
-MLP's backward right after its forward took 6.0-6.6 ms of thread CPU; after 10 ms off its data
-6.98-7.0, after 20-40 ms 7.4 (×1.12-1.15), the same after a spin as after a sleep, and the
-optimizer ×1.2-1.3: while a thread is off its data the caches lose them (the L2 of 2 MiB
-per core, the L3 that other guests share), and the backward fetches them again. In the DDP
-demo's straggler runs the straggler's backward took 6.9-7.8 ms of CPU against the defaults'
-5.9-6.7, where the model credited it the core the waiting rank frees and no more CPU.
+MLP's backward after a pause costs more thread CPU than right after its forward, ×0.97-1.01
+after 10 ms, ×1.03-1.07 after 20 ms, ×1.11-1.14 after 40 ms at load 2.3 (×1.10-1.15 at load
+3.6), the same after a spin as after a sleep, and the optimizer ×1.3 after 40 ms: while a
+thread is off its data the caches lose them (the L2 of 2 MiB per core, the L3 that other
+guests share), and it fetches them again. In the DDP demo's straggler runs (2026-12-05) the
+straggler's backward took 0.9-1.1 ms more CPU than the defaults' (5.9-6.7 ms), where the
+model credited it the core the waiting rank frees and no more CPU.
 
 Per pause, the share is ``Σ cold / Σ hot − 1`` over every rank's record of every run given
 (the capture's and its replicates'): each record's ``hot`` steps ran interleaved with its

@@ -179,8 +179,8 @@ COLD_PAUSES_MS = (10.0, 20.0, 40.0)
 """The cold-resume probe's pauses (ms): a backward that follows a pause costs more CPU than
 one right after its forward (the rank's data leave the caches while it is off them:
 ``bench/ddp_cold_resume.py`` measured on this 2-vCPU host, 2026-12-06, the backward's
-thread CPU ×1.00 after 1-3 ms, ×1.06 after 10 ms, ×1.12 after 20-40 ms, the same after a
-spin as after a sleep). The straggler what-if prices the straggler's resume from them
+thread CPU ×0.97-1.01 after 10 ms, ×1.03-1.07 after 20 ms, ×1.11-1.14 after 40 ms, the same
+after a spin as after a sleep). The straggler what-if prices the straggler's resume from them
 (:mod:`calibration.gloo_cold`)."""
 COLD_ROUNDS = 6
 """Steps per pause with it and as many without, interleaved (about 1.3 s a capture)."""

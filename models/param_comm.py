@@ -82,8 +82,9 @@ class CommParams(StrictModel):
 def cold_share(comm: CommParams, pause_us: float) -> float:
     """The extra share of a backward's CPU after a pause of ``pause_us`` µs
     (``comm.cold_resume``): linear between the probe's pauses and from (0, 0); past the
-    longest, its share (assumed saturated: the bench measured 20 ms and 40 ms alike). 0
-    without a probe."""
+    longest, its share (assumed: a pause longer than the probe's longest is priced as that
+    one, which understates it where the share still rises; bench/ddp_cold_resume.py saw
+    20 ms and 40 ms alike at load 3.6, still rising at load 2.3). 0 without a probe."""
     pts = comm.cold_resume
     if not pts or pause_us <= 0:
         return 0.0
