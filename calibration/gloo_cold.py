@@ -34,6 +34,8 @@ def cold_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float
     out = []
     for pause in sorted(sums):
         cold, hot = sums[pause]
+        if hot <= 0:          # no CPU read in the steps without the pause: nothing to compare
+            continue
         share = cold / hot - 1.0
         if share < 0 and warnings is not None:
             warnings.append(f"the cold-resume probe measured the backward {-share:.1%} cheaper "

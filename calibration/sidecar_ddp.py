@@ -71,8 +71,8 @@ class ColdProbe(StrictScalars):
 
     model_config = CFG
     pause_us: float = Field(gt=0, le=MAX_DURATION_US)
-    hot_cpu_us: float = Field(gt=0, le=MAX_DURATION_US)
-    cold_cpu_us: float = Field(gt=0, le=MAX_DURATION_US)
+    hot_cpu_us: float = US
+    cold_cpu_us: float = US
     steps: int = Field(ge=1)
 
 

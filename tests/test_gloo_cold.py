@@ -36,6 +36,8 @@ def test_the_share_pools_every_ranks_steps_per_pause():
                                                    - 1))]
     assert len(said) == 1 and "10 ms" in said[0]
     assert cold_params([_side(), None]) == []
+    zero = _side({"pause_us": 4e4, "hot_cpu_us": 0.0, "cold_cpu_us": 10.0, "steps": 1})
+    assert cold_params([zero]) == []          # a clock that read no CPU: no share
 
 
 def test_the_share_is_linear_between_the_pauses_and_saturates_past_the_last():
