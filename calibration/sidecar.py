@@ -15,8 +15,9 @@ from stepsim.models.param_base import StrictScalars, error_at
 from stepsim.models.params import (MAX_CORES, MAX_DURATION_US, MAX_PREFETCH, MAX_THREADS,
                                    MAX_WORKERS)
 from stepsim.calibration.sidecar_cross import cross_check
-from stepsim.calibration.sidecar_ddp import (CFG as _CFG, US as _US, BucketCPU, ColdProbe,  # noqa: F401
-                                           DDPParam, DDPRecord, ThreadCPU)
+# the DDP records live in sidecar_ddp; importers of this module find them here too
+from stepsim.calibration.sidecar_ddp import (CFG as _CFG, US as _US, BucketCPU,  # noqa: F401
+                                           ColdProbe, DDPParam, DDPRecord, ThreadCPU)
 from stepsim.calibration.sidecar_records import drop_bad_records
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input

@@ -21,9 +21,10 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
   show only their *transfer*. Its own transfer cost is ``comm.latency_us`` (assumed: one
   message exchange). A rank held in it by a straggler (another rank's ``phase_wall_us``
   before it, less its own: the wait, assumed from the walls alone) resumes cold like the
-  straggler: ``phase``'s CPU costs ``cold_share(wait)`` more on that rank. In a model whose device runs the phases (GPU), the barrier is a task on
-  the communication stream after each stream's last task before ``phase``, and each stream's
-  first task of ``phase`` waits for it.
+  straggler: ``phase``'s CPU costs ``cold_share(wait)`` more on that rank. In a model whose
+  device runs the phases (GPU), the barrier is a task on the communication stream after each
+  stream's last task before ``phase``, and each stream's first task of ``phase`` waits for
+  it.
 """
 from __future__ import annotations
 
