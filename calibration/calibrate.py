@@ -107,6 +107,7 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         from stepsim.calibration.gloo_cpu import pool_bucket_cpu
         from stepsim.calibration.gloo_pool import pool_transfers
+        from stepsim.calibration.gloo_cold import pool_cold
         from stepsim.calibration.gloo_wake import pool_wake
 
         trace, ranks, reps, speeds, said = _quiet_runs(Path(trace), replicates)
@@ -117,9 +118,9 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
                 [ranks] + [s for _, s in reps]]
         rep_paths = [p for p, _ in reps]
         return _calibrate(trace, sidecar, step_regex, steps).then(
-            lambda model: apply_replicates(_held_against(pool_wake(pool_bucket_cpu(
+            lambda model: apply_replicates(_held_against(pool_cold(pool_wake(pool_bucket_cpu(
                 pool_transfers(_warned(model, said), Path(trace), rep_paths), runs, speeds),
-                runs), runs), speeds))
+                runs), runs), runs), speeds))
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")

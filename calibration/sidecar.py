@@ -9,16 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError,
-                      model_validator)
+from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter, ValidationError
 
 from stepsim.models.param_base import StrictScalars, error_at
 from stepsim.models.params import (MAX_CORES, MAX_DURATION_US, MAX_PREFETCH, MAX_THREADS,
                                    MAX_WORKERS)
 from stepsim.calibration.sidecar_cross import cross_check
+# the DDP records live in sidecar_ddp; importers of this module find them here too
+from stepsim.calibration.sidecar_ddp import (CFG as _CFG, US as _US, BucketCPU,  # noqa: F401
+                                           ColdProbe, DDPParam, DDPRecord, ThreadCPU)
 from stepsim.calibration.sidecar_records import drop_bad_records
-from stepsim.calibration.sidecar_ddp import (BucketCPU, DDPParam, DDPRecord,  # noqa: F401
-                                             ThreadCPU)
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input
 from stepsim.simcore.parsing import parse_json
@@ -27,8 +27,6 @@ from stepsim.simcore.parsing import parse_json
 SIDECAR_VERSION = 1
 """The sidecar schema this stepsim writes and reads (``stepsim_sidecar``); a newer one is
 refused, its fields may mean something else."""
-_CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
-_US = Field(ge=0, le=MAX_DURATION_US)
 MAX_INSTANT_US = 2.0 ** 52
 """The latest clock reading (µs) an instant may hold: past it a double's spacing passes 1 µs,
 so an interval's end less its start no longer gives its wall (a step at 1e300 µs ended where it

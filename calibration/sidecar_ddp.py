@@ -19,10 +19,12 @@ from stepsim.models.ddp import MAX_CAP_MB
 from stepsim.models.param_base import StrictScalars
 from stepsim.models.params import MAX_DURATION_US
 
-__all__ = ["DDPParam", "ThreadCPU", "BucketCPU", "DDPRecord", "DTYPE_SIZE"]
+__all__ = ["DDPParam", "ThreadCPU", "BucketCPU", "ColdProbe", "DDPRecord", "DTYPE_SIZE"]
 
-_CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
-_US = Field(ge=0, le=MAX_DURATION_US)
+CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
+"""Every sidecar record's config: unknown fields ignored, no inf or NaN."""
+US = Field(ge=0, le=MAX_DURATION_US)
+"""A duration field (µs)."""
 DTYPE_SIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
               "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
               "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -33,7 +35,7 @@ writes it); a dtype not listed is not checked."""
 class DDPParam(StrictScalars):
     """One parameter of a DDP job's model, in registration order (sizes in bytes)."""
 
-    model_config = _CFG
+    model_config = CFG
     name: str
     shape: list[int] = []
     numel: int = Field(ge=0)
@@ -60,7 +62,7 @@ class ThreadCPU(StrictScalars):
     kernel's per-thread ``/proc/self/task/<tid>/schedstat``; ``tid`` is the thread id the
     trace's events carry."""
 
-    model_config = _CFG
+    model_config = CFG
     tid: int
     name: str = ""
     cpu_us: float = Field(ge=0)
@@ -76,9 +78,9 @@ class BucketCPU(StrictScalars):
     all-reduce was enqueued) to the next bucket's (the last: to the step's end): the CPU of
     that bucket's all-reduce of ``bytes`` bytes, as the job measured it in training."""
 
-    model_config = _CFG
+    model_config = CFG
     bytes: int = Field(ge=0)
-    cpu_us: float = _US
+    cpu_us: float = US
     steps: int = Field(ge=1)
     runqueue_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     """The same threads' wait for a core while runnable over the same intervals (µs; None in
@@ -87,10 +89,24 @@ class BucketCPU(StrictScalars):
     """Their runs on a CPU over the same intervals (each wake-up starts one)."""
 
 
+class ColdProbe(StrictScalars):
+    """The DDP demo harness's cold-resume probe at one pause (:func:`demo.ddp_job.cold_probe`):
+    every rank spins ``pause_us`` of wall-clock time at the end of its forward, then runs its
+    backward; the training thread's CPU from backward's start to the last gradient's hook
+    (µs, median over ``steps`` steps) after the pause (``cold_cpu_us``) and in the same
+    number of steps without it, interleaved (``hot_cpu_us``)."""
+
+    model_config = CFG
+    pause_us: float = Field(gt=0, le=MAX_DURATION_US)
+    hot_cpu_us: float = US
+    cold_cpu_us: float = US
+    steps: int = Field(ge=1)
+
+
 class DDPRecord(StrictScalars):
     """A DistributedDataParallel job as :mod:`calibration.ddp_info` records it."""
 
-    model_config = _CFG
+    model_config = CFG
     # a real job's size, which may exceed what the simulator runs (models.params.MAX_RANKS)
     world_size: int = Field(ge=1, le=1 << 20)
     rank: int = Field(ge=0)
@@ -114,6 +130,8 @@ class DDPRecord(StrictScalars):
     """Per DDP bucket in reduction order, the backend's CPU between its readiness and the
     next bucket's (:class:`BucketCPU`): what splits the TCP loop's CPU, which serves every
     collective, between the buckets."""
+    cold_probe: list[ColdProbe] = []
+    """The cold-resume probe's pauses (:class:`ColdProbe`; empty where the job ran none)."""
 
     @model_validator(mode="after")
     def _ranks_fit(self):
@@ -128,5 +146,3 @@ class DDPRecord(StrictScalars):
         """Bytes of the gradients DDP reduces each step (parameters that require a gradient
         and are not ignored)."""
         return sum(p.bytes for p in self.params if p.requires_grad and not p.ddp_ignored)
-
-

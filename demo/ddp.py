@@ -18,7 +18,9 @@
    the load could explain its error (:mod:`demo.ddp_load`). The capture times unprofiled
    steps right before and after its profiled window, in the same processes: the profiler's
    own cost per rank, measured against them, is taken out of the host's durations
-   (:mod:`calibration.profiler_overhead`).
+   (:mod:`calibration.profiler_overhead`). After them it runs the cold-resume probe
+   (:func:`demo.ddp_job.cold_probe`): what a backward costs after 10, 20 and 40 ms off its
+   data, which the straggler and barrier what-ifs add (:mod:`calibration.gloo_cold`).
 3. Predict each setting with its what-if (``--set comm.bucket_cap_mb=…``,
    ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``), with its P10–P90
    (:func:`scenarios.predict.predict`: the host's run-to-run speed drawn from the replicates'

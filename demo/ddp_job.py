@@ -29,6 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from stepsim.demo.ddp_meter import BucketMeter
 from stepsim.demo.ddp_stats import (machine_delta, machine_stat, thread_deltas,  # noqa: F401
                                     thread_stats)
 
@@ -85,71 +86,6 @@ def spin(ms: float) -> None:
         pass
 
 
-class BucketMeter:
-    """The backend threads' CPU time, run-queue wait (µs) and timeslices between DDP buckets'
-    readiness, per bucket.
-
-    A tensor hook on the last parameter of each bucket to get its gradient (the last index
-    of DDP's ``rebuilt_per_bucket_param_indices`` group) runs on the training thread just
-    before that gradient is accumulated, so just before DDP enqueues the bucket's all-reduce;
-    it reads the CPU time of every other thread of the process (the kernel's schedstat). The
-    CPU from one bucket's mark to the next (the last: to the step's end) is taken as that
-    bucket's all-reduce's: gloo's TCP loop thread serves every collective, so its total over a
-    step cannot say which bucket cost what, and these marks do. Active only while ``on``."""
-
-    def __init__(self, ddp, main_tid: int):
-        # a plain module (no DDP: no buckets) has no marks
-        data = ddp._get_ddp_logging_data() if hasattr(ddp, "_get_ddp_logging_data") else {}
-        groups = [[int(i) for i in g.split()] for g in
-                  str(data.get("rebuilt_per_bucket_param_indices") or "").split(",") if g.strip()]
-        self.sizes = [int(v) for v in str(data.get("rebuilt_bucket_sizes") or "").split(",")
-                      if v.strip()]
-        self.tids = [t for t in thread_stats() if t != main_tid]
-        self.cpu = [[0.0, 0.0, 0.0] for _ in groups]   # CPU µs, run-queue µs, timeslices
-        self.steps, self.on, self.marks = 0, False, []
-        params = [p for p in getattr(ddp, "module", ddp).parameters() if p.requires_grad]
-        self.handles = [] if len(groups) != len(self.sizes) else [
-            params[g[-1]].register_hook(lambda grad, k=k: self._mark(k))
-            for k, g in enumerate(groups) if g]
-
-    def _read(self) -> list[float]:
-        """The other threads' summed (CPU µs, run-queue wait µs, timeslices) so far."""
-        total = [0, 0, 0]
-        for tid in self.tids:
-            try:
-                with open(f"/proc/self/task/{tid}/schedstat") as f:
-                    vals = [int(x) for x in f.read().split()[:3]]
-            except (OSError, ValueError):
-                continue
-            for j, v in enumerate(vals):
-                total[j] += v
-        return [total[0] / 1e3, total[1] / 1e3, float(total[2])]
-
-    def _mark(self, k: int) -> None:
-        if self.on:
-            self.marks.append((k, self._read()))
-
-    def end_step(self) -> None:
-        """Close a step: each bucket's CPU up to the next mark (the last: up to now)."""
-        if self.on and [k for k, _ in self.marks] == list(range(len(self.cpu))) and self.cpu:
-            ts = [v for _, v in self.marks] + [self._read()]
-            for k in range(len(self.cpu)):
-                for j in range(3):
-                    self.cpu[k][j] += ts[k + 1][j] - ts[k][j]
-            self.steps += 1
-        self.marks = []
-
-    def rows(self) -> list[dict]:
-        """The sidecar's ``ddp.bucket_cpu`` (:class:`calibration.sidecar.BucketCPU`)."""
-        for h in self.handles:
-            h.remove()
-        if not self.steps or not self.handles:
-            return []
-        return [{"bytes": b, "cpu_us": max(c, 0.0), "runqueue_us": max(w, 0.0),
-                 "timeslices": max(int(round(n)), 0), "steps": self.steps}
-                for b, (c, w, n) in zip(self.sizes, self.cpu)]
-
-
 def build_mlp(width: int = WIDTH, depth: int = DEPTH):
     import torch
 
@@ -178,13 +114,15 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
 
     hooks = [p.register_hook(_grad_mark) for p in model.module.parameters() if p.requires_grad]
 
-    def step():
+    def step(pause_ms: float = 0.0) -> list[float]:
         t0, c0 = pc(), tt()
         res.step_starts_us.append(t0 * 1e6)
         with torch.profiler.record_function("forward"):
             out = model(x)
             if run.straggler_ms and rank == run.straggler_rank:
                 spin(run.straggler_ms)
+            if pause_ms:       # the cold-resume probe's pause, on every rank (no skew)
+                spin(pause_ms)
             loss = torch.nn.functional.mse_loss(out, y)
         t1, c1 = pc(), tt()
         if run.barrier:
@@ -201,6 +139,7 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
         t4, c4 = pc(), tt()
         res.phases.append([v * 1e6 for v in (t1, t2, grad_at[0], t3, t4,
                                              c0, c1, c2, grad_at[1], c3, c4)])
+        return res.phases[-1]
 
     for _ in range(run.warmup):
         step()
@@ -234,6 +173,37 @@ capture: the profiler's own cost is measured against them
 capture (:func:`calibration.profiler_overhead.unprofiled_views`; 8, not 4: from 4 + 4, one
 replicate of a demo of 2026-12-05 04:12 read 1.21 where its two others read 0.92-0.95;
 about 0.7 s more a demo)."""
+
+
+COLD_PAUSES_MS = (10.0, 20.0, 40.0)
+"""The cold-resume probe's pauses (ms): a backward that follows a pause costs more CPU than
+one right after its forward (the rank's data leave the caches while it is off them:
+``bench/ddp_cold_resume.py`` measured on this 2-vCPU host, 2026-12-06, the backward's
+thread CPU ×0.97-1.01 after 10 ms, ×1.03-1.07 after 20 ms, ×1.11-1.14 after 40 ms, the same
+after a spin as after a sleep). The straggler what-if prices the straggler's resume from them
+(:mod:`calibration.gloo_cold`)."""
+COLD_ROUNDS = 6
+"""Steps per pause with it and as many without, interleaved (about 1.3 s a capture)."""
+
+
+def cold_probe(step, pauses_ms=COLD_PAUSES_MS, rounds: int = COLD_ROUNDS) -> list[dict]:
+    """The sidecar's ``ddp.cold_probe`` (:class:`calibration.sidecar_ddp.ColdProbe`): per
+    pause, the backward's thread CPU (µs, from its start to the last gradient's hook; median)
+    in ``rounds`` steps where every rank spins the pause at its forward's end, and in as many
+    without, alternated. ``step(pause_ms)`` runs one training step and returns its
+    :attr:`RunResult.phases` row."""
+    import statistics
+
+    out = []
+    for pause in pauses_ms:
+        got = {0.0: [], pause: []}
+        for _ in range(rounds):
+            for p in got:
+                row = step(p)
+                got[p].append(row[8] - row[7])
+        out.append({"pause_us": pause * 1e3, "hot_cpu_us": statistics.median(got[0.0]),
+                    "cold_cpu_us": statistics.median(got[pause]), "steps": rounds})
+    return out
 
 
 def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict, tuple | None,
@@ -274,16 +244,19 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict, tuple | Non
         after, m1 = thread_stats(), machine_stat()
     for _ in range(UNPROFILED_STEPS):
         timed(False, False)
+    cold = cold_probe(step)
     with atomic_path(out / f"rank{rank}.json") as tmp:   # a reader never sees half a trace
         prof.export_chrome_trace(str(tmp))
     others = [{k: t[k] for k in ("tid", "name", "cpu_us", "runqueue_us", "timeslices")}
               for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
-    _write_sidecar(out, model, rank, others, rows, meter.rows(), machine_delta(m0, m1))
+    _write_sidecar(out, model, rank, others, rows, meter.rows(), machine_delta(m0, m1),
+                   cold)
     return before, after, m0, m1
 
 
 def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list[dict],
-                   bucket_cpu: list[dict] = (), machine: dict | None = None) -> None:
+                   bucket_cpu: list[dict] = (), machine: dict | None = None,
+                   cold: list[dict] = ()) -> None:
     """The DDP record of :mod:`calibration.ddp_info`, as a capture sidecar beside the trace,
     with the CPU time over the profiled steps of the process's threads other than the
     training thread (``threads``, empty where the kernel has no per-thread schedstat) and the
@@ -305,6 +278,7 @@ def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list
     if side["ddp"] is not None:
         side["ddp"]["threads"] = threads
         side["ddp"]["bucket_cpu"] = list(bucket_cpu)
+        side["ddp"]["cold_probe"] = list(cold)
     write_atomic(out / f"rank{rank}.sidecar.json", json.dumps(side).encode())
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_serializer, model_validator
+from pydantic import Field, model_validator
 
 from stepsim.models.param_base import (LAUNCH_QUEUE_DEPTH, MAX_CORES, MAX_LAUNCH_QUEUE_DEPTH,
                                        MAX_LOADER_THREADS, MAX_OUTSTANDING, MAX_PREFETCH,
                                        MAX_RANK_ID, MAX_THREADS, MAX_WORKERS, Category,
                                        DurationSpec, Micros, Phase, StrictModel, non_empty)
+from stepsim.models.param_comm import CommParams, GradParam  # noqa: F401  (re-exported)
 
 
 class LoaderParams(StrictModel):
@@ -306,67 +307,6 @@ class DeviceParams(StrictModel):
 
     def tasks(self) -> dict[str, DeviceTask]:
         return {t.id: t for ts in self.streams.values() for t in ts}
-
-
-class GradParam(StrictModel):
-    """One model parameter as DDP sees it: its gradient's size and the task that makes it."""
-
-    name: str
-    bytes: int = Field(ge=0, le=2**44)   # 16 TiB: past any device's memory, as a copy's bound
-    ready_task: str | None = None
-    """The backward device task after which this gradient is ready (None: end of backward)."""
-    dtype: str = "float32"
-    """Gradient dtype: DDP never mixes dtypes in one bucket (reducer.cpp ``BucketKey``)."""
-
-
-class CommParams(StrictModel):
-    """Collective cost and DDP settings (``torch/nn/parallel/distributed.py``).
-
-    A ring all-reduce of ``b`` bytes on ``n`` ranks costs
-    ``latency_us + 2(n-1)/n × b / bus_gbps`` (µs, with b/bus_gbps converted to µs).
-    """
-
-    world_size: int = Field(default=1, ge=1, le=MAX_RANK_ID + 1)
-    bus_gbps: float | None = Field(default=None, gt=0)
-    """Bus bandwidth (GB/s); None keeps each collective's measured transfer time."""
-    latency_us: Micros = 0.0
-    bucket_cap_mb: float = Field(default=25.0, gt=0)
-    first_bucket_cap_mb: float = Field(default=1.0, gt=0)
-    grad_params: list[GradParam] = Field(default_factory=list)
-    """Parameters in registration order (DDP walks them in reverse)."""
-    comm_stream: str = "comm"
-    host_cpu_us: Micros = 0.0
-    host_cpu_us_per_mb: Micros = 0.0
-    """A collective's CPU work on its rank's host cores: ``host_cpu_us + host_cpu_us_per_mb ×
-    bytes / 2**20`` (gloo on CPU tensors: its worker and TCP loop threads copy and reduce the
-    data; both 0 for NCCL, whose work runs on the GPU). It competes with the training threads
-    for the cores the rank's host shares: on one host a loopback transfer is CPU work (copies
-    and reductions), so the collective runs that work as the cores allow, then the rest of
-    its transfer time that is not this rank's CPU work (:func:`models.device.stream_process`)."""
-    wakeups: float = Field(default=0.0, ge=0, le=1e6)
-    wakeups_per_mb: float = Field(default=0.0, ge=0, le=1e6)
-    wakeup_wait_us: Micros = 0.0
-    """Such a collective (host CPU work above) wakes its backend's threads ``wakeups +
-    wakeups_per_mb × bytes / 2**20`` times (rounded); each wake-up that finds every core of
-    the host busy waits ``wakeup_wait_us`` for one (a woken thread waits for the running
-    thread's slice), none when a core is idle (:func:`models.device.stream_process`)."""
-    line_bytes: int | None = Field(default=None, ge=0)
-    """The largest all-reduce (bytes) the transfer line (``latency_us``, ``bus_gbps``) was
-    measured at (None: the captured all-reduces' largest, set when DDP's buckets are rebuilt).
-    Past it, a collective with host CPU work (``host_cpu_us_per_mb`` > 0: gloo on one host)
-    costs the line there plus ``host_cpu_us_per_mb`` per extra MiB
-    (:func:`models.ddp.comm_time_us`); NCCL's (no host CPU work) follow the line."""
-    grad_accum_steps: int = Field(default=1, ge=1)
-    """Gradient accumulation: each optimizer step spans this many simulated steps, all but the
-    last under ``DistributedDataParallel.no_sync()`` (no collectives, no optimizer phase)."""
-
-    @model_serializer(mode="wrap")
-    def _without_unset_line(self, handler):
-        # a model without a measured line size writes what it wrote before the field existed
-        out = handler(self)
-        if self.line_bytes is None and isinstance(out, dict):
-            out.pop("line_bytes", None)
-        return out
 
 
 class RankParams(StrictModel):

@@ -11,14 +11,20 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
   host work (its ``phase_wall_us``): a rank that is ``ms`` slower, whatever the host's speed
   in the run (``host.cpu_scale`` scales the measured work, not this). The other ranks wait
   for it in the next collective; ranks that share its host free their cores while they
-  wait.
+  wait. Off its data for ``ms``, the straggler resumes cold: its next phase's CPU (the
+  host's ``cpu`` ops of that phase and its own extra there) costs ``cold_share(ms)`` more
+  (``comm.cold_resume``, the harness's probe: :mod:`calibration.gloo_cold`; nothing without
+  one, as on every NCCL model).
 * ``barrier``: a zero-byte collective (``dist.barrier()``) entered by the host right before
   the first op of ``phase`` (default ``backward``), which then waits for it. Its time on each
   rank is that rank's *arrival skew* (waiting for the last rank), so the collectives after it
   show only their *transfer*. Its own transfer cost is ``comm.latency_us`` (assumed: one
-  message exchange). In a model whose device runs the phases (GPU), the barrier is a task on
-  the communication stream after each stream's last task before ``phase``, and each stream's
-  first task of ``phase`` waits for it.
+  message exchange). A rank held in it by a straggler (another rank's ``phase_wall_us``
+  before it, less its own: the wait, assumed from the walls alone) resumes cold like the
+  straggler: ``phase``'s CPU costs ``cold_share(wait)`` more on that rank. In a model whose
+  device runs the phases (GPU), the barrier is a task on the communication stream after each
+  stream's last task before ``phase``, and each stream's first task of ``phase`` waits for
+  it.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ from pydantic import Field
 
 from stepsim.models.ddp import set_bucket_caps
 from stepsim.models.ddp_host import host_enqueued, host_launched
+from stepsim.models.param_comm import cold_share
 from stepsim.models.params import DeviceTask, HostOp, StepModel
 from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import set_value
@@ -68,7 +75,45 @@ def add_straggler(model: StepModel, rank: int, phase: str, ms: float) -> StepMod
     extra[phase] = extra.get(phase, 0.0) + ms * 1e3
     ranks = list(model.ranks)
     ranks[idx] = rp.model_copy(update={field: extra})
+    if not on_device:
+        # the straggler resumes cold; behind a barrier after the phase, so do the others,
+        # which waited as long for it in the barrier
+        nxt = _next_phase(model, phase)
+        behind = BARRIER_TASK in model.task_map() and nxt == _barrier_phase(model)
+        for j in range(len(ranks)):
+            if j == idx or behind:
+                ranks[j] = _cold(model, ranks[j], nxt, ms * 1e3)
     return model.without_replay().model_copy(update={"ranks": ranks})
+
+
+def _next_phase(model: StepModel, phase: str) -> str:
+    """The phase of the host's first ``cpu`` op after the last of ``phase`` (wrapping to the
+    next step's first)."""
+    cpu = [op.phase for op in model.host.ops if op.kind == "cpu"]
+    last = max(j for j, p in enumerate(cpu) if p == phase)
+    later = [p for p in cpu[last + 1:] + cpu if p != phase]
+    return later[0] if later else phase
+
+
+def _barrier_phase(model: StepModel) -> str | None:
+    """The phase whose first host op the host barrier precedes."""
+    ops = model.host.ops
+    at = next((j for j, op in enumerate(ops) if op.task == BARRIER_TASK), None)
+    later = [op.phase for op in ops[at:] if op.kind == "cpu"] if at is not None else []
+    return later[0] if later else None
+
+
+def _cold(model: StepModel, rp, phase: str, pause_us: float):
+    """Rank ``rp`` whose ``phase`` resumes after ``pause_us`` µs off its data: its CPU there
+    (the host's ``cpu`` ops of the phase plus its own ``phase_extra_us``) times the measured
+    share (:func:`models.param_comm.cold_share`), added to its ``phase_extra_us``."""
+    share = cold_share(model.comm, pause_us)
+    if share <= 0:
+        return rp
+    cpu = sum(op.dur_us for op in model.host.ops if op.kind == "cpu" and op.phase == phase)
+    extra = dict(rp.phase_extra_us)
+    extra[phase] = extra.get(phase, 0.0) + share * (cpu + extra.get(phase, 0.0))
+    return rp.model_copy(update={"phase_extra_us": extra})
 
 
 def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
@@ -97,7 +142,12 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
                          phase=before)]
     streams = dict(model.device.streams)
     streams[c.comm_stream] = [task] + list(streams[c.comm_stream])
+    # the ranks that wait in it for a straggler of an earlier phase resume cold
+    walls = [sum(v for k, v in r.phase_wall_us.items()
+                 if any(op.phase == k for op in model.host.ops[:at])) for r in model.ranks]
+    ranks = [_cold(model, r, phase, max(walls) - w) for r, w in zip(model.ranks, walls)]
     data = model.without_replay().model_dump()
+    data["ranks"] = [r.model_dump() for r in ranks]
     data["host"]["ops"] = [op.model_dump() for op in ops]
     data["device"]["streams"] = {s: [t.model_dump() for t in v] for s, v in streams.items()}
     return StepModel.model_validate(data)

@@ -54,6 +54,12 @@ def test_two_rank_gloo_run_calibrates_into_one_model(gloo_run):
     # the collectives' CPU work on the shared cores, from the job's thread CPU times
     assert model.meta.sources["comm.host_cpu_us_per_mb"] == "measured"
     assert model.comm.host_cpu_us_per_mb > 0 and model.comm.host_cpu_us >= 0
+    # the harness's cold-resume probe: one measured share per pause, read from both ranks
+    from stepsim.demo.ddp_job import COLD_PAUSES_MS
+
+    assert [p for p, _ in model.comm.cold_resume] == [ms * 1e3 for ms in COLD_PAUSES_MS]
+    assert all(s >= 0 for _, s in model.comm.cold_resume)
+    assert model.meta.sources["comm.cold_resume"] == "measured"
     res = simulate(model, steps=3, warmup=1)
     assert res.step_us.shape == (2, 3) and (res.step_us > 0).all()
 

@@ -1,0 +1,56 @@
+"""A DDP rank's cold resume: the extra CPU of a backward that follows a pause, from the
+harness's cold-resume probe (``ddp.cold_probe``: :func:`demo.ddp_job.cold_probe`;
+``comm.cold_resume``, ``measured``).
+
+Mechanism (``bench/ddp_cold_resume.py``, one process, this 2-vCPU host, 2026-12-06): the
+MLP's backward after a pause costs more thread CPU than right after its forward, ×0.97-1.01
+after 10 ms, ×1.03-1.07 after 20 ms, ×1.11-1.14 after 40 ms at load 2.3 (×1.10-1.15 at load
+3.6), the same after a spin as after a sleep, and the optimizer ×1.3 after 40 ms: while a
+thread is off its data the caches lose them (the L2 of 2 MiB per core, the L3 that other
+guests share), and it fetches them again. In the DDP demo's straggler runs (2026-12-05) the
+straggler's backward took 0.9-1.1 ms more CPU than the defaults' (5.9-6.7 ms), where the
+model credited it the core the waiting rank frees and no more CPU.
+
+Per pause, the share is ``Σ cold / Σ hot − 1`` over every rank's record of every run given
+(the capture's and its replicates'): each record's ``hot`` steps ran interleaved with its
+``cold`` ones, so the host's drift hits both. A share measured below 0 is taken as 0 (the
+pause cannot make the work cheaper; noise), and said.
+"""
+from __future__ import annotations
+
+__all__ = ["cold_params", "pool_cold"]
+
+
+def cold_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float, float]]:
+    """``comm.cold_resume`` from the capture sidecars ``sidecars`` (any iterable; None entries
+    and sidecars without a probe skipped): ``(pause µs, share)`` per pause probed, increasing;
+    empty without a probe."""
+    sums: dict[float, list[float]] = {}
+    for side in sidecars:
+        for p in getattr(getattr(side, "ddp", None), "cold_probe", None) or []:
+            acc = sums.setdefault(float(p.pause_us), [0.0, 0.0])
+            acc[0] += p.cold_cpu_us * p.steps
+            acc[1] += p.hot_cpu_us * p.steps
+    out = []
+    for pause in sorted(sums):
+        cold, hot = sums[pause]
+        if hot <= 0:          # no CPU read in the steps without the pause: nothing to compare
+            continue
+        share = cold / hot - 1.0
+        if share < 0 and warnings is not None:
+            warnings.append(f"the cold-resume probe measured the backward {-share:.1%} cheaper "
+                            f"after a {pause / 1e3:g} ms pause: taken as no extra CPU (noise)")
+        out.append((pause, max(share, 0.0)))
+    return out
+
+
+def pool_cold(model, runs: list[list]):
+    """``model`` with ``comm.cold_resume`` from every run's rank sidecars (``runs``: the
+    capture's and its replicates'); unchanged when none has a probe."""
+    pts = cold_params([s for run in runs for s in run])
+    if not pts:
+        return model
+    comm = model.comm.model_copy(update={"cold_resume": pts})
+    meta = model.meta.model_copy(update={"sources": {**model.meta.sources,
+                                                     "comm.cold_resume": "measured"}})
+    return model.model_copy(update={"comm": comm, "meta": meta})

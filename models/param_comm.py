@@ -1,0 +1,92 @@
+"""The StepModel's collectives and DDP section (:class:`GradParam`, :class:`CommParams`),
+re-exported by :mod:`models.param_types`. Times in µs, sizes in bytes, rates in GB/s."""
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field, model_serializer
+
+from stepsim.models.param_base import MAX_RANK_ID, Micros, StrictModel
+
+
+class GradParam(StrictModel):
+    """One model parameter as DDP sees it: its gradient's size and the task that makes it."""
+
+    name: str
+    bytes: int = Field(ge=0, le=2**44)   # 16 TiB: past any device's memory, as a copy's bound
+    ready_task: str | None = None
+    """The backward device task after which this gradient is ready (None: end of backward)."""
+    dtype: str = "float32"
+    """Gradient dtype: DDP never mixes dtypes in one bucket (reducer.cpp ``BucketKey``)."""
+
+
+class CommParams(StrictModel):
+    """Collective cost and DDP settings (``torch/nn/parallel/distributed.py``).
+
+    A ring all-reduce of ``b`` bytes on ``n`` ranks costs
+    ``latency_us + 2(n-1)/n × b / bus_gbps`` (µs, with b/bus_gbps converted to µs).
+    """
+
+    world_size: int = Field(default=1, ge=1, le=MAX_RANK_ID + 1)
+    bus_gbps: float | None = Field(default=None, gt=0)
+    """Bus bandwidth (GB/s); None keeps each collective's measured transfer time."""
+    latency_us: Micros = 0.0
+    bucket_cap_mb: float = Field(default=25.0, gt=0)
+    first_bucket_cap_mb: float = Field(default=1.0, gt=0)
+    grad_params: list[GradParam] = Field(default_factory=list)
+    """Parameters in registration order (DDP walks them in reverse)."""
+    comm_stream: str = "comm"
+    host_cpu_us: Micros = 0.0
+    host_cpu_us_per_mb: Micros = 0.0
+    """A collective's CPU work on its rank's host cores: ``host_cpu_us + host_cpu_us_per_mb ×
+    bytes / 2**20`` (gloo on CPU tensors: its worker and TCP loop threads copy and reduce the
+    data; both 0 for NCCL, whose work runs on the GPU). It competes with the training threads
+    for the cores the rank's host shares: on one host a loopback transfer is CPU work (copies
+    and reductions), so the collective runs that work as the cores allow, then the rest of
+    its transfer time that is not this rank's CPU work (:func:`models.device.stream_process`)."""
+    wakeups: float = Field(default=0.0, ge=0, le=1e6)
+    wakeups_per_mb: float = Field(default=0.0, ge=0, le=1e6)
+    wakeup_wait_us: Micros = 0.0
+    """Such a collective (host CPU work above) wakes its backend's threads ``wakeups +
+    wakeups_per_mb × bytes / 2**20`` times (rounded); each wake-up that finds every core of
+    the host busy waits ``wakeup_wait_us`` for one (a woken thread waits for the running
+    thread's slice), none when a core is idle (:func:`models.device.stream_process`)."""
+    line_bytes: int | None = Field(default=None, ge=0)
+    """The largest all-reduce (bytes) the transfer line (``latency_us``, ``bus_gbps``) was
+    measured at (None: the captured all-reduces' largest, set when DDP's buckets are rebuilt).
+    Past it, a collective with host CPU work (``host_cpu_us_per_mb`` > 0: gloo on one host)
+    costs the line there plus ``host_cpu_us_per_mb`` per extra MiB
+    (:func:`models.ddp.comm_time_us`); NCCL's (no host CPU work) follow the line."""
+    grad_accum_steps: int = Field(default=1, ge=1)
+    """Gradient accumulation: each optimizer step spans this many simulated steps, all but the
+    last under ``DistributedDataParallel.no_sync()`` (no collectives, no optimizer phase)."""
+    cold_resume: list[tuple[Micros, float]] = Field(default_factory=list)
+    """``(pause µs, extra share)`` pairs, pauses increasing: a rank's backward that resumes
+    after it spent ``pause`` µs off its data (spinning or waiting) costs ``1 + share`` times
+    its CPU right after the forward (the capture's). Measured by the DDP harness's
+    cold-resume probe (:mod:`calibration.gloo_cold`); empty where the capture has none (the
+    straggler what-if then adds none). Read by :func:`cold_share`."""
+
+    @model_serializer(mode="wrap")
+    def _without_unset_line(self, handler):
+        # a model without a measured line size or a cold-resume probe writes what it wrote
+        # before the fields existed
+        out = handler(self)
+        if isinstance(out, dict):
+            if self.line_bytes is None:
+                out.pop("line_bytes", None)
+            if not self.cold_resume:
+                out.pop("cold_resume", None)
+        return out
+
+
+def cold_share(comm: CommParams, pause_us: float) -> float:
+    """The extra share of a backward's CPU after a pause of ``pause_us`` µs
+    (``comm.cold_resume``): linear between the probe's pauses and from (0, 0); past the
+    longest, its share (assumed: a pause longer than the probe's longest is priced as that
+    one, which understates it where the share still rises; bench/ddp_cold_resume.py saw
+    20 ms and 40 ms alike at load 3.6, still rising at load 2.3). 0 without a probe."""
+    pts = comm.cold_resume
+    if not pts or pause_us <= 0:
+        return 0.0
+    xs, ys = [0.0] + [p for p, _ in pts], [0.0] + [s for _, s in pts]
+    return float(np.interp(pause_us, xs, ys))
