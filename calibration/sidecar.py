@@ -179,6 +179,15 @@ class Sidecar(StrictScalars):
     (``loader.worker_startup_us``) runs from it to a worker's first sample fetch (absent in
     older sidecars and in the Lightning and Hugging Face captures)."""
     _dropped: list[str] = PrivateAttr(default_factory=list)
+    _gone_steps: frozenset[int] = PrivateAttr(default=frozenset())
+
+    @property
+    def gone_steps(self) -> frozenset[int]:
+        """The numbers (places in the file) of the step records :func:`load_sidecar` dropped
+        because they cannot be right (:func:`calibration.sidecar_records.
+        drop_overrunning_steps`): step ``k`` of :attr:`steps` is the ``k``-th number not in
+        it."""
+        return self._gone_steps
 
     @property
     def dropped(self) -> list[str]:
@@ -198,7 +207,8 @@ class Sidecar(StrictScalars):
 _RECORDS = {"produce": ProduceRecord}
 """The lists whose records stand alone (a batch each), so one that cannot be right is dropped
 (:func:`calibration.sidecar_records.drop_bad_records`); ``steps`` are not: a step record's
-place is its step's number, so a bad one refuses the file."""
+place is its step's number, so a field that cannot be right refuses the file (a step whose wall
+runs into the next step's start is dropped, its number kept: :attr:`Sidecar.gone_steps`)."""
 
 
 _WAITS = {"produce": (ProduceRecord, {"run_wait_us": "wall_us", "gap_wall_us": None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stepsim.calibration.sidecar_records import drop_overrunning_steps
 from stepsim.simcore.errors import InputError
 
 CPU_PAST_WALL = 10
@@ -89,11 +90,13 @@ def cross_check(p: Path, side, given: int | None = None) -> list[str]:
                             f"on a machine of cpu_count {side.cpu_count}")
     cores = side.host_cores or side.cpu_count
     _steps(p, side.steps, "")
-    notes = _drop(p, side, side.loader.num_workers, cores, "")
+    notes = drop_overrunning_steps(p, side)
+    notes += _drop(p, side, side.loader.num_workers, cores, "")
     notes += _overlapping(p, side, "")
     _round_robin(p, side, len(side.produce) if given is None else given)
     if side.probe is not None:
         _steps(p, side.probe.steps, "probe.")
+        notes += drop_overrunning_steps(p, side.probe, "probe.")
         notes += _drop(p, side.probe, side.probe.num_workers, cores, "probe.")
         notes += _overlapping(p, side.probe, "probe.")
     notes += _whole_dataset(p, side)
@@ -127,7 +130,9 @@ def _steps(p: Path, steps, where: str) -> None:
     """Refuse a step record whose main thread's CPU passes its wall, in the step or in its
     ``next()``, or that starts no later than the step before it (one loop runs them in turn;
     real captures: each starts at least 10 µs after the one before ended, over 26,000 pairs);
-    a step record is not dropped: its place is its step's number."""
+    a step record is not dropped here: its place is its step's number (one whose wall runs
+    into the next step is, its number kept: :func:`calibration.sidecar_records.
+    drop_overrunning_steps`)."""
     timed = [(i, s) for i, s in enumerate(steps) if s.t_start_us is not None]
     for (i, a), (j, b) in zip(timed, timed[1:]):
         if b.t_start_us <= a.t_start_us:

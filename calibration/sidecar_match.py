@@ -72,9 +72,11 @@ def _mismatch(table: EventTable, side: Sidecar) -> str | None:
                 f"ran in {kind}: another run")
     if side.capture != "harness":
         return None
-    ours = {i: s.t_start_us for i, s in enumerate(side.steps)
+    gone = side.gone_steps      # dropped steps (their walls ran into the next): not compared
+    numbers = (n for n in range(len(side.steps) + len(gone)) if n not in gone)
+    ours = {n: s.t_start_us for n, s in zip(numbers, side.steps)
             if s.profiled and s.t_start_us is not None}
-    theirs = _trace_steps_us(table)
+    theirs = {n: t for n, t in _trace_steps_us(table).items() if n not in gone}
     if table.step_range is not None:   # --steps A:B: those steps (the trace keeps neighbours)
         lo, hi = table.step_range
         ours, theirs = ({n: t for n, t in d.items() if (lo is None or n >= lo)

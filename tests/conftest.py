@@ -104,6 +104,24 @@ def wall_holds_cpu(rec: dict) -> None:
             rec[wall] = max(rec[wall], min(rec[cpu], 1e12))   # a CPU out of range stays so
 
 
+def steps_in_turn(steps: list) -> None:
+    """Move (in place) each timed step's ``t_start_us`` later where the step before it now ends
+    after it starts (its wall was lengthened in place), and every step after it by as much: a
+    loop runs its steps in turn, and a step whose wall runs into the next cannot be right
+    (``calibration.sidecar_records.drop_overrunning_steps``)."""
+    shift, prev = 0.0, None
+    for s in steps:
+        if not isinstance(s, dict) or not isinstance(s.get("t_start_us"), (int, float)):
+            continue
+        s["t_start_us"] += shift
+        if prev is not None and isinstance(prev.get("wall_us"), (int, float)):
+            over = prev["t_start_us"] + prev["wall_us"] - s["t_start_us"]
+            if 0 < over < 1e12:             # a wall out of range stays so (refused)
+                s["t_start_us"] += over
+                shift += over
+        prev = s
+
+
 def later_run(data: dict, offset_us: float = 6e7, quiet: bool = False) -> dict:
     """A sidecar's JSON ``data`` with every instant (steps' ``t_start_us``, batches'
     ``t_end_us``, the probe's too) ``offset_us`` later, in place, as if captured a minute after
@@ -115,6 +133,7 @@ def later_run(data: dict, offset_us: float = 6e7, quiet: bool = False) -> dict:
     for part in (data, data.get("probe") or {}):
         for rec in part.get("produce", []) + part.get("steps", []):
             wall_holds_cpu(rec)
+        steps_in_turn(part.get("steps", []))
     if quiet:
         for rec in data.get("produce", []) + data.get("steps", []):
             for k in ("run_wait_us", "next_run_wait_us", "gap_run_wait_us"):

@@ -15,6 +15,7 @@ from stepsim.fit import calibrate
 from stepsim.calibration.capture import Capture
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.scenarios.batch_size import batch_size_note, set_batch_size
+from tests.conftest import steps_in_turn
 
 B, N = 4, 8
 STEP_FIXED_MS, STEP_PER_SAMPLE_MS = 6.0, 1.0
@@ -157,6 +158,7 @@ def test_a_host_that_changed_speed_within_the_run_is_said(probed, tmp_path):
     for r in side["steps"][last + 1:]:
         for k in ("wall_us", "cpu_us", "proc_cpu_us"):
             r[k] = r[k] * 1.3
+    steps_in_turn(side["steps"])       # the longer walls move the later steps' starts
     path = tmp_path / "sidecar.json"
     path.write_bytes(orjson.dumps(side))
     bp = batch_probe(load_sidecar(path))

@@ -12,6 +12,7 @@ import pytest
 from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.page_faults import MIN_PAIRS, refault_fit
 from stepsim.calibration.sidecar import Sidecar, load_sidecar
+from tests.conftest import steps_in_turn
 
 C_US, F = 2.0, 12000          # CPU µs per fault, the faults of a re-faulting step
 
@@ -162,6 +163,7 @@ def test_calibration_takes_the_fault_free_step_plus_half_the_most(cpu_run_nw1, t
                 s.pop(f, None)
             if faults:
                 s["minflt"] = flt
+        steps_in_turn(data["steps"])   # the longer walls move the later steps' starts
         for f in ("minflt", "next_minflt", "sys_cpu_us"):
             data["steps"][0].pop(f, None)
         if faults:
