@@ -13,6 +13,7 @@ import pytest
 
 from stepsim.calibration.page_faults import refault_fit
 from stepsim.calibration.sidecar import load_sidecar
+from tests.conftest import steps_in_turn
 
 C_US, BIG = 2.0, 60_000          # CPU µs per fault, the faults of a re-faulting step
 
@@ -34,6 +35,7 @@ def _copy(src, d, faults: bool):
             s.pop(f, None)
         if faults:
             s["minflt"] = 3 * BIG if i == 0 else flt
+    steps_in_turn(data["steps"])       # the longer walls move the later steps' starts
     (d / "sidecar.json").write_text(json.dumps(data))
     return d
 

@@ -9,6 +9,7 @@ import shutil
 from stepsim import api
 from stepsim.scenarios.caveats import caveats, input_caveats
 from stepsim.scenarios.transforms import parse_set
+from tests.conftest import steps_in_turn
 from tests.test_planner import cpu_model
 
 
@@ -43,6 +44,7 @@ def test_calibrate_keeps_the_drift_of_a_team_capture(cpu_run_nw1, tmp_path):
             data["steps"].append(s)
         for s in prof:
             s["wall_us"] *= 2.0
+        steps_in_turn(data["steps"])   # the longer walls move the later steps' starts
         (run / "sidecar.json").write_text(json.dumps(data))
         return api.calibrate(run).model
 
