@@ -286,12 +286,15 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("straggler", "systems",
         "rank's phase_extra_us[phase] += ms × 1000 on a phase with device tasks, else "
         "phase_wall_us[phase] += ms × 1000 (wall-clock time busy on a core, not scaled by the "
-        "host's speed): a slower rank, for the others to wait for (scenarios.ddp_whatifs; "
-        "never proposed by the planner).",
+        "host's speed): a slower rank, for the others to wait for; with comm.cold_resume (the "
+        "gloo harness's probe), the rank's next phase's CPU × cold_share(ms) is added there "
+        "too: it resumes cold (scenarios.ddp_whatifs; never proposed by the planner).",
         StragglerArgs, ("arrival_skew",), lambda m, a: add_straggler(m, a.rank, a.phase, a.ms), lambda m: []),
     Fix("barrier", "systems",
         "a barrier (zero-byte collective) entered by the host before phase, so each rank's "
-        "arrival skew shows apart from transfer (scenarios.ddp_whatifs; never proposed).",
+        "arrival skew shows apart from transfer; with comm.cold_resume, a rank it holds for a "
+        "straggler pays phase's CPU × cold_share(wait) more (scenarios.ddp_whatifs; never "
+        "proposed).",
         BarrierArgs, ("arrival_skew",), lambda m, a: insert_barrier(m, a.phase), lambda m: []),
 )}
 
