@@ -160,10 +160,12 @@ def _work_parts(side: Sidecar, per_fault: float | None = None) -> dict[str, floa
     # run re-faults is its heap's (calibration.page_faults), not the host's speed
     rows = calm_steps(side)
     quiet = [s for s in rows if s.minflt is not None and s.minflt < MIN_FAULTS]
-    own = per_fault_us(side) if per_fault is None else None
-    per = per_fault if per_fault is not None else (own or 0.0)   # else its faults' CPU
-    train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0)
-             for s in (quiet if len(quiet) >= MIN_STEPS else rows)]
+    if len(quiet) >= MIN_STEPS:      # they measure the work: their few faults priced only
+        per, steps = per_fault or 0.0, quiet     # at a cost given (one for every run)
+    else:   # else each step's faults at the capture's cost where given, else at its own fit's
+        per = per_fault if per_fault is not None else (per_fault_us(side) or 0.0)
+        steps = rows
+    train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0) for s in steps]
     return {k: float(CENTRE(x)) for k, x in (("produce", produce), ("train", train)) if x}
 
 

@@ -112,7 +112,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-from tests.conftest import later_run  # noqa: E402
+from tests.conftest import later_run, steps_in_turn  # noqa: E402
 from tests.test_gloo import _copy_capture, gloo_run  # noqa: E402,F401  (a real 2-rank job)
 
 
@@ -126,6 +126,7 @@ def _slower(factor):
             for k in ("cpu_us", "proc_cpu_us", "wall_us"):
                 if s.get(k) is not None:
                     s[k] *= factor
+        steps_in_turn(side["steps"])   # the longer walls push the later steps on, as in a run
     return edit
 
 
