@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepsim.calibration.sidecar_records import drop_overrunning_steps
+from stepsim.calibration.sidecar_records import drop_overrunning_steps, remove_records
 from stepsim.simcore.errors import InputError
 
 CPU_PAST_WALL = 10
@@ -60,18 +60,7 @@ def _bad_batch(r, num_workers: int, cores: int | None) -> str | None:
 def _drop(p: Path, owner, num_workers: int, cores: int | None, where: str) -> list[str]:
     why = {i: w for i, r in enumerate(owner.produce)
            if (w := _bad_batch(r, num_workers, cores)) is not None}
-    return _remove(p, owner, why, where)
-
-
-def _remove(p: Path, owner, why: dict[int, str], where: str) -> list[str]:
-    """Drop (in place) ``owner``'s produce records at the indices of ``why`` (index: why it
-    cannot be right); the warning that counts them and names the first."""
-    if not why:
-        return []
-    total, first = len(owner.produce), min(why)
-    owner.produce = [r for i, r in enumerate(owner.produce) if i not in why]
-    return [f"{p.name}: dropped {len(why)} of {total} '{where}produce' record(s) that cannot "
-            f"be right (first: {where}produce.{first}: {why[first]})"]
+    return remove_records(p, owner, "produce", why, where)
 
 
 def cross_check(p: Path, side, given: int | None = None) -> list[str]:
@@ -193,7 +182,7 @@ def _overlapping(p: Path, owner, where: str) -> list[str]:
                       "process makes one batch at a time")
         else:
             last[key] = r.t_end_us
-    return _remove(p, owner, why, where)
+    return remove_records(p, owner, "produce", why, where)
 
 
 def _round_robin(p: Path, side, given: int) -> None:

@@ -58,11 +58,20 @@ def drop_overrunning_steps(p: Path, owner, where: str = "") -> list[str]:
         if over > STEP_END_SLACK_US:
             why[i] = (f"its wall_us of {a.wall_us:g} µs ends {over:g} µs after {where}steps.{j} "
                       "starts; one loop runs its steps in turn")
+    notes = remove_records(p, owner, "steps", why, where)
+    if notes and hasattr(owner, "_gone_steps"):
+        owner._gone_steps = frozenset(why)
+    return notes
+
+
+def remove_records(p: Path, owner, attr: str, why: dict[int, str], where: str = "") -> list[str]:
+    """Drop (in place) the records of ``owner``'s list ``attr`` at the indices of ``why``
+    (index: why it cannot be right); the one warning that counts them and names the first
+    (none where ``why`` is empty)."""
     if not why:
         return []
-    owner.steps = [s for i, s in enumerate(steps) if i not in why]
-    if hasattr(owner, "_gone_steps"):
-        owner._gone_steps = frozenset(why)
+    items = getattr(owner, attr)
     first = min(why)
-    return [f"{p.name}: dropped {len(why)} of {len(steps)} '{where}steps' record(s) that "
-            f"cannot be right (first: {where}steps.{first}: {why[first]})"]
+    setattr(owner, attr, [r for i, r in enumerate(items) if i not in why])
+    return [f"{p.name}: dropped {len(why)} of {len(items)} '{where}{attr}' record(s) that "
+            f"cannot be right (first: {where}{attr}.{first}: {why[first]})"]
