@@ -51,20 +51,29 @@ def kernel_per_fault_us(rows) -> float:
 def spikes(side: Sidecar | None) -> list[bool] | None:
     """Per step of ``side.steps``, whether its system CPU exceeds its faults × the kernel's
     cost per fault (:func:`kernel_per_fault_us` of the unprofiled steps after the first, else
-    of the profiled ones) by more than :data:`SPIKE_US` or :data:`SPIKE_SHARE` of the
-    unprofiled steps' median CPU outside ``next()``. None where the sidecar has no steps'
-    system CPU and faults (written before they were recorded)."""
+    of the profiled ones, a profiled step's of the other profiled ones) by more than
+    :data:`SPIKE_US` or :data:`SPIKE_SHARE` of the unprofiled steps' median CPU outside
+    ``next()``. None where the sidecar has no steps' system CPU and faults (written before
+    they were recorded)."""
     if side is None or len(side.steps) < 2:
         return None
     steps = side.steps
     if any(s.sys_cpu_us is None or s.minflt is None for s in steps[1:]):
         return None
     unprof = [s for s in steps[1:] if not s.profiler_on and not s.profiled]
-    per = kernel_per_fault_us(unprof) or kernel_per_fault_us([s for s in steps if s.profiled])
     work = float(np.median([step_work_us(s) for s in unprof])) if unprof else 0.0
     limit = max(SPIKE_US, SPIKE_SHARE * work)
+    prof = [s for s in steps if s.profiled]
+    per = kernel_per_fault_us(unprof)
+    # where no unprofiled step faulted MIN_FAULTS pages the profiled steps price the faults,
+    # each profiled step on the others: its own system CPU cannot price its own faults (a live
+    # capture under load had one profiled step past MIN_FAULTS, and 200 ms of system CPU there
+    # priced its faults at 175 µs each and hid itself)
+    cost = ([per] * len(steps) if per else
+            [kernel_per_fault_us([r for r in prof if r is not s]) if s.profiled
+             else kernel_per_fault_us(prof) for s in steps])
     return [s.sys_cpu_us is not None and s.minflt is not None
-            and s.sys_cpu_us - per * s.minflt > limit for s in steps]
+            and s.sys_cpu_us - c * s.minflt > limit for s, c in zip(steps, cost)]
 
 
 def spike_note(dropped: list[tuple[int, float]], kept: int) -> str:

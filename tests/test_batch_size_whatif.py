@@ -75,21 +75,46 @@ def test_the_measured_per_step_share_is_kept(n):
     assert "25.0 % of it, measured from the trace's Optimizer spans, kept per step" in note
 
 
-def test_calibration_measures_the_optimizers_share(cpu_run_nw0):
+@pytest.mark.parametrize("spiked", [False, True])
+def test_calibration_measures_the_optimizers_share(cpu_run_nw0, tmp_path, spiked):
     """A CPU capture's ``Optimizer.step#`` and ``Optimizer.zero_grad#`` spans on the step's
-    thread, over the step's wall outside next(), are the train op's per-step share."""
+    thread, over the step's wall outside next(), are the train op's per-step share, over the
+    profiled steps calibration keeps: those with a system-CPU spike (calibration.sys_spikes)
+    are left out of the step and of its share (``meta.steps_used`` still lists them), so a
+    capture that drew one compared the share over every step with calibration's over the
+    calm ones. ``spiked``: on a copy with 200 ms of system CPU added to two profiled steps
+    (their walls that much longer), so that path is taken whatever the live capture drew."""
     import gzip
     import json
 
+    from stepsim.calibration.sidecar import load_sidecar
+    from stepsim.calibration.sys_spikes import spikes
     from stepsim.fit import calibrate
+    from tests.test_sys_spikes import _spike_capture
 
-    m = calibrate(cpu_run_nw0)
+    run = cpu_run_nw0
+    if spiked:
+        side0 = load_sidecar(run / "sidecar.json")
+        flags = spikes(side0) or [False] * len(side0.steps)
+        prof = [i for i, s in enumerate(side0.steps) if s.profiled and not flags[i]]
+        if len(prof) < 4:
+            pytest.skip(f"the capture's own spikes leave {len(prof)} calm profiled steps (< 4)")
+        run = _spike_capture(run, tmp_path / "spiked", [prof[1], prof[3]], 200_000.0)
+    m = calibrate(run)
     op = m.host.ops[1]
     assert m.meta.sources["host.ops[1].per_step_fraction"] == "measured"
-    events = json.load(gzip.open(cpu_run_nw0 / "trace.json.gz"))["traceEvents"]
+    side = load_sidecar(run / "sidecar.json")
+    flags = spikes(side) or [False] * len(side.steps)
+    # calibration leaves the spiked profiled steps out exactly when it notes the calm share
+    left_out = ({i for i, x in enumerate(flags) if x and side.steps[i].profiled}
+                if "calm_window_ratio" in m.meta.notes else set())
+    assert bool(left_out) == ("calm_window_ratio" in m.meta.notes)
+    assert not spiked or len(left_out) >= 2
+    events = json.load(gzip.open(run / "trace.json.gz"))["traceEvents"]
     steps = {e["args"].get("Step", e["name"]): e for e in events
              if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")}
-    used = [e for k, e in steps.items() if int(e["name"].split("#")[1]) in m.meta.steps_used]
+    used = [e for k, e in steps.items() if (n := int(e["name"].split("#")[1]))
+            in m.meta.steps_used and n not in left_out]
 
     def inside(pred, s):
         return sum(e["dur"] for e in events if e.get("ph") == "X" and pred(e["name"])

@@ -41,6 +41,25 @@ def test_a_spike_is_system_cpu_past_the_faults_cost():
     assert spikes(side) == [False] * 6 + [False, True, False, False, True, False]
 
 
+def test_a_profiled_step_does_not_price_its_own_faults():
+    """No unprofiled step faults MIN_FAULTS pages, so the profiled steps price the faults: a
+    spiked step priced on its own system CPU explained itself (the one profiled step past
+    MIN_FAULTS of a live capture under load: 200 ms on 1,161 faults, 175 µs a fault, excess
+    0). Each is priced on the others: K_US a fault, so 200 ms past F × K_US is a spike, and
+    0.9 × SPIKE_US past it is not."""
+    side = _side([40.0] * 5, [44.0] * 6, [0.0, 200.0, 0.0, 0.9 * SPIKE_US / 1e3, 0.0, 0.0])
+    for s in side.steps[1:6]:
+        s.minflt, s.sys_cpu_us = 10, 10 * K_US
+    assert kernel_per_fault_us(side.steps[1:6]) == 0.0     # none faulted MIN_FAULTS pages
+    assert spikes(side) == [False] * 6 + [False, True, False, False, False, False]
+    # the only profiled step past MIN_FAULTS is the spiked one: nothing else prices its
+    # faults, so all its system CPU is past them
+    for s in side.steps[6:]:
+        if s is not side.steps[7]:
+            s.minflt, s.sys_cpu_us = 10, 10 * K_US
+    assert spikes(side)[7] and sum(spikes(side)) == 1
+
+
 def test_the_profiler_factor_is_of_the_steps_without_a_spike():
     """Unprofiled 40 ms, profiled 44 ms, 3 of 6 profiled with 60-200 ms more: the old factor's
     profiled median fell between a calm step and a spiked one (40 / ((44 + 104) / 2)), the
