@@ -14,7 +14,7 @@ from stepsim.models.params import (DeviceParams, DeviceTask, DurationSpec, HostO
 from stepsim.models.simulate import simulate
 from stepsim.simcore.record import NullRecorder
 from tests.conftest import shared_traces
-from tests.test_solo import _us
+from tests.test_solo import _us, real_span
 
 MS = 1000.0
 
@@ -32,7 +32,7 @@ def _spans(res) -> list[tuple]:
     last, stop = res.warmup + res.step_us.shape[1] - 1, _stop(res) - 1e-6
     return sorted((s.lane, s.name, s.kind, round(s.start_us, 6), round(s.dur_us, 6), s.step,
                    s.cause, s.category) for s in res.spans
-                  if (s.dur_us > 1e-6 or s.kind == "busy") and s.step <= last
+                  if real_span(s) and s.step <= last
                   and (s.step >= 0 or s.start_us + s.dur_us < stop))
 
 
