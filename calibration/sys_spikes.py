@@ -51,7 +51,7 @@ def kernel_per_fault_us(rows) -> float:
 def spikes(side: Sidecar | None) -> list[bool] | None:
     """Per step of ``side.steps``, whether its system CPU exceeds its faults × the kernel's
     cost per fault (:func:`kernel_per_fault_us` of the unprofiled steps after the first, else
-    of the profiled ones, a profiled step's of the other profiled ones) by more than
+    of the profiled ones without a spike, a profiled step's of the others) by more than
     :data:`SPIKE_US` or :data:`SPIKE_SHARE` of the unprofiled steps' median CPU outside
     ``next()``. None where the sidecar has no steps' system CPU and faults (written before
     they were recorded)."""
@@ -63,17 +63,22 @@ def spikes(side: Sidecar | None) -> list[bool] | None:
     unprof = [s for s in steps[1:] if not s.profiler_on and not s.profiled]
     work = float(np.median([step_work_us(s) for s in unprof])) if unprof else 0.0
     limit = max(SPIKE_US, SPIKE_SHARE * work)
-    prof = [s for s in steps if s.profiled]
     per = kernel_per_fault_us(unprof)
-    # where no unprofiled step faulted MIN_FAULTS pages the profiled steps price the faults,
-    # each profiled step on the others: its own system CPU cannot price its own faults (a live
-    # capture under load had one profiled step past MIN_FAULTS, and 200 ms of system CPU there
-    # priced its faults at 175 µs each and hid itself)
-    cost = ([per] * len(steps) if per else
-            [kernel_per_fault_us([r for r in prof if r is not s]) if s.profiled
-             else kernel_per_fault_us(prof) for s in steps])
-    return [s.sys_cpu_us is not None and s.minflt is not None
-            and s.sys_cpu_us - c * s.minflt > limit for s, c in zip(steps, cost)]
+    if per:
+        return [s.sys_cpu_us - per * s.minflt > limit if s.sys_cpu_us is not None
+                and s.minflt is not None else False for s in steps]
+    # no unprofiled step faulted MIN_FAULTS pages: the profiled steps price the faults, a step's
+    # own system CPU never its own, nor a spiked step's anyone's (live captures under load with
+    # one profiled step past MIN_FAULTS: test_sys_spikes' 200 ms there priced its faults at
+    # 175 µs each, which hid it, and in another run the start-up step's spike too)
+    spiked: set[int] = set()
+    for _ in range(2):   # each priced on the others, then on the others without a spike
+        calm = [s for s in steps if s.profiled and id(s) not in spiked]
+        flags = [s.sys_cpu_us is not None and s.minflt is not None and s.sys_cpu_us
+                 - kernel_per_fault_us([r for r in calm if r is not s]) * s.minflt > limit
+                 for s in steps]
+        spiked = {id(s) for s, x in zip(steps, flags) if x}
+    return flags
 
 
 def spike_note(dropped: list[tuple[int, float]], kept: int) -> str:

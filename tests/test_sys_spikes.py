@@ -58,6 +58,10 @@ def test_a_profiled_step_does_not_price_its_own_faults():
         if s is not side.steps[7]:
             s.minflt, s.sys_cpu_us = 10, 10 * K_US
     assert spikes(side)[7] and sum(spikes(side)) == 1
+    # nor does a spiked step price another's: the start-up step's 30 ms past its faults (at
+    # K_US) is a spike, which step 7's 21.5 µs a fault would have hidden
+    side.steps[0].sys_cpu_us = K_US * F + 30e3
+    assert [i for i, x in enumerate(spikes(side)) if x] == [0, 7]
 
 
 def test_the_profiler_factor_is_of_the_steps_without_a_spike():
