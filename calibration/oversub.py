@@ -17,7 +17,9 @@ the coefficient from a probe at a second ``num_workers`` whose batches ran past 
   cores, and calibration says so.
 
 ``host.oversub_ref`` is the capture's own ``f`` (its batches' mean; 0 within the cores), so a
-replay at the capture's setting is unchanged.
+replay at the capture's setting is unchanged. A DDP rank's sidecar is left at 0 (not modelled):
+its gloo threads' runnable time is not in the activities, so the capture's own ``f`` (two
+ranks' threads on the host's cores) cannot be read, and a prior would slow its own replay.
 """
 from __future__ import annotations
 
@@ -103,6 +105,8 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0, per_fault_us:
     """``(host fields, sources, warnings)`` for ``host.oversub``, ``oversub_range`` and
     ``oversub_ref`` (see the module docstring); ``interference``: the calibrated point of
     ``host.interference``."""
+    if side is not None and side.ddp is not None:
+        return {}, {}, []     # a DDP rank: see the module docstring
     cores = side.host_cores if side is not None else None
     fit, f_c = None, 0.0
     why = "no probe in the capture"
