@@ -136,17 +136,18 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0, per_fault_us:
             else:
                 fit = got
     host = {"oversub_ref": min(max(f_c, 0.0), 1.0)}
+    src = {"host.oversub_ref": "measured"} if side is not None and cores else {}
     if fit is not None:
         point, (p10, p90), _ = fit
         host["oversub"] = max(point, 0.0)
         host["oversub_range"] = uniform_with_p10_p90(max(p10, 0.0), p90)
-        return host, {"host.oversub": "inferred"}, [
+        return host, {"host.oversub": "inferred", **src}, [
             f"slowdown past the cores fitted from the probe at num_workers="
             f"{side.probe.num_workers}: {host['oversub']:.3f} × (1 − cores/runnable) "
             f"(P10–P90 {p10:.3f}–{p90:.3f}, inferred)"]
     lo, hi = OVERSUB_PRIOR
     host["oversub"], host["oversub_range"] = (lo + hi) / 2, (lo, hi)
-    return host, {"host.oversub": "assumed"}, [
+    return host, {"host.oversub": "assumed", **src}, [
         f"slowdown past the cores not calibrated ({why}): a prior of {lo:g}–{hi:g} "
         "(× (1 − cores/runnable), a cache refill per time slice) widens the interval of any "
         "what-if with more runnable threads than cores (capture with probe_workers=N past the "
