@@ -19,16 +19,16 @@ import numpy as np
 from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
                                        fit_interference, mean_load)
 from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
+from stepsim.calibration.oversub import oversub_from_sidecar
 from stepsim.calibration.page_faults import refault_fit
+from stepsim.calibration.probe_steps import (PROBE_FIRST_STEPS, after_startup,  # noqa: F401
+                                             probe_base_steps, uniform_with_p10_p90)
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import DurationSpec
 
-PROBE_FIRST_STEPS = 2
-"""Steps at the start of a run left out of the interference fit (they carry the workers'
-start-up)."""
 
 
 def loader_settings(sidecar: Sidecar) -> dict:
@@ -165,29 +165,6 @@ def worker_startup_us(side: Sidecar) -> float | None:
     return max(0.0, min(starts) - side.iter_start_us)
 
 
-def probe_base_steps(side: Sidecar) -> list[int]:
-    """Indices in ``side.steps`` of the calibration setting's steps a probe at a second setting
-    is compared with (interference, team stall, batch size): those outside the profiled window
-    (``profiled`` false: the profiler's warm-up steps too), less the first
-    :data:`PROBE_FIRST_STEPS` (the workers' start-up)."""
-    return [i for i, s in enumerate(side.steps) if not s.profiled][PROBE_FIRST_STEPS:]
-
-
-def after_startup(recs):
-    """The records without any worker process's first batch (``seq`` 0 of a worker ≥ 0: it
-    carries the worker's start-up). The main thread's batches at ``num_workers=0`` and a
-    worker's later batches carry none, so they are kept."""
-    return [r for r in recs if not (r.worker >= 0 and r.seq == 0)]
-
-
-def uniform_with_p10_p90(p10: float, p90: float) -> tuple[float, float]:
-    """The uniform range (cut at 0) whose P10–P90 is ``[p10, p90]``: a fitted coefficient's
-    bootstrap P10–P90 is 80 % of the support intervals draw it from, not all of it (drawn
-    over ``[p10, p90]`` itself, its P10–P90 would be 80 % as wide as the fit's)."""
-    mid, half = (p10 + p90) / 2, (p90 - p10) / 2 / 0.8
-    return max(mid - half, 0.0), mid + half
-
-
 def outside_prior(fit) -> str | None:
     """The warning for a fitted coefficient whose whole P10–P90 lies above
     :data:`calibration.corun.INTERFERENCE_PRIOR` (None inside it). Not clamped: the range
@@ -221,8 +198,9 @@ def _measuring_probe(side: Sidecar) -> str:
 
 def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     """``(host fields, sources, ranges, warnings)`` for ``host.interference`` (fitted from the
-    probe, with the range whose uniform draw has the fit's bootstrap P10–P90, else the prior)
-    and ``host.cpu_scale`` (the run-to-run noise prior)."""
+    probe, with the range whose uniform draw has the fit's bootstrap P10–P90, else the prior),
+    ``host.oversub`` (the slowdown past the cores, :mod:`calibration.oversub`) and
+    ``host.cpu_scale`` (the run-to-run noise prior)."""
     host: dict = {"cpu_scale": 1.0}
     sources = {"host.cpu_scale": "assumed"}
     ranges = {"host.cpu_scale": HOST_NOISE_PRIOR}
@@ -278,7 +256,10 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
                 "slowdown with every other core busy) widens the interval of any what-if that changes "
                 "the co-runners"
                 + ("" if close else " (capture with probe_workers=N to calibrate it)")]
-    return host, sources, ranges, warn
+    over, over_src, over_warn = oversub_from_sidecar(side, host["interference"], seed)
+    host.update(over)
+    sources.update(over_src)
+    return host, sources, ranges, warn + over_warn
 
 
 def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):

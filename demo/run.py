@@ -173,7 +173,10 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                   f"{measured_base / 1e3:.1f} ms ({replay_err:+.1f} %); co-run interference "
                   f"{model.host.interference:.3f} with the other cores busy, range "
                   f"{model.host.interference_range[0]:.3f}–{model.host.interference_range[1]:.3f}"
-                  f" ({'from the probe' if model.meta.sources.get('host.interference') == 'inferred' else 'stated prior'})")
+                  f" ({'from the probe' if model.meta.sources.get('host.interference') == 'inferred' else 'stated prior'})"
+                  f"; past the cores {model.host.oversub:.3f} × (1 − cores/runnable), range "
+                  f"{model.host.oversub_range[0]:.3f}–{model.host.oversub_range[1]:.3f}"
+                  f" ({'from the probe' if model.meta.sources.get('host.oversub') == 'inferred' else 'stated prior'})")
     for w in model.meta.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
 
@@ -194,6 +197,8 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
               "probe": probe, "interference": model.host.interference,
               "interference_range": model.host.interference_range,
               "interference_source": model.meta.sources.get("host.interference"),
+              "oversub": model.host.oversub, "oversub_range": model.host.oversub_range,
+              "oversub_source": model.meta.sources.get("host.oversub"),
               "host_drift": cap[1] if cap else None,
               "replay_ms": replay / 1e3, "replay_measured_ms": measured_base / 1e3,
               "replay_error_pct": replay_err, "rows": rows, "ledger": summary,

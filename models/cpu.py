@@ -6,16 +6,9 @@ we approximate that by splitting CPU work into quanta of ``quantum_us`` µs, eac
 pool in FIFO order, so ``k`` runnable threads on ``c < k`` cores each progress at about ``c/k``
 of full speed (round robin), as under Linux's fair scheduler.
 
-Two factors change how long a unit of CPU work takes (both 1 / 0 by default):
-
-* ``scale``: the host's speed in this run relative to the capture (run-to-run noise);
-* ``interference``: co-run interference (shared caches, memory bandwidth). A thread that
-  holds a core is slowed by the threads that run at the same time on the *other* cores, and
-  at most ``cores − 1`` can: with ``R`` threads inside :meth:`CpuPool.work`, the busy share
-  of the other cores is ``o = min(R − 1, cores − 1) / (cores − 1)`` (0 on one core), and
-  work runs ``(1 + interference × o) / (1 + interference × ref)`` times slower, ``ref`` being
-  the share its duration was captured under (a replay at the capture's load is unchanged); a
-  thread on a run queue adds nothing (docs/measurements.md "Co-run interference"), per quantum.
+How much slower each quantum of CPU work runs (the host's speed, co-run interference on the
+other cores' busy share, and the cache refill per time slice past the cores) is
+:mod:`models.cpu_slowdown`'s: :meth:`CpuPool.slowdown`.
 
 Intra-op parallel work (:meth:`CpuPool.parallel_work`, torch's OpenMP team of ``T`` threads)
 advances only while every thread of the team holds a core: a parallel region ends with its
@@ -77,6 +70,7 @@ import simpy
 
 from stepsim.models.cpu_place import (BALANCE_AFTER_US, balanced_share, least_loaded,
                                       placed_share, team_rate, team_shares)
+from stepsim.models.cpu_slowdown import slowdown
 
 DEFAULT_QUANTUM_US = 2_000.0
 MAX_QUANTA = 1000
@@ -103,7 +97,7 @@ class CpuPool:
     def __init__(self, env: simpy.Environment, cores: int, contended: bool,
                  quantum_us: float = DEFAULT_QUANTUM_US, scale: float = 1.0,
                  interference: float = 0.0, adaptive: bool = False, stall: float = 1.0,
-                 spin_us: float = 0.0):
+                 spin_us: float = 0.0, oversub: float = 0.0, oversub_ref: float = 0.0):
         if cores < 1:
             raise ValueError(f"cores must be >= 1, got {cores}")
         if quantum_us <= 0:
@@ -114,6 +108,7 @@ class CpuPool:
         self.quantum_us = quantum_us
         self.resource = simpy.Resource(env, capacity=cores)
         self.scale, self.interference = scale, interference
+        self.oversub, self.oversub_ref = oversub, oversub_ref   # :mod:`models.cpu_slowdown`
         self.stall = stall
         self.spin_us = spin_us   # a team's spin after its last region (µs, :func:`models.cpu_spin.spin`)
         self.active = 0   # threads inside work(): running or runnable
@@ -148,11 +143,10 @@ class CpuPool:
             not self.contended or self.adaptive and self.claims <= self.cores)
 
     def slowdown(self, ref: float) -> float:
-        """Factor on CPU work now, for work captured at a busy share ``ref`` of other cores."""
-        if self.interference <= 0:
-            return self.scale
-        others = min(max(self.active - 1, 0), self.cores - 1) / max(self.cores - 1, 1)
-        return self.scale * (1 + self.interference * others) / (1 + self.interference * ref)
+        """Factor on CPU work now, for work captured at a busy share ``ref`` of other cores
+        (:func:`models.cpu_slowdown.slowdown`)."""
+        return slowdown(self.scale, self.interference, self.oversub, self.active, self.cores,
+                        ref, self.oversub_ref)
 
     def coupling(self, team: int) -> float:
         """Share of a held quantum in which a thread of a ``team``-thread parallel region

@@ -128,7 +128,8 @@ class Setup:
             cpu = CpuPool(env, self.lp.host_cores, contended=self.threads * n_on > self.lp.host_cores,
                           scale=m.host.cpu_scale, interference=m.host.interference,
                           adaptive=self.adaptive, stall=m.host.team_stall,
-                          spin_us=m.host.team_spin_us)
+                          spin_us=m.host.team_spin_us, oversub=m.host.oversub,
+                          oversub_ref=m.host.oversub_ref)
             if host:
                 pools[host] = cpu
         cpu.claim(self.fixed_threads)

@@ -200,6 +200,15 @@ class HostParams(StrictModel):
     interference_range: tuple[float, float] | None = None
     """Uncertainty of ``interference`` (low, high), drawn uniformly by prediction intervals:
     calibrated from a probe, or a stated prior without one."""
+    oversub: float = Field(default=0.0, ge=0, le=100)
+    """The slowdown past the cores (a cache refill per time slice): CPU work runs
+    ``1 + oversub × (1 − cores / R)`` times slower with ``R`` runnable threads past the
+    ``cores`` (:mod:`models.cpu_slowdown`), relative to ``oversub_ref``."""
+    oversub_range: tuple[float, float] | None = None
+    """Uncertainty of ``oversub`` (low, high), drawn uniformly by prediction intervals:
+    calibrated from a probe above the cores, or a stated prior without one."""
+    oversub_ref: float = Field(default=0.0, ge=0, le=1)
+    """``1 − cores / R`` of the setting the durations were captured at (0 within the cores)."""
     team_stall: float = Field(default=1.0, ge=0, le=20)
     """How hard a parallel region of intra-op threads stalls when a team thread lacks a core
     (``γ``, :class:`models.cpu.CpuPool`): beside more runnable threads than cores, a team of
@@ -230,7 +239,7 @@ class HostParams(StrictModel):
     def _check_ranges(self):
         """A range's ends lie within its value's bounds, low first (a hand edit with low above
         high raised numpy's ValueError in the interval's draws, a traceback)."""
-        for name in ("interference", "team_stall", "refault_share"):
+        for name in ("interference", "oversub", "team_stall", "refault_share"):
             rng, le = getattr(self, f"{name}_range"), type(self).model_fields[name].metadata
             top = next(m.le for m in le if getattr(m, "le", None) is not None)
             if rng is not None and not 0 <= rng[0] <= rng[1] <= top:

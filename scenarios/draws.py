@@ -41,6 +41,7 @@ SPLITS = ("parallel_fraction", "block_fraction", "per_step_fraction", "per_batch
 of a step and a batch that do not grow with its samples: not varied by a factor, which could
 make its parts exceed the whole; the measured times' variation is in the bootstrap."""
 ABSOLUTE = {"host.interference": "host.interference_range",
+            "host.oversub": "host.oversub_range",
             "host.team_stall": "host.team_stall_range",
             "host.refault_share": "host.refault_share_range"}
 """Paths drawn as values from a range the model holds (not as factors on the value)."""

@@ -8,6 +8,8 @@ point estimate:
 * ``host.cpu_scale`` (*host noise*): the host's run-to-run speed, once per run;
 * ``host.interference`` (*interference*): the co-run interference coefficient, fitted from a
   probe or a stated prior;
+* ``host.oversub`` (*past the cores*): the slowdown with more runnable threads than cores,
+  fitted from a probe above the cores or a stated prior;
 * ``window`` (*window sampling*): the bootstrap of the calibration window's measured samples
   (how well a short capture pins their means);
 * ``steps`` (*step variation*): the step-to-step variation, through the standard error of a
@@ -34,6 +36,7 @@ from stepsim.scenarios.paths import get_value
 from stepsim.scenarios.transforms import Operation
 
 LABELS = {"host.cpu_scale": "host noise", "host.interference": "interference",
+          "host.oversub": "past the cores",
           "host.team_stall": "team stall", "host.refault_share": "page faults",
           "window": "window sampling", "steps": "step variation"}
 """Words for the sources a user reads first; other sources are named by their path."""
