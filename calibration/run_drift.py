@@ -214,7 +214,7 @@ def profiled_drift(side, path: str = "") -> str | None:
     p, a = float(np.mean(prof)), float(np.mean([s.wall_us for s in after]))
     return (f"{path + ': ' if path else ''}the {len(prof)} profiled steps took "
             f"{p / 1e3:.1f} ms on average, the {len(after)} unprofiled steps right after them "
-            f"{a / 1e3:.1f} ms ({100 * (p / a - 1):+.0f} %): the machine changed within the run "
+            f"{a / 1e3:.1f} ms (the profiled ones {100 * (p / a - 1):+.0f} % against them): the machine changed within the run "
             "(other load, its speed) or the profiler cost that much; the model is of the "
             "profiled steps, and a validation of this run scores the unprofiled ones; "
             "re-capture on a quiet machine")

@@ -1,0 +1,81 @@
+"""A run's host speed is read from batches that measure identical work
+(calibration.calm.calm_produce): at num_workers=0 a batch made on the main thread's intra-op
+team while another process held a core spins at the team's barriers in CPU time.
+
+``cnn2t_nw0_loaded_tail`` is a real capture of a user's CNN (2 intra-op threads, the dataset's
+per-item work on them, num_workers=0, 2 shared cores, 2026-12-06 03:32, h-fresh11): batches
+3-4 and 34-53 of its 54 waited for a core, 34-38 as long as they ran, at 700-730 ms of CPU
+against 16-19 ms for the batches that did not wait."""
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stepsim.calibration.calm import calm_produce
+from stepsim.calibration.host_noise import MAX_WINDOW_SPEED, window_speed
+from stepsim.calibration.sidecar import load_sidecar
+from stepsim.calibration.sidecar_cross import step_window
+from stepsim.calibration.sidecar_fit import after_startup
+from stepsim.models.host_speed import LOAD_WARN
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def loaded(tmp_path):
+    path = tmp_path / "c" / "sidecar.json"
+    path.parent.mkdir()
+    with gzip.open(DATA / "cnn2t_nw0_loaded_tail.sidecar.json.gz", "rb") as src, \
+            open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return path, load_sidecar(path)
+
+
+def test_batches_that_waited_for_a_core_are_left_out(loaded):
+    _, side = loaded
+    recs = after_startup(side.produce)
+    kept = calm_produce(side, recs)
+    out = [r for r in recs if r not in kept]
+    assert len(out) >= 6 and len(kept) >= 30
+    assert all(r.run_wait_us <= LOAD_WARN * r.cpu_us for r in kept)
+    assert all(r.run_wait_us > LOAD_WARN * r.cpu_us for r in out)
+    # the waiting batches' CPU is the team's spinning: six at 10x the calm ones or more,
+    # while no calm batch passes 3x their median
+    med = np.median([r.cpu_us for r in kept])
+    assert sum(r.cpu_us > 10 * med for r in out) >= 6
+    assert all(r.cpu_us < 3 * med for r in kept)
+
+
+def test_window_speed_is_the_calm_batches_ratio(loaded):
+    """The window's batches against the run's calm ones: about 1.0 (the mean of every batch
+    made it 0.196, past MAX_WINDOW_SPEED's bound, and calibration called the records wrong)."""
+    _, side = loaded
+    lo, hi = step_window(side.steps)
+    kept = calm_produce(side, after_startup(side.produce))
+    want = (np.mean([r.work_us for r in kept if lo <= r.t_end_us <= hi])
+            / np.mean([r.work_us for r in kept]))
+    assert window_speed(side) == pytest.approx(want)
+    assert 0.9 < want < 1.1
+    every = after_startup(side.produce)
+    raw = (np.mean([r.work_us for r in every if lo <= r.t_end_us <= hi])
+           / np.mean([r.work_us for r in every]))
+    assert raw < 1 / MAX_WINDOW_SPEED     # the records, all counted, read as impossible
+
+
+def test_with_workers_every_batch_counts(loaded):
+    """With DataLoader workers the run's own threads wait for cores too, in every run of the
+    setting alike: no batch is left out."""
+    _, side = loaded
+    loader = side.loader.model_copy(update={"num_workers": 1})
+    other = side.model_copy(update={"loader": loader})
+    assert calm_produce(other, side.produce) == list(side.produce)
+
+
+def test_too_few_calm_batches_keep_them_all(loaded):
+    _, side = loaded
+    recs = [r for r in side.produce if r.run_wait_us > LOAD_WARN * r.cpu_us]
+    assert 0 < len(recs) and calm_produce(side, recs) == recs
