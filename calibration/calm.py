@@ -36,7 +36,13 @@ def calm_steps(side: Sidecar) -> list:
     waiting 220 ms for a core. The run's fault-free steps were three such, so the replicate,
     whose batches' produce took 1.002× the capture's CPU and whose 30 scored steps were calm
     (held 93 %), read as a host 5.85× slower: every interval 0.24–4.2× the point."""
-    rows = list(side.steps[1:])
+    return calm_among(side, list(side.steps[1:]))
+
+
+def calm_among(side: Sidecar, rows: list) -> list:
+    """Of ``rows`` (some of ``side``'s steps), those :func:`calm_steps` keeps by its rule, when
+    at least :data:`calibration.page_faults.MIN_STEPS` are; else ``rows``."""
+    rows = list(rows)
     if not _alone(side):
         return rows
     calm = [s for s in rows if s.run_wait_us is None

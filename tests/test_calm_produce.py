@@ -79,3 +79,24 @@ def test_too_few_calm_batches_keep_them_all(loaded):
     _, side = loaded
     recs = [r for r in side.produce if r.run_wait_us > LOAD_WARN * r.cpu_us]
     assert 0 < len(recs) and calm_produce(side, recs) == recs
+
+
+def test_profiled_drift_reads_the_calm_steps(loaded):
+    """The 8 profiled steps (58 ms) against the unprofiled steps after them: 20 calm at about
+    59 ms, 20 under outside load at 120-1900 ms. All counted, the window ran 0.17x its run
+    and every validation said so; the calm ones drift less than DRIFT_WARN."""
+    from stepsim.calibration.calm import calm_among
+    from stepsim.calibration.run_drift import (DRIFT_WARN, drift_ratio, profiled_drift,
+                                               settled_after)
+
+    _, side = loaded
+    prof = [s.wall_us for s in side.steps if s.profiled]
+    every = settled_after(side).steps
+    assert np.mean(prof) / np.mean([s.wall_us for s in every]) < 0.25
+    calm = calm_among(side, every)
+    assert 15 <= len(calm) < len(every)
+    assert abs(np.mean(prof) / np.mean([s.wall_us for s in calm]) - 1) <= DRIFT_WARN
+    assert drift_ratio(side) is None and profiled_drift(side) is None
+    # the same steps at num_workers=1 count whole: the drift is said
+    other = side.model_copy(update={"loader": side.loader.model_copy(update={"num_workers": 1})})
+    assert calm_among(other, every) == list(every)
