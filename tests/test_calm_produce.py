@@ -100,3 +100,17 @@ def test_profiled_drift_reads_the_calm_steps(loaded):
     # the same steps at num_workers=1 count whole: the drift is said
     other = side.model_copy(update={"loader": side.loader.model_copy(update={"num_workers": 1})})
     assert calm_among(other, every) == list(every)
+
+
+def test_team_overhead_note_reads_the_calm_steps(loaded):
+    """On 2 intra-op threads calibrate says the unprofiled ÷ profiled wall outside next() where
+    it is off 1 by more than 2 %: all steps counted, the loaded ones made it ×2.045 ("slower
+    unprofiled"); of the calm ones, within 2 % (nothing said)."""
+    from stepsim.calibration.profiler_overhead import overhead_factor, team_overhead_note
+
+    _, side = loaded
+    every = overhead_factor(side)
+    calm = overhead_factor(side, cores=True)
+    assert every.unprofiled_wall_us / every.profiled_wall_us > 1.5
+    assert abs(calm.unprofiled_wall_us / calm.profiled_wall_us - 1) <= 0.02
+    assert calm.n_unprofiled < every.n_unprofiled and team_overhead_note(side) is None
