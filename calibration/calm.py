@@ -18,8 +18,8 @@ def _alone(side: Sidecar) -> bool:
     """Whether none of the run's own threads is runnable beside its main thread's work: at
     ``num_workers=0``, on at most as many intra-op threads as cores, not a DDP rank (its
     backend's threads and the host's other ranks run beside it)."""
-    return (side.loader.num_workers == 0 and side.ddp is None
-            and (side.torch_num_threads or 1) <= (side.host_cores or 1))
+    return (side.loader.num_workers == 0 and getattr(side, "ddp", None) is None
+            and (side.torch_num_threads or 1) <= (getattr(side, "host_cores", None) or 1))
 
 
 def calm_steps(side: Sidecar) -> list:

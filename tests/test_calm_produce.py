@@ -114,3 +114,17 @@ def test_team_overhead_note_reads_the_calm_steps(loaded):
     assert every.unprofiled_wall_us / every.profiled_wall_us > 1.5
     assert abs(calm.unprofiled_wall_us / calm.profiled_wall_us - 1) <= 0.02
     assert calm.n_unprofiled < every.n_unprofiled and team_overhead_note(side) is None
+
+
+def test_a_spin_through_next_says_it_may_be_the_batchs_own_work(loaded):
+    """The capture's dataset runs torch ops per item on the intra-op team at 0 workers (each
+    batch's process CPU about twice its thread's), so next()'s process CPU beyond the main
+    thread is that work as much as the team's spin: the warning says both, not 'a floor'."""
+    from stepsim.calibration.team_stall import team_spin_from_sidecar
+
+    _, side = loaded
+    kept = calm_produce(side, side.produce)
+    assert np.median([r.proc_cpu_us / r.cpu_us for r in kept]) > 1.7
+    fields, sources, warn = team_spin_from_sidecar(side)
+    assert sources["host.team_spin_us"] == "measured" and len(warn) == 1
+    assert "the batch's own work on the team's threads" in warn[0]
