@@ -190,18 +190,21 @@ def scored_note(n: int, scored_us: float, traced_us: float) -> str:
 
 
 def _drift_steps(side) -> tuple[list, list]:
-    """The profiled steps and the settled unprofiled ones after them (:func:`settled_after`)
-    that :func:`calibration.calm.calm_among` keeps: at ``num_workers=0`` not those whose
-    intra-op team waited for a core another process held. A user's capture (2-thread CNN,
-    2026-12-06 03:32, h-fresh11) had 20 calm unprofiled steps at 59 ms and 20 at 120-1900 ms
-    under outside load, so its 58 ms profiled window read as 0.17× its run and every
-    validation of its model said the window's drift was in each prediction, no interval
-    covering it; its calm steps drift 0 %."""
+    """Every profiled step (the model is of them all) and the settled unprofiled ones after
+    them (:func:`settled_after`) that :func:`calibration.calm.calm_among` keeps: at
+    ``num_workers=0`` not those whose intra-op team waited for a core another process held,
+    the run's pace without that load. A user's capture (2-thread CNN, 2026-12-06 03:32,
+    h-fresh11) had 20 calm unprofiled steps at 59 ms and 20 at 120-1900 ms under outside
+    load, so its 58 ms profiled window read as 0.17× its run and every validation of its
+    model said the window's drift was in each prediction, no interval covering it; against
+    its calm steps it drifts 0 %. Another (03:56) had 3 of its 8 profiled steps at
+    325-962 ms under load, a window of 271 ms against 66 ms after it: said, since every
+    prediction from it was 3.7-4.2× the re-measured runs."""
     from stepsim.calibration.calm import calm_among
 
     if side is None:
         return [], []
-    prof = calm_among(side, [s for s in side.steps if s.profiled])
+    prof = [s for s in side.steps if s.profiled]
     return prof, calm_among(side, settled_after(side).steps)
 
 

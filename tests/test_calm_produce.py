@@ -128,3 +128,22 @@ def test_a_spin_through_next_says_it_may_be_the_batchs_own_work(loaded):
     fields, sources, warn = team_spin_from_sidecar(side)
     assert sources["host.team_spin_us"] == "measured" and len(warn) == 1
     assert "the batch's own work on the team's threads" in warn[0]
+
+
+def test_a_loaded_profiled_window_is_said(tmp_path):
+    """``cnn2t_nw0_loaded_window``: the same CNN (2026-12-06 03:56, load 3.6), 3 of its 8
+    profiled steps at 325-962 ms under outside load, the steps after the window 66 ms. The
+    model is of every profiled step (a window of 271 ms), so the drift counts them all and is
+    said: every prediction from that model was 3.7-4.2x the re-measured runs."""
+    from stepsim.calibration.run_drift import drift_ratio, profiled_drift
+
+    path = tmp_path / "w" / "sidecar.json"
+    path.parent.mkdir()
+    with gzip.open(DATA / "cnn2t_nw0_loaded_window.sidecar.json.gz", "rb") as src, \
+            open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    side = load_sidecar(path)
+    prof = [s.wall_us for s in side.steps if s.profiled]
+    assert len(prof) == 8 and np.mean(prof) > 3 * np.median(prof)
+    assert drift_ratio(side) > 3
+    assert "the 8 profiled steps" in profiled_drift(side)
