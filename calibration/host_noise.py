@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import brentq
 
+from stepsim.calibration.calm import calm_produce, calm_steps
 from stepsim.calibration.page_faults import MIN_FAULTS, MIN_STEPS, refault_fit
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
@@ -49,11 +50,14 @@ def window_speed(side: Sidecar) -> float | None:
     0.75–1.20× between a run's window and the run (an H200 machine's 16 cores, 2026-12-04;
     0.93–1.02× on a quiet 2-core machine). Produce is the gauge: the same work per batch,
     CPU time (waiting for a core does not count), and in worker processes the profiler does
-    not slow. None without produce instants, with fewer than 3 batches in the window, with
+    not slow; at ``num_workers=0`` a batch whose intra-op team waited for a core another
+    process held is left out (:func:`calibration.calm.calm_produce`). None without produce
+    instants, with fewer than 3 batches in the window, with
     none outside it, or with a centre of 0 (:func:`at_run_speed` bounds the rest by
     :data:`MAX_WINDOW_SPEED`)."""
     nw = side.loader.num_workers
-    recs = after_startup([r for r in side.produce if (r.worker < 0) == (nw == 0)])
+    recs = calm_produce(side, after_startup(
+        [r for r in side.produce if (r.worker < 0) == (nw == 0)]))
     span = step_window(side.steps)
     if span is None or not recs or any(r.t_end_us is None for r in recs):
         return None
@@ -155,7 +159,7 @@ def _work_parts(side: Sidecar, per_fault: float | None = None) -> dict[str, floa
     2026-12-05) fitted 4.64 and 2.50 µs a fault over about 6,000 faults a step, which made
     the replicate's identical work 1.371× the capture's, where one cost per fault (any of 0,
     2.5, 3.5 or 4.64 µs) gives 1.07–1.09× (its produce 1.01×, raw step CPU 1.10×)."""
-    produce = [r.work_us for r in after_startup(side.produce)]
+    produce = [r.work_us for r in calm_produce(side, after_startup(side.produce))]
     # the steps that did not re-fault their memory where the sidecar counts faults: whether a
     # run re-faults is its heap's (calibration.page_faults), not the host's speed
     rows = calm_steps(side)
@@ -167,29 +171,6 @@ def _work_parts(side: Sidecar, per_fault: float | None = None) -> dict[str, floa
         steps = rows
     train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0) for s in steps]
     return {k: float(CENTRE(x)) for k, x in (("produce", produce), ("train", train)) if x}
-
-
-def calm_steps(side: Sidecar) -> list:
-    """``side``'s steps after its first that measure identical work: at ``num_workers=0`` on
-    at most as many intra-op threads as cores, where none of the run's own threads is runnable
-    beside the step, those whose main thread waited for a core (run-queue wait) no more than
-    :data:`LOAD_WARN` × its CPU time outside ``next()``, when at least
-    :data:`calibration.page_faults.MIN_STEPS` are; else every step after the first (a DDP
-    rank's steps too: its backend's threads and the host's other ranks run beside them).
-
-    A core another process holds stalls torch's intra-op team, whose threads spin at its
-    barriers in CPU time: measured on a user's 2-thread CNN (2026-12-05, 2 shared cores), the
-    steps that waited took 245 ms of main-thread CPU where the calm ones took 42 ms, each
-    waiting 220 ms for a core. The run's fault-free steps were three such, so the replicate,
-    whose batches' produce took 1.002× the capture's CPU and whose 30 scored steps were calm
-    (held 93 %), read as a host 5.85× slower: every interval 0.24–4.2× the point."""
-    rows = list(side.steps[1:])
-    if (side.loader.num_workers != 0 or (side.torch_num_threads or 1) > (side.host_cores or 1)
-            or side.ddp is not None):   # a DDP rank: its backend's threads and other ranks
-        return rows
-    calm = [s for s in rows if s.run_wait_us is None
-            or s.run_wait_us <= LOAD_WARN * max(s.cpu_us - s.next_cpu_us, 0.0)]
-    return calm if len(calm) >= MIN_STEPS else rows
 
 
 def _same_setting(a: Sidecar, b: Sidecar) -> str | None:

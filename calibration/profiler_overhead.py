@@ -80,12 +80,14 @@ def _wall_us(steps) -> float:
     return float(np.median([max(s.wall_us - s.next_wall_us, 0.0) for s in steps]))
 
 
-def overhead_factor(side: Sidecar | None, calm: bool = False) -> OverheadFactor | None:
+def overhead_factor(side: Sidecar | None, calm: bool = False,
+                    cores: bool = False) -> OverheadFactor | None:
     """The profiler-overhead factor of one capture (see the module docstring), or None when
     its sidecar does not say which steps ran unprofiled (written before ``profiler_on`` was
     recorded) or holds fewer than :data:`MIN_STEPS` of either kind with CPU time. ``calm``:
     of the steps of each kind without a system-CPU spike (:func:`calibration.sys_spikes.spikes`;
-    all where the sidecar cannot tell)."""
+    all where the sidecar cannot tell). ``cores``: of the steps of each kind whose intra-op
+    team did not wait for a core another process held (:func:`calibration.calm.calm_among`)."""
     from scipy.stats import t as student_t
 
     from stepsim.calibration.sys_spikes import spikes
@@ -97,6 +99,10 @@ def overhead_factor(side: Sidecar | None, calm: bool = False) -> OverheadFactor 
     rows = [s for s, x in zip(steps, spiked) if not x and step_work_us(s) > 0]
     rows_u = [s for s in rows if s is not steps[0] and not s.profiler_on and not s.profiled]
     rows_p = [s for s in rows if s.profiled]
+    if cores:
+        from stepsim.calibration.calm import calm_among
+
+        rows_u, rows_p = calm_among(side, rows_u), calm_among(side, rows_p)
     unprof = np.array([step_work_us(s) for s in rows_u])
     prof = np.array([step_work_us(s) for s in rows_p])
     if min(unprof.size, prof.size) < MIN_STEPS:
@@ -210,7 +216,7 @@ def team_overhead_note(side: Sidecar | None) -> str | None:
     says so instead of naming it."""
     if side is None or (side.torch_num_threads or 1) <= 1:
         return None
-    f = overhead_factor(side)
+    f = overhead_factor(side, cores=True)   # a user's 20 loaded steps had made it ×2.045
     if f is None or f.profiled_wall_us <= 0 or f.unprofiled_wall_us <= 0:
         return None
     r = f.unprofiled_wall_us / f.profiled_wall_us

@@ -189,15 +189,34 @@ def scored_note(n: int, scored_us: float, traced_us: float) -> str:
             f"ms, {d:+.1f} % of that ({why})")
 
 
+def _drift_steps(side) -> tuple[list, list]:
+    """Every profiled step (the model is of them all) and the settled unprofiled ones after
+    them (:func:`settled_after`) that :func:`calibration.calm.calm_among` keeps: at
+    ``num_workers=0`` not those whose intra-op team waited for a core another process held,
+    the run's pace without that load. A user's capture (2-thread CNN, 2026-12-06 03:32,
+    h-fresh11) had 20 calm unprofiled steps at 59 ms and 20 at 120-1900 ms under outside
+    load, so its 58 ms profiled window read as 0.17× its run and every validation of its
+    model said the window's drift was in each prediction, no interval covering it; against
+    its calm steps it drifts 0 %. Another (03:56) had 3 of its 8 profiled steps at
+    325-962 ms under load, a window of 271 ms against 66 ms after it: said, since every
+    prediction from it was 3.7-4.2× the re-measured runs."""
+    from stepsim.calibration.calm import calm_among
+
+    if side is None:
+        return [], []
+    prof = [s for s in side.steps if s.profiled]
+    return prof, calm_among(side, settled_after(side).steps)
+
+
 def drift_ratio(side) -> float | None:
     """The capture's profiled steps' mean wall time over its settled unprofiled steps' after
-    the window (:func:`settled_after`) when it differs from 1 by more than
+    the window (:func:`_drift_steps`) when it differs from 1 by more than
     :data:`DRIFT_WARN`; None otherwise, or without both."""
-    after = settled_after(side).steps if side is not None else []
-    prof = [s.wall_us for s in side.steps if s.profiled] if side is not None else []
+    prof, after = _drift_steps(side)
     if len(after) < MIN_AFTER_STEPS or not prof:
         return None
-    p, a = float(np.mean(prof)), float(np.mean([s.wall_us for s in after]))
+    p = float(np.mean([s.wall_us for s in prof]))
+    a = float(np.mean([s.wall_us for s in after]))
     if a <= 0 or abs(p / a - 1) <= DRIFT_WARN:
         return None
     return p / a
@@ -209,12 +228,12 @@ def profiled_drift(side, path: str = "") -> str | None:
     :data:`DRIFT_WARN` (None otherwise, or without both)."""
     if drift_ratio(side) is None:
         return None
-    after = settled_after(side).steps
-    prof = [s.wall_us for s in side.steps if s.profiled]
-    p, a = float(np.mean(prof)), float(np.mean([s.wall_us for s in after]))
+    prof, after = _drift_steps(side)
+    p = float(np.mean([s.wall_us for s in prof]))
+    a = float(np.mean([s.wall_us for s in after]))
     return (f"{path + ': ' if path else ''}the {len(prof)} profiled steps took "
             f"{p / 1e3:.1f} ms on average, the {len(after)} unprofiled steps right after them "
-            f"{a / 1e3:.1f} ms ({100 * (p / a - 1):+.0f} %): the machine changed within the run "
+            f"{a / 1e3:.1f} ms (the profiled ones {100 * (p / a - 1):+.0f} % against them): the machine changed within the run "
             "(other load, its speed) or the profiler cost that much; the model is of the "
             "profiled steps, and a validation of this run scores the unprofiled ones; "
             "re-capture on a quiet machine")

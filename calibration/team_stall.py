@@ -105,7 +105,10 @@ def team_spin_from_sidecar(side) -> tuple[dict, dict, list[str]]:
     per other thread, the median over the unprofiled steps (the profiler's own threads are
     out). Measured on a user's CNN (torch's 2 threads, 2 cores, 2026-12-05): 7.4–8.0 ms in a
     16 ms ``next()``, libgomp's spin count before a waiting thread sleeps. When it lasts
-    through the whole ``next()`` it is a floor, said in a warning; a capture with workers
+    through the whole ``next()`` it is a floor, or the batch's own work on the team (a
+    user's dataset of torch ops per item, 2026-12-06, h-fresh11: at 0 workers each batch's
+    process CPU 31–40 ms against its thread's 16–19 ms, in a 1-thread worker 18–21 ms), said
+    in a warning; a capture with workers
     cannot separate it from the pin-memory thread's and the workers' hand-over: 0, assumed.
     Unprofiled here is ``profiled`` false, as in :func:`calibration.sidecar_fit.probe_base_steps`
     but with no start-up steps left out: a 0-worker capture has no workers to start."""
@@ -118,11 +121,18 @@ def team_spin_from_sidecar(side) -> tuple[dict, dict, list[str]]:
             "intra-op team spin not measured (it needs a 0-worker capture with the process's "
             "CPU time): the step's other threads are taken to sleep at once after its last "
             "parallel region, so a what-if with workers may price the team's stall low"]
+    from stepsim.calibration.calm import calm_among
+
+    steps = calm_among(side, steps)     # not those another process's load stalled
     spin = float(np.median([max(s.next_proc_cpu_us - s.next_cpu_us, 0.0) / (team - 1)
                             for s in steps]))
     nxt = float(np.median([s.next_wall_us for s in steps]))
     warn = []
     if spin >= 0.9 * nxt:
-        warn.append(f"intra-op team spin {spin / 1e3:.1f} ms lasted through next() "
-                    f"({nxt / 1e3:.1f} ms): a floor (measured)")
+        warn.append(f"intra-op team spin {spin / 1e3:.1f} ms per other thread lasted "
+                    f"through next() ({nxt / 1e3:.1f} ms): the team's spin after the step, "
+                    "a floor, or the batch's own work on the team's threads where the "
+                    "dataset's items run torch ops (next()'s process CPU cannot tell them "
+                    "apart); taken as spin (measured), what-ifs with workers may price the "
+                    "team's stall high or low")
     return {"team_spin_us": spin}, {"host.team_spin_us": "measured"}, warn

@@ -72,6 +72,9 @@ def test_calibration_says_when_the_profiled_steps_differ_from_the_unprofiled_one
     said = [w for w in calibrate(tmp_path / "c").meta.warnings
             if "unprofiled steps right after them" in w]
     assert len(said) == 1 and "re-capture on a quiet machine" in said[0]
+    # the percentage says which way: the profiled steps longer (it had read "(+40 %)" beside
+    # the unprofiled mean, and "(-83 %)" for unprofiled steps 6x the profiled ones')
+    assert "(the profiled ones +" in said[0] and " % against them)" in said[0]
     # the same steps, with the unprofiled ones as long as the profiled ones: nothing said
     from stepsim.calibration.run_drift import profiled_drift
     from stepsim.calibration.sidecar import load_sidecar
