@@ -256,11 +256,15 @@ print(json.dumps({'s': dt, 'peak_mb': max(ru.ru_maxrss, rc.ru_maxrss) / 1e3,
 
 
 def child(what: str, path: Path, timeout: float, extra: tuple = ()) -> dict:
+    """``what`` (``orjson`` or ``calibrate``) of ``path`` in a fresh process, with stepsim's
+    bytecode compiled once, as an installed copy has it (``bench/installed.py``): the modules
+    ``calibrate`` imports inside the timed call are not compiled again in every run."""
     out = CACHE / "calibrated.json"
+    CACHE.mkdir(exist_ok=True)
     try:
         p = subprocess.run([PY, "-c", _CHILD, what, str(path), str(out), *extra],
-                           capture_output=True,
-                           text=True, timeout=timeout)
+                           capture_output=True, text=True, timeout=timeout,
+                           env=installed_env(CACHE))
     except subprocess.TimeoutExpired:
         return {"s": float("inf"), "peak_mb": float("nan"), "cpu_s": float("nan"),
                 "error": f"did not finish in {timeout:.0f} s"}
