@@ -102,6 +102,7 @@ def cross_check(p: Path, side, given: int | None = None) -> list[str]:
     notes += _whole_dataset(p, side)
     notes += _iter_start(p, side)
     notes += _ddp_threads(p, side)
+    notes += _cold_probe(p, side)
     return notes
 
 
@@ -124,6 +125,35 @@ def _ddp_threads(p: Path, side) -> list[str]:
     return [f"{p.name}: dropped {len(bad)} of {len(threads)} 'ddp.threads' "
             f"record(s) that cannot be right (first: ddp.threads.{i}: {t.name or t.tid} "
             f"CPU {t.cpu_us:g} µs past the profiled steps' span of {span:g} µs)"]
+
+
+def _cold_probe(p: Path, side) -> list[str]:
+    """Drop (in place) a cold-resume probe record (``ddp.cold_probe``) whose backward's CPU,
+    after the pause or without it, passes the longest wall of the loop's step records: the
+    probe's steps are steps of the same loop (:func:`demo.ddp_job.cold_probe`), and one
+    thread's CPU over a part of a step cannot pass the step's wall. A cold backward refetches
+    data every step fetches; the probe measured it 0.04-0.33 over the hot one, 1.1-1.4 ms
+    against step walls of 6-9 ms (2026-12-06), so the bound holds it with room (inferred).
+    A cold CPU of 1e11 µs (28 h) calibrated silently into a share of 8.5e7, and a 20 ms
+    straggler what-if predicted a 3.8-day step."""
+    probe = side.ddp.cold_probe if side.ddp is not None else []
+    walls = [s.wall_us for s in side.steps]
+    if not probe or not walls:
+        return []
+    wall = max(walls)
+    why = {}
+    for i, c in enumerate(probe):
+        for name in ("hot_cpu_us", "cold_cpu_us"):
+            if _past_wall(getattr(c, name), wall):
+                why[i] = (f"{name} {getattr(c, name):g} µs past the longest step's wall_us "
+                          f"of {wall:g} µs (a backward is part of a step)")
+                break
+    if not why:
+        return []
+    first = min(why)
+    side.ddp.cold_probe = [c for i, c in enumerate(probe) if i not in why]
+    return [f"{p.name}: dropped {len(why)} of {len(probe)} 'ddp.cold_probe' record(s) that "
+            f"cannot be right (first: ddp.cold_probe.{first}: {why[first]})"]
 
 
 def _steps(p: Path, steps, where: str) -> None:
