@@ -103,6 +103,7 @@ def cross_check(p: Path, side, given: int | None = None) -> list[str]:
     notes += _iter_start(p, side)
     notes += _ddp_threads(p, side)
     notes += _cold_probe(p, side)
+    notes += _bucket_cpu(p, side, cores)
     return notes
 
 
@@ -154,6 +155,32 @@ def _cold_probe(p: Path, side) -> list[str]:
     side.ddp.cold_probe = [c for i, c in enumerate(probe) if i not in why]
     return [f"{p.name}: dropped {len(why)} of {len(probe)} 'ddp.cold_probe' record(s) that "
             f"cannot be right (first: ddp.cold_probe.{first}: {why[first]})"]
+
+
+def _bucket_cpu(p: Path, side, cores: int | None) -> list[str]:
+    """Drop (in place) the bucket marks (``ddp.bucket_cpu``) where one's backend CPU passes
+    what the host's ``cores`` could run in its ``steps`` steps: each mark's interval lies in a
+    step, so its threads' CPU is at most steps x the longest step wall x cores (with the
+    clocks' slack). The marks are one sequence (bucket k's interval ends at bucket k+1's
+    readiness; :mod:`calibration.gloo_preempt` reads all but the last), so all are dropped and
+    the job is calibrated as one without marks. A mark of 1e12 µs over 4 steps of 20 ms on 2
+    cores calibrated with exit 0, half of each backward taken out as preemption."""
+    marks = side.ddp.bucket_cpu if side.ddp is not None else []
+    walls = [s.wall_us for s in side.steps]
+    if not marks or not walls or not cores:
+        return []
+    wall = max(walls)
+    bad = [(i, b) for i, b in enumerate(marks) if _past_wall(b.cpu_us, b.steps * wall * cores)]
+    if not bad:
+        return []
+    i, b = bad[0]
+    side.ddp.bucket_cpu = []
+    rest = "" if len(bad) == len(marks) else \
+        f"; {len(marks) - len(bad)} more with them, one sequence"
+    return [f"{p.name}: dropped {len(marks)} of {len(marks)} 'ddp.bucket_cpu' record(s) that "
+            f"cannot be right{rest} (first: "
+            f"ddp.bucket_cpu.{i}: CPU {b.cpu_us:g} µs past {b.steps} step(s) x the longest "
+            f"step's wall_us of {wall:g} µs x {cores} core(s))"]
 
 
 def _steps(p: Path, steps, where: str) -> None:

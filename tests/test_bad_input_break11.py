@@ -177,3 +177,49 @@ def test_a_negative_width_by_source_is_not_a_record(tmp_path):
     rc, err, _ = cli("ledger", p)
     one_line_error(rc, err, "ledger.jsonl", "width_sources_pct['host.cpu_scale'] -50 %",
                    "at least 0")
+
+
+def _marks(tmp_path, cpu_us):
+    """The sidecar of :func:`_sidecar` (10 ms steps) on 2 cores with three bucket marks."""
+    p = _sidecar(tmp_path, [])
+    d = json.loads(p.read_text())
+    d["host_cores"] = 2
+    d["ddp"]["bucket_cpu"] = [{"bytes": 1 << 20, "cpu_us": c, "steps": 4} for c in cpu_us]
+    p.write_text(json.dumps(d))
+    return p
+
+
+@pytest.mark.parametrize("cpu_us, dropped", [
+    ([100.0, 4 * 10_000.0 * 2 * 1.01 + 1000.0, 100.0], False),   # at the bound
+    ([100.0, 4 * 10_000.0 * 2 * 1.01 + 1000.5, 100.0], True),
+    ([1e12] * 3, True),
+])
+def test_a_bucket_mark_past_the_cores_drops_the_sequence(tmp_path, cpu_us, dropped):
+    """Closed form: a mark's backend CPU over ``steps`` steps is at most steps x the longest
+    wall (10 ms) x host_cores (2), past the clocks' slack; one that passes drops every mark
+    (they are one sequence), said once. A mark of 1e12 µs calibrated silently, half of each
+    backward taken out as preemption."""
+    side = load_sidecar(_marks(tmp_path, cpu_us))
+    if not dropped:
+        assert side.dropped == [] and len(side.ddp.bucket_cpu) == 3
+        return
+    (note,) = side.dropped
+    assert note.startswith("rank0.sidecar.json: dropped 3 of 3 'ddp.bucket_cpu' record(s) that "
+                           "cannot be right"), note
+    assert ("; 2 more with them, one sequence (first: ddp.bucket_cpu.1:" in note) \
+        == (cpu_us[0] == 100.0), note
+    assert side.ddp.bucket_cpu == []
+
+
+def test_a_parameter_of_negative_dims_refuses_the_sidecar(tmp_path):
+    """``shape [-256, -256]``: numel 65,536, as the product says, and it passed."""
+    p = _sidecar(tmp_path, [])
+    d = json.loads(p.read_text())
+    d["ddp"]["params"] = [{"name": "w", "shape": [-256, -256], "numel": 65536,
+                           "dtype": "float32", "bytes": 262144}]
+    p.write_text(json.dumps(d))
+    from stepsim.simcore.errors import InputError
+
+    with pytest.raises(InputError, match=r"rank0.sidecar.json: bad sidecar field "
+                                         r"ddp.params.0.shape.0: .*greater than or equal to 0"):
+        load_sidecar(p)
