@@ -223,3 +223,45 @@ def test_a_parameter_of_negative_dims_refuses_the_sidecar(tmp_path):
     with pytest.raises(InputError, match=r"rank0.sidecar.json: bad sidecar field "
                                          r"ddp.params.0.shape.0: .*greater than or equal to 0"):
         load_sidecar(p)
+
+
+def _append_after(path, start, n):
+    from stepsim.scenarios.validate import append_ledger
+
+    from tests.test_ledger import _rec
+
+    start.wait(60)
+    for i in range(n):
+        append_ledger(path, _rec(float(i), True))
+
+
+def test_processes_creating_a_ledger_in_a_new_folder_keep_every_record(tmp_path):
+    """A ledger whose folder was not there yet: ``updating`` ran unlocked until the first
+    write made the folder, and 4 processes appending 10 records each kept 38-39 of the 40
+    (3 runs). The folder is made before the lock is taken; 5 times, the 4 starting at once."""
+    import multiprocessing as mp
+
+    from stepsim.scenarios.validate import read_ledger
+
+    ctx = mp.get_context("fork")
+    for k in range(5):
+        path = tmp_path / f"run{k}" / "new" / "deeper" / "ledger.jsonl"
+        start = ctx.Barrier(4)     # every first append at once: the window of the race
+        procs = [ctx.Process(target=_append_after, args=(path, start, 10)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+        assert [p.exitcode for p in procs] == [0] * 4
+        assert len(read_ledger(path)) == 40
+        assert [f.name for f in path.parent.iterdir()] == ["ledger.jsonl"]
+
+
+def test_a_ledger_under_a_file_is_one_line(tmp_path):
+    from stepsim.scenarios.validate import append_ledger, LedgerRecord
+    from stepsim.simcore.errors import InputError
+
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(InputError, match="notes.txt is a file, not a folder"):
+        append_ledger(tmp_path / "notes.txt" / "l.jsonl", LedgerRecord.model_validate(_RECORD))
+    assert (tmp_path / "notes.txt").read_text() == "x"
