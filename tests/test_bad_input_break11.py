@@ -265,3 +265,37 @@ def test_a_ledger_under_a_file_is_one_line(tmp_path):
     with pytest.raises(InputError, match="notes.txt is a file, not a folder"):
         append_ledger(tmp_path / "notes.txt" / "l.jsonl", LedgerRecord.model_validate(_RECORD))
     assert (tmp_path / "notes.txt").read_text() == "x"
+
+
+@pytest.mark.parametrize("accum", [3, 7, 64])
+def test_a_chosen_step_count_holds_whole_optimizer_steps(accum):
+    """Closed form: with ``comm.grad_accum_steps`` = k the chosen count is a multiple of k,
+    so the mean holds n/k optimizer steps whatever the warm-up (before, 80 micro-batch steps
+    of ``micro_batches=1000000`` held none and predicted a 1.8x speed-up)."""
+    from stepsim.models.ddp import apply_ddp
+    from stepsim.models.stepcount import simulate_counted
+    from tests.test_ddp import ddp_model
+
+    m = apply_ddp(ddp_model(accum=accum))
+    res, count = simulate_counted(m, None, warmup=5, seed=0)
+    n = len(res.step_us[0])
+    assert n % accum == 0 and n >= accum
+    steps = res.step_us[0]   # a no_sync step is the micro-batch alone (90 ms); the sync
+    assert int((steps > steps.min() + 1.0).sum()) == n // accum   # steps run longer
+
+
+def test_a_step_count_without_an_optimizer_step_is_one_line(tmp_path):
+    from stepsim.models.ddp import apply_ddp
+    from stepsim.models.params import save_model
+    from tests.test_ddp import ddp_model
+
+    p = tmp_path / "m.json"
+    save_model(apply_ddp(ddp_model(accum=4)), p)
+    rc, err, _ = cli("simulate", p, "--steps", "3")
+    one_line_error(rc, err, "m.json", "comm.grad_accum_steps=4: 3 step(s) given")
+    rc, err, _ = cli("whatif", p, "--fix", "grad_accumulation:micro_batches=1000000",
+                     "--draws", "0")
+    one_line_error(rc, err, "comm.grad_accum_steps=1000000: at most",
+                   "fewer than one optimizer step")
+    rc, err, out = cli("simulate", p, "--steps", "4")
+    assert rc == 0, err
