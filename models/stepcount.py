@@ -27,7 +27,7 @@ from stepsim.simcore.errors import SimulationError
 
 __all__ = ["SE_TARGET", "FIRST_STEPS", "MAX_STEPS", "MAX_WORK", "DRAW_STEPS", "BATCHES",
            "StepCount", "mean_std_error_us", "simulate_counted", "step_bound", "thread_pieces",
-           "draw_bound"]
+           "draw_bound", "whole_cycles"]
 
 SE_TARGET = 0.01
 """The standard error of the mean step, as a fraction of the mean, below which a chosen step
@@ -184,3 +184,16 @@ def _short_of_a_cycle(what: str, accum: int) -> str:
     return (f"comm.grad_accum_steps={accum}: {what}, fewer than one optimizer step "
             f"({accum} micro-batch steps); the mean would hold no collective and no optimizer "
             "work")
+
+
+def whole_cycles(model: StepModel, n: int) -> int:
+    """``n`` steps rounded up to whole optimizer steps of ``model``'s
+    ``comm.grad_accum_steps`` (a fixed count that a comparison simulates).
+
+    Raises:
+        SimulationError: one cycle is past :func:`step_bound`."""
+    accum = model.comm.grad_accum_steps
+    if accum > max(n, step_bound(model)):
+        raise SimulationError(_short_of_a_cycle(f"at most {step_bound(model)} steps simulated "
+                                                "(stepcount.step_bound)", accum))
+    return _cycles(n, accum)

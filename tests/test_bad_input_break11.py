@@ -299,3 +299,21 @@ def test_a_step_count_without_an_optimizer_step_is_one_line(tmp_path):
                    "fewer than one optimizer step")
     rc, err, out = cli("simulate", p, "--steps", "4")
     assert rc == 0, err
+
+
+def test_a_fixed_comparison_count_is_whole_cycles_and_bounded():
+    """Closed form: 40 steps become ceil(40 / k) x k; a cycle past the bound is a one-line
+    SimulationError (caught where a caveat prices intra-op threads: 1e6 micro-batches would
+    have simulated 40 of them and called the mean the step's)."""
+    from stepsim.models.ddp import apply_ddp
+    from stepsim.models.stepcount import step_bound, whole_cycles
+    from stepsim.simcore.errors import SimulationError
+    from tests.test_ddp import ddp_model
+
+    for k, want in ((1, 40), (3, 42), (40, 40), (64, 64)):
+        assert whole_cycles(apply_ddp(ddp_model(accum=k)), 40) == want
+    m = apply_ddp(ddp_model(accum=1))
+    big = m.model_copy(update={"comm": m.comm.model_copy(
+        update={"grad_accum_steps": step_bound(m) + 1})})
+    with pytest.raises(SimulationError, match="fewer than one optimizer step"):
+        whole_cycles(big, 40)
