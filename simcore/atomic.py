@@ -44,6 +44,10 @@ def make_folder(folder: Path, output: Path | None = None) -> None:
         # not a folder, checked again: another process (the other DDP rank) may have made it
         # since the check above
         if (part.exists() or part.is_symlink()) and not part.is_dir():
+            if part.is_symlink() and not part.exists():   # dangling, or a loop
+                raise InputError(output or folder, f"cannot be {'written' if output else 'made'}"
+                                 f": {shown(part)} is a symbolic link to nothing (its target "
+                                 "is missing, or the links form a loop)")
             if output is None and part == folder:
                 raise InputError(folder, "is a file, expected a folder")
             raise InputError(output or folder, f"cannot be {'written' if output else 'made'}: "
@@ -117,6 +121,20 @@ def _follow_links(path: Path) -> Path:
     return real
 
 
+def _link_target(path: Path) -> Path:
+    """:func:`_follow_links`, refusing a dangling link whose target's folder is missing: the
+    file is written where the link points, as ``open()`` would, but no folder is made there
+    (``-o link``, a link to ``/nonexistent/dir``, made ``/nonexistent`` at the root).
+
+    Raises:
+        InputError: a loop, or such a dangling link."""
+    real = _follow_links(path)
+    if real != path and not real.parent.is_dir():
+        raise InputError(path, f"is a symbolic link to {shown(real)}, whose folder does not "
+                               "exist (no folder is made through a link)")
+    return real
+
+
 def _refuse_folder(path: Path, text: str) -> None:
     if text.endswith(("/", os.sep)) or path.is_dir():
         raise InputError(path, "is a directory, expected an output file name")
@@ -135,7 +153,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     text, path = str(path), Path(path)
     _refuse_folder(path, text)
-    path = _follow_links(path)
+    path = _link_target(path)
     if path.exists() and not path.is_file():
         raise InputError(path, "is not a regular file; refusing to replace it")
     make_folder(path.parent, path)
@@ -186,7 +204,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     text = str(path)
     path = Path(path)
     _refuse_folder(path, text)
-    path = _follow_links(path)
+    path = _link_target(path)
     if path.exists() and not path.is_file():
         mode = path.stat().st_mode
         if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
@@ -221,7 +239,7 @@ def updating(path: str | Path) -> Iterator[None]:
 
     Raises:
         InputError, OSError: the folder cannot be made (:func:`make_folder`)."""
-    target = _follow_links(Path(path))
+    target = _link_target(Path(path))
     folder = target.parent
     make_folder(folder, target)
     try:

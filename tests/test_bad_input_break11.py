@@ -317,3 +317,35 @@ def test_a_fixed_comparison_count_is_whole_cycles_and_bounded():
         update={"grad_accum_steps": step_bound(m) + 1})})
     with pytest.raises(SimulationError, match="fewer than one optimizer step"):
         whole_cycles(big, 40)
+
+
+def test_a_dangling_output_link_makes_no_folder_where_it_points(tmp_path):
+    """``--chrome-trace link`` where the link names ``<tmp>/gone/deeper/t.json``: the write
+    made ``gone/deeper`` (a link to /nonexistent/dir made /nonexistent at the root). Refused
+    in one line; a dangling link whose folder exists is written through, as open() does."""
+    from stepsim.simcore.atomic import write_atomic
+    from stepsim.simcore.errors import InputError
+
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "gone" / "deeper" / "t.json")
+    with pytest.raises(InputError, match=r"link.json: is a symbolic link to .*gone/deeper/"
+                                         r"t.json, whose folder does not exist"):
+        write_atomic(link, b"x")
+    assert not (tmp_path / "gone").exists() and link.is_symlink()
+    ok = tmp_path / "ok.json"
+    ok.symlink_to(tmp_path / "there.json")
+    write_atomic(ok, b"y")
+    assert ok.is_symlink() and (tmp_path / "there.json").read_bytes() == b"y"
+
+
+@pytest.mark.parametrize("target", ["loop", "missing"])
+def test_an_output_under_a_link_to_nothing_says_so(tmp_path, target):
+    """``-o loop/x.json`` said 'loop is a file, not a folder'."""
+    from stepsim.simcore.atomic import write_atomic
+    from stepsim.simcore.errors import InputError
+
+    link = tmp_path / "d"
+    link.symlink_to(link if target == "loop" else tmp_path / "missing")
+    with pytest.raises(InputError, match="d is a symbolic link to nothing"):
+        write_atomic(link / "x.json", b"x")
+    assert not (tmp_path / "missing").exists()
