@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepsim.calibration.sidecar_records import drop_overrunning_steps
+from stepsim.calibration.sidecar_records import dropped_note, drop_overrunning_steps
 from stepsim.simcore.errors import InputError
 
 CPU_PAST_WALL = 10
@@ -70,8 +70,8 @@ def _remove(p: Path, owner, why: dict[int, str], where: str) -> list[str]:
         return []
     total, first = len(owner.produce), min(why)
     owner.produce = [r for i, r in enumerate(owner.produce) if i not in why]
-    return [f"{p.name}: dropped {len(why)} of {total} '{where}produce' record(s) that cannot "
-            f"be right (first: {where}produce.{first}: {why[first]})"]
+    return [dropped_note(p, f"{where}produce", len(why), total,
+                         f"{where}produce.{first}: {why[first]}")]
 
 
 def cross_check(p: Path, side, given: int | None = None) -> list[str]:
@@ -123,9 +123,9 @@ def _ddp_threads(p: Path, side) -> list[str]:
     i, t = bad[0]
     gone = {j for j, _ in bad}
     side.ddp.threads = [th for j, th in enumerate(threads) if j not in gone]
-    return [f"{p.name}: dropped {len(bad)} of {len(threads)} 'ddp.threads' "
-            f"record(s) that cannot be right (first: ddp.threads.{i}: {t.name or t.tid} "
-            f"CPU {t.cpu_us:g} µs past the profiled steps' span of {span:g} µs)"]
+    return [dropped_note(p, "ddp.threads", len(bad), len(threads), f"ddp.threads.{i}: "
+                         f"{t.name or t.tid} CPU {t.cpu_us:g} µs past the profiled steps' "
+                         f"span of {span:g} µs")]
 
 
 def _cold_probe(p: Path, side) -> list[str]:
@@ -153,8 +153,8 @@ def _cold_probe(p: Path, side) -> list[str]:
         return []
     first = min(why)
     side.ddp.cold_probe = [c for i, c in enumerate(probe) if i not in why]
-    return [f"{p.name}: dropped {len(why)} of {len(probe)} 'ddp.cold_probe' record(s) that "
-            f"cannot be right (first: ddp.cold_probe.{first}: {why[first]})"]
+    return [dropped_note(p, "ddp.cold_probe", len(why), len(probe),
+                         f"ddp.cold_probe.{first}: {why[first]}")]
 
 
 def _bucket_cpu(p: Path, side, cores: int | None) -> list[str]:
@@ -177,10 +177,9 @@ def _bucket_cpu(p: Path, side, cores: int | None) -> list[str]:
     side.ddp.bucket_cpu = []
     rest = "" if len(bad) == len(marks) else \
         f"; {len(marks) - len(bad)} more with them, one sequence"
-    return [f"{p.name}: dropped {len(marks)} of {len(marks)} 'ddp.bucket_cpu' record(s) that "
-            f"cannot be right{rest} (first: "
-            f"ddp.bucket_cpu.{i}: CPU {b.cpu_us:g} µs past {b.steps} step(s) x the longest "
-            f"step's wall_us of {wall:g} µs x {cores} core(s))"]
+    return [dropped_note(p, "ddp.bucket_cpu", len(marks), len(marks), f"ddp.bucket_cpu.{i}: "
+                         f"CPU {b.cpu_us:g} µs past {b.steps} step(s) x the longest step's "
+                         f"wall_us of {wall:g} µs x {cores} core(s)", rest)]
 
 
 def _steps(p: Path, steps, where: str) -> None:

@@ -32,6 +32,14 @@ def drop_bad_records(p: Path, data: dict, records: dict, where: str = "") -> lis
     return notes
 
 
+def dropped_note(p: Path, key: str, n: int, total: int, first: str, more: str = "") -> str:
+    """The one warning counting ``n`` of ``total`` records of the list ``key`` (with its
+    prefix, ``probe.steps``) of sidecar ``p`` dropped as records that cannot be right,
+    naming the ``first`` (``"<key>.<i>: why"``); ``more`` goes before it."""
+    return (f"{p.name}: dropped {n} of {total} '{key}' record(s) that cannot be right{more} "
+            f"(first: {first})")
+
+
 STEP_END_SLACK_US = 2.0
 """µs a step's end (``t_start_us + wall_us``) may pass the next step's start and still be
 taken. The harness stamps a step's end and the next step's start from one monotonic clock, one
@@ -64,5 +72,5 @@ def drop_overrunning_steps(p: Path, owner, where: str = "") -> list[str]:
     if hasattr(owner, "_gone_steps"):
         owner._gone_steps = frozenset(why)
     first = min(why)
-    return [f"{p.name}: dropped {len(why)} of {len(steps)} '{where}steps' record(s) that "
-            f"cannot be right (first: {where}steps.{first}: {why[first]})"]
+    return [dropped_note(p, f"{where}steps", len(why), len(steps),
+                         f"{where}steps.{first}: {why[first]}")]
