@@ -18,6 +18,8 @@ pause cannot make the work cheaper; noise), and said.
 """
 from __future__ import annotations
 
+from stepsim.models.param_comm import MAX_COLD_SHARE
+
 __all__ = ["cold_params", "pool_cold"]
 
 
@@ -37,6 +39,13 @@ def cold_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float
         if hot <= 0:          # no CPU read in the steps without the pause: nothing to compare
             continue
         share = cold / hot - 1.0
+        if share > MAX_COLD_SHARE:   # a hot CPU near 0 (1e-9 µs): no model could hold it
+            if warnings is not None:
+                warnings.append(f"the cold-resume probe's {pause / 1e3:g} ms pause left out: "
+                                f"its backward costs {share + 1:g}x its hot CPU of {hot:g} µs "
+                                f"(summed over its records), past {MAX_COLD_SHARE:g}: "
+                                "records that cannot be right")
+            continue
         if share < 0 and warnings is not None:
             warnings.append(f"the cold-resume probe measured the backward {-share:.1%} cheaper "
                             f"after a {pause / 1e3:g} ms pause: taken as no extra CPU (noise)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepsim.calibration.sidecar_records import drop_overrunning_steps, remove_records
+from stepsim.calibration.sidecar_records import drop_overrunning_steps, dropped_note, remove_records
 from stepsim.simcore.errors import InputError
 
 CPU_PAST_WALL = 10
@@ -91,6 +91,8 @@ def cross_check(p: Path, side, given: int | None = None) -> list[str]:
     notes += _whole_dataset(p, side)
     notes += _iter_start(p, side)
     notes += _ddp_threads(p, side)
+    notes += _cold_probe(p, side)
+    notes += _bucket_cpu(p, side, cores)
     return notes
 
 
@@ -110,9 +112,58 @@ def _ddp_threads(p: Path, side) -> list[str]:
     i, t = bad[0]
     gone = {j for j, _ in bad}
     side.ddp.threads = [th for j, th in enumerate(threads) if j not in gone]
-    return [f"{p.name}: dropped {len(bad)} of {len(threads)} 'ddp.threads' "
-            f"record(s) that cannot be right (first: ddp.threads.{i}: {t.name or t.tid} "
-            f"CPU {t.cpu_us:g} µs past the profiled steps' span of {span:g} µs)"]
+    return [dropped_note(p, "ddp.threads", len(bad), len(threads), f"ddp.threads.{i}: "
+                         f"{t.name or t.tid} CPU {t.cpu_us:g} µs past the profiled steps' "
+                         f"span of {span:g} µs")]
+
+
+def _cold_probe(p: Path, side) -> list[str]:
+    """Drop (in place) a cold-resume probe record (``ddp.cold_probe``) whose backward's CPU,
+    after the pause or without it, passes the longest wall of the loop's step records: the
+    probe's steps are steps of the same loop (:func:`demo.ddp_job.cold_probe`), and one
+    thread's CPU over a part of a step cannot pass the step's wall. A cold backward refetches
+    data every step fetches; the probe measured it 0.04-0.33 over the hot one, 1.1-1.4 ms
+    against step walls of 6-9 ms (2026-12-06), so the bound holds it with room (inferred).
+    A cold CPU of 1e11 µs (28 h) calibrated silently into a share of 8.5e7, and a 20 ms
+    straggler what-if predicted a 3.8-day step."""
+    probe = side.ddp.cold_probe if side.ddp is not None else []
+    walls = [s.wall_us for s in side.steps]
+    if not probe or not walls:
+        return []
+    wall = max(walls)
+    why = {}
+    for i, c in enumerate(probe):
+        for name in ("hot_cpu_us", "cold_cpu_us"):
+            if _past_wall(getattr(c, name), wall):
+                why[i] = (f"{name} {getattr(c, name):g} µs past the longest step's wall_us "
+                          f"of {wall:g} µs (a backward is part of a step)")
+                break
+    return remove_records(p, side.ddp, "cold_probe", why, "ddp.")
+
+
+def _bucket_cpu(p: Path, side, cores: int | None) -> list[str]:
+    """Drop (in place) the bucket marks (``ddp.bucket_cpu``) where one's backend CPU passes
+    what the host's ``cores`` could run in its ``steps`` steps: each mark's interval lies in a
+    step, so its threads' CPU is at most steps x the longest step wall x cores (with the
+    clocks' slack). The marks are one sequence (bucket k's interval ends at bucket k+1's
+    readiness; :mod:`calibration.gloo_preempt` reads all but the last), so all are dropped and
+    the job is calibrated as one without marks. A mark of 1e12 µs over 4 steps of 20 ms on 2
+    cores calibrated with exit 0, half of each backward taken out as preemption."""
+    marks = side.ddp.bucket_cpu if side.ddp is not None else []
+    walls = [s.wall_us for s in side.steps]
+    if not marks or not walls or not cores:
+        return []
+    wall = max(walls)
+    bad = [(i, b) for i, b in enumerate(marks) if _past_wall(b.cpu_us, b.steps * wall * cores)]
+    if not bad:
+        return []
+    i, b = bad[0]
+    side.ddp.bucket_cpu = []
+    rest = "" if len(bad) == len(marks) else \
+        f"; {len(marks) - len(bad)} more with them, one sequence"
+    return [dropped_note(p, "ddp.bucket_cpu", len(marks), len(marks), f"ddp.bucket_cpu.{i}: "
+                         f"CPU {b.cpu_us:g} µs past {b.steps} step(s) x the longest step's "
+                         f"wall_us of {wall:g} µs x {cores} core(s)", rest)]
 
 
 def _steps(p: Path, steps, where: str) -> None:

@@ -37,7 +37,8 @@ class DDPParam(StrictScalars):
 
     model_config = CFG
     name: str
-    shape: list[int] = []
+    shape: list[Annotated[int, Field(ge=0)]] = []
+    """Its dims (a dim is at least 0: ``[-256, -256]`` made numel 65,536 and passed)."""
     numel: int = Field(ge=0)
     dtype: str
     bytes: int = Field(ge=0)

@@ -32,6 +32,14 @@ def drop_bad_records(p: Path, data: dict, records: dict, where: str = "") -> lis
     return notes
 
 
+def dropped_note(p: Path, key: str, n: int, total: int, first: str, more: str = "") -> str:
+    """The one warning counting ``n`` of ``total`` records of the list ``key`` (with its
+    prefix, ``probe.steps``) of sidecar ``p`` dropped as records that cannot be right,
+    naming the ``first`` (``"<key>.<i>: why"``); ``more`` goes before it."""
+    return (f"{p.name}: dropped {n} of {total} '{key}' record(s) that cannot be right{more} "
+            f"(first: {first})")
+
+
 STEP_END_SLACK_US = 2.0
 """µs a step's end (``t_start_us + wall_us``) may pass the next step's start and still be
 taken. The harness stamps a step's end and the next step's start from one monotonic clock, one
@@ -73,5 +81,5 @@ def remove_records(p: Path, owner, attr: str, why: dict[int, str], where: str = 
     items = getattr(owner, attr)
     first = min(why)
     setattr(owner, attr, [r for i, r in enumerate(items) if i not in why])
-    return [f"{p.name}: dropped {len(why)} of {len(items)} '{where}{attr}' record(s) that "
-            f"cannot be right (first: {where}{attr}.{first}: {why[first]})"]
+    return [dropped_note(p, f"{where}{attr}", len(why), len(items),
+                         f"{where}{attr}.{first}: {why[first]}")]

@@ -3,9 +3,14 @@ re-exported by :mod:`models.param_types`. Times in µs, sizes in bytes, rates in
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field, model_serializer
+from pydantic import Field, field_validator, model_serializer
 
-from stepsim.models.param_base import MAX_RANK_ID, Micros, StrictModel
+from stepsim.models.param_base import MAX_DURATION_US, MAX_RANK_ID, Micros, StrictModel
+
+MAX_COLD_SHARE = MAX_DURATION_US
+"""Largest ``comm.cold_resume`` share accepted: a bound on typos, not a measured figure (the
+probe measured 0.04-0.33, :mod:`calibration.gloo_cold`): past it, 1 µs of CPU would cost more
+than the longest duration a field holds (``MAX_DURATION_US``)."""
 
 
 class GradParam(StrictModel):
@@ -65,6 +70,22 @@ class CommParams(StrictModel):
     its CPU right after the forward (the capture's). Measured by the DDP harness's
     cold-resume probe (:mod:`calibration.gloo_cold`); empty where the capture has none (the
     straggler what-if then adds none). Read by :func:`cold_share`."""
+
+    @field_validator("cold_resume")
+    @classmethod
+    def _cold_points(cls, pts):
+        """Pauses above 0 and increasing (:func:`cold_share` interpolates between them: pauses
+        out of order, or two of one pause, gave shares from the wrong pair, silently); shares
+        from 0 (a pause cannot make the work cheaper) to :data:`MAX_COLD_SHARE`."""
+        for k, (pause, share) in enumerate(pts):
+            if pause <= 0:
+                raise ValueError(f"pause {pause:g} µs at {k}: a probe's pause is above 0")
+            if k and pause <= pts[k - 1][0]:
+                raise ValueError(f"pause {pause:g} µs at {k} after {pts[k - 1][0]:g} µs: "
+                                 "pauses must increase")
+            if not 0 <= share <= MAX_COLD_SHARE:
+                raise ValueError(f"share {share:g} at {k}: must be 0 to {MAX_COLD_SHARE:g}")
+        return pts
 
     @model_serializer(mode="wrap")
     def _without_unset_line(self, handler):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Sequence
 
+from rich.markup import escape
 from rich.table import Table
 
 from stepsim.models.host_speed import LOAD_WARN
@@ -30,6 +31,23 @@ def share_text(fraction: float, n: int) -> str:
     if n < MIN_SHARE_RECORDS:
         return f"{round(fraction * n)} of {n}"
     return f"{fraction:.0%} of {n}"
+
+
+LABEL_SHOWN = 400
+"""The most characters of a record's label (and of its other free text) the table and lines
+show: rich folds a cell into lines of the column's width, so a hand-edited 10 MB label took
+104 s to print (3 MB: 14 s, 150,000 lines of one cell; 2026-12-06); longer text is cut and
+says how much more it holds (``--json`` has it whole)."""
+
+
+def shown(text: str | None) -> str:
+    """``text`` as rich shows it literally: cut past :data:`LABEL_SHOWN` characters, and its
+    square brackets escaped (a label ``[/]``, from ``validate --label`` or a hand edit, was a
+    rich ``MarkupError`` traceback on every later ``stepsim ledger``)."""
+    text = "" if text is None else str(text)
+    if len(text) > LABEL_SHOWN:
+        text = f"{text[:LABEL_SHOWN]}… ({len(text) - LABEL_SHOWN:,} more characters)"
+    return escape(text)
 
 
 IN_SAMPLE_MARK = "*"
@@ -76,11 +94,11 @@ def _record_row(r: LedgerRecord) -> list[str]:
     iv = "-" if r.p10_us is None else f"{_ms(r.p10_us)}-{_ms(r.p90_us)}"
     n = f" ({r.steps_measured})"
     mark = apart_mark(r)
-    return [r.label + (f" {mark}" if mark else ""), _ms(r.predicted_mean_us), iv,
+    return [shown(r.label) + (f" {mark}" if mark else ""), _ms(r.predicted_mean_us), iv,
             _ms(r.measured_mean_us) + n,
             _ms(r.measured_median_us) + n, f"{r.error_pct:+.1f}% ({r.median_error_pct:+.1f}%)",
             {True: "yes", False: "no", None: "-"}[r.inside],
-            f"{r.predicted_bottleneck} / {r.measured_bottleneck or '-'}"
+            f"{shown(r.predicted_bottleneck)} / {shown(r.measured_bottleneck or '-')}"
             + {True: " ok", False: " differ", None: ""}[r.bottleneck_agrees]]
 
 
@@ -127,14 +145,14 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
     for r in records:
         of = interval_scope(r.runs, r.steps_measured)
         if r.width_sources_pct:
-            console().print(f"{r.label}: interval of {of}, "
-                            + width_line(r.width_pct, r.width_sources_pct))
+            console().print(f"{shown(r.label)}: interval of {of}, "
+                            + shown(width_line(r.width_pct, r.width_sources_pct)))
         elif scope and r.p10_us is not None:
-            console().print(f"{r.label}: P10-P90 of {of}")
+            console().print(f"{shown(r.label)}: P10-P90 of {of}")
             scoped = True
         if r.outside_load:
             console().print(
-                f"[yellow]{r.label}:[/yellow] re-measured under outside load, about "
+                f"[yellow]{shown(r.label)}:[/yellow] re-measured under outside load, about "
                 f"{1 + r.outside_load_slowdown:.1f}x slower than the machine alone: " + (
                     "its error is the load's as much as the prediction's, and a ledger scores "
                     "it apart (re-measure on a quiet machine)" if r.load_explains else
@@ -142,7 +160,7 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
                     "explain (it only slows a run): a ledger keeps it in the score"))
         if r.startup_us is not None:
             console().print(
-                f"{r.label}: the worker start-up step is left out of the measured steps: "
+                f"{shown(r.label)}: the worker start-up step is left out of the measured steps: "
                 f"{_ms(r.startup_us)} ms, its next() {_ms(r.startup_next_us)} ms against a "
                 f"median {_ms(r.startup_later_next_us, 2)} ms after it (the first next() of "
                 f"a multi-process DataLoader spawns its workers; "
@@ -189,7 +207,7 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
                 f"80% of runs without outside load past {100 * LOAD_WARN:.0f}%){width}")
     if s.median_width_sources_pct:
         c.print("median width by source, each alone: " + ", ".join(
-            f"{LABELS.get(k, k)} {v:.1f}%" for k, v in sorted(
+            f"{shown(LABELS.get(k, k))} {v:.1f}%" for k, v in sorted(
                 s.median_width_sources_pct.items(), key=lambda kv: -kv[1])))
     if s.bottleneck_agreement is not None:
         c.print(f"bottleneck agreement: {share_text(s.bottleneck_agreement, s.n_bottlenecks)}")

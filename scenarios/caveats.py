@@ -10,7 +10,7 @@ from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.host_threads import fitting_threads, threads_candidates
 from stepsim.scenarios.noop import SWEPT, has_collectives, unread_settings
-from stepsim.scenarios.stepcount import simulate_counted
+from stepsim.scenarios.stepcount import simulate_counted, whole_cycles
 from stepsim.scenarios.threads_outcome import efficiency_bounds, threads_outcome
 from stepsim.scenarios.transforms import (FixOp, Operation, RemoveOp, ScaleOp, SetOp,
                                           apply_with_notes)
@@ -259,7 +259,8 @@ def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]
                                                                          "efficiency": e}})
                                          if op is fix else op for op in ops])[0]
                 for e in (worst, best)]
-        ms = [simulate_counted(m, 40, 10, 0, keep="brief")[0].mean_step_us / 1e3 for m in ends]
+        ms = [simulate_counted(m, whole_cycles(m, 40), 10, 0, keep="brief")[0].mean_step_us
+              / 1e3 for m in ends]
     except ModelError:
         return []
     return [f"fix intra_op_threads rests on an assumed parallel efficiency (unmeasured; the "

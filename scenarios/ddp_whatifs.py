@@ -32,6 +32,7 @@ from pydantic import Field
 
 from stepsim.models.ddp import set_bucket_caps
 from stepsim.models.ddp_host import host_enqueued, host_launched
+from stepsim.models.param_base import MAX_DURATION_US
 from stepsim.models.param_comm import cold_share
 from stepsim.models.params import DeviceTask, HostOp, StepModel
 from stepsim.scenarios.fix_types import FixArgs, nothing
@@ -113,6 +114,10 @@ def _cold(model: StepModel, rp, phase: str, pause_us: float):
     cpu = sum(op.dur_us for op in model.host.ops if op.kind == "cpu" and op.phase == phase)
     extra = dict(rp.phase_extra_us)
     extra[phase] = extra.get(phase, 0.0) + share * (cpu + extra.get(phase, 0.0))
+    if extra[phase] > MAX_DURATION_US:   # model_copy would keep it unchecked
+        raise ModelError(f"straggler: rank {rp.rank}'s {phase} after a {pause_us / 1e3:g} ms "
+                         f"pause costs {extra[phase]:g} µs more (comm.cold_resume share "
+                         f"{share:g}), past the longest duration of {MAX_DURATION_US:g} µs")
     return rp.model_copy(update={"phase_extra_us": extra})
 
 

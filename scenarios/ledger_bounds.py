@@ -38,3 +38,7 @@ def check_record(rec) -> None:
         got = getattr(rec, err)
         if not math.isclose(got, want, rel_tol=0, abs_tol=0.05):
             raise ValueError(f"{err} {got:g} is not what {pred} and {meas} give ({want:g})")
+    for src, w in rec.width_sources_pct.items():
+        if w < 0:   # P90 - P10 of one source's draws: a hand edit gave "host ±-25 %"
+            raise ValueError(f"width_sources_pct[{src!r}] {w:g} %: an interval's width (P90 "
+                             "- P10) is at least 0")

@@ -297,6 +297,9 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
         return undrawn(point)
     each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
                                                           draw_bound(final, n))
+    if steps is None:   # whole optimizer steps, as the point's count (models.stepcount)
+        k = final.comm.grad_accum_steps
+        each = min(count.steps, max(k, each - each % k))
     plan = draw_plan(model, n, seed, runs, ops)
     means, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
                                       measured_steps=measured_steps)

@@ -4,8 +4,8 @@
 from stepsim.models.stepcount import (BATCHES, DRAW_STEPS, FIRST_STEPS, MAX_STEPS,  # noqa: F401
                                       MAX_WORK, SE_TARGET, StepCount, draw_bound,
                                       mean_std_error_us, simulate_counted, step_bound,
-                                      thread_pieces)
+                                      thread_pieces, whole_cycles)
 
 __all__ = ["SE_TARGET", "FIRST_STEPS", "MAX_STEPS", "MAX_WORK", "DRAW_STEPS", "BATCHES",
            "StepCount", "mean_std_error_us", "simulate_counted", "step_bound", "thread_pieces",
-           "draw_bound"]
+           "draw_bound", "whole_cycles"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from stepsim.models.params import StepModel
 from stepsim.scenarios.host_threads import ThreadsArgs, intra_op_threads
-from stepsim.scenarios.stepcount import simulate_counted
+from stepsim.scenarios.stepcount import simulate_counted, whole_cycles
 from stepsim.simcore.errors import ModelError
 
 __all__ = ["ThreadsOutcome", "efficiency_bounds", "threads_outcome"]
@@ -61,7 +61,9 @@ def efficiency_bounds(m: StepModel) -> tuple[float, float, bool]:
 
 
 def _mean_us(m: StepModel) -> float:
-    return simulate_counted(m, _STEPS, _WARMUP, _SEED, keep="brief")[0].mean_step_us
+    # whole optimizer steps under gradient accumulation (models.stepcount.whole_cycles)
+    return simulate_counted(m, whole_cycles(m, _STEPS), _WARMUP, _SEED,
+                            keep="brief")[0].mean_step_us
 
 
 def threads_outcome(m: StepModel, threads: int) -> ThreadsOutcome | None:

@@ -44,6 +44,10 @@ def make_folder(folder: Path, output: Path | None = None) -> None:
         # not a folder, checked again: another process (the other DDP rank) may have made it
         # since the check above
         if (part.exists() or part.is_symlink()) and not part.is_dir():
+            if part.is_symlink() and not part.exists():   # dangling, or a loop
+                raise InputError(output or folder, f"cannot be {'written' if output else 'made'}"
+                                 f": {shown(part)} is a symbolic link to nothing (its target "
+                                 "is missing, or the links form a loop)")
             if output is None and part == folder:
                 raise InputError(folder, "is a file, expected a folder")
             raise InputError(output or folder, f"cannot be {'written' if output else 'made'}: "
@@ -117,6 +121,20 @@ def _follow_links(path: Path) -> Path:
     return real
 
 
+def _link_target(path: Path) -> Path:
+    """:func:`_follow_links`, refusing a dangling link whose target's folder is missing: the
+    file is written where the link points, as ``open()`` would, but no folder is made there
+    (``-o link``, a link to ``/nonexistent/dir``, made ``/nonexistent`` at the root).
+
+    Raises:
+        InputError: a loop, or such a dangling link."""
+    real = _follow_links(path)
+    if real != path and not real.parent.is_dir():
+        raise InputError(path, f"is a symbolic link to {shown(real)}, whose folder does not "
+                               "exist (no folder is made through a link)")
+    return real
+
+
 def _refuse_folder(path: Path, text: str) -> None:
     if text.endswith(("/", os.sep)) or path.is_dir():
         raise InputError(path, "is a directory, expected an output file name")
@@ -135,7 +153,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     text, path = str(path), Path(path)
     _refuse_folder(path, text)
-    path = _follow_links(path)
+    path = _link_target(path)
     if path.exists() and not path.is_file():
         raise InputError(path, "is not a regular file; refusing to replace it")
     make_folder(path.parent, path)
@@ -186,7 +204,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     text = str(path)
     path = Path(path)
     _refuse_folder(path, text)
-    path = _follow_links(path)
+    path = _link_target(path)
     if path.exists() and not path.is_file():
         mode = path.stat().st_mode
         if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
@@ -215,8 +233,15 @@ def updating(path: str | Path) -> Iterator[None]:
     while a read, rewrite and rename of ``path`` runs: two processes rewriting one file at
     once otherwise each rename their copy over the other's, and one's change is lost (4
     processes appending 25 ledger records each left 29 of the 100, 2026-12-06). A folder
-    that is not there yet, or that takes no lock, runs unlocked."""
-    folder = _follow_links(Path(path)).parent
+    that is not there yet is made first (as the write would make it), so the first writers
+    lock it too: unlocked, 4 processes appending 10 records each to a ledger in a new folder
+    kept 38-39 of the 40. A folder that takes no lock runs unlocked.
+
+    Raises:
+        InputError, OSError: the folder cannot be made (:func:`make_folder`)."""
+    target = _link_target(Path(path))
+    folder = target.parent
+    make_folder(folder, target)
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
