@@ -63,7 +63,7 @@ from rich.table import Table
 from stepsim.calibration.ddp_runs import pick_runs
 from stepsim.demo.ddp_load import mark_row, outside_share
 from stepsim.fit import calibrate
-from stepsim.models.host_speed import factor_range, outside_load_slowdown
+from stepsim.models.host_speed import factor_range, noise_runs, outside_load_slowdown
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm
@@ -181,6 +181,7 @@ def summarize(rows: list[dict], model, pick) -> dict:
             "out_of_sample_scored": len(oos),
             "set_apart": [r["setting"] for r in rows if r.get("load_set_apart")],
             "host_speed_runs": list(model.host.speed_runs),
+            "host_wall_runs": list(model.host.wall_runs),
             "capture_outside_load_held": model.meta.notes.get("outside_load_held"),
             "calibrated_from": [pick.capture.name] + [p.name for p in pick.replicates],
             "left_out": [{"run": p.name, "why": why} for p, why in pick.left_out],
@@ -203,12 +204,18 @@ def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None
                       + (" ‡" if r.get("load_set_apart") else ""),
                       {True: "yes", False: "no", None: ""}[r["in_interval"]])
     Console().print(table)
-    lo, hi = factor_range(model.host.speed_runs, model.meta.ranges["host.cpu_scale"], 1)
+    prior = model.meta.ranges["host.cpu_scale"]
+    noise = noise_runs(model.host, prior)
+    lo, hi = factor_range(noise, prior, 1)
     err = model.host.cpu_scale_error_log
     Console().print(f"host speed (CPU time of identical work, per run of the defaults against the "
                     f"capture, measured): {', '.join(f'{v:.3f}' for v in model.host.speed_runs)};"
                     f" next run's P10–P90 {lo:.3f}–{hi:.3f}× the centre "
                     f"{model.host.cpu_scale:.3f}"
+                    + (f" (the spread of the runs' wall time, "
+                       f"{', '.join(f'{v:.3f}' for v in model.host.wall_runs)}: wider than "
+                       "their CPU time's)" if noise == model.host.wall_runs
+                       != model.host.speed_runs else "")
                     + (f", times the profiler factor's own error ×{math.exp(-err):.3f}–"
                        f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
     for r in rows:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from stepsim.models.host_speed import factor_range
+from stepsim.models.host_speed import factor_range, noise_runs
 from stepsim.report.figures import pyplot, save
 from stepsim.report.plan_table import plan_dict, print_plan
 from stepsim.report.pred_text import interval_text as _interval, run_ahead_note as _run_ahead_note
@@ -157,10 +157,13 @@ def _range_text(p: Prediction, path: str, lo: float, hi: float) -> str:
     """One varied parameter's range as the draws take it: the host's speed from measured runs
     as the P10–P90 of their predictive (:func:`models.host_speed.factor_range`), not the
     stated prior beside it."""
-    runs = p.model.host.speed_runs if p.model is not None else []
+    runs = noise_runs(p.model.host, (lo, hi)) if p.model is not None else []
     if path == "host.cpu_scale" and len(runs) >= 2:
         a, b = factor_range(runs, (lo, hi), p.runs)
-        return f"{path} x[{a:.3g}, {b:.3g}] (P10-P90 from {len(runs)} measured runs)"
+        walls = runs == p.model.host.wall_runs != p.model.host.speed_runs
+        return (f"{path} x[{a:.3g}, {b:.3g}] (P10-P90 from {len(runs)} measured runs"
+                + (", their wall time: it spreads wider than their CPU time" if walls else "")
+                + ")")
     return f"{path} x[{lo:g}, {hi:g}]"
 
 
