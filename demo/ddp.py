@@ -5,7 +5,10 @@
    ``repeats`` rounds of the measured settings, interleaved so slow drift of the machine's
    load hits every setting alike: the defaults again, ``bucket_cap_mb=1``,
    ``bucket_cap_mb=25``, a 40 ms straggler in rank 1's forward, and that straggler with a
-   barrier before backward; each round ends with a replicate capture of the defaults (the
+   barrier before backward (``bucket_cap_mb=25`` is not the defaults: an explicit cap caps the
+   first bucket too, so the MLP's 8 MiB go in one bucket where the defaults make 1 + 7 MiB,
+   DDP's own ``rebuilt_bucket_sizes`` in ``runs.json``; it is scored out of sample); each
+   round ends with a replicate capture of the defaults (the
    calibration setting), from which the host's run-to-run speed is measured
    (:mod:`calibration.host_noise`, ``host.speed_runs``), as ``stepsim demo`` does.
 2. Calibrate the capture (:mod:`calibration.gloo`) with its replicates: one model with both
@@ -24,8 +27,10 @@
 3. Predict each setting with its what-if (``--set comm.bucket_cap_mb=…``,
    ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``), with its P10–P90
    (:func:`scenarios.predict.predict`: the host's run-to-run speed drawn from the replicates'
-   Student-t predictive, pooled with the stated prior range, the captured steps
-   bootstrapped), and compare with the re-measured runs: the job's step (per step, the
+   Student-t predictive, pooled with the stated prior range, from the runs' CPU time of
+   identical work or, where it spreads wider, their unprofiled steps' wall time,
+   ``host.wall_runs``: ranks sharing the cores interleave differently from run to run; the
+   captured steps bootstrapped), and compare with the re-measured runs: the job's step (per step, the
    slower rank's start-to-start time; the mean over a run's steps; mean and range over the
    repeats), and, for the barrier, each rank's time in it (arrival skew) against the
    simulated split.
