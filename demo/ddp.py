@@ -186,7 +186,7 @@ def summarize(rows: list[dict], model, pick) -> dict:
             "out_of_sample_scored": len(oos),
             "set_apart": [r["setting"] for r in rows if r.get("load_set_apart")],
             "host_speed_runs": list(model.host.speed_runs),
-            "host_wall_runs": list(model.host.wall_runs),
+            "host_wall_runs": list(getattr(model.host, "wall_runs", [])),
             "capture_outside_load_held": model.meta.notes.get("outside_load_held"),
             "calibrated_from": [pick.capture.name] + [p.name for p in pick.replicates],
             "left_out": [{"run": p.name, "why": why} for p, why in pick.left_out],
