@@ -118,9 +118,9 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
                 [ranks] + [s for _, s in reps]]
         rep_paths = [p for p, _ in reps]
         return _calibrate(trace, sidecar, step_regex, steps).then(
-            lambda model: apply_replicates(_held_against(pool_cold(pool_wake(pool_bucket_cpu(
-                pool_transfers(_warned(model, said), Path(trace), rep_paths), runs, speeds),
-                runs), runs), runs), speeds))
+            lambda model: _with_walls(apply_replicates(_held_against(pool_cold(pool_wake(
+                pool_bucket_cpu(pool_transfers(_warned(model, said), Path(trace), rep_paths),
+                                runs, speeds), runs), runs), runs), speeds), runs))
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")
@@ -164,6 +164,49 @@ def _warned(model: StepModel, lines: list[str]) -> StepModel:
         return model
     meta = model.meta.model_copy(update={"warnings": [*model.meta.warnings, *lines]})
     return model.model_copy(update={"meta": meta})
+
+
+def job_wall_factors(runs: list[list]) -> list[float]:
+    """A multi-rank CPU job's wall time per run of the calibration setting against the first
+    (``runs``: per run, its ranks' sidecars in one order, the capture first): per rank the
+    mean wall µs of its unprofiled steps (``profiler_on`` false; all its steps where a run
+    has none) over the capture's, then per run the geometric mean over the ranks. Empty
+    where a run's rank has no steps or a capture's mean is not above 0."""
+    import numpy as np
+
+    def mean_wall(side) -> float | None:
+        steps = [st for st in side.steps if st.profiler_on is False] or list(side.steps)
+        return float(np.mean([st.wall_us for st in steps])) if steps else None
+
+    walls = [[mean_wall(side) for side in run] for run in runs]
+    if not walls or any(w is None for run in walls for w in run) or \
+            any(w <= 0 for w in walls[0]) or any(len(run) != len(walls[0]) for run in walls):
+        return []
+    return [float(np.exp(np.mean(np.log([w / w0 for w, w0 in zip(run, walls[0])]))))
+            for run in walls]
+
+
+def _with_walls(model: StepModel, runs: list[list]) -> StepModel:
+    """``model`` with ``host.wall_runs`` (:func:`job_wall_factors`) where it has two runs or
+    more, and a warning that says which spread the interval draws from
+    (:func:`models.host_speed.noise_runs`)."""
+    from stepsim.models.host_speed import HOST_NOISE_PRIOR, noise_runs
+
+    walls = job_wall_factors(runs)
+    if len(walls) < 2 or len(walls) != len(model.host.speed_runs):
+        return model
+    host = model.host.model_copy(update={"wall_runs": walls})
+    prior = tuple(model.meta.ranges.get("host.cpu_scale", HOST_NOISE_PRIOR))
+    wider = noise_runs(host, prior) == walls != list(host.speed_runs)
+    note = (f"the job's wall time per run of this setting (unprofiled steps) was "
+            f"{', '.join(f'{w:.3f}' for w in walls)}x the capture's: "
+            + ("wider than its CPU time of identical work, so the interval draws the host's "
+               "run-to-run noise from it (the centre stays the CPU speed)" if wider else
+               "no wider than its CPU time of identical work, which the interval draws from"))
+    meta = model.meta
+    meta = meta.model_copy(update={"sources": {**meta.sources, "host.wall_runs": "measured"},
+                                   "warnings": [*meta.warnings, note]})
+    return model.model_copy(update={"host": host, "meta": meta})
 
 
 def _held_against(model: StepModel, runs: list[list]) -> StepModel:

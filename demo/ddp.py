@@ -5,7 +5,10 @@
    ``repeats`` rounds of the measured settings, interleaved so slow drift of the machine's
    load hits every setting alike: the defaults again, ``bucket_cap_mb=1``,
    ``bucket_cap_mb=25``, a 40 ms straggler in rank 1's forward, and that straggler with a
-   barrier before backward; each round ends with a replicate capture of the defaults (the
+   barrier before backward (``bucket_cap_mb=25`` is not the defaults: an explicit cap caps the
+   first bucket too, so the MLP's 8 MiB go in one bucket where the defaults make 1 + 7 MiB,
+   DDP's own ``rebuilt_bucket_sizes`` in ``runs.json``; it is scored out of sample); each
+   round ends with a replicate capture of the defaults (the
    calibration setting), from which the host's run-to-run speed is measured
    (:mod:`calibration.host_noise`, ``host.speed_runs``), as ``stepsim demo`` does.
 2. Calibrate the capture (:mod:`calibration.gloo`) with its replicates: one model with both
@@ -24,8 +27,10 @@
 3. Predict each setting with its what-if (``--set comm.bucket_cap_mb=…``,
    ``--fix straggler:rank=1,phase=forward,ms=40``, ``--fix barrier``), with its P10–P90
    (:func:`scenarios.predict.predict`: the host's run-to-run speed drawn from the replicates'
-   Student-t predictive, pooled with the stated prior range, the captured steps
-   bootstrapped), and compare with the re-measured runs: the job's step (per step, the
+   Student-t predictive, pooled with the stated prior range, from the runs' CPU time of
+   identical work or, where it spreads wider, their unprofiled steps' wall time,
+   ``host.wall_runs``: ranks sharing the cores interleave differently from run to run; the
+   captured steps bootstrapped), and compare with the re-measured runs: the job's step (per step, the
    slower rank's start-to-start time; the mean over a run's steps; mean and range over the
    repeats), and, for the barrier, each rank's time in it (arrival skew) against the
    simulated split.
@@ -63,7 +68,7 @@ from rich.table import Table
 from stepsim.calibration.ddp_runs import pick_runs
 from stepsim.demo.ddp_load import mark_row, outside_share
 from stepsim.fit import calibrate
-from stepsim.models.host_speed import factor_range, outside_load_slowdown
+from stepsim.models.host_speed import factor_range, noise_runs, outside_load_slowdown
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm
@@ -181,6 +186,7 @@ def summarize(rows: list[dict], model, pick) -> dict:
             "out_of_sample_scored": len(oos),
             "set_apart": [r["setting"] for r in rows if r.get("load_set_apart")],
             "host_speed_runs": list(model.host.speed_runs),
+            "host_wall_runs": list(getattr(model.host, "wall_runs", [])),
             "capture_outside_load_held": model.meta.notes.get("outside_load_held"),
             "calibrated_from": [pick.capture.name] + [p.name for p in pick.replicates],
             "left_out": [{"run": p.name, "why": why} for p, why in pick.left_out],
@@ -203,12 +209,18 @@ def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None
                       + (" ‡" if r.get("load_set_apart") else ""),
                       {True: "yes", False: "no", None: ""}[r["in_interval"]])
     Console().print(table)
-    lo, hi = factor_range(model.host.speed_runs, model.meta.ranges["host.cpu_scale"], 1)
+    prior = model.meta.ranges["host.cpu_scale"]
+    noise = noise_runs(model.host, prior)
+    lo, hi = factor_range(noise, prior, 1)
     err = model.host.cpu_scale_error_log
     Console().print(f"host speed (CPU time of identical work, per run of the defaults against the "
                     f"capture, measured): {', '.join(f'{v:.3f}' for v in model.host.speed_runs)};"
                     f" next run's P10–P90 {lo:.3f}–{hi:.3f}× the centre "
                     f"{model.host.cpu_scale:.3f}"
+                    + (f" (the spread of the runs' wall time, "
+                       f"{', '.join(f'{v:.3f}' for v in model.host.wall_runs)}: wider than "
+                       "their CPU time's)" if noise == model.host.wall_runs
+                       != model.host.speed_runs else "")
                     + (f", times the profiler factor's own error ×{math.exp(-err):.3f}–"
                        f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
     for r in rows:

@@ -22,6 +22,7 @@ Used by ``stepsim demo --ddp`` (:mod:`demo.ddp`) and by the tests.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -48,6 +49,9 @@ class Run:
     straggler_rank: int = 1
     straggler_ms: float = 0.0
     barrier: bool = False
+    no_sync: bool = False
+    """Forward and backward under ``DistributedDataParallel.no_sync()``: no all-reduce, so the
+    backward's CPU with no collective beside it (``bench/ddp_overlap_cpu.py``)."""
     steps: int = 12
     warmup: int = 3
     profile_dir: str | None = None
@@ -117,6 +121,8 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
     def step(pause_ms: float = 0.0) -> list[float]:
         t0, c0 = pc(), tt()
         res.step_starts_us.append(t0 * 1e6)
+        quiet = model.no_sync() if run.no_sync else contextlib.nullcontext()
+        quiet.__enter__()
         with torch.profiler.record_function("forward"):
             out = model(x)
             if run.straggler_ms and rank == run.straggler_rank:
@@ -132,6 +138,7 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
         t2, c2 = pc(), tt()
         with torch.profiler.record_function("backward"):
             loss.backward()
+        quiet.__exit__(None, None, None)
         t3, c3 = pc(), tt()
         with torch.profiler.record_function("optimizer"):
             opt.step()

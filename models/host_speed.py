@@ -155,6 +155,19 @@ def drift_cap(model, runs: int, width: float = WIDTH_GOAL) -> tuple[str, dict] |
     return text, nums
 
 
+def noise_runs(host, prior: tuple[float, float]) -> list[float]:
+    """The run factors the interval draws the host's run-to-run noise from: a multi-rank CPU
+    job's ``host.wall_runs`` where its predictive (:func:`predictive`, one run) spreads wider
+    than ``host.speed_runs``', else ``speed_runs``. Only the spread is read: the centre stays
+    ``host.cpu_scale``, the runs' CPU speed."""
+    speeds, walls = list(host.speed_runs), list(getattr(host, "wall_runs", []) or [])
+    if len(walls) < 2:
+        return speeds
+    if len(speeds) < 2 or predictive(walls, prior)[1] > predictive(speeds, prior)[1]:
+        return walls
+    return speeds
+
+
 def own_spread(speeds: Sequence[float], prior: tuple[float, float]) -> bool:
     """Whether :func:`predictive` takes the runs' own spread (``n − 1`` dof), not the one
     pooled with the stated ``prior`` range."""

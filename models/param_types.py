@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from stepsim.models.param_base import (LAUNCH_QUEUE_DEPTH, MAX_CORES, MAX_LAUNCH_QUEUE_DEPTH,
                                        MAX_LOADER_THREADS, MAX_OUTSTANDING, MAX_PREFETCH,
@@ -188,6 +188,14 @@ class HostParams(StrictModel):
     first, 1.0; then its replicates'), from which intervals draw the run-to-run noise
     pooled with the stated prior range ``meta.ranges['host.cpu_scale']``
     (:mod:`models.host_speed`); empty: that range alone."""
+    wall_runs: list[Annotated[float, Field(gt=0, le=1e3)]] = Field(default_factory=list)
+    """A multi-rank CPU job's wall time over the same runs as ``speed_runs`` (the capture's
+    first, 1.0; then each quiet replicate's mean unprofiled step against the capture's,
+    measured): ranks that share a host's cores vary from run to run in how their threads
+    interleave, which CPU time of identical work does not see. The interval draws the host's
+    run-to-run factor from whichever of the two spreads wider
+    (:func:`models.host_speed.noise_runs`); empty: ``speed_runs`` alone. Not written when
+    empty."""
     cpu_scale_error_log: float = Field(default=0.0, ge=0, le=5)
     """Half-width, in log space, of the calibration's own error on the host's durations
     (the profiler-overhead factor measured per rank, :mod:`calibration.profiler_overhead`):
@@ -246,6 +254,15 @@ class HostParams(StrictModel):
                 raise ValueError(f"{name}_range must satisfy 0 <= low <= high <= {top:g}, "
                                  f"got ({rng[0]:g}, {rng[1]:g})")
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_walls(self, handler):
+        # a model without wall runs (every one but a multi-rank CPU job's with replicates)
+        # writes what it wrote before the field existed
+        out = handler(self)
+        if isinstance(out, dict) and not self.wall_runs:
+            out.pop("wall_runs", None)
+        return out
 
 
 TaskKind = Literal["kernel", "memcpy", "memset", "collective"]

@@ -15,14 +15,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from stepsim.models.host_speed import factor_range
+from stepsim.models.host_speed import factor_range, noise_runs
 from stepsim.report.figures import pyplot, save
 from stepsim.report.plan_table import plan_dict, print_plan
 from stepsim.report.pred_text import interval_text as _interval, run_ahead_note as _run_ahead_note
-from stepsim.report.pred_text import host_noise, noise_line, refault_line, x_text as _x
+from stepsim.report.pred_text import cold_resume_lines, host_noise, noise_line, refault_line
+from stepsim.report.pred_text import x_text as _x
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms, rank_comm_table
 from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
+from stepsim.scenarios.ddp_whatifs import cold_resume_added
 from stepsim.scenarios.interval_sources import width_line
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.sweep import SweepResult
@@ -57,6 +59,9 @@ def whatif_dict(base: Prediction, pred: Prediction) -> dict:
     out = {"baseline": base.to_dict(), "scenario": pred.to_dict(),
            "speedup": base.mean_step_us / pred.mean_step_us}
     out.update(host_noise(pred.model, out["speedup"]) or {})
+    cold = cold_resume_added(pred.model)
+    if cold:
+        out["cold_resume"] = [asdict(c) for c in cold]
     per = _batches(base, pred)
     if per is not None:
         out["batch_sizes"] = list(per)
@@ -103,6 +108,8 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
                        else faults):
         if line:
             c.print(f"{name}: {line}")
+    for line in cold_resume_lines(pred.model):
+        c.print(line)
     noise = host_noise(pred.model, x)
     if noise and noise["within_host_noise"]:
         c.print(noise_line(f"the predicted change ({_x(x)}) is", noise))
@@ -150,10 +157,13 @@ def _range_text(p: Prediction, path: str, lo: float, hi: float) -> str:
     """One varied parameter's range as the draws take it: the host's speed from measured runs
     as the P10–P90 of their predictive (:func:`models.host_speed.factor_range`), not the
     stated prior beside it."""
-    runs = p.model.host.speed_runs if p.model is not None else []
+    runs = noise_runs(p.model.host, (lo, hi)) if p.model is not None else []
     if path == "host.cpu_scale" and len(runs) >= 2:
         a, b = factor_range(runs, (lo, hi), p.runs)
-        return f"{path} x[{a:.3g}, {b:.3g}] (P10-P90 from {len(runs)} measured runs)"
+        walls = runs == p.model.host.wall_runs != p.model.host.speed_runs
+        return (f"{path} x[{a:.3g}, {b:.3g}] (P10-P90 from {len(runs)} measured runs"
+                + (", their wall time: it spreads wider than their CPU time" if walls else "")
+                + ")")
     return f"{path} x[{lo:g}, {hi:g}]"
 
 

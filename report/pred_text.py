@@ -8,6 +8,7 @@ from typing import Sequence
 
 from stepsim.models.host_speed import two_run_noise
 from stepsim.report.tables import console, ms_text as _ms
+from stepsim.scenarios.ddp_whatifs import cold_resume_added
 from stepsim.scenarios.predict import Prediction
 
 __all__ = ["interval_text", "x_text", "run_ahead_note", "host_noise", "noise_line",
@@ -80,3 +81,11 @@ def refault_line(model) -> str | None:
             f"(host.refault_share, {how}): a run whose heap re-faults every step pays "
             f"{_ms((1 - share) * most)} ms more a step, one that never does "
             f"{_ms(share * most)} ms less")
+
+
+def cold_resume_lines(model) -> list[str]:
+    """What the straggler and barrier what-ifs added to ``model`` for cold resumes
+    (:func:`scenarios.ddp_whatifs.cold_resume_added`), a line per rank and phase."""
+    return [f"cold resume (comm.cold_resume, the capture's probe): rank {c.rank}'s {c.phase} "
+            f"+{_ms(c.added_us, 2)} ms CPU a step ({c.share:.1%} of its CPU there, after "
+            f"{_ms(c.pause_us)} ms off its data)" for c in cold_resume_added(model)]

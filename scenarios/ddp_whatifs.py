@@ -28,6 +28,8 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import Field
 
 from stepsim.models.ddp import set_bucket_caps
@@ -41,11 +43,14 @@ from stepsim.scenarios.primitives import remove, scale
 from stepsim.scenarios.select import Selector
 from stepsim.simcore.errors import ModelError, NotApplicable
 
-__all__ = ["add_straggler", "insert_barrier", "BARRIER_TASK", "bucket_cap", "bucket_candidates",
+__all__ = ["add_straggler", "insert_barrier", "BARRIER_TASK", "ColdResume", "cold_resume_added", "bucket_cap", "bucket_candidates",
            "faster_interconnect", "grad_accumulation", "remove_straggler", "BucketArgs",
            "StragglerArgs", "BarrierArgs", "InterconnectArgs", "AccumArgs", "NoArgs"]
 
 BARRIER_TASK = "ddp.barrier"
+COLD_NOTE = "cold_resume"
+"""Prefix of the ``meta.notes`` keys in which the straggler and barrier what-ifs keep the CPU
+they added for cold resumes (:func:`cold_resume_added`)."""
 
 
 def add_straggler(model: StepModel, rank: int, phase: str, ms: float) -> StepModel:
@@ -81,9 +86,11 @@ def add_straggler(model: StepModel, rank: int, phase: str, ms: float) -> StepMod
         # which waited as long for it in the barrier
         nxt = _next_phase(model, phase)
         behind = BARRIER_TASK in model.task_map() and nxt == _barrier_phase(model)
+        cold = []
         for j in range(len(ranks)):
             if j == idx or behind:
-                ranks[j] = _cold(model, ranks[j], nxt, ms * 1e3)
+                ranks[j] = _cold(model, ranks[j], nxt, ms * 1e3, cold)
+        model = _noted(model, cold)
     return model.without_replay().model_copy(update={"ranks": ranks})
 
 
@@ -104,21 +111,67 @@ def _barrier_phase(model: StepModel) -> str | None:
     return later[0] if later else None
 
 
-def _cold(model: StepModel, rp, phase: str, pause_us: float):
+def _cold(model: StepModel, rp, phase: str, pause_us: float, added: list):
     """Rank ``rp`` whose ``phase`` resumes after ``pause_us`` µs off its data: its CPU there
     (the host's ``cpu`` ops of the phase plus its own ``phase_extra_us``) times the measured
-    share (:func:`models.param_comm.cold_share`), added to its ``phase_extra_us``."""
+    share (:func:`models.param_comm.cold_share`), added to its ``phase_extra_us``; appends
+    :class:`ColdResume` of what it added to ``added``."""
     share = cold_share(model.comm, pause_us)
     if share <= 0:
         return rp
     cpu = sum(op.dur_us for op in model.host.ops if op.kind == "cpu" and op.phase == phase)
     extra = dict(rp.phase_extra_us)
-    extra[phase] = extra.get(phase, 0.0) + share * (cpu + extra.get(phase, 0.0))
+    more = share * (cpu + extra.get(phase, 0.0))
+    extra[phase] = extra.get(phase, 0.0) + more
     if extra[phase] > MAX_DURATION_US:   # model_copy would keep it unchecked
         raise ModelError(f"straggler: rank {rp.rank}'s {phase} after a {pause_us / 1e3:g} ms "
                          f"pause costs {extra[phase]:g} µs more (comm.cold_resume share "
                          f"{share:g}), past the longest duration of {MAX_DURATION_US:g} µs")
+    added.append(ColdResume(rp.rank, phase, more, pause_us, share))
     return rp.model_copy(update={"phase_extra_us": extra})
+
+
+@dataclass(frozen=True)
+class ColdResume:
+    """The CPU a straggler or barrier what-if added to one rank's phase for its cold resume:
+    ``added_us`` (µs a step) after ``pause_us`` µs off its data, ``share`` of its CPU there."""
+
+    rank: int
+    phase: str
+    added_us: float
+    pause_us: float
+    share: float
+
+
+def _noted(model: StepModel, added: list[ColdResume]) -> StepModel:
+    """``model`` with ``added`` kept in ``meta.notes`` (``cold_resume.rank<r>.<phase>.*``:
+    µs summed, the last pause and share), read back by :func:`cold_resume_added`."""
+    if not added:
+        return model
+    notes = dict(model.meta.notes)
+    for c in added:
+        key = f"{COLD_NOTE}.rank{c.rank}.{c.phase}"
+        notes[f"{key}.added_us"] = float(notes.get(f"{key}.added_us") or 0.0) + c.added_us
+        notes[f"{key}.pause_us"], notes[f"{key}.share"] = c.pause_us, c.share
+    return model.model_copy(update={"meta": model.meta.model_copy(update={"notes": notes})})
+
+
+def cold_resume_added(model: StepModel | None) -> list[ColdResume]:
+    """What the straggler and barrier what-ifs applied to ``model`` added for cold resumes
+    (``comm.cold_resume``), per rank and phase in rank order; empty where they added none
+    (no probe, as on every NCCL model, or no rank paused)."""
+    if model is None:
+        return []
+    out = []
+    for k, v in model.meta.notes.items():
+        parts = k.split(".")
+        if len(parts) == 4 and parts[0] == COLD_NOTE and parts[3] == "added_us" \
+                and parts[1].startswith("rank") and parts[1][4:].isdigit():
+            key = k[: -len(".added_us")]
+            out.append(ColdResume(int(parts[1][4:]), parts[2], float(v or 0.0),
+                                  float(model.meta.notes.get(f"{key}.pause_us") or 0.0),
+                                  float(model.meta.notes.get(f"{key}.share") or 0.0)))
+    return sorted(out, key=lambda c: (c.rank, c.phase))
 
 
 def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
@@ -150,8 +203,9 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
     # the ranks that wait in it for a straggler of an earlier phase resume cold
     walls = [sum(v for k, v in r.phase_wall_us.items()
                  if any(op.phase == k for op in model.host.ops[:at])) for r in model.ranks]
-    ranks = [_cold(model, r, phase, max(walls) - w) for r, w in zip(model.ranks, walls)]
-    data = model.without_replay().model_dump()
+    cold = []
+    ranks = [_cold(model, r, phase, max(walls) - w, cold) for r, w in zip(model.ranks, walls)]
+    data = _noted(model, cold).without_replay().model_dump()
     data["ranks"] = [r.model_dump() for r in ranks]
     data["host"]["ops"] = [op.model_dump() for op in ops]
     data["device"]["streams"] = {s: [t.model_dump() for t in v] for s, v in streams.items()}
@@ -197,7 +251,10 @@ class BucketArgs(FixArgs):
 def bucket_cap(m: StepModel, a: BucketArgs) -> StepModel:
     if not m.comm.grad_params:
         raise nothing("bucket_cap_mb", "the model lists no DDP gradients (comm.grad_params)")
-    if a.mb == m.comm.bucket_cap_mb:
+    # an explicit cap also caps the first bucket (models.ddp.set_bucket_caps): DDP's default
+    # (25 MiB, first bucket 1 MiB) is not bucket_cap_mb=25, which makes one bucket of the
+    # DDP demo's 8 MiB MLP where the default makes two
+    if a.mb == m.comm.bucket_cap_mb and a.mb == m.comm.first_bucket_cap_mb:
         raise nothing("bucket_cap_mb", f"bucket_cap_mb is already {a.mb:g}")
     return set_bucket_caps(m, bucket_cap_mb=a.mb)
 

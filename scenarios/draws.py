@@ -16,7 +16,7 @@ from typing import Any, Collection, Sequence
 import numpy as np
 from pydantic import ValidationError
 
-from stepsim.models.host_speed import draw_factor, spread_factors
+from stepsim.models.host_speed import draw_factor, noise_runs, spread_factors
 from stepsim.models.params import DeviceTask, DurationSpec, StepModel
 from stepsim.models.simulate import simulate
 from stepsim.scenarios.bootstrap import bootstrap_measured
@@ -167,14 +167,15 @@ def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1,
     read = varied if ops is None else uncertain_params(model, ops)[0]
     streams = spawn_streams(seed, ["intervals", "host_speed"])
     rng = streams["intervals"]
-    host = (spread_factors(model.host.speed_runs, varied[HOST_SPEED], runs, n,
+    noise = noise_runs(model.host, varied[HOST_SPEED]) if HOST_SPEED in varied else []
+    host = (spread_factors(noise, varied[HOST_SPEED], runs, n,
                            streams["host_speed"], model.host.cpu_scale_error_log)
             if HOST_SPEED in varied else None)
     plan = []
     for i in range(n):
         # the host path still takes its numbers from the shared stream, so every other path
         # draws what it drew before the host factors were spread (spread_factors)
-        factors = {p: draw_factor(model.host.speed_runs, (lo, hi), runs, rng,
+        factors = {p: draw_factor(noise, (lo, hi), runs, rng,
                                   model.host.cpu_scale_error_log) if p == HOST_SPEED
                    else float(rng.uniform(lo, hi, max(runs, 1)).mean()) if p in PER_RUN
                    else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}

@@ -206,3 +206,21 @@ def test_merged_buckets_that_a_captured_wait_cannot_follow_are_refused_with_the_
         set_bucket_caps(m, bucket_cap_mb=25)
     with pytest.raises(ModelError, match="cannot apply to this model as captured"):
         get_fix("bucket_cap_mb").apply(m, {"mb": 50.0})
+
+
+def test_the_bucket_fix_at_the_default_cap_is_not_the_default():
+    """DDP's default (bucket_cap_mb unset: 25 MiB, first bucket 1 MiB) is not
+    ``bucket_cap_mb=25``, which caps the first bucket at 25 MiB too (torch's
+    ``_BucketCapacityConfig.create``): the fix rebuilds the buckets (resnet18's 2 MB fc
+    gradients join the next bucket) instead of saying it is already 25; a model whose first
+    bucket is already 25 MiB is refused."""
+    from stepsim.scenarios.fixes import get_fix
+    from stepsim.simcore.errors import NotApplicable
+
+    m = apply_ddp(ddp_model())
+    assert (m.comm.bucket_cap_mb, m.comm.first_bucket_cap_mb) == (25.0, 1.0)
+    got = get_fix("bucket_cap_mb").apply(m, {"mb": 25.0})
+    assert got.comm.first_bucket_cap_mb == 25.0
+    assert [t.bytes for t in got.device.streams["comm"]] == [2_052_000 + 28_852_224, 15_853_824]
+    with pytest.raises(NotApplicable, match="already 25"):
+        get_fix("bucket_cap_mb").apply(got, {"mb": 25.0})

@@ -84,3 +84,45 @@ def test_a_model_without_a_probe_writes_no_field():
     m = cpu_ddp(2)
     assert "cold_resume" not in m.model_dump_json()
     assert "cold_resume" in _cold(m).model_dump_json()
+
+
+def test_the_what_ifs_say_the_cpu_they_added_for_cold_resumes():
+    """Straggler then barrier: rank 1's backward +0.14 B after its S of spin, rank 0's +0.14 B
+    after S held in the barrier (scenarios.ddp_whatifs.cold_resume_added, kept in meta.notes);
+    the JSON of a saved what-if keeps them; no probe: nothing said."""
+    from stepsim.scenarios.ddp_whatifs import ColdResume, cold_resume_added
+
+    m = _cold(cpu_ddp(cores=2))
+    assert cold_resume_added(m) == [] and cold_resume_added(None) == []
+    got = insert_barrier(add_straggler(m, 1, "forward", S / 1e3))
+    want = [ColdResume(r, "backward", pytest.approx(0.14 * B), S, pytest.approx(0.14))
+            for r in (0, 1)]
+    assert cold_resume_added(got) == want
+    assert cold_resume_added(type(got).model_validate_json(got.model_dump_json())) == want
+    assert cold_resume_added(add_straggler(m, 1, "forward", S / 1e3)) == want[1:]
+    assert cold_resume_added(insert_barrier(add_straggler(cpu_ddp(cores=2), 1, "forward",
+                                                          S / 1e3))) == []
+
+
+def test_whatif_prints_the_cold_resume_cpu(tmp_path):
+    """``stepsim whatif`` prints each rank's added CPU (0.14 × 20 ms = 2.80 ms after 40 ms)."""
+    import re
+
+    from stepsim.models.params import save_model
+    from tests.test_quirks import cli
+
+    save_model(_cold(cpu_ddp(cores=2)), tmp_path / "m.json")
+    rc, err, out = cli("whatif", tmp_path / "m.json", "--fix",
+                       f"straggler:rank=1,phase=forward,ms={S / 1e3:g}", "--draws", "0",
+                       "--steps", "10")
+    assert rc == 0, err
+    flat = re.sub(r"\s+", " ", out)
+    assert ("cold resume (comm.cold_resume, the capture's probe): rank 1's backward +2.80 ms "
+            "CPU a step (14.0% of its CPU there, after 40.0 ms off its data)") in flat
+    assert "rank 0's backward" not in flat
+    save_model(cpu_ddp(cores=2), tmp_path / "plain.json")
+    rc, err, out = cli("whatif", tmp_path / "plain.json", "--fix",
+                       f"straggler:rank=1,phase=forward,ms={S / 1e3:g}", "--draws", "0",
+                       "--steps", "10")
+    assert rc == 0, err
+    assert "cold resume" not in out
