@@ -126,3 +126,12 @@ def team_spin_from_sidecar(side) -> tuple[dict, dict, list[str]]:
         warn.append(f"intra-op team spin {spin / 1e3:.1f} ms lasted through next() "
                     f"({nxt / 1e3:.1f} ms): a floor (measured)")
     return {"team_spin_us": spin}, {"host.team_spin_us": "measured"}, warn
+
+
+def preempted_share(steps) -> float:
+    """Of the main thread's context switches outside ``next()`` over ``steps``, the share that
+    were involuntary (preempted while runnable, i.e. waiting for a core, not blocking); 0 when
+    the sidecar did not record them."""
+    vol = sum(s.vcsw or 0 for s in steps)
+    inv = sum(s.ivcsw or 0 for s in steps)
+    return inv / (vol + inv) if vol + inv else 0.0
