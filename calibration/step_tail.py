@@ -26,7 +26,9 @@ the step's work (window µs) takes the difference: ``× (1 + (a × s − w) / wo
 host speed against the run (:func:`calibration.host_noise.window_speed`, which
 ``host.cpu_scale`` takes back out), so the model's step mean is the run's where the step's
 work holds the difference (a host-bound step: exactly; a loader-bound one holds part of it
-in its wait). Measured, with a warning naming both means.
+in its wait). Steps with a system-CPU spike (:mod:`calibration.sys_spikes`) are left out
+on both sides, as the model's step leaves them out. Measured, with a warning naming both
+means.
 """
 from __future__ import annotations
 
@@ -79,8 +81,15 @@ def step_tail(side: Sidecar | None, work_us: float) -> StepTail | None:
     1/:data:`MAX_TAIL_FACTOR`–:data:`MAX_TAIL_FACTOR`."""
     if side is None or work_us <= 0:
         return None
-    run = np.array([s.wall_us for s in settled_after(side).steps], dtype=float)
-    win = np.array([s.wall_us for s in side.steps if s.profiled], dtype=float)
+    from stepsim.calibration.sys_spikes import spikes
+
+    # the steps without a system-CPU spike on both sides, as the model's step is
+    # (calibration.sys_spikes: the calm window's)
+    spiked = {id(s) for s, f in zip(side.steps, spikes(side) or []) if f}
+    run = np.array([s.wall_us for s in settled_after(side).steps if id(s) not in spiked],
+                   dtype=float)
+    win = np.array([s.wall_us for s in side.steps if s.profiled and id(s) not in spiked],
+                   dtype=float)
     if run.size < max(MIN_AFTER_STEPS, win.size) or win.size < 2:
         return None
     from stepsim.calibration.host_noise import window_speed

@@ -47,3 +47,25 @@ def test_a_representative_window_or_too_few_after_steps_keep_the_window():
     assert step_tail(_side([400e3] * 16), 19e3) is None
     fast = step_tail(_side([15e3] * 16), 19e3)
     assert fast.factor == pytest.approx(1 - 5e3 / 19e3, rel=1e-12)
+
+
+def test_a_system_cpu_spike_is_left_out_on_both_sides():
+    """A step holding 150 ms of system CPU (calibration.sys_spikes), in the window or after
+    it, is not the step's work (the model's step leaves it out): the factor is the one
+    without it."""
+    after = [30e3] * 16
+    want = step_tail(_side(after), 19e3).factor
+    for k in (3, 8 + 5):                     # a profiled step, then an after-step
+        side = _side(after)
+        for s in side.steps:
+            s.sys_cpu_us, s.minflt = 100.0, 5
+        side.steps[1 + k].wall_us += 150e3
+        side.steps[1 + k].cpu_us += 150e3
+        side.steps[1 + k].sys_cpu_us = 150e3
+        for s in side.steps[2 + k:]:             # the later steps start later
+            s.t_start_us += 150e3
+        got = step_tail(side, 19e3)
+        base = [w for i, w in enumerate(WINDOW) if i != k] if k < 8 else WINDOW
+        rest = [30e3] * (15 if k >= 8 else 16)
+        assert got.factor == pytest.approx(1 + (np.mean(rest) - np.mean(base)) / 19e3, rel=1e-12)
+    assert want == pytest.approx(1 + 10e3 / 19e3, rel=1e-12)
