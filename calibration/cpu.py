@@ -33,13 +33,14 @@ from stepsim.calibration.page_faults import refault_fit
 from stepsim.calibration.profiler_overhead import (step_factor, step_factor_note,
                                                     team_overhead_note)
 from stepsim.calibration.run_drift import drift_ratio, profiled_drift
+from stepsim.calibration.step_tail import step_tail
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import (STARTUP_UNMEASURED, capture_loads,
                                              interference_from_sidecar, loader_from_sidecar,
                                              team_stall_from_sidecar)
 from stepsim.calibration.steps import StepList
 from stepsim.calibration.sys_spikes import calm_window
-from stepsim.calibration.team_stall import team_spin_from_sidecar
+from stepsim.calibration.team_stall import preempted_share, team_spin_from_sidecar
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
 
@@ -107,15 +108,6 @@ def efficiency_range(threads: int) -> tuple[float, float]:
     under, so a draw stays a valid share)."""
     e = parallel_efficiency(threads)
     return (1 / threads) / e, (1 - 1e-9) / e
-
-
-def preempted_share(steps) -> float:
-    """Of the main thread's context switches outside ``next()`` over ``steps``, the share that
-    were involuntary (preempted while runnable, i.e. waiting for a core, not blocking); 0 when
-    the sidecar did not record them."""
-    vol = sum(s.vcsw or 0 for s in steps)
-    inv = sum(s.ivcsw or 0 for s in steps)
-    return inv / (vol + inv) if vol + inv else 0.0
 
 
 def step_loader_waits_us(table: EventTable, steps: StepList,
@@ -292,6 +284,11 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     elif (team_note := team_overhead_note(sidecar)) is not None:
         warnings.append(team_note)
     profiler_measured = stepf is not None
+    # the run's own steps where the window does not represent them (calibration.step_tail)
+    tail = None if profiler_measured else step_tail(sidecar, float(compute_us.mean()))
+    if tail is not None:
+        compute_us = compute_us * tail.factor
+        warnings = [w for w in warnings if w != drift] + [tail.describe()]
     # its page faults, measured: on one thread beside the profiler's measured cost, and on a
     # team (whose profiler cost is not measured) from the main thread's CPU, which holds the
     # faults it takes; a user's 2-thread CNN re-faulted 6,126 pages a step at 1 worker and
@@ -308,7 +305,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         stepf = ((stepf[0] if stepf else 1.0) * g,) + (tuple(stepf[1:]) if stepf else ())
         warnings.append(rf.describe())
     compute_mean = float(compute_us.mean())
-    replay_f = stepf[0] if stepf is not None else None
+    replay_f = (stepf[0] if stepf is not None else 1.0) * (tail.factor if tail else 1.0)
+    replay_f = None if stepf is None and tail is None else replay_f
     calm_ratio = (float(np.maximum(step_us - wait_us, 0.0)[keep].mean()) / window_mean
                   if calm is not None else None)
     if calm_ratio is not None:    # the replay of the captured window gets its spikes back
@@ -345,7 +343,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         notes["step_profiler_factor"] = replay_f
     if calm_ratio is not None:   # the window's steps without a spike ÷ all of it (mean wall)
         notes["calm_window_ratio"] = calm_ratio
-    if drift and not profiler_measured:   # the model is of that window (input_caveats)
+    if drift and not profiler_measured and tail is None:   # the model is of that window (input_caveats)
         notes["profiled_drift"] = drift_ratio(sidecar)
     if sidecar is not None:
         notes.update(torch_version=sidecar.torch_version, device=sidecar.device)

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-from scipy.optimize import brentq
 
-from stepsim.calibration.calm import calm_produce, calm_steps
-from stepsim.calibration.page_faults import MIN_FAULTS, MIN_STEPS, refault_fit
+from stepsim.calibration.calm import calm_produce
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.sidecar_fit import after_startup
+from stepsim.calibration.work_gauge import (CENTRE, MAX_SPEED_RATIO,  # noqa: F401
+                                            at_one_fault_cost, calm_steps, identical_work_us,
+                                            per_fault_us, pooled_per_fault)
 from stepsim.models.host_speed import (HOST_NOISE_PRIOR, LOAD_WARN, PRIOR_DOF, own_spread,
                                       speed_interval)
 from stepsim.models.params import StepModel
@@ -67,16 +67,6 @@ def window_speed(side: Sidecar) -> float | None:
     if len(window) < 3 or len(window) == len(whole) or min(CENTRE(whole), CENTRE(window)) <= 0:
         return None
     return float(CENTRE(window) / CENTRE(whole))
-
-
-CENTRE = np.mean
-"""The centre of a run's CPU µs per identical work (:func:`window_speed`, :func:`_work_parts`):
-the mean, since a run's mean step is its work times the mean of its speed over its batches
-(the model's produce is the window's mean too). The median had read a demo replicate
-(2026-12-05 23:00, ``/tmp/fin/m-plain-1`` nw1-r3) at 1.18× the capture's produce where its
-mean was 1.31× and its scored steps 1.45× the capture's; over the three plain demos of that
-evening the capture was the fastest of its 5 runs each time and 13 of 15 rows predicted low
-(docs/measurements.md "Host noise")."""
 
 
 MAX_WINDOW_SPEED = 4.0
@@ -124,55 +114,6 @@ def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) ->
     return model.model_copy(update={"meta": meta})
 
 
-def identical_work_us(side: Sidecar, per_fault_us: float | None = None) -> float | None:
-    """CPU µs of one batch's produce plus one training step's work outside ``next()``
-    (means, :data:`CENTRE`; a worker process's first batch (:func:`calibration.sidecar_fit.after_startup`)
-    and the run's first step left out: they carry start-up); None when the sidecar holds
-    neither. ``per_fault_us``: see :func:`_work_parts`."""
-    parts = _work_parts(side, per_fault_us)
-    return sum(parts.values()) if parts else None
-
-
-def per_fault_us(side: Sidecar) -> float | None:
-    """The CPU µs per page fault :func:`_work_parts` takes out of ``side``'s steps
-    (:func:`calibration.page_faults.refault_fit`), or None where it cannot be measured.
-
-    Measured even where ``side``'s steps that did not re-fault measure its work: a replicate
-    without such steps is then compared at this cost, not at its own fit's. A demo's capture
-    (2026-12-05 23:00, 4 fault-free steps at 55.8 ms) against a replicate whose steps all
-    re-faulted (6,100 a step) and whose own fit took 42.5 ms of fault-free work read as a host
-    1.02× the capture's, where its batches took 1.18× and its raw steps 1.15×; at the
-    capture's 1.58 µs a fault it reads 1.17×."""
-    rf = refault_fit(side)
-    return rf.per_fault_us if rf is not None else None
-
-
-def _work_parts(side: Sidecar, per_fault: float | None = None) -> dict[str, float]:
-    """The parts of :func:`identical_work_us` the sidecar holds: ``produce`` (a batch) and
-    ``train`` (a step's work outside ``next()``: of the steps that did not re-fault their
-    memory where the sidecar counts faults and has at least 3 such, else less each step's
-    faults × their CPU per fault, ``per_fault`` where given (the capture's, so that two runs
-    are compared at one cost per fault), else its own where
-    :func:`calibration.page_faults.refault_fit` measures it), mean CPU µs each (:data:`CENTRE`).
-
-    Each run's own fit is noisy: a user's two runs of one setting (2-thread CNN, 1 worker,
-    2026-12-05) fitted 4.64 and 2.50 µs a fault over about 6,000 faults a step, which made
-    the replicate's identical work 1.371× the capture's, where one cost per fault (any of 0,
-    2.5, 3.5 or 4.64 µs) gives 1.07–1.09× (its produce 1.01×, raw step CPU 1.10×)."""
-    produce = [r.work_us for r in calm_produce(side, after_startup(side.produce))]
-    # the steps that did not re-fault their memory where the sidecar counts faults: whether a
-    # run re-faults is its heap's (calibration.page_faults), not the host's speed
-    rows = calm_steps(side)
-    quiet = [s for s in rows if s.minflt is not None and s.minflt < MIN_FAULTS]
-    if len(quiet) >= MIN_STEPS:      # they measure the work: their few faults priced only
-        per, steps = per_fault or 0.0, quiet     # at a cost given (one for every run)
-    else:   # else each step's faults at the capture's cost where given, else at its own fit's
-        per = per_fault if per_fault is not None else (per_fault_us(side) or 0.0)
-        steps = rows
-    train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0) for s in steps]
-    return {k: float(CENTRE(x)) for k, x in (("produce", produce), ("train", train)) if x}
-
-
 def _same_setting(a: Sidecar, b: Sidecar) -> str | None:
     """What differs between two captures' settings (None: the same setting)."""
     la, lb = a.loader, b.loader
@@ -190,13 +131,6 @@ def _same_setting(a: Sidecar, b: Sidecar) -> str | None:
     return None
 
 
-MAX_SPEED_RATIO = 10.0
-"""A replicate whose identical work took more than this many times (or less than its
-inverse) the capture's CPU time is not a run of the same work on the same kind of host: its
-records cannot be right (the most seen here was 3.5×; at 30× the draws' host speed left the
-model's bounds)."""
-
-
 def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path, Sidecar]]
                      ) -> list[float]:
     """The host speed factors of the capture (1.0, its sidecar ``side`` read from
@@ -207,18 +141,18 @@ def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path
             measure identical work, a replicate of another setting, the capture itself or a
             copy of it (or of another replicate), or a speed that cannot be right.
     """
-    per = per_fault_us(side)     # one cost per fault for every run (_work_parts)
+    per = per_fault_us(side)     # the capture's own cost per fault, for the checks
     w0 = identical_work_us(side, per)
     if w0 is None or w0 <= 0:
         raise InputError(side_path, "the calibration capture's sidecar has no produce or step "
                                     "records with CPU time to compare replicates with")
-    speeds, seen = [1.0], {_records(side): side_path}
+    seen = {_records(side): side_path}
     instants = [(side_path, _instants(side))]
     for path, rep in replicates:
         why = _same_setting(side, rep)
         if why is not None:
             raise InputError(path, f"not a replicate of the capture: {why}")
-        common, w, w0, parts = _at_one_fault_cost(side, rep, per)
+        common, w, w0, parts = at_one_fault_cost(side, rep, per)
         if not common or w <= 0 or w0 <= 0:
             raise InputError(path, "no produce or step records with CPU time"
                              + (" of the kinds the capture has" if parts else "")
@@ -229,38 +163,16 @@ def replicate_speeds(side_path: Path, side: Sidecar, replicates: list[tuple[Path
                                    "run of the setting, not the capture or a copy")
         _not_a_copy(path, _instants(rep), instants)
         instants.append((path, _instants(rep)))
+    # one cost per fault for every run, fitted over all of them (work_gauge.pooled_per_fault)
+    per = pooled_per_fault(side, [rep for _, rep in replicates])
+    speeds = [1.0]
+    for path, rep in replicates:
+        _, w, w0, _ = at_one_fault_cost(side, rep, per)
         if not 1 / MAX_SPEED_RATIO <= w / w0 <= MAX_SPEED_RATIO:
             raise InputError(path, f"its identical work took {w / w0:.3g}× the capture's CPU "
                                    "time: not a run of the same work")
         speeds.append(w / w0)
     return speeds
-
-
-def _at_one_fault_cost(side: Sidecar, rep: Sidecar, per: float | None
-                       ) -> tuple[list[str], float, float, dict[str, float]]:
-    """``(parts both hold, replicate's work, capture's work, replicate's parts)`` (CPU µs),
-    the replicate's faults priced at the capture's cost per fault ``per`` times the
-    replicate's own speed ``k = w / w0``: a host ``k``× slower takes ``k``× the CPU per fault
-    too, so a run that is the capture at ``k``× measures ``k`` exactly (at the capture's cost
-    it read ``k + (k − 1) × faults' share``: 1.118 for 1.1). ``w(k)`` falls as ``k`` rises,
-    so ``k = w(k) / w0`` has one root (Brent's method); None ``per``: each run's own."""
-    parts0 = _work_parts(side, per)
-
-    def at(k: float) -> tuple[list[str], float, float, dict[str, float]]:
-        parts = _work_parts(rep, None if per is None else per * k)
-        common = [p for p in parts0 if p in parts]   # the same work on both sides
-        return (common, sum(parts[p] for p in common), sum(parts0[p] for p in common), parts)
-
-    got = at(1.0)
-    if per is None or not got[0] or got[1] <= 0 or got[2] <= 0:
-        return got
-    lo, hi = 1 / (2 * MAX_SPEED_RATIO), 2 * MAX_SPEED_RATIO
-    def gap(k: float) -> float:   # rises with k: the replicate's work at k falls
-        return k - at(k)[1] / got[2]
-
-    if gap(lo) >= 0 or gap(hi) <= 0:            # out of range: the check after says so
-        return got
-    return at(brentq(gap, lo, hi, xtol=1e-12, rtol=4 * np.finfo(float).eps))
 
 
 COPY_SHARE = 0.5

@@ -51,8 +51,8 @@ import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 
-__all__ = ["Refault", "refault_fit", "step_work_us", "MIN_STEPS", "MIN_FAULTS",
-           "PER_FAULT_US"]
+__all__ = ["Refault", "refault_fit", "slope_per_fault_us", "step_work_us", "MIN_STEPS", "MIN_FAULTS",
+           "PER_FAULT_US", "MIN_PAIRS", "POSITIVE_SHARE", "slope_fit"]
 
 MIN_STEPS = 3
 """Fewest unprofiled steps with fault counts to measure from."""
@@ -119,18 +119,32 @@ def _per_fault(groups) -> tuple[float, str] | None:
     return None
 
 
-def _group_per_fault(rows) -> tuple[float, str] | None:
-    """``(µs per fault, how)`` from one group of steps of one kind (within a group, the
-    profiler's cost per step is in both steps of a pair); None where none re-faulted."""
+def _slopes(rows) -> np.ndarray:
+    """The slopes (CPU µs per fault) of a step's CPU outside ``next()`` on its faults over the
+    pairs of ``rows`` whose faults differ by :data:`MIN_FAULTS` or more."""
     x = np.array([s.minflt for s in rows], dtype=float)
     y = np.array([step_work_us(s) for s in rows])
     i, j = np.triu_indices(len(rows), 1)
     far = np.abs(x[j] - x[i]) >= MIN_FAULTS
-    slopes = (y[j] - y[i])[far] / (x[j] - x[i])[far]
+    return (y[j] - y[i])[far] / (x[j] - x[i])[far]
+
+
+def slope_fit(slopes: np.ndarray) -> float | None:
+    """The median of ``slopes`` where at least :data:`MIN_PAIRS` of them, mostly positive
+    (:data:`POSITIVE_SHARE`), give a median inside :data:`PER_FAULT_US`; else None."""
     if slopes.size >= MIN_PAIRS and np.mean(slopes > 0) >= POSITIVE_SHARE:
         slope = float(np.median(slopes))
         if PER_FAULT_US[0] <= slope <= PER_FAULT_US[1]:
-            return slope, "the median slope of a step's CPU on its faults"
+            return slope
+    return None
+
+
+def _group_per_fault(rows) -> tuple[float, str] | None:
+    """``(µs per fault, how)`` from one group of steps of one kind (within a group, the
+    profiler's cost per step is in both steps of a pair); None where none re-faulted."""
+    slope = slope_fit(_slopes(rows))
+    if slope is not None:
+        return slope, "the median slope of a step's CPU on its faults"
     sys_rows = [s for s in rows if s.minflt >= MIN_FAULTS and s.sys_cpu_us is not None]
     faults = sum(s.minflt for s in sys_rows)
     if faults > 0:
@@ -140,10 +154,9 @@ def _group_per_fault(rows) -> tuple[float, str] | None:
     return None
 
 
-def refault_fit(side: Sidecar | None) -> Refault | None:
-    """The capture's :class:`Refault`, or None where its sidecar has no fault counts (written
-    before they were recorded), fewer than :data:`MIN_STEPS` unprofiled steps, no step that
-    re-faulted :data:`MIN_FAULTS` pages, or no fault cost it can measure."""
+def _fit_rows(side: Sidecar | None) -> tuple[list, list] | None:
+    """``(kept steps, their unprofiled ones)`` that measure ``side``'s faults (see
+    :func:`refault_fit`), or None where it cannot."""
     if side is None or len(side.steps) < 2:
         return None
     steps = side.steps[1:]
@@ -158,8 +171,36 @@ def refault_fit(side: Sidecar | None) -> Refault | None:
     spiked = (spikes(side) or [False] * len(side.steps))[1:]
     kept = [s for i, s in enumerate(steps) if i not in odd and not spiked[i]]
     unprof = [s for s in kept if s.profiler_on is False and not s.profiled]
-    if len(unprof) < MIN_STEPS:
+    return (kept, unprof) if len(unprof) >= MIN_STEPS else None
+
+
+def slope_per_fault_us(side: Sidecar | None) -> float | None:
+    """The CPU µs per fault :func:`refault_fit` takes where a slope measures it (the median
+    slope of a step's CPU on its faults, the unprofiled steps' pairs, else the profiled
+    ones'), for a fit pooled over runs (:func:`calibration.work_gauge.pooled_per_fault`);
+    None where no slope does (no fault counts, no step that re-faulted, too few or too mixed
+    slopes: the system-CPU fallback is the kernel's part only, another quantity)."""
+    rows = _fit_rows(side)
+    if rows is None:
         return None
+    kept, unprof = rows
+    if max(s.minflt for s in kept) < MIN_FAULTS:
+        return None
+    for group in (unprof, [s for s in kept if s.profiled]):
+        slope = slope_fit(_slopes(group))
+        if slope is not None:
+            return slope
+    return None
+
+
+def refault_fit(side: Sidecar | None) -> Refault | None:
+    """The capture's :class:`Refault`, or None where its sidecar has no fault counts (written
+    before they were recorded), fewer than :data:`MIN_STEPS` unprofiled steps, no step that
+    re-faulted :data:`MIN_FAULTS` pages, or no fault cost it can measure."""
+    rows = _fit_rows(side)
+    if rows is None:
+        return None
+    kept, unprof = rows
     most = int(max(s.minflt for s in kept))
     per = (_per_fault([unprof, [s for s in kept if s.profiled]]) if most >= MIN_FAULTS
            else None)

@@ -136,3 +136,12 @@ def team_spin_from_sidecar(side) -> tuple[dict, dict, list[str]]:
                     "apart); taken as spin (measured), what-ifs with workers may price the "
                     "team's stall high or low")
     return {"team_spin_us": spin}, {"host.team_spin_us": "measured"}, warn
+
+
+def preempted_share(steps) -> float:
+    """Of the main thread's context switches outside ``next()`` over ``steps``, the share that
+    were involuntary (preempted while runnable, i.e. waiting for a core, not blocking); 0 when
+    the sidecar did not record them."""
+    vol = sum(s.vcsw or 0 for s in steps)
+    inv = sum(s.ivcsw or 0 for s in steps)
+    return inv / (vol + inv) if vol + inv else 0.0

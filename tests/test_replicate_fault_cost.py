@@ -1,5 +1,6 @@
 """A replicate's host speed compares the two runs' training steps at one CPU cost per page
-fault, the capture's: each run's own fit of that cost is noisy, and a user's two runs of one
+fault, pooled over the capture and its replicates (calibration.work_gauge.pooled_per_fault):
+each run's own fit of that cost is noisy, and a user's two runs of one
 setting (2-thread CNN, 1 worker, 2026-12-05, about 6,000 faults a step) fitted 4.64 and 2.50 µs,
 which read as a host 1.371x slower where one cost per fault gives 1.07-1.09x."""
 from __future__ import annotations
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from stepsim.calibration.host_noise import identical_work_us, per_fault_us, replicate_speeds
+from stepsim.calibration.work_gauge import at_one_fault_cost, pooled_per_fault
 from stepsim.calibration.sidecar import Sidecar
 
 FREE_US, C_US = 40_000.0, 3.0                     # fault-free step CPU, CPU µs per fault
@@ -67,17 +69,58 @@ def test_a_replicate_truly_slower_still_reads_slower():
     assert speeds[1] == pytest.approx(1.2, rel=1e-9)
 
 
-def test_a_capture_with_fault_free_steps_lends_its_cost_per_fault():
-    """A capture whose steps include 3+ that did not re-fault (which measure its work) still
-    prices a replicate's faults at its own fitted cost: a replicate without such steps, of the
-    same work but a noisy fit of its own (C + 1.5 µs a fault), reads 1.0, where its own fit
-    read a faster host (a demo's replicate at 1.15-1.18x read 1.02x so, 2026-12-05)."""
-    cap, rep = _side(1e6, 0.0), _side(9e6, 1.5)
-    for s, flt in zip(cap.steps[1:4], (30, 40, 50)):     # three fault-free steps
-        s.cpu_us, s.minflt = FREE_US + C_US * flt + 1e3, flt
-    assert per_fault_us(cap) == pytest.approx(C_US, rel=0.01)
-    speeds = replicate_speeds(Path("cap/sidecar.json"), cap, [(Path("rep/sidecar.json"), rep)])
-    assert speeds[1] == pytest.approx(1.0, abs=1e-9)
+def _at(side: Sidecar, k: float) -> Sidecar:
+    """``side`` on a host ``k``× slower: every CPU time ``k``×, its faults' too."""
+    out = side.model_copy(deep=True)
+    for s in out.steps:
+        s.cpu_us, s.next_cpu_us = k * s.cpu_us, k * s.next_cpu_us
+    for r in out.produce:
+        r.cpu_us, r.proc_cpu_us = k * r.cpu_us, k * r.proc_cpu_us
+    return out
+
+
+def _more_faults(side: Sidecar, d: int) -> Sidecar:
+    """``side`` whose every step faulted ``d`` more pages, at C_US each."""
+    out = side.model_copy(deep=True)
+    for s in out.steps:
+        s.minflt, s.cpu_us = s.minflt + d, s.cpu_us + C_US * d
+    return out
+
+
+def test_one_cost_per_fault_pooled_over_the_runs():
+    """Three runs of one work at speeds 1, 1.1 and 0.9 (each step k × (free + C × faults)),
+    the capture's own fit noisy (C + 1.5 µs a fault: noise that follows its faults, not its
+    mean step): the cost is the median of the runs' fits each ÷ its speed, C, and the speeds
+    are recovered exactly (the capture's mean step holds no tilt: its faults' mean is their
+    median). The replicates fault 3,000 and 1,000 pages a step more than the capture (a
+    process's heap): at the capture's own fit, as before, they read 1.1 and 0.9 off."""
+    cap = _side(1e6, 1.5)
+    reps = [_at(_more_faults(_side(t0, 0.0), d), k)
+            for t0, k, d in ((9e6, 1.1, 3000), (17e6, 0.9, 1000))]
+    assert per_fault_us(cap) == pytest.approx(C_US + 1.5, rel=0.01)      # its own fit
+    assert pooled_per_fault(cap, reps) == pytest.approx(C_US, rel=1e-9)
+    speeds = replicate_speeds(Path("cap/sidecar.json"), cap,
+                              [(Path(f"r{i}/sidecar.json"), r) for i, r in enumerate(reps)])
+    assert speeds == pytest.approx([1.0, 1.1, 0.9], rel=1e-9)
+    own = [at_one_fault_cost(cap, r, per_fault_us(cap))[1:3] for r in reps]
+    assert abs(own[0][0] / own[0][1] - 1.1) > 0.01 and abs(own[1][0] / own[1][1] - 0.9) > 0.01
+
+
+def test_a_copy_at_k_reads_k_and_leaves_the_cost():
+    """Scale-equivariance: a replicate that is the capture at 1.2× (its faults' cost 1.2× too)
+    reads 1.2000 whatever the capture's fit, and pooling it leaves the capture's cost; two
+    runs that disagree pool to their fits' mean, each ÷ its speed (median of two)."""
+    cap = _side(1e6, 1.5)
+    speeds = replicate_speeds(Path("cap/sidecar.json"), cap,
+                              [(Path("rep/sidecar.json"), _at(_side(9e6, 1.5), 1.2))])
+    assert speeds[1] == pytest.approx(1.2, rel=1e-9)
+    assert pooled_per_fault(cap, [_at(_side(9e6, 1.5), 1.2)]) == pytest.approx(
+        per_fault_us(cap), rel=1e-9)
+    rep = _at(_side(9e6, 0.0), 1.1)
+    c = pooled_per_fault(cap, [rep])
+    k = at_one_fault_cost(cap, rep, c)
+    assert c == pytest.approx((per_fault_us(cap) + per_fault_us(rep) / (k[1] / k[2])) / 2,
+                              rel=1e-9)
 
 
 def test_a_runs_slow_stretch_counts_in_its_speed():
