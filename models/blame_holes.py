@@ -5,8 +5,11 @@ the same floats in the same order.
 A hole's chain is followed with numpy, every hole a step at a time, as far as its common
 shape goes: the next compute run's start (an ``arrival_skew`` / copy wait, ``device_idle``),
 what made it ready (its launch, or nothing: ``other``) and the host thread's spans up to
-then. A hole whose chain goes further (a dependency still running, a host wait followed to
-the device) is charged the scalar way (:meth:`Blame.blame`) into a tape. Each charge is
+then. A host wait in that walk followed to the device (a sync, a pageable copy) is charged
+the scalar way from there (:meth:`Blame.follow_wait`, then :meth:`Blame.blame` of the
+``finish`` it pushes) into a tape, its charges placed after the hole's walk as the scalar
+walk's stack pops them (the last wait's first). A hole whose chain goes further (a dependency
+still running) is charged the scalar way (:meth:`Blame.blame`) into a tape. Each charge is
 recorded as (hole, key, µs) in the order the scalar walk makes it, and each key's running
 total is a ``numpy.cumsum`` (a sequential sum) over its charges in hole order, so the totals
 and each hole's causes (total after the hole - total before it) are the same bit for bit.
@@ -65,6 +68,7 @@ class _Charges:
 
 _LAUNCH, _READY, _RUN_START, _GAP = itemgetter(4), itemgetter(5), itemgetter(6), itemgetter(8)
 _SECOND = itemgetter(1)
+_PLACE = itemgetter(0, 1, 2)   # a followed wait's charge: hole, the last wait first, order
 _SPAN_KEY = itemgetter(2, 8, 7)   # a host span's kind, category, cause
 _UNKNOWN = -2   # a host span's key code before it is looked up
 
@@ -184,6 +188,7 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
     else:
         codes = np.full(n, _UNKNOWN, dtype=np.intp)
     other = ch.code("other")
+    fin: list = []
     i = np.searchsorted(ends, a, side="right")
     cur = a.copy()
     act = np.flatnonzero((i < n) & (cur < b))
@@ -201,13 +206,47 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
             kc[new] = codes[todo] = np.fromiter(map(memo.__getitem__, map(_SPAN_KEY, map(
                 bl.host.__getitem__, todo.tolist()))), np.intp, len(todo))
         followed = on & (kc == _FOLLOW)
-        slow[hid[followed]] = True
+        if followed.any():
+            _follow(bl, ch, fin, slow, hid[followed], ii[followed], s[followed],
+                    e[followed], cols, hs)
         ch.add(hid, kc, e - s, on & ~followed)
         c = np.where(e > c, e, c)
         cur[act] = c
         i[act] = ii + 1
-        act = act[(ii + 1 < n) & (c < bb) & ~followed]
+        act = act[(ii + 1 < n) & (c < bb) & ~slow[hid]]
     ch.add(w_ids, other, b - cur, (cur < b) & ~slow[w_ids])
+    if fin:   # the followed waits' charges, after the hole's walk, the last wait's first
+        fin.sort(key=_PLACE)
+        h = np.array([f[0] for f in fin], np.intp)
+        ch.add(h, np.array([f[3] for f in fin], np.intp), np.array([f[4] for f in fin]),
+               ~slow[h])
+
+
+def _follow(bl, ch: _Charges, fin: list, slow, hid, ii, s, e, cols, hs) -> None:
+    """Host waits followed to the device (:meth:`Blame.follow_wait`), each the part
+    ``[s, e)`` of span ``ii`` in hole ``hid``: charged to ``sync`` now where it waited for no
+    run, else the scalar way (:meth:`Blame.blame` of its ``("finish", run, s, e)``) into
+    ``fin``, to be made after the hole's walk as the scalar walk's stack pops them."""
+    acc, tape = bl.acc, _Tape()
+    items = tape.items
+    bl.acc = tape
+    try:
+        for h, i, a, b in zip(hid.tolist(), ii.tolist(), s.tolist(), e.tolist()):
+            if slow[h]:
+                continue
+            cause = cols.shapes[cols.shape[i]][2] if cols is not None else bl.host[i][7]
+            stack: list = []
+            k = len(items)
+            bl.follow_wait(float(hs[i]), cause, a, b, stack)
+            if stack:
+                bl.blame(stack.pop())
+                fin.extend((h, -i, j, ch.code(key), us)
+                           for j, (key, us) in enumerate(items[k:]))
+            elif len(items) > k:   # sync: charged in the walk
+                ch.add(np.array([h]), ch.code(items[k][0]), np.array([items[k][1]]),
+                       np.ones(1, bool))
+    finally:
+        bl.acc = acc
 
 
 def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):
