@@ -5,8 +5,11 @@ the same floats in the same order.
 A hole's chain is followed with numpy, every hole a step at a time, as far as its common
 shape goes: the next compute run's start (an ``arrival_skew`` / copy wait, ``device_idle``),
 what made it ready (its launch, or nothing: ``other``) and the host thread's spans up to
-then. A hole whose chain goes further (a dependency still running, a host wait followed to
-the device) is charged the scalar way (:meth:`Blame.blame`) into a tape. Each charge is
+then. A host wait in that walk followed to the device (a sync, a pageable copy) is charged
+the scalar way from there (:meth:`Blame.follow_wait`, then :meth:`Blame.blame` of the
+``finish`` it pushes) into a tape, its charges placed after the hole's walk as the scalar
+walk's stack pops them (the last wait's first). A hole whose chain goes further (a dependency
+still running) is charged the scalar way (:meth:`Blame.blame`) into a tape. Each charge is
 recorded as (hole, key, µs) in the order the scalar walk makes it, and each key's running
 total is a ``numpy.cumsum`` (a sequential sum) over its charges in hole order, so the totals
 and each hole's causes (total after the hole - total before it) are the same bit for bit.
@@ -184,6 +187,7 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
     else:
         codes = np.full(n, _UNKNOWN, dtype=np.intp)
     other = ch.code("other")
+    fin: list = []
     i = np.searchsorted(ends, a, side="right")
     cur = a.copy()
     act = np.flatnonzero((i < n) & (cur < b))
@@ -201,13 +205,106 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
             kc[new] = codes[todo] = np.fromiter(map(memo.__getitem__, map(_SPAN_KEY, map(
                 bl.host.__getitem__, todo.tolist()))), np.intp, len(todo))
         followed = on & (kc == _FOLLOW)
-        slow[hid[followed]] = True
+        if followed.any():
+            _follow(bl, ch, fin, slow, hid[followed], ii[followed], s[followed],
+                    e[followed], cols, hs)
         ch.add(hid, kc, e - s, on & ~followed)
         c = np.where(e > c, e, c)
         cur[act] = c
         i[act] = ii + 1
-        act = act[(ii + 1 < n) & (c < bb) & ~followed]
+        act = act[(ii + 1 < n) & (c < bb) & ~slow[hid]]
     ch.add(w_ids, other, b - cur, (cur < b) & ~slow[w_ids])
+    if fin:   # the followed waits' charges, after the hole's walk, the last wait's first
+        h, ni, j, kc, us = (np.concatenate(x) for x in zip(*fin))
+        o = np.lexsort((j, ni, h))   # by hole, the last wait first, then in order
+        ch.add(h[o].astype(np.intp), kc[o].astype(np.intp), us[o].astype(float), ~slow[h[o]])
+
+
+def _follow(bl, ch: _Charges, fin: list, slow, hid, ii, s, e, cols, hs) -> None:
+    """Host waits followed to the device (:meth:`Blame.follow_wait`), each the part
+    ``[s, e)`` of span ``ii`` in hole ``hid``, their charges put in ``fin`` as arrays (hole,
+    -span, order, key code, µs), to be made after the hole's walk as the scalar walk's stack
+    pops them. A wait for one run read from the run columns whose chain ends at that run's
+    start (its stream's idle time, ``device_idle``, back to the wait) is charged with numpy:
+    the run's keys (``finish``), then ``device_idle``; any other the scalar way."""
+    rc = bl.run_cols
+    one: list = []     # (k into hid, step, task code) of a wait for one task
+    other: list = []   # k of the rest
+    waits, tmap = bl.waits, rc.code if rc is not None else None
+    for k, i in enumerate(ii.tolist()):
+        cause = cols.shapes[cols.shape[i]][2] if cols is not None else bl.host[i][7]
+        w = waits.get((float(hs[i]), cause))
+        if tmap is not None and w is not None and len(w.tasks) == 1:
+            step, task = w.tasks[0]
+            one.append((k, step, tmap.get(task, -1)))
+        else:
+            other.append(k)
+    if one:
+        ks, step, code = (np.array(x, dtype=np.intp) for x in zip(*one))
+        ri = rc.find(step, code)
+        got = ri >= 0
+        other.extend(ks[~got].tolist())
+        ks, ri = ks[got], ri[got]
+        a, b = s[ks], e[ks]
+        st, ready = rc.start[ri], rc.ready[ri]
+        gap = rc.gap[ri]
+        on = b - a > _EPS
+        b2 = np.where(st < b, st, b)                       # min(b, st)
+        goes = on & (b2 - a > _EPS)                        # ("start", run, a, b2)
+        idle = gap > _EPS
+        b3 = np.where(ready < b2, ready, b2)               # min(ready, b)
+        further = goes & ((st > ready + gap + _EPS) | ~idle | (b3 - a > _EPS))
+        other.extend(ks[further].tolist())
+        keep = ~further
+        ks, ri, a, b, st, ready, b2, goes = (x[keep] for x in (ks, ri, a, b, st, ready, b2,
+                                                                goes))
+        on = b - a > _EPS
+        h, ni = hid[ks], -ii[ks]
+        lo = np.where(st > a, st, a)
+        tc = rc.task[ri]
+        for c in np.flatnonzero(np.bincount(tc, minlength=len(rc.tasks))).tolist():
+            sel = on & (tc == c)
+            keys = bl._keys.get(rc.tasks[c])
+            keys = keys if keys is not None else bl.task_keys_of(rc.tasks[c])
+            for j, (key, f) in enumerate(keys):
+                us = (b - lo) * f
+                m = sel & (us > _EPS)
+                fin.append((h[m], ni[m], np.full(m.sum(), j), np.full(m.sum(), ch.code(key)),
+                            us[m]))
+        us = b2 - np.where(a > ready, a, ready)            # b - max(a, ready)
+        m = goes & (us > _EPS)
+        fin.append((h[m], ni[m], np.full(m.sum(), 1 << 20), np.full(m.sum(),
+                                                                  ch.code("device_idle")), us[m]))
+    if other:
+        _follow_scalar(bl, ch, fin, slow, hid[other], ii[other], s[other], e[other], cols, hs)
+
+
+def _follow_scalar(bl, ch: _Charges, fin: list, slow, hid, ii, s, e, cols, hs) -> None:
+    """:func:`_follow` the scalar way: :meth:`Blame.follow_wait`, and :meth:`Blame.blame` of
+    the ``finish`` it pushes, into a tape; a wait for no run is charged to ``sync`` now."""
+    acc, tape = bl.acc, _Tape()
+    items = tape.items
+    bl.acc = tape
+    try:
+        for h, i, a, b in zip(hid.tolist(), ii.tolist(), s.tolist(), e.tolist()):
+            if slow[h]:
+                continue
+            cause = cols.shapes[cols.shape[i]][2] if cols is not None else bl.host[i][7]
+            stack: list = []
+            k = len(items)
+            bl.follow_wait(float(hs[i]), cause, a, b, stack)
+            if stack:
+                bl.blame(stack.pop())
+                got = items[k:]
+                n = len(got)
+                fin.append((np.full(n, h), np.full(n, -i), np.arange(n),
+                            np.array([ch.code(key) for key, _ in got], dtype=np.intp),
+                            np.array([us for _, us in got], dtype=float)))
+            elif len(items) > k:   # sync: charged in the walk
+                ch.add(np.array([h]), ch.code(items[k][0]), np.array([items[k][1]]),
+                       np.ones(1, bool))
+    finally:
+        bl.acc = acc
 
 
 def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):

@@ -64,3 +64,51 @@ def test_holes_charged_together_match_one_at_a_time(name):
         assert list(gap2.items()) == acc2
         assert [(h.start_us, h.dur_us, h.causes) for h in half] == ref2
         assert 0 < len(half) < len(holes)
+
+
+def test_holes_after_a_sync_wait_charged_together(monkeypatch):
+    """ResNet-50 (V100) as calibrated: each step's first hole (the host loading the batch)
+    holds pageable-copy waits followed to the device. They are charged with the other holes
+    (``blame_holes._follow``: none left to the one-hole-at-a-time path; with the runs held as
+    columns, ``keep="brief"``, with numpy, none the scalar way), bit for bit as Blame.blame
+    charges them one hole at a time."""
+    import stepsim.models.blame_holes as bh
+    from stepsim.fit import calibrate_gpu
+    from stepsim.scenarios.transforms import SetOp, apply_ops
+    from tests.conftest import shared_traces
+
+    trace = (shared_traces() / "kineto/34d6ad53_rec2021-01-11/resnet50_num_workers_0"
+             / "worker0.pt.trace.json.gz")
+    m = calibrate_gpu(trace)
+    seen = {"followed": 0, "scalar": 0, "slow": 0}
+    follow, scalar, total = bh._follow, bh._follow_scalar, bh._total
+
+    def spy_follow(bl, ch, fin, slow, hid, *rest):
+        seen["followed"] += len(hid)
+        return follow(bl, ch, fin, slow, hid, *rest)
+
+    def spy_scalar(bl, ch, fin, slow, hid, *rest):
+        seen["scalar"] += len(hid)
+        return scalar(bl, ch, fin, slow, hid, *rest)
+
+    def spy_total(bl, ch, slow, *rest):
+        seen["slow"] += int(slow.sum())
+        return total(bl, ch, slow, *rest)
+
+    monkeypatch.setattr(bh, "_follow", spy_follow)
+    monkeypatch.setattr(bh, "_follow_scalar", spy_scalar)
+    monkeypatch.setattr(bh, "_total", spy_total)
+    for keep in ("brief", "all"):
+        for ops in ([SetOp(path="device.gap_scale", value=1.3)],
+                    [SetOp(path="loader.num_workers", value=2)]):
+            seen.update(followed=0, scalar=0)
+            r = simulate(apply_ops(m, ops), steps=20, warmup=3, seed=0, keep=keep)
+            w0, w1 = r.rank_window_us(0)
+            scarce, _, gap, holes = critical_path(Blame(r, 0), w0, w1, device_paced(r, 0))
+            assert scarce == "compute"
+            acc, ref = _one_at_a_time(Blame(r, 0), w0, w1)
+            assert list(gap.items()) == acc
+            assert [(h.start_us, h.dur_us, list(h.causes.items())) for h in holes] == [
+                (a, d, list(c.items())) for a, d, c in ref]
+            assert seen["followed"] >= 20 and seen["slow"] == 0, seen
+            assert seen["scalar"] == (0 if keep == "brief" else seen["followed"]), seen
