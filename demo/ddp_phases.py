@@ -92,9 +92,12 @@ def simulated_phases(sim) -> dict[int, dict[str, float]]:
 def breakdown(model, runs: dict, settings: dict, steps: int = 40, warmup: int = 3,
               seed: int = 0) -> list[dict]:
     """Per setting (``label: (what-if op texts, _)``, as :data:`demo.ddp.SETTINGS`) and rank:
-    ``{"setting", "rank", "predicted": {phase: ms}, "measured": {phase: ms}}``; a setting
-    without runs in ``runs`` is skipped."""
-    from stepsim.demo.ddp import _op
+    ``{"setting", "rank", "predicted": {phase: ms}, "measured": {phase: ms}}``, then per
+    setting a row with ``rank`` None whose ``job`` phase is the job's step (per step the
+    slower rank's, :func:`demo.ddp._job_steps_us`) and ``over_ranks`` its excess over the
+    ranks' mean step (ms): what the per-step maximum adds; a setting without runs in ``runs``
+    is skipped."""
+    from stepsim.demo.ddp import _job_steps_us, _op
     from stepsim.models.simulate import simulate
     from stepsim.scenarios.predict import predict
 
@@ -111,6 +114,11 @@ def breakdown(model, runs: dict, settings: dict, steps: int = 40, warmup: int = 
             meas = measured_phases([r for k in keys for r in runs[k] if r["rank"] == rank])
             rows.append({"setting": label, "rank": rank, "predicted": pred[rank],
                          "measured": meas})
+        mj = float(np.mean([_job_steps_us(runs[k]).mean() for k in keys])) / 1e3
+        mr = float(np.mean([measured_phases([r])["step"] for k in keys for r in runs[k]]))
+        pj, pr = sim.mean_step_us / 1e3, float(sim.step_us.mean()) / 1e3
+        rows.append({"setting": label, "rank": None, "predicted": {"job": pj,
+                     "over_ranks": pj - pr}, "measured": {"job": mj, "over_ranks": mj - mr}})
     return rows
 
 
@@ -120,6 +128,11 @@ def format_breakdown(rows: list[dict]) -> list[str]:
     lines = ["per phase, predicted / measured ms (difference): " + ", ".join(PHASES)]
     for r in rows:
         p, m = r["predicted"], r["measured"]
+        if r["rank"] is None:
+            lines.append(f"  {r['setting'][:20]:20s} job step {p['job']:.2f}/{m['job']:.2f} "
+                         f"({p['job'] - m['job']:+.2f}), of it over the ranks' mean step "
+                         f"{p['over_ranks']:.2f}/{m['over_ranks']:.2f}")
+            continue
         lines.append(f"  {r['setting'][:20]:20s} r{r['rank']} " + "  ".join(
             f"{c} {p[c]:.2f}/{m[c]:.2f} ({p[c] - m[c]:+.2f})" for c in PHASES))
     return lines
