@@ -36,7 +36,9 @@
    simulated split.
 4. Write everything under one folder: ``capture/`` and ``replicates/r<k>/`` (traces +
    sidecars), ``model.json``,
-   ``runs.json`` (every rank's measured instants), ``table.json``.
+   ``runs.json`` (every rank's measured instants), ``table.json`` (with ``phases``: per
+   setting and rank, each phase predicted against measured, :mod:`demo.ddp_phases`, also
+   printed under the table: it says where a row's error lies).
 
 The straggler is 40 ms of *wall-clock* busy work (a thread spinning on ``perf_counter``): it
 keeps its core busy for 40 ms and ends on time whatever else the machine runs, which is what
@@ -67,6 +69,7 @@ from rich.table import Table
 
 from stepsim.calibration.ddp_runs import pick_runs
 from stepsim.demo.ddp_load import mark_row, outside_share
+from stepsim.demo.ddp_phases import breakdown, format_breakdown
 from stepsim.fit import calibrate
 from stepsim.models.host_speed import factor_range, noise_runs, outside_load_slowdown
 from stepsim.models.params import save_model
@@ -124,14 +127,17 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
     write_atomic(out / "runs.json", orjson.dumps(runs, option=orjson.OPT_SERIALIZE_NUMPY))
     model, pick, rows = score(out, runs, repeats, seed)
     save_model(model, out / "model.json")
+    phases = breakdown(model, runs, SETTINGS, seed=seed)     # where each row's error lies
     summary = summarize(rows, model, pick)
     summary.update({"load_average_before": list(load_before),
                     "load_average_after": list(load_after),
                     "wall_s": time.monotonic() - t0, "repeats": repeats, "steps": steps,
                     "cpu_count": os.cpu_count()})
-    write_atomic(out / "table.json", orjson.dumps({"rows": rows, "summary": summary},
+    write_atomic(out / "table.json", orjson.dumps({"rows": rows, "summary": summary,
+                                                   "phases": phases},
                                                   option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     print_table(rows, model, pick, summary, out)
+    Console().print("\n".join(format_breakdown(phases)), highlight=False)
     return 0
 
 

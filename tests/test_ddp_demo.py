@@ -41,3 +41,11 @@ def test_ddp_demo_predicts_and_remeasures_every_setting(tmp_path):
     assert (tmp_path / "capture" / "rank0.json").is_file()
     assert (tmp_path / "replicates" / "r0" / "rank1.sidecar.json").is_file()
     assert table["summary"]["max_abs_error"] >= table["summary"]["median_abs_error"]
+    # the per-phase breakdown (demo.ddp_phases): both ranks of every setting, and a job row
+    # that is the table's own step, predicted and measured
+    for label in SETTINGS:
+        ph = [p for p in table["phases"] if p["setting"] == label]
+        assert [p["rank"] for p in ph] == [0, 1, None]
+        assert ph[1]["measured"]["fwd"] > 0 and ph[0]["predicted"]["bwd"] > 0
+        assert math.isclose(ph[2]["predicted"]["job"], rows[label]["predicted_ms"], rel_tol=1e-9)
+        assert math.isclose(ph[2]["measured"]["job"], rows[label]["measured_ms"], rel_tol=1e-9)
