@@ -59,7 +59,6 @@ from stepsim.scenarios.transforms import parse_set
 from stepsim.scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
 from stepsim.demo.out_folder import DEMO_ENTRIES, claim_out_folder
 from stepsim.demo.table import print_table as _print_table
-from stepsim.limits import count_problem
 from stepsim.simcore.atomic import make_folder, write_atomic
 from stepsim.simcore.errors import StepsimError
 
@@ -74,7 +73,7 @@ CALIBRATION_RUNS, QUICK_CALIBRATION_RUNS = 5, 2
 run-to-run speed is measured): the interval's host term is a Student t of the runs' own spread
 with runs − 1 dof where it is wider than the stated range's (:mod:`models.host_speed`), whose
 P90 quantile falls from 1.89 at 3 runs to 1.53 at 5."""
-REPEATS, QUICK_REPEATS = 4, 1
+REPEATS, QUICK_REPEATS, MAX_REPEATS = 4, 1, 10   # MAX_REPEATS: limits.MAX_REPEATS (a test)
 """Re-measured runs per setting (``--repeats``): a setting is scored on the pooled mean of its
 runs, and its interval is for that mean, whose host term scales as ``sqrt(1/k + 1/n)``
 (:func:`models.host_speed.pooled_scale`, n calibration runs: 5, or more where :func:`_plan`
@@ -151,9 +150,8 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     settings = QUICK_SETTINGS if quick else SETTINGS
     repeats = repeats or (QUICK_REPEATS if quick else REPEATS)
-    wrong = count_problem("repeats", repeats)
-    if wrong:
-        raise StepsimError(f"demo repeats: {wrong}")
+    if not (isinstance(repeats, int) and 1 <= repeats <= MAX_REPEATS):
+        raise StepsimError(f"demo repeats: {repeats!r} is not an integer 1-{MAX_REPEATS}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     again = claim_out_folder(out, DEMO_ENTRIES)
     make_folder(out)

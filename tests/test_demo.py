@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -77,6 +78,13 @@ def test_demo_repeats_is_checked_in_one_line(capsys):
     the DDP demo refuses it (its rounds are its own)."""
     from stepsim.cli import main
     from stepsim.cli_args import parser
+    from stepsim.demo.run import MAX_REPEATS, run_demo
+    from stepsim.limits import MAX_REPEATS as LIMIT
+    from stepsim.simcore.errors import StepsimError
+
+    assert MAX_REPEATS == LIMIT == 10      # demo may not import limits: held equal here
+    with pytest.raises(StepsimError, match="not an integer 1-10"):
+        run_demo(Path("unused-never-made"), repeats=11)
 
     assert parser().parse_args(["demo", "--repeats", "3"]).repeats == 3
     assert parser().parse_args(["demo"]).repeats is None
