@@ -104,8 +104,13 @@ def cmd_demo(args) -> int:
     if args.ddp:
         from stepsim.demo.ddp import run_ddp_demo
 
+        if args.repeats is not None:
+            raise StepsimError("--repeats is the plain demo's (re-measured runs per num_workers "
+                               "setting); the DDP demo takes its own rounds")
+
         return run_ddp_demo(Path(args.out), seed=args.seed)
-    return run_demo(Path(args.out), quick=args.quick, seed=args.seed, probe=args.probe)
+    return run_demo(Path(args.out), quick=args.quick, seed=args.seed, probe=args.probe,
+                    repeats=args.repeats)
 
 
 # ---------------------------------------------------------------- diagnose ------------------

@@ -168,6 +168,10 @@ def parser() -> argparse.ArgumentParser:
                    help="the DDP demo: 2 gloo ranks on the CPU, bucket caps, a straggler, a barrier")
     d.add_argument("--seed", type=_count("seed"), default=0,
                    help="seed of the workload and the simulations (default 0)")
+    d.add_argument("--repeats", type=_count("repeats"), default=None, metavar="N",
+                   help="re-measured runs per num_workers setting, 1-10 (default 4, --quick 1): "
+                        "each setting is scored on the pooled mean of its N runs, and its "
+                        "interval is for that mean; each run adds about 13 s a setting")
     # const: demo.run.PROBE_WORKERS (tests/test_demo_probe.py checks they agree)
     d.add_argument("--probe", type=_count("probe"), nargs="?", const=0, default=None,
                    metavar="N",

@@ -43,6 +43,12 @@ MAX_SEED = 2**32 - 1
 """The largest seed: 32 bits, the range numpy's legacy seeding and most tools take (torch's
 ``manual_seed`` raises past 2**64, a traceback from the demo before this bound)."""
 
+MAX_REPEATS = 10
+"""The most re-measured runs per setting ``stepsim demo --repeats`` takes: each run is about
+13 s of capture per setting on two quiet cores, so 10 over the demo's five settings is about
+11 minutes of capture; past that the pooled mean's interval narrows by little (the host term's
+``sqrt(1/k + 1/n)`` is held by the ``n`` calibration runs)."""
+
 COUNTS: dict[str, tuple[int, int | None]] = {
     "steps": (1, MAX_STEPS),
     "warmup": (0, MAX_STEPS),
@@ -52,6 +58,7 @@ COUNTS: dict[str, tuple[int, int | None]] = {
     "max_moves": (1, MAX_MOVES),
     "seed": (0, MAX_SEED),
     "probe": (0, None),
+    "repeats": (1, MAX_REPEATS),
 }
 """Each integer argument's least and most value (None: no most)."""
 

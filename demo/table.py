@@ -1,0 +1,49 @@
+"""The plain demo's table: each ``num_workers`` setting's prediction against its re-measured
+runs, and the footnote that says what its marks and columns mean."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from stepsim.models.host_speed import LOAD_WARN
+
+
+def print_table(console: Console, rows: list[dict], cores: int, speed: str = "") -> None:
+    """Print the table of ``rows`` (:func:`demo.run._validated_row`'s) and its footnote;
+    ``speed``: the host speed the predictions assume, in words."""
+    t = Table(title=f"num_workers: predicted vs measured step time, ms ({cores} cores)")
+    for col in ("workers", "predicted", "P10–P90", "measured mean (median)", "spread",
+                "error", "in P10–P90", "CPU time ×", "bottleneck pred. / obs."):
+        t.add_column(col, justify="left" if col.startswith("bottleneck") else "right")
+    for r in rows:
+        band = (f"{r['predicted_p10_ms']:.0f}–{r['predicted_p90_ms']:.0f}"
+                if r["predicted_p10_ms"] is not None else "–")
+        spread = f"{r['spread_pct']:.0f} %" if r["spread_pct"] is not None else "–"
+        inside = "†" if r["inside_spread"] else ""
+        t.add_row(f"{r['num_workers']}{' *' if r['calibration'] else ''}",
+                  f"{r['predicted_mean_ms']:.1f}", band,
+                  f"{r['measured_mean_ms']:.1f} ({r['measured_median_ms']:.1f})", spread,
+                  f"{r['error_pct']:+.1f} %{inside}{'‡' if r['load_set_apart'] else ''}",
+                  "–" if r["inside"] is None else ("yes" if r["inside"] else "no"),
+                  f"{r['host_cpu_time_x']:.2f}",
+                  f"{r['bottleneck_predicted']} / {r['bottleneck_observed']}")
+    console.print(t)
+    dagger = ("† the prediction lies inside the range of the repeated runs' means (the error "
+              "cannot be told from run-to-run noise).  " if any(r["inside_spread"] for r in rows)
+              else "")
+    loaded = [r for r in rows if r["load_set_apart"]]
+    load = ("‡ re-measured under outside load (up to "
+            f"{1 + max(r['outside_load_slowdown'] for r in loaded):.1f}x slower than the machine "
+            "alone) and slower than predicted: the load could explain the error, so the row is "
+            "left out of the score.  " if loaded else "")
+    console.print("* calibration setting (in-sample): its row checks the calibrated baseline "
+                  "and is left out of the score.  "
+                  + (f"Predicted {speed}.  " if speed else "")
+                  + dagger + load + "P10–P90: of the pooled mean step of the setting's runs, as "
+                  "`stepsim validate` gives it (`whatif`'s is of one run's mean step), on a "
+                  "machine without outside load past "
+                  f"{100 * LOAD_WARN:.0f} % (a run under it is scored apart, ‡).  "
+                  "CPU time ×: the runs' CPU time per batch and step (identical "
+                  "work) over the calibration capture's (the host's speed, plus co-run "
+                  "interference).  Bottlenecks: input = the DataLoader, host_compute = the training "
+                  "step's CPU work, cpu_cores = workers and training step share too few cores.")
