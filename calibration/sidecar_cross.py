@@ -106,15 +106,9 @@ def _ddp_threads(p: Path, side) -> list[str]:
     if not threads or window is None:
         return []
     span = window[1] - window[0]
-    bad = [(i, t) for i, t in enumerate(threads) if _past_wall(t.cpu_us, span)]
-    if not bad:
-        return []
-    i, t = bad[0]
-    gone = {j for j, _ in bad}
-    side.ddp.threads = [th for j, th in enumerate(threads) if j not in gone]
-    return [dropped_note(p, "ddp.threads", len(bad), len(threads), f"ddp.threads.{i}: "
-                         f"{t.name or t.tid} CPU {t.cpu_us:g} µs past the profiled steps' "
-                         f"span of {span:g} µs")]
+    why = {i: f"{t.name or t.tid} CPU {t.cpu_us:g} µs past the profiled steps' span of "
+              f"{span:g} µs" for i, t in enumerate(threads) if _past_wall(t.cpu_us, span)}
+    return remove_records(p, side.ddp, "threads", why, "ddp.")
 
 
 def _cold_probe(p: Path, side) -> list[str]:
