@@ -15,24 +15,44 @@ Per pause, the share is ``Σ cold / Σ hot − 1`` over every rank's record of e
 (the capture's and its replicates'): each record's ``hot`` steps ran interleaved with its
 ``cold`` ones, so the host's drift hits both. A share measured below 0 is taken as 0 (the
 pause cannot make the work cheaper; noise), and said.
+
+The optimizer (``comm.cold_resume_opt``): the same probe's steps record its thread CPU too,
+priced the same way. In the DDP job itself (``bench/ddp_wait_transfer.py ddp``, 2026-12-06
+07:21-07:25, load 2.5, 6 and 10 rounds), a 10/20/40 ms straggler in rank 1's forward made the
+optimizer's CPU, paired against the same round's run without one (1.3-1.5 ms): on the rank
+that waited for it in the all-reduce +0.19-0.34 / +0.45-0.51 / +0.27-0.50 ms, on the
+straggler (whose backward ran between) +0.00-0.13 / +0.17-0.18 / +0.08-0.35 ms.
 """
 from __future__ import annotations
 
 from stepsim.models.param_comm import MAX_COLD_SHARE
 
-__all__ = ["cold_params", "pool_cold"]
+__all__ = ["cold_params", "cold_opt_params", "pool_cold"]
 
 
 def cold_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float, float]]:
     """``comm.cold_resume`` from the capture sidecars ``sidecars`` (any iterable; None entries
     and sidecars without a probe skipped): ``(pause µs, share)`` per pause probed, increasing;
     empty without a probe."""
+    return _shares(sidecars, "", "backward", warnings)
+
+
+def cold_opt_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float, float]]:
+    """``comm.cold_resume_opt``, the optimizer's share, from the same probe steps as
+    :func:`cold_params` (records without the optimizer's CPU skipped)."""
+    return _shares(sidecars, "opt_", "optimizer", warnings)
+
+
+def _shares(sidecars, key: str, what: str, warnings) -> list[tuple[float, float]]:
     sums: dict[float, list[float]] = {}
     for side in sidecars:
         for p in getattr(getattr(side, "ddp", None), "cold_probe", None) or []:
+            cold, hot = getattr(p, f"cold_{key}cpu_us"), getattr(p, f"hot_{key}cpu_us")
+            if cold is None or hot is None:
+                continue
             acc = sums.setdefault(float(p.pause_us), [0.0, 0.0])
-            acc[0] += p.cold_cpu_us * p.steps
-            acc[1] += p.hot_cpu_us * p.steps
+            acc[0] += cold * p.steps
+            acc[1] += hot * p.steps
     out = []
     for pause in sorted(sums):
         cold, hot = sums[pause]
@@ -42,24 +62,26 @@ def cold_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float
         if share > MAX_COLD_SHARE:   # a hot CPU near 0 (1e-9 µs): no model could hold it
             if warnings is not None:
                 warnings.append(f"the cold-resume probe's {pause / 1e3:g} ms pause left out: "
-                                f"its backward costs {share + 1:g}x its hot CPU of {hot:g} µs "
+                                f"its {what} costs {share + 1:g}x its hot CPU of {hot:g} µs "
                                 f"(summed over its records), past {MAX_COLD_SHARE:g}: "
                                 "records that cannot be right")
             continue
         if share < 0 and warnings is not None:
-            warnings.append(f"the cold-resume probe measured the backward {-share:.1%} cheaper "
+            warnings.append(f"the cold-resume probe measured the {what} {-share:.1%} cheaper "
                             f"after a {pause / 1e3:g} ms pause: taken as no extra CPU (noise)")
         out.append((pause, max(share, 0.0)))
     return out
 
 
 def pool_cold(model, runs: list[list]):
-    """``model`` with ``comm.cold_resume`` from every run's rank sidecars (``runs``: the
-    capture's and its replicates'); unchanged when none has a probe."""
-    pts = cold_params([s for run in runs for s in run])
-    if not pts:
+    """``model`` with ``comm.cold_resume`` and ``comm.cold_resume_opt`` from every run's rank
+    sidecars (``runs``: the capture's and its replicates'); unchanged when none has a probe."""
+    sides = [s for run in runs for s in run]
+    upd = {k: pts for k, pts in (("cold_resume", cold_params(sides)),
+                                 ("cold_resume_opt", cold_opt_params(sides))) if pts}
+    if not upd:
         return model
-    comm = model.comm.model_copy(update={"cold_resume": pts})
-    meta = model.meta.model_copy(update={"sources": {**model.meta.sources,
-                                                     "comm.cold_resume": "measured"}})
+    comm = model.comm.model_copy(update=upd)
+    meta = model.meta.model_copy(update={"sources": {
+        **model.meta.sources, **{f"comm.{k}": "measured" for k in upd}}})
     return model.model_copy(update={"comm": comm, "meta": meta})

@@ -4,7 +4,7 @@ the capture sidecar's ``ddp`` record, ``measured``; or one pseudo-parameter per 
 bucket, ``inferred``). Used by :mod:`calibration.gloo`."""
 from __future__ import annotations
 
-from stepsim.calibration.gloo_cold import cold_params
+from stepsim.calibration.gloo_cold import cold_opt_params, cold_params
 from stepsim.calibration.gloo_cpu import FLOOR_NOTE, host_cpu_cost
 from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.gloo_wake import wake_params
@@ -86,9 +86,11 @@ def comm_params(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecar
     wake, wake_src = wake_params((sidecars.get(r) for r in ranks), warnings)
     upd.update(wake)
     sources.update(wake_src)
-    upd["cold_resume"] = cold_params((sidecars.get(r) for r in ranks), warnings)
-    if upd["cold_resume"]:
-        sources["comm.cold_resume"] = "measured"
+    sides = [sidecars.get(r) for r in ranks]
+    upd["cold_resume"] = cold_params(sides, warnings)
+    upd["cold_resume_opt"] = cold_opt_params(sides, warnings)
+    sources.update({f"comm.{k}": "measured" for k in ("cold_resume", "cold_resume_opt")
+                    if upd[k]})
     if rec is not None:
         upd["grad_params"] = _grad_params(rec)
         if rec.bucket_cap_mb:

@@ -112,8 +112,8 @@ def _ddp_threads(p: Path, side) -> list[str]:
 
 
 def _cold_probe(p: Path, side) -> list[str]:
-    """Drop (in place) a cold-resume probe record (``ddp.cold_probe``) whose backward's CPU,
-    after the pause or without it, passes the longest wall of the loop's step records: the
+    """Drop (in place) a cold-resume probe record (``ddp.cold_probe``) whose backward's or
+    optimizer's CPU, after the pause or without it, passes the longest wall of the loop's step records: the
     probe's steps are steps of the same loop (:func:`demo.ddp_job.cold_probe`), and one
     thread's CPU over a part of a step cannot pass the step's wall. A cold backward refetches
     data every step fetches; the probe measured it 0.04-0.33 over the hot one, 1.1-1.4 ms
@@ -127,10 +127,10 @@ def _cold_probe(p: Path, side) -> list[str]:
     wall = max(walls)
     why = {}
     for i, c in enumerate(probe):
-        for name in ("hot_cpu_us", "cold_cpu_us"):
-            if _past_wall(getattr(c, name), wall):
+        for name in ("hot_cpu_us", "cold_cpu_us", "hot_opt_cpu_us", "cold_opt_cpu_us"):
+            if getattr(c, name) is not None and _past_wall(getattr(c, name), wall):
                 why[i] = (f"{name} {getattr(c, name):g} µs past the longest step's wall_us "
-                          f"of {wall:g} µs (a backward is part of a step)")
+                          f"of {wall:g} µs (a backward or optimizer is part of a step)")
                 break
     return remove_records(p, side.ddp, "cold_probe", why, "ddp.")
 

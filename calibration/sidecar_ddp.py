@@ -102,6 +102,10 @@ class ColdProbe(StrictScalars):
     hot_cpu_us: float = US
     cold_cpu_us: float = US
     steps: int = Field(ge=1)
+    hot_opt_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    cold_opt_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
+    """The optimizer's thread CPU in the same steps (µs, medians; None in sidecars written
+    before the probe recorded it)."""
 
 
 class DDPRecord(StrictScalars):

@@ -197,8 +197,8 @@ def cold_probe(step, pauses_ms=COLD_PAUSES_MS, rounds: int = COLD_ROUNDS) -> lis
     """The sidecar's ``ddp.cold_probe`` (:class:`calibration.sidecar_ddp.ColdProbe`): per
     pause, the backward's thread CPU (µs, from its start to the last gradient's hook; median)
     in ``rounds`` steps where every rank spins the pause at its forward's end, and in as many
-    without, alternated. ``step(pause_ms)`` runs one training step and returns its
-    :attr:`RunResult.phases` row."""
+    without, alternated; and the optimizer's thread CPU in the same steps. ``step(pause_ms)``
+    runs one training step and returns its :attr:`RunResult.phases` row."""
     import statistics
 
     out = []
@@ -207,9 +207,10 @@ def cold_probe(step, pauses_ms=COLD_PAUSES_MS, rounds: int = COLD_ROUNDS) -> lis
         for _ in range(rounds):
             for p in got:
                 row = step(p)
-                got[p].append(row[8] - row[7])
-        out.append({"pause_us": pause * 1e3, "hot_cpu_us": statistics.median(got[0.0]),
-                    "cold_cpu_us": statistics.median(got[pause]), "steps": rounds})
+                got[p].append((row[8] - row[7], row[10] - row[9]))
+        hot, cold = ([statistics.median(v) for v in zip(*got[k])] for k in (0.0, pause))
+        out.append({"pause_us": pause * 1e3, "hot_cpu_us": hot[0], "cold_cpu_us": cold[0],
+                    "hot_opt_cpu_us": hot[1], "cold_opt_cpu_us": cold[1], "steps": rounds})
     return out
 
 

@@ -70,8 +70,14 @@ class CommParams(StrictModel):
     its CPU right after the forward (the capture's). Measured by the DDP harness's
     cold-resume probe (:mod:`calibration.gloo_cold`); empty where the capture has none (the
     straggler what-if then adds none). Read by :func:`cold_share`."""
+    cold_resume_opt: list[tuple[Micros, float]] = Field(default_factory=list)
+    """The same for the optimizer: ``(pause µs, extra share)``, its CPU after a pause and the
+    backward that follows it against its CPU in a step without the pause (the probe's same
+    steps, :mod:`calibration.gloo_cold`); the straggler and barrier what-ifs add it to every
+    rank that was off its data for the pause (the straggler, a rank held for it in a barrier
+    or in the collective). Empty where the probe did not record the optimizer."""
 
-    @field_validator("cold_resume")
+    @field_validator("cold_resume", "cold_resume_opt")
     @classmethod
     def _cold_points(cls, pts):
         """Pauses above 0 and increasing (:func:`cold_share` interpolates between them: pauses
@@ -95,18 +101,20 @@ class CommParams(StrictModel):
         if isinstance(out, dict):
             if self.line_bytes is None:
                 out.pop("line_bytes", None)
-            if not self.cold_resume:
-                out.pop("cold_resume", None)
+            for k in ("cold_resume", "cold_resume_opt"):
+                if not getattr(self, k):
+                    out.pop(k, None)
         return out
 
 
-def cold_share(comm: CommParams, pause_us: float) -> float:
+def cold_share(comm: CommParams, pause_us: float, phase: str = "backward") -> float:
     """The extra share of a backward's CPU after a pause of ``pause_us`` µs
-    (``comm.cold_resume``): linear between the probe's pauses and from (0, 0); past the
+    (``comm.cold_resume``; with ``phase="optimizer"`` the optimizer's, ``comm.cold_resume_opt``):
+    linear between the probe's pauses and from (0, 0); past the
     longest, its share (assumed: a pause longer than the probe's longest is priced as that
     one, which understates it where the share still rises; bench/ddp_cold_resume.py saw
     20 ms and 40 ms alike at load 3.6, still rising at load 2.3). 0 without a probe."""
-    pts = comm.cold_resume
+    pts = comm.cold_resume_opt if phase == "optimizer" else comm.cold_resume
     if not pts or pause_us <= 0:
         return 0.0
     xs, ys = [0.0] + [p for p, _ in pts], [0.0] + [s for _, s in pts]

@@ -14,7 +14,11 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
   wait. Off its data for ``ms``, the straggler resumes cold: its next phase's CPU (the
   host's ``cpu`` ops of that phase and its own extra there) costs ``cold_share(ms)`` more
   (``comm.cold_resume``, the harness's probe: :mod:`calibration.gloo_cold`; nothing without
-  one, as on every NCCL model).
+  one, as on every NCCL model). Every rank's optimizer (the phase after the host's wait for
+  the collectives) costs ``cold_share(ms, "optimizer")`` more (``comm.cold_resume_opt``, the
+  same probe's): the straggler's after its spin and backward, each other rank's after its
+  wait for the straggler, in the collective or in a barrier (assumed to last ``ms``, as it
+  does when no core is shared).
 * ``barrier``: a zero-byte collective (``dist.barrier()``) entered by the host right before
   the first op of ``phase`` (default ``backward``), which then waits for it. Its time on each
   rank is that rank's *arrival skew* (waiting for the last rank), so the collectives after it
@@ -86,10 +90,17 @@ def add_straggler(model: StepModel, rank: int, phase: str, ms: float) -> StepMod
         # which waited as long for it in the barrier
         nxt = _next_phase(model, phase)
         behind = BARRIER_TASK in model.task_map() and nxt == _barrier_phase(model)
+        opt = _after_wait_phase(model)
         cold = []
         for j in range(len(ranks)):
             if j == idx or behind:
-                ranks[j] = _cold(model, ranks[j], nxt, ms * 1e3, cold)
+                ranks[j] = _cold(model, ranks[j], nxt, ms * 1e3, cold, opt)
+            # every rank was off its data for ms: the straggler in its spin, the others held
+            # for it (in the barrier or in the collective, whose wait the phase after it
+            # follows); assumed: the others' wait is the straggler's ms, as with free cores
+            if opt is not None and (opt != nxt or not (j == idx or behind)) \
+                    and not (j == idx and opt == phase):
+                ranks[j] = _cold(model, ranks[j], opt, ms * 1e3, cold, opt)
         model = _noted(model, cold)
     return model.without_replay().model_copy(update={"ranks": ranks})
 
@@ -103,6 +114,18 @@ def _next_phase(model: StepModel, phase: str) -> str:
     return later[0] if later else phase
 
 
+def _after_wait_phase(model: StepModel) -> str | None:
+    """The phase of the host's first ``cpu`` op after its last wait for a collective (the
+    optimizer of a DDP step, which follows the wait for the last all-reduce); None without
+    such a wait."""
+    ops = model.host.ops
+    coll = {t.id for t in model.task_map().values() if t.kind == "collective"}
+    at = [j for j, op in enumerate(ops) if op.kind == "sync" and op.task in coll
+          and op.task != BARRIER_TASK]
+    later = [op.phase for op in ops[at[-1] + 1:] if op.kind == "cpu"] if at else []
+    return later[0] if later else None
+
+
 def _barrier_phase(model: StepModel) -> str | None:
     """The phase whose first host op the host barrier precedes."""
     ops = model.host.ops
@@ -111,12 +134,14 @@ def _barrier_phase(model: StepModel) -> str | None:
     return later[0] if later else None
 
 
-def _cold(model: StepModel, rp, phase: str, pause_us: float, added: list):
+def _cold(model: StepModel, rp, phase: str, pause_us: float, added: list,
+          opt: str | None = None):
     """Rank ``rp`` whose ``phase`` resumes after ``pause_us`` µs off its data: its CPU there
     (the host's ``cpu`` ops of the phase plus its own ``phase_extra_us``) times the measured
-    share (:func:`models.param_comm.cold_share`), added to its ``phase_extra_us``; appends
-    :class:`ColdResume` of what it added to ``added``."""
-    share = cold_share(model.comm, pause_us)
+    share (:func:`models.param_comm.cold_share`: the optimizer's where ``phase`` is ``opt``,
+    the phase after the wait for the collectives, else the backward's), added to its
+    ``phase_extra_us``; appends :class:`ColdResume` of what it added to ``added``."""
+    share = cold_share(model.comm, pause_us, "optimizer" if phase == opt else "backward")
     if share <= 0:
         return rp
     cpu = sum(op.dur_us for op in model.host.ops if op.kind == "cpu" and op.phase == phase)
@@ -204,7 +229,9 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
     walls = [sum(v for k, v in r.phase_wall_us.items()
                  if any(op.phase == k for op in model.host.ops[:at])) for r in model.ranks]
     cold = []
-    ranks = [_cold(model, r, phase, max(walls) - w, cold) for r, w in zip(model.ranks, walls)]
+    opt = _after_wait_phase(model)
+    ranks = [_cold(model, r, phase, max(walls) - w, cold, opt)
+             for r, w in zip(model.ranks, walls)]
     data = _noted(model, cold).without_replay().model_dump()
     data["ranks"] = [r.model_dump() for r in ranks]
     data["host"]["ops"] = [op.model_dump() for op in ops]

@@ -92,6 +92,7 @@ def _sidecar(tmp_path, probe):
     ("cold_cpu_us", 10_000.0 * 1.01 + 1000.5, True),
     ("cold_cpu_us", 1e11, True),
     ("hot_cpu_us", 1e11, True),
+    ("cold_opt_cpu_us", 1e11, True),
 ])
 def test_a_probe_backward_past_the_longest_step_is_dropped(tmp_path, field, value, dropped):
     """Closed form: a backward is part of a step, so its thread CPU cannot pass the longest

@@ -60,6 +60,9 @@ def test_two_rank_gloo_run_calibrates_into_one_model(gloo_run):
     assert [p for p, _ in model.comm.cold_resume] == [ms * 1e3 for ms in COLD_PAUSES_MS]
     assert all(s >= 0 for _, s in model.comm.cold_resume)
     assert model.meta.sources["comm.cold_resume"] == "measured"
+    # and the optimizer's, from the same probe steps
+    assert [p for p, _ in model.comm.cold_resume_opt] == [ms * 1e3 for ms in COLD_PAUSES_MS]
+    assert model.meta.sources["comm.cold_resume_opt"] == "measured"
     res = simulate(model, steps=3, warmup=1)
     assert res.step_us.shape == (2, 3) and (res.step_us > 0).all()
 
