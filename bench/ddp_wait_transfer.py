@@ -107,7 +107,8 @@ def _ddp_cols(r0: dict, r1: dict) -> dict[tuple[int, str], float]:
         s = np.asarray(r["step_starts_us"], float)
         ph = ph[:n]
         _t1, t2, tg, t3, t4, _c0, _c1, c2, cg, c3, c4 = ph.T
-        cols = {"bwd": tg - t2, "bwd_cpu": cg - c2, "wait": t3 - tg, "xfer0": p[0][:n, 3] - p[1][:n, 2],
+        cols = {"bwd": tg - t2, "bwd_cpu": cg - c2, "wait": t3 - tg,
+                "xfer0": p[0][:n, 3] - p[1][:n, 2],
                 "opt_cpu": c4 - c3, "opt": t4 - t3, "post": s[1:n + 1] - tg}
         for c in DDP_COLS:
             out[(rank, c)] = float(np.mean(cols[c])) / 1e3

@@ -17,8 +17,8 @@ Per pause, the share is ``Σ cold / Σ hot − 1`` over every rank's record of e
 pause cannot make the work cheaper; noise), and said.
 
 The optimizer (``comm.cold_resume_opt``): the same probe's steps record its thread CPU too,
-priced the same way. In the DDP job itself (``bench/ddp_wait_transfer.py ddp``, 2026-12-06
-07:21-07:25, load 2.5, 6 and 10 rounds), a 10/20/40 ms straggler in rank 1's forward made the
+kept as µs (the cold steps' mean less the hot ones'). In the DDP job itself
+(``bench/ddp_wait_transfer.py ddp``, 2026-12-06 07:18-07:25, load 2.5, 6 and 10 rounds), a 10/20/40 ms straggler in rank 1's forward made the
 optimizer's CPU, paired against the same round's run without one (1.3-1.5 ms): on the rank
 that waited for it in the all-reduce +0.19-0.34 / +0.45-0.51 / +0.27-0.50 ms, on the
 straggler (whose backward ran between) +0.00-0.13 / +0.17-0.18 / +0.08-0.35 ms.
@@ -34,43 +34,53 @@ def cold_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float
     """``comm.cold_resume`` from the capture sidecars ``sidecars`` (any iterable; None entries
     and sidecars without a probe skipped): ``(pause µs, share)`` per pause probed, increasing;
     empty without a probe."""
-    return _shares(sidecars, "", "backward", warnings)
-
-
-def cold_opt_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float, float]]:
-    """``comm.cold_resume_opt``, the optimizer's share, from the same probe steps as
-    :func:`cold_params` (records without the optimizer's CPU skipped)."""
-    return _shares(sidecars, "opt_", "optimizer", warnings)
-
-
-def _shares(sidecars, key: str, what: str, warnings) -> list[tuple[float, float]]:
-    sums: dict[float, list[float]] = {}
-    for side in sidecars:
-        for p in getattr(getattr(side, "ddp", None), "cold_probe", None) or []:
-            cold, hot = getattr(p, f"cold_{key}cpu_us"), getattr(p, f"hot_{key}cpu_us")
-            if cold is None or hot is None:
-                continue
-            acc = sums.setdefault(float(p.pause_us), [0.0, 0.0])
-            acc[0] += cold * p.steps
-            acc[1] += hot * p.steps
     out = []
-    for pause in sorted(sums):
-        cold, hot = sums[pause]
+    for pause, (cold, hot, _) in _pooled(sidecars, "").items():
         if hot <= 0:          # no CPU read in the steps without the pause: nothing to compare
             continue
         share = cold / hot - 1.0
         if share > MAX_COLD_SHARE:   # a hot CPU near 0 (1e-9 µs): no model could hold it
             if warnings is not None:
                 warnings.append(f"the cold-resume probe's {pause / 1e3:g} ms pause left out: "
-                                f"its {what} costs {share + 1:g}x its hot CPU of {hot:g} µs "
+                                f"its backward costs {share + 1:g}x its hot CPU of {hot:g} µs "
                                 f"(summed over its records), past {MAX_COLD_SHARE:g}: "
                                 "records that cannot be right")
             continue
-        if share < 0 and warnings is not None:
-            warnings.append(f"the cold-resume probe measured the {what} {-share:.1%} cheaper "
-                            f"after a {pause / 1e3:g} ms pause: taken as no extra CPU (noise)")
-        out.append((pause, max(share, 0.0)))
+        out.append((pause, _at_least_0(share, f"{-share:.1%}", "backward", pause, warnings)))
     return out
+
+
+def cold_opt_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float, float]]:
+    """``comm.cold_resume_opt`` from the same probe steps as :func:`cold_params` (records
+    without the optimizer's CPU skipped): ``(pause µs, extra µs)``, the mean over the records'
+    steps of the cold optimizer's CPU less the hot one's."""
+    return [(pause, _at_least_0((cold - hot) / n, f"{(hot - cold) / n:.0f} µs", "optimizer",
+                                pause, warnings))
+            for pause, (cold, hot, n) in _pooled(sidecars, "opt_").items()]
+
+
+def _pooled(sidecars, key: str) -> dict[float, tuple[float, float, int]]:
+    """Per pause, increasing: Σ cold CPU, Σ hot CPU (µs, each record's median times its steps)
+    and Σ steps over the records that have ``cold_<key>cpu_us``."""
+    sums: dict[float, list] = {}
+    for side in sidecars:
+        for p in getattr(getattr(side, "ddp", None), "cold_probe", None) or []:
+            cold, hot = getattr(p, f"cold_{key}cpu_us"), getattr(p, f"hot_{key}cpu_us")
+            if cold is None or hot is None:
+                continue
+            acc = sums.setdefault(float(p.pause_us), [0.0, 0.0, 0])
+            acc[0] += cold * p.steps
+            acc[1] += hot * p.steps
+            acc[2] += p.steps
+    return {pause: tuple(sums[pause]) for pause in sorted(sums)}
+
+
+def _at_least_0(v: float, cheaper: str, what: str, pause: float, warnings) -> float:
+    """``v``, or 0 where below it (the pause cannot make the work cheaper: noise), said."""
+    if v < 0 and warnings is not None:
+        warnings.append(f"the cold-resume probe measured the {what} {cheaper} cheaper "
+                        f"after a {pause / 1e3:g} ms pause: taken as no extra CPU (noise)")
+    return max(v, 0.0)
 
 
 def pool_cold(model, runs: list[list]):

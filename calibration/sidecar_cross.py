@@ -113,9 +113,10 @@ def _ddp_threads(p: Path, side) -> list[str]:
 
 def _cold_probe(p: Path, side) -> list[str]:
     """Drop (in place) a cold-resume probe record (``ddp.cold_probe``) whose backward's or
-    optimizer's CPU, after the pause or without it, passes the longest wall of the loop's step records: the
-    probe's steps are steps of the same loop (:func:`demo.ddp_job.cold_probe`), and one
-    thread's CPU over a part of a step cannot pass the step's wall. A cold backward refetches
+    optimizer's CPU, after the pause or without it, passes the longest wall of the loop's
+    step records: the probe's steps are steps of the same loop
+    (:func:`demo.ddp_job.cold_probe`), and one thread's CPU over a part of a step cannot pass
+    the step's wall. A cold backward refetches
     data every step fetches; the probe measured it 0.04-0.33 over the hot one, 1.1-1.4 ms
     against step walls of 6-9 ms (2026-12-06), so the bound holds it with room (inferred).
     A cold CPU of 1e11 µs (28 h) calibrated silently into a share of 8.5e7, and a 20 ms

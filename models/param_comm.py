@@ -70,12 +70,15 @@ class CommParams(StrictModel):
     its CPU right after the forward (the capture's). Measured by the DDP harness's
     cold-resume probe (:mod:`calibration.gloo_cold`); empty where the capture has none (the
     straggler what-if then adds none). Read by :func:`cold_share`."""
-    cold_resume_opt: list[tuple[Micros, float]] = Field(default_factory=list)
-    """The same for the optimizer: ``(pause µs, extra share)``, its CPU after a pause and the
-    backward that follows it against its CPU in a step without the pause (the probe's same
-    steps, :mod:`calibration.gloo_cold`); the straggler and barrier what-ifs add it to every
-    rank that was off its data for the pause (the straggler, a rank held for it in a barrier
-    or in the collective). Empty where the probe did not record the optimizer."""
+    cold_resume_opt: list[tuple[Micros, Micros]] = Field(default_factory=list)
+    """The same for the optimizer, in µs: ``(pause µs, extra µs)``, the optimizer's thread CPU
+    after a pause and the backward that follows it less its CPU in a step without the pause
+    (the probe's same steps, :mod:`calibration.gloo_cold`): µs, not a share, because the
+    calibrated optimizer op also holds the last bucket's copy and the gap to the next step,
+    which the probe's optimizer (``opt.step`` and ``zero_grad``) does not. The straggler
+    what-if adds it to every rank that was off its data for the pause (the straggler, each
+    rank held for it in a barrier or in the collective). Empty where the probe did not record
+    the optimizer. Read by :func:`cold_extra_opt_us`."""
 
     @field_validator("cold_resume", "cold_resume_opt")
     @classmethod
@@ -107,14 +110,22 @@ class CommParams(StrictModel):
         return out
 
 
-def cold_share(comm: CommParams, pause_us: float, phase: str = "backward") -> float:
+def cold_share(comm: CommParams, pause_us: float) -> float:
     """The extra share of a backward's CPU after a pause of ``pause_us`` µs
-    (``comm.cold_resume``; with ``phase="optimizer"`` the optimizer's, ``comm.cold_resume_opt``):
-    linear between the probe's pauses and from (0, 0); past the
+    (``comm.cold_resume``): linear between the probe's pauses and from (0, 0); past the
     longest, its share (assumed: a pause longer than the probe's longest is priced as that
     one, which understates it where the share still rises; bench/ddp_cold_resume.py saw
     20 ms and 40 ms alike at load 3.6, still rising at load 2.3). 0 without a probe."""
-    pts = comm.cold_resume_opt if phase == "optimizer" else comm.cold_resume
+    return _interp(comm.cold_resume, pause_us)
+
+
+def cold_extra_opt_us(comm: CommParams, pause_us: float) -> float:
+    """The optimizer's extra CPU (µs) after a pause of ``pause_us`` µs
+    (``comm.cold_resume_opt``), read as :func:`cold_share` reads its points."""
+    return _interp(comm.cold_resume_opt, pause_us)
+
+
+def _interp(pts, pause_us: float) -> float:
     if not pts or pause_us <= 0:
         return 0.0
     xs, ys = [0.0] + [p for p, _ in pts], [0.0] + [s for _, s in pts]

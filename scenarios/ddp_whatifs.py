@@ -15,7 +15,7 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
   host's ``cpu`` ops of that phase and its own extra there) costs ``cold_share(ms)`` more
   (``comm.cold_resume``, the harness's probe: :mod:`calibration.gloo_cold`; nothing without
   one, as on every NCCL model). Every rank's optimizer (the phase after the host's wait for
-  the collectives) costs ``cold_share(ms, "optimizer")`` more (``comm.cold_resume_opt``, the
+  the collectives) costs ``cold_extra_opt_us(ms)`` more (``comm.cold_resume_opt``, the
   same probe's): the straggler's after its spin and backward, each other rank's after its
   wait for the straggler, in the collective or in a barrier (assumed to last ``ms``, as it
   does when no core is shared).
@@ -39,7 +39,7 @@ from pydantic import Field
 from stepsim.models.ddp import set_bucket_caps
 from stepsim.models.ddp_host import host_enqueued, host_launched
 from stepsim.models.param_base import MAX_DURATION_US
-from stepsim.models.param_comm import cold_share
+from stepsim.models.param_comm import cold_extra_opt_us, cold_share
 from stepsim.models.params import DeviceTask, HostOp, StepModel
 from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import set_value
@@ -98,7 +98,8 @@ def add_straggler(model: StepModel, rank: int, phase: str, ms: float) -> StepMod
             # every rank was off its data for ms: the straggler in its spin, the others held
             # for it (in the barrier or in the collective, whose wait the phase after it
             # follows); assumed: the others' wait is the straggler's ms, as with free cores
-            if opt is not None and (opt != nxt or not (j == idx or behind)) \
+            if opt is not None and model.comm.cold_resume_opt \
+                    and (opt != nxt or not (j == idx or behind)) \
                     and not (j == idx and opt == phase):
                 ranks[j] = _cold(model, ranks[j], opt, ms * 1e3, cold, opt)
         model = _noted(model, cold)
@@ -138,15 +139,21 @@ def _cold(model: StepModel, rp, phase: str, pause_us: float, added: list,
           opt: str | None = None):
     """Rank ``rp`` whose ``phase`` resumes after ``pause_us`` µs off its data: its CPU there
     (the host's ``cpu`` ops of the phase plus its own ``phase_extra_us``) times the measured
-    share (:func:`models.param_comm.cold_share`: the optimizer's where ``phase`` is ``opt``,
-    the phase after the wait for the collectives, else the backward's), added to its
-    ``phase_extra_us``; appends :class:`ColdResume` of what it added to ``added``."""
-    share = cold_share(model.comm, pause_us, "optimizer" if phase == opt else "backward")
-    if share <= 0:
-        return rp
+    share (:func:`models.param_comm.cold_share`), or, where ``phase`` is ``opt`` (the phase
+    after the wait for the collectives) and the probe recorded the optimizer, its measured
+    extra µs (:func:`models.param_comm.cold_extra_opt_us`), added to its ``phase_extra_us``;
+    appends :class:`ColdResume` of what it added to ``added``."""
     cpu = sum(op.dur_us for op in model.host.ops if op.kind == "cpu" and op.phase == phase)
     extra = dict(rp.phase_extra_us)
-    more = share * (cpu + extra.get(phase, 0.0))
+    base = cpu + extra.get(phase, 0.0)
+    if phase == opt and model.comm.cold_resume_opt:
+        more = cold_extra_opt_us(model.comm, pause_us)
+        share = more / base if base > 0 else 0.0
+    else:
+        share = cold_share(model.comm, pause_us)
+        more = share * base
+    if more <= 0:
+        return rp
     extra[phase] = extra.get(phase, 0.0) + more
     if extra[phase] > MAX_DURATION_US:   # model_copy would keep it unchecked
         raise ModelError(f"straggler: rank {rp.rank}'s {phase} after a {pause_us / 1e3:g} ms "

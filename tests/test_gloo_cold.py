@@ -6,12 +6,12 @@ import pytest
 
 from stepsim.calibration.gloo_cold import cold_opt_params, cold_params
 from stepsim.calibration.sidecar_ddp import ColdProbe
-from stepsim.models.param_comm import cold_share
+from stepsim.models.param_comm import cold_extra_opt_us, cold_share
 from stepsim.scenarios.ddp_whatifs import add_straggler, insert_barrier
 from tests.test_ddp_ranks import B, C, F, O, S, cpu_ddp, step_us
 
 PTS = [(10_000.0, 0.06), (20_000.0, 0.12), (40_000.0, 0.14)]
-OPT = [(10_000.0, 0.1), (40_000.0, 0.3)]
+OPT = [(10_000.0, 100.0), (40_000.0, 300.0)]     # µs: 0.1 and 0.3 of O
 
 
 def _side(*probes):
@@ -133,18 +133,18 @@ def test_whatif_prints_the_cold_resume_cpu(tmp_path):
 
 
 def test_the_optimizer_share_pools_the_same_probe_steps():
-    """Σ cold / Σ hot − 1 of the optimizer's CPU per pause; a record written before the probe
-    recorded the optimizer adds to the backward's share only."""
+    """(Σ cold − Σ hot) / Σ steps of the optimizer's CPU per pause (µs); a record written
+    before the probe recorded the optimizer adds to the backward's share only."""
     a = _side({"pause_us": 4e4, "hot_cpu_us": 6000, "cold_cpu_us": 7000, "steps": 4,
                "hot_opt_cpu_us": 1500, "cold_opt_cpu_us": 1950},
               {"pause_us": 1e4, "hot_cpu_us": 6000, "cold_cpu_us": 6000, "steps": 4})
     b = _side({"pause_us": 4e4, "hot_cpu_us": 5000, "cold_cpu_us": 5500, "steps": 2,
                "hot_opt_cpu_us": 1000, "cold_opt_cpu_us": 1100})
     assert cold_opt_params([a, None, b]) == [(4e4, pytest.approx(
-        (4 * 1950 + 2 * 1100) / (4 * 1500 + 2 * 1000) - 1))]
+        (4 * 1950 + 2 * 1100 - 4 * 1500 - 2 * 1000) / 6))]
     assert [p for p, _ in cold_params([a, b])] == [1e4, 4e4]
     comm = _cold(cpu_ddp(2), opt=OPT).comm
-    assert cold_share(comm, 25_000.0, "optimizer") == pytest.approx(0.2)
+    assert cold_extra_opt_us(comm, 25_000.0) == pytest.approx(200.0)
     assert cold_share(comm, 25_000.0) == pytest.approx(0.125)
 
 
@@ -168,8 +168,9 @@ def test_the_probe_records_the_optimizer_in_the_same_steps():
 
 
 def test_every_rank_s_optimizer_resumes_cold_and_the_waiter_s_is_off_the_critical_path():
-    """2 cores: the straggler's backward costs B(1 + 0.14) and its optimizer O(1 + 0.3) after
-    its spin of S; rank 0 waits S in the collective, then its optimizer costs O(1 + 0.3) too.
+    """2 cores: the straggler's backward costs B(1 + 0.14) and its optimizer O + 0.3 O (the
+    probe's 300 µs) after its spin of S; rank 0 waits S in the collective, then its optimizer
+    costs O + 0.3 O too.
     Step F + S + B·1.14 + C + O·1.3: exactly S plus the cold extras over the plain step; the
     waiter's extra alone adds nothing (its optimizer ends before the straggler's next
     collective)."""
@@ -204,7 +205,7 @@ def test_behind_a_barrier_each_rank_s_optimizer_is_priced_once_in_either_order()
 
 
 def test_a_straggler_in_backward_prices_the_optimizer_after_it_with_its_own_share():
-    """The phase after backward's spin is the optimizer: the optimizer's share (0.3), once a
+    """The phase after backward's spin is the optimizer: the optimizer's extra (300 µs), once a
     rank; a straggler in the optimizer leaves its own optimizer warm (the spin follows it)."""
     m = _cold(cpu_ddp(cores=2), opt=OPT)
     got = add_straggler(m, 1, "backward", S / 1e3)
