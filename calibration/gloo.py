@@ -281,7 +281,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  for i, r in enumerate(order)),
              "measured_median_step_us": float(np.median(job)), **fac_notes, **cpu_notes,
              **({"profiler_phase_factor": ";".join(
-                 f"{r}:" + ",".join(f"{p}={v:.4f}" for p, v in pf[r].items()) for r in order)}
+                 f"{r}:" + ",".join(f"{p}={v:.6f}" for p, v in pf[r].items()) for r in order)}
                 if fac_notes else {}),
              **({"resume_lag_us": ",".join(f"{r}:{float(np.mean(lags[i])):.1f}"
                                            for i, r in enumerate(order))}

@@ -207,14 +207,14 @@ def test_profiler_overhead_is_measured_and_applied(gloo_run, tmp_path):
             # (calibration.gloo_resume): work * f + lag against (work + lag) * f
             f = f_ref["optimizer"]
             assert len(a.samples_us) == len(b.samples_us)
-            assert all((x - f * y) * (1 - f) >= -1e-6     # lag * (1 - f)**2
+            assert all((x - f * y) * (1 - f) >= -1e-5 * y    # lag * (1 - f)**2; f to 6 places
                        for x, y in zip(a.samples_us, b.samples_us))
             continue
         if a.kind in ("cpu", "launch"):
-            assert a.dur_us == pytest.approx(b.dur_us * f_ref[a.phase], rel=1e-9)
+            assert a.dur_us == pytest.approx(b.dur_us * f_ref[a.phase], rel=1e-5)
         if a.kind == "cpu":
             assert a.samples_us == pytest.approx([v * f_ref[a.phase] for v in b.samples_us],
-                                                 rel=1e-9)
+                                                 rel=1e-5)
     # the factor's uncertainty (the widest rank's) is drawn apart from the host's speed,
     # whose range stays the run-to-run prior
     widest = max(edge_factor(load_sidecar(out / f"rank{r}.sidecar.json")).half_log
@@ -255,10 +255,10 @@ def test_profiler_factors_scale_each_rank_in_closed_form(gloo_run, tmp_path):
         if a.phase == "optimizer":
             # work * f + lag against work + lag: the resume lag is a wait, not scaled
             f = f_ref["optimizer"]
-            assert all(x - f * y >= -1e-6 and y - x >= -1e-6
+            assert all(x - f * y >= -1e-5 * y and y - x >= -1e-6     # f to 6 places
                        for x, y in zip(a.samples_us, b.samples_us))
         elif a.kind in ("cpu", "launch"):
-            assert a.dur_us == pytest.approx(f_ref[a.phase] * b.dur_us, rel=1e-9)
+            assert a.dur_us == pytest.approx(f_ref[a.phase] * b.dur_us, rel=1e-5)
 
 
 def _phase_factors(model) -> dict[int, dict[str, float]]:
