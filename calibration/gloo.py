@@ -41,7 +41,9 @@ trace) is its ``RankParams.host``, so ranks on one host share its cores.
 The profiler's own per-op cost is taken out of these host durations: each rank's ``cpu`` and
 ``launch`` durations (and so its phase times) are scaled by its measured factor, unprofiled ÷
 profiled main-thread CPU per step from the capture sidecar's steps
-(:mod:`calibration.profiler_overhead`; named in ``meta.notes["profiler_factor"]``). The
+(:mod:`calibration.profiler_overhead`; named in ``meta.notes["profiler_factor"]``), shared
+between forward, backward and the optimizer by the events each records
+(:mod:`calibration.profiler_events`; ``meta.notes["profiler_phase_factor"]``). The
 host's speed range ``host.cpu_scale`` (every interval draws it) is the stated run-to-run
 prior (replicates' measured spread is pooled with it, :mod:`calibration.host_noise`); the
 factor's own uncertainty (the largest rank's) is ``host.cpu_scale_error_log``, drawn in every
@@ -75,6 +77,7 @@ from stepsim.calibration.gloo_preempt import deduct_preemption
 from stepsim.calibration.gloo_resume import late_lags, resume_lags
 from stepsim.calibration.gloo_steps import PHASES, _Coll, _Rank, _StepRec, _fit_rank  # noqa: F401
 from stepsim.calibration.outside_load import speed_change
+from stepsim.calibration.profiler_events import phase_factors
 from stepsim.calibration.profiler_overhead import rank_factors
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import (DeviceParams, DeviceTask, HostOp, HostParams, Meta,
@@ -215,12 +218,17 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         for r in order:
             for n in nums:
                 step[r][n].phase_us["optimizer"] = step[r][n].opt_work_us
+    # the profiler's cost shared by each phase's events (calibration.profiler_events)
+    pf = {r: phase_factors(fac[r], {p: float(np.mean([step[r][n].phase_us[p] for n in nums]))
+                                    for p in PHASES},
+                           {p: float(np.mean([step[r][n].events.get(p, 0) for n in nums]))
+                            for p in PHASES}) for r in order}
     ops = []
     for j, (kind, phase, _, ci) in enumerate(recs[0].ops):
-        vals = [r.ops[j][2] * fac[ref] for r in recs]
+        vals = [r.ops[j][2] * pf[ref].get(phase, fac[ref]) for r in recs]
         late = None
         if lags is not None and j == len(recs[0].ops) - 1:
-            vals = [r.opt_work_us * fac[ref] for r in recs]
+            vals = [r.opt_work_us * pf[ref]["optimizer"] for r in recs]
             late = late_lags(lags)
         task = tasks[ci].id if ci is not None else None
         if kind == "cpu":
@@ -237,10 +245,10 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         else:
             ops.append(HostOp(kind="sync", name=f"wait for {tasks[ci].name} (untraced)",
                               task=task, phase=phase))
-    ref_phase = {p: float(np.mean([r.phase_us[p] for r in recs])) * fac[ref] for p in PHASES}
+    ref_phase = {p: float(np.mean([r.phase_us[p] for r in recs])) * pf[ref][p] for p in PHASES}
     rank_params = []
     for r in order:
-        extra = {p: float(np.mean([step[r][n].phase_us[p] for n in nums])) * fac[r]
+        extra = {p: float(np.mean([step[r][n].phase_us[p] for n in nums])) * pf[r][p]
                  - ref_phase[p] for p in PHASES}
         rank_params.append(RankParams(rank=r, host=ranks[r].host,
                                       phase_extra_us={p: v for p, v in extra.items() if v > 0}))
@@ -257,7 +265,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         ops, {t.id for t in tasks if t.kind == "collective" and t.bytes},
         {r: ranks[r].host for r in order}, sidecars or {}, loader.host_cores,
         max([op.threads for op in ops if op.kind == "cpu" and op.parallel_fraction > 0] or [1]),
-        ref, warnings, scale=fac[ref])
+        ref, warnings, scale=pf[ref]["backward"])
     sources.update({"host.ops": "measured", f"device.streams.{GLOO_STREAM}": "measured",
                     "ranks": "measured", "host.cpu_scale": "assumed"})
     # the host's run-to-run speed (the stated prior, until replicates measure it); the
@@ -272,6 +280,9 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
                  for i, r in enumerate(order)),
              "measured_median_step_us": float(np.median(job)), **fac_notes, **cpu_notes,
+             **({"profiler_phase_factor": ";".join(
+                 f"{r}:" + ",".join(f"{p}={v:.6f}" for p, v in pf[r].items()) for r in order)}
+                if fac_notes else {}),
              **({"resume_lag_us": ",".join(f"{r}:{float(np.mean(lags[i])):.1f}"
                                            for i, r in enumerate(order))}
                 if lags is not None else {}),

@@ -10,6 +10,7 @@ import numpy as np
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_loader import loader_nexts
 from stepsim.calibration.gloo_resume import resume_after_wait
+from stepsim.calibration.profiler_events import phase_events
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
 from stepsim.simcore.errors import InputError
@@ -37,6 +38,7 @@ class _StepRec:
     phase_us: dict[str, float]
     resume_ns: int | None = None    # the main thread's first event after the end-of-backward
     opt_work_us: float = 0.0        # wait, and the step's end after it (calibration.gloo_resume)
+    events: dict[str, int] = field(default_factory=dict)   # main-thread events per phase
 
     def shape(self) -> tuple:
         return tuple((k, p, c) for k, p, _, c in self.ops) + tuple(c.kind for c in self.colls)
@@ -164,4 +166,5 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None
     ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
     phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}
     return _StepRec(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us, resume,
-                    (s.end_ns - resume) / 1e3 if resume is not None else 0.0)
+                    (s.end_ns - resume) / 1e3 if resume is not None else 0.0,
+                    phase_events(main_ev, s.start_ns, bwd0, bwd1, s.end_ns))

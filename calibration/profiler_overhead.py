@@ -121,7 +121,10 @@ def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
     """Per rank of a job, its factor (1.0 where its sidecar cannot measure one, with a
     warning), the model's notes naming them (``profiler_factor``, its source) and the largest
     ``half_log`` of the measured ones (0.0 when none was measured)."""
-    got = {r: overhead_factor(sidecars.get(r)) for r in ranks}
+    from stepsim.calibration.profiler_edges import edge_factor
+
+    # at the profiled window's edges, where the host's load has moved least; else all steps
+    got = {r: edge_factor(sidecars.get(r)) or overhead_factor(sidecars.get(r)) for r in ranks}
     missing = [r for r, f in got.items() if f is None]
     if missing:
         warnings.append(
@@ -139,7 +142,9 @@ def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
     notes = {"profiler_factor": ",".join(f"{r}:{f.factor:.4f}" for r, f in measured.items()),
              "profiler_factor_source": "measured: median main-thread CPU per step of the "
                                        "sidecar's unprofiled steps (profiler_on false) ÷ of its "
-                                       "profiled steps, per rank"}
+                                       "profiled steps, per rank, at the profiled window's "
+                                       "edges where it has unprofiled steps beside them "
+                                       "(calibration.profiler_edges)"}
     return ({r: f.factor if f is not None else 1.0 for r, f in got.items()}, notes,
             max(f.half_log for f in measured.values()))
 
