@@ -167,7 +167,8 @@ def host_split_columns(cols: HostColumns, rank: int, window: tuple[float, float]
 
 def first_seen(codes: np.ndarray, n: int) -> list[int]:
     """The distinct ``codes`` (each below ``n``) in order of first appearance, read from a
-    prefix that doubles until it holds them all (repeated steps show every code early)."""
+    prefix that grows fourfold until it holds them all (repeated steps show every code
+    early)."""
     need = int(np.count_nonzero(np.bincount(codes, minlength=n)))
     at, size = 0, 256
     first: dict[int, int] = {}
