@@ -173,10 +173,19 @@ def _picked(runs: list, mask: np.ndarray) -> list:
 
 
 def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
+    """Walk each hole's host spans in ``[a, b)`` (:meth:`Blame._host`), every (hole, span)
+    pair at once. The ends are sorted, so the walk's ``cur`` before a span is the hole's
+    start at its first span and the last span's end (at most ``b``) after: each hole walks
+    from its first span ending after ``a`` to its first ending at or after ``b``. Each pair's
+    charges are made in the scalar order: the idle before the span (``other``), then the
+    span's own (a followed wait's ``sync`` in its place), the hole's last idle after."""
     n = len(ends)
     if len(w_ids) == 0:
         return
-    if n and not (np.diff(ends) >= 0).all():   # bisect on an unsorted list: the scalar way
+    if n == 0:   # no span: the whole hole is idle
+        ch.add(w_ids, ch.code("other"), b - a, (a < b) & ~slow[w_ids])
+        return
+    if not (np.diff(ends) >= 0).all():   # bisect on an unsorted list: the scalar way
         slow[w_ids] = True
         return
     memo = _HostCodes(ch)
@@ -188,45 +197,54 @@ def _walk_host(bl, ch: _Charges, w_ids, a, b, slow, hs, ends) -> None:
         codes = np.full(n, _UNKNOWN, dtype=np.intp)
     other = ch.code("other")
     fin: list = []
-    i = np.searchsorted(ends, a, side="right")
-    cur = a.copy()
-    act = np.flatnonzero((i < n) & (cur < b))
-    while len(act):
-        ii, c, bb, hid = i[act], cur[act], b[act], w_ids[act]
-        s, e = hs[ii], ends[ii]
-        s = np.where(c > s, c, s)          # max(s, cur)
-        e = np.where(bb < e, bb, e)        # min(e, b)
-        ch.add(hid, other, np.where(bb < s, bb, s) - c, s > c)
-        on = e > s
+    i0 = np.searchsorted(ends, a, side="right")
+    last = np.minimum(np.searchsorted(ends, b, side="left"), n - 1)
+    cnt = np.where((i0 < n) & (a < b) & ~slow[w_ids], last - i0 + 1, 0)
+    of = np.repeat(np.arange(len(w_ids)), cnt)            # each pair's hole (into w_ids)
+    off = np.arange(len(of)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    ii, bb, hid = i0[of] + off, b[of], w_ids[of]
+    en = ends[ii]
+    e = np.where(bb < en, bb, en)                         # min(e, b)
+    pe = ends[np.maximum(ii - 1, 0)]
+    c = np.where(off == 0, a[of], np.where(bb < pe, bb, pe))   # cur: the last span's end
+    s = hs[ii]
+    s = np.where(c > s, c, s)                             # max(s, cur)
+    on = e > s
+    kc = codes[ii]
+    new = on & (kc == _UNKNOWN)
+    if new.any():   # the spans reached for the first time
+        todo = np.unique(ii[new])
+        codes[todo] = np.fromiter(map(memo.__getitem__, map(_SPAN_KEY, map(
+            bl.host.__getitem__, todo.tolist()))), np.intp, len(todo))
         kc = codes[ii]
-        new = on & (kc == _UNKNOWN)
-        if new.any():   # the spans reached for the first time (twice in a round: no matter)
-            todo = ii[new]
-            kc[new] = codes[todo] = np.fromiter(map(memo.__getitem__, map(_SPAN_KEY, map(
-                bl.host.__getitem__, todo.tolist()))), np.intp, len(todo))
-        followed = on & (kc == _FOLLOW)
-        if followed.any():
-            _follow(bl, ch, fin, slow, hid[followed], ii[followed], s[followed],
-                    e[followed], cols, hs)
-        ch.add(hid, kc, e - s, on & ~followed)
-        c = np.where(e > c, e, c)
-        cur[act] = c
-        i[act] = ii + 1
-        act = act[(ii + 1 < n) & (c < bb) & ~slow[hid]]
-    ch.add(w_ids, other, b - cur, (cur < b) & ~slow[w_ids])
+    followed = on & (kc == _FOLLOW)
+    own_k = np.where(followed, other, kc)
+    own_u = e - s
+    own_m = on & ~followed
+    if followed.any():
+        fp = np.flatnonzero(followed)
+        syncs = _follow(bl, ch, fin, slow, hid[fp], ii[fp], s[fp], e[fp], cols, hs)
+        for k, code, us in syncs:   # a wait for no run: its sync in the span's place
+            own_k[fp[k]], own_u[fp[k]], own_m[fp[k]] = code, us, True
+    both = np.column_stack
+    ch.add(both((hid, hid)).ravel(), both((np.full(len(hid), other), own_k)).ravel(),
+           both((np.where(bb < s, bb, s) - c, own_u)).ravel(), both((s > c, own_m)).ravel())
+    ends_at = np.where(cnt > 0, np.where(b < ends[last], b, ends[last]), a)
+    ch.add(w_ids, other, b - ends_at, (ends_at < b) & ~slow[w_ids])
     if fin:   # the followed waits' charges, after the hole's walk, the last wait's first
         h, ni, j, kc, us = (np.concatenate(x) for x in zip(*fin))
         o = np.lexsort((j, ni, h))   # by hole, the last wait first, then in order
         ch.add(h[o].astype(np.intp), kc[o].astype(np.intp), us[o].astype(float), ~slow[h[o]])
 
 
-def _follow(bl, ch: _Charges, fin: list, slow, hid, ii, s, e, cols, hs) -> None:
+def _follow(bl, ch: _Charges, fin: list, slow, hid, ii, s, e, cols, hs) -> list:
     """Host waits followed to the device (:meth:`Blame.follow_wait`), each the part
     ``[s, e)`` of span ``ii`` in hole ``hid``, their charges put in ``fin`` as arrays (hole,
     -span, order, key code, µs), to be made after the hole's walk as the scalar walk's stack
     pops them. A wait for one run read from the run columns whose chain ends at that run's
     start (its stream's idle time, ``device_idle``, back to the wait) is charged with numpy:
-    the run's keys (``finish``), then ``device_idle``; any other the scalar way."""
+    the run's keys (``finish``), then ``device_idle``; any other the scalar way. Returns
+    the waits for no run: ``(k, sync key code, µs)``, ``k`` into the arrays given."""
     rc = bl.run_cols
     one: list = []     # (k into hid, step, task code) of a wait for one task
     other: list = []   # k of the rest
@@ -275,18 +293,24 @@ def _follow(bl, ch: _Charges, fin: list, slow, hid, ii, s, e, cols, hs) -> None:
         m = goes & (us > _EPS)
         fin.append((h[m], ni[m], np.full(m.sum(), 1 << 20), np.full(m.sum(),
                                                                   ch.code("device_idle")), us[m]))
-    if other:
-        _follow_scalar(bl, ch, fin, slow, hid[other], ii[other], s[other], e[other], cols, hs)
+    if not other:
+        return []
+    syncs = _follow_scalar(bl, ch, fin, slow, hid[other], ii[other], s[other], e[other],
+                           cols, hs)
+    return [(other[k], code, us) for k, code, us in syncs]
 
 
-def _follow_scalar(bl, ch: _Charges, fin: list, slow, hid, ii, s, e, cols, hs) -> None:
+def _follow_scalar(bl, ch: _Charges, fin: list, slow, hid, ii, s, e, cols, hs) -> list:
     """:func:`_follow` the scalar way: :meth:`Blame.follow_wait`, and :meth:`Blame.blame` of
-    the ``finish`` it pushes, into a tape; a wait for no run is charged to ``sync`` now."""
+    the ``finish`` it pushes, into a tape; a wait for no run is returned as ``(k, sync key
+    code, µs)`` (charged in the walk, in the span's place)."""
     acc, tape = bl.acc, _Tape()
+    syncs: list = []
     items = tape.items
     bl.acc = tape
     try:
-        for h, i, a, b in zip(hid.tolist(), ii.tolist(), s.tolist(), e.tolist()):
+        for n_k, (h, i, a, b) in enumerate(zip(hid.tolist(), ii.tolist(), s.tolist(),
+                                               e.tolist())):
             if slow[h]:
                 continue
             cause = cols.shapes[cols.shape[i]][2] if cols is not None else bl.host[i][7]
@@ -301,10 +325,10 @@ def _follow_scalar(bl, ch: _Charges, fin: list, slow, hid, ii, s, e, cols, hs) -
                             np.array([ch.code(key) for key, _ in got], dtype=np.intp),
                             np.array([us for _, us in got], dtype=float)))
             elif len(items) > k:   # sync: charged in the walk
-                ch.add(np.array([h]), ch.code(items[k][0]), np.array([items[k][1]]),
-                       np.ones(1, bool))
+                syncs.append((n_k, ch.code(items[k][0]), items[k][1]))
     finally:
         bl.acc = acc
+    return syncs
 
 
 def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):
@@ -342,14 +366,19 @@ def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):
     acc = bl.acc
     first = {}
     per_key = {}
-    for c in np.flatnonzero(np.bincount(K, minlength=len(names))).tolist():   # np.unique's
-        sel = K == c
+    byk = np.argsort(K, kind="stable")   # by key, each key's charges in hole order
+    hk_all, uk_all = H[byk], U[byk]
+    counts = np.bincount(K, minlength=len(names))
+    ends = np.cumsum(counts).tolist()
+    for c in np.flatnonzero(counts).tolist():   # np.unique's order
+        hi = ends[c]
+        lo = hi - int(counts[c])
         name = names[c]
         had = name in acc
         init = acc[name] if had else 0.0
-        run = np.cumsum(np.concatenate(([init], U[sel])))   # init + u1 + u2 + ... in order
-        per_key[name] = (H[sel], run, had)
-        first[name] = int(np.argmax(sel))
+        run = np.cumsum(np.concatenate(([init], uk_all[lo:hi])))   # init + u1 + ... in order
+        per_key[name] = (hk_all[lo:hi], run, had)
+        first[name] = int(byk[lo])   # its first charge's place in hole order
     for name in sorted(first, key=first.__getitem__):   # new keys in the order first charged
         acc[name] = float(per_key[name][1][-1])
     kept = np.flatnonzero((h0 <= g0) & (g0 < h1))

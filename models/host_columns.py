@@ -22,7 +22,8 @@ import numpy as np
 
 from stepsim.models.segments import Codes, Segmented
 
-__all__ = ["HostSpans", "BlockSpans", "HostColumns", "host_split_columns", "lane_spans_of"]
+__all__ = ["HostSpans", "BlockSpans", "HostColumns", "host_split_columns", "lane_spans_of",
+           "first_seen"]
 
 _START, _DUR, _RANK = itemgetter(3), itemgetter(4), itemgetter(6)
 _SHAPE = itemgetter(2, 8, 7)   # kind, category, cause
@@ -93,6 +94,7 @@ class BlockSpans(Segmented):
         parts: list[tuple] = []
         recoded: dict[int, np.ndarray] = {}   # a block's shape codes, once (keyed by its
         # shape array, which lives in the block's memo)
+        shifts: list[float | None] = []
         for _, rows, dt, _ in self.segs:
             if dt is None:
                 start, dur, rank, shape, shapes = _columns(rows)
@@ -101,16 +103,21 @@ class BlockSpans(Segmented):
                 if got is None:
                     got = rows.memo["columns"] = _columns(rows.rows)
                 start, dur, rank, shape, shapes = got
-                start = start + dt
             got = recoded.get(id(shape)) if dt is not None else None
             if got is None:
                 got = np.array([codes[x] for x in shapes], dtype=np.intp)[shape]
                 if dt is not None:
                     recoded[id(shape)] = got
             parts.append((start, dur, rank, got))
+            shifts.append(dt)
         if not parts:
             return (np.zeros(0), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.intp), [])
-        return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), list(codes))
+        start, dur, rank, shape = (np.concatenate([p[i] for p in parts]) for i in range(4))
+        # each moved block's starts + its shift, after the join (the same x + dt as one by one)
+        lens = [len(p[0]) for p in parts]
+        moved = np.repeat(np.array([dt is not None for dt in shifts], dtype=bool), lens)
+        dts = np.repeat(np.array([0.0 if dt is None else dt for dt in shifts]), lens)
+        return np.where(moved, start + dts, start), dur, rank, shape, list(codes)
 
 
 def _columns(rows: list) -> tuple:
@@ -155,6 +162,19 @@ def host_split_columns(cols: HostColumns, rank: int, window: tuple[float, float]
     # each key's total is a sequential sum in emission order (numpy.bincount adds its weights
     # one by one, from 0.0: the same float as the cumsum before)
     totals = np.bincount(keys, weights=d, minlength=len(names)).tolist()
-    first = {c: int(np.argmax(keys == c))
-             for c in np.flatnonzero(np.bincount(keys, minlength=len(names))).tolist()}
-    return {names[c]: totals[c] for c in sorted(first, key=first.__getitem__)}
+    return {names[c]: totals[c] for c in first_seen(keys, len(names))}
+
+
+def first_seen(codes: np.ndarray, n: int) -> list[int]:
+    """The distinct ``codes`` (each below ``n``) in order of first appearance, read from a
+    prefix that grows fourfold until it holds them all (repeated steps show every code
+    early)."""
+    need = int(np.count_nonzero(np.bincount(codes, minlength=n)))
+    at, size = 0, 256
+    first: dict[int, int] = {}
+    while len(first) < need:
+        u, i = np.unique(codes[at:at + size], return_index=True)
+        for c, j in zip(u.tolist(), i.tolist()):
+            first.setdefault(c, at + j)
+        at, size = at + size, size * 4
+    return sorted(first, key=first.__getitem__)

@@ -57,7 +57,11 @@ class RunColumns:
         prev: each run's stream predecessor's index in emission order (-1: none).
     """
 
-    def __init__(self, parts: list[tuple]):
+    def __init__(self, parts: list[tuple], shifts: list[tuple] | None = None):
+        """``parts``: each segment's columns (:func:`_columns`); ``shifts``: each part's
+        ``(dt µs, ds steps)`` to move it by (``(None, 0)``: as it is), added after the parts
+        are joined, one ``x + dt`` per instant as :meth:`simcore.record.Block.moved` adds it
+        (the same floats as moving each part on its own)."""
         tcodes, scodes = Codes(), Codes()
         cols: list[list] = [[] for _ in range(9)]
         recoded: dict[tuple[int, int], np.ndarray] = {}   # a block's codes, once (``parts``
@@ -77,6 +81,8 @@ class RunColumns:
             cols[8].append(recode(scodes, stream, streams))
         (self.launch, self.ready, self.start, self.end, self.gap, self.step, self.rank,
          self.task, self.stream) = (np.concatenate(c) if c else np.zeros(0) for c in cols)
+        if shifts is not None and parts:
+            self._move(parts, shifts)
         self.tasks, self.code = list(tcodes), dict(tcodes)
         n, t = len(self.start), max(len(self.tasks), 1)
         self._t = t
@@ -90,6 +96,16 @@ class RunColumns:
             by = np.argsort(self.stream, kind="stable")   # emission order within a stream
             same = self.stream[by[1:]] == self.stream[by[:-1]]
             self.prev[by[1:][same]] = by[:-1][same]
+
+    def _move(self, parts: list[tuple], shifts: list[tuple]) -> None:
+        """Move each part's instants by its ``dt`` and its steps by its ``ds`` (in place)."""
+        lens = [len(p[2]) for p in parts]
+        moved = np.repeat(np.array([dt is not None for dt, _ in shifts], dtype=bool), lens)
+        dt = np.repeat(np.array([0.0 if dt is None else dt for dt, _ in shifts]), lens)
+        self.step = self.step + np.repeat(np.array([ds for _, ds in shifts], np.int64), lens)
+        for name in ("launch", "ready", "start", "end"):
+            x = getattr(self, name)
+            setattr(self, name, np.where(moved, x + dt, x))
 
     def find(self, step: np.ndarray, task: np.ndarray) -> np.ndarray:
         """The index of the run of each (step, task code) (-1: none; a code < 0: none)."""
@@ -122,18 +138,18 @@ class BlockRuns(Segmented):
     @property
     def cols(self) -> RunColumns:
         if self._cols is None:
-            parts = []
+            parts, shifts = [], []
             for _, rows, dt, ds in self.segs:
                 if dt is None:
                     parts.append(_columns(rows))
+                    shifts.append((None, 0))
                     continue
                 got = rows.memo.get("run_columns")
                 if got is None:
                     got = rows.memo["run_columns"] = _columns(rows.rows)
-                launch, ready, start, end, gap, step, *rest = got
-                parts.append((launch + dt, ready + dt, start + dt, end + dt, gap, step + ds,
-                              *rest))
-            self._cols = RunColumns(parts)
+                parts.append(got)
+                shifts.append((dt, ds))
+            self._cols = RunColumns(parts, shifts)
         return self._cols
 
 

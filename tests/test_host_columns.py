@@ -110,3 +110,14 @@ def test_columns_from_blocks_on_ranks():
     res = simulate(m, steps=12, warmup=3, seed=0, keep="brief")
     assert res.span_blocks
     _check(res)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=3000))
+def test_first_seen_is_the_order_of_first_appearance(codes):
+    """first_seen reads a growing prefix; it names every code once, in the order a Python
+    pass over the whole array first meets them."""
+    from stepsim.models.host_columns import first_seen
+
+    arr = np.array(codes, dtype=np.intp)
+    assert first_seen(arr, 10) == list(dict.fromkeys(codes))
