@@ -333,3 +333,4 @@ def test_a_long_hold_takes_at_most_max_quanta_turns():
     env.run()
     assert env.now == pytest.approx(3.6e9) and sum(held) == pytest.approx(3.6e9, rel=1e-3)
     assert made[0] <= 4 * MAX_QUANTA + 10
+
