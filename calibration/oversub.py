@@ -135,7 +135,7 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0, per_fault_us:
                        f"fell past the cores (fit {got[0]:.3f}, P10–P90 {got[1][0]:.3f}–"
                        f"{got[1][1]:.3f}): the host's speed changed between the settings")
             elif not got[0] <= MAX_OVERSUB or not got[1][1] <= MAX_OVERSUB:
-                # (a fit past the model's bound refused the whole calibration, a traceback)
+                # (a fit past HostParams' bound refused the model calibration builds from it)
                 why = (f"the probe at num_workers={side.probe.num_workers}: its batches' CPU "
                        f"grew past the cores by more than any slowdown (fit {got[0]:.3g}, "
                        f"P10–P90 {got[1][0]:.3g}–{got[1][1]:.3g}, the most {MAX_OVERSUB:g}): "

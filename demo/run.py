@@ -135,8 +135,8 @@ MAX_PROBE_WORKERS = 64   # limits.MAX_PROBE_WORKERS (a test holds them equal)
 """The most workers ``--probe N`` takes: 8 times the demo's largest setting (8 workers), far
 past any host's cores the demo's settings reach, and a bound on what the probe makes: its
 data set grows by 4 batches (128 JPEG images) per worker and each worker is a process of the
-workload; ``--probe 100000`` generated 12.8 million images before forking 100,000 processes
-(not run to the end)."""
+workload; ``--probe 100000`` would generate 12.8 million images, then fork 100,000 processes
+(read from :func:`demo.workload.run`'s data set length; not run)."""
 PROBE_WORKERS = 0
 """The probe's ``num_workers`` that ``stepsim demo --probe`` records without a number: at 0
 workers nothing runs beside the batches (co-run load 0 against about 0.96 at the calibration

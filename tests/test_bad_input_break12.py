@@ -221,7 +221,7 @@ def test_demo_ddp_into_such_a_folder_is_one_line_and_deletes_nothing(tmp_path, c
 
 def test_a_demo_probe_past_its_bound_is_refused_before_any_run(capsys, monkeypatch):
     """``--probe 100000`` was accepted: the workload's data set grows 128 images per worker
-    (12.8 million generated before 100,000 processes were forked). Bounded at 64, held equal
+    (12.8 million to generate, then 100,000 processes to fork; not run). Bounded at 64, held equal
     in ``limits`` and ``demo.run`` (which may not import it); the DDP demo, which runs no
     DataLoader, refuses ``--probe`` as it refuses ``--repeats`` (it was ignored)."""
     import stepsim.demo.run as demo_run
