@@ -287,7 +287,7 @@ def _null_bad_waits(p: Path, data: dict) -> list[str]:
 
 
 MIN_FAULT_CPU_US = 0.02
-"""Least CPU µs of its thread a minor page fault takes: a kernel entry and exit alone take
+"""Least CPU µs of its thread a minor page fault takes (assumed): a kernel entry and exit take
 more (0.1 µs and up); the least fault cost calibration fits is 10x this
 (:data:`calibration.page_faults.PER_FAULT_US`; 1.3-3.3 µs measured here). A step record
 whose thread faulted more often than once per this much of its CPU cannot be right: a
