@@ -107,6 +107,9 @@ def cmd_demo(args) -> int:
         if args.repeats is not None:
             raise StepsimError("--repeats is the plain demo's (re-measured runs per num_workers "
                                "setting); the DDP demo takes its own rounds")
+        if args.probe is not None:    # (it was ignored without a word)
+            raise StepsimError("--probe is the plain demo's (a probe at a second num_workers); "
+                               "the DDP demo's ranks run no DataLoader")
 
         return run_ddp_demo(Path(args.out), seed=args.seed)
     return run_demo(Path(args.out), quick=args.quick, seed=args.seed, probe=args.probe,

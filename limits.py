@@ -49,6 +49,10 @@ MAX_REPEATS = 10
 11 minutes of capture; past that the pooled mean's interval narrows by little (the host term's
 ``sqrt(1/k + 1/n)`` is held by the ``n`` calibration runs)."""
 
+MAX_PROBE_WORKERS = 64
+"""The most workers ``stepsim demo --probe N`` records a probe at (:data:`demo.run.MAX_PROBE_WORKERS`,
+which says why: each is a process of the demo's workload, and ``--probe 100000`` had no end)."""
+
 COUNTS: dict[str, tuple[int, int | None]] = {
     "steps": (1, MAX_STEPS),
     "warmup": (0, MAX_STEPS),
@@ -57,7 +61,7 @@ COUNTS: dict[str, tuple[int, int | None]] = {
     "jobs": (0, MAX_JOBS),          # 0: the CPUs available
     "max_moves": (1, MAX_MOVES),
     "seed": (0, MAX_SEED),
-    "probe": (0, None),
+    "probe": (0, MAX_PROBE_WORKERS),
     "repeats": (1, MAX_REPEATS),
 }
 """Each integer argument's least and most value (None: no most)."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from stepsim.calibration.corun import BOOTSTRAP, Activity, activities, corun_loads
 from stepsim.calibration.probe_steps import after_startup, probe_base_steps, uniform_with_p10_p90
+from stepsim.models.param_types import MAX_OVERSUB
 
 OVERSUB_PRIOR = (0.0, 0.16)
 """Stated prior range of ``host.oversub`` without a probe above the cores. Measured on this
@@ -133,6 +134,13 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0, per_fault_us:
                 why = (f"the probe at num_workers={side.probe.num_workers}: its batches' CPU "
                        f"fell past the cores (fit {got[0]:.3f}, P10–P90 {got[1][0]:.3f}–"
                        f"{got[1][1]:.3f}): the host's speed changed between the settings")
+            elif not got[0] <= MAX_OVERSUB or not got[1][1] <= MAX_OVERSUB:
+                # (a fit past HostParams' bound refused the model calibration builds from it)
+                why = (f"the probe at num_workers={side.probe.num_workers}: its batches' CPU "
+                       f"grew past the cores by more than any slowdown (fit {got[0]:.3g}, "
+                       f"P10–P90 {got[1][0]:.3g}–{got[1][1]:.3g}, the most {MAX_OVERSUB:g}): "
+                       "the host's speed changed between the settings, or its records "
+                       "cannot be right")
             else:
                 fit = got
     host = {"oversub_ref": min(max(f_c, 0.0), 1.0)}

@@ -71,7 +71,9 @@ class StepRecord(StrictScalars):
 
     model_config = _CFG
     t_start_us: float | None = _AT
-    wall_us: float = _US
+    wall_us: float = Field(gt=0, le=MAX_DURATION_US)
+    """The step's wall time: a step always takes some (a profiled window of steps of 0 µs
+    divided by zero in :func:`calibration.step_tail.step_tail`, a traceback)."""
     cpu_us: float = _US
     proc_cpu_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     next_wall_us: float = _US
@@ -242,7 +244,8 @@ _CHECKS = {(key, f): _check(model, f) for key, (model, fs) in _WAITS.items() for
 
 def _null_bad_waits(p: Path, data: dict) -> list[str]:
     """Set to None (in place) each optional scheduler measurement of :data:`_WAITS` that
-    cannot be right; one warning counting them, naming the first."""
+    cannot be right, and each step's fault count its CPU cannot hold
+    (:func:`_null_bad_faults`); one warning counting each kind, naming the first."""
     lists = [(k, data.get(k)) for k in ("produce", "steps")]
     probe, ddp = data.get("probe"), data.get("ddp")
     if isinstance(probe, dict):
@@ -273,10 +276,44 @@ def _null_bad_waits(p: Path, data: dict) -> list[str]:
                 if why:
                     rec[f] = None
                     bad.append(f"{''.join(where)}{key}.{i}.{f}: {why}")
-    if not bad:
-        return []
-    return [f"{p.name}: ignored {len(bad)} scheduler measurement(s) that cannot be right, "
-            f"taken as not recorded (first: {bad[0]})"]
+    faults = [f"{''.join(where)}{key}.{i}.{why}" for key, items, *where in lists
+              if key == "steps" and isinstance(items, list)
+              for i, rec in enumerate(items) if isinstance(rec, dict)
+              for why in _null_bad_faults(rec)]
+    return ([f"{p.name}: ignored {len(bad)} scheduler measurement(s) that cannot be right, "
+             f"taken as not recorded (first: {bad[0]})"] if bad else []) + (
+        [f"{p.name}: ignored {len(faults)} page-fault count(s) that cannot be right, taken as "
+         f"not recorded (first: {faults[0]})"] if faults else [])
+
+
+MIN_FAULT_CPU_US = 0.02
+"""Least CPU µs of its thread a minor page fault takes (assumed): a kernel entry and exit take
+more (0.1 µs and up); the least fault cost calibration fits is 10x this
+(:data:`calibration.page_faults.PER_FAULT_US`; 1.3-3.3 µs measured here). A step record
+whose thread faulted more often than once per this much of its CPU cannot be right: a
+replicate whose steps said 1.8e19 faults each read as a host 0.50x the capture's (its step's
+work all priced as faults), with no word. Plus :data:`FAULT_SLACK`: the CPU clocks and the
+fault counter are read one after the other."""
+FAULT_SLACK = 1000
+"""Faults past ``CPU / MIN_FAULT_CPU_US`` still taken (:data:`MIN_FAULT_CPU_US`)."""
+
+
+def _null_bad_faults(rec: dict) -> list[str]:
+    """Set to None (in place) a step record's fault counts (``minflt`` outside ``next()``,
+    ``next_minflt`` inside it) that its thread's CPU time there cannot hold
+    (:data:`MIN_FAULT_CPU_US`); ``"field: why"`` of each. Counts or clocks of the wrong type
+    are left to the record's validation."""
+    out = []
+    cpu, nxt = rec.get("cpu_us"), rec.get("next_cpu_us")
+    if type(cpu) not in (int, float) or type(nxt) not in (int, float):
+        return out
+    for f, us in (("minflt", max(cpu - nxt, 0.0)), ("next_minflt", max(nxt, 0.0))):
+        n = rec.get(f)
+        if type(n) is int and n > us / MIN_FAULT_CPU_US + FAULT_SLACK:
+            rec[f] = None
+            out.append(f"{f}: {n:.3g} faults in {us:.6g} µs of the thread's CPU, more than one "
+                       f"per {MIN_FAULT_CPU_US:g} µs")
+    return out
 
 
 def load_sidecar(path: str | Path) -> Sidecar:

@@ -11,11 +11,21 @@ from stepsim.simcore.errors import InputError
 
 __all__ = ["claim_out_folder", "DEMO_ENTRIES", "DDP_ENTRIES"]
 
-# top-level entries an earlier demo leaves, and its capture folders (name: what they hold)
+
+def _made(names: str) -> re.Pattern:
+    """The files a capture writes (``names``, a pattern), or the temporary file of one whose
+    write was interrupted (:func:`simcore.atomic.atomic_path`: ``.NAME.XXXXXXXX.tmp``)."""
+    return re.compile(rf"^(?:{names})$|^\.(?:{names})\.[A-Za-z0-9_]+\.tmp$")
+
+
+# top-level entries an earlier demo leaves, and its capture folders (name: the pattern of its
+# sub-folders, None where it holds a capture's files itself; the pattern of those files)
 DEMO_ENTRIES = ({"model.json", "ledger.jsonl", "table.json", "report.html"},
-                {"runs": re.compile(r"^nw\d+-r\d+$")})
+                {"runs": (re.compile(r"^nw\d+-r\d+$"),
+                          _made(r"trace\.json\.gz|sidecar\.json|\.partial\.trace\.json\.gz"))})
 DDP_ENTRIES = ({"model.json", "runs.json", "table.json"},
-               {"capture": None, "replicates": re.compile(r"^r\d+$")})
+               {name: (sub, _made(r"rank\d+\.json|rank\d+\.sidecar\.json"))
+                for name, sub in (("capture", None), ("replicates", re.compile(r"^r\d+$")))})
 
 
 def _refuse(out: Path, names: list[str]) -> None:
@@ -40,11 +50,20 @@ def claim_out_folder(out: Path, entries: tuple) -> bool:
         return False
     foreign = [p.name for p in held if not (p.name in files and p.is_file() and not p.is_symlink())
                and not (p.name in folders and p.is_dir() and not p.is_symlink())]
-    for name, rx in folders.items():
-        sub = out / name
-        if rx is not None and sub.is_dir() and not sub.is_symlink():
-            foreign += [f"{name}/{q.name}" for q in sorted(sub.iterdir())
-                        if not (rx.match(q.name) and q.is_dir() and not q.is_symlink())]
+    for name, (subs, made) in folders.items():
+        top = out / name
+        if not top.is_dir() or top.is_symlink():
+            continue
+        runs = [top] if subs is None else []
+        for q in sorted(top.iterdir()) if subs is not None else []:
+            if subs.match(q.name) and q.is_dir() and not q.is_symlink():
+                runs.append(q)
+            else:
+                foreign.append(f"{name}/{q.name}")
+        # a capture folder holds what a capture writes, nothing else: 'capture' is a name a
+        # user's own folder may have (its files were removed with the old runs)
+        foreign += [str(f.relative_to(out)) for run in runs for f in sorted(run.iterdir())
+                    if not (made.match(f.name) and f.is_file() and not f.is_symlink())]
     if foreign:
         _refuse(out, foreign)
     for name in folders:

@@ -131,6 +131,12 @@ def _plan(settings, repeats: int, calibration_runs: int) -> list[int]:
         plan.insert(a + 1 + (size + 1) // 2, CALIBRATION_WORKERS)
 
 
+MAX_PROBE_WORKERS = 64   # limits.MAX_PROBE_WORKERS (a test holds them equal)
+"""The most workers ``--probe N`` takes: 8 times the demo's largest setting (8 workers), far
+past any host's cores the demo's settings reach, and a bound on what the probe makes: its
+data set grows by 4 batches (128 JPEG images) per worker and each worker is a process of the
+workload; ``--probe 100000`` would generate 12.8 million images, then fork 100,000 processes
+(read from :func:`demo.workload.run`'s data set length; not run)."""
 PROBE_WORKERS = 0
 """The probe's ``num_workers`` that ``stepsim demo --probe`` records without a number: at 0
 workers nothing runs beside the batches (co-run load 0 against about 0.96 at the calibration
@@ -152,6 +158,8 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     repeats = repeats or (QUICK_REPEATS if quick else REPEATS)
     if not (isinstance(repeats, int) and 1 <= repeats <= MAX_REPEATS):
         raise StepsimError(f"demo repeats: {repeats!r} is not an integer 1-{MAX_REPEATS}")
+    if probe is not None and not (isinstance(probe, int) and 0 <= probe <= MAX_PROBE_WORKERS):
+        raise StepsimError(f"demo probe: {probe!r} is not an integer 0-{MAX_PROBE_WORKERS}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     again = claim_out_folder(out, DEMO_ENTRIES)
     make_folder(out)

@@ -172,6 +172,16 @@ class HostOp(StrictModel):
             else self.samples_us})
 
 
+MAX_OVERSUB = 100.0
+"""Largest ``HostParams.oversub``: work 101x slower with every slice after another thread's
+(measured here: 0.06–0.12, ``calibration.oversub``); past it a fit is not a slowdown."""
+RunFactor = Annotated[float, Field(ge=1e-3, le=1e3)]
+"""A run's speed (or wall) factor against the capture's: 1e-3 to 1e3, ``cpu_scale``'s top and
+its inverse (symmetric in log; calibration keeps replicates within 10x). A factor near 0 made
+the runs' log spread (690 for 1e-300 beside 1e3) overflow ``math.exp`` in every interval's
+draws, a traceback."""
+
+
 class HostParams(StrictModel):
     """The host thread: one step is ``ops`` in order, repeated every step."""
 
@@ -183,12 +193,12 @@ class HostParams(StrictModel):
     """Factor on every CPU duration of the host (host thread, workers, pin-memory thread):
     the machine's speed in this run relative to the capture (1: as calibrated). One number
     for the host's run-to-run noise, so a prediction interval can vary it."""
-    speed_runs: list[Annotated[float, Field(gt=0, le=1e3)]] = Field(default_factory=list)
+    speed_runs: list[RunFactor] = Field(default_factory=list)
     """The host speed factors measured over runs of the calibration setting (the capture's
     first, 1.0; then its replicates'), from which intervals draw the run-to-run noise
     pooled with the stated prior range ``meta.ranges['host.cpu_scale']``
     (:mod:`models.host_speed`); empty: that range alone."""
-    wall_runs: list[Annotated[float, Field(gt=0, le=1e3)]] = Field(default_factory=list)
+    wall_runs: list[RunFactor] = Field(default_factory=list)
     """A multi-rank CPU job's wall time over the same runs as ``speed_runs`` (the capture's
     first, 1.0; then each quiet replicate's mean unprofiled step against the capture's,
     measured): ranks that share a host's cores vary from run to run in how their threads
@@ -208,7 +218,7 @@ class HostParams(StrictModel):
     interference_range: tuple[float, float] | None = None
     """Uncertainty of ``interference`` (low, high), drawn uniformly by prediction intervals:
     calibrated from a probe, or a stated prior without one."""
-    oversub: float = Field(default=0.0, ge=0, le=100)
+    oversub: float = Field(default=0.0, ge=0, le=MAX_OVERSUB)
     """The slowdown past the cores (a cache refill per time slice): CPU work runs
     ``1 + oversub × (1 − cores / R)`` times slower with ``R`` runnable threads past the
     ``cores`` (:mod:`models.cpu_slowdown`), relative to ``oversub_ref``."""

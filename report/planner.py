@@ -157,8 +157,11 @@ def _range_text(p: Prediction, path: str, lo: float, hi: float) -> str:
     """One varied parameter's range as the draws take it: the host's speed from measured runs
     as the P10–P90 of their predictive (:func:`models.host_speed.factor_range`), not the
     stated prior beside it."""
-    runs = noise_runs(p.model.host, (lo, hi)) if p.model is not None else []
-    if path == "host.cpu_scale" and len(runs) >= 2:
+    # the host's runs against its own range only: another path's range beside them (the
+    # interference prior's 0–0.16) is no speed range, and prior_log_sd refused it
+    runs = noise_runs(p.model.host, (lo, hi)) if p.model is not None and \
+        path == "host.cpu_scale" else []
+    if len(runs) >= 2:
         a, b = factor_range(runs, (lo, hi), p.runs)
         walls = runs == p.model.host.wall_runs != p.model.host.speed_runs
         return (f"{path} x[{a:.3g}, {b:.3g}] (P10-P90 from {len(runs)} measured runs"

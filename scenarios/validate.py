@@ -35,7 +35,7 @@ from stepsim.simcore.atomic import atomic_path, updating, write_atomic
 from stepsim.simcore.errors import InputError, ModelError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.files import MAX_INPUT_BYTES, read_latest_lines
-from stepsim.simcore.parsing import json_type, parse_json
+from stepsim.simcore.parsing import BOM, json_type, parse_json
 
 _COARSE = {"input": "input", "cpu_cores": "cores", "host_compute": "host", "launch": "host",
            "sync": "host", "h2d": "device", "d2h": "device", "d2d": "device", "comm": "device",
@@ -254,7 +254,7 @@ def _one_document(p: Path, raw: bytes) -> InputError | None:
     """The error for a ledger file that is one JSON document over several lines (a StepModel
     passed as the ledger was refused as "line 1: not valid JSON"); None if it is not one."""
     try:
-        data = orjson.loads(raw)
+        data = orjson.loads(raw.removeprefix(BOM))   # (parse_json's reading of the mark)
     except orjson.JSONDecodeError:
         return None
     what = "a StepModel" if isinstance(data, dict) and "schema_version" in data else \

@@ -57,6 +57,13 @@ def _check_utf8(path: Path, raw: bytes, kind: str) -> str:
                                f"0x{raw[e.start]:02x})", location(raw, e.start)) from None
 
 
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte order mark, which Windows editors (Notepad, PowerShell's ``Out-File``) put
+before a file's text: RFC 8259 section 8.1 lets a JSON reader ignore it, and :func:`parse_json`
+does (orjson refuses it: a model saved from Notepad was "not valid JSON", and a ledger's first
+record, line 1, was skipped as "not a ledger record")."""
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON value")
 
@@ -103,6 +110,8 @@ def parse_json(path: str | Path, raw: bytes, kind: str, overflow_ok: bool = Fals
             (``unique_keys``) a key given twice.
     """
     p = Path(path)
+    whole, skip = raw, len(BOM) if raw[:len(BOM)] == BOM else 0
+    raw = raw[skip:] if skip else raw   # (a copy only where there is one)
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
@@ -111,10 +120,10 @@ def parse_json(path: str | Path, raw: bytes, kind: str, overflow_ok: bool = Fals
                 return json.loads(raw, parse_constant=_no_constant)
             except (ValueError, RecursionError):
                 pass
-        text = _check_utf8(p, raw, kind)
+        text = _check_utf8(p, whole, kind)[1 if skip else 0:]
         what = str(e).split(": line ")[0]
-        offset = len(text[:e.pos].encode("utf-8"))
-        raise InputError(p, f"not valid JSON: {what}", location(raw, offset)) from None
+        offset = skip + len(text[:e.pos].encode("utf-8"))
+        raise InputError(p, f"not valid JSON: {what}", location(whole, offset)) from None
     twice = _key_twice(raw) if unique_keys else None
     if twice is not None:
         raise InputError(p, f"the key {twice!r:.80} is given twice in one object of the {kind} "
