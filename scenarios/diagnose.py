@@ -317,7 +317,8 @@ def _roof_findings(model, roof: Roofline | None, kernels, base: Prediction, kw: 
         _class_findings(model, roof, kernels, kw)
     s = base.summary
     cp = s.critical_path_us
-    launches = sum(1 for op in model.host.ops if op.kind == "launch")
+    # a CPU run's launches are gloo's collectives: no device to graph (on_gpu)
+    launches = sum(1 for op in model.host.ops if op.kind == "launch") if on_gpu(model) else 0
     if launches and s.scarce_lane != "compute" and cp.get("launch", 0) + cp.get(
             "host_compute", 0) >= GAP_SHARE * s.mean_step_us:
         cost = sum(op.dur_us for op in model.host.ops if op.kind == "launch")

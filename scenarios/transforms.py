@@ -132,6 +132,19 @@ class FixOp(Operation):
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _cli_form(cls, data):
+        """``name: "straggler:rank=1,ms=30"`` (the ``--fix`` text) in a scenario file: the
+        arguments after the colon join ``args`` (one given in both is an error)."""
+        if isinstance(data, dict) and isinstance(data.get("name"), str) and ":" in data["name"]:
+            name, _, rest = data["name"].partition(":")
+            pairs, args = _pairs(rest, f"fix {name.strip()} arguments"), data.get("args") or {}
+            if both := sorted(set(pairs) & set(args)):
+                raise ValueError(f"{', '.join(both)} given in name and in args")
+            data = {**data, "name": name.strip(), "args": {**args, **pairs}}
+        return data
+
     @model_validator(mode="after")
     def _check(self):
         get_fix(self.name).parse_args(self.args)

@@ -42,3 +42,24 @@ def test_a_verb_refuses_it():
 
     with pytest.raises(ArgumentError, match=r"^scale: \(0.5,\) is not a \(factor, selector\) pair"):
         api.whatif(cpu_model(), scale=(0.5,), draws=0, steps=5)
+
+
+def test_a_scenario_files_fix_takes_the_fix_flags_text(tmp_path):
+    """``{op: fix, name: "straggler:rank=1,ms=30"}`` (what ``--fix`` takes) in a scenario
+    file is that fix with those arguments, as ``args:`` would give them (before, "unknown fix
+    'straggler:rank=1,...'"); an argument in both is refused, a misspelt one named."""
+    from stepsim.simcore.errors import InputError
+    from stepsim.scenarios.transforms import load_scenario
+
+    f = tmp_path / "s.yaml"
+    f.write_text('ops:\n  - {op: fix, name: "straggler:rank=1,phase=forward,ms=30"}\n'
+                 '  - {op: fix, name: barrier}\n')
+    ops = list(load_scenario(f).ops)
+    assert ops == [FixOp(name="straggler", args={"rank": 1, "phase": "forward", "ms": 30}),
+                   FixOp(name="barrier")]
+    f.write_text('ops:\n  - {op: fix, name: "straggler:rank=1,ms=30", args: {ms: 3}}\n')
+    with pytest.raises(InputError, match="ms given in name and in args"):
+        load_scenario(f)
+    f.write_text('ops:\n  - {op: fix, name: "straggler:rank=1,msx=30"}\n')
+    with pytest.raises(InputError, match="msx: unknown argument"):
+        load_scenario(f)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 from stepsim.models.params import DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel
+from stepsim.models.param_types import DeviceParams, DeviceTask
 from stepsim.scenarios.diagnose import diagnose, on_gpu
 
 FAST = {"steps": 8, "warmup": 4, "draws": 0, "jobs": 1}
@@ -36,6 +37,24 @@ def test_a_cpu_run_gets_no_gpu_branches():
     assert "no named fix" in leaves["host_compute"].verdict
     assert not any(f.stage == "roofline" and f.key == "launch" for f in d.findings)
     assert "assumed" not in evidence
+
+
+def test_a_cpu_run_whose_host_enqueues_collectives_gets_no_cuda_graphs_leaf():
+    """A gloo job's host ops launch its collectives, the only tasks of a CPU model: no
+    'host paces the device: CUDA graphs' leaf (a user's 2-rank job got one, "floor: the
+    device's busy time 204.57 ms", under "no roofline: the model has no device work")."""
+    m = _cpu_model("measured")
+    ar = DeviceTask(id="gloo.ar0", stream="gloo", kind="collective", category="communication",
+                    phase="backward", dur_us=15000.0)
+    m = m.model_copy(update={
+        "device": DeviceParams(streams={"gloo": [ar]}),
+        "host": HostParams(ops=[HostOp(kind="next_batch"),
+                                HostOp(kind="cpu", dur_us=30000.0, phase="backward"),
+                                HostOp(kind="launch", task="gloo.ar0", dur_us=50.0),
+                                HostOp(kind="sync", task="gloo.ar0")])})
+    assert not on_gpu(m)
+    d = diagnose(m, **FAST)
+    assert not any(f.stage == "roofline" and f.key == "launch" for f in d.findings)
 
 
 def test_assumed_host_cores_are_said_to_be_assumed():

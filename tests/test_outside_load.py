@@ -188,6 +188,33 @@ def test_a_ddp_capture_whose_identical_steps_took_more_cpu_is_flagged():
     assert speed_change({0: side([16.0, 16.0])}, warnings) is None
 
 
+def test_a_ddp_capture_whose_cpu_spread_is_its_own_is_not_called_loaded():
+    """The same spread of identical steps' CPU, where every rank's ``machine`` record reads
+    other processes busy on 2.5 % of the cores, is the job's own (its ranks' intra-op threads
+    on shared cores: a user's 2-rank job measured +177 % with others at 2.7 %): no outside
+    load is kept (None) and the warning says so; at 40 % others, it is outside load."""
+    from stepsim.calibration.outside_load import speed_change
+
+    def side(cpus_ms, busy_us, proc_us):
+        return Sidecar.model_validate({"stepsim_sidecar": 1, "loader": {"num_workers": 0},
+                                       "produce": [], "host_name": "h", "steps": [
+            {"wall_us": 30 * MS, "cpu_us": c * MS, "next_wall_us": 0.0, "next_cpu_us": 0.0,
+             "profiled": True} for c in cpus_ms],
+            "machine": {"wall_us": 1e6, "busy_us": busy_us, "cores": 2,
+                        "proc_cpu_us": proc_us, "tick_us": 1e4}})
+
+    spread = [16.0] * 10 + [40.0] * 10                    # +75 % over the 10th percentile
+    warnings: list[str] = []
+    quiet = {0: side(spread, 1.95e6, 0.95e6), 1: side(spread, 1.95e6, 0.95e6)}
+    assert speed_change(quiet, warnings) is None
+    assert len(warnings) == 1 and "+75%" in warnings[0] and "2 % of the machine's cores" \
+        in warnings[0] and "not outside load" in warnings[0]
+    warnings.clear()
+    busy = {0: side(spread, 2e6, 0.6e6), 1: side(spread, 2e6, 0.6e6)}   # others 40 %
+    assert speed_change(busy, warnings) == pytest.approx(16 / 28)
+    assert len(warnings) == 1 and warnings[0].startswith("the capture ran under outside load")
+
+
 def test_a_ddp_capture_that_held_fewer_cores_than_its_replicates_is_flagged():
     """The same setting's runs hold the same share of the cores: a capture whose processes
     held 0.5 of a core against its replicates' 0.85 (median) waited for cores others held;
