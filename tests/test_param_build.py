@@ -51,7 +51,8 @@ def test_each_rule_agrees_with_validation(cls, row):
             except ValidationError as e:
                 with pytest.raises(ValidationError) as got_e:
                     build(cls, [row, r])
-                assert got_e.value.errors() == e.errors()
+                # (as text: an error's input may be NaN, which equals nothing)
+                assert repr(got_e.value.errors()) == repr(e.errors())
                 continue
             _same(build(cls, [row, r])[1], want[0])
 
