@@ -20,7 +20,6 @@ from stepsim.calibration.host_ops import END_OF_STEP_SYNC
 from stepsim.calibration.step_fit import StepFit, fit_step
 from stepsim.calibration.steps import Step
 from stepsim.calibration.trace_context import TraceContext
-from stepsim.models.param_build import build
 from stepsim.models.params import DeviceTask, HostOp
 
 __all__ = ["middle_steps", "host_slots", "captured_window", "without_closing_wait", "assemble",
@@ -113,13 +112,13 @@ def assemble(group: list[StepFit], window: list[StepFit | None]):
         per = [med if f is None else float(values_of(f, fs)) for f, fs in zip(window, wslots)]
         return med, per
 
-    ops: list[dict] = []   # the ops' fields, made at once below (models.param_build)
+    ops: list[HostOp] = []
     n_next = 0
     for i, op in enumerate(slots[0][2] + [None]):
         c, per = both(lambda g, sl: sl[0][i])
         if c > 0 or max(per) > 0:
-            ops.append(dict(kind="cpu", name="cpu", dur_us=c, phase=slots[0][1][i],
-                            replay_us=per))
+            ops.append(HostOp(kind="cpu", name="cpu", dur_us=c, phase=slots[0][1][i],
+                              replay_us=per))
         if op is None:
             continue
         if op.kind == "next_batch":
@@ -129,9 +128,8 @@ def assemble(group: list[StepFit], window: list[StepFit | None]):
             d, _ = both(lambda g, sl: sl[2][i].dur_us)
         else:
             d, per = both(lambda g, sl: sl[2][i].dur_us)
-        ops.append(dict(kind=op.kind, name=op.name, dur_us=d, task=op.task,
-                        category=op.category, phase=op.phase, replay_us=per))
-    ops = build(HostOp, ops)
+        ops.append(HostOp(kind=op.kind, name=op.name, dur_us=d, task=op.task,
+                          category=op.category, phase=op.phase, replay_us=per))
     streams = {}
     ids = {t.id for ts in base.streams.values() for t in ts}
     for s, ts in base.streams.items():
@@ -139,14 +137,11 @@ def assemble(group: list[StepFit], window: list[StepFit | None]):
         for t in ts:
             d, per = both(lambda g, sl: g.kernel_us[t.id])
             gap, gper = both(lambda g, sl: g.idle_us[t.id])
-            out.append({
+            out.append(DeviceTask(**{
                 **t._asdict(), "dur_us": d, "gap_us": gap, "replay_us": per,
                 "replay_gap_us": gper, "waits": list(t.waits),
                 # a wait on the previous step's work that this step's structure lacks is dropped
-                "prev_waits": [w for w in t.prev_waits if w in ids]})
+                "prev_waits": [w for w in t.prev_waits if w in ids]}))
         streams[s] = out
-    # one check of every value, then made unvalidated where all are plain (models.param_build)
-    made = iter(build(DeviceTask, [row for out in streams.values() for row in out]))
-    streams = {s: [next(made) for _ in out] for s, out in streams.items()}
     nx = [_median([g.next_us[i] for g in group]) for i in range(len(base.next_us))]
     return ops, streams, nx
