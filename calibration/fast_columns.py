@@ -211,20 +211,21 @@ def _durations(dec: Decoded) -> tuple[np.ndarray, list, int]:
     todo = np.zeros(n, bool)
     us = np.zeros(n)
     fast = kinds <= {int, Num, UnsetType}
-    if fast:
+    if fast:   # the type of each dur once; the tests on it in C
+        types = np.fromiter(map(type, durs), object, n)
+        isint = types == int
         try:
-            whole = np.array([d if type(d) is int else 0 for d in durs], dtype=np.int64)
+            whole = np.zeros(n, dtype=np.int64)
+            whole[isint] = list(map(durs.__getitem__, np.flatnonzero(isint).tolist()))
         except OverflowError:
             whole = None
     if fast and whole is not None:
-        isint = np.array([type(d) is int for d in durs], dtype=bool) if Num in kinds else \
-            np.array([d is not UNSET for d in durs], dtype=bool)
         ok = isint & (whole >= 0) & (whole <= MAX_DUR_INT)
         dur[ok] = whole[ok] * 1000
         todo = isint & ~ok
         if Num in kinds:
-            rows = np.array([i for i, d in enumerate(durs) if type(d) is Num], dtype=np.int64)
-            us = np.fromiter((float(durs[i]) for i in rows.tolist()), float, len(rows))
+            rows = np.flatnonzero(types == Num)
+            us = np.fromiter(map(float, map(durs.__getitem__, rows.tolist())), float, len(rows))
             fine = (us >= 0) & (us <= MAX_SPAN_US)
             dur[rows[fine]] = np.rint(us[fine] * 1000).astype(np.int64)
             todo[rows[~fine]] = True

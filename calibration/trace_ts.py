@@ -191,19 +191,21 @@ def block_ts(dec: Decoded) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     :func:`columnar_ts`, the span over all events not checked)."""
     ts = dec.ts
     n = len(ts)
-    has_ts = np.fromiter((v is not None for v in ts), bool, n)
+    kinds = np.fromiter(map(type, ts), object, n)   # one pass; the tests below in C
+    has_ts = kinds != type(None)
     if any(dec.ph[i] not in NO_TS_OK for i in np.nonzero(~has_ts)[0]):
         return None
-    rows_i = [i for i, v in enumerate(ts) if type(v) is int]
-    rows_n = [i for i, v in enumerate(ts) if type(v) is Num]
+    rows_i = np.flatnonzero(kinds == int).tolist()   # (a bool's type is bool, not int)
+    rows_n = np.flatnonzero(kinds == Num).tolist()
+    del kinds
     if len(rows_i) + len(rows_n) != int(has_ts.sum()):
         return None
-    texts = [ts[i] for i in rows_n]
+    texts = list(map(ts.__getitem__, rows_n))
     ns = texts_to_ns(texts)
     if ns is None:
         return None
     try:
-        ints = np.array([ts[i] for i in rows_i], dtype=np.int64)
+        ints = np.array(list(map(ts.__getitem__, rows_i)), dtype=np.int64)
     except OverflowError:
         return None
     ts_us = np.zeros(n)
