@@ -23,6 +23,7 @@ from stepsim.calibration.oversub import oversub_from_sidecar
 from stepsim.calibration.page_faults import refault_fit
 from stepsim.calibration.probe_steps import (PROBE_FIRST_STEPS, after_startup,  # noqa: F401
                                              probe_base_steps, uniform_with_p10_p90)
+from stepsim.calibration.same_thread import same_thread_from_sidecar
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
@@ -222,8 +223,12 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     drift = fit is not None and fit[1][1] <= 0
     if drift:
         drift_why = (f"the probe's CPU time per batch and step fell as its load rose (fit "
-                     f"{fit[0]:.3f}, P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}): the host's "
-                     "speed changed between the two settings' steps by more than interference")
+                     f"{fit[0]:.3f}, P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}): "
+                     + ("the main thread's own cost of making its batches, which the probe "
+                        "moves across num_workers=0 with the load, priced apart "
+                        "(host.same_thread)" if (side.probe.num_workers == 0) != (nw == 0) else
+                        "the host's speed changed between the two settings' steps by more "
+                        "than interference"))
         fit = None
     if fit is not None:
         fit = max(fit[0], 0.0), (max(fit[1][0], 0.0), fit[1][1])
@@ -259,7 +264,10 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     over, over_src, over_warn = oversub_from_sidecar(side, host["interference"], seed)
     host.update(over)
     sources.update(over_src)
-    return host, sources, ranges, warn + over_warn
+    same, same_src, same_warn = same_thread_from_sidecar(side, host["interference"], seed)
+    host.update(same)
+    sources.update(same_src)
+    return host, sources, ranges, warn + over_warn + same_warn
 
 
 def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):
