@@ -22,17 +22,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim.calibration.corun import BOOTSTRAP, activities, corun_loads
-from stepsim.calibration.page_faults import refault_fit
-from stepsim.calibration.probe_steps import after_startup, probe_base_steps, uniform_with_p10_p90
+from stepsim.calibration.corun import BOOTSTRAP, corun_loads, probe_activities
+from stepsim.calibration.probe_steps import uniform_with_p10_p90
 
 SAME_THREAD_PRIOR = (0.0, 0.2)
 """Stated prior range of ``host.same_thread`` without a probe across ``num_workers=0``.
-Measured: ``bench/same_thread.py`` (the demo's step after decoding its batch on the same thread
-against after a worker handed it over, the worker idle either way, docs/measurements.md "The
-main thread's batch on its own thread"); and the demos of 2026-12-06 (at 0 workers the main
-thread's batch took 1.006–1.029× and its step 1.035–1.064× their CPU at 1 worker, which at the
-interference prior's point 0.08 is a same-thread cost of about 0.09 on both)."""
+Inferred from the demos of 2026-12-06 05:16–05:33 (docs/measurements.md "The final demos of
+2026-12-06"): at 0 workers the main thread's batch took 1.006–1.029× and its step 1.035–1.064×
+their CPU at 1 worker, which at the capture's loads is a cost of about 0.10 on both at the
+interference prior's point 0.08, 0.03 at its floor 0 and 0.16 at its top 0.16; the range runs
+from none to a little past that. Not isolated by ``bench/same_thread.py`` (in one process
+×0.95, in fresh processes ×0.99 with a P10–P90 of 0.88–1.21: the host's noise there is wider
+than the cost)."""
 
 
 def _kinds(acts, loads):
@@ -88,13 +89,7 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
     across = (side.probe is not None and not side.batch_probe
               and side.host_cores and (side.probe.num_workers == 0) != (nw == 0))
     if across:
-        team = side.torch_num_threads or 1
-        rf = refault_fit(side)       # the steps' page faults are priced apart
-        pf = rf.per_fault_us if rf is not None else 0.0
-        cal = activities(after_startup(side.produce), side.steps, nw > 0, team,
-                         set(probe_base_steps(side)), pf)
-        probe = activities(after_startup(side.probe.produce), side.probe.steps,
-                           side.probe.num_workers > 0, team, per_fault_us=pf)
+        cal, probe = probe_activities(side)
         fit = fit_same_thread(cal, probe, side.host_cores, interference, nw > 0, seed)
     if fit is not None:
         point, (p10, p90) = fit
@@ -112,8 +107,8 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
     want = "0" if nw > 0 else "N > 0"
     warn = (f"the main thread's own cost of making its batches not calibrated (no probe at "
             f"num_workers={want}): a prior of {lo:g}–{hi:g} (its batch and step take 1 + that "
-            "times their CPU with workers: the decode's allocations and cache traffic on the "
-            "training step's thread) widens the interval of a what-if that moves the batches "
+            "times their CPU with workers, as measured in this project's demos) widens the "
+            "interval of a what-if that moves the batches "
             f"{'onto' if nw > 0 else 'off'} the main thread (capture with "
             f"probe_workers={want.split()[0]} to calibrate it)")
     return host, {"host.same_thread": "assumed"}, [warn]

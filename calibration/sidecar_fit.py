@@ -17,10 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
-                                       fit_interference, mean_load)
+                                       fit_interference, mean_load, probe_activities)
 from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
 from stepsim.calibration.oversub import oversub_from_sidecar
-from stepsim.calibration.page_faults import refault_fit
 from stepsim.calibration.probe_steps import (PROBE_FIRST_STEPS, after_startup,  # noqa: F401
                                              probe_base_steps, uniform_with_p10_p90)
 from stepsim.calibration.same_thread import same_thread_from_sidecar
@@ -209,14 +208,7 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     if side is not None and side.probe is not None and not side.batch_probe and side.host_cores:
         nw = side.loader.num_workers
         team = side.torch_num_threads or 1
-        # every recorded step is a co-runner; the profiled ones (the profiler's cost) and
-        # the first unprofiled ones (the workers' start-up) are not fitted
-        rf = refault_fit(side)       # the steps' page faults are priced apart
-        pf = rf.per_fault_us if rf is not None else 0.0
-        cal = activities(after_startup(side.produce), side.steps, nw > 0, team,
-                         set(probe_base_steps(side)), pf)
-        probe = activities(after_startup(side.probe.produce), side.probe.steps,
-                           side.probe.num_workers > 0, team, per_fault_us=pf)
+        cal, probe = probe_activities(side)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
     close = fit if isinstance(fit, str) else None
     fit = None if close else fit

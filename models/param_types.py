@@ -239,8 +239,8 @@ class HostParams(StrictModel):
     same_thread: float = Field(default=0.0, ge=0, le=10)
     """The main thread's extra CPU when it makes its batches itself (``num_workers=0``): its
     batch and its training step take ``1 + same_thread`` times the CPU they take when a
-    worker hands the batch over, relative to ``same_thread_ref`` (:mod:`models.same_thread`:
-    the decode's allocations make the step re-fault its heap, and evict its caches)."""
+    worker hands the batch over, relative to ``same_thread_ref`` (:mod:`models.same_thread`;
+    measured in the demos, its mechanism not isolated)."""
     same_thread_range: tuple[float, float] | None = None
     """Uncertainty of ``same_thread`` (low, high), drawn uniformly by prediction intervals:
     calibrated from a probe on the other side of ``num_workers=0``, or a stated prior."""

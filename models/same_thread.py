@@ -3,24 +3,25 @@
 With ``num_workers=0`` (``_SingleProcessDataLoaderIter``) the main thread decodes and collates
 each batch, then runs the training step, on the same thread and core. With workers, the batch
 is made in another process and handed over in shared memory, and the main thread only trains.
-Two things then differ for the main thread's CPU work, beyond the co-runners that
-``HostParams.interference`` prices:
+In the demos of 2026-12-06 05:16–05:33 the main thread's batch at 0 workers took 1.006–1.029×
+a worker's CPU and its step 1.035–1.064× the 1-worker runs' step: dearer than the co-run
+interference the model takes off without co-runners (``HostParams.interference``) says.
+Candidates: the batch's allocations sharing the step's heap (glibc then hands different
+blocks back to the kernel and the step re-faults more: the demo's fresh 0-worker processes
+re-faulted a median 8,160 pages a step against 4,608 at 1 worker in ``bench/same_thread.py
+--fresh``), and the decode evicting the step's caches. Neither is isolated yet: within one
+process the step after an inline decode took ×0.95 (0.92–0.98) one after a hand-over, and in
+fresh processes ×0.99 (0.88–1.21) a 1-worker run's (docs/measurements.md "The main thread's
+batch on its own thread").
 
-* the batch's allocations (decoded images, crops, the stacked batch) come and go from the same
-  heap as the step's activations, so glibc hands different blocks back to the kernel and the
-  step re-faults a different share of its heap;
-* the decode's data evict the step's working set from the core's private caches between two
-  steps (and the step's evict the decoder's), where a worker keeps its own core's caches.
-
-Both make the main thread's batch and step dearer per unit of work when it makes the batch
-itself. The model prices them as one factor on the main thread's CPU work (its ``cpu`` host ops
+The model prices the cost as one factor on the main thread's CPU work (its ``cpu`` host ops
 and, at ``num_workers=0``, its batch): ``(1 + same_thread × inline) / (1 + same_thread ×
 same_thread_ref)``, ``inline`` 1 at ``num_workers=0`` and 0 with workers, ``same_thread_ref``
 the capture's. A replay of the capture's own setting is unchanged; a capture at 0 workers
 priced with workers takes the cost off.
 
-Measured (``bench/same_thread.py``, docs/measurements.md "The main thread's batch on its own
-thread") and in the demos of 2026-12-06: see :data:`calibration.same_thread.SAME_THREAD_PRIOR`.
+Its value: :data:`calibration.same_thread.SAME_THREAD_PRIOR`, or a probe across
+``num_workers=0`` (:func:`calibration.same_thread.fit_same_thread`).
 """
 from __future__ import annotations
 

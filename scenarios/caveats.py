@@ -254,8 +254,8 @@ def _same_thread_prior(model: StepModel, after: StepModel | None) -> list[str]:
             or (model.loader.num_workers == 0) == (after.loader.num_workers == 0):
         return []
     onto = after.loader.num_workers == 0
-    return [f"the main thread's own cost of making its batches (the decode's allocations and "
-            f"cache traffic on the training step's thread) is a stated prior, "
+    return [f"the main thread's own cost of making its batches (its batch and training step "
+            f"ran dearer at num_workers=0 in this project's demos) is a stated prior, "
             f"{rng[0]:g}–{rng[1]:g} more CPU for its batch and step, which widens this "
             f"interval: capture with probe_workers={0 if onto else 'N > 0'} to calibrate it"]
 

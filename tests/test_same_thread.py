@@ -131,3 +131,20 @@ def test_without_a_probe_across_zero_the_prior(probe_workers):
 
 def test_no_sidecar_no_cost():
     assert same_thread_from_sidecar(None, 0.08) == ({}, {}, [])
+
+
+def test_other_paths_draw_as_without_it():
+    """The cost is drawn from a stream of its own: every other path's draws are those of the
+    same model without it (a what-if that never reads it keeps main's interval)."""
+    from stepsim.scenarios.draws import draw_plan
+
+    m = _model(1, 30e3, 20e3, 0.1).model_copy(deep=True)
+    m.host.interference, m.host.interference_range = 0.08, (0.0, 0.16)
+    bare = m.model_copy(update={"host": m.host.model_copy(update={
+        "same_thread": 0.0, "same_thread_range": None})})
+    with_it = draw_plan(m, 16, 3, ops=[parse_set("loader.num_workers=0")])
+    without = draw_plan(bare, 16, 3, ops=[parse_set("loader.num_workers=0")])
+    assert [s for _, s in with_it] == [s for _, s in without]
+    for (f1, _), (f0, _) in zip(with_it, without):
+        assert {p: v for p, v in f1.items() if p != "host.same_thread"} == f0
+        assert 0.0 <= f1["host.same_thread"] <= 0.2
