@@ -143,6 +143,25 @@ def activities(produce, steps, workers: bool, team: int = 1, fitted_steps=None,
     return out
 
 
+def probe_activities(side) -> tuple[list[Activity], list[Activity]]:
+    """The activities of a sidecar's calibration setting and of its probe, as every probe fit
+    compares them: every recorded step is a co-runner; the profiled ones (the profiler's cost)
+    and the first unprofiled ones (the workers' start-up) are not fitted; a step's page faults
+    are taken out at the capture's CPU per fault where it is measured
+    (:func:`calibration.page_faults.refault_fit`: they are priced apart)."""
+    from stepsim.calibration.page_faults import refault_fit
+    from stepsim.calibration.probe_steps import after_startup, probe_base_steps
+
+    team = side.torch_num_threads or 1
+    rf = refault_fit(side)
+    pf = rf.per_fault_us if rf is not None else 0.0
+    cal = activities(after_startup(side.produce), side.steps, side.loader.num_workers > 0, team,
+                     set(probe_base_steps(side)), pf)
+    probe = activities(after_startup(side.probe.produce), side.probe.steps,
+                       side.probe.num_workers > 0, team, per_fault_us=pf)
+    return cal, probe
+
+
 def corun_loads(acts: list[Activity], cores: int) -> np.ndarray:
     """Per activity, the busy share of the other cores beside it (0–1, the simulator's ``o``,
     :class:`models.cpu.CpuPool`), averaged over its wall interval: ``min(R(t) − x, c − 1) /

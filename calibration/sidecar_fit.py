@@ -17,12 +17,12 @@ from __future__ import annotations
 import numpy as np
 
 from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
-                                       fit_interference, mean_load)
+                                       fit_interference, mean_load, probe_activities)
 from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
 from stepsim.calibration.oversub import oversub_from_sidecar
-from stepsim.calibration.page_faults import refault_fit
 from stepsim.calibration.probe_steps import (PROBE_FIRST_STEPS, after_startup,  # noqa: F401
                                              probe_base_steps, uniform_with_p10_p90)
+from stepsim.calibration.same_thread import same_thread_from_sidecar
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
@@ -208,22 +208,19 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     if side is not None and side.probe is not None and not side.batch_probe and side.host_cores:
         nw = side.loader.num_workers
         team = side.torch_num_threads or 1
-        # every recorded step is a co-runner; the profiled ones (the profiler's cost) and
-        # the first unprofiled ones (the workers' start-up) are not fitted
-        rf = refault_fit(side)       # the steps' page faults are priced apart
-        pf = rf.per_fault_us if rf is not None else 0.0
-        cal = activities(after_startup(side.produce), side.steps, nw > 0, team,
-                         set(probe_base_steps(side)), pf)
-        probe = activities(after_startup(side.probe.produce), side.probe.steps,
-                           side.probe.num_workers > 0, team, per_fault_us=pf)
+        cal, probe = probe_activities(side)
         fit = fit_interference(cal, probe, side.host_cores, seed) if cal and probe else None
     close = fit if isinstance(fit, str) else None
     fit = None if close else fit
     drift = fit is not None and fit[1][1] <= 0
     if drift:
         drift_why = (f"the probe's CPU time per batch and step fell as its load rose (fit "
-                     f"{fit[0]:.3f}, P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}): the host's "
-                     "speed changed between the two settings' steps by more than interference")
+                     f"{fit[0]:.3f}, P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}): "
+                     + ("the main thread's own cost of making its batches, which the probe "
+                        "moves across num_workers=0 with the load, priced apart "
+                        "(host.same_thread)" if (side.probe.num_workers == 0) != (nw == 0) else
+                        "the host's speed changed between the two settings' steps by more "
+                        "than interference"))
         fit = None
     if fit is not None:
         fit = max(fit[0], 0.0), (max(fit[1][0], 0.0), fit[1][1])
@@ -259,7 +256,10 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     over, over_src, over_warn = oversub_from_sidecar(side, host["interference"], seed)
     host.update(over)
     sources.update(over_src)
-    return host, sources, ranges, warn + over_warn
+    same, same_src, same_warn = same_thread_from_sidecar(side, host["interference"], seed)
+    host.update(same)
+    sources.update(same_src)
+    return host, sources, ranges, warn + over_warn + same_warn
 
 
 def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):

@@ -18,6 +18,7 @@ from stepsim.models.loader import DataLoaderSim
 from stepsim.models.params import StepModel
 from stepsim.models.plans import host_plan, stream_plans
 from stepsim.models.ranks import rank_host_plan
+from stepsim.models.same_thread import on_main_thread
 from stepsim.models.solo import solvable, solve
 from stepsim.models.solo_loader import SoloLoader, loader_solvable
 from stepsim.models.solo_ranks import RankInput, solve_ranks
@@ -76,6 +77,8 @@ class Setup:
     def __init__(self, model: StepModel, steps: int, warmup: int, seed: int, replay: bool,
                  hook: Recorder, adaptive: bool = False):
         captured = model.replay if replay else None
+        if not replay:   # the main thread's own cost of making its batches (models.same_thread)
+            model = on_main_thread(model)
         self.model, self.hook, self.replay = model, hook, replay
         self.n_total = warmup + steps + (0 if replay else 1)
         self.last = warmup + steps - 1

@@ -246,6 +246,18 @@ class HostParams(StrictModel):
     (:func:`calibration.sidecar_fit.team_spin_from_sidecar`); 0: none (one thread, or not
     measured). Read only on a pool with more runnable threads than cores."""
 
+    same_thread: float = Field(default=0.0, ge=0, le=10)
+    """The main thread's extra CPU when it makes its batches itself (``num_workers=0``): its
+    batch and its training step take ``1 + same_thread`` times the CPU they take when a
+    worker hands the batch over, relative to ``same_thread_ref`` (:mod:`models.same_thread`;
+    measured in the demos, its mechanism not isolated)."""
+    same_thread_range: tuple[float, float] | None = None
+    """Uncertainty of ``same_thread`` (low, high), drawn uniformly by prediction intervals:
+    calibrated from a probe on the other side of ``num_workers=0``, or a stated prior."""
+    same_thread_ref: float = Field(default=0.0, ge=0, le=1)
+    """1 where the durations were captured with the batches made on the main thread
+    (``num_workers=0``), else 0."""
+
     refault_share: float = Field(default=0.5, ge=0, le=1)
     refault_share_range: tuple[float, float] | None = None
     """The share of each cpu op's ``refault_us`` a run pays, and its uncertainty (drawn
@@ -257,7 +269,7 @@ class HostParams(StrictModel):
     def _check_ranges(self):
         """A range's ends lie within its value's bounds, low first (a hand edit with low above
         high raised numpy's ValueError in the interval's draws, a traceback)."""
-        for name in ("interference", "oversub", "team_stall", "refault_share"):
+        for name in ("interference", "oversub", "team_stall", "refault_share", "same_thread"):
             rng, le = getattr(self, f"{name}_range"), type(self).model_fields[name].metadata
             top = next(m.le for m in le if getattr(m, "le", None) is not None)
             if rng is not None and not 0 <= rng[0] <= rng[1] <= top:
@@ -272,6 +284,10 @@ class HostParams(StrictModel):
         out = handler(self)
         if isinstance(out, dict) and not self.wall_runs:
             out.pop("wall_runs", None)
+        if isinstance(out, dict) and not self.same_thread and self.same_thread_range is None \
+                and not self.same_thread_ref:   # nor one without the same-thread cost
+            for k in ("same_thread", "same_thread_range", "same_thread_ref"):
+                out.pop(k, None)
         return out
 
 

@@ -93,6 +93,7 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
                    "workers slowed it 6-11 % in this project's measurements): more workers may "
                    "gain less than predicted")
     out += _assumed_efficiency(model, ops)
+    out += _same_thread_prior(model, after)
     given = [(op.path, op.value) for op in ops if isinstance(op, SetOp)]
     out += unread_settings(model, after, given + [(p, SWEPT) for p in paths])
     if after is not None and not paths and (not ops or _corunners(model) != _corunners(after)):
@@ -242,6 +243,21 @@ def _team_beside_workers(threads: int, workers: int, cores: int, after: StepMode
             f"measured ×{lo:g}–{hi:g} its 0-worker step (2 cores, 4 CNNs, 2026-12-04/05), "
             f"outside this interval ({prior}): the main thread's wait for a core in next() "
             "beside them (3 ms a step measured) is unmodelled; re-measure")
+
+
+def _same_thread_prior(model: StepModel, after: StepModel | None) -> list[str]:
+    """A what-if that moves the batches onto (or off) the main thread, crossing
+    ``num_workers=0``, where the main thread's own cost of making them is the stated prior
+    (:mod:`models.same_thread`): said, since that prior widens its interval."""
+    rng = model.host.same_thread_range
+    if after is None or rng is None or model.meta.sources.get("host.same_thread") != "assumed" \
+            or (model.loader.num_workers == 0) == (after.loader.num_workers == 0):
+        return []
+    onto = after.loader.num_workers == 0
+    return [f"the main thread's own cost of making its batches (its batch and training step "
+            f"ran dearer at num_workers=0 in this project's demos) is a stated prior, "
+            f"{rng[0]:g}–{rng[1]:g} more CPU for its batch and step, which widens this "
+            f"interval: capture with probe_workers={0 if onto else 'N > 0'} to calibrate it"]
 
 
 def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]:

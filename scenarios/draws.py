@@ -43,8 +43,12 @@ make its parts exceed the whole; the measured times' variation is in the bootstr
 ABSOLUTE = {"host.interference": "host.interference_range",
             "host.oversub": "host.oversub_range",
             "host.team_stall": "host.team_stall_range",
-            "host.refault_share": "host.refault_share_range"}
+            "host.refault_share": "host.refault_share_range",
+            "host.same_thread": "host.same_thread_range"}
 """Paths drawn as values from a range the model holds (not as factors on the value)."""
+OWN_STREAM = ("host.same_thread",)
+"""Paths drawn from a stream of their own, so that a model without them draws every other
+path as before (the same-thread cost came later than the shared stream's order)."""
 PER_RUN = ("host.refault_share",)
 """Of them, those each run draws anew (a process's heap layout): an interval of the pooled
 mean of ``runs`` runs draws the mean of ``runs`` uniform values."""
@@ -115,7 +119,9 @@ def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None,
                 varied[path] = (float(rng[0]), float(rng[1]))
     for path, holder in ABSOLUTE.items():
         rng = get_value(model, holder)
-        if rng is not None and rng[0] != rng[1]:
+        if rng is not None and rng[0] != rng[1] and path in unread:
+            skipped[path] = f"not read here: {unread[path]}"
+        elif rng is not None and rng[0] != rng[1]:
             varied[path] = (float(rng[0]), float(rng[1]))
     return varied, skipped
 
@@ -165,8 +171,8 @@ def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1,
     left out, so what-ifs of one model share the other paths' factors."""
     varied, _ = uncertain_params(model)
     read = varied if ops is None else uncertain_params(model, ops)[0]
-    streams = spawn_streams(seed, ["intervals", "host_speed"])
-    rng = streams["intervals"]
+    streams = spawn_streams(seed, ["intervals", "host_speed", "own_stream"])
+    rng, own = streams["intervals"], streams["own_stream"]
     noise = noise_runs(model.host, varied[HOST_SPEED]) if HOST_SPEED in varied else []
     host = (spread_factors(noise, varied[HOST_SPEED], runs, n,
                            streams["host_speed"], model.host.cpu_scale_error_log)
@@ -178,7 +184,9 @@ def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1,
         factors = {p: draw_factor(noise, (lo, hi), runs, rng,
                                   model.host.cpu_scale_error_log) if p == HOST_SPEED
                    else float(rng.uniform(lo, hi, max(runs, 1)).mean()) if p in PER_RUN
-                   else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()}
+                   else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()
+                   if p not in OWN_STREAM}
+        factors.update({p: float(own.uniform(*varied[p])) for p in OWN_STREAM if p in varied})
         if host is not None:
             factors[HOST_SPEED] = host[i]
         plan.append(({p: f for p, f in factors.items() if p in read},

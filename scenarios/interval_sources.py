@@ -10,6 +10,9 @@ point estimate:
   probe or a stated prior;
 * ``host.oversub`` (*past the cores*): the slowdown with more runnable threads than cores,
   fitted from a probe above the cores or a stated prior;
+* ``host.same_thread`` (*same-thread batch*): the main thread's own cost of making its
+  batches, in a what-if across ``num_workers=0`` (:mod:`models.same_thread`), fitted from a
+  probe across it or a stated prior;
 * ``window`` (*window sampling*): the bootstrap of the calibration window's measured samples
   (how well a short capture pins their means);
 * ``steps`` (*step variation*): the step-to-step variation, through the standard error of a
@@ -38,6 +41,7 @@ from stepsim.scenarios.transforms import Operation
 LABELS = {"host.cpu_scale": "host noise", "host.interference": "interference",
           "host.oversub": "past the cores",
           "host.team_stall": "team stall", "host.refault_share": "page faults",
+          "host.same_thread": "same-thread batch",
           "window": "window sampling", "steps": "step variation"}
 """Words for the sources a user reads first; other sources are named by their path."""
 

@@ -119,6 +119,9 @@ def unread_params(model: StepModel) -> dict[str, str]:
     if lo.num_workers == 0:
         out.update({p: "read only for DataLoader workers, and loader.num_workers is 0"
                     for p in WORKER_ONLY})
+    if lo.num_workers > 0 and not model.host.same_thread_ref:
+        out["host.same_thread"] = ("the main thread makes no batch here nor in the capture "
+                                   "(models.same_thread)")
     if not has_collectives(model):
         out.update({f"comm.{k}": "the model has no collectives"
                     for k in ("latency_us", "bus_gbps", "host_cpu_us", "host_cpu_us_per_mb",

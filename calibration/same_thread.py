@@ -1,0 +1,114 @@
+"""The main thread's own cost of making its batches (``host.same_thread``,
+:mod:`models.same_thread`), from the capture sidecar.
+
+A capture on one side of ``num_workers=0`` cannot see it: with workers the main thread never
+makes a batch, and at 0 workers it never receives one. Two sources:
+
+* a probe on the other side (``probe_workers=0`` beside a capture with workers, or a probe with
+  workers beside one at 0): the main thread's median CPU per batch and per step (less its page
+  faults where the capture prices them) in the probe against the capture's, less the co-run
+  interference the model already prices between the two settings' loads (at
+  ``host.interference``'s point, :mod:`calibration.corun`), weighted by the two kinds' CPU:
+  ``1 + same_thread = (b₁ + s₁) / (b₀ g_b + s₀ g_s)``, ``g`` each kind's interference factor
+  ``(1 + k o₁) / (1 + k o₀)``; its P10–P90 over a bootstrap of the records (inferred). Such a
+  probe moves the batch onto (or off) the main thread and the co-runners at once, so it cannot
+  tell the two apart; it measures their product, which is what a ``num_workers=0`` what-if
+  needs. A negative interference fit from such a probe (the demo's −0.033 on 2026-12-06) is
+  this cost read as interference, not host drift.
+* else :data:`SAME_THREAD_PRIOR`, stated, which widens the interval of a what-if that moves the
+  batch onto or off the main thread, and calibration says so.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from stepsim.calibration.corun import BOOTSTRAP, corun_loads, probe_activities
+from stepsim.calibration.probe_steps import uniform_with_p10_p90
+
+SAME_THREAD_PRIOR = (0.0, 0.2)
+"""Stated prior range of ``host.same_thread`` without a probe across ``num_workers=0``.
+Inferred from the demos of 2026-12-06 05:16–05:33 (docs/measurements.md "The final demos of
+2026-12-06"): at 0 workers the main thread's batch took 1.006–1.029× and its step 1.035–1.064×
+their CPU at 1 worker, which at the capture's loads is a cost of about 0.10 on both at the
+interference prior's point 0.08, 0.03 at its floor 0 and 0.16 at its top 0.16; the range runs
+from none to a little past that. Not isolated by ``bench/same_thread.py`` (in one process
+×0.95, in fresh processes ×0.99 with a P10–P90 of 0.88–1.21: the host's noise there is wider
+than the cost)."""
+
+
+def _kinds(acts, loads):
+    """Per kind (batch, step): rows of (CPU µs, co-run load) of the fitted records."""
+    out = {}
+    for kind in ("batch", "step"):
+        rows = [(a.cpu_us, x) for a, x in zip(acts, loads)
+                if a.kind == kind and a.cpu_us > 0 and a.fitted]
+        if len(rows) >= 2:
+            out[kind] = np.array(rows)
+    return out
+
+
+def fit_same_thread(cal, probe, cores: int, interference: float, inline_probe: bool,
+                    seed: int = 0) -> tuple[float, tuple[float, float]] | None:
+    """``(point, (P10, P90))`` of ``same_thread`` from the capture's activities ``cal`` and the
+    probe's ``probe`` (:func:`calibration.corun.activities`; ``inline_probe``: the probe made
+    its batches on the main thread), at the interference point ``interference`` (see the module
+    docstring); None unless both settings have batches and steps."""
+    k0, k1 = _kinds(cal, corun_loads(cal, cores)), _kinds(probe, corun_loads(probe, cores))
+    if set(k0) != {"batch", "step"} or set(k1) != {"batch", "step"}:
+        return None
+
+    def one(pick0, pick1) -> float:
+        num = den = 0.0
+        for kind in ("batch", "step"):
+            a0, a1 = k0[kind][pick0[kind]], k1[kind][pick1[kind]]
+            g = (1 + interference * a1[:, 1].mean()) / (1 + interference * a0[:, 1].mean())
+            num += float(np.median(a1[:, 0]))
+            den += float(np.median(a0[:, 0])) * g
+        r = num / den                   # probe over capture: 1 + s, or 1 / (1 + s)
+        return r - 1 if inline_probe else 1 / r - 1
+
+    every = {k: slice(None) for k in k0}
+    point = one(every, every)
+    rng = np.random.default_rng(seed)
+    boots = [one({k: rng.integers(0, len(v), len(v)) for k, v in k0.items()},
+                 {k: rng.integers(0, len(v), len(v)) for k, v in k1.items()})
+             for _ in range(BOOTSTRAP)]
+    lo, hi = (float(v) for v in np.percentile(boots, [10, 90]))
+    return point, (lo, hi)
+
+
+def same_thread_from_sidecar(side, interference: float, seed: int = 0):
+    """``(host fields, sources, warnings)`` for ``host.same_thread``, its range and
+    ``host.same_thread_ref`` (see the module docstring); ``interference``: the calibrated
+    point of ``host.interference``. Nothing without a sidecar."""
+    if side is None:      # no sidecar: which thread made the batches is not recorded
+        return {}, {}, []
+    nw = side.loader.num_workers
+    host: dict = {"same_thread_ref": 1.0 if nw == 0 else 0.0}
+    fit = None
+    across = (side.probe is not None and not side.batch_probe
+              and side.host_cores and (side.probe.num_workers == 0) != (nw == 0))
+    if across:
+        cal, probe = probe_activities(side)
+        fit = fit_same_thread(cal, probe, side.host_cores, interference, nw > 0, seed)
+    if fit is not None:
+        point, (p10, p90) = fit
+        host["same_thread"] = max(point, 0.0)
+        host["same_thread_range"] = uniform_with_p10_p90(max(p10, 0.0), max(p90, 0.0))
+        warn = (f"the main thread's own cost of making its batches, fitted from the probe at "
+                f"num_workers={side.probe.num_workers}: its batch and step take "
+                f"{1 + host['same_thread']:.3f}x their CPU with workers (P10–P90 "
+                f"{1 + p10:.3f}–{1 + p90:.3f}x, inferred; after the co-run interference "
+                f"{interference:.3f} priced between the settings)"
+                + (" (below 1 read as 1)" if point < 0 else ""))
+        return host, {"host.same_thread": "inferred"}, [warn]
+    lo, hi = SAME_THREAD_PRIOR
+    host["same_thread"], host["same_thread_range"] = (lo + hi) / 2, (lo, hi)
+    want = "0" if nw > 0 else "N > 0"
+    warn = (f"the main thread's own cost of making its batches not calibrated (no probe at "
+            f"num_workers={want}): a prior of {lo:g}–{hi:g} (its batch and step take 1 + that "
+            "times their CPU with workers, as measured in this project's demos) widens the "
+            "interval of a what-if that moves the batches "
+            f"{'onto' if nw > 0 else 'off'} the main thread (capture with "
+            f"probe_workers={want.split()[0]} to calibrate it)")
+    return host, {"host.same_thread": "assumed"}, [warn]
