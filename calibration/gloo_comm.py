@@ -4,12 +4,17 @@ the capture sidecar's ``ddp`` record, ``measured``; or one pseudo-parameter per 
 bucket, ``inferred``). Used by :mod:`calibration.gloo`."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from stepsim.calibration.gloo_cold import cold_opt_params, cold_params
 from stepsim.calibration.gloo_cpu import FLOOR_NOTE, host_cpu_cost
 from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.gloo_wake import wake_params
 from stepsim.models.ddp import build_buckets
 from stepsim.models.params import CommParams, DeviceTask, GradParam
+
+if TYPE_CHECKING:   # the collective records of calibration.gloo_steps, for the annotation only
+    from stepsim.calibration.gloo_steps import _Coll
 
 __all__ = ["record_sizes", "comm_params", "GLOO_STREAM"]
 
