@@ -51,7 +51,7 @@ import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
 
-__all__ = ["Refault", "refault_fit", "slope_per_fault_us", "step_work_us", "MIN_STEPS", "MIN_FAULTS",
+__all__ = ["FAULT_GROWTH_EXPONENT", "Refault", "refault_fit", "slope_per_fault_us", "step_work_us", "MIN_STEPS", "MIN_FAULTS",
            "PER_FAULT_US", "MIN_PAIRS", "POSITIVE_SHARE", "slope_fit"]
 
 MIN_STEPS = 3
@@ -67,6 +67,22 @@ PER_FAULT_US = (0.2, 20.0)
 MIN_PAIRS, POSITIVE_SHARE = 3, 0.8
 """Fewest pairs of steps (of one kind, faults at least :data:`MIN_FAULTS` apart) the slope is
 taken from, and the share of their slopes that must be positive (assumed)."""
+
+FAULT_GROWTH_EXPONENT = (1.0, 2.5)
+"""Prior range of ``q`` (``HostParams.refault_growth``, its middle the point) in the step's
+most re-faulted pages at ``r`` times the samples, ``max_faults × r^q``, without a batch-size
+probe (assumed; :mod:`scenarios.batch_size`). What a step re-faults is what glibc's malloc
+gave back to the kernel (``munmap`` of a chunk over the mmap threshold, which rises with each
+one freed up to 32 MiB; the heap's free top trimmed past twice the threshold): with both held
+(``GLIBC_TUNABLES``) a 3-conv CNN re-faulted nothing at batch 16-128 (median a step), and with
+the threshold held at 32 MiB nothing at 16-64 and 9,217-35,682 pages at 128 (1-4 of its
+37.7 MB tensors over the ceiling, where no free heap chunk held one). Under glibc's dynamic
+thresholds, per fresh process, its main thread's most faults a step were 1,120-1,984 at 32,
+3,458-9,152 at 64 and 23,586-36,800 at 128 (bench/fault_growth.py, docs/measurements.md "Page
+faults against the batch size"): from a capture's most at 32 to a run's at 64, q up to 2.3,
+to 128 up to 2.4; users' CNNs ×2.9-3.4 from 32 to 64 (q 1.5-1.8). Which chunks are given back
+needs the step's allocation sizes and the heap's history, which the capture does not
+record."""
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ make its parts exceed the whole; the measured times' variation is in the bootstr
 ABSOLUTE = {"host.interference": "host.interference_range",
             "host.oversub": "host.oversub_range",
             "host.team_stall": "host.team_stall_range",
-            "host.refault_share": "host.refault_share_range"}
+            "host.refault_share": "host.refault_share_range",
+            "host.refault_growth": "host.refault_growth_range"}
 """Paths drawn as values from a range the model holds (not as factors on the value)."""
 PER_RUN = ("host.refault_share",)
 """Of them, those each run draws anew (a process's heap layout): an interval of the pooled
@@ -115,6 +116,9 @@ def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None,
                 varied[path] = (float(rng[0]), float(rng[1]))
     for path, holder in ABSOLUTE.items():
         rng = get_value(model, holder)
+        if path == "host.refault_growth" and ops is not None and not any(
+                getattr(op, "path", None) == "loader.batch_size" for op in ops):
+            continue                # read only by a batch-size what-if
         if rng is not None and rng[0] != rng[1]:
             varied[path] = (float(rng[0]), float(rng[1]))
     return varied, skipped

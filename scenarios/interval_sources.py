@@ -38,6 +38,7 @@ from stepsim.scenarios.transforms import Operation
 LABELS = {"host.cpu_scale": "host noise", "host.interference": "interference",
           "host.oversub": "past the cores",
           "host.team_stall": "team stall", "host.refault_share": "page faults",
+          "host.refault_growth": "fault growth",
           "window": "window sampling", "steps": "step variation"}
 """Words for the sources a user reads first; other sources are named by their path."""
 
