@@ -31,9 +31,9 @@ kernel (``munmap`` of an allocation over its mmap threshold, the heap's free top
 twice that), set by each process's heap, so a run pays a share of the capture's most
 (``host.refault_share``, drawn per run). How much there is to give back grows faster than the
 samples: measured (bench/fault_growth.py, docs/measurements.md "Page faults against the batch
-size") the most a process re-faulted a step ×3.3–4.6 per doubling of the batch from 32 to 128
-on a 3-conv CNN, and ×2.9–3.4 on two users' CNNs from 32 to 64, while some processes at each
-size re-faulted none. Which allocations are given back needs their sizes and the heap's
+size") on a 3-conv CNN the most a step of two fresh processes 1,984 → 9,152 → 36,800 pages at
+batch 32 → 64 → 128 (×4.6, ×4.0), and ×2.9–3.4 on two users' CNNs from 32 to 64, while some
+processes re-faulted none. Which allocations are given back needs their sizes and the heap's
 history, which the capture does not record, so the capture's most re-faulted CPU ``F``
 becomes ``F·r^q`` at ``r`` times the samples (the share of it a run pays as before), ``q`` the
 model's ``host.refault_growth``: without a batch-size probe a prior
