@@ -138,7 +138,7 @@ def set_batch_size(model: StepModel, value) -> StepModel:
     ld["batch_bytes"] = int(round(ld["batch_bytes"] * r))
     if ld["batches_per_epoch"] is not None:
         ld["batches_per_epoch"] = max(1, math.ceil(ld["batches_per_epoch"] * b / n))
-    q = data["host"]["refault_growth"]
+    q = model.host.refault_growth     # absent from the dump at its default (1)
     top = faults_at(r, q)
     for i in host:
         op = data["host"]["ops"][i]
