@@ -246,8 +246,8 @@ class HostParams(StrictModel):
     refault_growth_range: tuple[float, float] | None = None
     """``q`` in the re-faulted CPU at ``r`` times the samples, ``refault_us × r^q``, and its
     uncertainty (drawn uniformly, once per prediction): read only by a batch-size what-if
-    (:func:`scenarios.batch_size.set_batch_size`). 1: linear; a prior without a batch-size
-    probe (:data:`calibration.page_faults.FAULT_GROWTH_EXPONENT`)."""
+    (:func:`scenarios.batch_size.set_batch_size`). 1: linear; without a batch-size probe a
+    prior, 1 drawn over 0-2.5 (:data:`calibration.page_faults.FAULT_GROWTH_EXPONENT`)."""
 
     @model_validator(mode="after")
     def _check_ranges(self):

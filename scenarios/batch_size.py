@@ -29,18 +29,20 @@ With ``r = N / B``:
 The step's page faults: what a step faults in again is what glibc's malloc gave back to the
 kernel (``munmap`` of an allocation over its mmap threshold, the heap's free top trimmed past
 twice that), set by each process's heap, so a run pays a share of the capture's most
-(``host.refault_share``, drawn per run). How much there is to give back grows faster than the
-samples: measured (bench/fault_growth.py, docs/measurements.md "Page faults against the batch
-size") on a 3-conv CNN the most a step of two fresh processes 1,984 → 9,152 → 36,800 pages at
-batch 32 → 64 → 128 (×4.6, ×4.0), and ×2.9–3.4 on two users' CNNs from 32 to 64, while some
-processes re-faulted none. Which allocations are given back needs their sizes and the heap's
+(``host.refault_share``, drawn per run). How much there is to give back grows with the
+samples, at a rate the measurements do not agree on: on a 3-conv CNN (bench/fault_growth.py,
+docs/measurements.md "Page faults against the batch size") the most a step of two fresh
+processes went 1,984 → 9,152 → 36,800 pages at batch 32 → 64 → 128 (×4.6, ×4.0), the demo
+workload and users' CNNs ×3.3 (×2.9–3.4) from 32 to 64, while some processes re-faulted none
+and the same CNN captured at 32 and run at 64 and 128 re-faulted ×1.0 and ×3.0 its capture's
+most (q ≈ 0 and 0.8). Which allocations are given back needs their sizes and the heap's
 history, which the capture does not record, so the capture's most re-faulted CPU ``F``
 becomes ``F·r^q`` at ``r`` times the samples (the share of it a run pays as before), ``q`` the
 model's ``host.refault_growth``: without a batch-size probe a prior
-(:data:`calibration.page_faults.FAULT_GROWTH_EXPONENT`, *assumed*, its middle the point, drawn
-over it by the interval); 1 with a probe (which measured the step's growth, faults and all:
-its ``sample_exponent``) or in a model written before the prior; 1 below the captured batch
-(the prior's top there).
+(:data:`calibration.page_faults.FAULT_GROWTH_EXPONENT`, 0–2.5, *assumed*, drawn over it by
+the interval; its point :data:`~calibration.page_faults.FAULT_GROWTH_POINT`, 1, linear as
+before the prior); 1 with a probe (which measured the step's growth, faults and all: its
+``sample_exponent``) or in a model written before the prior; 1 below the captured batch.
 
 A model that lacks what this needs is refused (:class:`simcore.errors.NotApplicable`, one line
 that says what to capture): without the captured ``batch_size`` (a trace without the capture
@@ -147,10 +149,13 @@ def set_batch_size(model: StepModel, value) -> StepModel:
         _scale_host_op(op, grown)
         op["per_step_fraction"] = f / grown
         op["refault_us"] *= top   # the freed memory it faults in again (module docstring)
-    if top != r and any(data["host"]["ops"][i]["refault_us"] > 0 for i in host):
+    rng = model.host.refault_growth_range
+    if r > 1 and (q != 1 or rng is not None and rng[1] > rng[0]) \
+            and any(data["host"]["ops"][i]["refault_us"] > 0 for i in host):
+        drawn = f", drawn {rng[0]:g}-{rng[1]:g}" if rng is not None and rng[1] > rng[0] else ""
         data["meta"]["notes"]["refault_growth"] = (
             f"at batch {n} may spend faulting memory in again (the capture's most "
-            f"x{top:.3g} = (N/B)^q, q {q:.3g}, host.refault_growth)")
+            f"x{top:.3g} = (N/B)^q, q {q:.3g}{drawn}, host.refault_growth)")
     for ts in data["device"]["streams"].values():
         for t in ts:
             if t["id"] in device:
@@ -199,14 +204,15 @@ def batch_size_note(model: StepModel, value) -> str | None:
                 f"is scaled too, which overstates it; {linear}")
     faults = sum(model.host.ops[i].refault_us for i in _per_sample_host(model))
     q, rng = model.host.refault_growth, model.host.refault_growth_range
-    if faults > 0 and (q == 1 or r < 1):
+    spans = rng is not None and rng[1] > rng[0]
+    if faults > 0 and (r <= 1 or q == 1 and not spans):
         step += (f", its page faults' CPU {faults / 1e3:.1f} -> {faults * r / 1e3:.1f} ms at "
                  f"the most (x{r:.3g}: the tensors it frees grow with the samples)")
     elif faults > 0:
-        how = (f"drawn {rng[0]:g}-{rng[1]:g}, assumed without a batch-size probe: what "
-               "glibc gives back a step grows faster than the samples, by how much one batch "
-               f"size cannot show; capture with probe_batch_size={n} to measure it"
-               if rng is not None and rng[1] > rng[0] else "as set")
+        how = (f"drawn {rng[0]:g}-{rng[1]:g}, assumed without a batch-size probe: how fast "
+               "what glibc gives back a step grows with the samples one batch size cannot "
+               f"show (measured q 0-2.4); capture with probe_batch_size={n} to measure it"
+               if spans else "as set")
         step += (f", its page faults' CPU {faults / 1e3:.1f} -> {faults * r ** q / 1e3:.1f} ms "
                  f"at the most (x{r ** q:.3g} = r^q, q {q:.3g}, {how})")
     return (f"loader.batch_size={n} (captured at {b}): every step time is per batch of {n} "
