@@ -29,7 +29,8 @@ import numpy as np
 from stepsim.calibration.batch_probe import probe_fields
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.outside_load import outside_load
-from stepsim.calibration.page_faults import refault_fit
+from stepsim.calibration.page_faults import (FAULT_GROWTH_EXPONENT, FAULT_GROWTH_POINT,
+                                             refault_fit)
 from stepsim.calibration.profiler_overhead import (step_factor, step_factor_note,
                                                     team_overhead_note)
 from stepsim.calibration.run_drift import drift_ratio, profiled_drift
@@ -324,6 +325,10 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         lp.update(probed.loader)
         sources.update(probed.sources)
         warnings += probed.warnings
+    if refault and probed is None:     # a batch-size probe measures the growth instead
+        refault.update(refault_growth=FAULT_GROWTH_POINT,
+                       refault_growth_range=FAULT_GROWTH_EXPONENT)
+        sources["host.refault_growth"] = "assumed"
     host_fields, src, more, warn = interference_from_sidecar(sidecar)
     host_fields.update(stall_host, **refault)
     ranges.update(more)

@@ -264,12 +264,19 @@ class HostParams(StrictModel):
     uniformly, one draw per run): whether glibc gives a step's freed memory back to the kernel
     (to be faulted in again) is set by each process's heap layout, which no capture of another
     setting predicts (docs/measurements.md, "Page faults of the training step")."""
+    refault_growth: float = Field(default=1.0, ge=0, le=4)
+    refault_growth_range: tuple[float, float] | None = None
+    """``q`` in the re-faulted CPU at ``r`` times the samples, ``refault_us × r^q``, and its
+    uncertainty (drawn uniformly, once per prediction): read only by a batch-size what-if
+    (:func:`scenarios.batch_size.set_batch_size`). 1: linear; without a batch-size probe a
+    prior, 1 drawn over 0-2.5 (:data:`calibration.page_faults.FAULT_GROWTH_EXPONENT`)."""
 
     @model_validator(mode="after")
     def _check_ranges(self):
         """A range's ends lie within its value's bounds, low first (a hand edit with low above
         high raised numpy's ValueError in the interval's draws, a traceback)."""
-        for name in ("interference", "oversub", "team_stall", "refault_share", "same_thread"):
+        for name in ("interference", "oversub", "team_stall", "refault_share", "same_thread",
+                     "refault_growth"):
             rng, le = getattr(self, f"{name}_range"), type(self).model_fields[name].metadata
             top = next(m.le for m in le if getattr(m, "le", None) is not None)
             if rng is not None and not 0 <= rng[0] <= rng[1] <= top:
@@ -288,6 +295,10 @@ class HostParams(StrictModel):
                 and not self.same_thread_ref:   # nor one without the same-thread cost
             for k in ("same_thread", "same_thread_range", "same_thread_ref"):
                 out.pop(k, None)
+        if isinstance(out, dict) and self.refault_growth == 1.0 \
+                and self.refault_growth_range is None:       # nor before the growth prior
+            out.pop("refault_growth", None)
+            out.pop("refault_growth_range", None)
         return out
 
 

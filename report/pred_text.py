@@ -76,8 +76,10 @@ def refault_line(model) -> str | None:
     share, rng = model.host.refault_share, model.host.refault_share_range
     how = (f"assumed, drawn {rng[0]:g}–{rng[1]:g} per run in the interval"
            if rng is not None and rng[1] > rng[0] else "as set")
+    what = model.meta.notes.get("refault_growth") or (
+        "the capture's most re-faulting step spent faulting memory in again")
     return (f"page faults: the training step holds {share:.2f} of the {_ms(most)} ms of CPU a "
-            f"step the capture's most re-faulting step spent faulting memory in again "
+            f"step {what} "
             f"(host.refault_share, {how}): a run whose heap re-faults every step pays "
             f"{_ms((1 - share) * most)} ms more a step, one that never does "
             f"{_ms(share * most)} ms less")

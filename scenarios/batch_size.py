@@ -20,13 +20,29 @@ With ``r = N / B``:
   ``per_step_fraction`` (the optimizer's ``step`` and ``zero_grad``, *measured* from the
   trace's ``Optimizer.*`` spans; with a batch-size probe, all of the step's part that did not
   grow from B to the probe's batch, *measured*), which is kept; and that op's page faults'
-  CPU at the most (``refault_us``, :mod:`calibration.page_faults`) × r, *assumed* linear: the
-  step's freed activations are what it faults in again (a user's CNN, 2026-12-05: the most
-  faults a step ×2.9–3.2 at 64 against 32, which linear understates);
+  CPU at the most (``refault_us``, :mod:`calibration.page_faults`) × r^q (:func:`faults_at`);
 * kept per batch or per step: the main thread's receipt of a worker's batch
   (``unpickle_us``: torch moves a batch's tensors through shared memory, a cost per tensor, not
   per byte), launches and the host's other CPU work, the optimizer, collectives (gradients do
   not grow with the batch), rank skew.
+
+The step's page faults: what a step faults in again is what glibc's malloc gave back to the
+kernel (``munmap`` of an allocation over its mmap threshold, the heap's free top trimmed past
+twice that), set by each process's heap, so a run pays a share of the capture's most
+(``host.refault_share``, drawn per run). How much there is to give back grows with the
+samples, at a rate the measurements do not agree on: on a 3-conv CNN (bench/fault_growth.py,
+docs/measurements.md "Page faults against the batch size") the most a step of two fresh
+processes went 1,984 → 9,152 → 36,800 pages at batch 32 → 64 → 128 (×4.6, ×4.0), the demo
+workload and users' CNNs ×3.3 (×2.9–3.4) from 32 to 64, while some processes re-faulted none
+and the same CNN captured at 32 and run at 64 and 128 re-faulted ×1.0 and ×3.0 its capture's
+most (q ≈ 0 and 0.8). Which allocations are given back needs their sizes and the heap's
+history, which the capture does not record, so the capture's most re-faulted CPU ``F``
+becomes ``F·r^q`` at ``r`` times the samples (the share of it a run pays as before), ``q`` the
+model's ``host.refault_growth``: without a batch-size probe a prior
+(:data:`calibration.page_faults.FAULT_GROWTH_EXPONENT`, 0–2.5, *assumed*, drawn over it by
+the interval; its point :data:`~calibration.page_faults.FAULT_GROWTH_POINT`, 1, linear as
+before the prior); 1 with a probe (which measured the step's growth, faults and all: its
+``sample_exponent``) or in a model written before the prior; 1 below the captured batch.
 
 A model that lacks what this needs is refused (:class:`simcore.errors.NotApplicable`, one line
 that says what to capture): without the captured ``batch_size`` (a trace without the capture
@@ -63,6 +79,13 @@ def grown_by(kept: float, r: float, p: float = 1.0) -> float:
     grows with the samples as ``samples^p``, for ``r`` times the samples:
     ``kept + (1 − kept)·r^p``."""
     return kept + (1 - kept) * r ** p
+
+
+def faults_at(r: float, q: float) -> float:
+    """The factor on the capture's re-faulted CPU (``refault_us``) at ``r`` times the samples
+    for a growth exponent ``q`` (the module docstring): ``r^q`` above the captured batch, ``r``
+    below it."""
+    return r ** q if r > 1 else r
 
 
 def _per_sample_host(model: StepModel) -> list[int]:
@@ -117,13 +140,22 @@ def set_batch_size(model: StepModel, value) -> StepModel:
     ld["batch_bytes"] = int(round(ld["batch_bytes"] * r))
     if ld["batches_per_epoch"] is not None:
         ld["batches_per_epoch"] = max(1, math.ceil(ld["batches_per_epoch"] * b / n))
+    q = model.host.refault_growth     # absent from the dump at its default (1)
+    top = faults_at(r, q)
     for i in host:
         op = data["host"]["ops"][i]
         f = op["per_step_fraction"]
         grown = grown_by(f, r, op["sample_exponent"])
         _scale_host_op(op, grown)
         op["per_step_fraction"] = f / grown
-        op["refault_us"] *= r     # the freed activations it faults in again: per sample
+        op["refault_us"] *= top   # the freed memory it faults in again (module docstring)
+    rng = model.host.refault_growth_range
+    if r > 1 and (q != 1 or rng is not None and rng[1] > rng[0]) \
+            and any(data["host"]["ops"][i]["refault_us"] > 0 for i in host):
+        drawn = f", drawn {rng[0]:g}-{rng[1]:g}" if rng is not None and rng[1] > rng[0] else ""
+        data["meta"]["notes"]["refault_growth"] = (
+            f"at batch {n} may spend faulting memory in again (the capture's most "
+            f"x{top:.3g} = (N/B)^q, q {q:.3g}{drawn}, host.refault_growth)")
     for ts in data["device"]["streams"].values():
         for t in ts:
             if t["id"] in device:
@@ -171,10 +203,18 @@ def batch_size_note(model: StepModel, value) -> str | None:
                 f"{grown} (no Optimizer spans in the trace to keep per step, so its optimizer "
                 f"is scaled too, which overstates it; {linear}")
     faults = sum(model.host.ops[i].refault_us for i in _per_sample_host(model))
-    if faults > 0:    # a user's CNN at 64 against 32: x2.9-3.2 the most faults a step
+    q, rng = model.host.refault_growth, model.host.refault_growth_range
+    spans = rng is not None and rng[1] > rng[0]
+    if faults > 0 and (r <= 1 or q == 1 and not spans):
         step += (f", its page faults' CPU {faults / 1e3:.1f} -> {faults * r / 1e3:.1f} ms at "
-                 f"the most (x{r:.3g}, assumed linear in samples: the step's freed activations "
-                 "are what it faults in again)")
+                 f"the most (x{r:.3g}: the tensors it frees grow with the samples)")
+    elif faults > 0:
+        how = (f"drawn {rng[0]:g}-{rng[1]:g}, assumed without a batch-size probe: how fast "
+               "what glibc gives back a step grows with the samples one batch size cannot "
+               f"show (measured q 0-2.4); capture with probe_batch_size={n} to measure it"
+               if spans else "as set")
+        step += (f", its page faults' CPU {faults / 1e3:.1f} -> {faults * r ** q / 1e3:.1f} ms "
+                 f"at the most (x{r ** q:.3g} = r^q, q {q:.3g}, {how})")
     return (f"loader.batch_size={n} (captured at {b}): every step time is per batch of {n} "
             f"samples, not {b}; {produce}, batch bytes {lp.batch_bytes} -> "
             f"{round(lp.batch_bytes * r)} (inferred: the measured bytes / {b} per sample), "

@@ -44,7 +44,8 @@ ABSOLUTE = {"host.interference": "host.interference_range",
             "host.oversub": "host.oversub_range",
             "host.team_stall": "host.team_stall_range",
             "host.refault_share": "host.refault_share_range",
-            "host.same_thread": "host.same_thread_range"}
+            "host.same_thread": "host.same_thread_range",
+            "host.refault_growth": "host.refault_growth_range"}
 """Paths drawn as values from a range the model holds (not as factors on the value)."""
 OWN_STREAM = ("host.same_thread",)
 """Paths drawn from a stream of their own, so that a model without them draws every other
@@ -119,6 +120,9 @@ def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None,
                 varied[path] = (float(rng[0]), float(rng[1]))
     for path, holder in ABSOLUTE.items():
         rng = get_value(model, holder)
+        if path == "host.refault_growth" and ops is not None and not any(
+                getattr(op, "path", None) == "loader.batch_size" for op in ops):
+            continue                # read only by a batch-size what-if
         if rng is not None and rng[0] != rng[1] and path in unread:
             skipped[path] = f"not read here: {unread[path]}"
         elif rng is not None and rng[0] != rng[1]:

@@ -42,6 +42,7 @@ LABELS = {"host.cpu_scale": "host noise", "host.interference": "interference",
           "host.oversub": "past the cores",
           "host.team_stall": "team stall", "host.refault_share": "page faults",
           "host.same_thread": "same-thread batch",
+          "host.refault_growth": "fault growth",
           "window": "window sampling", "steps": "step variation"}
 """Words for the sources a user reads first; other sources are named by their path."""
 

@@ -126,6 +126,8 @@ def test_a_batch_size_what_if_keeps_the_measured_parts(probed):
         pytest.approx(f * m.host.ops[1].dur_us)
     note = batch_size_note(m, 16)
     assert "measured by the batch-size probe" in note and "assumed linear" not in note
+    # the probe measured the step's growth, faults and all: no fault-growth prior
+    assert m.host.refault_growth == 1.0 and m.host.refault_growth_range is None
 
 
 def test_both_probes_at_once_and_the_own_batch_size_are_refused(tmp_path):

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from stepsim.calibration.host_noise import identical_work_us
-from stepsim.calibration.page_faults import MIN_PAIRS, refault_fit
+from stepsim.calibration.page_faults import (FAULT_GROWTH_EXPONENT, FAULT_GROWTH_POINT, MIN_PAIRS,
+                                             refault_fit)
 from stepsim.calibration.sidecar import Sidecar, load_sidecar
 from tests.conftest import steps_in_turn
 
@@ -196,6 +197,11 @@ def test_calibration_takes_the_fault_free_step_plus_half_the_most(cpu_run_nw1, t
     assert n.refault_us == pytest.approx(n.dur_us * rf.refault_us / rf.fault_free_us, rel=1e-6)
     assert new.host.refault_share == 0.5 and new.host.refault_share_range == (0.0, 1.0)
     assert new.meta.sources["host.refault_share"] == "assumed"
+    # no batch-size probe: the faults' growth with the batch is the prior, linear the point
+    assert new.host.refault_growth_range == FAULT_GROWTH_EXPONENT
+    assert new.host.refault_growth == FAULT_GROWTH_POINT == 1.0
+    assert new.meta.sources["host.refault_growth"] == "assumed"
+    assert old.host.refault_growth == 1.0 and old.host.refault_growth_range is None
     assert new.meta.sources["host.ops[1].refault_us"] == "measured"
     # the replay of the capture gets the profiled window back, its faults included
     r = at_capture_speed(new).host.ops[1]
