@@ -118,9 +118,10 @@ def overhead_factor(side: Sidecar | None, calm: bool = False,
 
 def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
                  ) -> tuple[dict[int, float], dict[str, str], float]:
-    """Per rank of a job, its factor (1.0 where its sidecar cannot measure one, with a
-    warning), the model's notes naming them (``profiler_factor``, its source) and the largest
-    ``half_log`` of the measured ones (0.0 when none was measured)."""
+    """Per rank of a job, its factor (1.0 where its sidecar cannot measure one, or reads one
+    above 1, which is drift: each with a warning), the model's notes naming the readings
+    (``profiler_factor``, its source) and the largest ``half_log`` of the measured ones (0.0
+    when none was measured)."""
     from stepsim.calibration.profiler_edges import edge_factor
 
     # at the profiled window's edges, where the host's load has moved least; else all steps
@@ -134,6 +135,16 @@ def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
     measured = {r: f for r, f in got.items() if f is not None}
     if not measured:
         return {r: 1.0 for r in ranks}, {}, 0.0
+    # The profiler adds work, so its factor is at most 1: a reading above it is the host's
+    # or the job's own drift between the steps compared, and no correction is made there.
+    faster = [r for r, f in measured.items() if f.factor > 1.0]
+    if faster:
+        warnings.append(
+            "profiler overhead: the profiled steps of rank(s) " + ", ".join(map(str, faster))
+            + " took less main-thread CPU than the unprofiled ones beside them ("
+            + ", ".join(f"factor {measured[r].factor:.3f}" for r in faster) + "); the profiler "
+            "cannot make a step faster, so that difference is drift between the steps "
+            "compared, and their host durations are kept as profiled (factor 1)")
     warnings.append("profiler overhead (measured): host-side durations of the profiled steps "
                     "scaled by unprofiled ÷ profiled main-thread CPU per step, "
                     + "; ".join(f"rank {r}: {f.describe()}" for r, f in measured.items())
@@ -145,7 +156,7 @@ def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
                                        "profiled steps, per rank, at the profiled window's "
                                        "edges where it has unprofiled steps beside them "
                                        "(calibration.profiler_edges)"}
-    return ({r: f.factor if f is not None else 1.0 for r, f in got.items()}, notes,
+    return ({r: min(f.factor, 1.0) if f is not None else 1.0 for r, f in got.items()}, notes,
             max(f.half_log for f in measured.values()))
 
 

@@ -76,3 +76,17 @@ def test_rank_factors_take_the_edges():
                  [10.0 * 1.03 ** (28 + i) for i in range(8)], warmup_ms=())
     fac, notes, half = rank_factors([0], {0: side}, [])
     assert fac[0] == pytest.approx(0.8) and "edges" in notes["profiler_factor_source"]
+
+
+def test_a_reading_above_one_is_drift_and_corrects_nothing():
+    # the profiled steps 0.6x the unprofiled ones beside them (a job whose steps have two
+    # modes, as a user's 2-rank job at 2 intra-op threads a rank on 2 cores read 1.72): the
+    # profiler cannot make a step faster, so that rank keeps its profiled durations, said once
+    side = _side([30.0] * 8, [18.0] * 8, [30.0] * 8, warmup_ms=())
+    ok = _side([20.0] * 8, [25.0] * 8, [20.0] * 8, warmup_ms=())
+    warnings: list[str] = []
+    fac, notes, half = rank_factors([0, 1], {0: side, 1: ok}, warnings)
+    assert edge_factor(side).factor == pytest.approx(30.0 / 18.0)
+    assert fac == {0: 1.0, 1: pytest.approx(0.8)}
+    said = [w for w in warnings if "cannot make a step faster" in w]
+    assert len(said) == 1 and "rank(s) 0 " in said[0] and "factor 1.667" in said[0]
