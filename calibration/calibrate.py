@@ -190,14 +190,14 @@ def _with_walls(model: StepModel, runs: list[list]) -> StepModel:
     """``model`` with ``host.wall_runs`` (:func:`job_wall_factors`) where it has two runs or
     more, and a warning that says which spread the interval draws from
     (:func:`models.host_speed.noise_runs`)."""
-    from stepsim.models.host_speed import HOST_NOISE_PRIOR, noise_runs
+    from stepsim.models.host_speed import HOST_NOISE_PRIOR, from_walls, noise_runs
 
     walls = job_wall_factors(runs)
     if len(walls) < 2 or len(walls) != len(model.host.speed_runs):
         return model
     host = model.host.model_copy(update={"wall_runs": walls})
     prior = tuple(model.meta.ranges.get("host.cpu_scale", HOST_NOISE_PRIOR))
-    wider = noise_runs(host, prior) == walls != list(host.speed_runs)
+    wider = from_walls(host, noise_runs(host, prior))
     note = (f"the job's wall time per run of this setting (unprofiled steps) was "
             f"{', '.join(f'{w:.3f}' for w in walls)}x the capture's: "
             + ("wider than its CPU time of identical work, so the interval draws the host's "

@@ -71,7 +71,9 @@ from stepsim.calibration.ddp_runs import pick_runs
 from stepsim.demo.ddp_load import mark_row, outside_share
 from stepsim.demo.ddp_phases import breakdown, format_breakdown
 from stepsim.fit import calibrate
-from stepsim.models.host_speed import factor_range, noise_runs, outside_load_slowdown
+from stepsim.models.host_drift import drift_cap
+from stepsim.models.host_speed import (factor_range, from_walls, noise_runs,
+                                       outside_load_slowdown)
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm
@@ -132,6 +134,7 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
     summary.update({"load_average_before": list(load_before),
                     "load_average_after": list(load_after),
                     "wall_s": time.monotonic() - t0, "repeats": repeats, "steps": steps,
+                    "host_drift": _drift(model),
                     "cpu_count": os.cpu_count()})
     write_atomic(out / "table.json", orjson.dumps({"rows": rows, "summary": summary,
                                                    "phases": phases},
@@ -200,6 +203,14 @@ def summarize(rows: list[dict], model, pick) -> dict:
             "run_outside_shares": pick.outside}
 
 
+def _drift(model) -> dict | None:
+    """What the host's drift allows the rows' intervals (each of one run's mean step), as
+    numbers (:func:`models.host_drift.drift_cap`: from the runs' wall time where it spreads
+    wider than their CPU time); None without two measured runs."""
+    cap = drift_cap(model, 1)
+    return None if cap is None else {**cap[1], "text": cap[0]}
+
+
 def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None:
     """The demo's table and its notes, on stdout."""
     load_before, load_after = summary["load_average_before"], summary["load_average_after"]
@@ -225,10 +236,11 @@ def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None
                     f"{model.host.cpu_scale:.3f}"
                     + (f" (the spread of the runs' wall time, "
                        f"{', '.join(f'{v:.3f}' for v in model.host.wall_runs)}: wider than "
-                       "their CPU time's)" if noise == model.host.wall_runs
-                       != model.host.speed_runs else "")
+                       "their CPU time's)" if from_walls(model.host, noise) else "")
                     + (f", times the profiler factor's own error ×{math.exp(-err):.3f}–"
                        f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
+    if summary.get("host_drift"):
+        Console().print(summary["host_drift"]["text"])
     for r in rows:
         for lo in r.get("loaded", []):
             Console().print(f"{'‡ ' if r['load_set_apart'] else ''}{r['setting']}, repeat "

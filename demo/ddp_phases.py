@@ -1,6 +1,7 @@
 """Where a DDP demo row's error lies: predicted against measured, per rank and phase (issue 12).
 
-Both sides are cut at the same instants of each step (means over the measured steps, ms):
+Both sides are cut at the same instants of each step (means over the measured steps, ms;
+the simulated side is read by :func:`models.phases.rank_phases_us`, as ``whatif`` reads it):
 
 - ``fwd``: step start to forward's end (the straggler's spin included);
 - ``barrier``: the time in ``dist.barrier()`` (0 without one);
@@ -30,7 +31,8 @@ from collections import defaultdict
 
 import numpy as np
 
-PHASES = ("fwd", "barrier", "bwd", "bwd_cpu", "wait", "opt", "tail", "post", "step")
+from stepsim.models.phases import PHASES, rank_phases_us
+from stepsim.simcore.units import us_to_ms
 
 
 def measured_phases(rank_runs: list[dict]) -> dict[str, float]:
@@ -55,38 +57,8 @@ def measured_phases(rank_runs: list[dict]) -> dict[str, float]:
 
 def simulated_phases(sim) -> dict[int, dict[str, float]]:
     """Per rank, the phase means (ms) over a simulation's measured steps, read off its host
-    thread's spans (:class:`simcore.record.Span`)."""
-    by = defaultdict(list)
-    for sp in sim.every_span():
-        if sp.lane.endswith(".host") and sp.step >= sim.warmup:
-            by[(sp.rank, sp.step)].append(sp)
-    n = sim.step_us.shape[1]
-    out = {}
-    for rank in sim.ranks:
-        starts = sim.step_starts_us[sim.ranks.index(rank)]
-        cols = defaultdict(list)
-        for step in range(sim.warmup, sim.warmup + n):
-            spans = sorted(by.get((rank, step), []), key=lambda s: s.start_us)
-            bw = [s for s in spans if s.category == "backward"]
-            opt = [s for s in spans if s.category == "optimizer"]
-            if not bw or not opt or step + 1 >= len(starts):
-                continue
-            bar = [s for s in spans if s.name.startswith("wait for the barrier")]
-            t2 = bw[0].start_us
-            t1 = bar[0].start_us if bar else t2
-            launch = [s for s in spans if s.category == "launch" and s.start_us >= t2]
-            tg = launch[-1].start_us if launch else max(s.start_us + s.dur_us for s in bw)
-            t3, t4 = opt[0].start_us, max(s.start_us + s.dur_us for s in opt)
-            busy = sum(s.dur_us for s in spans if s.kind == "busy" and t2 <= s.start_us < tg)
-            for name, v in (("fwd", t1 - starts[step]), ("barrier", t2 - t1),
-                            ("bwd", tg - t2), ("bwd_cpu", busy), ("wait", t3 - tg),
-                            ("opt", t4 - t3), ("tail", starts[step + 1] - t4),
-                            ("post", starts[step + 1] - tg),
-                            ("step", starts[step + 1] - starts[step])):
-                cols[name].append(v)
-        out[rank] = {c: float(np.mean(cols[c])) / 1e3 if cols[c] else float("nan")
-                     for c in PHASES}
-    return out
+    thread's spans (:func:`models.phases.rank_phases_us`, what ``whatif`` prints too)."""
+    return {r: {c: us_to_ms(v) for c, v in p.items()} for r, p in rank_phases_us(sim).items()}
 
 
 def breakdown(model, runs: dict, settings: dict, steps: int = 40, warmup: int = 3,

@@ -47,8 +47,10 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps
 from stepsim.demo.progress import Steps
 from stepsim.fit import calibrate
+from stepsim.models.host_drift import drift_cap
 from stepsim.models.host_speed import (CAPTURE_SPEED, at_capture_speed,
-                                      coverage_at_width, drift_cap, pooled_load, speed_phrase)
+                                      coverage_at_width, noise_runs, pooled_load,
+                                      speed_phrase)
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.report.validation import share_text
@@ -290,10 +292,13 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
 def drift_widths(model, repeats: int) -> dict[int, float]:
     """The P10–P90 width (%) host noise alone needs to hold 80 % of the pooled mean of ``k``
     re-measured runs, by ``k`` (1, 2, 4, 8 and ``repeats``), from the calibration setting's
-    measured runs (:func:`models.host_speed.coverage_at_width`, closed form): what more
-    repeats would buy on this host. Empty without measured runs or a stated range."""
-    speeds, prior = model.host.speed_runs, model.meta.ranges.get("host.cpu_scale")
-    if len(speeds) < 2 or prior is None:
+    measured runs, those :func:`models.host_drift.drift_cap` reads
+    (:func:`models.host_speed.noise_runs`; :func:`models.host_speed.coverage_at_width`, closed
+    form): what more repeats would buy on this host. Empty without measured runs or a stated
+    range."""
+    prior = model.meta.ranges.get("host.cpu_scale")
+    speeds = noise_runs(model.host, prior) if prior is not None else []
+    if len(speeds) < 2:
         return {}
     return {k: 100 * coverage_at_width(speeds, prior, k, 0.2)[0]
             for k in sorted({1, 2, 4, 8, repeats})}

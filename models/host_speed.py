@@ -39,9 +39,9 @@ alone), a host noisier than the range was under-covered until its runs outweighe
 pseudo-runs: log sd 0.1, as this project's 2-core machine measures (0.095 over the
 calibration setting's 50 runs in 10 demos, 40 dof; ``bench/demo_drift.py``), gave 56 % at
 n = 2, 64 % at 3, 71 % at 5 and 78 % at 20; now 56 % at 2 and 80 % from 3. With a width goal, the coverage a host's drift
-allows is :func:`coverage_at_width`. The pooled mean of ``k`` runs averages their speeds
-arithmetically, the formula their logs: the difference is of order ``s²/2`` (under 1 % for
-``s`` below 0.14).
+allows is :func:`coverage_at_width` (in words, :func:`models.host_drift.drift_cap`). The
+pooled mean of ``k`` runs averages their speeds arithmetically, the formula their logs:
+the difference is of order ``s²/2`` (under 1 % for ``s`` below 0.14).
 """
 from __future__ import annotations
 
@@ -124,37 +124,6 @@ def predictive(speeds: Sequence[float], prior: tuple[float, float], runs: int = 
     return c, s_p * pooled_scale(n, runs), float(dof)
 
 
-WIDTH_GOAL = 0.20
-"""Issue 10's goal for the median P10–P90 width (relative to the prediction) of the demo's
-out-of-sample settings, beside coverage of at least 80 %: what :func:`drift_cap` holds the
-host's measured drift against."""
-
-
-def drift_cap(model, runs: int, width: float = WIDTH_GOAL) -> tuple[str, dict] | None:
-    """What the host's measured run-to-run drift (``host.speed_runs``, ``n ≥ 2``) allows an
-    interval of the pooled mean of ``runs`` re-measured runs, in a sentence and as numbers
-    (:func:`coverage_at_width`): the width host noise alone needs for 80 %, and the most
-    an interval of ``width`` can hold. None without measured runs or a stated range."""
-    speeds, prior = model.host.speed_runs, model.meta.ranges.get("host.cpu_scale")
-    if len(speeds) < 2 or prior is None:
-        return None
-    needed, held = coverage_at_width(speeds, prior, runs, width)
-    _, s, n = log_stats(speeds)
-    _, _, dof = predictive(speeds, prior, runs)
-    nums = {"runs": n, "log_sd": s, "dof": dof, "pooled_runs": runs,
-            "needed_width_pct": 100 * needed, "goal_width_pct": 100 * width,
-            "coverage_at_goal_width": held}
-    text = (f"host drift: the calibration setting's {n} runs spread log sd {s:.3f} in CPU time "
-            f"of identical work; for the pooled mean of {runs} re-measured run"
-            f"{'s' if runs != 1 else ''} host noise alone needs a P10–P90 {100 * needed:.0f} % "
-            f"wide to hold 80 % (Student t, {dof:.0f} dof), so a width of {100 * width:.0f} % "
-            f"holds at most {100 * held:.0f} % of settings (closed form, taking that spread as "
-            "the host's)" + ("; coverage ≥ 80 % within that width cannot be had from this host's "
-                             "runs: more re-measured runs per setting, more replicates or a "
-                             "quieter host can" if needed > width else ""))
-    return text, nums
-
-
 def noise_runs(host, prior: tuple[float, float]) -> list[float]:
     """The run factors the interval draws the host's run-to-run noise from: a multi-rank CPU
     job's ``host.wall_runs`` where its predictive (:func:`predictive`, one run) spreads wider
@@ -166,6 +135,13 @@ def noise_runs(host, prior: tuple[float, float]) -> list[float]:
     if len(speeds) < 2 or predictive(walls, prior)[1] > predictive(speeds, prior)[1]:
         return walls
     return speeds
+
+
+def from_walls(host, runs: Sequence[float]) -> bool:
+    """Whether ``runs`` (what :func:`noise_runs` gave for ``host``) are the job's wall-time
+    factors, not its CPU time's."""
+    walls = list(getattr(host, "wall_runs", []) or [])
+    return list(runs) == walls != list(host.speed_runs)
 
 
 def own_spread(speeds: Sequence[float], prior: tuple[float, float]) -> bool:
@@ -372,30 +348,3 @@ def pooled_load(runs: Sequence[tuple[float | None, float]]) -> tuple[float | Non
                   "run's share of the pooled step time the pooled mean is at most "
                   f"{1 + pool:.2f}x slower, within {100 * LOAD_WARN:.0f} %, so the record is "
                   "scored (past it, scored apart when measured slower than predicted)")
-
-
-def two_run_noise(model) -> tuple[float, str] | None:
-    """The host's run-to-run noise as one re-measured run of each of two settings sees it:
-    the P10–P90 half-width (a fraction, ``0.15`` for ±15 %) of the ratio of two new runs'
-    speeds, and where it comes from; None when the model states no ``host.cpu_scale`` range.
-
-    Measured (``host.speed_runs``, ``n ≥ 2``): the log ratio of two runs is ``sqrt(2) s_p ·
-    T(ν0 + n − 1)`` (the module docstring's ``s_p``). Prior only: the stated range is of the
-    next run against the capture, already the ratio of two runs; its P10–P90 half-width over
-    its centre."""
-    prior = model.meta.ranges.get("host.cpu_scale")
-    if prior is None:
-        return None
-    lo, hi = float(prior[0]), float(prior[1])
-    runs = model.host.speed_runs
-    if len(runs) >= 2:
-        from scipy.stats import t as student_t
-
-        _, scale, dof = predictive(runs, (lo, hi))     # s_p · sqrt(1 + 1/n)
-        s_p = scale / pooled_scale(len(runs), 1)
-        half = float(student_t.ppf(0.5 + P10_P90 / 2, dof)) * math.sqrt(2) * s_p
-        return (math.exp(half) - 1,
-                f"{len(runs)} measured runs and the stated range {lo:g}–{hi:g}")
-    if not 0 < lo <= hi:
-        return None
-    return P10_P90 * (hi - lo) / (hi + lo), f"the stated range {lo:g}–{hi:g}"

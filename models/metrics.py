@@ -33,6 +33,7 @@ from stepsim.models.collectives import (CollectiveSplit, CollectiveStat, collect
 from stepsim.models.intervals import EPS_US as _EPS
 from stepsim.models.intervals import (exposed_us, merge, subtract_length, subtract_merged,
                                       union_length)
+from stepsim.models.phases import rank_phases_us
 from stepsim.models.simulate import SimResult
 from stepsim.models.skew import RankComm, rank_comm
 from stepsim.models.span_pass import span_pass
@@ -95,6 +96,9 @@ class Summary:
         rank_comm: per rank (every rank, not only ``rank``), its barriers' and its other
             collectives' time split into arrival skew and transfer (:mod:`models.skew`;
             empty for one rank).
+        rank_phases_us: per rank (every rank), its step's phases (µs, means over the
+            measured steps, :func:`models.phases.rank_phases_us`); empty for one rank and in
+            a brief summary.
         brief: True when only :data:`BRIEF_FIELDS` were computed (:func:`brief_summary`);
             the other fields are then empty, not measured as zero.
     """
@@ -134,7 +138,16 @@ class Summary:
     cpu_pool_busy: float = 0.0
     device_busy_us: float = 0.0
     rank_comm: list[RankComm] = field(default_factory=list)
+    rank_phases_us: dict[int, dict[str, float]] = field(default_factory=dict)
     brief: bool = False
+
+    @property
+    def over_ranks_us(self) -> float | None:
+        """What the job's step (each step the slowest rank's) adds over the ranks' mean step
+        (µs): the per-step maximum's share; None for one rank."""
+        if len(self.rank_step_us) < 2:
+            return None
+        return self.mean_step_us - float(np.mean(list(self.rank_step_us.values())))
 
 
 def _queue_stats(result: SimResult, rank: int, w0: float, w1: float) -> tuple[float, float, float]:
@@ -302,7 +315,8 @@ def summarize(result: SimResult, rank: int | None = None) -> Summary:
         loader_cores_busy=loader_core_us / width,
         ceilings={k: amdahl_ceiling(min(v, 1.0)) for k, v in shares.items()}, holes=last_holes,
         cpu_pool_busy=pool_busy, device_busy_us=union_length(all_iv) * per,
-        rank_comm=rank_comm(result))
+        rank_comm=rank_comm(result),
+        rank_phases_us=rank_phases_us(result) if len(result.ranks) > 1 else {})
 
 
 def _batches_per_step(result: SimResult) -> int:

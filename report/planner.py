@@ -15,13 +15,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from stepsim.models.host_speed import factor_range, noise_runs
+from stepsim.models.host_speed import factor_range, from_walls, noise_runs
 from stepsim.report.figures import pyplot, save
 from stepsim.report.plan_table import plan_dict, print_plan
 from stepsim.report.pred_text import interval_text as _interval, run_ahead_note as _run_ahead_note
 from stepsim.report.pred_text import cold_resume_lines, host_noise, noise_line, refault_line
 from stepsim.report.pred_text import x_text as _x
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms, rank_comm_table
+from stepsim.report.tables import job_step_line, phase_table
 from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
 from stepsim.scenarios.ddp_whatifs import cold_resume_added
@@ -87,7 +88,8 @@ def _batches(base: Prediction, pred: Prediction) -> tuple[int, int] | None:
 
 
 def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> None:
-    """Baseline vs scenario: mean and median step (ms), interval, bottleneck, speed-up."""
+    """Baseline vs scenario: mean and median step (ms), interval, bottleneck, speed-up; for a
+    model of several ranks, each rank's collectives (arrival skew vs transfer) and phases."""
     if as_json:
         return _json(whatif_dict(base, pred))
     c = console()
@@ -121,6 +123,9 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
                 f"speed-up {_x(a / b)}")
     if base.summary.rank_comm or pred.summary.rank_comm:
         c.print(rank_comm_table([("baseline", base.summary), ("scenario", pred.summary)]))
+    if base.summary.rank_phases_us and pred.summary.rank_phases_us:
+        c.print(phase_table(base.summary, pred.summary))
+        c.print(job_step_line(base.summary, pred.summary))
     _steps_note([("baseline", base), ("scenario", pred)])
     _uncertainty_note(pred)
     if pred.width_sources:
@@ -163,7 +168,7 @@ def _range_text(p: Prediction, path: str, lo: float, hi: float) -> str:
         path == "host.cpu_scale" else []
     if len(runs) >= 2:
         a, b = factor_range(runs, (lo, hi), p.runs)
-        walls = runs == p.model.host.wall_runs != p.model.host.speed_runs
+        walls = from_walls(p.model.host, runs)
         return (f"{path} x[{a:.3g}, {b:.3g}] (P10-P90 from {len(runs)} measured runs"
                 + (", their wall time: it spreads wider than their CPU time" if walls else "")
                 + ")")

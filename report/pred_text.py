@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from stepsim.models.host_speed import two_run_noise
+from stepsim.models.host_drift import two_run_noise
 from stepsim.report.tables import console, ms_text as _ms
 from stepsim.scenarios.ddp_whatifs import cold_resume_added
 from stepsim.scenarios.predict import Prediction
@@ -42,7 +42,7 @@ def run_ahead_note(named: Sequence[tuple[str, Prediction]]) -> None:
 def host_noise(model, speedup: float) -> dict | None:
     """Whether a predicted ``speedup`` (old step over new) is within the host's run-to-run
     noise as one re-measured run of each setting sees it
-    (:func:`models.host_speed.two_run_noise`): ``{"host_noise_pct": P10–P90 half-width of
+    (:func:`models.host_drift.two_run_noise`): ``{"host_noise_pct": P10–P90 half-width of
     one run's speed against another's, "host_noise_source", "within_host_noise": |ln
     speedup| under the half-width's log}``; None without a model or a stated range."""
     noise = two_run_noise(model) if model is not None else None

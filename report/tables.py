@@ -13,6 +13,7 @@ from rich.table import Table
 
 from stepsim.models.metrics import CollectiveStat, Summary, label
 from stepsim.models.params import StepModel
+from stepsim.models.phases import PHASES
 from stepsim.models.simulate import WindowReplay
 from stepsim.scenarios.fixes import FIXES
 from stepsim.scenarios.stepcount import StepCount
@@ -54,8 +55,8 @@ def console() -> Console:
 
 
 def _to_ms(value):
-    """Recursively rename ``*_us`` keys to ``*_ms`` and convert their values (numbers, or
-    dicts of numbers) to milliseconds."""
+    """Recursively rename ``*_us`` keys to ``*_ms`` and convert their values (numbers, dicts
+    of numbers, or dicts of those: ``rank_phases_us``) to milliseconds."""
     if isinstance(value, list):
         return [_to_ms(v) for v in value]
     if not isinstance(value, dict):
@@ -64,8 +65,9 @@ def _to_ms(value):
     for k, v in value.items():
         if isinstance(k, str) and k.endswith("_us"):
             key = k[:-3] + "_ms"
-            if isinstance(v, dict):
-                out[key] = {kk: us_to_ms(vv) for kk, vv in v.items()}
+            if isinstance(v, dict):   # of numbers, or of dicts of numbers (per rank)
+                out[key] = {kk: {k3: us_to_ms(v3) for k3, v3 in vv.items()}
+                            if isinstance(vv, dict) else us_to_ms(vv) for kk, vv in v.items()}
             elif isinstance(v, (int, float)):
                 out[key] = us_to_ms(v)
             else:
@@ -277,6 +279,42 @@ def rank_comm_table(named: Sequence[tuple[str, Summary]]) -> Table:
             t.add_row(*((name,) if len(named) > 1 else ()), str(rc.rank), f"{rc.group}s",
                       f"{rc.count:g}", _ms(rc.in_us), _ms(rc.skew_us), _ms(rc.transfer_us))
     return t
+
+
+def phase_table(base: Summary, what: Summary) -> Table:
+    """Per rank, each phase's mean ms per step (:data:`models.phases.PHASES`) in the baseline,
+    the scenario (the what-if) and their difference: which phase grows, which rank waits. The
+    ranks both summaries have."""
+    t = Table(title="per rank and phase, ms per step (wait: the last bucket's enqueue and "
+                    "the wait for the all-reduces; post = wait + opt + tail)", show_edge=False)
+    t.add_column("", justify="left")
+    for c in PHASES:
+        t.add_column(c, justify="right")
+    for r in sorted(set(base.rank_phases_us) & set(what.rank_phases_us)):
+        a, b = base.rank_phases_us[r], what.rank_phases_us[r]
+        t.add_row(f"rank {r} baseline", *(_ms(a[c]) for c in PHASES))
+        t.add_row(f"rank {r} scenario", *(_ms(b[c]) for c in PHASES))
+        t.add_row(f"rank {r} change", *(_signed_ms(b[c] - a[c]) for c in PHASES),
+                  end_section=True)
+    return t
+
+
+def _signed_ms(us: float) -> str:
+    """A change in ms with its sign, 2 decimals; one that rounds to zero is ``+0.00`` (not
+    ``-0.00`` from a few ns of float noise)."""
+    return f"{round(us_to_ms(us), 2) + 0.0:+.2f}"
+
+
+def job_step_line(base: Summary, what: Summary) -> str:
+    """The job's step under :func:`phase_table`: each step the slowest rank's (the step
+    ``whatif`` reports), baseline -> scenario ms, and what that per-step maximum adds over
+    the ranks' mean step."""
+    line = (f"job step (each step the slowest rank's): {_ms(base.mean_step_us)} -> "
+            f"{_ms(what.mean_step_us)} ms ({_signed_ms(what.mean_step_us - base.mean_step_us)})")
+    if base.over_ranks_us is not None and what.over_ranks_us is not None:
+        line += (f"; of it over the ranks' mean step {_ms(base.over_ranks_us)} -> "
+                 f"{_ms(what.over_ranks_us)} ms")
+    return line
 
 
 # ---------------------------------------------------------------- fixes ------------------

@@ -211,6 +211,10 @@ class Prediction:
                 "runs_ahead": self.runs_ahead,
                 **(self.count.to_dict() if self.count is not None else {}),
                 "rank_comm": [c.to_dict() for c in self.summary.rank_comm],
+                "rank_phases": [{"rank": r, **{f"{c}_ms": us_to_ms(v) for c, v in ph.items()}}
+                                for r, ph in sorted(self.summary.rank_phases_us.items())],
+                "over_ranks_ms": None if self.summary.over_ranks_us is None
+                else us_to_ms(self.summary.over_ranks_us),
                 "draw_steps": self.draw_steps, "runs": self.runs,
                 "measured_steps": self.measured_steps, "interval_of": self.scope,
                 "host_speed": self.host_speed,

@@ -61,3 +61,35 @@ def test_a_model_without_walls_writes_no_field():
     withw = m.model_copy(update={"host": m.host.model_copy(update={"wall_runs": [1.0, 0.9]})})
     assert '"wall_runs":[1.0,0.9]' in withw.model_dump_json()
     assert type(m).model_validate_json(withw.model_dump_json()).host.wall_runs == [1.0, 0.9]
+
+
+def _walled(speeds, walls):
+    m = cpu_ddp(2)
+    return m.model_copy(update={
+        "host": m.host.model_copy(update={"speed_runs": speeds, "wall_runs": walls}),
+        "meta": m.meta.model_copy(update={"ranges": {**m.meta.ranges,
+                                                      "host.cpu_scale": PRIOR}})})
+
+
+def test_the_noise_line_and_the_drift_cap_read_the_walls_where_the_interval_does():
+    """CPU runs 1.00/0.99/1.01 against walls 1.00/0.90/1.10: the interval draws the walls'
+    spread, so the whatif noise line (two_run_noise) and the drift cap are the walls' own
+    closed forms, and say so; walls tighter than the CPU runs leave both on the CPU runs."""
+    from stepsim.models.host_drift import drift_cap, two_run_noise
+    from stepsim.models.host_speed import coverage_at_width
+
+    cpu, wide, tight = [1.0, 0.99, 1.01], [1.0, 0.90, 1.10], [1.0, 1.0, 1.001]
+    m = _walled(cpu, wide)
+    half, source = two_run_noise(m)
+    assert half == pytest.approx(two_run_noise(_walled(wide, []))[0], rel=1e-12)
+    assert half > two_run_noise(_walled(cpu, []))[0]
+    assert source.startswith("3 measured runs (their wall time, host.wall_runs")
+    text, nums = drift_cap(m, 1)
+    assert nums["from"] == "host.wall_runs" and "wall time" in text
+    assert nums["needed_width_pct"] == pytest.approx(100 * coverage_at_width(wide, PRIOR, 1,
+                                                                             0.2)[0])
+    tight_text, tight_nums = drift_cap(_walled(cpu, tight), 1)
+    assert tight_nums["from"] == "host.speed_runs" and "CPU time of identical work" in tight_text
+    assert tight_nums["needed_width_pct"] == pytest.approx(
+        100 * coverage_at_width(cpu, PRIOR, 1, 0.2)[0])
+    assert "wall time" not in two_run_noise(_walled(cpu, tight))[1]

@@ -11,7 +11,7 @@ import math
 import pytest
 from scipy.stats import norm, t as student_t
 
-from stepsim.models.host_speed import two_run_noise
+from stepsim.models.host_drift import two_run_noise
 from stepsim.models.params import StepModel, save_model
 from tests.test_quirks import cli
 
@@ -93,7 +93,8 @@ def test_drift_cap_says_what_the_hosts_drift_allows():
     alone, so 20 % holds at most 68 % (t with 4 dof, scale 0.1 · sqrt(1/2 + 1/5)); the demo
     prints it instead of leaving the miss unexplained. A host as quiet as the stated range
     can meet it; without measured runs nothing is said."""
-    from stepsim.models.host_speed import coverage_at_width, drift_cap
+    from stepsim.models.host_drift import drift_cap
+    from stepsim.models.host_speed import coverage_at_width
 
     m = _model([math.exp(x) for x in (0.0, 0.1, -0.1, 0.1, -0.1)])
     text, nums = drift_cap(m, 2)
