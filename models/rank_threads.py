@@ -6,7 +6,11 @@ run 2 × 2 OpenMP threads (besides each rank's DataLoader workers and gloo's thr
 OpenMP team spins at every parallel region while one of its threads waits for a core. Measured
 on this project's 2-core machine (a user's 2-rank gloo transformer, 2026-12-06, 2 threads a
 rank, 1 worker a rank): steps in two modes, 200–250 ms and 900–1,400 ms, the main thread
-burning about 600 ms of CPU in the slow ones. A multi-rank CPU model runs each rank's host ops
+burning about 600 ms of CPU in the slow ones. Re-measured in one lock-held session
+(2026-12-06 09:10, load 1.3–2.3; job step = the slower rank's, 23 unprofiled steps a run):
+at 1 thread a rank (OMP_NUM_THREADS=1) 101.5 and 101.0 ms mean (P10–P90 93–111 ms, slowest
+120 ms), at 2 threads 745 ms mean (median 257, P10–P90 152–1,590, slowest 2,180 ms): ×7.4,
+and the slow mode gone. A multi-rank CPU model runs each rank's host ops
 on one thread (no parallel part), so it holds none of that spin and no interval covers it.
 
 The check is on values a capture records (sidecar: ``torch_num_threads``, ``host_cores``,
