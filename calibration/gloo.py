@@ -80,6 +80,7 @@ from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_events import phase_factors
 from stepsim.calibration.profiler_overhead import rank_factors
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
+from stepsim.models.rank_threads import rank_threads_warning
 from stepsim.models.params import (DeviceParams, DeviceTask, HostOp, HostParams, Meta,
                                    RankParams, StepModel)
 from stepsim.simcore.errors import InputError
@@ -273,6 +274,8 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     ranges = {"host.cpu_scale": HOST_NOISE_PRIOR}
     if fac_half > 0:
         sources["host.cpu_scale_error_log"] = "measured"
+    # the intra-op threads each rank ran on (rank_agree holds them equal across ranks)
+    team = max((s.torch_num_threads or 1 for s in (sidecars or {}).values()), default=0)
     notes = {"kind": "cpu_ddp", "backend": "gloo", "reference_rank": ref,
              "ranks": ",".join(map(str, order)), "buckets": how,
              "clock_offsets_us": ",".join(f"{r}:{offset[r] / 1e3:.1f}" for r in order),
@@ -287,7 +290,11 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                                            for i, r in enumerate(order))}
                 if lags is not None else {}),
              **({"backward_preempted_us": round(preempted, 1)} if preempted else {}),
-             **({"outside_load_held": held} if held is not None else {})}
+             **({"outside_load_held": held} if held is not None else {}),
+             **({"intra_op_threads": team} if team else {})}
+    said = rank_threads_warning([ranks[r].host for r in order], team or 1, loader.host_cores,
+                                loader.num_workers, job)
+    warnings += [said] if said else []
     meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,
                 traces=[str(ranks[r].path) for r in order], steps_used=nums,
                 measured_step_us=job, warnings=warnings, notes=notes, ranges=ranges)

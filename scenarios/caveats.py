@@ -6,6 +6,7 @@ from typing import Sequence
 
 from stepsim.models.host_speed import outside_load_slowdown
 from stepsim.models.params import StepModel
+from stepsim.models.rank_threads import model_rank_threads
 from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.host_threads import fitting_threads, threads_candidates
@@ -22,7 +23,9 @@ _COMM_COST_PATHS = ("comm.world_size", "comm.latency_us")
 def input_caveats(model: StepModel) -> list[str]:
     """What is wrong with the model's own capture, whatever is asked of it: a capture that ran
     under outside load, a profiled window unlike the steps after it where no measured step
-    factor took the profiler's cost out (the command line says it before the verb's result)."""
+    factor took the profiler's cost out, ranks whose intra-op threads outnumber their host's
+    cores with heavy-tailed steps (:mod:`models.rank_threads`) (the command line says it
+    before the verb's result)."""
     out = []
     slow = outside_load_slowdown(model)
     if slow is not None:
@@ -42,7 +45,8 @@ def input_caveats(model: StepModel) -> list[str]:
                    "capture's unprofiled steps right after it (the machine changed within the "
                    "run, or the profiler cost that much): every prediction from it carries "
                    "that, which no interval covers; re-capture on a quiet machine")
-    return out
+    said = model_rank_threads(model)[0]     # ranks × intra-op threads over the host's cores
+    return out + ([said] if said else [])
 
 
 def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()) -> list[str]:

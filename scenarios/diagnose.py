@@ -14,7 +14,9 @@ Steps (every one is taken; each gives one :class:`Finding`):
    the host), synchronisations, exposed communication, arrival skew, idle the trace does not
    explain; the leaf's fix is the first named fix that relieves it (:data:`FIXES`
    ``relieves``), priced by a what-if, and beside it fewer intra-op threads when the training
-   step's team is oversubscribed (:mod:`scenarios.host_threads`), or, where the fix itself
+   step's team is oversubscribed (:mod:`scenarios.host_threads`) or the ranks on one host ×
+   their intra-op threads outnumber its cores with heavy-tailed steps (host compute, CPU
+   cores: :mod:`models.rank_threads`), or, where the fix itself
    oversubscribes it (workers beside torch's threads), the fix with ``plan``'s next move
    after it (:func:`scenarios.plan.look_ahead`). The evidence counts syncs,
    pageable copies and device tasks that wait on the previous step's work (a GPU run: a CPU
@@ -35,6 +37,7 @@ from pydantic import ValidationError
 
 from stepsim.models.metrics import amdahl_ceiling, label
 from stepsim.models.params import StepModel
+from stepsim.models.rank_threads import model_rank_threads
 from stepsim.scenarios.caveats import threads_caveat
 from stepsim.scenarios.fixes import FIXES
 from stepsim.scenarios.host_threads import oversubscribed
@@ -262,6 +265,14 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
             # the step's spinning intra-op threads take the cores this gap waits for
             fix, threads_priced = fix or "intra_op_threads", True
             what.append(_beyond_gap(_price(model, "intra_op_threads", kw, arith), step, v, s))
+        elif k in ("host_compute", "cpu_cores") and not threads_priced and \
+                model_rank_threads(model)[0]:
+            # ranks × intra-op threads over the host's cores spin (models.rank_threads)
+            n = model_rank_threads(model)[1]
+            fix, threads_priced = fix or f"intra_op_threads:threads={n}", True
+            w = _price(model, f"intra_op_threads:threads={n}", kw, arith)
+            what.append(replace(w, note=f"{w.note}; set torch.set_num_threads({n}) in each "
+                                "rank and re-capture to measure it") if w.note else w)
         elif fix and not why and not threads_priced:
             # the fix (DataLoader workers) stalls the team it adds threads beside: price
             # plan's next move with it (torch.set_num_threads(1) beside the workers)

@@ -39,6 +39,9 @@ def test_two_rank_gloo_run_calibrates_into_one_model(gloo_run):
     model = calibrate(out)
     assert [r.rank for r in model.ranks] == [0, 1]
     assert model.comm.world_size == 2 and model.meta.notes["kind"] == "cpu_ddp"
+    # the harness's ranks run on one intra-op thread each: 2 threads on the host, no warning
+    assert model.meta.notes["intra_op_threads"] == 1
+    assert not any("across ranks" in w for w in model.meta.warnings)
     assert len({r.host for r in model.ranks}) == 1 and model.ranks[0].host
     coll = model.device.streams["gloo"]
     assert all(t.kind == "collective" for t in coll)
