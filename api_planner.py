@@ -232,7 +232,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     Raises:
         InputError: an unreadable trace or ledger; ModelError: no measured step.
     """
-    from stepsim.models.host_speed import pooled_load
+    from stepsim.models.load_bound import pooled_load
     from stepsim.results import Validation
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.transforms import apply_ops

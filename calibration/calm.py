@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from stepsim.calibration.page_faults import MIN_STEPS
 from stepsim.calibration.sidecar import Sidecar
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 
 
 def _alone(side: Sidecar) -> bool:

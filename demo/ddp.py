@@ -71,7 +71,8 @@ from stepsim.calibration.ddp_runs import pick_runs
 from stepsim.demo.ddp_load import mark_row, outside_share
 from stepsim.demo.ddp_phases import breakdown, format_breakdown
 from stepsim.fit import calibrate
-from stepsim.models.host_speed import factor_range, noise_runs, outside_load_slowdown
+from stepsim.models.host_speed import factor_range, noise_runs
+from stepsim.models.load_bound import outside_load_slowdown
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm

@@ -48,7 +48,8 @@ from stepsim.calibration.measure import measured_steps
 from stepsim.demo.progress import Steps
 from stepsim.fit import calibrate
 from stepsim.models.host_speed import (CAPTURE_SPEED, at_capture_speed,
-                                      coverage_at_width, drift_cap, pooled_load, speed_phrase)
+                                      coverage_at_width, drift_cap, speed_phrase)
+from stepsim.models.load_bound import pooled_load
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.report.validation import share_text
