@@ -185,7 +185,8 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
 
     from stepsim.results import PlanResult
     from stepsim.scenarios.plan import plan as run
-    from stepsim.scenarios.transforms import Scenario, parse_fix
+    from stepsim.scenarios.transforms import Scenario
+    from stepsim.scenarios.op_text import parse_fix
     from stepsim.simcore.atomic import write_atomic
 
     guard([model], ops, scenario, save_scenario=save_scenario, plot=plot)

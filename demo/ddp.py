@@ -77,7 +77,7 @@ from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm
 from stepsim.scenarios.predict import predict
-from stepsim.scenarios.transforms import parse_fix, parse_set
+from stepsim.scenarios.op_text import parse_fix, parse_set
 from stepsim.demo.out_folder import DDP_ENTRIES, claim_out_folder
 from stepsim.simcore.atomic import make_folder, write_atomic
 

@@ -56,7 +56,7 @@ from stepsim.report.validation import share_text
 from stepsim.scenarios.interval_sources import width_line
 from stepsim.scenarios.parallel import default_jobs
 from stepsim.scenarios.predict import predict
-from stepsim.scenarios.transforms import parse_set
+from stepsim.scenarios.op_text import parse_set
 from stepsim.scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
 from stepsim.demo.out_folder import DEMO_ENTRIES, claim_out_folder
 from stepsim.demo.table import print_table as _print_table
