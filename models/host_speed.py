@@ -51,6 +51,9 @@ from typing import Sequence
 import numpy as np
 
 from stepsim.simcore.errors import ModelError
+# the outside-load bound moved to models.load_bound; kept importable from here for code
+# written against its old home (branches made before the move)
+from stepsim.models.load_bound import LOAD_WARN, outside_load_slowdown, pooled_load  # noqa: F401
 
 P10_P90 = 0.8
 """Probability inside a P10–P90 interval."""

@@ -312,3 +312,18 @@ def _pairs(text: str, what: str) -> dict[str, Any]:
             raise ModelError(f"bad {what} {text!r}: {key.strip()} is given twice{either}")
         out[key.strip()] = parse_value(val)
     return out
+
+
+_MOVED = {"load_scenario", "parse_set", "parse_selector", "parse_scale", "parse_remove",
+          "parse_fix"}
+
+
+def __getattr__(name: str):
+    """The spellings that moved to :mod:`scenarios.op_text` (which imports this module, so
+    they are looked up there on first use): code written against their old home, such as
+    branches made before the move, still imports them from here."""
+    if name in _MOVED:
+        from stepsim.scenarios import op_text
+
+        return getattr(op_text, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
