@@ -170,7 +170,8 @@ def report(model: str | Path | StepModel, ops: Sequence = (), *, output=None, le
            with_plan: bool = True, progress: bool = False):
     """One self-contained HTML report written to ``output``: one what-if per operation or
     scenario file in ``ops`` (see :func:`stepsim.views.report`, which takes the rest)."""
-    from stepsim.scenarios.transforms import describe_ops, load_scenario
+    from stepsim.scenarios.transforms import describe_ops
+    from stepsim.scenarios.op_text import load_scenario
 
     guard([model, ledger, measured], ops, output=output)
     whatifs = []

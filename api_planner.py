@@ -185,7 +185,8 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
 
     from stepsim.results import PlanResult
     from stepsim.scenarios.plan import plan as run
-    from stepsim.scenarios.transforms import Scenario, parse_fix
+    from stepsim.scenarios.transforms import Scenario
+    from stepsim.scenarios.op_text import parse_fix
     from stepsim.simcore.atomic import write_atomic
 
     guard([model], ops, scenario, save_scenario=save_scenario, plot=plot)
@@ -232,7 +233,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     Raises:
         InputError: an unreadable trace or ledger; ModelError: no measured step.
     """
-    from stepsim.models.host_speed import pooled_load
+    from stepsim.models.load_bound import pooled_load
     from stepsim.results import Validation
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.transforms import apply_ops

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stepsim.models.host_speed import outside_load_slowdown
+from stepsim.models.load_bound import outside_load_slowdown
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import SimResult, WindowReplay
 from stepsim.simcore.units import us_to_ms

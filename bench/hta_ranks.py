@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from issue11 import PY, child, rank_folder, uptime  # noqa: E402
+from issue11_calibrate import child, rank_folder  # noqa: E402
+from issue11_env import PY, uptime  # noqa: E402
 
 _HTA = """
 import resource, sys, time

@@ -34,33 +34,17 @@ Timings are only meaningful under ``flock /tmp/cpu-timing.lock``; each row print
 from __future__ import annotations
 
 import argparse
-import gzip
 import heapq
-import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT.parent / "shared" / "traces"
-RESNET = TRACES / "kineto/34d6ad53_rec2021-01-11/resnet50_num_workers_0/worker0.pt.trace.json.gz"
-LARGEST = TRACES / "hta/df_index_resolver/df_index_resolver.json.gz"
-DLRM = TRACES / "param/dlrm_kineto"
-CACHE = Path(tempfile.gettempdir()) / "stepsim-bench"
-PY = sys.executable
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from installed import installed_env  # noqa: E402
-from load_bench import synthetic_trace  # noqa: E402
-
-
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+from issue11_calibrate import row_calibrate, row_ranks, synthetic_row  # noqa: E402
+from issue11_env import CACHE, DLRM, LARGEST, PY, RESNET, TRACES, uptime  # noqa: E402
 
 
 def model_of(trace: Path, coarse: bool = True):
@@ -230,99 +214,6 @@ def row_sweep(trace: Path, points: int, steps: int) -> None:
           f"calibrate of its trace ({tc:.1f} s {ec}) (goal < 1x)")
 
 
-_CHILD = r"""
-import gzip, json, resource, sys, time, subprocess
-what, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
-if what == 'orjson':
-    import orjson
-    raw = open(path, 'rb').read()
-    if raw[:2] == b'\x1f\x8b':
-        raw = gzip.decompress(raw)
-    t = time.perf_counter(); orjson.loads(raw); dt = time.perf_counter() - t
-    print(json.dumps({'s': dt, 'json_bytes': len(raw)}))
-    sys.exit(0)
-else:
-    from stepsim.cli import main
-    t = time.perf_counter(); c0 = time.process_time()
-    try:
-        main(['calibrate', path, '-o', out, *sys.argv[4:]])
-    except SystemExit:
-        pass
-    dt = time.perf_counter() - t
-ru = resource.getrusage(resource.RUSAGE_SELF); rc = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({'s': dt, 'peak_mb': max(ru.ru_maxrss, rc.ru_maxrss) / 1e3,
-                  'cpu_s': ru.ru_utime + ru.ru_stime + rc.ru_utime + rc.ru_stime}))
-"""
-
-
-def child(what: str, path: Path, timeout: float, extra: tuple = ()) -> dict:
-    """``what`` (``orjson`` or ``calibrate``) of ``path`` in a fresh process, with stepsim's
-    bytecode compiled once, as an installed copy has it (``bench/installed.py``): the modules
-    ``calibrate`` imports inside the timed call are not compiled again in every run."""
-    out = CACHE / "calibrated.json"
-    CACHE.mkdir(exist_ok=True)
-    try:
-        p = subprocess.run([PY, "-c", _CHILD, what, str(path), str(out), *extra],
-                           capture_output=True, text=True, timeout=timeout,
-                           env=installed_env(CACHE))
-    except subprocess.TimeoutExpired:
-        return {"s": float("inf"), "peak_mb": float("nan"), "cpu_s": float("nan"),
-                "error": f"did not finish in {timeout:.0f} s"}
-    if p.returncode != 0 or not p.stdout.strip():
-        return {"s": float("nan"), "peak_mb": float("nan"), "cpu_s": float("nan"),
-                "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def row_calibrate(label: str, path: Path, timeout: float, steps: str | None = None) -> None:
-    """``stepsim calibrate`` of ``path`` against a bare ``orjson.loads`` of it; with ``steps``
-    (``A:B``) the trace is streamed (``--steps``) and, when its JSON is too large to load
-    whole here, the reference is left out."""
-    size = path.stat().st_size
-    ref = (child("orjson", path, timeout) if steps is None or size < 600e6 else
-           {"s": float("nan"), "json_bytes": size})
-    cal = child("calibrate", path, timeout, ("--steps", steps) if steps else ())
-    size = ref.get("json_bytes", size)
-    how = f" --steps {steps}" if steps else ""
-    print(f"{label} ({size / 1e6:.0f} MB of JSON): calibrate{how} {cal['s']:.1f} s "
-          f"{cal.get('error', '')} = {cal['s'] / ref['s']:.1f}x orjson.loads ({ref['s']:.2f} s) "
-          f"(goal <= 2x); peak {cal['peak_mb']:.0f} MB = {cal['peak_mb'] * 1e6 / size:.2f}x "
-          f"the JSON (goal <= 3x the file)")
-
-
-def synthetic(mb: float) -> Path:
-    CACHE.mkdir(exist_ok=True)
-    p = CACHE / f"synthetic-{mb:g}MB.pt.trace.json"
-    synthetic_trace(p, mb)
-    return p
-
-
-def rank_folder(n: int) -> Path:
-    """The DLRM job's rank files copied to ``n`` ranks (``distributedInfo`` rewritten)."""
-    import orjson
-
-    d = CACHE / f"ranks-{n}"
-    shutil.rmtree(d, ignore_errors=True)
-    d.mkdir(parents=True)
-    src = sorted(DLRM.glob("*.json"))
-    docs = [orjson.loads(p.read_bytes()) for p in src]
-    for r in range(n):
-        doc = docs[r % len(docs)]
-        doc["distributedInfo"] = dict(doc.get("distributedInfo") or {}, rank=r, world_size=n)
-        (d / f"rank{r:04d}.pt.trace.json").write_bytes(orjson.dumps(doc))
-    return d
-
-
-def row_ranks(ns: list[int], timeout: float) -> None:
-    for n in ns:
-        d = rank_folder(n)
-        cal = child("calibrate", d, timeout)
-        print(f"calibrate {n} rank files ({sum(p.stat().st_size for p in d.iterdir()) / 1e6:.0f}"
-              f" MB): {cal['s']:.1f} s {cal.get('error', '')}, peak {cal['peak_mb']:.0f} MB, "
-              f"{cal['cpu_s'] / cal['s']:.2f} cores used (goal: both cores; <= HTA's load)")
-        shutil.rmtree(d, ignore_errors=True)
-
-
 def row_sim_ranks(n: int, steps: int) -> None:
     """``n`` ranks keeping only the step times (``keep="steps"``: what draws and sweeps
     keep), then ``n // 4`` keeping every span, each against the DLRM job's hardware step;
@@ -372,8 +263,8 @@ def main(argv=None) -> int:
                                  ["--warmup", "3", "--max-moves", "1"] if q else []),
         "sweep": lambda: row_sweep(RESNET, 4 if q else 32, 10 if q else 200),
         "calibrate-54mb": lambda: row_calibrate("calibrate-54mb", LARGEST, 600),
-        "calibrate-500mb": lambda: _synthetic_row("calibrate-500mb", 20 if q else 500),
-        "calibrate-2gb": lambda: _synthetic_row("calibrate-2gb", 40 if q else 2000, 600,
+        "calibrate-500mb": lambda: synthetic_row("calibrate-500mb", 20 if q else 500),
+        "calibrate-2gb": lambda: synthetic_row("calibrate-2gb", 40 if q else 2000, 600,
                                                 "10:20"),
         "calibrate-ranks": lambda: row_ranks([8, 16] if q else [128, 256], 600),
         "sim-ranks": lambda: row_sim_ranks(16 if q else 1024, 5 if q else 30),
@@ -385,15 +276,6 @@ def main(argv=None) -> int:
     if a.row == "all":
         print(uptime())
     return 0
-
-
-def _synthetic_row(label: str, mb: float, timeout: float = 600,
-                   steps: str | None = None) -> None:
-    p = synthetic(mb)
-    try:
-        row_calibrate(label, p, timeout, steps)
-    finally:
-        p.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from issue11 import rank_folder  # noqa: E402
+from issue11_calibrate import rank_folder  # noqa: E402
 
 
 def cpu_s() -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from stepsim.calibration.page_faults import MIN_STEPS
 from stepsim.calibration.sidecar import Sidecar
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 
 
 def _alone(side: Sidecar) -> bool:
@@ -42,12 +42,7 @@ def calm_steps(side: Sidecar) -> list:
 def calm_among(side: Sidecar, rows: list) -> list:
     """Of ``rows`` (some of ``side``'s steps), those :func:`calm_steps` keeps by its rule, when
     at least :data:`calibration.page_faults.MIN_STEPS` are; else ``rows``."""
-    rows = list(rows)
-    if not _alone(side):
-        return rows
-    calm = [s for s in rows if s.run_wait_us is None
-            or s.run_wait_us <= LOAD_WARN * max(s.cpu_us - s.next_cpu_us, 0.0)]
-    return calm if len(calm) >= MIN_STEPS else rows
+    return _calm(side, rows, lambda s: max(s.cpu_us - s.next_cpu_us, 0.0))
 
 
 def calm_produce(side: Sidecar, recs: list) -> list:
@@ -63,7 +58,16 @@ def calm_produce(side: Sidecar, recs: list) -> list:
     the others took 16-19 ms. In the whole run's mean they made the profiled window's batches
     0.196× the run's CPU time, which calibration called records that cannot be right (a
     window at 0.3× would have made every prediction 3.3× slow); without them, about 1.0×."""
+    return _calm(side, recs, lambda r: r.cpu_us)
+
+
+def _calm(side: Sidecar, recs: list, cpu_us) -> list:
+    """Of ``recs``, where none of ``side``'s own threads runs beside its main thread
+    (:func:`_alone`), those whose run-queue wait is unknown or at most :data:`LOAD_WARN` ×
+    ``cpu_us(record)`` (CPU µs), when at least :data:`calibration.page_faults.MIN_STEPS`
+    are; else all of ``recs`` (a new list)."""
+    recs = list(recs)
     if not _alone(side):
-        return list(recs)
-    calm = [r for r in recs if r.run_wait_us is None or r.run_wait_us <= LOAD_WARN * r.cpu_us]
-    return calm if len(calm) >= MIN_STEPS else list(recs)
+        return recs
+    calm = [r for r in recs if r.run_wait_us is None or r.run_wait_us <= LOAD_WARN * cpu_us(r)]
+    return calm if len(calm) >= MIN_STEPS else recs

@@ -4,7 +4,7 @@ calibrate from: the ones that ran without outside load, read from their own side
 Every profiled run of the calibration setting is the same work, so a run that is off the
 others is off for a reason outside the job. Two readings, each against the **median of the
 runs** (the runs themselves are the reference: no stated speed), each past
-:data:`models.host_speed.LOAD_WARN`, the tolerance every outside-load check takes:
+:data:`models.load_bound.LOAD_WARN`, the tolerance every outside-load check takes:
 
 * **cores** (:func:`calibration.outside_load._core_share`): the run's processes' CPU over the
   wall of their profiled steps. The same job keeps the same share from run to run (0.82-0.90
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 
 
 @dataclass

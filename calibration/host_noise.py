@@ -19,7 +19,7 @@ Student-t predictive distribution of :mod:`models.host_speed`: the runs' own spr
 runs, where it is the wider), else their spread pooled with the stated prior range, which
 ``meta.ranges['host.cpu_scale']`` keeps (per run, not per step, and for the pooled mean of as
 many runs as a validation has). A replicate that ran under
-outside load past :data:`models.host_speed.LOAD_WARN` is left out (:func:`drop_loaded`): the
+outside load past :data:`models.load_bound.LOAD_WARN` is left out (:func:`drop_loaded`): the
 interval covers runs without such load, as the ledger scores a loaded re-measured run apart.
 """
 from __future__ import annotations
@@ -34,8 +34,8 @@ from stepsim.calibration.sidecar_fit import after_startup
 from stepsim.calibration.work_gauge import (CENTRE, MAX_SPEED_RATIO,  # noqa: F401
                                             at_one_fault_cost, calm_steps, identical_work_us,
                                             per_fault_us, pooled_per_fault)
-from stepsim.models.host_speed import (HOST_NOISE_PRIOR, LOAD_WARN, PRIOR_DOF, own_spread,
-                                      speed_interval)
+from stepsim.models.host_speed import HOST_NOISE_PRIOR, PRIOR_DOF, own_spread, speed_interval
+from stepsim.models.load_bound import LOAD_WARN
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
@@ -215,7 +215,7 @@ def _records(side: Sidecar) -> str:
 
 def loaded_replicates(replicates: list[tuple[Path, Sidecar]]) -> list[tuple[Path, float]]:
     """The replicates (path, sidecar) that ran under outside load past
-    :data:`models.host_speed.LOAD_WARN`, each with its held share of core time
+    :data:`models.load_bound.LOAD_WARN`, each with its held share of core time
     (:func:`calibration.measure.remeasured_load`, read as a re-measured run's is); a replicate
     whose sidecar cannot tell is not among them.
 

@@ -18,7 +18,7 @@ MIN_TICKS = 50
 below). The kernel charges each tick of a core to what ran at it, so the busy share is a
 count of samples, off by up to ``sqrt(p (1 − p) / n)`` for ``n`` ticks: at 50, 0.071 where
 the cores were busy half the time, 0.057 at the 0.7-0.8 the tests' 2-rank job kept, under
-:data:`models.host_speed.LOAD_WARN`'s 0.10. Measured (2026-12-05 13:12, load average 1.6,
+:data:`models.load_bound.LOAD_WARN`'s 0.10. Measured (2026-12-05 13:12, load average 1.6,
 2 cores): that job's 4 profiled steps spanned 49-56 ms (10 ticks, read in whole ticks:
 70 and 80 ms busy against 73 ms of its own CPU), its 20 steps 244-266 ms (49 ticks: 340 ms
 against 350 ms); the DDP demo's 20 steps of 18-25 ms, 70-100 ticks."""

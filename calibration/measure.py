@@ -42,7 +42,7 @@ from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
 from stepsim.calibration.trace_io import _trace_candidates, load_rank_traces, load_trace, rank_of
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 from stepsim.simcore.errors import InputError
 
 
@@ -103,7 +103,7 @@ class MeasuredSteps:
             machine alone over the steps a validation scores: its settled unprofiled steps,
             else its profiled window (:func:`remeasured_load`), ``1 / held − 1``
             (:class:`calibration.outside_load.OutsideLoad`; past
-            :data:`models.host_speed.LOAD_WARN` it is warned about); None when the sidecar
+            :data:`models.load_bound.LOAD_WARN` it is warned about); None when the sidecar
             cannot tell (none, or no instants; of several ranks, the most loaded).
     """
 
@@ -240,7 +240,7 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
 def most_loaded(runs) -> float | None:
     """The largest ``outside_load_slowdown`` of measured runs (:class:`MeasuredSteps`): a
     job's, whose every step takes its slowest rank; None when no run could tell. (Runs pooled
-    into one record weigh theirs by their step time: ``models.host_speed.pooled_load``.)"""
+    into one record weigh theirs by their step time: ``models.load_bound.pooled_load``.)"""
     return max((r.outside_load_slowdown for r in runs if r.outside_load_slowdown is not None),
                default=None)
 

@@ -13,6 +13,8 @@ fit does not set every run's price.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.optimize import brentq
 
@@ -78,18 +80,43 @@ def _work_parts(side: Sidecar, per_fault: float | None = None) -> dict[str, floa
     2026-12-05) fitted 4.64 and 2.50 µs a fault over about 6,000 faults a step, which made
     the replicate's identical work 1.371× the capture's, where one cost per fault (any of 0,
     2.5, 3.5 or 4.64 µs) gives 1.07–1.09× (its produce 1.01×, raw step CPU 1.10×)."""
+    return _priced(side, _records(side), per_fault)
+
+
+@dataclass(frozen=True)
+class _Records:
+    """What :func:`_work_parts` reads of a sidecar whatever the cost per fault, read once
+    (:func:`_records`): the mean produce CPU µs of its calm batches (None: none) and the steps
+    it prices, the fault-free ones (``quiet``) or every calm step."""
+
+    produce_us: float | None
+    steps: list
+    quiet: bool
+
+
+def _records(side: Sidecar) -> _Records:
+    """``side``'s :class:`_Records`: one pass over its produce records and its steps."""
     produce = [r.work_us for r in calm_produce(side, after_startup(side.produce))]
     # the steps that did not re-fault their memory where the sidecar counts faults: whether a
     # run re-faults is its heap's (calibration.page_faults), not the host's speed
     rows = calm_steps(side)
     quiet = [s for s in rows if s.minflt is not None and s.minflt < MIN_FAULTS]
-    if len(quiet) >= MIN_STEPS:      # they measure the work: their few faults priced only
-        per, steps = per_fault or 0.0, quiet     # at a cost given (one for every run)
+    return _Records(float(CENTRE(produce)) if produce else None,
+                    quiet if len(quiet) >= MIN_STEPS else rows, len(quiet) >= MIN_STEPS)
+
+
+def _priced(side: Sidecar, recs: _Records, per_fault: float | None) -> dict[str, float]:
+    """:func:`_work_parts` from ``side``'s records ``recs`` at the cost per fault
+    ``per_fault``."""
+    if recs.quiet:      # they measure the work: their few faults priced only
+        per = per_fault or 0.0     # at a cost given (one for every run)
     else:   # else each step's faults at the capture's cost where given, else at its own fit's
         per = per_fault if per_fault is not None else (per_fault_us(side) or 0.0)
-        steps = rows
-    train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0) for s in steps]
-    return {k: float(CENTRE(x)) for k, x in (("produce", produce), ("train", train)) if x}
+    train = [max(s.cpu_us - s.next_cpu_us - per * (s.minflt or 0), 0.0) for s in recs.steps]
+    out = {"produce": recs.produce_us} if recs.produce_us is not None else {}
+    if train:
+        out["train"] = float(CENTRE(train))
+    return out
 
 
 def at_one_fault_cost(side: Sidecar, rep: Sidecar, per: float | None
@@ -100,10 +127,17 @@ def at_one_fault_cost(side: Sidecar, rep: Sidecar, per: float | None
     too, so a run that is the capture at ``k``× measures ``k`` exactly (at the capture's cost
     it read ``k + (k − 1) × faults' share``: 1.118 for 1.1). ``w(k)`` falls as ``k`` rises,
     so ``k = w(k) / w0`` has one root (Brent's method); None ``per``: each run's own."""
-    parts0 = _work_parts(side, per)
+    return _at_cost(side, _records(side), rep, _records(rep), per)
+
+
+def _at_cost(side: Sidecar, recs0: _Records, rep: Sidecar, recs: _Records, per: float | None
+             ) -> tuple[list[str], float, float, dict[str, float]]:
+    """:func:`at_one_fault_cost` from the runs' records (:func:`_records`), read once for
+    every ``k`` Brent's method tries and every round of :func:`pooled_per_fault`."""
+    parts0 = _priced(side, recs0, per)
 
     def at(k: float) -> tuple[list[str], float, float, dict[str, float]]:
-        parts = _work_parts(rep, None if per is None else per * k)
+        parts = _priced(rep, recs, None if per is None else per * k)
         common = [p for p in parts0 if p in parts]   # the same work on both sides
         return (common, sum(parts[p] for p in common), sum(parts0[p] for p in common), parts)
 
@@ -111,14 +145,13 @@ def at_one_fault_cost(side: Sidecar, rep: Sidecar, per: float | None
     if per is None or not got[0] or got[1] <= 0 or got[2] <= 0:
         return got
     lo, hi = 1 / (2 * MAX_SPEED_RATIO), 2 * MAX_SPEED_RATIO
+
     def gap(k: float) -> float:   # rises with k: the replicate's work at k falls
         return k - at(k)[1] / got[2]
 
     if gap(lo) >= 0 or gap(hi) <= 0:            # out of range: the check after says so
         return got
     return at(brentq(gap, lo, hi, xtol=1e-12, rtol=4 * np.finfo(float).eps))
-
-
 
 
 POOL_ROUNDS = 50
@@ -149,8 +182,9 @@ def pooled_per_fault(side: Sidecar, replicates: list[Sidecar]) -> float | None:
     if all(f is None for f in fits):
         return own
     c = own if own is not None else float(np.median([f for f in fits if f is not None]))
+    recs0, recs = _records(side), [_records(rep) for rep in replicates]
     for _ in range(POOL_ROUNDS):
-        ks = [1.0] + [_speed(side, rep, c) for rep in replicates]
+        ks = [1.0] + [_speed(side, recs0, rep, r, c) for rep, r in zip(replicates, recs)]
         votes = [f / k for f, k in zip(fits, ks) if f is not None and k is not None]
         if not votes:
             return own
@@ -161,11 +195,12 @@ def pooled_per_fault(side: Sidecar, replicates: list[Sidecar]) -> float | None:
     return c
 
 
-def _speed(side: Sidecar, rep: Sidecar, per: float) -> float | None:
-    """``rep``'s host speed against ``side`` at the cost per fault ``per``
-    (:func:`at_one_fault_cost`), or None where it cannot be measured or is out of bounds
-    (:data:`MAX_SPEED_RATIO`)."""
-    common, w, w0, _ = at_one_fault_cost(side, rep, per)
+def _speed(side: Sidecar, recs0: _Records, rep: Sidecar, recs: _Records, per: float
+           ) -> float | None:
+    """``rep``'s host speed against ``side`` (their records ``recs`` and ``recs0``) at the
+    cost per fault ``per`` (:func:`at_one_fault_cost`), or None where it cannot be measured or
+    is out of bounds (:data:`MAX_SPEED_RATIO`)."""
+    common, w, w0, _ = _at_cost(side, recs0, rep, recs, per)
     if not common or w <= 0 or w0 <= 0 or not 1 / MAX_SPEED_RATIO <= w / w0 <= MAX_SPEED_RATIO:
         return None
     return w / w0

@@ -72,13 +72,13 @@ from stepsim.demo.ddp_load import mark_row, outside_share
 from stepsim.demo.ddp_phases import breakdown, format_breakdown
 from stepsim.fit import calibrate
 from stepsim.models.host_drift import drift_cap
-from stepsim.models.host_speed import (factor_range, from_walls, noise_runs,
-                                       outside_load_slowdown)
+from stepsim.models.host_speed import factor_range, from_walls, noise_runs
+from stepsim.models.load_bound import outside_load_slowdown
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.models.skew import BARRIER, rank_comm
 from stepsim.scenarios.predict import predict
-from stepsim.scenarios.transforms import parse_fix, parse_set
+from stepsim.scenarios.op_text import parse_fix, parse_set
 from stepsim.demo.out_folder import DDP_ENTRIES, claim_out_folder
 from stepsim.simcore.atomic import make_folder, write_atomic
 

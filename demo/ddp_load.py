@@ -3,7 +3,7 @@ the rows it sets apart from the score, as ``stepsim demo`` sets a loaded setting
 
 A setting's repeats are the same work, so each repeat is read against the **median of its
 setting's repeats** with :func:`calibration.ddp_runs.off_runs` (past
-:data:`models.host_speed.LOAD_WARN`), on two readings from :mod:`demo.ddp_job`'s records:
+:data:`models.load_bound.LOAD_WARN`), on two readings from :mod:`demo.ddp_job`'s records:
 
 * the share of a core its ranks' processes held: every thread's CPU (``threads``, the
   kernel's schedstat between the first step and the run's closing barrier) over the run's

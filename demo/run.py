@@ -49,15 +49,15 @@ from stepsim.demo.progress import Steps
 from stepsim.fit import calibrate
 from stepsim.models.host_drift import drift_cap
 from stepsim.models.host_speed import (CAPTURE_SPEED, at_capture_speed,
-                                      coverage_at_width, noise_runs, pooled_load,
-                                      speed_phrase)
+                                      coverage_at_width, noise_runs, speed_phrase)
+from stepsim.models.load_bound import pooled_load
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
 from stepsim.report.validation import share_text
 from stepsim.scenarios.interval_sources import width_line
 from stepsim.scenarios.parallel import default_jobs
 from stepsim.scenarios.predict import predict
-from stepsim.scenarios.transforms import parse_set
+from stepsim.scenarios.op_text import parse_set
 from stepsim.scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
 from stepsim.demo.out_folder import DEMO_ENTRIES, claim_out_folder
 from stepsim.demo.table import print_table as _print_table

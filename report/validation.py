@@ -9,7 +9,7 @@ from typing import Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 from stepsim.report.tables import console, json_out as _json, ms_text as _ms
 from stepsim.scenarios.interval_sources import LABELS, width_line
 from stepsim.scenarios.predict import interval_scope

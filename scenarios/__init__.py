@@ -5,7 +5,7 @@ chain, and validation against re-measured runs. Imports only ``models`` and ``si
 Stable interfaces (times in µs):
 
 * ``transforms.apply_ops(model, ops) -> StepModel``: apply operations in order (pure).
-  ``transforms.parse_set("loader.num_workers=4") -> SetOp``; also ``parse_scale``,
+  ``op_text.parse_set("loader.num_workers=4") -> SetOp``; also ``parse_scale``,
   ``parse_remove``, ``parse_fix``, ``load_scenario(path) -> Scenario`` (``.ops``).
 * ``predict.predict(model, ops, steps=30, warmup=20, seed=0, intervals=False|int, jobs=1)
   -> Prediction`` with ``mean_step_us``, ``median_step_us``, ``p10/p50/p90_step_us`` (when
@@ -29,8 +29,9 @@ from stepsim.scenarios.predict import Prediction, predict
 from stepsim.scenarios.select import Selector
 from stepsim.scenarios.sweep import Knee, SweepPoint, SweepResult, parse_axis, sweep
 from stepsim.scenarios.transforms import (FixOp, Operation, RemoveOp, ScaleOp, Scenario, SetOp,
-                                  apply_ops, describe_ops, load_scenario, parse_fix,
-                                  parse_remove, parse_scale, parse_selector, parse_set)
+                                          apply_ops, describe_ops)
+from stepsim.scenarios.op_text import (load_scenario, parse_fix, parse_remove, parse_scale,
+                                       parse_selector, parse_set)
 from stepsim.scenarios.validate import (LedgerRecord, LedgerSummary, append_ledger, read_ledger,
                                 summarize_ledger, validate)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from stepsim.models.host_speed import outside_load_slowdown
+from stepsim.models.load_bound import outside_load_slowdown
 from stepsim.models.params import StepModel
 from stepsim.models.rank_threads import model_rank_threads
 from stepsim.scenarios.batch_size import batch_size_note

@@ -46,7 +46,7 @@ from stepsim.scenarios.plan import look_ahead
 from stepsim.scenarios.predict import DEFAULT_DRAWS, Prediction, predict
 from stepsim.scenarios.roofline import (Grounded, Roofline, fusion_factor,
                                         mixed_precision_factor)
-from stepsim.scenarios.transforms import parse_fix
+from stepsim.scenarios.op_text import parse_fix
 from stepsim.simcore.errors import ModelError
 
 __all__ = ["Finding", "WhatIf", "Diagnosis", "diagnose", "DEVICE_BOUND", "GAP_SHARE",

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 from stepsim.models.param_base import StrictScalars
 from stepsim.scenarios.ledger_bounds import AtLeastOne, MeasuredUs, StepUs, check_record
 from stepsim.simcore.errors import printable
@@ -71,9 +71,9 @@ class LedgerRecord(StrictScalars):
     outside_load_slowdown: Annotated[float, Field(ge=0)] | None = None
     """How much slower than the machine alone the re-measured run(s) advanced, ``1 / held −
     1`` (``calibration.measure.MeasuredSteps``; of runs pooled, their time-weighted mean,
-    ``models.host_speed.pooled_load``); None: not measurable (no sidecar), or a ledger
+    ``models.load_bound.pooled_load``); None: not measurable (no sidecar), or a ledger
     written before it was recorded. Past
-    :data:`models.host_speed.LOAD_WARN` the record is scored apart (:attr:`outside_load`)."""
+    :data:`models.load_bound.LOAD_WARN` the record is scored apart (:attr:`outside_load`)."""
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from stepsim.scenarios.sweep import parse_axis
-from stepsim.scenarios.transforms import (Operation, SetOp, load_scenario, parse_fix,
-                                          parse_remove, parse_scale, parse_set)
+from stepsim.scenarios.transforms import Operation, SetOp
+from stepsim.scenarios.op_text import load_scenario, parse_fix, parse_remove, parse_scale, parse_set
 from stepsim.simcore.errors import ModelError, StepsimError
 
 MAX_OPS = 1000

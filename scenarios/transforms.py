@@ -19,7 +19,7 @@ A scenario file (YAML or JSON) holds ``name``, ``description`` and ``ops`` (a li
 order). Unknown keys, unknown fixes and bad arguments are errors that name them; paths and
 selectors are checked against the model when applied.
 
-CLI spellings (:func:`parse_set`, :func:`parse_selector`, :func:`parse_fix`):
+CLI spellings (:mod:`scenarios.op_text`, which also reads scenario files):
 ``--set loader.num_workers=4``, ``--scale 0.5 category=gemm|conv,phase=forward``,
 ``--remove name=aten::copy_*``, ``--fix cuda_graphs:launch_us=8,phases=forward|backward``.
 Values are read as YAML scalars (``4``, ``0.5``, ``true``, ``null``); ``|`` separates
@@ -27,24 +27,19 @@ alternatives.
 """
 from __future__ import annotations
 
-import math
-from pathlib import Path
 from typing import Annotated, Any, Literal, Sequence, Union
 
 import orjson
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from stepsim.models.param_base import error_parts
 from stepsim.models.params import StepModel
 from stepsim.scenarios.fixes import get_fix
-from stepsim.scenarios.paths import replaced, set_value, telling_error
+from stepsim.scenarios.paths import replaced, set_value
 from stepsim.scenarios.primitives import remove, scale
 from stepsim.scenarios.select import Selector
-from stepsim.simcore.errors import InputError, ModelError, NotApplicable, shown
-from stepsim.simcore.files import read_input
-from stepsim.simcore.parsing import parse_yaml, yaml_value
+from stepsim.simcore.errors import ModelError, NotApplicable, shown
+from stepsim.simcore.parsing import yaml_value
 
 
 class Operation(BaseModel):
@@ -286,42 +281,6 @@ def describe_ops(ops: Sequence[Operation]) -> str:
     return "; ".join(op.describe() for op in ops) or "baseline"
 
 
-def _error_text(e: ValidationError) -> str:
-    err = telling_error(e)
-    where, msg = error_parts(err)
-    loc = ".".join(str(x) for x in where) or "(top level)"
-    if err["type"] == "extra_forbidden":
-        return f"{loc}: unknown key {str(err['loc'][-1])!r}"
-    if err["type"] == "union_tag_invalid":
-        return f"{loc}: unknown op {err['input'].get('op')!r} (ops: set, scale, remove, fix)"
-    return f"{loc}: {msg}"
-
-
-def load_scenario(path: str | Path) -> Scenario:
-    """Read a scenario file (``.yaml``/``.yml`` as YAML, anything else as JSON, which YAML
-    also reads).
-
-    Raises:
-        InputError: missing or unreadable file, bad syntax, an unknown key, op or fix, or a bad
-            fix argument (the message names it and where it is).
-    """
-    p = Path(path)
-    data = parse_yaml(p, read_input(p, "scenario"), "scenario")
-    if not isinstance(data, dict):
-        raise InputError(p, "expected a scenario object with 'ops'")
-    if "schema_version" in data or "host" in data:
-        raise InputError(p, "this is a StepModel, not a scenario (pass it as MODEL)")
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as e:
-        raise InputError(p, f"not a valid scenario: {_error_text(e)}") from None
-    except ModelError as e:
-        raise InputError(p, f"not a valid scenario: {e}") from None
-    for op in scenario.ops:
-        op._source = str(p)
-    return scenario
-
-
 def parse_value(text: str) -> Any:
     """A value given on the command line: a JSON scalar (``4``, ``0.5``, ``true``, ``null``),
     a YAML flow map or list (``{mean_us: 900}``, ``[1, 2]``), ``a|b|c`` for a list of values,
@@ -353,56 +312,3 @@ def _pairs(text: str, what: str) -> dict[str, Any]:
             raise ModelError(f"bad {what} {text!r}: {key.strip()} is given twice{either}")
         out[key.strip()] = parse_value(val)
     return out
-
-
-def parse_set(text: str) -> SetOp:
-    """``loader.num_workers=4`` → SetOp. Raises ModelError for a missing ``=`` or value."""
-    path, eq, val = text.partition("=")
-    if not eq or not path.strip() or not val.strip():
-        raise ModelError(f"bad --set {text!r}: expected PATH=VALUE (e.g. loader.num_workers=4)")
-    return SetOp(path=path.strip(), value=parse_value(val))
-
-
-def parse_selector(text: str) -> Selector:
-    """``category=gemm|conv,phase=forward`` → Selector (``all`` or empty: everything).
-
-    Raises:
-        ModelError: bad syntax, or an unknown filter or value (named).
-    """
-    raw = {} if text.strip() in ("", "all") else _pairs(text, "selector")
-    try:
-        return Selector.model_validate(raw)
-    except ValidationError as e:
-        raise ModelError(f"bad selector {text!r}: {_error_text(e)} (filters: "
-                         f"{', '.join(Selector.model_fields)})") from None
-
-
-def parse_scale(factor: str, selector: str) -> ScaleOp:
-    """``--scale FACTOR SELECTOR`` → ScaleOp. Raises ModelError for a bad factor."""
-    try:
-        f = float(factor)
-    except ValueError:
-        raise ModelError(f"bad --scale factor {factor!r}: expected a number") from None
-    if math.isnan(f):
-        raise ModelError(f"bad --scale factor {factor!r}: not a number")
-    if not 0 <= f < math.inf:
-        raise ModelError(f"bad --scale factor {factor!r}: must be a finite number >= 0")
-    return ScaleOp(select=parse_selector(selector), factor=f)
-
-
-def parse_remove(selector: str) -> RemoveOp:
-    """``--remove SELECTOR`` → RemoveOp."""
-    return RemoveOp(select=parse_selector(selector))
-
-
-def parse_fix(text: str) -> FixOp:
-    """``NAME`` or ``NAME:arg=value,arg=value`` → FixOp.
-
-    Raises:
-        ModelError: unknown fix or argument, or a bad value (named).
-    """
-    name, _, rest = text.partition(":")
-    try:
-        return FixOp(name=name.strip(), args=_pairs(rest, f"--fix {name} arguments"))
-    except ValidationError as e:
-        raise ModelError(f"bad --fix {text!r}: {_error_text(e)}") from None

@@ -49,7 +49,7 @@ def test_a_scenario_files_fix_takes_the_fix_flags_text(tmp_path):
     file is that fix with those arguments, as ``args:`` would give them (before, "unknown fix
     'straggler:rank=1,...'"); an argument in both is refused, a misspelt one named."""
     from stepsim.simcore.errors import InputError
-    from stepsim.scenarios.transforms import load_scenario
+    from stepsim.scenarios.op_text import load_scenario
 
     f = tmp_path / "s.yaml"
     f.write_text('ops:\n  - {op: fix, name: "straggler:rank=1,phase=forward,ms=30"}\n'

@@ -123,7 +123,7 @@ def test_a_draw_past_the_duration_bound_is_one_error():
     from stepsim.models.params import (MAX_DURATION_US, DurationSpec, HostOp, HostParams,
                                        LoaderParams, StepModel)
     from stepsim.scenarios.predict import predict
-    from stepsim.scenarios.transforms import parse_set
+    from stepsim.scenarios.op_text import parse_set
     from stepsim.simcore.errors import ModelError
 
     m = StepModel(loader=LoaderParams(num_workers=1, produce=DurationSpec(mean_us=10.0)),

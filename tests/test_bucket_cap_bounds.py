@@ -33,7 +33,7 @@ def test_scaling_a_collective_past_a_double_is_one_line():
     """``--scale 1e308 category=communication`` on a model with a bus cost model: the
     collective's bytes overflow a double; before: OverflowError (a traceback) rounding them."""
     from stepsim.scenarios.primitives import scale
-    from stepsim.scenarios.transforms import parse_selector
+    from stepsim.scenarios.op_text import parse_selector
 
     m = cpu_ddp(2)
     m = m.model_copy(update={"comm": m.comm.model_copy(update={"bus_gbps": 1.0})})

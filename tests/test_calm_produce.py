@@ -20,7 +20,7 @@ from stepsim.calibration.host_noise import MAX_WINDOW_SPEED, window_speed
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.sidecar_fit import after_startup
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 
 DATA = Path(__file__).parent / "data"
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from stepsim.scenarios.caveats import caveats
-from stepsim.scenarios.transforms import parse_set
+from stepsim.scenarios.op_text import parse_set
 from tests.test_host_physics import host_model
 
 
@@ -128,7 +128,7 @@ def test_plan_names_a_move_that_puts_workers_beside_the_team():
     measured 29.6; its move 1 predicted 31.5, measured 55.5): the last state has no team, so
     the plan's caveat for the whole is silent, and move 1's is named."""
     from stepsim.scenarios.caveats import move_threads
-    from stepsim.scenarios.transforms import parse_fix
+    from stepsim.scenarios.op_text import parse_fix
     m = _team(host_model(0, 2, 25.0, 20.0, threads=2, parallel=0.86), 2)
     moves = [parse_set("loader.num_workers=2"), parse_fix("intra_op_threads:threads=1")]
     assert not [c for c in caveats(m, moves) if "busy worker(s)" in c]

@@ -7,7 +7,7 @@ import pytest
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import simulate
 from stepsim.scenarios.ddp_whatifs import add_straggler, insert_barrier
-from stepsim.scenarios.transforms import parse_fix
+from stepsim.scenarios.op_text import parse_fix
 from stepsim.simcore.errors import ModelError
 
 F, B, C, O, S = 10_000.0, 20_000.0, 5_000.0, 1_000.0, 40_000.0

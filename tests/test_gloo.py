@@ -96,7 +96,7 @@ def test_bucket_rebuild_matches_what_ddp_reports(gloo_run):
 
 
 def test_ddp_whatif_without_gradients_is_one_clear_error(gloo_run):
-    from stepsim.scenarios.transforms import parse_set
+    from stepsim.scenarios.op_text import parse_set
     from stepsim.simcore.errors import ModelError
 
     model = calibrate(gloo_run[0])

@@ -16,7 +16,7 @@ from stepsim.models.host_speed import HOST_NOISE_PRIOR, prior_log_sd
 from stepsim.models.host_speed import speed_interval as host_speed_interval
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.scenarios.predict import predict
-from stepsim.scenarios.transforms import parse_set
+from stepsim.scenarios.op_text import parse_set
 from stepsim.simcore.errors import InputError
 from tests.conftest import later_run, replicate_copy, wall_holds_cpu
 

@@ -8,7 +8,7 @@ import pytest
 from stepsim.models.params import DeviceParams, DeviceTask, HostOp, StepModel
 from stepsim.scenarios.draws import draw_plan, uncertain_params
 from stepsim.scenarios.predict import predict
-from stepsim.scenarios.transforms import parse_fix, parse_set
+from stepsim.scenarios.op_text import parse_fix, parse_set
 from tests.test_host_physics import host_model
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from stepsim.fit import calibrate
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 from stepsim.models.params import save_model
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.validate import (append_ledger, ledger_line, read_ledger,

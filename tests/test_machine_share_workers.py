@@ -20,7 +20,7 @@ from stepsim.calibration.measure import remeasured_load
 from stepsim.calibration.outside_load import worker_cpu_us
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.sidecar_cross import step_window
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 
 DATA = Path(__file__).parent / "data"
 

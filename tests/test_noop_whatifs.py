@@ -12,8 +12,8 @@ from stepsim import api
 from stepsim.models.params import StepModel, save_model
 from stepsim.report.planner import not_varied_line
 from stepsim.scenarios.caveats import caveats, threads_caveat
-from stepsim.scenarios.transforms import (FixOp, PrefetchWithoutWorkers, SetOp, apply_with_notes,
-                                          parse_set)
+from stepsim.scenarios.transforms import FixOp, PrefetchWithoutWorkers, SetOp, apply_with_notes
+from stepsim.scenarios.op_text import parse_set
 from tests.test_host_physics import host_model
 from tests.test_quirks import cli, one_line_error
 

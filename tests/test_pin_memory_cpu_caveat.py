@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from stepsim.scenarios.caveats import caveats
-from stepsim.scenarios.transforms import parse_set
+from stepsim.scenarios.op_text import parse_set
 from tests.test_planner import cpu_model as _cpu_model
 
 

@@ -15,7 +15,8 @@ from stepsim.scenarios.ceiling import ceilings, components
 from stepsim.scenarios.plan import plan
 from stepsim.scenarios.predict import draw_plan, perturb, predict, uncertain_params
 from stepsim.scenarios.sweep import parse_axis, sweep
-from stepsim.scenarios.transforms import FixOp, ScaleOp, SetOp, apply_ops, load_scenario
+from stepsim.scenarios.transforms import FixOp, ScaleOp, SetOp, apply_ops
+from stepsim.scenarios.op_text import load_scenario
 from stepsim.simcore.errors import ModelError
 from tests.test_scenarios_transforms import rich_model
 

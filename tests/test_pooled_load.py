@@ -1,5 +1,5 @@
 """Outside load of runs pooled into one validation record: the runs' slowdowns weighted by
-their share of the pooled step time (``models.host_speed.pooled_load``), so one run just past
+their share of the pooled step time (``models.load_bound.pooled_load``), so one run just past
 the 10 % bound among quiet re-measured runs keeps the record in the score, said in one note,
 where it set the whole pool apart (the most loaded run's slowdown was the record's)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from stepsim import api
 from stepsim.fit import calibrate
-from stepsim.models.host_speed import LOAD_WARN, pooled_load
+from stepsim.models.load_bound import LOAD_WARN, pooled_load
 from stepsim.models.params import save_model
 from tests.test_outside_load import _cpu_times
 

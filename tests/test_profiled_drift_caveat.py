@@ -8,7 +8,7 @@ import shutil
 
 from stepsim import api
 from stepsim.scenarios.caveats import caveats, input_caveats
-from stepsim.scenarios.transforms import parse_set
+from stepsim.scenarios.op_text import parse_set
 from tests.conftest import steps_in_turn
 from tests.test_planner import cpu_model
 

@@ -20,7 +20,7 @@ import pytest
 from stepsim.calibration.host_noise import calm_steps, replicate_speeds
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.sidecar_fit import after_startup
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 
 DATA = Path(__file__).parent / "data"
 

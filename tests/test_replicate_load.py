@@ -12,7 +12,7 @@ from stepsim.fit import calibrate
 from stepsim.calibration.host_noise import loaded_replicates
 from stepsim.calibration.measure import remeasured_load
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.models.host_speed import LOAD_WARN
+from stepsim.models.load_bound import LOAD_WARN
 from tests.conftest import later_run, replicate_copy
 
 

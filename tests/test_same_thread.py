@@ -15,7 +15,7 @@ from stepsim.models.params import DurationSpec, HostOp, HostParams, LoaderParams
 from stepsim.models.same_thread import on_main_thread, same_thread_factor
 from stepsim.models.simulate import simulate
 from stepsim.scenarios.draws import uncertain_params
-from stepsim.scenarios.transforms import parse_set
+from stepsim.scenarios.op_text import parse_set
 
 
 def _model(nw: int, produce_us: float, step_us: float, s: float, ref: float = 0.0,

@@ -13,8 +13,9 @@ from stepsim.models.simulate import simulate
 from stepsim.scenarios.fixes import FIXES
 from stepsim.scenarios.paths import get_value, set_value, split_path
 from stepsim.scenarios.select import Selector, select
-from stepsim.scenarios.transforms import (FixOp, RemoveOp, ScaleOp, SetOp, apply_ops, load_scenario,
-                                  parse_fix, parse_remove, parse_scale, parse_selector, parse_set)
+from stepsim.scenarios.transforms import FixOp, RemoveOp, ScaleOp, SetOp, apply_ops
+from stepsim.scenarios.op_text import (load_scenario, parse_fix, parse_remove, parse_scale,
+                                       parse_selector, parse_set)
 from stepsim.simcore.errors import InputError, ModelError
 
 

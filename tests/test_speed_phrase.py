@@ -9,7 +9,7 @@ from stepsim.models.host_speed import CAPTURE_SPEED, at_capture_speed, speed_phr
 from stepsim.models.params import DurationSpec, HostOp, HostParams, LoaderParams, StepModel
 from stepsim.report.planner import print_whatif
 from stepsim.scenarios.predict import predict
-from stepsim.scenarios.transforms import parse_set
+from stepsim.scenarios.op_text import parse_set
 
 
 def _model(speed_runs=(), cpu_scale=1.0) -> StepModel:

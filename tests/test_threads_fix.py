@@ -9,7 +9,8 @@ from stepsim import api
 from stepsim.models.params import StepModel
 from stepsim.scenarios.ceiling import components
 from stepsim.scenarios.fixes import get_fix
-from stepsim.scenarios.transforms import apply_ops, parse_fix
+from stepsim.scenarios.transforms import apply_ops
+from stepsim.scenarios.op_text import parse_fix
 from stepsim.simcore.errors import ModelError
 from tests.test_host_physics import host_model, mean_ms
 

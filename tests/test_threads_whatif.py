@@ -8,7 +8,8 @@ import pytest
 from stepsim.calibration.cpu import efficiency_range, parallel_efficiency
 from stepsim.models.params import StepModel
 from stepsim.scenarios.draws import uncertain_params
-from stepsim.scenarios.transforms import apply_ops, parse_set
+from stepsim.scenarios.transforms import apply_ops
+from stepsim.scenarios.op_text import parse_set
 from tests.test_host_physics import host_model, mean_ms
 
 

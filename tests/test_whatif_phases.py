@@ -15,7 +15,8 @@ from stepsim.demo.ddp_phases import simulated_phases
 from stepsim.models.params import load_model, save_model
 from stepsim.models.phases import PHASES
 from stepsim.models.simulate import simulate
-from stepsim.scenarios.transforms import apply_ops, parse_fix
+from stepsim.scenarios.op_text import parse_fix
+from stepsim.scenarios.transforms import apply_ops
 from tests.test_ddp_ranks import B, C, F, O, S, cpu_ddp
 from tests.test_quirks import cli
 from tests.test_whatif_host_noise import _model as one_rank
