@@ -142,14 +142,17 @@ def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
         warnings.append(
             "profiler overhead: the profiled steps of rank(s) " + ", ".join(map(str, faster))
             + " took less main-thread CPU than the unprofiled ones beside them ("
-            + ", ".join(f"factor {measured[r].factor:.3f}" for r in faster) + "); the profiler "
-            "cannot make a step faster, so that difference is drift between the steps "
-            "compared, and their host durations are kept as profiled (factor 1)")
-    warnings.append("profiler overhead (measured): host-side durations of the profiled steps "
-                    "scaled by unprofiled ÷ profiled main-thread CPU per step, "
-                    + "; ".join(f"rank {r}: {f.describe()}" for r, f in measured.items())
-                    + " (every interval draws the widest rank's P10–P90 beside the host's "
-                      "run-to-run speed: host.cpu_scale_error_log)")
+            + "; ".join(f"rank {r}: {measured[r].describe()}" for r in faster) + "); the "
+            "profiler cannot make a step faster, so that difference is drift between the steps "
+            "compared, and their host durations are kept as profiled (factor 1; the interval "
+            "still draws the reading's P10–P90: host.cpu_scale_error_log)")
+    scaled = [r for r in measured if r not in faster]
+    if scaled:
+        warnings.append("profiler overhead (measured): host-side durations of the profiled "
+                        "steps scaled by unprofiled ÷ profiled main-thread CPU per step, "
+                        + "; ".join(f"rank {r}: {measured[r].describe()}" for r in scaled)
+                        + " (every interval draws the widest rank's P10–P90 beside the "
+                          "host's run-to-run speed: host.cpu_scale_error_log)")
     notes = {"profiler_factor": ",".join(f"{r}:{f.factor:.4f}" for r, f in measured.items()),
              "profiler_factor_source": "measured: median main-thread CPU per step of the "
                                        "sidecar's unprofiled steps (profiler_on false) ÷ of its "

@@ -89,4 +89,6 @@ def test_a_reading_above_one_is_drift_and_corrects_nothing():
     assert edge_factor(side).factor == pytest.approx(30.0 / 18.0)
     assert fac == {0: 1.0, 1: pytest.approx(0.8)}
     said = [w for w in warnings if "cannot make a step faster" in w]
-    assert len(said) == 1 and "rank(s) 0 " in said[0] and "factor 1.667" in said[0]
+    assert len(said) == 1 and "rank(s) 0 " in said[0] and "rank 0: 1.667" in said[0]
+    scaled = [w for w in warnings if w.startswith("profiler overhead (measured)")]
+    assert len(scaled) == 1 and "rank 1: 0.800" in scaled[0] and "rank 0" not in scaled[0]
