@@ -63,6 +63,8 @@ class StepCount:
         std_error_us: the standard error of that mean (batch means).
         chosen: True when the step count was chosen here (the caller gave none).
         target: the standard error sought, as a fraction of the mean.
+        basis: why ``target`` is what it is, in words appended to it (empty: the usual
+            :data:`SE_TARGET`; :mod:`scenarios.interval_steps` names the interval's width).
     """
 
     steps: int
@@ -70,6 +72,7 @@ class StepCount:
     std_error_us: float
     chosen: bool
     target: float = SE_TARGET
+    basis: str = ""
 
     @property
     def rel_error(self) -> float:
@@ -88,7 +91,7 @@ class StepCount:
             return f"{self.steps} simulated steps (given); {se}"
         if self.met:
             return (f"{self.steps} simulated steps, chosen so that {se} "
-                    f"(at most {100 * self.target:g} %)")
+                    f"(at most {100 * self.target:.3g} %{self.basis})")
         return (f"{self.steps} simulated steps, the most a chosen count reaches: {se}, above "
                 f"the {100 * self.target:g} % sought; give --steps for more")
 

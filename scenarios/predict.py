@@ -39,8 +39,9 @@ interval's width by source from it.
 Steps: with ``steps`` None the point estimate simulates as many steps as it takes for the
 mean's standard error to be at most :data:`scenarios.stepcount.SE_TARGET` of the mean (or the
 model's bound; :class:`scenarios.stepcount.StepCount` says which), and each draw simulates as
-many, but at most :func:`scenarios.stepcount.draw_bound`; a given ``steps`` is simulated
-exactly, by the point and by every draw.
+many, but at most :func:`scenarios.stepcount.draw_bound`, or fewer where the interval's width
+needs no more (:mod:`scenarios.interval_steps`, which may also relax the point's target to a
+share of that width); a given ``steps`` is simulated exactly, by the point and by every draw.
 
 The base model is perturbed *before* the operations are applied (a ``set`` in the scenario
 overrides an uncertain value; a ``scale`` multiplies the perturbed one). Draws depend only on
@@ -77,7 +78,10 @@ from stepsim.scenarios.draws import (ABSOLUTE, DEFAULT_RANGES, HOST_SPEED, SETTI
                                      STEPS, WINDOW, draw_means, draw_plan, perturb, quantiles,
                                      uncertain_params)
 from stepsim.scenarios.parallel import Progress
-from stepsim.scenarios.stepcount import StepCount, draw_bound, simulate_counted
+from stepsim.scenarios.interval_steps import (POINT_FIRST_CAP, half_width_us, interval_draws,
+                                              point_target)
+from stepsim.scenarios.stepcount import (SE_TARGET, StepCount, draw_bound, simulate_counted,
+                                         step_bound)
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
@@ -232,13 +236,16 @@ def simulate_summary(model: StepModel, steps: int | None, warmup: int, seed: int
 
 @gc_paused
 def counted_summary(model: StepModel, steps: int | None, warmup: int, seed: int,
-                    brief: bool = False) -> tuple[Summary, StepCount]:
+                    brief: bool = False, max_steps: int | None = None,
+                    target: float = SE_TARGET) -> tuple[Summary, StepCount]:
     """:func:`simulate_summary` with the step count and its standard error; ``brief``: only
     :func:`models.metrics.brief_summary`'s fields (the simulation then keeps no device-stream
     span: ``keep="brief"``, which it does not read). The collector stays paused from the
     simulation through its summary (their records live until both are done), so it does not
-    pass over them in between."""
-    res, count = simulate_counted(model, steps, warmup, seed, keep="brief" if brief else "all")
+    pass over them in between. ``max_steps`` / ``target``: as
+    :func:`scenarios.stepcount.simulate_counted` takes them."""
+    res, count = simulate_counted(model, steps, warmup, seed, target, max_steps,
+                                  keep="brief" if brief else "all")
     return (brief_summary(res) if brief else summarize(res)), count
 
 
@@ -292,21 +299,34 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
             leave a step of zero length.
     """
     final = apply_ops(model, ops)
-    s, count = counted_summary(final, steps, warmup, seed, brief)
-    point = point_prediction(model, ops, final, s, count, warmup, seed, runs, measured_steps)
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
+    cap = None if steps is not None or n <= 0 else min(   # scenarios.interval_steps
+        step_bound(final), max(POINT_FIRST_CAP, final.comm.grad_accum_steps))
+    s, count = counted_summary(final, steps, warmup, seed, brief, max_steps=cap)
+    point = point_prediction(model, ops, final, s, count, warmup, seed, runs, measured_steps)
     if n <= 0:
         return point
+
+    def repoint(target: float = SE_TARGET, basis: str = "") -> Prediction:
+        s2, c2 = counted_summary(final, None, warmup, seed, brief, target=target)
+        return point_prediction(model, ops, final, s2, replace(c2, basis=basis), warmup,
+                                seed, runs, measured_steps)
+
     if not drawn(model, final, point.uncertain):
-        return undrawn(point)
+        return undrawn(point if count.met or cap is None else repoint())
     each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
                                                           draw_bound(final, n))
     if steps is None:   # whole optimizer steps, as the point's count (models.stepcount)
         k = final.comm.grad_accum_steps
         each = min(count.steps, max(k, each - each % k))
     plan = draw_plan(model, n, seed, runs, ops)
-    means, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
-                                      measured_steps=measured_steps)
+    means, errors, each = interval_draws(model, ops, plan, each, warmup, seed, jobs, progress,
+                                         measured_steps, steps is None,
+                                         final.comm.grad_accum_steps)
+    if steps is None and not count.met:   # the point's target from the interval's width
+        target, basis = point_target(point.mean_step_us, half_width_us(means))
+        point = replace(point, count=replace(count, target=target, basis=basis)) \
+            if count.rel_error <= target else repoint(target, basis)
     out = with_interval(point, means, errors, n, each)
     if decompose:
         from stepsim.scenarios.interval_sources import width_sources

@@ -79,7 +79,8 @@ def test_predict_reports_the_count_and_draws_take_fewer_steps():
     assert p.count is not None and p.count.met and p.steps == p.count.steps
     assert 0 < p.draw_steps <= p.steps and p.draw_std_error_us is not None
     d = p.to_dict()
-    assert d["steps_chosen"] and d["std_error_pct"] <= 100 * SE_TARGET
+    assert d["steps_chosen"] and d["std_error_pct"] <= d["std_error_target_pct"]
+    assert d["std_error_target_pct"] >= 100 * SE_TARGET   # scenarios.interval_steps
     fixed = predict(stalled(), [], steps=30, seed=0, intervals=2)
     assert fixed.steps == 30 and fixed.draw_steps == 30 and not fixed.count.chosen
 
