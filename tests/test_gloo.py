@@ -251,11 +251,13 @@ def test_profiler_factors_scale_each_rank_in_closed_form(gloo_run, tmp_path):
     assert same.meta.notes["profiler_factor"] == "0:1.0000,1:1.0000"
     assert half.meta.ranges["host.cpu_scale"] == same.meta.ranges["host.cpu_scale"]
     # no cost to share at 1; at 0.5 the step's half goes by events (calibration.profiler_events):
-    # backward, autograd's many small ops, records more events per µs than forward
+    # backward, autograd's many small ops, records the most events per µs, so it pays the most
+    # (whether forward lies above the step's 0.5 depends on how long this live run's optimizer
+    # phase took: one run under load read forward 0.367, backward lower still)
     assert all(set(v.values()) == {1.0} for v in _phase_factors(same).values())
     pf = _phase_factors(half)
     for f in pf.values():
-        assert f["backward"] < 0.5 < f["forward"] and 0.25 <= f["backward"]
+        assert f["backward"] == min(f.values()) and 0.25 <= f["backward"] < 0.5 < max(f.values())
     f_ref = pf[half.meta.notes["reference_rank"]]
     for a, b in zip(half.host.ops, same.host.ops):
         if a.phase == "optimizer":

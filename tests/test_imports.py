@@ -79,6 +79,7 @@ CALIBRATION_USES = {
     "stepsim.models.schema",       # a model file's schema upgrades
     "stepsim.models.host_speed",   # the run-to-run speed's prior and Student t interval
     "stepsim.models.load_bound",   # the outside-load bound (LOAD_WARN) and pooled load
+    "stepsim.models.rank_threads",  # the ranks' intra-op threads against the host's cores (a rule)
     "stepsim.models.ddp",          # DDP's bucket rebuild and ring bytes, as reducer.cpp does it
     "stepsim.models.ddp_host",     # (ddp's) DDP's host hooks as a model transform
     "stepsim.models.bottleneck",   # the bottleneck's names and Amdahl's ceiling
