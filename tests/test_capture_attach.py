@@ -158,7 +158,12 @@ def test_ddp_job_is_recorded_per_rank(tmp_path):
     job = tmp_path / "job.json"
     r = run_cli("calibrate", str(tmp_path / "run"), "-o", str(job))
     assert r.returncode == 0, r.stderr
-    assert "profiler overhead (measured)" in r.stderr and "no Input Dims" not in r.stderr
+    # measured on every rank: scaled where it reads below 1, else named as drift and kept at 1
+    # (calibration.profiler_overhead.rank_factors; one CI run read both ranks above 1)
+    said = r.stderr.count("profiler overhead (measured)") + r.stderr.count(
+        "the profiler cannot make a step faster")
+    assert said >= 1 and "the capture sidecar records no unprofiled" not in r.stderr
+    assert "no Input Dims" not in r.stderr
     m = json.loads(job.read_text())
     assert len(m["ranks"]) == 2
     assert [k.split(":")[0] for k in m["meta"]["notes"]["profiler_factor"].split(",")] == ["0", "1"]
