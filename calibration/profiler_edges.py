@@ -29,8 +29,8 @@ import math
 import numpy as np
 
 from stepsim.calibration.page_faults import step_work_us
-from stepsim.calibration.profiler_overhead import (MEDIAN_SE, MIN_STEPS, P10_P90_OF_UNIFORM,
-                                                   OverheadFactor, _wall_us)
+from stepsim.calibration.profiler_overhead import (MEDIAN_SE, MIN_STEPS, OverheadFactor,
+                                                   _wall_us, half_log, log_ratio_var)
 
 __all__ = ["edge_factor", "EDGE_STEPS"]
 
@@ -63,8 +63,6 @@ def edge_factor(side) -> OverheadFactor | None:
     docstring), or None where its sidecar does not say which steps ran unprofiled, its
     profiled steps are not one run of steps, or no edge has :data:`MIN_STEPS` steps on both
     sides."""
-    from scipy.stats import t as student_t
-
     steps = list(side.steps) if side is not None else []
     if not steps or any(s.profiler_on is None for s in steps):
         return None
@@ -75,10 +73,10 @@ def edge_factor(side) -> OverheadFactor | None:
     for u, p in edges:
         cu, cp = (np.array([step_work_us(s) for s in rows]) for rows in (u, p))
         logs.append(math.log(float(np.median(cu)) / float(np.median(cp))))
-        var += np.log(cu).var(ddof=1) / cu.size + np.log(cp).var(ddof=1) / cp.size
+        var += log_ratio_var(cu, cp)
         n_min = min(n_min or cu.size, cu.size, cp.size)
     se = MEDIAN_SE * math.sqrt(var) / len(edges)
-    half = float(student_t.ppf(0.9, n_min - 1)) * se / P10_P90_OF_UNIFORM
+    half = half_log(se, n_min)
     rows_u = [s for u, _ in edges for s in u]
     rows_p = [s for _, p in edges for s in p]
     mu = float(np.median([step_work_us(s) for s in rows_u]))

@@ -80,6 +80,22 @@ def _wall_us(steps) -> float:
     return float(np.median([max(s.wall_us - s.next_wall_us, 0.0) for s in steps]))
 
 
+def log_ratio_var(unprof_us: np.ndarray, prof_us: np.ndarray) -> float:
+    """Each kind's squared standard error of its mean log CPU per step (µs records), summed
+    over the unprofiled and the profiled kind: a median ratio's log has :data:`MEDIAN_SE`²
+    times it as its squared standard error."""
+    return float(np.log(unprof_us).var(ddof=1) / unprof_us.size
+                 + np.log(prof_us).var(ddof=1) / prof_us.size)
+
+
+def half_log(se: float, n: int) -> float:
+    """The factor's ``half_log``: ``± t(0.9, n − 1) × se`` (``se`` of the log-factor, ``n``
+    the fewest steps of a kind) stated as a uniform range (:data:`P10_P90_OF_UNIFORM`)."""
+    from scipy.stats import t as student_t
+
+    return float(student_t.ppf(0.9, n - 1)) * se / P10_P90_OF_UNIFORM
+
+
 def overhead_factor(side: Sidecar | None, calm: bool = False,
                     cores: bool = False) -> OverheadFactor | None:
     """The profiler-overhead factor of one capture (see the module docstring), or None when
@@ -88,8 +104,6 @@ def overhead_factor(side: Sidecar | None, calm: bool = False,
     of the steps of each kind without a system-CPU spike (:func:`calibration.sys_spikes.spikes`;
     all where the sidecar cannot tell). ``cores``: of the steps of each kind whose intra-op
     team did not wait for a core another process held (:func:`calibration.calm.calm_among`)."""
-    from scipy.stats import t as student_t
-
     from stepsim.calibration.sys_spikes import spikes
 
     steps = list(side.steps) if side is not None else []
@@ -108,10 +122,8 @@ def overhead_factor(side: Sidecar | None, calm: bool = False,
     if min(unprof.size, prof.size) < MIN_STEPS:
         return None
     mu, mp = float(np.median(unprof)), float(np.median(prof))
-    se = MEDIAN_SE * math.sqrt(np.log(unprof).var(ddof=1) / unprof.size
-                               + np.log(prof).var(ddof=1) / prof.size)
-    n = min(unprof.size, prof.size)
-    half = float(student_t.ppf(0.9, n - 1)) * se / P10_P90_OF_UNIFORM
+    se = MEDIAN_SE * math.sqrt(log_ratio_var(unprof, prof))
+    half = half_log(se, min(unprof.size, prof.size))
     return OverheadFactor(mu / mp, half, mu, mp, int(unprof.size), int(prof.size),
                           _wall_us(rows_u), _wall_us(rows_p))
 
