@@ -35,7 +35,7 @@ def cold_params(sidecars, warnings: list[str] | None = None) -> list[tuple[float
     and sidecars without a probe skipped): ``(pause µs, share)`` per pause probed, increasing;
     empty without a probe."""
     out = []
-    for pause, (cold, hot, _) in _pooled(sidecars, "").items():
+    for pause, (cold, hot, _) in _pooled(sidecars, "", warnings).items():
         if hot <= 0:          # no CPU read in the steps without the pause: nothing to compare
             continue
         share = cold / hot - 1.0
@@ -56,22 +56,34 @@ def cold_opt_params(sidecars, warnings: list[str] | None = None) -> list[tuple[f
     steps of the cold optimizer's CPU less the hot one's."""
     return [(pause, _at_least_0((cold - hot) / n, f"{(hot - cold) / n:.0f} µs", "optimizer",
                                 pause, warnings))
-            for pause, (cold, hot, n) in _pooled(sidecars, "opt_").items()]
+            for pause, (cold, hot, n) in _pooled(sidecars, "opt_", warnings).items()]
 
 
-def _pooled(sidecars, key: str) -> dict[float, tuple[float, float, int]]:
+def _pooled(sidecars, key: str, warnings=None) -> dict[float, tuple[float, float, int]]:
     """Per pause, increasing: Σ cold CPU, Σ hot CPU (µs, each record's median times its steps)
-    and Σ steps over the records that have ``cold_<key>cpu_us``."""
+    and Σ steps over the records that have ``cold_<key>cpu_us``. A record whose hot CPU reads
+    0 (a clock that read nothing: a backward or optimizer always takes some) is left out and
+    counted in ``warnings``: its cold CPU was all taken as the pause's extra (an optimizer at
+    hot 0 priced 2.2-3.4 ms of cold resume on every rank of a straggler what-if)."""
     sums: dict[float, list] = {}
+    unread = []
     for side in sidecars:
         for p in getattr(getattr(side, "ddp", None), "cold_probe", None) or []:
             cold, hot = getattr(p, f"cold_{key}cpu_us"), getattr(p, f"hot_{key}cpu_us")
             if cold is None or hot is None:
                 continue
+            if hot <= 0:
+                unread.append(p.pause_us)
+                continue
             acc = sums.setdefault(float(p.pause_us), [0.0, 0.0, 0])
             acc[0] += cold * p.steps
             acc[1] += hot * p.steps
             acc[2] += p.steps
+    if unread and warnings is not None:
+        what = "optimizer" if key else "backward"
+        warnings.append(f"the cold-resume probe: {len(unread)} record(s) read the {what}'s "
+                        f"CPU without the pause as 0 µs (first at a {unread[0] / 1e3:g} ms "
+                        "pause), which cannot be right: left out")
     return {pause: tuple(sums[pause]) for pause in sorted(sums)}
 
 

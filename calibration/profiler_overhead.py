@@ -145,6 +145,20 @@ def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
             "steps beside the profiled ones (steps[].profiler_on), so the profiler's own cost "
             "stays in the calibrated host durations (recapture with this version's harness)")
     measured = {r: f for r, f in got.items() if f is not None}
+    # Below 1/MAX_STEP_FACTOR the profiled steps cost over 4x the unprofiled ones: not the
+    # profiler's cost but records that cannot be right (unprofiled steps of 10 µs of CPU beside
+    # 17 ms profiled read 0.0006, and every host duration of that rank came out 0.0006x its
+    # profiled one, named only as a measured overhead). As step_factor, they keep factor 1.
+    low = [r for r, f in measured.items() if f.factor < 1 / MAX_STEP_FACTOR]
+    if low:
+        warnings.append(
+            "profiler overhead not removed on rank(s) " + ", ".join(map(str, low)) + ": "
+            + "; ".join(f"rank {r}: {measured[r].describe()}" for r in low) + f", below "
+            f"1/{MAX_STEP_FACTOR:g}: a profiler does not make a step {MAX_STEP_FACTOR:g}x "
+            "dearer, so these step records cannot be right; their host durations are kept as "
+            "profiled (factor 1)")
+        got = {r: None if r in low else f for r, f in got.items()}
+        measured = {r: f for r, f in measured.items() if r not in low}
     if not measured:
         return {r: 1.0 for r in ranks}, {}, 0.0
     # The profiler adds work, so its factor is at most 1: a reading above it is the host's

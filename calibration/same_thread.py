@@ -24,6 +24,7 @@ import numpy as np
 
 from stepsim.calibration.corun import BOOTSTRAP, corun_loads, probe_activities
 from stepsim.calibration.probe_steps import uniform_with_p10_p90
+from stepsim.models.param_types import MAX_SAME_THREAD
 
 SAME_THREAD_PRIOR = (0.0, 0.2)
 """Stated prior range of ``host.same_thread`` without a probe across ``num_workers=0``.
@@ -91,6 +92,16 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
     if across:
         cal, probe = probe_activities(side)
         fit = fit_same_thread(cal, probe, side.host_cores, interference, nw > 0, seed)
+    past = None
+    if fit is not None and not uniform_with_p10_p90(max(fit[1][0], 0.0),
+                                                    max(fit[1][1], 0.0))[1] <= MAX_SAME_THREAD:
+        # (a fit past HostParams' bound refused the model being built: a traceback)
+        past = (f"the probe at num_workers={side.probe.num_workers} fits a batch and step "
+                f"{1 + fit[0]:.3g}x their CPU with workers (P10–P90 {1 + fit[1][0]:.3g}–"
+                f"{1 + fit[1][1]:.3g}x), past any cost of making the batches on the main "
+                f"thread (the most {1 + MAX_SAME_THREAD:g}x): the host's speed changed "
+                "between the settings, or its records cannot be right")
+        fit = None
     if fit is not None:
         point, (p10, p90) = fit
         host["same_thread"] = max(point, 0.0)
@@ -105,10 +116,10 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
     lo, hi = SAME_THREAD_PRIOR
     host["same_thread"], host["same_thread_range"] = (lo + hi) / 2, (lo, hi)
     want = "0" if nw > 0 else "N > 0"
-    warn = (f"the main thread's own cost of making its batches not calibrated (no probe at "
-            f"num_workers={want}): a prior of {lo:g}–{hi:g} (its batch and step take 1 + that "
-            "times their CPU with workers, as measured in this project's demos) widens the "
-            "interval of a what-if that moves the batches "
+    warn = (f"the main thread's own cost of making its batches not calibrated ("
+            f"{past or f'no probe at num_workers={want}'}): a prior of {lo:g}–{hi:g} (its "
+            "batch and step take 1 + that times their CPU with workers, as measured in this "
+            "project's demos) widens the interval of a what-if that moves the batches "
             f"{'onto' if nw > 0 else 'off'} the main thread (capture with "
             f"probe_workers={want.split()[0]} to calibrate it)")
     return host, {"host.same_thread": "assumed"}, [warn]

@@ -175,6 +175,8 @@ class HostOp(StrictModel):
 MAX_OVERSUB = 100.0
 """Largest ``HostParams.oversub``: work 101x slower with every slice after another thread's
 (measured here: 0.06–0.12, ``calibration.oversub``); past it a fit is not a slowdown."""
+MAX_SAME_THREAD = 10.0
+"""Largest ``HostParams.same_thread`` (the demos: 0.03-0.16); past it a fit is not this cost."""
 RunFactor = Annotated[float, Field(ge=1e-3, le=1e3)]
 """A run's speed (or wall) factor against the capture's: 1e-3 to 1e3, ``cpu_scale``'s top and
 its inverse (symmetric in log; calibration keeps replicates within 10x). A factor near 0 made
@@ -246,7 +248,7 @@ class HostParams(StrictModel):
     (:func:`calibration.sidecar_fit.team_spin_from_sidecar`); 0: none (one thread, or not
     measured). Read only on a pool with more runnable threads than cores."""
 
-    same_thread: float = Field(default=0.0, ge=0, le=10)
+    same_thread: float = Field(default=0.0, ge=0, le=MAX_SAME_THREAD)
     """The main thread's extra CPU when it makes its batches itself (``num_workers=0``): its
     batch and its training step take ``1 + same_thread`` times the CPU they take when a
     worker hands the batch over, relative to ``same_thread_ref`` (:mod:`models.same_thread`;

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
-from stepsim.models.param_base import error_parts
+from stepsim.models.param_base import StrictScalars, error_parts
 from stepsim.models.params import StepModel
 from stepsim.scenarios.paths import telling_error
 from stepsim.simcore.errors import ModelError, NotApplicable
@@ -17,8 +17,10 @@ __all__ = ["Fix", "FixArgs", "FixKind", "nothing"]
 FixKind = Literal["systems", "numerics", "algorithm", "hardware"]
 
 
-class FixArgs(BaseModel):
-    """A fix's arguments: frozen, unknown keys and non-finite numbers refused."""
+class FixArgs(StrictScalars):
+    """A fix's arguments: frozen, unknown keys, non-finite numbers and numbers of the wrong
+    kind refused (pydantic's lax mode read ``--fix more_workers:workers=true`` and a scenario's
+    ``rank: true`` as 1, silently)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 

@@ -134,7 +134,11 @@ class FixOp(Operation):
         arguments after the colon join ``args`` (one given in both is an error)."""
         if isinstance(data, dict) and isinstance(data.get("name"), str) and ":" in data["name"]:
             name, _, rest = data["name"].partition(":")
-            pairs, args = _pairs(rest, f"fix {name.strip()} arguments"), data.get("args") or {}
+            pairs, args = _pairs(rest, f"fix {name.strip()} arguments"), data.get("args")
+            args = {} if args is None else args
+            if not isinstance(args, dict):   # ``args: "ms=30"`` was a TypeError traceback
+                raise ValueError(f"args must map each argument to its value (as "
+                                 f"{{ms: 30}}), not {type(args).__name__} {args!r:.40}")
             if both := sorted(set(pairs) & set(args)):
                 raise ValueError(f"{', '.join(both)} given in name and in args")
             data = {**data, "name": name.strip(), "args": {**args, **pairs}}
