@@ -27,13 +27,17 @@ import numpy as np
 from stepsim.calibration.corun import BOOTSTRAP, corun_loads, probe_activities
 from stepsim.calibration.probe_steps import uniform_with_p10_p90
 
-SAME_THREAD_PRIOR = (0.0, 0.2)
+SAME_THREAD_PRIOR = (0.0, 0.04)
 """Stated prior range of ``host.same_thread`` without a probe across ``num_workers=0``
-(assumed, drawn uniformly by the interval). Its top comes from the demos of 2026-12-06
-05:16–05:33 (docs/measurements.md "The final demos of 2026-12-06"): at 0 workers the main
-thread's batch took 1.006–1.029× and its step 1.035–1.064× their CPU at 1 worker, a cost of
-about 0.10 at the interference prior's point 0.08, 0.16 at its top; no measurement since has
-reproduced it, and none has found a mechanism for it (:data:`SAME_THREAD_POINT`)."""
+(assumed, drawn uniformly by the interval): what the cost measured in isolation leaves
+(:data:`SAME_THREAD_POINT`), its bootstrap P90 on the batch (×1.036) rounded up; below 0 is
+read as 0, as a probe's fit is. Until 2026-12-06 11:00 it was 0–0.2, point 0.1, inferred from
+the demos of 2026-12-06 05:16–05:33, in sample for it (docs/measurements.md "The final demos
+of 2026-12-06"): at 0 workers the main thread's batch took 1.006–1.029× and its step
+1.035–1.064× their CPU at 1 worker, a cost of about 0.10 at the interference prior's point,
+0.16 at its top. No measurement since has reproduced it, and none found a mechanism; with it,
+three captured sets' 0-worker rows (calibrated at 1 worker) were 12–21 % high, 0 of 3 inside,
+their intervals' low ends above the re-measured means."""
 
 SAME_THREAD_POINT = 0.0
 """The prior's point (measured in isolation; docs/measurements.md "The main thread's own
@@ -49,10 +53,9 @@ batches: no heap, cache or same-thread cost", 2026-12-06 10:42–10:57, h-heap10
   ×0.993 (bootstrap P10–P90 0.982–1.009) the step after a worker's hand-over, a step with no
   decode before it ×1.012, and the batch on the main thread ×1.009 (0.990–1.036) a worker's.
 
-The morning's demos were in sample for the former point 0.1, and the mini-demos of
-10:44–10:56 (calibrated at 1 worker, 0 workers re-measured) ran the main thread's work at 0
-workers 0.75–0.79× the capture's: what the range keeps above 0 is that one morning's product,
-unexplained."""
+The morning's demos were in sample for the former point 0.1; three captured sets of 10:44–10:56
+(calibrated at 1 worker, 0 workers re-measured) ran the main thread's work at 0 workers
+0.75–0.90× the capture's (below 1: the co-run interference, ``host.interference``, not this)."""
 
 
 def _kinds(acts, loads):
@@ -126,8 +129,8 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
     want = "0" if nw > 0 else "N > 0"
     warn = (f"the main thread's own cost of making its batches not calibrated (no probe at "
             f"num_workers={want}): a prior of {lo:g}–{hi:g}, point {SAME_THREAD_POINT:g} (its batch "
-            "and step take 1 + that times their CPU with workers; none measured in isolation, "
-            "up to 0.16 in one morning's demos) widens the "
+            "and step take 1 + that times their CPU with workers; none measured in isolation) "
+            "widens the "
             "interval of a what-if that moves the batches "
             f"{'onto' if nw > 0 else 'off'} the main thread (capture with "
             f"probe_workers={want.split()[0]} to calibrate it)")

@@ -14,7 +14,7 @@ processes without the harness re-faulted more at 0 workers); in one process with
 thresholds held the step after the main thread's own decode took ×0.993 (0.982–1.009) a step
 after a worker's hand-over, one with no decode before it ×1.012, and the batch ×1.009
 (0.990–1.036) a worker's: no cache, TLB or same-thread cost. Three captured sets calibrated at
-1 worker ran the main thread's work at 0 workers 0.75–0.79× the capture's instead.
+1 worker ran the main thread's work at 0 workers 0.75–0.90× the capture's instead.
 
 The model prices the cost as one factor on the main thread's CPU work (its ``cpu`` host ops
 and, at ``num_workers=0``, its batch): ``(1 + same_thread × inline) / (1 + same_thread ×
