@@ -134,8 +134,7 @@ def test_the_prior_point_adds_nothing_its_range_only_more():
     """The prior's point is the cost measured in isolation (none: docs/measurements.md "The
     main thread's own batches: no heap, cache or same-thread cost"), inside its range: a
     capture with workers priced at 0 workers at the point is the model without the cost
-    (factor 1, the step ``p + c`` exactly), and every draw of the range costs at least that
-    and at most ``(p + c)(1 + top)``."""
+    (factor 1, the step ``p + c`` exactly), and the range's ends cost ``(p + c)(1 + end)``."""
     lo, hi = SAME_THREAD_PRIOR
     assert lo <= SAME_THREAD_POINT <= hi
     host, _, _ = same_thread_from_sidecar(_sidecar(None), 0.08)
