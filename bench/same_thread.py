@@ -16,7 +16,7 @@ cancels):
 * ``warm``: the main thread trains on batches it decoded at the start (no decode between two
   steps, no worker): the decode's own effect on the step, without a hand-over.
 
-Per step: the main thread's CPU (``time.thread_time``) and minor page faults
+Per step: the main thread's CPU (``time.thread_time``), minor page faults and system CPU
 (``getrusage(RUSAGE_THREAD)``) over the step (forward, backward, SGD), and the batch's CPU on
 the thread that made it (measured inside the worker for the loader settings). Prints per
 setting the medians and the ratios to the same cycle's ``handover`` step: the cycles'
@@ -27,7 +27,10 @@ before its step so the worker is idle; sleeping costs no CPU.)
 the demo runs each ``num_workers`` (a process's heap layout sets how much its step re-faults,
 :mod:`calibration.page_faults`, which one process shared by the settings cannot show),
 ``rounds`` rounds of one process each, ``steps`` steps; ratios to the same round's ``corun``
-process (the demo's calibration setting).
+process (the demo's calibration setting). The children inherit the environment, so
+``GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=1073741824``
+before the command holds glibc's thresholds (nothing is given back to the kernel, so no step
+re-faults) and parts the page faults from the rest of a setting's cost.
 
 Run under the CPU-timing lock with the package importable:
 ``flock /tmp/cpu-timing.lock python -m stepsim.bench.same_thread [--fresh] [rounds] [steps]``
@@ -71,7 +74,8 @@ def _worker_init(_):
 
 
 def _rows(settings, cycles: int) -> dict:
-    """Per setting, rows of (step CPU s, faults, batch CPU s, faults): 3 warm-up cycles, then
+    """Per setting, rows of (step CPU s, faults, batch CPU s, faults, step system CPU s): 3
+    warm-up cycles, then
     ``cycles`` cycles of one step of each of ``settings``, their order rotated; a DataLoader
     worker only where a setting takes its batch from one."""
     import torch
@@ -92,11 +96,12 @@ def _rows(settings, cycles: int) -> dict:
     nxt = {"b": 0}
 
     def step(x, y):
-        c0, f0 = time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        r0, c0 = resource.getrusage(resource.RUSAGE_THREAD), time.thread_time()
         opt.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
         opt.step()
-        return time.thread_time() - c0, resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - f0
+        c1, r1 = time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD)
+        return c1 - c0, r1.ru_minflt - r0.ru_minflt, r1.ru_stime - r0.ru_stime
 
     idle = {"s": 0.3}                       # wall s for the worker to finish its slots
 
@@ -111,8 +116,8 @@ def _rows(settings, cycles: int) -> dict:
         else:
             x, y, bc, bf = next(it)
             idle["s"] = 2.5 * bc + 0.01
-        sc, sf = step(x, y)
-        return sc, sf, bc, bf
+        sc, sf, ss = step(x, y)
+        return sc, sf, bc, bf, ss
 
     for k in range(3):                      # warm-up: the first steps fault in the heap
         for s in settings:
@@ -188,7 +193,8 @@ def _print(rows: dict, cycles: int, base: str = "handover") -> None:
     for s, a in rows.items():
         sr = a[:, 0] / base[:, 0]
         line = (f"{s:9} step CPU {1e3 * np.median(a[:, 0]):6.2f} ms  x{_boot(sr)}  cycles "
-                f"{_trio(sr)}  faults/step median {np.median(a[:, 1]):.0f} mean {np.mean(a[:, 1]):.0f}")
+                f"{_trio(sr)}  faults/step median {np.median(a[:, 1]):.0f} mean {np.mean(a[:, 1]):.0f}"
+                f"  system CPU {1e3 * np.median(a[:, 4]):5.2f} ms")
         if s != "warm":
             br = a[:, 2] / base[:, 2]
             line += (f"  | batch CPU {1e3 * np.median(a[:, 2]):6.2f} ms  x{_boot(br)}  faults "

@@ -15,8 +15,10 @@ makes a batch, and at 0 workers it never receives one. Two sources:
   tell the two apart; it measures their product, which is what a ``num_workers=0`` what-if
   needs. A negative interference fit from such a probe (the demo's −0.033 on 2026-12-06) is
   this cost read as interference, not host drift.
-* else :data:`SAME_THREAD_PRIOR`, stated, which widens the interval of a what-if that moves the
-  batch onto or off the main thread, and calibration says so.
+* else :data:`SAME_THREAD_PRIOR` with its point :data:`SAME_THREAD_POINT` (0: no cost found
+  in isolation, neither page faults, nor the caches after the decode, nor the thread), stated,
+  which widens the interval of a what-if that moves the batch onto or off the main thread,
+  and calibration says so.
 """
 from __future__ import annotations
 
@@ -26,15 +28,35 @@ from stepsim.calibration.corun import BOOTSTRAP, corun_loads, probe_activities
 from stepsim.calibration.probe_steps import uniform_with_p10_p90
 from stepsim.models.param_types import MAX_SAME_THREAD
 
-SAME_THREAD_PRIOR = (0.0, 0.2)
-"""Stated prior range of ``host.same_thread`` without a probe across ``num_workers=0``.
-Inferred from the demos of 2026-12-06 05:16–05:33 (docs/measurements.md "The final demos of
-2026-12-06"): at 0 workers the main thread's batch took 1.006–1.029× and its step 1.035–1.064×
-their CPU at 1 worker, which at the capture's loads is a cost of about 0.10 on both at the
-interference prior's point 0.08, 0.03 at its floor 0 and 0.16 at its top 0.16; the range runs
-from none to a little past that. Not isolated by ``bench/same_thread.py`` (in one process
-×0.95, in fresh processes ×0.99 with a P10–P90 of 0.88–1.21: the host's noise there is wider
-than the cost)."""
+SAME_THREAD_PRIOR = (0.0, 0.04)
+"""Stated prior range of ``host.same_thread`` without a probe across ``num_workers=0``
+(assumed, drawn uniformly by the interval): what the cost measured in isolation leaves
+(:data:`SAME_THREAD_POINT`), its bootstrap P90 on the batch (×1.036) rounded up; below 0 is
+read as 0, as a probe's fit is. Until 2026-12-06 11:00 it was 0–0.2, point 0.1, inferred from
+the demos of 2026-12-06 05:16–05:33, in sample for it (docs/measurements.md "The final demos
+of 2026-12-06"): at 0 workers the main thread's batch took 1.006–1.029× and its step
+1.035–1.064× their CPU at 1 worker, a cost of about 0.10 at the interference prior's point,
+0.16 at its top. No measurement since has reproduced it, and none found a mechanism; with it,
+three captured sets' 0-worker rows (calibrated at 1 worker) were 12–21 % high, 0 of 3 inside,
+their intervals' low ends above the re-measured means."""
+
+SAME_THREAD_POINT = 0.0
+"""The prior's point (measured in isolation; docs/measurements.md "The main thread's own
+batches: no heap, cache or same-thread cost", 2026-12-06 10:42–10:57, h-heap10):
+
+* page faults: in the demo's captures at 0 workers the step re-faulted as much as at 1 worker
+  (per run medians 6,112 against 6,139 pages over 9 and 18 runs of three captured sets) and
+  the batch made in ``next()`` none; a probe's fit (:func:`fit_same_thread`) takes the faults'
+  CPU out already. Only in bare processes without the harness did the 0-worker step re-fault
+  more (6,624–11,232 against 26–5,115 a step, 1.95 µs each);
+* cache and TLB after the decode, and the thread itself: in one process with glibc's
+  thresholds held (no step re-faults), the step after the main thread decoded its batch took
+  ×0.993 (bootstrap P10–P90 0.982–1.009) the step after a worker's hand-over, a step with no
+  decode before it ×1.012, and the batch on the main thread ×1.009 (0.990–1.036) a worker's.
+
+The morning's demos were in sample for the former point 0.1; three captured sets of 10:44–10:56
+(calibrated at 1 worker, 0 workers re-measured) ran the main thread's work at 0 workers
+0.75–0.90× the capture's (below 1: the co-run interference, ``host.interference``, not this)."""
 
 
 def _kinds(acts, loads):
@@ -114,12 +136,13 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
                 + (" (below 1 read as 1)" if point < 0 else ""))
         return host, {"host.same_thread": "inferred"}, [warn]
     lo, hi = SAME_THREAD_PRIOR
-    host["same_thread"], host["same_thread_range"] = (lo + hi) / 2, (lo, hi)
+    host["same_thread"], host["same_thread_range"] = SAME_THREAD_POINT, (lo, hi)
     want = "0" if nw > 0 else "N > 0"
     warn = (f"the main thread's own cost of making its batches not calibrated ("
-            f"{past or f'no probe at num_workers={want}'}): a prior of {lo:g}–{hi:g} (its "
-            "batch and step take 1 + that times their CPU with workers, as measured in this "
-            "project's demos) widens the interval of a what-if that moves the batches "
+            f"{past or f'no probe at num_workers={want}'}): a prior of {lo:g}–{hi:g}, point "
+            f"{SAME_THREAD_POINT:g} (its batch and step take 1 + that times their CPU with "
+            "workers; none measured in isolation) widens the interval of a what-if that moves "
+            "the batches "
             f"{'onto' if nw > 0 else 'off'} the main thread (capture with "
             f"probe_workers={want.split()[0]} to calibrate it)")
     return host, {"host.same_thread": "assumed"}, [warn]

@@ -6,13 +6,15 @@ is made in another process and handed over in shared memory, and the main thread
 In the demos of 2026-12-06 05:16–05:33 the main thread's batch at 0 workers took 1.006–1.029×
 a worker's CPU and its step 1.035–1.064× the 1-worker runs' step: dearer than the co-run
 interference the model takes off without co-runners (``HostParams.interference``) says.
-Candidates: the batch's allocations sharing the step's heap (glibc then hands different
-blocks back to the kernel and the step re-faults more: the demo's fresh 0-worker processes
-re-faulted a median 8,160 pages a step against 4,608 at 1 worker in ``bench/same_thread.py
---fresh``), and the decode evicting the step's caches. Neither is isolated yet: within one
-process the step after an inline decode took ×0.95 (0.92–0.98) one after a hand-over, and in
-fresh processes ×0.99 (0.88–1.21) a 1-worker run's (docs/measurements.md "The main thread's
-batch on its own thread").
+Searched for on 2026-12-06 (docs/measurements.md "The main thread's own batches: no heap,
+cache or same-thread cost", ``bench/same_thread.py``) and not found: under the capture
+harness the 0-worker step re-faulted as much as the 1-worker step (per run medians 6,112
+against 6,139 pages) and the batch in ``next()`` none, so glibc's heap is not it (only bare
+processes without the harness re-faulted more at 0 workers); in one process with glibc's
+thresholds held the step after the main thread's own decode took ×0.993 (0.982–1.009) a step
+after a worker's hand-over, one with no decode before it ×1.012, and the batch ×1.009
+(0.990–1.036) a worker's: no cache, TLB or same-thread cost. Three captured sets calibrated at
+1 worker ran the main thread's work at 0 workers 0.75–0.90× the capture's instead.
 
 The model prices the cost as one factor on the main thread's CPU work (its ``cpu`` host ops
 and, at ``num_workers=0``, its batch): ``(1 + same_thread × inline) / (1 + same_thread ×
@@ -20,8 +22,9 @@ same_thread_ref)``, ``inline`` 1 at ``num_workers=0`` and 0 with workers, ``same
 the capture's. A replay of the capture's own setting is unchanged; a capture at 0 workers
 priced with workers takes the cost off.
 
-Its value: :data:`calibration.same_thread.SAME_THREAD_PRIOR`, or a probe across
-``num_workers=0`` (:func:`calibration.same_thread.fit_same_thread`).
+Its value: :data:`calibration.same_thread.SAME_THREAD_PRIOR` around
+:data:`calibration.same_thread.SAME_THREAD_POINT` (0), or a probe across ``num_workers=0``
+(:func:`calibration.same_thread.fit_same_thread`).
 """
 from __future__ import annotations
 

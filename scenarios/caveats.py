@@ -258,8 +258,8 @@ def _same_thread_prior(model: StepModel, after: StepModel | None) -> list[str]:
             or (model.loader.num_workers == 0) == (after.loader.num_workers == 0):
         return []
     onto = after.loader.num_workers == 0
-    return [f"the main thread's own cost of making its batches (its batch and training step "
-            f"ran dearer at num_workers=0 in this project's demos) is a stated prior, "
+    return [f"the main thread's own cost of making its batches (none measured in isolation: "
+            f"no more page faults, cache or thread cost at num_workers=0) is a stated prior, "
             f"{rng[0]:g}–{rng[1]:g} more CPU for its batch and step, which widens this "
             f"interval: capture with probe_workers={0 if onto else 'N > 0'} to calibrate it"]
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from stepsim.calibration.corun import Activity, corun_loads
-from stepsim.calibration.same_thread import (SAME_THREAD_PRIOR, fit_same_thread,
-                                             same_thread_from_sidecar)
+from stepsim.calibration.same_thread import (SAME_THREAD_POINT, SAME_THREAD_PRIOR,
+                                             fit_same_thread, same_thread_from_sidecar)
 from stepsim.calibration.sidecar import Probe, ProduceRecord, Sidecar, StepRecord
 from stepsim.models.params import DurationSpec, HostOp, HostParams, LoaderParams, StepModel
 from stepsim.models.same_thread import on_main_thread, same_thread_factor
@@ -123,10 +123,30 @@ def test_without_a_probe_across_zero_the_prior(probe_workers):
     """No probe, or one that stays with workers: the stated prior, assumed, and said."""
     host, src, warn = same_thread_from_sidecar(_sidecar(probe_workers), 0.08)
     lo, hi = SAME_THREAD_PRIOR
-    assert host == {"same_thread_ref": 0.0, "same_thread": (lo + hi) / 2,
+    assert host == {"same_thread_ref": 0.0, "same_thread": SAME_THREAD_POINT,
                     "same_thread_range": (lo, hi)}
     assert src == {"host.same_thread": "assumed"}
     assert "num_workers=0" in warn[0] and "widens the interval" in warn[0]
+    assert f"point {SAME_THREAD_POINT:g}" in warn[0]
+
+
+def test_the_prior_point_adds_nothing_its_range_only_more():
+    """The prior's point is the cost measured in isolation (none: docs/measurements.md "The
+    main thread's own batches: no heap, cache or same-thread cost"), inside its range: a
+    capture with workers priced at 0 workers at the point is the model without the cost
+    (factor 1, the step ``p + c`` exactly), and the range's ends cost ``(p + c)(1 + end)``."""
+    lo, hi = SAME_THREAD_PRIOR
+    assert lo <= SAME_THREAD_POINT <= hi
+    host, _, _ = same_thread_from_sidecar(_sidecar(None), 0.08)
+    m = _model(0, 30e3, 20e3, 0.0).model_copy(update={"host": HostParams(
+        ops=[HostOp(kind="next_batch"), HostOp(kind="cpu", dur_us=20e3)], **host)})
+    assert on_main_thread(m).host.ops[1].dur_us == pytest.approx(20e3 * (1 + SAME_THREAD_POINT))
+    point = simulate(m, steps=10, warmup=2).mean_step_us
+    assert point == pytest.approx(50e3 * (1 + SAME_THREAD_POINT), rel=1e-9)
+    for s in (lo, hi):
+        drawn = m.model_copy(update={"host": m.host.model_copy(update={"same_thread": s})})
+        assert simulate(drawn, steps=10, warmup=2).mean_step_us == \
+            pytest.approx(50e3 * (1 + s), rel=1e-9)
 
 
 def test_no_sidecar_no_cost():
