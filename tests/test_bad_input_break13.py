@@ -89,7 +89,7 @@ def test_a_same_thread_fit_past_its_bound_keeps_the_prior_and_says_why(monkeypat
             assert src == {"host.same_thread": "inferred"}
         else:
             assert (host["same_thread"], host["same_thread_range"]) == (
-                sum(st.SAME_THREAD_PRIOR) / 2, st.SAME_THREAD_PRIOR)
+                st.SAME_THREAD_POINT, st.SAME_THREAD_PRIOR)
             assert src == {"host.same_thread": "assumed"}
             assert "fits a batch and step 100x their CPU with workers" in warn[0]
             assert f"the most {1 + MAX_SAME_THREAD:g}x" in warn[0]
