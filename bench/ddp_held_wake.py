@@ -24,6 +24,20 @@ Prints per setting and rank (median over the steps, ms):
   optimizer's wall, with the training thread's run-queue wait in the optimizer (``orq``).
 
 ``python bench/ddp_held_wake.py [ROUNDS]`` (default 6), alone under the CPU lock.
+
+Measured 2026-12-06 (2 vCPUs, Firecracker guest, kernel 6.18 EEVDF; alone under the lock),
+10:39 load 1.53, 6 rounds (the CPU then read from schedstat, which lags a running thread by
+up to a tick: its ``cpu``/``off`` columns are not kept) and 10:49 load 1.75, 8 rounds (CPU
+from ``thread_time``). With a barrier, waits 0 / 10 / 40 ms, 10:49: rank 1 (the last to
+arrive) left it 0.45 / 1.89 / 2.28 ms after its arrival (10:39: 0.40 / 0.44 / 2.00), rank 0
+0.54 / 0.40 / 0.63 (0.35 / 0.42 / 0.65); rank 1's training thread waited for a core 0.08 /
+0.09 / 0.91 ms of that. In backward, every setting and rank: wall = thread CPU + run-queue
+wait (``off`` -0.01 to 0.00 ms): no time blocked or stolen. The held rank's (rank 0) backward
+after 40 ms against 0: wall 11.66 vs 10.53, CPU 8.93 vs 7.20, run-queue 3.79 vs 3.97 (10:39:
+wall 10.22 vs 8.48, run-queue 1.20 vs 0.61). Runnable threads on the host at the release:
+median 3 (with a barrier) against 2-3 without. Without a barrier the rank that waited 40 ms
+in the all-reduce ran its optimizer in 2.20 ms (1.95 at 0 wait), 0.03 ms of it on the run
+queue, and waited 0.11 ms for a core at its wake; the straggler 1.04 ms (0.10 at 0 wait).
 """
 from __future__ import annotations
 
