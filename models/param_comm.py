@@ -82,13 +82,14 @@ class CommParams(StrictModel):
 
     barrier_exit: list[tuple[Micros, Micros]] = Field(default_factory=list)
     """``(wait µs, release µs)`` pairs, waits increasing from 0: a ``dist.barrier()`` whose
-    first ranks waited ``wait`` µs in it for the last releases every rank ``release`` µs after
-    the last one's arrival. Measured by the DDP harness's barrier probe
-    (:mod:`calibration.gloo_barrier`): after 40 ms the waiting rank's gloo threads and the
-    last rank's training thread wake onto cores the other rank's threads hold, 1.4-2.3 ms
-    where a barrier without a wait releases in 0.4-0.5 ms (``bench/ddp_held_wake.py``).
-    Empty without a probe (the barrier what-if then costs ``latency_us``). Read by
-    :func:`barrier_release_us`."""
+    first ranks waited ``wait`` µs in it for the last releases that last rank ``release`` µs
+    after its arrival. Measured by the DDP harness's barrier probe
+    (:mod:`calibration.gloo_barrier`): after 40 ms the last rank's threads wake onto cores
+    the held rank's threads hold, 1.1-2.3 ms where a barrier without a wait releases it in
+    0.3-0.6 ms; the held rank leaves 0.4-0.7 ms after the last arrival
+    (``bench/ddp_held_wake.py``, the DDP demo's runs). The barrier what-if gives the excess
+    over ``latency_us`` to the last rank as a late resume. Empty without a probe (the barrier
+    then costs ``latency_us``). Read by :func:`barrier_release_us`."""
 
     @field_validator("barrier_exit")
     @classmethod
@@ -146,7 +147,7 @@ def cold_extra_opt_us(comm: CommParams, pause_us: float) -> float:
 
 
 def barrier_release_us(comm: CommParams, wait_us: float) -> float:
-    """µs from the last rank's arrival at a barrier to every rank's release when the others
+    """µs from the last rank's arrival at a barrier to its release when the others
     waited ``wait_us`` µs for it (``comm.barrier_exit``): linear between the probe's waits,
     its nearest outside them; ``comm.latency_us`` (assumed: one message exchange) without a
     probe."""
