@@ -14,6 +14,11 @@ demo's re-measured straggler + barrier runs (2026-12-06, five demos) spent 1.45-
 last rank's barrier, where the barrier what-if priced it at ``comm.latency_us`` (0.18-0.44 ms
 predicted).
 
+The probe runs each wait as a run of consecutive steps, as a straggler's job does: one 40 ms
+step between steps without a wait released the last rank 0.50 ms after its arrival (a demo
+capture of 10:56, pooled over 4 runs), a run of them 1.11 ms (11:18), against 1.03-1.29 ms in
+that demo's re-measured straggler + barrier runs.
+
 Per wait, the release is the smallest of a run's ranks' median times in the barrier (the last
 to arrive waits only for the release; with no wait, whichever rank arrived last), averaged over
 the runs given (the capture's and its replicates'), weighted by their steps.
