@@ -19,6 +19,11 @@ step between steps without a wait released the last rank 0.50 ms after its arriv
 capture of 10:56, pooled over 4 runs), a run of them 1.11 ms (11:18), against 1.03-1.29 ms in
 that demo's re-measured straggler + barrier runs.
 
+Out of sample (DDP demos, 2026-12-06, each alone under the lock, load 1.3-1.9): the last
+rank's time in the barrier predicted / measured 1.11 / 1.17 and 1.58 / 1.73 ms (the same
+what-if on main's code 0.34 / 2.08 and 0.20 / 1.64 ms); the straggler + barrier row −1.2 % and
++0.4 %, −2.1 % and −0.3 % on the same runs without the probe.
+
 Per wait, the release is the smallest of a run's ranks' median times in the barrier (the last
 to arrive waits only for the release; with no wait, whichever rank arrived last), averaged over
 the runs given (the capture's and its replicates'), weighted by their steps.
