@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stepsim.calibration.gloo_barrier import barrier_params
 from stepsim.calibration.gloo_cold import cold_opt_params, cold_params
 from stepsim.calibration.gloo_cpu import FLOOR_NOTE, host_cpu_cost
 from stepsim.calibration.gloo_transfer import transfer_fit
@@ -94,8 +95,9 @@ def comm_params(tasks: list[DeviceTask], busy: list[float], ranks: dict, sidecar
     sides = [sidecars.get(r) for r in ranks]
     upd["cold_resume"] = cold_params(sides, warnings)
     upd["cold_resume_opt"] = cold_opt_params(sides, warnings)
-    sources.update({f"comm.{k}": "measured" for k in ("cold_resume", "cold_resume_opt")
-                    if upd[k]})
+    upd["barrier_exit"] = barrier_params([sides])
+    sources.update({f"comm.{k}": "measured" for k in ("cold_resume", "cold_resume_opt",
+                                                      "barrier_exit") if upd[k]})
     if rec is not None:
         upd["grad_params"] = _grad_params(rec)
         if rec.bucket_cap_mb:

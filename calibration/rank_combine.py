@@ -82,9 +82,9 @@ def mark_sources(model: StepModel, world_size: str, ref_rank: int) -> None:
                                         > LAUNCH_QUEUE_DEPTH else "assumed")
     src.update({f"loader.{k}": "assumed" for k in LoaderParams.model_fields})
     # comm.line_bytes is no calibrated figure: DDP's bucket rebuild sets it (models.ddp);
-    # comm.cold_resume(_opt) is only the gloo harness's probe (calibration.gloo_cold)
+    # comm.cold_resume(_opt) and comm.barrier_exit are only the gloo harness's probes
     src.update({f"comm.{k}": "assumed" for k in CommParams.model_fields
-                if k not in ("line_bytes", "cold_resume", "cold_resume_opt")})
+                if k not in ("line_bytes", "cold_resume", "cold_resume_opt", "barrier_exit")})
     src["comm.world_size"] = world_size
     for r in model.ranks:
         how = "measured" if r.rank == ref_rank else "inferred"

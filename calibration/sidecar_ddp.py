@@ -108,6 +108,18 @@ class ColdProbe(StrictScalars):
     before the probe recorded it)."""
 
 
+class BarrierProbe(StrictScalars):
+    """The DDP demo harness's barrier probe at one wait (:func:`demo.ddp_job.barrier_probe`):
+    the last rank spins ``wait_us`` of wall-clock time at the end of its forward, then every
+    rank enters ``dist.barrier()``; this rank's time in it (µs, median over ``steps`` steps,
+    the waits alternated)."""
+
+    model_config = CFG
+    wait_us: float = Field(ge=0, le=MAX_DURATION_US)
+    barrier_us: float = US
+    steps: int = Field(ge=1)
+
+
 class DDPRecord(StrictScalars):
     """A DistributedDataParallel job as :mod:`calibration.ddp_info` records it."""
 
@@ -137,6 +149,8 @@ class DDPRecord(StrictScalars):
     collective, between the buckets."""
     cold_probe: list[ColdProbe] = []
     """The cold-resume probe's pauses (:class:`ColdProbe`; empty where the job ran none)."""
+    barrier_probe: list[BarrierProbe] = []
+    """The barrier probe's waits (:class:`BarrierProbe`; empty where the job ran none)."""
 
     @model_validator(mode="after")
     def _ranks_fit(self):

@@ -76,7 +76,7 @@ from stepsim.models.host_speed import factor_range, from_walls, noise_runs
 from stepsim.models.load_bound import outside_load_slowdown
 from stepsim.models.params import save_model
 from stepsim.models.simulate import simulate
-from stepsim.models.skew import BARRIER, rank_comm
+from stepsim.models.phases import rank_phases_us
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.op_text import parse_fix, parse_set
 from stepsim.demo.out_folder import DDP_ENTRIES, claim_out_folder
@@ -169,9 +169,11 @@ def score(out: Path, runs: dict, repeats: int, seed: int = 0):
         # load could explain its error
         rows.append(mark_row(row, means, [runs[f"{label}#{k}"] for k in range(repeats)]))
         if "barrier" in label:
-            # time in the barrier (skew + transfer), as ``dist.barrier()`` is timed
+            # time in the barrier (skew + transfer), as ``dist.barrier()`` is timed: from the
+            # rank's entry to its backward's start, the last rank's late release included
+            # (models.phases; the collective's own split, models.skew, ends at its transfer)
             sim = simulate(p.model, steps=40, warmup=3, seed=seed)
-            split = {c.rank: c.in_us for c in rank_comm(sim) if c.group == BARRIER}
+            split = {r: v["barrier"] for r, v in rank_phases_us(sim).items()}
             for r in (0, 1):
                 waits = [np.mean(runs[f"{label}#{k}"][r]["barrier_us"]) for k in range(repeats)]
                 rows.append({"setting": f"  rank {r} time in barrier (skew + transfer)",

@@ -118,7 +118,8 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
 
     hooks = [p.register_hook(_grad_mark) for p in model.module.parameters() if p.requires_grad]
 
-    def step(pause_ms: float = 0.0) -> list[float]:
+    def step(pause_ms: float = 0.0, held_ms: float | None = None) -> list[float]:
+        # held_ms: the barrier probe's step (a barrier, the last rank spinning held_ms first)
         t0, c0 = pc(), tt()
         res.step_starts_us.append(t0 * 1e6)
         quiet = model.no_sync() if run.no_sync else contextlib.nullcontext()
@@ -129,9 +130,13 @@ def _train(rank: int, run: Run, width: int, depth: int) -> RunResult:
                 spin(run.straggler_ms)
             if pause_ms:       # the cold-resume probe's pause, on every rank (no skew)
                 spin(pause_ms)
+            if held_ms and rank == dist.get_world_size() - 1:
+                spin(held_ms)
             loss = torch.nn.functional.mse_loss(out, y)
         t1, c1 = pc(), tt()
-        if run.barrier:
+        if held_ms is not None:
+            dist.barrier()
+        elif run.barrier:
             b0 = time.perf_counter()
             dist.barrier()
             res.barrier_us.append((time.perf_counter() - b0) * 1e6)
@@ -214,6 +219,25 @@ def cold_probe(step, pauses_ms=COLD_PAUSES_MS, rounds: int = COLD_ROUNDS) -> lis
     return out
 
 
+def barrier_probe(step, waits_ms=(0.0, COLD_PAUSES_MS[-1]),
+                  rounds: int = COLD_ROUNDS) -> list[dict]:
+    """The sidecar's ``ddp.barrier_probe`` (:class:`calibration.sidecar_ddp.BarrierProbe`):
+    per wait, this rank's time in ``dist.barrier()`` before backward (µs, median) in
+    ``rounds`` consecutive steps (after one more) where the last rank spins the wait at its
+    forward's end: a run of such steps, as a straggler's job runs them (one such step between
+    steps without the wait left the barrier 0.5 ms after 40 ms where a run of them took
+    1.1-2.3 ms: 2026-12-06). The last rank's time is the barrier's release after the others
+    waited that long (:mod:`calibration.gloo_barrier`). ``step(0, held_ms)`` runs one."""
+    import statistics
+
+    out = []
+    for w in waits_ms:
+        got = [step(0.0, w) for _ in range(rounds + 1)][1:]
+        out.append({"wait_us": w * 1e3, "barrier_us": statistics.median(
+            row[1] - row[0] for row in got), "steps": rounds})
+    return out
+
+
 def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict, tuple | None,
                                                           tuple | None]:
     """Profile ``run.steps`` steps (after one profiler warm-up step), between
@@ -253,18 +277,19 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict, tuple | Non
     for _ in range(UNPROFILED_STEPS):
         timed(False, False)
     cold = cold_probe(step)
+    held = barrier_probe(step)
     with atomic_path(out / f"rank{rank}.json") as tmp:   # a reader never sees half a trace
         prof.export_chrome_trace(str(tmp))
     others = [{k: t[k] for k in ("tid", "name", "cpu_us", "runqueue_us", "timeslices")}
               for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
     _write_sidecar(out, model, rank, others, rows, meter.rows(), machine_delta(m0, m1),
-                   cold)
+                   cold, held)
     return before, after, m0, m1
 
 
 def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list[dict],
                    bucket_cpu: list[dict] = (), machine: dict | None = None,
-                   cold: list[dict] = ()) -> None:
+                   cold: list[dict] = (), held: list[dict] = ()) -> None:
     """The DDP record of :mod:`calibration.ddp_info`, as a capture sidecar beside the trace,
     with the CPU time over the profiled steps of the process's threads other than the
     training thread (``threads``, empty where the kernel has no per-thread schedstat) and the
@@ -287,6 +312,7 @@ def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list
         side["ddp"]["threads"] = threads
         side["ddp"]["bucket_cpu"] = list(bucket_cpu)
         side["ddp"]["cold_probe"] = list(cold)
+        side["ddp"]["barrier_probe"] = list(held)
     write_atomic(out / f"rank{rank}.sidecar.json", json.dumps(side).encode())
 
 

@@ -80,6 +80,27 @@ class CommParams(StrictModel):
     rank held for it in a barrier or in the collective). Empty where the probe did not record
     the optimizer. Read by :func:`cold_extra_opt_us`."""
 
+    barrier_exit: list[tuple[Micros, Micros]] = Field(default_factory=list)
+    """``(wait µs, release µs)`` pairs, waits increasing from 0: a ``dist.barrier()`` whose
+    first ranks waited ``wait`` µs in it for the last releases that last rank ``release`` µs
+    after its arrival. Measured by the DDP harness's barrier probe
+    (:mod:`calibration.gloo_barrier`): after 40 ms the last rank's threads wake onto cores
+    the held rank's threads hold, 1.1-2.3 ms where a barrier without a wait releases it in
+    0.3-0.6 ms; the held rank leaves 0.4-0.7 ms after the last arrival
+    (``bench/ddp_held_wake.py``, the DDP demo's runs). The barrier what-if gives the excess
+    over ``latency_us`` to the last rank as a late resume. Empty without a probe (the barrier
+    then costs ``latency_us``). Read by :func:`barrier_release_us`."""
+
+    @field_validator("barrier_exit")
+    @classmethod
+    def _barrier_points(cls, pts):
+        """Waits from 0 and increasing (read by interpolation, as the cold points are)."""
+        for k, (wait, _) in enumerate(pts):
+            if wait < 0 or (k and wait <= pts[k - 1][0]):
+                raise ValueError(f"wait {wait:g} µs at {k}: waits start at 0 or above and "
+                                 "increase")
+        return pts
+
     @field_validator("cold_resume", "cold_resume_opt")
     @classmethod
     def _cold_points(cls, pts):
@@ -104,7 +125,7 @@ class CommParams(StrictModel):
         if isinstance(out, dict):
             if self.line_bytes is None:
                 out.pop("line_bytes", None)
-            for k in ("cold_resume", "cold_resume_opt"):
+            for k in ("cold_resume", "cold_resume_opt", "barrier_exit"):
                 if not getattr(self, k):
                     out.pop(k, None)
         return out
@@ -123,6 +144,17 @@ def cold_extra_opt_us(comm: CommParams, pause_us: float) -> float:
     """The optimizer's extra CPU (µs) after a pause of ``pause_us`` µs
     (``comm.cold_resume_opt``), read as :func:`cold_share` reads its points."""
     return _interp(comm.cold_resume_opt, pause_us)
+
+
+def barrier_release_us(comm: CommParams, wait_us: float) -> float:
+    """µs from the last rank's arrival at a barrier to its release when the others
+    waited ``wait_us`` µs for it (``comm.barrier_exit``): linear between the probe's waits,
+    its nearest outside them; ``comm.latency_us`` (assumed: one message exchange) without a
+    probe."""
+    pts = comm.barrier_exit
+    if not pts:
+        return comm.latency_us
+    return float(np.interp(max(wait_us, 0.0), [w for w, _ in pts], [v for _, v in pts]))
 
 
 def _interp(pts, pause_us: float) -> float:

@@ -22,8 +22,12 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
 * ``barrier``: a zero-byte collective (``dist.barrier()``) entered by the host right before
   the first op of ``phase`` (default ``backward``), which then waits for it. Its time on each
   rank is that rank's *arrival skew* (waiting for the last rank), so the collectives after it
-  show only their *transfer*. Its own transfer cost is ``comm.latency_us`` (assumed: one
-  message exchange). A rank held in it by a straggler (another rank's ``phase_wall_us``
+  show only their *transfer*. Its own transfer is ``comm.latency_us`` (assumed: one message
+  exchange); the last rank to arrive leaves it as late as the harness's barrier probe
+  measured after the same wait (``comm.barrier_exit``, :mod:`calibration.gloo_barrier`: its
+  threads wake onto cores the others' hold; 1.4-2.3 ms after 40 ms against 0.4-0.5 ms with
+  no wait), the excess as a late resume before its next op (``HostOp.resume_lag_us``: a wait
+  that uses no core, paid by the last rank to enter); nothing more without a probe. A rank held in it by a straggler (another rank's ``phase_wall_us``
   before it, less its own: the wait, assumed from the walls alone) resumes cold like the
   straggler: ``phase``'s CPU costs ``cold_share(wait)`` more on that rank. In a model whose
   device runs the phases (GPU), the barrier is a task on the communication stream after each
@@ -39,7 +43,7 @@ from pydantic import Field
 from stepsim.models.ddp import set_bucket_caps
 from stepsim.models.ddp_host import host_enqueued, host_launched
 from stepsim.models.param_base import MAX_DURATION_US
-from stepsim.models.param_comm import cold_extra_opt_us, cold_share
+from stepsim.models.param_comm import barrier_release_us, cold_extra_opt_us, cold_share
 from stepsim.models.params import DeviceTask, HostOp, StepModel
 from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import set_value
@@ -224,17 +228,26 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
         raise NotApplicable(f"barrier: the host has no op in phase {phase!r}")
     c = model.comm
     before = model.host.ops[at - 1].phase if at > 0 else phase
+    # the ranks that wait in it for a straggler of an earlier phase (the wait assumed from
+    # the walls alone) resume cold, and its release after that wait is the probe's
+    walls = [sum(v for k, v in r.phase_wall_us.items()
+                 if any(op.phase == k for op in model.host.ops[:at])) for r in model.ranks]
     task = DeviceTask(id=BARRIER_TASK, stream=c.comm_stream, name="barrier", kind="collective",
                       category="communication", phase=before, dur_us=c.latency_us, bytes=0)
     ops = list(model.host.ops)
     ops[at:at] = [HostOp(kind="launch", name="c10d::barrier", task=BARRIER_TASK, phase=before),
                   HostOp(kind="sync", name="wait for the barrier", task=BARRIER_TASK,
                          phase=before)]
+    # the last rank to arrive leaves it late (its threads wake onto cores the others hold): a
+    # wait that uses no core before its next op, paid by the last to enter
+    late = barrier_release_us(c, max(walls) - min(walls)) - c.latency_us
+    if late > 0 and ops[at + 2].kind == "cpu":
+        ops[at + 2] = ops[at + 2].model_copy(update={"resume_lag_us": [
+            v + late for v in ops[at + 2].resume_lag_us or [0.0]]})
+    elif late > 0:
+        task = task.model_copy(update={"dur_us": c.latency_us + late})
     streams = dict(model.device.streams)
     streams[c.comm_stream] = [task] + list(streams[c.comm_stream])
-    # the ranks that wait in it for a straggler of an earlier phase resume cold
-    walls = [sum(v for k, v in r.phase_wall_us.items()
-                 if any(op.phase == k for op in model.host.ops[:at])) for r in model.ranks]
     cold = []
     opt = _after_wait_phase(model)
     ranks = [_cold(model, r, phase, max(walls) - w, cold, opt)

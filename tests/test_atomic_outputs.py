@@ -129,7 +129,8 @@ def test_the_ddp_demo_writes_its_trace_atomically(tmp_path, monkeypatch):
     x = torch.ones(2, 4)
     run = Run("capture", steps=1, profile_dir=str(tmp_path / "capture"))
     with pytest.raises(OSError) as e:
-        _profiled(0, run, model, lambda pause_ms=0.0: model(x).sum().backward() or [0.0] * 11)
+        _profiled(0, run, model,
+                  lambda pause_ms=0.0, held_ms=None: model(x).sum().backward() or [0.0] * 11)
     assert e.value.filename == str(tmp_path / "capture" / "rank0.json")
     assert os.listdir(tmp_path / "capture") == []
 

@@ -122,9 +122,11 @@ def test_arrival_skew_vs_transfer_per_rank_in_simulate_and_whatif(gloo_run, tmp_
     # captured 2 cores a rank's wait for a core depends on the recording's load)
     model = model.model_copy(update={"loader": model.loader.model_copy(update={"host_cores": 64})})
     # and no late resume: below 3 ms of waiting its payer is a coin each step
-    # (models.device.StepEvents.pays_lag), which moves the plain run's lateness by a draw
+    # (models.device.StepEvents.pays_lag), which moves the plain run's lateness by a draw;
+    # nor the barrier's late release (comm.barrier_exit, priced as such a resume)
     model = model.model_copy(update={"host": model.host.model_copy(update={"ops": [
-        op.model_copy(update={"resume_lag_us": None}) for op in model.host.ops]})})
+        op.model_copy(update={"resume_lag_us": None}) for op in model.host.ops]}),
+        "comm": model.comm.model_copy(update={"barrier_exit": []})})
     save_model(model, path)
     r = run_cli("simulate", str(path), "--steps", "6", "--json")
     assert r.returncode == 0, r.stderr

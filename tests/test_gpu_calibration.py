@@ -192,7 +192,8 @@ def test_every_source_is_a_parameter_path(single):
     # comm.line_bytes is no calibrated figure: DDP's bucket rebuild sets it (models.ddp);
     # comm.cold_resume only the gloo harness's probe (a GPU model writes what it wrote)
     assert {f"comm.{k}" for k in CommParams.model_fields
-            if k not in ("line_bytes", "cold_resume", "cold_resume_opt")} <= set(src)
+            if k not in ("line_bytes", "cold_resume", "cold_resume_opt",
+                         "barrier_exit")} <= set(src)
     assert "comm.cold_resume" not in src and "comm.cold_resume_opt" not in src
     assert src["loader.produce"] == "inferred" and src["loader.num_workers"] == "measured"
     assert src["ranks.0.delay_us"] == "measured" and src["comm.world_size"] == "measured"
