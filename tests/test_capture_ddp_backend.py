@@ -20,7 +20,7 @@ import torch.utils.data as tud  # noqa: E402
 from stepsim.calibration.capture import Capture  # noqa: E402
 from stepsim.calibration.cold_capture import COLD_PAUSES_MS, COLD_ROUNDS  # noqa: E402
 from stepsim.calibration.sidecar import load_sidecar  # noqa: E402
-from tests.conftest import run_cli  # noqa: E402
+from tests.conftest import gloo_ranks, run_cli  # noqa: E402
 
 WIDTH, ACTIVE = 512, 4
 
@@ -35,36 +35,28 @@ class Pairs(tud.Dataset):
 
 
 def _rank(rank: int, world: int, folder: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank,
-                            world_size=world)
-    try:
-        torch.manual_seed(0)
-        # 3 MiB of gradients: DDP's defaults make a 1 MiB first bucket and a 2 MiB one
-        net = torch.nn.Sequential(*[m for _ in range(3)
-                                    for m in (torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU())])
-        model = torch.nn.parallel.DistributedDataParallel(net)
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        cap = Capture(Path(folder) / "run")
-        cap.ddp(model)
-        loader = cap.dataloader(Pairs(), batch_size=16)
-        for x, y in cap.steps(loader, active=ACTIVE, wait=1, warmup=1, skip_first=2,
-                              cold_probe=True):
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        sizes = model._get_ddp_logging_data().get("rebuilt_bucket_sizes")
-        (Path(folder) / f"buckets{rank}.txt").write_text(str(sizes))
-    finally:
-        dist.destroy_process_group()
+    torch.manual_seed(0)
+    # 3 MiB of gradients: DDP's defaults make a 1 MiB first bucket and a 2 MiB one
+    net = torch.nn.Sequential(*[m for _ in range(3)
+                                for m in (torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU())])
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    cap = Capture(Path(folder) / "run")
+    cap.ddp(model)
+    loader = cap.dataloader(Pairs(), batch_size=16)
+    for x, y in cap.steps(loader, active=ACTIVE, wait=1, warmup=1, skip_first=2,
+                          cold_probe=True):
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    sizes = model._get_ddp_logging_data().get("rebuilt_bucket_sizes")
+    (Path(folder) / f"buckets{rank}.txt").write_text(str(sizes))
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    import torch.multiprocessing as mp
-
     tmp = tmp_path_factory.mktemp("ddpbackend")
-    mp.start_processes(_rank, args=(2, str(tmp)), nprocs=2, join=True, start_method="fork")
+    gloo_ranks(_rank, tmp)
     return tmp
 
 
