@@ -74,6 +74,7 @@ from pathlib import Path
 import torch
 import torch.utils.data as tud
 
+from stepsim.calibration.cold_capture import ColdSteps
 from stepsim.calibration.ddp_info import ddp_record
 from stepsim.calibration.produce import (TimedCollate, TimedDataset, TimedIterable, attach_loader,
                                          loader_settings)
@@ -124,6 +125,21 @@ def _probe(args, num_workers: int, batch_size: int | None, n_steps: int, records
             rows.append(step_row(t0, t1, clocks(), False))
 
 
+def _cold_steps(cold: ColdSteps, it, warnings: list[str]):
+    """Yield the cold-resume probe's steps (:class:`calibration.cold_capture.ColdSteps`) from
+    the iterator ``it``."""
+    for k in range(len(cold.plan)):
+        try:
+            batch = next(it)
+        except StopIteration:
+            warnings.append(f"the DataLoader ran out after {k} of the cold-resume probe's "
+                            f"{len(cold.plan)} steps")
+            return
+        cold.begin(k)
+        yield batch
+        cold.end(k)
+
+
 def _probe_setting(cap: "Capture", probe_workers: int | None,
                    probe_batch_size: int | None) -> int | None:
     """The probe's ``num_workers`` (None: no probe), after checking the probe asked for."""
@@ -159,6 +175,7 @@ class Capture:
         self._loader_settings: dict | None = None
         self._warnings: list[str] = []
         self._ddp: dict | None = None
+        self._ddp_model = None
         self._stepped = False
 
     def dataloader(self, dataset, **kwargs) -> tud.DataLoader:
@@ -196,8 +213,13 @@ class Capture:
         """Record the distributed job ``model`` trains in (a DistributedDataParallel module):
         world size, backend, buckets, parameters, each rank's host. A collective: call it on
         every rank. Returns ``model``. With a world size above 1, this rank writes into
-        ``out_dir/rank<R>``."""
+        ``out_dir/rank<R>``. Over the profiled steps it also records, at no extra step, the
+        CPU of the process's threads other than the training thread (gloo's: ``ddp.threads``)
+        and that CPU between buckets' readiness, per bucket (``ddp.bucket_cpu``:
+        :mod:`calibration.ddp_meter`), from which calibration measures gloo's CPU per
+        collective and per MiB and its wake-ups."""
         self._ddp = ddp_record(model)
+        self._ddp_model = model if self._ddp is not None else None
         if self._ddp is None:   # a script run without torchrun: say why nothing is recorded
             warnings.warn("stepsim: Capture.ddp(model) outside a distributed job (no "
                           "torch.distributed process group is initialised): nothing recorded, "
@@ -206,7 +228,7 @@ class Capture:
 
     def steps(self, loader, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
               probe_workers: int | None = None, probe_steps: int = 8, after: int = 0,
-              probe_batch_size: int | None = None):
+              probe_batch_size: int | None = None, cold_probe: bool = False):
         """Iterate over ``loader`` for ``skip_first + wait + warmup + active`` steps, profiling
         the last ``active`` of them, then ``after`` more with the profiler stopped (timed in
         the sidecar: the steps a validation of this run scores, as the user pays them,
@@ -227,6 +249,16 @@ class Capture:
         batch's produce time does not grow with the batch (:mod:`calibration.batch_probe`),
         which a ``loader.batch_size`` what-if then uses instead of assuming none.
 
+        With ``cold_probe`` (a DDP job, after :meth:`ddp`), 36 more steps follow the
+        ``after`` ones, before any loader probe, on the same loader and training as usual:
+        for each pause of 10, 20 and 40 ms, 6 steps in which every rank spins that long at
+        its DDP module's forward's end, alternated with 6 without (0.42 s of spin a rank in
+        all; about 1.3 s on the DDP demo's MLP). It records the backward's and the
+        optimizer's CPU after the pause against without (``ddp.cold_probe``:
+        :mod:`calibration.cold_capture`), which the straggler and barrier what-ifs price
+        (``comm.cold_resume``, ``comm.cold_resume_opt``, measured; without it they add no
+        cold resume). Every rank must ask for it alike (the steps stay in step).
+
         A DataLoader not made by :meth:`dataloader` is attached (:meth:`attach`) first. Yields
         batches: only these ``skip_first + wait + warmup + active`` (then the probe's), after
         which the loop ends, the capture written; the rest of the epoch is not yielded (loop
@@ -240,7 +272,8 @@ class Capture:
             ValueError: for a non-positive ``active`` or ``probe_steps`` or negative schedule
                 counts, both probes
                 at once, a probe without a loader made by :meth:`dataloader`, or a
-                ``probe_batch_size`` that is not a whole number ≥ 1 or is the loader's own.
+                ``probe_batch_size`` that is not a whole number ≥ 1 or is the loader's own,
+                or ``cold_probe`` without a distributed job recorded by :meth:`ddp`.
             RuntimeError: a second call on one Capture (it would overwrite the first capture).
         When no trace was written (the loop ended before the profiler completed its active
         steps), a ``UserWarning`` says so at the end, with the sidecar's warnings.
@@ -252,6 +285,9 @@ class Capture:
         if isinstance(probe_steps, bool) or not isinstance(probe_steps, int) or probe_steps < 1:
             raise ValueError(f"probe_steps={probe_steps!r}: expected a whole number of steps "
                              ">= 1")
+        if cold_probe and self._ddp_model is None:
+            raise ValueError("cold_probe needs a distributed job: call Capture.ddp(model) on "
+                             "every rank first")
         self._stepped = True
         if self._loader_settings is None and isinstance(loader, tud.DataLoader):
             self.attach(loader)
@@ -262,9 +298,10 @@ class Capture:
         win = Window(rank_dir(self.out_dir, self._ddp), self._records, self._loader_settings,
                      via="harness", active=active, wait=wait, warmup=warmup,
                      skip_first=skip_first, after=after, ddp=self._ddp,
-                     warnings=self._warnings)
+                     warnings=self._warnings, ddp_model=self._ddp_model)
         probe_nw = _probe_setting(self, probe_workers, probe_batch_size)
-        win.hold = probe_nw is not None
+        win.hold = probe_nw is not None or cold_probe
+        cold = None
         win.iter_start_us = clocks()[0]     # workers start in iter(): their start-up from here
         it = iter(loader)
         reason = None
@@ -279,7 +316,10 @@ class Capture:
                 win.batch_ready()
                 yield batch
                 win.step_end()
-            if win.hold and len(win.rows) == win.total:
+            if cold_probe and len(win.rows) == win.total:
+                cold = ColdSteps(self._ddp_model)
+                yield from _cold_steps(cold, it, win.warnings)
+            if probe_nw is not None and len(win.rows) == win.total:
                 it = None   # the first loader's workers shut down before the probe starts
                 rows: list[dict] = []
                 win.probe = {"num_workers": probe_nw, "steps": rows}
@@ -291,6 +331,9 @@ class Capture:
             # also when the training loop stops early (break, exception): what was recorded
             # is written, and the sidecar says what is missing
             del it
+            if cold is not None:
+                cold.close()
+                self._ddp["cold_probe"] = cold.rows(win.warnings)
             win.finish(reason)
             if not (win.out_dir / "trace.json.gz").is_file():
                 warnings.warn(f"stepsim capture {win.out_dir}: " + "; ".join(win.warnings),

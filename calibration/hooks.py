@@ -72,7 +72,8 @@ class HookCapture:
             settings = loader_settings(self.loader)
         ddp = ddp_record(model)
         self.window = Window(rank_dir(self.out_dir, ddp), records, settings, via=self.via,
-                             ddp=ddp, warnings=warnings, after=self.after, **self.schedule)
+                             ddp=ddp, warnings=warnings, after=self.after, **self.schedule,
+                             ddp_model=model)
         self.window.start()
 
     def batch_ready(self) -> None:

@@ -91,7 +91,8 @@ class BucketCPU(StrictScalars):
 
 
 class ColdProbe(StrictScalars):
-    """The DDP demo harness's cold-resume probe at one pause (:func:`demo.ddp_job.cold_probe`):
+    """The cold-resume probe at one pause (the DDP demo's job, :func:`demo.ddp_job.cold_probe`,
+    or a user's ``Capture.steps(cold_probe=True)``, :mod:`calibration.cold_capture`):
     every rank spins ``pause_us`` of wall-clock time at the end of its forward, then runs its
     backward; the training thread's CPU from backward's start to the last gradient's hook
     (µs, median over ``steps`` steps) after the pause (``cold_cpu_us``) and in the same

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from stepsim.calibration.ddp_meter import BackendMeter
 from stepsim.calibration.machine_stat import machine_delta, machine_stat
 from stepsim.calibration.produce import run_wait_us
 from stepsim.calibration.sidecar import SIDECAR_VERSION
@@ -140,6 +141,9 @@ class Window:
             ``torch.utils.data.DataLoader`` was found: then no sidecar is written.
         via: what made the capture (``harness``, ``lightning``, ``transformers``).
         ddp: the ``ddp`` section of the sidecar, or None for a single-process run.
+        ddp_model: the job's DDP module (with ``ddp``): its backend threads' CPU over the
+            profiled steps, in all and per bucket, goes into ``ddp`` as ``threads`` and
+            ``bucket_cpu`` (:class:`calibration.ddp_meter.BackendMeter`).
 
     Raises:
         ValueError: for a non-positive ``active`` or negative schedule counts.
@@ -147,7 +151,8 @@ class Window:
 
     def __init__(self, out_dir, records: str, loader: dict | None, *, via: str,
                  active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
-                 after: int = 0, ddp: dict | None = None, warnings: list[str] | None = None):
+                 after: int = 0, ddp: dict | None = None, warnings: list[str] | None = None,
+                 ddp_model=None):
         check_schedule(active=active, wait=wait, warmup=warmup, skip_first=skip_first,
                        after=after)
         self.out_dir = Path(out_dir)
@@ -170,6 +175,8 @@ class Window:
         self.iter_start_us: float | None = None   # just before iter(loader), if known
         self._m0 = None     # calibration.machine_stat.machine_stat at the first profiled step
         self.machine: dict = {}     # the machine's busy CPU over the profiled steps
+        self._backend = BackendMeter(ddp_model) if ddp is not None and ddp_model is not None \
+            else None
         # export_chrome_trace gzips only when the name ends in .gz
         self._trace_tmp = self.out_dir / ".partial.trace.json.gz"
 
@@ -193,6 +200,8 @@ class Window:
         self._started = True
         if self.profiled_total == self.schedule["active"]:
             self._m0 = machine_stat()
+            if self._backend is not None:
+                self._backend.start()
         self._t_prev = clocks()
 
     def _on_ready(self, prof) -> None:
@@ -212,12 +221,20 @@ class Window:
         t0, t2 = self._t_prev, clocks()
         t1 = self._t_ready or t0
         i, sch, end = len(self.rows), self.schedule, self.profiled_total
-        self.rows.append(step_row(t0, t1, t2, end - sch["active"] <= i < end,
+        profiled = end - sch["active"] <= i < end
+        self.rows.append(step_row(t0, t1, t2, profiled,
                                   sch["skip_first"] + sch["wait"] <= i < end))
+        if profiled and self._backend is not None:
+            self._backend.end_step()
         if len(self.rows) == end - sch["active"]:     # the profiled steps start next
             self._m0 = machine_stat()
+            if self._backend is not None:
+                self._backend.start()
         elif len(self.rows) == end:                   # and end here (before the export)
             self.machine = machine_delta(self._m0, machine_stat())
+            if self._backend is not None:
+                self._backend.finish(self.ddp)
+                self._backend = None
         if self._prof is not None:
             self._prof.step()     # the last active step's writes the trace (not in a step)
             if len(self.rows) >= end and self.after:

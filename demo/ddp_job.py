@@ -30,7 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from stepsim.demo.ddp_meter import BucketMeter
+from stepsim.calibration.cold_capture import COLD_PAUSES_MS, COLD_ROUNDS, spin  # noqa: F401
+from stepsim.calibration.ddp_meter import BucketMeter, other_threads
 from stepsim.demo.ddp_stats import (machine_delta, machine_stat, thread_deltas,  # noqa: F401
                                     thread_stats)
 
@@ -81,13 +82,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def spin(ms: float) -> None:
-    """Busy work for ``ms`` ms of wall-clock time (the thread keeps its core busy)."""
-    end = time.perf_counter() + ms / 1e3
-    while time.perf_counter() < end:
-        pass
 
 
 def build_mlp(width: int = WIDTH, depth: int = DEPTH):
@@ -187,17 +181,6 @@ replicate of a demo of 2026-12-05 04:12 read 1.21 where its two others read 0.92
 about 0.7 s more a demo)."""
 
 
-COLD_PAUSES_MS = (10.0, 20.0, 40.0)
-"""The cold-resume probe's pauses (ms): a backward that follows a pause costs more CPU than
-one right after its forward (the rank's data leave the caches while it is off them:
-``bench/ddp_cold_resume.py`` measured on this 2-vCPU host, 2026-12-06, the backward's
-thread CPU ×0.97-1.01 after 10 ms, ×1.03-1.07 after 20 ms, ×1.11-1.14 after 40 ms, the same
-after a spin as after a sleep). The straggler what-if prices the straggler's resume from them
-(:mod:`calibration.gloo_cold`)."""
-COLD_ROUNDS = 6
-"""Steps per pause with it and as many without, interleaved (about 1.3 s a capture)."""
-
-
 def cold_probe(step, pauses_ms=COLD_PAUSES_MS, rounds: int = COLD_ROUNDS) -> list[dict]:
     """The sidecar's ``ddp.cold_probe`` (:class:`calibration.sidecar_ddp.ColdProbe`): per
     pause, the backward's thread CPU (µs, from its start to the last gradient's hook; median)
@@ -280,8 +263,7 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict, tuple | Non
     held = barrier_probe(step)
     with atomic_path(out / f"rank{rank}.json") as tmp:   # a reader never sees half a trace
         prof.export_chrome_trace(str(tmp))
-    others = [{k: t[k] for k in ("tid", "name", "cpu_us", "runqueue_us", "timeslices")}
-              for t in thread_deltas(before, after, threading.get_native_id()) if not t["main"]]
+    others = other_threads(before, after, threading.get_native_id())
     _write_sidecar(out, model, rank, others, rows, meter.rows(), machine_delta(m0, m1),
                    cold, held)
     return before, after, m0, m1

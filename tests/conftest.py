@@ -39,6 +39,29 @@ def run_cli(*args: str, cwd: Path | None = None):
                           cwd=cwd or REPO, timeout=600, env={**os.environ, "COLUMNS": "110"})
 
 
+def gloo_ranks(rank_fn, folder: Path, world: int = 2) -> None:
+    """Run ``rank_fn(rank, world, folder)`` in ``world`` forked processes (a gloo job on this
+    host, its ranks starting with the modules already imported), each inside its process group
+    (``file://`` rendezvous in ``folder``), which is destroyed when it returns or raises."""
+    import torch.multiprocessing as mp
+
+    mp.start_processes(_in_group, args=(world, str(folder), rank_fn), nprocs=world, join=True,
+                       start_method="fork")
+
+
+def _in_group(rank: int, world: int, folder: str, rank_fn) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank,
+                            world_size=world)
+    try:
+        rank_fn(rank, world, folder)
+    finally:
+        dist.destroy_process_group()
+
+
 class _SlowDataset:
     """Map-style dataset with real CPU work per sample (a few ms of numpy)."""
 
