@@ -106,7 +106,7 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
 
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         from stepsim.calibration.gloo_cpu import pool_bucket_cpu
-        from stepsim.calibration.gloo_pool import pool_transfers
+        from stepsim.calibration.gloo_pool import pool_runs
         from stepsim.calibration.gloo_cold import pool_cold
         from stepsim.calibration.gloo_wake import pool_wake
 
@@ -119,8 +119,9 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
         rep_paths = [p for p, _ in reps]
         return _calibrate(trace, sidecar, step_regex, steps).then(
             lambda model: _with_walls(apply_replicates(_held_against(pool_cold(pool_wake(
-                pool_bucket_cpu(pool_transfers(_warned(model, said), Path(trace), rep_paths),
-                                runs, speeds), runs), runs), runs), speeds), runs))
+                pool_bucket_cpu(pool_runs(_warned(model, said), Path(trace), rep_paths, runs,
+                                          speeds), runs, speeds), runs), runs), runs), speeds),
+                runs))
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")

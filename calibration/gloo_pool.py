@@ -27,7 +27,7 @@ from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.trace_io import load_rank_traces, load_trace
 from stepsim.models.params import StepModel
 
-__all__ = ["pool_transfers", "pooled_transfers"]
+__all__ = ["pool_transfers", "pooled_transfers", "pool_runs"]
 
 
 def _tables(folder: Path) -> list:
@@ -48,16 +48,49 @@ def pooled_transfers(runs: list[tuple]) -> list[float] | None:
     return [float(v) for v in np.median(allsteps, axis=0)]
 
 
+def pool_runs(model: StepModel, capture: Path, replicates: list[Path], sidecars: list[list],
+              speeds: list[float]) -> StepModel:
+    """:func:`pool_transfers`, then each rank's extra per phase pooled over the same runs
+    (:func:`calibration.gloo_ranks.pool_rank_extras`; ``sidecars``: each run's rank sidecars,
+    the capture first; ``speeds``: each run's host speed against the capture), every run's
+    traces read once."""
+    from stepsim.calibration.gloo_ranks import pool_rank_extras, run_phases_us
+
+    if not replicates or model.meta.notes.get("kind") != "cpu_ddp":
+        return model
+    tables = [_tables(Path(f)) for f in [capture, *replicates]]
+    model = _pool_transfers(model, tables)
+    if len(sidecars) != len(tables):
+        return model
+    phases = [run_phases_us(t, _by_rank(sides)) for t, sides in zip(tables, sidecars)]
+    return pool_rank_extras(model, phases, speeds)
+
+
+def _by_rank(sides: list) -> dict:
+    """A run's sidecars by rank: their DDP record's rank, else their order."""
+    ranks = [getattr(getattr(s, "ddp", None), "rank", None) for s in sides]
+    if None in ranks or len(set(ranks)) != len(ranks):
+        ranks = list(range(len(sides)))
+    return dict(zip(ranks, sides))
+
+
 def pool_transfers(model: StepModel, capture: Path, replicates: list[Path]) -> StepModel:
     """``model`` (a gloo job's, calibrated from ``capture``) with its collectives' durations
     the medians over the capture's and the ``replicates``' steps, and ``comm.latency_us`` /
     ``comm.bus_gbps`` refitted to them (see the module docstring). Unchanged without
     replicates or where a run's collectives differ from the capture's."""
+    if not replicates or model.meta.notes.get("kind") != "cpu_ddp":
+        return model
+    return _pool_transfers(model, [_tables(Path(f)) for f in [capture, *replicates]])
+
+
+def _pool_transfers(model: StepModel, tables: list[list]) -> StepModel:
+    """:func:`pool_transfers` from every run's rank tables (the capture's first)."""
     c = model.comm
     stream = model.device.streams.get(c.comm_stream, [])
-    if not replicates or model.meta.notes.get("kind") != "cpu_ddp" or not stream:
+    if not stream:
         return model
-    runs = [job_transfers(_tables(Path(f))) for f in [capture, *replicates]]
+    runs = [job_transfers(t) for t in tables]
     pooled = pooled_transfers(runs)
     if pooled is None or len(pooled) != len(stream):
         return model
