@@ -27,12 +27,12 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
   measured after the same wait (``comm.barrier_exit``, :mod:`calibration.gloo_barrier`: its
   threads wake onto cores the others' hold; 1.4-2.3 ms after 40 ms against 0.4-0.5 ms with
   no wait), the excess as a late resume before its next op (``HostOp.resume_lag_us``: a wait
-  that uses no core, paid by the last rank to enter); nothing more without a probe. A rank held in it by a straggler (another rank's ``phase_wall_us``
-  before it, less its own: the wait, assumed from the walls alone) resumes cold like the
-  straggler: ``phase``'s CPU costs ``cold_share(wait)`` more on that rank. In a model whose
-  device runs the phases (GPU), the barrier is a task on the communication stream after each
-  stream's last task before ``phase``, and each stream's first task of ``phase`` waits for
-  it.
+  that uses no core, paid by the last rank to enter); nothing more without a probe. A rank
+  held in it by a straggler (another rank's ``phase_wall_us`` before it, less its own: the
+  wait, assumed from the walls alone) resumes cold like the straggler: ``phase``'s CPU costs
+  ``cold_share(wait)`` more on that rank. In a model whose device runs the phases (GPU), the
+  barrier is a task on the communication stream after each stream's last task before
+  ``phase``, and each stream's first task of ``phase`` waits for it.
 """
 from __future__ import annotations
 
