@@ -75,6 +75,8 @@ def host_cpu_cost(ranks: dict, sidecars: dict, latency_us: float, bus_gbps: floa
     collectives (``colls``: worker thread ``tid`` and size), ``sidecars`` the capture sidecars
     by rank. Where ``a`` is the worker threads' (:func:`_worker_fit`), ``notes`` (the model's
     ``meta.notes``, when given) gets it as ``host_cpu_worker_us``."""
+    said = _team_warning(sidecars)
+    warnings += [said] if said else []
     rows, rhs, other_us, total_us, total_bytes = _thread_rows(ranks, sidecars)
     worker = _worker_fit(rows, rhs)
     fit = _bucket_fit(ranks, sidecars, a_us=worker[0] if worker else None)
@@ -95,6 +97,36 @@ def host_cpu_cost(ranks: dict, sidecars: dict, latency_us: float, bus_gbps: floa
     warnings.append("the backend's CPU could not be split into a per-collective and a per-byte "
                     "part (its worker threads ran the same mix of sizes): it is taken per byte")
     return 0.0, total_us / (total_bytes / MIB), "measured"
+
+
+GLOO_THREAD_PREFIXES = ("gloo", "pt_gloo", "pt_tcpstore")
+"""Names of the backend's own threads (gloo's TCP loop and workers, the c10d store's)."""
+
+
+def _team_warning(sidecars: dict) -> str | None:
+    """One sentence when a rank ran more than one intra-op thread and its sidecar has
+    ``ddp.threads``: the capture counts every thread but the training thread as the
+    backend's, so torch's OpenMP team is in the measured gloo CPU (a user's 2-rank MLP at
+    torch's default 2 threads a rank, 2026-12-06: ``comm.host_cpu_us_per_mb`` 2424 µs against
+    730 at one thread, one of its threads named like the training thread using 197 ms over the
+    profiled steps against gloo's 35). None otherwise."""
+    team, other_ms = 1, 0.0
+    for side in sidecars.values():
+        threads = getattr(getattr(side, "ddp", None), "threads", None) or []
+        n = getattr(side, "torch_num_threads", None) or 1
+        if threads and n > 1:
+            team = max(team, n)
+            other_ms += sum(t.cpu_us for t in threads if t.name and not
+                            t.name.startswith(GLOO_THREAD_PREFIXES)) / 1e3
+    if team < 2:
+        return None
+    named = (f" ({other_ms:.1f} ms over the profiled steps in threads not named as gloo's)"
+             if other_ms > 0 else "")
+    return (f"the ranks ran {team} intra-op threads each: the capture counts every thread but "
+            f"the training thread as the backend's (ddp.threads, ddp.bucket_cpu), so torch's "
+            f"OpenMP team{named} is in comm.host_cpu_us and comm.host_cpu_us_per_mb, which then "
+            "overstate gloo's CPU; to measure gloo's alone, capture with "
+            "torch.set_num_threads(1) in each rank")
 
 
 def _thread_rows(ranks: dict, sidecars: dict):

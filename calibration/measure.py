@@ -221,7 +221,8 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     if not common:
         raise InputError(where, f"the {len(runs)} rank traces share no step number "
                          f"({', '.join(f'{r.path.name}: {_span(r.step_numbers)}' for r in runs)})")
-    notes = [w for r in runs for w in r.warnings]
+    # each rank's own notes name the rank: the printer prefixes them all with the job's folder
+    notes = [f"{_rank_label(r.path, where)}: {w}" for r in runs for w in r.warnings]
     dropped = sum(len(r.step_numbers) for r in runs) - len(common) * len(runs)
     if dropped:
         notes.append(f"{dropped} rank step(s) without a match on every rank were left out")
@@ -235,6 +236,12 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
                          runs[0].bucket_cap_mb, most_loaded(runs))
+
+
+def _rank_label(path: Path, where: Path) -> str:
+    """A rank's trace as its job's notes name it: its folder under the job's (``rank1``), else
+    its file name."""
+    return path.parent.name if path.parent != Path(where) else path.name
 
 
 def most_loaded(runs) -> float | None:

@@ -79,6 +79,17 @@ def test_validate_reads_the_harness_ddp_folder(job, tmp_path):
     assert rec["bottleneck_agrees"] is True, rec
 
 
+def test_a_jobs_rank_notes_name_their_rank(job):
+    """Each rank's own notes (here: scored on the profiled steps, no ``after``) name the rank:
+    validate prints them all under the job's folder, where a user's 2-rank run read the same
+    folder twice with two different means."""
+    from stepsim.calibration.measure import measured_steps
+
+    run, _ = job
+    said = [w for w in measured_steps(run).warnings if "profiled steps" in w]
+    assert sorted(w.split(":")[0] for w in said) == ["rank0", "rank1"], said
+
+
 def test_dataloader_next_is_calibrated_on_every_rank(job):
     """The main thread's next(DataLoader) is a next_batch op with the loader's produce time,
     not part of forward, so a loader what-if has something to act on."""

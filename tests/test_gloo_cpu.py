@@ -219,3 +219,23 @@ def test_pooling_moves_a_one_size_transfer_line_to_the_pooled_per_collective_cpu
     got = pool_bucket_cpu(worker, [run(300.0, 500.0), run(500.0, 500.0)], [1.0, 1.0])
     assert (got.comm.latency_us, got.comm.host_cpu_us) == (pytest.approx(400.0), 200.0)
     assert collective_us(4_000_000, 2, got.comm.bus_gbps, 400.0) == pytest.approx(at)
+
+
+def test_a_rank_at_several_intra_op_threads_is_said_to_count_its_openmp_team_as_gloos():
+    """The capture counts every thread but the training thread as the backend's: at 2
+    intra-op threads a rank torch's second OpenMP thread (named like the training thread) is
+    in the measured gloo CPU, which a warning says with that thread's CPU; at 1, no warning."""
+    ranks, sides = zip(*(_rank(r) for r in (0, 1)))
+    for s in sides:
+        s.ddp.threads.append(ThreadCPU(tid=13, name="python", cpu_us=50_000.0))
+        s.torch_num_threads = 2
+    warnings: list[str] = []
+    host_cpu_cost(dict(enumerate(ranks)), dict(enumerate(sides)), 200.0, 1.0, 2, warnings)
+    said = [w for w in warnings if "intra-op threads each" in w]
+    assert len(said) == 1 and "OpenMP team (100.0 ms" in said[0]
+    assert "torch.set_num_threads(1)" in said[0]
+    for s in sides:
+        s.torch_num_threads = 1
+    warnings = []
+    host_cpu_cost(dict(enumerate(ranks)), dict(enumerate(sides)), 200.0, 1.0, 2, warnings)
+    assert not [w for w in warnings if "intra-op threads each" in w]
