@@ -285,14 +285,21 @@ def describe_ops(ops: Sequence[Operation]) -> str:
     return "; ".join(op.describe() for op in ops) or "baseline"
 
 
+_NON_FINITE = frozenset({"inf", "infinity", "nan"})
+"""The words ``float()`` reads as a non-finite number (any case, any sign)."""
+
+
 def parse_value(text: str) -> Any:
     """A value given on the command line: a JSON scalar (``4``, ``0.5``, ``true``, ``null``),
     a YAML flow map or list (``{mean_us: 900}``, ``[1, 2]``), ``a|b|c`` for a list of values,
-    else the text itself. YAML's other scalar forms are not used (YAML 1.1 reads ``1:4`` as
-    64 and ``yes`` as true)."""
+    ``inf``/``-inf``/``nan`` as the float (so the model's finite check names it, where the
+    text would be refused as "not a number"), else the text itself. YAML's other scalar forms
+    are not used (YAML 1.1 reads ``1:4`` as 64 and ``yes`` as true)."""
     text = text.strip()
     if "|" in text:
         return [parse_value(t) for t in text.split("|")]
+    if text.lower().lstrip("+-") in _NON_FINITE:
+        return float(text)
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -8,6 +8,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
+from stepsim.calibration.profiler_events import MIN_PHASE_FACTOR  # noqa: E402
 from stepsim.fit import calibrate  # noqa: E402
 from stepsim.models.simulate import simulate  # noqa: E402
 from tests.conftest import later_run  # noqa: E402
@@ -253,13 +254,14 @@ def test_profiler_factors_scale_each_rank_in_closed_form(gloo_run, tmp_path):
     assert same.meta.notes["profiler_factor"] == "0:1.0000,1:1.0000"
     assert half.meta.ranges["host.cpu_scale"] == same.meta.ranges["host.cpu_scale"]
     # no cost to share at 1; at 0.5 the step's half goes by events (calibration.profiler_events):
-    # backward, autograd's many small ops, records the most events per µs, so it pays the most
-    # (whether forward lies above the step's 0.5 depends on how long this live run's optimizer
-    # phase took: one run under load read forward 0.367, backward lower still)
+    # a phase's factor is 1 - c * its events per µs, and the phases' durations weighted by their
+    # factors keep the step's 0.5, so the factors straddle it. Which phase records the most
+    # events per µs is this live run's (backward in most runs; the optimizer in one clean-clone
+    # CI run of 2026-12-06, forward 0.420, backward 0.535, optimizer 0.401)
     assert all(set(v.values()) == {1.0} for v in _phase_factors(same).values())
     pf = _phase_factors(half)
     for f in pf.values():
-        assert f["backward"] == min(f.values()) and 0.25 <= f["backward"] < 0.5 < max(f.values())
+        assert MIN_PHASE_FACTOR <= min(f.values()) < 0.5 < max(f.values()) < 1.0
     f_ref = pf[half.meta.notes["reference_rank"]]
     for a, b in zip(half.host.ops, same.host.ops):
         if a.phase == "optimizer":
