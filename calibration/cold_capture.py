@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 import time
 
-__all__ = ["COLD_PAUSES_MS", "COLD_ROUNDS", "ColdSteps", "spin"]
+__all__ = ["COLD_PAUSES_MS", "COLD_ROUNDS", "ColdSteps", "cold_row", "spin"]
 
 COLD_PAUSES_MS = (10.0, 20.0, 40.0)
 """The cold-resume probe's pauses (ms): a backward that follows a pause costs more CPU than
@@ -112,12 +112,21 @@ class ColdSteps:
                                 "backward (no forward of the module Capture.ddp was given, or "
                                 "no gradient): left out")
                 continue
-            row = {"pause_us": pause * 1e3, "steps": min(len(hot), len(cold)),
-                   "hot_cpu_us": statistics.median(v for v, _ in hot),
-                   "cold_cpu_us": statistics.median(v for v, _ in cold)}
-            hot_o, cold_o = ([o for _, o in s if o is not None] for s in (hot, cold))
-            if hot_o and cold_o:
-                row.update(hot_opt_cpu_us=statistics.median(hot_o),
-                           cold_opt_cpu_us=statistics.median(cold_o))
-            out.append(row)
+            out.append(cold_row(pause, hot, cold))
         return out
+
+
+def cold_row(pause_ms: float, hot: list, cold: list) -> dict:
+    """One row of the sidecar's ``ddp.cold_probe`` (:class:`calibration.sidecar_ddp.ColdProbe`)
+    from the steps without the pause (``hot``) and with it (``cold``), each a list of
+    (backward CPU µs, optimizer CPU µs or None): the medians, the optimizer's only where both
+    kinds of step have one; ``steps`` the fewer of the two. Shared by :class:`ColdSteps` and
+    the DDP demo's job (:func:`demo.ddp_job.cold_probe`)."""
+    row = {"pause_us": pause_ms * 1e3, "steps": min(len(hot), len(cold)),
+           "hot_cpu_us": statistics.median(v for v, _ in hot),
+           "cold_cpu_us": statistics.median(v for v, _ in cold)}
+    hot_o, cold_o = ([o for _, o in s if o is not None] for s in (hot, cold))
+    if hot_o and cold_o:
+        row.update(hot_opt_cpu_us=statistics.median(hot_o),
+                   cold_opt_cpu_us=statistics.median(cold_o))
+    return row

@@ -27,15 +27,27 @@ def thread_stats() -> dict[int, tuple[str, int, int, int]]:
     (gloo's threads, between messages) starts one."""
     out = {}
     for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
+        stat = _schedstat(tid)
         try:
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                cpu_ns, wait_ns, slices = (int(x) for x in f.read().split()[:3])
             with open(f"/proc/self/task/{tid}/comm") as f:
                 name = f.read().strip()
-        except (OSError, ValueError):
+        except OSError:
             continue
-        out[int(tid)] = (name, cpu_ns, wait_ns, slices)
+        if stat is not None:
+            out[int(tid)] = (name, *stat)
     return out
+
+
+def _schedstat(tid) -> tuple[int, int, int] | None:
+    """Thread ``tid``'s (CPU ns, run-queue wait ns, timeslices) from the kernel's
+    ``/proc/self/task/<tid>/schedstat``; None where it cannot be read (a thread that ended, a
+    kernel without schedstat)."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            cpu_ns, wait_ns, slices = (int(x) for x in f.read().split()[:3])
+    except (OSError, ValueError):
+        return None
+    return cpu_ns, wait_ns, slices
 
 
 def thread_deltas(before: dict, after: dict, main_tid: int) -> list[dict]:
@@ -82,12 +94,7 @@ class BucketMeter:
         """The other threads' summed (CPU µs, run-queue wait µs, timeslices) so far."""
         total = [0, 0, 0]
         for tid in self.tids:
-            try:
-                with open(f"/proc/self/task/{tid}/schedstat") as f:
-                    vals = [int(x) for x in f.read().split()[:3]]
-            except (OSError, ValueError):
-                continue
-            for j, v in enumerate(vals):
+            for j, v in enumerate(_schedstat(tid) or ()):
                 total[j] += v
         return [total[0] / 1e3, total[1] / 1e3, float(total[2])]
 

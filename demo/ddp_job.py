@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from stepsim.calibration.cold_capture import COLD_PAUSES_MS, COLD_ROUNDS, spin  # noqa: F401
+from stepsim.calibration.cold_capture import COLD_PAUSES_MS, COLD_ROUNDS, cold_row, spin  # noqa: F401
 from stepsim.calibration.ddp_meter import BucketMeter, other_threads
 from stepsim.demo.ddp_stats import (machine_delta, machine_stat, thread_deltas,  # noqa: F401
                                     thread_stats)
@@ -187,8 +187,6 @@ def cold_probe(step, pauses_ms=COLD_PAUSES_MS, rounds: int = COLD_ROUNDS) -> lis
     in ``rounds`` steps where every rank spins the pause at its forward's end, and in as many
     without, alternated; and the optimizer's thread CPU in the same steps. ``step(pause_ms)``
     runs one training step and returns its :attr:`RunResult.phases` row."""
-    import statistics
-
     out = []
     for pause in pauses_ms:
         got = {0.0: [], pause: []}
@@ -196,9 +194,7 @@ def cold_probe(step, pauses_ms=COLD_PAUSES_MS, rounds: int = COLD_ROUNDS) -> lis
             for p in got:
                 row = step(p)
                 got[p].append((row[8] - row[7], row[10] - row[9]))
-        hot, cold = ([statistics.median(v) for v in zip(*got[k])] for k in (0.0, pause))
-        out.append({"pause_us": pause * 1e3, "hot_cpu_us": hot[0], "cold_cpu_us": cold[0],
-                    "hot_opt_cpu_us": hot[1], "cold_opt_cpu_us": cold[1], "steps": rounds})
+        out.append(cold_row(pause, got[0.0], got[pause]))
     return out
 
 
