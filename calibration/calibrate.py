@@ -105,6 +105,7 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
         return pending.then(lambda model: at_run_speed(model, load_sidecar(side_path), None))
 
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
+        from stepsim.calibration.gloo_barrier import pool_barrier
         from stepsim.calibration.gloo_cpu import pool_bucket_cpu
         from stepsim.calibration.gloo_pool import pool_runs
         from stepsim.calibration.gloo_cold import pool_cold
@@ -117,11 +118,13 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
         runs = [[load_sidecar(p) for p in sides.values()] for sides in
                 [ranks] + [s for _, s in reps]]
         rep_paths = [p for p, _ in reps]
-        return _calibrate(trace, sidecar, step_regex, steps).then(
-            lambda model: _with_walls(apply_replicates(_held_against(pool_cold(pool_wake(
-                pool_bucket_cpu(pool_runs(_warned(model, said), Path(trace), rep_paths, runs,
-                                          speeds), runs, speeds), runs), runs), runs), speeds),
-                runs))
+        def pooled(model: StepModel) -> StepModel:
+            # every run's records pooled: buckets' CPU, wake-ups, barrier release, cold resume
+            model = pool_runs(_warned(model, said), Path(trace), rep_paths, runs, speeds)
+            model = pool_barrier(pool_wake(pool_bucket_cpu(model, runs, speeds), runs), runs)
+            return _with_walls(apply_replicates(_held_against(pool_cold(model, runs), runs),
+                                                speeds), runs)
+        return _calibrate(trace, sidecar, step_regex, steps).then(pooled)
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
                                       "folder or --sidecar)")

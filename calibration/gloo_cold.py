@@ -97,12 +97,8 @@ def _at_least_0(v: float, cheaper: str, what: str, pause: float, warnings) -> fl
 
 def pool_cold(model, runs: list[list]):
     """``model`` with ``comm.cold_resume`` and ``comm.cold_resume_opt`` from every run's rank
-    sidecars (``runs``: the capture's and its replicates'), and ``comm.barrier_exit`` from the
-    same runs' barrier probe (:mod:`calibration.gloo_barrier`); unchanged when none has a
-    probe."""
-    from stepsim.calibration.gloo_barrier import pool_barrier
-
-    model = pool_barrier(model, runs)
+    sidecars (``runs``: the capture's and its replicates'); unchanged when none has a probe
+    (their barrier probe: :func:`calibration.gloo_barrier.pool_barrier`, beside it)."""
     sides = [s for run in runs for s in run]
     upd = {k: pts for k, pts in (("cold_resume", cold_params(sides)),
                                  ("cold_resume_opt", cold_opt_params(sides))) if pts}
