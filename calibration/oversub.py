@@ -102,10 +102,16 @@ def fit_oversub(cal: list[Activity], probe: list[Activity], cores: int, interfer
     return point, (lo, hi), f_c
 
 
-def oversub_from_sidecar(side, interference: float, seed: int = 0, per_fault_us: float = 0.0):
+def oversub_from_sidecar(side, interference: float, seed: int = 0):
     """``(host fields, sources, warnings)`` for ``host.oversub``, ``oversub_range`` and
     ``oversub_ref`` (see the module docstring); ``interference``: the calibrated point of
-    ``host.interference``."""
+    ``host.interference``.
+
+    No page-fault cost enters (:mod:`calibration.page_faults`): the fit reads the workers'
+    batches' CPU, whose records hold no faults, and the steps only as co-runners (their
+    runnable threads, :func:`calibration.corun.activities`), never their CPU, the one thing
+    a per-fault cost would change. (A ``per_fault_us`` argument, 0 by default and never
+    given, changed nothing.)"""
     if side is not None and side.ddp is not None:
         return {}, {}, []     # a DDP rank: see the module docstring
     cores = side.host_cores if side is not None else None
@@ -114,7 +120,7 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0, per_fault_us:
     if side is not None and cores:
         nw, team = side.loader.num_workers, side.torch_num_threads or 1
         cal = activities(after_startup(side.produce), side.steps, nw > 0, team,
-                         set(probe_base_steps(side)), per_fault_us)
+                         set(probe_base_steps(side)))
         b0 = _batches(cal, cores)
         f_c = float(b0[:, 2].mean()) if len(b0) else 0.0
         if side.probe is None:
@@ -126,7 +132,7 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0, per_fault_us:
                    "a worker's")
         else:
             probe = activities(after_startup(side.probe.produce), side.probe.steps,
-                               side.probe.num_workers > 0, team, per_fault_us=per_fault_us)
+                               side.probe.num_workers > 0, team)
             got = fit_oversub(cal, probe, cores, interference, seed)
             if isinstance(got, str):
                 why = f"the probe at num_workers={side.probe.num_workers}: {got}"
