@@ -31,13 +31,14 @@ import numpy as np
 
 from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
 from stepsim.calibration.events import build_table, dropped_note
-from stepsim.calibration.sidecar import load_sidecar
+from stepsim.calibration.job_neck import RankWaits, job_bottleneck, rank_waits
+from stepsim.calibration.sidecar import load_sidecar, sidecar_beside
 from stepsim.calibration.outside_load import OutsideLoad, load_note, outside_load
 from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
 from stepsim.calibration.linking import link
 from stepsim.calibration.same_run import check_one_run, raw_span
 from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, SCORE_AFTER_STEPS, drain_note,
-                                           scored_note, settled_after, window_note)
+                                           drift_noise, scored_note, settled_after, window_note)
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
@@ -83,8 +84,9 @@ class MeasuredSteps:
         bottleneck: in the simulator's vocabulary (``models.metrics``), first rule that
             holds: ``cpu_cores`` when the capture sidecar states DataLoader workers
             (``num_workers`` > 0) and shows the training step's wall time exceeding its CPU
-            time (:func:`calibration.cpu.waited_for_cores`; at ``num_workers=0`` no worker
-            competes for the cores and the next rules decide);
+            time (:func:`calibration.cpu.waited_for_cores`; a DDP rank's by its run-queue
+            wait alone, ``waits``; at ``num_workers=0`` the next rules decide); a job's
+            ``arrival_skew`` or ``comm`` first (:func:`calibration.job_neck.job_bottleneck`);
             ``input`` when the host thread waits for the DataLoader for at least
             ``INPUT_BOUND_SHARE`` of the step (a faster input pipeline would shorten it);
             else ``compute`` when the trace has GPU work (not input-bound: the host thread
@@ -105,6 +107,7 @@ class MeasuredSteps:
             (:class:`calibration.outside_load.OutsideLoad`; past
             :data:`models.load_bound.LOAD_WARN` it is warned about); None when the sidecar
             cannot tell (none, or no instants; of several ranks, the most loaded).
+        waits: a DDP rank's wall split outside ``next()`` (:mod:`calibration.job_neck`).
     """
 
     path: Path
@@ -119,6 +122,7 @@ class MeasuredSteps:
     torch_threads: int | None = None
     bucket_cap_mb: float | None = None
     outside_load_slowdown: float | None = None
+    waits: RankWaits | None = None
 
     @property
     def mean_us(self) -> float:
@@ -230,7 +234,8 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     step_us = [max(r.step_us[ix[n]] for r, ix in zip(runs, idx)) for n in common]
     wait = [max(r.input_wait_us[ix[n]] for r, ix in zip(runs, idx)) for n in common]
     necks = {r.bottleneck for r in runs}
-    neck = next(b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
+    neck = job_bottleneck([r.waits for r in runs]) or next(
+        b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
     ups = [r.startup for r in runs if r.startup is not None]
     startup = max(ups, key=lambda u: u.next_us) if ups else None   # the job waits for the last
     return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
@@ -262,9 +267,9 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     side = None
     if sidecar:
         side = load_sidecar(sidecar)
-    elif (p.parent / "sidecar.json").is_file():
+    elif beside := sidecar_beside(p):
         try:
-            side = load_sidecar(p.parent / "sidecar.json")
+            side = load_sidecar(beside)
         except InputError as e:  # not named by the user: not a reason to fail
             notes.append(f"ignored {e}")
     notes += raw.warnings + (side.dropped if side is not None else [])
@@ -296,8 +301,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     elif side is not None and len(after) < MIN_AFTER_STEPS:
         notes.append(window_note(len(step_us), len(after)))
     if len(after) >= MIN_AFTER_STEPS:
-        traced = float(np.mean(step_us))
-        step_us = np.array([s.wall_us for s in after])
+        traced, step_us = step_us, np.array([s.wall_us for s in after])
         wait = np.array([s.next_wall_us for s in after])
         numbers = [len(side.steps) - len(after) + i for i in range(len(after))]
         prof = after
@@ -308,7 +312,8 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                          "a mean of few steps is pulled by single slow ones (compare it with "
                          "the median; capture with Capture.steps(..., after=N), N at least "
                          f"num_workers × prefetch_factor + {SCORE_AFTER_STEPS})")
-        notes.append(scored_note(len(after), float(np.mean(step_us)), traced))
+        notes.append(scored_note(len(after), step_us.mean(), traced.mean(),
+                                 drift_noise(step_us, traced)))
     load = remeasured_load(side) if side is not None else None
     if load is not None and load.slowdown > LOAD_WARN:
         notes.append(load_note(load, side.torch_num_threads or 1))
@@ -316,21 +321,24 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     compute_wall = float(np.mean(step_us - wait))
     compute_cpu = float(np.mean([s.compute_cpu_us for s in prof])) if prof else None
     workers = side is not None and side.loader.num_workers > 0
-    if workers and compute_cpu and waited_for_cores(compute_wall, compute_cpu):
+    ddp = side.ddp if side is not None else None
+    world = rank_of(raw, [])[1]
+    # a DDP rank's wall past its CPU is its collectives' wait: cores by its run-queue wait
+    waits = rank_waits(prof) if ddp is not None and max(world, ddp.world_size) > 1 else None
+    if workers and compute_cpu and (waits.waited_for_cores() if waits is not None else
+                                    waited_for_cores(compute_wall, compute_cpu)):
         neck = "cpu_cores"
     elif share >= INPUT_BOUND_SHARE:
         neck = "input"
     else:
         neck = "compute" if table.gpu_mask().any() else "host_compute"
-    ddp = side.ddp if side is not None else None
-    world = rank_of(raw, [])[1]
     return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck, notes,
                          numbers, startup,
                          None if side is None else loader_settings(side),
                          max(world, ddp.world_size if ddp is not None else 1),
                          None if side is None else side.torch_num_threads,
                          None if ddp is None else ddp.bucket_cap_mb,
-                         _slowdown(load))
+                         _slowdown(load), waits)
 
 
 def _slowdown(load: OutsideLoad | None) -> float | None:

@@ -316,6 +316,14 @@ def _null_bad_faults(rec: dict) -> list[str]:
     return out
 
 
+def sidecar_beside(trace: Path) -> Path | None:
+    """The harness's ``sidecar.json`` beside ``trace``, else a DDP job's ``rank<N>.sidecar.json``
+    beside its ``rank<N>.json`` (as calibrate reads the job's folder); None without either."""
+    return next((f for f in (trace.parent / "sidecar.json",
+                             trace.parent / f"{trace.name.split('.')[0]}.sidecar.json")
+                 if f.is_file()), None)
+
+
 def load_sidecar(path: str | Path) -> Sidecar:
     """Read and validate a sidecar file.
 
