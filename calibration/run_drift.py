@@ -175,18 +175,34 @@ def window_note(n: int, after: int) -> str:
             f"after=N, N at least num_workers × prefetch_factor + {SCORE_AFTER_STEPS})")
 
 
-def scored_note(n: int, scored_us: float, traced_us: float) -> str:
+def scored_note(n: int, scored_us: float, traced_us: float, noise: float = 0.0) -> str:
     """What a validation scores: ``n`` unprofiled steps of mean ``scored_us`` (µs), beside the
     trace's profiled steps' mean ``traced_us``, the difference worded for its sign: the
     profiler's own cost only adds, so profiled steps faster than the unprofiled ones say the
-    run changed after the window (outside load, the host's speed), not the profiler."""
+    run changed after the window (outside load, the host's speed), not the profiler. A
+    difference within ``noise`` (a fraction: :func:`drift_noise` of the two groups of steps)
+    is the steps' own scatter, and said so: a −0.1 % difference was worded as outside load
+    (2026-12-06)."""
     d = 100 * (traced_us / scored_us - 1)
-    why = ("the profiler's own cost, which only adds, plus the run's drift either way"
+    why = (f"within the steps' own scatter, ±{100 * noise:.1f} % (two standard errors of the "
+           "difference of the means): no change to tell" if abs(d) <= 100 * noise else
+           "the profiler's own cost, which only adds, plus the run's drift either way"
            if d >= 0 else "the unprofiled steps ran slower: outside load or the host's speed "
            "changed after the window, not the profiler, whose cost only adds")
     return (f"measured: the {n} unprofiled steps after the profiled window (sidecar), mean "
             f"{scored_us / 1e3:.1f} ms; the trace's profiled steps took {traced_us / 1e3:.1f} "
             f"ms, {d:+.1f} % of that ({why})")
+
+
+def drift_noise(scored_us, traced_us) -> float:
+    """Two standard errors of the difference of the two groups' mean steps (µs each), as a
+    fraction of the scored mean: ``2 √(s²_a/n_a + s²_p/n_p) / mean_a``, from the steps' own
+    spread (sample variances; 0 for a group of one step, which has none to read)."""
+    a, p = np.asarray(scored_us, dtype=float), np.asarray(traced_us, dtype=float)
+    if not a.size or not p.size or a.mean() <= 0:
+        return 0.0
+    var = sum(x.var(ddof=1) / x.size for x in (a, p) if x.size > 1)
+    return float(2 * np.sqrt(var) / a.mean())
 
 
 def _drift_steps(side) -> tuple[list, list]:
