@@ -217,7 +217,13 @@ class Capture:
         CPU of the process's threads other than the training thread (gloo's: ``ddp.threads``)
         and that CPU between buckets' readiness, per bucket (``ddp.bucket_cpu``:
         :mod:`calibration.ddp_meter`), from which calibration measures gloo's CPU per
-        collective and per MiB and its wake-ups."""
+        collective and per MiB and its wake-ups.
+
+        Raises:
+            TypeError: ``model`` is not a ``torch.nn.Module``."""
+        if not isinstance(model, torch.nn.Module):   # (its parameters were read: a traceback)
+            raise TypeError(f"Capture.ddp(model): expected the DistributedDataParallel module "
+                            f"(a torch.nn.Module), got a {type(model).__name__}")
         self._ddp = ddp_record(model)
         self._ddp_model = model if self._ddp is not None else None
         if self._ddp is None:   # a script run without torchrun: say why nothing is recorded
@@ -273,7 +279,8 @@ class Capture:
                 counts, both probes
                 at once, a probe without a loader made by :meth:`dataloader`, or a
                 ``probe_batch_size`` that is not a whole number ≥ 1 or is the loader's own,
-                or ``cold_probe`` without a distributed job recorded by :meth:`ddp`.
+                or ``cold_probe`` not a bool or without a distributed job recorded by
+                :meth:`ddp`.
             RuntimeError: a second call on one Capture (it would overwrite the first capture).
         When no trace was written (the loop ended before the profiler completed its active
         steps), a ``UserWarning`` says so at the end, with the sidecar's warnings.
@@ -285,6 +292,8 @@ class Capture:
         if isinstance(probe_steps, bool) or not isinstance(probe_steps, int) or probe_steps < 1:
             raise ValueError(f"probe_steps={probe_steps!r}: expected a whole number of steps "
                              ">= 1")
+        if not isinstance(cold_probe, bool):     # ("no" asked for 36 steps of the probe)
+            raise ValueError(f"cold_probe={cold_probe!r}: expected True or False")
         if cold_probe and self._ddp_model is None:
             raise ValueError("cold_probe needs a distributed job: call Capture.ddp(model) on "
                              "every rank first")
