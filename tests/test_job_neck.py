@@ -49,3 +49,17 @@ def test_exposed_communication_and_plain_work():
     # an input-bound job: 25 ms in next() beside 19 ms of transfer is the input's
     e, f = RankWaits(30_000.0, 10_000.0, 0.0, 25_000.0), RankWaits(30_000.0, 11_000.0, 0.0)
     assert job_bottleneck([e, f]) is None
+
+
+def test_validate_finds_a_ddp_demo_ranks_sidecar(tmp_path):
+    """The DDP demo's folder holds rank<N>.json beside rank<N>.sidecar.json (calibrate reads
+    them so); the harness's folder sidecar.json comes first."""
+    from stepsim.calibration.sidecar import sidecar_beside
+
+    (tmp_path / "rank1.json").write_text("[]")
+    assert sidecar_beside(tmp_path / "rank1.json") is None
+    (tmp_path / "rank1.sidecar.json").write_text("{}")
+    assert sidecar_beside(tmp_path / "rank1.json") == tmp_path / "rank1.sidecar.json"
+    assert sidecar_beside(tmp_path / "rank0.json") is None
+    (tmp_path / "sidecar.json").write_text("{}")
+    assert sidecar_beside(tmp_path / "rank1.json") == tmp_path / "sidecar.json"
