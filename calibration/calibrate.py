@@ -118,12 +118,13 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
         runs = [[load_sidecar(p) for p in sides.values()] for sides in
                 [ranks] + [s for _, s in reps]]
         rep_paths = [p for p, _ in reps]
-        def pooled(model: StepModel) -> StepModel:
-            # every run's records pooled: buckets' CPU, wake-ups, barrier release, cold resume
+        def pooled(model: StepModel) -> StepModel:   # every run's records, within bounds
             model = pool_runs(_warned(model, said), Path(trace), rep_paths, runs, speeds)
-            model = pool_barrier(pool_wake(pool_bucket_cpu(model, runs, speeds), runs), runs)
-            return _with_walls(apply_replicates(_held_against(pool_cold(model, runs), runs),
-                                                speeds), runs)
+            model = pool_wake(pool_bucket_cpu(model, runs, speeds), runs)
+            model = pool_cold(pool_barrier(model, runs), runs)
+            with records_checked(trace, sidecar):   # (model_copy checked none)
+                type(model.comm).model_validate(model.comm.model_dump())
+            return _with_walls(apply_replicates(_held_against(model, runs), speeds), runs)
         return _calibrate(trace, sidecar, step_regex, steps).then(pooled)
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "

@@ -1,4 +1,5 @@
-"""A re-measured DDP job's bottleneck from its ranks' capture sidecars: where the training
+"""A re-measured CPU (gloo) DDP job's bottleneck from its ranks' capture sidecars (a GPU job's
+thread blocks on its device as well: not read here): where the training
 thread's wall time outside ``next()`` went, per rank, and which share of the job's step names
 it.
 
@@ -7,8 +8,8 @@ no core free: ``steps[].run_wait_us``) and the rest, when the thread was blocked
 step the thread blocks in the collectives (and a barrier): it waits there for the last rank
 to arrive (arrival skew) and for the transfer. Reading that blocked time as a wait for cores
 named a straggler's job ``cpu_cores`` (newuser2's 2-rank gloo job with a DataLoader worker,
-2026-12-06: a 40 ms straggler's runs, and the baseline's, all measured ``cpu_cores``; rank 0
-blocked 49 ms of a 77 ms step, its run-queue wait 4 ms).
+2026-12-06: a 40 ms straggler's runs, and the baseline's, all measured ``cpu_cores``; over
+the scored steps rank 0 blocked 46.0 ms of a 67.8 ms step, its run-queue wait 1.5 ms).
 
 Per job (:func:`job_bottleneck`): the rank that blocked least waited for the transfer alone
 (it arrived last), so the job's exposed communication is that rank's blocked time ``b_min``

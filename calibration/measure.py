@@ -277,7 +277,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     steps = find_steps(table, step_regex=step_regex)
     if not steps:
         raise no_step_error(p, steps.warnings)
-    if table.gpu_mask().any():
+    if gpu := bool(table.gpu_mask().any()):
         # as in calibration: a step the profiler lost GPU work of is not a measured step
         kept, why = usable_steps(table, link(table), steps)
         if not kept:
@@ -323,15 +323,15 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
     workers = side is not None and side.loader.num_workers > 0
     ddp = side.ddp if side is not None else None
     world = rank_of(raw, [])[1]
-    # a DDP rank's wall past its CPU is its collectives' wait: cores by its run-queue wait
-    waits = rank_waits(prof) if ddp is not None and max(world, ddp.world_size) > 1 else None
+    # a CPU DDP rank's wall past its CPU is its collectives' wait: cores by its run-queue wait
+    waits = rank_waits(prof) if ddp and max(world, ddp.world_size) > 1 and not gpu else None
     if workers and compute_cpu and (waits.waited_for_cores() if waits is not None else
                                     waited_for_cores(compute_wall, compute_cpu)):
         neck = "cpu_cores"
     elif share >= INPUT_BOUND_SHARE:
         neck = "input"
     else:
-        neck = "compute" if table.gpu_mask().any() else "host_compute"
+        neck = "compute" if gpu else "host_compute"
     return MeasuredSteps(p, [float(v) for v in step_us], [float(v) for v in wait], neck, notes,
                          numbers, startup,
                          None if side is None else loader_settings(side),
