@@ -66,7 +66,8 @@ class ThreadCPU(StrictScalars):
     model_config = CFG
     tid: int
     name: str = ""
-    cpu_us: float = Field(ge=0)
+    cpu_us: float = US
+    """(At most ``MAX_DURATION_US``, as its other times: 1e300 µs was read as gloo's CPU.)"""
     runqueue_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     """Its wait for a core while runnable (schedstat's second field; None in older sidecars)."""
     timeslices: int | None = Field(default=None, ge=0)
@@ -159,6 +160,20 @@ class DDPRecord(StrictScalars):
             raise ValueError(f"rank {self.rank} is not below world_size {self.world_size}")
         if self.hosts and len(self.hosts) != self.world_size:
             raise ValueError(f"{len(self.hosts)} host names for world_size {self.world_size}")
+        # one record per thread, pause and wait (a copied record counted, or defeated the
+        # barrier probe's check of which rank arrived last, silently)
+        for what, keys, say in (
+                ("threads", [t.tid for t in self.threads], "thread {:d}"),
+                ("cold_probe", [p.pause_us for p in self.cold_probe], "the {:g} µs pause"),
+                ("barrier_probe", [p.wait_us for p in self.barrier_probe], "the {:g} µs wait")):
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            if twice:
+                raise ValueError(f"{what} records {say.format(twice[0])} twice")
+        grad = self.grad_bytes
+        big = next((b for b in self.bucket_cpu if grad and b.bytes > grad), None)
+        if big is not None:      # (2^62 B was fitted as a bucket: a per-MiB cost of ~0)
+            raise ValueError(f"bucket_cpu has a bucket of {big.bytes} B, more than the job's "
+                             f"gradients ({grad} B): the record of another job")
         return self
 
     @property

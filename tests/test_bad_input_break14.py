@@ -27,9 +27,10 @@ def test_cold_probe_is_a_bool(tmp_path, bad):
 
 def test_a_replicates_impossible_wakeups_are_refused(gloo_run, tmp_path):  # noqa: F811
     """A replicate whose buckets' records say 2^62 wake-ups a step: pooled over the runs
-    (model_copy, which checks no bound), the model held ``comm.wakeups`` 4.6e18 past its bound
+    (model_copy, which checks no bound), the model held ``comm.wakeups`` 2.3e17 past its bound
     of 1e6, was written (exit 0) and every verb that loaded it failed; it is refused when
-    calibrated, one line naming the capture, as the capture's own are."""
+    calibrated, one line naming the capture, as the capture's own are. (The capture's marks
+    are set to 7 + 12/MiB wake-ups a step, so its fit is measured on any kernel.)"""
     import json
 
     from stepsim.fit import calibrate
@@ -37,12 +38,61 @@ def test_a_replicates_impossible_wakeups_are_refused(gloo_run, tmp_path):  # noq
     from tests.test_ddp_replicate_load import _runs
 
     cap, rep = _runs(gloo_run[0], tmp_path, [0.0, 0.0])
-    before = {f: f.read_bytes() for f in sorted(cap.glob("*"))}
-    for f in sorted(rep.glob("rank*.sidecar.json")):
-        data = json.loads(f.read_text())
-        for b in data["ddp"]["bucket_cpu"]:
-            b["timeslices"] = 2 ** 62
-        f.write_text(json.dumps(data))
+    mib = 2 ** 20
+
+    def marks(folder, per_step):
+        for f in sorted(folder.glob("rank*.sidecar.json")):
+            data = json.loads(f.read_text())
+            data["ddp"]["bucket_cpu"] = [
+                {"bytes": b, "cpu_us": 1e3, "steps": 4, "timeslices": per_step(b),
+                 "runqueue_us": 150.0 * per_step(b) if per_step(b) < 2 ** 40 else 1e6}
+                for b in (mib // 4, mib // 2)]      # (the job's gradients: 1 MiB)
+            f.write_text(json.dumps(data))
+
+    marks(cap, lambda b: 4 * (7 + 3 * b // (mib // 4)))
+    marks(rep, lambda b: 2 ** 62)
+    assert calibrate(cap).meta.sources["comm.wakeups"] == "measured"
+    before = {f: f.read_bytes() for f in sorted(cap.glob("*")) + sorted(rep.glob("*"))}
     with pytest.raises(InputError, match=r"impossible model \(CommParams\.wakeups"):
         calibrate(cap, replicates=[rep])
-    assert {f: f.read_bytes() for f in sorted(cap.glob("*"))} == before
+    assert {f: f.read_bytes() for f in before} == before
+
+
+def _ddp_sidecar(tmp_path, **ddp):
+    import json
+
+    p = tmp_path / "rank0.sidecar.json"
+    p.write_text(json.dumps({"stepsim_sidecar": 1, "loader": {"num_workers": 0},
+                             "ddp": {"world_size": 2, "rank": 0, "backend": "gloo",
+                                     "params": [{"name": "w", "shape": [256, 256],
+                                                 "numel": 65536, "dtype": "float32",
+                                                 "bytes": 262144}], **ddp}}))
+    return p
+
+
+@pytest.mark.parametrize("ddp, said", [
+    # 1e300 µs of a thread's CPU was read as gloo's (its other times are bounded)
+    ({"threads": [{"tid": 5, "cpu_us": 1e300}]}, r"ddp\.threads\.0\.cpu_us"),
+    # a copied record: counted twice, or (the barrier probe) taken for a second rank's
+    ({"threads": [{"tid": 5, "cpu_us": 1.0}, {"tid": 5, "cpu_us": 2.0}]},
+     r"threads records thread 5 twice"),
+    ({"cold_probe": [{"pause_us": 1e4, "hot_cpu_us": 5e3, "cold_cpu_us": 6e3, "steps": 6}] * 2},
+     r"cold_probe records the 10000 µs pause twice"),
+    ({"barrier_probe": [{"wait_us": 4e4, "barrier_us": 1e3, "steps": 6}] * 2},
+     r"barrier_probe records the 40000 µs wait twice"),
+    # a bucket of 2^62 B beside 256 KiB of gradients was fitted (a per-MiB cost of ~0)
+    ({"bucket_cpu": [{"bytes": 2 ** 62, "cpu_us": 1e3, "steps": 4}]},
+     r"bucket_cpu has a bucket of 4611686018427387904 B, more than the job's gradients "
+     r"\(262144 B\)"),
+])
+def test_impossible_ddp_records_are_refused(tmp_path, ddp, said):
+    from stepsim.calibration.sidecar import load_sidecar
+    from stepsim.simcore.errors import InputError
+
+    p = _ddp_sidecar(tmp_path, **ddp)
+    before = p.read_bytes()
+    with pytest.raises(InputError, match=said) as got:
+        load_sidecar(p)
+    assert str(p) in str(got.value) and "\n" not in str(got.value)
+    assert p.read_bytes() == before
+    load_sidecar(_ddp_sidecar(tmp_path))     # the same record without them reads
