@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import brentq
 
 from stepsim.calibration.corun import activities, corun_loads
 from stepsim.calibration.sidecar import load_sidecar
@@ -80,6 +81,19 @@ def implied(ratio: float, o_s: float, o_1: float) -> float:
     return (ratio - 1) / (o_s - ratio * o_1)
 
 
+def _work_a(one: dict, zero: dict) -> float:
+    """One ``a`` for a 0-worker step's work (its batch and its training step, loads 0)
+    against the 1-worker runs' (loads ``o_batch``, ``o_step``):
+    ``(b / (1 + a·o_b) + s / (1 + a·o_s)) / (b + s)`` = the measured ratio of the sums."""
+    b, s = one["batch"], one["step"]
+    want = (zero["batch"] + zero["step"]) / (b + s)
+
+    def gap(a: float) -> float:
+        return (b / (1 + a * one["o_batch"]) + s / (1 + a * one["o_step"])) / (b + s) - want
+
+    return float(brentq(gap, -0.5, 5.0)) if gap(-0.5) * gap(5.0) < 0 else float("nan")
+
+
 def _boot(v: np.ndarray, rng) -> str:
     v = v[np.isfinite(v)]
     if not v.size:
@@ -91,7 +105,7 @@ def _boot(v: np.ndarray, rng) -> str:
 
 def main(outs: list[str]) -> None:
     rows = {}
-    caps = []
+    caps, works = [], []
     for out in map(Path, outs):
         f = folder(out)
         caps.append(f["capture"])
@@ -106,8 +120,15 @@ def main(outs: list[str]) -> None:
                 a = implied(r, m[f"o_{kind}"], one[f"o_{kind}"])
                 rows.setdefault((s, kind), []).append((r, a))
                 line += f" {kind} x{r:.3f} (o {one[f'o_{kind}']:.2f}->{m[f'o_{kind}']:.2f}, a {a:+.2f})"
+        zero = f["settings"].get(0)
+        if zero is not None:
+            works.append(_work_a(one, zero))
+            line += f" | nw0 batch + step: a {works[-1]:+.3f}"
         print(line)
     rng = np.random.default_rng(0)
+    w = np.array(works)
+    print(f"nw0 batch + step CPU: implied a {_boot(w, rng)}; over the sets P10-P90 "
+          f"{np.nanpercentile(w, 10):+.3f} to {np.nanpercentile(w, 90):+.3f}")
     print(f"capture / its replicates (batch + step CPU): {_boot(np.array(caps), rng)}")
     for (s, kind), v in sorted(rows.items()):
         v = np.array(v)
