@@ -95,8 +95,8 @@ def refault_at(op, r: float, q: float) -> float:
     ``touched_us × r`` (its memory grows with the samples at most linearly: activations and
     their gradients per sample, the parameters' not at all), where ``touched_us`` is measured.
     A step cannot fault in again more pages than it touches, so ``q`` only holds while the
-    share of its pages given back rises (at the demo's 20,000 pages touched against 13,000 at
-    most re-faulted, up to 1.5× the linear growth)."""
+    share of its pages given back rises (a demo capture of 2026-12-06: 18,956 pages touched
+    against 14,340 at most re-faulted, so up to 1.32× the linear growth)."""
     grown = op.refault_us * faults_at(r, q)
     return min(grown, op.touched_us * r) if op.touched_us > 0 else grown
 
