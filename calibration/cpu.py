@@ -299,9 +299,11 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     if rf is not None and rf.refault_us > 0 and rf.unprofiled_us > 0:
         g = rf.fault_free_us / rf.unprofiled_us     # to the fault-free work, then the share
         compute_us = compute_us * g
-        split["refault_us"] = rf.refault_us / rf.fault_free_us * float(compute_us.mean())
+        split.update({f"{k}_us": v / rf.fault_free_us * float(compute_us.mean()) for k, v in
+                      (("refault", rf.refault_us), ("touched", rf.touched_us))})  # its bound
         refault = {"refault_share": 0.5, "refault_share_range": (0.0, 1.0)}
-        sources.update({"host.ops[1].refault_us": "measured", "host.refault_share": "assumed"})
+        sources.update({"host.ops[1].refault_us": "measured", "host.refault_share": "assumed",
+                        "host.ops[1].touched_us": "measured"})
         # what the replay undoes (models.host_speed.at_capture_speed)
         stepf = ((stepf[0] if stepf else 1.0) * g,) + (tuple(stepf[1:]) if stepf else ())
         warnings.append(rf.describe())

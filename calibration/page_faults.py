@@ -108,6 +108,9 @@ class Refault:
         unprofiled_us: CPU per step outside ``next()`` of the unprofiled steps.
         fault_free_us: the same less ``per_fault_us`` × each step's faults.
         n: the unprofiled steps measured.
+        touched_faults: the pages the step touches, the most it can re-fault: its first
+            step's faults (a fresh heap faults in every page it touches once), or
+            ``max_faults`` where more (the first step reused pages the set-up had freed).
     """
 
     per_fault_us: float
@@ -116,11 +119,17 @@ class Refault:
     unprofiled_us: float
     fault_free_us: float
     n: int
+    touched_faults: int = 0
 
     @property
     def refault_us(self) -> float:
         """CPU µs of a step that re-faults as much as the capture's most."""
         return self.max_faults * self.per_fault_us
+
+    @property
+    def touched_us(self) -> float:
+        """CPU µs of a step that faults in every page it touches (``HostOp.touched_us``)."""
+        return max(self.touched_faults, self.max_faults) * self.per_fault_us
 
     def describe(self) -> str:
         return (f"the training step's page faults (measured): a step re-faulted up to "
@@ -238,4 +247,5 @@ def refault_fit(side: Sidecar | None) -> Refault | None:
     y = np.array([step_work_us(s) for s in unprof])
     x = np.array([s.minflt for s in unprof], dtype=float)
     free = float(np.median(np.maximum(y - per[0] * x, 0.0)))
-    return Refault(per[0], per[1], most, float(np.median(y)), free, len(unprof))
+    return Refault(per[0], per[1], most, float(np.median(y)), free, len(unprof),
+                   max(int(side.steps[0].minflt or 0), most))

@@ -151,6 +151,10 @@ class HostOp(StrictModel):
     """For ``cpu`` ops: CPU µs a step spends re-faulting memory the allocator gave back to the
     kernel, at the most measured (``dur_us`` and ``samples_us`` exclude it); the step pays
     ``HostParams.refault_share`` of it (:mod:`calibration.page_faults`). 0: none."""
+    touched_us: Micros = 0.0
+    """For ``cpu`` ops: CPU µs of faulting in every page the step touches once (its first
+    step's faults, measured): what ``refault_us`` cannot pass × the samples' ratio at any
+    batch size (:mod:`scenarios.batch_size`). 0: not measured."""
     replay_us: list[Micros] | None = None
     """One value (µs) per step of the captured window (:class:`ReplayWindow`), in order: what
     this op took in that step (for ``next_batch``, the measured ``next()`` time). Only a
@@ -164,10 +168,10 @@ class HostOp(StrictModel):
         return self
 
     def scaled(self, factor: float) -> "HostOp":
-        """This op with ``dur_us`` and each of ``samples_us`` multiplied by ``factor``
-        (``replay_us``, the captured window's own values, kept)."""
+        """This op with its durations multiplied by ``factor`` (``replay_us`` kept)."""
         return self.model_copy(update={
             "dur_us": self.dur_us * factor, "refault_us": self.refault_us * factor,
+            "touched_us": self.touched_us * factor,
             "samples_us": [v * factor for v in self.samples_us] if self.samples_us
             else self.samples_us})
 
