@@ -9,7 +9,7 @@ import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_loader import loader_nexts
-from stepsim.calibration.gloo_resume import resume_after_wait, wait_start
+from stepsim.calibration.gloo_resume import last_resume
 from stepsim.calibration.profiler_events import phase_events
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
@@ -167,10 +167,10 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None, c
         # busy with the ones before) is not this wait (the demo's captures: 2 of 25 had the
         # last rank's resume before the start in most steps, and so kept its late end stamp)
         # nor is the wait for the bucket before it, when that all-reduce was still running at
-        # backward's end: the search starts at its end (calibration.gloo_resume.wait_start)
-        resume = None if main_ev is None else resume_after_wait(
-            *main_ev, wait_start(cur, [c.run for c in mine if c.kind == "all_reduce"]),
-            s.end_ns)
+        # backward's end (calibration.gloo_resume.last_resume)
+        resume = None if main_ev is None else last_resume(
+            *main_ev, max(cur, mine[last_ar].run[0]),
+            [c.run for c in mine[:last_ar + 1] if c.kind == "all_reduce"], s.end_ns)
         cur = max(cur, mine[last_ar].run[1])
     ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
     phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}

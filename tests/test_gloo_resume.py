@@ -59,7 +59,7 @@ def test_the_wait_for_the_bucket_before_the_last_is_not_the_resume():
     start, resumed at 6726, 5.7 ms before the last all-reduce ended)."""
     from types import SimpleNamespace
 
-    from stepsim.calibration.gloo_resume import wait_start
+    from stepsim.calibration.gloo_resume import last_resume
     from stepsim.calibration.gloo_steps import _Coll, _fit_step
 
     us = 1000
@@ -73,10 +73,10 @@ def test_the_wait_for_the_bucket_before_the_last_is_not_the_resume():
     assert rec.resume_ns == 12425 * us
     assert rec.opt_work_us == pytest.approx(1575.0)
     assert resume_after_wait(*main_ev, 1053 * us, 14_000 * us) == 6726 * us   # the old window
-    # an earlier bucket's end stamped after the last one's is held to the last one's end
-    assert wait_start(0, [(10, 900), (20, 500)]) == 500
-    assert wait_start(700, [(20, 500)]) == 700
-    assert wait_start(7, []) == 7
+    # the bucket before the last stamped its end after the resume found (late): unchanged
+    late = [(600 * us, 6800 * us), (1053 * us, 12398 * us)]
+    assert last_resume(*main_ev, 1033 * us, late, 14_000 * us) == 6726 * us
+    assert last_resume(*main_ev, 1033 * us, late[1:], 14_000 * us) == 6726 * us
 
 
 def test_lags_count_from_the_first_rank_to_resume():
