@@ -23,8 +23,9 @@ transfer is its duration on the **last rank to arrive** (never the mean; the las
 all-reduce's ends no later than the main thread it woke resumed: a worker may stamp its end
 late); the rest, on the others, is arrival skew. Each rank's late resume after the last
 all-reduce is measured per step and drawn by the optimizer op
-(:mod:`calibration.gloo_resume`); a capture's replicates pool the transfers
-(:mod:`calibration.gloo_pool`).
+(:mod:`calibration.gloo_resume`); a capture's replicates pool the transfers and the lags
+(:mod:`calibration.gloo_pool`). The last bucket's copy into the gradients after that resume,
+per MiB, is ``comm.grad_copy_us_per_mb``.
 
 The model, from the reference rank (the one that arrives first at the median collective,
 whose own work is never hidden behind waiting), per step on the host thread: ``cpu`` ops for
@@ -157,10 +158,12 @@ def _collectives(ranks: dict[int, "_Rank"], order: list[int], nums: list[int], s
 
 
 def job_transfers(tables: list[EventTable]
-                  ) -> tuple[list[tuple[str, int | None]], np.ndarray, list[float]]:
+                  ) -> tuple[list[tuple[str, int | None]], np.ndarray, list[float],
+                             list[float] | None]:
     """One gloo job's collectives, as ``(kind, elements)`` in enqueue order, their transfer
-    per step (µs, ``(steps, colls)``: the span on the last rank to arrive) and their median
-    overlap with backward, as :func:`calibrate_gloo` measures them (used to pool a capture's
+    per step (µs, ``(steps, colls)``: the span on the last rank to arrive), their median
+    overlap with backward, and each step's late rank's resume lag (µs, None where a step has
+    no resume), as :func:`calibrate_gloo` measures them (used to pool a capture's
     replicates).
 
     Raises:
@@ -169,7 +172,34 @@ def job_transfers(tables: list[EventTable]
     ranks, order, nums, step = _job(tables, [])
     colls = step[order[0]][nums[0]].colls
     got = _collectives(ranks, order, nums, step)
-    return [(c.kind, c.numel) for c in colls], got[3], got[5]
+    lags = _lags(ranks, order, nums, step, got[0])
+    return ([(c.kind, c.numel) for c in colls], got[3], got[5],
+            None if lags is None else late_lags(lags))
+
+
+def _lags(ranks: dict, order: list[int], nums: list[int], step: dict, offset: dict
+          ) -> np.ndarray | None:
+    """Each rank's late resume after the last all-reduce per step (µs, ``(ranks, steps)``,
+    :func:`calibration.gloo_resume.resume_lags`), or None where the step does not end with
+    the optimizer after that wait or a rank's step has no resume."""
+    if step[order[0]][nums[0]].ops[-1][:2] != ("cpu", "optimizer") or any(
+            step[r][n].resume_ns is None for r in order for n in nums):
+        return None
+    return resume_lags(np.array([[ranks[r].base_ns + step[r][n].resume_ns - offset[r]
+                                  for n in nums] for r in order]))
+
+
+def _copy_rate(recs: list, tasks: list[DeviceTask], lags, factors: dict, sources: dict
+               ) -> dict:
+    """``comm.grad_copy_us_per_mb`` (:class:`models.param_comm.CommParams`): the reference
+    rank's copies of the last bucket after its resume (µs per step, times its optimizer's
+    profiler factor) over that bucket's MiB; ``{}`` without resumes, copy events or sizes."""
+    last = next((ci for kind, _, _, ci in reversed(recs[0].ops) if kind == "sync"), None)
+    copy_us = float(np.mean([r.copy_us for r in recs])) * factors.get("optimizer", 1.0)
+    if lags is None or last is None or not tasks[last].bytes or copy_us <= 0:
+        return {}
+    sources["comm.grad_copy_us_per_mb"] = "measured"
+    return {"grad_copy_us_per_mb": copy_us / (tasks[last].bytes / 2**20)}
 
 
 def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None = None
@@ -210,12 +240,9 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                                 name=f"gloo:{c.kind}" + (f" ({nbytes} B)" if nbytes else ""),
                                 kind="collective", category="communication", phase=phase,
                                 dur_us=float(np.median(transfer[:, k])), bytes=nbytes))
-    lags = None
-    if recs[0].ops[-1][:2] == ("cpu", "optimizer") and all(
-            step[r][n].resume_ns is not None for r in order for n in nums):
-        # each rank's late resume after the last all-reduce (calibration.gloo_resume)
-        lags = resume_lags(np.array([[ranks[r].base_ns + step[r][n].resume_ns - offset[r]
-                                      for n in nums] for r in order]))
+    # each rank's late resume after the last all-reduce (calibration.gloo_resume)
+    lags = _lags(ranks, order, nums, step, offset)
+    if lags is not None:
         for r in order:
             for n in nums:
                 step[r][n].phase_us["optimizer"] = step[r][n].opt_work_us
@@ -258,7 +285,8 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                                      cpu_notes)
     job = [max(step[r][n].step_us for r in order) for n in nums]
     world = max([ranks[r].world for r in order] + [len(order)])
-    comm = comm.model_copy(update={"world_size": world})
+    comm = comm.model_copy(update={"world_size": world, **_copy_rate(recs, tasks, lags,
+                                                                      pf[ref], sources)})
     waits = [sum(d for k, _, d, _ in r.ops if k == "next") * fac[ref] for r in recs]
     loader = rank_loader((sidecars or {}).get(ref), waits,
                          max(Counter(ranks[r].host for r in order).values()), sources, warnings)

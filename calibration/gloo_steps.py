@@ -9,13 +9,15 @@ import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_loader import loader_nexts
-from stepsim.calibration.gloo_resume import resume_after_wait
+from stepsim.calibration.gloo_resume import last_resume
 from stepsim.calibration.profiler_events import phase_events
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
 from stepsim.simcore.errors import InputError
 
 PHASES = ("forward", "backward", "optimizer")
+COPY = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
+"""DDP's copy of a reduced bucket's slice into one gradient (``finalize_backward``)."""
 
 @dataclass
 class _Coll:
@@ -39,6 +41,7 @@ class _StepRec:
     resume_ns: int | None = None    # the main thread's first event after the end-of-backward
     opt_work_us: float = 0.0        # wait, and the step's end after it (calibration.gloo_resume)
     events: dict[str, int] = field(default_factory=dict)   # main-thread events per phase
+    copy_us: float = 0.0            # the last bucket's copy into the gradients, after the resume
 
     def shape(self) -> tuple:
         return tuple((k, p, c) for k, p, _, c in self.ops) + tuple(c.kind for c in self.colls)
@@ -104,8 +107,11 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
         (n.startswith("ProfilerStep#") for n in names), bool, len(names)))
     leaf = leaf[np.argsort(table.ts_ns[leaf], kind="stable")]
     main_ev = (table.ts_ns[leaf], table.end_ns[leaf])
+    cp = np.flatnonzero(on_main & (table.names == COPY))
+    copies = (table.ts_ns[cp], table.end_ns[cp])
     for s in use:
-        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts, main_ev)
+        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts, main_ev,
+                        copies)
         if rec is not None:
             out.steps.append(rec)
     if not out.steps:
@@ -114,7 +120,7 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     return out
 
 
-def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None
+def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None, copies=None
               ) -> _StepRec | None:
     inside = (ag_start >= s.start_ns) & (ag_start < s.end_ns)
     if not inside.any():
@@ -160,11 +166,18 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None
         # started: a longer gap before it (a wait for an earlier bucket, its worker still
         # busy with the ones before) is not this wait (the demo's captures: 2 of 25 had the
         # last rank's resume before the start in most steps, and so kept its late end stamp)
-        resume = None if main_ev is None else resume_after_wait(
-            *main_ev, max(cur, mine[last_ar].run[0]), s.end_ns)
+        # nor is the wait for the bucket before it, when that all-reduce was still running at
+        # backward's end (calibration.gloo_resume.last_resume)
+        resume = None if main_ev is None else last_resume(
+            *main_ev, max(cur, mine[last_ar].run[0]),
+            [c.run for c in mine[:last_ar + 1] if c.kind == "all_reduce"], s.end_ns)
         cur = max(cur, mine[last_ar].run[1])
     ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
     phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}
+    copy_us = 0.0
+    if resume is not None and copies is not None:
+        inside = (copies[0] >= resume) & (copies[0] < s.end_ns)
+        copy_us = float(np.sum(copies[1][inside] - copies[0][inside])) / 1e3
     return _StepRec(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us, resume,
                     (s.end_ns - resume) / 1e3 if resume is not None else 0.0,
-                    phase_events(main_ev, s.start_ns, bwd0, bwd1, s.end_ns))
+                    phase_events(main_ev, s.start_ns, bwd0, bwd1, s.end_ns), copy_us)

@@ -91,6 +91,16 @@ class CommParams(StrictModel):
     over ``latency_us`` to the last rank as a late resume. Empty without a probe (the barrier
     then costs ``latency_us``). Read by :func:`barrier_release_us`."""
 
+    grad_copy_us_per_mb: Micros = 0.0
+    """The training thread's copy of a reduced bucket back into the gradients, µs per MiB of
+    the bucket (DDP's ``finalize_backward``, ``copy_bucket_to_grad``, without
+    ``gradient_as_bucket_view``). Each bucket is copied after its wait; the copies of the
+    earlier buckets fall inside the wait for the later ones, the last bucket's after it, in
+    the calibrated optimizer op. A what-if that rebuilds the buckets moves that op by the
+    change in the last bucket's bytes (:func:`models.ddp_host.apply_ddp_host`). Measured on
+    gloo traces (:mod:`calibration.gloo_steps`: the copies after the resume, over the last
+    bucket's bytes); 0 leaves the op as calibrated."""
+
     @field_validator("barrier_exit")
     @classmethod
     def _barrier_points(cls, pts):

@@ -58,6 +58,9 @@ def test_two_rank_gloo_run_calibrates_into_one_model(gloo_run):
     # the collectives' CPU work on the shared cores, from the job's thread CPU times
     assert model.meta.sources["comm.host_cpu_us_per_mb"] == "measured"
     assert model.comm.host_cpu_us_per_mb > 0 and model.comm.host_cpu_us >= 0
+    # the last bucket's copy into the gradients, after the resume (DDP's copy_bucket_to_grad)
+    assert model.meta.sources["comm.grad_copy_us_per_mb"] == "measured"
+    assert model.comm.grad_copy_us_per_mb > 0
     # the harness's cold-resume probe: one measured share per pause, read from both ranks
     from stepsim.demo.ddp_job import COLD_PAUSES_MS
 

@@ -48,6 +48,37 @@ def test_the_resume_is_searched_from_the_last_all_reduces_start():
     assert rec.opt_work_us == pytest.approx(1600.0)
 
 
+def test_the_wait_for_the_bucket_before_the_last_is_not_the_resume():
+    """When the bucket before the last is still being reduced at backward's end, the main
+    thread waits for it, copies it, then waits for the last: the first wait can be the longer
+    gap. Closed form (µs), from the DDP demo of 11:59:51 (replicate r0, rank 1, step 18):
+    backward 0-1000, bucket 0 enqueued at 500 and reduced 600-6700 (copied 6726-6852), the
+    last bucket enqueued 1000-1033 and reduced 1053-12398 (copied 12425-12600), optimizer
+    12600-13600, step end 14000: gaps 1033-6726 (5693) and 6852-12425 (5573); the resume is
+    12425 and the lag-free optimizer 1575 µs (the old window, from the last all-reduce's
+    start, resumed at 6726, 5.7 ms before the last all-reduce ended)."""
+    from types import SimpleNamespace
+
+    from stepsim.calibration.gloo_resume import last_resume
+    from stepsim.calibration.gloo_steps import _Coll, _fit_step
+
+    us = 1000
+    colls = [_Coll("all_reduce", 65536, "float", (500 * us, 510 * us), (600 * us, 6700 * us)),
+             _Coll("all_reduce", 65536, "float", (1000 * us, 1033 * us), (1053 * us, 12398 * us))]
+    spans = [(0, 500), (500, 510), (510, 1000), (1000, 1033), (6726, 6852), (12425, 12600),
+             (12600, 13600)]
+    main_ev = (np.array([a * us for a, _ in spans]), np.array([b * us for _, b in spans]))
+    step = SimpleNamespace(number=1, start_ns=0, end_ns=14_000 * us)
+    rec = _fit_step(step, colls, np.array([0]), np.array([1000 * us]), (), main_ev)
+    assert rec.resume_ns == 12425 * us
+    assert rec.opt_work_us == pytest.approx(1575.0)
+    assert resume_after_wait(*main_ev, 1053 * us, 14_000 * us) == 6726 * us   # the old window
+    # the bucket before the last stamped its end after the resume found (late): unchanged
+    late = [(600 * us, 6800 * us), (1053 * us, 12398 * us)]
+    assert last_resume(*main_ev, 1033 * us, late, 14_000 * us) == 6726 * us
+    assert last_resume(*main_ev, 1033 * us, late[1:], 14_000 * us) == 6726 * us
+
+
 def test_lags_count_from_the_first_rank_to_resume():
     r = np.array([[1000, 5000, 9000], [1000, 3400, 12000]])       # ns, (ranks, steps)
     assert resume_lags(r).tolist() == [[0.0, 1.6, 0.0], [0.0, 0.0, 3.0]]

@@ -190,10 +190,11 @@ def test_every_source_is_a_parameter_path(single):
         get_value(single, path)   # raises for a path the planner cannot resolve
     assert {f"loader.{k}" for k in LoaderParams.model_fields} <= set(src)
     # comm.line_bytes is no calibrated figure: DDP's bucket rebuild sets it (models.ddp);
-    # comm.cold_resume only the gloo harness's probe (a GPU model writes what it wrote)
+    # comm.cold_resume only the gloo harness's probe (a GPU model writes what it wrote),
+    # comm.grad_copy_us_per_mb only a gloo trace's copies on the training thread
     assert {f"comm.{k}" for k in CommParams.model_fields
             if k not in ("line_bytes", "cold_resume", "cold_resume_opt",
-                         "barrier_exit")} <= set(src)
+                         "barrier_exit", "grad_copy_us_per_mb")} <= set(src)
     assert "comm.cold_resume" not in src and "comm.cold_resume_opt" not in src
     assert src["loader.produce"] == "inferred" and src["loader.num_workers"] == "measured"
     assert src["ranks.0.delay_us"] == "measured" and src["comm.world_size"] == "measured"
