@@ -215,6 +215,7 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
     """
     lane = f"rank{rank}.stream:{stream}"
     done, launched = events.done, events.launched
+    keeps = recorder.keeps   # a recorder that keeps nothing is sent no span (none is made)
     if busy_us > 0:
         yield env.timeout(busy_us)
         recorder.span(Span(lane, "work launched before the window", "busy", 0.0, busy_us, -1,
@@ -231,7 +232,7 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
             if pending:
                 stalled = env.now
                 yield pending[0] if len(pending) == 1 else simpy.AllOf(env, pending)
-                if env.now > stalled:
+                if keeps and env.now > stalled:
                     recorder.span(Span(lane, t.name, "wait", stalled, env.now - stalled, step,
                                        rank, cause="dependency"))
             if t.skip_in_no_sync and not syncing:
@@ -244,13 +245,14 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
             dur_us = t.dur_us if t.replay_us is None else t.replay_us[step]
             if gap_us > 0:
                 yield env.timeout(gap_us)
-                recorder.span(Span(lane, t.name, "wait", ready, gap_us, step, rank,
-                                   cause="device_idle"))
+                if keeps:
+                    recorder.span(Span(lane, t.name, "wait", ready, gap_us, step, rank,
+                                       cause="device_idle"))
             entered = env.now
             req = None
             if t.collective and barrier is not None:
                 yield barrier.arrive(step, t.id)
-                if env.now > entered:
+                if keeps and env.now > entered:
                     recorder.span(Span(lane, t.name, "wait", entered, env.now - entered, step,
                                        rank, cause="arrival_skew"))
             elif t.engine is not None:
@@ -269,8 +271,9 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                     if wait_us > 0 and cpu.active >= cpu.cores:
                         woke = env.now
                         yield env.timeout(wait_us)
-                        recorder.span(Span(lane, t.name, "wait", woke, wait_us, step, rank,
-                                           cause="cpu_cores"))
+                        if keeps:
+                            recorder.span(Span(lane, t.name, "wait", woke, wait_us, step,
+                                               rank, cause="cpu_cores"))
                     # the collective's quanta, over all its pieces, stay MAX_QUANTA's
                     yield from cpu.work(work_us / n_wake, preempt=wait_us > 0,
                                         quanta=MAX_QUANTA // n_wake)
@@ -280,8 +283,9 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                 yield env.timeout(dur_us)
             if req is not None:
                 engines[t.engine].release(req)
-            recorder.span(Span(lane, t.name, "busy", start, dur_us, step, rank,
-                               category=t.category))
+            if keeps:
+                recorder.span(Span(lane, t.name, "busy", start, dur_us, step, rank,
+                                   category=t.category))
             runs.append(TaskRun(rank, step, t.id, stream,
                                 launch_ev.value if launch_ev is not None else None,
                                 ready, start, env.now, gap_us))
