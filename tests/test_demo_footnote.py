@@ -26,6 +26,8 @@ def test_the_footnote_defines_every_column():
     text = _text([row])
     assert "spread: the runs' mean steps, largest less smallest, over their mean" in text
     assert "error: (predicted − measured mean) / measured mean, so + is predicted slower" in text
+    assert "P10–P90: an 80 % interval (8 in 10 settings' measured means should fall inside " \
+        "it) of the pooled mean step" in text
     assert "measured mean (median): of every scored step of the setting's runs, pooled" in text
     # the sign the footnote states is the one the row shows: 229.1 against 131.4 is +74.3 %
     assert round(100 * (229.1 - 131.4) / 131.4, 1) == 74.3 and "+74.3 %" in text
