@@ -266,8 +266,8 @@ class Capture:
         cold resume). Every rank must ask for it alike (the steps stay in step).
 
         A DataLoader not made by :meth:`dataloader` is attached (:meth:`attach`) first. Yields
-        batches: only these ``skip_first + wait + warmup + active`` (then the probe's), after
-        which the loop ends, the capture written; the rest of the epoch is not yielded (loop
+        batches: only these ``skip_first + wait + warmup + active + after`` (then the cold
+        probe's and the loader probe's), after which the loop ends, the capture written; the rest of the epoch is not yielded (loop
         over ``loader`` again to go on training). Stops early (with a warning in the sidecar) if the loader runs out. If the
         caller's loop stops early (``break``, an exception), the sidecar is still written, with
         a warning, and the trace too if the profiler completed its active steps. Per step it

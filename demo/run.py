@@ -60,7 +60,7 @@ from stepsim.scenarios.predict import predict
 from stepsim.scenarios.op_text import parse_set
 from stepsim.scenarios.validate import ledger_line, read_ledger, summarize_ledger, validate
 from stepsim.demo.out_folder import DEMO_ENTRIES, claim_out_folder
-from stepsim.demo.table import print_table as _print_table
+from stepsim.demo.table import kept_note, print_table as _print_table, under_table
 from stepsim.simcore.atomic import make_folder, write_atomic
 from stepsim.simcore.errors import StepsimError
 
@@ -230,8 +230,8 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
             rows.append(_validated_row(model, runs, s, out, seed, work0, records, notes))
             prog.advance()
     _print_table(console, rows, cores, speed_phrase(model))
-    for w in notes:
-        console.print(f"[yellow]note:[/yellow] {w}")
+    for kind, w in under_table(model, notes):
+        console.print(f"[yellow]{kind}:[/yellow] {w}")
     write_atomic(ledger, b"".join(ledger_line(r) for r in records))
     summary = summarize_ledger(read_ledger(ledger))
     cap = drift_cap(model, repeats)
@@ -257,9 +257,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                       "re-measured under outside load and slower than predicted (‡): left out "
                       f"of the score below (`stepsim ledger {ledger}` lists them)")
     if summary.n_outside_load_kept:
-        console.print(f"[yellow]note:[/yellow] {summary.n_outside_load_kept} setting(s) were "
-                      "re-measured under outside load yet faster than predicted: kept in the "
-                      "score below (the load only slows a run, so it cannot explain that error)")
+        console.print("[yellow]note:[/yellow] " + kept_note(rows, summary.n_outside_load_kept))
     console.print(f"ledger {ledger}: {summary.n} out-of-sample "
                   f"prediction{'s' if summary.n != 1 else ''} (the calibration "
                   "setting left out)" + (

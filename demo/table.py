@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from stepsim.models.load_bound import LOAD_WARN
+from stepsim.scenarios.caveats import input_caveats
 
 
 def print_table(console: Console, rows: list[dict], cores: int, speed: str = "") -> None:
@@ -39,7 +40,12 @@ def print_table(console: Console, rows: list[dict], cores: int, speed: str = "")
     console.print("* calibration setting (in-sample): its row checks the calibrated baseline "
                   "and is left out of the score.  "
                   + (f"Predicted {speed}.  " if speed else "")
-                  + dagger + load + "P10–P90: of the pooled mean step of the setting's runs, as "
+                  + dagger + load + "measured mean (median): of every scored step of the "
+                  "setting's runs, pooled.  spread: the runs' mean steps, largest less smallest, "
+                  "over their mean.  error: (predicted − measured mean) / measured mean, so + is "
+                  "predicted slower than measured.  "
+                  "P10–P90: an 80 % interval (8 in 10 settings' measured means should fall "
+                  "inside it) of the pooled mean step of the setting's runs, as "
                   "`stepsim validate` gives it (`whatif`'s is of one run's mean step), on a "
                   "machine without outside load past "
                   f"{100 * LOAD_WARN:.0f} % (a run under it is scored apart, ‡).  "
@@ -47,3 +53,26 @@ def print_table(console: Console, rows: list[dict], cores: int, speed: str = "")
                   "work) over the calibration capture's (the host's speed, plus co-run "
                   "interference).  Bottlenecks: input = the DataLoader, host_compute = the training "
                   "step's CPU work, cpu_cores = workers and training step share too few cores.")
+
+
+def kept_note(rows: list[dict], n_kept: int) -> str:
+    """The note on the ``n_kept`` settings re-measured under outside load yet faster than
+    predicted (kept in the score), naming each setting of ``rows`` that is so and its runs'
+    slowdown: which rows the note means is otherwise left to the reader."""
+    kept = [f"num_workers={r['num_workers']}: up to {1 + r['outside_load_slowdown']:.1f}x "
+            "slower than the machine alone" for r in rows
+            if not r["calibration"] and not r["load_set_apart"]
+            and (r["outside_load_slowdown"] or 0) > LOAD_WARN]
+    return (f"{n_kept} setting(s) were re-measured under outside load yet faster than "
+            "predicted" + (f" ({'; '.join(kept)})" if kept else "") + ": kept in the score "
+            "below (the load only slows a run, so it cannot explain that error)")
+
+
+def under_table(model, notes: list[str]) -> list[tuple[str, str]]:
+    """The lines said right under the table, ``(kind, text)``: each setting's note on its
+    runs' load (``notes``), then what is wrong with the calibration capture itself
+    (:func:`scenarios.caveats.input_caveats`, which every other verb says before its result):
+    a capture under outside load moves every row by its slowdown, which no interval covers,
+    and the table alone showed every row out of its interval with no word why (a new user's
+    demo, 2026-12-06: capture at 57 % of its cores, rows +42 to +77 %)."""
+    return [("note", w) for w in notes] + [("warning", w) for w in input_caveats(model)]

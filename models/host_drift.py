@@ -49,6 +49,7 @@ def drift_cap(model, runs: int, width: float = WIDTH_GOAL) -> tuple[str, dict] |
             f"for the pooled mean of {runs} re-measured run"
             f"{'s' if runs != 1 else ''} host noise alone needs a P10–P90 {100 * needed:.0f} % "
             f"wide to hold 80 % (Student t, {dof:.0f} dof), so a width of {100 * width:.0f} % "
+            "(the goal for the demo's median P10–P90 width, beside 80 % coverage) "
             f"holds at most {100 * held:.0f} % of settings (closed form, taking that spread as "
             "the host's)" + ("; coverage ≥ 80 % within that width cannot be had from this host's "
                              "runs: more re-measured runs per setting, more replicates or a "

@@ -44,7 +44,7 @@ class _Images:
     """The user's dataset the capture block names: real CPU work per sample."""
 
     def __len__(self):
-        return 64 * 16
+        return 64 * 80      # batches for the block's 3 + 1 + 2 + 8 + after=50 steps
 
     def __getitem__(self, i):
         import torch
@@ -67,13 +67,16 @@ def _user_loop():
                                 torch.nn.Linear(512, 2))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
+    calls = []
+
     def train_step(batch):
+        calls.append(1)
         x, y = batch
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
-    return {"dataset": _Images(), "train_step": train_step}
+    return {"dataset": _Images(), "train_step": train_step, "_calls": calls}
 
 
 def test_the_readme_has_the_examples_this_test_runs():
@@ -102,6 +105,12 @@ def test_readme_examples_run_as_written(tmp_path, monkeypatch):
     assert ran == ["python", "calibrate", "whatif", "python"], ran
     assert (tmp_path / "runs/baseline/sidecar.json").is_file()
     assert ns["cal"].model.loader.num_workers == 4 and len(ns["cal"].measured_step_us) == 8
+    # the capture loop ran the number of steps the README says it yields (after=50 counted:
+    # a new user read "yields only skip_first + wait + warmup + active" as 14, newuser3)
+    assert len(ns["_calls"]) == 3 + 1 + 2 + 8 + 50
+    assert "`skip_first + wait + warmup + active + after` batches" in \
+        " ".join((REPO / "README.md").read_text().split()) and "64 with the `after=50` above" in \
+        " ".join((REPO / "README.md").read_text().split())
     assert ns["w"].scenario.p10_step_us <= ns["w"].scenario.p90_step_us
     curve = ns["curve"]
     assert list(curve["loader.num_workers"]) == [0, 1, 2, 4, 8]
