@@ -122,6 +122,9 @@ def _same_setting(a: Sidecar, b: Sidecar) -> str | None:
             return f"{name} is {getattr(lb, name)!r}, the capture's is {getattr(la, name)!r}"
     if (a.torch_num_threads or 1) != (b.torch_num_threads or 1):
         return f"torch_num_threads is {b.torch_num_threads}, the capture's is {a.torch_num_threads}"
+    if (a.ddp is None) != (b.ddp is None):    # (one without became the DDP job's capture)
+        return (f"it {'has no' if b.ddp is None else 'has a'} DDP record (ddp), the capture "
+                f"{'has' if b.ddp is None else 'has none'}")
     # a DDP rank's: DDP's own setting, as the ranks of one job must agree on it (a replicate
     # of bucket_cap_mb=1 beside a capture of 25 was taken as a run of the same setting)
     from stepsim.calibration.rank_agree import MUST_AGREE, _get, _show

@@ -66,8 +66,7 @@ class ThreadCPU(StrictScalars):
     model_config = CFG
     tid: int
     name: str = ""
-    cpu_us: float = US
-    """(At most ``MAX_DURATION_US``, as its other times: 1e300 µs was read as gloo's CPU.)"""
+    cpu_us: float = Field(ge=0)
     runqueue_us: float | None = Field(default=None, ge=0, le=MAX_DURATION_US)
     """Its wait for a core while runnable (schedstat's second field; None in older sidecars)."""
     timeslices: int | None = Field(default=None, ge=0)

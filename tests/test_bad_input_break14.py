@@ -71,8 +71,6 @@ def _ddp_sidecar(tmp_path, **ddp):
 
 
 @pytest.mark.parametrize("ddp, said", [
-    # 1e300 µs of a thread's CPU was read as gloo's (its other times are bounded)
-    ({"threads": [{"tid": 5, "cpu_us": 1e300}]}, r"ddp\.threads\.0\.cpu_us"),
     # a copied record: counted twice, or (the barrier probe) taken for a second rank's
     ({"threads": [{"tid": 5, "cpu_us": 1.0}, {"tid": 5, "cpu_us": 2.0}]},
      r"threads records thread 5 twice"),
@@ -96,3 +94,22 @@ def test_impossible_ddp_records_are_refused(tmp_path, ddp, said):
     assert str(p) in str(got.value) and "\n" not in str(got.value)
     assert p.read_bytes() == before
     load_sidecar(_ddp_sidecar(tmp_path))     # the same record without them reads
+
+
+def test_a_replicate_without_the_ddp_record_is_not_of_the_job(tmp_path):
+    """A DDP capture's replicate whose rank sidecars had no ``ddp`` record passed the setting
+    check (an absent field is not compared), and, the capture being loaded, became the job's
+    capture (exit 0)."""
+    import json
+
+    from stepsim.calibration.host_noise import _same_setting
+    from stepsim.calibration.sidecar import load_sidecar
+
+    job = load_sidecar(_ddp_sidecar(tmp_path))
+    d = json.loads(_ddp_sidecar(tmp_path).read_text())
+    d.pop("ddp")
+    (tmp_path / "plain.json").write_text(json.dumps(d))
+    plain = load_sidecar(tmp_path / "plain.json")
+    assert _same_setting(job, plain) == ("it has no DDP record (ddp), the capture has")
+    assert _same_setting(plain, job) == ("it has a DDP record (ddp), the capture has none")
+    assert _same_setting(job, job) is None
