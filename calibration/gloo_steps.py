@@ -160,14 +160,8 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None
         # started: a longer gap before it (a wait for an earlier bucket, its worker still
         # busy with the ones before) is not this wait (the demo's captures: 2 of 25 had the
         # last rank's resume before the start in most steps, and so kept its late end stamp)
-        # DDP waits for the buckets in order, so the wait for the last one starts after the
-        # one before it ended: a longer wait for that one (its span ran into the last's) is
-        # not this wait (a user's job, 2 buckets on 2 gloo threads: rank 1 woke from an
-        # 11.7 ms wait for bucket 0, copied it, then slept 7.4 ms for bucket 1, and the
-        # longest gap read it 8.2 ms early in 2 of 7 steps, a lag for the other rank)
-        prev = max((c.run[1] for c in mine[:last_ar] if c.kind == "all_reduce"), default=0)
         resume = None if main_ev is None else resume_after_wait(
-            *main_ev, max(cur, mine[last_ar].run[0], prev), s.end_ns)
+            *main_ev, max(cur, mine[last_ar].run[0]), s.end_ns)
         cur = max(cur, mine[last_ar].run[1])
     ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
     phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}

@@ -1,6 +1,6 @@
 """A gloo job's host ops priced from the training thread's CPU where its host had more busy
-threads than cores (calibration.gloo_cpu_price), the wait for the last bucket found after the
-one before it, and the DataLoader's produce basis counting every rank on the host."""
+threads than cores (calibration.gloo_cpu_price), and the DataLoader's produce basis counting
+every rank on the host."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -59,29 +59,6 @@ def test_the_produce_basis_counts_every_rank_on_the_host():
     assert basis == "wall_time" and spec.mean_us == pytest.approx(4000.0)
     spec, _, basis = fit_produce(recs, 1, 2, 1, ranks=2)
     assert basis == "cpu_time" and spec.mean_us == pytest.approx(1600.0)
-
-
-def test_the_wait_for_the_last_bucket_starts_after_the_one_before_it_ended():
-    """DDP waits for its buckets in order. Closed form (µs, a user's rank 1, step 9): backward
-    compute to 17,430; bucket 0 reduced 12,760-28,160, bucket 1 18,030-38,010; the main
-    thread woke from bucket 0 at 29,820 (an 11.7 ms gap), copied it to 30,610, slept for
-    bucket 1 and resumed at 38,060 (a 7.4 ms gap), then the optimizer to 44,000. The resume
-    is 38,060 (the longest gap alone read 29,820, 8.2 ms early, a lag for the other rank)."""
-    from stepsim.calibration.gloo_steps import _Coll, _fit_step
-
-    us = 1000
-    colls = [_Coll("all_reduce", 1_050_000, "float", (12_660 * us, 12_730 * us),
-                   (12_760 * us, 28_160 * us)),
-             _Coll("all_reduce", 262_000, "float", (17_930 * us, 18_000 * us),
-                   (18_030 * us, 38_010 * us))]
-    spans = [(0, 2000), (2400, 12_660), (12_660, 12_730), (12_840, 17_430),
-             (17_930, 18_000), (18_000, 18_100), (29_820, 29_840), (29_860, 30_610),
-             (38_060, 38_070), (38_070, 38_950), (39_120, 44_000)]
-    main_ev = (np.array([a * us for a, _ in spans]), np.array([b * us for _, b in spans]))
-    step = SimpleNamespace(number=9, start_ns=0, end_ns=44_500 * us)
-    rec = _fit_step(step, colls, np.array([7_100 * us]), np.array([17_430 * us]), (), main_ev)
-    assert rec.resume_ns == 38_060 * us
-    assert rec.opt_work_us == pytest.approx(6440.0)
 
 
 JOB = Path(__file__).parent / "data" / "gloo_loader_job"
