@@ -35,7 +35,11 @@ after it, ``optimizer`` after the end-of-backward wait), a ``launch`` per enqueu
 on the last all-reduce where backward's compute ends (the untraced wait). Each ``cpu`` op keeps
 its measured per-step durations (``samples_us``); waits are excluded, since the simulator adds
 them, and so is the training thread's preemption by the collectives reduced during backward
-(:mod:`calibration.gloo_preempt`). Every other rank's extra host time per phase (its mean minus the reference's, when
+(:mod:`calibration.gloo_preempt`). Where the host's ranks' training threads and DataLoader
+workers outnumber its cores, each step's ops are priced from the training thread's CPU
+instead of its walls, which then hold waits for a core the simulator adds itself
+(:mod:`calibration.gloo_cpu_price`; nothing is then deducted for the preemption). Every other
+rank's extra host time per phase (its mean minus the reference's, when
 positive) is its ``RankParams.phase_extra_us``; each rank's host name (``host_name`` of the
 trace) is its ``RankParams.host``, so ranks on one host share its cores.
 
@@ -73,6 +77,7 @@ import numpy as np
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_comm import GLOO_STREAM, comm_params, record_sizes
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES
+from stepsim.calibration.gloo_cpu_price import cpu_priced, price_from_cpu
 from stepsim.calibration.gloo_loader import rank_loader
 from stepsim.calibration.gloo_preempt import deduct_preemption
 from stepsim.calibration.gloo_resume import late_lags, resume_lags
@@ -246,6 +251,12 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         for r in order:
             for n in nums:
                 step[r][n].phase_us["optimizer"] = step[r][n].opt_work_us
+    # on a host with more busy threads than cores, the ops' walls hold waits for a core that
+    # the simulator adds itself: priced from the training thread's CPU (calibration.
+    # gloo_cpu_price)
+    by_cpu = cpu_priced({r: ranks[r].host for r in order}, sidecars or {})
+    price_notes = price_from_cpu(step, order, nums, sidecars, lags is not None,
+                                              warnings) if by_cpu else {}
     # the profiler's cost shared by each phase's events (calibration.profiler_events)
     pf = {r: phase_factors(fac[r], {p: float(np.mean([step[r][n].phase_us[p] for n in nums]))
                                     for p in PHASES},
@@ -290,7 +301,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     waits = [sum(d for k, _, d, _ in r.ops if k == "next") * fac[ref] for r in recs]
     loader = rank_loader((sidecars or {}).get(ref), waits,
                          max(Counter(ranks[r].host for r in order).values()), sources, warnings)
-    ops, preempted = deduct_preemption(
+    ops, preempted = (ops, 0.0) if price_notes else deduct_preemption(
         ops, {t.id for t in tasks if t.kind == "collective" and t.bytes},
         {r: ranks[r].host for r in order}, sidecars or {}, loader.host_cores,
         max([op.threads for op in ops if op.kind == "cpu" and op.parallel_fraction > 0] or [1]),
@@ -311,6 +322,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
                  for i, r in enumerate(order)),
              "measured_median_step_us": float(np.median(job)), **fac_notes, **cpu_notes,
+             **price_notes,
              **({"profiler_phase_factor": ";".join(
                  f"{r}:" + ",".join(f"{p}={v:.6f}" for p, v in pf[r].items()) for r in order)}
                 if fac_notes else {}),

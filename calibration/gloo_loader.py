@@ -5,7 +5,8 @@ each step. :func:`calibration.gloo.calibrate_gloo` models that as a ``next_batch
 (the time is then not in ``forward``), and the loader as the single-rank CPU calibration does
 (:mod:`calibration.cpu`): the settings, per-batch produce times and host cores from the
 reference rank's capture sidecar (:func:`calibration.sidecar_fit.loader_from_sidecar`:
-``measured``); without produce records, at ``num_workers=0`` the produce time is the measured
+``measured``; the produce times are CPU times where every rank on the host's workers and
+training threads together outnumbered its cores, as their walls then hold waits for one); without produce records, at ``num_workers=0`` the produce time is the measured
 ``next()`` time (``inferred``: it holds the main thread's wait as well as the work).
 """
 from __future__ import annotations
@@ -36,7 +37,8 @@ def rank_loader(side, next_us: list[float], ranks_per_host: int, sources: dict,
     and ``warnings``."""
     lp: dict = {}
     if side is not None and getattr(side, "loader", None) is not None:
-        upd, src, warn, _ = loader_from_sidecar(side, side.torch_num_threads or 1)
+        upd, src, warn, _ = loader_from_sidecar(side, side.torch_num_threads or 1,
+                                              ranks_per_host)
         lp.update(upd)
         sources.update(src)
         warnings += warn

@@ -20,7 +20,9 @@ between the first bucket's readiness and the last's (the capture sidecar's
 that share a host (times the profiler factor the host durations were scaled by), when the host's training threads are at least its cores; from the
 backward ``cpu`` ops between the first and the last all-reduce enqueue, in proportion to
 their time (and from each step's samples alike). Nothing without the marks, or with a core
-to spare (a woken gloo thread then takes the idle core, in the simulator as on Linux).
+to spare (a woken gloo thread then takes the idle core, in the simulator as on Linux), and
+nothing where the ops are priced from the training thread's CPU, which holds no wait
+(:mod:`calibration.gloo_cpu_price`).
 """
 from __future__ import annotations
 

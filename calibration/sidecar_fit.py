@@ -41,7 +41,8 @@ def loader_settings(sidecar: Sidecar) -> dict:
                 in_order=True if ls.in_order is None else ls.in_order, batch_size=ls.batch_size)
 
 
-def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: int = 1):
+def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: int = 1,
+                ranks: int = 1):
     """The produce-time distribution from steady-state records.
 
     Returns ``(DurationSpec, threads_per_worker, basis)``. ``threads_per_worker`` is the
@@ -49,11 +50,13 @@ def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: in
     threads ran). When the calibration run had no more producer and host threads than cores,
     each batch's **wall** time × threads is used: it is what producing cost on this machine as
     it was, other load included. Otherwise the wall time is inflated by the run's own
-    contention, which the simulator models itself, so the CPU time is used.
+    contention, which the simulator models itself, so the CPU time is used. ``ranks``: the
+    job's ranks on this host, each with its own workers and main threads (a DDP job's ranks
+    with a worker each on 2 cores: 4 busy threads, the batches' walls 2.5-3x their CPU).
     """
     par = float(np.median([r.work_us / r.wall_us for r in recs if r.wall_us > 0] or [1.0]))
     tpw = int(round(par)) if par > 1.3 else 1
-    threads = num_workers * tpw + main_threads
+    threads = ranks * (num_workers * tpw + main_threads)
     if host_cores is not None and threads > host_cores:
         return DurationSpec.from_samples([r.work_us for r in recs]), tpw, "cpu_time"
     return DurationSpec.from_samples([r.wall_us * tpw for r in recs]), tpw, "wall_time"
@@ -92,10 +95,11 @@ def capture_loads(side: Sidecar) -> tuple[float, float]:
     return mean_load(acts, loads, "batch"), mean_load(acts, loads, "step")
 
 
-def loader_from_sidecar(side: Sidecar, main_threads: int = 1):
+def loader_from_sidecar(side: Sidecar, main_threads: int = 1, ranks: int = 1):
     """``(fields, sources, warnings, basis)``: LoaderParams fields the sidecar measures, their
     sources, what it could not measure, and the produce basis (``wall_time``/``cpu_time``,
-    None without produce records)."""
+    None without produce records). ``ranks``: the job's ranks on the sidecar's host
+    (:func:`fit_produce`)."""
     lp = loader_settings(side)
     sources = {f"loader.{k}": "measured" for k in lp}
     warnings: list[str] = []
@@ -108,7 +112,8 @@ def loader_from_sidecar(side: Sidecar, main_threads: int = 1):
         warnings.append(f"{dropped} produce record(s) left out of loader.produce: a worker's "
                         "first batch (it carries the worker's start-up)")
     if recs:
-        lp["produce"], tpw, basis = fit_produce(recs, nw, side.host_cores, main_threads)
+        lp["produce"], tpw, basis = fit_produce(recs, nw, side.host_cores, main_threads,
+                                                  ranks)
         sources["loader.produce"] = "measured"
         if tpw > 1:
             lp["threads_per_worker"] = tpw
