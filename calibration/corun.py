@@ -51,22 +51,12 @@ import numpy as np
 
 from stepsim.calibration.outside_load import _runnable
 
-INTERFERENCE_PRIOR = (0.0, 0.3)
+INTERFERENCE_PRIOR = (0.0, 0.16)
 """Stated prior range of the interference coefficient without a probe (the slowdown of CPU
-work with every other core busy), drawn uniformly by the interval. Measured on this 2-vCPU
-host (``bench/zero_workers.py``, 2026-12-06, h-intf10): over 10 demo sets (07:26–12:00 UTC)
-the coefficient that a set's 0-worker runs' CPU per batch and step against its 1-worker
-runs' implies spread from −0.22 to +0.52, P10–P90 −0.13 to +0.31, with its median at 0.09
-(:data:`INTERFERENCE_POINT`): the co-runner's cost moves with the host's state (−0.22 to
-+0.03 in the sets of 07:26–08:51, 0.05–0.52 in those of 09:36–12:00), so one set's value is
-not the next's. The range
-runs from none (a negative one is no physics; those sets are within their runs' noise of 0)
-to the sets' P90. It was 0–0.16 (the training step's CPU rose 6–11 % beside workers, on the
-CPU demo and a real V100 host): 3 of the 10 sets lay above it."""
-INTERFERENCE_POINT = 0.08
-"""The prior's point (assumed; measured as above: the 10 sets' median 0.091, bootstrap
-P10–P90 0.041–0.156; the demo's 98 runs of 2026-12-05 read 0.09–0.11, docs/measurements.md
-"Co-run interference"). Below the range's middle: the sets above it are fewer and further."""
+work with every other core busy). Measured on a 2-core host (issue 10): the training step's
+CPU time rose 6–11 % when workers ran beside it (the other core busy), on the CPU demo and on
+a real V100 host; the range runs from none to about twice that. (The demo's 98 runs of
+2026-12-05 later read 0.09–0.11, docs/measurements.md "Co-run interference": inside it.)"""
 FIT_GRID = np.linspace(-0.2, 1.0, 481)
 """Coefficients tried by the fit (slowdown with the other cores busy). Below 0 too: interference cannot
 be negative, but a probe's CPU per work can fall as the load rises when the host sped up
@@ -227,15 +217,14 @@ def mean_load(acts: list[Activity], loads: np.ndarray, kind: str) -> float:
     return float(np.mean(sel)) if sel else 0.0
 
 
-PRIOR_SD = 0.16 / 12 ** 0.5
-"""The largest standard error (0.046) of a probe's slope (:func:`slope_se`) that is fitted;
-past it the prior is kept. It was the standard deviation of the former prior, uniform over
-0–0.16, and stays where it was when the prior widened to :data:`INTERFERENCE_PRIOR` (the
-spread between hours, not what one probe can measure): the demo's probe at num_workers=2
-beside its 1-worker capture moved the batches' load from about 0.96 to 1.00 (the other core
-busy with the training step either way), and its fit read 0.080 / 0.182 / 0.287 in three runs
-of 2026-12-05 (docs/measurements.md "The demo's score"): a slope over 0.04 of load from
-medians that move by about 1 %, with a standard error of about 0.09."""
+PRIOR_SD = (INTERFERENCE_PRIOR[1] - INTERFERENCE_PRIOR[0]) / 12 ** 0.5
+"""The standard deviation (0.046) of the coefficient's stated prior, uniform over
+:data:`INTERFERENCE_PRIOR`: a probe whose slope has a larger standard error
+(:func:`slope_se`) says less than the prior, and the prior is kept. The demo's probe at
+num_workers=2 beside its 1-worker capture moved the batches' load from about 0.96 to 1.00
+(the other core busy with the training step either way), and its fit read 0.080 / 0.182 /
+0.287 in three runs of 2026-12-05 (docs/measurements.md "The demo's score"): a slope over
+0.04 of load from medians that move by about 1 %."""
 MEDIAN_SE = (np.pi / 2) ** 0.5
 """The standard error of a median of ``n`` normal draws is this × sd / √n (1.2533)."""
 
@@ -254,11 +243,10 @@ def slope_se(a0: np.ndarray, a1: np.ndarray) -> float:
     """The standard error of the coefficient that one kind's records measure: rows of (CPU µs,
     co-run load) in the capture (``a0``) and the probe (``a1``). The fit explains
     ``log(median c1 / median c0)`` by ``log((1 + k o1) / (1 + k o0))``, whose slope in ``k``
-    at the prior's point ``k̄`` (:data:`INTERFERENCE_POINT`) is ``o1 / (1 + k̄ o1) −
-    o0 / (1 + k̄ o0)`` (about the change of load ``o1 − o0``): the standard error is the log
-    ratio's (:func:`_log_median_se` of each, in quadrature) over that slope; infinite when the
-    loads are equal."""
-    kb = INTERFERENCE_POINT
+    at the prior's middle ``k̄`` is ``o1 / (1 + k̄ o1) − o0 / (1 + k̄ o0)`` (about the change
+    of load ``o1 − o0``): the standard error is the log ratio's (:func:`_log_median_se` of
+    each, in quadrature) over that slope; infinite when the loads are equal."""
+    kb = sum(INTERFERENCE_PRIOR) / 2
     o0, o1 = a0[:, 1].mean(), a1[:, 1].mean()
     d = abs(o1 / (1 + kb * o1) - o0 / (1 + kb * o0))
     se = np.hypot(_log_median_se(a0[:, 0]), _log_median_se(a1[:, 0]))

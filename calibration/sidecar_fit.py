@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim.calibration.corun import (INTERFERENCE_POINT, INTERFERENCE_PRIOR, activities,
-                                       corun_loads, fit_interference, mean_load,
-                                       probe_activities)
+from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
+                                       fit_interference, mean_load, probe_activities)
 from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
 from stepsim.calibration.oversub import oversub_from_sidecar
 from stepsim.calibration.probe_steps import (PROBE_FIRST_STEPS, after_startup,  # noqa: F401
@@ -246,7 +245,7 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
             warn.append(far)
     else:
         lo, hi = INTERFERENCE_PRIOR
-        host["interference"], host["interference_range"] = INTERFERENCE_POINT, (lo, hi)
+        host["interference"], host["interference_range"] = (lo + hi) / 2, (lo, hi)
         sources["host.interference"] = "assumed"
         why = (drift_why if drift else
                f"the probe at num_workers={side.probe.num_workers}: {close}; "
