@@ -66,9 +66,19 @@ class StepTail:
         return (f"the profiled window is not the run's steps (measured): its {self.n_window} "
                 f"steps took {self.window_us / 1e3:.2f} ms on average, the {self.n_run} "
                 f"unprofiled steps after it {self.run_us / 1e3:.2f} ms (a profiled window's own "
-                f"sampling, the profiler's cost or the run's changing between them); the training step's work is the window's × {self.factor:.3f} so that "
-                f"the model's step is the run's mean (at the window's host speed "
-                f"{self.window_speed:.3f}), and a re-measured run is scored on such steps")
+                f"sampling, the profiler's cost or the run's changing between them); the "
+                f"training step's work is the window's × {self.factor:.3f} (its step "
+                f"{self.shift_us / 1e3:+.2f} ms, not × {self.factor:.3f}) so that the model's "
+                f"step is the run's mean at the window's host speed {self.window_speed:.3f} "
+                f"({self.run_us / 1e3:.2f} × {self.window_speed:.3f} = "
+                f"{self.run_us * self.window_speed / 1e3:.2f} ms, which host.cpu_scale takes "
+                "back to the runs' speed), and a re-measured run is scored on such steps")
+
+    @property
+    def shift_us(self) -> float:
+        """µs the factor adds to the window's mean step: the run's mean at the window's speed
+        less the window's (``a·s − w``)."""
+        return self.run_us * self.window_speed - self.window_us
 
 
 def step_tail(side: Sidecar | None, work_us: float) -> StepTail | None:
