@@ -1,8 +1,7 @@
 """The host's CPU cores, shared by DataLoader workers, the pin-memory thread and the host
 thread that launches work.
 
-The pool is a FIFO resource with one server per core (:class:`models.cores.Cores`,
-``simpy.Resource``'s events at fewer Python calls). The OS time-slices runnable threads;
+The pool is a ``simpy.Resource`` with one server per core. The OS time-slices runnable threads;
 we approximate that by splitting CPU work into quanta of ``quantum_us`` µs, each taken from the
 pool in FIFO order, so ``k`` runnable threads on ``c < k`` cores each progress at about ``c/k``
 of full speed (round robin), as under Linux's fair scheduler.
@@ -69,7 +68,6 @@ from __future__ import annotations
 
 import simpy
 
-from stepsim.models.cores import Cores
 from stepsim.models.cpu_place import (BALANCE_AFTER_US, balanced_share, least_loaded,
                                       placed_share, team_rate, team_shares)
 from stepsim.models.cpu_slowdown import slowdown
@@ -108,7 +106,7 @@ class CpuPool:
         self.cores = cores
         self.contended = contended
         self.quantum_us = quantum_us
-        self.resource = Cores(env, cores)   # simpy.Resource's events, fewer calls
+        self.resource = simpy.Resource(env, capacity=cores)
         self.scale, self.interference = scale, interference
         self.oversub, self.oversub_ref = oversub, oversub_ref   # :mod:`models.cpu_slowdown`
         self.stall = stall
@@ -252,7 +250,7 @@ class CpuPool:
         if work_us <= 0:
             return 0.0
         if preempt and self.contended and not self._fluid() and \
-                len(self.resource.users) >= self.cores and not self.free():
+                self.resource.count >= self.cores and not self.free():
             return (yield from self._steal(work_us, ref))
         self.active += 1
         place = self._enter(thread, crew and crew[0])
