@@ -256,7 +256,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     # gloo_cpu_price)
     by_cpu = cpu_priced({r: ranks[r].host for r in order}, sidecars or {})
     price_notes = price_from_cpu(step, order, nums, sidecars, lags is not None,
-                                              warnings) if by_cpu else {}
+                                 warnings) if by_cpu else {}
     # the profiler's cost shared by each phase's events (calibration.profiler_events)
     pf = {r: phase_factors(fac[r], {p: float(np.mean([step[r][n].phase_us[p] for n in nums]))
                                     for p in PHASES},

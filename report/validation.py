@@ -149,7 +149,7 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
                             + shown(width_line(r.width_pct, r.width_sources_pct)))
         elif scope and r.p10_us is not None:
             console().print(f"{shown(r.label)}: P10-P90 of {of}")
-            scoped = True
+            scoped = scoped or r.runs > 1   # (of one run too: nothing to set apart)
         if r.outside_load:
             console().print(
                 f"[yellow]{shown(r.label)}:[/yellow] re-measured under outside load, about "
@@ -165,7 +165,8 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
                 f"median {_ms(r.startup_later_next_us, 2)} ms after it (the first next() of "
                 f"a multi-process DataLoader spawns its workers; "
                 f"{r.startup_runs} run{'s' if r.startup_runs != 1 else ''})")
-    if scoped:
+    if scoped:   # a pooled interval beside whatif's of one run (newuser3, 2026-12-06: said
+        # after a one-run interval, it read as a correction of it)
         console().print("(whatif's and diagnose's intervals are of one run's mean step)")
 
 

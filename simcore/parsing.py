@@ -123,6 +123,9 @@ def parse_json(path: str | Path, raw: bytes, kind: str, overflow_ok: bool = Fals
         text = _check_utf8(p, whole, kind)[1 if skip else 0:]
         what = str(e).split(": line ")[0]
         offset = skip + len(text[:e.pos].encode("utf-8"))
+        if kind == "trace" and raw.lstrip()[:1] not in (b"{", b"["):   # not JSON at all
+            what += (" (a trace is the JSON file torch.profiler writes, .json or .json.gz, or "
+                     "a capture folder holding one)")
         raise InputError(p, f"not valid JSON: {what}", location(whole, offset)) from None
     twice = _key_twice(raw) if unique_keys else None
     if twice is not None:

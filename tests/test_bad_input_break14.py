@@ -113,3 +113,18 @@ def test_a_replicate_without_the_ddp_record_is_not_of_the_job(tmp_path):
     assert _same_setting(job, plain) == ("it has no DDP record (ddp), the capture has")
     assert _same_setting(plain, job) == ("it has a DDP record (ddp), the capture has none")
     assert _same_setting(job, job) is None
+
+
+def test_calibrate_on_a_script_says_what_a_trace_is(tmp_path):
+    """``stepsim calibrate train.py`` (a new user's first try, newuser3 2026-12-06) said only
+    "not valid JSON": the line now says what calibrate reads; the script is unchanged."""
+    from tests.conftest import run_cli
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nprint(torch.__version__)\n")
+    before = script.read_bytes()
+    p = run_cli("calibrate", str(script), "-o", str(tmp_path / "m.json"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    (line,) = [l for l in p.stderr.splitlines() if l.strip()]
+    assert "train.py: not valid JSON" in line and "torch.profiler writes" in line
+    assert script.read_bytes() == before and not (tmp_path / "m.json").exists()

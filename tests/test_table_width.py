@@ -29,9 +29,21 @@ def test_the_whatif_scope_note_is_printed_once(capsys, monkeypatch):
     step)" (a fresh user, 2026-12-05): it is said once under the lines now."""
     monkeypatch.setenv("COLUMNS", "120")
     recs = [_rec(1.0, False).model_copy(update={"label": f"nw{k}", "width_sources_pct": {},
-                                                "p10_us": 9e4, "p90_us": 1.1e5})
+                                                "p10_us": 9e4, "p90_us": 1.1e5, "runs": 4})
             for k in range(3)]
     assert all(r.p10_us is not None for r in recs)
     print_validation(recs, scope=True)
     out = capsys.readouterr().out
     assert out.count("P10-P90 of") == 3 and out.count("one run's mean step)") == 1
+
+
+def test_no_whatif_scope_note_after_one_run_intervals(capsys, monkeypatch):
+    """After validate's own interval of one run's mean step, "(whatif's and diagnose's
+    intervals are of one run's mean step)" read as a correction of it (newuser3, 2026-12-06):
+    it is said only beside a pooled interval."""
+    monkeypatch.setenv("COLUMNS", "120")
+    rec = _rec(1.0, False).model_copy(update={"label": "one", "width_sources_pct": {},
+                                              "p10_us": 9e4, "p90_us": 1.1e5, "runs": 1})
+    print_validation([rec], scope=True)
+    out = capsys.readouterr().out
+    assert "P10-P90 of one run's mean step" in out and "whatif's and diagnose's" not in out
