@@ -128,3 +128,17 @@ def test_calibrate_on_a_script_says_what_a_trace_is(tmp_path):
     (line,) = [l for l in p.stderr.splitlines() if l.strip()]
     assert "train.py: not valid JSON" in line and "torch.profiler writes" in line
     assert script.read_bytes() == before and not (tmp_path / "m.json").exists()
+
+
+def test_a_huge_set_value_is_not_echoed_whole(tmp_path):
+    """``--set comm.world_size=<5,000 digits>`` was refused in one line of 10 kB (the digits
+    twice); the line now cuts the value to its ends and its length."""
+    from pathlib import Path
+
+    from tests.conftest import run_cli
+
+    model = Path(__file__).parent / "data" / "ddp_demo_model.json"
+    p = run_cli("whatif", str(model), "--set", "comm.world_size=" + "9" * 5000)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    (line,) = [l for l in p.stderr.splitlines() if l.strip()]
+    assert "comm.world_size" in line and "(5,000 characters)" in line and len(line) < 600
