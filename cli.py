@@ -8,6 +8,7 @@ report, demo.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -33,6 +34,21 @@ def _stderr(line: str) -> None:
     printed after a line (``... (see the warnings above)``) before it, or inside it."""
     sys.stdout.flush()
     print(line, file=sys.stderr, flush=True)
+
+
+LONG_WORD = 200
+"""Characters past which one word of an error line (no spaces or quotes: a value echoed back,
+a path) is cut to its first and last :data:`KEEP_ENDS` and its length."""
+KEEP_ENDS = 60
+
+
+def _error_line(text: str) -> str:
+    """``stepsim: error: text``, each word longer than :data:`LONG_WORD` cut to its ends and
+    its length: a 5,000-digit ``--set``, ``--scale`` or ``--fix`` value was echoed whole, up to
+    10 kB in a one-line error (break14, 2026-12-06)."""
+    return "stepsim: error: " + re.sub(
+        rf"[^\s'\"]{{{LONG_WORD + 1},}}",   # (a quoted value without its quotes)
+        lambda m: f"{m[0][:KEEP_ENDS]}…{m[0][-KEEP_ENDS:]} ({len(m[0]):,} characters)", text)
 
 
 def _warn(warnings) -> None:
@@ -317,14 +333,14 @@ def main(argv: list[str] | None = None) -> int:
         text = str(e)
         if model and not text.startswith(shown(model)):
             text = f"{shown(model)}: {text}"
-        _stderr(f"stepsim: error: {text}")
+        _stderr(_error_line(text))
         return 2
     except StepsimError as e:
-        _stderr(f"stepsim: error: {e}")
+        _stderr(_error_line(str(e)))
         return 2
     except OSError as e:  # an output folder that cannot be made or written, a full disk
         where = f"{shown(e.filename)}: " if e.filename else ""
-        _stderr(f"stepsim: error: {where}{e.strerror or e}")
+        _stderr(_error_line(f"{where}{e.strerror or e}"))
         return 2
     except KeyboardInterrupt:
         print("stepsim: interrupted", file=sys.stderr)

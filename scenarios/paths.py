@@ -228,8 +228,7 @@ def replaced(model: StepModel, path: str, value: Any) -> StepModel:
     except ValidationError as e:
         where, msg = error_parts(telling_error(e))
         loc = ".".join(str(x) for x in [*keys[:-1], *where])
-        raise ModelError(_short(f"set {path}={value!r}: gives an invalid model: {loc}: {msg}",
-                                str(value))) from None
+        raise ModelError(f"set {path}={value!r}: gives an invalid model: {loc}: {msg}") from None
     for node, k in zip(reversed(nodes[:-1]), reversed(keys[:-1])):
         if isinstance(node, BaseModel):
             new = node.model_copy(update={k: new})
@@ -240,8 +239,7 @@ def replaced(model: StepModel, path: str, value: Any) -> StepModel:
     try:
         StepModel._check_refs(new)
     except ValueError as e:
-        raise ModelError(_short(f"set {path}={value!r}: gives an invalid model: (model): {e}",
-                                str(value))) from None
+        raise ModelError(f"set {path}={value!r}: gives an invalid model: (model): {e}") from None
     return new
 
 
@@ -291,11 +289,3 @@ def _walk(node: Any, keys: list[Key]) -> Any:
         node = getattr(node, k) if isinstance(node, BaseModel) else node[k]
     return node
 
-
-def _short(line: str, value: str, keep: int = 40) -> str:
-    """``line`` with each copy of a long ``value`` (over ``2 keep`` characters) cut to its
-    first and last ``keep`` and its length: a 5,000-digit ``--set`` value was echoed twice,
-    10 kB in a one-line error (break14, 2026-12-06)."""
-    if len(value) <= 2 * keep:
-        return line
-    return line.replace(value, f"{value[:keep]}…{value[-keep:]} ({len(value):,} characters)")
