@@ -28,6 +28,9 @@ import numpy as np
 
 from stepsim.calibration.batch_probe import probe_fields
 from stepsim.calibration.events import EventTable
+from stepsim.calibration.host_step import (CORE_WAIT_RATIO,  # noqa: F401  (re-exported)
+                                           efficiency_range, parallel_efficiency,
+                                           split_host_step, stalled_team_wall, waited_for_cores)
 from stepsim.calibration.outside_load import outside_load
 from stepsim.calibration.page_faults import (FAULT_GROWTH_EXPONENT, FAULT_GROWTH_POINT,
                                              refault_fit)
@@ -39,6 +42,7 @@ from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import (STARTUP_UNMEASURED, capture_loads,
                                              interference_from_sidecar, loader_from_sidecar,
                                              team_stall_from_sidecar)
+from stepsim.calibration.startup_step import startup_step
 from stepsim.calibration.steps import StepList
 from stepsim.calibration.sys_spikes import calm_window
 from stepsim.calibration.team_stall import preempted_share, team_spin_from_sidecar
@@ -47,68 +51,11 @@ from stepsim.models.params import (DurationSpec, HostOp, HostParams, LoaderParam
 
 MIN_STEPS = 4
 """Fewer profiled steps than this give a warning."""
-CORE_WAIT_RATIO = 1.15
-"""Wall ÷ CPU time of the training step above which its thread(s) waited for a core."""
 BLOCK_NOTE_SHARE = 0.15
 """Share of the training step's wall time without CPU above which calibration says so."""
 DATALOADER_NEXT = re.compile(r"^enumerate\(DataLoader\)#.*__next__$")
 OPTIMIZER_SPAN = re.compile(r"^Optimizer\.(step|zero_grad)#")
 """The profiler's spans of ``torch.optim.Optimizer.step`` and ``zero_grad``: work per step."""
-
-
-def waited_for_cores(wall_us: float, cpu_us: float) -> bool:
-    """Whether a training step of ``wall_us`` µs that used ``cpu_us`` µs of CPU (all its
-    threads) spent part of its wall time with none of its threads on a core (waiting for a
-    core, or blocked): its wall time exceeds ``CORE_WAIT_RATIO`` × its CPU time. Like is
-    compared with like: a process's CPU time (any number of threads) cannot fall below its
-    wall time while one of its threads runs."""
-    return wall_us > CORE_WAIT_RATIO * cpu_us
-
-
-def split_host_step(wall_us: float, cpu_us: float, threads: int) -> tuple[float, float]:
-    """``(parallel_fraction, block_fraction)`` of a host step of ``wall_us`` µs (every thread
-    with a core) that used ``cpu_us`` µs of CPU on up to ``threads`` threads, in closed form:
-    the parallel part ``p`` runs ``threads`` threads and the serial part ``s`` one, so
-    ``s + p ≤ wall`` and ``s + threads × p = cpu``; the least parallel part that explains the
-    CPU time is taken (``p = (cpu − wall) / (threads − 1)`` when the CPU time exceeds the
-    wall), and the wall time no thread's CPU explains is blocking."""
-    if wall_us <= 0:
-        return 0.0, 0.0
-    par = min(max((cpu_us - wall_us) / (threads - 1), 0.0), wall_us) if threads > 1 else 0.0
-    serial = min(max(cpu_us - threads * par, 0.0), wall_us - par)
-    block = max(wall_us - par - serial, 0.0)
-    return par / wall_us, block / wall_us
-
-
-def stalled_team_wall(wall_us: np.ndarray, cpu_us: np.ndarray, threads: int
-                      ) -> tuple[np.ndarray, float]:
-    """``(work wall per step (µs), mean share)`` of a training step on ``threads`` intra-op
-    threads captured with fewer cores than runnable threads, in closed form: its threads were
-    runnable through the step (working, or spinning at the barriers) and each held a core a
-    share ``s = cpu / (threads × wall)`` of it; the team advances only while all of its
-    threads hold cores (:mod:`models.cpu`), at ``s^threads``, so its wall with a core per
-    thread is ``wall × s^threads`` (the model's team stall ``γ`` = 1, which such a capture
-    keeps: :func:`calibration.sidecar_fit.team_stall_from_sidecar`). Measured here (the demo's
-    CNN at 2 threads, quiet):
-    captures at 1, 2 and 4 workers give 38.4, 38.3 and 38.3 ms, against 35.5 ms measured
-    alone at num_workers=0."""
-    share = np.clip(cpu_us / (threads * np.maximum(wall_us, 1e-9)), 0.0, 1.0)
-    return wall_us * share ** threads, float(share.mean())
-
-
-def parallel_efficiency(threads: int) -> float:
-    """The assumed share of a ``threads``-thread parallel part's CPU time that is work, not
-    spinning: the middle of what one capture allows, 1 / ``threads`` (one thread did all the
-    work, the others spun) to 1 (no thread spun). Measured here once (the demo's CNN, 2
-    threads): 0.70 (48.2 ms on one thread against 35.5 ms wall and 67.2 ms CPU on two)."""
-    return (1 + 1 / threads) / 2
-
-
-def efficiency_range(threads: int) -> tuple[float, float]:
-    """Factor range on :func:`parallel_efficiency` that spans 1 / ``threads`` to 1 (a hair
-    under, so a draw stays a valid share)."""
-    e = parallel_efficiency(threads)
-    return (1 / threads) / e, (1 - 1e-9) / e
 
 
 def step_loader_waits_us(table: EventTable, steps: StepList,
@@ -380,11 +327,9 @@ def traced_threads(table: EventTable) -> int:
 def _without_startup(table: EventTable, steps: StepList, step_us: np.ndarray,
                      wait_us: np.ndarray, sidecar: Sidecar | None):
     """``(steps, step_us, wait_us, note)`` without the worker start-up step when the trace
-    holds it, by validation's rule (:func:`calibration.measure.startup_step`), so the
+    holds it, by validation's rule (:func:`calibration.startup_step.startup_step`), so the
     calibrated and the re-measured means count the same steps; ``note`` says so ("" when
     there was none)."""
-    from stepsim.calibration.measure import startup_step   # measure reads this module
-
     multi = any("_MultiProcessingDataLoaderIter" in n for n in table.names)
     up = startup_step(sidecar, step_us, wait_us, multi and steps[0].number == 0)
     if up is None or not up.in_trace:

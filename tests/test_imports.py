@@ -75,7 +75,7 @@ def test_import_direction(pkg):
 CALIBRATION_USES = {
     # models: the parameter types, and what is closed form (no simulation)
     "stepsim.models.params", "stepsim.models.param_base", "stepsim.models.param_types",
-    "stepsim.models.param_meta", "stepsim.models.param_comm",
+    "stepsim.models.param_meta", "stepsim.models.param_comm", "stepsim.models.param_device",
     "stepsim.models.schema",       # a model file's schema upgrades
     "stepsim.models.host_speed",   # the run-to-run speed's prior and Student t interval
     "stepsim.models.load_bound",   # the outside-load bound (LOAD_WARN) and pooled load
