@@ -66,8 +66,12 @@ class OverheadFactor:
     """Wall time per step outside ``next()`` (medians): what the step took each way (it also
     holds waits for a core and for the peer ranks, which the factor leaves out)."""
 
+    def lo(self) -> float:
+        """The low end of the factor's range as :meth:`describe` states it."""
+        return self.factor * math.exp(-self.half_log)
+
     def describe(self) -> str:
-        lo, hi = (self.factor * math.exp(s * self.half_log) for s in (-1, 1))
+        lo, hi = self.lo(), self.factor * math.exp(self.half_log)
         return (f"{self.factor:.3f} (P10–P90 {lo:.3f}–{hi:.3f}; main-thread CPU per step "
                 f"{self.unprofiled_cpu_us / 1e3:.1f} ms over {self.n_unprofiled} unprofiled "
                 f"steps ÷ {self.profiled_cpu_us / 1e3:.1f} ms over {self.n_profiled} profiled; "
@@ -163,15 +167,29 @@ def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]
         return {r: 1.0 for r in ranks}, {}, 0.0
     # The profiler adds work, so its factor is at most 1: a reading above it is the host's
     # or the job's own drift between the steps compared, and no correction is made there.
+    # Within the steps' own scatter (the reading's range holds 1) the window is too short to
+    # resolve the profiler's cost, which is said as such: a 2-rank Lightning job's 2 unprofiled
+    # steps beside 4 profiled read 0.31-2.81 around 0.935 (tests/test_capture_frameworks).
     faster = [r for r, f in measured.items() if f.factor > 1.0]
-    if faster:
+    scatter = [r for r in faster if measured[r].lo() <= 1.0]
+    drift = [r for r in faster if r not in scatter]
+    kept = ("their host durations are kept as profiled (factor 1; the interval still draws "
+            "the reading's P10–P90: host.cpu_scale_error_log)")
+    if scatter:
         warnings.append(
-            "profiler overhead: the profiled steps of rank(s) " + ", ".join(map(str, faster))
+            "profiler overhead not measurable on rank(s) " + ", ".join(map(str, scatter))
+            + ": the profiled steps took less main-thread CPU than the unprofiled ones beside "
+            "them, within the steps' own scatter (" + "; ".join(
+                f"rank {r}: {measured[r].describe()}" for r in scatter) + ": the range holds "
+            "1), so the profiler's cost is below what these steps resolve (profile more steps, "
+            "with unprofiled ones beside them), and " + kept)
+    if drift:
+        warnings.append(
+            "profiler overhead: the profiled steps of rank(s) " + ", ".join(map(str, drift))
             + " took less main-thread CPU than the unprofiled ones beside them ("
-            + "; ".join(f"rank {r}: {measured[r].describe()}" for r in faster) + "); the "
+            + "; ".join(f"rank {r}: {measured[r].describe()}" for r in drift) + "); the "
             "profiler cannot make a step faster, so that difference is drift between the steps "
-            "compared, and their host durations are kept as profiled (factor 1; the interval "
-            "still draws the reading's P10–P90: host.cpu_scale_error_log)")
+            "compared, and " + kept)
     scaled = [r for r in measured if r not in faster]
     if scaled:
         warnings.append("profiler overhead (measured): host-side durations of the profiled "

@@ -39,6 +39,36 @@ def run_cli(*args: str, cwd: Path | None = None):
                           cwd=cwd or REPO, timeout=600, env={**os.environ, "COLUMNS": "110"})
 
 
+def overhead_readings(stderr: str, model: dict, ranks) -> dict[int, str]:
+    """Each rank's profiler-overhead reading as ``calibrate`` said it, checked against what
+    must hold whatever a short live capture's noise: every rank measured (the model's
+    ``profiler_factor`` note) and named in exactly one warning, with the note's factor; scaled
+    ("measured") at a factor of at most 1, else kept at 1 as "not measurable" where its range
+    holds 1 and as drift ("cannot make a step faster") where it does not. Returns rank → kind."""
+    import re
+
+    notes = dict(k.split(":") for k in model["meta"]["notes"]["profiler_factor"].split(","))
+    assert sorted(map(int, notes)) == sorted(ranks), notes
+    lines = [ln for ln in stderr.splitlines() if "profiler overhead" in ln]
+    kinds = {}
+    for r in ranks:
+        said = [(ln, m) for ln in lines
+                for m in re.finditer(rf"rank {r}: ([\d.]+) \(P10–P90 ([\d.]+)–([\d.]+);", ln)]
+        assert len(said) == 1, (r, lines)
+        ln, m = said[0]
+        f, lo = float(m.group(1)), float(m.group(2))
+        assert abs(f - float(notes[str(r)])) < 6e-4, (r, f, notes)
+        kinds[r] = ("measured" if "(measured)" in ln else "scatter" if "not measurable" in ln
+                    else "drift" if "cannot make a step faster" in ln else ln)
+        # (printed to 3 decimals: within 5e-4 of 1 either side may be said)
+        side = lambda v, below, above: {below} if v < 0.9995 else {above} if v > 1.0005 \
+            else {below, above}
+        want = side(f, "measured", "kept") - {"kept"} | (
+            side(lo, "scatter", "drift") if f > 0.9995 else set())
+        assert kinds[r] in want, (r, f, lo, ln)
+    return kinds
+
+
 def gloo_ranks(rank_fn, folder: Path, world: int = 2) -> None:
     """Run ``rank_fn(rank, world, folder)`` in ``world`` forked processes (a gloo job on this
     host, its ranks starting with the modules already imported), each inside its process group

@@ -11,7 +11,7 @@ import torch
 import torch.utils.data as tud
 
 from stepsim.calibration.sidecar import load_sidecar
-from tests.conftest import run_cli
+from tests.conftest import overhead_readings, run_cli
 from tests.test_capture_attach import Squares
 
 SCHED = dict(active=4, wait=1, warmup=1, skip_first=2)   # 8 steps, the last 4 profiled
@@ -166,13 +166,17 @@ def test_lightning_callback_under_ddp(tmp_path):
 def _bucket_whatif(tmp_path, out, cap_mb: float, buckets: int) -> dict:
     """Calibrate the job's rank folders into one model and price a ``bucket_cap_mb`` what-if
     on it: the captured all-reduces carry their sizes (the profiler records shapes under DDP),
-    the profiler's cost is measured, and the what-if rebuilds ``buckets`` all-reduces per rank
-    from the recorded parameters. Returns the model (JSON)."""
+    the profiler's cost is read on every rank, and the what-if rebuilds ``buckets`` all-reduces
+    per rank from the recorded parameters. Returns the model (JSON)."""
     model = tmp_path / "m.json"
     r = run_cli("calibrate", str(out), "-o", str(model))
     assert r.returncode == 0, r.stderr
-    assert "profiler overhead (measured)" in r.stderr and "no Input Dims" not in r.stderr
+    assert "no Input Dims" not in r.stderr
     m = json.loads(model.read_text())
+    # 2 unprofiled steps beside 4 profiled of a tiny model: the profiler's cost (a tenth of a
+    # 2 ms step) is within the steps' scatter, so a reading may be scaled or not measurable
+    # (one clean-clone CI run read a rank faster profiled); each rank is read and said once
+    overhead_readings(r.stderr, m, ranks=(0, 1))
     assert m["device"]["streams"]["gloo"] and all(t["bytes"] for t in m["device"]["streams"]["gloo"])
     r = run_cli("whatif", str(model), "--set", f"comm.bucket_cap_mb={cap_mb!r}", "--draws", "0",
                 "--steps", "4", "--json")

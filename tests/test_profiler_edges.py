@@ -92,3 +92,19 @@ def test_a_reading_above_one_is_drift_and_corrects_nothing():
     assert len(said) == 1 and "rank(s) 0 " in said[0] and "rank 0: 1.667" in said[0]
     scaled = [w for w in warnings if w.startswith("profiler overhead (measured)")]
     assert len(scaled) == 1 and "rank 1: 0.800" in scaled[0] and "rank 0" not in scaled[0]
+
+
+def test_a_reading_above_one_within_the_steps_scatter_is_not_measurable():
+    # a 2-rank Lightning job's shape (tests/test_capture_frameworks): 2 unprofiled steps beside
+    # 4 profiled, their scatter far wider than the profiler's cost; the reading above 1 is
+    # said as not measurable with its numbers, not as drift, and corrects nothing
+    side = _side([2.7, 2.0], [2.0, 2.1, 2.2, 2.3], warmup_ms=())
+    f = edge_factor(side)
+    assert f.factor == pytest.approx(2.35 / 2.15) and f.lo() <= 1.0
+    warnings: list[str] = []
+    fac, notes, half = rank_factors([0], {0: side}, warnings)
+    assert fac == {0: 1.0} and notes["profiler_factor"] == f"0:{f.factor:.4f}" and half > 0
+    said = [w for w in warnings if "profiler overhead" in w]
+    assert len(said) == 1 and said[0].startswith("profiler overhead not measurable on rank(s) 0:")
+    assert f"rank 0: {f.factor:.3f} (P10–P90 {f.lo():.3f}–" in said[0]
+    assert "within the steps' own scatter" in said[0] and "cannot make" not in said[0]
