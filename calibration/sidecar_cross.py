@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stepsim.calibration.sidecar_counts import ddp_counts
 from stepsim.calibration.sidecar_records import drop_overrunning_steps, dropped_note, remove_records
 from stepsim.simcore.errors import InputError
 
@@ -65,7 +66,8 @@ def _drop(p: Path, owner, num_workers: int, cores: int | None, where: str) -> li
 
 def cross_check(p: Path, side, given: int | None = None) -> list[str]:
     """Check ``side`` (a validated :class:`calibration.sidecar.Sidecar`, changed in place);
-    return a warning per thing dropped or ignored. ``given``: the ``produce`` records the file
+    return a warning per thing dropped or ignored (the DDP records' counts and barrier
+    releases: :mod:`calibration.sidecar_counts`). ``given``: the ``produce`` records the file
     held before those that cannot be right were dropped (None: as many as are left).
 
     Raises:
@@ -78,6 +80,7 @@ def cross_check(p: Path, side, given: int | None = None) -> list[str]:
         raise InputError(p, f"bad sidecar field host_cores: {side.host_cores} usable cores "
                             f"on a machine of cpu_count {side.cpu_count}")
     cores = side.host_cores or side.cpu_count
+    profiled = sum(1 for s in side.steps if s.profiled)   # the file's, before any is dropped
     _steps(p, side.steps, "")
     notes = drop_overrunning_steps(p, side)
     notes += _drop(p, side, side.loader.num_workers, cores, "")
@@ -90,6 +93,7 @@ def cross_check(p: Path, side, given: int | None = None) -> list[str]:
         notes += _overlapping(p, side.probe, "probe.")
     notes += _whole_dataset(p, side)
     notes += _iter_start(p, side)
+    notes += ddp_counts(p, side, profiled)   # (before the marks' CPU bound, which steps scale)
     notes += _ddp_threads(p, side)
     notes += _cold_probe(p, side)
     notes += _bucket_cpu(p, side, cores)

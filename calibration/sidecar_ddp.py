@@ -11,6 +11,7 @@ in µs.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Annotated
 
 from pydantic import ConfigDict, Field, model_validator
@@ -19,7 +20,14 @@ from stepsim.models.ddp import MAX_CAP_MB
 from stepsim.models.param_base import StrictScalars
 from stepsim.models.params import MAX_DURATION_US
 
-__all__ = ["DDPParam", "ThreadCPU", "BucketCPU", "ColdProbe", "DDPRecord", "DTYPE_SIZE"]
+__all__ = ["DDPParam", "ThreadCPU", "BucketCPU", "ColdProbe", "DDPRecord", "DTYPE_SIZE",
+           "MAX_PROBE_RECORDS"]
+
+MAX_PROBE_RECORDS = 100
+"""Most records (pauses, waits) a probe list holds (assumed: the harness and ``Capture`` write
+2 and 3; a record is a run of steps at one pause, so 100 of them is minutes of probing);
+past it the file is refused in one line, before any record is compared (10^5 distinct waits
+took the duplicate check quadratic time)."""
 
 CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
 """Every sidecar record's config: unknown fields ignored, no inf or NaN."""
@@ -148,9 +156,9 @@ class DDPRecord(StrictScalars):
     """Per DDP bucket in reduction order, the backend's CPU between its readiness and the
     next bucket's (:class:`BucketCPU`): what splits the TCP loop's CPU, which serves every
     collective, between the buckets."""
-    cold_probe: list[ColdProbe] = []
+    cold_probe: list[ColdProbe] = Field(default=[], max_length=MAX_PROBE_RECORDS)
     """The cold-resume probe's pauses (:class:`ColdProbe`; empty where the job ran none)."""
-    barrier_probe: list[BarrierProbe] = []
+    barrier_probe: list[BarrierProbe] = Field(default=[], max_length=MAX_PROBE_RECORDS)
     """The barrier probe's waits (:class:`BarrierProbe`; empty where the job ran none)."""
 
     @model_validator(mode="after")
@@ -165,9 +173,15 @@ class DDPRecord(StrictScalars):
                 ("threads", [t.tid for t in self.threads], "thread {:d}"),
                 ("cold_probe", [p.pause_us for p in self.cold_probe], "the {:g} µs pause"),
                 ("barrier_probe", [p.wait_us for p in self.barrier_probe], "the {:g} µs wait")):
-            twice = sorted({k for k in keys if keys.count(k) > 1})
+            twice = sorted(k for k, n in Counter(keys).items() if n > 1)   # (linear in them)
             if twice:
                 raise ValueError(f"{what} records {say.format(twice[0])} twice")
+        # a bucket holds one parameter or more (DDP's reducer), so no more marks than those
+        grads = sum(1 for p in self.params if p.requires_grad and not p.ddp_ignored)
+        if self.params and len(self.bucket_cpu) > grads:
+            raise ValueError(f"bucket_cpu has {len(self.bucket_cpu)} buckets, more than the "
+                             f"job's {grads} parameter(s) with a gradient: the record of "
+                             "another job")
         grad = self.grad_bytes
         big = next((b for b in self.bucket_cpu if grad and b.bytes > grad), None)
         if big is not None:      # (2^62 B was fitted as a bucket: a per-MiB cost of ~0)

@@ -85,15 +85,22 @@ def _ddp_sidecar(tmp_path, **ddp):
 ])
 def test_impossible_ddp_records_are_refused(tmp_path, ddp, said):
     from stepsim.calibration.sidecar import load_sidecar
+
+    refused(_ddp_sidecar(tmp_path, **ddp), said)
+    load_sidecar(_ddp_sidecar(tmp_path))     # the same record without them reads
+
+
+def refused(p, said: str) -> None:
+    """Reading the sidecar ``p`` raises one line naming it and matching ``said``; ``p`` is
+    left as it was."""
+    from stepsim.calibration.sidecar import load_sidecar
     from stepsim.simcore.errors import InputError
 
-    p = _ddp_sidecar(tmp_path, **ddp)
     before = p.read_bytes()
     with pytest.raises(InputError, match=said) as got:
         load_sidecar(p)
     assert str(p) in str(got.value) and "\n" not in str(got.value)
     assert p.read_bytes() == before
-    load_sidecar(_ddp_sidecar(tmp_path))     # the same record without them reads
 
 
 def test_a_replicate_without_the_ddp_record_is_not_of_the_job(tmp_path):
