@@ -19,7 +19,7 @@ import torch
 import torch.utils.data as tud
 
 from stepsim.calibration.capture import Capture
-from stepsim.calibration.cpu import steady_records
+from stepsim.calibration.sidecar_fit import steady_records
 from stepsim.calibration.sidecar import load_sidecar
 
 
