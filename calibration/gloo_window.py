@@ -11,11 +11,11 @@ them 16.3 and 16.7 ms (×1.42, ×1.45), and every prediction of the model was 17
 against quiet replicates of the same setting. **Not the profiler's per-op cost**: the
 unprofiled steps right before the window and right after it used as much (the edge factor,
 :mod:`calibration.profiler_edges`, reads 0.965 and 0.858), and the drop came 4 steps after the
-profiler stopped, at one instant on both ranks (steps 18-19, 0.35 s after the window). **The
+profiler stopped, at one instant on both ranks (steps 18-19, about 0.3 s after the window). **The
 host's speed**: in that first second of the run the workers' batches (fixed work, in
 unprofiled processes) took 1.66 and 1.61 ms of CPU against 1.34 ms after the drop (×1.24,
-×1.20); no page faults (2 a step) or system CPU in those steps, and the thread's CPU time
-holds no wait for a core. The window was a slow phase of the host, and the run's later steps
+×1.20); system CPU was about 1.0 against 0.6 ms a step (not the 7 ms), and the thread's
+CPU time holds no wait for a core. The window was a slow phase of the host, and the run's later steps
 did the same work for less CPU.
 
 Per rank with one intra-op thread (the main thread's CPU is then its work; with a team it is
