@@ -38,7 +38,9 @@ them, and so is the training thread's preemption by the collectives reduced duri
 (:mod:`calibration.gloo_preempt`). Where the host's ranks' training threads and DataLoader
 workers outnumber its cores, each step's ops are priced from the training thread's CPU
 instead of its walls, which then hold waits for a core the simulator adds itself
-(:mod:`calibration.gloo_cpu_price`; nothing is then deducted for the preemption). Every other
+(:mod:`calibration.gloo_cpu_price`; nothing is then deducted for the preemption), and at the
+run's unprofiled steps' CPU where the window's drifted from it
+(:mod:`calibration.gloo_window`, which says so on every rank at one intra-op thread). Every other
 rank's extra host time per phase (its mean minus the reference's, when
 positive) is its ``RankParams.phase_extra_us``; each rank's host name (``host_name`` of the
 trace) is its ``RankParams.host``, so ranks on one host share its cores.
