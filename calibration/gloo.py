@@ -38,7 +38,9 @@ them, and so is the training thread's preemption by the collectives reduced duri
 (:mod:`calibration.gloo_preempt`). Where the host's ranks' training threads and DataLoader
 workers outnumber its cores, each step's ops are priced from the training thread's CPU
 instead of its walls, which then hold waits for a core the simulator adds itself
-(:mod:`calibration.gloo_cpu_price`; nothing is then deducted for the preemption). Every other
+(:mod:`calibration.gloo_cpu_price`; nothing is then deducted for the preemption), and at the
+run's unprofiled steps' CPU where the window's drifted from it
+(:mod:`calibration.gloo_window`, which says so on every rank at one intra-op thread). Every other
 rank's extra host time per phase (its mean minus the reference's, when
 positive) is its ``RankParams.phase_extra_us``; each rank's host name (``host_name`` of the
 trace) is its ``RankParams.host``, so ranks on one host share its cores.
@@ -81,6 +83,7 @@ from stepsim.calibration.gloo_cpu_price import cpu_priced, price_from_cpu
 from stepsim.calibration.gloo_loader import rank_loader
 from stepsim.calibration.gloo_preempt import deduct_preemption
 from stepsim.calibration.gloo_resume import late_lags, resume_lags
+from stepsim.calibration.gloo_window import rank_drifts, scaled_comm
 from stepsim.calibration.gloo_steps import PHASES, _Coll, _Rank, _StepRec, _fit_rank  # noqa: F401
 from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_events import phase_factors
@@ -262,6 +265,9 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                                     for p in PHASES},
                            {p: float(np.mean([step[r][n].events.get(p, 0) for n in nums]))
                             for p in PHASES}) for r in order}
+    # the window against the run's later unprofiled steps (calibration.gloo_window)
+    drift, drift_notes = rank_drifts(order, sidecars or {}, fac, bool(price_notes), warnings)
+    pf_prof, pf = pf, {r: {p: v * drift.get(r, 1.0) for p, v in pf[r].items()} for r in order}
     ops = []
     for j, (kind, phase, _, ci) in enumerate(recs[0].ops):
         vals = [r.ops[j][2] * pf[ref].get(phase, fac[ref]) for r in recs]
@@ -296,8 +302,8 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                                      cpu_notes)
     job = [max(step[r][n].step_us for r in order) for n in nums]
     world = max([ranks[r].world for r in order] + [len(order)])
-    comm = comm.model_copy(update={"world_size": world, **_copy_rate(recs, tasks, lags,
-                                                                      pf[ref], sources)})
+    comm = scaled_comm(comm, drift).model_copy(update={
+        "world_size": world, **_copy_rate(recs, tasks, lags, pf[ref], sources)})
     waits = [sum(d for k, _, d, _ in r.ops if k == "next") * fac[ref] for r in recs]
     loader = rank_loader((sidecars or {}).get(ref), waits,
                          max(Counter(ranks[r].host for r in order).values()), sources, warnings)
@@ -322,9 +328,10 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                  f"{r}:{float(np.median(skew[i])) if n_coll else 0.0:.1f}"
                  for i, r in enumerate(order)),
              "measured_median_step_us": float(np.median(job)), **fac_notes, **cpu_notes,
-             **price_notes,
+             **price_notes, **drift_notes,
              **({"profiler_phase_factor": ";".join(
-                 f"{r}:" + ",".join(f"{p}={v:.6f}" for p, v in pf[r].items()) for r in order)}
+                 f"{r}:" + ",".join(f"{p}={v:.6f}" for p, v in pf_prof[r].items())
+                 for r in order)}
                 if fac_notes else {}),
              **({"resume_lag_us": ",".join(f"{r}:{float(np.mean(lags[i])):.1f}"
                                            for i, r in enumerate(order))}

@@ -1,0 +1,155 @@
+"""Whether a gloo job's profiled window represents its run: each rank's training-thread CPU a
+step in the window against its unprofiled steps after it, as :mod:`calibration.run_drift`
+checks a single-rank capture.
+
+The model's host ops come from the trace's profiled steps, while a re-measured run is scored
+on its unprofiled steps after the window (:func:`calibration.run_drift.settled_after`). On a
+user's 2-rank gloo job (one DataLoader worker a rank, one intra-op thread, 2 vCPUs;
+ddpload12's capture A, 2026-12-06 14:07, ``tests/data/gloo_loader_job``) the 8 profiled steps
+used 23.1 and 24.2 ms of training-thread CPU a step (ranks 0, 1), the 30 unprofiled steps after
+them 16.3 and 16.7 ms (×1.42, ×1.45), and every prediction of the model was 17-27 % slow
+against quiet replicates of the same setting. **Not the profiler's per-op cost**: the
+unprofiled steps right before the window and right after it used as much (the edge factor,
+:mod:`calibration.profiler_edges`, reads 0.965 and 0.858), and the drop came 4 steps after the
+profiler stopped, at one instant on both ranks (steps 18-19, about 0.3 s after the window). **The
+host's speed**: in that first second of the run the workers' batches (fixed work, in
+unprofiled processes) took 1.66 and 1.61 ms of CPU against 1.34 ms after the drop (×1.24,
+×1.20); system CPU was about 1.0 against 0.6 ms a step (not the 7 ms), and the thread's
+CPU time holds no wait for a core. The window was a slow phase of the host, and the run's later steps
+did the same work for less CPU.
+
+Per rank with one intra-op thread (the main thread's CPU is then its work; with a team it is
+not) and at least :data:`calibration.run_drift.MIN_AFTER_STEPS` settled unprofiled steps, with
+``f`` the rank's profiler factor (:mod:`calibration.profiler_overhead`, 1 where not measured)
+and ``C_p``, ``C_u`` the mean CPU a step outside ``next()`` of the profiled and of the settled
+unprofiled steps,
+
+    d = C_u / (f · C_p)
+
+is the run's CPU for the window's work, the profiler's cost taken out: the host's drift
+between the window and the run (``measured``). A ``d`` off 1 by more than two standard errors
+of the difference of the means (:func:`calibration.run_drift.drift_noise` of ``C_u``'s steps
+against ``f`` × ``C_p``'s) is said, with the numbers. Where the ops are priced from the
+training thread's CPU (:mod:`calibration.gloo_cpu_price`), every host duration of the rank is
+scaled by ``d`` too, so its step's CPU is the unprofiled steps' ``C_u``; the replay of the
+capture takes the window's speed back (``meta.notes['window_speed']``, the ranks' geometric
+mean of ``1/d``: :func:`models.host_speed.at_capture_speed`). Where walls are the price (a
+core for each busy thread: the DDP demo) they are kept, and only the check is made.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepsim.calibration.page_faults import step_work_us
+from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drift_noise, settled_after
+
+__all__ = ["WindowDrift", "window_drift", "drift_warning", "rank_drifts", "host_drift",
+           "scaled_comm"]
+
+
+@dataclass(frozen=True)
+class WindowDrift:
+    """One rank's window against its run (CPU µs a step outside ``next()``, means).
+
+    Attributes:
+        d: ``C_u / (f · C_p)``, the host's drift (see the module docstring).
+        noise: two standard errors of the difference of the means, a fraction of ``C_u``.
+    """
+
+    rank: int
+    profiled_us: float
+    unprofiled_us: float
+    factor: float
+    n_profiled: int
+    n_unprofiled: int
+    d: float
+    noise: float
+
+    @property
+    def beyond_noise(self) -> bool:
+        return abs(self.d - 1) > self.noise
+
+
+def window_drift(rank: int, side, factor: float = 1.0) -> WindowDrift | None:
+    """The rank's :class:`WindowDrift`, or None where its sidecar has no step records, runs a
+    team of intra-op threads, or has fewer than ``MIN_AFTER_STEPS`` settled unprofiled steps
+    after its window or profiled steps with CPU time. ``factor``: its profiler factor."""
+    if side is None or not side.steps or (side.torch_num_threads or 1) > 1:
+        return None
+    prof = np.array([step_work_us(s) for s in side.steps if s.profiled])
+    after = np.array([step_work_us(s) for s in settled_after(side).steps])
+    prof, after = prof[prof > 0], after[after > 0]
+    if min(prof.size, after.size) < MIN_AFTER_STEPS:
+        return None
+    f = factor if 0 < factor <= 1 else 1.0
+    cp, cu = float(prof.mean()), float(after.mean())
+    return WindowDrift(rank, cp, cu, f, int(prof.size), int(after.size), cu / (f * cp),
+                       drift_noise(after, f * prof))
+
+
+def drift_warning(drifts: list[WindowDrift], corrected: bool) -> str | None:
+    """calibrate's line naming the ranks whose window drifted beyond its noise (None when
+    none did); ``corrected``: their host ops were scaled to the unprofiled steps' CPU."""
+    off = [w for w in drifts if w.beyond_noise]
+    if not off:
+        return None
+    each = "; ".join(
+        f"rank {w.rank}: {w.profiled_us / 1e3:.1f} ms over its {w.n_profiled} profiled steps, "
+        f"{w.factor * w.profiled_us / 1e3:.1f} ms without the profiler's measured cost "
+        f"(×{w.factor:.3f}), against {w.unprofiled_us / 1e3:.1f} ms over the {w.n_unprofiled} "
+        f"unprofiled steps after them: ×{w.d:.3f} (beyond their scatter, ±{100 * w.noise:.1f} "
+        "%)" for w in off)
+    what = ("its host ops are priced at the unprofiled steps' CPU (×d, measured; the replay "
+            "of the capture keeps the window's)" if corrected else
+            "the model keeps the window's durations (walls are the price here)")
+    return ("the profiled window does not represent the run: the training thread's CPU a "
+            f"step, the profiler's cost taken out, moved between the window and the later "
+            f"steps, which a validation scores ({each}); the same work cost the host another "
+            f"CPU time then (its speed, or other load, changed within the run): {what}")
+
+
+def rank_drifts(order: list[int], sidecars: dict, factors: dict[int, float],
+                priced: bool, warnings: list[str]
+                ) -> tuple[dict[int, float], dict[str, object]]:
+    """Each rank's scale ``d`` for its host durations (only where ``priced``: the ops are
+    the training thread's CPU, :mod:`calibration.gloo_cpu_price`; else none) and the model's
+    notes; the check's warning appended to ``warnings``."""
+    drifts = [w for r in order if (w := window_drift(r, sidecars.get(r), factors.get(r, 1.0)))
+              is not None]
+    said = drift_warning(drifts, priced)
+    warnings += [said] if said else []
+    if not priced or not drifts:
+        return {}, {}
+    scale = {w.rank: w.d for w in drifts}
+    notes: dict[str, object] = {
+        "window_drift": ",".join(f"{w.rank}:{w.d:.4f}" for w in drifts),
+        "window_drift_source": "measured: mean training-thread CPU a step of the settled "
+                               "unprofiled steps after the window ÷ the profiled steps' × the "
+                               "profiler factor, per rank; the backend threads' CPU a "
+                               "collective times their geometric mean (inferred; "
+                               "calibration.gloo_window)",
+        "window_speed": 1 / host_drift(scale)}
+    return scale, notes
+
+
+def host_drift(scale: dict[int, float]) -> float:
+    """The host's drift, one for the ranks that share it: the geometric mean of their ``d``
+    (1.0 without any)."""
+    return math.exp(float(np.mean([math.log(v) for v in scale.values()]))) if scale else 1.0
+
+
+def scaled_comm(comm, scale: dict[int, float]):
+    """``comm`` (:class:`models.param_comm.CommParams`) with the backend threads' CPU a
+    collective (``host_cpu_us``, ``host_cpu_us_per_mb``, measured over the profiled window,
+    :mod:`calibration.gloo_cpu`) at the run's speed: times the host's drift
+    (:func:`host_drift`; ``inferred``: measured on the training threads, applied to the
+    backend's threads on the same host, as the workers' batches moved with them); unchanged
+    without a drift."""
+    if not scale:
+        return comm
+    k = host_drift(scale)
+    return comm.model_copy(update={"host_cpu_us": comm.host_cpu_us * k,
+                                   "host_cpu_us_per_mb": comm.host_cpu_us_per_mb * k})
