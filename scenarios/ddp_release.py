@@ -67,4 +67,3 @@ def lag_moved(model: StepModel, j: int, delta_us: float, noted_us: float) -> Ste
     return model.model_copy(update={
         "host": model.host.model_copy(update={"ops": ops}),
         "meta": model.meta.model_copy(update={"notes": notes})})
-

@@ -132,6 +132,7 @@ def _after_wait_phase(model: StepModel) -> str | None:
     j = after_wait_op(model)
     return None if j is None else model.host.ops[j].phase
 
+
 def _barrier_phase(model: StepModel) -> str | None:
     """The phase whose first host op the host barrier precedes."""
     ops = model.host.ops
