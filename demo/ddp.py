@@ -70,6 +70,7 @@ from rich.table import Table
 from stepsim.calibration.ddp_runs import pick_runs
 from stepsim.demo.ddp_load import mark_row, outside_share
 from stepsim.demo.ddp_phases import breakdown, format_breakdown
+from stepsim.demo.ddp_speed import row_readings
 from stepsim.fit import calibrate
 from stepsim.models.host_drift import drift_cap
 from stepsim.models.host_speed import factor_range, from_walls, noise_runs
@@ -167,6 +168,9 @@ def score(out: Path, runs: dict, repeats: int, seed: int = 0):
                "error": pred / meas - 1.0, "in_sample": label == REPLAY}
         # repeats under outside load (demo.ddp_load): marked, the row set apart where the
         # load could explain its error
+        # the host's speed in the row's runs from identical work, and the backend's CPU
+        # measured against the model's price of it (demo.ddp_speed)
+        row.update(row_readings(runs, label, REPLAY, repeats, p.model, "straggler" in label))
         rows.append(mark_row(row, means, [runs[f"{label}#{k}"] for k in range(repeats)]))
         if "barrier" in label:
             # time in the barrier (skew + transfer), as ``dist.barrier()`` is timed: from the
@@ -203,6 +207,19 @@ def summarize(rows: list[dict], model, pick) -> dict:
             "left_out": [{"run": p.name, "why": why} for p, why in pick.left_out],
             "run_core_shares": pick.shares, "run_speeds": pick.speeds,
             "run_outside_shares": pick.outside}
+
+
+def speed_line(rows: list[dict]) -> str:
+    """The note on the rows' host and backend readings (:mod:`demo.ddp_speed`)."""
+    fwd = [f"{r['setting']} x{r['host_fwd_ratio']:.3f}" for r in rows
+           if r.get("host_fwd_ratio") is not None and not r.get("in_sample")]
+    back = [f"{r['setting']} {r['backend_cpu_ms']:.2f}/{r['backend_priced_ms']:.2f}"
+            for r in rows if r.get("backend_cpu_ms") is not None]
+    return ("forward CPU (the same work in every setting without a straggler) against the "
+            "defaults' runs of the same rounds, measured: " + (", ".join(fwd) or "none")
+            + " (below 1: that setting ran on a faster host, and that much of a slow "
+            "prediction is the host's); backend threads' CPU a rank-step, measured / priced ms: "
+            + ", ".join(back))
 
 
 def _drift(model) -> dict | None:
@@ -243,6 +260,7 @@ def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None
                        f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
     if summary.get("host_drift"):
         Console().print(summary["host_drift"]["text"])
+    Console().print(speed_line(rows))
     for r in rows:
         for lo in r.get("loaded", []):
             Console().print(f"{'‡ ' if r['load_set_apart'] else ''}{r['setting']}, repeat "

@@ -18,7 +18,10 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
   the collectives) costs ``cold_extra_opt_us(ms)`` more (``comm.cold_resume_opt``, the
   same probe's): the straggler's after its spin and backward, each other rank's after its
   wait for the straggler, in the collective or in a barrier (assumed to last ``ms``, as it
-  does when no core is shared).
+  does when no core is shared). The others having waited ``ms`` for it in the last
+  all-reduce, the straggler leaves it late by the barrier probe's release after that wait
+  over its release after none (:mod:`scenarios.ddp_release`; nothing without a probe, nor
+  behind a barrier, which takes the wait and its own late release).
 * ``barrier``: a zero-byte collective (``dist.barrier()``) entered by the host right before
   the first op of ``phase`` (default ``backward``), which then waits for it. Its time on each
   rank is that rank's *arrival skew* (waiting for the last rank), so the collectives after it
@@ -45,6 +48,8 @@ from stepsim.models.ddp_host import host_enqueued, host_launched
 from stepsim.models.param_base import MAX_DURATION_US
 from stepsim.models.param_comm import barrier_release_us, cold_extra_opt_us, cold_share
 from stepsim.models.params import DeviceTask, HostOp, StepModel
+from stepsim.scenarios.ddp_release import (BARRIER_TASK, RELEASE_NOTE, after_wait_op,
+                                           late_release, lag_moved)
 from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import set_value
 from stepsim.scenarios.primitives import remove, scale
@@ -55,7 +60,6 @@ __all__ = ["add_straggler", "insert_barrier", "BARRIER_TASK", "ColdResume", "col
            "faster_interconnect", "grad_accumulation", "remove_straggler", "BucketArgs",
            "StragglerArgs", "BarrierArgs", "InterconnectArgs", "AccumArgs", "NoArgs"]
 
-BARRIER_TASK = "ddp.barrier"
 COLD_NOTE = "cold_resume"
 """Prefix of the ``meta.notes`` keys in which the straggler and barrier what-ifs keep the CPU
 they added for cold resumes (:func:`cold_resume_added`)."""
@@ -107,6 +111,8 @@ def add_straggler(model: StepModel, rank: int, phase: str, ms: float) -> StepMod
                     and not (j == idx and opt == phase):
                 ranks[j] = _cold(model, ranks[j], opt, ms * 1e3, cold, opt)
         model = _noted(model, cold)
+        if not behind:
+            model = late_release(model, ms * 1e3)
     return model.without_replay().model_copy(update={"ranks": ranks})
 
 
@@ -123,12 +129,8 @@ def _after_wait_phase(model: StepModel) -> str | None:
     """The phase of the host's first ``cpu`` op after its last wait for a collective (the
     optimizer of a DDP step, which follows the wait for the last all-reduce); None without
     such a wait."""
-    ops = model.host.ops
-    coll = {t.id for t in model.task_map().values() if t.kind == "collective"}
-    at = [j for j, op in enumerate(ops) if op.kind == "sync" and op.task in coll
-          and op.task != BARRIER_TASK]
-    later = [op.phase for op in ops[at[-1] + 1:] if op.kind == "cpu"] if at else []
-    return later[0] if later else None
+    j = after_wait_op(model)
+    return None if j is None else model.host.ops[j].phase
 
 
 def _barrier_phase(model: StepModel) -> str | None:
@@ -232,6 +234,11 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
     # the walls alone) resume cold, and its release after that wait is the probe's
     walls = [sum(v for k, v in r.phase_wall_us.items()
                  if any(op.phase == k for op in model.host.ops[:at])) for r in model.ranks]
+    moved, j = float(model.meta.notes.get(RELEASE_NOTE) or 0.0), after_wait_op(model)
+    if moved > 0 and j is not None and max(walls) > min(walls):
+        # the barrier takes the wait, and the late release with it (below): the all-reduce
+        # after it no longer follows a long wait
+        model = lag_moved(model, j, -moved, 0.0)
     task = DeviceTask(id=BARRIER_TASK, stream=c.comm_stream, name="barrier", kind="collective",
                       category="communication", phase=before, dur_us=c.latency_us, bytes=0)
     ops = list(model.host.ops)

@@ -84,3 +84,23 @@ def test_calibration_keeps_the_probe_as_measured_and_a_model_without_writes_no_f
     assert pool_barrier(m, [[None]]) is m
     assert "barrier_exit" not in m.model_dump_json()
     assert "barrier_exit" in got.model_dump_json()
+
+
+def test_a_straggler_without_a_barrier_is_released_late_by_the_probes_excess():
+    """No barrier: rank 0 waits S in the all-reduce, and rank 1 (the straggler, the last to
+    enter it) is released R(S) − R(0) = 1200 µs late before its optimizer, the probe's excess
+    after S over its release after none: step F + S + B + C + O + 1200 on 2 free cores.
+    Without a probe nothing is added; with a barrier after it, the barrier takes the wait and
+    the release (F + S + R(S) + B + C + O, as above), and the optimizer has no lag again."""
+    m = _with(cpu_ddp(cores=2))
+    got = add_straggler(m, 1, "forward", S / 1e3)
+    opt = next(op for op in got.host.ops if op.phase == "optimizer")
+    assert opt.resume_lag_us == [1_200.0]
+    assert step_us(got) == pytest.approx(F + S + B + C + O + 1_200.0)
+    assert step_us(add_straggler(cpu_ddp(cores=2), 1, "forward", S / 1e3)) == \
+        pytest.approx(F + S + B + C + O)
+    both = insert_barrier(got)
+    assert next(op for op in both.host.ops if op.phase == "optimizer").resume_lag_us is None
+    assert "straggler_release_us" not in both.meta.notes
+    lat = m.comm.latency_us
+    assert step_us(both) == pytest.approx(F + S + 1_600.0 - lat + lat + B + C + O)

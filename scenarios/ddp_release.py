@@ -1,0 +1,69 @@
+"""The straggler what-if's late release after its wait, and the host op it is paid before
+(:mod:`scenarios.ddp_whatifs`: the straggler and barrier what-ifs).
+
+After the others waited for a straggler in the last all-reduce, the straggler (the last rank
+to enter it) is released late: the harness's barrier probe measured a gloo collective's
+release after 40 ms of waiting at 1.26 ms against 0.30 ms after none (15:25 demo's capture;
+1.1-2.3 ms in the demos of 2026-12-05/06); 0.91 of 2.00 ms of it the straggler's training
+thread runnable on no core, 0.08 ms with no wait (``bench/ddp_held_wake.py``, 2026-12-06),
+as the others' threads, asleep for the wait, wake onto the cores. The probe times a barrier;
+the same release for the all-reduce that ends the wait is assumed. In five demos of
+2026-12-06 (their phase tables, 11:58-15:25) the straggler's time from its last gradient to
+its next step was 0.3-1.3 ms over the prediction without it.
+"""
+from __future__ import annotations
+
+from stepsim.models.param_comm import barrier_release_us
+from stepsim.models.params import StepModel
+
+__all__ = ["BARRIER_TASK", "RELEASE_NOTE", "late_release", "after_wait_op", "lag_moved"]
+
+BARRIER_TASK = "ddp.barrier"
+RELEASE_NOTE = "straggler_release_us"
+"""``meta.notes`` key: the late release (µs a step) the straggler what-if added to the
+resume after the last all-reduce, taken back by a barrier that takes the wait
+(:func:`scenarios.ddp_whatifs.insert_barrier`)."""
+
+
+def late_release(model: StepModel, wait_us: float) -> StepModel:
+    """``model`` whose last all-reduce releases the last rank to enter it (the straggler)
+    late after the others waited ``wait_us`` for it: the barrier probe's release after that
+    wait less its release after none (:func:`models.param_comm.barrier_release_us`, measured;
+    nothing without a probe), added to each resume lag of the host's first ``cpu`` op after
+    its wait for the collectives (paid by the last rank to enter, as the calibrated lags).
+    The probe times a barrier; that an all-reduce after the same wait releases as late is
+    assumed (the same mechanism: the others' threads, asleep for the wait, wake onto the
+    cores the straggler's hold)."""
+    late = barrier_release_us(model.comm, wait_us) - barrier_release_us(model.comm, 0.0)
+    j = after_wait_op(model)
+    if late <= 0 or j is None:
+        return model
+    return lag_moved(model, j, late, float(model.meta.notes.get(RELEASE_NOTE) or 0.0) + late)
+
+
+def after_wait_op(model: StepModel) -> int | None:
+    """The index of the host's first ``cpu`` op after its last wait for a collective other
+    than the barrier; None without one."""
+    ops = model.host.ops
+    coll = {t.id for t in model.task_map().values() if t.kind == "collective"}
+    at = [j for j, op in enumerate(ops) if op.kind == "sync" and op.task in coll
+          and op.task != BARRIER_TASK]
+    return next((j for j in range(at[-1] + 1, len(ops)) if ops[j].kind == "cpu"), None) \
+        if at else None
+
+
+def lag_moved(model: StepModel, j: int, delta_us: float, noted_us: float) -> StepModel:
+    """``model`` with host op ``j``'s resume lags moved by ``delta_us`` (none below 0) and
+    ``meta.notes[RELEASE_NOTE]`` set to ``noted_us`` (dropped at 0)."""
+    ops = list(model.host.ops)
+    lags = [max(v + delta_us, 0.0) for v in ops[j].resume_lag_us or [0.0]]
+    # taken back from an op that had none: none again (a lag of 0 would still be drawn)
+    ops[j] = ops[j].model_copy(update={"resume_lag_us": None if delta_us < 0 and len(lags) == 1
+                                       and lags[0] < 1e-6 else lags})
+    notes = dict(model.meta.notes)
+    notes.pop(RELEASE_NOTE, None)
+    if noted_us > 0:
+        notes[RELEASE_NOTE] = noted_us
+    return model.model_copy(update={
+        "host": model.host.model_copy(update={"ops": ops}),
+        "meta": model.meta.model_copy(update={"notes": notes})})
