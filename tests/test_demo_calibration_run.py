@@ -4,7 +4,6 @@ threads held 57 % of their cores while three later runs held 99-100 %, and score
 from __future__ import annotations
 
 import gzip
-import re
 from pathlib import Path
 
 import pytest
