@@ -244,7 +244,8 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     if cap:
         cap[1]["needed_width_pct_by_runs"] = {str(k): w for k, w in widths.items()}
     result = {"cores": cores, "repeats": repeats, "calibrated_on": CALIBRATION_WORKERS,
-              "calibration_run": base.name, "calibration_runs_held": held, "probe": probe, "interference": model.host.interference,
+              "calibration_run": base.name, "calibration_runs_held": held, "probe": probe,
+              "interference": model.host.interference,
               "interference_range": model.host.interference_range,
               "interference_source": model.meta.sources.get("host.interference"),
               "oversub": model.host.oversub, "oversub_range": model.host.oversub_range,
