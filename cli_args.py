@@ -175,7 +175,7 @@ def parser() -> argparse.ArgumentParser:
     # const: demo.run.PROBE_WORKERS (tests/test_demo_probe.py checks they agree)
     d.add_argument("--probe", type=_count("probe"), nargs="?", const=0, default=None,
                    metavar="N",
-                   help="the calibration run (num_workers=1) also records a probe at "
+                   help="each calibration run (num_workers=1) also records a probe at "
                         "num_workers=N, 0-64 (alone: 0, nothing beside its batches, the load change "
                         "that measures the slope), from which co-run interference is calibrated "
                         "(else, or when the probe's load is too close to the capture's, a "

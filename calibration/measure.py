@@ -327,6 +327,15 @@ def _slowdown(load: OutsideLoad | None) -> float | None:
     return max(0.0, load.slowdown)
 
 
+def load_over(side, steps: list | None = None) -> OutsideLoad | None:
+    """The outside load on capture ``side`` over its profiled window (as calibration reads
+    it) or over ``steps``."""
+    nw = side.loader.num_workers
+    recs = steady_records(side, nw)
+    tpw = fit_produce(recs, nw, side.host_cores)[1] if recs else 1
+    return outside_load(side, nw, tpw, side.torch_num_threads or 1, steps=steps)
+
+
 def remeasured_load(side) -> OutsideLoad | None:
     """The outside load on the re-measured capture ``side``, read as calibration reads a
     capture's (:mod:`calibration.outside_load`), over the steps a validation scores: the
@@ -339,16 +348,12 @@ def remeasured_load(side) -> OutsideLoad | None:
     its −19.7 % error excused by load its scored steps did not have (when the more loaded of
     the two spans was taken); a run quiet in its window and loaded over its scored
     steps stays flagged (``tests/test_scored_load.py``)."""
-    nw = side.loader.num_workers
-    recs = steady_records(side, nw)
-    tpw = fit_produce(recs, nw, side.host_cores)[1] if recs else 1
-    tt = side.torch_num_threads or 1
     after = settled_after(side).steps
     if len(after) >= MIN_AFTER_STEPS:
-        load = outside_load(side, nw, tpw, tt, steps=after)
+        load = load_over(side, steps=after)
         where = f"the {len(after)} unprofiled steps it is scored on"
     else:
-        load, where = outside_load(side, nw, tpw, tt), "its profiled window"
+        load, where = load_over(side), "its profiled window"
     if load is None or load.held <= 0:
         return None
     return replace(load, where=where)

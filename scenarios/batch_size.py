@@ -119,6 +119,20 @@ def _in_range(model: StepModel, host: list[int], n: int, r: float) -> None:
                      "recalibrate it from its capture")
 
 
+def _growth_words(model: StepModel, data: dict, host: list[int], r: float, q: float) -> str:
+    """The factor the batch-size what-if put on the re-faulted CPU of the ``host`` ops (the
+    model's before, ``data``'s after, :func:`refault_at`), in words: ``(N/B)^q`` where that
+    holds, else bounded by the pages the steps touch (``x`` a factor)."""
+    before = sum(model.host.ops[i].refault_us for i in host)
+    after = sum(data["host"]["ops"][i]["refault_us"] for i in host)
+    top = faults_at(r, q)
+    got = after / before if before > 0 else top
+    if got >= top * (1 - 1e-9):
+        return f"x{top:.3g} = (N/B)^q"
+    return (f"x{got:.3g}: (N/B)^q = x{top:.3g}, bounded by the pages the step touches x{r:.3g}, "
+            f"{after / 1e3:.1f} ms")
+
+
 def _per_sample_host(model: StepModel) -> list[int]:
     """Indices of the host's ``cpu`` ops that are the training step's per-sample work on a
     model without a device: forward and backward, or a CPU calibration's whole ``train``
@@ -172,7 +186,6 @@ def set_batch_size(model: StepModel, value) -> StepModel:
     if ld["batches_per_epoch"] is not None:
         ld["batches_per_epoch"] = max(1, math.ceil(ld["batches_per_epoch"] * b / n))
     q = model.host.refault_growth     # absent from the dump at its default (1)
-    top = faults_at(r, q)
     _in_range(model, host, n, r)
     for i in host:
         op = data["host"]["ops"][i]
@@ -188,7 +201,7 @@ def set_batch_size(model: StepModel, value) -> StepModel:
         drawn = f", drawn {rng[0]:g}-{rng[1]:g}" if rng is not None and rng[1] > rng[0] else ""
         data["meta"]["notes"]["refault_growth"] = (
             f"at batch {n} may spend faulting memory in again (the capture's most "
-            f"x{top:.3g} = (N/B)^q, q {q:.3g}{drawn}, host.refault_growth)")
+            f"{_growth_words(model, data, host, r, q)}, q {q:.3g}{drawn}, host.refault_growth)")
     for ts in data["device"]["streams"].values():
         for t in ts:
             if t["id"] in device:

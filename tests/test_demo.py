@@ -42,6 +42,10 @@ def test_demo_quick(tmp_path):
         run = out / "runs" / f"nw{s}-r0"
         assert (run / "trace.json.gz").exists() and (run / "sidecar.json").exists()
     assert "predicted vs measured" in text
+    # the least loaded of the calibration setting's 2 runs is calibrated, and said why
+    assert table["calibration_run"] in ("nw1-r0", "nw1-r1")
+    assert len(table["calibration_runs_held"]) == 2
+    assert f"({table['calibration_run']}), the least loaded" in text
     html = (out / "report.html").read_text(encoding="utf-8")   # the report, in the folder
     assert html.startswith("<!DOCTYPE html>") and "sweep of loader.num_workers" in html
     assert "measured: num_workers=1 capture" in html and "report.html" in r.stdout

@@ -89,3 +89,18 @@ def test_calibration_measures_the_pages_touched_from_the_first_step():
     side = _side(FREE, MIXED)
     side.steps[0].minflt = 10
     assert refault_fit(side).touched_us == pytest.approx(F * C_US, rel=0.02)
+
+
+@pytest.mark.parametrize("r, q, said", [
+    (2.0, 1.2, "x2.3 = (N/B)^q, q 1.2"),      # F·2^1.2 = 91.9 ms < T·2 = 120 ms
+    (2.0, 2.5, "x3: (N/B)^q = x5.66, bounded by the pages the step touches x2, 120.0 ms"),
+    (4.0, 2.0, "x6: (N/B)^q = x16, bounded by the pages the step touches x4, 240.0 ms"),
+])
+def test_the_note_gives_the_bounded_factor(r, q, said):
+    """The whatif note on the re-faulted CPU gives the factor the what-if applied,
+    min(F·r^q, T·r) / F (T·r / F = 1.5 r here), not the unbounded r^q (x5.66 at r 2, q 2.5,
+    where 3 was applied)."""
+    got = apply_ops(_model(q), _batch(int(8 * r)))
+    note = got.meta.notes["refault_growth"]
+    assert said in note, note
+    assert got.host.ops[1].refault_us == pytest.approx(F_MS * 1e3 * min(r ** q, 1.5 * r))
