@@ -14,8 +14,9 @@ holding the first run's immutable records (:class:`simcore.record.Span` and
 ``model`` is the caller's own (equal) model; so no caller can change what another was given.
 Only ``keep="all"`` and ``keep="steps"`` results are held (``"brief"`` holds its repeated
 steps as shared blocks), at most :data:`ENTRIES` of them, the least recently used dropped
-first, and none of more than :data:`MAX_RECORDS` spans and task runs (memory). The memo is
-per process: a forked worker's hits stay in it.
+first, and no more than :data:`MAX_RECORDS` spans and task runs in all (memory: a held
+result keeps its records alive after its caller let them go). The memo is per process: a
+forked worker's hits stay in it.
 """
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ __all__ = ["ENTRIES", "MAX_RECORDS", "memo_simulate", "clear"]
 
 ENTRIES = 16
 """Results held at most (a plan's repeats come within a few rounds of their first run)."""
-MAX_RECORDS = 400_000
-"""The most spans plus task runs a held result may have (about 100 MB of named tuples)."""
+MAX_RECORDS = 250_000
+"""The most spans plus task runs the held results have together (about 45 MB of named tuples;
+a 220-step run of the 2-rank demo DDP model keeping every span has 13,716)."""
 
 _held: OrderedDict[tuple, SimResult] = OrderedDict()
 
@@ -69,8 +71,12 @@ def memo_simulate(model: StepModel, steps: int, warmup: int, seed: int, keep: st
         _held.move_to_end(k)
         return _copy(got, model)
     r = simulate(model, steps=steps, warmup=warmup, seed=seed, keep=keep)
-    if len(r.spans) + len(r.runs) <= MAX_RECORDS and not r.span_blocks:
+    if _records(r) <= MAX_RECORDS and not r.span_blocks:
         _held[k] = _copy(r, model)
-        while len(_held) > ENTRIES:
+        while len(_held) > ENTRIES or sum(map(_records, _held.values())) > MAX_RECORDS:
             _held.popitem(last=False)
     return r
+
+
+def _records(r: SimResult) -> int:
+    return len(r.spans) + len(r.runs)

@@ -63,6 +63,10 @@ def test_memo_drops_the_least_recently_used(ddp, monkeypatch):
     for seed in (0, 1, 2):
         run_memo.memo_simulate(ddp, 4, 1, seed, "steps")
     assert [k[3] for k in run_memo._held] == [1, 2]
+    big = run_memo.memo_simulate(ddp, 4, 1, 3, "all")   # one result's records: the rest go
+    monkeypatch.setattr(run_memo, "MAX_RECORDS", 3 * (len(big.spans) + len(big.runs)) // 2)
+    run_memo.memo_simulate(ddp, 4, 1, 4, "all")
+    assert [k[3] for k in run_memo._held] == [4]
 
 
 def test_a_chosen_count_is_the_run_it_names(ddp):
