@@ -92,11 +92,7 @@ class Setup:
         lp = model.loader.model_copy(update=update) if update else model.loader
         self.lp = lp
         c = model.comm
-        # each collective's CPU work on its rank's host cores (µs; gloo on CPU tensors)
-        self.comm_cpu = {t.id: c.host_cpu_us + c.host_cpu_us_per_mb * (t.bytes or 0) / 2 ** 20
-                         for t in model.device.streams.get(c.comm_stream, [])
-                         if t.kind == "collective"} \
-            if model.host.uses_core and c.host_cpu_us + c.host_cpu_us_per_mb > 0 else {}
+        self.comm_cpu = comm_cpu_us(model)
         # and its backend threads' wake-ups, each waiting for a core when every core is busy
         wakes = c.wakeup_wait_us > 0 and c.wakeups + c.wakeups_per_mb > 0
         self.comm_wake = {t.id: wake_pieces(round(c.wakeups + c.wakeups_per_mb * (t.bytes or 0)
@@ -189,6 +185,17 @@ class Waits(list):
         self.keep = keep
         if not keep:
             self.append = lambda w: None
+
+
+def comm_cpu_us(model: StepModel) -> dict[str, float]:
+    """Each collective's CPU work on its rank's host cores (µs; gloo on CPU tensors), by task
+    id; empty where collectives take no host core. Where it is not empty the model runs as
+    SimPy processes (:func:`solved` gives up: they contend there)."""
+    c = model.comm
+    if not (model.host.uses_core and c.host_cpu_us + c.host_cpu_us_per_mb > 0):
+        return {}
+    return {t.id: c.host_cpu_us + c.host_cpu_us_per_mb * (t.bytes or 0) / 2 ** 20
+            for t in model.device.streams.get(c.comm_stream, []) if t.kind == "collective"}
 
 
 def solved(su: Setup, runs: Runs, waits: list):

@@ -22,6 +22,17 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO.parent / "shared" / "traces"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_run_memo():
+    """Each test starts with an empty memo of whole simulations (models/run_memo.py): a test
+    that patches the simulator's internals then simulates a run an earlier test made would be
+    given that run instead."""
+    from stepsim.models import run_memo
+
+    run_memo.clear()
+    yield
+
+
 def shared_traces() -> Path:
     """``../shared/traces`` beside the repository, or skip the test with the reason."""
     if not SHARED_TRACES.is_dir():
