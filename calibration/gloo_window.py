@@ -34,7 +34,12 @@ training thread's CPU (:mod:`calibration.gloo_cpu_price`), every host duration o
 scaled by ``d`` too, so its step's CPU is the unprofiled steps' ``C_u``; the replay of the
 capture takes the window's speed back (``meta.notes['window_speed']``, the ranks' geometric
 mean of ``1/d``: :func:`models.host_speed.at_capture_speed`). Where walls are the price (a
-core for each busy thread: the DDP demo) they are kept, and only the check is made.
+core for each busy thread: the DDP demo) they are kept, and only the check is made. A ``d``
+beyond :data:`models.param_meta.MAX_WINDOW_SPEED` either way (0.73-0.81 measured) is not
+the host's speed moving: the rank's step records cannot be right, its ops keep the window's
+durations, and a warning says so (a sidecar whose unprofiled steps' training-thread CPU was
+100 µs a step read ``d`` 0.0043 and priced the rank's host ops at 0.1 ms a step, the replay
++689 % off; its profiled steps at 100 µs read 163).
 """
 from __future__ import annotations
 
@@ -45,9 +50,10 @@ import numpy as np
 
 from stepsim.calibration.page_faults import step_work_us
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drift_noise, settled_after
+from stepsim.models.param_meta import MAX_WINDOW_SPEED
 
 __all__ = ["WindowDrift", "window_drift", "drift_warning", "rank_drifts", "host_drift",
-           "scaled_comm"]
+           "scaled_comm", "beyond_speed"]
 
 
 @dataclass(frozen=True)
@@ -119,8 +125,11 @@ def rank_drifts(order: list[int], sidecars: dict, factors: dict[int, float],
     notes; the check's warning appended to ``warnings``."""
     drifts = [w for r in order if (w := window_drift(r, sidecars.get(r), factors.get(r, 1.0)))
               is not None]
+    wild = beyond_speed(drifts)
+    drifts = [w for w in drifts if w not in wild]
     said = drift_warning(drifts, priced)
     warnings += [said] if said else []
+    warnings += [_wild_warning(wild)] if wild else []
     if not priced or not drifts:
         return {}, {}
     scale = {w.rank: w.d for w in drifts}
@@ -133,6 +142,23 @@ def rank_drifts(order: list[int], sidecars: dict, factors: dict[int, float],
                                "calibration.gloo_window)",
         "window_speed": 1 / host_drift(scale)}
     return scale, notes
+
+
+def beyond_speed(drifts: list[WindowDrift]) -> list[WindowDrift]:
+    """The ranks whose ``d`` passes :data:`models.param_meta.MAX_WINDOW_SPEED` either
+    way: not a host's speed moving, records that cannot be right (the module docstring)."""
+    return [w for w in drifts if not 1 / MAX_WINDOW_SPEED <= w.d <= MAX_WINDOW_SPEED]
+
+
+def _wild_warning(wild: list[WindowDrift]) -> str:
+    each = "; ".join(f"rank {w.rank}'s sidecar: {w.profiled_us / 1e3:.3g} ms over its "
+                     f"{w.n_profiled} profiled steps against {w.unprofiled_us / 1e3:.3g} ms "
+                     f"over the {w.n_unprofiled} unprofiled steps after them, ×{w.d:.3g}"
+                     for w in wild)
+    return (f"ignored the window check of {len(wild)} rank(s) whose training thread's CPU a "
+            f"step moved beyond the {1 / MAX_WINDOW_SPEED:g}-{MAX_WINDOW_SPEED:g}× a host's "
+            f"speed moves between the window and the later steps ({each}): step records that "
+            "cannot be right; their ops keep the window's durations")
 
 
 def host_drift(scale: dict[int, float]) -> float:

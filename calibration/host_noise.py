@@ -36,6 +36,7 @@ from stepsim.calibration.work_gauge import (CENTRE, MAX_SPEED_RATIO,  # noqa: F4
                                             per_fault_us, pooled_per_fault)
 from stepsim.models.host_speed import HOST_NOISE_PRIOR, PRIOR_DOF, own_spread, speed_interval
 from stepsim.models.load_bound import LOAD_WARN
+from stepsim.models.param_meta import MAX_WINDOW_SPEED
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
@@ -67,13 +68,6 @@ def window_speed(side: Sidecar) -> float | None:
     if len(window) < 3 or len(window) == len(whole) or min(CENTRE(whole), CENTRE(window)) <= 0:
         return None
     return float(CENTRE(window) / CENTRE(whole))
-
-
-MAX_WINDOW_SPEED = 4.0
-"""A window whose batches took more than this many times (or less than its inverse) the
-run's CPU time of identical work is not the host's speed moving (0.75–1.20× seen): its
-records cannot be right, or the run changed its work; the model then keeps the window's
-speed and calibration says so (assumed bound)."""
 
 
 def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) -> StepModel:

@@ -22,7 +22,9 @@ naming the first, and the rest calibrates. Times in µs.
   which holds an all-reduce per bucket; so at most ``wait_us`` + 2 × the longest step record's
   wall, with the clocks' slack (:func:`calibration.sidecar_cross._past_wall`). The demo's
   records: 0.4-2.3 ms of release beside 6-40 ms steps. A release of 1e12 µs (11.6 days) was
-  taken and priced every barrier what-if.
+  taken and priced every barrier what-if. A file without step records has no wall to bound
+  them by: its barrier records are all dropped (a 1e11 µs release on both ranks of a job whose
+  sidecars held no steps became ``comm.barrier_exit``, unsaid).
 """
 from __future__ import annotations
 
@@ -78,8 +80,12 @@ def _releases(p: Path, ddp, steps) -> list[str]:
     from stepsim.calibration.sidecar_cross import _past_wall
 
     walls = [s.wall_us for s in steps]
-    if not ddp.barrier_probe or not walls:
+    if not ddp.barrier_probe:
         return []
+    if not walls:   # nothing to bound them by (1e11 µs was taken, on every rank alike)
+        return remove_records(p, ddp, "barrier_probe", {
+            i: f"barrier_us {r.barrier_us:g} µs, which no step record bounds (the file holds "
+               "none)" for i, r in enumerate(ddp.barrier_probe)}, "ddp.")
     wall = max(walls)
     why = {i: (f"barrier_us {r.barrier_us:g} µs, past its wait_us of {r.wait_us:g} µs + 2 × "
                f"the longest step's wall_us of {wall:g} µs")

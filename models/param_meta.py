@@ -5,8 +5,24 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from stepsim.models.param_base import Micros, Source, StepMicros, StrictModel
+from stepsim.models.param_base import MAX_DURATION_US, Micros, Source, StepMicros, StrictModel
 from stepsim.simcore.errors import printable
+
+MAX_WINDOW_SPEED = 4.0
+"""A window whose batches took more than this many times (or less than its inverse) the
+run's CPU time of identical work is not the host's speed moving (0.75–1.20× seen): its
+records cannot be right, or the run changed its work; the model then keeps the window's
+speed and calibration says so (assumed bound; :mod:`calibration.host_noise`,
+:mod:`calibration.gloo_window`). The bound of ``meta.notes['window_speed']`` too."""
+
+NOTE_BOUNDS = {"straggler_release_us": (0.0, MAX_DURATION_US),
+               "window_speed": (1 / MAX_WINDOW_SPEED, MAX_WINDOW_SPEED)}
+"""The ``meta.notes`` a what-if or a replay reads as a number, with the range a model's
+calibration or what-if writes them in: the straggler's late release (µs,
+:mod:`scenarios.ddp_release`, taken back by the barrier what-if) and the profiled window's
+speed against its run (:func:`models.host_speed.at_capture_speed`). A model file's string,
+bool, NaN or value out of range there is refused ('abc' raised a ValueError; '1e400' read as
+an infinite lag; 1e18 took every measured resume lag away)."""
 
 
 class Meta(StrictModel):
@@ -31,6 +47,18 @@ class Meta(StrictModel):
     def _printable(cls, v):
         """File names become printable UTF-8 (see :func:`simcore.errors.shown`)."""
         return printable(v)
+
+    @field_validator("notes")
+    @classmethod
+    def _numeric_notes(cls, notes):
+        """The notes read as numbers (:data:`NOTE_BOUNDS`) are numbers in their range."""
+        for key, (lo, hi) in NOTE_BOUNDS.items():
+            v = notes.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or not lo <= v <= hi):
+                raise ValueError(f"{key!r} must be a number {lo:g} to {hi:g}, not "
+                                 f"{printable(repr(v))[:40]}")
+        return notes
 
     @model_validator(mode="after")
     def _check_ranges(self):

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from stepsim.models.param_comm import barrier_release_us
 from stepsim.models.params import StepModel
+from stepsim.simcore.errors import NotApplicable
 
-__all__ = ["BARRIER_TASK", "RELEASE_NOTE", "late_release", "after_wait_op", "lag_moved"]
+__all__ = ["BARRIER_TASK", "RELEASE_NOTE", "late_release", "after_wait_op", "lag_moved",
+           "noted_release_us"]
 
 BARRIER_TASK = "ddp.barrier"
 RELEASE_NOTE = "straggler_release_us"
@@ -38,7 +40,26 @@ def late_release(model: StepModel, wait_us: float) -> StepModel:
     j = after_wait_op(model)
     if late <= 0 or j is None:
         return model
-    return lag_moved(model, j, late, float(model.meta.notes.get(RELEASE_NOTE) or 0.0) + late)
+    return lag_moved(model, j, late, noted_release_us(model, j) + late)
+
+
+def noted_release_us(model: StepModel, j: int | None) -> float:
+    """The late release (µs a step) a straggler what-if added to host op ``j``'s resume lags
+    (``meta.notes[RELEASE_NOTE]``, a number 0 to ``MAX_DURATION_US``: :data:`models.
+    param_meta.NOTE_BOUNDS`); 0 without one.
+
+    Raises:
+        NotApplicable: a note past op ``j``'s smallest resume lag (or on a model without that
+            op), which the what-if cannot have added: taken back, it would have taken every
+            measured lag with it (a note of 1e9 µs did so, silently).
+    """
+    noted = float(model.meta.notes.get(RELEASE_NOTE) or 0.0)
+    lags = (model.host.ops[j].resume_lag_us or [0.0]) if j is not None else [0.0]
+    if noted > min(lags) * (1 + 1e-9) + 1e-6:
+        raise NotApplicable(f"meta.notes[{RELEASE_NOTE!r}] of {noted:g} µs past the smallest "
+                         f"resume lag ({min(lags):g} µs) of the host op it was added to: not "
+                         "a straggler what-if's late release")
+    return noted
 
 
 def after_wait_op(model: StepModel) -> int | None:

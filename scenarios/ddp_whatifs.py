@@ -48,8 +48,8 @@ from stepsim.models.ddp_host import host_enqueued, host_launched
 from stepsim.models.param_base import MAX_DURATION_US
 from stepsim.models.param_comm import barrier_release_us, cold_extra_opt_us, cold_share
 from stepsim.models.params import DeviceTask, HostOp, StepModel
-from stepsim.scenarios.ddp_release import (BARRIER_TASK, RELEASE_NOTE, after_wait_op,
-                                           late_release, lag_moved)
+from stepsim.scenarios.ddp_release import (BARRIER_TASK, after_wait_op, late_release,
+                                           lag_moved, noted_release_us)
 from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import set_value
 from stepsim.scenarios.primitives import remove, scale
@@ -234,7 +234,8 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
     # the walls alone) resume cold, and its release after that wait is the probe's
     walls = [sum(v for k, v in r.phase_wall_us.items()
                  if any(op.phase == k for op in model.host.ops[:at])) for r in model.ranks]
-    moved, j = float(model.meta.notes.get(RELEASE_NOTE) or 0.0), after_wait_op(model)
+    j = after_wait_op(model)
+    moved = noted_release_us(model, j)
     if moved > 0 and j is not None and max(walls) > min(walls):
         # the barrier takes the wait, and the late release with it (below): the all-reduce
         # after it no longer follows a long wait
