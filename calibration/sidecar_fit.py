@@ -281,7 +281,7 @@ def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):
         return {}, {}, []
     nw = side.loader.num_workers
     if side.host_cores is None or nw + team > side.host_cores:
-        return {}, {}, [f"intra-op team stall kept at γ 1 (not varied): the calibration "
+        return {}, {}, [f"intra-op team stall γ (host.team_stall) kept at 1 (not varied): the calibration "
                         f"setting's {team} threads and {nw} worker(s) were more than the cores, "
                         "and its step's work is inverted in closed form at γ 1"]
     lo, hi = TEAM_STALL_PRIOR
