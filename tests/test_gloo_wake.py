@@ -123,7 +123,12 @@ def _sidecar_file(tmp_path, name: str, marks: list[dict]):
     from stepsim.calibration.sidecar import load_sidecar
 
     p = tmp_path / name
+    # ten profiled steps, as the harness writes them: a mark's steps are bounded by the
+    # file's profiled step records (calibration.sidecar_counts)
+    steps = [{"wall_us": 10e3, "cpu_us": 9e3, "next_wall_us": 20.0, "next_cpu_us": 10.0,
+              "profiled": True} for _ in range(10)]
     p.write_text(json.dumps({"stepsim_sidecar": 1, "loader": {"num_workers": 0},
+                             "steps": steps,
                              "ddp": {"world_size": 2, "rank": 0, "backend": "gloo",
                                      "bucket_cpu": marks}}))
     return load_sidecar(p)
