@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 
 from stepsim.models.params import StepModel
@@ -55,17 +56,18 @@ def _copy(r: SimResult, model: StepModel) -> SimResult:
 
 
 def memo_simulate(model: StepModel, steps: int, warmup: int, seed: int, keep: str,
-                  key: str | None = None) -> SimResult:
+                  key: Callable[[], str] | None = None) -> SimResult:
     """``simulate(model, steps=steps, warmup=warmup, seed=seed, keep=keep)``, from the memo
     when that run was made before in this process (a copy; see the module docstring).
-    ``key``: ``model.model_dump_json()`` when the caller has it (it is made otherwise).
+    ``key``: gives ``model.model_dump_json()``, called only where the run can be held (a
+    caller asking for several counts passes one that makes it once); None: made here.
 
     Raises:
         SimulationError: as :func:`models.simulate.simulate` (an error is not held).
     """
     if keep not in ("all", "steps"):
         return simulate(model, steps=steps, warmup=warmup, seed=seed, keep=keep)
-    k = (model.model_dump_json() if key is None else key, steps, warmup, seed, keep)
+    k = ((key or model.model_dump_json)(), steps, warmup, seed, keep)
     got = _held.get(k)
     if got is not None:
         _held.move_to_end(k)

@@ -15,6 +15,7 @@ simulated exactly, and its standard error is reported too.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -149,7 +150,8 @@ def simulate_counted(model: StepModel, steps: int | None, warmup: int, seed: int
         SimulationError: a model that cannot run (as :func:`models.simulate.simulate`).
     """
     accum = model.comm.grad_accum_steps
-    key = model.model_dump_json()   # the memo's (models.run_memo), once for every count
+    key = functools.cache(model.model_dump_json)   # the memo's key (models.run_memo): made
+    # once for every count, and only where a run can be held (not for keep="brief")
     if steps is not None:
         if steps < accum:
             raise SimulationError(_short_of_a_cycle(f"{steps} step(s) given", accum))
