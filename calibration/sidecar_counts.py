@@ -20,7 +20,7 @@ naming the first, and the rest calibrates. Times in µs.
   release. The forwards' ends are at most a step apart (the ranks left the previous step's
   last all-reduce together), and the release, one small collective, takes less than a step,
   which holds an all-reduce per bucket; so at most ``wait_us`` + 2 × the longest step record's
-  wall, with the clocks' slack (:func:`calibration.sidecar_cross._past_wall`). The demo's
+  wall, with the clocks' slack (:func:`calibration.sidecar_records.past_wall`). The demo's
   records: 0.4-2.3 ms of release beside 6-40 ms steps. A release of 1e12 µs (11.6 days) was
   taken and priced every barrier what-if. A file without step records has no wall to bound
   them by: its barrier records are all dropped (a 1e11 µs release on both ranks of a job whose
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepsim.calibration.sidecar_records import dropped_note, remove_records
+from stepsim.calibration.sidecar_records import dropped_note, past_wall, remove_records
 
 __all__ = ["ddp_counts", "MAX_PROBE_STEPS"]
 
@@ -77,8 +77,6 @@ def _probe_steps(p: Path, ddp, key: str) -> list[str]:
 
 
 def _releases(p: Path, ddp, steps) -> list[str]:
-    from stepsim.calibration.sidecar_cross import _past_wall
-
     walls = [s.wall_us for s in steps]
     if not ddp.barrier_probe:
         return []
@@ -90,5 +88,5 @@ def _releases(p: Path, ddp, steps) -> list[str]:
     why = {i: (f"barrier_us {r.barrier_us:g} µs, past its wait_us of {r.wait_us:g} µs + 2 × "
                f"the longest step's wall_us of {wall:g} µs")
            for i, r in enumerate(ddp.barrier_probe)
-           if _past_wall(r.barrier_us, r.wait_us + 2 * wall)}
+           if past_wall(r.barrier_us, r.wait_us + 2 * wall)}
     return remove_records(p, ddp, "barrier_probe", why, "ddp.")

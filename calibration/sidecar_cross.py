@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from stepsim.calibration.sidecar_counts import ddp_counts
-from stepsim.calibration.sidecar_records import drop_overrunning_steps, dropped_note, remove_records
+from stepsim.calibration.sidecar_records import (drop_overrunning_steps, dropped_note, past_wall,
+                                                 remove_records)
 from stepsim.simcore.errors import InputError
 
 CPU_PAST_WALL = 10
@@ -23,13 +24,6 @@ CPU_PAST_WALL = 10
 captures: at most 0.86 of cores × wall, over 9,273 batches on the machine of 2026-12-05; 50×
 had set threads_per_worker to 50). Not 1: a worker's process holds threads besides the one
 that produces (its queue's feeder thread)."""
-
-THREAD_SLACK_US, THREAD_SLACK_SHARE = 1000.0, 0.01
-"""One thread's CPU time (µs) may pass its wall time by this much (µs, plus this share of the
-wall) and still be right: the two clocks are read one after the other (inferred: over 48,000
-real batch and step records of 2026-12-04/05 the most was 120 µs, on a ``next()`` of 259 µs);
-past it the record cannot be right (a thread runs on one core at a time)."""
-
 
 def step_window(steps, profiled: bool = True) -> tuple[float, float] | None:
     """``(start, end)`` (µs, the sidecar's clock) of the timed step records among ``steps``
@@ -42,15 +36,11 @@ def step_window(steps, profiled: bool = True) -> tuple[float, float] | None:
     return timed[0].t_start_us, timed[-1].t_start_us + timed[-1].wall_us
 
 
-def _past_wall(cpu_us: float, wall_us: float) -> bool:
-    return cpu_us > wall_us * (1 + THREAD_SLACK_SHARE) + THREAD_SLACK_US
-
-
 def _bad_batch(r, num_workers: int, cores: int | None) -> str | None:
     """Why a produce record cannot be right, or None."""
     if r.worker >= num_workers and r.worker >= 0:
         return f"worker {r.worker}, its loader has num_workers={num_workers}"
-    if _past_wall(r.cpu_us, r.wall_us):
+    if past_wall(r.cpu_us, r.wall_us):
         return f"thread CPU {r.cpu_us:g} µs past its wall_us of {r.wall_us:g} µs"
     if cores is not None and r.work_us > CPU_PAST_WALL * cores * r.wall_us:
         return (f"process CPU {r.work_us:g} µs past {CPU_PAST_WALL} × {cores} core(s) × its "
@@ -111,7 +101,7 @@ def _ddp_threads(p: Path, side) -> list[str]:
         return []
     span = window[1] - window[0]
     why = {i: f"{t.name or t.tid} CPU {t.cpu_us:g} µs past the profiled steps' span of "
-              f"{span:g} µs" for i, t in enumerate(threads) if _past_wall(t.cpu_us, span)}
+              f"{span:g} µs" for i, t in enumerate(threads) if past_wall(t.cpu_us, span)}
     return remove_records(p, side.ddp, "threads", why, "ddp.")
 
 
@@ -133,7 +123,7 @@ def _cold_probe(p: Path, side) -> list[str]:
     why = {}
     for i, c in enumerate(probe):
         for name in ("hot_cpu_us", "cold_cpu_us", "hot_opt_cpu_us", "cold_opt_cpu_us"):
-            if getattr(c, name) is not None and _past_wall(getattr(c, name), wall):
+            if getattr(c, name) is not None and past_wall(getattr(c, name), wall):
                 why[i] = (f"{name} {getattr(c, name):g} µs past the longest step's wall_us "
                           f"of {wall:g} µs (a backward or optimizer is part of a step)")
                 break
@@ -153,7 +143,7 @@ def _bucket_cpu(p: Path, side, cores: int | None) -> list[str]:
     if not marks or not walls or not cores:
         return []
     wall = max(walls)
-    bad = [(i, b) for i, b in enumerate(marks) if _past_wall(b.cpu_us, b.steps * wall * cores)]
+    bad = [(i, b) for i, b in enumerate(marks) if past_wall(b.cpu_us, b.steps * wall * cores)]
     if not bad:
         return []
     i, b = bad[0]
@@ -180,7 +170,7 @@ def _steps(p: Path, steps, where: str) -> None:
                                 f"({a.t_start_us:g} µs; one loop runs its steps in turn)")
     for i, s in enumerate(steps):
         for cpu, wall in (("cpu_us", "wall_us"), ("next_cpu_us", "next_wall_us")):
-            if _past_wall(getattr(s, cpu), getattr(s, wall)):
+            if past_wall(getattr(s, cpu), getattr(s, wall)):
                 raise InputError(p, f"bad sidecar record {where}steps.{i}: {cpu} "
                                     f"{getattr(s, cpu):g} µs past its {wall} of "
                                     f"{getattr(s, wall):g} µs (one thread cannot run longer "
