@@ -12,7 +12,9 @@ higher than the other's (0.77 ms): a wait, not work.
 Measured here per step ``n`` and rank ``r``: the main thread's resume ``R[r, n]``, the end
 of its longest gap between events after backward's compute (``finalize_backward`` copies the
 buckets already reduced back into the gradients, then waits, untraced, for the last, then
-copies it: ``torch.distributed.ddp.reducer::copy_bucket_to_grad``), on the job's aligned clock; the lag ``L[r, n] = R[r, n] − min_r R[·, n]``
+copies it: ``torch.distributed.ddp.reducer::copy_bucket_to_grad``; so no later than the last
+bucket's copy, :func:`calibration.gloo_steps._resume_bound`), on the job's aligned clock; the
+lag ``L[r, n] = R[r, n] − min_r R[·, n]``
 (µs, the first rank to resume has 0). Calibration took each step's resume lag into the
 reference rank's optimizer op (from its own collective end to the step's end) and every other
 rank's only as a mean shift of its optimizer phase, so the simulated ranks drew the

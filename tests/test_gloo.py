@@ -8,10 +8,11 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-from stepsim.calibration.profiler_events import MIN_PHASE_FACTOR  # noqa: E402
 from stepsim.fit import calibrate  # noqa: E402
 from stepsim.models.simulate import simulate  # noqa: E402
 from tests.conftest import later_run  # noqa: E402
+from tests.test_profiler_split import (closed_form_split, cpu_steps,  # noqa: E402
+                                       spied_phase_factors)
 
 WIDTH, DEPTH, CAP_MB = 256, 4, 0.25
 """4 layers of 256² float32 weights (256 KiB each): a 0.25 MiB cap gives one bucket per layer."""
@@ -238,33 +239,26 @@ def test_profiler_overhead_is_measured_and_applied(gloo_run, tmp_path):
     assert math.isfinite(widest)
 
 
-def test_profiler_factors_scale_each_rank_in_closed_form(gloo_run, tmp_path):
+def test_profiler_factors_scale_each_rank_in_closed_form(gloo_run, tmp_path, monkeypatch):
     """Sidecars whose unprofiled steps took exactly half the profiled steps' CPU: the factor is
-    0.5 on both ranks with no uncertainty, so every host duration and every rank's extra
-    phase time is exactly half the uncorrected one."""
+    0.5 on both ranks with no uncertainty, shared by the phases' events as this capture's own
+    phase durations and events give (tests/test_profiler_split.py), and every host duration is
+    exactly its phase's factor times the uncorrected one."""
     out, _ = gloo_run
-
-    def steps(unprof_us, prof_us):
-        def edit(side):
-            row = lambda cpu, prof: {"wall_us": cpu, "cpu_us": cpu, "next_wall_us": 0.0,
-                                     "next_cpu_us": 0.0, "profiled": prof, "profiler_on": prof}
-            side["steps"] = [row(unprof_us, False)] * 5 + [row(prof_us, True)] * 4
-        return edit
-
-    half = calibrate(_copy_capture(out, tmp_path / "half", edit_sidecar=steps(10e3, 20e3)))
-    same = calibrate(_copy_capture(out, tmp_path / "same", edit_sidecar=steps(20e3, 20e3)))
+    calls = spied_phase_factors(monkeypatch)
+    half = calibrate(_copy_capture(out, tmp_path / "half", edit_sidecar=cpu_steps(10e3, 20e3)))
+    half_calls = list(calls)
+    same = calibrate(_copy_capture(out, tmp_path / "same", edit_sidecar=cpu_steps(20e3, 20e3)))
     assert half.meta.notes["profiler_factor"] == "0:0.5000,1:0.5000"
     assert same.meta.notes["profiler_factor"] == "0:1.0000,1:1.0000"
     assert half.meta.ranges["host.cpu_scale"] == same.meta.ranges["host.cpu_scale"]
-    # no cost to share at 1; at 0.5 the step's half goes by events (calibration.profiler_events):
-    # a phase's factor is 1 - c * its events per µs, and the phases' durations weighted by their
-    # factors keep the step's 0.5, so the factors straddle it. Which phase records the most
-    # events per µs is this live run's (backward in most runs; the optimizer in one clean-clone
-    # CI run of 2026-12-06, forward 0.420, backward 0.535, optimizer 0.401)
+    # no cost to share at 1; at 0.5 the step's half goes by events (calibration.profiler_events)
     assert all(set(v.values()) == {1.0} for v in _phase_factors(same).values())
+    # each rank's split from its own phases' durations and events in this live capture
     pf = _phase_factors(half)
-    for f in pf.values():
-        assert MIN_PHASE_FACTOR <= min(f.values()) < 0.5 < max(f.values()) < 1.0
+    assert len(half_calls) == 2
+    for r, (f, dur, ev) in enumerate(half_calls):
+        assert f == 0.5 and pf[r] == pytest.approx(closed_form_split(f, dur, ev), abs=1e-6)
     f_ref = pf[half.meta.notes["reference_rank"]]
     for a, b in zip(half.host.ops, same.host.ops):
         if a.phase == "optimizer":

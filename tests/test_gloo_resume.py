@@ -79,6 +79,34 @@ def test_the_wait_for_the_bucket_before_the_last_is_not_the_resume():
     assert last_resume(*main_ev, 1033 * us, late[1:], 14_000 * us) == 6726 * us
 
 
+def test_a_preemption_after_the_last_buckets_copy_is_not_the_resume():
+    """``finalize_backward`` copies the last bucket into the gradients after its wait, so the
+    resume lies at or before that copy; a longer gap after it (the training thread preempted
+    in the optimizer: in 39 of 120 rank-steps of 20 test-job captures beside a CPU hog) is
+    not the wait. Closed form (µs): backward 0-1000, the last bucket enqueued 1000-1033 and
+    reduced 1053-5000, copied 5030-5080 and 5080-5100, optimizer 5100-5600, preempted to
+    11600, then 11600-12000, step end 12500: resume 5030, its copies 70 µs, the lag-free
+    optimizer 7470 µs; the old window (to the step's end) resumed at 11600, no copy after."""
+    from types import SimpleNamespace
+
+    from stepsim.calibration.gloo_steps import _Coll, _fit_step
+
+    us = 1000
+    colls = [_Coll("all_reduce", 65536, "float", (1000 * us, 1033 * us), (1053 * us, 5000 * us))]
+    spans = [(0, 1000), (1000, 1033), (5030, 5080), (5080, 5100), (5100, 5600), (11600, 12000)]
+    main_ev = (np.array([a * us for a, _ in spans]), np.array([b * us for _, b in spans]))
+    copies = (main_ev[0][2:4], main_ev[1][2:4])
+    step = SimpleNamespace(number=1, start_ns=0, end_ns=12_500 * us)
+    rec = _fit_step(step, colls, np.array([0]), np.array([1000 * us]), (), main_ev, copies)
+    assert rec.resume_ns == 5030 * us
+    assert rec.copy_us == pytest.approx(70.0)
+    assert rec.opt_work_us == pytest.approx(7470.0)
+    assert resume_after_wait(*main_ev, 1053 * us, 12_500 * us) == 11600 * us  # the old window
+    # without copy events (gradient_as_bucket_view) the window runs to the step's end
+    assert _fit_step(step, colls, np.array([0]), np.array([1000 * us]), (), main_ev,
+                     (np.array([], int), np.array([], int))).resume_ns == 11600 * us
+
+
 def test_lags_count_from_the_first_rank_to_resume():
     r = np.array([[1000, 5000, 9000], [1000, 3400, 12000]])       # ns, (ranks, steps)
     assert resume_lags(r).tolist() == [[0.0, 1.6, 0.0], [0.0, 0.0, 3.0]]
