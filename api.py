@@ -110,7 +110,7 @@ def _effect_context(model, warnings) -> Context:
             "host.cpu_scale" in w for w in warnings):
         return model_context(model)
     runs = model.host.speed_runs
-    own = (float(runs[0]) if runs else 1.0) * window
+    own = (float(runs[0]) if runs else model.host.cpu_scale) * window   # (at_capture_speed's)
     at_own = model.model_copy(update={"host": model.host.model_copy(update={"cpu_scale": own})})
     steps = [simulate_counted(m, DEFAULT_STEPS, DEFAULT_WARMUP, 0, keep="brief")[0].mean_step_us
              for m in (model, at_own)]

@@ -274,3 +274,27 @@ def lines(rs: Iterable[Ranked], step_us: float | None = None, verbose: bool = Fa
             if verbose and r.summary != r.text:
                 out.append(f"      {r.text}")
     return out
+
+
+def printed_texts(printed: str) -> list[str]:
+    """Each warning's text from :func:`lines`' output among other lines (a verb's stderr): a
+    header's indented detail where it has one, else the header (``warning: `` taken off); a
+    noted one's summary, or its detail with ``--verbose``. What a script (or a test) that read
+    one ``warning:`` line per warning reads now."""
+    out: list[str] = []
+    state = None        # "header": a detail may follow; "noted": inside the noted block
+    for line in printed.splitlines():
+        if line.startswith("warning: noted, no effect on the step ("):
+            state = "noted"
+        elif line.startswith("warning: "):
+            out.append(line[len("warning: "):])
+            state = "header"
+        elif state == "header" and line.startswith("  "):
+            out[-1], state = line[2:], None           # its detail
+        elif state == "noted" and line.startswith("  - "):
+            out.append(line[len("  - "):])
+        elif state == "noted" and line.startswith("      "):
+            out[-1] = line.strip()                    # a noted one's detail (--verbose)
+        else:
+            state = None
+    return out

@@ -13,7 +13,8 @@ from stepsim.calibration.profiler_overhead import OverheadFactor, step_factor_no
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.step_tail import step_tail
 from stepsim.cli import _warn
-from stepsim.warning_order import SUMMARY_CHARS, Context, lines, rank_one, ranked, summary_of
+from stepsim.warning_order import (SUMMARY_CHARS, Context, lines, printed_texts, rank_one, ranked,
+                                   summary_of)
 
 WINDOW = [20e3, 22e3, 18e3, 21e3, 19e3, 20e3, 23e3, 17e3]      # µs, mean 20 ms
 
@@ -133,13 +134,20 @@ def test_the_ddp_loader_note_at_zero_workers_says_why(attached):
     assert rank_one(said[0]).noted
 
 
-def test_the_cli_prints_the_ranked_lines(capsys):
-    tail, _ = _tail_text()
-    _warn([PRIOR, tail, "short one"])
-    err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("warning: profiled window 20.00 ms a step")
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_cli_prints_the_ranked_lines_and_a_reader_gets_the_texts_back(capsys, verbose):
+    """The CLI's lines (without a model: sized from the texts alone), and printed_texts gives
+    back each warning's whole text (a noted one's summary unless verbose)."""
+    tail, shift = _tail_text()
+    _warn([PRIOR, tail, "short one"], verbose)
+    printed = capsys.readouterr().err
+    err = printed.splitlines()
+    assert err[0].startswith(f"warning: [step {shift / 1e3:+.1f} ms] profiled window 20.00 ms "
+                             "a step")
     assert err[1] == f"  {tail}" and err[2] == "warning: short one"
     assert err[3].startswith("warning: noted, no effect on the step (1")
+    noted = PRIOR if verbose else rank_one(PRIOR).summary
+    assert printed_texts("other line\n" + printed + "last\n") == [tail, "short one", noted]
 
 
 def test_the_team_caveat_names_its_parameter_when_not_varied():
