@@ -122,80 +122,49 @@ def _profiler_step(m, ctx):
     return f"profiler overhead (measured): the training step's durations scaled ×{p:.3f}", eff, False
 
 
-@_rule(r"profiler overhead not removed: on (\d+) intra-op threads.*?unprofiled steps took "
-       r"×([\d.]+) the profiled")
-def _profiler_kept(m, ctx):
-    return (f"profiler overhead not removed ({m[1]} intra-op threads): step kept as profiled; "
-            f"unprofiled ran ×{m[2]}", None, True)
-
-
-@_rule(r"the (\d+) profiled steps took ([\d.]+) ms on average, the (\d+) unprofiled steps right "
-       r"after them ([\d.]+) ms \(the profiled ones ([+−-]\d+) % against them\)")
-def _profiled_drift(m, ctx):
-    return (f"profiled steps {m[2]} ms, the unprofiled right after them {m[4]} ms ({m[5]} %): "
-            f"the model is of the profiled ones", None, False)
-
-
-@_rule(r"the host's speed varies from run to run: over (\d+) runs.*?P10–P90 is "
-       r"([\d.]+)–([\d.]+)×")
-def _host_noise(m, ctx):
-    return (f"host speed varies run to run ({m[1]} runs): the next run's P10–P90 "
-            f"{m[2]}–{m[3]}×, in every interval", None, True)
-
-
-@_rule(r"^(.{5,80}?) not calibrated \(.*?a prior of ([\d.]+[–-][\d.]+)")
-def _prior(m, ctx):
-    return f"{m[1]} not calibrated: prior {m[2]} widens what-ifs' intervals", None, True
-
-
-@_rule(r"^(the main thread's own cost of making its batches) \(.*?\) is a stated prior, "
-       r"([\d.]+[–-][\d.]+) more CPU")
-def _same_thread_whatif(m, ctx):
-    return f"{m[1]}: a stated prior, {m[2]} more CPU, widens this interval", None, True
-
-
-@_rule(r"intra-op team stall γ \(host\.team_stall\) kept at ([\d.]+) \(not varied\)")
-def _team_stall(m, ctx):
-    return f"intra-op team stall γ (host.team_stall) kept at {m[1]}, not varied", None, True
-
-
-@_rule(r"intra-op team spin not measured")
-def _team_spin(m, ctx):
-    return ("intra-op team spin not measured: it needs a 0-worker capture with the process's "
-            "CPU time", None, True)
-
-
-@_rule(r"torch used (\d+) intra-op threads beside (\d+) worker\(s\) on (\d+) cores.*?"
-       r"s = CPU ÷ \(\d+ × wall\) = ([\d.]+)")
-def _threads(m, ctx):
-    return (f"torch's {m[1]} intra-op threads beside {m[2]} worker(s) on {m[3]} cores: step "
-            f"modelled as parallel work (share {m[4]})", None, True)
-
-
-@_rule(r"the DataLoader's produce time is the measured next\(\) time")
-def _next_produce(m, ctx):
-    return "the DataLoader's produce time is its measured next() time (inferred)", None, True
-
-
-@_rule(r"(\d+) produce record\(s\) left out of loader\.produce: a worker's first batch")
-def _first_batch(m, ctx):
-    return (f"{m[1]} produce record(s) left out: a worker's first batch (its start-up)", None,
-            True)
-
-
-@_rule(r"oversubscribed intra-op threads: the training step's (\d+) beside (\d+) worker\(s\) on "
-       r"(\d+) cores spin, a stall the model prices roughly; (torch\.set_num_threads\(\d+\)) "
-       r"([^(]*)")
-def _oversubscribed(m, ctx):
-    return (f"{m[1]} intra-op threads beside {m[2]} worker(s) on {m[3]} cores spin; {m[4]} "
-            f"{m[5].split(' by ')[0].strip()}", None, False)
-
-
-@_rule(r"a team of (\d+) threads beside (\d+) busy worker\(s\) on (\d+) cores was measured "
-       r"×([\d.]+–[\d.]+) its 0-worker step")
-def _team_beside(m, ctx):
-    return (f"a team of {m[1]} threads beside {m[2]} busy worker(s) on {m[3]} cores: measured "
-            f"×{m[4]} its 0-worker step, outside this interval", None, False)
+_TEMPLATES: list[tuple[str, str, bool]] = [
+    # (pattern, summary from its groups, noted): the warnings sized by nothing
+    (r"profiler overhead not removed: on (\d+) intra-op threads.*?unprofiled steps took "
+     r"×([\d.]+) the profiled",
+     "profiler overhead not removed ({0} intra-op threads): step kept as profiled; unprofiled "
+     "ran ×{1}", True),
+    (r"the (\d+) profiled steps took ([\d.]+) ms on average, the (\d+) unprofiled steps right "
+     r"after them ([\d.]+) ms \(the profiled ones ([+−-]\d+) % against them\)",
+     "profiled steps {1} ms, the unprofiled right after them {3} ms ({4} %): the model is of "
+     "the profiled ones", False),
+    (r"the host's speed varies from run to run: over (\d+) runs.*?P10–P90 is ([\d.]+)–([\d.]+)×",
+     "host speed varies run to run ({0} runs): the next run's P10–P90 {1}–{2}×, in every "
+     "interval", True),
+    (r"^(.{5,80}?) not calibrated \(.*?a prior of ([\d.]+[–-][\d.]+)",
+     "{0} not calibrated: prior {1} widens what-ifs' intervals", True),
+    (r"^(the main thread's own cost of making its batches) \(.*?\) is a stated prior, "
+     r"([\d.]+[–-][\d.]+) more CPU", "{0}: a stated prior, {1} more CPU, widens this interval",
+     True),
+    (r"intra-op team stall γ \(host\.team_stall\) kept at ([\d.]+) \(not varied\)",
+     "intra-op team stall γ (host.team_stall) kept at {0}, not varied", True),
+    (r"intra-op team spin not measured",
+     "intra-op team spin not measured: it needs a 0-worker capture with the process's CPU time",
+     True),
+    (r"torch used (\d+) intra-op threads beside (\d+) worker\(s\) on (\d+) cores.*?"
+     r"s = CPU ÷ \(\d+ × wall\) = ([\d.]+)",
+     "torch's {0} intra-op threads beside {1} worker(s) on {2} cores: step modelled as "
+     "parallel work (share {3})", True),
+    (r"the DataLoader's produce time is the measured next\(\) time",
+     "the DataLoader's produce time is its measured next() time (inferred)", True),
+    (r"(\d+) produce record\(s\) left out of loader\.produce: a worker's first batch",
+     "{0} produce record(s) left out: a worker's first batch (its start-up)", True),
+    (r"oversubscribed intra-op threads: the training step's (\d+) beside (\d+) worker\(s\) on "
+     r"(\d+) cores spin, a stall the model prices roughly; (torch\.set_num_threads\(\d+\)) "
+     r"([^(]*?)(?: by |\(|$)",
+     "{0} intra-op threads beside {1} worker(s) on {2} cores spin; {3} {4}", False),
+    (r"a team of (\d+) threads beside (\d+) busy worker\(s\) on (\d+) cores was measured "
+     r"×([\d.]+–[\d.]+) its 0-worker step",
+     "a team of {0} threads beside {1} busy worker(s) on {2} cores: measured ×{3} its 0-worker "
+     "step, outside this interval", False),
+]
+for _pat, _tpl, _noted in _TEMPLATES:
+    _rule(_pat)(lambda m, ctx, tpl=_tpl, noted=_noted: (tpl.format(*m.groups()).strip(), None,
+                                                        noted))
 
 
 _FILE = re.compile(r"[^ :]+\.[a-z.]+(?: and \d+ other file\(s\))?: ")
