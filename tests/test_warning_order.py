@@ -161,3 +161,24 @@ def test_the_team_caveat_names_its_parameter_when_not_varied():
     r = rank_one(said)
     assert not r.noted and re.match(r"a team of 2 threads beside 2 busy worker\(s\) on 2 cores: "
                                     r"measured ×0\.95–1\.88", r.summary)
+
+
+def test_calibrations_json_adds_the_ranked_warnings_beside_the_texts():
+    """``warnings`` unchanged (their order as calibrated); ``warnings_ranked`` added: summary,
+    effect in ms and % of the measured step, noted, whole text, ordered."""
+    from stepsim.results import Calibration
+    from tests.test_planner import cpu_model
+
+    tail, shift = _tail_text()
+    m = cpu_model()
+    m = m.model_copy(update={"meta": m.meta.model_copy(update={"measured_step_us": [50e3] * 4})})
+    ws = (PRIOR, tail)
+    d = Calibration(model=m, output=None, warnings=ws, window=None, steady_mean_us=50e3,
+                    steady_median_us=50e3, ranked=ranked(ws)).to_dict()
+    assert d["warnings"] == list(ws)
+    first, second = d["warnings_ranked"]
+    assert first["text"] == tail and first["effect_ms"] == pytest.approx(shift / 1e3, abs=0.006)
+    assert first["effect_pct"] == pytest.approx(first["effect_ms"] * 1e3 / 50e3 * 100)
+    assert not first["noted"]
+    assert second == {"summary": rank_one(PRIOR).summary, "noted": True, "effect_ms": None,
+                      "effect_pct": None, "text": PRIOR}
