@@ -51,11 +51,17 @@ def _error_line(text: str) -> str:
         lambda m: f"{m[0][:KEEP_ENDS]}…{m[0][-KEEP_ENDS:]} ({len(m[0]):,} characters)", text)
 
 
-def _warn(warnings) -> None:
-    """Each warning on stderr: before the verb's result (its table), never after it; a refused
-    input prints its one line and no warning."""
-    for w in warnings:
-        _stderr(f"warning: {w}")
+def _warn(warnings, verbose: bool = False, step_us: float | None = None) -> None:
+    """The warnings on stderr: before the verb's result (its table), never after it; a refused
+    input prints its one line and no warning. Each is headed by its summary, the noted (no
+    effect on the step) last, one line each unless ``verbose``
+    (:mod:`stepsim.warning_order`; ``warnings``: texts, or its ranked warnings)."""
+    from stepsim.warning_order import Ranked, lines, ranked
+
+    ws = list(warnings)
+    rs = ws if all(isinstance(w, Ranked) for w in ws) else ranked(ws)
+    for line in lines(rs, step_us, verbose):
+        _stderr(line)
 
 
 def cmd_calibrate(args) -> int:
@@ -64,7 +70,7 @@ def cmd_calibrate(args) -> int:
     r = api.calibrate(args.trace, output=args.output, sidecar=args.sidecar,
                       step_regex=args.step_regex, replicates=args.replicate or (),
                       steps=args.steps)
-    _warn(r.warnings)
+    _warn(r.ranked or r.warnings, args.verbose, r.measured_mean_us)
     print(f"calibrated {_n(len(r.measured_step_us), 'step')}: measured step mean "
           f"{_fmt_ms(r.measured_mean_us)} ms, median {_fmt_ms(r.measured_median_us)} ms -> "
           f"{shown(args.output)}")
@@ -104,7 +110,7 @@ def cmd_simulate(args) -> int:
                      measured=args.measured, plot_steps=args.plot_steps,
                      queue_plot=args.queue_plot)
     if not args.window:
-        _warn(r.warnings)   # what the model's own capture cannot show
+        _warn(r.warnings, args.verbose)   # what the model's own capture cannot show
         print_summary(r.model, r.summary, as_json=args.json, count=r.count)
     elif args.json:
         sys.stdout.write(orjson.dumps(r.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -138,7 +144,7 @@ def cmd_diagnose(args) -> int:
 
     r = api.diagnose(args.input, step_regex=args.step_regex, peak=args.peak, plot=args.plot,
                      draws=args.draws, **_sim_kw(args))
-    _warn(r.warnings)
+    _warn(r.warnings, args.verbose)
     print_diagnosis(r.diagnosis, as_json=args.json)
     return 0
 
@@ -159,7 +165,7 @@ def cmd_whatif(args) -> int:
     r = api.whatif(args.model, args.ops, draws=args.draws, save_model=args.save_model,
                    compare=args.compare, plot_steps=args.plot_steps, progress=not args.json,
                    width_sources=args.width_sources, **_sim_kw(args))
-    _warn(r.warnings)
+    _warn(r.warnings, args.verbose)
     print_whatif(r.baseline, r.scenario, as_json=args.json)
     return 0
 
@@ -171,7 +177,7 @@ def cmd_sweep(args) -> int:
                   plot=args.plot, measured=args.measured, ledger=args.ledger,
                   progress=not args.json,
                   **_sim_kw(args))
-    _warn(r.warnings)
+    _warn(r.warnings, args.verbose)
     print_sweep(r.result, as_json=args.json)
     return 0
 
@@ -181,7 +187,7 @@ def cmd_ceiling(args) -> int:
 
     r = api.ceiling(args.model, args.ops, plot=args.plot, progress=not args.json,
                     **_sim_kw(args))
-    _warn(r.warnings)   # what the ceilings cannot show, before them
+    _warn(r.warnings, args.verbose)   # what the ceilings cannot show, before them
     print_ceilings(r.report, as_json=args.json)
     return 0
 
@@ -193,7 +199,7 @@ def cmd_plan(args) -> int:
                  fix_arg=args.fix_arg, min_gain=args.min_gain, max_moves=args.max_moves,
                  save_scenario=args.save_scenario, plot=args.plot, progress=not args.json,
                  **_sim_kw(args))
-    _warn(r.warnings)     # before the table: what the plan's numbers cannot show
+    _warn(r.warnings, args.verbose)     # before the table: what the plan's numbers cannot show
     print_plan(r.plan, as_json=args.json)
     return 0
 
@@ -204,7 +210,7 @@ def cmd_validate(args) -> int:
     r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
                      label=args.label, progress=not args.json,
                      width_sources=args.width_sources, **_sim_kw(args))
-    _warn(r.warnings)
+    _warn(r.warnings, args.verbose)
     print_validation([r.record], as_json=args.json, scope=True)
     if not args.json and len(r.runs) > 1:      # a pooled row hides a bad run: each one's line
         for k, run in enumerate(r.runs, 1):
@@ -232,7 +238,7 @@ def cmd_report(args) -> int:
     d = api.report(args.model, args.ops, output=args.output, ledger=args.ledger,
                    measured=args.measured, draws=args.draws, plot_steps=args.plot_steps,
                    with_plan=not args.no_plan, progress=sys.stderr.isatty(), **_sim_kw(args))
-    _warn(d.warnings)
+    _warn(d.warnings, args.verbose)
     print(f"report: baseline {_fmt_ms(d.baseline.mean_step_us)} ms, "
           f"{_n(len(d.whatifs), 'what-if')}, {_n(len(d.ledger), 'validation record')} -> "
           f"{shown(args.output)}")

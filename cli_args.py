@@ -143,6 +143,7 @@ def parser() -> argparse.ArgumentParser:
                         "which every prediction interval then carries")
     c.add_argument("-o", "--output", required=True, type=_out_file,
                    help="where to write the StepModel JSON")
+    _verbose(c)
 
     s = sub.add_parser("simulate", help="simulate a StepModel (JSON or YAML) and report")
     s.add_argument("model", help="a StepModel (JSON or YAML), e.g. from 'stepsim calibrate'")
@@ -278,6 +279,12 @@ def _plot_opts(p: argparse.ArgumentParser, flag: str, help: str) -> None:
                    help="steps drawn in the lanes timeline (default 1)")
 
 
+def _verbose(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verbose", action="store_true",
+                   help="print in full the warnings that change nothing on the step (else one "
+                        "line each, after those that do)")
+
+
 def _sim_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=_count("steps"), default=DEFAULT_STEPS,
                    help="measured steps (default: as many as it takes for the mean step's "
@@ -289,3 +296,4 @@ def _sim_opts(p: argparse.ArgumentParser) -> None:
                    help="seed of the simulation's random streams (default 0; the same seed "
                         "gives the same output)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _verbose(p)

@@ -96,7 +96,8 @@ class Calibration(_Warned, _Result):
     Attributes:
         model: the StepModel (saved to ``output`` when one was given).
         output: where it was written, or None.
-        warnings: the calibration's warnings, each said once (a folder of ranks repeats them).
+        warnings: the calibration's warnings, each said once (a folder of ranks repeats them);
+            ``ranked``: the same, summarized, sized and ordered (:mod:`stepsim.warning_order`).
         window: the replay of the captured window, step by step (None: a CPU capture or
             several ranks, which have none).
         steady_mean_us / steady_median_us: the simulated steady state of the representative
@@ -109,6 +110,7 @@ class Calibration(_Warned, _Result):
     window: WindowReplay | None
     steady_mean_us: float
     steady_median_us: float
+    ranked: tuple = ()
 
     @property
     def measured_step_us(self) -> list[float]:
@@ -166,7 +168,8 @@ class Calibration(_Warned, _Result):
                                  "median_ms": us_to_ms(self.steady_median_us),
                                  "mean_error_pct": 100 * self.steady_mean_error,
                                  "median_error_pct": 100 * self.steady_median_error},
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings), "warnings_ranked": [
+                    r.to_dict(self.measured_mean_us) for r in self.ranked]}
 
     def rows(self) -> list[dict]:
         """One row per measured step (with the window replay's columns when there is one)."""

@@ -36,7 +36,8 @@ def rank_loader(side, next_us: list[float], ranks_per_host: int, sources: dict,
     ``next_us`` (µs; all 0 when the trace has no ``next()`` in the steps). Fills ``sources``
     and ``warnings``."""
     lp: dict = {}
-    if side is not None and getattr(side, "loader", None) is not None:
+    attached = side is not None and getattr(side, "loader", None) is not None
+    if attached:
         upd, src, warn, _ = loader_from_sidecar(side, side.torch_num_threads or 1,
                                               ranks_per_host)
         lp.update(upd)
@@ -51,8 +52,12 @@ def rank_loader(side, next_us: list[float], ranks_per_host: int, sources: dict,
             lp["num_workers"] = 0
             lp["produce"] = DurationSpec.from_samples([float(v) for v in next_us])
             sources["loader.produce"] = "inferred"
-            warnings.append("the DataLoader's produce time is the measured next() time (no "
-                            "per-batch records in the capture sidecar)")
+            warnings.append(
+                "the DataLoader's produce time is the measured next() time (inferred): at "
+                "num_workers=0 the main thread makes each batch inside next(), and the capture "
+                "records per-batch times only from worker processes" if attached else
+                "the DataLoader's produce time is the measured next() time (inferred): the "
+                "capture sidecar records no DataLoader")
         else:
             warnings.append("the DataLoader's workers produced no records in the capture "
                             "sidecar: its produce time is unknown and taken as 0")

@@ -302,7 +302,7 @@ def team_overhead_note(side: Sidecar | None) -> str | None:
 def step_factor_note(p: float, f: OverheadFactor, s: float) -> str:
     """calibrate's line for a training step scaled by :func:`step_factor`'s ``p``."""
     return (f"profiler overhead (measured): the training step's durations are the profiled "
-            f"window's × {p:.3f}, the unprofiled ÷ profiled main-thread CPU per step "
-            f"{f.describe()} × the window's speed {s:.3f} (the host's drift in the window, "
-            "which every duration takes apart): a re-measured run is scored on unprofiled "
-            "steps; the replay of the capture keeps the profiled ones")
+            f"window's × {p:.3f}, two factors. The profiler's: the unprofiled ÷ profiled "
+            f"main-thread CPU per step {f.describe()}. The window's speed: {s:.3f}, the host's "
+            "drift in the window, which every duration takes apart. A re-measured run is "
+            "scored on unprofiled steps; the replay of the capture keeps the profiled ones")

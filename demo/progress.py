@@ -3,6 +3,8 @@ log``, a CI log) one line per step, written and flushed as the step starts, sinc
 bar draws nothing on a non-terminal until it stops, so a piped demo said nothing for minutes."""
 from __future__ import annotations
 
+import re
+import sys
 import time
 
 from rich.console import Console
@@ -46,3 +48,28 @@ class Steps:
         elif exc[0] is None:
             self.console.print(f"{self.done_text} ({time.monotonic() - self._t0:.0f} s)",
                                markup=False)
+
+
+_WRAP_SPACES = re.compile(r"[ \t]+\n")
+
+
+class _Trimmed:
+    """A text file that drops the spaces rich leaves at the end of each line it wraps (a fresh
+    user found the demo's first line, wrapped at 120 columns in a log, ending in a space)."""
+
+    def __init__(self, file):
+        self._file = file
+
+    def write(self, text: str) -> int:
+        return self._file.write(_WRAP_SPACES.sub("\n", text))
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+
+def demo_console() -> Console:
+    """The plain demo's console on stdout: the terminal's width there; elsewhere (a pipe, a
+    log) 120 columns, each wrapped line without trailing spaces."""
+    tty = sys.stdout.isatty()
+    return Console(highlight=False, width=None if tty else 120,
+                   file=None if tty else _Trimmed(sys.stdout))

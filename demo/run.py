@@ -40,13 +40,13 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-from rich.console import Console
 
 from stepsim.calibration.host_noise import identical_work_us
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps
 from stepsim.demo.calibration_run import calibration_run
-from stepsim.demo.progress import Steps
+from stepsim.demo.progress import Steps, demo_console
+from stepsim.warning_order import lines, model_context, ranked
 from stepsim.fit import calibrate
 from stepsim.models.host_drift import drift_cap
 from stepsim.models.host_speed import (CAPTURE_SPEED, at_capture_speed,
@@ -156,7 +156,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
     run also records a probe at that ``num_workers`` (the CLI's ``--probe`` alone:
     :data:`PROBE_WORKERS`), from which co-run interference is calibrated (else it is a stated
     prior)."""
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    console = demo_console()
     settings = QUICK_SETTINGS if quick else SETTINGS
     repeats = repeats or (QUICK_REPEATS if quick else REPEATS)
     if not (isinstance(repeats, int) and 1 <= repeats <= MAX_REPEATS):
@@ -224,8 +224,9 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                   f"; past the cores {model.host.oversub:.3f} × (1 − cores/runnable), range "
                   f"{model.host.oversub_range[0]:.3f}–{model.host.oversub_range[1]:.3f}"
                   f" ({'from the probe' if model.meta.sources.get('host.oversub') == 'inferred' else 'stated prior'})")
-    for w in model.meta.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    for line in lines(ranked(model.meta.warnings, model_context(model)),
+                      float(np.mean(model.meta.measured_step_us))):   # (stepsim.warning_order)
+        console.print(line, markup=False)
 
     rows, records, notes = [], [], []
     with Steps(console, len(settings), "predicted and validated") as prog:

@@ -241,8 +241,8 @@ def _team_beside_workers(threads: int, workers: int, cores: int, after: StepMode
     team thread's core has a runnable worker (one batch is asked per step)."""
     lo, hi = TEAM_BESIDE_WORKERS
     rng = after.host.team_stall_range
-    prior = (f"γ {rng[0]:g}–{rng[1]:g}" if rng is not None
-             else f"γ {after.host.team_stall:g}, not varied")
+    prior = (f"host.team_stall γ {rng[0]:g}–{rng[1]:g}" if rng is not None
+             else f"host.team_stall γ {after.host.team_stall:g}, not varied")
     return (f"a team of {threads} threads beside {workers} busy worker(s) on {cores} cores was "
             f"measured ×{lo:g}–{hi:g} its 0-worker step (2 cores, 4 CNNs, 2026-12-04/05), "
             f"outside this interval ({prior}): the main thread's wait for a core in next() "

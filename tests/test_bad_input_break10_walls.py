@@ -14,6 +14,7 @@ import pytest
 
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.sidecar_records import STEP_END_SLACK_US
+from stepsim.warning_order import printed_texts
 from tests.test_quirks import cli
 
 
@@ -83,7 +84,9 @@ def _calibrate(src, tmp_path, name, wall_us):
     out = tmp_path / f"{name}.model.json"
     rc, err, _ = cli("calibrate", d, "-o", out)
     assert _digest(d) == before and "Traceback" not in err
-    return rc, err.strip().splitlines(), json.loads(out.read_text()) if rc == 0 else None, k
+    lines = [f"warning: {t}" for t in printed_texts(err)] + [     # each warning's whole text
+        ln for ln in err.strip().splitlines() if not ln.startswith(("warning: ", "  "))]
+    return rc, lines, json.loads(out.read_text()) if rc == 0 else None, k
 
 
 def test_calibrate_drops_the_step_and_says_so_in_one_line(cpu_run_nw1, tmp_path):

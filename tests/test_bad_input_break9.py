@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.kineto_gen import one_rank_trace
+from stepsim.warning_order import printed_texts
 from tests.test_quirks import cli, one_line_error
 
 
@@ -21,7 +22,9 @@ def _digest(*paths: Path) -> dict:
 
 
 def _warnings(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.startswith("warning: ")]
+    """Each warning's whole line as it was printed before warnings had summaries (``warning:``
+    and its text: stepsim.warning_order.printed_texts)."""
+    return [f"warning: {t}" for t in printed_texts(err)]
 
 
 # ------------------------------------------------------------------------ --jobs --------------

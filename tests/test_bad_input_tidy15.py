@@ -12,6 +12,7 @@ import pytest
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.sidecar_counts import MAX_PROBE_STEPS
 from stepsim.calibration.sidecar_ddp import MAX_PROBE_RECORDS
+from stepsim.warning_order import printed_texts
 from tests.test_bad_input_break14 import refused
 from tests.test_quirks import cli, one_line_error
 
@@ -166,7 +167,7 @@ def test_a_hostile_jobs_counts_are_dropped_and_it_calibrates_as_without_them(job
 
     rc, err, _ = cli("calibrate", _hostile(job, tmp_path / "a", huge), "-o", tmp_path / "a.json")
     assert rc == 0 and "Traceback" not in err, err
-    said = [ln for ln in err.splitlines() if "'ddp.bucket_cpu' record(s)" in ln]
+    said = [ln for ln in printed_texts(err) if "'ddp.bucket_cpu' record(s)" in ln]
     assert len(said) == 1 and "sidecar.json and 1 other file(s): dropped 2 of 2" in said[0] \
         and "steps about 10^18, more than the file's 8 profiled step record(s)" in said[0], said
     rc, err, _ = cli("calibrate", _hostile(job, tmp_path / "b", none), "-o", tmp_path / "b.json")
