@@ -24,7 +24,8 @@ Prints per setting the medians over the round's steps (ms), then per round the r
 against 1, and the 0-worker step outside ``next()`` against the model's closed form from the
 1-worker one (its wall × ``s^T``, ``s`` the team's share of a core there: 1 where the model's
 inversion is right), and their spread over rounds. Run under the CPU lock: ``python -m stepsim.bench.inline_threads [ROUNDS] [STEPS]``
-(defaults 2, 25); ``--one W T POLICY STEPS``: one child, medians as JSON.
+(defaults 2, 25); ``--one W T POLICY STEPS``: one child, medians as JSON; ``--spin [STEPS]``:
+the spin's cost on the batch within one process (:func:`_spin`).
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def _others(main: int) -> int:
     return tot
 
 
-def _child(workers: int, threads: int, steps: int) -> dict:
+def _child(workers: int, threads: int, steps: int, spin_pairs: bool = False):
     import hashlib
 
     import torch
@@ -103,6 +104,8 @@ def _child(workers: int, threads: int, steps: int) -> dict:
     main = threading.get_native_id()
     rows = []
     for k in range(WARM + steps):
+        if spin_pairs and k % 2:
+            time.sleep(SLEEP_S)             # the team's spin runs out before this batch
         c0, w0, o0 = time.thread_time_ns(), time.perf_counter_ns(), _others(main)
         x, y, sc = next(it)
         c1, w1, o1 = time.thread_time_ns(), time.perf_counter_ns(), _others(main)
@@ -116,8 +119,32 @@ def _child(workers: int, threads: int, steps: int) -> dict:
             rows.append((int(sc.sum()), c1 - c0, w1 - w0, o1 - o0, c2 - c1, w2 - w1, o2 - o1,
                          q1 - q0))
     a = np.array(rows, dtype=float) / 1e6
+    if spin_pairs:
+        return a
     return {f: float(np.mean(a[:, i]) if f.startswith("team") else np.median(a[:, i]))
             for i, f in enumerate(FIELDS)}
+
+
+SLEEP_S = 0.03
+"""``--spin``: the sleep (s) before every other step's ``next()``, past libgomp's spin
+(6-7 ms measured after a step)."""
+
+
+def _spin(steps: int) -> None:
+    """``--spin``: one process at 0 workers on 2 threads; every other batch made right after
+    the step (the team spinning beside it) and the others after :data:`SLEEP_S` of sleep (the
+    team asleep), so a pair's ratio holds the spin's cost with the host's drift over seconds
+    cancelled."""
+    a = _child(0, 2, steps, spin_pairs=True)
+    if WARM % 2:
+        a = a[1:]
+    n = len(a) // 2 * 2
+    hot, cold = a[0:n:2], a[1:n:2]           # odd steps slept: rows from an even step
+    r = hot[:, 0] / cold[:, 0]
+    print(f"{n // 2} pairs: batch CPU beside the spinning team {np.median(hot[:, 0]):.2f} ms "
+          f"(team CPU in next() {np.mean(hot[:, 3]):.2f} ms), after the sleep "
+          f"{np.median(cold[:, 0]):.2f} ms (team {np.mean(cold[:, 3]):.2f} ms); per pair "
+          f"ratio P10/median/P90 {'/'.join(f'{v:.3f}' for v in np.percentile(r, [10, 50, 90]))}")
 
 
 def _run(cfg, steps: int) -> dict:
@@ -143,6 +170,9 @@ def main(argv=None) -> int:
     argv = list(argv if argv is not None else sys.argv[1:])
     if argv[:1] == ["--one"]:
         print(json.dumps(_child(int(argv[1]), int(argv[2]), int(argv[4]))))
+        return 0
+    if argv[:1] == ["--spin"]:
+        _spin(int(argv[1]) if len(argv) > 1 else 60)
         return 0
     rounds, steps = ([int(a) for a in argv] + [2, 25][len(argv):])[:2]
     res = {c: [] for c in CONFIGS}
