@@ -56,7 +56,13 @@ batches: no heap, cache or same-thread cost", 2026-12-06 10:42–10:57, h-heap10
 
 The morning's demos were in sample for the former point 0.1; three captured sets of 10:44–10:56
 (calibrated at 1 worker, 0 workers re-measured) ran the main thread's work at 0 workers
-0.75–0.90× the capture's (below 1: the co-run interference, ``host.interference``, not this)."""
+0.75–0.90× the capture's (below 1: the co-run interference, ``host.interference``, not this).
+
+At torch's default 2 intra-op threads too (docs/measurements.md "The 0-worker row at torch's
+default threads", 2026-12-06 20:29–20:32, ``bench/inline_threads.py``, a transformer with a
+hashing Dataset): the main thread's batch took ×0.900 / ×0.979 a worker's, and libgomp's
+team, which spins 6.0–7.2 ms into the 0-worker ``next()``, cost it nothing (×0.99–1.01
+against ``OMP_WAIT_POLICY=passive``): the point stays 0 there."""
 
 
 def _kinds(acts, loads):
