@@ -1,30 +1,33 @@
 """Whether a single-process CPU capture's profiled window represents its run: the check of
 :mod:`calibration.gloo_window` on one process (its :func:`~calibration.gloo_window.drift_between`).
 
-With ``f`` the profiler factor at the window's edges (:func:`calibration.profiler_edges.edge_factor`,
-else over all the unprofiled steps), ``C_p`` the mean main-thread CPU a step outside ``next()``
-of the profiled steps without a system-CPU spike (:func:`calibration.sys_spikes.spikes`, as
-the training step's durations are) and ``C_u`` that of the settled unprofiled steps after
+With ``f`` a factor on the window's CPU, ``C_p`` the mean main-thread CPU a step outside
+``next()`` of the profiled steps without a system-CPU spike (:func:`calibration.sys_spikes.spikes`,
+as the training step's durations are) and ``C_u`` that of the settled unprofiled steps after
 the window (:func:`calibration.run_drift.settled_after`, the steps a validation scores; at
 ``num_workers=0`` those whose intra-op team did not wait for a core, :func:`calibration.calm.calm_among`),
 
     d = C_u / (f · C_p)
 
-is the host's drift between the window and the run, said beyond two standard errors.
+off 1 beyond two standard errors of the difference of the means is said. gloo_window's ``f``
+is the profiler factor at the window's edges (:func:`calibration.profiler_edges.edge_factor`),
+and its ranks' ops are scaled by ``d``. Here calibrate passes the factor the step is priced at
+(:func:`calibration.profiler_overhead.step_factor`'s ``f``: the median unprofiled ÷ profiled
+CPU over every unprofiled step, which holds the run's drift), so ``d`` says how far the step
+as priced misses the run's later steps (``meta.notes['window_drift']``), and it is not applied.
 
-**Measured, and why the single-process step is not scaled by ``d``** (88 calibration-setting
-runs of 11 stored plain demos, 2026-12-06 08:51-19:37, 2 cores, one intra-op thread;
-``bench/window_drift.py``): ``d`` read 0.81-1.33 (geometric mean 1.052, log sd 0.107), beyond
-its noise in 38 of 88. Calibration already prices this path's training step at its
-unprofiled steps (:func:`calibration.profiler_overhead.step_factor`: ``f`` there is the
-median unprofiled ÷ profiled CPU over every unprofiled step, which holds the drift), and
-``C_u / (that f · C_p)`` read geometric mean 1.006, log sd 0.050 over the same runs: the
-drift is in the model already. demo10's "window 1.25× its unprofiled steps" was the step's
-*wall* time at ``num_workers=1``, set by the batches (their produce 196 ms a batch in the
-window, 164 ms after it), which :func:`calibration.host_noise.window_speed` takes out; the
-training thread's CPU was 97.4 against 97.0 ms. Pricing the step at ``C_u`` (``f · d``)
-instead was rescored on the same runs (``bench/window_drift.py``; the commit's message has
-the rows).
+**Measured** (88 calibration-setting runs of 11 stored plain demos, 2026-12-06 08:51-19:37, 2
+cores, one intra-op thread; ``bench/window_drift.py``): with the edge factor ``d`` read
+0.81-1.33 (geometric mean 1.052, log sd 0.107), beyond its noise in 38 of 88: the window
+drifts against its run as on the gloo path. Against the step as priced it read geometric mean
+1.006, log sd 0.050, beyond noise in 6 of 88: the drift is in the model already. demo10's
+"window 1.25× its unprofiled steps" was the step's *wall* time at ``num_workers=1``, set by
+the batches (produce 196.0 ms a batch in the window, 164.3 ms after it), which
+:func:`calibration.host_noise.window_speed` takes out; the training thread's CPU was 97.4
+against 97.0 ms a step. Pricing the step at ``C_u`` instead (gloo's ``f · d``), rescored on the
+same runs, moved the slow demos' rows further off (demo10's +5.5 / +4.9 / +13.0 / +5.7 % to
++7.1 / +6.5 / +14.6 / +7.6 %; fresh5's +12.4 / +5.8 / +15.9 / +8.6 % to +15.4 / +8.3 / +18.9 /
++11.2 %, 3 of 4 inside to 2 of 4; docs/measurements.md "The plain demo's slow rows").
 """
 from __future__ import annotations
 
