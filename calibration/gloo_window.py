@@ -52,8 +52,8 @@ from stepsim.calibration.page_faults import step_work_us
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drift_noise, settled_after
 from stepsim.models.param_meta import MAX_WINDOW_SPEED
 
-__all__ = ["WindowDrift", "window_drift", "drift_between", "drift_text", "drift_warning", "rank_drifts", "host_drift",
-           "scaled_comm", "beyond_speed"]
+__all__ = ["WindowDrift", "window_drift", "drift_between", "drift_text", "drift_warning",
+           "rank_drifts", "host_drift", "scaled_comm", "beyond_speed"]
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,9 @@ def drift_between(rank: int, profiled: list, after: list, factor: float = 1.0
     prof, after_us = prof[prof > 0], after_us[after_us > 0]
     if min(prof.size, after_us.size) < MIN_AFTER_STEPS:
         return None
-    f = factor
     cp, cu = float(prof.mean()), float(after_us.mean())
-    return WindowDrift(rank, cp, cu, f, int(prof.size), int(after_us.size), cu / (f * cp),
-                       drift_noise(after_us, f * prof))
+    return WindowDrift(rank, cp, cu, factor, int(prof.size), int(after_us.size),
+                       cu / (factor * cp), drift_noise(after_us, factor * prof))
 
 
 def drift_warning(drifts: list[WindowDrift], corrected: bool) -> str | None:

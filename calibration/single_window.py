@@ -2,10 +2,11 @@
 :mod:`calibration.gloo_window` on one process (its :func:`~calibration.gloo_window.drift_between`).
 
 With ``f`` a factor on the window's CPU, ``C_p`` the mean main-thread CPU a step outside
-``next()`` of the profiled steps without a system-CPU spike (:func:`calibration.sys_spikes.spikes`,
-as the training step's durations are) and ``C_u`` that of the settled unprofiled steps after
-the window (:func:`calibration.run_drift.settled_after`, the steps a validation scores; at
-``num_workers=0`` those whose intra-op team did not wait for a core, :func:`calibration.calm.calm_among`),
+``next()`` of the profiled steps without a system-CPU spike
+(:func:`calibration.sys_spikes.spikes`, as the training step's durations are) and ``C_u`` that
+of the settled unprofiled steps after the window (:func:`calibration.run_drift.settled_after`,
+the steps a validation scores; at ``num_workers=0`` those whose intra-op team did not wait for
+a core, :func:`calibration.calm.calm_among`),
 
     d = C_u / (f · C_p)
 
