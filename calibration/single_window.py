@@ -28,10 +28,10 @@ the batches (produce 196.0 ms a batch in the window, 164.3 ms after it), which
 against 97.0 ms a step. Pricing the step at ``C_u`` instead (gloo's ``f · d``), rescored on the
 same runs, moved the slow demos' rows further off (demo10's +5.5 / +4.9 / +13.0 / +5.7 % to
 +7.1 / +6.5 / +14.6 / +7.6 %; fresh5's +12.4 / +5.8 / +15.9 / +8.6 % to +15.4 / +8.3 / +18.9 /
-+11.2 %, 3 of 4 inside to 2 of 4); |error| grew in 12 of 16 rows of 4 demos, the inside
-count stayed 11 of 16; it helped only s4, whose step as priced missed its run ×1.080 beyond
-noise (2 of 4 inside to 3 of 4, its max 13.2 to 15.9 %; docs/measurements.md "The plain
-demo's slow rows").
++11.2 %, 3 of 4 inside to 2 of 4); over 20 rows of 5 demos |error| grew in 14, the inside
+count stayed 15 of 20 and every demo's max grew; it helped most rows only in s3 and s4,
+whose chosen step as priced missed its run beyond noise (×1.101, ×1.080; docs/measurements.md
+"The plain demo's slow rows").
 """
 from __future__ import annotations
 
@@ -83,4 +83,4 @@ def single_drift_warning(w: WindowDrift | None) -> str | None:
             f"a step, {drift_text(w, PRICED)}; "
             "the window's work cost the host another CPU time later in the run (its speed, or "
             "other load, changed). Kept as priced: pricing the step at the later steps' mean "
-            "moved 12 of 16 rows of 4 stored demos further off (calibration.single_window)")
+            "moved 14 of 20 rows of 5 stored demos further off (calibration.single_window)")
