@@ -37,6 +37,8 @@ from stepsim.calibration.page_faults import (FAULT_GROWTH_EXPONENT, FAULT_GROWTH
 from stepsim.calibration.profiler_overhead import (step_factor, step_factor_note,
                                                     team_overhead_note)
 from stepsim.calibration.run_drift import drift_ratio, profiled_drift
+from stepsim.calibration.single_window import (WINDOW_DRIFT_SOURCE, single_drift,
+                                               single_drift_warning)
 from stepsim.calibration.step_tail import step_tail
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import (STARTUP_UNMEASURED, capture_loads,
@@ -225,10 +227,13 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         split["corun_ref"] = capture_loads(sidecar)[1]
         sources["host.ops[1].corun_ref"] = "measured"
     stepf = step_factor(sidecar)     # the profiler's cost on the step, measured
+    # gloo_window's check on the step as priced: does it miss the run's later steps?
+    window = single_drift(sidecar, stepf[1].factor) if stepf is not None else None
     if stepf is not None:
         compute_us = compute_us * stepf[0]
         if abs(stepf[0] - 1) > 0.02:
             warnings.append(step_factor_note(*stepf))
+        warnings += [w for w in [single_drift_warning(window)] if w]
     elif (team_note := team_overhead_note(sidecar)) is not None:
         warnings.append(team_note)
     profiler_measured = stepf is not None
@@ -293,6 +298,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     notes: dict = {"kind": "cpu", "produce_basis": notes_produce, "compute_basis": compute_basis,
                    "input_wait_mean_us": float(wait_us.mean()),
                    "compute_mean_us": compute_mean, "step_method": steps.method}
+    if window is not None:
+        notes.update(window_drift=window.d, window_drift_source=WINDOW_DRIFT_SOURCE)
     if replay_f is not None:   # undone by models.host_speed.at_capture_speed for the replay
         notes["step_profiler_factor"] = replay_f
     if calm_ratio is not None:   # the window's steps without a spike ÷ all of it (mean wall)

@@ -52,8 +52,8 @@ from stepsim.calibration.page_faults import step_work_us
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drift_noise, settled_after
 from stepsim.models.param_meta import MAX_WINDOW_SPEED
 
-__all__ = ["WindowDrift", "window_drift", "drift_warning", "rank_drifts", "host_drift",
-           "scaled_comm", "beyond_speed"]
+__all__ = ["WindowDrift", "window_drift", "drift_between", "drift_text", "drift_warning",
+           "rank_drifts", "host_drift", "scaled_comm", "beyond_speed"]
 
 
 @dataclass(frozen=True)
@@ -85,15 +85,25 @@ def window_drift(rank: int, side, factor: float = 1.0) -> WindowDrift | None:
     after its window or profiled steps with CPU time. ``factor``: its profiler factor."""
     if side is None or not side.steps or (side.torch_num_threads or 1) > 1:
         return None
-    prof = np.array([step_work_us(s) for s in side.steps if s.profiled])
-    after = np.array([step_work_us(s) for s in settled_after(side).steps])
-    prof, after = prof[prof > 0], after[after > 0]
-    if min(prof.size, after.size) < MIN_AFTER_STEPS:
+    return drift_between(rank, [s for s in side.steps if s.profiled],
+                         settled_after(side).steps, factor if 0 < factor <= 1 else 1.0)
+
+
+def drift_between(rank: int, profiled: list, after: list, factor: float = 1.0
+                  ) -> WindowDrift | None:
+    """:class:`WindowDrift` of the step rows ``profiled`` (the window) against ``after``
+    (its settled unprofiled steps), CPU outside ``next()``, the window's CPU times
+    ``factor`` (> 0: a gloo rank's profiler factor, at most 1, :func:`window_drift`; the
+    factor the single-rank step is priced at, :mod:`calibration.single_window`); None with
+    fewer than ``MIN_AFTER_STEPS`` rows with CPU time on either side."""
+    prof = np.array([step_work_us(s) for s in profiled])
+    after_us = np.array([step_work_us(s) for s in after])
+    prof, after_us = prof[prof > 0], after_us[after_us > 0]
+    if min(prof.size, after_us.size) < MIN_AFTER_STEPS:
         return None
-    f = factor if 0 < factor <= 1 else 1.0
-    cp, cu = float(prof.mean()), float(after.mean())
-    return WindowDrift(rank, cp, cu, f, int(prof.size), int(after.size), cu / (f * cp),
-                       drift_noise(after, f * prof))
+    cp, cu = float(prof.mean()), float(after_us.mean())
+    return WindowDrift(rank, cp, cu, factor, int(prof.size), int(after_us.size),
+                       cu / (factor * cp), drift_noise(after_us, factor * prof))
 
 
 def drift_warning(drifts: list[WindowDrift], corrected: bool) -> str | None:
@@ -102,12 +112,7 @@ def drift_warning(drifts: list[WindowDrift], corrected: bool) -> str | None:
     off = [w for w in drifts if w.beyond_noise]
     if not off:
         return None
-    each = "; ".join(
-        f"rank {w.rank}: {w.profiled_us / 1e3:.1f} ms over its {w.n_profiled} profiled steps, "
-        f"{w.factor * w.profiled_us / 1e3:.1f} ms without the profiler's measured cost "
-        f"(×{w.factor:.3f}), against {w.unprofiled_us / 1e3:.1f} ms over the {w.n_unprofiled} "
-        f"unprofiled steps after them: ×{w.d:.3f} (beyond their scatter, ±{100 * w.noise:.1f} "
-        "%)" for w in off)
+    each = "; ".join(f"rank {w.rank}: {drift_text(w)}" for w in off)
     what = ("its host ops are priced at the unprofiled steps' CPU (×d, measured; the replay "
             "of the capture keeps the window's)" if corrected else
             "the model keeps the window's durations (walls are the price here)")
@@ -115,6 +120,17 @@ def drift_warning(drifts: list[WindowDrift], corrected: bool) -> str | None:
             f"step, the profiler's cost taken out, moved between the window and the later "
             f"steps, which a validation scores ({each}); the same work cost the host another "
             f"CPU time then (its speed, or other load, changed within the run): {what}")
+
+
+def drift_text(w: WindowDrift, what: str = "without the profiler's measured cost") -> str:
+    """One window's figures in words (a gloo rank's, or the single-rank capture's); ``what``
+    the window's CPU times ``w.factor`` is."""
+    return (f"{w.profiled_us / 1e3:.1f} ms over its {w.n_profiled} profiled steps, "
+            f"{w.factor * w.profiled_us / 1e3:.1f} ms {what} "
+            f"(×{w.factor:.3f}), against {w.unprofiled_us / 1e3:.1f} ms over the "
+            f"{w.n_unprofiled} unprofiled steps after them: ×{w.d:.3f} ("
+            + ("beyond" if w.beyond_noise else "within") + f" their scatter, "
+            f"±{100 * w.noise:.1f} %)")
 
 
 def rank_drifts(order: list[int], sidecars: dict, factors: dict[int, float],
