@@ -121,9 +121,13 @@ def _slow_host(outside: float | None) -> str:
     47 s) read the same forward's thread CPU per core at 1.10-1.82x its median in 40 % of
     one-second bins, in episodes of 1-9 s, often on one core alone (core 0 at 1.44-1.82x for
     9 s while core 1 read 0.95-1.24x), its wall equal to its CPU there (no preemption): what
-    the DDP demo's runs read (1.1-1.3x, one rank or both, not tied to a round or to the demo's
-    start). Which of the hypervisor's other guests, shared caches or the
-    clock is not separated (a guest sees none of them)."""
+    the DDP demo's runs read (1.1-1.3x, one rank or both, other processes using -6..+6 % of
+    the cores, steal 0-10 ms). Not the demo's start: over 18 demos (2026-12-06 08:47-21:13)
+    the forward CPU of a run against its demo's median reads, by round, 1.003 / 1.053 /
+    1.000 (median; 15 / 38 / 19 % of runs past 1.10), the capture's steps before its window
+    0.86-1.39: the second round is the slow one more often, its first four runs mostly, for
+    a reason not found. Which of the hypervisor's other guests, shared caches or the clock
+    is not separated (a guest sees none of them)."""
     if outside is None:
         return "the host ran slower (other work on it, or from outside this machine)"
     if outside > LOAD_WARN / 2:
