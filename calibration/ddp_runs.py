@@ -126,7 +126,11 @@ def _slow_host(outside: float | None) -> str:
     the forward CPU of a run against its demo's median reads, by round, 1.003 / 1.053 /
     1.000 (median; 15 / 38 / 19 % of runs past 1.10), the capture's steps before its window
     0.86-1.39: the second round is the slow one more often, its first four runs mostly, for
-    a reason not found. Which of the hypervisor's other guests, shared caches or the clock
+    a reason not found. Two more gauge runs (21:22, 30 s each, other processes 0.9-6.7 %)
+    read 13-32 % of bins past 1.10x (max 1.25-1.85x); in all three gauge runs one core had
+    a slow episode 8-14 s after the start, beside others at other times, and a demo's second
+    round begins 12 s after its first step: whether something about 10 s into a process
+    slows the cores is not separated. Which of the hypervisor's other guests, shared caches or the clock
     is not separated (a guest sees none of them)."""
     if outside is None:
         return "the host ran slower (other work on it, or from outside this machine)"
