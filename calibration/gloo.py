@@ -80,7 +80,7 @@ from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_comm import GLOO_STREAM, comm_params, record_sizes
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES
 from stepsim.calibration.gloo_cpu_price import cpu_priced, price_from_cpu
-from stepsim.calibration.gloo_loader import rank_loader
+from stepsim.calibration.gloo_loader import at_loader_drift, rank_loader
 from stepsim.calibration.gloo_preempt import deduct_preemption
 from stepsim.calibration.gloo_resume import late_lags, resume_lags
 from stepsim.calibration.gloo_window import rank_drifts, scaled_comm
@@ -307,6 +307,8 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     waits = [sum(d for k, _, d, _ in r.ops if k == "next") * fac[ref] for r in recs]
     loader = rank_loader((sidecars or {}).get(ref), waits,
                          max(Counter(ranks[r].host for r in order).values()), sources, warnings)
+    if drift:     # the batch at the run's speed too, by the loader's own gauge
+        loader = at_loader_drift(loader, (sidecars or {}).get(ref), drift_notes)
     ops, preempted = (ops, 0.0) if price_notes else deduct_preemption(
         ops, {t.id for t in tasks if t.kind == "collective" and t.bytes},
         {r: ranks[r].host for r in order}, sidecars or {}, loader.host_cores,

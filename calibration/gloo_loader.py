@@ -8,6 +8,15 @@ reference rank's capture sidecar (:func:`calibration.sidecar_fit.loader_from_sid
 ``measured``; the produce times are CPU times where every rank on the host's workers and
 training threads together outnumbered its cores, as their walls then hold waits for one); without produce records, at ``num_workers=0`` the produce time is the measured
 ``next()`` time (``inferred``: it holds the main thread's wait as well as the work).
+
+Those produce times are the profiled window's batches, and where a rank's host ops are priced
+at its later unprofiled steps' speed (:mod:`calibration.gloo_window`'s ``d``) the batch is
+too, by the loader's own gauge (:func:`loader_drift`): its batches finished after the window
+against those in it, the same work in worker processes the profiler does not touch. On
+``tests/data/gloo_loader_job`` (2026-12-06 14:07) the workers' batches after the window took
+0.818 / 0.839× their CPU in it (ranks 0 / 1, 66 batches against 8) where the training
+threads' ``d`` read 0.729 / 0.806: the same slow phase of the host, by each gauge's own
+measure (the loader keeps its own, not ``d``).
 """
 from __future__ import annotations
 
@@ -15,10 +24,14 @@ import numpy as np
 
 from stepsim.calibration.cpu import DATALOADER_NEXT
 from stepsim.calibration.events import EventTable
+from stepsim.calibration.probe_steps import after_startup
+from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drift_noise
+from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.sidecar_fit import loader_from_sidecar
+from stepsim.models.param_meta import MAX_WINDOW_SPEED
 from stepsim.models.params import DurationSpec, LoaderParams
 
-__all__ = ["loader_nexts", "rank_loader"]
+__all__ = ["loader_nexts", "rank_loader", "loader_drift", "at_loader_drift"]
 
 
 def loader_nexts(table: EventTable, on_main) -> list[tuple[int, int]]:
@@ -67,3 +80,43 @@ def rank_loader(side, next_us: list[float], ranks_per_host: int, sources: dict,
         warnings.append(f"host cores unknown: assumed {ranks_per_host} (one per rank on a "
                         "host); a capture sidecar records them")
     return LoaderParams(**lp)
+
+
+def loader_drift(side) -> tuple[float, float, int, int] | None:
+    """The loader's host drift between the profiled window and the run after it, from the
+    sidecar's own batches (a worker's first left out): ``(ratio, noise, n_window, n_after)``,
+    ``ratio`` the mean CPU µs of a batch finished after the window over one finished in it,
+    ``noise`` two standard errors of their difference (:func:`calibration.run_drift.
+    drift_noise`, a fraction of the later mean). None without instants, a window, or
+    :data:`calibration.run_drift.MIN_AFTER_STEPS` batches on either side."""
+    if side is None or getattr(side, "loader", None) is None or not side.produce:
+        return None
+    nw = side.loader.num_workers
+    recs = after_startup([r for r in side.produce if (r.worker < 0) == (nw == 0)])
+    span = step_window(side.steps)
+    if span is None or not recs or any(r.t_end_us is None for r in recs):
+        return None
+    win = np.array([r.work_us for r in recs if span[0] <= r.t_end_us <= span[1]])
+    after = np.array([r.work_us for r in recs if r.t_end_us > span[1]])
+    if min(win.size, after.size) < MIN_AFTER_STEPS or win.mean() <= 0:
+        return None
+    return (float(after.mean() / win.mean()), drift_noise(after, win), int(win.size),
+            int(after.size))
+
+
+def at_loader_drift(loader: LoaderParams, side, notes: dict) -> LoaderParams:
+    """``loader`` with its produce at the run's speed after the window (:func:`loader_drift`
+    of the reference rank's sidecar ``side``, measured), the factor in ``notes``
+    (``loader_drift``); unchanged without a reading or one beyond
+    :data:`models.param_meta.MAX_WINDOW_SPEED` either way (records that cannot be right)."""
+    got = loader_drift(side)
+    if got is None or loader.produce is None or not (
+            1 / MAX_WINDOW_SPEED <= got[0] <= MAX_WINDOW_SPEED):
+        return loader
+    ratio, noise, n_win, n_after = got
+    notes["loader_drift"] = round(ratio, 4)
+    notes["loader_drift_source"] = (
+        f"measured: mean CPU of the reference rank's {n_after} batches after the profiled "
+        f"window / its {n_win} in it (±{100 * noise:.1f} %, two standard errors), applied to "
+        "loader.produce as the ranks' d to their host ops (calibration.gloo_loader)")
+    return loader.model_copy(update={"produce": loader.produce.scaled(ratio)})

@@ -263,8 +263,11 @@ def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None
     Console().print(speed_line(rows))
     for r in rows:
         for lo in r.get("loaded", []):
-            Console().print(f"{'‡ ' if r['load_set_apart'] else ''}{r['setting']}, repeat "
-                            f"{lo['repeat']}: ran under outside load ({lo['why']})"
+            # rounds counted from 1 (table.json's ``repeat`` from 0): "repeat 1" read as the
+            # first round where it was the second (2026-12-06 18:39-18:41)
+            Console().print(f"{'‡ ' if r['load_set_apart'] else ''}{r['setting']}, round "
+                            f"{lo['repeat'] + 1} of {summary['repeats']}: ran under outside "
+                            f"load ({lo['why']})"
                             + (f"; over the quiet repeats measured {r['quiet_measured_ms']:.1f}"
                                f" ms, error {r['quiet_error']:+.1%}" if "quiet_error" in r
                                else ""))

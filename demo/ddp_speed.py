@@ -17,7 +17,8 @@ or the model's (issue 12: the bucket_cap_mb=25 row, predicted 7-30 % slow in ten
 * **The backend's CPU.** Every non-training thread's CPU (gloo's TCP loop and workers,
   kernel ``schedstat``) per rank-step, measured, against the model's price
   (:attr:`models.param_comm.CommParams.host_cpu_us` per collective plus
-  ``host_cpu_us_per_mb`` per MiB, summed over the setting's collectives). The same ten
+  ``host_cpu_us_per_mb`` per MiB, summed over the setting's collectives, the barrier's
+  included: :func:`models.engine.comm_cpu_us`). The same ten
   demos, measured / priced: the defaults 1.03 (median; 0.83-1.19), bucket_cap_mb=25 0.83
   (0.64-1.05): one 8 MiB all-reduce took 0.9 ms less backend CPU a rank-step than the line
   through the capture's 1 and 7 MiB buckets prices it (15:25: 2.84 against 3.74 ms, the
@@ -27,6 +28,8 @@ or the model's (issue 12: the bucket_cap_mb=25 row, predicted 7-30 % slow in ten
 from __future__ import annotations
 
 import numpy as np
+
+from stepsim.models.engine import comm_cpu_us
 
 __all__ = ["forward_cpu_us", "backend_cpu_us", "fwd_ratio", "priced_backend_us",
            "row_readings"]
@@ -69,13 +72,11 @@ def fwd_ratio(runs: dict, label: str, ref: str, repeats: int) -> float | None:
 
 
 def priced_backend_us(model) -> float:
-    """The model's backend CPU per rank-step (µs): each sized collective on its comm stream
-    priced ``host_cpu_us + host_cpu_us_per_mb × MiB``, as the simulator charges it
-    (:class:`models.engine`'s ``comm_cpu``)."""
-    c = model.comm
-    return float(sum(c.host_cpu_us + c.host_cpu_us_per_mb * t.bytes / 2 ** 20
-                     for t in model.device.streams.get(c.comm_stream, [])
-                     if t.kind == "collective" and t.bytes))
+    """The model's backend CPU per rank-step (µs): the simulator's own price of every
+    collective on its comm stream (:func:`models.engine.comm_cpu_us`: ``host_cpu_us +
+    host_cpu_us_per_mb × MiB``, a barrier's zero bytes ``host_cpu_us`` alone), summed; 0
+    where collectives take no host core."""
+    return float(sum(comm_cpu_us(model).values()))
 
 
 def row_readings(runs: dict, label: str, ref: str, repeats: int, model,

@@ -167,3 +167,17 @@ def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F8
     assert pick2.capture == out2 / "replicates" / "r0"
     assert [p.name for p, _ in pick2.left_out] == ["capture"]
 
+
+
+def test_a_slow_run_says_where_the_slowness_came_from():
+    """A run past the bound in CPU time of identical work, by what other processes of the
+    machine used over it: little (1 %) says the cores ran slower from outside this machine
+    (bench/host_gauge.py: identical work 1.1-1.8x with nothing else on the cores), some (7 %)
+    names both, unmeasured says neither is known."""
+    speeds = [1.0, 1.0, 1.23]
+    quiet = off_runs([None] * 3, speeds, outside=[0.0, -0.02, 0.01])[2]
+    assert "1.23x the runs' median" in quiet
+    assert "busy 1 % of their time: from outside this machine" in quiet
+    some = off_runs([None] * 3, speeds, outside=[0.0, 0.0, 0.07])[2]
+    assert "other processes busy 7 %" in some and "or from outside this machine" in some
+    assert "the host ran slower (other work on it" in off_runs([None] * 3, speeds)[2]

@@ -47,20 +47,28 @@ def test_fwd_ratio_pairs_each_round_with_the_reference_and_takes_the_median():
     assert fwd_ratio(runs, "b1", "def", 3) is None
 
 
-def _model(sizes, a=100.0, k=450.0):
-    tasks = [SimpleNamespace(kind="collective", bytes=b) for b in sizes]
-    tasks += [SimpleNamespace(kind="collective", bytes=None),      # a barrier: no bytes
-              SimpleNamespace(kind="compute", bytes=123)]
+def _model(sizes, a=100.0, k=450.0, barrier=False):
+    tasks = [SimpleNamespace(id=f"ar{i}", kind="collective", bytes=b)
+             for i, b in enumerate(sizes)]
+    if barrier:      # a barrier: a collective of no bytes
+        tasks.append(SimpleNamespace(id="barrier", kind="collective", bytes=0))
+    tasks.append(SimpleNamespace(id="c", kind="compute", bytes=123))
     return SimpleNamespace(comm=SimpleNamespace(host_cpu_us=a, host_cpu_us_per_mb=k,
                                                 comm_stream="gloo"),
+                           host=SimpleNamespace(uses_core=True),
                            device=SimpleNamespace(streams={"gloo": tasks}))
 
 
 def test_the_priced_backend_cpu_is_the_simulators_per_collective_line():
     """1 + 7 MiB: 2 x 100 + 450 x 8 = 3800 µs; one 8 MiB: 100 + 3600 = 3700 µs; a barrier
-    and a compute task carry no price."""
+    (no bytes) is charged its fixed 100 µs, as the simulator charges it, a compute task
+    nothing; where collectives take no host core, nothing is priced."""
     assert priced_backend_us(_model([2 ** 20, 7 * 2 ** 20])) == pytest.approx(3800.0)
     assert priced_backend_us(_model([8 * 2 ** 20])) == pytest.approx(3700.0)
+    assert priced_backend_us(_model([8 * 2 ** 20], barrier=True)) == pytest.approx(3800.0)
+    off = _model([8 * 2 ** 20])
+    off.host.uses_core = False
+    assert priced_backend_us(off) == 0.0
 
 
 def test_a_straggler_row_gets_no_host_reading_and_the_note_names_the_others():
