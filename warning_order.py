@@ -234,7 +234,7 @@ def lines(rs: Iterable[Ranked], step_us: float | None = None, verbose: bool = Fa
             _cut(f"[{r.effect_said(step_us)}] {r.summary}")
         out.append(f"warning: {head}")
         if r.summary != r.text:
-            out.append(f"  {r.text}")
+            out.append(f"  {_detail(r) if r.effect_us is None else r.text}")
     if noted:
         out.append(f"warning: noted, no effect on the step ({len(noted)}"
                    + ("" if verbose else "; each in full with --verbose") + "):")
@@ -243,6 +243,17 @@ def lines(rs: Iterable[Ranked], step_us: float | None = None, verbose: bool = Fa
             if verbose and r.summary != r.text:
                 out.append(f"      {r.text}")
     return out
+
+
+def _detail(r: Ranked) -> str:
+    """What an unsized warning's header leaves out: where its summary is the text's beginning
+    (cut, marked ``…``), the rest, marked ``…`` in front (so nothing is said twice: a user
+    read the first 120 characters of a long warning twice, header and detail); else the whole
+    text. :func:`printed_texts` joins the two back."""
+    core = r.summary[:-1] if r.summary.endswith("…") else r.summary
+    if core and r.text.startswith(core) and len(r.text) > len(core):
+        return "…" + r.text[len(core):]
+    return r.text
 
 
 def printed_texts(printed: str) -> list[str]:
@@ -258,6 +269,8 @@ def printed_texts(printed: str) -> list[str]:
         elif line.startswith("warning: "):
             out.append(line[len("warning: "):])
             state = "header"
+        elif state == "header" and line.startswith("  …"):
+            out[-1], state = out[-1].removesuffix("…") + line[3:], None   # its rest
         elif state == "header" and line.startswith("  "):
             out[-1], state = line[2:], None           # its detail
         elif state == "noted" and line.startswith("  - "):
