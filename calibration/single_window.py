@@ -80,8 +80,9 @@ def single_drift(side, factor: float | None = None, warnings: list[str] | None =
                 f"ignored the window check: the capture sidecar's {w.n_unprofiled} unprofiled "
                 f"steps after the window took ×{w.d:.3g} the training thread's CPU a step of "
                 f"its {w.n_profiled} profiled ones as priced ({w.unprofiled_us / 1e3:.3g} "
-                f"against {w.factor * w.profiled_us / 1e3:.3g} ms), beyond the {1 / MAX_WINDOW_SPEED:g}-"
-                f"{MAX_WINDOW_SPEED:g}× a host's speed moves: step records that cannot be right "
+                f"against {w.factor * w.profiled_us / 1e3:.3g} ms), beyond the "
+                f"{1 / MAX_WINDOW_SPEED:g}-{MAX_WINDOW_SPEED:g}× a host's speed moves: step "
+                "records that cannot be right "
                 "(calibration.single_window)")
         return None
     return w
