@@ -19,6 +19,7 @@ checks them against those modules' real output.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -197,13 +198,19 @@ def _cut(text: str) -> str:
 
 
 def rank_one(text: str, ctx: Context = Context()) -> Ranked:
-    """The warning ``text`` read by the first rule that matches it, else as an unsized one."""
+    """The warning ``text`` read by the first rule that matches it and whose numbers read as
+    numbers, else as an unsized one; an effect that is not finite is not sized."""
     prefix = _FILE.match(text)           # the file it is about, as the text names it
     rest = text[prefix.end():] if prefix else text
     for pat, fn in _RULES:
         m = pat.search(rest)
         if m:
-            summary, effect, noted = fn(m, ctx)
+            try:
+                summary, effect, noted = fn(m, ctx)
+            except ValueError:     # a number it cannot read (``+.,``, ``1.2.3``): not this rule
+                continue
+            if effect is not None and not math.isfinite(effect):
+                effect = None      # (``+1e308`` ms is inf µs: not sized, and valid JSON)
             return Ranked(text, _cut((prefix[0] if prefix else "") + summary), effect, noted)
     return Ranked(text, text if len(text) <= ONE_LINE else _cut(
         (prefix[0] if prefix else "") + summary_of(rest)))

@@ -228,7 +228,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         sources["host.ops[1].corun_ref"] = "measured"
     stepf = step_factor(sidecar)     # the profiler's cost on the step, measured
     # gloo_window's check on the step as priced: does it miss the run's later steps?
-    window = single_drift(sidecar, stepf[1].factor) if stepf is not None else None
+    window = single_drift(sidecar, stepf[1].factor, warnings) if stepf is not None else None
     if stepf is not None:
         compute_us = compute_us * stepf[0]
         if abs(stepf[0] - 1) > 0.02:

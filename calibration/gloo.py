@@ -308,7 +308,8 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     loader = rank_loader((sidecars or {}).get(ref), waits,
                          max(Counter(ranks[r].host for r in order).values()), sources, warnings)
     if drift:     # the batch at the run's speed too, by the loader's own gauge
-        loader = at_loader_drift(loader, (sidecars or {}).get(ref), drift_notes)
+        loader = at_loader_drift(loader, (sidecars or {}).get(ref), drift_notes,
+                                 warnings)
     ops, preempted = (ops, 0.0) if price_notes else deduct_preemption(
         ops, {t.id for t in tasks if t.kind == "collective" and t.bytes},
         {r: ranks[r].host for r in order}, sidecars or {}, loader.host_cores,

@@ -52,12 +52,13 @@ def test_the_batch_price_takes_the_drift_and_says_it():
     MAX_WINDOW_SPEED (here 0.1: 175 against 1,750 µs) is no host's speed: unchanged."""
     lp = LoaderParams(num_workers=1, produce=DurationSpec.from_samples(WINDOW))
     notes: dict = {}
-    got = at_loader_drift(lp, _side(), notes)
+    got = at_loader_drift(lp, _side(), notes, [])
     assert got.produce.samples_us == pytest.approx([v * 1_450 / 1_750 for v in WINDOW])
     assert notes["loader_drift"] == pytest.approx(0.8286)
     assert "20 batches after the profiled window / its 8 in it" in notes["loader_drift_source"]
     wild: dict = {}
-    assert at_loader_drift(lp, _side(after=[175.0] * 20), wild) is lp and wild == {}
+    assert at_loader_drift(lp, _side(after=[175.0] * 20), wild, said := []) is lp and wild == {}
+    assert len(said) == 1 and "×0.1 the CPU of its 8" in said[0]
 
 
 JOB = Path(__file__).parent / "data" / "gloo_loader_job"
