@@ -141,6 +141,14 @@ _TEMPLATES: list[tuple[str, str, bool]] = [
     (r"^(the main thread's own cost of making its batches) \(.*?\) is a stated prior, "
      r"([\d.]+[–-][\d.]+) more CPU", "{0}: a stated prior, {1} more CPU, widens this interval",
      True),
+    (r"^slowdown past the cores fitted from the probe at num_workers=(\d+): ([\d.]+) × .*?"
+     r"draw it over ([\d.]+–[\d.]+)",
+     "slowdown past the cores (host.oversub) fitted from the probe at num_workers={0}: {1}, "
+     "what-ifs draw {2}", True),
+    (r"^co-run interference fitted from the probe at num_workers=(\d+): ([\d.]+) slowdown "
+     r"with every other core busy \(P10–P90 ([\d.]+–[\d.]+)",
+     "co-run interference (host.interference) fitted from the probe at num_workers={0}: {1} "
+     "(P10–P90 {2})", True),
     (r"intra-op team stall γ \(host\.team_stall\) kept at ([\d.]+) \(not varied\)",
      "intra-op team stall γ (host.team_stall) kept at {0}, not varied", True),
     (r"intra-op team spin not measured",

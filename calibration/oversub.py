@@ -155,10 +155,13 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0):
         point, (p10, p90), _ = fit
         host["oversub"] = max(point, 0.0)
         host["oversub_range"] = uniform_with_p10_p90(max(p10, 0.0), p90)
+        lo, hi = host["oversub_range"]
         return host, {"host.oversub": "inferred", **src}, [
             f"slowdown past the cores fitted from the probe at num_workers="
             f"{side.probe.num_workers}: {host['oversub']:.3f} × (1 − cores/runnable) "
-            f"(P10–P90 {p10:.3f}–{p90:.3f}, inferred)"]
+            f"(the fit's P10–P90 {p10:.3f}–{p90:.3f}; a slowdown is never below 0, so "
+            f"what-ifs with more runnable threads than cores draw it over {lo:.3f}–{hi:.3f}; "
+            "inferred)"]
     lo, hi = OVERSUB_PRIOR
     host["oversub"], host["oversub_range"] = (lo + hi) / 2, (lo, hi)
     return host, {"host.oversub": "assumed", **src}, [

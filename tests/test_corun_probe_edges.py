@@ -138,3 +138,17 @@ def test_a_fit_straddling_zero_draws_from_zero_up():
     and drawn range cut at 0 (never a negative coefficient drawn)."""
     point, (lo, hi) = _fit(_side(0.0, team=1))
     assert point >= 0 and lo == 0 and hi > 0
+
+
+def test_the_fitted_line_is_noted_and_a_fit_past_the_prior_is_not():
+    """The fit is a parameter's source (noted, as its 'not calibrated' prior is); a fit
+    outside the prior stays a warning of its own, unsized."""
+    from stepsim.warning_order import rank_one
+    for k in (0.1, 0.4):
+        host, _, _, warn = interference_from_sidecar(_side(k, team=2, edge=4))
+        fitted = rank_one(warn[0])
+        assert fitted.noted and fitted.effect_us is None
+        assert fitted.summary.startswith("co-run interference (host.interference) fitted from "
+                                         f"the probe at num_workers=1: {host['interference']:.3f}")
+        far = [w for w in warn if "outside its prior" in w]
+        assert len(far) == (k > 0.16) and not any(rank_one(w).noted for w in far)

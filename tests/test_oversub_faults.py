@@ -53,3 +53,16 @@ def test_the_fit_is_the_closed_form_whatever_the_steps_faults(a):
     assert got[True] == got[False]
     # the steps' cost per fault is measured (2 µs), and the fit has no use for it
     assert refault_fit(_side(a, True)).per_fault_us == pytest.approx(2.0)
+
+
+def test_the_fitted_note_states_the_range_drawn_and_ranks_as_noted():
+    """The fit's text says the range the what-ifs draw (cut at 0: a fit's P10 below 0 read as
+    a negative slowdown to a new user, 2026-12-06) and, a parameter's source, is noted."""
+    from stepsim.warning_order import rank_one
+    host, _, (text,) = oversub_from_sidecar(_side(0.05, False), interference=0.1)
+    lo, hi = host["oversub_range"]
+    assert f"draw it over {lo:.3f}–{hi:.3f}" in text
+    r = rank_one(text)
+    assert r.noted and r.effect_us is None
+    assert r.summary == (f"slowdown past the cores (host.oversub) fitted from the probe at "
+                         f"num_workers=4: {host['oversub']:.3f}, what-ifs draw {lo:.3f}–{hi:.3f}")
