@@ -245,11 +245,14 @@ def lines(rs: Iterable[Ranked], step_us: float | None = None, verbose: bool = Fa
     for r in rs:
         if r.noted:
             continue
+        if r.effect_us is None and _is_beginning(r):
+            out.append(f"warning: {r.text}")    # said once, whole, as a user may grep it
+            continue
         head = r.summary if r.effect_us is None else \
             _cut(f"[{r.effect_said(step_us)}] {r.summary}")
         out.append(f"warning: {head}")
         if r.summary != r.text:
-            out.append(f"  {_detail(r) if r.effect_us is None else r.text}")
+            out.append(f"  {r.text}")
     if noted:
         out.append(f"warning: noted, no effect on the step ({len(noted)}"
                    + ("" if verbose else "; each in full with --verbose") + "):")
@@ -260,15 +263,15 @@ def lines(rs: Iterable[Ranked], step_us: float | None = None, verbose: bool = Fa
     return out
 
 
-def _detail(r: Ranked) -> str:
-    """What an unsized warning's header leaves out: where its summary is the text's beginning
-    (cut, marked ``…``), the rest, marked ``…`` in front (so nothing is said twice: a user
-    read the first 120 characters of a long warning twice, header and detail); else the whole
-    text. :func:`printed_texts` joins the two back."""
+def _is_beginning(r: Ranked) -> bool:
+    """Whether an unsized warning's summary is only its text's beginning (its first clause, or
+    cut and marked ``…``): then the text is printed whole on one line, as before ranking, not
+    headed by its own first words. Headed, its words showed twice (the merge's CI: 7 tests
+    found a once-said warning twice); headed by its beginning with the rest on the line under
+    it, a phrase across the cut was in neither line (the next CI: a ledger warning's
+    "error_pct -1 is not what", DDP profiler-overhead lines without their rank)."""
     core = r.summary[:-1] if r.summary.endswith("…") else r.summary
-    if core and r.text.startswith(core) and len(r.text) > len(core):
-        return "…" + r.text[len(core):]
-    return r.text
+    return r.text.startswith(core)
 
 
 def printed_texts(printed: str) -> list[str]:
@@ -284,8 +287,6 @@ def printed_texts(printed: str) -> list[str]:
         elif line.startswith("warning: "):
             out.append(line[len("warning: "):])
             state = "header"
-        elif state == "header" and line.startswith("  …"):
-            out[-1], state = out[-1].removesuffix("…") + line[3:], None   # its rest
         elif state == "header" and line.startswith("  "):
             out[-1], state = line[2:], None           # its detail
         elif state == "noted" and line.startswith("  - "):
