@@ -14,7 +14,10 @@ makes a batch, and at 0 workers it never receives one. Two sources:
   probe moves the batch onto (or off) the main thread and the co-runners at once, so it cannot
   tell the two apart; it measures their product, which is what a ``num_workers=0`` what-if
   needs. A negative interference fit from such a probe (the demo's −0.033 on 2026-12-06) is
-  this cost read as interference, not host drift.
+  this cost read as interference, not host drift. A step on torch's intra-op threads
+  (``team_step``) is not fitted (its CPU holds their spinning), so such a probe gives no fit,
+  and calibration says why and how its batches compared (fresh6's capture of 2026-12-06:
+  ×1.358 the capture's median CPU), not that no probe is there.
 * else :data:`SAME_THREAD_PRIOR` with its point :data:`SAME_THREAD_POINT` (0: no cost found
   in isolation, neither page faults, nor the caches after the decode, nor the thread), stated,
   which widens the interval of a what-if that moves the batch onto or off the main thread,
