@@ -14,7 +14,10 @@ makes a batch, and at 0 workers it never receives one. Two sources:
   probe moves the batch onto (or off) the main thread and the co-runners at once, so it cannot
   tell the two apart; it measures their product, which is what a ``num_workers=0`` what-if
   needs. A negative interference fit from such a probe (the demo's −0.033 on 2026-12-06) is
-  this cost read as interference, not host drift.
+  this cost read as interference, not host drift. A step on torch's intra-op threads
+  (``team_step``) is not fitted (its CPU holds their spinning), so such a probe gives no fit,
+  and calibration says why and how its batches compared (fresh6's capture of 2026-12-06:
+  ×1.358 the capture's median CPU), not that no probe is there.
 * else :data:`SAME_THREAD_PRIOR` with its point :data:`SAME_THREAD_POINT` (0: no cost found
   in isolation, neither page faults, nor the caches after the decode, nor the thread), stated,
   which widens the interval of a what-if that moves the batch onto or off the main thread,
@@ -76,6 +79,28 @@ def _kinds(acts, loads):
     return out
 
 
+def _unfitted(cal, probe, side) -> str:
+    """Why a probe across ``num_workers=0`` gives no fit: a kind (batch, step) without two
+    fitted records on each side, e.g. the step on torch's intra-op threads (``team_step``:
+    its CPU holds their spinning at the barriers, :mod:`calibration.corun`, so it is not
+    fitted, and the batch alone cannot stand for the step the factor also prices)."""
+    k0, k1 = _kinds(cal, np.zeros(len(cal))), _kinds(probe, np.zeros(len(probe)))
+    team = side.torch_num_threads or 1
+    gone = [k for k in ("batch", "step") if k not in k0 or k not in k1]
+    why = (f"the probe at num_workers={side.probe.num_workers} has no "
+           + " or ".join(f"{k}{'es' if k == 'batch' else 's'}" for k in gone)
+           + " to fit in both settings"
+           + (f": the training step ran on torch's {team} intra-op threads, whose CPU time "
+              "holds their spinning at the barriers, so it is not fitted, and the batch "
+              "alone cannot stand for the step the factor also prices"
+              if "step" in gone and team > 1 else ""))
+    if "batch" in k0 and "batch" in k1:
+        b0, b1 = (float(np.median(k[kind][:, 0])) for k, kind in ((k0, "batch"), (k1, "batch")))
+        why += (f"; its batches took {b1 / b0:.3f}x the capture's median CPU (not priced: "
+                "this mixes the main thread's own cost with the co-run interference)")
+    return why
+
+
 def fit_same_thread(cal, probe, cores: int, interference: float, inline_probe: bool,
                     seed: int = 0) -> tuple[float, tuple[float, float]] | None:
     """``(point, (P10, P90))`` of ``same_thread`` from the capture's activities ``cal`` and the
@@ -121,6 +146,8 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
         cal, probe = probe_activities(side)
         fit = fit_same_thread(cal, probe, side.host_cores, interference, nw > 0, seed)
     past = None
+    if across and fit is None:
+        past = _unfitted(cal, probe, side)
     if fit is not None and not uniform_with_p10_p90(max(fit[1][0], 0.0),
                                                     max(fit[1][1], 0.0))[1] <= MAX_SAME_THREAD:
         # (a fit past HostParams' bound refused the model being built: a traceback)
@@ -149,6 +176,7 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
             f"{SAME_THREAD_POINT:g} (its batch and step take 1 + that times their CPU with "
             "workers; none measured in isolation) widens the interval of a what-if that moves "
             "the batches "
-            f"{'onto' if nw > 0 else 'off'} the main thread (capture with "
-            f"probe_workers={want.split()[0]} to calibrate it)")
+            f"{'onto' if nw > 0 else 'off'} the main thread"
+            + ("" if past else f" (capture with probe_workers={want.split()[0]} to "
+               "calibrate it)"))
     return host, {"host.same_thread": "assumed"}, [warn]

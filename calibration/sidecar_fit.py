@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim.calibration.corun import (INTERFERENCE_PRIOR, activities, corun_loads,
+from stepsim.calibration.corun import (FIT_GRID, INTERFERENCE_PRIOR, activities, corun_loads,
                                        fit_interference, mean_load, probe_activities)
 from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
 from stepsim.calibration.oversub import oversub_from_sidecar
@@ -219,11 +219,16 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
     fit = None if close else fit
     drift = fit is not None and fit[1][1] <= 0
     if drift:
-        drift_why = (f"the probe's CPU time per batch and step fell as its load rose (fit "
-                     f"{fit[0]:.3f}, P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}): "
+        floor = fit[1][1] <= FIT_GRID[0]     # every resample on the grid's floor: no spread
+        drift_why = (f"the probe's CPU time per {'batch' if team > 1 else 'batch and step'} "
+                     f"fell as its load rose (fit {fit[0]:.3f}, P10–P90 {fit[1][0]:.3f}–"
+                     f"{fit[1][1]:.3f}"
+                     + (f": pinned at the lowest coefficient tried, {FIT_GRID[0]:g}, by every "
+                        "bootstrap resample; the records ask for less, no spread measured"
+                        if floor else "") + "): "
                      + ("the main thread's own cost of making its batches, which the probe "
-                        "moves across num_workers=0 with the load, priced apart "
-                        "(host.same_thread)" if (side.probe.num_workers == 0) != (nw == 0) else
+                        "moves across num_workers=0 with the load, host.same_thread's to price "
+                        "(below)" if (side.probe.num_workers == 0) != (nw == 0) else
                         "the host's speed changed between the two settings' steps by more "
                         "than interference"))
         fit = None

@@ -168,3 +168,43 @@ def test_other_paths_draw_as_without_it():
     for (f1, _), (f0, _) in zip(with_it, without):
         assert {p: v for p, v in f1.items() if p != "host.same_thread"} == f0
         assert 0.0 <= f1["host.same_thread"] <= 0.2
+
+
+def _team_sidecar():
+    """fresh6's case (2026-12-06), hand-built: a capture at 1 worker on 2 cores with the step
+    on torch's 2 intra-op threads, and a probe at 0 workers whose main thread made batches
+    1.36x a worker's CPU (its records: 239.6 against 176.5 ms medians)."""
+    steps = [StepRecord(t_start_us=i * 1e5, wall_us=9e4, cpu_us=6e4, next_wall_us=1e3,
+                        next_cpu_us=5e2) for i in range(14)]
+    produce = [ProduceRecord(worker=0, pid=2, seq=i, wall_us=8e4, cpu_us=4e4 * (1 + 0.01 * (i % 3)),
+                             t_end_us=i * 1e5 + 9e4) for i in range(14)]
+    t0 = 5e6
+    pst = [StepRecord(t_start_us=t0 + i * 1.5e5, wall_us=1.4e5, cpu_us=1.4e5, next_wall_us=5.5e4,
+                      next_cpu_us=5.4e4) for i in range(8)]
+    ppr = [ProduceRecord(worker=-1, pid=1, seq=i, wall_us=5.4e4,
+                         cpu_us=5.44e4 * (1 + 0.01 * (i % 3)), t_end_us=t0 + i * 1.5e5 + 5.4e4)
+           for i in range(8)]
+    return Sidecar(stepsim_sidecar=1, loader={"num_workers": 1}, host_cores=2, steps=steps,
+                   produce=produce, torch_num_threads=2,
+                   probe=Probe(num_workers=0, steps=pst, produce=ppr))
+
+
+def test_a_probe_at_zero_with_a_team_step_says_why_not_that_none_is_there():
+    """A probe at 0 workers is there, but its steps ran on 2 intra-op threads (not fitted:
+    their CPU holds the spinning), so the cost is not fitted: the prior, with the reason, never
+    "no probe at num_workers=0" nor a call to capture one; the interference fit, pinned at its
+    grid's floor by every resample, says so and does not claim the cost was priced apart."""
+    from stepsim.calibration.sidecar_fit import interference_from_sidecar
+
+    side = _team_sidecar()
+    host, src, warn = same_thread_from_sidecar(side, 0.08)
+    assert src == {"host.same_thread": "assumed"}
+    assert host["same_thread"] == SAME_THREAD_POINT
+    assert "no probe at num_workers" not in warn[0]
+    assert "probe_workers=0" not in warn[0]
+    assert "no steps to fit" in warn[0] and "2 intra-op threads" in warn[0]
+    assert "its batches took 1.360x" in warn[0]
+    ws = interference_from_sidecar(side)[3]
+    inter = next(w for w in ws if w.startswith("co-run interference"))
+    assert "P10–P90 -0.200–-0.200: pinned at the lowest coefficient tried" in inter
+    assert "priced apart" not in inter
