@@ -103,14 +103,14 @@ def _effect_context(model, warnings) -> Context:
     ``host.refault_share`` and training-step duration, and, where the window's host speed was
     measured against the run (``meta.notes['window_speed']``), the steady step at
     ``host.cpu_scale`` less at the window's own speed (two simulations, only then)."""
+    from stepsim.models.host_speed import capture_cpu_scale
     from stepsim.models.stepcount import simulate_counted
 
     window = model.meta.notes.get("window_speed")
     if not isinstance(window, (int, float)) or window <= 0 or not any(
             "host.cpu_scale" in w for w in warnings):
         return model_context(model)
-    runs = model.host.speed_runs
-    own = (float(runs[0]) if runs else model.host.cpu_scale) * window   # (at_capture_speed's)
+    own = capture_cpu_scale(model)
     at_own = model.model_copy(update={"host": model.host.model_copy(update={"cpu_scale": own})})
     steps = [simulate_counted(m, DEFAULT_STEPS, DEFAULT_WARMUP, 0, keep="brief")[0].mean_step_us
              for m in (model, at_own)]

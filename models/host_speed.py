@@ -254,6 +254,18 @@ def factor_range(speeds: Sequence[float], prior: tuple[float, float], runs: int
     return 1 + (prior[0] - 1) * k, 1 + (prior[1] - 1) * k
 
 
+def capture_cpu_scale(model) -> float:
+    """The ``host.cpu_scale`` of the run ``model`` was calibrated from (a ratio): the
+    capture's own speed factor (``speed_runs[0]``, else ``cpu_scale``) times the window's
+    speed against its whole run (``meta.notes['window_speed']``) where measured."""
+    runs = model.host.speed_runs
+    own = float(runs[0]) if runs else model.host.cpu_scale
+    window = model.meta.notes.get("window_speed")
+    if isinstance(window, (int, float)) and window > 0:
+        own *= window   # the capture's window against its whole run
+    return own
+
+
 def at_capture_speed(model):
     """``model`` (a :class:`models.params.StepModel`) at the speed of the run it was
     calibrated from: ``host.cpu_scale`` set to the capture's own factor (``speed_runs[0]``,
@@ -266,11 +278,7 @@ def at_capture_speed(model):
     (``meta.notes['step_profiler_factor']``, :func:`calibration.profiler_overhead.step_factor`)
     gets its profiled durations back: the window's steps ran under the profiler. Unchanged
     without any of these."""
-    runs = model.host.speed_runs
-    own = float(runs[0]) if runs else model.host.cpu_scale
-    window = model.meta.notes.get("window_speed")
-    if isinstance(window, (int, float)) and window > 0:
-        own *= window   # the capture's window against its whole run
+    own = capture_cpu_scale(model)
     host = model.host
     step = model.meta.notes.get("step_profiler_factor")
     if isinstance(step, (int, float)) and step > 0 and (step != 1 or any(
