@@ -1,7 +1,8 @@
 """The README's examples run as written: its Python blocks in document order in one namespace
-(the capture block records a real CPU training run into ``runs/baseline``; the API block
-calibrates it and predicts), and the ``stepsim ...`` lines of its bash blocks as commands, all
-in one fresh folder. Two kinds of block are not run here: the setup block (a new virtual
+(the capture block records a real CPU training run into ``runs/baseline``, the re-measure block
+another at 8 workers into ``runs/workers8``; the API block calibrates the first and predicts),
+and the ``stepsim ...`` lines of its bash blocks as commands (calibrate, whatif, validate,
+ledger), all in one fresh folder. Two kinds of block are not run here: the setup block (a new virtual
 environment, the demo, the test suite), which CI runs exactly, and an outline whose code holds
 ``...`` placeholders (``Trainer(..., callbacks=[...])``), whose pieces have tests of their own
 (tests/test_capture_*)."""
@@ -102,12 +103,16 @@ def test_readme_examples_run_as_written(tmp_path, monkeypatch):
             assert r.returncode == 0, (args, r.stdout, r.stderr)
             assert "Traceback" not in r.stderr
             ran.append(args[1])
-    assert ran == ["python", "calibrate", "whatif", "python"], ran
+    assert ran == ["python", "calibrate", "whatif", "python", "validate", "ledger", "python"], ran
     assert (tmp_path / "runs/baseline/sidecar.json").is_file()
+    assert (tmp_path / "runs/workers8/sidecar.json").is_file()
+    # the user's path ends in a ledger holding the one validation record it scored
+    assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 1
     assert ns["cal"].model.loader.num_workers == 4 and len(ns["cal"].measured_step_us) == 8
-    # the capture loop ran the number of steps the README says it yields (after=50 counted:
-    # a new user read "yields only skip_first + wait + warmup + active" as 14, newuser3)
-    assert len(ns["_calls"]) == 3 + 1 + 2 + 8 + 50
+    # each capture loop (the baseline's, the re-measure's) ran the number of steps the README
+    # says it yields (after=50 counted: a new user read "yields only skip_first + wait + warmup
+    # + active" as 14, newuser3)
+    assert len(ns["_calls"]) == 2 * (3 + 1 + 2 + 8 + 50)
     assert "`skip_first + wait + warmup + active + after` batches" in \
         " ".join((REPO / "README.md").read_text().split()) and "64 with the `after=50` above" in \
         " ".join((REPO / "README.md").read_text().split())
