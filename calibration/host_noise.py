@@ -219,8 +219,8 @@ def loaded_replicates(replicates: list[tuple[Path, Sidecar]]) -> list[tuple[Path
     Such a run's CPU time per identical work is not the host's alone: another process
     time-sharing a core refills its caches (measured on the 2-core demo machine, a batch's
     produce and a training step pinned to one core with a busy loop or a conv loop sharing
-    that core: ×1.03–1.07 CPU time per unit, README), on top of the wall time it waited for
-    the core, which CPU time leaves out. And a re-measured run like it is scored apart
+    that core: ×1.03–1.07 CPU time per unit, docs/interval.md), on top of the wall time it
+    waited for the core, which CPU time leaves out. And a re-measured run like it is scored apart
     (``scenarios.validate.LedgerRecord.load_explains``), so the run-to-run noise the interval
     carries is of runs without such load: :func:`drop_loaded` leaves these out of it
     while a quiet replicate is left."""

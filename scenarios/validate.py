@@ -53,7 +53,7 @@ def coarse_bottleneck(key: str) -> str | None:
 
 def bottlenecks_agree(predicted: str, measured: str) -> bool:
     """Whether a predicted bottleneck key agrees with a measured one, at the measurement's
-    own resolution (README, "the bottleneck"): a measured ``input`` agrees with a predicted
+    own resolution (docs/reference.md): a measured ``input`` agrees with a predicted
     ``input`` or ``cpu_cores`` (without a sidecar a trace cannot show core waits); a measured
     ``compute`` / ``host_compute`` (not input-bound) with anything but ``input``; a measured
     ``cpu_cores`` (workers ran and the training step waited for a core, read from the

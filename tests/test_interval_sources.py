@@ -83,7 +83,7 @@ def test_measured_spread_covers_80_percent_of_a_host_noisier_than_the_prior(sigm
 
 def test_one_replicate_keeps_the_priors_weight():
     """At n = 2 (one replicate: its own t is a Cauchy) the pooled predictive stays: a host of
-    log sd 0.1 is under-covered (56 % over 400 000 experiments), as the README states."""
+    log sd 0.1 is under-covered (56 % over 400 000 experiments), as docs/interval.md states."""
     trials = 3000
     assert _coverage(202, 2, 1, lambda rng: SIGMA, trials) == pytest.approx(
         0.563, abs=_tolerance(trials))

@@ -56,7 +56,7 @@ def test_calibrate_keeps_the_drift_of_a_team_capture(cpu_run_nw1, tmp_path):
 
 
 def test_simulate_and_diagnose_say_what_is_wrong_with_the_capture(tmp_path):
-    """README: every verb on such a model says so once, before its result; simulate and
+    """docs/interval.md: every verb on such a model says so once, before its result; simulate and
     diagnose of a model file said nothing (a fresh user's check, 2026-12-05), for a capture
     under outside load too."""
     from stepsim.models.params import save_model
