@@ -46,6 +46,11 @@ from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.record import (HostSideRecorder, ListRecorder, NullRecorder, Recorder,
                                    Span, every_span)
 
+
+KEEPS = ("all", "steps", "brief", "runs")
+"""What a simulation's result may keep (:func:`simulate`'s ``keep``)."""
+
+
 @dataclass
 class SimResult:
     """What a simulation produced.
@@ -200,7 +205,7 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     problem = None if replay else work_problem(model, steps, warmup)
     if problem:   # a given count of a large model: memory and time past any useful run
         raise SimulationError(problem)
-    if keep not in ("all", "steps", "brief", "runs"):
+    if keep not in KEEPS:
         raise SimulationError(f"keep must be 'all', 'steps', 'brief' or 'runs', got {keep!r}")
     if engine not in ("auto", "events", "quanta"):
         raise SimulationError(f"engine must be 'auto', 'events' or 'quanta', got {engine!r}")

@@ -29,7 +29,7 @@ from stepsim.models.params import StepModel
 from stepsim.models.sim_work import collective_quanta, step_work, thread_pieces
 from stepsim.models.extend import Extending, processes_only
 from stepsim.models.run_memo import choose, chosen, hold, memo_simulate
-from stepsim.models.simulate import SimResult
+from stepsim.models.simulate import KEEPS, SimResult
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.gcpause import gc_paused
 
@@ -169,7 +169,8 @@ def simulate_counted(model: StepModel, steps: int | None, warmup: int, seed: int
                                                     "(stepcount.step_bound)", accum))
         max_steps -= max_steps % accum
     n = _cycles(min(FIRST_STEPS, max_steps), accum)
-    if processes_only(model):   # SimPy processes at every count: one run, continued
+    if keep in KEEPS and processes_only(model):   # SimPy processes at every count: one
+        # run continued from count to count
         got = _extended(model, n, warmup, seed, target, max_steps, keep, key)
         if got is not None:
             return got
