@@ -15,8 +15,8 @@ from stepsim.models.device import Barrier, LaunchQueue, StepEvents, stream_proce
 from stepsim.models.engine import Runs, Setup, released_tasks
 from stepsim.models.host import host_process
 from stepsim.models.loader import DataLoaderSim
-from stepsim.models.ranks import rank_host_plan
 from stepsim.models.plans import stream_plans
+from stepsim.models.ranks import rank_host_plan
 from stepsim.models.step_bound import StepBound
 from stepsim.simcore.errors import SimulationError
 

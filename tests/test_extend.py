@@ -17,8 +17,13 @@ from stepsim.models.stepcount import FIRST_STEPS, simulate_counted
 from stepsim.scenarios.transforms import SetOp, apply_ops
 from stepsim.simcore.errors import SimulationError
 from tests.conftest import shared_traces
-from tests.test_run_memo import _same as same_records, ddp  # noqa: F401 (a fixture)
+from tests.test_run_memo import DEMO, _same as same_records
 from tests.test_solo_ranks import rank_models
+
+
+@pytest.fixture(scope="module")
+def ddp() -> StepModel:
+    return StepModel.model_validate_json(DEMO.read_text())
 
 
 def _same(a, b) -> None:
