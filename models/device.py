@@ -23,6 +23,7 @@ import numpy as np
 import simpy
 
 from stepsim.models.cpu import MAX_QUANTA
+from stepsim.models.step_bound import StepBound, step_range
 from stepsim.simcore.record import Recorder, Span
 
 
@@ -183,11 +184,12 @@ class Barrier:
 
 def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[TaskPlan],
                    events: StepEvents, barrier: Barrier | None,
-                   engines: dict[str, simpy.Resource], recorder: Recorder, n_steps: int,
+                   engines: dict[str, simpy.Resource], recorder: Recorder, n_steps: int | StepBound,
                    launch_queue: LaunchQueue, runs: list[TaskRun], sync_step,
                    busy_us: float = 0.0, cpu=None, cpu_us: dict[str, float] | None = None,
                    wake: dict[str, tuple[int, float]] | None = None):
-    """Process generator for one stream of one rank over ``n_steps`` steps.
+    """Process generator for one stream of one rank over ``n_steps`` steps (a count or a
+    :class:`models.step_bound.StepBound`).
 
     Args:
         plans: the stream's tasks in order, durations already set for this rank.
@@ -220,7 +222,7 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
         yield env.timeout(busy_us)
         recorder.span(Span(lane, "work launched before the window", "busy", 0.0, busy_us, -1,
                            rank, category="other"))
-    for step in range(n_steps):
+    for step in step_range(n_steps):
         syncing = sync_step(step)
         for t in plans:
             launch_ev = launched(rank, step, t.id) if t.launched else None

@@ -3,17 +3,16 @@
 ``solved`` runs a rank that contends with nothing without events (:mod:`models.solo`, its
 repeating steps replayed by :mod:`models.memo`), or several such ranks that meet only at
 collectives (:mod:`models.solo_ranks`), and returns None for any other model;
-``simulated`` runs SimPy processes (see :mod:`models.simulate` for their start order). Both
-stream every span to the run's recorder and every task run and host wait to the sinks
-(:class:`Runs`, :class:`Waits`), and return ``(step_starts, loaders)``.
+:func:`models.processes.simulated` runs SimPy processes. Both stream every span to the
+run's recorder and every task run and host wait to the sinks (:class:`Runs`,
+:class:`Waits`), and return ``(step_starts, loaders)``.
 """
 from __future__ import annotations
 
 import simpy
 
 from stepsim.models.cpu import CpuPool
-from stepsim.models.device import Barrier, LaunchQueue, StepEvents, TaskRun, stream_process
-from stepsim.models.host import host_process
+from stepsim.models.device import TaskRun
 from stepsim.models.loader import DataLoaderSim
 from stepsim.models.params import StepModel
 from stepsim.models.plans import host_plan, stream_plans
@@ -22,11 +21,10 @@ from stepsim.models.same_thread import on_main_thread
 from stepsim.models.solo import solvable, solve
 from stepsim.models.solo_loader import SoloLoader, loader_solvable
 from stepsim.models.solo_ranks import RankInput, solve_ranks
-from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.record import Block, Recorder
 from stepsim.simcore.rng import spawn_streams
 
-__all__ = ["Runs", "Setup", "Tee", "Waits", "simulated", "solved"]
+__all__ = ["Runs", "Setup", "Tee", "Waits", "released_tasks", "solved"]
 
 
 class Tee(Recorder):
@@ -49,7 +47,7 @@ class Tee(Recorder):
             r.shifted(spans, dt_us, dstep)
 
 
-def _released(model: StepModel) -> set[str]:
+def released_tasks(model: StepModel) -> set[str]:
     """The tasks some ``prev_waits`` names: their step before the first (−1) counts as done at
     once, since the first simulated step waits for nothing earlier (in a window replay, that
     step's captured idle already holds any such wait: calibration saw no step before it)."""
@@ -225,7 +223,7 @@ def solved(su: Setup, runs: Runs, waits: list):
     loader = DataLoaderSim(env, lp, cpu, lrng, su.hook, rp.rank) if workers is None else workers
     starts = solve(rp.rank, ops, streams, rp.delay_us, m.host.uses_core, cpu.scale, loader,
                    m.device.launch_queue_depth, su.hook, runs, waits, su.n_total, su.last,
-                   su.sync_step, su.rngs[f"rank{rp.rank}.host"], su.backlog, _released(m),
+                   su.sync_step, su.rngs[f"rank{rp.rank}.host"], su.backlog, released_tasks(m),
                    workers=workers)
     return [starts], [loader]
 
@@ -256,57 +254,4 @@ def _solved_ranks(su: Setup, runs: Runs, waits: list, env: simpy.Environment):
                                 su.rngs[f"rank{rp.rank}.host"]))
     return solve_ranks(inputs, m.host.uses_core, m.device.launch_queue_depth, su.hook, runs,
                        waits, su.n_total, su.last, su.sync_step, su.backlog,
-                       _released(m)), loaders
-
-def simulated(su: Setup, runs: Runs, waits: list):
-    """The run as SimPy processes (see the module docstring for their start order)."""
-    model, hook, n_total = su.model, su.hook, su.n_total
-    env = simpy.Environment()
-    barrier = Barrier(env, len(model.ranks)) if len(model.ranks) > 1 else None
-    events = StepEvents(env)
-    hosts, starts, loaders = [], [], []
-    pools: dict[str, CpuPool] = {}
-    released = _released(model)
-    for i, rp in enumerate(model.ranks):
-        cpu = su.pool(env, rp.host, pools)
-        loader = DataLoaderSim(env, su.lp, cpu, su.rngs[f"rank{rp.rank}.loader"], hook, rp.rank)
-        loaders.append(loader)
-        engines = {"h2d": simpy.Resource(env, capacity=1), "d2h": simpy.Resource(env, capacity=1)}
-        lq = LaunchQueue(env, model.device.launch_queue_depth)
-        for w in released:
-            events.done(rp.rank, -1, w).succeed()
-        for s, plans in stream_plans(model, i, su.replay).items():
-            on_cores = s == model.comm.comm_stream and bool(su.comm_cpu)
-            env.process(stream_process(env, rp.rank, s, plans, events, barrier, engines, hook,
-                                       n_total, lq, runs, su.sync_step, su.backlog.get(s, 0.0),
-                                       cpu if on_cores else None, su.comm_cpu,
-                                       su.comm_wake))
-        st: list[float] = []
-        starts.append(st)
-        hosts.append(env.process(host_process(
-            env, rp.rank, rank_host_plan(model, i, su.ops), rp.delay_us, cpu,
-            model.host.uses_core, loader, events, hook, n_total, st, lq, waits, su.sync_step,
-            su.rngs[f"rank{rp.rank}.host"])))
-    try:
-        env.run(until=simpy.AllOf(env, hosts))
-    except RuntimeError as e:
-        if "until" not in str(e) and "No scheduled events" not in str(e):
-            raise
-        stuck = [model.ranks[i].rank for i, st in enumerate(starts) if len(st) <= n_total]
-        raise SimulationError(
-            f"the simulation deadlocked on rank(s) {stuck} at t={env.now:.1f} us: a sync or "
-            "wait on a task that can never finish (launched later in the step, or on another "
-            "rank's collective that is never entered)") from None
-    # let the device finish the measured window too (it may lag behind the host)
-    last = su.last
-    need = [events.done(rp.rank, last, tid) for rp in model.ranks for tid in model.task_map()]
-    pending = [ev for ev in need if not ev.processed]
-    if pending:
-        try:
-            env.run(until=simpy.AllOf(env, pending))
-        except RuntimeError as e:
-            if "until" not in str(e) and "No scheduled events" not in str(e):
-                raise
-            raise SimulationError(f"the device never finished step {last} (t={env.now:.1f} "
-                                  "us): a task waits for something that never happens") from None
-    return starts, loaders
+                       released_tasks(m)), loaders

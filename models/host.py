@@ -33,6 +33,7 @@ from stepsim.models.cpu import CpuPool
 from stepsim.models.cpu_spin import spin as team_spin
 from stepsim.models.device import LaunchQueue, StepEvents
 from stepsim.models.loader import DataLoaderSim
+from stepsim.models.step_bound import StepBound, step_range
 from stepsim.simcore.dists import Duration
 from stepsim.simcore.record import Recorder, Span, record_cpu_work
 
@@ -94,7 +95,7 @@ in proportion."""
 
 def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay_us: float,
                  cpu: CpuPool, uses_core: bool, loader: DataLoaderSim, events: StepEvents,
-                 recorder: Recorder, n_steps: int, step_starts: list[float],
+                 recorder: Recorder, n_steps: int | StepBound, step_starts: list[float],
                  launch_queue: LaunchQueue, waits_out: list[HostWait], sync_step,
                  rng: np.random.Generator):
     """Process generator of one rank's host thread over ``n_steps`` steps.
@@ -106,7 +107,8 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
         rng: the host's random stream (draws of ``cpu`` ops with ``samples``).
 
     ``step_starts`` receives the instant (µs) each step begins, and finally the instant the last
-    step's host work ends (so it has ``n_steps + 1`` entries).
+    step's host work ends (so it has ``n_steps + 1`` entries). ``n_steps``: a count, or a
+    :class:`models.step_bound.StepBound` the caller may raise.
     """
     lane = f"rank{rank}.host"
     tail: list = [None]   # stops the spin of the last team op's threads (CpuPool.spin)
@@ -210,7 +212,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
             recorder.span(Span(lane, name, "wait", start, env.now - start, step, rank, cause=cause))
             waits_out.append(HostWait(rank, step, start, env.now, cause, targets))
 
-    for step in range(n_steps):
+    for step in step_range(n_steps, rank):
         step_starts.append(t)
         syncing = sync_step(step)
         if adaptive:

@@ -28,7 +28,7 @@ from dataclasses import replace
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import SimResult, simulate
 
-__all__ = ["ENTRIES", "MAX_RECORDS", "memo_simulate", "clear"]
+__all__ = ["ENTRIES", "MAX_RECORDS", "memo_simulate", "clear", "hold", "chosen", "choose"]
 
 ENTRIES = 16
 """Results held at most (a plan's repeats come within a few rounds of their first run)."""
@@ -37,11 +37,31 @@ MAX_RECORDS = 250_000
 a 220-step run of the 2-rank demo DDP model keeping every span has 13,716)."""
 
 _held: OrderedDict[tuple, SimResult] = OrderedDict()
+_chosen: OrderedDict[tuple, int] = OrderedDict()
+"""The step count each chain of the step-count rule chose (:func:`chosen`)."""
 
 
 def clear() -> None:
-    """Forget every held result."""
+    """Forget every held result and chosen count."""
     _held.clear()
+    _chosen.clear()
+
+
+def chosen(chain: tuple) -> int | None:
+    """The step count that the step-count rule chose for ``chain`` (the model's JSON, warm-up,
+    seed, target and most steps: what the choice is a function of) in this process, if it
+    did (:func:`models.stepcount.simulate_counted`, which then simulates that count alone)."""
+    n = _chosen.get(chain)
+    if n is not None:
+        _chosen.move_to_end(chain)
+    return n
+
+
+def choose(chain: tuple, n: int) -> None:
+    """Remember that ``chain`` chose ``n`` steps (at most :data:`ENTRIES` chains)."""
+    _chosen[chain] = n
+    while len(_chosen) > ENTRIES:
+        _chosen.popitem(last=False)
 
 
 def _copy(r: SimResult, model: StepModel) -> SimResult:
@@ -73,11 +93,23 @@ def memo_simulate(model: StepModel, steps: int, warmup: int, seed: int, keep: st
         _held.move_to_end(k)
         return _copy(got, model)
     r = simulate(model, steps=steps, warmup=warmup, seed=seed, keep=keep)
+    _hold(k, r, model)
+    return r
+
+
+def hold(model: StepModel, steps: int, warmup: int, seed: int, keep: str,
+         key: Callable[[], str], r: SimResult) -> None:
+    """Hold ``r``, made elsewhere, as :func:`memo_simulate`'s run of those arguments (it must
+    be that run's result: :class:`models.extend.Extending`'s is)."""
+    if keep in ("all", "steps"):
+        _hold((key(), steps, warmup, seed, keep), r, model)
+
+
+def _hold(k: tuple, r: SimResult, model: StepModel) -> None:
     if _records(r) <= MAX_RECORDS and not r.span_blocks:
         _held[k] = _copy(r, model)
         while len(_held) > ENTRIES or sum(map(_records, _held.values())) > MAX_RECORDS:
             _held.popitem(last=False)
-    return r
 
 
 def _records(r: SimResult) -> int:

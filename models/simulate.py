@@ -32,18 +32,24 @@ import numpy as np
 
 from stepsim.models.cpu import Oversubscribed
 from stepsim.models.device import TaskRun
-from stepsim.models.engine import Runs, Setup, Tee, Waits, simulated, solved
+from stepsim.models.engine import Runs, Setup, Tee, Waits, solved
 from stepsim.models.host import HostWait
 from stepsim.models.host_speed import at_capture_speed
 from stepsim.models.loader import LoaderStats
 from stepsim.models.params import StepModel
 from stepsim.models.plans import host_plan, issue_points, stream_plans, task_durations  # noqa: F401
+from stepsim.models.processes import simulated
 from stepsim.models.sim_work import work_problem
 from stepsim.models.solo import Unsolvable
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.record import (HostSideRecorder, ListRecorder, NullRecorder, Recorder,
                                    Span, every_span)
+
+
+KEEPS = ("all", "steps", "brief", "runs")
+"""What a simulation's result may keep (:func:`simulate`'s ``keep``)."""
+
 
 @dataclass
 class SimResult:
@@ -199,11 +205,11 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     problem = None if replay else work_problem(model, steps, warmup)
     if problem:   # a given count of a large model: memory and time past any useful run
         raise SimulationError(problem)
-    if keep not in ("all", "steps", "brief", "runs"):
+    if keep not in KEEPS:
         raise SimulationError(f"keep must be 'all', 'steps', 'brief' or 'runs', got {keep!r}")
     if engine not in ("auto", "events", "quanta"):
         raise SimulationError(f"engine must be 'auto', 'events' or 'quanta', got {engine!r}")
-    rec = ListRecorder() if keep == "all" else HostSideRecorder() if keep == "brief" else None
+    rec = recorder_for(keep)
     hooks = [h for h in (rec, recorder) if h is not None]
     hook = hooks[0] if len(hooks) == 1 else Tee(*hooks) if hooks else NullRecorder()
     # an adaptive pool may have to run again (Oversubscribed): only when no outside recorder
@@ -221,6 +227,23 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         runs, waits = Runs(kept, keep == "brief"), Waits(kept)
         su = Setup(model, steps, warmup, seed, replay, hook)   # the random streams afresh
         starts, loaders = simulated(su, runs, waits)
+    return result_of(model, steps, warmup, starts, loaders, runs, waits, rec, captured)
+
+
+def recorder_for(keep: str) -> Recorder | None:
+    """The recorder that keeps what ``keep`` asks (see :func:`simulate`), None for
+    ``"steps"`` and ``"runs"``."""
+    return ListRecorder() if keep == "all" else HostSideRecorder() if keep == "brief" else None
+
+
+def measured_steps_us(model: StepModel, steps: int, warmup: int, starts, runs: Runs,
+                      captured=None) -> tuple[np.ndarray, list[list[float]]]:
+    """``(step_us, marks)`` of the measured steps (:func:`step_marks`, or
+    :func:`replay_marks` for a window replay's ``captured`` window): needs ``starts`` to entry
+    ``warmup + steps`` and the device through step ``warmup + steps − 1``.
+
+    Raises:
+        SimulationError: a step time that is not finite."""
     ranks = [r.rank for r in model.ranks]
     if captured is not None:
         marks = [replay_marks(starts[0], runs.end, ranks[0], steps,
@@ -230,13 +253,22 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     step_us = np.array([[m[k + 1] - m[k] for k in range(warmup, warmup + steps)] for m in marks])
     if not np.isfinite(step_us).all():
         raise SimulationError("the simulated step time is not finite (durations too large?)")
+    return step_us, marks
+
+
+def result_of(model: StepModel, steps: int, warmup: int, starts, loaders, runs: Runs,
+              waits: list, rec: Recorder | None, captured=None) -> SimResult:
+    """The :class:`SimResult` of a finished run of ``model`` (what either engine gave:
+    ``starts``, ``loaders``, the sinks ``runs`` and ``waits``, the recorder ``rec``)."""
+    step_us, marks = measured_steps_us(model, steps, warmup, starts, runs, captured)
     window = (marks[0][warmup], marks[0][warmup + steps])
     return SimResult(step_us=step_us, step_starts_us=starts, warmup=warmup, window_us=window,
                      spans=rec.spans if rec else [], samples=rec.samples if rec else {},
                      span_blocks=getattr(rec, "blocks", []),
                      max_outstanding=[ld.stats.max_outstanding for ld in loaders],
-                     ranks=ranks, runs=runs.every(), host_waits=list(waits),
-                     loader_stats=[ld.stats for ld in loaders], model=model, step_marks_us=marks)
+                     ranks=[r.rank for r in model.ranks], runs=runs.every(),
+                     host_waits=list(waits), loader_stats=[ld.stats for ld in loaders],
+                     model=model, step_marks_us=marks)
 
 
 @dataclass(frozen=True)

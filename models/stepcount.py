@@ -6,7 +6,11 @@ steps are simulated. When the caller names no step count, :func:`simulate_counte
 simulates :data:`FIRST_STEPS` steps, estimates the standard error of the mean job step, and
 simulates again with more steps (the same seed, so a run is the same answer every time)
 until the standard error is at most :data:`SE_TARGET` of the mean or :data:`MAX_STEPS` is
-reached; :class:`StepCount` says which.
+reached; :class:`StepCount` says which. A model that runs as SimPy processes at any count
+(:func:`models.extend.processes_only`: the 2-rank gloo DDP model) is one run continued from
+count to count (:class:`models.extend.Extending`: the same result as each count from step
+0, each step simulated once), and the count chosen is remembered for the next caller
+(:func:`models.run_memo.chosen`).
 
 The standard error is that of non-overlapping batch means (:data:`BATCHES` batches of
 consecutive steps): consecutive steps are correlated (a prefetch queue drains over several
@@ -23,10 +27,11 @@ import numpy as np
 
 from stepsim.models.params import StepModel
 from stepsim.models.sim_work import collective_quanta, step_work, thread_pieces
-from stepsim.models.engine import comm_cpu_us
-from stepsim.models.run_memo import memo_simulate
-from stepsim.models.simulate import SimResult
+from stepsim.models.extend import Extending, processes_only
+from stepsim.models.run_memo import choose, chosen, hold, memo_simulate
+from stepsim.models.simulate import KEEPS, SimResult
 from stepsim.simcore.errors import SimulationError
+from stepsim.simcore.gcpause import gc_paused
 
 __all__ = ["SE_TARGET", "FIRST_STEPS", "MAX_STEPS", "MAX_WORK", "DRAW_STEPS", "BATCHES",
            "StepCount", "mean_std_error_us", "simulate_counted", "step_bound", "thread_pieces",
@@ -164,13 +169,15 @@ def simulate_counted(model: StepModel, steps: int | None, warmup: int, seed: int
                                                     "(stepcount.step_bound)", accum))
         max_steps -= max_steps % accum
     n = _cycles(min(FIRST_STEPS, max_steps), accum)
+    if keep in KEEPS and processes_only(model):   # SimPy processes at every count: one
+        # run continued from count to count
+        got = _extended(model, n, warmup, seed, target, max_steps, keep, key)
+        if got is not None:
+            return got
     first = True   # the first count and the bound keep what was asked; the counts between
-    # keep only step times, and the one chosen is simulated again as asked; except where
-    # keeping costs nothing (SimPy processes throughout: the demo DDP model's 160 steps took
-    # 0.313 s CPU keeping every span, 0.316 s keeping the step times), so no count runs twice
-    every = bool(comm_cpu_us(model))
+    # keep only step times, and the one chosen is simulated again as asked
     while True:
-        kept = keep if first or every or n >= max_steps else "steps"
+        kept = keep if first or n >= max_steps else "steps"
         r = memo_simulate(model, n, warmup, seed, kept, key)
         c = _count(r, True, target)
         if c.met or n >= max_steps:
@@ -178,9 +185,45 @@ def simulate_counted(model: StepModel, steps: int | None, warmup: int, seed: int
                 r = memo_simulate(model, n, warmup, seed, keep, key)
             return r, c
         first = False
-        need = n * (c.rel_error / target) ** 2 * _MARGIN
-        n = min(max_steps, _cycles(int(np.clip(math.ceil(need), _GROWTH[0] * n,
-                                               _GROWTH[1] * n)), accum))
+        n = _next_count(n, c, max_steps, accum)
+
+
+def _next_count(n: int, c: StepCount, max_steps: int, accum: int) -> int:
+    """The count after ``n`` steps whose standard error ``c`` missed its target."""
+    need = n * (c.rel_error / c.target) ** 2 * _MARGIN
+    return min(max_steps, _cycles(int(np.clip(math.ceil(need), _GROWTH[0] * n,
+                                              _GROWTH[1] * n)), accum))
+
+
+@gc_paused
+def _extended(model: StepModel, n: int, warmup: int, seed: int, target: float,
+              max_steps: int, keep: str, key) -> tuple[SimResult, StepCount] | None:
+    """:func:`simulate_counted`'s counts from ``n`` on as one run continued from count to
+    count (:class:`models.extend.Extending`), the same result as each count simulated from
+    step 0; the count chosen is remembered (:func:`models.run_memo.chosen`). None where a
+    count's run fails (the caller simulates it afresh, which says why)."""
+    held = keep in ("all", "steps")   # as memo_simulate: a "brief" run is not held
+    chain = (key(), warmup, seed, target, max_steps) if held else None
+    chosen_n = chosen(chain) if held else None
+    if chosen_n is not None:
+        r = memo_simulate(model, chosen_n, warmup, seed, keep, key)
+        return r, _count(r, True, target)
+    run = Extending(model, warmup, seed, keep)
+    accum = model.comm.grad_accum_steps
+    try:
+        while True:
+            job = run.job_step_us(n)
+            c = StepCount(n, float(job.mean()), mean_std_error_us(job), True, target)
+            if c.met or n >= max_steps:
+                break
+            n = _next_count(n, c, max_steps, accum)
+        r = run.result()
+    except SimulationError:
+        return None
+    if held:
+        hold(model, n, warmup, seed, keep, key, r)
+        choose(chain, n)
+    return r, _count(r, True, target)
 
 
 def _cycles(n: int, accum: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from stepsim.models import engine
+from stepsim.models import processes
 from stepsim.models.params import (CommParams, DeviceParams, DeviceTask, HostOp, HostParams,
                                    RankParams, StepModel)
 from stepsim.models.simulate import simulate
@@ -16,7 +16,7 @@ from tests.test_solo import MS, assert_same, assert_same_where_simulable
 def _solved_without_events(m: StepModel, monkeypatch) -> bool:
     """Whether ``simulate(m)`` takes the event-free path (the processes never start)."""
     ran = []
-    real = engine.simulated
+    real = processes.simulated
     monkeypatch.setattr("stepsim.models.simulate.simulated",
                         lambda *a: ran.append(1) or real(*a))
     simulate(m, steps=2, warmup=1)
