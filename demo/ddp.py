@@ -260,9 +260,9 @@ def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None
                     f"capture, measured): {', '.join(f'{v:.3f}' for v in model.host.speed_runs)};"
                     f" next run's P10–P90 {lo:.3f}–{hi:.3f}× the centre "
                     f"{model.host.cpu_scale:.3f}"
-                    + (f" (the spread of the runs' wall time, "
-                       f"{', '.join(f'{v:.3f}' for v in model.host.wall_runs)}: wider than "
-                       "their CPU time's)" if from_walls(model.host, noise) else "")
+                    + (f" (the spread of the runs' wall time, the profiled runs' then the "
+                       f"timed re-runs', {', '.join(f'{v:.3f}' for v in model.host.wall_runs)}"
+                       ": wider than their CPU time's)" if from_walls(model.host, noise) else "")
                     + (f", times the profiler factor's own error ×{math.exp(-err):.3f}–"
                        f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
     if summary.get("host_drift"):

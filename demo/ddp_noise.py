@@ -20,11 +20,13 @@ wider than the CPU time's ``host.speed_runs`` (:func:`models.host_speed.noise_ru
 the spread is read: ``host.cpu_scale``, the point, does not move. The out-of-sample rows'
 runs are never read.
 
-Measured on the 21 kept demos of 2026-12-06 (``bench``-less: /tmp/fin, ddp16's), against the
-median of the other six runs of the setting: the timed re-runs' wall reads -0.067 / +0.079 /
+Measured on the 22 kept demos of 2026-12-06 (08:47-21:53), each run against the median of the
+setting's six other runs: the timed re-runs' wall reads -0.067 / +0.079 /
 -0.066 (rounds 1-3, mean log), the profiled runs' +0.044 (capture) / +0.103 / +0.011 /
 -0.029; so the two kinds differ by about 4 % in the mean against a run-to-run log sd of
-0.12-0.20: the host's spread, not the kind's, dominates.
+0.12-0.20: the host's spread, not the kind's, dominates. Rescored, the 69 scored out-of-sample
+rows of those demos: 50 → 60 inside, median width 14.7 → 18.9 %, errors unchanged
+(docs/measurements.md, h-ddp17).
 """
 from __future__ import annotations
 
