@@ -31,8 +31,9 @@
    identical work or, where it spreads wider, their unprofiled steps' wall time,
    ``host.wall_runs``: ranks sharing the cores interleave differently from run to run, with
    the replay's timed re-runs after the profiled runs, as ``stepsim demo`` draws from every
-   run of its calibration setting, :mod:`demo.ddp_noise`; the captured steps bootstrapped), and compare with the re-measured runs: the job's step (per step, the
-   slower rank's start-to-start time; the mean over a run's steps; mean and range over the
+   run of its calibration setting, :mod:`demo.ddp_noise`; the captured steps bootstrapped),
+   and compare with the re-measured runs: the job's step (per step, the slower rank's
+   start-to-start time; the mean over a run's steps; mean and range over the
    repeats), and, for the barrier, each rank's time in it (arrival skew) against the
    simulated split.
 4. Write everything under one folder: ``capture/`` and ``replicates/r<k>/`` (traces +
