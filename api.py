@@ -81,11 +81,12 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
     from stepsim.results import Calibration
     from stepsim.models.stepcount import simulate_counted
     from stepsim.models.warning_record import texts
+    from stepsim.models.window_effect import window_speed_effect
     from stepsim.views import grouped_warnings
 
     model = fit(trace, sidecar=sidecar, step_regex=step_regex, replicates=list(replicates),
                 steps=steps)
-    model = _window_speed_effect(model)
+    model = window_speed_effect(model, DEFAULT_STEPS, DEFAULT_WARMUP)   # (where it is said)
     if output is not None:
         save_model(model, output)
     window = window_replay(model) if model.replay is not None else None
@@ -98,26 +99,6 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
                        warnings=tuple(map(str, warnings)), window=window,
                        steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us,
                        ranked=ranked(warnings))
-
-
-def _window_speed_effect(model):
-    """``model`` with its window-speed warning's effect (kind ``window_speed``,
-    :func:`calibration.host_noise.at_window_speed`) set: the steady step at ``host.cpu_scale``
-    less at the window's own speed (µs; two simulations, only where that warning is; the
-    calibration that writes it runs no simulator)."""
-    from stepsim.models.host_speed import capture_cpu_scale
-    from stepsim.models.stepcount import simulate_counted
-    from stepsim.models.warning_record import records, with_effect
-
-    window = model.meta.notes.get("window_speed")
-    if not isinstance(window, (int, float)) or window <= 0 or not any(
-            r.kind == "window_speed" for r in records(model.meta)):
-        return model
-    own = capture_cpu_scale(model)
-    at_own = model.model_copy(update={"host": model.host.model_copy(update={"cpu_scale": own})})
-    steps = [simulate_counted(m, DEFAULT_STEPS, DEFAULT_WARMUP, 0, keep="brief")[0].mean_step_us
-             for m in (model, at_own)]
-    return with_effect(model, "window_speed", steps[0] - steps[1])
 
 
 @bounded

@@ -164,7 +164,8 @@ def measured_runs(traces: Sequence[str | Path]):
     from stepsim.calibration.measure import measured_runs
 
     runs = measured_runs([str(t) for t in traces])
-    warnings = [f"{shown(r.path)}: {w}" for r in runs for w in dict.fromkeys(r.warnings)]
+    warnings = [retexted(w, f"{shown(r.path)}: {w}", f"{shown(r.path)}: ") for r in runs
+                for w in dict.fromkeys(r.warnings)]
     return runs, tuple(warnings)
 
 

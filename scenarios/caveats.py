@@ -7,7 +7,7 @@ from typing import Sequence
 from stepsim.models.load_bound import outside_load_slowdown
 from stepsim.models.params import StepModel
 from stepsim.models.rank_threads import model_rank_threads
-from stepsim.models.warning_record import said
+from stepsim.models.warning_record import retexted, said
 from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.host_threads import fitting_threads, threads_candidates
@@ -137,9 +137,9 @@ def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[st
         return []
     where, said = hits[0]
     if len(hits) == 1:
-        return [f"at {where}: {w}" for w in said]
-    return [f"at {len(hits)} of the sweep's points ({'; '.join(h for h, _ in hits)}), e.g. at "
-            f"{where}: {w}" for w in said]
+        return [retexted(w, f"at {where}: {w}") for w in said]
+    return [retexted(w, f"at {len(hits)} of the sweep's points ({'; '.join(h for h, _ in hits)}), "
+                     f"e.g. at {where}: {w}") for w in said]
 
 
 def move_threads(model: StepModel, base: Sequence[Operation], moves: Sequence[Operation]
