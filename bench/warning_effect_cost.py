@@ -2,7 +2,9 @@
 simulations :func:`stepsim.models.window_effect.window_speed_effect` runs (the step at ``host.cpu_scale`` and
 at the capture's own speed), only where the window-speed warning is; against the whole
 :func:`stepsim.api.calibrate` of the same capture. Prints, per input and repeat, the calibrate
-wall, the effect's wall and their ratio (run it alone: ``flock /tmp/cpu-timing.lock``).
+wall, the effect's wall and their ratio (run it alone: ``flock /tmp/cpu-timing.lock``). Use
+``--repeats 1`` in fresh processes: within one process the calibrate's own steady-state run
+is memoized after the first repeat (:mod:`models.run_memo`), the effect's are not.
 
     python bench/warning_effect_cost.py [--repeats N] [--sidecar S] [--replicate R] TRACE ...
 """
