@@ -245,7 +245,9 @@ def _team_beside_workers(threads: int, workers: int, cores: int, after: StepMode
     does not cover it: the team's stall (the workers' CPU, serialized), its spin and the
     workers' hand-over are modelled, but the main thread's wait for a core in ``next()`` is
     not (docs/measurements.md#team-stall); ``γ`` (``host.team_stall``) acts only while every
-    team thread's core has a runnable worker (one batch is asked per step)."""
+    team thread's core has a runnable worker (one batch is asked per step). Not sized (no
+    ``[step …]``, fresh6 asked): its ×0.95–1.88 is other jobs' steps, not a change this model
+    makes to its own; sized on this job it would print their extremes as this job's number."""
     lo, hi = TEAM_BESIDE_WORKERS
     rng = after.host.team_stall_range
     prior = (f"host.team_stall γ {rng[0]:g}–{rng[1]:g}" if rng is not None
