@@ -17,7 +17,6 @@ speed and calibration says so (assumed bound; :mod:`calibration.host_noise`,
 :mod:`calibration.gloo_window`). The bound of ``meta.notes['window_speed']`` too."""
 
 
-
 def within_host_speed(ratio: float) -> bool:
     """Whether ``ratio`` (a window's CPU time of identical work against its run's, either
     way) is a host's speed moving: within 1/:data:`MAX_WINDOW_SPEED`–:data:`MAX_WINDOW_SPEED`

@@ -237,3 +237,20 @@ def test_an_unsized_long_warning_is_said_once_whole_on_one_line():
     out = lines(ranked([long, "short one"]))
     assert out == [f"warning: {long}", "warning: short one"]
     assert printed_texts("\n".join(out)) == [long, "short one"]
+
+
+def test_one_bound_on_a_host_speed_for_every_window_check():
+    """models.param_meta.within_host_speed: 1/MAX_WINDOW_SPEED–MAX_WINDOW_SPEED, both ends
+    in (gloo_window.beyond_speed and gloo_loader.at_loader_drift repeated it)."""
+    from stepsim.calibration.gloo_window import beyond_speed
+    from stepsim.models.param_meta import MAX_WINDOW_SPEED, within_host_speed
+
+    assert within_host_speed(1 / MAX_WINDOW_SPEED) and within_host_speed(MAX_WINDOW_SPEED)
+    assert not within_host_speed(0.999 / MAX_WINDOW_SPEED)
+    assert not within_host_speed(1.001 * MAX_WINDOW_SPEED)
+
+    class D:
+        def __init__(self, d):
+            self.d = d
+    ws = [D(0.2), D(1.0), D(4.5)]
+    assert [w.d for w in beyond_speed(ws)] == [0.2, 4.5]
