@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Sequence
 from stepsim.api_common import guard, input_warnings, load_model, operations, sim_kw
 from stepsim.api_planner import ceiling, plan, sweep, validate, whatif
 from stepsim.limits import DEFAULT_DRAWS, DEFAULT_STEPS, DEFAULT_WARMUP, bounded
-from stepsim.warning_order import ranked
 
 if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
     from stepsim.models.params import StepModel
@@ -83,6 +82,7 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
     from stepsim.models.warning_record import texts
     from stepsim.models.window_effect import window_speed_effect
     from stepsim.views import grouped_warnings
+    from stepsim.warning_order import ranked
 
     model = fit(trace, sidecar=sidecar, step_regex=step_regex, replicates=list(replicates),
                 steps=steps)

@@ -90,17 +90,18 @@ def texts(meta) -> list[str]:
 def settled(model):
     """``model`` with its warnings plain texts and their records in ``meta.warnings_ranked``
     (what its JSON holds, so the model saved and reloaded is equal to it)."""
-    rs = records(model.meta)
-    meta = model.meta.model_copy(update={"warnings": [r.text for r in rs],
-                                         "warnings_ranked": [r for r in rs if r.kind]})
-    return model.model_copy(update={"meta": meta})
+    return _with_records(model, records(model.meta))
 
 
 def with_effect(model, kind: str, effect_us: float | None):
     """``model`` with the effect of its warnings of ``kind`` set (µs; one its caller measured,
     e.g. by simulating: :func:`stepsim.api.calibrate`'s window speed)."""
-    rs = [r.model_copy(update={"effect_us": effect_us}) if r.kind == kind else r
-          for r in records(model.meta)]
+    return _with_records(model, [r.model_copy(update={"effect_us": effect_us})
+                                 if r.kind == kind else r for r in records(model.meta)])
+
+
+def _with_records(model, rs: list[WarningRecord]):
+    """``model`` whose warnings are the texts of ``rs``, and the records of kind stored."""
     meta = model.meta.model_copy(update={"warnings": [r.text for r in rs],
                                          "warnings_ranked": [r for r in rs if r.kind]})
     return model.model_copy(update={"meta": meta})
