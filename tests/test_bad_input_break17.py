@@ -169,3 +169,26 @@ def test_a_jobs_odd_input_dims_calibrate_with_a_warning(tmp_path):
     assert len(copies) == 1 and "64 of 64" in copies[0], copies
     assert any("past 2**60 elements" in w for w in ws)
     assert before == {p: _md5(p) for p in dst.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("walls", [[[10.0, 10.0], [0.0, 5.0]], [[10.0, 10.0], [-1.0, 5.0]],
+                                   [[10.0, 10.0], [float("nan"), 5.0]],
+                                   [[10.0, 10.0], [float("inf"), 5.0]]])
+def test_a_runs_wall_not_above_0_gives_no_wall_factors(walls):
+    """Only the first run's walls were checked: a later run's 0 gave a factor 0.0, a negative
+    one NaN (the host noise the interval draws from NaN); now no factors, as for a run without
+    steps."""
+    from stepsim.calibration.job_runs import wall_factors
+
+    assert wall_factors(walls) == []
+
+
+def test_a_timed_reruns_steps_out_of_order_leave_the_demo_model_as_it_was():
+    """A timed re-run whose step starts go back in time (mean start-to-start −1 µs) made
+    ``host.wall_runs`` hold NaN; now the model is left as it was."""
+    from stepsim.demo.ddp_noise import with_remeasured_walls
+
+    model = load_model(MODEL)
+    back = [{"step_starts_us": [3.0, 2.0, 1.0]}] * 2
+    got_model, got = with_remeasured_walls(model, JOB, [back])
+    assert got == [] and got_model is model
