@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Iterable
 
+from stepsim.models.param_base import MAX_DURATION_US
 from stepsim.models.warning_record import WarningRecord, of
 
 SUMMARY_CHARS = 120
@@ -96,9 +97,12 @@ def rank_one(w: str | WarningRecord) -> Ranked:
     """The warning ``w`` (a text, which may carry its record, or a record) as printed: its
     record's summary, effect and note; without a summary, its first clause
     (:func:`summary_of`), the whole text within :data:`ONE_LINE`. An effect that is not
-    finite is not sized."""
+    finite, or past :data:`~stepsim.models.param_base.MAX_DURATION_US` either way (no step
+    changes by more: a model file's 1e308 µs printed as ``[step…`` and summed to inf), is
+    not sized."""
     r = w if isinstance(w, WarningRecord) else of([w])[0]
-    effect = r.effect_us if r.effect_us is not None and math.isfinite(r.effect_us) else None
+    e = r.effect_us
+    effect = e if e is not None and math.isfinite(e) and abs(e) <= MAX_DURATION_US else None
     summary = _cut(r.summary) if r.summary else summary_of(r.text)
     return Ranked(r.text, summary, effect, r.noted)
 
@@ -110,8 +114,12 @@ def ranked(warnings: Iterable[str | WarningRecord]) -> tuple[Ranked, ...]:
     rs = list({r.text: r for r in (w if isinstance(w, WarningRecord) else of([w])[0]
                                    for w in warnings)}.values())
     shown = {r.text: rank_one(r) for r in rs}
-    parents = {r.kind: r for r in rs if r.kind and shown[r.text].effect_us is not None
-               and not r.noted}
+    sized = {r.kind: r for r in rs if r.kind and shown[r.text].effect_us is not None
+             and not r.noted}
+    # a parent is part of no other (a chain or a cycle of part_of folds nothing into a part,
+    # which is printed only under its own parent: a model file's a<->b lost both)
+    parents = {k: p for k, p in sized.items()
+               if sized.get(p.part_of) is None or sized[p.part_of] is p}
     parts: dict[str, list[Ranked]] = {}
     for r in rs:
         p = parents.get(r.part_of) if r.part_of else None
@@ -122,9 +130,9 @@ def ranked(warnings: Iterable[str | WarningRecord]) -> tuple[Ranked, ...]:
             shown[r.text] = replace(own, part=True)
             parts.setdefault(p.text, []).append(shown[r.text])
     out = [shown[r.text] for r in rs]
-    sized = sorted((r for r in out if r.effect_us is not None and not r.noted and not r.part),
+    first = sorted((r for r in out if r.effect_us is not None and not r.noted and not r.part),
                    key=lambda r: -abs(r.effect_us))
-    return (*(x for r in sized for x in (r, *parts.get(r.text, ()))),
+    return (*(x for r in first for x in (r, *parts.get(r.text, ()))),
             *(r for r in out if r.effect_us is None and not r.noted),
             *(r for r in out if r.noted))
 

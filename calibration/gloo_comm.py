@@ -53,13 +53,14 @@ def record_sizes(colls: list[_Coll], rec, warnings: list[str]) -> dict[int, int]
 
 def _unsized_why(unsized) -> str:
     """Why all-reduces have no size, in words: no Input Dims (a profiler without
-    ``record_shapes``), or Input Dims with a size <= 0 (recorded, but no bucket's)."""
+    ``record_shapes``), or Input Dims with a size <= 0 or past 2**60 elements (recorded, but
+    no bucket's)."""
     bad = sum(c.bad_dims for c in unsized)
     absent = len(unsized) - bad
     parts = ([f"{'have' if not bad else f'{absent} have'} no Input Dims (recorded without "
               "record_shapes)"] if absent else []) + (
-        [f"{'have' if not absent else f'{bad} have'} Input Dims with a size <= 0, which no "
-         "bucket has (the trace's shapes are wrong)"] if bad else [])
+        [f"{'have' if not absent else f'{bad} have'} Input Dims with a size <= 0 or past "
+         "2**60 elements, which no bucket has (the trace's shapes are wrong)"] if bad else [])
     return " and ".join(parts)
 
 

@@ -35,12 +35,13 @@ def unprofiled_wall_us(side) -> float | None:
 def wall_factors(walls: list[list[float | None]]) -> list[float]:
     """Per run, the geometric mean over its ranks of each rank's mean wall µs a step
     (``walls``: per run, per rank in one order, the first run the reference) over the first
-    run's; empty where a rank has no mean, the first run's is not above 0 or a run has
-    another number of ranks."""
+    run's; empty where a rank has no mean, a mean is not above 0 (a timed re-run's step
+    starts out of order gave a negative one, its factor NaN, the interval's host noise NaN) or
+    a run has another number of ranks."""
     import numpy as np
 
-    if not walls or any(w is None for run in walls for w in run) or \
-            any(w <= 0 for w in walls[0]) or any(len(run) != len(walls[0]) for run in walls):
+    if not walls or any(w is None or not 0 < w < np.inf for run in walls for w in run) or \
+            any(len(run) != len(walls[0]) for run in walls):
         return []
     return [float(np.exp(np.mean(np.log([w / w0 for w, w0 in zip(run, walls[0])]))))
             for run in walls]

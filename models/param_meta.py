@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from stepsim.models.param_base import MAX_DURATION_US, Micros, Source, StepMicros, StrictModel
-from stepsim.models.warning_record import Said, WarningRecord
+from stepsim.models.warning_record import Said, WarningRecord, kept_records
 from stepsim.simcore.errors import printable
 
 MAX_WINDOW_SPEED = 4.0
@@ -60,7 +60,16 @@ class Meta(StrictModel):
     @classmethod
     def _records(cls, data):
         """The records a warning's text carries (:class:`~models.warning_record.Said`) kept
-        in ``warnings_ranked`` (the text itself is validated to a plain ``str``)."""
+        in ``warnings_ranked`` (the text itself is validated to a plain ``str``); a stored
+        record that cannot be right dropped, counted in a warning
+        (:func:`~models.warning_record.kept_records`)."""
+        if isinstance(data, dict) and data.get("warnings_ranked") is not None:
+            kept, dropped = kept_records(data["warnings_ranked"])
+            if dropped:
+                ws = data.get("warnings")
+                data = {**data, "warnings_ranked": kept,
+                        "warnings": [*(ws or []), dropped] if isinstance(ws, list | None)
+                        else ws}
         ws = data.get("warnings") if isinstance(data, dict) else None
         if isinstance(ws, list) and any(isinstance(w, Said) for w in ws):
             stored = list(data.get("warnings_ranked") or [])

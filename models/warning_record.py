@@ -17,7 +17,8 @@ from typing import Iterable
 
 from stepsim.models.param_base import StrictModel
 
-__all__ = ["WarningRecord", "Said", "said", "prior_said", "retexted", "records", "texts", "settled", "with_effect", "of"]
+__all__ = ["WarningRecord", "Said", "said", "prior_said", "retexted", "records", "texts", "settled", "with_effect", "of",
+           "kept_records"]
 
 
 class WarningRecord(StrictModel):
@@ -110,3 +111,29 @@ def _with_records(model, rs: list[WarningRecord]):
 def of(warnings: Iterable[str]) -> list[WarningRecord]:
     """The record of each warning text (its own, else an unsized one)."""
     return [w.record if isinstance(w, Said) else WarningRecord(text=w) for w in warnings]
+
+
+def kept_records(stored) -> tuple[list, str | None]:
+    """A model file's ``meta.warnings_ranked`` (``stored``) less the records that cannot be
+    right (not a record, a field missing, odd or not finite: a model file's NaN refused the
+    whole model, though the records are optional), and the warning that counts those dropped
+    (None: none). Their warnings stay, printed unsized."""
+    from pydantic import ValidationError
+
+    from stepsim.models.param_base import error_at
+    from stepsim.simcore.errors import printable
+
+    items = stored if isinstance(stored, list) else [stored]
+    kept, why = [], []
+    for i, x in enumerate(items):
+        try:
+            kept.append(x if isinstance(x, WarningRecord) else WarningRecord.model_validate(x))
+        except ValidationError as e:
+            loc, msg = error_at(e)
+            why.append(f"record {i}{f'.{loc}' if loc else ''}: {msg}" if items is stored
+                       else f"a {type(stored).__name__}, not a list")
+    if not why:
+        return kept, None
+    return kept, (f"meta.warnings_ranked: {len(why)} of {len(items)} warning record(s) dropped, "
+                  f"which cannot be right (the first: {printable(why[0])[:200]}): their warnings "
+                  "are printed unsized")
