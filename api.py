@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Sequence
 from stepsim.api_common import guard, input_warnings, load_model, operations, sim_kw
 from stepsim.api_planner import ceiling, plan, sweep, validate, whatif
 from stepsim.limits import DEFAULT_DRAWS, DEFAULT_STEPS, DEFAULT_WARMUP, bounded
-from stepsim.warning_order import Context, model_context, ranked
 
 if TYPE_CHECKING:  # the heavy modules load when a verb runs, so ``stepsim --help`` is quick
     from stepsim.models.params import StepModel
@@ -80,10 +79,14 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
     from stepsim.models.simulate import window_replay
     from stepsim.results import Calibration
     from stepsim.models.stepcount import simulate_counted
+    from stepsim.models.warning_record import texts
+    from stepsim.models.window_effect import window_speed_effect
     from stepsim.views import grouped_warnings
+    from stepsim.warning_order import ranked
 
     model = fit(trace, sidecar=sidecar, step_regex=step_regex, replicates=list(replicates),
                 steps=steps)
+    model = window_speed_effect(model, DEFAULT_STEPS, DEFAULT_WARMUP)   # (where it is said)
     if output is not None:
         save_model(model, output)
     window = window_replay(model) if model.replay is not None else None
@@ -91,30 +94,11 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
     # host.cpu_scale to the runs' mean, for predictions of the next run)
     res, _ = simulate_counted(at_capture_speed(model), DEFAULT_STEPS, DEFAULT_WARMUP, 0,
                               keep="steps")
-    warnings = grouped_warnings(model.meta.warnings)
+    warnings = grouped_warnings(texts(model.meta))
     return Calibration(model=model, output=None if output is None else str(output),
-                       warnings=warnings, window=window,
+                       warnings=tuple(map(str, warnings)), window=window,
                        steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us,
-                       ranked=ranked(warnings, _effect_context(model, warnings)))
-
-
-def _effect_context(model, warnings) -> Context:
-    """What :mod:`stepsim.warning_order` sizes calibrate's warnings by: the model's
-    ``host.refault_share`` and training-step duration, and, where the window's host speed was
-    measured against the run (``meta.notes['window_speed']``), the steady step at
-    ``host.cpu_scale`` less at the window's own speed (two simulations, only then)."""
-    from stepsim.models.host_speed import capture_cpu_scale
-    from stepsim.models.stepcount import simulate_counted
-
-    window = model.meta.notes.get("window_speed")
-    if not isinstance(window, (int, float)) or window <= 0 or not any(
-            "host.cpu_scale" in w for w in warnings):
-        return model_context(model)
-    own = capture_cpu_scale(model)
-    at_own = model.model_copy(update={"host": model.host.model_copy(update={"cpu_scale": own})})
-    steps = [simulate_counted(m, DEFAULT_STEPS, DEFAULT_WARMUP, 0, keep="brief")[0].mean_step_us
-             for m in (model, at_own)]
-    return model_context(model, steps[0] - steps[1])
+                       ranked=ranked(warnings))
 
 
 @bounded

@@ -115,13 +115,15 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
         # what is wrong with the model's own capture, said before the tree as whatif says it
         return Diagnosed(d, tuple(input_caveats(m)) + ((f"no roofline plot: {why}",)
                                                         if plot else ()))
+    from stepsim.models.warning_record import texts
+
     model = fit(path, step_regex=step_regex)
     roof, kernels, why, mem, ratio, source = _trace_evidence(path, step_regex, peak)
     d = walk(model, name=path.name, kernel_ratio=ratio, ratio_source=source, roof=roof,
              kernels=kernels, roof_why_not=why, memory=mem,
              memory_why_not="no device memory events (record with profile_memory=True)"
              if kernels else MEMORY_WHY_NOT_CPU, **kw)
-    warnings = grouped_warnings(model.meta.warnings)
+    warnings = grouped_warnings(texts(model.meta))
     if plot and roof is None:
         warnings += (f"no roofline plot: {why}",)
     elif plot:

@@ -23,6 +23,7 @@ from stepsim.calibration.pending import Pending
 from stepsim.models.coarsen import coarsen
 from stepsim.models.params import StepModel
 from stepsim.models.skew_cap import cap_skew
+from stepsim.models.warning_record import settled
 from stepsim.simcore.gcpause import gc_paused
 
 __all__ = ["calibrate", "calibrate_gpu", "finish"]
@@ -30,7 +31,8 @@ __all__ = ["calibrate", "calibrate_gpu", "finish"]
 
 def finish(pending: Pending) -> StepModel:
     """The model of ``pending``: its lateness capped (when it has ranks to cap), coarsened
-    (when ``pending.coarse``), then calibration's steps after those."""
+    (when ``pending.coarse``), then calibration's steps after those; its warnings' records
+    settled (:func:`models.warning_record.settled`)."""
     model = pending.model
     if pending.skew is not None:
         model = cap_skew(model, pending.skew.alone, pending.skew.ref_step_us)
@@ -38,7 +40,7 @@ def finish(pending: Pending) -> StepModel:
         model = coarsen(model)
     for step in pending.after:
         model = step(model)
-    return model
+    return settled(model)    # the warnings' records into meta.warnings_ranked
 
 
 @gc_paused

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from stepsim.models.params import StepModel
+from stepsim.models.warning_record import retexted
 from stepsim.simcore.errors import StepsimError, shown
 
 __all__ = ["measured_timeline", "draw_simulation", "draw_compare", "report", "ledger_records",
@@ -163,7 +164,8 @@ def measured_runs(traces: Sequence[str | Path]):
     from stepsim.calibration.measure import measured_runs
 
     runs = measured_runs([str(t) for t in traces])
-    warnings = [f"{shown(r.path)}: {w}" for r in runs for w in dict.fromkeys(r.warnings)]
+    warnings = [retexted(w, f"{shown(r.path)}: {w}", f"{shown(r.path)}: ") for r in runs
+                for w in dict.fromkeys(r.warnings)]
     return runs, tuple(warnings)
 
 
@@ -204,15 +206,18 @@ def grouped_warnings(warnings: Iterable[str]) -> tuple[str, ...]:
     """Warnings that differ only in the file they begin with (``name: text``) said once,
     naming the files: a directory of ranks repeats each for every rank."""
     files: dict[str, list[str]] = {}
+    first: dict[str, str] = {}
     for w in warnings:
         name, sep, text = w.partition(": ")
         key = text if sep and " " not in name else w
         files.setdefault(key, []).append(name if key != w else "")
+        first.setdefault(key, w)
     out = []
     for text, names in files.items():
         names = [n for n in names if n]
-        if len(names) > 1:
-            out.append(f"{names[0]} and {len(names) - 1} other file(s): {text}")
+        if len(names) > 1:   # a record's summary headed by the same files (warning_order)
+            head = f"{names[0]} and {len(names) - 1} other file(s): "
+            out.append(retexted(first[text], head + text, head))
         else:
-            out.append(f"{names[0]}: {text}" if names else text)
+            out.append(first[text])
     return tuple(out)

@@ -50,6 +50,7 @@ from stepsim.calibration.sys_spikes import calm_window
 from stepsim.calibration.team_stall import preempted_share, team_spin_from_sidecar
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.models.params import (DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel)
+from stepsim.models.warning_record import said
 
 MIN_STEPS = 4
 """Fewer profiled steps than this give a warning."""
@@ -190,13 +191,17 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
             if torch_threads > 1:
                 walls = np.array([s.wall_us - s.next_wall_us for s in prof])
                 compute_us, share = stalled_team_wall(walls, cpu_compute, torch_threads)
-                warnings.append(
+                warnings.append(said(
                     f"torch used {torch_threads} intra-op threads beside {lp['num_workers']} "
                     f"worker(s) on {lp['host_cores']} cores: the training step's wall time holds "
                     "its threads' stalls (a parallel region waits for a thread without a core, "
                     f"the others spinning), so it is modelled as parallel work on {torch_threads} "
                     f"threads of its wall × s^{torch_threads}, s = CPU ÷ ({torch_threads} × wall) "
-                    f"= {share:.2f} each thread's share of a core (blocking 0)")
+                    f"= {share:.2f} each thread's share of a core (blocking 0)",
+                    "team_parallel", noted=True,
+                    summary=f"torch's {torch_threads} intra-op threads beside "
+                            f"{lp['num_workers']} worker(s) on {lp['host_cores']} cores: step "
+                            f"modelled as parallel work (share {share:.2f})"))
         else:
             wall = float(np.mean([s.wall_us - s.next_wall_us for s in prof]))
             pf, bf = split_host_step(wall, float(cpu_compute.mean()), torch_threads)
@@ -232,7 +237,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     if stepf is not None:
         compute_us = compute_us * stepf[0]
         if abs(stepf[0] - 1) > 0.02:
-            warnings.append(step_factor_note(*stepf))
+            warnings.append(step_factor_note(*stepf, float(compute_us.mean())))
         warnings += [w for w in [single_drift_warning(window)] if w]
     elif (team_note := team_overhead_note(sidecar)) is not None:
         warnings.append(team_note)
@@ -258,7 +263,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                         "host.ops[1].touched_us": "measured"})
         # what the replay undoes (models.host_speed.at_capture_speed)
         stepf = ((stepf[0] if stepf else 1.0) * g,) + (tuple(stepf[1:]) if stepf else ())
-        warnings.append(rf.describe())
+        warnings.append(rf.describe(refault["refault_share"]))
     compute_mean = float(compute_us.mean())
     replay_f = (stepf[0] if stepf is not None else 1.0) * (tail.factor if tail else 1.0)
     replay_f = None if stepf is None and tail is None else replay_f

@@ -30,8 +30,9 @@ from stepsim.calibration.probe_steps import after_startup
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drift_noise
 from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.sidecar_fit import loader_from_sidecar
-from stepsim.models.param_meta import MAX_WINDOW_SPEED
+from stepsim.models.param_meta import MAX_WINDOW_SPEED, within_host_speed
 from stepsim.models.params import DurationSpec, LoaderParams
+from stepsim.models.warning_record import said
 
 __all__ = ["loader_nexts", "rank_loader", "loader_drift", "at_loader_drift"]
 
@@ -67,12 +68,13 @@ def rank_loader(side, next_us: list[float], ranks_per_host: int, sources: dict,
             lp["num_workers"] = 0
             lp["produce"] = DurationSpec.from_samples([float(v) for v in next_us])
             sources["loader.produce"] = "inferred"
-            warnings.append(
+            warnings.append(said(
                 "the DataLoader's produce time is the measured next() time (inferred): at "
                 "num_workers=0 the main thread makes each batch inside next(), and the capture "
                 "records per-batch times only from worker processes" if attached else
                 "the DataLoader's produce time is the measured next() time (inferred): the "
-                "capture sidecar records no DataLoader")
+                "capture sidecar records no DataLoader", "produce_from_next", noted=True,
+                summary="the DataLoader's produce time is its measured next() time (inferred)"))
         else:
             warnings.append("the DataLoader's workers produced no records in the capture "
                             "sidecar: its produce time is unknown and taken as 0")
@@ -119,7 +121,7 @@ def at_loader_drift(loader: LoaderParams, side, notes: dict, warnings: list[str]
     if got is None or loader.produce is None:
         return loader
     ratio, noise, n_win, n_after = got
-    if not 1 / MAX_WINDOW_SPEED <= ratio <= MAX_WINDOW_SPEED:
+    if not within_host_speed(ratio):
         warnings.append(
             f"ignored the loader's drift check: the reference rank's sidecar's {n_after} "
             f"batches after the profiled window took ×{ratio:.3g} the CPU of its {n_win} in "

@@ -9,7 +9,7 @@ import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_loader import loader_nexts
-from stepsim.calibration.gloo_resume import last_resume
+from stepsim.calibration.gloo_resume import last_resume, resume_after_wait
 from stepsim.calibration.profiler_events import phase_events
 from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
@@ -108,7 +108,8 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     leaf = leaf[np.argsort(table.ts_ns[leaf], kind="stable")]
     main_ev = (table.ts_ns[leaf], table.end_ns[leaf])
     cp = np.flatnonzero(on_main & (table.names == COPY))
-    copies = (table.ts_ns[cp], table.end_ns[cp])
+    copies = (table.ts_ns[cp], table.end_ns[cp],
+              np.array([_input_numel(table, i)[0] or 0 for i in cp], dtype=np.int64))
     for s in use:
         rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts, main_ev,
                         copies)
@@ -136,6 +137,43 @@ def _resume_bound(copies: tuple[np.ndarray, np.ndarray] | None, after_ns: int, e
         if cp.size:
             return int(cp.max()) + 1
     return end_ns
+
+
+def bucket_copies(copies: tuple[np.ndarray, ...] | None, numels: list[int | None],
+                  start_ns: int, end_ns: int) -> list[tuple[int, int]] | None:
+    """Each bucket's ``copy_bucket_to_grad`` span in a step (ns: its first copy's start, its
+    last copy's end), matched to the step's all-reduces of ``numels`` elements (enqueue
+    order): DDP launches its buckets' all-reduces in bucket order and ``finalize_backward``
+    waits for each bucket in that order, then copies its gradients one by one, so the copies
+    (``copies``: starts, ends and each copy's elements, in time order) between ``start_ns`` and
+    ``end_ns`` fall into runs whose elements sum to each bucket's in turn. None where they do
+    not (no element counts, a bucket without copies, ``gradient_as_bucket_view``'s none)."""
+    if copies is None or len(copies) < 3 or not numels or any(not n for n in numels):
+        return None
+    pick = (copies[0] >= start_ns) & (copies[0] < end_ns)
+    order = np.argsort(copies[0][pick], kind="stable")
+    ts, te, n = (np.asarray(a)[pick][order] for a in copies[:3])
+    out, i = [], 0
+    for want in numels:
+        j, got = i, 0
+        while j < len(n) and got < want and n[j] > 0:
+            got += int(n[j])
+            j += 1
+        if got != want or j == i:
+            return None
+        out.append((int(ts[i]), int(te[i:j].max())))
+        i = j
+    return out if i == len(n) else None
+
+
+def _matched_resume(main_ev, groups: list[tuple[int, int]], after_ns: int) -> int | None:
+    """The resume from the wait for the last bucket, with each bucket's copies matched
+    (:func:`bucket_copies` ``groups``): the end of the longest gap in the main thread's events
+    from the later of ``after_ns`` and the end of the bucket before's copies (that bucket's
+    wait and copies come first, whatever its gloo end stamp says) to the last bucket's first
+    copy, which follows the wait. None without an event there."""
+    lo = max([after_ns] + [g[1] for g in groups[-2:-1]])
+    return resume_after_wait(*main_ev, lo, groups[-1][0] + 1)
 
 
 def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None, copies=None
@@ -187,10 +225,14 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None, c
         # nor is the wait for the bucket before it, when that all-reduce was still running at
         # backward's end (calibration.gloo_resume.last_resume); and it resumes no later
         # than the last bucket's copy into the gradients (_resume_bound)
+        # with each bucket's copies matched to its all-reduce, between the bucket before's
+        # copies and the last bucket's: a late gloo end stamp on either moves nothing
         after = max(cur, mine[last_ar].run[0])
-        resume = None if main_ev is None else last_resume(
-            *main_ev, after, [c.run for c in mine[:last_ar + 1] if c.kind == "all_reduce"],
-            _resume_bound(copies, after, s.end_ns))
+        ars = [c for c in mine[:last_ar + 1] if c.kind == "all_reduce"]
+        groups = bucket_copies(copies, [c.numel for c in ars], s.start_ns, s.end_ns)
+        resume = None if main_ev is None else \
+            (_matched_resume(main_ev, groups, after) if groups else None) or last_resume(
+                *main_ev, after, [c.run for c in ars], _resume_bound(copies, after, s.end_ns))
         cur = max(cur, mine[last_ar].run[1])
     ops.append(("cpu", "optimizer", max(s.end_ns - cur, 0) / 1e3, None))
     phase_us = {p: sum(d for k, ph, d, _ in ops if k != "sync" and ph == p) for p in PHASES}

@@ -50,7 +50,7 @@ import numpy as np
 
 from stepsim.calibration.page_faults import step_work_us
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, drift_noise, settled_after
-from stepsim.models.param_meta import MAX_WINDOW_SPEED
+from stepsim.models.param_meta import MAX_WINDOW_SPEED, within_host_speed
 
 __all__ = ["WindowDrift", "window_drift", "drift_between", "drift_text", "drift_warning",
            "rank_drifts", "host_drift", "scaled_comm", "beyond_speed"]
@@ -163,7 +163,7 @@ def rank_drifts(order: list[int], sidecars: dict, factors: dict[int, float],
 def beyond_speed(drifts: list[WindowDrift]) -> list[WindowDrift]:
     """The ranks whose ``d`` passes :data:`models.param_meta.MAX_WINDOW_SPEED` either
     way: not a host's speed moving, records that cannot be right (the module docstring)."""
-    return [w for w in drifts if not 1 / MAX_WINDOW_SPEED <= w.d <= MAX_WINDOW_SPEED]
+    return [w for w in drifts if not within_host_speed(w.d)]
 
 
 def _wild_warning(wild: list[WindowDrift]) -> str:

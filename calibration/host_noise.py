@@ -30,13 +30,14 @@ from pathlib import Path
 from stepsim.calibration.calm import calm_produce
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
+from stepsim.models.warning_record import said
 from stepsim.calibration.sidecar_fit import after_startup
 from stepsim.calibration.work_gauge import (CENTRE, MAX_SPEED_RATIO,  # noqa: F401
                                             at_one_fault_cost, calm_steps, identical_work_us,
                                             per_fault_us, pooled_per_fault)
 from stepsim.models.host_speed import HOST_NOISE_PRIOR, PRIOR_DOF, own_spread, speed_interval
 from stepsim.models.load_bound import LOAD_WARN
-from stepsim.models.param_meta import MAX_WINDOW_SPEED
+from stepsim.models.param_meta import MAX_WINDOW_SPEED, within_host_speed
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
@@ -79,7 +80,7 @@ def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) ->
     captured window still runs at the window's speed (``meta.notes['window_speed']``;
     :func:`models.host_speed.at_capture_speed`). Unchanged where ``s`` is None."""
     s = window_speed(side)
-    if s is not None and not 1 / MAX_WINDOW_SPEED <= s <= MAX_WINDOW_SPEED:
+    if s is not None and not within_host_speed(s):
         model = apply_replicates(model, speeds) if speeds else model
         note = (f"the profiled window's batches took {s:.3g}× the run's CPU time of identical "
                 f"work, beyond the {1 / MAX_WINDOW_SPEED:g}–{MAX_WINDOW_SPEED:g}× a host's speed "
@@ -98,9 +99,12 @@ def at_run_speed(model: StepModel, side: Sidecar, speeds: list[float] | None) ->
     runs = (f"the mean speed of the capture's whole run and its {len(speeds) - 1} "
             f"replicate(s) against the window" if speeds and len(speeds) > 1
             else "the whole run's speed against the window")
-    note = (f"the host ran at {s:.3f}× the run's CPU time of identical work (a batch's "
-            f"produce) in the profiled window: the model's durations are the window's, and "
-            f"predictions take {runs} (host.cpu_scale {model.host.cpu_scale:.3f}, measured)")
+    note = said(f"the host ran at {s:.3f}× the run's CPU time of identical work (a batch's "
+                f"produce) in the profiled window: the model's durations are the window's, and "
+                f"predictions take {runs} (host.cpu_scale {model.host.cpu_scale:.3f}, measured)",
+                "window_speed", summary=f"profiled window ran ×{s:.3f} the runs' CPU time: "
+                f"predictions take host.cpu_scale {model.host.cpu_scale:.3f}")
+    # (its effect on the step is simulated by the caller: stepsim.api.calibrate)
     meta = meta.model_copy(update={
         "sources": {**meta.sources, "host.cpu_scale": "measured"},
         "notes": {**meta.notes, "window_speed": s},
@@ -281,7 +285,7 @@ def apply_replicates(model: StepModel, speeds: list[float],
     host = model.host.model_copy(update={"cpu_scale": centre, "speed_runs": list(speeds)})
     sources = {**meta.sources, "host.cpu_scale": "measured", "host.speed_runs": "measured"}
     ranges = {**meta.ranges, "host.cpu_scale": prior}
-    note = (f"the host's speed varies from run to run: over {len(speeds)} runs of this setting "
+    note = said(f"the host's speed varies from run to run: over {len(speeds)} runs of this setting "
             f"the CPU time of identical work was {', '.join(f'{s:.3f}' for s in speeds)}× "
             f"{against}; the next run's P10–P90 is {p10:.3f}–{p90:.3f}× (Student t, "
             + (f"{len(speeds) - 1} degrees of freedom, the runs' own spread, wider than the "
@@ -289,7 +293,9 @@ def apply_replicates(model: StepModel, speeds: list[float],
                if own_spread(speeds, prior) else
                f"{PRIOR_DOF + len(speeds) - 1} degrees of freedom: {len(speeds) - 1} from the "
                f"runs, {PRIOR_DOF} from the stated range {prior[0]:.2f}–{prior[1]:.2f}")
-            + "; in every interval, once per run)")
+            + "; in every interval, once per run)", "host_speed_runs", noted=True,
+            summary=f"host speed varies run to run ({len(speeds)} runs): the next run's P10–P90 "
+                    f"{p10:.3f}–{p90:.3f}×, in every interval")
     notes = {**meta.notes, "host_speed_runs": ", ".join(f"{s:.4f}" for s in speeds)}
     meta = meta.model_copy(update={"sources": sources, "ranges": ranges, "notes": notes,
                                    "warnings": [*meta.warnings, note]})

@@ -11,7 +11,7 @@ from pathlib import Path
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
-__all__ = ["job_wall_factors"]
+__all__ = ["job_wall_factors", "unprofiled_wall_us", "wall_factors"]
 
 
 def job_wall_factors(runs: list[list]) -> list[float]:
@@ -20,13 +20,25 @@ def job_wall_factors(runs: list[list]) -> list[float]:
     mean wall µs of its unprofiled steps (``profiler_on`` false; all its steps where a run
     has none) over the capture's, then per run the geometric mean over the ranks. Empty
     where a run's rank has no steps or a capture's mean is not above 0."""
+    return wall_factors([[unprofiled_wall_us(side) for side in run] for run in runs])
+
+
+def unprofiled_wall_us(side) -> float | None:
+    """A rank's mean wall µs a step over its unprofiled steps (``profiler_on`` false; all
+    its steps where it has none) from its sidecar; None without steps."""
     import numpy as np
 
-    def mean_wall(side) -> float | None:
-        steps = [st for st in side.steps if st.profiler_on is False] or list(side.steps)
-        return float(np.mean([st.wall_us for st in steps])) if steps else None
+    steps = [st for st in side.steps if st.profiler_on is False] or list(side.steps)
+    return float(np.mean([st.wall_us for st in steps])) if steps else None
 
-    walls = [[mean_wall(side) for side in run] for run in runs]
+
+def wall_factors(walls: list[list[float | None]]) -> list[float]:
+    """Per run, the geometric mean over its ranks of each rank's mean wall µs a step
+    (``walls``: per run, per rank in one order, the first run the reference) over the first
+    run's; empty where a rank has no mean, the first run's is not above 0 or a run has
+    another number of ranks."""
+    import numpy as np
+
     if not walls or any(w is None for run in walls for w in run) or \
             any(w <= 0 for w in walls[0]) or any(len(run) != len(walls[0]) for run in walls):
         return []

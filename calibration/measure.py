@@ -46,6 +46,7 @@ from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
 from stepsim.calibration.trace_io import _trace_candidates, load_rank_traces, load_trace, rank_of
 from stepsim.models.load_bound import LOAD_WARN
+from stepsim.models.warning_record import retexted
 from stepsim.simcore.errors import InputError
 
 
@@ -203,7 +204,7 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
         raise InputError(where, f"the {len(runs)} rank traces share no step number "
                          f"({', '.join(f'{r.path.name}: {_span(r.step_numbers)}' for r in runs)})")
     # each rank's own notes name the rank: the printer prefixes them all with the job's folder
-    notes = [f"{_rank_label(r.path, where)}: {w}" for r in runs for w in r.warnings]
+    notes = [retexted(w, f"{_rank_label(r.path, where)}: {w}") for r in runs for w in r.warnings]
     dropped = sum(len(r.step_numbers) for r in runs) - len(common) * len(runs)
     if dropped:
         notes.append(f"{dropped} rank step(s) without a match on every rank were left out")

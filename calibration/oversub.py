@@ -28,6 +28,7 @@ import numpy as np
 from stepsim.calibration.corun import BOOTSTRAP, Activity, activities, corun_loads
 from stepsim.calibration.probe_steps import after_startup, probe_base_steps, uniform_with_p10_p90
 from stepsim.models.param_types import MAX_OVERSUB
+from stepsim.models.warning_record import prior_said, said
 
 OVERSUB_PRIOR = (0.0, 0.16)
 """Stated prior range of ``host.oversub`` without a probe above the cores. Measured on this
@@ -156,16 +157,19 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0):
         host["oversub"] = max(point, 0.0)
         host["oversub_range"] = uniform_with_p10_p90(max(p10, 0.0), p90)
         lo, hi = host["oversub_range"]
-        return host, {"host.oversub": "inferred", **src}, [
+        return host, {"host.oversub": "inferred", **src}, [said(
             f"slowdown past the cores fitted from the probe at num_workers="
             f"{side.probe.num_workers}: {host['oversub']:.3f} × (1 − cores/runnable) "
             f"(the fit's P10–P90 {p10:.3f}–{p90:.3f}; a slowdown is never below 0, so "
             f"what-ifs with more runnable threads than cores draw it over {lo:.3f}–{hi:.3f}; "
-            "inferred)"]
+            "inferred)", "oversub_fit", noted=True,
+            summary=f"slowdown past the cores (host.oversub) fitted from the probe at "
+                    f"num_workers={side.probe.num_workers}: {host['oversub']:.3f}, what-ifs draw "
+                    f"{lo:.3f}–{hi:.3f}")]
     lo, hi = OVERSUB_PRIOR
     host["oversub"], host["oversub_range"] = (lo + hi) / 2, (lo, hi)
-    return host, {"host.oversub": "assumed", **src}, [
+    return host, {"host.oversub": "assumed", **src}, [prior_said(
         f"slowdown past the cores not calibrated ({why}): a prior of {lo:g}–{hi:g} "
         "(× (1 − cores/runnable), a cache refill per time slice) widens the interval of any "
         "what-if with more runnable threads than cores (capture with probe_workers=N past the "
-        "cores to calibrate it)"]
+        "cores to calibrate it)", "host.oversub", "slowdown past the cores", lo, hi)]

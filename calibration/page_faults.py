@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.models.warning_record import said
 
 __all__ = ["FAULT_GROWTH_EXPONENT", "FAULT_GROWTH_POINT", "Refault", "refault_fit",
            "slope_per_fault_us", "step_work_us", "MIN_STEPS", "MIN_FAULTS", "PER_FAULT_US", "MIN_PAIRS", "POSITIVE_SHARE", "slope_fit"]
@@ -131,7 +132,17 @@ class Refault:
         """CPU µs of a step that faults in every page it touches (``HostOp.touched_us``)."""
         return max(self.touched_faults, self.max_faults) * self.per_fault_us
 
-    def describe(self) -> str:
+    def describe(self, share: float | None = None) -> str:
+        """The warning, sized at the model's ``host.refault_share`` ``share`` × the re-faulting
+        step's CPU (µs; unsized without a share)."""
+        cpu_ms = float(f"{self.refault_us / 1e3:.1f}")       # as the text prints it
+        return said(self._text(), "page_faults",
+                    effect_us=None if share is None else share * self.refault_us,
+                    summary=f"step re-faults up to {cpu_ms:g} ms of CPU: the point adds "
+                            f"{'a share' if share is None else f'{share:g}'} × that (the "
+                            "interval 0–1 ×)")
+
+    def _text(self) -> str:
         return (f"the training step's page faults (measured): a step re-faulted up to "
                 f"{self.max_faults} pages × {self.per_fault_us:.2f} µs ({self.per_fault_source}) "
                 f"= {self.refault_us / 1e3:.1f} ms of CPU, whether it does is set by each "

@@ -33,6 +33,7 @@ import numpy as np
 
 from stepsim.calibration.page_faults import step_work_us
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.models.warning_record import said
 
 __all__ = ["OverheadFactor", "overhead_factor", "step_factor", "MIN_STEPS", "unprofiled_views",
            "team_overhead_note"]
@@ -285,7 +286,7 @@ def team_overhead_note(side: Sidecar | None) -> str | None:
     r = f.unprofiled_wall_us / f.profiled_wall_us
     if abs(r - 1) <= 0.02:
         return None
-    return (f"profiler overhead not removed: on {side.torch_num_threads} intra-op threads the "
+    return said(f"profiler overhead not removed: on {side.torch_num_threads} intra-op threads the "
             "main thread's CPU time holds the team's spinning, so the profiler's cost on the "
             "training step is not measured and the model keeps the profiled step; its "
             f"unprofiled steps took ×{r:.3f} the profiled ones' wall time outside next() "
@@ -296,13 +297,20 @@ def team_overhead_note(side: Sidecar | None) -> str | None:
                "between them, its first steps' warm-up, outside load or the host's speed")
             + "), and a re-measured run is scored on its unprofiled steps after the window "
             "(Capture.steps(after=N), the callbacks' after=N; without them on its profiled "
-            "window)")
+            "window)", "profiler_not_removed", noted=True,
+            summary=f"profiler overhead not removed ({side.torch_num_threads} intra-op threads): "
+                    f"step kept as profiled; unprofiled ran ×{r:.3f}")
 
 
-def step_factor_note(p: float, f: OverheadFactor, s: float) -> str:
-    """calibrate's line for a training step scaled by :func:`step_factor`'s ``p``."""
-    return (f"profiler overhead (measured): the training step's durations are the profiled "
+def step_factor_note(p: float, f: OverheadFactor, s: float, step_us: float | None = None
+                     ) -> str:
+    """calibrate's line for a training step scaled by :func:`step_factor`'s ``p``, sized on
+    the scaled training step ``step_us`` (µs): it adds ``step_us × (1 − 1/p)``."""
+    return said(f"profiler overhead (measured): the training step's durations are the profiled "
             f"window's × {p:.3f}, two factors. The profiler's: the unprofiled ÷ profiled "
             f"main-thread CPU per step {f.describe()}. The window's speed: {s:.3f}, the host's "
             "drift in the window, which every duration takes apart. A re-measured run is "
-            "scored on unprofiled steps; the replay of the capture keeps the profiled ones")
+            "scored on unprofiled steps; the replay of the capture keeps the profiled ones",
+            "profiler_step", effect_us=None if step_us is None or p <= 0 else
+            step_us * (1 - 1 / p), summary="profiler overhead (measured): the training step's "
+            f"durations scaled ×{p:.3f}")

@@ -30,6 +30,7 @@ from stepsim.calibration.trace_context import TraceContext
 from stepsim.calibration.trace_io import rank_of
 from stepsim.calibration.truncated import usable_steps
 from stepsim.models.params import DeviceTask, HostOp, LoaderParams, ReplayWindow
+from stepsim.models.warning_record import retexted
 from stepsim.simcore.errors import InputError
 
 __all__ = ["RankFit", "fit_rank"]
@@ -173,10 +174,10 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
         warnings.append(f"{path.name}: {len(window) - n_own} of the {len(window)} steps of the "
                         "captured window replay the representative step's durations (their GPU "
                         "work was incomplete or their structure differs)")
-    warnings += [f"{path.name}: {w}" for w in fit.warnings]
+    warnings += [retexted(w, f"{path.name}: {w}", f"{path.name}: ") for w in fit.warnings]
     waits = [x for f in wfits if f is not None for x in f.next_us]
     notes, sources, loader, w2 = fit_notes(ctx, kept, fit, group, waits or next_us)
-    warnings += [f"{path.name}: {w}" for w in w2]
+    warnings += [retexted(w, f"{path.name}: {w}", f"{path.name}: ") for w in w2]
     peak = peak_pending(ctx, window[0], window[-1], backlog)
     notes["launch_queue_peak_pending"] = peak
     notes["step_method"] = steps.method

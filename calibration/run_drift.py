@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepsim.models.warning_record import said
+
 __all__ = ["unprofiled_after", "settled_after", "drain_end", "queue_levels", "surplus_end", "AfterSteps", "drain_note", "profiled_drift",
            "window_note",
            "DRIFT_WARN", "MIN_AFTER_STEPS", "QUEUE_DRY_SHARE", "SCORE_AFTER_STEPS"]
@@ -247,9 +249,13 @@ def profiled_drift(side, path: str = "") -> str | None:
     prof, after = _drift_steps(side)
     p = float(np.mean([s.wall_us for s in prof]))
     a = float(np.mean([s.wall_us for s in after]))
-    return (f"{path + ': ' if path else ''}the {len(prof)} profiled steps took "
+    head = f"{path + ': ' if path else ''}"
+    return said(f"{head}the {len(prof)} profiled steps took "
             f"{p / 1e3:.1f} ms on average, the {len(after)} unprofiled steps right after them "
             f"{a / 1e3:.1f} ms (the profiled ones {100 * (p / a - 1):+.0f} % against them): the machine changed within the run "
             "(other load, its speed) or the profiler cost that much; the model is of the "
             "profiled steps, and a validation of this run scores the unprofiled ones; "
-            "re-capture on a quiet machine")
+            "re-capture on a quiet machine", "profiled_drift",
+            summary=f"{head}profiled steps {p / 1e3:.1f} ms, the unprofiled right after them "
+                    f"{a / 1e3:.1f} ms ({100 * (p / a - 1):+.0f} %): the model is of the profiled "
+                    "ones")

@@ -30,6 +30,7 @@ import numpy as np
 from stepsim.calibration.corun import BOOTSTRAP, corun_loads, probe_activities
 from stepsim.calibration.probe_steps import uniform_with_p10_p90
 from stepsim.models.param_types import MAX_SAME_THREAD
+from stepsim.models.warning_record import prior_said, said
 
 SAME_THREAD_PRIOR = (0.0, 0.04)
 """Stated prior range of ``host.same_thread`` without a probe across ``num_workers=0``
@@ -161,22 +162,28 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
         point, (p10, p90) = fit
         host["same_thread"] = max(point, 0.0)
         host["same_thread_range"] = uniform_with_p10_p90(max(p10, 0.0), max(p90, 0.0))
-        warn = (f"the main thread's own cost of making its batches, fitted from the probe at "
+        # noted: the capture's own step is as measured either way; it prices the what-ifs
+        # that move the batches across num_workers=0 (fresh6: this line was neither)
+        warn = said(f"the main thread's own cost of making its batches, fitted from the probe at "
                 f"num_workers={side.probe.num_workers}: its batch and step take "
                 f"{1 + host['same_thread']:.3f}x their CPU with workers (P10–P90 "
                 f"{1 + p10:.3f}–{1 + p90:.3f}x, inferred; after the co-run interference "
                 f"{interference:.3f} priced between the settings)"
-                + (" (below 1 read as 1)" if point < 0 else ""))
+                + (" (below 1 read as 1)" if point < 0 else ""), "same_thread_fit", noted=True,
+                summary=f"the main thread's own cost of making its batches (host.same_thread) "
+                        f"fitted at num_workers={side.probe.num_workers}: ×"
+                        f"{1 + host['same_thread']:.3f}, what-ifs across num_workers=0")
         return host, {"host.same_thread": "inferred"}, [warn]
     lo, hi = SAME_THREAD_PRIOR
     host["same_thread"], host["same_thread_range"] = SAME_THREAD_POINT, (lo, hi)
     want = "0" if nw > 0 else "N > 0"
-    warn = (f"the main thread's own cost of making its batches not calibrated ("
+    warn = prior_said(f"the main thread's own cost of making its batches not calibrated ("
             f"{past or f'no probe at num_workers={want}'}): a prior of {lo:g}–{hi:g}, point "
             f"{SAME_THREAD_POINT:g} (its batch and step take 1 + that times their CPU with "
             "workers; none measured in isolation) widens the interval of a what-if that moves "
             "the batches "
             f"{'onto' if nw > 0 else 'off'} the main thread"
             + ("" if past else f" (capture with probe_workers={want.split()[0]} to "
-               "calibrate it)"))
+               "calibrate it)"), "host.same_thread",
+                      "the main thread's own cost of making its batches", lo, hi)
     return host, {"host.same_thread": "assumed"}, [warn]

@@ -28,6 +28,7 @@ from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import DurationSpec
+from stepsim.models.warning_record import prior_said, said
 
 
 
@@ -108,8 +109,11 @@ def loader_from_sidecar(side: Sidecar, main_threads: int = 1, ranks: int = 1):
     basis = None
     recs, dropped = _steady(side, nw)
     if dropped:
-        warnings.append(f"{dropped} produce record(s) left out of loader.produce: a worker's "
-                        "first batch (it carries the worker's start-up)")
+        warnings.append(said(f"{dropped} produce record(s) left out of loader.produce: a "
+                             "worker's first batch (it carries the worker's start-up)",
+                             "produce_first_batch", noted=True,
+                             summary=f"{dropped} produce record(s) left out: a worker's first "
+                                     "batch (its start-up)"))
     if recs:
         lp["produce"], tpw, basis = fit_produce(recs, nw, side.host_cores, main_threads,
                                                   ranks)
@@ -240,12 +244,16 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         if far:
             lo_r, hi_r = host["interference_range"]
             host["interference_range"] = (min(lo_r, INTERFERENCE_PRIOR[1]), hi_r)
-        warn = [f"co-run interference fitted from the probe at num_workers="
-                f"{side.probe.num_workers}: {fit[0]:.3f} slowdown with every other core busy "
-                f"(P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}, inferred)"
-                + (f", from the batches' CPU time: the training step's on {team} intra-op "
-                   "threads holds their spinning at the barriers, which the model prices as "
-                   "their stall, not as interference" if team > 1 else "")]
+        warn = [said(f"co-run interference fitted from the probe at num_workers="
+                     f"{side.probe.num_workers}: {fit[0]:.3f} slowdown with every other core busy "
+                     f"(P10–P90 {fit[1][0]:.3f}–{fit[1][1]:.3f}, inferred)"
+                     + (f", from the batches' CPU time: the training step's on {team} intra-op "
+                        "threads holds their spinning at the barriers, which the model prices as "
+                        "their stall, not as interference" if team > 1 else ""),
+                     "interference_fit", noted=True,
+                     summary=f"co-run interference (host.interference) fitted from the probe at "
+                             f"num_workers={side.probe.num_workers}: {fit[0]:.3f} (P10–P90 "
+                             f"{fit[1][0]:.3f}–{fit[1][1]:.3f})")]
         if far:
             warn.append(far)
     else:
@@ -259,10 +267,11 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
                if side is not None and side.batch_probe else
                "the probe could not separate interference (too few records in both settings)"
                if side is not None and side.probe is not None else "no probe in the capture")
-        warn = [f"co-run interference not calibrated ({why}): a prior of {lo:g}–{hi:g} (the "
-                "slowdown with every other core busy) widens the interval of any what-if that changes "
-                "the co-runners"
-                + ("" if close else " (capture with probe_workers=N to calibrate it)")]
+        warn = [prior_said(f"co-run interference not calibrated ({why}): a prior of {lo:g}–{hi:g} "
+                           "(the slowdown with every other core busy) widens the interval of any "
+                           "what-if that changes the co-runners"
+                           + ("" if close else " (capture with probe_workers=N to calibrate it)"),
+                           "host.interference", "co-run interference", lo, hi)]
     over, over_src, over_warn = oversub_from_sidecar(side, host["interference"], seed)
     host.update(over)
     sources.update(over_src)
@@ -286,9 +295,11 @@ def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):
         return {}, {}, []
     nw = side.loader.num_workers
     if side.host_cores is None or nw + team > side.host_cores:
-        return {}, {}, [f"intra-op team stall γ (host.team_stall) kept at 1 (not varied): the calibration "
-                        f"setting's {team} threads and {nw} worker(s) were more than the cores, "
-                        "and its step's work is inverted in closed form at γ 1"]
+        return {}, {}, [said(
+            f"intra-op team stall γ (host.team_stall) kept at 1 (not varied): the calibration "
+            f"setting's {team} threads and {nw} worker(s) were more than the cores, and its "
+            "step's work is inverted in closed form at γ 1", "team_stall_kept", noted=True,
+            summary="intra-op team stall γ (host.team_stall) kept at 1, not varied")]
     lo, hi = TEAM_STALL_PRIOR
     fit = None
     if side.probe is not None and not side.batch_probe:

@@ -38,6 +38,7 @@ import numpy as np
 
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, settled_after
 from stepsim.calibration.sidecar import Sidecar
+from stepsim.models.warning_record import said
 
 __all__ = ["StepTail", "step_tail", "MAX_TAIL_FACTOR", "TAIL_WARN"]
 
@@ -63,6 +64,14 @@ class StepTail:
     window_speed: float
 
     def describe(self) -> str:
+        """The warning, sized by :attr:`shift_us`; part of the window's host speed where that
+        one is said too (one cause: the profiled window is not its run)."""
+        return said(self._text(), "step_tail", effect_us=self.shift_us, part_of="window_speed",
+                    summary=f"profiled window {self.window_us / 1e3:.2f} ms a step, the run "
+                            f"after it {self.run_us / 1e3:.2f} ms: step work scaled "
+                            f"×{self.factor:.3f}")
+
+    def _text(self) -> str:
         return (f"the profiled window is not the run's steps (measured): its {self.n_window} "
                 f"steps took {self.window_us / 1e3:.2f} ms on average, the {self.n_run} "
                 f"unprofiled steps after it {self.run_us / 1e3:.2f} ms (a profiled window's own "

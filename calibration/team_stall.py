@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from stepsim.models.warning_record import said
 TEAM_STALL_PRIOR = (1.0, 10.0)
 """Stated prior range of ``γ`` without a probe that shows it (uniform). Measured here (2 cores,
 2026-12-04, load 1.2-1.6): a small CNN step on torch's default 2 threads, alone against
@@ -117,10 +118,12 @@ def team_spin_from_sidecar(side) -> tuple[dict, dict, list[str]]:
         return {}, {}, []
     steps = [s for s in side.steps if not s.profiled and s.next_proc_cpu_us is not None]
     if side.loader.num_workers > 0 or not steps:
-        return {}, {"host.team_spin_us": "assumed"}, [
+        return {}, {"host.team_spin_us": "assumed"}, [said(
             "intra-op team spin not measured (it needs a 0-worker capture with the process's "
             "CPU time): the step's other threads are taken to sleep at once after its last "
-            "parallel region, so a what-if with workers may price the team's stall low"]
+            "parallel region, so a what-if with workers may price the team's stall low",
+            "team_spin_assumed", noted=True, summary="intra-op team spin not measured: it "
+            "needs a 0-worker capture with the process's CPU time")]
     from stepsim.calibration.calm import calm_among
 
     steps = calm_among(side, steps)     # not those another process's load stalled

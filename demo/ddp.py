@@ -29,9 +29,11 @@
    (:func:`scenarios.predict.predict`: the host's run-to-run speed drawn from the replicates'
    Student-t predictive, pooled with the stated prior range, from the runs' CPU time of
    identical work or, where it spreads wider, their unprofiled steps' wall time,
-   ``host.wall_runs``: ranks sharing the cores interleave differently from run to run; the
-   captured steps bootstrapped), and compare with the re-measured runs: the job's step (per step, the
-   slower rank's start-to-start time; the mean over a run's steps; mean and range over the
+   ``host.wall_runs``: ranks sharing the cores interleave differently from run to run, with
+   the replay's timed re-runs after the profiled runs, as ``stepsim demo`` draws from every
+   run of its calibration setting, :mod:`demo.ddp_noise`; the captured steps bootstrapped),
+   and compare with the re-measured runs: the job's step (per step, the slower rank's
+   start-to-start time; the mean over a run's steps; mean and range over the
    repeats), and, for the barrier, each rank's time in it (arrival skew) against the
    simulated split.
 4. Write everything under one folder: ``capture/`` and ``replicates/r<k>/`` (traces +
@@ -69,6 +71,7 @@ from rich.table import Table
 
 from stepsim.calibration.ddp_runs import pick_runs
 from stepsim.demo.ddp_load import mark_row, outside_share
+from stepsim.demo.ddp_noise import with_remeasured_walls
 from stepsim.demo.ddp_phases import breakdown, format_breakdown
 from stepsim.demo.ddp_speed import row_readings
 from stepsim.fit import calibrate
@@ -155,6 +158,11 @@ def score(out: Path, runs: dict, repeats: int, seed: int = 0):
     pick = pick_runs([out / "capture"] + [out / "replicates" / f"r{k}" for k in range(repeats)],
                      outside)
     model = calibrate(pick.capture, replicates=pick.replicates)
+    # the host's run-to-run noise from every run of the calibration setting, the timed
+    # re-runs too (demo.ddp_noise); the point does not move
+    model, _ = with_remeasured_walls(model, pick.capture,
+                                     [runs[f"{REPLAY}#{k}"] for k in range(repeats)
+                                      if f"{REPLAY}#{k}" in runs])
     rows = []
     for label, (ops, _) in SETTINGS.items():
         ops = [_op(text) for text in ops]
@@ -253,9 +261,9 @@ def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None
                     f"capture, measured): {', '.join(f'{v:.3f}' for v in model.host.speed_runs)};"
                     f" next run's P10–P90 {lo:.3f}–{hi:.3f}× the centre "
                     f"{model.host.cpu_scale:.3f}"
-                    + (f" (the spread of the runs' wall time, "
-                       f"{', '.join(f'{v:.3f}' for v in model.host.wall_runs)}: wider than "
-                       "their CPU time's)" if from_walls(model.host, noise) else "")
+                    + (f" (the spread of the runs' wall time, the profiled runs' then the "
+                       f"timed re-runs', {', '.join(f'{v:.3f}' for v in model.host.wall_runs)}"
+                       ": wider than their CPU time's)" if from_walls(model.host, noise) else "")
                     + (f", times the profiler factor's own error ×{math.exp(-err):.3f}–"
                        f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
     if summary.get("host_drift"):

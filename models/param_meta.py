@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from stepsim.models.param_base import MAX_DURATION_US, Micros, Source, StepMicros, StrictModel
+from stepsim.models.warning_record import Said, WarningRecord
 from stepsim.simcore.errors import printable
 
 MAX_WINDOW_SPEED = 4.0
@@ -14,6 +15,16 @@ run's CPU time of identical work is not the host's speed moving (0.75–1.20× s
 records cannot be right, or the run changed its work; the model then keeps the window's
 speed and calibration says so (assumed bound; :mod:`calibration.host_noise`,
 :mod:`calibration.gloo_window`). The bound of ``meta.notes['window_speed']`` too."""
+
+
+def within_host_speed(ratio: float) -> bool:
+    """Whether ``ratio`` (a window's CPU time of identical work against its run's, either
+    way) is a host's speed moving: within 1/:data:`MAX_WINDOW_SPEED`–:data:`MAX_WINDOW_SPEED`
+    (beyond it, records that cannot be right). The one bound check of
+    :mod:`calibration.host_noise`, :mod:`calibration.gloo_window`,
+    :mod:`calibration.gloo_loader` and :mod:`calibration.single_window`."""
+    return 1 / MAX_WINDOW_SPEED <= ratio <= MAX_WINDOW_SPEED
+
 
 NOTE_BOUNDS = {"straggler_release_us": (0.0, MAX_DURATION_US),
                "window_speed": (1 / MAX_WINDOW_SPEED, MAX_WINDOW_SPEED)}
@@ -35,12 +46,28 @@ class Meta(StrictModel):
     measured_step_us: list[StepMicros] = Field(default_factory=list)
     """Measured step times (start to next start, µs) of the steps used."""
     warnings: list[str] = Field(default_factory=list)
+    warnings_ranked: list[WarningRecord] = Field(default_factory=list)
+    """The records of those warnings whose module sized or noted them, by text
+    (:mod:`models.warning_record`; a model file without them loads, its warnings unsized)."""
     notes: dict[str, str | float | int | bool | None] = Field(default_factory=dict)
     ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)
     """Optional uncertainty of parameters, as ``path -> (low, high)`` *factors* applied to the
     value at that dotted path (``loader.produce: [0.7, 1.4]``). Paths in ``sources`` marked
     ``inferred`` or ``assumed`` without an entry here get the planner's defaults (±20 %,
     ±50 %); see :mod:`scenarios.predict`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _records(cls, data):
+        """The records a warning's text carries (:class:`~models.warning_record.Said`) kept
+        in ``warnings_ranked`` (the text itself is validated to a plain ``str``)."""
+        ws = data.get("warnings") if isinstance(data, dict) else None
+        if isinstance(ws, list) and any(isinstance(w, Said) for w in ws):
+            stored = list(data.get("warnings_ranked") or [])
+            data = {**data, "warnings_ranked": stored + [
+                w.record.model_copy(update={"text": printable(w.record.text)})
+                for w in ws if isinstance(w, Said)]}
+        return data
 
     @field_validator("name", "traces", "warnings", mode="before")
     @classmethod

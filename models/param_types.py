@@ -207,9 +207,11 @@ class HostParams(StrictModel):
     pooled with the stated prior range ``meta.ranges['host.cpu_scale']``
     (:mod:`models.host_speed`); empty: that range alone."""
     wall_runs: list[RunFactor] = Field(default_factory=list)
-    """A multi-rank CPU job's wall time over the same runs as ``speed_runs`` (the capture's
+    """A multi-rank CPU job's wall time over the runs of ``speed_runs`` (the capture's
     first, 1.0; then each quiet replicate's mean unprofiled step against the capture's,
-    measured): ranks that share a host's cores vary from run to run in how their threads
+    measured), and in the DDP demo its timed re-runs of the setting after them
+    (:mod:`demo.ddp_noise`):
+    ranks that share a host's cores vary from run to run in how their threads
     interleave, which CPU time of identical work does not see. The interval draws the host's
     run-to-run factor from whichever of the two spreads wider
     (:func:`models.host_speed.noise_runs`); empty: ``speed_runs`` alone. Not written when

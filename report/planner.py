@@ -128,6 +128,8 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
         c.print(job_step_line(base.summary, pred.summary))
     _steps_note([("baseline", base), ("scenario", pred)])
     _uncertainty_note(pred)
+    if (said := which_number([("baseline", base), ("scenario", pred)])) is not None:
+        c.print(said)
     if pred.width_sources:
         c.print(f"scenario interval {width_line(pred.width_pct, pred.width_sources)}")
     _run_ahead_note([("baseline", base), ("scenario", pred)])
@@ -156,6 +158,20 @@ def _uncertainty_note(p: Prediction) -> None:
                    else ""))
     if p.draws and p.skipped:
         c.print(f"[dim]{not_varied_line(p.skipped)}[/dim]")
+
+
+def which_number(named: Sequence[tuple[str, Prediction]]) -> str | None:
+    """Which of the predictions' numbers to believe, in one line (fresh6, 2026-12-06: the
+    baseline's point 293.4 ms sat near its P90, 303.4, with no word on which to take): the
+    P10–P90 for a run, the P50 its middle; the mean is the model at each parameter's point
+    value, which the draws over the unmeasured ones need not centre on. None without draws."""
+    offs = [f"{name}'s {100 * (p.mean_step_us / p.p50_step_us - 1):+.1f} %" for name, p in named
+            if p.draws and p.p50_step_us and p.p10_step_us is not None]
+    if not offs:
+        return None
+    return ("which to believe: for a re-measured run's mean step, P10-P90 (meant to hold 8 of "
+            "10 runs; the ledger scores it) and P50 its middle; 'mean ms' is the model at each "
+            f"parameter's point value, off the P50 here by {', '.join(offs)}")
 
 
 def _range_text(p: Prediction, path: str, lo: float, hi: float) -> str:

@@ -7,6 +7,7 @@ from typing import Sequence
 from stepsim.models.load_bound import outside_load_slowdown
 from stepsim.models.params import StepModel
 from stepsim.models.rank_threads import model_rank_threads
+from stepsim.models.warning_record import retexted, said
 from stepsim.scenarios.batch_size import batch_size_note
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.host_threads import fitting_threads, threads_candidates
@@ -136,9 +137,9 @@ def point_threads(model: StepModel, ops: Sequence[Operation], points) -> list[st
         return []
     where, said = hits[0]
     if len(hits) == 1:
-        return [f"at {where}: {w}" for w in said]
-    return [f"at {len(hits)} of the sweep's points ({'; '.join(h for h, _ in hits)}), e.g. at "
-            f"{where}: {w}" for w in said]
+        return [retexted(w, f"at {where}: {w}") for w in said]
+    return [retexted(w, f"at {len(hits)} of the sweep's points ({'; '.join(h for h, _ in hits)}), "
+                     f"e.g. at {where}: {w}") for w in said]
 
 
 def move_threads(model: StepModel, base: Sequence[Operation], moves: Sequence[Operation]
@@ -201,16 +202,22 @@ def _oversubscribed_threads(after: StepModel) -> list[str]:
             f"prices roughly; torch.set_num_threads({n})")
     got = threads_outcome(after, n) if threads_candidates(after) else None
     if got is None:
-        tail = f"{head} ends it, at a cost this model cannot price"
+        verb = "ends it, at a cost this model cannot price"
+        tail = f"{head} {verb}"
     elif got.low >= 1.0:
+        verb = "avoids it"
         tail = f"{head} avoids it ({got.phrase()} as fast, --fix intra_op_threads)"
     elif got.measured:
-        tail = (f"{head} ends it but runs {got.phrase()} as fast (its parallel efficiency "
-                "measured, --fix intra_op_threads)")
+        verb = f"ends it but runs {got.phrase()} as fast"
+        tail = (f"{head} {verb} (its parallel efficiency measured, --fix intra_op_threads)")
     else:
-        tail = (f"{head} ends it but runs {got.phrase()} as fast by the unmeasured parallel "
-                "efficiency (--fix intra_op_threads:efficiency=E)")
-    return [tail, _team_beside_workers(threads, lp.num_workers, lp.host_cores, after)]
+        verb = f"ends it but runs {got.phrase()} as fast"
+        tail = (f"{head} {verb} by the unmeasured parallel efficiency "
+                "(--fix intra_op_threads:efficiency=E)")
+    return [said(tail, "oversubscribed_threads",
+                 summary=f"{threads} intra-op threads beside {lp.num_workers} worker(s) on "
+                         f"{lp.host_cores} cores spin; torch.set_num_threads({n}) {verb}"),
+            _team_beside_workers(threads, lp.num_workers, lp.host_cores, after)]
 
 
 TEAM_BESIDE_WORKERS = (0.95, 1.88)
@@ -238,15 +245,20 @@ def _team_beside_workers(threads: int, workers: int, cores: int, after: StepMode
     does not cover it: the team's stall (the workers' CPU, serialized), its spin and the
     workers' hand-over are modelled, but the main thread's wait for a core in ``next()`` is
     not (docs/measurements.md#team-stall); ``γ`` (``host.team_stall``) acts only while every
-    team thread's core has a runnable worker (one batch is asked per step)."""
+    team thread's core has a runnable worker (one batch is asked per step). Not sized (no
+    ``[step …]``, fresh6 asked): its ×0.95–1.88 is other jobs' steps, not a change this model
+    makes to its own; sized on this job it would print their extremes as this job's number."""
     lo, hi = TEAM_BESIDE_WORKERS
     rng = after.host.team_stall_range
     prior = (f"host.team_stall γ {rng[0]:g}–{rng[1]:g}" if rng is not None
              else f"host.team_stall γ {after.host.team_stall:g}, not varied")
-    return (f"a team of {threads} threads beside {workers} busy worker(s) on {cores} cores was "
-            f"measured ×{lo:g}–{hi:g} its 0-worker step (2 cores, 4 CNNs, 2026-12-04/05), "
-            f"outside this interval ({prior}): the main thread's wait for a core in next() "
-            "beside them (3 ms a step measured) is unmodelled; re-measure")
+    return said(f"a team of {threads} threads beside {workers} busy worker(s) on {cores} cores "
+                f"was measured ×{lo:g}–{hi:g} its 0-worker step (2 cores, 4 CNNs, "
+                f"2026-12-04/05), outside this interval ({prior}): the main thread's wait for a "
+                "core in next() beside them (3 ms a step measured) is unmodelled; re-measure",
+                "team_beside_workers",
+                summary=f"a team of {threads} threads beside {workers} busy worker(s) on {cores} "
+                        f"cores: measured ×{lo:g}–{hi:g} its 0-worker step, outside this interval")
 
 
 def _same_thread_prior(model: StepModel, after: StepModel | None) -> list[str]:
@@ -258,10 +270,13 @@ def _same_thread_prior(model: StepModel, after: StepModel | None) -> list[str]:
             or (model.loader.num_workers == 0) == (after.loader.num_workers == 0):
         return []
     onto = after.loader.num_workers == 0
-    return [f"the main thread's own cost of making its batches (none measured in isolation: "
-            f"no more page faults, cache or thread cost at num_workers=0) is a stated prior, "
-            f"{rng[0]:g}–{rng[1]:g} more CPU for its batch and step, which widens this "
-            f"interval: capture with probe_workers={0 if onto else 'N > 0'} to calibrate it"]
+    return [said(f"the main thread's own cost of making its batches (none measured in isolation: "
+                 f"no more page faults, cache or thread cost at num_workers=0) is a stated "
+                 f"prior, {rng[0]:g}–{rng[1]:g} more CPU for its batch and step, which widens "
+                 f"this interval: capture with probe_workers={0 if onto else 'N > 0'} to "
+                 "calibrate it", "same_thread_prior", noted=True,
+                 summary=f"the main thread's own cost of making its batches: a stated prior, "
+                         f"{rng[0]:g}–{rng[1]:g} more CPU, widens this interval")]
 
 
 def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]:

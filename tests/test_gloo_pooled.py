@@ -120,3 +120,33 @@ def test_a_late_end_stamp_does_not_lengthen_the_last_transfer(gloo_run, tmp_path
                                ).device.streams["gloo"][-1].dur_us for k in (1, 2))
     assert moved2 == pytest.approx(moved, abs=1e-6)
     assert 0 <= moved - base < max(model.meta.measured_step_us)
+
+
+def _all_reduces_late(folder, late_us: float):
+    """The capture ``folder`` (edited in place) with every ``gloo:all_reduce`` ending
+    ``late_us`` later, on every rank."""
+    import json
+
+    for f in folder.glob("rank?.json"):
+        data = json.loads(f.read_text())
+        for e in data["traceEvents"]:
+            if e.get("ph") == "X" and e.get("name") == "gloo:all_reduce":
+                e["dur"] += late_us
+        f.write_text(json.dumps(data))
+    return folder
+
+
+def test_a_late_end_stamp_on_the_bucket_before_the_last_moves_no_resume(gloo_run, tmp_path):  # noqa: F811
+    """Each bucket's all-reduce matched to its ``copy_bucket_to_grad`` events
+    (:func:`calibration.gloo_steps.bucket_copies`): the wait for the last bucket lies between
+    the bucket before's copies and the last's first copy, so every all-reduce's end stamped
+    1 s late gives the resumes, and the last transfer clipped at them, that a late stamp on
+    the last alone gives. Before, the late stamp on the bucket before the last kept the wait
+    for that bucket as the resume (3 of 20 captures beside a CPU hog, 2026-12-06)."""
+    out, _ = gloo_run
+    last, every = (calibrate(edit(_copy_capture(out, tmp_path / name), 1e6))
+                   for name, edit in (("last", _last_all_reduces_late),
+                                      ("every", _all_reduces_late)))
+    assert every.device.streams["gloo"][-1].dur_us == pytest.approx(
+        last.device.streams["gloo"][-1].dur_us, abs=1e-6)
+    assert every.meta.notes["resume_lag_us"] == last.meta.notes["resume_lag_us"]

@@ -77,6 +77,7 @@ CALIBRATION_USES = {
     "stepsim.models.params", "stepsim.models.param_base", "stepsim.models.param_types",
     "stepsim.models.param_meta", "stepsim.models.param_comm", "stepsim.models.param_device",
     "stepsim.models.schema",       # a model file's schema upgrades
+    "stepsim.models.warning_record",  # a warning's record (text, kind, effect, noted)
     "stepsim.models.host_speed",   # the run-to-run speed's prior and Student t interval
     "stepsim.models.load_bound",   # the outside-load bound (LOAD_WARN) and pooled load
     "stepsim.models.rank_threads",  # the ranks' intra-op threads against the host's cores (a rule)

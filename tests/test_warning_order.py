@@ -1,7 +1,7 @@
 """Warnings a user can read (stepsim.warning_order): each headed by a one-line summary, the
 ones that change the step first, largest effect first, the noted last, one line each; every
-text kept whole. The rules read the texts the calibration modules write, built here by those
-modules (a rewording that breaks a rule fails here)."""
+text kept whole. The summaries, effects and notes are the records the calibration modules
+write (stepsim.models.warning_record), built here by those modules; no text is read."""
 from __future__ import annotations
 
 import re
@@ -13,8 +13,9 @@ from stepsim.calibration.profiler_overhead import OverheadFactor, step_factor_no
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.step_tail import step_tail
 from stepsim.cli import _warn
-from stepsim.warning_order import (SUMMARY_CHARS, Context, lines, printed_texts, rank_one, ranked,
-                                   summary_of)
+from stepsim.calibration.page_faults import Refault
+from stepsim.models.warning_record import prior_said, said
+from stepsim.warning_order import SUMMARY_CHARS, lines, printed_texts, rank_one, ranked, summary_of
 
 WINDOW = [20e3, 22e3, 18e3, 21e3, 19e3, 20e3, 23e3, 17e3]      # µs, mean 20 ms
 
@@ -32,20 +33,14 @@ def _side(after: list[float], window=WINDOW, workers: int = 0) -> Sidecar:
                                    "host_cores": 2, "steps": rows})
 
 
-PAGE_FAULTS = ("the training step's page faults (measured): a step re-faulted up to 12792 pages "
-               "× 2.56 µs (system CPU per fault, the kernel's part only) = 32.8 ms of CPU, "
-               "whether it does is set by each process's heap (glibc giving freed memory back "
-               "to the kernel): the step is its fault-free 224.2 ms (unprofiled steps' 232.2 ms "
-               "less their faults, 42 steps) plus a share of that drawn uniformly over 0–1 per "
-               "run (assumed; its middle is the point)")
-"""calibration.page_faults' text on newuser4's capture (2026-12-06)."""
 WINDOW_SPEED = ("the host ran at 1.230× the run's CPU time of identical work (a batch's produce) "
                 "in the profiled window: the model's durations are the window's, and "
                 "predictions take the mean speed of the capture's whole run and its 1 "
                 "replicate(s) against the window (host.cpu_scale 0.787, measured)")
-PRIOR = ("co-run interference not calibrated (no probe in the capture): a prior of 0–0.16 (the "
+PRIOR = prior_said("co-run interference not calibrated (no probe in the capture): a prior of 0–0.16 (the "
          "slowdown with every other core busy) widens the interval of any what-if that changes "
-         "the co-runners (capture with probe_workers=N to calibrate it)")
+         "the co-runners (capture with probe_workers=N to calibrate it)", "host.interference",
+                   "co-run interference", 0, 0.16)
 UNKNOWN = ("host cores unknown: assumed 2 (one per rank on a host); a capture sidecar records "
            "them, and this sentence runs on past the summary's length to be cut at its clause")
 
@@ -56,24 +51,66 @@ def _tail_text() -> tuple[str, float]:
     return tail.describe(), tail.shift_us
 
 
+def _faults(share: float | None = 0.2):
+    """newuser4's page faults (32.8 ms of CPU) as calibration.page_faults writes them."""
+    f = Refault(max_faults=12792, per_fault_us=2.56, per_fault_source="system CPU per "
+                   "fault, the kernel's part only", fault_free_us=224.2e3, unprofiled_us=232.2e3,
+                   n=42, touched_faults=12792)
+    return f.describe(share), f.refault_us
+
+
 def test_step_changes_come_first_largest_first_then_unsized_then_noted():
-    """The step-tail's +10 ms (its own shift) above the page faults' share × 32.8 ms (0.2:
-    +6.56 ms); the window speed's effect is the simulated one given; the unsized keeps its
-    place after them; the prior is noted, last."""
+    """The page faults' share × their CPU (0.2 × 32.7 ms) above nothing; the window speed's
+    effect (set by its caller) holds the step-tail's (one cause: the window is not its run),
+    which is printed under it as its part; the unsized keeps its place after them; the prior
+    is noted, last."""
     tail, shift = _tail_text()
-    ctx = Context(refault_share=0.2, scale_effect_us=-40e3)
-    rs = ranked([PRIOR, PAGE_FAULTS, UNKNOWN, tail, WINDOW_SPEED], ctx)
-    assert [r.text for r in rs] == [WINDOW_SPEED, tail, PAGE_FAULTS, UNKNOWN, PRIOR]
-    assert rs[1].effect_us == pytest.approx(shift, abs=5.0)      # printed to 0.01 ms
-    assert rs[2].effect_us == pytest.approx(0.2 * 32.8e3)
+    faults, cpu = _faults(0.2)
+    window = said(WINDOW_SPEED, "window_speed", "profiled window ran ×1.230", effect_us=-40e3)
+    rs = ranked([PRIOR, faults, UNKNOWN, tail, window])
+    assert [r.text for r in rs] == [WINDOW_SPEED, tail, faults, UNKNOWN, PRIOR]
+    assert rs[0].effect_us == pytest.approx(-40e3 + shift) and rs[1].part
+    assert rs[1].effect_us == pytest.approx(shift)
+    assert rs[2].effect_us == pytest.approx(0.2 * cpu)
     assert rs[3].effect_us is None and not rs[3].noted
     assert rs[4].noted and rs[4].effect_us is None
     assert all(len(r.summary) <= SUMMARY_CHARS for r in rs)
+    out = lines(rs)
+    assert out[2].startswith("warning: [part of the above] profiled window 20.00 ms a step")
+    assert sum("[step " in x for x in out) == 2           # the window's (with its part), faults'
+
+
+def test_a_part_without_its_cause_is_sized_alone():
+    tail, shift = _tail_text()
+    (r,) = ranked([tail])
+    assert r.effect_us == pytest.approx(shift) and not r.part
+
+
+def test_the_records_travel_in_the_models_json_and_an_old_file_loads_unsized():
+    """``meta.warnings`` texts as before plus ``warnings_ranked``; a model file without them
+    (written before the records) loads, each warning unsized, printed whole."""
+    from stepsim.models.params import StepModel
+    from stepsim.models.warning_record import records, settled, texts
+    from tests.test_planner import cpu_model
+
+    tail, shift = _tail_text()
+    m = cpu_model()
+    m = settled(m.model_copy(update={"meta": m.meta.model_copy(update={"warnings": [tail, PRIOR,
+                                                                                    "plain"]})}))
+    back = StepModel.model_validate_json(m.model_dump_json())
+    assert back == m and back.meta.warnings == [tail, PRIOR, "plain"]
+    assert [r.kind for r in records(back.meta)] == ["step_tail", "prior:host.interference", ""]
+    assert [r.text for r in ranked(texts(back.meta))] == [tail, "plain", PRIOR]
+    d = m.model_dump(mode="json")
+    d["meta"].pop("warnings_ranked")
+    old = StepModel.model_validate(d)
+    assert all(not r.kind for r in records(old.meta))
+    assert lines(ranked(texts(old.meta))) == [f"warning: {w}" for w in (tail, PRIOR, "plain")]
 
 
 def test_the_lines_head_each_with_its_effect_and_keep_every_text():
     tail, shift = _tail_text()
-    rs = ranked([PRIOR, tail], Context())
+    rs = ranked([PRIOR, tail])
     out = lines(rs, step_us=100e3)
     assert out[0] == f"warning: [step {shift / 1e3:+.1f} ms, {100 * shift / 100e3:+.1f} %] " \
                      f"{rs[0].summary}"
@@ -104,7 +141,12 @@ def test_an_unknown_long_warning_is_summarized_by_its_first_clause():
 
 def test_a_file_prefix_stays_on_the_summary():
     """grouped_warnings' ``name: text`` (a folder of ranks) keeps the file it is about."""
-    r = rank_one(f"rank0/sidecar.json and 1 other file(s): {PRIOR}")
+    from stepsim.models.warning_record import retexted
+    from stepsim.views import grouped_warnings
+
+    ws = [retexted(PRIOR, f"rank{k}/sidecar.json: {PRIOR}") for k in (0, 1)]
+    (w,) = grouped_warnings(ws)
+    r = rank_one(w)
     assert r.noted and r.summary.startswith("rank0/sidecar.json and 1 other file(s): co-run")
 
 
@@ -114,8 +156,9 @@ def test_the_profiler_note_is_sized_on_the_training_step_and_says_its_factors_ap
     f = OverheadFactor(0.9, 0.05, 72e3, 80e3, 26, 8, 78e3, 86e3)
     text = step_factor_note(0.9 * 0.97, f, 0.97)
     assert "two factors. The profiler's: " in text and ". The window's speed: 0.970" in text
-    r = rank_one(text, Context(train_us=70e3))
-    assert r.effect_us == pytest.approx(70e3 * (1 - 1 / 0.873), rel=1e-3)
+    assert rank_one(text).effect_us is None                      # no step given: not sized
+    text = step_factor_note(0.9 * 0.97, f, 0.97, 70e3)
+    assert rank_one(text).effect_us == pytest.approx(70e3 * (1 - 1 / 0.873), rel=1e-3)
 
 
 @pytest.mark.parametrize("attached", [True, False])
@@ -159,7 +202,7 @@ def test_the_team_caveat_names_its_parameter_when_not_varied():
     said = _team_beside_workers(2, 2, 2, m)
     assert "(host.team_stall γ 1, not varied)" in said and len(said) <= 300
     r = rank_one(said)
-    assert not r.noted and re.match(r"a team of 2 threads beside 2 busy worker\(s\) on 2 cores: "
+    assert not r.noted and r.effect_us is None and re.match(r"a team of 2 threads beside 2 busy worker\(s\) on 2 cores: "
                                     r"measured ×0\.95–1\.88", r.summary)
 
 
@@ -172,16 +215,16 @@ def test_calibrations_json_adds_the_ranked_warnings_beside_the_texts():
     tail, shift = _tail_text()
     m = cpu_model()
     m = m.model_copy(update={"meta": m.meta.model_copy(update={"measured_step_us": [50e3] * 4})})
-    ws = (PRIOR, tail)
+    ws = (str(PRIOR), str(tail))
     d = Calibration(model=m, output=None, warnings=ws, window=None, steady_mean_us=50e3,
-                    steady_median_us=50e3, ranked=ranked(ws)).to_dict()
+                    steady_median_us=50e3, ranked=ranked([PRIOR, tail])).to_dict()
     assert d["warnings"] == list(ws)
     first, second = d["warnings_ranked"]
     assert first["text"] == tail and first["effect_ms"] == pytest.approx(shift / 1e3, abs=0.006)
     assert first["effect_pct"] == pytest.approx(first["effect_ms"] * 1e3 / 50e3 * 100)
     assert not first["noted"]
     assert second == {"summary": rank_one(PRIOR).summary, "noted": True, "effect_ms": None,
-                      "effect_pct": None, "text": PRIOR}
+                      "effect_pct": None, "text": str(PRIOR)}
 
 
 def test_an_unsized_long_warning_is_said_once_whole_on_one_line():
@@ -194,3 +237,20 @@ def test_an_unsized_long_warning_is_said_once_whole_on_one_line():
     out = lines(ranked([long, "short one"]))
     assert out == [f"warning: {long}", "warning: short one"]
     assert printed_texts("\n".join(out)) == [long, "short one"]
+
+
+def test_one_bound_on_a_host_speed_for_every_window_check():
+    """models.param_meta.within_host_speed: 1/MAX_WINDOW_SPEED–MAX_WINDOW_SPEED, both ends
+    in (gloo_window.beyond_speed and gloo_loader.at_loader_drift repeated it)."""
+    from stepsim.calibration.gloo_window import beyond_speed
+    from stepsim.models.param_meta import MAX_WINDOW_SPEED, within_host_speed
+
+    assert within_host_speed(1 / MAX_WINDOW_SPEED) and within_host_speed(MAX_WINDOW_SPEED)
+    assert not within_host_speed(0.999 / MAX_WINDOW_SPEED)
+    assert not within_host_speed(1.001 * MAX_WINDOW_SPEED)
+
+    class D:
+        def __init__(self, d):
+            self.d = d
+    ws = [D(0.2), D(1.0), D(4.5)]
+    assert [w.d for w in beyond_speed(ws)] == [0.2, 4.5]

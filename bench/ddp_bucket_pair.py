@@ -1,0 +1,114 @@
+"""Why the DDP demo's last 7 MiB all-reduce (DDP's defaults: a 1 MiB first bucket, then 7 MiB)
+takes longer than the single 8 MiB all-reduce of ``bucket_cap_mb=25`` (issue 12; the guess:
+the two buckets' all-reduces overlap on gloo's two worker threads).
+
+Runs the demo's job (:mod:`demo.ddp_job`, 2 gloo ranks) profiled at the defaults and at
+``bucket_cap_mb=25``, alternated ``--rounds`` times (so slow drift of the host hits both
+alike), and reads every profiled step of every rank's trace: per setting, the last
+``gloo:all_reduce``'s duration (µs; it includes the wait for the peer), its start after the
+later rank's last autograd event (the all-reduce cannot start before both ranks' buckets are
+ready), its duration from that later start (the transfer without the skew), and for the
+defaults the share of steps where the first bucket's all-reduce still ran when the last
+started (the overlap the guess needs) and the share where the two ran on different gloo
+threads. Prints medians with the P10-P90 over steps, and the ratio of the transfers per
+element.
+
+Run alone under the lock, from the repository root (about 40 s):
+``flock /tmp/cpu-timing.lock python bench/ddp_bucket_pair.py --rounds 3``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+GRAD = "autograd::engine::evaluate_function"
+
+
+def steps_of(trace: Path) -> list[dict]:
+    """Per profiled step of one rank's trace: its all-reduces (start, end µs, tid, elements)
+    in start order and its last autograd event's end (µs, the rank's clock)."""
+    data = json.loads(trace.read_text())
+    ev = [e for e in data["traceEvents"] if e.get("ph") == "X"]
+    ars = sorted((e for e in ev if e["name"] == "gloo:all_reduce"), key=lambda e: e["ts"])
+    grads = [e for e in ev if e["name"].startswith(GRAD)]
+    out = []
+    for s in sorted((e for e in ev if e["name"].startswith("ProfilerStep#")),
+                    key=lambda e: e["ts"]):
+        a, b = s["ts"], s["ts"] + s["dur"]
+        inside = [e for e in ars if a <= e["ts"] < b]
+        g = [e["ts"] + e["dur"] for e in grads if a <= e["ts"] < b]
+        if inside and g:
+            out.append({"ars": [(e["ts"], e["ts"] + e["dur"], e["tid"],
+                                 int(np.prod(e["args"]["Input Dims"][0]))) for e in inside],
+                        "grad_end": max(g)})
+    return out
+
+
+def read_run(folder: Path) -> dict[str, list[float]]:
+    """The readings of one profiled run (both ranks' traces, one clock: one host's
+    ``perf_counter``-based profiler timestamps)."""
+    ranks = [steps_of(folder / f"rank{r}.json") for r in (0, 1)]
+    n = min(len(x) for x in ranks)
+    got = {"last_us": [], "after_later_grad_us": [], "start_lag_us": [], "overlap": [],
+           "two_threads": [], "elements": []}
+    for k in range(n):
+        later = max(r[k]["grad_end"] for r in ranks)
+        for r in ranks:
+            ars = r[k]["ars"]
+            t0, t1, tid, numel = ars[-1]
+            got["last_us"].append(t1 - t0)
+            got["after_later_grad_us"].append(t1 - max(t0, later))
+            got["start_lag_us"].append(t0 - later)
+            got["elements"].append(numel)
+            if len(ars) > 1:
+                got["overlap"].append(float(ars[-2][1] > t0))
+                got["two_threads"].append(float(ars[-2][2] != tid))
+    return got
+
+
+def main() -> None:
+    from stepsim.demo.ddp_job import Run, run_plan
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=20)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bucket_pair_"))
+    plan = []
+    for k in range(args.rounds):
+        plan += [Run(f"defaults#{k}", steps=args.steps, profile_dir=str(tmp / f"d{k}")),
+                 Run(f"cap25#{k}", bucket_cap_mb=25, steps=args.steps,
+                     profile_dir=str(tmp / f"c{k}"))]
+    run_plan(plan, timeout_s=600)
+    pooled: dict[str, dict[str, list[float]]] = {"defaults": {}, "cap25": {}}
+    for k in range(args.rounds):
+        for name, d in (("defaults", f"d{k}"), ("cap25", f"c{k}")):
+            for key, v in read_run(tmp / d).items():
+                pooled[name].setdefault(key, []).extend(v)
+
+    def med(v):
+        return (f"{np.median(v):8.0f} ({np.percentile(v, 10):.0f}-{np.percentile(v, 90):.0f})"
+                if v else "       -")
+
+    for name, g in pooled.items():
+        print(f"{name:9s} last all-reduce of {int(np.median(g['elements']))} elements over "
+              f"{len(g['last_us'])} rank-steps: duration {med(g['last_us'])} µs; from the later "
+              f"rank's last gradient {med(g['after_later_grad_us'])} µs; its start after that "
+              f"{med(g['start_lag_us'])} µs"
+              + (f"; the bucket before still running at its start in "
+                 f"{100 * np.mean(g['overlap']):.0f} % of steps, on the other gloo thread in "
+                 f"{100 * np.mean(g['two_threads']):.0f} %" if g["overlap"] else ""))
+    d, c = pooled["defaults"], pooled["cap25"]
+    per = ((np.median(d["after_later_grad_us"]) / np.median(d["elements"]))
+           / (np.median(c["after_later_grad_us"]) / np.median(c["elements"])))
+    print(f"per element, the defaults' last transfer over cap25's: x{per:.3f}; "
+          f"whole: x{np.median(d['after_later_grad_us']) / np.median(c['after_later_grad_us']):.3f}"
+          f"; traces in {tmp}")
+
+
+if __name__ == "__main__":
+    main()
