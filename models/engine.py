@@ -24,7 +24,7 @@ from stepsim.models.solo_ranks import RankInput, solve_ranks
 from stepsim.simcore.record import Block, Recorder
 from stepsim.simcore.rng import spawn_streams
 
-__all__ = ["Runs", "Setup", "Tee", "Waits", "released_tasks", "solved"]
+__all__ = ["Runs", "Setup", "Tee", "Waits", "last_step", "released_tasks", "solved"]
 
 
 class Tee(Recorder):
@@ -69,6 +69,12 @@ def wake_pieces(w: float, wait_us: float) -> tuple[int, float]:
     return n, wait_us * w / n
 
 
+def last_step(n_total: int, replay: bool) -> int:
+    """The last measured step of a run of ``n_total`` steps: a run that is not a window
+    replay runs one step past its measured ones (its last step's end is the next start)."""
+    return n_total - 1 if replay else n_total - 2
+
+
 class Setup:
     """What both engines share: the run's steps, plans, loader parameters and random streams."""
 
@@ -79,7 +85,7 @@ class Setup:
             model = on_main_thread(model)
         self.model, self.hook, self.replay = model, hook, replay
         self.n_total = warmup + steps + (0 if replay else 1)
-        self.last = warmup + steps - 1
+        self.last = last_step(self.n_total, replay)
         self.rngs = spawn_streams(seed, [f"rank{r.rank}.loader" for r in model.ranks]
                                   + [f"rank{r.rank}.host" for r in model.ranks])
         # a window replay gives the host its measured next() times: the main thread's own

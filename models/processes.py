@@ -12,7 +12,7 @@ import simpy
 
 from stepsim.models.cpu import CpuPool
 from stepsim.models.device import Barrier, LaunchQueue, StepEvents, stream_process
-from stepsim.models.engine import Runs, Setup, released_tasks
+from stepsim.models.engine import Runs, Setup, last_step, released_tasks
 from stepsim.models.host import host_process
 from stepsim.models.loader import DataLoaderSim
 from stepsim.models.plans import stream_plans
@@ -121,7 +121,7 @@ class Processes:
                 "sync or wait on a task that can never finish (launched later in the step, or "
                 "on another rank's collective that is never entered)") from None
         # let the device finish the measured window too (it may lag behind the host)
-        last = n_total - 2 if not self.su.replay else n_total - 1
+        last = last_step(n_total, self.su.replay)
         self._run(self._device_done(last), f"the device never finished step {last} "
                   "(t={t:.1f} us): a task waits for something that never happens")
         return self.starts, self.loaders

@@ -125,7 +125,11 @@ def mean_std_error_us(step_us) -> float:
 
 
 def _count(result: SimResult, chosen: bool, target: float) -> StepCount:
-    job = result.job_step_us
+    return _count_of(result.job_step_us, chosen, target)
+
+
+def _count_of(job: np.ndarray, chosen: bool, target: float) -> StepCount:
+    """The count, mean and standard error of the job step times ``job`` (µs)."""
     return StepCount(int(job.size), float(job.mean()), mean_std_error_us(job), chosen, target)
 
 
@@ -213,7 +217,7 @@ def _extended(model: StepModel, n: int, warmup: int, seed: int, target: float,
     try:
         while True:
             job = run.job_step_us(n)
-            c = StepCount(n, float(job.mean()), mean_std_error_us(job), True, target)
+            c = _count_of(job, True, target)
             if c.met or n >= max_steps:
                 break
             n = _next_count(n, c, max_steps, accum)
