@@ -190,13 +190,16 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
             sources["host.ops[1].block_fraction"] = "assumed"
             if torch_threads > 1:
                 walls = np.array([s.wall_us - s.next_wall_us for s in prof])
-                compute_us, share = stalled_team_wall(walls, cpu_compute, torch_threads)
+                gamma = stall_host.get("team_stall", 1.0)
+                compute_us, share = stalled_team_wall(walls, cpu_compute, torch_threads, gamma)
+                stall_host["team_stall_share"] = max(share, 1e-6)   # re-inverted at each γ
                 warnings.append(said(
                     f"torch used {torch_threads} intra-op threads beside {lp['num_workers']} "
                     f"worker(s) on {lp['host_cores']} cores: the training step's wall time holds "
                     "its threads' stalls (a parallel region waits for a thread without a core, "
                     f"the others spinning), so it is modelled as parallel work on {torch_threads} "
-                    f"threads of its wall × s^{torch_threads}, s = CPU ÷ ({torch_threads} × wall) "
+                    f"threads of its wall × s^(1 + γ·{torch_threads - 1}) at γ {gamma:.2f}, "
+                    f"s = CPU ÷ ({torch_threads} × wall) "
                     f"= {share:.2f} each thread's share of a core (blocking 0)",
                     "team_parallel", noted=True,
                     summary=f"torch's {torch_threads} intra-op threads beside "

@@ -38,20 +38,20 @@ def split_host_step(wall_us: float, cpu_us: float, threads: int) -> tuple[float,
     return par / wall_us, block / wall_us
 
 
-def stalled_team_wall(wall_us: np.ndarray, cpu_us: np.ndarray, threads: int
-                      ) -> tuple[np.ndarray, float]:
+def stalled_team_wall(wall_us: np.ndarray, cpu_us: np.ndarray, threads: int,
+                      gamma: float = 1.0) -> tuple[np.ndarray, float]:
     """``(work wall per step (µs), mean share)`` of a training step on ``threads`` intra-op
     threads captured with fewer cores than runnable threads, in closed form: its threads were
     runnable through the step (working, or spinning at the barriers) and each held a core a
-    share ``s = cpu / (threads × wall)`` of it; the team advances only while all of its
-    threads hold cores (:mod:`models.cpu`), at ``s^threads``, so its wall with a core per
-    thread is ``wall × s^threads`` (the model's team stall ``γ`` = 1, which such a capture
-    keeps: :func:`calibration.sidecar_fit.team_stall_from_sidecar`). Measured here (the demo's
-    CNN at 2 threads, quiet):
-    captures at 1, 2 and 4 workers give 38.4, 38.3 and 38.3 ms, against 35.5 ms measured
-    alone at num_workers=0."""
+    share ``s = cpu / (threads × wall)`` of it; the team advances at
+    ``s^(1 + gamma (threads − 1))`` (:mod:`models.cpu`; ``gamma`` 1: only while all of its
+    threads hold cores, each independently), so its wall with a core per thread is ``wall ×``
+    that. ``gamma`` is the model's team stall, drawn with the work re-inverted
+    (:func:`calibration.sidecar_fit.contended_team_stall`). Measured here (the demo's CNN at
+    2 threads, quiet): at ``gamma`` 1, captures at 1, 2 and 4 workers give 38.4, 38.3 and
+    38.3 ms, against 35.5 ms measured alone at num_workers=0."""
     share = np.clip(cpu_us / (threads * np.maximum(wall_us, 1e-9)), 0.0, 1.0)
-    return wall_us * share ** threads, float(share.mean())
+    return wall_us * share ** (1 + gamma * (threads - 1)), float(share.mean())
 
 
 def parallel_efficiency(threads: int) -> float:

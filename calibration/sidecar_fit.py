@@ -25,7 +25,8 @@ from stepsim.calibration.probe_steps import (PROBE_FIRST_STEPS, after_startup,  
 from stepsim.calibration.same_thread import same_thread_from_sidecar
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
-from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall
+from stepsim.calibration.team_stall import (TEAM_STALL_PRIOR, contended_team_stall,
+                                           fit_team_stall)
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
 from stepsim.models.params import DurationSpec
 from stepsim.models.warning_record import prior_said, said
@@ -283,23 +284,25 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
 
 def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):
     """``(host fields, sources, warnings)`` for ``host.team_stall`` of a capture whose step ran
-    on torch's intra-op threads (``torch_num_threads`` > 1; else nothing) with a core per
+    on torch's intra-op threads (``torch_num_threads`` > 1; else nothing). With a core per
     thread: the stated prior (:data:`calibration.team_stall.TEAM_STALL_PRIOR`), whose floor a
     probe at a second ``num_workers`` raises to its fit's P10 when that is higher
-    (:func:`calibration.team_stall.fit_team_stall`: a time-averaged fit is a floor), said in a
-    warning. A calibration setting whose own threads were more than the cores keeps ``γ`` 1,
-    the closed form its step's work was inverted with
-    (:func:`calibration.cpu.stalled_team_wall`)."""
+    (:func:`calibration.team_stall.fit_team_stall`: a time-averaged fit is a floor). A
+    calibration setting whose own threads were more than the cores
+    (:func:`calibration.team_stall.contended_team_stall`): its step's work is inverted at ``γ``
+    (:func:`calibration.cpu.stalled_team_wall`), so ``γ`` is drawn with the work re-inverted."""
     team = (side.torch_num_threads or 1) if side is not None else 1
     if team <= 1:
         return {}, {}, []
     nw = side.loader.num_workers
-    if side.host_cores is None or nw + team > side.host_cores:
+    if side.host_cores is None:
         return {}, {}, [said(
-            f"intra-op team stall γ (host.team_stall) kept at 1 (not varied): the calibration "
-            f"setting's {team} threads and {nw} worker(s) were more than the cores, and its "
-            "step's work is inverted in closed form at γ 1", "team_stall_kept", noted=True,
+            f"intra-op team stall γ (host.team_stall) kept at 1 (not varied): the capture did "
+            f"not record the host's cores, so whether its {team} threads and {nw} worker(s) "
+            "were more than the cores is not known", "team_stall_kept", noted=True,
             summary="intra-op team stall γ (host.team_stall) kept at 1, not varied")]
+    if nw + team > side.host_cores:
+        return contended_team_stall(side, team, seed)
     lo, hi = TEAM_STALL_PRIOR
     fit = None
     if side.probe is not None and not side.batch_probe:
@@ -308,18 +311,23 @@ def team_stall_from_sidecar(side: Sidecar | None, seed: int = 0):
     if fit is not None and fit[1][0] > lo:
         lo = min(fit[1][0], hi)
         host = {"team_stall": (lo + hi) / 2, "team_stall_range": (lo, hi)}
-        warn = (f"intra-op team stall: the probe at num_workers={side.probe.num_workers} gives "
-                f"γ {fit[0]:.2f} (P10–P90 {fit[1][0]:.2f}–{fit[1][1]:.2f}) from the step's "
-                f"time-averaged share of a core, a floor: γ drawn over {lo:.2f}–{hi:g} (the "
-                f"prior's top kept; inferred); beside more runnable threads than cores the "
-                f"step's {team} threads advance at s^(1 + γ·{team - 1})")
+        warn = said(
+            f"intra-op team stall: the probe at num_workers={side.probe.num_workers} gives "
+            f"γ {fit[0]:.2f} (P10–P90 {fit[1][0]:.2f}–{fit[1][1]:.2f}) from the step's "
+            f"time-averaged share of a core, a floor: γ drawn over {lo:.2f}–{hi:g} (the "
+            f"prior's top kept; inferred); beside more runnable threads than cores the "
+            f"step's {team} threads advance at s^(1 + γ·{team - 1})", "team_stall_floor",
+            noted=True, summary=f"intra-op team stall γ drawn over {lo:.2f}–{hi:g}: the "
+            f"probe's fit raised the prior's floor (widens what-ifs' intervals)")
         return host, {"host.team_stall": "inferred"}, [warn]
     why = ("its probe is at a second batch_size" if side.batch_probe else
            f"the probe's fit, γ {fit[0]:.2f}, is under the prior's floor" if fit is not None else
            "the probe shows no stall" if side.probe is not None else "no probe in the capture")
-    warn = (f"intra-op team stall not calibrated ({why}): a prior γ of {lo:g}–{hi:g} widens the "
-            f"interval of any what-if that puts the step's {team} threads beside more runnable "
-            "threads than cores (measured on one machine; the step advances at "
-            f"s^(1 + γ·{team - 1}), s each thread's share of a core)")
+    warn = prior_said(
+        f"intra-op team stall not calibrated ({why}): a prior γ of {lo:g}–{hi:g} widens the "
+        f"interval of any what-if that puts the step's {team} threads beside more runnable "
+        "threads than cores (measured on one machine; the step advances at "
+        f"s^(1 + γ·{team - 1}), s each thread's share of a core)", "host.team_stall",
+        "intra-op team stall γ", lo, hi)
     return ({"team_stall": (lo + hi) / 2, "team_stall_range": (lo, hi)},
             {"host.team_stall": "assumed"}, [warn])

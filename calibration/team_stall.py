@@ -19,9 +19,10 @@ over a bootstrap of both settings' steps). The share is averaged over the step, 
 DataLoader workers the stall comes in their bursts: the fit is a floor (a lower ``γ`` than the
 simulator needs to give the probe's wall; on the CNN of :data:`TEAM_STALL_PRIOR`, 1.26 from a
 probe at 2 workers, where 6–10 gives the re-measured steps). Where the capture cannot show it
-(no probe, a
-calibration setting that was itself contended, a probe whose threads held their cores), the
-stated prior is taken and calibration says so.
+(no probe, a probe whose threads held their cores), the stated prior is taken and calibration
+says so. A calibration setting that was itself contended has its step's work inverted at
+``γ`` (:func:`contended_team_stall`): ``γ`` is drawn with the work re-inverted, and a probe is
+a second equation of the same work (:func:`joint_gamma`).
 """
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ import math
 
 import numpy as np
 
-from stepsim.models.warning_record import said
+from stepsim.calibration.probe_steps import after_startup, probe_base_steps, uniform_with_p10_p90
+from stepsim.models.warning_record import prior_said, said
+
 TEAM_STALL_PRIOR = (1.0, 10.0)
 """Stated prior range of ``γ`` without a probe that shows it (uniform). Measured here (2 cores,
 2026-12-04, load 1.2-1.6): a small CNN step on torch's default 2 threads, alone against
@@ -148,3 +151,137 @@ def preempted_share(steps) -> float:
     vol = sum(s.vcsw or 0 for s in steps)
     inv = sum(s.ivcsw or 0 for s in steps)
     return inv / (vol + inv) if vol + inv else 0.0
+
+
+CONTENDED_PRIOR = (0.3, 3.6)
+"""Stated range of ``γ`` where the calibration setting was itself contended and no probe pins
+it (uniform; point 1, the closed form's independent threads). Each end measured here (2
+cores): 0.30, the least of the time-averaged ``γ`` of fresh6's JPEG job at 2 workers
+(h-zero17, separate runs, 2026-12-06: 0.30–0.98, 0.76–1.03 at 1 worker); 3.58, the P90 of
+the CNN beside one always-runnable thread (:data:`TEAM_STALL_PRIOR`); between them the CNN
+beside two always-busy workers, 0.65–1.06 (:mod:`models.cpu_place`). The step's work is
+inverted at each drawn ``γ`` (:func:`models.team_inversion.reinverted`), so the range moves
+the work and the stall together."""
+GAUGE_MIN_BATCHES = 2
+"""Batches each setting needs for the host-speed gauge of :func:`fit_joint_stall`."""
+GAUGE_THREADS = 1.3
+"""A batch whose process CPU is more than this × its thread's ran on library threads too (a
+worker's OpenBLAS team: fresh7's audio batches, 363 ms of process CPU against 180 ms of the
+worker's thread, 2026-12-07): its thread's CPU then waits on them, no gauge of the host."""
+
+
+def one_thread_batches(side) -> bool:
+    """Whether the capture's and its probe's batches each ran on one thread (the median
+    process CPU within :data:`GAUGE_THREADS` × the thread's, where recorded)."""
+    for recs in (side.produce, side.probe.produce if side.probe is not None else []):
+        r = [x.proc_cpu_us / x.cpu_us for x in recs if x.proc_cpu_us is not None and x.cpu_us > 0]
+        if r and float(np.median(r)) > GAUGE_THREADS:
+            return False
+    return True
+
+
+def joint_gamma(wa_us: float, sa: float, wb_us: float, sb: float, threads: int
+                ) -> float | None:
+    """``γ`` that makes one step's work the same at two settings, each of wall ``w`` (µs) with
+    its team's share of a core ``s``: ``wa × sa^e = wb × sb^e``, ``e = 1 + γ (T − 1)``, so
+    ``e = ln(wb / wa) / ln(sa / sb)``; None where the shares are too alike to tell ``e``
+    (``|ln(sa / sb)|`` under :data:`MIN_STALL`) or a value is not positive. Not kept inside
+    :data:`GAMMA_BOUNDS`: below 0 the team advanced faster than its threads' shares allow
+    even together (``e`` under 1), a failed test of the model's family."""
+    if threads <= 1 or min(wa_us, wb_us, sa, sb) <= 0:
+        return None
+    d = math.log(sa / sb)
+    if abs(d) < MIN_STALL:
+        return None
+    return float((math.log(wb_us / wa_us) / d - 1) / (threads - 1))
+
+
+def fit_joint_stall(cal_steps, probe_steps, threads: int, probe_free: bool,
+                    gauge: tuple[list[float], list[float]] | None = None, seed: int = 0
+                    ) -> tuple[float, tuple[float, float]] | None:
+    """``(γ, (P10, P90))`` of :func:`joint_gamma` from a contended calibration setting's steps
+    and a probe's (``probe_free``: the probe's team had a core per thread, so its share is 1
+    and its wall is the work). ``gauge``: the CPU of each batch (µs) at the two settings, the
+    host's speed: each setting's wall is divided by its median (the same batch code; fresh6's
+    host moved it ×1.6 between runs minutes apart, h-zero17). P10–P90 over a bootstrap of the
+    steps; None as :func:`joint_gamma`, or with fewer than 2 steps a setting."""
+    wa, ca = _steps(cal_steps)
+    wb, cb = _steps(probe_steps)
+    if len(wa) < 2 or len(wb) < 2:
+        return None
+    ga, gb = (1.0, 1.0) if gauge is None else (float(np.median(gauge[0])),
+                                               float(np.median(gauge[1])))
+
+    def one(a, b, c, d):
+        sb = 1.0 if probe_free else float(d.mean() / (threads * c.mean()))
+        return joint_gamma(float(a.mean()) / ga, float(b.mean() / (threads * a.mean())),
+                           float(c.mean()) / gb, sb, threads)
+
+    point = one(wa, ca, wb, cb)
+    if point is None:
+        return None
+    rng = np.random.default_rng(seed)
+    boots = [g for _ in range(BOOTSTRAP)
+             for i, j in [(rng.integers(0, len(wa), len(wa)), rng.integers(0, len(wb), len(wb)))]
+             if (g := one(wa[i], ca[i], wb[j], cb[j])) is not None]
+    if len(boots) < BOOTSTRAP // 2:
+        return None
+    lo, hi = (float(v) for v in np.percentile(boots, [10, 90]))
+    return point, (lo, hi)
+
+
+def contended_team_stall(side, team: int, seed: int = 0):
+    """:func:`calibration.sidecar_fit.team_stall_from_sidecar` where the calibration setting's ``team`` threads and
+    workers were more than the cores: its step's work is inverted from its wall at ``γ``, so
+    ``γ`` is drawn and the work re-inverted at each draw (:mod:`models.team_inversion`). A
+    probe at a second ``num_workers`` (not a second batch size) is the second equation of the
+    same work: ``γ`` and the work jointly, in closed form
+    (:func:`fit_joint_stall`, each setting's wall over its batch CPU,
+    the host's speed), its bootstrap's P10–P90 widened to the uniform range with that P10–P90;
+    else the stated :data:`CONTENDED_PRIOR`, point 1."""
+    nw = side.loader.num_workers
+    fit = None
+    if side.probe is not None and not side.batch_probe:
+        base = [side.steps[i] for i in probe_base_steps(side)]
+        gauge = ([r.cpu_us for r in after_startup(side.produce)],
+                 [r.cpu_us for r in after_startup(side.probe.produce)])
+        ok = all(len(g) >= GAUGE_MIN_BATCHES for g in gauge) and one_thread_batches(side)
+        fit = fit_joint_stall(base, side.probe.steps, team,
+                              side.probe.num_workers + team <= side.host_cores,
+                              gauge if ok else None, seed)
+    told = "" if fit is None else (
+        f"γ {fit[0]:.2f} (P10–P90 {fit[1][0]:.2f}–{fit[1][1]:.2f}) from the calibration "
+        f"setting ({team} threads, {nw} worker(s), more than the {side.host_cores} cores) and "
+        f"the probe at num_workers={side.probe.num_workers} jointly: one work at both walls, "
+        f"wall × s^(1 + γ·{team - 1}), s each thread's share of a core"
+        + ("" if ok else " (no host-speed gauge: too few batches, or batches on more than "
+                         "one thread)"))
+    if fit is not None and GAMMA_BOUNDS[0] <= fit[0] <= GAMMA_BOUNDS[1]:
+        lo, hi = uniform_with_p10_p90(*fit[1])
+        lo, hi = max(lo, GAMMA_BOUNDS[0]), min(hi, GAMMA_BOUNDS[1])
+        text = (f"intra-op team stall {told}; drawn over {lo:.2f}–{hi:.2f} (inferred), the "
+                "step's work re-inverted at each draw")
+        return ({"team_stall": fit[0], "team_stall_range": (lo, hi)},
+                {"host.team_stall": "inferred"},
+                [said(text, "team_stall_joint", noted=True, summary=f"intra-op team stall γ "
+                      f"{fit[0]:.2f} fitted with the step's work from the probe; drawn over "
+                      f"{lo:.2f}–{hi:.2f}")])
+    lo, hi = CONTENDED_PRIOR
+    why = ("its probe is at a second batch_size" if side.batch_probe else
+           "the probe's shares are too alike to tell it" if side.probe is not None and fit is None
+           else "no probe in the capture" if fit is None else
+           f"the probe fails the closed form's test: {told}, outside {GAMMA_BOUNDS[0]:g}–"
+           f"{GAMMA_BOUNDS[1]:g} (under 0 the team advanced faster than its threads' shares "
+           "allow even together), so one γ does not hold at both settings")
+    if fit is not None:       # the prior's range stretched to what the probe said
+        lo = max(min(lo, fit[1][0]), GAMMA_BOUNDS[0])
+        hi = min(max(hi, fit[1][1]), GAMMA_BOUNDS[1])
+    text = (f"intra-op team stall γ not calibrated ({why}): the calibration setting's {team} "
+            f"threads and {nw} worker(s) were more than the {side.host_cores} cores, so its "
+            f"step's work is inverted from its wall as wall × s^(1 + γ·{team - 1}) at γ 1 and "
+            f"re-inverted at each γ drawn over {lo:.2f}–{hi:.2f} (the prior "
+            f"{CONTENDED_PRIOR[0]:g}–{CONTENDED_PRIOR[1]:g}, measured on this machine at "
+            "contended settings" + (", stretched to the probe's P10–P90)" if fit is not None
+                                    else "); a probe at a second num_workers would fit it"))
+    return ({"team_stall": 1.0, "team_stall_range": (lo, hi)}, {"host.team_stall": "assumed"},
+            [prior_said(text, "host.team_stall", "intra-op team stall γ", lo, hi)])

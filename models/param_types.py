@@ -247,6 +247,11 @@ class HostParams(StrictModel):
     team_stall_range: tuple[float, float] | None = None
     """Uncertainty of ``team_stall`` (low, high), drawn uniformly by prediction intervals:
     fitted from a probe's team steps, or a stated prior without one."""
+    team_stall_share: float | None = Field(default=None, gt=0, le=1)
+    """The share of a core each intra-op thread of the training step held in a calibration
+    setting whose threads were more than the cores, where the step's work was inverted from its
+    wall at ``team_stall`` (:func:`calibration.cpu.stalled_team_wall`); a draw of ``γ``
+    re-inverts it (:func:`models.team_inversion.reinverted`). None: not inverted."""
     team_spin_us: float = Field(default=0.0, ge=0, le=1e6)
     """How long (µs of wall) a multi-threaded op's other intra-op threads stay runnable,
     spinning at libgomp's barrier, after the op's last parallel region (and through its serial
@@ -305,6 +310,8 @@ class HostParams(StrictModel):
                 and not self.same_thread_ref:   # nor one without the same-thread cost
             for k in ("same_thread", "same_thread_range", "same_thread_ref"):
                 out.pop(k, None)
+        if isinstance(out, dict) and self.team_stall_share is None:   # nor an uninverted one
+            out.pop("team_stall_share", None)
         if isinstance(out, dict) and self.refault_growth == 1.0 \
                 and self.refault_growth_range is None:       # nor before the growth prior
             out.pop("refault_growth", None)

@@ -10,7 +10,8 @@ import pytest
 from stepsim.calibration.corun import Activity, fit_interference
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_fit import team_stall_from_sidecar
-from stepsim.calibration.team_stall import TEAM_STALL_PRIOR, fit_team_stall, gamma_of
+from stepsim.calibration.team_stall import (CONTENDED_PRIOR, TEAM_STALL_PRIOR, fit_team_stall,
+                                           gamma_of)
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import simulate
 from tests.test_host_physics import region_beside_hogs
@@ -104,9 +105,11 @@ def test_team_stall_prior_without_a_probe_and_none_for_one_thread():
     assert host == {"team_stall": sum(TEAM_STALL_PRIOR) / 2, "team_stall_range": TEAM_STALL_PRIOR}
     assert src == {"host.team_stall": "assumed"} and "no probe" in warn[0]
     assert team_stall_from_sidecar(_side(0, 1)) == ({}, {}, [])
+    assert warn[0].record.kind == "prior:host.team_stall" and warn[0].record.noted
     host, src, warn = team_stall_from_sidecar(_side(1, 2))   # 2 threads + 1 worker > 2 cores
-    # the parameter is named where γ is (newuser4: "kept at γ 1" named nothing to look up)
-    assert host == {} and "γ (host.team_stall) kept at 1" in warn[0]
+    # γ drawn with the work re-inverted (issue 10's honest-interval rule), not kept at 1
+    assert host == {"team_stall": 1.0, "team_stall_range": CONTENDED_PRIOR}
+    assert src == {"host.team_stall": "assumed"} and "re-inverted at each γ" in warn[0]
 
 
 def test_a_probe_raises_the_floor_of_the_team_stall():
@@ -115,6 +118,7 @@ def test_a_probe_raises_the_floor_of_the_team_stall():
     assert 1.5 < lo < 2.5 and hi == TEAM_STALL_PRIOR[1]
     assert host["team_stall"] == pytest.approx((lo + hi) / 2)
     assert src == {"host.team_stall": "inferred"} and "a floor" in warn[0]
+    assert warn[0].record.kind == "team_stall_floor" and warn[0].record.noted
 
 
 def _model(nw: int, stall: float, produce_ms: float = 10.0) -> StepModel:
