@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from stepsim.calibration.probe_steps import after_startup, probe_base_steps, uniform_with_p10_p90
+from stepsim.calibration.probe_steps import probe_base_steps, uniform_with_p10_p90
 from stepsim.models.warning_record import prior_said, said
 
 TEAM_STALL_PRIOR = (1.0, 10.0)
@@ -162,22 +162,6 @@ the CNN beside one always-runnable thread (:data:`TEAM_STALL_PRIOR`); between th
 beside two always-busy workers, 0.65–1.06 (:mod:`models.cpu_place`). The step's work is
 inverted at each drawn ``γ`` (:func:`models.team_inversion.reinverted`), so the range moves
 the work and the stall together."""
-GAUGE_MIN_BATCHES = 2
-"""Batches each setting needs for the host-speed gauge of :func:`fit_joint_stall`."""
-GAUGE_THREADS = 1.3
-"""A batch whose process CPU is more than this × its thread's ran on library threads too (a
-worker's OpenBLAS team: fresh7's audio batches, 363 ms of process CPU against 180 ms of the
-worker's thread, 2026-12-07): its thread's CPU then waits on them, no gauge of the host."""
-
-
-def one_thread_batches(side) -> bool:
-    """Whether the capture's and its probe's batches each ran on one thread (the median
-    process CPU within :data:`GAUGE_THREADS` × the thread's, where recorded)."""
-    for recs in (side.produce, side.probe.produce if side.probe is not None else []):
-        r = [x.proc_cpu_us / x.cpu_us for x in recs if x.proc_cpu_us is not None and x.cpu_us > 0]
-        if r and float(np.median(r)) > GAUGE_THREADS:
-            return False
-    return True
 
 
 def joint_gamma(wa_us: float, sa: float, wb_us: float, sb: float, threads: int
@@ -196,26 +180,25 @@ def joint_gamma(wa_us: float, sa: float, wb_us: float, sb: float, threads: int
     return float((math.log(wb_us / wa_us) / d - 1) / (threads - 1))
 
 
-def fit_joint_stall(cal_steps, probe_steps, threads: int, probe_free: bool,
-                    gauge: tuple[list[float], list[float]] | None = None, seed: int = 0
+def fit_joint_stall(cal_steps, probe_steps, threads: int, probe_free: bool, seed: int = 0
                     ) -> tuple[float, tuple[float, float]] | None:
     """``(γ, (P10, P90))`` of :func:`joint_gamma` from a contended calibration setting's steps
     and a probe's (``probe_free``: the probe's team had a core per thread, so its share is 1
-    and its wall is the work). ``gauge``: the CPU of each batch (µs) at the two settings, the
-    host's speed: each setting's wall is divided by its median (the same batch code; fresh6's
-    host moved it ×1.6 between runs minutes apart, h-zero17). P10–P90 over a bootstrap of the
-    steps; None as :func:`joint_gamma`, or with fewer than 2 steps a setting."""
+    and its wall is the work). P10–P90 over a bootstrap of the steps; the host's speed between
+    the two is not in it (each setting's wall is taken as it was: a batch's CPU is no gauge of
+    the step's, measured on fresh6's w1p0 capture, whose probe's batches took 1.35× the
+    capture's CPU while its step's wall matched the 0.76–1.03 of ``γ`` h-zero17 measured in
+    one process, 0.94 raw against 1.52 over the batches' CPU). None as :func:`joint_gamma`, or
+    with fewer than 2 steps a setting."""
     wa, ca = _steps(cal_steps)
     wb, cb = _steps(probe_steps)
     if len(wa) < 2 or len(wb) < 2:
         return None
-    ga, gb = (1.0, 1.0) if gauge is None else (float(np.median(gauge[0])),
-                                               float(np.median(gauge[1])))
 
     def one(a, b, c, d):
         sb = 1.0 if probe_free else float(d.mean() / (threads * c.mean()))
-        return joint_gamma(float(a.mean()) / ga, float(b.mean() / (threads * a.mean())),
-                           float(c.mean()) / gb, sb, threads)
+        return joint_gamma(float(a.mean()), float(b.mean() / (threads * a.mean())),
+                           float(c.mean()), sb, threads)
 
     point = one(wa, ca, wb, cb)
     if point is None:
@@ -231,31 +214,25 @@ def fit_joint_stall(cal_steps, probe_steps, threads: int, probe_free: bool,
 
 
 def contended_team_stall(side, team: int, seed: int = 0):
-    """:func:`calibration.sidecar_fit.team_stall_from_sidecar` where the calibration setting's ``team`` threads and
-    workers were more than the cores: its step's work is inverted from its wall at ``γ``, so
-    ``γ`` is drawn and the work re-inverted at each draw (:mod:`models.team_inversion`). A
-    probe at a second ``num_workers`` (not a second batch size) is the second equation of the
-    same work: ``γ`` and the work jointly, in closed form
-    (:func:`fit_joint_stall`, each setting's wall over its batch CPU,
-    the host's speed), its bootstrap's P10–P90 widened to the uniform range with that P10–P90;
-    else the stated :data:`CONTENDED_PRIOR`, point 1."""
+    """:func:`calibration.sidecar_fit.team_stall_from_sidecar` where the calibration
+    setting's ``team`` threads and workers were more than the cores: its step's work is
+    inverted from its wall at ``γ``, so ``γ`` is drawn and the work re-inverted at each draw
+    (:mod:`models.team_inversion`). A probe at a second ``num_workers`` (not a second batch
+    size) is the second equation of the same work: ``γ`` and the work jointly, in closed form
+    (:func:`fit_joint_stall`), drawn over the uniform range whose P10–P90 is the bootstrap's
+    where the point is in the family (``γ ≥ 0``); else the stated :data:`CONTENDED_PRIOR`,
+    point 1, stretched to the probe's P10–P90 where there is one."""
     nw = side.loader.num_workers
     fit = None
     if side.probe is not None and not side.batch_probe:
         base = [side.steps[i] for i in probe_base_steps(side)]
-        gauge = ([r.cpu_us for r in after_startup(side.produce)],
-                 [r.cpu_us for r in after_startup(side.probe.produce)])
-        ok = all(len(g) >= GAUGE_MIN_BATCHES for g in gauge) and one_thread_batches(side)
         fit = fit_joint_stall(base, side.probe.steps, team,
-                              side.probe.num_workers + team <= side.host_cores,
-                              gauge if ok else None, seed)
+                              side.probe.num_workers + team <= side.host_cores, seed)
     told = "" if fit is None else (
         f"γ {fit[0]:.2f} (P10–P90 {fit[1][0]:.2f}–{fit[1][1]:.2f}) from the calibration "
         f"setting ({team} threads, {nw} worker(s), more than the {side.host_cores} cores) and "
         f"the probe at num_workers={side.probe.num_workers} jointly: one work at both walls, "
-        f"wall × s^(1 + γ·{team - 1}), s each thread's share of a core"
-        + ("" if ok else " (no host-speed gauge: too few batches, or batches on more than "
-                         "one thread)"))
+        f"wall × s^(1 + γ·{team - 1}), s each thread's share of a core")
     if fit is not None and GAMMA_BOUNDS[0] <= fit[0] <= GAMMA_BOUNDS[1]:
         lo, hi = uniform_with_p10_p90(*fit[1])
         lo, hi = max(lo, GAMMA_BOUNDS[0]), min(hi, GAMMA_BOUNDS[1])

@@ -5,9 +5,9 @@ Where the calibration setting's intra-op threads and workers were more than the 
 step's work is its wall × ``s^(1 + γ (T − 1))`` (:func:`calibration.cpu.stalled_team_wall`),
 ``s`` the share of a core each of its ``T`` threads held (``HostParams.team_stall_share``).
 That work depends on ``γ``: an interval that draws ``γ`` takes the work at the same ``γ``,
-``× s^((γ' − γ)(T − 1))`` (its mean share stands for each step's), so the range moves the work
-and the stall together and cancels at the calibration setting where the model's stall is the
-inversion's form.
+``× s^((γ' − γ)(T − 1))`` (its mean share stands for each step's), so the range moves the
+work and the stall together (they cancel at the calibration setting only where the
+simulator's stall there is the inversion's form).
 """
 from __future__ import annotations
 
