@@ -47,8 +47,13 @@ def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: in
     """The produce-time distribution from steady-state records.
 
     Returns ``(DurationSpec, threads_per_worker, basis)``. ``threads_per_worker`` is the
-    median ratio of a worker's process CPU time to its wall time, rounded (1 unless library
-    threads ran). When the calibration run had no more producer and host threads than cores,
+    median ratio of a worker's process CPU time to its wall time, or to its producing thread's
+    CPU time where that is more, rounded (1 unless library threads ran): beside more runnable
+    threads than cores a worker's wall holds its threads' waits, so the wall's ratio reads 1
+    (fresh7's audio worker, numpy's OpenBLAS at 2 threads that spin: process CPU 363 ms a
+    batch against 180 ms of its thread and 359 ms of wall at 1 worker on 2 cores, 2026-12-07;
+    with ``OPENBLAS_NUM_THREADS=1`` 102–114 ms, and the step 196–229 ms against 403–461).
+    When the calibration run had no more producer and host threads than cores,
     each batch's **wall** time × threads is used: it is what producing cost on this machine as
     it was, other load included. Otherwise the wall time is inflated by the run's own
     contention, which the simulator models itself, so the CPU time is used. ``ranks``: the
@@ -56,6 +61,9 @@ def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: in
     with a worker each on 2 cores: 4 busy threads, the batches' walls 2.5-3x their CPU).
     """
     par = float(np.median([r.work_us / r.wall_us for r in recs if r.wall_us > 0] or [1.0]))
+    own = [r.work_us / r.cpu_us for r in recs
+           if r.worker >= 0 and r.proc_cpu_us is not None and r.cpu_us > 0]
+    par = max(par, float(np.median(own))) if own else par
     tpw = int(round(par)) if par > 1.3 else 1
     threads = ranks * (num_workers * tpw + main_threads)
     if host_cores is not None and threads > host_cores:
