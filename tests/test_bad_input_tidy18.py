@@ -136,3 +136,79 @@ def test_a_gpu_traces_impossible_input_dims_leave_its_size_unknown(nccl_trace, t
     assert 78_473_228 in orig and 16 not in got
     assert got == [None if b == 78_473_228 else b for b in orig]
     assert _md5(nccl_trace) == before
+
+
+def test_the_keep_and_engine_messages_list_their_tuples(monkeypatch):
+    """simulate's refusals name every value of ``KEEPS`` / ``ENGINES`` (the message spelled
+    them out, so a new value would have been missing from it)."""
+    from stepsim.models import simulate as sim
+    from stepsim.simcore.errors import SimulationError
+
+    m = load_model(MODEL)
+    with pytest.raises(SimulationError, match=r"keep must be 'all', 'steps', 'brief' or 'runs', "
+                                              r"got 'x'"):
+        sim.simulate(m, steps=2, keep="x")
+    monkeypatch.setattr(sim, "KEEPS", sim.KEEPS + ("more",))
+    monkeypatch.setattr(sim, "ENGINES", sim.ENGINES + ("other",))
+    with pytest.raises(SimulationError, match=r"'brief', 'runs' or 'more', got 'x'"):
+        sim.simulate(m, steps=2, keep="x")
+    with pytest.raises(SimulationError, match=r"'events', 'quanta' or 'other', got 'y'"):
+        sim.simulate(m, steps=2, engine="y")
+
+
+def test_finish_checks_a_stopped_run_in_one_place(monkeypatch):
+    """``Processes.finish`` repeated ``_run``'s RuntimeError check; it now runs its hosts
+    through ``_run`` too, whose message names the stuck ranks once the run stopped."""
+    from stepsim.models import processes as pr
+
+    calls = []
+    run = pr.Processes._run
+
+    def spy(self, evs, why, every=False):
+        calls.append((len(evs), every))
+        return run(self, evs, why, every)
+
+    monkeypatch.setattr(pr.Processes, "_run", spy)
+    from stepsim.models.simulate import simulate
+    simulate(load_model(MODEL), steps=3, warmup=1)
+    assert calls[0] == (2, True), calls      # the 2 ranks' host threads, then the device
+
+
+@pytest.mark.parametrize("capture, cores", [(1, 2), (2, 2), (1, 4), (3, 4), (5, 4), (0, 2),
+                                            (0, 8)])
+def test_every_probe_note_gives_the_one_rule(capture, cores):
+    """fresh7 (2026-12-07): beside a 1-worker capture on 2 cores the 2-worker probe's note
+    asked for a probe at 0 workers, and the 0-worker probe's (interference fitted 1.000)
+    for one at a second num_workers > 0. Every note now ends with the same rule: a probe on
+    the capture's side of num_workers=0 calibrates interference alone (none on 2 cores),
+    one across it the main thread's own cost with the interference."""
+    from stepsim.calibration.same_thread import probe_rule, same_side_workers
+
+    rule = probe_rule(capture, cores)
+    same = same_side_workers(capture, cores)
+    assert same is None if capture == 0 or cores < 3 else same not in (0, capture)
+    assert (f"a probe at num_workers={same} calibrates co-run interference alone" in rule
+            if same is not None else "no probe calibrates co-run interference alone" in rule)
+    across = 0 if capture else cores - 1
+    assert f"a probe at num_workers={across} calibrates the main thread's own cost" in rule
+    assert "second num_workers > 0" not in rule
+
+
+def test_the_demos_probe_notes_agree():
+    """The demo's synthetic capture at 1 worker on 2 cores: with its probe at 2 workers the
+    interference note no longer asks for a probe at 0 (which moves the batches onto the main
+    thread); with its probe at 0 and an interference past the prior, the note no longer asks
+    for a second num_workers > 0 (none on 2 cores has another load). Both give the rule."""
+    from stepsim.calibration.same_thread import probe_rule
+    from stepsim.calibration.sidecar_fit import interference_from_sidecar
+    from tests.test_demo_probe import _side
+
+    rule = probe_rule(1, 2)
+    _, _, _, near = interference_from_sidecar(_side(2, 0.1))
+    _, src, _, far = interference_from_sidecar(_side(0, 0.3))
+    assert src["host.interference"] == "inferred"
+    notes = [w for w in near + far if w.startswith(("co-run interference not calibrated",
+                                                    "co-run interference fitted at"))]
+    assert len(notes) == 2, near + far
+    for w in notes:
+        assert rule in w and "would measure it" not in w and "second num_workers" not in w
