@@ -25,8 +25,7 @@ from stepsim.models.host import INTERLEAVE_SLICES
 from stepsim.models.params import StepModel
 
 __all__ = ["MAX_RUN_WORK", "ALWAYS_STEPS", "MAX_SMALL_RUN_WORK", "MAX_STEPS", "MAX_WORK",
-           "DRAW_STEPS",
-           "PIECE_US", "PROCESS_PIECE_US", "THREAD_PIECE_US", "thread_pieces", "step_work",
+           "DRAW_STEPS", "PIECE_US", "PROCESS_PIECE_US", "THREAD_PIECE_US", "thread_pieces", "step_work",
            "collective_quanta", "processes_only", "runs_as_processes", "step_cost_us",
            "chosen_reach", "work_problem", "time_problem"]
 
@@ -136,10 +135,10 @@ def step_cost_us(model: StepModel) -> float:
     """The CPU µs one step of ``model`` takes to simulate, over every rank: its pieces at
     :data:`PIECE_US`, or where it :func:`runs_as_processes` at :data:`PROCESS_PIECE_US` and
     :data:`THREAD_PIECE_US` (an estimate from two models; the one-core host's speed moves it)."""
+    if not runs_as_processes(model):
+        return step_work(model) * PIECE_US
     threads = thread_pieces(model)
     rest = step_work(model) // len(model.ranks) - threads
-    if not runs_as_processes(model):
-        return len(model.ranks) * (rest + threads) * PIECE_US
     return len(model.ranks) * (rest * PROCESS_PIECE_US + threads * THREAD_PIECE_US)
 
 
@@ -171,10 +170,11 @@ def work_problem(model: StepModel, steps: int, warmup: int) -> str | None:
 
 def time_problem(model: StepModel, steps: int, warmup: int) -> str | None:
     """Why a given count of ``steps`` measured and ``warmup`` warm-up steps of ``model`` is
-    refused for the time it would take (:func:`step_cost_us` × the steps past
-    :data:`MAX_RUN_WORK` × :data:`PIECE_US`), or None. A count the verbs could choose
-    (:func:`chosen_reach` and the default warm-up of 20) is never refused here, nor a model
-    that does not :func:`runs_as_processes` (its bound is :data:`MAX_RUN_WORK`'s)."""
+    refused for the time it would take (:func:`step_cost_us` × the steps, past
+    :data:`MAX_RUN_WORK` × :data:`PIECE_US`, about 13.5 s), or None. A count the verbs could
+    choose (:func:`chosen_reach`, with up to :data:`ALWAYS_STEPS` of warm-up) is never refused
+    here, nor a model that does not :func:`runs_as_processes` (its bound is
+    :data:`MAX_RUN_WORK`'s)."""
     if not runs_as_processes(model):
         return None
     per_us = step_cost_us(model)
