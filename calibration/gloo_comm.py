@@ -11,6 +11,7 @@ from stepsim.calibration.gloo_cold import cold_opt_params, cold_params
 from stepsim.calibration.gloo_cpu import FLOOR_NOTE, host_cpu_cost
 from stepsim.calibration.gloo_transfer import transfer_fit
 from stepsim.calibration.gloo_wake import wake_params
+from stepsim.calibration.gpu_kinds import MAX_NUMEL_WORDS
 from stepsim.models.ddp import build_buckets
 from stepsim.models.params import CommParams, DeviceTask, GradParam
 
@@ -53,14 +54,16 @@ def record_sizes(colls: list[_Coll], rec, warnings: list[str]) -> dict[int, int]
 
 def _unsized_why(unsized) -> str:
     """Why all-reduces have no size, in words: no Input Dims (a profiler without
-    ``record_shapes``), or Input Dims with a size <= 0 or past 2**60 elements (recorded, but
+    ``record_shapes``), or Input Dims with a size <= 0 or past
+    :data:`calibration.gpu_kinds.MAX_NUMEL` elements (recorded, but
     no bucket's)."""
     bad = sum(c.bad_dims for c in unsized)
     absent = len(unsized) - bad
     parts = ([f"{'have' if not bad else f'{absent} have'} no Input Dims (recorded without "
               "record_shapes)"] if absent else []) + (
         [f"{'have' if not absent else f'{bad} have'} Input Dims with a size <= 0 or past "
-         "2**60 elements, which no bucket has (the trace's shapes are wrong)"] if bad else [])
+         f"{MAX_NUMEL_WORDS} elements, which no bucket has (the trace's shapes are wrong)"]
+        if bad else [])
     return " and ".join(parts)
 
 

@@ -2,7 +2,6 @@
 worker threads' collectives, and each step's host ops (see :mod:`calibration.gloo`)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 
 from stepsim.calibration.events import EventTable
 from stepsim.calibration.gloo_loader import loader_nexts
+from stepsim.calibration.gpu_kinds import MAX_NUMEL_WORDS, dims_numel
 from stepsim.calibration.gloo_resume import last_resume, resume_after_wait
 from stepsim.calibration.profiler_events import phase_events
 from stepsim.calibration.steps import find_steps
@@ -59,15 +59,10 @@ class _Rank:
     colls: list[_Coll] = field(default_factory=list)    # every collective of the trace
 
 
-MAX_NUMEL = 2**60
-"""The most elements an Input Dims may give: their bytes, at 8 an element, fit an int64. A
-larger all-reduce that fits is refused in one line where it is more than every gradient
-(:mod:`calibration.gloo_dispatch`); past this it is a size that cannot be right."""
-
-
 def _input_numel(table: EventTable, i: int) -> tuple[int | None, str, bool]:
     """(elements of the collective's first input, its dtype, whether its Input Dims were
-    recorded but hold a size <= 0, a non-integer, or more than :data:`MAX_NUMEL` elements):
+    recorded but hold a size <= 0, a non-integer, or more than
+    :data:`calibration.gpu_kinds.MAX_NUMEL` elements):
     numel None when absent or bad. The product is Python's, exact (numpy's int64 wrapped
     [2**40, 2**40] to 0 and [3037000500, 3037000500] to a negative size that refused the
     whole job)."""
@@ -75,9 +70,7 @@ def _input_numel(table: EventTable, i: int) -> tuple[int | None, str, bool]:
     d = dims[0] if isinstance(dims, list) and dims else None
     while isinstance(d, list) and d and isinstance(d[0], list):
         d = d[0]
-    ok = isinstance(d, list) and d and all(isinstance(x, int) and x > 0 for x in d)
-    n = math.prod(d) if ok else None        # a dim <= 0 cannot be a bucket's: unknown
-    n = n if n is None or n <= MAX_NUMEL else None
+    n = dims_numel(d, least=1) if d else None   # a dim <= 0 cannot be a bucket's: unknown
     t = types[0] if isinstance(types, list) and types else ""
     return n, str(t), n is None and isinstance(d, list) and bool(d)
 
@@ -125,8 +118,8 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     bad = sum(b for _, _, b in sized)
     if bad:   # (a size <= 0, a float: each bucket's copies are then matched to nothing)
         warnings.append(f"{table.path.name}: {bad} of {len(cp)} {COPY} event(s) have Input "
-                        "Dims that cannot be right (a size <= 0, not an integer or past 2**60 "
-                        "elements): their "
+                        "Dims that cannot be right (a size <= 0, not an integer or past "
+                        f"{MAX_NUMEL_WORDS} elements): their "
                         "steps' buckets are not matched to their copies, and the resume from "
                         "the last bucket's wait is searched up to the last copy")
     for s in use:

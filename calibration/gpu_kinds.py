@@ -8,20 +8,43 @@ name; :func:`collective_info` a collective's bytes, group size and name.
 ``ncclDevKernel_*``) are ``collective`` tasks in category ``communication``. Bytes and group
 size come from the kernel's own ``Collective name``/``In msg nelems``/``dtype``/``Group size``
 args, else from the enclosing ``record_param_comms`` op, else from the enclosing ``nccl:*``
-annotation's ``Input Dims``/``Input type``.
+annotation's ``Input Dims``/``Input type``. A count is Python's exact product; past
+:data:`MAX_NUMEL` elements, or a dim below 0, a size cannot be right and the bytes are unknown
+(numpy's int64 product wrapped [3037000500, 3037000500] to a negative size that refused the
+whole trace, and [2**62 + 1, 4] to a 16-byte all-reduce).
 """
 from __future__ import annotations
 
 import bisect
 import functools
+import math
 import re
 
 import numpy as np
 
 from stepsim.calibration.events import EventTable
 
-__all__ = ["COLLECTIVE_RE", "CATEGORY_RULES", "DTYPE_BYTES", "categorize", "copy_kind_of",
-           "is_pinned", "collective_info", "ThreadRows"]
+__all__ = ["COLLECTIVE_RE", "CATEGORY_RULES", "DTYPE_BYTES", "MAX_NUMEL", "MAX_NUMEL_WORDS",
+           "categorize", "copy_kind_of", "is_pinned", "collective_info", "dims_numel", "ThreadRows"]
+
+MAX_NUMEL = 2**60
+"""The most elements an Input Dims (or a collective's ``In msg nelems``) may give: their
+bytes, at 8 an element, fit an int64. A larger gloo all-reduce that fits is refused in one
+line where it is more than every gradient (:mod:`calibration.gloo_dispatch`); past this it is
+a size that cannot be right."""
+MAX_NUMEL_WORDS = f"2**{math.log2(MAX_NUMEL):g}"
+""":data:`MAX_NUMEL` as a warning writes it ("2**60")."""
+
+
+def dims_numel(dims, least: int = 0) -> int | None:
+    """The elements of a tensor of shape ``dims`` (a list of ints, each at least ``least``;
+    ``[]`` a scalar, 1), Python's exact product; None for anything else or past
+    :data:`MAX_NUMEL`."""
+    if not isinstance(dims, list) or not all(
+            type(x) is int and x >= least for x in dims):   # a bool is no dim
+        return None
+    n = math.prod(dims)
+    return n if n <= MAX_NUMEL else None
 
 COLLECTIVE_RE = re.compile(r"^(nccl|rccl)", re.IGNORECASE)
 CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = (
@@ -140,11 +163,11 @@ def collective_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarra
     made once for many calls)."""
 
     def from_row(r):
-        n = table.in_nelems[r]
+        n = int(table.in_nelems[r])
         if n < 0:
-            n = table.out_nelems[r]
+            n = int(table.out_nelems[r])
         size = DTYPE_BYTES.get(str(table.dtype[r]).lower())
-        b = int(n * size) if n >= 0 and size else None
+        b = n * size if 0 <= n <= MAX_NUMEL and size else None
         gs = int(table.group_size[r]) if table.group_size[r] > 0 else None
         return b, gs, str(table.coll_name[r])
 
@@ -173,7 +196,7 @@ def collective_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarra
             if isinstance(dims, list) and dims and isinstance(dims[0], list) and \
                     isinstance(typ, list) and typ:
                 size = DTYPE_BYTES.get(str(typ[0]).lower())
-                if size and all(isinstance(x, int) for x in dims[0]):
-                    b = int(np.prod(dims[0], dtype=np.int64)) * size if dims[0] else size
+                n = dims_numel(dims[0])
+                b = n * size if size and n is not None else None
             return b, None, str(table.names[r]).split(":", 1)[-1]
     return None, None, ""

@@ -80,6 +80,40 @@ def _kinds(acts, loads):
     return out
 
 
+def same_side_workers(nw: int, cores: int) -> int | None:
+    """The ``num_workers`` of a probe that calibrates co-run interference alone beside a
+    capture at ``nw`` workers on ``cores`` cores: on the capture's side of ``num_workers=0``
+    (so the batches stay off the main thread), with the other share of the other cores busy
+    (``min(w, cores − 1)`` of ``cores − 1``: 1 worker where the capture fills them, else
+    ``cores − 1``). None where there is none: a 0-worker capture (any probe moves the batches
+    off the main thread), or 2 cores or fewer (every setting with workers fills the one other
+    core: the demo's 1 and 2 workers gave loads 0.90 and 1.00, too near to fit)."""
+    if nw == 0 or cores < 3:
+        return None
+    return 1 if min(nw, cores - 1) == cores - 1 else cores - 1
+
+
+def probe_rule(nw: int, cores: int) -> str:
+    """What a probe can calibrate beside a capture at ``nw`` workers on ``cores`` cores, in
+    the words every probe note ends with (one rule, so that no note asks for the probe
+    another note says cannot calibrate it; fresh7, 2026-12-07): a probe on the capture's
+    side of ``num_workers=0`` (:func:`same_side_workers`) calibrates co-run interference
+    alone; a probe across it calibrates the main thread's own cost together with that
+    interference, which is what a what-if across ``num_workers=0`` needs, and neither alone.
+    One capture holds one probe."""
+    same = same_side_workers(nw, cores)
+    across = 0 if nw > 0 else max(cores - 1, 1)
+    alone = (f"a probe at num_workers={same} calibrates co-run interference alone"
+             if same is not None else
+             "no probe calibrates co-run interference alone here ("
+             + ("a 0-worker capture's probe moves the batches off the main thread"
+                if nw == 0 else f"on {cores} cores every setting with workers fills the "
+                "other core") + ")")
+    return (f"{alone}; a probe at num_workers={across} calibrates the main thread's own cost "
+            "of making its batches together with the interference between the settings (what "
+            "a what-if across num_workers=0 needs), not either alone; a capture holds one probe")
+
+
 def _unfitted(cal, probe, side) -> str:
     """Why a probe across ``num_workers=0`` gives no fit: a kind (batch, step) without two
     fitted records on each side, e.g. the step on torch's intra-op threads (``team_step``:
@@ -184,6 +218,6 @@ def same_thread_from_sidecar(side, interference: float, seed: int = 0):
             "the batches "
             f"{'onto' if nw > 0 else 'off'} the main thread"
             + ("" if past else f" (capture with probe_workers={want.split()[0]} to "
-               "calibrate it)"), "host.same_thread",
+               "calibrate it, together with the co-run interference)"), "host.same_thread",
                       "the main thread's own cost of making its batches", lo, hi)
     return host, {"host.same_thread": "assumed"}, [warn]

@@ -22,7 +22,8 @@ from stepsim.calibration.handover import handover_from_sidecar, probe_unpickle
 from stepsim.calibration.oversub import oversub_from_sidecar
 from stepsim.calibration.probe_steps import (PROBE_FIRST_STEPS, after_startup,  # noqa: F401
                                              probe_base_steps, uniform_with_p10_p90)
-from stepsim.calibration.same_thread import same_thread_from_sidecar
+from stepsim.calibration.same_thread import (probe_rule, same_side_workers,
+                                             same_thread_from_sidecar)
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
 from stepsim.calibration.team_stall import (TEAM_STALL_PRIOR, contended_team_stall,
@@ -183,11 +184,12 @@ def worker_startup_us(side: Sidecar) -> float | None:
     return max(0.0, min(starts) - side.iter_start_us)
 
 
-def outside_prior(fit) -> str | None:
+def outside_prior(fit, side: Sidecar) -> str | None:
     """The warning for a fitted coefficient whose whole P10–P90 lies above
-    :data:`calibration.corun.INTERFERENCE_PRIOR` (None inside it). Not clamped: the range
-    drawn is widened down to the prior's top instead, so the interval carries both the fit
-    and what was measured before it."""
+    :data:`calibration.corun.INTERFERENCE_PRIOR` (None inside it), ending with what a probe
+    can calibrate beside ``side``'s capture (:func:`calibration.same_thread.probe_rule`). Not
+    clamped: the range drawn is widened down to the prior's top instead, so the interval
+    carries both the fit and what was measured before it."""
     point, (p10, p90) = fit
     lo, hi = INTERFERENCE_PRIOR
     if p10 <= hi:
@@ -197,17 +199,24 @@ def outside_prior(fit) -> str | None:
             f"runs): every what-if that adds co-runners slows CPU work by {100 * point:.0f} % "
             f"with the other cores busy against {100 * hi:.0f} % at the prior's top, so "
             "its prediction can come out that much slower; the interval draws the coefficient "
-            "from the prior's top up to the fit's. Other load during the probe, or a batch that costs more "
-            "in a worker process than on the main thread, reads as interference: re-capture on "
-            "a quiet machine, or with the probe at a second num_workers > 0")
+            "from the prior's top up to the fit's. Other load during the probe, or a batch that "
+            "costs more in a worker process than on the main thread, reads as interference: "
+            "re-capture on a quiet machine; "
+            + probe_rule(side.loader.num_workers, side.host_cores or 1))
 
 
 def _measuring_probe(side: Sidecar) -> str:
-    """The probe that would measure the slope: at 0 workers beside a capture with workers
-    (nothing beside its batches: load 0), else at ``cores − 1`` workers (the other cores
-    busy), or a longer one where the probe is there already."""
+    """The probe that would measure the slope alone (on the capture's side of
+    ``num_workers=0``, the other share of the cores busy:
+    :func:`calibration.same_thread.same_side_workers`), or a longer one where the probe is
+    there already; where there is none, what each probe can calibrate
+    (:func:`calibration.same_thread.probe_rule`). A probe at 0 beside a capture with workers
+    gives the widest span of load but moves the batches onto the main thread too, so it
+    does not measure the slope alone."""
     nw, cores = side.loader.num_workers, side.host_cores or 1
-    want = 0 if nw > 0 else max(cores - 1, 1)
+    want = same_side_workers(nw, cores)
+    if want is None:
+        return probe_rule(nw, cores)
     if side.probe.num_workers == want:
         return (f"a longer probe at num_workers={want} (more records) or a quieter host "
                 "would measure it")
@@ -249,7 +258,7 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
         fit = max(fit[0], 0.0), (max(fit[1][0], 0.0), fit[1][1])
         host["interference"], host["interference_range"] = fit[0], uniform_with_p10_p90(*fit[1])
         sources["host.interference"] = "inferred"
-        far = outside_prior(fit)
+        far = outside_prior(fit, side)
         if far:
             lo_r, hi_r = host["interference_range"]
             host["interference_range"] = (min(lo_r, INTERFERENCE_PRIOR[1]), hi_r)
@@ -276,10 +285,11 @@ def interference_from_sidecar(side: Sidecar | None, seed: int = 0):
                if side is not None and side.batch_probe else
                "the probe could not separate interference (too few records in both settings)"
                if side is not None and side.probe is not None else "no probe in the capture")
+        ask = ("" if close else " (capture with probe_workers=N to calibrate it)" if side is None
+               else f" ({probe_rule(side.loader.num_workers, side.host_cores or 1)})")
         warn = [prior_said(f"co-run interference not calibrated ({why}): a prior of {lo:g}–{hi:g} "
                            "(the slowdown with every other core busy) widens the interval of any "
-                           "what-if that changes the co-runners"
-                           + ("" if close else " (capture with probe_workers=N to calibrate it)"),
+                           "what-if that changes the co-runners" + ask,
                            "host.interference", "co-run interference", lo, hi)]
     over, over_src, over_warn = oversub_from_sidecar(side, host["interference"], seed)
     host.update(over)

@@ -22,29 +22,15 @@ from __future__ import annotations
 import numpy as np
 
 from stepsim.models.cpu import Oversubscribed
-from stepsim.models.engine import Runs, Setup, Waits, comm_cpu_us
+from stepsim.models.engine import Runs, Setup, Waits
 from stepsim.models.params import StepModel
 from stepsim.models.processes import Processes
 from stepsim.models.simulate import SimResult, measured_steps_us, recorder_for, result_of
-from stepsim.models.sim_work import work_problem
+from stepsim.models.sim_work import processes_only, work_problem
 from stepsim.simcore.errors import SimulationError
 from stepsim.simcore.record import NullRecorder
 
 __all__ = ["Extending", "processes_only"]
-
-
-def processes_only(model: StepModel) -> bool:
-    """Whether ``simulate(model)`` runs SimPy processes whatever its count: the collectives
-    take host cores (``comm.host_cpu_us``), or a host op resumes late (``resume_lag_us``
-    after a sync on a task), where the event-free engine gives up at once
-    (:func:`models.engine.solved`; :func:`models.plans.host_plan` gives such an op its
-    ``lag``). False for a model ``simulate`` refuses for want of host ops."""
-    ops = model.host.ops
-    if not ops:
-        return False
-    return bool(comm_cpu_us(model)) or any(
-        op.kind == "cpu" and op.resume_lag_us and j > 0 and ops[j - 1].kind == "sync"
-        and ops[j - 1].task is not None for j, op in enumerate(ops))
 
 
 class Extending:

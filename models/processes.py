@@ -8,6 +8,8 @@ over the steps of one :class:`models.step_bound.StepBound`.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import simpy
 
 from stepsim.models.cpu import CpuPool
@@ -70,10 +72,14 @@ class Processes:
         return [self.events.done(rp.rank, step, tid) for rp in self.su.model.ranks
                 for tid in self.su.model.task_map()]
 
-    def _run(self, evs: list[simpy.Event], what: str) -> None:
+    def _run(self, evs: list[simpy.Event], why: Callable[[float], str],
+             every: bool = False) -> None:
         """Run until every event of ``evs`` is processed (the run's own events keep their
-        order: the condition only stops it)."""
-        pending = [ev for ev in evs if not ev.processed]
+        order: the condition only stops it); where the run ends first, a SimulationError
+        whose message is ``why(t)`` (``t`` the instant it ended, µs). ``every``: run to the
+        condition of all of ``evs`` even where each is processed (the events already due at
+        that instant run first), as :meth:`finish` always has."""
+        pending = evs if every else [ev for ev in evs if not ev.processed]
         if not pending:
             return
         try:
@@ -81,7 +87,7 @@ class Processes:
         except RuntimeError as e:
             if "until" not in str(e) and "No scheduled events" not in str(e):
                 raise
-            raise SimulationError(what.format(t=self.env.now)) from None
+            raise SimulationError(why(self.env.now)) from None
 
     def reach(self, k: int) -> None:
         """Run until the step marks up to entry ``k`` are final (every host started step
@@ -95,7 +101,7 @@ class Processes:
         evs = [bound.watch(env, rp.rank, k) for rp, st in zip(self.su.model.ranks, self.starts)
                if len(st) <= k]
         self._run(evs + self._device_done(k - 1),
-                  f"the simulation stopped before step {k} (t={{t:.1f}} us): a deadlock")
+                  lambda t: f"the simulation stopped before step {k} (t={t:.1f} us): a deadlock")
 
     def extend(self, n_total: int) -> bool:
         """Run ``n_total`` steps instead; False where a process already ended at the current
@@ -109,21 +115,18 @@ class Processes:
         Raises:
             SimulationError: a deadlock."""
         n_total = self.bound.n
-        try:
-            self.env.run(until=simpy.AllOf(self.env, self.hosts))
-        except RuntimeError as e:
-            if "until" not in str(e) and "No scheduled events" not in str(e):
-                raise
+
+        def deadlock(t: float) -> str:   # the stuck ranks are known only once it stopped
             stuck = [self.su.model.ranks[i].rank for i, st in enumerate(self.starts)
                      if len(st) <= n_total]
-            raise SimulationError(
-                f"the simulation deadlocked on rank(s) {stuck} at t={self.env.now:.1f} us: a "
-                "sync or wait on a task that can never finish (launched later in the step, or "
-                "on another rank's collective that is never entered)") from None
+            return (f"the simulation deadlocked on rank(s) {stuck} at t={t:.1f} us: a sync or "
+                    "wait on a task that can never finish (launched later in the step, or on "
+                    "another rank's collective that is never entered)")
+        self._run(self.hosts, deadlock, every=True)
         # let the device finish the measured window too (it may lag behind the host)
         last = last_step(n_total, self.su.replay)
-        self._run(self._device_done(last), f"the device never finished step {last} "
-                  "(t={t:.1f} us): a task waits for something that never happens")
+        self._run(self._device_done(last), lambda t: f"the device never finished step {last} "
+                  f"(t={t:.1f} us): a task waits for something that never happens")
         return self.starts, self.loaders
 
 

@@ -6,18 +6,28 @@ exactly, so its cost is the count × the model's work a step, which a hand-edite
 model makes unbounded: ``stepsim simulate`` of the calibrated resnet50 GPU trace (752 host
 ops, 250 device tasks a step) at ``--steps 100000`` held 24 GB of memory and ran 3 min
 (2026-12-05, load 3). :data:`MAX_RUN_WORK` bounds it; :func:`work_problem` says why a run is
-refused. A chosen count stays within :data:`models.stepcount.MAX_WORK`, well below it.
+refused. A chosen count stays within :data:`MAX_WORK`, well below it.
+
+The pieces do not cost alike: the event-free engine (:mod:`models.solo`) takes about
+:data:`PIECE_US` of CPU each, a model that runs as SimPy processes (:func:`runs_as_processes`)
+about :data:`PROCESS_PIECE_US` an op, task or quantum and :data:`THREAD_PIECE_US` a thread
+piece. :func:`time_problem` bounds a given count by that cost: the 2-rank DDP demo model (24
+pieces a step) at ``--warmup 100000`` held 0.9 GB and ran past 100 s under the work bound
+alone (break17, 2026-12-07).
 """
 from __future__ import annotations
 
 import math
 
 from stepsim.models.cpu import DEFAULT_QUANTUM_US, MAX_QUANTA
+from stepsim.models.engine import comm_cpu_us
 from stepsim.models.host import INTERLEAVE_SLICES
 from stepsim.models.params import StepModel
 
-__all__ = ["MAX_RUN_WORK", "ALWAYS_STEPS", "MAX_SMALL_RUN_WORK", "thread_pieces", "step_work",
-           "collective_quanta", "work_problem"]
+__all__ = ["MAX_RUN_WORK", "ALWAYS_STEPS", "MAX_SMALL_RUN_WORK", "MAX_STEPS", "MAX_WORK",
+           "DRAW_STEPS", "PIECE_US", "PROCESS_PIECE_US", "THREAD_PIECE_US", "thread_pieces", "step_work",
+           "collective_quanta", "processes_only", "runs_as_processes", "step_cost_us",
+           "chosen_reach", "work_problem", "time_problem"]
 
 MAX_RUN_WORK = 5_000_000
 """Most simulated host ops, device tasks and thread pieces (over every rank and step, warm-up
@@ -32,6 +42,31 @@ first simulation, :data:`models.stepcount.FIRST_STEPS` = 40, after the default w
 20) is taken up to :data:`MAX_SMALL_RUN_WORK` (20 M: 333 k a step), so a model calibrated
 from a large trace still runs with the verbs' defaults; a model past it (512 ranks of the
 resnet50 GPU model, 513 k a step, did not end in 60 s) gets the refusal's numbers."""
+
+MAX_STEPS = 10_000
+"""Most steps a chosen step count reaches (the output says when the target was not met)."""
+MAX_WORK = 1_000_000
+"""Most simulated host ops and device tasks (over every rank and step) a chosen step count
+reaches: a model of many ops (or ranks) stops at fewer steps (about 20 s of simulation on one
+core today)."""
+DRAW_STEPS = 640
+"""Most steps each Monte Carlo draw of an interval simulates when the step count is chosen:
+its own simulation noise is small beside what the draws vary (a bootstrap of a window of a few
+dozen measured steps moves the mean more than 640 simulated steps do); each draw's standard
+error is reported beside the interval (:mod:`models.stepcount`)."""
+
+PIECE_US = 2.7
+"""CPU µs a simulated piece takes in the event-free engine, every span kept: the resnet50 GPU
+model's 4.0 M in 10.7 s (2026-12-05, load 3, 2 cores). :data:`MAX_RUN_WORK` of them is
+:func:`time_problem`'s bound, about 13.5 s."""
+PROCESS_PIECE_US = 40.0
+"""CPU µs a host op, device task or collective quantum takes where the model runs as SimPy
+processes: the 2-rank gloo DDP demo model (``tests/data/ddp_demo_model.json``, 12 a rank-step)
+took 40.0-40.6 (0.96-0.98 ms a step over 2,020 steps, twice, 2026-12-07 02:51, load 1.6-3.1)."""
+THREAD_PIECE_US = 95.0
+"""CPU µs a :func:`thread_pieces` piece takes (a thread's slice on a pool of too few cores):
+fresh7's 1-worker CPU model on 2 cores (25 thread pieces and 2 ops a step) took 2.41-2.48 ms a
+step over 620 steps (twice, 2026-12-07 02:51), (2.44 ms − 2 × 40 µs) / 25 = 94 µs."""
 
 
 def thread_pieces(model: StepModel) -> int:
@@ -48,6 +83,29 @@ def thread_pieces(model: StepModel) -> int:
     team = sum(INTERLEAVE_SLICES * (op.threads + 1) for op in model.host.ops
                if op.kind == "cpu" and op.threads > 1 and op.parallel_fraction > 0)
     return team + (lp.threads_per_worker if lp.num_workers else 0)
+
+
+def processes_only(model: StepModel) -> bool:
+    """Whether ``simulate(model)`` runs SimPy processes whatever its count: the collectives
+    take host cores (``comm.host_cpu_us``), or a host op resumes late (``resume_lag_us``
+    after a sync on a task), where the event-free engine gives up at once
+    (:func:`models.engine.solved`; :func:`models.plans.host_plan` gives such an op its
+    ``lag``). False for a model ``simulate`` refuses for want of host ops."""
+    ops = model.host.ops
+    if not ops:
+        return False
+    return bool(comm_cpu_us(model)) or any(
+        op.kind == "cpu" and op.resume_lag_us and j > 0 and ops[j - 1].kind == "sync"
+        and ops[j - 1].task is not None for j, op in enumerate(ops))
+
+
+def runs_as_processes(model: StepModel) -> bool:
+    """Whether ``model`` is simulated as SimPy processes as far as can be told before the
+    run: :func:`processes_only`, or threads that wait for a core (:func:`thread_pieces`: the
+    pool is contended, which the event-free engine does not solve). A model that falls back
+    to processes only on running (a phase's wall time, interference) is costed as
+    event-free."""
+    return processes_only(model) or thread_pieces(model) > 0
 
 
 def collective_quanta(model: StepModel) -> int:
@@ -73,15 +131,33 @@ def step_work(model: StepModel) -> int:
         + collective_quanta(model))
 
 
+def step_cost_us(model: StepModel) -> float:
+    """The CPU µs one step of ``model`` takes to simulate, over every rank: its pieces at
+    :data:`PIECE_US`, or where it :func:`runs_as_processes` at :data:`PROCESS_PIECE_US` and
+    :data:`THREAD_PIECE_US` (an estimate from two models; the one-core host's speed moves it)."""
+    if not runs_as_processes(model):
+        return step_work(model) * PIECE_US
+    threads = thread_pieces(model)
+    rest = step_work(model) // len(model.ranks) - threads
+    return len(model.ranks) * (rest * PROCESS_PIECE_US + threads * THREAD_PIECE_US)
+
+
+def chosen_reach(model: StepModel) -> int:
+    """The most steps a count chosen for ``model`` simulates, warm-up aside: a chosen count's
+    bound (:data:`MAX_STEPS`, fewer where :data:`MAX_WORK` says) and the verbs' first count
+    and draws (:data:`ALWAYS_STEPS`, :data:`DRAW_STEPS`)."""
+    return max(ALWAYS_STEPS, DRAW_STEPS, min(MAX_STEPS, MAX_WORK // max(step_work(model), 1)))
+
+
 def work_problem(model: StepModel, steps: int, warmup: int) -> str | None:
     """Why a simulation of ``steps`` measured and ``warmup`` warm-up steps of ``model`` is
     refused (past :data:`MAX_RUN_WORK`; :data:`MAX_SMALL_RUN_WORK` in :data:`ALWAYS_STEPS`
-    steps or fewer), or None."""
+    steps or fewer; or the time it takes, :func:`time_problem`), or None."""
     per_step = step_work(model)
     total = per_step * (steps + warmup)
     small = steps + warmup <= ALWAYS_STEPS
     if total <= (MAX_SMALL_RUN_WORK if small else MAX_RUN_WORK):
-        return None
+        return time_problem(model, steps, warmup)
     per = max(per_step, 1)
     most = max(MAX_RUN_WORK // per, min(ALWAYS_STEPS, MAX_SMALL_RUN_WORK // per))
     ranks = f" over its {len(model.ranks)} ranks" if len(model.ranks) > 1 else ""
@@ -90,3 +166,24 @@ def work_problem(model: StepModel, steps: int, warmup: int) -> str | None:
             f"one simulation takes at most {MAX_RUN_WORK:,} ({MAX_SMALL_RUN_WORK:,} in "
             f"{ALWAYS_STEPS} steps or fewer): {most:,} steps of this model, warm-up included "
             "(give fewer --steps or --warmup)")
+
+
+def time_problem(model: StepModel, steps: int, warmup: int) -> str | None:
+    """Why a given count of ``steps`` measured and ``warmup`` warm-up steps of ``model`` is
+    refused for the time it would take (:func:`step_cost_us` × the steps, past
+    :data:`MAX_RUN_WORK` × :data:`PIECE_US`, about 13.5 s), or None. A count the verbs could
+    choose (:func:`chosen_reach`, with up to :data:`ALWAYS_STEPS` of warm-up) is never refused
+    here, nor a model that does not :func:`runs_as_processes` (its bound is
+    :data:`MAX_RUN_WORK`'s)."""
+    if not runs_as_processes(model):
+        return None
+    per_us = step_cost_us(model)
+    most = max(int(MAX_RUN_WORK * PIECE_US // max(per_us, 1e-9)),
+               chosen_reach(model) + ALWAYS_STEPS)
+    if steps + warmup <= most:
+        return None
+    return (f"{steps:,} steps and {warmup:,} warm-up steps of this model would take about "
+            f"{per_us * (steps + warmup) / 1e6:,.0f} s of CPU to simulate ({per_us / 1e3:.2f} "
+            f"ms a step, as SimPy processes); at most {most:,} steps of this model are "
+            f"simulated, warm-up included (about {MAX_RUN_WORK * PIECE_US / 1e6:.1f} s, or the "
+            "most a chosen count reaches; give fewer --steps or --warmup)")

@@ -49,6 +49,8 @@ from stepsim.simcore.record import (HostSideRecorder, ListRecorder, NullRecorder
 
 KEEPS = ("all", "steps", "brief", "runs")
 """What a simulation's result may keep (:func:`simulate`'s ``keep``)."""
+ENGINES = ("auto", "events", "quanta")
+"""How a simulation may be run (:func:`simulate`'s ``engine``)."""
 
 
 @dataclass
@@ -206,9 +208,9 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
     if problem:   # a given count of a large model: memory and time past any useful run
         raise SimulationError(problem)
     if keep not in KEEPS:
-        raise SimulationError(f"keep must be 'all', 'steps', 'brief' or 'runs', got {keep!r}")
-    if engine not in ("auto", "events", "quanta"):
-        raise SimulationError(f"engine must be 'auto', 'events' or 'quanta', got {engine!r}")
+        raise SimulationError(f"keep must be {_one_of(KEEPS)}, got {keep!r}")
+    if engine not in ENGINES:
+        raise SimulationError(f"engine must be {_one_of(ENGINES)}, got {engine!r}")
     rec = recorder_for(keep)
     hooks = [h for h in (rec, recorder) if h is not None]
     hook = hooks[0] if len(hooks) == 1 else Tee(*hooks) if hooks else NullRecorder()
@@ -228,6 +230,12 @@ def simulate(model: StepModel, steps: int = 20, warmup: int = 3, seed: int = 0,
         su = Setup(model, steps, warmup, seed, replay, hook)   # the random streams afresh
         starts, loaders = simulated(su, runs, waits)
     return result_of(model, steps, warmup, starts, loaders, runs, waits, rec, captured)
+
+
+def _one_of(names: tuple[str, ...]) -> str:
+    """``names`` as a message lists them: "'a', 'b' or 'c'"."""
+    said = [repr(n) for n in names]
+    return " or ".join([", ".join(said[:-1]), said[-1]] if len(said) > 1 else said)
 
 
 def recorder_for(keep: str) -> Recorder | None:

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepsim.models.params import StepModel
-from stepsim.models.sim_work import collective_quanta, step_work, thread_pieces
-from stepsim.models.extend import Extending, processes_only
+from stepsim.models.extend import Extending
+from stepsim.models.sim_work import (DRAW_STEPS, MAX_STEPS, MAX_WORK, collective_quanta,
+                                     processes_only, step_work, thread_pieces)
 from stepsim.models.run_memo import choose, chosen, hold, memo_simulate
 from stepsim.models.simulate import KEEPS, SimResult
 from stepsim.simcore.errors import SimulationError
@@ -42,17 +43,6 @@ SE_TARGET = 0.01
 count stops growing."""
 FIRST_STEPS = 40
 """Steps of the first simulation when the step count is chosen."""
-MAX_STEPS = 10_000
-"""Most steps a chosen step count reaches (the output says when the target was not met)."""
-MAX_WORK = 1_000_000
-"""Most simulated host ops and device tasks (over every rank and step) a chosen step count
-reaches: a model of many ops (or ranks) stops at fewer steps (about 20 s of simulation on one
-core today)."""
-DRAW_STEPS = 640
-"""Most steps each Monte Carlo draw of an interval simulates when the step count is chosen:
-its own simulation noise is small beside what the draws vary (a bootstrap of a window of a few
-dozen measured steps moves the mean more than 640 simulated steps do); each draw's standard
-error is reported beside the interval."""
 BATCHES = 20
 """Batches of consecutive steps behind the standard error (fewer steps: one step a batch)."""
 _GROWTH = (2, 8)
@@ -88,12 +78,22 @@ class StepCount:
         return self.std_error_us / self.mean_us if self.mean_us > 0 else 0.0
 
     @property
+    def estimated(self) -> bool:
+        """Whether the standard error could be estimated: 2 steps or more (one step's is not
+        0, it is unknown; :func:`mean_std_error_us` gives 0 for it)."""
+        return self.steps >= 2
+
+    @property
     def met(self) -> bool:
-        """Whether the standard error is at most ``target`` of the mean."""
-        return self.rel_error <= self.target
+        """Whether the standard error is at most ``target`` of the mean (not where it could
+        not be :attr:`estimated`)."""
+        return self.estimated and self.rel_error <= self.target
 
     def describe(self) -> str:
         """The step count and its standard error in words."""
+        if not self.estimated:
+            return (f"{self.steps} simulated step (given); the mean's standard error cannot "
+                    "be estimated from one step (give --steps 2 or more)")
         se = f"the mean's standard error is {100 * self.rel_error:.1f} % of it"
         if not self.chosen:
             return f"{self.steps} simulated steps (given); {se}"
@@ -104,10 +104,13 @@ class StepCount:
                 f"the {100 * self.target:g} % sought; give --steps for more")
 
     def to_dict(self) -> dict:
-        """JSON-ready, times in ms."""
+        """JSON-ready, times in ms; the standard error None where it could not be
+        :attr:`estimated`."""
+        known = self.estimated
         return {"steps": self.steps, "steps_chosen": self.chosen,
-                "std_error_ms": self.std_error_us / 1e3,
-                "std_error_pct": 100 * self.rel_error, "std_error_target_pct": 100 * self.target,
+                "std_error_ms": self.std_error_us / 1e3 if known else None,
+                "std_error_pct": 100 * self.rel_error if known else None,
+                "std_error_target_pct": 100 * self.target,
                 "std_error_met": self.met}
 
 

@@ -129,7 +129,8 @@ class Prediction:
         draws: Monte Carlo draws behind the interval (0: none).
         draw_steps: steps each draw simulated (0: no draws).
         draw_std_error_us: the median over the draws of each draw's own standard error of
-            its mean step (simulation noise inside the interval; None: no draws).
+            its mean step (simulation noise inside the interval; None: no draws, or draws of
+            one step).
         runs / measured_steps: what the interval is of: the pooled mean of ``runs`` runs
             over ``measured_steps`` steps in all (None: a run as long as the draws').
         width_sources: P90 − P10 in % of the point with one source of uncertainty drawn at
@@ -371,7 +372,9 @@ def drawn(model: StepModel, final: StepModel, varied: dict) -> bool:
 
 def with_interval(point: Prediction, means: np.ndarray, errors: np.ndarray, n: int,
                   each: int) -> Prediction:
-    """``point`` with the interval of its ``n`` draws' means (``each`` steps a draw)."""
+    """``point`` with the interval of its ``n`` draws' means (``each`` steps a draw; a draw's
+    standard error None where one step cannot estimate it)."""
     p10, p50, p90 = quantiles(means)
     return replace(point, p10_step_us=p10, p50_step_us=p50, p90_step_us=p90, draws=n,
-                   draw_steps=each, draw_std_error_us=float(np.median(errors)))
+                   draw_steps=each,
+                   draw_std_error_us=float(np.median(errors)) if each >= 2 else None)

@@ -8,6 +8,7 @@ import pytest
 
 from stepsim.calibration.corun import INTERFERENCE_PRIOR, PRIOR_SD, _fit, slope_se
 from stepsim.calibration.sidecar import Probe, ProduceRecord, Sidecar, StepRecord
+from stepsim.calibration.same_thread import probe_rule
 from stepsim.calibration.sidecar_fit import interference_from_sidecar
 
 ALONE_US, STEP_US, NOISE = 40_000.0, 60_000.0, 0.02
@@ -59,15 +60,17 @@ def _side(probe_workers: int, k: float, seed: int = 0, n: int = 16, n_probe: int
 def test_a_probe_at_nearly_the_capture_load_keeps_the_prior():
     """At 2 workers the batches' load moves 0.90 → 1.00 (the step's none): with 2 % noise per
     record the slope's standard error is ≈ 0.09, twice the prior's sd, so the prior is kept
-    and the warning gives both loads and the probe at 0 workers; the old rule (any change of
-    load over 0.05) fitted it."""
+    and the warning gives both loads and what each probe can calibrate: on 2 cores no probe
+    measures interference alone (a probe at 0 workers, asked for until tidy18, moves the
+    batches onto the main thread too); the old rule (any change of load over 0.05) fitted
+    it."""
     host, sources, _, warn = interference_from_sidecar(_side(2, 0.1))
     assert sources["host.interference"] == "assumed"
     assert host["interference_range"] == INTERFERENCE_PRIOR
     (line,) = [w for w in warn if w.startswith("co-run interference")]
     assert "\n" not in line and "not calibrated" in line
     assert f"{LOAD[1][0]:.2f} in the capture and 1.00 in the probe" in line
-    assert "probe at num_workers=0 would measure it" in line
+    assert probe_rule(1, 2) in line and "no probe calibrates co-run interference alone" in line
 
 
 @pytest.mark.parametrize("k", [0.05, 0.1, 0.3])
