@@ -270,7 +270,7 @@ class CpuPool:
                 return busy
             left, busy = work_us, 0.0
             quantum = max(self.quantum_us, work_us / max(quanta, 1))
-            req = None   # the core a one-thread chunk kept: see _keeps
+            req = None   # the core a one-thread chunk kept (_keeps)
             try:
                 while left > 1e-9:
                     chunk = min(quantum, left)
@@ -320,10 +320,10 @@ class CpuPool:
                 self.last_end[thread] = self.env.now
 
     def _keeps(self, team: int, place) -> bool:
-        """Whether a one-thread chunk's core is kept for the thread's next chunk: releasing
-        it and requesting it again at once would be granted at once (nobody queued, the FIFO
-        path again), so only events tied at this instant can change order."""
-        return team <= 1 and place is None and not self.resource.queue and not self._fluid()
+        """Whether a one-thread chunk keeps its core for its next: nobody queued, no other
+        event due now, the FIFO path again (a release and request would run the same)."""
+        return team <= 1 and place is None and self.env.peek() > self.env.now and not (
+            self.resource.queue or self._fluid())
 
     def _steal(self, work_us: float, ref: float):
         """``work_us`` of a woken thread's work run at once on a core taken from a holder

@@ -7,11 +7,12 @@ for one (a running thread's slice), then the piece runs as :meth:`models.cpu.Cpu
 runs it (``preempt``: taking a core from a running thread when every core is held).
 
 A piece that got a core from the pool's FIFO (:class:`simpy.Resource`) and ends with no
-thread queued for a core, where its next wake-up finds a core idle, would release that core
-and request it again at the same instant, granted at once: the thread keeps it instead, and
-the next piece is one timeout, not a request, a timeout and a release (3 events). What the
-cores do is the same; only the order of events tied at one instant can differ (the next
-piece's timeout is scheduled before, not after, the other events of that instant).
+thread queued for a core, where its next wake-up finds a core idle and no other event is due
+at that instant, would release that core and request it again, granted at once, and resume
+before anything else happens: the thread keeps it instead, and the next piece is one timeout,
+not a request, a timeout and a release (3 events). The run is the same, event for event in
+the same order (where another event is due at that instant, the core is released and
+requested as before: that event would run between the request and the piece's timeout).
 """
 from __future__ import annotations
 
@@ -71,8 +72,10 @@ def run_pieces(cpu: CpuPool, work_us: float, n: int, wait_us: float,
                         yield env.timeout(owed)
                     i += 1
                     # keep the core where releasing and requesting it again would be granted
-                    # at once: nobody queued, and the next wake-up finds a core idle
-                    if (i >= n or res.queue or (wait_us > 0 and cpu.active - 1 >= cpu.cores)
+                    # at once, with nothing between: nobody queued, no other event due now,
+                    # and the next wake-up finds a core idle
+                    if (i >= n or res.queue or env.peek() <= env.now
+                            or (wait_us > 0 and cpu.active - 1 >= cpu.cores)
                             or cpu.free() or cpu._fluid()):
                         break
         finally:
