@@ -7,7 +7,8 @@ stepsim measured in the same run, interleaved (``ratio`` = reference ÷ this).
 
 ``--ref`` is a folder holding a ``stepsim`` package (put first on ``PYTHONPATH`` for its
 runs); without it only this checkout is timed. Each verb runs in one process (``--jobs 1``)
-so the figures are one core's, and ``plan`` also at the default ``--jobs``. The model is
+so the figures are one core's, and ``plan`` and the 1 MB-bucket ``whatif`` also at the
+default ``--jobs``. The model is
 ``tests/data/ddp_demo_model.json`` unless ``--model`` names another. Goals (issue 11):
 ``plan`` < 10 s, ``whatif`` < 2 s.
 """
@@ -27,6 +28,7 @@ VERBS = {
     "plan --jobs 1": ["plan", "--jobs", "1"],
     "plan": ["plan"],
     "whatif bucket_cap_mb=1": ["whatif", "--jobs", "1", "--set", "comm.bucket_cap_mb=1"],
+    "whatif bucket_cap_mb=1 (default jobs)": ["whatif", "--set", "comm.bucket_cap_mb=1"],
     "whatif straggler 40 ms": ["whatif", "--jobs", "1", "--fix",
                                "straggler:rank=1,phase=forward,ms=40"],
     "diagnose": ["diagnose"],

@@ -270,20 +270,23 @@ class CpuPool:
                 return busy
             left, busy = work_us, 0.0
             quantum = max(self.quantum_us, work_us / max(quanta, 1))
-            while left > 1e-9:
-                chunk = min(quantum, left)
-                if place is not None and place[0] == "placed" and (
-                        self.env.now - self.since[thread] >= BALANCE_AFTER_US):
-                    self._unplace(place, team_cores)    # runnable long enough: balanced
-                    place = None
-                if self.contended and self._fluid():
-                    k = self._rate(place, team_cores)
-                    chunk = min(chunk, quantum * k)
-                    dt = chunk * self.slowdown(ref)
-                    yield self.env.timeout(dt / k)
-                elif self.contended:
-                    with self.resource.request() as req:
-                        yield req
+            req = None   # the core a one-thread chunk kept (_keeps)
+            try:
+                while left > 1e-9:
+                    chunk = min(quantum, left)
+                    if place is not None and place[0] == "placed" and (
+                            self.env.now - self.since[thread] >= BALANCE_AFTER_US):
+                        self._unplace(place, team_cores)    # runnable long enough: balanced
+                        place = None
+                    if self.contended and self._fluid():
+                        k = self._rate(place, team_cores)
+                        chunk = min(chunk, quantum * k)
+                        dt = chunk * self.slowdown(ref)
+                        yield self.env.timeout(dt / k)
+                    elif self.contended:
+                        if req is None:
+                            req = self.resource.request()
+                            yield req
                         # a quantum of core time, of which the share ``coupling`` advances
                         # the work (the rest spins): the fair scheduler shares core time
                         # (both calls skipped where they give 1 and ``scale``: the hot path)
@@ -298,17 +301,29 @@ class CpuPool:
                             owed = self.owed.pop(req)
                         if owed > 1e-9:     # preempted meanwhile (:meth:`_steal`)
                             yield self.env.timeout(owed)
-                else:
-                    dt = chunk * self.slowdown(ref)
-                    yield self.env.timeout(dt)
-                busy += dt
-                left -= chunk
+                        if not (left - chunk > 1e-9 and self._keeps(team, place)):
+                            self.resource.release(req)
+                            req = None
+                    else:
+                        dt = chunk * self.slowdown(ref)
+                        yield self.env.timeout(dt)
+                    busy += dt
+                    left -= chunk
+            finally:
+                if req is not None:
+                    self.resource.release(req)
             return busy
         finally:
             self.active -= 1
             self._unplace(place, team_cores)
             if thread is not None:
                 self.last_end[thread] = self.env.now
+
+    def _keeps(self, team: int, place) -> bool:
+        """Whether a one-thread chunk keeps its core for its next: nobody queued, no other
+        event due now, the FIFO path again (a release and request would run the same)."""
+        return team <= 1 and place is None and self.env.peek() > self.env.now and not (
+            self.resource.queue or self._fluid())
 
     def _steal(self, work_us: float, ref: float):
         """``work_us`` of a woken thread's work run at once on a core taken from a holder

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import simpy
 
-from stepsim.models.cpu import MAX_QUANTA
+from stepsim.models.cpu_pieces import run_pieces
 from stepsim.models.step_bound import StepBound, step_range
 from stepsim.simcore.record import Recorder, Span
 
@@ -269,16 +269,10 @@ def stream_process(env: simpy.Environment, rank: int, stream: str, plans: list[T
                 # then the rest of its measured transfer that is no CPU work of this rank
                 work_us = cpu_us.get(t.id, 0.0)
                 n_wake, wait_us = (wake or {}).get(t.id, (1, 0.0))
-                for _ in range(n_wake):
-                    if wait_us > 0 and cpu.active >= cpu.cores:
-                        woke = env.now
-                        yield env.timeout(wait_us)
-                        if keeps:
-                            recorder.span(Span(lane, t.name, "wait", woke, wait_us, step,
-                                               rank, cause="cpu_cores"))
-                    # the collective's quanta, over all its pieces, stay MAX_QUANTA's
-                    yield from cpu.work(work_us / n_wake, preempt=wait_us > 0,
-                                        quanta=MAX_QUANTA // n_wake)
+                yield from run_pieces(cpu, work_us, n_wake, wait_us, on_wait=(
+                    (lambda woke: recorder.span(Span(
+                        lane, t.name, "wait", woke, wait_us, step, rank, cause="cpu_cores")))
+                    if keeps else None))
                 if dur_us > work_us:
                     yield env.timeout(dur_us - work_us)
             elif dur_us > 0:

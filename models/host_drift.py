@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from stepsim.models.host_speed import (P10_P90, coverage_at_width, from_walls, log_stats,
-                                       noise_runs, pooled_scale, predictive)
+                                       noise_runs, pooled_scale, predictive, t_ppf)
 
 __all__ = ["WIDTH_GOAL", "drift_cap", "two_run_noise"]
 
@@ -74,11 +74,9 @@ def two_run_noise(model) -> tuple[float, str] | None:
     lo, hi = float(prior[0]), float(prior[1])
     runs = noise_runs(model.host, (lo, hi))
     if len(runs) >= 2:
-        from scipy.stats import t as student_t
-
         _, scale, dof = predictive(runs, (lo, hi))     # s_p · sqrt(1 + 1/n)
         s_p = scale / pooled_scale(len(runs), 1)
-        half = float(student_t.ppf(0.5 + P10_P90 / 2, dof)) * math.sqrt(2) * s_p
+        half = t_ppf(0.5 + P10_P90 / 2, dof) * math.sqrt(2) * s_p
         return (math.exp(half) - 1,
                 f"{len(runs)} measured runs"
                 + (" (their wall time, host.wall_runs: wider than their CPU time)"
