@@ -17,6 +17,11 @@ time clipped to the tail, per rank-step, mean; nested events counted under each 
 the names' times overlap), per setting and the difference: where the defaults' tail is
 longer than cap25's (ddp17: 8.00 against 7.33 ms in the kept demos' timed runs).
 
+``--timed``: the same two settings unprofiled, as the demo's re-measured runs, in ABBA order
+(each setting first in half the pairs, so a run's place after the other cannot pass for the
+setting's own cost): per rank-step the backward's wall and training-thread CPU and its tail
+(``demo.ddp_job`` instants), medians by setting and by place in the pair.
+
 Run alone under the lock, from the repository root (about 40 s):
 ``flock /tmp/cpu-timing.lock python bench/ddp_bucket_pair.py --rounds 3``.
 """
@@ -92,7 +97,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--timed", action="store_true")
     args = ap.parse_args()
+    if args.timed:
+        return timed(args.rounds, args.steps)
     tmp = Path(tempfile.mkdtemp(prefix="bucket_pair_"))
     plan = []
     for k in range(args.rounds):
@@ -125,6 +133,49 @@ def main() -> None:
           f"whole: x{np.median(d['after_later_grad_us']) / np.median(c['after_later_grad_us']):.3f}"
           f"; traces in {tmp}")
     print_tails(pooled)
+
+
+KEYS = ("bwd", "bwd_cpu", "grad", "grad_cpu", "tail")
+"""--timed's readings per rank-step (µs): backward's wall and training-thread CPU, the same to
+its last gradient hook, and from the later rank's last hook to the backward's end."""
+
+
+def timed(rounds: int, steps: int) -> None:
+    """The two settings unprofiled in ABBA order: backward wall, CPU and tail (µs) medians by
+    setting and by place."""
+    from stepsim.demo.ddp_job import Run, run_plan
+
+    plan, place = [], {}
+    for k in range(rounds):
+        pair = [Run(f"defaults#{k}", steps=steps), Run(f"cap25#{k}", bucket_cap_mb=25,
+                                                        steps=steps)]
+        for j, r in enumerate(pair if k % 2 == 0 else pair[::-1]):
+            plan.append(r)
+            place[r.label] = j
+    runs = run_plan(plan, timeout_s=600)
+    got: dict[tuple, dict[str, list[float]]] = {}
+    for label, ranks in runs.items():
+        key = (label.split("#")[0], place[label])
+        g = got.setdefault(key, {k: [] for k in KEYS})
+        for i in range(min(len(r["phases"]) for r in ranks)):
+            later = max(r["phases"][i][2] for r in ranks)
+            for r in ranks:
+                ph = r["phases"][i]
+                g["bwd"].append(ph[3] - ph[1])
+                g["bwd_cpu"].append(ph[9] - ph[7])
+                g["grad"].append(ph[2] - ph[1])        # backward's compute: to its last hook
+                g["grad_cpu"].append(ph[8] - ph[7])
+                g["tail"].append(ph[3] - later)
+    for name in ("defaults", "cap25"):
+        for j in (0, 1, None):
+            rows = [g for (n, p), g in got.items() if n == name and (j is None or p == j)]
+            v = {k: [x for g in rows for x in g[k]] for k in KEYS}
+            where = "both places" if j is None else ("first" if j == 0 else "second")
+            print(f"{name:9s} {where:11s} {len(v['bwd'])} rank-steps: backward "
+                  f"{np.median(v['bwd']):6.0f} µs wall, {np.median(v['bwd_cpu']):6.0f} µs CPU "
+                  f"(to its last hook {np.median(v['grad']):6.0f} wall, "
+                  f"{np.median(v['grad_cpu']):6.0f} CPU); "
+                  f"tail after the later rank's last gradient {np.median(v['tail']):6.0f} µs")
 
 
 def print_tails(pooled: dict) -> None:
