@@ -170,7 +170,8 @@ def score(out: Path, runs: dict, repeats: int, seed: int = 0):
                      outside)
     model = calibrate(pick.capture, replicates=pick.replicates)
     # the host's run-to-run noise from every run of the calibration setting, the timed
-    # re-runs too (demo.ddp_noise); the point does not move
+    # re-runs too (demo.ddp_noise), and the point's host factor on their mean where the
+    # spread is theirs
     model, _ = with_remeasured_walls(model, pick.capture,
                                      [runs[f"{REPLAY}#{k}"] for k in range(repeats)
                                       if f"{REPLAY}#{k}" in runs])
@@ -276,7 +277,8 @@ def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None
                     f"{model.host.cpu_scale:.3f}"
                     + (f" (the spread of the runs' wall time, the profiled runs' then the "
                        f"timed re-runs', {', '.join(f'{v:.3f}' for v in model.host.wall_runs)}"
-                       ": wider than their CPU time's)" if from_walls(model.host, noise) else "")
+                       ": wider than their CPU time's; the centre is their mean)"
+                       if from_walls(model.host, noise) else "")
                     + (f", times the profiler factor's own error ×{math.exp(-err):.3f}–"
                        f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
     if summary.get("host_drift"):
