@@ -31,10 +31,11 @@
    identical work or, where it spreads wider, their unprofiled steps' wall time,
    ``host.wall_runs``: ranks sharing the cores interleave differently from run to run, with
    the replay's timed re-runs after the profiled runs, as ``stepsim demo`` draws from every
-   run of its calibration setting, :mod:`demo.ddp_noise`; the captured steps bootstrapped),
-   and compare with the re-measured runs: the job's step (per step, the slower rank's
-   start-to-start time; the mean over a run's steps; mean and range over the
-   repeats), and, for the barrier, each rank's time in it (arrival skew) against the
+   run of its calibration setting, :mod:`demo.ddp_noise`; the captured steps bootstrapped;
+   the interval of what the row scores, the pooled mean of its ``repeats`` re-measured runs,
+   as ``stepsim demo``'s rows), and compare with the re-measured runs: the job's step
+   (per step, the slower rank's start-to-start time; the mean over a run's steps; mean and
+   range over the repeats), and, for the barrier, each rank's time in it (arrival skew) against the
    simulated split.
 4. Write everything under one folder: ``capture/`` and ``replicates/r<k>/`` (traces +
    sidecars), ``model.json``,
@@ -138,7 +139,7 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
     summary.update({"load_average_before": list(load_before),
                     "load_average_after": list(load_after),
                     "wall_s": time.monotonic() - t0, "repeats": repeats, "steps": steps,
-                    "host_drift": _drift(model),
+                    "host_drift": _drift(model, repeats),
                     "cpu_count": os.cpu_count()})
     write_atomic(out / "table.json", orjson.dumps({"rows": rows, "summary": summary,
                                                    "phases": phases},
@@ -146,6 +147,16 @@ def run_ddp_demo(out: Path, repeats: int = 3, steps: int = 20, seed: int = 0) ->
     print_table(rows, model, pick, summary, out)
     Console().print("\n".join(format_breakdown(phases)), highlight=False)
     return 0
+
+
+def row_prediction(model, ops: list, steps_us: list, seed: int = 0, draws: bool | int = True):
+    """One row's prediction of ``model`` after ``ops``: the point from 40 simulated steps, the
+    P10–P90 of what the row scores, the pooled mean of its re-measured runs (``steps_us``:
+    each run's job steps, µs), as ``stepsim demo``'s rows (``runs=``, ``measured_steps=``);
+    the point does not move with the runs."""
+    return predict(model, ops, steps=40, warmup=3, seed=seed, intervals=draws,
+                   runs=max(len(steps_us), 1),
+                   measured_steps=sum(len(v) for v in steps_us) or None)
 
 
 def score(out: Path, runs: dict, repeats: int, seed: int = 0):
@@ -159,15 +170,17 @@ def score(out: Path, runs: dict, repeats: int, seed: int = 0):
                      outside)
     model = calibrate(pick.capture, replicates=pick.replicates)
     # the host's run-to-run noise from every run of the calibration setting, the timed
-    # re-runs too (demo.ddp_noise); the point does not move
+    # re-runs too (demo.ddp_noise), and the point's host factor on their mean where the
+    # spread is theirs
     model, _ = with_remeasured_walls(model, pick.capture,
                                      [runs[f"{REPLAY}#{k}"] for k in range(repeats)
                                       if f"{REPLAY}#{k}" in runs])
     rows = []
     for label, (ops, _) in SETTINGS.items():
         ops = [_op(text) for text in ops]
-        p = predict(model, ops, steps=40, warmup=3, seed=seed, intervals=True)
-        means = [float(_job_steps_us(runs[f"{label}#{k}"]).mean()) for k in range(repeats)]
+        steps_us = [_job_steps_us(runs[f"{label}#{k}"]) for k in range(repeats)]
+        p = row_prediction(model, ops, steps_us, seed)
+        means = [float(v.mean()) for v in steps_us]
         pred, meas = p.mean_step_us, float(np.mean(means))
         row = {"setting": label, "predicted_ms": pred / 1e3, "measured_ms": meas / 1e3,
                "p10_ms": p.p10_step_us / 1e3 if p.p10_step_us is not None else None,
@@ -230,11 +243,11 @@ def speed_line(rows: list[dict]) -> str:
             + ", ".join(back))
 
 
-def _drift(model) -> dict | None:
-    """What the host's drift allows the rows' intervals (each of one run's mean step), as
-    numbers (:func:`models.host_drift.drift_cap`: from the runs' wall time where it spreads
-    wider than their CPU time); None without two measured runs."""
-    cap = drift_cap(model, 1)
+def _drift(model, repeats: int) -> dict | None:
+    """What the host's drift allows the rows' intervals (each of the pooled mean step of
+    ``repeats`` runs), as numbers (:func:`models.host_drift.drift_cap`: from the runs' wall
+    time where it spreads wider than their CPU time); None without two measured runs."""
+    cap = drift_cap(model, repeats)
     return None if cap is None else {**cap[1], "text": cap[0]}
 
 
@@ -255,15 +268,17 @@ def print_table(rows: list[dict], model, pick, summary: dict, out: Path) -> None
     Console().print(table)
     prior = model.meta.ranges["host.cpu_scale"]
     noise = noise_runs(model.host, prior)
-    lo, hi = factor_range(noise, prior, 1)
+    lo, hi = factor_range(noise, prior, summary["repeats"])
     err = model.host.cpu_scale_error_log
     Console().print(f"host speed (CPU time of identical work, per run of the defaults against the "
                     f"capture, measured): {', '.join(f'{v:.3f}' for v in model.host.speed_runs)};"
-                    f" next run's P10–P90 {lo:.3f}–{hi:.3f}× the centre "
+                    f" the pooled mean of the next {summary['repeats']} runs' P10–P90 "
+                    f"{lo:.3f}–{hi:.3f}× the centre "
                     f"{model.host.cpu_scale:.3f}"
                     + (f" (the spread of the runs' wall time, the profiled runs' then the "
                        f"timed re-runs', {', '.join(f'{v:.3f}' for v in model.host.wall_runs)}"
-                       ": wider than their CPU time's)" if from_walls(model.host, noise) else "")
+                       ": wider than their CPU time's; the centre is their mean)"
+                       if from_walls(model.host, noise) else "")
                     + (f", times the profiler factor's own error ×{math.exp(-err):.3f}–"
                        f"{math.exp(err):.3f} (uniform)" if err > 0 else ""))
     if summary.get("host_drift"):

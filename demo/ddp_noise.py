@@ -16,9 +16,14 @@ the model's capture: per rank its mean start-to-start step over the capture's un
 steps' mean wall (:func:`calibration.job_runs.unprofiled_wall_us`), the geometric mean over
 the ranks. They go after the quiet profiled runs' ``host.wall_runs`` (or the capture's 1.0
 where calibration measured none), and the interval draws from those wherever they spread
-wider than the CPU time's ``host.speed_runs`` (:func:`models.host_speed.noise_runs`). Only
-the spread is read: ``host.cpu_scale``, the point, does not move. The out-of-sample rows'
-runs are never read.
+wider than the CPU time's ``host.speed_runs`` (:func:`models.host_speed.noise_runs`). Where
+they do, the point's host factor ``host.cpu_scale`` moves onto their mean log speed too
+(:func:`models.host_speed.runs_centre`: the capture's own CPU factor times the geometric mean
+of the drawn runs over the capture): the predictive ``s · sqrt(1/k + 1/n) · T(n − 1)`` holds
+the next runs around the mean of the same ``n`` runs it counts (issue 12, h-ddp18b; before,
+the spread counted the 7 runs while the centre was the profiled runs' CPU time, an offset the
+``1/n`` term did not carry). Only the calibration setting's runs: the out-of-sample rows'
+runs are never read. The replay row (those timed runs) is in sample.
 
 Measured on the 22 kept demos of 2026-12-06 (08:47-21:53), each run against the median of the
 setting's six other runs: the timed re-runs' wall reads -0.067 / +0.079 /
@@ -35,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.job_runs import unprofiled_wall_us, wall_factors
+from stepsim.models.host_speed import HOST_NOISE_PRIOR, from_walls, noise_runs, runs_centre
 from stepsim.models.params import StepModel
 
 __all__ = ["timed_wall_us", "with_remeasured_walls"]
@@ -54,8 +60,9 @@ def with_remeasured_walls(model: StepModel, capture: Path, timed: list[list[dict
                           ) -> tuple[StepModel, list[float]]:
     """``model`` with its ``host.wall_runs`` followed by the wall factors of the timed runs
     ``timed`` of its calibration setting against its capture's folder ``capture`` (rank
-    sidecars), and those factors; ``model`` unchanged (and ``[]``) where a run or the
-    capture lacks a rank's steps."""
+    sidecars), and those factors; where the interval then draws from the walls, its
+    ``host.cpu_scale`` their centre (:func:`models.host_speed.runs_centre`); ``model``
+    unchanged (and ``[]``) where a run or the capture lacks a rank's steps."""
     from stepsim.calibration.calibrate import _rank_sidecars
     from stepsim.calibration.sidecar import load_sidecar
 
@@ -70,7 +77,15 @@ def with_remeasured_walls(model: StepModel, capture: Path, timed: list[list[dict
             f"{', '.join(f'{w:.3f}' for w in got)}x the capture's wall a step: with its "
             f"{len(walls)} profiled run(s) they are the runs the interval draws the host's "
             "run-to-run noise from where they spread wider than the CPU time of identical "
-            "work (the centre stays the CPU speed)")
+            "work")
+    prior = tuple(meta.ranges.get("host.cpu_scale", HOST_NOISE_PRIOR))
+    noise = noise_runs(host, prior)
+    if from_walls(host, noise):
+        # the centre on the runs the spread counts (models.host_speed.runs_centre)
+        centre = runs_centre(host, noise)
+        note += (f"; the point's host factor is their mean too: host.cpu_scale "
+                 f"{host.cpu_scale:.3f} -> {centre:.3f} (the profiled runs' CPU time before)")
+        host = host.model_copy(update={"cpu_scale": centre})
     meta = meta.model_copy(update={"sources": {**meta.sources, "host.wall_runs": "measured"},
                                    "warnings": [*meta.warnings, note]})
     return model.model_copy(update={"host": host, "meta": meta}), got

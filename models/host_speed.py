@@ -134,14 +134,31 @@ def predictive(speeds: Sequence[float], prior: tuple[float, float], runs: int = 
 def noise_runs(host, prior: tuple[float, float]) -> list[float]:
     """The run factors the interval draws the host's run-to-run noise from: a multi-rank CPU
     job's ``host.wall_runs`` where its predictive (:func:`predictive`, one run) spreads wider
-    than ``host.speed_runs``', else ``speed_runs``. Only the spread is read: the centre stays
-    ``host.cpu_scale``, the runs' CPU speed."""
+    than ``host.speed_runs``', else ``speed_runs``. Only the spread is read here; a centre on
+    these same runs is :func:`runs_centre` (the DDP demo's, :mod:`demo.ddp_noise`)."""
     speeds, walls = list(host.speed_runs), list(getattr(host, "wall_runs", []) or [])
     if len(walls) < 2:
         return speeds
     if len(speeds) < 2 or predictive(walls, prior)[1] > predictive(speeds, prior)[1]:
         return walls
     return speeds
+
+
+def runs_centre(host, runs: Sequence[float]) -> float:
+    """The host factor (a ratio, as ``host.cpu_scale``) centred on the mean log speed of
+    ``runs`` (what :func:`noise_runs` gave: the runs whose spread the interval counts, the
+    capture first at ``runs[0]``): the capture's own run's CPU factor (``speed_runs[0]``, else
+    ``cpu_scale``) times ``exp(mean(log(runs / runs[0])))``. The predictive
+    ``s · sqrt(1/k + 1/n) · T(n − 1)`` holds the next runs around ``exp(c)`` of the SAME
+    ``n`` runs; a centre from other runs (the CPU time's ``speed_runs`` under the wall
+    time's spread) is off it by their offset, which the ``1/n`` term does not carry. For
+    ``runs = speed_runs`` this is ``exp(mean log speed_runs)``, :func:`calibration.host_noise.
+    apply_replicates`'s ``cpu_scale``, unchanged."""
+    own = float(host.speed_runs[0]) if host.speed_runs else float(host.cpu_scale)
+    if len(runs) < 2:
+        return float(host.cpu_scale)
+    logs = np.log(np.asarray(runs, dtype=float))
+    return own * math.exp(float(np.mean(logs - logs[0])))
 
 
 def from_walls(host, runs: Sequence[float]) -> bool:

@@ -1,5 +1,6 @@
 """The DDP demo's host term drawn from every run of its calibration setting: the timed
-re-runs' wall factors after the profiled runs' (demo.ddp_noise), the point unmoved."""
+re-runs' wall factors after the profiled runs' (demo.ddp_noise), the point's host factor on
+their mean (h-ddp18b)."""
 from __future__ import annotations
 
 import math
@@ -31,8 +32,8 @@ def test_timed_wall_is_the_mean_start_to_start_step():
 def test_each_timed_rerun_is_the_geometric_mean_of_its_ranks_over_the_capture():
     """Closed form: rank 0 at 1.21x the capture's unprofiled mean wall, rank 1 at 1.00x:
     the run's factor is sqrt(1.21) = 1.1; a second at 0.81x / 1.00x is 0.9. They follow the
-    model's own wall runs; the centre (``cpu_scale``) and the CPU speed runs do not move,
-    and the interval then draws from the walls (they spread wider)."""
+    model's own wall runs; the CPU speed runs do not move, the interval then draws from the
+    walls (they spread wider) and the centre (``cpu_scale``) is their mean."""
     base = [unprofiled_wall_us(load_sidecar(CAPTURE / f"rank{r}" / "sidecar.json"))
             for r in (0, 1)]
     model = load_model(DATA / "ddp_demo_model.json")
@@ -40,10 +41,15 @@ def test_each_timed_rerun_is_the_geometric_mean_of_its_ranks_over_the_capture():
     got_model, got = with_remeasured_walls(model, CAPTURE, runs)
     assert got == pytest.approx([1.1, 0.9], rel=1e-9)
     assert got_model.host.wall_runs == pytest.approx(list(model.host.wall_runs) + [1.1, 0.9])
-    assert got_model.host.cpu_scale == model.host.cpu_scale
     assert got_model.host.speed_runs == model.host.speed_runs
     prior = tuple(model.meta.ranges["host.cpu_scale"])
     assert noise_runs(got_model.host, prior) == got_model.host.wall_runs
+    # the centre on the runs the spread counts: the capture's CPU factor times their
+    # geometric mean over the capture (models.host_speed.runs_centre)
+    walls = list(model.host.wall_runs) + [1.1, 0.9]
+    want = model.host.speed_runs[0] * math.exp(np.mean(np.log(walls)) - math.log(walls[0]))
+    assert got_model.host.cpu_scale == pytest.approx(want, rel=1e-9)
+    assert got_model.host.cpu_scale != pytest.approx(model.host.cpu_scale, rel=1e-3)
     assert any("timed re-runs" in w for w in got_model.meta.warnings)
 
 
