@@ -64,6 +64,18 @@ def _warn(warnings, verbose: bool = False, step_us: float | None = None) -> None
         _stderr(line)
 
 
+def _counted(model) -> str:
+    """What ``calibrated N steps`` counted (:mod:`calibration.steps`' step time): each step from
+    its start to the next one's; where a multi-rank CPU calibration left the last marker's step
+    out (it has no next start), how many markers there were. A user's ``active=8`` capture read
+    "calibrated 7 steps" with nothing to say why (fresh8, 2026-12-07)."""
+    marks = model.meta.notes.get("step_markers")
+    if isinstance(marks, int) and marks > 0:
+        return (f"(each from its step marker's start to the next one's: {marks} markers a rank, "
+                "the last with no next start left out)")
+    return "(each from its step marker's start to the next one's)"
+
+
 def cmd_calibrate(args) -> int:
     from stepsim.models.host_speed import CAPTURE_SPEED
 
@@ -71,7 +83,8 @@ def cmd_calibrate(args) -> int:
                       step_regex=args.step_regex, replicates=args.replicate or (),
                       steps=args.steps)
     _warn(r.ranked or r.warnings, args.verbose, r.measured_mean_us)
-    print(f"calibrated {_n(len(r.measured_step_us), 'step')}: measured step mean "
+    print(f"calibrated {_n(len(r.measured_step_us), 'step')} {_counted(r.model)}: measured "
+          "step mean "
           f"{_fmt_ms(r.measured_mean_us)} ms, median {_fmt_ms(r.measured_median_us)} ms -> "
           f"{shown(args.output)}")
     w = r.window

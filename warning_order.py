@@ -1,6 +1,7 @@
 """Warnings a user can read: each headed by a one-line summary, those whose finding changes
 the predicted step first, largest effect first (ms and % of the step), then those whose effect
-is not sized, then, one line each, those that change nothing on the step (a parameter's
+is not sized (first those whose finding no interval covers: the record's ``uncovered``), then,
+one line each, those that change nothing on the step (a parameter's
 source, a prior that widens only what-ifs' intervals).
 
 A new user's calibration printed 11 warnings of 200–600 characters with no sign of which
@@ -42,13 +43,14 @@ class Ranked:
     """One warning: ``text`` whole, ``summary`` in one line, ``effect_us`` what its finding
     changes on the predicted step (µs; None: not sized), ``noted``: it changes nothing on the
     step; ``part``: it is part of the sized warning printed above it (its effect is in that
-    one's)."""
+    one's); ``uncovered``: its finding is in no interval (the record's)."""
 
     text: str
     summary: str
     effect_us: float | None = None
     noted: bool = False
     part: bool = False
+    uncovered: bool = False
 
     def effect_said(self, step_us: float | None) -> str:
         """``step +37.4 ms, +13.8 %`` (the % of the measured step, where known)."""
@@ -104,13 +106,14 @@ def rank_one(w: str | WarningRecord) -> Ranked:
     e = r.effect_us
     effect = e if e is not None and math.isfinite(e) and abs(e) <= MAX_DURATION_US else None
     summary = _cut(r.summary) if r.summary else summary_of(r.text)
-    return Ranked(r.text, summary, effect, r.noted)
+    return Ranked(r.text, summary, effect, r.noted, uncovered=r.uncovered)
 
 
 def ranked(warnings: Iterable[str | WarningRecord]) -> tuple[Ranked, ...]:
     """``warnings`` (texts or records, each said once) ordered: sized effects, largest first,
     each followed by its parts (a record ``part_of`` its kind, folded into its effect); then
-    the unsized, in their own order; then the noted, in theirs."""
+    the unsized, those no interval covers first (``uncovered``), each group in its own
+    order; then the noted, in theirs."""
     rs = list({r.text: r for r in (w if isinstance(w, WarningRecord) else of([w])[0]
                                    for w in warnings)}.values())
     shown = {r.text: rank_one(r) for r in rs}
@@ -133,7 +136,8 @@ def ranked(warnings: Iterable[str | WarningRecord]) -> tuple[Ranked, ...]:
     first = sorted((r for r in out if r.effect_us is not None and not r.noted and not r.part),
                    key=lambda r: -abs(r.effect_us))
     return (*(x for r in first for x in (r, *parts.get(r.text, ()))),
-            *(r for r in out if r.effect_us is None and not r.noted),
+            *sorted((r for r in out if r.effect_us is None and not r.noted),
+                    key=lambda r: not r.uncovered),
             *(r for r in out if r.noted))
 
 

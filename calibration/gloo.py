@@ -341,7 +341,9 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                 if lags is not None else {}),
              **({"backward_preempted_us": round(preempted, 1)} if preempted else {}),
              **({"outside_load_held": held} if held is not None else {}),
-             **({"intra_op_threads": team} if team else {})}
+             **({"intra_op_threads": team} if team else {}),
+             # the fewest step markers a rank's trace held (cli's "calibrated N steps")
+             "step_markers": min(ranks[r].markers for r in order)}
     said = rank_threads_warning([ranks[r].host for r in order], team or 1, loader.host_cores,
                                 loader.num_workers, job)
     warnings += [said] if said else []

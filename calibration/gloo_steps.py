@@ -57,6 +57,7 @@ class _Rank:
     base_ns: int
     steps: list[_StepRec] = field(default_factory=list)
     colls: list[_Coll] = field(default_factory=list)    # every collective of the trace
+    markers: int = 0     # the trace's step markers (the last, with no next start, fits none)
 
 
 def _input_numel(table: EventTable, i: int) -> tuple[int | None, str, bool]:
@@ -107,6 +108,7 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     out = _Rank(rank, world, str(table.metadata.get("host_name") or ""), table.path,
                 int(table.base_ns), colls=colls)
     use = [s for s in steps if not s.last] or list(steps)
+    out.markers = len(steps)
     leaf = np.flatnonzero(on_main & ~np.fromiter(
         (n.startswith("ProfilerStep#") for n in names), bool, len(names)))
     leaf = leaf[np.argsort(table.ts_ns[leaf], kind="stable")]

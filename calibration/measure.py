@@ -34,7 +34,8 @@ from stepsim.calibration.events import build_table, dropped_note
 from stepsim.calibration.job_neck import RankWaits, job_bottleneck, rank_waits
 from stepsim.calibration.sidecar import load_sidecar, sidecar_beside
 from stepsim.calibration.outside_load import OutsideLoad, load_note, outside_load
-from stepsim.calibration.sidecar_fit import fit_produce, loader_settings, steady_records
+from stepsim.calibration.job_load import job_load, threads_per_worker
+from stepsim.calibration.sidecar_fit import loader_settings
 from stepsim.calibration.linking import link
 from stepsim.calibration.same_run import check_one_run, raw_span
 from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, SCORE_AFTER_STEPS, drain_note,
@@ -84,7 +85,8 @@ class MeasuredSteps:
             else its profiled window (:func:`remeasured_load`), ``1 / held − 1``
             (:class:`calibration.outside_load.OutsideLoad`; past
             :data:`models.load_bound.LOAD_WARN` it is warned about); None when the sidecar
-            cannot tell (none, or no instants; of several ranks, the most loaded).
+            cannot tell (none, or no instants); of several ranks, every rank's threads on a
+            host together, the job's own (:func:`calibration.job_load.job_load`).
         waits: a DDP rank's wall split outside ``next()`` (:mod:`calibration.job_neck`).
     """
 
@@ -198,7 +200,7 @@ def measured_runs(paths, step_regex: str | None = None) -> list[MeasuredSteps]:
 def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     """One run of several ranks (see :func:`measured_steps`)."""
     check_one_run([(r.path, *raw_span(r)) for r in raws])
-    runs = [_one(r, step_regex, None) for r in raws]
+    runs = [_one(r, step_regex, None, alone=False) for r in raws]
     common = sorted(set.intersection(*(set(r.step_numbers) for r in runs)))
     if not common:
         raise InputError(where, f"the {len(runs)} rank traces share no step number "
@@ -216,9 +218,20 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
         b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
     ups = [r.startup for r in runs if r.startup is not None]
     startup = max(ups, key=lambda u: u.next_us) if ups else None   # the job waits for the last
+    load = job_load([_beside(r.path) for r in raws])    # every rank is the job: one rule
+    if load is not None and load.slowdown > LOAD_WARN:
+        notes.append(load_note(load, runs[0].torch_threads or 1))
     return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
-                         runs[0].bucket_cap_mb, most_loaded(runs))
+                         runs[0].bucket_cap_mb, _slowdown(load))
+
+
+def _beside(path: Path):
+    """The valid sidecar beside a rank's trace, or None (``_one`` notes an invalid one)."""
+    try:
+        return load_sidecar(beside) if (beside := sidecar_beside(path)) else None
+    except InputError:
+        return None
 
 
 def _rank_label(path: Path, where: Path) -> str:
@@ -227,19 +240,14 @@ def _rank_label(path: Path, where: Path) -> str:
     return path.parent.name if path.parent != Path(where) else path.name
 
 
-def most_loaded(runs) -> float | None:
-    """The largest ``outside_load_slowdown`` of measured runs (:class:`MeasuredSteps`): a
-    job's, whose every step takes its slowest rank; None when no run could tell. (Runs pooled
-    into one record weigh theirs by their step time: ``models.load_bound.pooled_load``.)"""
-    return max((r.outside_load_slowdown for r in runs if r.outside_load_slowdown is not None),
-               default=None)
-
-
 def _span(numbers: list[int]) -> str:
     return f"steps {numbers[0]}-{numbers[-1]}" if numbers else "no steps"
 
 
-def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSteps:
+def _one(raw, step_regex: str | None, sidecar: str | Path | None,
+         alone: bool = True) -> MeasuredSteps:
+    """One process's run; ``alone`` False: a rank of a job, whose outside load is read over
+    every rank together (:func:`_job`), not here."""
     p = raw.path
     notes: list[str] = []
     side = None
@@ -292,7 +300,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None) -> MeasuredSte
                          f"num_workers × prefetch_factor + {SCORE_AFTER_STEPS})")
         notes.append(scored_note(len(after), step_us.mean(), traced.mean(),
                                  drift_noise(step_us, traced)))
-    load = remeasured_load(side) if side is not None else None
+    load = remeasured_load(side) if side is not None and alone else None
     if load is not None and load.slowdown > LOAD_WARN:
         notes.append(load_note(load, side.torch_num_threads or 1))
     share = float(wait.sum() / step_us.sum()) if step_us.sum() > 0 else 0.0
@@ -332,9 +340,8 @@ def load_over(side, steps: list | None = None) -> OutsideLoad | None:
     """The outside load on capture ``side`` over its profiled window (as calibration reads
     it) or over ``steps``."""
     nw = side.loader.num_workers
-    recs = steady_records(side, nw)
-    tpw = fit_produce(recs, nw, side.host_cores)[1] if recs else 1
-    return outside_load(side, nw, tpw, side.torch_num_threads or 1, steps=steps)
+    return outside_load(side, nw, threads_per_worker(side), side.torch_num_threads or 1,
+                        steps=steps)
 
 
 def remeasured_load(side) -> OutsideLoad | None:

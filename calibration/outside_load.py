@@ -239,7 +239,14 @@ def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
     a = busy_spans(side, num_workers, threads_per_worker, torch_threads)
     if not a.size or not (a[:, 4] == BATCH).any():
         return None   # no batch recorded (or every one dropped): the producers' work unseen
-    a = _in_window(a, lo, hi)   # each interval's part inside the window, its CPU pro rata
+    return held_over(_in_window(a, lo, hi), cores)   # each interval's part inside, CPU pro rata
+
+
+def held_over(a: np.ndarray, cores: int) -> OutsideLoad | None:
+    """The :class:`OutsideLoad` of busy intervals ``a`` (rows of :func:`busy_spans`, already
+    cut to the span read) on ``cores`` cores: their CPU over ``∫ min(cores, R(t)) dt``, ``R``
+    their runnable threads summed (several processes' rows together count as one run: a DDP
+    job's ranks on one host, :mod:`calibration.job_load`); None without any."""
     if not a.size:
         return None
     # sweep: the runnable threads between consecutive instants

@@ -23,6 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
+from stepsim.models.warning_record import said
+
 __all__ = ["HEAVY_TAIL", "ranks_on_host", "rank_threads_warning", "model_rank_threads",
            "fitting_rank_threads"]
 
@@ -70,7 +72,7 @@ def rank_threads_warning(hosts: Sequence[str | None], threads: int, cores: int,
     if not tail:
         return None
     n = fitting_rank_threads(cores, ranks)
-    return (f"oversubscribed intra-op threads across ranks: {ranks} ranks on host {host} × "
+    return said(f"oversubscribed intra-op threads across ranks: {ranks} ranks on host {host} × "
             f"{threads} intra-op threads = {ranks * threads} compute threads (besides "
             f"{ranks * workers} DataLoader worker(s) and gloo's threads) on its {cores} cores, "
             f"and {tail}: torch's intra-op team spins at each parallel region while a thread "
@@ -78,7 +80,8 @@ def rank_threads_warning(hosts: Sequence[str | None], threads: int, cores: int,
             "on one thread), so no interval covers it, and main-thread CPU read as outside "
             f"load may be this spin; set torch.set_num_threads({n}) in each rank (cores // "
             f"ranks on the host; or OMP_NUM_THREADS={n}) and re-capture: --fix "
-            "intra_op_threads can price it only on a model whose host ops hold a parallel part")
+            "intra_op_threads can price it only on a model whose host ops hold a parallel part",
+                "rank_threads", uncovered=True)
 
 
 def model_rank_threads(model) -> tuple[str | None, int]:

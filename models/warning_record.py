@@ -1,7 +1,9 @@
 """A calibration warning as a record: its text, a one-line summary, its kind, its effect on
 the predicted step (µs, where the module that writes it holds the numbers) and whether it is
 only noted (it changes nothing on the step: a parameter's source, a prior that widens only
-what-ifs' intervals). :mod:`stepsim.warning_order` sorts and prints these; it reads no text.
+what-ifs' intervals), and whether its finding is ``uncovered`` (it moves the step by an amount
+no interval covers: the model does not simulate it and no interval draws it).
+:mod:`stepsim.warning_order` sorts and prints these; it reads no text.
 
 The module that finds a thing writes its record (:func:`said`); the record travels as the
 warning's text (:class:`Said`, a ``str``), so every list of warnings and every test that
@@ -26,7 +28,10 @@ class WarningRecord(StrictModel):
     ``effect_us``: what its finding changes on the predicted step (µs; None: not sized);
     ``noted``: it changes nothing on the step; ``part_of``: the kind of the warning whose
     cause this one shares, whose effect then holds this one's (sized once, this one named
-    under it)."""
+    under it); ``uncovered``: its finding moves the step by an amount no interval covers
+    (neither simulated nor drawn), so among the unsized it is read first: a user's calibrate
+    printed the oversubscribed ranks' threads (steps 181–349 ms P10–P90) ninth of 11 unsized,
+    under "profiler overhead not measurable" (fresh8, 2026-12-07)."""
 
     text: str
     kind: str = ""
@@ -34,6 +39,7 @@ class WarningRecord(StrictModel):
     effect_us: float | None = None
     noted: bool = False
     part_of: str | None = None
+    uncovered: bool = False
 
 
 class Said(str):
@@ -51,10 +57,10 @@ class Said(str):
 
 
 def said(text: str, kind: str, summary: str = "", effect_us: float | None = None,
-         noted: bool = False, part_of: str | None = None) -> Said:
+         noted: bool = False, part_of: str | None = None, uncovered: bool = False) -> Said:
     """The warning ``text`` with its record (see :class:`WarningRecord`)."""
     return Said(WarningRecord(text=text, kind=kind, summary=summary, effect_us=effect_us,
-                              noted=noted, part_of=part_of))
+                              noted=noted, part_of=part_of, uncovered=uncovered))
 
 
 def prior_said(text: str, path: str, what: str, lo: float, hi: float) -> Said:

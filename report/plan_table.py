@@ -125,6 +125,7 @@ def print_plan(p: Plan, as_json: bool = False) -> None:
     if within:
         c.print(noise_line(f"the predicted change of move{'s' if len(within) > 1 else ''} "
                            f"{', '.join(str(i) for i, _ in within)} (its speed-up over the step "
-                           f"before it) {'are each' if len(within) > 1 else 'is'}", within[0][1]))
+                           f"before it) {'are each' if len(within) > 1 else 'is'}", within[0][1],
+                           (b.p10_step_us, b.p90_step_us) if b.has_interval else None))
     _run_ahead_note([("baseline", b)] + [(f"move {i}", m.prediction)
                                          for i, m in enumerate(p.moves, 1)])

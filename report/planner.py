@@ -114,7 +114,8 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
         c.print(line)
     noise = host_noise(pred.model, x)
     if noise and noise["within_host_noise"]:
-        c.print(noise_line(f"the predicted change ({_x(x)}) is", noise))
+        c.print(noise_line(f"the predicted change ({_x(x)}) is", noise,
+                           (base.p10_step_us, base.p90_step_us) if base.has_interval else None))
     per = _batches(base, pred)
     if per is not None:
         a, b = (p.mean_step_us / n for p, n in zip((base, pred), per))

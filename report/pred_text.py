@@ -53,12 +53,22 @@ def host_noise(model, speedup: float) -> dict | None:
             "within_host_noise": abs(math.log(speedup)) < math.log1p(half)}
 
 
-def noise_line(what: str, noise: dict) -> str:
-    """The line that says ``what`` (a predicted change) cannot be told from host noise."""
-    return (f"{what} within this host's run-to-run noise (±{noise['host_noise_pct']:.0f} %, "
+def noise_line(what: str, noise: dict, interval: tuple[float, float] | None = None) -> str:
+    """The line that says ``what`` (a predicted change) cannot be told from host noise; with
+    the baseline's ``interval`` (P10, P90 of one run's mean step, µs), what each of the two is
+    of: the noise compares two runs' host speed, one of the sources the interval draws with
+    all the others (fresh8's whatif, 2026-12-07: 141–1027 ms, 7.3x, beside "±26 %", read as
+    two statements that disagree)."""
+    said = (f"{what} within this host's run-to-run noise (±{noise['host_noise_pct']:.0f} %, "
             f"P10–P90 of one run's speed against another's, from "
             f"{noise['host_noise_source']}): one re-measured run of each setting cannot "
             "confirm it; compare the means of several (validate pools runs)")
+    if interval is None or not interval[0] > 0:
+        return said
+    lo, hi = interval
+    return (f"{said}; the ±{noise['host_noise_pct']:.0f} % is the host's speed alone, one "
+            f"source of the interval ({_ms(lo)}–{_ms(hi)} ms, {hi / lo:.1f}x), which is of "
+            "one run's mean step with every source drawn")
 
 
 def refault_line(model) -> str | None:

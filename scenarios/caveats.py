@@ -34,20 +34,23 @@ def input_caveats(model: StepModel) -> list[str]:
         more = (f", up to {(1 + slow) ** team:.1f}x through its {team}-thread training step's "
                 "stall, calibrated from the loaded shares" if isinstance(team, int) and team > 1
                 else "")
-        out.append(f"this model was calibrated from a capture that ran under outside load (its "
-                   f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
-                   f"it carries that run's slowdown{more}, which no interval covers; re-capture "
-                   "on a quiet machine")
+        out.append(said(
+            f"this model was calibrated from a capture that ran under outside load (its "
+            f"threads advanced {1 + slow:.1f}x slower than alone): every prediction from "
+            f"it carries that run's slowdown{more}, which no interval covers; re-capture "
+            "on a quiet machine", "caveat:outside_load", uncovered=True))
     drift = model.meta.notes.get("profiled_drift")
     if isinstance(drift, (int, float)) and drift > 0:
         # calibrate's warning (calibration.run_drift), said by every verb, as the load is: a
         # user's profiled window ran x2.25 its unprofiled steps, and a what-if of it +184 %
-        out.append(f"this model is of a profiled window that ran {drift:.2f}x as long as the "
-                   "capture's unprofiled steps right after it (the machine changed within the "
-                   "run, or the profiler cost that much): every prediction from it carries "
-                   "that, which no interval covers; re-capture on a quiet machine")
-    said = model_rank_threads(model)[0]     # ranks × intra-op threads over the host's cores
-    return out + ([said] if said else [])
+        out.append(said(
+            f"this model is of a profiled window that ran {drift:.2f}x as long as the "
+            "capture's unprofiled steps right after it (the machine changed within the "
+            "run, or the profiler cost that much): every prediction from it carries "
+            "that, which no interval covers; re-capture on a quiet machine",
+            "caveat:profiled_drift", uncovered=True))
+    threads = model_rank_threads(model)[0]   # ranks × intra-op threads over the host's cores
+    return out + ([threads] if threads else [])
 
 
 def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = ()) -> list[str]:

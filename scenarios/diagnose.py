@@ -270,9 +270,8 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
             # ranks × intra-op threads over the host's cores spin (models.rank_threads)
             n = model_rank_threads(model)[1]
             fix, threads_priced = fix or f"intra_op_threads:threads={n}", True
-            w = _price(model, f"intra_op_threads:threads={n}", kw, arith)
-            what.append(replace(w, note=f"{w.note}; set torch.set_num_threads({n}) in each "
-                                "rank and re-capture to measure it") if w.note else w)
+            # (where it does not apply, its note says why, and the fix: host_threads.no_team_why)
+            what.append(_price(model, f"intra_op_threads:threads={n}", kw, arith))
         elif fix and not why and not threads_priced:
             # the fix (DataLoader workers) stalls the team it adds threads beside: price
             # plan's next move with it (torch.set_num_threads(1) beside the workers)

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from stepsim.models.param_base import MAX_THREADS
 from stepsim.models.params import StepModel
+from stepsim.models.rank_threads import fitting_rank_threads, ranks_on_host
 from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import validated
 
@@ -62,6 +63,38 @@ def oversubscribed(m: StepModel) -> bool:
     return m.host.uses_core and team > 1 and team + beside_threads(m) > m.loader.host_cores
 
 
+def no_team_why(m: StepModel) -> str:
+    """Why the training step has no parallel part in ``m``, the one that held, with its
+    numbers: the capture ran one intra-op thread; or several, each DDP rank's host ops
+    calibrated on one thread (:mod:`models.rank_threads`), with the fix where the ranks × their
+    threads are more than the host's cores (threads per rank = cores ÷ ranks); or several,
+    with the step's CPU time within its wall time (no parallel part inferred,
+    :func:`calibration.host_step.split_host_step`). A user's 2-rank gloo job at 2 threads a
+    rank on 2 cores was told "one intra-op thread, or a capture whose CPU time did not exceed
+    its wall time" (fresh8, 2026-12-07)."""
+    noted = m.meta.notes.get("intra_op_threads")
+    threads = noted if isinstance(noted, int) else max(
+        [op.capture_threads or op.threads for op in m.host.ops if op.kind == "cpu"] or [1])
+    head = "the training step has no parallel part in the model: "
+    end = ": its thread count changes nothing the model holds"
+    if threads <= 1:
+        return head + "the capture ran one intra-op thread" + end
+    host, ranks = ranks_on_host([r.host for r in m.ranks])
+    cores = m.loader.host_cores
+    if len(m.ranks) < 2:
+        return (head + f"the capture ran {threads} intra-op threads, but the step's CPU time did "
+                "not exceed its wall time (no parallel part inferred)" + end)
+    said = (head + f"its {len(m.ranks)} ranks ran {threads} intra-op threads each, and a rank's "
+            "host ops are calibrated on one thread" + end)
+    if ranks >= 2 and ranks * threads > cores:
+        n = fitting_rank_threads(cores, ranks)
+        said += (f"; {ranks} ranks × {threads} threads = {ranks * threads} on host {host}'s "
+                 f"{cores} cores are oversubscribed: the fix is threads per rank = cores ÷ ranks "
+                 f"= {cores} ÷ {ranks} = {n}, torch.set_num_threads({n}) in each rank, "
+                 "re-captured")
+    return said
+
+
 def intra_op_threads(m: StepModel, a: ThreadsArgs) -> StepModel:
     """Every intra-op team's ``threads`` := ``a.threads`` (default :func:`fitting_threads`,
     refused when the team is not oversubscribed), and its ``parallel_efficiency`` := the given
@@ -73,9 +106,7 @@ def intra_op_threads(m: StepModel, a: ThreadsArgs) -> StepModel:
     """
     team = _team_ops(m)
     if not team:
-        raise nothing("intra_op_threads", "the training step has no parallel part in the model "
-                      "(one intra-op thread, or a capture whose CPU time did not exceed its "
-                      "wall time): its thread count changes nothing the model holds")
+        raise nothing("intra_op_threads", no_team_why(m))
     bare = [i for i in team if m.host.ops[i].capture_threads is None]
     if bare:
         raise nothing("intra_op_threads", f"host.ops.{bare[0]} does not record the threads its "
