@@ -18,8 +18,9 @@ the ranks. They go after the quiet profiled runs' ``host.wall_runs`` (or the cap
 where calibration measured none), and the interval draws from those wherever they spread
 wider than the CPU time's ``host.speed_runs`` (:func:`models.host_speed.noise_runs`). Where
 they do, the point's host factor ``host.cpu_scale`` moves onto their mean log speed too
-(:func:`models.host_speed.runs_centre`: the capture's own CPU factor times the geometric mean
-of the drawn runs over the capture): the predictive ``s · sqrt(1/k + 1/n) · T(n − 1)`` holds
+(:func:`models.host_speed.runs_centre`: the drawn runs' geometric mean, put in CPU units by
+the profiled runs measured in both, wall and CPU time; h-anchor18, before the capture's alone,
+whose own slow wall moved every point): the predictive ``s · sqrt(1/k + 1/n) · T(n − 1)`` holds
 the next runs around the mean of the same ``n`` runs it counts (issue 12, h-ddp18b; before,
 the spread counted the 7 runs while the centre was the profiled runs' CPU time, an offset the
 ``1/n`` term did not carry). Only the calibration setting's runs: the out-of-sample rows'
@@ -82,9 +83,12 @@ def with_remeasured_walls(model: StepModel, capture: Path, timed: list[list[dict
     noise = noise_runs(host, prior)
     if from_walls(host, noise):
         # the centre on the runs the spread counts (models.host_speed.runs_centre)
-        centre = runs_centre(host, noise)
-        note += (f"; the point's host factor is their mean too: host.cpu_scale "
-                 f"{host.cpu_scale:.3f} -> {centre:.3f} (the profiled runs' CPU time before)")
+        paired = len(model.host.wall_runs) if len(model.host.wall_runs) == len(
+            model.host.speed_runs) else 1   # the profiled runs measured in both
+        centre = runs_centre(host, noise, paired)
+        note += (f"; the point's host factor is their mean too, in CPU units of the {paired} "
+                 f"profiled run(s) measured in both: host.cpu_scale {host.cpu_scale:.3f} -> "
+                 f"{centre:.3f} (the profiled runs' CPU time before)")
         host = host.model_copy(update={"cpu_scale": centre})
     meta = meta.model_copy(update={"sources": {**meta.sources, "host.wall_runs": "measured"},
                                    "warnings": [*meta.warnings, note]})

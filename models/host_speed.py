@@ -144,21 +144,25 @@ def noise_runs(host, prior: tuple[float, float]) -> list[float]:
     return speeds
 
 
-def runs_centre(host, runs: Sequence[float]) -> float:
+def runs_centre(host, runs: Sequence[float], paired: int = 1) -> float:
     """The host factor (a ratio, as ``host.cpu_scale``) centred on the mean log speed of
     ``runs`` (what :func:`noise_runs` gave: the runs whose spread the interval counts, the
-    capture first at ``runs[0]``): the capture's own run's CPU factor (``speed_runs[0]``, else
-    ``cpu_scale``) times ``exp(mean(log(runs / runs[0])))``. The predictive
+    capture first): their geometric mean, put in CPU units by the first ``paired`` runs, whose
+    CPU factors ``speed_runs[:paired]`` are measured too (else the capture's ``cpu_scale``):
+    ``exp(mean log runs + mean log speed_runs[:p] − mean log runs[:p])``. The predictive
     ``s · sqrt(1/k + 1/n) · T(n − 1)`` holds the next runs around ``exp(c)`` of the SAME
     ``n`` runs; a centre from other runs (the CPU time's ``speed_runs`` under the wall
-    time's spread) is off it by their offset, which the ``1/n`` term does not carry. For
-    ``runs = speed_runs`` this is ``exp(mean log speed_runs)``, :func:`calibration.host_noise.
-    apply_replicates`'s ``cpu_scale``, unchanged."""
-    own = float(host.speed_runs[0]) if host.speed_runs else float(host.cpu_scale)
+    time's spread) is off it by their offset, which the ``1/n`` term does not carry. Paired on
+    the capture alone (``paired=1``), a capture whose own wall ran slow against its CPU time
+    moves every point (h-ddp18b: 4 of 26 demos); on every profiled run with both, that ratio is
+    their mean. For ``runs = speed_runs`` this is ``exp(mean log speed_runs)``,
+    :func:`calibration.host_noise.apply_replicates`'s ``cpu_scale``, unchanged."""
     if len(runs) < 2:
         return float(host.cpu_scale)
+    speeds = list(host.speed_runs) or [float(host.cpu_scale)]
+    p = max(1, min(paired, len(speeds), len(runs)))
     logs = np.log(np.asarray(runs, dtype=float))
-    return own * math.exp(float(np.mean(logs - logs[0])))
+    return math.exp(float(logs.mean() + np.log(speeds[:p]).mean() - logs[:p].mean()))
 
 
 def from_walls(host, runs: Sequence[float]) -> bool:
