@@ -45,6 +45,9 @@ def _bad_batch(r, num_workers: int, cores: int | None) -> str | None:
     if cores is not None and r.work_us > CPU_PAST_WALL * cores * r.wall_us:
         return (f"process CPU {r.work_us:g} µs past {CPU_PAST_WALL} × {cores} core(s) × its "
                 f"wall_us of {r.wall_us:g} µs")
+    if r.worker >= 0 and r.proc_cpu_us is not None and past_wall(r.cpu_us, r.proc_cpu_us):
+        return (f"process CPU {r.proc_cpu_us:g} µs below its producing thread's "
+                f"{r.cpu_us:g} µs (the process holds the thread)")
     return None
 
 

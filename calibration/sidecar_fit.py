@@ -26,10 +26,11 @@ from stepsim.calibration.same_thread import (probe_rule, same_side_workers,
                                              same_thread_from_sidecar)
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
+from stepsim.calibration.sidecar_records import THREAD_SLACK_US
 from stepsim.calibration.team_stall import (TEAM_STALL_PRIOR, contended_team_stall,
                                            fit_team_stall)
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
-from stepsim.models.params import DurationSpec
+from stepsim.models.params import MAX_THREADS, DurationSpec
 from stepsim.models.warning_record import prior_said, said
 
 
@@ -62,10 +63,10 @@ def fit_produce(recs, num_workers: int, host_cores: int | None, main_threads: in
     with a worker each on 2 cores: 4 busy threads, the batches' walls 2.5-3x their CPU).
     """
     par = float(np.median([r.work_us / r.wall_us for r in recs if r.wall_us > 0] or [1.0]))
-    own = [r.work_us / r.cpu_us for r in recs
-           if r.worker >= 0 and r.proc_cpu_us is not None and r.cpu_us > 0]
+    own = [r.work_us / r.cpu_us for r in recs   # a thread CPU inside the clocks' slack
+           if r.worker >= 0 and r.proc_cpu_us is not None and r.cpu_us > THREAD_SLACK_US]
     par = max(par, float(np.median(own))) if own else par
-    tpw = int(round(par)) if par > 1.3 else 1
+    tpw = int(round(min(par, MAX_THREADS))) if par > 1.3 else 1   # a loader's most
     threads = ranks * (num_workers * tpw + main_threads)
     if host_cores is not None and threads > host_cores:
         return DurationSpec.from_samples([r.work_us for r in recs]), tpw, "cpu_time"

@@ -95,14 +95,9 @@ class Setup:
                   **({} if model.pins_memory() else {"pin_memory": False})}
         lp = model.loader.model_copy(update=update) if update else model.loader
         self.lp = lp
-        c = model.comm
         self.comm_cpu = comm_cpu_us(model)
         # and its backend threads' wake-ups, each waiting for a core when every core is busy
-        wakes = c.wakeup_wait_us > 0 and c.wakeups + c.wakeups_per_mb > 0
-        self.comm_wake = {t.id: wake_pieces(round(c.wakeups + c.wakeups_per_mb * (t.bytes or 0)
-                                                  / 2 ** 20), c.wakeup_wait_us)
-                          for t in model.device.streams.get(c.comm_stream, [])
-                          if wakes and t.id in self.comm_cpu}
+        self.comm_wake = comm_wakes(model, self.comm_cpu)
         threads = lp.num_workers * lp.threads_per_worker + (
             1 if lp.pin_memory and lp.num_workers else 0)
         if model.host.uses_core:
@@ -200,6 +195,18 @@ def comm_cpu_us(model: StepModel) -> dict[str, float]:
         return {}
     return {t.id: c.host_cpu_us + c.host_cpu_us_per_mb * (t.bytes or 0) / 2 ** 20
             for t in model.device.streams.get(c.comm_stream, []) if t.kind == "collective"}
+
+
+def comm_wakes(model: StepModel, comm_cpu: dict[str, float]) -> dict[str, tuple[int, float]]:
+    """Each collective's backend wake-ups as simulated, ``(pieces, wait µs each)``
+    (:func:`wake_pieces`) by task id, for the collectives of ``comm_cpu``
+    (:func:`comm_cpu_us`); empty where the model gives no wake-up a wait."""
+    c = model.comm
+    if not (c.wakeup_wait_us > 0 and c.wakeups + c.wakeups_per_mb > 0):
+        return {}
+    return {t.id: wake_pieces(round(c.wakeups + c.wakeups_per_mb * (t.bytes or 0) / 2 ** 20),
+                              c.wakeup_wait_us)
+            for t in model.device.streams.get(c.comm_stream, []) if t.id in comm_cpu}
 
 
 def solved(su: Setup, runs: Runs, waits: list):

@@ -9,12 +9,13 @@ Every time is in **µs**, every size in **bytes**, every rate in **GB/s** (see
 """
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import Field, model_serializer, model_validator
 
-from stepsim.models.param_base import (MAX_CORES, MAX_LOADER_THREADS, MAX_OUTSTANDING,
-                                       MAX_PREFETCH, MAX_RANK_ID, MAX_THREADS, MAX_WORKERS,
+from stepsim.models.param_base import (MAX_CORES, MAX_DURATION_US, MAX_LOADER_THREADS,
+                                       MAX_OUTSTANDING, MAX_PREFETCH, MAX_RANK_ID, MAX_THREADS, MAX_WORKERS,
                                        DurationSpec, Micros, Phase, StrictModel, non_empty)
 from stepsim.models.param_comm import CommParams, GradParam  # noqa: F401  (re-exported)
 from stepsim.models.param_device import (DeviceParams, DeviceTask,  # noqa: F401  (re-exported)
@@ -190,6 +191,39 @@ the runs' log spread (690 for 1e-300 beside 1e3) overflow ``math.exp`` in every 
 draws, a traceback."""
 
 
+def inverted_threads(op: HostOp) -> int:
+    """The captured team size ``T`` of a ``cpu`` op whose work a contended capture inverted at
+    the team stall ``γ`` (a parallel part on more than one thread), else 0."""
+    t = op.capture_threads or op.threads
+    return t if op.kind == "cpu" and op.parallel_fraction > 0 and t > 1 else 0
+
+
+def reinversion_log(share: float, dgamma: float, threads: int) -> float:
+    """``ln`` of the factor ``share^(dgamma (threads − 1))`` on a team op's work inverted at
+    ``γ`` and re-inverted at ``γ + dgamma`` (:mod:`models.team_inversion`), in logs: the power
+    itself overflowed a double (share 1e-300 at γ 20 drawn at 0, a traceback; break18)."""
+    return dgamma * (threads - 1) * math.log(share)
+
+
+def _reinversion_problem(host: "HostParams") -> str | None:
+    """Why ``host``'s team work re-inverted at an end of ``team_stall_range`` passes any
+    duration (:data:`MAX_DURATION_US`), or None."""
+    s, rng = host.team_stall_share, host.team_stall_range
+    if s is None or s >= 1 or rng is None:
+        return None
+    for i, op in enumerate(host.ops):
+        t = inverted_threads(op)
+        top = max([op.dur_us, op.refault_us, op.touched_us, *(op.samples_us or [])])
+        for g in rng if t and top > 0 else ():
+            x = reinversion_log(s, g - host.team_stall, t)
+            if x + math.log(top) > math.log(MAX_DURATION_US):
+                return (f"team_stall_share {s:g} cannot be right with team_stall {host.team_stall:g}"
+                        f" and team_stall_range ({rng[0]:g}, {rng[1]:g}): ops[{i}]'s work on {t} "
+                        f"threads re-inverted at γ {g:g} is e^{x + math.log(top):.0f} µs, past "
+                        f"any duration's {MAX_DURATION_US:g}")
+    return None
+
+
 class HostParams(StrictModel):
     """The host thread: one step is ``ops`` in order, repeated every step."""
 
@@ -297,6 +331,8 @@ class HostParams(StrictModel):
             if rng is not None and not 0 <= rng[0] <= rng[1] <= top:
                 raise ValueError(f"{name}_range must satisfy 0 <= low <= high <= {top:g}, "
                                  f"got ({rng[0]:g}, {rng[1]:g})")
+        if (why := _reinversion_problem(self)) is not None:
+            raise ValueError(why)
         return self
 
     @model_serializer(mode="wrap")

@@ -10,8 +10,8 @@ refused. A chosen count stays within :data:`MAX_WORK`, well below it.
 
 The pieces do not cost alike: the event-free engine (:mod:`models.solo`) takes about
 :data:`PIECE_US` of CPU each, a model that runs as SimPy processes (:func:`runs_as_processes`)
-about :data:`PROCESS_PIECE_US` an op, task or quantum and :data:`THREAD_PIECE_US` a thread
-piece. :func:`time_problem` bounds a given count by that cost: the 2-rank DDP demo model (24
+about :data:`PROCESS_PIECE_US` an op, task or quantum, :data:`THREAD_PIECE_US` a thread
+piece and :data:`WAKE_PIECE_US` a collective's wake-up. :func:`time_problem` bounds a given count by that cost: the 2-rank DDP demo model (24
 pieces a step) at ``--warmup 100000`` held 0.9 GB and ran past 100 s under the work bound
 alone (break17, 2026-12-07).
 """
@@ -20,14 +20,14 @@ from __future__ import annotations
 import math
 
 from stepsim.models.cpu import DEFAULT_QUANTUM_US, MAX_QUANTA
-from stepsim.models.engine import comm_cpu_us
+from stepsim.models.engine import comm_cpu_us, comm_wakes
 from stepsim.models.host import INTERLEAVE_SLICES
 from stepsim.models.params import StepModel
 
 __all__ = ["MAX_RUN_WORK", "ALWAYS_STEPS", "MAX_SMALL_RUN_WORK", "MAX_STEPS", "MAX_WORK",
-           "DRAW_STEPS", "PIECE_US", "PROCESS_PIECE_US", "THREAD_PIECE_US", "thread_pieces", "step_work",
-           "collective_quanta", "processes_only", "runs_as_processes", "step_cost_us",
-           "chosen_reach", "work_problem", "time_problem"]
+           "DRAW_STEPS", "PIECE_US", "PROCESS_PIECE_US", "THREAD_PIECE_US", "WAKE_PIECE_US",
+           "thread_pieces", "step_work", "collective_quanta", "collective_wakes", "processes_only",
+           "runs_as_processes", "step_cost_us", "chosen_reach", "work_problem", "time_problem"]
 
 MAX_RUN_WORK = 5_000_000
 """Most simulated host ops, device tasks and thread pieces (over every rank and step, warm-up
@@ -59,14 +59,23 @@ PIECE_US = 2.7
 """CPU µs a simulated piece takes in the event-free engine, every span kept: the resnet50 GPU
 model's 4.0 M in 10.7 s (2026-12-05, load 3, 2 cores). :data:`MAX_RUN_WORK` of them is
 :func:`time_problem`'s bound, about 13.5 s."""
-PROCESS_PIECE_US = 40.0
+WAKE_PIECE_US = 8.0
+"""CPU µs a collective's backend wake-up past its first takes (:func:`collective_wakes`):
+the DDP demo model with ``comm.wakeups`` 1e6 (256 pieces each of its 4 collectives a step)
+took 7.42 and 8.73 ms a step against 0.34 and 0.61 ms with 1 wake-up (320 steps each, two
+rounds, 2026-12-07 04:04, load 1.2): 6.9-8.0 µs a piece (2-3 µs a piece at the demo's 12
+and 31; the most taken). Not counted before break18, so such a model's bound let
+``--steps`` run about 9x the 13.5 s it states."""
+PROCESS_PIECE_US = 14.0
 """CPU µs a host op, device task or collective quantum takes where the model runs as SimPy
-processes: the 2-rank gloo DDP demo model (``tests/data/ddp_demo_model.json``, 12 a rank-step)
-took 40.0-40.6 (0.96-0.98 ms a step over 2,020 steps, twice, 2026-12-07 02:51, load 1.6-3.1)."""
+processes: the 2-rank gloo DDP demo model with 1 wake-up a collective (12 a rank-step) took
+0.34 ms a step (320 steps, 2026-12-07 04:04, load 1.2; 0.61 in a second round); tidy18's
+0.96-0.98 ms a step of the demo model itself (2,020 steps, twice, 2026-12-07 02:51, load
+1.6-3.1) less its 82 wake-ups past the first at :data:`WAKE_PIECE_US` gives 13.3-14.2."""
 THREAD_PIECE_US = 95.0
 """CPU µs a :func:`thread_pieces` piece takes (a thread's slice on a pool of too few cores):
 fresh7's 1-worker CPU model on 2 cores (25 thread pieces and 2 ops a step) took 2.41-2.48 ms a
-step over 620 steps (twice, 2026-12-07 02:51), (2.44 ms − 2 × 40 µs) / 25 = 94 µs."""
+step over 620 steps (twice, 2026-12-07 02:51), (2.44 ms − 2 × 14 µs) / 25 = 96 µs."""
 
 
 def thread_pieces(model: StepModel) -> int:
@@ -123,9 +132,17 @@ def collective_quanta(model: StepModel) -> int:
     return sum(min(MAX_QUANTA, math.ceil(us / DEFAULT_QUANTUM_US)) - 1 for us in cpu if us > 0)
 
 
+def collective_wakes(model: StepModel) -> int:
+    """Backend wake-ups past each collective's first that one rank's step simulates (each its
+    own piece of CPU work after a wait: :func:`models.engine.comm_wakes`, up to
+    :data:`models.engine.MAX_WAKE_PIECES` a collective)."""
+    return sum(n - 1 for n, _ in comm_wakes(model, comm_cpu_us(model)).values())
+
+
 def step_work(model: StepModel) -> int:
     """The host ops, device tasks, :func:`thread_pieces` and :func:`collective_quanta` one
-    step simulates, over every rank."""
+    step simulates, over every rank (the bound on what a run holds; its time also counts
+    :func:`collective_wakes`, :func:`step_cost_us`)."""
     return len(model.ranks) * (len(model.host.ops) + sum(
         len(ts) for ts in model.device.streams.values()) + thread_pieces(model)
         + collective_quanta(model))
@@ -133,13 +150,15 @@ def step_work(model: StepModel) -> int:
 
 def step_cost_us(model: StepModel) -> float:
     """The CPU µs one step of ``model`` takes to simulate, over every rank: its pieces at
-    :data:`PIECE_US`, or where it :func:`runs_as_processes` at :data:`PROCESS_PIECE_US` and
-    :data:`THREAD_PIECE_US` (an estimate from two models; the one-core host's speed moves it)."""
+    :data:`PIECE_US`, or where it :func:`runs_as_processes` at :data:`PROCESS_PIECE_US`,
+    :data:`THREAD_PIECE_US` and its :func:`collective_wakes` at :data:`WAKE_PIECE_US` (an
+    estimate from three models; the one-core host's speed moves it)."""
     if not runs_as_processes(model):
         return step_work(model) * PIECE_US
-    threads = thread_pieces(model)
+    threads, wakes = thread_pieces(model), collective_wakes(model)
     rest = step_work(model) // len(model.ranks) - threads
-    return len(model.ranks) * (rest * PROCESS_PIECE_US + threads * THREAD_PIECE_US)
+    return len(model.ranks) * (rest * PROCESS_PIECE_US + threads * THREAD_PIECE_US
+                               + wakes * WAKE_PIECE_US)
 
 
 def chosen_reach(model: StepModel) -> int:

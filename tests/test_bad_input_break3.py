@@ -43,7 +43,8 @@ def test_a_batch_whose_thread_cpu_passes_its_wall_is_dropped(tmp_path, edit, fir
     side = _sidecar(tmp_path, edit)
     (note,) = side.dropped
     assert "dropped 1 of 4" in note and f"(first: {first}" in note, note
-    ok = _sidecar(tmp_path, lambda d: d["produce"][2].update(cpu_us=1100.0 - 1))
+    ok = _sidecar(tmp_path, lambda d: d["produce"][2].update(cpu_us=1100.0 - 1,
+                                                             proc_cpu_us=1100.0))
     assert ok.dropped == [] and len(ok.produce) == 4
 
 

@@ -13,9 +13,9 @@ import pytest
 from stepsim.calibration.gpu_kinds import MAX_NUMEL, MAX_NUMEL_WORDS, dims_numel
 from stepsim.models.params import load_model
 from stepsim.models.sim_work import (ALWAYS_STEPS, MAX_RUN_WORK, PIECE_US, PROCESS_PIECE_US,
-                                     THREAD_PIECE_US, chosen_reach, runs_as_processes,
-                                     step_cost_us, step_work, thread_pieces, time_problem,
-                                     work_problem)
+                                     THREAD_PIECE_US, WAKE_PIECE_US, chosen_reach,
+                                     collective_wakes, runs_as_processes, step_cost_us,
+                                     step_work, thread_pieces, time_problem, work_problem)
 from stepsim.models.stepcount import StepCount
 from tests.conftest import shared_traces
 from tests.test_batch_size_whatif import cpu_model
@@ -35,20 +35,22 @@ def test_a_huge_warmup_of_the_ddp_model_is_refused_before_simulating():
     before = _md5(MODEL)
     rc, err, _ = cli("simulate", MODEL, "--warmup", "100000")
     one_line_error(rc, err, "ddp_demo_model.json", "100,000 warm-up steps",
-                   "as SimPy processes", "about 96 s", "14,062 steps", "--warmup")
+                   "as SimPy processes", "about 99 s", "13,608 steps", "--warmup")
     assert _md5(MODEL) == before
 
 
 def test_the_time_bound_in_closed_form():
-    """2 ranks × (8 ops + 2 tasks + 2 quanta) at 40 µs: 960 µs a step; 13.5 s is 14,062
-    steps, warm-up included. A count the verbs may choose is never refused."""
+    """2 ranks × (8 ops + 2 tasks + 2 quanta) at 14 µs and (11 + 30) wake-ups past each
+    collective's first at 8 µs (break18): 992 µs a step; 13.5 s is 13,608 steps, warm-up
+    included. A count the verbs may choose is never refused."""
     m = load_model(MODEL)
     assert runs_as_processes(m) and thread_pieces(m) == 0 and step_work(m) == 24
-    assert step_cost_us(m) == pytest.approx(24 * PROCESS_PIECE_US)
+    assert collective_wakes(m) == 11 + 30
+    assert step_cost_us(m) == pytest.approx(24 * PROCESS_PIECE_US + 2 * 41 * WAKE_PIECE_US)
     most = int(MAX_RUN_WORK * PIECE_US // step_cost_us(m))
-    assert most == 14_062 > chosen_reach(m) + ALWAYS_STEPS == 10_060
+    assert most == 13_608 > chosen_reach(m) + ALWAYS_STEPS == 10_060
     assert time_problem(m, most - 20, 20) is None and work_problem(m, most - 20, 20) is None
-    assert "14,062 steps" in work_problem(m, most - 19, 20)
+    assert "13,608 steps" in work_problem(m, most - 19, 20)
 
 
 def test_thread_pieces_cost_more_and_a_chosen_count_still_runs():

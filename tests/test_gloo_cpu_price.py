@@ -54,8 +54,8 @@ def test_cpu_pricing_only_where_the_hosts_busy_threads_outnumber_its_cores():
 def test_the_produce_basis_counts_every_rank_on_the_host():
     """A worker a rank beside its training thread, 2 cores: one rank has a core for each
     (its batches' walls are the price), two ranks do not (their CPU is)."""
-    recs = [SimpleNamespace(work_us=1600.0, wall_us=4000.0, cpu_us=1600.0, proc_cpu_us=1600.0,
-                            worker=0) for _ in range(6)]
+    recs = [SimpleNamespace(work_us=1600.0, wall_us=4000.0, worker=0, cpu_us=1600.0,
+                            proc_cpu_us=None) for _ in range(6)]
     spec, _, basis = fit_produce(recs, 1, 2, 1)
     assert basis == "wall_time" and spec.mean_us == pytest.approx(4000.0)
     spec, _, basis = fit_produce(recs, 1, 2, 1, ranks=2)
