@@ -98,8 +98,11 @@ class Setup:
         self.comm_cpu = comm_cpu_us(model)
         # and its backend threads' wake-ups, each waiting for a core when every core is busy
         self.comm_wake = comm_wakes(model, self.comm_cpu)
+        # without workers the main process makes its batches on a worker's threads
+        # (DataLoaderSim.main_threads): the main thread and threads_per_worker − 1 more
         threads = lp.num_workers * lp.threads_per_worker + (
-            1 if lp.pin_memory and lp.num_workers else 0)
+            1 if lp.pin_memory and lp.num_workers else 0) + (
+            0 if lp.num_workers or captured is not None else lp.threads_per_worker - 1)
         if model.host.uses_core:
             threads += model.team_threads()
             # the backend's threads (gloo on CPU tensors) run collectives on the same cores

@@ -238,8 +238,11 @@ class DataLoaderSim:
         p = self.p
         if p.num_workers == 0:
             start = self.env.now
-            core_us = yield from self.cpu.work(self.main_thread_draw_us(main_thread_us),
-                                               self.p.corun_ref)
+            work_us, tpw = self.main_thread_draw_us(main_thread_us), self.main_threads(
+                main_thread_us)
+            core_us = yield from (self.cpu.parallel_work(
+                work_us, tpw, p.corun_ref, team=False, thread=(self.rank, "main"))
+                if tpw > 1 else self.cpu.work(work_us, p.corun_ref))
             record_cpu_work(self.rec, self.host_lane, "load batch (main thread)", "data", start,
                              core_us, self.env.now, step, self.rank)
             return self.returned_on_main()
@@ -278,6 +281,15 @@ class DataLoaderSim:
         if main_thread_us is not None:
             return main_thread_us
         return self.produce[0].sample(self.rng) + self.pin_us
+
+    def main_threads(self, main_thread_us: float | None = None) -> int:
+        """With ``num_workers=0``: the threads the main process makes a drawn batch on, a
+        worker's ``threads_per_worker``: the library threads a worker's process runs beside its
+        own (numpy's OpenBLAS team) run in the main process too, where the dataset's code
+        runs there (fresh7's audio batches at 0 workers: process CPU 233 ms against 114 ms of
+        the main thread's, 2.0×, as in its worker, 351 against 171 ms; 2026-12-07). 1 for a
+        window replay's measured ``next()`` time, which is the batch's wall already."""
+        return self.p.threads_per_worker if main_thread_us is None else 1
 
     def returned_on_main(self) -> int:
         """With ``num_workers=0``: the batch produced on the main thread is returned."""

@@ -86,12 +86,13 @@ def thread_pieces(model: StepModel) -> int:
     a chosen count went on to thousands of steps (a ``whatif`` did not end in 400 s). None
     where the team, the workers' threads and one more fit the cores."""
     lp = model.loader
-    workers = lp.num_workers * lp.threads_per_worker
+    # without workers the main process's batch runs on threads_per_worker threads
+    workers = lp.num_workers * lp.threads_per_worker or lp.threads_per_worker - 1
     if model.team_threads() + workers + 1 <= lp.host_cores:
         return 0     # the threads fit the cores: nothing waits for one (solved without events)
     team = sum(INTERLEAVE_SLICES * (op.threads + 1) for op in model.host.ops
                if op.kind == "cpu" and op.threads > 1 and op.parallel_fraction > 0)
-    return team + (lp.threads_per_worker if lp.num_workers else 0)
+    return team + (lp.threads_per_worker if lp.num_workers or workers else 0)
 
 
 def processes_only(model: StepModel) -> bool:

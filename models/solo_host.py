@@ -56,9 +56,12 @@ class HostThread:
                  if syncing or not op.optimizer]
         if self.workers is not None:
             return draws, []
-        return draws, [self.loader.main_thread_draw_us(
-            None if op.replay_us is None else op.replay_us[step])
-            for op in self.batches if syncing or not op.optimizer]
+        # a batch on the main process's threads, which fit the cores here: its wall is its
+        # work over them (models.loader.DataLoaderSim.main_threads)
+        loader = self.loader
+        return draws, [loader.main_thread_draw_us(r) / loader.main_threads(r) for r in (
+            None if op.replay_us is None else op.replay_us[step]
+            for op in self.batches if syncing or not op.optimizer)]
 
     def n_batches(self, step: int) -> int:
         syncing = self.sync_step(step)

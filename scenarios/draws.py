@@ -19,13 +19,12 @@ from pydantic import ValidationError
 from stepsim.models.host_speed import draw_factor, noise_runs, spread_factors
 from stepsim.models.params import DeviceTask, DurationSpec, StepModel
 from stepsim.models.simulate import simulate
-from stepsim.models.team_inversion import reinverted
 from stepsim.scenarios.bootstrap import bootstrap_measured
 from stepsim.scenarios.noop import unread_params
 from stepsim.scenarios.parallel import Progress, run_many
 from stepsim.scenarios.paths import get_value, replaced
 from stepsim.scenarios.stepcount import mean_std_error_us
-from stepsim.scenarios.transforms import Operation, apply_ops
+from stepsim.scenarios.transforms import Operation, apply_ops, set_path
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.rng import spawn_streams
@@ -148,18 +147,16 @@ def _is_zero(value: Any) -> bool:
 
 def perturb(model: StepModel, factors: dict[str, float]) -> StepModel:
     """A copy of ``model`` with the value at each path multiplied by its factor (pure); a
-    path of ``ABSOLUTE`` is set to the value given (``host.team_stall`` with the step's work
-    re-inverted at it, :func:`models.team_inversion.reinverted`).
+    path of ``ABSOLUTE`` is set to the value given as a what-if's ``set`` sets it
+    (:func:`scenarios.transforms.set_path`: ``host.team_stall`` with the step's work
+    re-inverted at it).
 
     Raises:
         ModelError: a path that does not resolve or whose value cannot be varied.
     """
     for path, f in factors.items():
-        if path == "host.team_stall":       # the work inverted at γ moves with it
-            model = reinverted(model, f)
-            continue
         if path in ABSOLUTE:
-            model = replaced(model, path, f)
+            model = set_path(model, path, f)
             continue
         try:
             new = _perturbed(get_value(model, path), f)

@@ -116,9 +116,10 @@ def unread_params(model: StepModel) -> dict[str, str]:
         out["loader.pin_gbps"] = ("with loader.num_workers=0 the model prices the copy into "
                                   "pinned memory only on the pin-memory thread that serves "
                                   "workers")
-    if lo.num_workers == 0:
+    if lo.num_workers == 0:   # a batch's threads are the main process's too, where past 1
         out.update({p: "read only for DataLoader workers, and loader.num_workers is 0"
-                    for p in WORKER_ONLY})
+                    for p in WORKER_ONLY if p != "loader.threads_per_worker"
+                    or lo.threads_per_worker == 1})
     if lo.num_workers > 0 and not model.host.same_thread_ref:
         out["host.same_thread"] = ("the main thread makes no batch here nor in the capture "
                                    "(models.same_thread)")

@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from stepsim.models.params import StepModel
+from stepsim.models.team_inversion import reinverted
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.paths import replaced, set_value
 from stepsim.scenarios.primitives import remove, scale
@@ -69,28 +70,48 @@ class SetOp(Operation):
     value: Any
 
     def apply(self, model: StepModel) -> StepModel:
-        if self.path in ("comm.bucket_cap_mb", "comm.first_bucket_cap_mb"):
-            # DDP's buckets are rebuilt as DDP builds them (models.ddp.set_bucket_caps)
-            from stepsim.models.ddp import set_bucket_caps
-
-            key = self.path.split(".")[1]
-            if not isinstance(self.value, (int, float)) or isinstance(self.value, bool):
-                raise ModelError(f"--set {self.path}: expected a number of MiB, got {self.value!r}")
-            return set_bucket_caps(model.without_replay(), **{key: float(self.value)})
-        if self.path == "loader.batch_size":
-            # the batch's physics: produce, bytes, the step's per-sample work (batch_size.py)
-            from stepsim.scenarios.batch_size import set_batch_size
-
-            return set_batch_size(model.without_replay(), self.value)
-        if self.path == "loader.pin_memory" and self.value is True and not model.loader.pin_memory:
-            # one meaning with --fix pin_memory: pinning also makes the H2D copies pinned
-            from stepsim.scenarios.fixes import PinArgs, _pin_memory
-
-            return _pin_memory(model.without_replay(), PinArgs())
-        return replaced(model.without_replay(), self.path, self.value)
+        return set_path(model.without_replay(), self.path, self.value)
 
     def describe(self) -> str:
         return f"set {self.path}={_show(self.value)}"
+
+
+def set_path(model: StepModel, path: str, value: Any) -> StepModel:
+    """``model`` with the parameter at ``path`` set to ``value`` and what it carries moved
+    with it: DDP's buckets rebuilt, the batch's physics, pinned copies, and for
+    ``host.team_stall`` the step's work re-inverted at the new ``γ`` where it was inverted
+    from a contended capture (:func:`models.team_inversion.reinverted`). One path for a
+    what-if's ``set`` and an interval's draw of an absolute value
+    (:func:`scenarios.draws.perturb`), so both answer one question.
+
+    Raises:
+        ModelError: a path that does not resolve, or a value the model refuses.
+    """
+    if path in ("comm.bucket_cap_mb", "comm.first_bucket_cap_mb"):
+        # DDP's buckets are rebuilt as DDP builds them (models.ddp.set_bucket_caps)
+        from stepsim.models.ddp import set_bucket_caps
+
+        key = path.split(".")[1]
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ModelError(f"--set {path}: expected a number of MiB, got {value!r}")
+        return set_bucket_caps(model, **{key: float(value)})
+    if path == "loader.batch_size":
+        # the batch's physics: produce, bytes, the step's per-sample work (batch_size.py)
+        from stepsim.scenarios.batch_size import set_batch_size
+
+        return set_batch_size(model, value)
+    if path == "loader.pin_memory" and value is True and not model.loader.pin_memory:
+        # one meaning with --fix pin_memory: pinning also makes the H2D copies pinned
+        from stepsim.scenarios.fixes import PinArgs, _pin_memory
+
+        return _pin_memory(model, PinArgs())
+    if path == "host.team_stall":
+        # the work inverted at the old γ moves with it; the value checked alone first (the
+        # work at the old γ beside the new one is no model: its re-inversion check misleads)
+        plain = model.model_copy(update={"host": model.host.model_copy(
+            update={"team_stall_share": None})})
+        return reinverted(model, replaced(plain, path, value).host.team_stall)
+    return replaced(model, path, value)
 
 
 class ScaleOp(Operation):
