@@ -84,8 +84,8 @@ class HostOpPlan:
     #                                   (RankParams.phase_wall_us), not work the speed scales
     lag: Duration | None = None       # cpu ops: the resume lag (HostOp.resume_lag_us), a
     lag_task: str | None = None       # wait paid by the last rank to enter this collective
-    co_core_us: float = 0.0           # sync ops: CPU µs the thread then runs on the core it
-    #                                   shares with the other released ranks' (models.cpu_co)
+    co_core_us: float = 0.0           # sync ops: µs of wall the thread then shares one core
+    #                                   with the other released ranks' (models.cpu_co)
 
 
 INTERLEAVE_SLICES = 8
@@ -115,7 +115,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
     """
     lane = f"rank{rank}.host"
     tail: list = [None]   # stops the spin of the last team op's threads (CpuPool.spin)
-    co_left = [0.0]       # CPU µs still to run on the released threads' shared core
+    co_left = [0.0]       # after a barrier: the shared core's time (µs) from its pairing
     # Run-ahead: while the host's CPU work cannot contend with anything (no core pool, or one
     # with no more runnable threads than cores and no co-run interference), cpu ops and
     # launches only move the host's own clock ``t``; a launch's event is scheduled for its
@@ -194,10 +194,9 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
         elif uses_core:
             core_us = 0.0
             if co_left[0] > 0 and serial > 0:     # released by a barrier: on the shared core
-                co = min(serial, co_left[0])
-                co_left[0] -= co
-                serial -= co
-                core_us = yield from co_core_work(cpu, co, ref)
+                core_us, serial = yield from co_core_work(cpu, serial, ref, co_left[0])
+                if serial > 1e-9:
+                    co_left[0] = 0.0                # spread again: the rest on the pool
             core_us += yield from cpu.work(serial, ref)
             if par > 0:
                 core_us += yield from cpu.parallel_work(par * op.threads, op.threads, ref)

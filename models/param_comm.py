@@ -92,11 +92,11 @@ class CommParams(StrictModel):
     then costs ``latency_us``). Read by :func:`barrier_release_us`."""
 
     barrier_co_core_us: Micros = 0.0
-    """µs of each rank's training-thread CPU right after a ``dist.barrier()`` that runs on one
-    core shared with the other released ranks' training threads on its host, each taking its
-    turn there (:mod:`models.cpu_co`): the gloo thread that wakes a rank's training thread puts
-    it on its own core. 0 (the default): the fair pool spreads them. Set by the barrier
-    what-if (measured on the DDP demo's job, ``bench/ddp_barrier_cores.py``)."""
+    """µs of wall that the training threads of the ranks a ``dist.barrier()`` released on one
+    host share one core, from the second one's release (:mod:`models.cpu_co`): the gloo
+    thread that wakes a rank's training thread puts it on its own core, and the scheduler
+    spreads them again later. 0 (the default): the fair pool spreads them at once. Set by the
+    barrier what-if (inferred from ``bench/ddp_barrier_cores.py``)."""
 
     grad_copy_us_per_mb: Micros = 0.0
     """The training thread's copy of a reduced bucket back into the gradients, µs per MiB of

@@ -20,18 +20,18 @@ from stepsim.simcore.errors import NotApplicable
 __all__ = ["BARRIER_TASK", "RELEASE_NOTE", "CO_CORE_US", "late_release", "after_wait_op",
            "lag_moved", "noted_release_us", "released_on_one_core"]
 
-CO_CORE_US = 1_000.0
-"""µs of each released training thread's CPU after a barrier that runs on the core it shares
-with the other rank's (``comm.barrier_co_core_us``, :mod:`models.cpu_co`). Inferred from
+CO_CORE_US = 1_940.0
+"""µs of wall the released ranks' training threads share one core after a barrier, from the
+second one's release (``comm.barrier_co_core_us``, :mod:`models.cpu_co`). Inferred from
 ``bench/ddp_barrier_cores.py`` (the DDP demo's job, 2 cores, 2026-12-07 05:49, load 1.5-1.8,
 the two runs that read the clocks at 2 and 5 points a backward): each training thread's
 run-queue wait in the backward after a 40 ms straggler's barrier, less its wait without the
-barrier, is the other thread's turns on the shared core: 0.76 / 0.24 and 1.18 / 1.54 ms (ranks
-0 / 1), median 0.97. The run that read them at 17 points a backward (its reads cost the
-backward 2 ms of CPU) put the threads on one core 0.63-0.70 of the backward and waited 4.8-
-6.4 ms more; the kept demos' own timed runs (not used here: they are the rows the demo
-scores) 1.76 / 0.51 ms, 26 demos' medians. It varies from run to run (the threads woke on one
-core at 0.23-0.70 of the releases)."""
+barrier, is half the time they shared a core: 0.76 / 0.24 and 1.18 / 1.54 ms (ranks 0 / 1),
+median 0.97, so 1.94 ms. The run that read them at 17 points a backward (its reads cost the
+backward 2 ms of CPU) put them on one core 0.63-0.70 of the backward and waited 4.8-6.4 ms
+more; the kept demos' own timed runs (not used here: they are the rows the demo scores)
+1.76 / 0.51 ms, medians of 30 demos. It varies from run to run (the threads woke on one core
+at 0.23-0.70 of the releases)."""
 
 RELEASE_NOTE = "straggler_release_us"
 """``meta.notes`` key: the late release (µs a step) the straggler what-if added to the
@@ -57,7 +57,7 @@ def late_release(model: StepModel, wait_us: float) -> StepModel:
 
 def released_on_one_core(model: StepModel) -> StepModel:
     """``model`` whose ranks' training threads, released by a barrier, share one core for
-    their first :data:`CO_CORE_US` µs of CPU each (``comm.barrier_co_core_us``): where the
+    :data:`CO_CORE_US` µs of wall (``comm.barrier_co_core_us``): where the
     harness's barrier probe measured the release (``comm.barrier_exit``: gloo ranks sharing a
     host's cores, whose gloo threads wake the training threads) and no value is set; the
     model as it is elsewhere (nothing measured says where a released thread wakes)."""

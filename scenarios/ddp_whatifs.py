@@ -31,9 +31,10 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
   threads wake onto cores the others' hold; 1.4-2.3 ms after 40 ms against 0.4-0.5 ms with
   no wait), the excess as a late resume before its next op (``HostOp.resume_lag_us``: a wait
   that uses no core, paid by the last rank to enter); nothing more without a probe. Where
-  the probe measured it, each released training thread's first ``comm.barrier_co_core_us``
-  of CPU runs on one core shared with the other's (:mod:`models.cpu_co`: the gloo thread that
-  wakes it puts it on its own core; :data:`scenarios.ddp_release.CO_CORE_US`). A rank
+  the probe measured it, the released training threads share one core for
+  ``comm.barrier_co_core_us`` of wall from the second's release (:mod:`models.cpu_co`: the
+  gloo thread that wakes each puts it on its own core; :data:`scenarios.ddp_release.
+  CO_CORE_US`). A rank
   held in it by a straggler (another rank's ``phase_wall_us`` before it, less its own: the
   wait, assumed from the walls alone) resumes cold like the straggler: ``phase``'s CPU costs
   ``cold_share(wait)`` more on that rank. In a model whose device runs the phases (GPU), the
