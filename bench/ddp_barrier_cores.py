@@ -36,6 +36,9 @@ import time
 
 import numpy as np
 
+from ddp_held_wake import (_others, fresh_ddp, rank_done, rank_setup,  # bench/, as run
+                           run_ranks)
+
 SETTINGS = ((40.0, True), (40.0, False), (0.0, True))
 
 
@@ -50,39 +53,19 @@ def _core() -> int:
     return int(s[s.rindex(")") + 2:].split()[36])
 
 
-def _others(tids: list[int]) -> int:
-    """CPU ns so far of threads ``tids`` (schedstat's first field: exact for a thread not
-    running now, up to a tick behind for one that is)."""
-    tot = 0
-    for t in tids:
-        try:
-            with open(f"/proc/self/task/{t}/schedstat") as f:
-                tot += int(f.read().split()[0])
-        except OSError:
-            pass
-    return tot
-
-
 def _rank(rank: int, port: int, plan: list, steps: int, every: int, q) -> None:
     import threading
 
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from stepsim.demo.ddp_job import BATCH, WIDTH, build_mlp, spin
+    from stepsim.demo.ddp_job import spin
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+    x, y = rank_setup(rank, port)
     pc, tt = time.perf_counter_ns, time.thread_time_ns
-    g = torch.Generator().manual_seed(rank)
-    x, y = torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, WIDTH, generator=g)
     out = []
     for ms, bar in plan:
-        model = DDP(build_mlp())
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        params = [p for p in model.module.parameters() if p.requires_grad]
+        model, opt, params = fresh_ddp()
         samples: list = []
         me = threading.get_native_id()
         tids = [int(t) for t in os.listdir("/proc/self/task") if int(t) != me]
@@ -118,8 +101,7 @@ def _rank(rank: int, port: int, plan: list, steps: int, every: int, q) -> None:
             h.remove()
         dist.barrier()
         out.append(rows)
-    q.put((rank, out))
-    dist.destroy_process_group()
+    rank_done(q, rank, out)
 
 
 def _pair(a: dict, b: dict) -> tuple[float, float, float, float, float]:
@@ -139,19 +121,8 @@ def _pair(a: dict, b: dict) -> tuple[float, float, float, float, float]:
 
 
 def main(rounds: int = 6, steps: int = 8, every: int = 1) -> None:
-    import multiprocessing as mp
-
-    from stepsim.demo.ddp_job import free_port
-
     plan = [s for _ in range(rounds) for s in SETTINGS]
-    ctx = mp.get_context("fork")
-    q, port = ctx.Queue(), free_port()
-    procs = [ctx.Process(target=_rank, args=(r, port, plan, steps, every, q)) for r in (0, 1)]
-    for p in procs:
-        p.start()
-    res = dict(q.get() for _ in procs)
-    for p in procs:
-        p.join()
+    res = run_ranks(_rank, plan, steps, every)
     print(f"load average {os.getloadavg()[0]:.2f}; {rounds} rounds x {steps} steps a "
           "setting; medians over steps, ms")
     for s in SETTINGS:
