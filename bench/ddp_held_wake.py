@@ -68,18 +68,51 @@ def _others(tids: list[int]) -> int:
     return tot
 
 
+def rank_setup(rank: int, port: int):
+    """Join the 2-rank gloo group as ``rank`` (one intra-op thread, as the demo's job) and
+    return the rank's fixed batch ``(x, y)``."""
+    import torch
+    import torch.distributed as dist
+
+    from stepsim.demo.ddp_job import BATCH, WIDTH
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    g = torch.Generator().manual_seed(rank)
+    return torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, WIDTH, generator=g)
+
+
+def rank_done(q, rank: int, out) -> None:
+    """Hand ``out`` to the parent and leave the group."""
+    import torch.distributed as dist
+
+    q.put((rank, out))
+    dist.destroy_process_group()
+
+
+def fresh_ddp():
+    """A fresh DDP module of the demo's MLP (DDP's default buckets), its SGD and its
+    parameters."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from stepsim.demo.ddp_job import build_mlp
+
+    model = DDP(build_mlp())
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    return model, opt, [p for p in model.module.parameters() if p.requires_grad]
+
+
 def _rank(rank: int, port: int, plan: list[tuple[float, bool]], steps: int, q) -> None:
     import threading
 
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from stepsim.demo.ddp_job import BATCH, WIDTH, build_mlp, spin
+    from stepsim.demo.ddp_job import spin
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+    x, y = rank_setup(rank, port)
     me = threading.get_native_id()
     own = "/proc/thread-self/schedstat"
     pc = time.perf_counter_ns
@@ -88,13 +121,9 @@ def _rank(rank: int, port: int, plan: list[tuple[float, bool]], steps: int, q) -
         """(thread CPU ns from the clock, which is exact for a running thread where the
         schedstat's first field lags by up to a tick; run-queue wait ns)"""
         return time.thread_time_ns(), _ss(own)[1]
-    g = torch.Generator().manual_seed(rank)
-    x, y = torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, WIDTH, generator=g)
     out = []
     for ms, bar in plan:
-        model = DDP(build_mlp())
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        params = [p for p in model.module.parameters() if p.requires_grad]
+        model, opt, params = fresh_ddp()
         tids = [int(t) for t in os.listdir("/proc/self/task") if int(t) != me]
         at = {}
         n = [0]
@@ -135,24 +164,30 @@ def _rank(rank: int, port: int, plan: list[tuple[float, bool]], steps: int, q) -
             h.remove()
         dist.barrier()
         out.append(rows)
-    q.put((rank, out))
-    dist.destroy_process_group()
+    rank_done(q, rank, out)
 
 
-def main(rounds: int = 6, steps: int = 8) -> None:
+def run_ranks(target, *args) -> dict:
+    """Fork the 2 ranks, each running ``target(rank, port, *args, queue)``, which puts
+    ``(rank, result)`` on the queue; returns ``{rank: result}``."""
     import multiprocessing as mp
 
     from stepsim.demo.ddp_job import free_port
 
-    plan = [(w, b) for _ in range(rounds) for b in (True, False) for w in WAITS_MS]
     ctx = mp.get_context("fork")
     q, port = ctx.Queue(), free_port()
-    procs = [ctx.Process(target=_rank, args=(r, port, plan, steps, q)) for r in (0, 1)]
+    procs = [ctx.Process(target=target, args=(r, port, *args, q)) for r in (0, 1)]
     for p in procs:
         p.start()
     res = dict(q.get() for _ in procs)
     for p in procs:
         p.join()
+    return res
+
+
+def main(rounds: int = 6, steps: int = 8) -> None:
+    plan = [(w, b) for _ in range(rounds) for b in (True, False) for w in WAITS_MS]
+    res = run_ranks(_rank, plan, steps)
     print(f"load average {os.getloadavg()[0]:.2f}; {rounds} rounds x {steps} steps a setting; "
           "median over steps, ms")
     for bar in (True, False):

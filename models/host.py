@@ -30,6 +30,7 @@ import numpy as np
 import simpy
 
 from stepsim.models.cpu import CpuPool
+from stepsim.models.cpu_co import co_core_work
 from stepsim.models.cpu_spin import spin as team_spin
 from stepsim.models.device import LaunchQueue, StepEvents
 from stepsim.models.loader import DataLoaderSim
@@ -83,6 +84,8 @@ class HostOpPlan:
     #                                   (RankParams.phase_wall_us), not work the speed scales
     lag: Duration | None = None       # cpu ops: the resume lag (HostOp.resume_lag_us), a
     lag_task: str | None = None       # wait paid by the last rank to enter this collective
+    co_core_us: float = 0.0           # sync ops: µs of wall the thread then shares one core
+    #                                   with the other released ranks' (models.cpu_co)
 
 
 INTERLEAVE_SLICES = 8
@@ -112,6 +115,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
     """
     lane = f"rank{rank}.host"
     tail: list = [None]   # stops the spin of the last team op's threads (CpuPool.spin)
+    co_left = [0.0]       # after a barrier: the shared core's time (µs) from its pairing
     # Run-ahead: while the host's CPU work cannot contend with anything (no core pool, or one
     # with no more runnable threads than cores and no co-run interference), cpu ops and
     # launches only move the host's own clock ``t``; a launch's event is scheduled for its
@@ -188,7 +192,12 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                 tail[0] = env.event()
                 env.process(team_spin(cpu, op.threads - 1, cpu.spin_us, tail[0]))
         elif uses_core:
-            core_us = yield from cpu.work(serial, ref)
+            core_us = 0.0
+            if co_left[0] > 0 and serial > 0:     # released by a barrier: on the shared core
+                core_us, serial = yield from co_core_work(cpu, serial, ref, co_left[0])
+                if serial > 1e-9:
+                    co_left[0] = 0.0                # spread again: the rest on the pool
+            core_us += yield from cpu.work(serial, ref)
             if par > 0:
                 core_us += yield from cpu.parallel_work(par * op.threads, op.threads, ref)
         else:
@@ -258,7 +267,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                                 step, rank)
                 t = env.now
                 continue
-            if simple and kind == "cpu" and op.parallel_fraction <= 0:
+            if simple and kind == "cpu" and op.parallel_fraction <= 0 and co_left[0] <= 0:
                 run_ahead(op.name, dur_us, op.category, step, op.block_fraction)
                 continue
             if simple and kind == "launch" and op.block_cause is None and (
@@ -286,6 +295,7 @@ def host_process(env: simpy.Environment, rank: int, ops: list[HostOpPlan], delay
                 yield from busy(op.name, dur_us, "sync", step)
                 targets = tuple((step + off, tid) for off, tid in op.targets if step + off >= 0)
                 yield from block(op.name, "sync", step, targets)
+                co_left[0] = op.co_core_us
             else:   # next_batch
                 yield from loader.next_batch(step, None if op.replay_us is None else dur_us)
             t = env.now

@@ -91,6 +91,13 @@ class CommParams(StrictModel):
     over ``latency_us`` to the last rank as a late resume. Empty without a probe (the barrier
     then costs ``latency_us``). Read by :func:`barrier_release_us`."""
 
+    barrier_co_core_us: Micros = 0.0
+    """µs of wall that the training threads of the ranks a ``dist.barrier()`` released on one
+    host share one core, from the second one's release (:mod:`models.cpu_co`): the gloo
+    thread that wakes a rank's training thread puts it on its own core, and the scheduler
+    spreads them again later. 0 (the default): the fair pool spreads them at once. Set by the
+    barrier what-if (inferred from ``bench/ddp_barrier_cores.py``)."""
+
     grad_copy_us_per_mb: Micros = 0.0
     """The training thread's copy of a reduced bucket back into the gradients, µs per MiB of
     the bucket (DDP's ``finalize_backward``, ``copy_bucket_to_grad``, without
@@ -135,7 +142,7 @@ class CommParams(StrictModel):
         if isinstance(out, dict):
             if self.line_bytes is None:
                 out.pop("line_bytes", None)
-            for k in ("cold_resume", "cold_resume_opt", "barrier_exit"):
+            for k in ("cold_resume", "cold_resume_opt", "barrier_exit", "barrier_co_core_us"):
                 if not getattr(self, k):
                     out.pop(k, None)
         return out
@@ -154,6 +161,12 @@ def cold_extra_opt_us(comm: CommParams, pause_us: float) -> float:
     """The optimizer's extra CPU (µs) after a pause of ``pause_us`` µs
     (``comm.cold_resume_opt``), read as :func:`cold_share` reads its points."""
     return _interp(comm.cold_resume_opt, pause_us)
+
+
+BARRIER_TASK = "ddp.barrier"
+"""The task id of the zero-byte collective the barrier what-if inserts
+(:func:`scenarios.ddp_whatifs.insert_barrier`); the simulator runs the CPU after its wait on
+the released threads' shared core (``barrier_co_core_us``)."""
 
 
 def barrier_release_us(comm: CommParams, wait_us: float) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from stepsim.models.ddp import comm_time_us
 from stepsim.models.device import TaskPlan
 from stepsim.models.host import HostOpPlan
+from stepsim.models.param_comm import BARRIER_TASK
 from stepsim.models.params import MAX_DURATION_US, StepModel
 from stepsim.simcore.dists import Empirical
 from stepsim.simcore.errors import SimulationError
@@ -136,7 +137,9 @@ def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
             t.launches if op.kind == "launch" and t is not None else 1,
             tuple(v * r for v in op.replay_us) if replay and op.replay_us is not None else None,
             op.threads if cpu else 1, pf, bf, op.corun_ref if cpu else 0.0,
-            **_lag(model.host.ops, j) if cpu and op.resume_lag_us else {}))
+            **_lag(model.host.ops, j) if cpu and op.resume_lag_us else {},
+            co_core_us=model.comm.barrier_co_core_us
+            if op.kind == "sync" and op.task == BARRIER_TASK else 0.0))
     return plans
 
 

@@ -13,14 +13,26 @@ its next step was 0.3-1.3 ms over the prediction without it.
 """
 from __future__ import annotations
 
-from stepsim.models.param_comm import barrier_release_us
+from stepsim.models.param_comm import BARRIER_TASK, barrier_release_us
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import NotApplicable
 
-__all__ = ["BARRIER_TASK", "RELEASE_NOTE", "late_release", "after_wait_op", "lag_moved",
-           "noted_release_us"]
+__all__ = ["BARRIER_TASK", "RELEASE_NOTE", "CO_CORE_US", "late_release", "after_wait_op",
+           "lag_moved", "noted_release_us", "released_on_one_core"]
 
-BARRIER_TASK = "ddp.barrier"
+CO_CORE_US = 1_940.0
+"""µs of wall the released ranks' training threads share one core after a barrier, from the
+second one's release (``comm.barrier_co_core_us``, :mod:`models.cpu_co`). Inferred from
+``bench/ddp_barrier_cores.py`` (the DDP demo's job, 2 cores, 2026-12-07 05:49, load 1.5-1.8,
+the two runs that read the clocks at 2 and 5 points a backward): each training thread's
+run-queue wait in the backward after a 40 ms straggler's barrier, less its wait without the
+barrier, is half the time they shared a core: 0.76 / 0.24 and 1.18 / 1.54 ms (ranks 0 / 1),
+median 0.97, so 1.94 ms. The run that read them at 17 points a backward (its reads cost the
+backward 2 ms of CPU) put them on one core 0.63-0.70 of the backward and waited 4.8-6.4 ms
+more; the kept demos' own timed runs (not used here: they are the rows the demo scores)
+1.76 / 0.51 ms, medians of 30 demos. It varies from run to run (the threads woke on one core
+at 0.23-0.70 of the releases)."""
+
 RELEASE_NOTE = "straggler_release_us"
 """``meta.notes`` key: the late release (µs a step) the straggler what-if added to the
 resume after the last all-reduce, taken back by a barrier that takes the wait
@@ -41,6 +53,19 @@ def late_release(model: StepModel, wait_us: float) -> StepModel:
     if late <= 0 or j is None:
         return model
     return lag_moved(model, j, late, noted_release_us(model, j) + late)
+
+
+def released_on_one_core(model: StepModel) -> StepModel:
+    """``model`` whose ranks' training threads, released by a barrier, share one core for
+    :data:`CO_CORE_US` µs of wall (``comm.barrier_co_core_us``): where the
+    harness's barrier probe measured the release (``comm.barrier_exit``: gloo ranks sharing a
+    host's cores, whose gloo threads wake the training threads) and no value is set; the
+    model as it is elsewhere (nothing measured says where a released thread wakes)."""
+    c = model.comm
+    if not c.barrier_exit or c.barrier_co_core_us > 0 or CO_CORE_US <= 0:
+        return model
+    return model.model_copy(update={"comm": c.model_copy(update={
+        "barrier_co_core_us": CO_CORE_US})})
 
 
 def noted_release_us(model: StepModel, j: int | None) -> float:

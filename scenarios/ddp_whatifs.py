@@ -30,7 +30,11 @@ proposed by the planner); and the transforms of the fixes ``bucket_cap_mb``,
   measured after the same wait (``comm.barrier_exit``, :mod:`calibration.gloo_barrier`: its
   threads wake onto cores the others' hold; 1.4-2.3 ms after 40 ms against 0.4-0.5 ms with
   no wait), the excess as a late resume before its next op (``HostOp.resume_lag_us``: a wait
-  that uses no core, paid by the last rank to enter); nothing more without a probe. A rank
+  that uses no core, paid by the last rank to enter); nothing more without a probe. Where
+  the probe measured it, the released training threads share one core for
+  ``comm.barrier_co_core_us`` of wall from the second's release (:mod:`models.cpu_co`: the
+  gloo thread that wakes each puts it on its own core; :data:`scenarios.ddp_release.
+  CO_CORE_US`). A rank
   held in it by a straggler (another rank's ``phase_wall_us`` before it, less its own: the
   wait, assumed from the walls alone) resumes cold like the straggler: ``phase``'s CPU costs
   ``cold_share(wait)`` more on that rank. In a model whose device runs the phases (GPU), the
@@ -49,7 +53,7 @@ from stepsim.models.param_base import MAX_DURATION_US
 from stepsim.models.param_comm import barrier_release_us, cold_extra_opt_us, cold_share
 from stepsim.models.params import DeviceTask, HostOp, StepModel
 from stepsim.scenarios.ddp_release import (BARRIER_TASK, after_wait_op, late_release,
-                                           lag_moved, noted_release_us)
+                                           lag_moved, noted_release_us, released_on_one_core)
 from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import set_value
 from stepsim.scenarios.primitives import remove, scale
@@ -228,6 +232,7 @@ def insert_barrier(model: StepModel, phase: str = "backward") -> StepModel:
     at = next((j for j, op in enumerate(model.host.ops) if op.phase == phase), None)
     if at is None:
         raise NotApplicable(f"barrier: the host has no op in phase {phase!r}")
+    model = released_on_one_core(model)
     c = model.comm
     before = model.host.ops[at - 1].phase if at > 0 else phase
     # the ranks that wait in it for a straggler of an earlier phase (the wait assumed from
