@@ -72,7 +72,7 @@ from rich.table import Table
 
 from stepsim.calibration.ddp_runs import pick_runs
 from stepsim.demo.ddp_level import on_timed_level
-from stepsim.demo.ddp_load import mark_row, outside_share
+from stepsim.demo.ddp_load import loaded_repeats, mark_row, outside_share
 from stepsim.demo.ddp_noise import with_remeasured_walls
 from stepsim.demo.ddp_phases import breakdown, format_breakdown
 from stepsim.demo.ddp_speed import row_readings
@@ -174,6 +174,10 @@ def score(out: Path, runs: dict, repeats: int, seed: int = 0):
     # re-runs too (demo.ddp_noise), and the point's host factor on their mean where the
     # spread is theirs
     replays = [runs[f"{REPLAY}#{k}"] for k in range(repeats) if f"{REPLAY}#{k}" in runs]
+    # its quiet ones, as calibration keeps the quiet profiled runs (a repeat under outside
+    # load, demo.ddp_load, is load, not the host's run-to-run speed)
+    off = loaded_repeats(replays) if len(replays) >= 3 else {}
+    replays = [r for k, r in enumerate(replays) if k not in off]
     model, got = with_remeasured_walls(model, pick.capture, replays)
     if got:   # the point on the timed phase's level, from the replay's own runs (demo.ddp_level)
         model, _ = on_timed_level(model, [_job_steps_us(r) for r in replays], seed)
