@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from stepsim.models.host_speed import (P10_P90, coverage_at_width, from_walls, log_stats,
-                                       noise_runs, pooled_scale, predictive, t_ppf)
+from stepsim.models.host_speed import (P10_P90, coverage_at_width, from_walls, noise_runs,
+                                       pooled_scale, predictive, spread_stats, t_ppf)
 
 __all__ = ["WIDTH_GOAL", "drift_cap", "two_run_noise"]
 
@@ -36,7 +36,8 @@ def drift_cap(model, runs: int, width: float = WIDTH_GOAL) -> tuple[str, dict] |
         return None
     walls = from_walls(model.host, speeds)
     needed, held = coverage_at_width(speeds, prior, runs, width)
-    _, s, n = log_stats(speeds)
+    _, s, _, _ = spread_stats(speeds)     # within each phase where the point is on one
+    n = len(speeds)
     _, _, dof = predictive(speeds, prior, runs)
     nums = {"runs": n, "log_sd": s, "dof": dof, "pooled_runs": runs,
             "from": "host.wall_runs" if walls else "host.speed_runs",
@@ -75,7 +76,7 @@ def two_run_noise(model) -> tuple[float, str] | None:
     runs = noise_runs(model.host, (lo, hi))
     if len(runs) >= 2:
         _, scale, dof = predictive(runs, (lo, hi))     # s_p · sqrt(1 + 1/n)
-        s_p = scale / pooled_scale(len(runs), 1)
+        s_p = scale / pooled_scale(spread_stats(runs)[2], 1)
         half = t_ppf(0.5 + P10_P90 / 2, dof) * math.sqrt(2) * s_p
         return (math.exp(half) - 1,
                 f"{len(runs)} measured runs"

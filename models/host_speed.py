@@ -81,6 +81,40 @@ def log_stats(speeds: Sequence[float]) -> tuple[float, float, int]:
     return float(logs.mean()), float(logs.std(ddof=1)), len(logs)
 
 
+class CentredRuns(list):
+    """Run factors (a list, as :func:`noise_runs` gives) whose point is the mean of ``centre``
+    runs of their own phase, not of them all: the DDP demo's point on its timed phase
+    (:mod:`demo.ddp_level`, issue 12: the profiled runs and the timed rounds differ by an
+    offset of their own). ``grouped``: those runs are the last ``centre`` of these (the
+    others before them, of the other phase), so the spread is pooled within the two phases
+    (``n − 2`` dof; their offset is no noise); else they are not among these, whose spread
+    (``n − 1`` dof) stands for theirs. Either way the predictive's ``1/n`` is ``1/centre``:
+    the point is as sure as the mean of those runs."""
+
+    def __init__(self, runs: Sequence[float], centre: int, grouped: bool):
+        super().__init__(runs)
+        self.centre, self.grouped = int(centre), bool(grouped)
+
+
+def spread_stats(speeds: Sequence[float]) -> tuple[float, float, int, int]:
+    """``(c, s, m, dof)``: the centre's mean log speed, the runs' log sd, how many runs the
+    centre is the mean of and the sd's degrees of freedom: :func:`log_stats`'s ``(c, s, n,
+    n − 1)`` for plain runs; for :class:`CentredRuns` the mean of the centre's runs (grouped;
+    else of all), the sd pooled within the two phases (grouped: ``n − 2`` dof) and ``m`` its
+    ``centre``."""
+    c, s, n = log_stats(speeds)
+    centre = getattr(speeds, "centre", 0)
+    if not 0 < centre:
+        return c, s, n, n - 1
+    if not (getattr(speeds, "grouped", False) and centre < n):
+        return c, s, centre, n - 1
+    logs = np.log(np.asarray(speeds, dtype=float))
+    a, b = logs[:-centre], logs[-centre:]
+    dof = n - 2
+    ss = float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
+    return float(b.mean()), math.sqrt(ss / dof) if dof > 0 else 0.0, centre, dof
+
+
 def pooled_scale(n: int, runs: int) -> float:
     """``sqrt(1/k + 1/n)``: the predictive spread of the pooled mean log speed of ``runs`` new
     runs, per unit of the runs' standard deviation, after ``n`` measured ones."""
@@ -120,28 +154,34 @@ def predictive(speeds: Sequence[float], prior: tuple[float, float], runs: int = 
     is ``c + scale · T(dof)``, from the measured factors ``speeds`` of ``n ≥ 2`` runs and the
     stated ``prior`` range: the runs' own t (``n − 1`` dof) from :data:`OWN_SPREAD_RUNS` runs
     where its P10–P90 is the wider, else the spread pooled with the range (``ν0 + n − 1``
-    dof; the module docstring; raises as :func:`prior_log_sd`)."""
-    c, s, n = log_stats(speeds)
+    dof; the module docstring; raises as :func:`prior_log_sd`). For :class:`CentredRuns`,
+    ``n`` in ``1/n`` is their ``centre`` and ``n − 1`` dof ``n − 2`` where grouped."""
+    c, s, m, own = spread_stats(speeds)   # m = n, own = n − 1 but for CentredRuns
     s0 = prior_log_sd(prior)
-    dof = PRIOR_DOF + n - 1
-    s_p = math.sqrt((PRIOR_DOF * s0 * s0 + (n - 1) * s * s) / dof)
+    dof = PRIOR_DOF + own
+    s_p = math.sqrt((PRIOR_DOF * s0 * s0 + own * s * s) / dof)
     q = 0.5 + P10_P90 / 2
-    if n >= OWN_SPREAD_RUNS and s * t_ppf(q, n - 1) > s_p * t_ppf(q, dof):
-        return c, s * pooled_scale(n, runs), float(n - 1)
-    return c, s_p * pooled_scale(n, runs), float(dof)
+    if own >= OWN_SPREAD_RUNS - 1 and s * t_ppf(q, own) > s_p * t_ppf(q, dof):
+        return c, s * pooled_scale(m, runs), float(own)
+    return c, s_p * pooled_scale(m, runs), float(dof)
 
 
 def noise_runs(host, prior: tuple[float, float]) -> list[float]:
     """The run factors the interval draws the host's run-to-run noise from: a multi-rank CPU
     job's ``host.wall_runs`` where its predictive (:func:`predictive`, one run) spreads wider
     than ``host.speed_runs``', else ``speed_runs``. Only the spread is read here; a centre on
-    these same runs is :func:`runs_centre` (the DDP demo's, :mod:`demo.ddp_noise`)."""
+    these same runs is :func:`runs_centre` (the DDP demo's, :mod:`demo.ddp_noise`). Where
+    ``host.centre_runs`` is set (the point on the timed phase, :mod:`demo.ddp_level`), the
+    runs as :class:`CentredRuns`."""
     speeds, walls = list(host.speed_runs), list(getattr(host, "wall_runs", []) or [])
     if len(walls) < 2:
         return speeds
-    if len(speeds) < 2 or predictive(walls, prior)[1] > predictive(speeds, prior)[1]:
-        return walls
-    return speeds
+    runs = walls if len(speeds) < 2 or predictive(walls, prior)[1] > predictive(
+        speeds, prior)[1] else speeds
+    centre = int(getattr(host, "centre_runs", 0) or 0)
+    if centre and len(runs) >= 2:   # the point on the last `centre` wall runs' phase
+        return CentredRuns(runs, centre, grouped=runs is walls)
+    return runs
 
 
 def runs_centre(host, runs: Sequence[float], paired: int = 1) -> float:
@@ -175,7 +215,7 @@ def from_walls(host, runs: Sequence[float]) -> bool:
 def own_spread(speeds: Sequence[float], prior: tuple[float, float]) -> bool:
     """Whether :func:`predictive` takes the runs' own spread (``n − 1`` dof), not the one
     pooled with the stated ``prior`` range."""
-    return predictive(speeds, prior)[2] == len(speeds) - 1
+    return predictive(speeds, prior)[2] == spread_stats(speeds)[3]
 
 
 def coverage_at_width(speeds: Sequence[float], prior: tuple[float, float], runs: int,

@@ -250,6 +250,12 @@ class HostParams(StrictModel):
     run-to-run factor from whichever of the two spreads wider
     (:func:`models.host_speed.noise_runs`); empty: ``speed_runs`` alone. Not written when
     empty."""
+    centre_runs: int = Field(default=0, ge=0, le=1000)
+    """Where above 0, ``cpu_scale`` is the level of the last ``centre_runs`` of
+    ``wall_runs`` (the DDP demo's timed re-runs of its calibration setting, measured:
+    :mod:`demo.ddp_level`), not of all the runs: the interval's ``1/n`` counts those runs and
+    its spread is pooled within the two phases (:class:`models.host_speed.CentredRuns`).
+    0: the centre of every run drawn. Not written when 0."""
     cpu_scale_error_log: float = Field(default=0.0, ge=0, le=5)
     """Half-width, in log space, of the calibration's own error on the host's durations
     (the profiler-overhead factor measured per rank, :mod:`calibration.profiler_overhead`):
@@ -342,6 +348,8 @@ class HostParams(StrictModel):
         out = handler(self)
         if isinstance(out, dict) and not self.wall_runs:
             out.pop("wall_runs", None)
+        if isinstance(out, dict) and not self.centre_runs:
+            out.pop("centre_runs", None)
         if isinstance(out, dict) and not self.same_thread and self.same_thread_range is None \
                 and not self.same_thread_ref:   # nor one without the same-thread cost
             for k in ("same_thread", "same_thread_range", "same_thread_ref"):
