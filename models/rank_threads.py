@@ -79,8 +79,9 @@ def rank_threads_warning(hosts: Sequence[str | None], threads: int, cores: int,
             "waits for a core, which this model does not simulate (each rank's host ops run "
             "on one thread), so no interval covers it, and main-thread CPU read as outside "
             f"load may be this spin; set torch.set_num_threads({n}) in each rank (cores // "
-            f"ranks on the host; or OMP_NUM_THREADS={n}) and re-capture: --fix "
-            "intra_op_threads can price it only on a model whose host ops hold a parallel part",
+            f"ranks on the host; or OMP_NUM_THREADS={n}) and re-capture; --fix "
+            "intra_op_threads prices one thread a rank from this capture's least-spun steps "
+            "(scenarios.rank_one_thread)",
                 "rank_threads", uncovered=True)
 
 
