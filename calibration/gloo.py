@@ -351,7 +351,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
              # the fewest step markers a rank's trace held (cli's "calibrated N steps")
              "step_markers": min(ranks[r].markers for r in order)}
     said = rank_threads_warning([ranks[r].host for r in order], team or 1, loader.host_cores,
-                                loader.num_workers, job)
+                                loader.num_workers, job, priced=bool(one))
     warnings += [said] if said else []
     meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,
                 traces=[str(ranks[r].path) for r in order], steps_used=nums,

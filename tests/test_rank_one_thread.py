@@ -159,3 +159,15 @@ def test_what_cannot_be_priced_says_what_to_capture():
         one_thread_ranks(m, 2)
     plain = StepModel.model_validate(json.loads((DATA / "ddp_demo_model.json").read_text()))
     assert rank_threads(plain) is None and threads_candidates(plain) == []
+
+
+def test_the_warning_says_whether_this_capture_prices_it():
+    from stepsim.models.rank_threads import model_rank_threads
+
+    heavy = {"measured_step_us": [190e3, 200e3, 210e3, 800e3]}
+    m = _spun(one_thread_cpu_us=W1, one_thread_comm_cpu=COMM)
+    m = m.model_copy(update={"meta": m.meta.model_copy(update=heavy)})
+    assert "prices one thread a rank" in model_rank_threads(m)[0]
+    bare = _spun()
+    bare = bare.model_copy(update={"meta": bare.meta.model_copy(update=heavy)})
+    assert "cannot price one thread a rank" in model_rank_threads(bare)[0]
