@@ -88,8 +88,9 @@ from stepsim.calibration.gloo_steps import PHASES, _Coll, _Rank, _StepRec, _fit_
 from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_events import phase_factors
 from stepsim.calibration.profiler_overhead import rank_factors
+from stepsim.calibration.rank_team import one_thread_notes
 from stepsim.models.host_speed import HOST_NOISE_PRIOR
-from stepsim.models.rank_threads import rank_threads_warning
+from stepsim.models.rank_threads import rank_threads_warning, ranks_on_host
 from stepsim.models.params import (DeviceParams, DeviceTask, HostOp, HostParams, Meta,
                                    RankParams, StepModel)
 from stepsim.simcore.errors import InputError
@@ -324,6 +325,11 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         sources["host.cpu_scale_error_log"] = "measured"
     # the intra-op threads each rank ran on (rank_agree holds them equal across ranks)
     team = max((s.torch_num_threads or 1 for s in (sidecars or {}).values()), default=0)
+    on_host = ranks_on_host([ranks[r].host for r in order])[1]
+    one, one_range = one_thread_notes(ranks, sidecars or {}, team,
+                                      on_host >= 2 and on_host * team > loader.host_cores,
+                                      HOST_NOISE_PRIOR)
+    ranges.update(one_range)
     notes = {"kind": "cpu_ddp", "backend": "gloo", "reference_rank": ref,
              "ranks": ",".join(map(str, order)), "buckets": how,
              "clock_offsets_us": ",".join(f"{r}:{offset[r] / 1e3:.1f}" for r in order),
@@ -341,11 +347,11 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
                 if lags is not None else {}),
              **({"backward_preempted_us": round(preempted, 1)} if preempted else {}),
              **({"outside_load_held": held} if held is not None else {}),
-             **({"intra_op_threads": team} if team else {}),
+             **({"intra_op_threads": team} if team else {}), **one,
              # the fewest step markers a rank's trace held (cli's "calibrated N steps")
              "step_markers": min(ranks[r].markers for r in order)}
     said = rank_threads_warning([ranks[r].host for r in order], team or 1, loader.host_cores,
-                                loader.num_workers, job)
+                                loader.num_workers, job, priced=bool(one))
     warnings += [said] if said else []
     meta = Meta(name=f"{len(order)} ranks (gloo)", sources=sources,
                 traces=[str(ranks[r].path) for r in order], steps_used=nums,

@@ -54,17 +54,24 @@ def _tail(steps_us: Sequence[float]) -> str:
             f"{s.max() / 1e3:.0f} ms, P10–P90 {p10 / 1e3:.0f}–{p90 / 1e3:.0f} ms)")
 
 
+PRICED = "prices one thread a rank from this capture's least-spun steps"
+UNPRICED = ("cannot price one thread a rank from this capture (its sidecars lack the steps' "
+            "or the threads' CPU: ddp.threads)")
+
+
 def fitting_rank_threads(cores: int, ranks: int) -> int:
     """The intra-op threads a rank that fit the host's cores: ``cores // ranks``, at least 1."""
     return max(cores // max(ranks, 1), 1)
 
 
 def rank_threads_warning(hosts: Sequence[str | None], threads: int, cores: int,
-                         workers: int, steps_us: Sequence[float]) -> str | None:
+                         workers: int, steps_us: Sequence[float], priced: bool = False
+                         ) -> str | None:
     """One sentence when the ranks on one host × their intra-op ``threads`` exceed its
     ``cores`` and the measured ``steps_us`` (µs) are heavy-tailed: the cause and the fix
     (``torch.set_num_threads(cores // ranks)``); None otherwise. ``workers``: DataLoader
-    workers a rank."""
+    workers a rank; ``priced``: whether the model holds the readings that price one thread a
+    rank (:mod:`scenarios.rank_one_thread`)."""
     host, ranks = ranks_on_host(hosts)
     if ranks < 2 or threads < 2 or ranks * threads <= cores:
         return None
@@ -79,8 +86,8 @@ def rank_threads_warning(hosts: Sequence[str | None], threads: int, cores: int,
             "waits for a core, which this model does not simulate (each rank's host ops run "
             "on one thread), so no interval covers it, and main-thread CPU read as outside "
             f"load may be this spin; set torch.set_num_threads({n}) in each rank (cores // "
-            f"ranks on the host; or OMP_NUM_THREADS={n}) and re-capture: --fix "
-            "intra_op_threads can price it only on a model whose host ops hold a parallel part",
+            f"ranks on the host; or OMP_NUM_THREADS={n}) and re-capture; --fix "
+            "intra_op_threads " + (PRICED if priced else UNPRICED),
                 "rank_threads", uncovered=True)
 
 
@@ -93,5 +100,6 @@ def model_rank_threads(model) -> tuple[str | None, int]:
     hosts = [r.host for r in model.ranks]
     cores = model.loader.host_cores
     said = rank_threads_warning(hosts, threads, cores, model.loader.num_workers,
-                                model.meta.measured_step_us)
+                                model.meta.measured_step_us,
+                                "one_thread_cpu_us" in model.meta.notes)
     return said, fitting_rank_threads(cores, ranks_on_host(hosts)[1])

@@ -39,6 +39,8 @@ class Fix:
         candidates: ``model -> [argument dict]`` the planner tries.
         repeatable: whether a plan may use it again (fixes that set a value, like the number of
             workers, may be raised again; multiplicative ones apply once).
+        relieves_on: ``model -> keys`` it also addresses on that model (the planner's;
+            :meth:`relieves_for`).
     """
 
     name: str
@@ -49,6 +51,11 @@ class Fix:
     transform: Callable[[StepModel, FixArgs], StepModel]
     candidates: Callable[[StepModel], list[dict]] = lambda m: [{}]
     repeatable: bool = False
+    relieves_on: Callable[[StepModel], tuple[str, ...]] = lambda m: ()
+
+    def relieves_for(self, model: StepModel) -> tuple[str, ...]:
+        """The bottleneck keys it addresses on ``model``: ``relieves`` and ``relieves_on``'s."""
+        return self.relieves + tuple(self.relieves_on(model))
 
     def parse_args(self, raw: dict) -> FixArgs:
         """Validated arguments. Raises ModelError naming the bad or unknown argument."""

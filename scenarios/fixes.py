@@ -35,7 +35,8 @@ from stepsim.scenarios.ddp_whatifs import (AccumArgs, BarrierArgs, BucketArgs, I
                                            bucket_candidates, bucket_cap, faster_interconnect,
                                            grad_accumulation, insert_barrier, remove_straggler)
 from stepsim.scenarios.fix_types import Fix, FixArgs, FixKind, nothing
-from stepsim.scenarios.host_threads import ThreadsArgs, intra_op_threads, threads_candidates
+from stepsim.scenarios.host_threads import (ThreadsArgs, intra_op_threads, rank_keys,
+                                            threads_candidates)
 from stepsim.scenarios.paths import set_value, validated
 from stepsim.scenarios.primitives import scale
 from stepsim.scenarios.select import Selector, copy_direction
@@ -240,9 +241,12 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
         "applies only where the step's team and the workers are more runnable threads than "
         "cores); the parallel part keeps its work, its captured wall × capture_threads × "
         "parallel_efficiency (assumed by calibration and varied by the intervals, or the "
-        "efficiency given, then measured) (scenarios.host_threads).",
+        "efficiency given, then measured) (scenarios.host_threads). On DDP ranks whose "
+        "threads oversubscribe their host's cores: one thread a rank, the host ops' CPU from "
+        "the capture's least-spun steps and gloo's CPU from its own threads "
+        "(scenarios.rank_one_thread).",
         ThreadsArgs, ("cpu_cores", "input"), intra_op_threads, threads_candidates,
-        repeatable=True),
+        repeatable=True, relieves_on=rank_keys),
     Fix("gpu_decode", "systems",
         "loader.produce × (1 − share); a 'decode (GPU)' kernel of gpu_us µs (default: the "
         "removed CPU time / 40, assumed) is added before the first launched device task, on its "

@@ -17,12 +17,15 @@ from pydantic import Field
 
 from stepsim.models.param_base import MAX_THREADS
 from stepsim.models.params import StepModel
+from stepsim.simcore.errors import ModelError
 from stepsim.models.rank_threads import fitting_rank_threads, ranks_on_host
 from stepsim.scenarios.fix_types import FixArgs, nothing
 from stepsim.scenarios.paths import validated
+from stepsim.scenarios.rank_one_thread import (CAPTURE_LINE, one_thread_ranks, rank_threads,
+                                              readings)
 
 __all__ = ["ThreadsArgs", "beside_threads", "fitting_threads", "intra_op_threads",
-           "oversubscribed", "threads_candidates"]
+           "oversubscribed", "rank_keys", "threads_candidates"]
 
 
 class ThreadsArgs(FixArgs):
@@ -98,15 +101,22 @@ def no_team_why(m: StepModel) -> str:
 def intra_op_threads(m: StepModel, a: ThreadsArgs) -> StepModel:
     """Every intra-op team's ``threads`` := ``a.threads`` (default :func:`fitting_threads`,
     refused when the team is not oversubscribed), and its ``parallel_efficiency`` := the given
-    one (then measured, and not varied by the intervals).
+    one (then measured, and not varied by the intervals). On a multi-rank model whose ranks ×
+    their threads oversubscribe their host's cores (no op with a parallel part): one thread a
+    rank, :func:`scenarios.rank_one_thread.one_thread_ranks`.
 
     Raises:
-        NotApplicable: no op has a parallel part, an op does not record the threads it was
+        NotApplicable: no op has a parallel part (and no ranks that one thread each prices),
+            an op does not record the threads it was
             captured on, or nothing would change.
     """
     team = _team_ops(m)
+    if not team and rank_threads(m) is not None and a.efficiency is None and readings(m):
+        return one_thread_ranks(m, a.threads)   # DDP ranks on too few cores: one thread each
     if not team:
-        raise nothing("intra_op_threads", no_team_why(m))
+        raise nothing("intra_op_threads", no_team_why(m) + (
+            "; to price one thread a rank from the capture: " + CAPTURE_LINE
+            if rank_threads(m) is not None else ""))
     bare = [i for i in team if m.host.ops[i].capture_threads is None]
     if bare:
         raise nothing("intra_op_threads", f"host.ops.{bare[0]} does not record the threads its "
@@ -133,8 +143,15 @@ def intra_op_threads(m: StepModel, a: ThreadsArgs) -> StepModel:
 def threads_candidates(m: StepModel) -> list[dict]:
     """The thread counts the planner tries, least aggressive first: none unless the team is
     oversubscribed (and records its capture threads), else one fewer, the fitting count, the
-    halvings down to 1."""
+    halvings down to 1; on DDP ranks that oversubscribe their host's cores, one thread a rank
+    (:mod:`scenarios.rank_one_thread`) where the model holds what prices it."""
     team = _team_ops(m)
+    if not team and rank_threads(m) is not None:
+        try:
+            one_thread_ranks(m, 1)
+        except ModelError:
+            return []
+        return [{"threads": 1}]
     if not oversubscribed(m) or any(m.host.ops[i].capture_threads is None for i in team):
         return []
     now = m.team_threads()
@@ -144,3 +161,10 @@ def threads_candidates(m: StepModel) -> list[dict]:
         t //= 2
     counts = {now - 1, fitting_threads(m), 1} | halves
     return [{"threads": t} for t in sorted((c for c in counts if 1 <= c < now), reverse=True)]
+
+
+def rank_keys(m: StepModel) -> tuple[str, ...]:
+    """What the fix also relieves on ``m`` (the planner's): the host's compute where DDP
+    ranks × their threads spun on too few cores (their host ops run one thread each in the
+    model, so the spin is in the host compute, not in a stall of a modelled team)."""
+    return ("host_compute",) if rank_threads(m) is not None else ()

@@ -141,7 +141,7 @@ def _candidates(model: StepModel, key: str, allow: Sequence[str], fix_args: dict
     fixes in ``done`` are not tried again unless repeatable."""
     ops, other = [], []
     for fix in FIXES.values():
-        if key not in fix.relieves or (fix.name in done and not fix.repeatable):
+        if key not in fix.relieves_for(model) or (fix.name in done and not fix.repeatable):
             continue
         if fix.kind not in allow:
             other.append(f"{fix.name} ({fix.kind})")
