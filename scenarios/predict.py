@@ -329,13 +329,16 @@ def predicting(model: StepModel, ops: Sequence[Operation] = (), steps: int | Non
         except StopIteration as stop:
             means, errors = stop.value
         each = steps
-    else:   # steps None: as many as the point, in whole optimizer steps (models.stepcount)
-        each = min(count.steps, draw_bound(model, n), draw_bound(final, n))
-        k = final.comm.grad_accum_steps
-        each = min(count.steps, max(k, each - each % k))
+    else:
+        each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
+                                                              draw_bound(final, n))
+        if steps is None:   # whole optimizer steps, as the point's count (models.stepcount)
+            k = final.comm.grad_accum_steps
+            each = min(count.steps, max(k, each - each % k))
         plan = draw_plan(model, n, seed, runs, ops)
         means, errors, each = yield from interval_draws(
-            model, ops, plan, each, warmup, seed, jobs, measured_steps, True, k)
+            model, ops, plan, each, warmup, seed, jobs, measured_steps, steps is None,
+            final.comm.grad_accum_steps)
     if steps is None and not count.met:   # the point's target from the interval's width
         target, basis = point_target(point.mean_step_us, half_width_us(means))
         point = replace(point, count=replace(count, target=target, basis=basis)) \
