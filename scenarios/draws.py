@@ -24,7 +24,6 @@ from stepsim.scenarios.bootstrap import bootstrap_measured
 from stepsim.scenarios.noop import unread_params
 from stepsim.scenarios.parallel import Progress, run_many
 from stepsim.scenarios.paths import get_value, replaced
-from stepsim.scenarios.rounds import got
 from stepsim.scenarios.stepcount import mean_std_error_us
 from stepsim.scenarios.transforms import Operation, apply_ops
 from stepsim.simcore.errors import ModelError
@@ -253,15 +252,6 @@ def draw_means(model: StepModel, ops: Sequence[Operation], plan, steps: int, war
                                   int(done[-1])))
     return draw_results(run_many(_draw_chunk, chunks, jobs=jobs, progress=hook), plan, steps,
                         sources, measured_steps)
-
-
-def draw_round(model: StepModel, ops: Sequence[Operation], plan, steps: int, warmup: int,
-               seed: int, jobs: int = 1, measured_steps: int | None = None):
-    """:func:`draw_means` as a round of :func:`scenarios.rounds.drive` (every source drawn):
-    yields the chunks' work items once, returns the means and own standard errors."""
-    chunks = draw_chunks(model, ops, plan, steps, warmup, seed, jobs)
-    parts = yield [(_draw_chunk, (c,), len(c[2])) for c in chunks]
-    return draw_results([got(p) for p in parts], plan, steps, None, measured_steps)
 
 
 def draw_chunks(model: StepModel, ops: Sequence[Operation], plan, steps: int, warmup: int,

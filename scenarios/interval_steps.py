@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim.scenarios.draws import draw_round, quantiles
+from stepsim.scenarios.draws import draw_means, quantiles
 from stepsim.scenarios.stepcount import DRAW_STEPS, SE_TARGET
 
 __all__ = ["QUICK_DRAW_STEPS", "DRAW_SE_SHARE", "POINT_SE_SHARE", "POINT_FIRST_CAP",
-           "interval_draws", "interval_scope", "point_target", "half_width_us"]
+           "interval_draws", "point_target", "half_width_us"]
 
 QUICK_DRAW_STEPS = 80
 """Steps each draw simulates first (4 steps in each of the 20 batch means behind its own
@@ -43,20 +43,6 @@ more than :data:`scenarios.stepcount.SE_TARGET` of the mean)."""
 POINT_FIRST_CAP = DRAW_STEPS
 """Most steps the point simulates before its interval is known (a point that meets
 :data:`scenarios.stepcount.SE_TARGET` within it is the one it always was)."""
-
-
-def interval_scope(runs: int = 1, measured_steps: int | None = None) -> str:
-    """What a P10–P90 interval is of, in words, as every verb that prints one says it: one
-    run's mean step (``whatif``, ``diagnose``, ``plan``: a run as long as the draws), or the
-    mean of ``measured_steps`` re-measured steps pooled over ``runs`` runs (``validate``, the
-    demo's table), which averages the host's speed over the runs and carries the error of that
-    many steps, so the same baseline's interval differs there."""
-    if measured_steps is None and runs == 1:
-        return "one run's mean step"
-    steps = f" over {measured_steps} measured steps" if measured_steps else ""
-    if runs == 1:
-        return f"one run's mean step{steps}"
-    return f"the pooled mean step of {runs} runs{steps}"
 
 
 def half_width_us(means: np.ndarray) -> float:
@@ -74,19 +60,19 @@ def point_target(mean_us: float, half_us: float) -> tuple[float, str]:
             f", {100 * POINT_SE_SHARE:g} % of the interval's half-width")
 
 
-def interval_draws(model, ops, plan, each: int, warmup: int, seed: int, jobs: int,
-                   measured_steps: int | None, chosen: bool, accum: int):
-    """The draws' means, own standard errors and steps each (see the module docstring), as
-    rounds of :func:`scenarios.rounds.drive` (a generator: ``yield from`` it); ``chosen``: the
-    step count is chosen (else ``each`` is simulated as given); ``accum``: the model's
-    ``comm.grad_accum_steps`` (a quick count holds whole optimizer steps). A re-measured
-    window (``measured_steps``) keeps the full count: its interval is of that many steps'
-    mean."""
+def interval_draws(model, ops, plan, each: int, warmup: int, seed: int, jobs: int, progress,
+                   measured_steps: int | None, chosen: bool, accum: int
+                   ) -> tuple[np.ndarray, np.ndarray, int]:
+    """The draws' means, own standard errors and steps each (see the module docstring);
+    ``chosen``: the step count is chosen (else ``each`` is simulated as given); ``accum``:
+    the model's ``comm.grad_accum_steps`` (a quick count holds whole optimizer steps).
+    A re-measured window (``measured_steps``) keeps the full count: its interval is of that
+    many steps' mean."""
     quick = max(accum, QUICK_DRAW_STEPS - QUICK_DRAW_STEPS % accum)
     if chosen and measured_steps is None and each > quick:
-        means, errors = yield from draw_round(model, ops, plan, quick, warmup, seed, jobs)
+        means, errors = draw_means(model, ops, plan, quick, warmup, seed, jobs, progress)
         if float(np.median(errors)) <= DRAW_SE_SHARE * half_width_us(means):
             return means, errors, quick
-    means, errors = yield from draw_round(model, ops, plan, each, warmup, seed, jobs,
-                                          measured_steps)
+    means, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
+                               measured_steps=measured_steps)
     return means, errors, each

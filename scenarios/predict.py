@@ -75,12 +75,11 @@ from stepsim.models.params import StepModel
 from stepsim.models.simulate import task_durations
 from stepsim.scenarios.bootstrap import bootstrap_measured, is_deterministic
 from stepsim.scenarios.draws import (ABSOLUTE, DEFAULT_RANGES, HOST_SPEED, SETTINGS, SPLITS,
-                                     STEPS, WINDOW, draw_means, draw_plan, draw_round,
-                                     perturb, quantiles, uncertain_params)
-from stepsim.scenarios.interval_steps import (POINT_FIRST_CAP, half_width_us, interval_draws,
-                                              interval_scope, point_target)
+                                     STEPS, WINDOW, draw_means, draw_plan, perturb, quantiles,
+                                     uncertain_params)
 from stepsim.scenarios.parallel import Progress
-from stepsim.scenarios.rounds import Round, drive, got
+from stepsim.scenarios.interval_steps import (POINT_FIRST_CAP, half_width_us, interval_draws,
+                                              point_target)
 from stepsim.scenarios.stepcount import (SE_TARGET, StepCount, draw_bound, simulate_counted,
                                          step_bound)
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
@@ -97,6 +96,20 @@ DEFAULT_DRAWS = 16
 """Monte Carlo draws when ``intervals=True`` (small, so the CLI stays quick on 2 cores); the
 verbs' default too (:data:`stepsim.limits.DEFAULT_DRAWS`, the same number: a test holds them
 together), so one baseline gets one interval in ``whatif``, ``diagnose`` and ``plan``."""
+
+
+def interval_scope(runs: int = 1, measured_steps: int | None = None) -> str:
+    """What a P10–P90 interval is of, in words, as every verb that prints one says it: one
+    run's mean step (``whatif``, ``diagnose``, ``plan``: a run as long as the draws), or the
+    mean of ``measured_steps`` re-measured steps pooled over ``runs`` runs (``validate``, the
+    demo's table), which averages the host's speed over the runs and carries the error of that
+    many steps, so the same baseline's interval differs there."""
+    if measured_steps is None and runs == 1:
+        return "one run's mean step"
+    steps = f" over {measured_steps} measured steps" if measured_steps else ""
+    if runs == 1:
+        return f"one run's mean step{steps}"
+    return f"the pooled mean step of {runs} runs{steps}"
 
 
 @dataclass(frozen=True)
@@ -286,63 +299,35 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
         ModelError: an op that does not apply, a model that cannot be simulated, or ops that
             leave a step of zero length.
     """
-    return drive([predicting(model, ops, steps, warmup, seed, intervals, jobs, runs,
-                             measured_steps, decompose, brief)], jobs, progress)[0]
-
-
-def predicting(model: StepModel, ops: Sequence[Operation] = (), steps: int | None = None,
-               warmup: int = 20, seed: int = 0, intervals: bool | int = False, jobs: int = 1,
-               runs: int = 1, measured_steps: int | None = None, decompose: bool = False,
-               brief: bool = False) -> Round:
-    """:func:`predict` as rounds of work (:mod:`scenarios.rounds`: yields each round's items,
-    receives their results, returns the prediction), so several run side by side
-    (:func:`scenarios.predict_many.predict_many`). With ``steps`` given, the draws do not
-    depend on the point: they run in its round."""
     final = apply_ops(model, ops)
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
     cap = None if steps is not None or n <= 0 else min(   # scenarios.interval_steps
         step_bound(final), max(POINT_FIRST_CAP, final.comm.grad_accum_steps))
-    first = [(counted_summary, (final, steps, warmup, seed, brief, cap), 0)]
-    plan = draws = None
-    if steps is not None and n > 0 and drawn(model, final,
-                                             uncertain_params(model, ops, after=final)[0]):
-        plan = draw_plan(model, n, seed, runs, ops)
-        draws = draw_round(model, ops, plan, steps, warmup, seed, jobs, measured_steps)
-        first += next(draws)
-    results = yield first
-    s, count = got(results[0])
+    s, count = counted_summary(final, steps, warmup, seed, brief, max_steps=cap)
     point = point_prediction(model, ops, final, s, count, warmup, seed, runs, measured_steps)
     if n <= 0:
         return point
 
-    def repoint(target: float = SE_TARGET, basis: str = ""):
-        s2, c2 = got((yield [(counted_summary, (final, None, warmup, seed, brief, None,
-                                                target), 0)])[0])
+    def repoint(target: float = SE_TARGET, basis: str = "") -> Prediction:
+        s2, c2 = counted_summary(final, None, warmup, seed, brief, target=target)
         return point_prediction(model, ops, final, s2, replace(c2, basis=basis), warmup,
                                 seed, runs, measured_steps)
 
     if not drawn(model, final, point.uncertain):
-        return undrawn(point if count.met or cap is None else (yield from repoint()))
-    if draws is not None:   # run beside the point
-        try:
-            draws.send(results[1:])
-        except StopIteration as stop:
-            means, errors = stop.value
-        each = steps
-    else:
-        each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
-                                                              draw_bound(final, n))
-        if steps is None:   # whole optimizer steps, as the point's count (models.stepcount)
-            k = final.comm.grad_accum_steps
-            each = min(count.steps, max(k, each - each % k))
-        plan = draw_plan(model, n, seed, runs, ops)
-        means, errors, each = yield from interval_draws(
-            model, ops, plan, each, warmup, seed, jobs, measured_steps, steps is None,
-            final.comm.grad_accum_steps)
+        return undrawn(point if count.met or cap is None else repoint())
+    each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
+                                                          draw_bound(final, n))
+    if steps is None:   # whole optimizer steps, as the point's count (models.stepcount)
+        k = final.comm.grad_accum_steps
+        each = min(count.steps, max(k, each - each % k))
+    plan = draw_plan(model, n, seed, runs, ops)
+    means, errors, each = interval_draws(model, ops, plan, each, warmup, seed, jobs, progress,
+                                         measured_steps, steps is None,
+                                         final.comm.grad_accum_steps)
     if steps is None and not count.met:   # the point's target from the interval's width
         target, basis = point_target(point.mean_step_us, half_width_us(means))
         point = replace(point, count=replace(count, target=target, basis=basis)) \
-            if count.rel_error <= target else (yield from repoint(target, basis))
+            if count.rel_error <= target else repoint(target, basis)
     out = with_interval(point, means, errors, n, each)
     if decompose:
         from stepsim.scenarios.interval_sources import width_sources

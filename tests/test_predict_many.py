@@ -42,33 +42,10 @@ def test_deterministic_model_interval_is_the_point():
           intervals=8, jobs=2)
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_chosen_step_count_runs_rounds_side_by_side(jobs, monkeypatch):
+def test_chosen_step_count_falls_back_to_one_by_one():
     m = cpu_model(2, cv=0.2, sources={"loader.produce": "inferred"})
-    ops = [[], [SetOp(path="loader.num_workers", value=3)]]
-    _same(m, ops, steps=None, warmup=3, seed=1, intervals=4, jobs=jobs)
-    import stepsim.scenarios.rounds as rounds
-
-    calls = []
-    real = rounds.run_many
-    monkeypatch.setattr(rounds, "run_many", lambda fn, items, **kw: (
-        calls.append([it[0].__name__ for it in items]), real(fn, items, **kw))[1])
-    predict_many(m, ops, steps=None, warmup=3, seed=1, intervals=4, jobs=jobs)
-    # both points in the first call, then both predictions' draws in the next (a point
-    # simulated longer for its interval's width comes after, both again in one call)
-    assert calls[0] == ["counted_summary", "counted_summary"], calls
-    assert set(calls[1]) == {"_draw_chunk"} and len(calls[1]) == 2 * (1 if jobs == 1 else 4), calls
-
-
-def test_errors_in_predicts_order_with_a_chosen_step_count():
-    m = cpu_model(1)
-    zero = [SetOp(path="host.ops.1.dur_us", value=0), SetOp(path="loader.produce",
-                                                            value={"mean_us": 0})]
-    with pytest.raises(ModelError) as want:
-        predict(m, zero, warmup=1, intervals=2, jobs=2)
-    with pytest.raises(ModelError) as got:
-        predict_many(m, [[], zero], warmup=1, intervals=2, jobs=2)
-    assert str(got.value) == str(want.value)
+    _same(m, [[], [SetOp(path="loader.num_workers", value=3)]], steps=None, warmup=3, seed=1,
+          intervals=4, jobs=2)
 
 
 def test_errors_in_predicts_order():
