@@ -71,7 +71,6 @@ CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = (
 before these, by event category and the ``nccl``/``rccl`` prefix)."""
 
 
-
 @functools.lru_cache(maxsize=65536)
 def categorize(name: str, cat: str) -> str:
     """The DeviceTask category of a GPU activity from its normalised ``cat`` and name (cached:
