@@ -79,7 +79,7 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
     from stepsim.models.simulate import window_replay
     from stepsim.results import Calibration
     from stepsim.models.stepcount import simulate_counted
-    from stepsim.models.warning_record import texts
+    from stepsim.models.warning_record import records
     from stepsim.models.window_effect import window_speed_effect
     from stepsim.views import grouped_warnings
     from stepsim.warning_order import ranked
@@ -94,9 +94,9 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
     # host.cpu_scale to the runs' mean, for predictions of the next run)
     res, _ = simulate_counted(at_capture_speed(model), DEFAULT_STEPS, DEFAULT_WARMUP, 0,
                               keep="steps")
-    warnings = grouped_warnings(texts(model.meta))
+    warnings = grouped_warnings(records(model.meta))
     return Calibration(model=model, output=None if output is None else str(output),
-                       warnings=tuple(map(str, warnings)), window=window,
+                       warnings=tuple(r.text for r in warnings), window=window,
                        steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us,
                        ranked=ranked(warnings))
 

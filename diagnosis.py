@@ -115,7 +115,7 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
         # what is wrong with the model's own capture, said before the tree as whatif says it
         return Diagnosed(d, tuple(input_caveats(m)) + ((f"no roofline plot: {why}",)
                                                         if plot else ()))
-    from stepsim.models.warning_record import texts
+    from stepsim.models.warning_record import carried, records
 
     model = fit(path, step_regex=step_regex)
     roof, kernels, why, mem, ratio, source = _trace_evidence(path, step_regex, peak)
@@ -123,7 +123,7 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
              kernels=kernels, roof_why_not=why, memory=mem,
              memory_why_not="no device memory events (record with profile_memory=True)"
              if kernels else MEMORY_WHY_NOT_CPU, **kw)
-    warnings = grouped_warnings(texts(model.meta))
+    warnings = carried(grouped_warnings(records(model.meta)))   # (Diagnosed.warnings: texts)
     if plot and roof is None:
         warnings += (f"no roofline plot: {why}",)
     elif plot:

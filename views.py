@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from stepsim.models.params import StepModel
-from stepsim.models.warning_record import retexted
+from stepsim.models.warning_record import WarningRecord, retexted, retold
 from stepsim.simcore.errors import StepsimError, shown
 
 __all__ = ["measured_timeline", "draw_simulation", "draw_compare", "report", "ledger_records",
@@ -202,22 +202,22 @@ def measured_points(measured, grid: dict) -> tuple[dict, tuple[str, ...]]:
     return out, warnings
 
 
-def grouped_warnings(warnings: Iterable[str]) -> tuple[str, ...]:
-    """Warnings that differ only in the file they begin with (``name: text``) said once,
-    naming the files: a directory of ranks repeats each for every rank."""
+def grouped_warnings(records: Iterable[WarningRecord]) -> tuple[WarningRecord, ...]:
+    """Warning records that differ only in the file their text begins with (``name: text``)
+    said once, naming the files: a directory of ranks repeats each for every rank."""
     files: dict[str, list[str]] = {}
-    first: dict[str, str] = {}
-    for w in warnings:
-        name, sep, text = w.partition(": ")
-        key = text if sep and " " not in name else w
-        files.setdefault(key, []).append(name if key != w else "")
-        first.setdefault(key, w)
+    first: dict[str, WarningRecord] = {}
+    for r in records:
+        name, sep, text = r.text.partition(": ")
+        key = text if sep and " " not in name else r.text
+        files.setdefault(key, []).append(name if key != r.text else "")
+        first.setdefault(key, r)
     out = []
     for text, names in files.items():
         names = [n for n in names if n]
         if len(names) > 1:   # a record's summary headed by the same files (warning_order)
             head = f"{names[0]} and {len(names) - 1} other file(s): "
-            out.append(retexted(first[text], head + text, head))
+            out.append(retold(first[text], head + text, head))
         else:
             out.append(first[text])
     return tuple(out)

@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from stepsim.calibration.columnar import _ARG_FIELDS, ABSENT, Decoded, EventFields, Num
+from stepsim.calibration.columnar import ARG_FIELDS, ABSENT, Decoded, EventFields, Num
 from stepsim.calibration.event_rows import Columns, Idents
 from stepsim.calibration.fast_columns import fast_columns
 from stepsim.calibration.trace_ts import block_ts, check_span
@@ -47,8 +47,8 @@ _TRIES = 4
 _SPLIT = re.compile(rb"\}\s*,")
 _I64_MIN = -(2**63)
 
-_BArgs = msgspec.defstruct("_BArgs", [(f, Any, ABSENT) for f, _ in _ARG_FIELDS],
-                           rename=dict(_ARG_FIELDS), frozen=True, gc=False)
+_BArgs = msgspec.defstruct("_BArgs", [(f, Any, ABSENT) for f, _ in ARG_FIELDS],
+                           rename=dict(ARG_FIELDS), frozen=True, gc=False)
 _NO_ARGS = _BArgs()
 
 
@@ -190,7 +190,7 @@ def _block_columns(evs: list, seen: dict, ident: Idents):
     cols = {f: list(map(attrgetter(f), evs)) for f in _FIELDS}
     args = list(map(attrgetter("args"), evs))
     del evs
-    argcols = {f: list(map(attrgetter(f), args)) for f, _ in _ARG_FIELDS}
+    argcols = {f: list(map(attrgetter(f), args)) for f, _ in ARG_FIELDS}
     del args
     for f in ("name", "cat", "ph"):     # one str per distinct text, not one per event
         if set(map(type, cols[f])) <= {str, type(None)}:   # (1 == 1.0 == True as keys)

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from stepsim.calibration.events import build_table
 from stepsim.calibration.folders import calibrate_cpu_folder, read_folder
-from stepsim.calibration.job_runs import (_held_against, _job_speeds,  # noqa: F401  (re-exported)
-                                          _with_walls, job_wall_factors)
+from stepsim.calibration.job_runs import (held_against, job_speeds,  # noqa: F401  (re-exported)
+                                          with_walls, job_wall_factors)
 from stepsim.calibration.nccl_buckets import infer_buckets
 from stepsim.calibration.pending import Pending
 from stepsim.calibration.steps import compile_step_regex, find_steps
@@ -126,7 +126,7 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
             model = pool_cold(pool_barrier(model, runs), runs)
             with records_checked(trace, sidecar):   # (model_copy checked none)
                 type(model.comm).model_validate(model.comm.model_dump())
-            return _with_walls(apply_replicates(_held_against(model, runs), speeds), runs)
+            return with_walls(apply_replicates(held_against(model, runs), speeds), runs)
         return _calibrate(trace, sidecar, step_regex, steps).then(pooled)
     if side_path is None:
         raise InputError(Path(trace), "--replicate needs the capture's sidecar (a capture "
@@ -162,7 +162,7 @@ def _quiet_runs(trace: Path, replicates):
     reps = [(p, _rank_sidecars(p)) for p in pick.replicates]
     if not pick.left_out:
         return pick.capture, ranks, reps, pick.speeds, said
-    return pick.capture, ranks, reps, _job_speeds(ranks, reps) if reps else [1.0], said
+    return pick.capture, ranks, reps, job_speeds(ranks, reps) if reps else [1.0], said
 
 
 def _warned(model: StepModel, lines: list[str]) -> StepModel:

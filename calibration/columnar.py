@@ -63,10 +63,10 @@ class _Event(EventFields):
     args: msgspec.Raw = _NO_ARGS
 
 
-_ARG_FIELDS = [(f"{col}__{k}", key) for col, keys in ARG_ALIASES.items()
+ARG_FIELDS = [(f"{col}__{k}", key) for col, keys in ARG_ALIASES.items()
                for k, key in enumerate(keys)]
-_Args = msgspec.defstruct("_Args", [(f, Any, ABSENT) for f, _ in _ARG_FIELDS],
-                          rename=dict(_ARG_FIELDS))
+_Args = msgspec.defstruct("_Args", [(f, Any, ABSENT) for f, _ in ARG_FIELDS],
+                          rename=dict(ARG_FIELDS))
 _EVENTS = msgspec.json.Decoder(list[_Event], float_hook=Num)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -169,7 +169,7 @@ def arg_columns(args: list) -> dict[str, list] | None:
         parsed = _ARGS.decode(b"[" + b",".join(args) + b"]")
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
-    return {f: list(map(attrgetter(f), parsed)) for f, _ in _ARG_FIELDS}
+    return {f: list(map(attrgetter(f), parsed)) for f, _ in ARG_FIELDS}
 
 
 _POW10 = 10 ** np.arange(19, dtype=np.int64)

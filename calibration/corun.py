@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepsim.calibration.outside_load import _runnable
+from stepsim.calibration.outside_load import runnable_share
 
 INTERFERENCE_PRIOR = (0.0, 0.16)
 """Stated prior range of the interference coefficient without a probe (the slowdown of CPU
@@ -94,7 +94,7 @@ def _step_threads(s, team: int) -> float:
     2-thread team as 1.5 threads and inflated the coefficient (:func:`fit_interference`)."""
     a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
     if s.run_wait_us is not None:
-        return max(team, 1) * _runnable(s.cpu_us - s.next_cpu_us, s.run_wait_us, b - a)
+        return max(team, 1) * runnable_share(s.cpu_us - s.next_cpu_us, s.run_wait_us, b - a)
     if (s.vcsw or 0) > (s.ivcsw or 0):
         return max(s.compute_cpu_us / (b - a), 1.0)
     return float(max(team, 1))
@@ -125,10 +125,10 @@ def activities(produce, steps, workers: bool, team: int = 1, fitted_steps=None,
         start = r.t_end_us - r.wall_us
         if r.worker >= 0:
             tpw = max(round(r.work_us / r.cpu_us), 1) if r.cpu_us > 0 else 1
-            thr = (tpw * _runnable(r.cpu_us, r.run_wait_us, r.wall_us)
+            thr = (tpw * runnable_share(r.cpu_us, r.run_wait_us, r.wall_us)
                    if r.run_wait_us is not None else max(r.work_us / r.wall_us, 1.0))
         else:
-            thr = _runnable(r.cpu_us, r.run_wait_us, r.wall_us)
+            thr = runnable_share(r.cpu_us, r.run_wait_us, r.wall_us)
         inside = lo is not None and lo <= start and r.t_end_us <= hi
         out.append(Activity(start, r.t_end_us, thr, r.work_us, "batch", inside))
     for i, s in enumerate(steps):

@@ -6,13 +6,13 @@ others is off for a reason outside the job. Two readings, each against the **med
 runs** (the runs themselves are the reference: no stated speed), each past
 :data:`models.load_bound.LOAD_WARN`, the tolerance every outside-load check takes:
 
-* **cores** (:func:`calibration.outside_load._core_share`): the run's processes' CPU over the
+* **cores** (:func:`calibration.outside_load.core_share`): the run's processes' CPU over the
   wall of their profiled steps. The same job keeps the same share from run to run (0.82-0.90
   in the DDP demo's quiet runs); a run that held less waited for cores other processes held,
   its wall stretched while its CPU time did not, so the host's speed from CPU time cannot
   correct it: captures at 0.50-0.61 against their replicates' 0.83-0.89 (2026-12-05 09:45,
   10:04, 10:09) predicted every row 7-93 % slow.
-* **speed** (:func:`calibration.calibrate._job_speeds`): the CPU time of identical work on
+* **speed** (:func:`calibration.job_runs.job_speeds`): the CPU time of identical work on
   the unprofiled steps. Work that slows the host without taking its cores (caches, memory
   bandwidth, a hypervisor's other guests) raises it: at 11:02 one replicate's training step
   took 18-20 ms of CPU against 12-13 ms in the three other runs (1.535× the capture), and
@@ -64,18 +64,19 @@ def run_readings(folders: list[Path]) -> tuple[list[float | None], list[float],
                                                 list[float | None]]:
     """Per run folder (the capture's, then each replicate's, every one of the same ranks'
     sidecars): its core share, its host speed against the first (raises as
-    :func:`calibration.calibrate._job_speeds`) and the share of the machine's cores other
+    :func:`calibration.job_runs.job_speeds`) and the share of the machine's cores other
     processes were busy over its profiled steps (the sidecars' ``machine`` records,
     :func:`calibration.machine_stat.run_busy_share`; None in sidecars before them)."""
-    from stepsim.calibration.calibrate import _job_speeds, _rank_sidecars
+    from stepsim.calibration.calibrate import _rank_sidecars
+    from stepsim.calibration.job_runs import job_speeds
     from stepsim.calibration.machine_stat import run_busy_share
-    from stepsim.calibration.outside_load import _core_share, worker_cpu_us
+    from stepsim.calibration.outside_load import core_share, worker_cpu_us
     from stepsim.calibration.sidecar import load_sidecar
 
     sides = [_rank_sidecars(Path(f)) for f in folders]
     loaded = [[load_sidecar(p) for p in s.values()] for s in sides]
-    shares = [_core_share(run) for run in loaded]
-    speeds = _job_speeds(sides[0], [(Path(f), s) for f, s in zip(folders[1:], sides[1:])])
+    shares = [core_share(run) for run in loaded]
+    speeds = job_speeds(sides[0], [(Path(f), s) for f, s in zip(folders[1:], sides[1:])])
     busy = [run_busy_share([(side.host_name, side.machine, worker_cpu_us(side)) for side in run])
             for run in loaded]
     return shares, speeds, busy

@@ -23,7 +23,7 @@ scaled as one parameter by ``device.gap_scale`` (``inferred``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,6 +53,8 @@ class DeviceFit:
         n_waits, n_prev_waits: inferred cross-stream waits within the step and on the
             previous step's work. n_overlap: activities that overlapped their stream
             predecessor.
+        bad_sizes: the names of the collectives whose record gives a size that cannot be
+            right (:func:`calibration.gpu_kinds.size_bytes`), their bytes taken as unknown.
     """
 
     tasks: dict[int, Task]
@@ -63,6 +65,7 @@ class DeviceFit:
     n_waits: int
     n_prev_waits: int
     n_overlap: int
+    bad_sizes: list[str] = field(default_factory=list)
 
 
 def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
@@ -87,6 +90,7 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
     idle_map: dict[str, float] = {}
     engine_free: dict[str, int] = {}
     colls = []
+    bad_sizes: list[str] = []
     n_waits = n_prev_waits = n_overlap = 0
     # the activities' columns as Python values, read once (a numpy scalar costs more)
     rows = np.array(acts, dtype=np.int64)
@@ -164,8 +168,10 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
                 extra = dict(bytes=a_bytes[k])
         elif cat == "communication":
             kind = "collective"
-            b, gs, cname = collective_info(table, g, c, ctx.comm_rows, ctx.ann_rows)
+            b, gs, cname, bad = collective_info(table, g, c, ctx.comm_rows, ctx.ann_rows)
             extra = dict(bytes=b)
+            if bad:
+                bad_sizes.append(cname or name.split("(")[0])
             colls.append((task_of[g], cname or name.split("(")[0], start, start + dur, gs))
         if phase == "optimizer" and cat in ("elementwise", "other", "reduction"):
             cat = "optimizer"
@@ -179,4 +185,4 @@ def fit_device_tasks(ctx: TraceContext, step: Step, sa: StepActs) -> DeviceFit:
     streams = {s: [tasks[g] for g in rows] for s, rows in per_stream.items()}
     return DeviceFit(tasks=tasks, streams=streams, kernel_us=kernel_us, idle_us=idle_map,
                      colls=colls, n_waits=n_waits, n_prev_waits=n_prev_waits,
-                     n_overlap=n_overlap)
+                     n_overlap=n_overlap, bad_sizes=bad_sizes)

@@ -56,9 +56,9 @@ def read_and_fit(read: Callable, fit: Callable, f: Path):
     """``read(f)``, and where the table has GPU activity, a :class:`FittedTable` holding
     ``fit(table)`` (an InputError it raises as its :class:`~calibration.rank_pool.Problem`)."""
     from stepsim.calibration.events import EventTable
-    from stepsim.calibration.rank_pool import _guarded
+    from stepsim.calibration.rank_pool import guarded
 
     table = read(f)
     if not isinstance(table, EventTable) or not table.gpu_mask().any():
         return table
-    return FittedTable.of(table, _guarded(fit, table))
+    return FittedTable.of(table, guarded(fit, table))

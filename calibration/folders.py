@@ -26,7 +26,7 @@ from typing import Callable
 from stepsim.calibration.events import EventTable, build_table
 from stepsim.calibration.fitted_table import read_and_fit
 from stepsim.calibration.rank_pool import Problem, map_ranks
-from stepsim.calibration.trace_io import (_SidecarNotTrace, _trace_candidates, load_trace,
+from stepsim.calibration.trace_io import (SidecarNotTrace, trace_candidates, load_trace,
                                           rank_of)
 from stepsim.simcore.errors import InputError
 
@@ -61,7 +61,7 @@ def read_folder(path: str | Path, fit: Callable | None = None) -> Folder:
         InputError: the folder cannot be listed or holds no trace file at all.
     """
     p = Path(path)
-    files, warnings = _trace_candidates(p)
+    files, warnings = trace_candidates(p)
     fold = Folder(p, warnings=list(warnings))
     each = _read if fit is None else partial(read_and_fit, _read, fit)
     for f, table in zip(files, map_ranks(each, files)):   # each file in its own process
@@ -90,7 +90,7 @@ def _read(f: Path) -> EventTable | None:
     """The slimmed table of trace file ``f``; None for a capture sidecar."""
     try:
         return build_table(load_trace(f)).slim()
-    except _SidecarNotTrace:
+    except SidecarNotTrace:
         return None
 
 
@@ -192,7 +192,7 @@ def _capture_subfolders(folder: Path) -> str:
     it holds none. A fresh user's ``stepsim calibrate runs`` said only "holds no trace files"."""
     try:
         subs = sorted(d.name for d in folder.iterdir()
-                      if d.is_dir() and (d / "sidecar.json").is_file() and _trace_candidates(d)[0])
+                      if d.is_dir() and (d / "sidecar.json").is_file() and trace_candidates(d)[0])
     except (OSError, InputError):
         return ""
     if not subs:

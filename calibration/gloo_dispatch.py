@@ -14,7 +14,7 @@ from pathlib import Path
 from stepsim.calibration.events import build_table
 from stepsim.calibration.same_run import check_one_run
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.calibration.trace_io import _trace_candidates, load_rank_traces, load_trace
+from stepsim.calibration.trace_io import trace_candidates, load_rank_traces, load_trace
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
@@ -32,7 +32,7 @@ def gloo_dir(path: Path) -> StepModel | None:
     subs = sorted(d for d in path.glob("rank*") if (d / "trace.json.gz").is_file())
     if subs:
         return _capture_ranks(subs)
-    files, _ = _trace_candidates(path)
+    files, _ = trace_candidates(path)
     first = next((f for f in files if not f.name.lower().endswith("sidecar.json")), None)
     if first is None:
         return None

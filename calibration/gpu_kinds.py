@@ -11,7 +11,9 @@ args, else from the enclosing ``record_param_comms`` op, else from the enclosing
 annotation's ``Input Dims``/``Input type``. A count is Python's exact product; past
 :data:`MAX_NUMEL` elements, or a dim below 0, a size cannot be right and the bytes are unknown
 (numpy's int64 product wrapped [3037000500, 3037000500] to a negative size that refused the
-whole trace, and [2**62 + 1, 4] to a 16-byte all-reduce).
+whole trace, and [2**62 + 1, 4] to a 16-byte all-reduce). :func:`collective_info` says so
+(its ``bad``), and the step's fit counts them in one warning (:func:`calibration.step_fit.
+fit_step`); a size the trace does not give is unknown without a word.
 """
 from __future__ import annotations
 
@@ -23,9 +25,11 @@ import re
 import numpy as np
 
 from stepsim.calibration.events import EventTable
+from stepsim.calibration.op_costs import dtype_bytes
 
-__all__ = ["COLLECTIVE_RE", "CATEGORY_RULES", "DTYPE_BYTES", "MAX_NUMEL", "MAX_NUMEL_WORDS",
-           "categorize", "copy_kind_of", "is_pinned", "collective_info", "dims_numel", "ThreadRows"]
+__all__ = ["COLLECTIVE_RE", "CATEGORY_RULES", "MAX_NUMEL", "MAX_NUMEL_WORDS",
+           "categorize", "copy_kind_of", "is_pinned", "collective_info", "dims_numel", "size_bytes",
+           "ThreadRows"]
 
 MAX_NUMEL = 2**60
 """The most elements an Input Dims (or a collective's ``In msg nelems``) may give: their
@@ -65,14 +69,6 @@ CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = (
 )
 """Kernel name patterns → category, first match wins (memcpy/memset/communication are decided
 before these, by event category and the ``nccl``/``rccl`` prefix)."""
-
-DTYPE_BYTES = {
-    "float": 4, "float32": 4, "c10::float": 4, "double": 8, "float64": 8, "half": 2,
-    "float16": 2, "c10::half": 2, "bfloat16": 2, "c10::bfloat16": 2, "long": 8, "int64": 8,
-    "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1, "byte": 1, "uint8": 1,
-    "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
-}
-"""Bytes per element of the dtype names Kineto writes (``dtype``, ``Input type``)."""
 
 
 @functools.lru_cache(maxsize=65536)
@@ -156,25 +152,26 @@ class ThreadRows:
 
 
 def collective_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarray | ThreadRows,
-                    ann_rows: np.ndarray | ThreadRows) -> tuple[int | None, int | None, str]:
-    """(bytes, group size, collective name) of collective kernel row ``g`` launched by call
-    row ``launch`` (-1: none), looked up in the ``record_param_comms`` rows ``comm_rows`` and
-    the ``nccl:*`` annotation rows ``ann_rows`` (row arrays, or :class:`ThreadRows` of them
-    made once for many calls)."""
+                    ann_rows: np.ndarray | ThreadRows
+                    ) -> tuple[int | None, int | None, str, bool]:
+    """(bytes, group size, collective name, bad) of collective kernel row ``g`` launched by
+    call row ``launch`` (-1: none), looked up in the ``record_param_comms`` rows ``comm_rows``
+    and the ``nccl:*`` annotation rows ``ann_rows`` (row arrays, or :class:`ThreadRows` of
+    them made once for many calls). ``bad``: the record gives a size that cannot be right
+    (:func:`size_bytes`), so its bytes are None like a size not given."""
 
     def from_row(r):
         n = int(table.in_nelems[r])
-        if n < 0:
+        if n == -1:                      # (−1: not given)
             n = int(table.out_nelems[r])
-        size = DTYPE_BYTES.get(str(table.dtype[r]).lower())
-        b = n * size if 0 <= n <= MAX_NUMEL and size else None
+        b, bad = size_bytes(None if n == -1 else n, table.dtype[r])
         gs = int(table.group_size[r]) if table.group_size[r] > 0 else None
-        return b, gs, str(table.coll_name[r])
+        return b, gs, str(table.coll_name[r]), bad
 
     if table.coll_name[g]:
         return from_row(g)
     if launch < 0:
-        return None, None, ""
+        return None, None, "", False
     t, p, th = table.ts_ns[launch], table.pid[launch], table.tid[launch]
     for is_comm, rows in ((True, comm_rows), (False, ann_rows)):
         if not len(rows):
@@ -190,13 +187,26 @@ def collective_info(table: EventTable, g: int, launch: int, comm_rows: np.ndarra
             try:
                 a = table.args(r)
             except LookupError:
-                return None, None, ""
+                return None, None, "", False
             dims, typ = a.get("Input Dims"), a.get("Input type")
-            b = None
-            if isinstance(dims, list) and dims and isinstance(dims[0], list) and \
-                    isinstance(typ, list) and typ:
-                size = DTYPE_BYTES.get(str(typ[0]).lower())
+            b, bad = None, False
+            if isinstance(dims, list) and dims and isinstance(typ, list) and typ:
                 n = dims_numel(dims[0])
-                b = n * size if size and n is not None else None
-            return b, None, str(table.names[r]).split(":", 1)[-1]
-    return None, None, ""
+                b, bad = size_bytes(n if n is not None else -1, typ[0])
+            return b, None, str(table.names[r]).split(":", 1)[-1], bad
+    return None, None, "", False
+
+
+def size_bytes(numel: int | None, dtype) -> tuple[int | None, bool]:
+    """(bytes, bad) of ``numel`` elements (None: not given) of ``dtype`` (a Kineto dtype name,
+    ``dtype`` or ``Input type``; ``""`` or None: not given): bad where a size is given that
+    cannot be right, a count below 0 or past :data:`MAX_NUMEL`, or a dtype that is no tensor
+    element type (:func:`calibration.op_costs.dtype_bytes`, the one table: this module's own
+    lacked ``unsigned char``, ``signed char`` and ``long int``, which HTA's and PARAM's traces
+    write); the bytes are then None, as where either is not given."""
+    name = "" if dtype is None else str(dtype).strip()
+    size = dtype_bytes(name) if name else None
+    bad = (numel is not None and not 0 <= numel <= MAX_NUMEL) or (bool(name) and size is None)
+    if bad or numel is None or size is None:
+        return None, bad
+    return numel * size, False

@@ -125,12 +125,12 @@ def _same_setting(a: Sidecar, b: Sidecar) -> str | None:
                 f"{'has' if b.ddp is None else 'has none'}")
     # a DDP rank's: DDP's own setting, as the ranks of one job must agree on it (a replicate
     # of bucket_cap_mb=1 beside a capture of 25 was taken as a run of the same setting)
-    from stepsim.calibration.rank_agree import MUST_AGREE, _get, _show
+    from stepsim.calibration.rank_agree import MUST_AGREE, field_of, agree_text
 
     for name in (f for f in MUST_AGREE if f.startswith("ddp.")):
-        va, vb = _get(a, name), _get(b, name)
+        va, vb = field_of(a, name), field_of(b, name)
         if va is not None and vb is not None and va != vb:
-            return f"{name} is {_show(name, vb)}, the capture's is {_show(name, va)}"
+            return f"{name} is {agree_text(name, vb)}, the capture's is {agree_text(name, va)}"
     # the run-to-run speed is of one host: another machine's (or device's) ratio is not it
     for name in ("host_name", "device", "host_cores"):
         va, vb = getattr(a, name, None), getattr(b, name, None)

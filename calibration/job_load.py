@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from stepsim.calibration.outside_load import (BATCH, OutsideLoad, _in_window, busy_spans,
+from stepsim.calibration.outside_load import (BATCH, OutsideLoad, cut_to_span, busy_spans,
                                               held_over)
 from stepsim.calibration.run_drift import MIN_AFTER_STEPS, settled_after
 from stepsim.calibration.sidecar_cross import step_window
@@ -47,7 +47,7 @@ def _rank_rows(side) -> tuple[np.ndarray, int] | None:
     a = busy_spans(side, nw, threads_per_worker(side), side.torch_num_threads or 1)
     if not a.size or not (a[:, 4] == BATCH).any():
         return None
-    return _in_window(a, *span), len(scored or [])
+    return cut_to_span(a, *span), len(scored or [])
 
 
 def job_load(sides: list) -> OutsideLoad | None:

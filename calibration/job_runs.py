@@ -1,8 +1,8 @@
 """A multi-rank CPU job's runs of one setting, the capture and its replicates, against each
 other (:mod:`calibration.calibrate` pools them and re-exports these): the host's speed per run
-from the ranks' CPU time of identical work (:func:`_job_speeds`), the job's wall time per run
-(:func:`job_wall_factors`, :func:`_with_walls`) and the outside load the capture ran under
-against its replicates (:func:`_held_against`). Times in µs.
+from the ranks' CPU time of identical work (:func:`job_speeds`), the job's wall time per run
+(:func:`job_wall_factors`, :func:`with_walls`) and the outside load the capture ran under
+against its replicates (:func:`held_against`). Times in µs.
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def wall_factors(walls: list[list[float | None]]) -> list[float]:
             for run in walls]
 
 
-def _with_walls(model: StepModel, runs: list[list]) -> StepModel:
+def with_walls(model: StepModel, runs: list[list]) -> StepModel:
     """``model`` with ``host.wall_runs`` (:func:`job_wall_factors`) where it has two runs or
     more, and a warning that says which spread the interval draws from
     (:func:`models.host_speed.noise_runs`)."""
@@ -70,7 +70,7 @@ def _with_walls(model: StepModel, runs: list[list]) -> StepModel:
     return model.model_copy(update={"host": host, "meta": meta})
 
 
-def _held_against(model: StepModel, runs: list[list]) -> StepModel:
+def held_against(model: StepModel, runs: list[list]) -> StepModel:
     """``model`` with the outside load its capture ran under against its replicates
     (:func:`calibration.outside_load.share_against_replicates`): the warning, and
     ``meta.notes.outside_load_held`` the lower of that and what calibration found alone."""
@@ -87,7 +87,7 @@ def _held_against(model: StepModel, runs: list[list]) -> StepModel:
     return model.model_copy(update={"meta": meta})
 
 
-def _job_speeds(ranks: dict[str, Path], replicates: list[tuple[Path, dict[str, Path]]]
+def job_speeds(ranks: dict[str, Path], replicates: list[tuple[Path, dict[str, Path]]]
                 ) -> list[float]:
     """The host speed factors of a multi-rank capture and its replicates (folders of the same
     ranks' sidecars): per rank :func:`calibration.host_noise.replicate_speeds` against that

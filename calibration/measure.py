@@ -45,7 +45,7 @@ from stepsim.calibration.startup_step import (STARTUP_RATIO,  # noqa: F401  (re-
 from stepsim.calibration.steps import StepList, find_steps
 from stepsim.calibration.step_fallback import no_step_error
 from stepsim.calibration.truncated import usable_steps
-from stepsim.calibration.trace_io import _trace_candidates, load_rank_traces, load_trace, rank_of
+from stepsim.calibration.trace_io import trace_candidates, load_rank_traces, load_trace, rank_of
 from stepsim.models.load_bound import LOAD_WARN
 from stepsim.models.warning_record import retexted
 from stepsim.simcore.errors import InputError
@@ -140,7 +140,7 @@ def _load(p: Path):
     capture harness's folder of a DDP job (``rank<N>/trace.json.gz``, no trace directly
     inside; :func:`calibration.capture.rank_dir`), each rank folder's trace, as calibrate
     reads it (:mod:`calibration.gloo_dispatch`)."""
-    if p.is_dir() and not _trace_candidates(p)[0]:
+    if p.is_dir() and not trace_candidates(p)[0]:
         subs = sorted(d for d in p.glob("rank*") if (d / "trace.json.gz").is_file())
         if subs:
             return [load_trace(d / "trace.json.gz") for d in subs]

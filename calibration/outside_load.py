@@ -149,7 +149,7 @@ def load_note(load: OutsideLoad, team: int = 1) -> str:
             "record is kept out of the ledger's score; re-measure on a quiet machine)")
 
 
-def _runnable(cpu_us: float, run_wait_us: float | None, wall_us: float) -> float:
+def runnable_share(cpu_us: float, run_wait_us: float | None, wall_us: float) -> float:
     """The share of a thread's interval it was runnable: its CPU time plus its run-queue wait
     over the interval's wall time (µs ÷ µs, at most 1; the rest it blocked); 1 where the wait
     was not recorded (sidecars before it was)."""
@@ -173,7 +173,7 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
     for r in batches:
         thr = threads_per_worker if r.worker >= 0 else 1
         spans.append((r.t_end_us - r.wall_us, r.t_end_us,
-                      thr * _runnable(r.cpu_us, r.run_wait_us, r.wall_us), r.work_us, BATCH))
+                      thr * runnable_share(r.cpu_us, r.run_wait_us, r.wall_us), r.work_us, BATCH))
         if r.worker >= 0 and r.gap_cpu_us is not None and r.gap_wall_us:
             start = r.t_end_us - r.wall_us
             spans.append((start - r.gap_wall_us, start,
@@ -185,7 +185,7 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
         a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
         if b <= a:      # shorter than the instant's spacing: nothing to weigh
             continue
-        share = _runnable(s.cpu_us - s.next_cpu_us, s.run_wait_us, b - a)
+        share = runnable_share(s.cpu_us - s.next_cpu_us, s.run_wait_us, b - a)
         spans.append((a, b, max(torch_threads, 1) * share, s.compute_cpu_us, STEP))
     if num_workers > 0:      # the main thread's own work in next() (unpickling the batch)
         for s in side.steps:
@@ -209,11 +209,11 @@ def worker_cpu_us(side: Sidecar) -> float:
     if span is None or nw == 0:
         return 0.0
     a = busy_spans(side, nw, 1, 1)
-    a = _in_window(a[(a[:, 4] == BATCH) | (a[:, 4] == GAP)], *span)
+    a = cut_to_span(a[(a[:, 4] == BATCH) | (a[:, 4] == GAP)], *span)
     return float(a[:, 3].sum())
 
 
-def _in_window(a: np.ndarray, lo: float, hi: float) -> np.ndarray:
+def cut_to_span(a: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """The rows of :func:`busy_spans` ``a`` that overlap ``[lo, hi]`` (µs), cut to it, each
     one's CPU time pro rata to the part of its wall inside."""
     wall = a[:, 1] - a[:, 0]
@@ -239,7 +239,7 @@ def outside_load(side: Sidecar, num_workers: int, threads_per_worker: int,
     a = busy_spans(side, num_workers, threads_per_worker, torch_threads)
     if not a.size or not (a[:, 4] == BATCH).any():
         return None   # no batch recorded (or every one dropped): the producers' work unseen
-    return held_over(_in_window(a, lo, hi), cores)   # each interval's part inside, CPU pro rata
+    return held_over(cut_to_span(a, lo, hi), cores)   # each interval's part inside, CPU pro rata
 
 
 def held_over(a: np.ndarray, cores: int) -> OutsideLoad | None:
@@ -336,7 +336,7 @@ def _others_busy(sidecars: dict) -> float | None:
     return run_busy_share([(s.host_name, s.machine, worker_cpu_us(s)) for s in sides])
 
 
-def _core_share(run: list) -> float | None:
+def core_share(run: list) -> float | None:
     """A run's processes' CPU over their wall time across their profiled steps (the cores
     they held), over all its ranks."""
     st = [s for side in run for s in getattr(side, "steps", None) or []
@@ -361,7 +361,7 @@ def share_against_replicates(runs: list[list], warnings: list[str]) -> float | N
     not see that load (the steps' CPU time did not change), nor this check load that held
     through every run.
     """
-    shares = [_core_share(run) for run in runs]
+    shares = [core_share(run) for run in runs]
     if len(shares) < 2 or any(v is None for v in shares):
         return None
     ref = float(np.median(shares[1:]))

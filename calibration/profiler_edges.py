@@ -30,7 +30,7 @@ import numpy as np
 
 from stepsim.calibration.page_faults import step_work_us
 from stepsim.calibration.profiler_overhead import (MEDIAN_SE, MIN_STEPS, OverheadFactor,
-                                                   _wall_us, half_log, log_ratio_var)
+                                                   median_step_wall_us, half_log, log_ratio_var)
 
 __all__ = ["edge_factor", "EDGE_STEPS"]
 
@@ -82,4 +82,4 @@ def edge_factor(side) -> OverheadFactor | None:
     mu = float(np.median([step_work_us(s) for s in rows_u]))
     mp = float(np.median([step_work_us(s) for s in rows_p]))
     return OverheadFactor(math.exp(float(np.mean(logs))), half, mu, mp, len(rows_u),
-                          len(rows_p), _wall_us(rows_u), _wall_us(rows_p))
+                          len(rows_p), median_step_wall_us(rows_u), median_step_wall_us(rows_p))

@@ -81,7 +81,9 @@ class OverheadFactor:
 
 
 
-def _wall_us(steps) -> float:
+def median_step_wall_us(steps) -> float:
+    """The median over ``steps`` (sidecar step records) of each one's wall µs less its
+    ``next()`` call's (``next_wall_us``; never below 0)."""
     return float(np.median([max(s.wall_us - s.next_wall_us, 0.0) for s in steps]))
 
 
@@ -130,7 +132,7 @@ def overhead_factor(side: Sidecar | None, calm: bool = False,
     se = MEDIAN_SE * math.sqrt(log_ratio_var(unprof, prof))
     half = half_log(se, min(unprof.size, prof.size))
     return OverheadFactor(mu / mp, half, mu, mp, int(unprof.size), int(prof.size),
-                          _wall_us(rows_u), _wall_us(rows_p))
+                          median_step_wall_us(rows_u), median_step_wall_us(rows_p))
 
 
 def rank_factors(ranks: list[int], sidecars: dict, warnings: list[str]

@@ -39,7 +39,7 @@ _WHY = {"ddp": "DDP builds each rank's buckets and collectives from it, so ranks
         "torch_num_threads": "the model holds one intra-op thread count for every rank"}
 
 
-def _get(side, dotted: str):
+def field_of(side, dotted: str):
     obj = side
     for part in dotted.split("."):
         obj = getattr(obj, part, None)
@@ -51,7 +51,7 @@ def _get(side, dotted: str):
     return obj if obj != [] else None
 
 
-def _show(field: str, v) -> str:
+def agree_text(field: str, v) -> str:
     if field == "ddp.params":
         return f"{len(v)} parameters"
     return repr(v)
@@ -73,7 +73,7 @@ def check_ranks_agree(sides: dict[int, tuple[Path, object]]) -> list[str]:
     for r in order[1:]:
         f, s = sides[r]
         for field in MUST_AGREE + SHOULD_AGREE:
-            a, b = _get(s0, field), _get(s, field)
+            a, b = field_of(s0, field), field_of(s, field)
             if a is None or b is None or a == b:
                 continue
             if field == "ddp.params":
@@ -81,9 +81,9 @@ def check_ranks_agree(sides: dict[int, tuple[Path, object]]) -> list[str]:
                 detail = (f"parameter {k} is {b[k][0]} {list(b[k][1])} {b[k][3]} here, "
                           f"{a[k][0]} {list(a[k][1])} {a[k][3]} in {Path(f0).name}"
                           if k < min(len(a), len(b)) else
-                          f"{_show(field, b)} here, {_show(field, a)} in {Path(f0).name}")
+                          f"{agree_text(field, b)} here, {agree_text(field, a)} in {Path(f0).name}")
             else:
-                detail = f"{_show(field, b)} here, {_show(field, a)} in {Path(f0).name}"
+                detail = f"{agree_text(field, b)} here, {agree_text(field, a)} in {Path(f0).name}"
             if field in SHOULD_AGREE:
                 warnings.append(f"{Path(f).name}: {field} is {detail} (ranks of one job "
                                 "usually run one torch)")

@@ -73,7 +73,7 @@ def jobs_for(n_items: int) -> int:
     return max(1, min(cores, n_items))
 
 
-def _guarded(fn: Callable, item: Any) -> Any:
+def guarded(fn: Callable, item: Any) -> Any:
     try:
         return fn(item)
     except InputError as e:
@@ -82,7 +82,7 @@ def _guarded(fn: Callable, item: Any) -> Any:
 
 def _call_inherited(args: tuple[Callable, int]) -> Any:
     fn, i = args
-    return _guarded(fn, _ITEMS[i])
+    return guarded(fn, _ITEMS[i])
 
 
 def map_ranks(fn: Callable, items: Sequence) -> list:
@@ -93,7 +93,7 @@ def map_ranks(fn: Callable, items: Sequence) -> list:
     global _ITEMS
     jobs = jobs_for(len(items))
     if jobs <= 1:
-        return [_guarded(fn, it) for it in items]
+        return [guarded(fn, it) for it in items]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 

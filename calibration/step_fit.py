@@ -9,6 +9,8 @@ from stepsim.calibration.host_ops import fit_host_ops
 from stepsim.calibration.steps import Step
 from stepsim.calibration.trace_context import TraceContext
 from stepsim.calibration.fit_records import Op, Task
+from stepsim.calibration.gpu_kinds import MAX_NUMEL_WORDS
+from stepsim.models.warning_record import said
 
 __all__ = ["StepFit", "fit_step"]
 
@@ -50,6 +52,8 @@ def fit_step(ctx: TraceContext, step: Step) -> StepFit:
         warnings.append(f"{n_overlap} GPU activit(ies) in step {step.number} overlap the one "
                         "before them on the same stream (timestamps a stream cannot have): "
                         "each counts from the other's end, so the stream's busy time is the union")
+    if dev.bad_sizes:
+        warnings.append(bad_sizes_said(dev.bad_sizes, len(dev.colls), step.number))
     if n_unres:
         warnings.append(f"{n_unres} blocking call(s) in step {step.number} waited on work whose "
                         "dependencies are launched later; modelled as CPU time")
@@ -60,3 +64,15 @@ def fit_step(ctx: TraceContext, step: Step) -> StepFit:
     return StepFit(step=step, ops=ops, streams=dev.streams, kernel_us=dev.kernel_us,
                    idle_us=dev.idle_us, next_us=host.next_us, colls=dev.colls, counts=counts,
                    warnings=warnings, acts=sa.acts)
+
+
+def bad_sizes_said(names: list[str], n_colls: int, number: int) -> str:
+    """The one warning that counts a step's collectives whose record gives a size that cannot
+    be right (``names``; of ``n_colls`` collectives in step ``number``): their bytes are taken
+    as unknown, as a size not given, and the kernel's measured time is kept. Noted: the
+    replayed step reads no bytes; only a what-if that resizes the collectives does."""
+    return said(f"{len(names)} of {n_colls} collective(s) in step {number} give a size that "
+                f"cannot be right (an element count below 0 or past {MAX_NUMEL_WORDS}, or a "
+                f"dtype that is no tensor element type; the first: {names[0]}): their bytes "
+                "are taken as not recorded", "collective_bad_size", noted=True,
+                summary=f"{len(names)} collective size(s) that cannot be right: bytes unknown")

@@ -195,7 +195,7 @@ def _refuse_binary(p: Path, raw, gz: bool) -> None:
 
 
 
-class _SidecarNotTrace(InputError):
+class SidecarNotTrace(InputError):
     """A stepsim capture sidecar given where a trace was expected."""
 
 
@@ -242,7 +242,7 @@ def load_bytes(p: Path, raw: bytes | bytearray, size: int, columnar: bool = True
     elif isinstance(data, dict):
         if "traceEvents" not in data:
             if _SIDECAR_KEY in data:
-                raise _SidecarNotTrace(p, "is a stepsim capture sidecar, not a trace (give it "
+                raise SidecarNotTrace(p, "is a stepsim capture sidecar, not a trace (give it "
                                           "as the sidecar)")
             keys = ", ".join(sorted(map(str, data))[:6]) or "none"
             raise InputError(p, f"JSON has no 'traceEvents' (top-level keys: {keys}); not a profiler trace")
@@ -309,7 +309,7 @@ def _load_columnar(p: Path, raw, size: int) -> RawTrace | None:
                       columns=dec)
 
 
-def _trace_candidates(d: Path) -> tuple[list[Path], list[str]]:
+def trace_candidates(d: Path) -> tuple[list[Path], list[str]]:
     """The trace files directly inside directory ``d`` (sorted by name, the capture sidecar
     left out) and warnings for entries that could not be looked at."""
     try:
@@ -346,12 +346,12 @@ def load_rank_traces(path: str | Path) -> list[RawTrace]:
         raise missing(p, "file or directory")
     if not p.is_dir():
         return [load_trace(p)]
-    files, warnings = _trace_candidates(p)
+    files, warnings = trace_candidates(p)
     out = []
     for f in files:
         try:
             out.append(load_trace(f))
-        except _SidecarNotTrace:
+        except SidecarNotTrace:
             continue
     if not out:
         why = f" ({'; '.join(warnings)})" if warnings else ""

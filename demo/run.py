@@ -46,7 +46,7 @@ from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.measure import measured_steps
 from stepsim.demo.calibration_run import calibration_run
 from stepsim.demo.progress import Steps, demo_console
-from stepsim.models.warning_record import texts
+from stepsim.models.warning_record import records as warning_records
 from stepsim.warning_order import lines, ranked
 from stepsim.fit import calibrate
 from stepsim.models.host_drift import drift_cap
@@ -225,7 +225,7 @@ def run_demo(out: Path, quick: bool = False, seed: int = 0, repeats: int | None 
                   f"; past the cores {model.host.oversub:.3f} × (1 − cores/runnable), range "
                   f"{model.host.oversub_range[0]:.3f}–{model.host.oversub_range[1]:.3f}"
                   f" ({'from the probe' if model.meta.sources.get('host.oversub') == 'inferred' else 'stated prior'})")
-    for line in lines(ranked(texts(model.meta)),
+    for line in lines(ranked(warning_records(model.meta)),
                       float(np.mean(model.meta.measured_step_us))):   # (stepsim.warning_order)
         console.print(line, markup=False)
 

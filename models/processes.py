@@ -72,14 +72,11 @@ class Processes:
         return [self.events.done(rp.rank, step, tid) for rp in self.su.model.ranks
                 for tid in self.su.model.task_map()]
 
-    def _run(self, evs: list[simpy.Event], why: Callable[[float], str],
-             every: bool = False) -> None:
+    def _run(self, evs: list[simpy.Event], why: Callable[[float], str]) -> None:
         """Run until every event of ``evs`` is processed (the run's own events keep their
         order: the condition only stops it); where the run ends first, a SimulationError
-        whose message is ``why(t)`` (``t`` the instant it ended, µs). ``every``: run to the
-        condition of all of ``evs`` even where each is processed (the events already due at
-        that instant run first), as :meth:`finish` always has."""
-        pending = evs if every else [ev for ev in evs if not ev.processed]
+        whose message is ``why(t)`` (``t`` the instant it ended, µs)."""
+        pending = [ev for ev in evs if not ev.processed]
         if not pending:
             return
         try:
@@ -122,7 +119,7 @@ class Processes:
             return (f"the simulation deadlocked on rank(s) {stuck} at t={t:.1f} us: a sync or "
                     "wait on a task that can never finish (launched later in the step, or on "
                     "another rank's collective that is never entered)")
-        self._run(self.hosts, deadlock, every=True)
+        self._run(self.hosts, deadlock)
         # let the device finish the measured window too (it may lag behind the host)
         last = last_step(n_total, self.su.replay)
         self._run(self._device_done(last), lambda t: f"the device never finished step {last} "

@@ -19,8 +19,8 @@ from typing import Iterable
 
 from stepsim.models.param_base import StrictModel
 
-__all__ = ["WarningRecord", "Said", "said", "prior_said", "retexted", "records", "texts", "settled", "with_effect", "of",
-           "kept_records"]
+__all__ = ["WarningRecord", "Said", "said", "prior_said", "retexted", "retold", "records",
+           "carried", "texts", "settled", "with_effect", "of", "kept_records"]
 
 
 class WarningRecord(StrictModel):
@@ -71,13 +71,17 @@ def prior_said(text: str, path: str, what: str, lo: float, hi: float) -> Said:
 
 
 def retexted(w: str, text: str, prefix: str = "") -> str:
-    """``text`` (``w`` said of other files: ``name: w``) with ``w``'s record, its summary
-    headed by the same ``prefix``; a plain text where ``w`` has no record."""
+    """``text`` (``w`` said of other files: ``name: w``) with ``w``'s record
+    (:func:`retold`); a plain text where ``w`` has no record."""
     if not isinstance(w, Said):
         return text
-    r = w.record
-    return Said(r.model_copy(update={"text": text,
-                                     "summary": prefix + r.summary if r.summary else ""}))
+    return Said(retold(w.record, text, prefix))
+
+
+def retold(r: WarningRecord, text: str, prefix: str = "") -> WarningRecord:
+    """Record ``r`` said as ``text`` (of other files: ``name: `` + its text), its summary
+    headed by the same ``prefix``."""
+    return r.model_copy(update={"text": text, "summary": prefix + r.summary if r.summary else ""})
 
 
 def records(meta) -> list[WarningRecord]:
@@ -91,7 +95,13 @@ def records(meta) -> list[WarningRecord]:
 
 def texts(meta) -> list[str]:
     """``meta.warnings`` each carrying its record (:func:`records`)."""
-    return [Said(r) if r.kind else r.text for r in records(meta)]
+    return carried(records(meta))
+
+
+def carried(rs: Iterable[WarningRecord]) -> list[str]:
+    """Each record's text, carrying the record where it has a kind (:class:`Said`): for a
+    result whose ``warnings`` are texts (``Diagnosed``)."""
+    return [Said(r) if r.kind else r.text for r in rs]
 
 
 def settled(model):

@@ -141,10 +141,10 @@ def test_an_unknown_long_warning_is_summarized_by_its_first_clause():
 
 def test_a_file_prefix_stays_on_the_summary():
     """grouped_warnings' ``name: text`` (a folder of ranks) keeps the file it is about."""
-    from stepsim.models.warning_record import retexted
+    from stepsim.models.warning_record import of, retexted
     from stepsim.views import grouped_warnings
 
-    ws = [retexted(PRIOR, f"rank{k}/sidecar.json: {PRIOR}") for k in (0, 1)]
+    ws = of([retexted(PRIOR, f"rank{k}/sidecar.json: {PRIOR}") for k in (0, 1)])
     (w,) = grouped_warnings(ws)
     r = rank_one(w)
     assert r.noted and r.summary.startswith("rank0/sidecar.json and 1 other file(s): co-run")
