@@ -140,7 +140,6 @@ def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F8
     A capture so slowed is left out the same way, and the first quiet replicate is the
     capture."""
     from stepsim.demo.ddp import SETTINGS, score
-    from stepsim.models.host_speed import from_walls, noise_runs, runs_centre
 
     src, _ = gloo_run
     out = tmp_path / "demo"
@@ -156,12 +155,10 @@ def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F8
     assert [p.name for p, _ in pick.left_out] == ["r2"]
     assert "1.50x the runs' median" in pick.left_out[0][1]
     assert model.host.speed_runs == pytest.approx([1.0, 1.0, 1.0])
-    # the centre: the quiet runs' CPU speed (1), or where the interval draws the walls
-    # (the profiled runs' then the timed re-runs'), their mean in CPU units of the 3 profiled
-    # runs measured in both (models.host_speed.runs_centre)
-    noise = noise_runs(model.host, tuple(model.meta.ranges["host.cpu_scale"]))
-    assert model.host.cpu_scale == pytest.approx(
-        runs_centre(model.host, noise, 3) if from_walls(model.host, noise) else 1.0)
+    # the centre: the timed phase's level (demo.ddp_level): cpu_scale solved so that the
+    # replay's point is its 3 timed re-runs' pooled mean step, which the interval counts
+    assert model.host.centre_runs == 3
+    assert rows[0]["predicted_ms"] == pytest.approx(rows[0]["measured_ms"], rel=0.01)
     assert rows[0]["in_sample"] and not any(r.get("in_sample") for r in rows[1:])
     # the capture slowed instead: the first quiet replicate calibrates
     out2 = tmp_path / "demo2"
