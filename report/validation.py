@@ -167,24 +167,26 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
 
 
 SPAWN_SHARE = 0.5
-"""A left-out first step whose ``next()`` held more than this share of it waited for its
-workers to start (a stated rule: a spawn's wait is the step's bulk, seconds against ms)."""
+"""A left-out first step whose ``next()`` held more than this share of it waited there for its
+workers to start (a stated rule: a spawn's wait is the step's bulk)."""
 
 
 def startup_text(step_us: float, next_us: float, later_next_us: float, runs: int) -> str:
-    """What validate left out of the measured steps, truthfully: the run's first step, a
-    worker start-up only where its ``next()`` held most of it (``SPAWN_SHARE``). fresh10's
-    Lightning captures left out a 364.5 ms first step whose ``next()`` took 9.4 ms (the
-    workers had started long before it) and were told it was the worker start-up."""
+    """What validate left out of the measured steps, truthfully: the run's first step, said to
+    have waited in ``next()`` for its workers' start-up only where its ``next()`` held most of
+    it (``SPAWN_SHARE``). fresh10's Lightning captures left out a 364.5 ms first step whose
+    ``next()`` took 9.4 ms and were told its next() had spawned the workers."""
     runs_text = f"{runs} run{'s' if runs != 1 else ''}"
-    said = (f"{_ms(step_us)} ms, its next() {_ms(next_us)} ms against a median "
+    head = (f"the first step (a multi-process DataLoader's start-up) is left out of the "
+            f"measured steps: {_ms(step_us)} ms, its next() {_ms(next_us)} ms against a median "
             f"{_ms(later_next_us, 2)} ms after it")
     if next_us > SPAWN_SHARE * step_us:
-        return (f"the worker start-up step is left out of the measured steps: {said} (the "
-                f"first next() of a multi-process DataLoader spawns its workers; {runs_text})")
-    return (f"the first step is left out of the measured steps: {said}, so not a worker "
-            f"start-up (its workers were up before it): {_ms(step_us - next_us)} ms of its own "
-            f"first-step work ({runs_text})")
+        return (f"{head}: its next() spawned the workers and waited for their first batch "
+                f"({runs_text})")
+    return (f"{head}: its next() waited for no start-up, so the other "
+            f"{_ms(step_us - next_us)} ms lie outside next(), the first step's own work or a "
+            f"start-up paid before it (Lightning's fetcher fetches ahead of the step) "
+            f"({runs_text})")
 
 
 def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
