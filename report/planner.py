@@ -105,7 +105,7 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
     if base.host_speed:
         c.print(f"times {base.host_speed}")
-    faults = [(n, refault_line(p.model)) for n, p in (("baseline", base), ("scenario", pred))]
+    faults = [(n, refault_line(p.model, "host.refault_share" in p.uncertain)) for n, p in (("baseline", base), ("scenario", pred))]
     for name, line in ([("baseline and scenario", faults[0][1])] if faults[0][1] == faults[1][1]
                        else faults):
         if line:

@@ -71,13 +71,15 @@ def noise_line(what: str, noise: dict, interval: tuple[float, float] | None = No
             "one run's mean step with every source drawn")
 
 
-def refault_line(model) -> str | None:
+def refault_line(model, drawn: bool = True) -> str | None:
     """What a prediction's training step holds for page faults (:mod:`calibration.page_faults`):
     ``host.refault_share`` of the CPU µs its most re-faulting step spent faulting freed memory
     in again (each cpu op's ``refault_us``), and how far a run that re-faults every step, or
     none, lies from it; None where the model has none. Whether a run re-faults is its heap's,
     so the share is assumed (its middle the point): a user's whatif baseline sat between the
-    capture's unprofiled steps and its re-faulting ones with nothing to say why."""
+    capture's unprofiled steps and its re-faulting ones with nothing to say why. ``drawn``
+    False: the prediction holds the share (the user's ``--set``), said so (fresh10's
+    ``--set host.refault_share=0`` was still called "drawn 0–1")."""
     ops = [op for op in model.host.ops if op.kind == "cpu" and op.refault_us > 0] \
         if model is not None else []
     if not ops:
@@ -85,7 +87,7 @@ def refault_line(model) -> str | None:
     most = sum(op.refault_us for op in ops)
     share, rng = model.host.refault_share, model.host.refault_share_range
     how = (f"assumed, drawn {rng[0]:g}–{rng[1]:g} per run in the interval"
-           if rng is not None and rng[1] > rng[0] else "as set")
+           if drawn and rng is not None and rng[1] > rng[0] else "as set, held in the interval")
     what = model.meta.notes.get("refault_growth") or (
         "the capture's most re-faulting step spent faulting memory in again")
     return (f"page faults: the training step holds {share:.2f} of the {_ms(most)} ms of CPU a "

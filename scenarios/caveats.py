@@ -301,24 +301,30 @@ def _assumed_efficiency(model: StepModel, ops: Sequence[Operation]) -> list[str]
               / 1e3 for m in ends]
     except ModelError:
         return []
+    n = ends[0].team_threads()
     return [f"fix intra_op_threads rests on an assumed parallel efficiency (unmeasured; the "
             f"point takes the middle): at {worst:.2f} (the other threads were working) the "
             f"step is {ms[0]:.1f} ms, at {best:.2f} (they only spun) {ms[1]:.1f} ms; time the "
-            f"step at 1 thread and give :efficiency=E, {_efficiency_formula(model)}"]
+            f"step at {n} thread(s) and give :efficiency=E, "
+            f"{efficiency_recipe((worst, ms[0]), (best, ms[1]))}"]
 
 
-def _efficiency_formula(model: StepModel) -> str:
-    """How to compute ``:efficiency=E`` from the step timed at one thread, with the model's
-    numbers: one thread runs the parallel part's work ``e·T₀·p`` alone
-    (:func:`models.plans.threads_ratio`), so ``t₁/t_T₀ = 1 − pf + pf·e·T₀`` and
-    ``e = (t₁/t_T₀ − (1 − pf)) / (pf·T₀)``; ``t`` the step's wall time outside ``next()``
-    (no stall beside it: the workers fit the cores, or at ``num_workers=0``). A fresh user had
-    the timing and no way to turn it into E (its ``pf`` is in the model JSON)."""
-    team = [op for op in model.host.ops if op.kind == "cpu" and op.parallel_fraction > 0
-            and (op.capture_threads or 1) > 1]
-    if len(team) != 1:
-        return ("E = (t1/tT − 1 + pf) / (pf·T), t the op's wall time outside next() at 1 "
-                "and at its captured T threads, pf its parallel_fraction")
-    pf, t0 = team[0].parallel_fraction, team[0].capture_threads
-    return (f"E = (t1/t{t0} − {1 - pf:.3f}) / {pf * t0:.3f}, t1 and t{t0} the step's wall time "
-            f"outside next() at 1 and at {t0} threads (its parallel_fraction {pf:.3f})")
+def efficiency_recipe(at_worst: tuple[float, float], at_best: tuple[float, float]) -> str:
+    """How to turn the step timed on the fix's threads into ``:efficiency=E``, with the
+    model's numbers: the fix's step (ms) at the two ends ``(E, ms)`` of the range, simulated.
+    E is the team's parallel efficiency as the fix uses it (:func:`models.plans.threads_ratio`):
+    the parallel part's speed-up ÷ threads, the share of its CPU that was work. The step is
+    ``A + B·E`` on fewer threads (the parallel part's work ``e·T₀·p`` grows with E, the rest
+    keeps its time), so ``E = (t − A) / B``, and the fix given that E reproduces ``t``. The
+    earlier recipe, ``E = (t1/t2 − (1 − pf)) / (pf·T₀)``, needed t2 as the op's wall with a
+    core per thread, without the stall, the faults or the rest of the step: fresh10 gave the
+    step's 190.2 ms (its stall beside a worker in it), E = 0.385, and the fix priced 109.6 ms
+    against 135.7 measured; this one asks only for the step a user times."""
+    (e0, t0), (e1, t1) = at_worst, at_best
+    b = (t0 - t1) / (e0 - e1) if e0 != e1 else 0.0
+    if not b > 0:
+        return "E the parallel part's speed-up ÷ threads"
+    a = t1 - b * e1
+    return (f"E = (t − {a:.1f}) / {b:.1f}, t that run's mean step in ms, timed as validate "
+            f"times it (E: the parallel part's speed-up ÷ threads; the step is "
+            f"{a:.1f} + {b:.1f}·E ms at this model's host speed, so the fix given E reproduces t)")

@@ -24,7 +24,7 @@ from stepsim.scenarios.noop import unread_params
 from stepsim.scenarios.parallel import Progress, run_many
 from stepsim.scenarios.paths import get_value, replaced
 from stepsim.scenarios.stepcount import mean_std_error_us
-from stepsim.scenarios.transforms import Operation, apply_ops, set_path
+from stepsim.scenarios.transforms import Operation, SetOp, apply_ops, set_path
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.rng import spawn_streams
@@ -90,8 +90,9 @@ def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None,
     the ``SETTINGS``) and every ``meta.ranges`` entry that can be varied; path → reason for
     the rest. With ``ops`` (``()``: none), a quantity that nothing in the model after them
     reads (:func:`scenarios.noop.unread_params`: ``loader.pin_gbps`` without pinned memory)
-    is skipped too, saying why; None: every quantity, read or not. ``after``: the model after
-    ``ops`` where the caller has it (not applied again)."""
+    is skipped too, saying why, and so is one an op sets (``--set``: the user's value, held
+    in every draw; :func:`set_paths`); None: every quantity, read or not. ``after``: the
+    model after ``ops`` where the caller has it (not applied again)."""
     wanted = {p: DEFAULT_RANGES[s] for p, s in sorted(model.meta.sources.items())
               if s in DEFAULT_RANGES and p not in SETTINGS and p not in ABSOLUTE
               and not p.endswith(SPLITS)}
@@ -99,7 +100,11 @@ def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None,
     varied, skipped = {}, {}
     unread = {} if ops is None else unread_params(after if after is not None
                                                   else _after(model, ops))
+    given = set_paths(ops or ())
     for path, rng in wanted.items():
+        if _is_set(path, given):
+            skipped[path] = SET_WHY
+            continue
         if path in unread:
             skipped[path] = f"not read here: {unread[path]}"
             continue
@@ -123,11 +128,30 @@ def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None,
         if path == "host.refault_growth" and ops is not None and not any(
                 getattr(op, "path", None) == "loader.batch_size" for op in ops):
             continue                # read only by a batch-size what-if
-        if rng is not None and rng[0] != rng[1] and path in unread:
+        if rng is not None and rng[0] != rng[1] and _is_set(path, given):
+            skipped[path] = SET_WHY
+        elif rng is not None and rng[0] != rng[1] and path in unread:
             skipped[path] = f"not read here: {unread[path]}"
         elif rng is not None and rng[0] != rng[1]:
             varied[path] = (float(rng[0]), float(rng[1]))
     return varied, skipped
+
+
+SET_WHY = "set by the user (--set): that value, held in every draw"
+"""Why a path an op sets is not drawn (fresh10: ``--set host.refault_share=0`` moved the point
+while the interval's listing still drew the share over 0–1)."""
+
+
+def set_paths(ops: Sequence[Operation]) -> set[str]:
+    """The parameter paths ``ops`` set to a value (``--set``): the user's, not drawn."""
+    return {op.path for op in ops if isinstance(op, SetOp)}
+
+
+def _is_set(path: str, given: set[str]) -> bool:
+    """Whether ``--set`` gave ``path``, a value inside it (``loader.produce.mean_us`` of a
+    drawn ``loader.produce``) or the whole that holds it."""
+    return any(g == path or g.startswith((path + ".", path + "["))
+               or path.startswith((g + ".", g + "[")) for g in given)
 
 
 def _after(model: StepModel, ops: Sequence[Operation]) -> StepModel:

@@ -139,17 +139,27 @@ def test_plan_names_a_move_that_puts_workers_beside_the_team():
 
 
 def test_the_threads_fix_says_how_to_turn_a_one_thread_timing_into_e():
-    """The warning that asks for ``:efficiency=E`` gives E from the step timed at 1 and 2
-    threads with the model's numbers: 93 % parallel on 2 threads, E = (t1/t2 − 0.070) / 1.860,
-    which inverts the model's own one-thread ratio (models.plans.threads_ratio) for any E. A
-    fresh user had the timing and no way to turn it into E."""
+    """The warning that asks for ``:efficiency=E`` gives E from the step timed at 1 thread,
+    with the model's numbers, in the one meaning the fix uses (models.plans.threads_ratio:
+    the parallel part's speed-up ÷ threads). Closed form: 55 ms at 2 threads, 93 % parallel;
+    on 1 thread the step is 55 (0.07 + 0.93·2·E) = 3.85 + 102.3·E ms, so a run timed at
+    t1 = 3.85 + 102.3 × 0.7 = 75.46 ms gives E = 0.70, and the fix given it prices t1 again.
+    The earlier recipe, (t1/t2 − 0.070) / 1.860 with t2 the 2-thread step, gave fresh10
+    E = 0.385 from a step with its stall beside a worker in t2 (priced −19 % off)."""
     from stepsim.models.plans import threads_ratio
-    from stepsim.scenarios.transforms import FixOp
+    from stepsim.scenarios.transforms import FixOp, apply_ops
+    from stepsim.models.simulate import simulate
     m = _team(host_model(0, 2, 33.0, 55.0, threads=2, parallel=0.93), 2)
     ops = [parse_set("loader.num_workers=1"), FixOp(name="intra_op_threads")]
     said = [c for c in caveats(m, ops) if "assumed parallel efficiency" in c][0]
-    assert "give :efficiency=E, E = (t1/t2 − 0.070) / 1.860" in said
+    assert "time the step at 1 thread(s) and give :efficiency=E, E = (t − " in said
+    a, b = (float(v) for v in re.search(r"the step is ([\d.]+) \+ ([\d.]+)·E ms", said).groups())
+    assert (a, b) == pytest.approx((3.85, 102.3), abs=0.06)
     op = next(op for op in m.host.ops if op.kind == "cpu")
-    for e in (0.5, 0.8, 1.0):
-        r = threads_ratio(op.model_copy(update={"threads": 1, "parallel_efficiency": e}))[0]
-        assert (r - 0.070) / 1.860 == pytest.approx(e)
+    r = threads_ratio(op.model_copy(update={"threads": 1, "parallel_efficiency": 0.7}))[0]
+    t1 = 55.0 * r
+    assert t1 == pytest.approx(75.46)
+    e = (t1 - a) / b
+    assert e == pytest.approx(0.70, abs=0.002)
+    fixed = apply_ops(m, [ops[0], FixOp(name="intra_op_threads", args={"efficiency": e})])
+    assert simulate(fixed, steps=40, warmup=10).mean_step_us / 1e3 == pytest.approx(t1, rel=2e-3)
