@@ -98,3 +98,42 @@ def test_threads_per_worker_set_at_zero_workers_is_not_said_to_change_nothing(tm
     assert rc == 0 and "threads_per_worker" not in err, err
     assert got["baseline"]["mean_step_ms"] == pytest.approx(50.0)
     assert got["scenario"]["mean_step_ms"] == pytest.approx(40.0)
+
+
+@pytest.mark.parametrize("fix", ["intra_op_threads:efficiency=0.5",
+                                 "intra_op_threads:threads=1,efficiency=0.5"])
+def test_an_efficiency_on_ranks_priced_one_thread_each_says_why(tmp_path, fix):
+    """With an efficiency given, a model that holds the one-thread readings was refused with
+    'calibrate the capture again with this version ... (it reads the training thread's CPU)':
+    the readings were there; the efficiency is what does not apply (no modelled team)."""
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(_spun(50_000.0)))
+    rc, err, _ = cli("whatif", p, "--fix", fix, "--steps", "5", "--warmup", "1", "--draws",
+                     "0", "--jobs", "1")
+    line = one_line_error(rc, err, "m.json", "efficiency=0.5", "leave efficiency out")
+    assert "calibrate the capture again" not in line
+
+
+def _demo_model() -> StepModel:
+    return StepModel.model_validate(json.loads((DATA / "ddp_demo_model.json").read_text()))
+
+
+@pytest.mark.parametrize("runs", [[[0.0] * 3, [0.0] * 3], [[float("nan")] * 3, [3e4] * 3],
+                                  [[1e-3] * 3, [1e-3] * 3], [[3e6] * 3, [3e6] * 3]])
+def test_a_level_search_that_cannot_reach_the_timed_runs_keeps_the_level(runs):
+    """Timed runs of 0 µs raised ZeroDivisionError in the search; 1e-3 µs (under the
+    model's non-CPU floor: the gloo transfers, the waits) took ``cpu_scale`` to 4.3e-8 and
+    100x the point to 151: no host level. The model keeps its own (None: nothing done)."""
+    from stepsim.demo.ddp_level import on_timed_level
+
+    m = _demo_model()
+    assert on_timed_level(m, runs, 0) == (m, None)
+
+
+def test_a_level_search_within_the_bound_still_moves():
+    from stepsim.demo.ddp_level import TOLERANCE, on_timed_level
+
+    m = _demo_model()
+    out, got = on_timed_level(m, [[3e4] * 3, [3.2e4] * 3], 0)
+    assert got is not None and abs(got["point_us"] / 31e3 - 1) <= TOLERANCE
+    assert out.host.centre_runs == 2
