@@ -68,7 +68,9 @@ def on_timed_level(model: StepModel, replay_steps_us: list, seed: int = 0
     what-if; 40 steps after 3, ``seed``) is the pooled mean of the timed runs
     ``replay_steps_us`` (per run, its job steps, µs), and ``host.centre_runs`` their number;
     and what was done (``None``, the model unchanged, without two timed runs with steps or
-    where no point the search simulated came closer to their mean than the model's own). The model's ``host.wall_runs`` must
+    where no point the search simulated came closer to their mean than the model's own, a
+    run's mean is not finite and positive, or the level would move more than 4× either way:
+    :func:`models.param_meta.within_host_speed`). The model's ``host.wall_runs`` must
     end with those runs' factors (:func:`demo.ddp_noise.with_remeasured_walls`)."""
     means = [float(np.mean(v)) for v in replay_steps_us if len(v)]
     if len(means) < 2 or len(means) != len(replay_steps_us) or not all(

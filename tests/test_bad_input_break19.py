@@ -137,3 +137,16 @@ def test_a_level_search_within_the_bound_still_moves():
     out, got = on_timed_level(m, [[3e4] * 3, [3.2e4] * 3], 0)
     assert got is not None and abs(got["point_us"] / 31e3 - 1) <= TOLERANCE
     assert out.host.centre_runs == 2
+
+
+@pytest.mark.parametrize("centre", [3, 4, 999])
+def test_a_centre_of_more_runs_than_the_walls_hold_is_dropped(tmp_path, centre):
+    """``host.centre_runs`` 999 beside 3 wall runs was read as a centre as sure as 999 runs'
+    mean (the interval's 1/n); 3 of 3 left no run of the other phase. Dropped, said."""
+    data = json.loads((DATA / "ddp_demo_model.json").read_text())
+    data["host"].update(wall_runs=[1.0, 1.08, 0.93], centre_runs=centre)
+    m = StepModel.model_validate(data)
+    assert m.host.centre_runs == 0
+    assert any(f"host.centre_runs {centre} dropped" in w for w in m.meta.warnings)
+    data["host"]["centre_runs"] = 2
+    assert StepModel.model_validate(data).host.centre_runs == 2
