@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepsim.models.param_meta import within_host_speed
 from stepsim.models.params import StepModel
 
 __all__ = ["TOLERANCE", "on_timed_level"]
@@ -39,6 +40,11 @@ TOLERANCE = 0.002
 """Relative distance of the replay's point from the timed runs' mean at which the search
 for ``cpu_scale`` stops (the step is not exactly linear in it: the gloo transfers and the
 waits for a core do not scale with the host's CPU)."""
+# The search stays within models.param_meta.within_host_speed of the profiled level (4x
+# either way): a cpu_scale past it is no host level of the same setting (the two phases
+# measured 6 % apart) but timed runs that cannot be right, or a step the host's CPU does not
+# set (a target under the model's non-CPU floor took cpu_scale to 4e-8, break19); the model
+# then keeps its level, as where a run's mean is 0, NaN or inf (a ZeroDivisionError before).
 MAX_SIMULATIONS = 8
 """Most points simulated in the search (secant steps after a proportional first one); where
 it ends above :data:`TOLERANCE` (the 40 steps' mean moves in small jumps with the order of
@@ -62,16 +68,21 @@ def on_timed_level(model: StepModel, replay_steps_us: list, seed: int = 0
     what-if; 40 steps after 3, ``seed``) is the pooled mean of the timed runs
     ``replay_steps_us`` (per run, its job steps, µs), and ``host.centre_runs`` their number;
     and what was done (``None``, the model unchanged, without two timed runs with steps or
-    where no point the search simulated came closer to their mean than the model's own). The model's ``host.wall_runs`` must
+    where no point the search simulated came closer to their mean than the model's own, a
+    run's mean is not finite and positive, or the level would move more than 4× either way:
+    :func:`models.param_meta.within_host_speed`). The model's ``host.wall_runs`` must
     end with those runs' factors (:func:`demo.ddp_noise.with_remeasured_walls`)."""
     means = [float(np.mean(v)) for v in replay_steps_us if len(v)]
-    if len(means) < 2 or len(means) != len(replay_steps_us):
+    if len(means) < 2 or len(means) != len(replay_steps_us) or not all(
+            0 < x < float("inf") for x in means):   # a run's mean 0, NaN or inf: no level
         return model, None
     target = float(np.mean(means))
     c0 = float(model.host.cpu_scale)
     tried = [(c0, _point_us(model, seed))]
+    if not tried[0][1] > 0:
+        return model, None
     c = c0 * target / tried[0][1]       # proportional: the step all host CPU
-    while len(tried) < MAX_SIMULATIONS and 0 < c <= 1e3:
+    while len(tried) < MAX_SIMULATIONS and 0 < c <= 1e3 and within_host_speed(c / c0):
         p = _point_us(_at(model, c), seed)
         tried.append((c, p))
         if abs(p / target - 1) <= TOLERANCE:
@@ -79,7 +90,7 @@ def on_timed_level(model: StepModel, replay_steps_us: list, seed: int = 0
         (ca, pa), (cb, pb) = tried[-2], tried[-1]
         c = cb + (target - pb) * (cb - ca) / (pb - pa) if pb != pa else cb * target / pb
     c, p = min(tried, key=lambda t: abs(t[1] / target - 1))   # the last, where it converged
-    if c == c0:
+    if c == c0:   # also where no level within MAX_WINDOW_SPEED of the profiled one was tried
         return model, None
     got = {"cpu_scale_before": c0, "cpu_scale": c, "target_us": target,
            "point_before_us": tried[0][1], "point_us": p, "runs": len(means),

@@ -27,13 +27,18 @@ def within_host_speed(ratio: float) -> bool:
 
 
 NOTE_BOUNDS = {"straggler_release_us": (0.0, MAX_DURATION_US),
-               "window_speed": (1 / MAX_WINDOW_SPEED, MAX_WINDOW_SPEED)}
+               "window_speed": (1 / MAX_WINDOW_SPEED, MAX_WINDOW_SPEED),
+               "one_thread_cpu_us": (0.0, MAX_DURATION_US)}
 """The ``meta.notes`` a what-if or a replay reads as a number, with the range a model's
 calibration or what-if writes them in: the straggler's late release (µs,
 :mod:`scenarios.ddp_release`, taken back by the barrier what-if) and the profiled window's
 speed against its run (:func:`models.host_speed.at_capture_speed`). A model file's string,
 bool, NaN or value out of range there is refused ('abc' raised a ValueError; '1e400' read as
-an infinite lag; 1e18 took every measured resume lag away)."""
+an infinite lag; 1e18 took every measured resume lag away); and the one-thread rank's CPU a
+step (µs, :mod:`calibration.rank_team`), read by ``--fix intra_op_threads``
+(:mod:`scenarios.rank_one_thread`), whose 1e300 or 'abc' read as a model without the
+readings (break19). A range in ``meta.ranges`` on one of them that takes it out of its bounds
+cannot be right: it is dropped, counted in a warning (:meth:`Meta._note_ranges`)."""
 
 
 class Meta(StrictModel):
@@ -95,6 +100,34 @@ class Meta(StrictModel):
                 raise ValueError(f"{key!r} must be a number {lo:g} to {hi:g}, not "
                                  f"{printable(repr(v))[:40]}")
         return notes
+
+    @model_validator(mode="before")
+    @classmethod
+    def _note_ranges(cls, data):
+        """A range on a bounded note (:data:`NOTE_BOUNDS`) whose ends take the note out of its
+        bounds dropped, counted in a warning (break19: ``[0.5, 1e6]`` on the one-thread CPU
+        drew 1e6 × it, which the fix read as a model without the reading and refused the
+        whole what-if with a line telling the user to re-calibrate)."""
+        if not isinstance(data, dict) or not isinstance(data.get("ranges"), dict) \
+                or not isinstance(data.get("notes"), dict):
+            return data
+        bad = []
+        for key, (lo, hi) in NOTE_BOUNDS.items():
+            v, r = data["notes"].get(key), data["ranges"].get(f"meta.notes.{key}")
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(
+                    r, (list, tuple)) and len(r) == 2 and all(isinstance(x, (int, float))
+                                                               for x in r):
+                if lo <= v * r[0] and v * r[1] <= hi:
+                    continue
+                if lo <= v <= hi and 0 <= r[0] <= r[1]:
+                    bad.append(f"meta.notes.{key}")
+        if not bad:
+            return data
+        ws = data.get("warnings")
+        line = (f"{len(bad)} range(s) dropped from meta.ranges ({', '.join(bad)}): their ends "
+                "take the note out of its bounds (NOTE_BOUNDS), so they cannot be right")
+        return {**data, "ranges": {k: r for k, r in data["ranges"].items() if k not in bad},
+                "warnings": [*ws, line] if isinstance(ws, list) else ws if ws else [line]}
 
     @model_validator(mode="after")
     def _check_ranges(self):

@@ -113,6 +113,11 @@ def intra_op_threads(m: StepModel, a: ThreadsArgs) -> StepModel:
     team = _team_ops(m)
     if not team and rank_threads(m) is not None and a.efficiency is None and readings(m):
         return one_thread_ranks(m, a.threads)   # DDP ranks on too few cores: one thread each
+    if not team and rank_threads(m) is not None and a.efficiency is not None and readings(m):
+        raise nothing("intra_op_threads", f"efficiency={a.efficiency:g} is a modelled intra-op "
+                      "team's; this model's DDP ranks run their host ops on one thread each, "
+                      "and one thread a rank (the fix without efficiency) has no team to give "
+                      "it to: leave efficiency out")
     if not team:
         raise nothing("intra_op_threads", no_team_why(m) + (
             "; to price one thread a rank from the capture: " + CAPTURE_LINE

@@ -71,7 +71,9 @@ def unread_settings(model: StepModel, after: StepModel | None, sets: Sequence[tu
             out.append(f"{what} changes nothing with loader.num_workers={lo.num_workers}: "
                        "batches come back in order from the main thread or one worker "
                        "(PyTorch: in_order only applies when num_workers > 0)")
-        elif path in WORKER_ONLY and lo.num_workers == 0:
+        elif path in WORKER_ONLY and lo.num_workers == 0 and path != "loader.threads_per_worker":
+            # threads_per_worker is read at 0 workers: the main process makes a drawn batch on
+            # that many threads (models.loader.DataLoaderSim.main_threads)
             out.append(f"{what} changes nothing with loader.num_workers=0: the main thread "
                        "makes each batch, and the field is read only for DataLoader workers")
         elif path == "loader.pin_gbps" and lo.pin_memory and not model.pins_memory():

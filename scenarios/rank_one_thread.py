@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 
+from stepsim.models.param_base import MAX_DURATION_US
 from stepsim.models.params import StepModel
 from stepsim.models.rank_threads import fitting_rank_threads, ranks_on_host
 from stepsim.scenarios.fix_types import nothing
@@ -77,7 +78,7 @@ def readings(m: StepModel) -> tuple[float, tuple[float, float]] | None:
     """``(W₁ µs, (gloo's µs a collective, µs a MiB))`` from ``m``'s notes; None where absent
     or not numbers."""
     w1, comm = m.meta.notes.get(CPU_NOTE), _pair(m, COMM_NOTE)
-    if isinstance(w1, bool) or not isinstance(w1, (int, float)) or not 0 < w1 < 1e9 \
+    if isinstance(w1, bool) or not isinstance(w1, (int, float)) or not 0 < w1 <= MAX_DURATION_US \
             or comm is None:
         return None
     return float(w1), comm
