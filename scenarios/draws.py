@@ -102,11 +102,9 @@ def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None,
                                                   else _after(model, ops))
     given = set_paths(ops or ())
     for path, rng in wanted.items():
-        if _is_set(path, given):
-            skipped[path] = SET_WHY
-            continue
-        if path in unread:
-            skipped[path] = f"not read here: {unread[path]}"
+        why = _held_why(path, given, unread)
+        if why:
+            skipped[path] = why
             continue
         try:
             value = get_value(model, path)
@@ -128,13 +126,24 @@ def uncertain_params(model: StepModel, ops: Sequence[Operation] | None = None,
         if path == "host.refault_growth" and ops is not None and not any(
                 getattr(op, "path", None) == "loader.batch_size" for op in ops):
             continue                # read only by a batch-size what-if
-        if rng is not None and rng[0] != rng[1] and _is_set(path, given):
-            skipped[path] = SET_WHY
-        elif rng is not None and rng[0] != rng[1] and path in unread:
-            skipped[path] = f"not read here: {unread[path]}"
-        elif rng is not None and rng[0] != rng[1]:
+        if rng is None or rng[0] == rng[1]:
+            continue
+        why = _held_why(path, given, unread)
+        if why:
+            skipped[path] = why
+        else:
             varied[path] = (float(rng[0]), float(rng[1]))
     return varied, skipped
+
+
+def _held_why(path: str, given: set[str], unread: dict[str, str]) -> str | None:
+    """Why ``path`` is not drawn though it has a range: an op sets it (``given``,
+    :func:`set_paths`) or nothing after the ops reads it (``unread``); None: draw it."""
+    if _is_set(path, given):
+        return SET_WHY
+    if path in unread:
+        return f"not read here: {unread[path]}"
+    return None
 
 
 SET_WHY = "set by the user (--set): that value, held in every draw"
