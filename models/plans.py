@@ -14,7 +14,7 @@ from stepsim.models.params import MAX_DURATION_US, StepModel
 from stepsim.simcore.dists import Empirical
 from stepsim.simcore.errors import SimulationError
 
-__all__ = ["host_plan", "issue_points", "stream_plans", "task_durations", "threads_ratio"]
+__all__ = ["fault_split", "host_plan", "issue_points", "stream_plans", "task_durations", "threads_ratio"]
 
 
 def threads_ratio(op) -> tuple[float, float, float]:
@@ -32,6 +32,27 @@ def threads_ratio(op) -> tuple[float, float, float]:
     par = pf * e * t0 / (t * (1.0 if t == 1 else e))
     r = 1.0 - pf + par
     return r, par / r, bf / r
+
+
+def fault_split(work_us: float, fault_us: float, pf: float, bf: float, threads: int,
+                cores: int) -> tuple[float, float]:
+    """``(parallel_fraction, block_fraction)`` of a ``cpu`` op of ``work_us`` µs (split
+    ``pf``, ``bf``) with ``fault_us`` µs of re-faulting added (``HostOp.refault_us`` × the
+    share). The blocking keeps its µs: a fault is CPU work. On one thread (or a team of more
+    threads than ``cores``, which barely spins) the faults are the main thread's serial work.
+    On a team of 2 to ``cores`` threads they are the team's time, added to its parallel
+    part: the main thread faults inside the op's regions and between them (the first touch
+    of the memory the step frees and takes again) while the other threads wait at the
+    barrier, spinning, so a worker that takes one of their cores stalls the faults as it
+    stalls a region; and a contended capture's wall, faults included, was inverted at the
+    team's rate (:func:`calibration.cpu.stalled_team_wall`), the faults then cut from that
+    work (:func:`calibration.cpu`'s ``refault_us``). Run as serial work they left the workers
+    a core the regions would have stalled on, so at a team stall ``γ`` past about 1 more
+    faulting made the step shorter (user19 on fresh10's model: −5.6 ms for +97.6 ms of fault
+    CPU at ``γ`` 3; tests/test_fault_monotone.py)."""
+    total = work_us + fault_us
+    par = pf * work_us + (fault_us if 1 < threads <= cores and pf > 0 else 0.0)
+    return par / total, bf * work_us / total
 
 
 def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
@@ -126,9 +147,9 @@ def host_plan(model: StepModel, replay: bool = False) -> list[HostOpPlan]:
         cpu = op.kind == "cpu"
         r, pf, bf = threads_ratio(op) if cpu else (1.0, 0.0, 0.0)
         fault = model.host.refault_share * op.refault_us if cpu else 0.0
-        if fault > 0:   # the main thread's CPU work: the parallel and blocking parts keep µs
-            keep = op.dur_us * r / (op.dur_us * r + fault)
-            pf, bf = pf * keep, bf * keep
+        if fault > 0:
+            pf, bf = fault_split(op.dur_us * r, fault, pf, bf, op.threads,
+                                 model.loader.host_cores)
         plans.append(HostOpPlan(
             op.kind, op.name or (f"{op.kind} {op.task}" if op.task else op.kind),
             op.dur_us * r + fault, op.task, op.category, block, targets, optimizer,
