@@ -7,7 +7,7 @@ unprofiled steps (the 8 before and the 8 after the profiled window) and over its
 (medians, unprofiled ÷ profiled); beside it the step's factor (what one factor per rank gives
 every phase) and :func:`calibration.profiler_events.phase_factors` fed that step factor, the
 phases' profiled CPU and their events per step in the run's trace (as calibration counts them,
-:func:`calibration.gloo_steps._fit_rank`). Prints each run and, over the runs with a factor
+:func:`calibration.gloo_steps.fit_gloo_rank`). Prints each run and, over the runs with a factor
 under 1, each phase's mean and median |error| either way. No timing of its own:
 ``python bench/ddp_profiler_phases.py DEMO_DIR...``.
 """
@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from stepsim.calibration.events import build_table
-from stepsim.calibration.gloo_steps import PHASES, _fit_rank
+from stepsim.calibration.gloo_steps import PHASES, fit_gloo_rank
 from stepsim.calibration.profiler_events import phase_factors
 from stepsim.calibration.trace_io import load_trace
 from stepsim.demo.ddp_job import UNPROFILED_STEPS
@@ -45,7 +45,7 @@ def run_factors(rank_run: dict, trace: Path) -> tuple[float, dict, dict]:
     mu = {k: float(np.median(v[unprof])) for k, v in cpu.items()}
     mp = {k: float(np.median(v[prof])) for k, v in cpu.items()}
     f = sum(mu.values()) / sum(mp.values())
-    rec = _fit_rank(build_table(load_trace(trace)), [])
+    rec = fit_gloo_rank(build_table(load_trace(trace)), [])
     ev = {k: float(np.mean([s.events.get(k, 0) for s in rec.steps])) for k in PHASES}
     return f, phase_factors(f, mp, ev), {k: mu[k] / mp[k] for k in PHASES}
 

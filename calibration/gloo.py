@@ -84,7 +84,7 @@ from stepsim.calibration.gloo_loader import at_loader_drift, rank_loader
 from stepsim.calibration.gloo_preempt import deduct_preemption
 from stepsim.calibration.gloo_resume import late_lags, resume_lags
 from stepsim.calibration.gloo_window import rank_drifts, scaled_comm
-from stepsim.calibration.gloo_steps import PHASES, _Coll, _Rank, _StepRec, _fit_rank  # noqa: F401
+from stepsim.calibration.gloo_steps import PHASES, GlooRank, GlooStep, fit_gloo_rank
 from stepsim.calibration.outside_load import speed_change
 from stepsim.calibration.profiler_events import phase_factors
 from stepsim.calibration.profiler_overhead import rank_factors
@@ -110,9 +110,9 @@ def _job(tables: list[EventTable], warnings: list[str]):
     Raises:
         InputError: two traces of one rank, or ranks that share no step of one structure.
     """
-    ranks: dict[int, _Rank] = {}
+    ranks: dict[int, GlooRank] = {}
     for t in tables:
-        r = _fit_rank(t, warnings)
+        r = fit_gloo_rank(t, warnings)
         if r.rank in ranks:
             raise InputError(t.path, f"rank {r.rank} again (also {ranks[r.rank].path.name})")
         ranks[r.rank] = r
@@ -132,7 +132,7 @@ def _job(tables: list[EventTable], warnings: list[str]):
     return ranks, order, nums, step
 
 
-def _collectives(ranks: dict[int, "_Rank"], order: list[int], nums: list[int], step: dict):
+def _collectives(ranks: dict[int, "GlooRank"], order: list[int], nums: list[int], step: dict):
     """Clock offsets (ns) from collective ends, and per step and collective: arrivals (ns,
     ``(ranks, steps, colls)``), the last rank to arrive, its transfer (µs), each rank's
     arrival skew (µs) and each collective's median overlap with backward on the last rank."""
@@ -148,7 +148,7 @@ def _collectives(ranks: dict[int, "_Rank"], order: list[int], nums: list[int], s
                             for k in range(n_coll)] for n in nums]) for r in order}
     arr = np.stack([arrive[r] for r in order])                  # (ranks, steps, colls)
     last = arr.argmax(axis=0)                                   # (steps, colls)
-    def span_us(rec: _StepRec, k: int) -> float:
+    def span_us(rec: GlooStep, k: int) -> float:
         """The collective's span on that rank; the last all-reduce's ends no later than the
         main thread it woke resumed (a worker may stamp its end after that: late)."""
         c = rec.colls[k]

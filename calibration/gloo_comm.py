@@ -16,7 +16,7 @@ from stepsim.models.ddp import build_buckets
 from stepsim.models.params import CommParams, DeviceTask, GradParam
 
 if TYPE_CHECKING:   # the collective records of calibration.gloo_steps, for the annotation only
-    from stepsim.calibration.gloo_steps import _Coll
+    from stepsim.calibration.gloo_steps import GlooCollective
 
 __all__ = ["record_sizes", "comm_params", "GLOO_STREAM"]
 
@@ -29,7 +29,7 @@ def _grad_params(rec) -> list[GradParam]:
             for p in rec.params if p.requires_grad and not p.ddp_ignored]
 
 
-def record_sizes(colls: list[_Coll], rec, warnings: list[str]) -> dict[int, int]:
+def record_sizes(colls: list[GlooCollective], rec, warnings: list[str]) -> dict[int, int]:
     """Bytes of the all-reduces whose trace event has no ``Input Dims`` (a profiler without
     ``record_shapes``), by collective index: the buckets DDP builds from the DDP record's
     parameters at its caps, in reduction order; empty when none is missing, without a record,

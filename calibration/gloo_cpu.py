@@ -71,10 +71,10 @@ def host_cpu_cost(ranks: dict, sidecars: dict, latency_us: float, bus_gbps: floa
                   world: int, warnings: list[str], notes: dict | None = None
                   ) -> tuple[float, float, str]:
     """``(host_cpu_us, host_cpu_us_per_mb, source)`` of the model's collectives (see the
-    module docstring). ``ranks`` are :class:`calibration.gloo_steps._Rank` by rank number with their
-    collectives (``colls``: worker thread ``tid`` and size), ``sidecars`` the capture sidecars
-    by rank. Where ``a`` is the worker threads' (:func:`_worker_fit`), ``notes`` (the model's
-    ``meta.notes``, when given) gets it as ``host_cpu_worker_us``."""
+    module docstring). ``ranks`` are :class:`calibration.gloo_steps.GlooRank` by rank number
+    with their collectives (``colls``: worker thread ``tid`` and size), ``sidecars`` the
+    capture sidecars by rank. Where ``a`` is the worker threads' (:func:`_worker_fit`),
+    ``notes`` (the model's ``meta.notes``, when given) gets it as ``host_cpu_worker_us``."""
     said = _team_warning(sidecars)
     warnings += [said] if said else []
     rows, rhs, other_us, total_us, total_bytes = _thread_rows(ranks, sidecars)

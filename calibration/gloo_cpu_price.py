@@ -77,7 +77,7 @@ def _take_out(vals: np.ndarray, med: np.ndarray, excess: float) -> np.ndarray:
 def price_from_cpu(step: dict, order: list[int], nums: list[int], sidecars: dict,
                    opt_from_resume: bool, warnings: list[str]) -> dict[str, str]:
     """Scales each rank's step records ``step[rank][number]`` (:class:`calibration.gloo_steps.
-    _StepRec`: their ``cpu``/``launch`` ops, ``phase_us`` and ``opt_work_us``) in place to the
+    GlooStep`: their ``cpu``/``launch`` ops, ``phase_us`` and ``opt_work_us``) in place to the
     step's CPU (see the module docstring). ``opt_from_resume``: the optimizer's wall is its
     ``opt_work_us`` (from the thread's resume; :mod:`calibration.gloo_resume`). Call it only
     where :func:`cpu_priced` holds. Returns the model's notes: each rank's mean walls and CPU."""

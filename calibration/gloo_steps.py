@@ -16,12 +16,20 @@ from stepsim.calibration.steps import find_steps
 from stepsim.calibration.trace_io import rank_of
 from stepsim.simcore.errors import InputError
 
+__all__ = ["COPY", "PHASES", "GlooCollective", "GlooRank", "GlooStep", "bucket_copies",
+           "fit_gloo_rank", "fit_gloo_step", "input_numel"]
+
 PHASES = ("forward", "backward", "optimizer")
 COPY = "torch.distributed.ddp.reducer::copy_bucket_to_grad"
 """DDP's copy of a reduced bucket's slice into one gradient (``finalize_backward``)."""
 
+
 @dataclass
-class _Coll:
+class GlooCollective:
+    """One collective of a rank: its main-thread enqueue (``c10d::…``) paired in order with
+    the gloo worker thread's run of it (``gloo:…``). Instants are ns on this rank's trace
+    clock (``(start, end)``); ``busy`` is a share (0–1)."""
+
     kind: str               # all_reduce, barrier, ...
     numel: int | None
     dtype: str
@@ -33,11 +41,15 @@ class _Coll:
 
 
 @dataclass
-class _StepRec:
+class GlooStep:
+    """One step of a rank as its main thread ran it (:func:`fit_gloo_step`): durations in µs
+    (``step_us``, each op's ``dur_us``, ``phase_us``, ``opt_work_us``, ``copy_us``), the
+    resume an instant in ns on the rank's trace clock."""
+
     number: int
     step_us: float
     ops: list[tuple[str, str, float, int | None]]   # (kind, phase, dur_us, coll index)
-    colls: list[_Coll]
+    colls: list[GlooCollective]
     phase_us: dict[str, float]
     resume_ns: int | None = None    # the main thread's first event after the end-of-backward
     opt_work_us: float = 0.0        # wait, and the step's end after it (calibration.gloo_resume)
@@ -45,22 +57,27 @@ class _StepRec:
     copy_us: float = 0.0            # the last bucket's copy into the gradients, after the resume
 
     def shape(self) -> tuple:
+        """The step's structure (its ops' kinds and phases, its collectives' kinds), which
+        the ranks' steps must share to be calibrated together."""
         return tuple((k, p, c) for k, p, _, c in self.ops) + tuple(c.kind for c in self.colls)
 
 
 @dataclass
-class _Rank:
+class GlooRank:
+    """One rank's trace read (:func:`fit_gloo_rank`): its rank and world size, host name,
+    trace file, the trace clock's base (``base_ns``, ns), its steps and every collective."""
+
     rank: int
     world: int
     host: str
     path: Path
     base_ns: int
-    steps: list[_StepRec] = field(default_factory=list)
-    colls: list[_Coll] = field(default_factory=list)    # every collective of the trace
+    steps: list[GlooStep] = field(default_factory=list)
+    colls: list[GlooCollective] = field(default_factory=list)   # every collective of the trace
     markers: int = 0     # the trace's step markers (the last, with no next start, fits none)
 
 
-def _input_numel(table: EventTable, i: int) -> tuple[int | None, str, bool]:
+def input_numel(table: EventTable, i: int) -> tuple[int | None, str, bool]:
     """(elements of the collective's first input, its dtype, whether its Input Dims were
     recorded but hold a size <= 0, a non-integer, or more than
     :data:`calibration.gpu_kinds.MAX_NUMEL` elements):
@@ -76,7 +93,12 @@ def _input_numel(table: EventTable, i: int) -> tuple[int | None, str, bool]:
     return n, str(t), n is None and isinstance(d, list) and bool(d)
 
 
-def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
+def fit_gloo_rank(table: EventTable, warnings: list[str]) -> GlooRank:
+    """One rank's steps from its trace's event table (see :class:`GlooRank`); what it cannot
+    pair or size is appended to ``warnings``.
+
+    Raises:
+        InputError: no step markers, no rank, or no step with a backward pass."""
     steps = find_steps(table)
     if not steps:
         raise InputError(table.path, "no training steps found (no ProfilerStep#N)")
@@ -98,14 +120,14 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     colls = []
     for e, g in zip(enq, run):
         kind = names[g].split(":", 1)[1]
-        n, t, bad = _input_numel(table, g)
-        colls.append(_Coll(kind, n, t, (int(table.ts_ns[e]), int(table.end_ns[e])),
-                           (int(table.ts_ns[g]), int(table.end_ns[g])), int(table.tid[g]),
-                           bad_dims=bad))
+        n, t, bad = input_numel(table, g)
+        colls.append(GlooCollective(kind, n, t, (int(table.ts_ns[e]), int(table.end_ns[e])),
+                                    (int(table.ts_ns[g]), int(table.end_ns[g])),
+                                    int(table.tid[g]), bad_dims=bad))
     nexts = loader_nexts(table, on_main)
     autograd = np.flatnonzero(on_main & np.fromiter(
         (n.startswith("autograd::engine::evaluate_function") for n in names), bool, len(names)))
-    out = _Rank(rank, world, str(table.metadata.get("host_name") or ""), table.path,
+    out = GlooRank(rank, world, str(table.metadata.get("host_name") or ""), table.path,
                 int(table.base_ns), colls=colls)
     use = [s for s in steps if not s.last] or list(steps)
     out.markers = len(steps)
@@ -114,7 +136,7 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
     leaf = leaf[np.argsort(table.ts_ns[leaf], kind="stable")]
     main_ev = (table.ts_ns[leaf], table.end_ns[leaf])
     cp = np.flatnonzero(on_main & (table.names == COPY))
-    sized = [_input_numel(table, i) for i in cp]
+    sized = [input_numel(table, i) for i in cp]
     copies = (table.ts_ns[cp], table.end_ns[cp],
               np.array([n or 0 for n, _, _ in sized], dtype=np.int64))
     bad = sum(b for _, _, b in sized)
@@ -125,8 +147,8 @@ def _fit_rank(table: EventTable, warnings: list[str]) -> _Rank:
                         "steps' buckets are not matched to their copies, and the resume from "
                         "the last bucket's wait is searched up to the last copy")
     for s in use:
-        rec = _fit_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts, main_ev,
-                        copies)
+        rec = fit_gloo_step(s, colls, table.ts_ns[autograd], table.end_ns[autograd], nexts,
+                            main_ev, copies)
         if rec is not None:
             out.steps.append(rec)
     if not out.steps:
@@ -190,8 +212,15 @@ def _matched_resume(main_ev, groups: list[tuple[int, int]], after_ns: int) -> in
     return resume_after_wait(*main_ev, lo, groups[-1][0] + 1)
 
 
-def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None, copies=None
-              ) -> _StepRec | None:
+def fit_gloo_step(s, colls: list[GlooCollective], ag_start, ag_end, nexts=(), main_ev=None,
+                  copies=None) -> GlooStep | None:
+    """Step ``s`` (:func:`calibration.steps.find_steps`' record) of a rank as a
+    :class:`GlooStep`, or None where no backward event (``ag_start``/``ag_end``: the
+    autograd events' instants, ns) starts inside it. ``colls``: the rank's collectives (each
+    one enqueued in the step gets its ``busy`` share set); ``nexts``: the main thread's
+    DataLoader ``next()`` spans; ``main_ev``: its events' (start, end) instants (ns), for the
+    resume after the last all-reduce's wait; ``copies``: DDP's bucket copies (start, end, ns;
+    elements)."""
     inside = (ag_start >= s.start_ns) & (ag_start < s.end_ns)
     if not inside.any():
         return None
@@ -254,6 +283,6 @@ def _fit_step(s, colls: list[_Coll], ag_start, ag_end, nexts=(), main_ev=None, c
     if resume is not None and copies is not None:
         inside = (copies[0] >= resume) & (copies[0] < s.end_ns)
         copy_us = float(np.sum(copies[1][inside] - copies[0][inside])) / 1e3
-    return _StepRec(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us, resume,
+    return GlooStep(s.number, (s.end_ns - s.start_ns) / 1e3, ops, mine, phase_us, resume,
                     (s.end_ns - resume) / 1e3 if resume is not None else 0.0,
                     phase_events(main_ev, s.start_ns, bwd0, bwd1, s.end_ns), copy_us)

@@ -1,7 +1,7 @@
 """Bad input on session 7's new readings (break17): warnings as records in a model file
 (``meta.warnings_ranked``, :mod:`models.warning_record`), their ranking
 (:mod:`stepsim.warning_order`: ``part_of`` chains and cycles, effects no step has) and the
-gloo calibration's element counts (:func:`calibration.gloo_steps._input_numel`: the buckets'
+gloo calibration's element counts (:func:`calibration.gloo_steps.input_numel`: the buckets'
 all-reduces and their ``copy_bucket_to_grad`` copies). A record that cannot be right is
 dropped and counted in a warning; a file is refused (one line, exit 2) only where nothing is
 left to read."""
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stepsim.calibration.gloo_steps import COPY, _input_numel
+from stepsim.calibration.gloo_steps import COPY, input_numel
 from stepsim.models.param_base import MAX_DURATION_US
 from stepsim.models.params import load_model
 from stepsim.models.warning_record import WarningRecord as R
@@ -138,12 +138,12 @@ def test_input_dims_that_cannot_be_a_tensors_are_bad(dims):
     """numpy's int64 product wrapped [2**40, 2**40] to 0 elements, [3037000500]*2 to a
     negative size (the job refused: 'DeviceTask.bytes ... records that cannot be right') and
     [2**62 + 1, 4] to 4: each is now a size that cannot be right (None, bad)."""
-    assert _input_numel(_dims_table(dims), 0) == (None, "float", True)
+    assert input_numel(_dims_table(dims), 0) == (None, "float", True)
 
 
 def test_input_dims_of_a_real_bucket_read_exactly():
-    assert _input_numel(_dims_table([[10, 1024]]), 0) == (10240, "float", False)
-    assert _input_numel(_dims_table(None), 0) == (None, "float", False)
+    assert input_numel(_dims_table([[10, 1024]]), 0) == (10240, "float", False)
+    assert input_numel(_dims_table(None), 0) == (None, "float", False)
 
 
 def test_a_jobs_odd_input_dims_calibrate_with_a_warning(tmp_path):

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from stepsim.calibration.gloo_steps import _Coll, _fit_step, bucket_copies
+from stepsim.calibration.gloo_steps import GlooCollective, bucket_copies, fit_gloo_step
 
 US = 1000
 W, B = 262_144, 512     # a 512x512 weight's elements, its bias's
@@ -42,10 +42,10 @@ def _two_buckets(before_end_us: float, last_end_us: float):
     bucket 0 enqueued at 500 and reduced from 600 (copied 6726-6852), the last bucket
     enqueued 1000-1033 and reduced from 1053 (copied 12425-12600), optimizer 12600-13600,
     step end 14000; the gloo end stamps as given."""
-    colls = [_Coll("all_reduce", B + W, "float", (500 * US, 510 * US),
-                   (600 * US, int(before_end_us * US))),
-             _Coll("all_reduce", B + W, "float", (1000 * US, 1033 * US),
-                   (1053 * US, int(last_end_us * US)))]
+    colls = [GlooCollective("all_reduce", B + W, "float", (500 * US, 510 * US),
+                            (600 * US, int(before_end_us * US))),
+             GlooCollective("all_reduce", B + W, "float", (1000 * US, 1033 * US),
+                            (1053 * US, int(last_end_us * US)))]
     spans = [(0, 500), (500, 510), (510, 1000), (1000, 1033), (6726, 6730), (6730, 6852),
              (12425, 12430), (12430, 12600), (12600, 13600)]
     main_ev = (np.array([a * US for a, _ in spans]), np.array([b * US for _, b in spans]))
@@ -65,7 +65,7 @@ def test_a_late_end_stamp_on_either_bucket_does_not_move_the_resume(before_end_u
     all-reduce ended, as the resume (calibration.gloo_resume.last_resume searches again only
     from an end stamp inside the first gap found)."""
     step, colls, main_ev, copies = _two_buckets(before_end_us, last_end_us)
-    rec = _fit_step(step, colls, np.array([0]), np.array([1000 * US]), (), main_ev, copies)
+    rec = fit_gloo_step(step, colls, np.array([0]), np.array([1000 * US]), (), main_ev, copies)
     assert rec.resume_ns == 12425 * US
     assert rec.opt_work_us == pytest.approx(1575.0)
     assert rec.copy_us == pytest.approx(175.0)
@@ -76,12 +76,13 @@ def test_a_gap_between_the_last_buckets_copies_is_not_the_resume():
     preempted, 10000-10200 (weight); optimizer 10200-11000, step end 11500. The resume is
     the bucket's first copy, 5030: the main thread copies right after its wait. On main the
     search ran to just past the last copy's start and took the longer gap 5080-10000."""
-    colls = [_Coll("all_reduce", B + W, "float", (1000 * US, 1033 * US), (1053 * US, 5000 * US))]
+    colls = [GlooCollective("all_reduce", B + W, "float", (1000 * US, 1033 * US),
+                            (1053 * US, 5000 * US))]
     spans = [(0, 1000), (1000, 1033), (5030, 5080), (10000, 10200), (10200, 11000)]
     main_ev = (np.array([a * US for a, _ in spans]), np.array([b * US for _, b in spans]))
     copies = (main_ev[0][2:4], main_ev[1][2:4], np.array([B, W], dtype=np.int64))
     step = SimpleNamespace(number=1, start_ns=0, end_ns=11_500 * US)
-    rec = _fit_step(step, colls, np.array([0]), np.array([1000 * US]), (), main_ev, copies)
+    rec = fit_gloo_step(step, colls, np.array([0]), np.array([1000 * US]), (), main_ev, copies)
     assert rec.resume_ns == 5030 * US
     assert rec.copy_us == pytest.approx(250.0)
     assert rec.opt_work_us == pytest.approx(6470.0)
@@ -93,5 +94,5 @@ def test_unmatched_copies_keep_the_search_bounded_by_the_last_copy():
     (calibration.gloo_steps._resume_bound): the demo's closed form with bucket 0's end
     inside the first gap resumes at 12425 as before."""
     step, colls, main_ev, copies = _two_buckets(6700, 12398)
-    rec = _fit_step(step, colls, np.array([0]), np.array([1000 * US]), (), main_ev, copies[:2])
+    rec = fit_gloo_step(step, colls, np.array([0]), np.array([1000 * US]), (), main_ev, copies[:2])
     assert rec.resume_ns == 12425 * US

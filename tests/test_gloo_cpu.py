@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stepsim.calibration.gloo import _Coll, _Rank
+from stepsim.calibration.gloo_steps import GlooCollective, GlooRank
 from stepsim.calibration.gloo_cpu import host_cpu_cost
 from stepsim.calibration.sidecar import ThreadCPU
 from stepsim.models.params import StepModel
@@ -67,15 +67,15 @@ A_US, K_WORKER, K_TCP = 300.0, 1e-4, 5e-4
 """Per-collective CPU (µs), the worker threads' and the TCP loop's CPU per byte (µs)."""
 
 
-def _rank(r: int) -> tuple[_Rank, object]:
+def _rank(r: int) -> tuple[GlooRank, object]:
     small, big = 262144, 7 * 262144          # float32 elements: 1 MiB and 7 MiB
-    colls = [_Coll("all_reduce", n, "float", (0, 0), (0, 0), tid)
+    colls = [GlooCollective("all_reduce", n, "float", (0, 0), (0, 0), tid)
              for _ in range(8) for n, tid in ((small, 11), (big, 12))]
     cpu = {11: 8 * (A_US + K_WORKER * MIB), 12: 8 * (A_US + K_WORKER * 7 * MIB),
            10: K_TCP * 8 * 8 * MIB}
     side = SimpleNamespace(ddp=SimpleNamespace(
         threads=[ThreadCPU(tid=t, cpu_us=v) for t, v in cpu.items()]))
-    return _Rank(r, 2, "h", Path(f"rank{r}.json"), 0, colls=colls), side
+    return GlooRank(r, 2, "h", Path(f"rank{r}.json"), 0, colls=colls), side
 
 
 def test_collective_cpu_cost_from_the_threads_cpu_times():
@@ -94,7 +94,7 @@ def test_collective_cpu_cost_from_the_threads_cpu_times():
     assert (fixed, per_mb, src) == (200.0, pytest.approx(MIB / 1e3), "assumed")
     assert "not in the capture sidecars" in warnings[0]
     # the workers ran one mix of sizes: not separable, all of it per byte
-    same = {r: _Rank(r, 2, "h", Path("x"), 0, colls=[c for c in rk.colls if c.tid == 11])
+    same = {r: GlooRank(r, 2, "h", Path("x"), 0, colls=[c for c in rk.colls if c.tid == 11])
             for r, rk in enumerate(ranks)}
     fixed, per_mb, _ = host_cpu_cost(same, dict(enumerate(sides)), 200.0, 1.0, 2, warnings)
     assert fixed == 0.0 and per_mb > 0 and "could not be split" in warnings[-1]
@@ -127,7 +127,7 @@ def test_collective_cpu_cost_from_the_buckets_marks_goes_through_the_workers_a()
     # the per-step total of the marks is kept within the least-squares residual
     assert fixed + per_mb * 7 == pytest.approx(a_us + k_us * 7, rel=0.02)
     # the workers ran one mix of sizes: the marks' own line, no note
-    same = {r: _Rank(r, 2, "h", Path("x"), 0, colls=[c for c in rk.colls if c.tid == 11])
+    same = {r: GlooRank(r, 2, "h", Path("x"), 0, colls=[c for c in rk.colls if c.tid == 11])
             for r, rk in enumerate(ranks)}
     notes = {}
     fixed, per_mb, _ = host_cpu_cost(same, dict(enumerate(sides)), 200.0, 1.0, 2, warnings,

@@ -34,16 +34,18 @@ def test_the_resume_is_searched_from_the_last_all_reduces_start():
     so, in most steps: their late end stamps then reached the transfer)."""
     from types import SimpleNamespace
 
-    from stepsim.calibration.gloo_steps import _Coll, _fit_step
+    from stepsim.calibration.gloo_steps import GlooCollective, fit_gloo_step
 
     us = 1000
-    colls = [_Coll("all_reduce", 65536, "float", (2000 * us, 2010 * us), (2100 * us, 8000 * us)),
-             _Coll("all_reduce", 65536, "float", (4990 * us, 5000 * us), (8100 * us, 9000 * us))]
+    colls = [GlooCollective("all_reduce", 65536, "float", (2000 * us, 2010 * us),
+                            (2100 * us, 8000 * us)),
+             GlooCollective("all_reduce", 65536, "float", (4990 * us, 5000 * us),
+                            (8100 * us, 9000 * us))]
     spans = [(0, 1000), (1000, 5000), (2000, 2010), (4990, 5000), (8050, 8100), (8400, 8450),
              (8450, 9500)]
     main_ev = (np.array([a * us for a, _ in spans]), np.array([b * us for _, b in spans]))
     step = SimpleNamespace(number=1, start_ns=0, end_ns=10_000 * us)
-    rec = _fit_step(step, colls, np.array([1000 * us]), np.array([5000 * us]), (), main_ev)
+    rec = fit_gloo_step(step, colls, np.array([1000 * us]), np.array([5000 * us]), (), main_ev)
     assert rec.resume_ns == 8400 * us
     assert rec.opt_work_us == pytest.approx(1600.0)
 
@@ -60,16 +62,18 @@ def test_the_wait_for_the_bucket_before_the_last_is_not_the_resume():
     from types import SimpleNamespace
 
     from stepsim.calibration.gloo_resume import last_resume
-    from stepsim.calibration.gloo_steps import _Coll, _fit_step
+    from stepsim.calibration.gloo_steps import GlooCollective, fit_gloo_step
 
     us = 1000
-    colls = [_Coll("all_reduce", 65536, "float", (500 * us, 510 * us), (600 * us, 6700 * us)),
-             _Coll("all_reduce", 65536, "float", (1000 * us, 1033 * us), (1053 * us, 12398 * us))]
+    colls = [GlooCollective("all_reduce", 65536, "float", (500 * us, 510 * us),
+                            (600 * us, 6700 * us)),
+             GlooCollective("all_reduce", 65536, "float", (1000 * us, 1033 * us),
+                            (1053 * us, 12398 * us))]
     spans = [(0, 500), (500, 510), (510, 1000), (1000, 1033), (6726, 6852), (12425, 12600),
              (12600, 13600)]
     main_ev = (np.array([a * us for a, _ in spans]), np.array([b * us for _, b in spans]))
     step = SimpleNamespace(number=1, start_ns=0, end_ns=14_000 * us)
-    rec = _fit_step(step, colls, np.array([0]), np.array([1000 * us]), (), main_ev)
+    rec = fit_gloo_step(step, colls, np.array([0]), np.array([1000 * us]), (), main_ev)
     assert rec.resume_ns == 12425 * us
     assert rec.opt_work_us == pytest.approx(1575.0)
     assert resume_after_wait(*main_ev, 1053 * us, 14_000 * us) == 6726 * us   # the old window
@@ -89,21 +93,22 @@ def test_a_preemption_after_the_last_buckets_copy_is_not_the_resume():
     optimizer 7470 µs; the old window (to the step's end) resumed at 11600, no copy after."""
     from types import SimpleNamespace
 
-    from stepsim.calibration.gloo_steps import _Coll, _fit_step
+    from stepsim.calibration.gloo_steps import GlooCollective, fit_gloo_step
 
     us = 1000
-    colls = [_Coll("all_reduce", 65536, "float", (1000 * us, 1033 * us), (1053 * us, 5000 * us))]
+    colls = [GlooCollective("all_reduce", 65536, "float", (1000 * us, 1033 * us),
+                            (1053 * us, 5000 * us))]
     spans = [(0, 1000), (1000, 1033), (5030, 5080), (5080, 5100), (5100, 5600), (11600, 12000)]
     main_ev = (np.array([a * us for a, _ in spans]), np.array([b * us for _, b in spans]))
     copies = (main_ev[0][2:4], main_ev[1][2:4])
     step = SimpleNamespace(number=1, start_ns=0, end_ns=12_500 * us)
-    rec = _fit_step(step, colls, np.array([0]), np.array([1000 * us]), (), main_ev, copies)
+    rec = fit_gloo_step(step, colls, np.array([0]), np.array([1000 * us]), (), main_ev, copies)
     assert rec.resume_ns == 5030 * us
     assert rec.copy_us == pytest.approx(70.0)
     assert rec.opt_work_us == pytest.approx(7470.0)
     assert resume_after_wait(*main_ev, 1053 * us, 12_500 * us) == 11600 * us  # the old window
     # without copy events (gradient_as_bucket_view) the window runs to the step's end
-    assert _fit_step(step, colls, np.array([0]), np.array([1000 * us]), (), main_ev,
+    assert fit_gloo_step(step, colls, np.array([0]), np.array([1000 * us]), (), main_ev,
                      (np.array([], int), np.array([], int))).resume_ns == 11600 * us
 
 

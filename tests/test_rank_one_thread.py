@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from stepsim.calibration.gloo import _Coll, _Rank
+from stepsim.calibration.gloo_steps import GlooCollective, GlooRank
 from stepsim.calibration.gloo_cpu import gloo_own_cost
 from stepsim.calibration.rank_team import one_thread_cpu, one_thread_notes
 from stepsim.calibration.sidecar import ThreadCPU, load_sidecar
@@ -65,15 +65,15 @@ def test_the_one_thread_bracket_is_the_least_spun_steps(tmp_path):
     assert one_thread_cpu(few) is None
 
 
-def _rank(r: int, team_us: float) -> tuple[_Rank, object]:
+def _rank(r: int, team_us: float) -> tuple[GlooRank, object]:
     small, big = 262144, 7 * 262144          # float32 elements: 1 MiB and 7 MiB
-    colls = [_Coll("all_reduce", n, "float", (0, 0), (0, 0), tid)
+    colls = [GlooCollective("all_reduce", n, "float", (0, 0), (0, 0), tid)
              for _ in range(8) for n, tid in ((small, 11), (big, 12))]
     threads = [ThreadCPU(tid=11, name="pt_gloo_runloop", cpu_us=8 * (300 + 1e-4 * MIB)),
                ThreadCPU(tid=12, name="pt_gloo_runloop", cpu_us=8 * (300 + 7e-4 * MIB)),
                ThreadCPU(tid=10, name="gloo_tcp_loop", cpu_us=5e-4 * 64 * MIB),
                ThreadCPU(tid=13, name="python", cpu_us=team_us)]
-    return (_Rank(r, 2, "h", Path(f"rank{r}.json"), 0, colls=colls),
+    return (GlooRank(r, 2, "h", Path(f"rank{r}.json"), 0, colls=colls),
             SimpleNamespace(ddp=SimpleNamespace(threads=threads)))
 
 
