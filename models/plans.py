@@ -14,7 +14,8 @@ from stepsim.models.params import MAX_DURATION_US, StepModel
 from stepsim.simcore.dists import Empirical
 from stepsim.simcore.errors import SimulationError
 
-__all__ = ["fault_split", "host_plan", "issue_points", "stream_plans", "task_durations", "threads_ratio"]
+__all__ = ["fault_split", "host_plan", "issue_points", "stream_plans", "task_durations",
+           "threads_ratio"]
 
 
 def threads_ratio(op) -> tuple[float, float, float]:
@@ -44,9 +45,10 @@ def fault_split(work_us: float, fault_us: float, pf: float, bf: float, threads: 
     part: the main thread faults inside the op's regions and between them (the first touch
     of the memory the step frees and takes again) while the other threads wait at the
     barrier, spinning, so a worker that takes one of their cores stalls the faults as it
-    stalls a region; and a contended capture's wall, faults included, was inverted at the
-    team's rate (:func:`calibration.cpu.stalled_team_wall`), the faults then cut from that
-    work (:func:`calibration.cpu`'s ``refault_us``). Run as serial work they left the workers
+    stalls a region (inferred, not measured apart); and a contended capture's wall, faults
+    included, was inverted at the team's rate (:func:`calibration.cpu.stalled_team_wall`),
+    the faults then cut from that work (``refault_us``, :mod:`calibration.cpu`), so the
+    simulator now runs them as they were inverted. Run as serial work they left the workers
     a core the regions would have stalled on, so at a team stall ``γ`` past about 1 more
     faulting made the step shorter (user19 on fresh10's model: −5.6 ms for +97.6 ms of fault
     CPU at ``γ`` 3; tests/test_fault_monotone.py)."""

@@ -1,12 +1,12 @@
-"""A team step's page faults are the team's time: more fault CPU never shortens the step.
+"""A team step's page faults are the team's time: more fault CPU no longer shortens the step.
 
 user19, on fresh10's model (a contended capture on torch's 2 threads: the step all parallel
 work, inverted at the team stall ``γ``): at a drawn ``γ`` 3.0 the step was 155.8 / 153.9 /
 150.3 ms at ``host.refault_share`` 0 / 0.5 / 1, −5.6 ms for +97.6 ms of fault CPU. The plan
 ran the faults as the main thread's serial work, beside which the team's other threads were
 not runnable: each ms of faults left the workers a core on which they ran without stalling the
-team, and at ``γ`` past about 1 a worker's ms moved out of the team's regions saved more than
-the ms the faults cost. The faults now add to the team's parallel part
+team, and at ``γ`` past about 1 (two workers; 1.7 beside one) a worker's ms moved out of the
+team's regions saved more than the ms the faults cost. The faults now add to the team's parallel part
 (:func:`models.plans.fault_split`), as the calibration inverted them."""
 from __future__ import annotations
 
@@ -22,16 +22,16 @@ from stepsim.scenarios.transforms import SetOp, apply_ops
 
 
 def _team(gamma: float, nw: int, produce_us: float, work_us: float, fault_us: float,
-          spin_us: float = 0.0, pf: float = 1.0, threads: int = 2, **host) -> StepModel:
+          spin_us: float = 0.0, pf: float = 1.0, **host) -> StepModel:
     """``nw`` workers (``produce_us`` of CPU a batch) on 2 cores beside a step of ``work_us``
-    on a team of ``threads`` (``pf`` of it parallel) that re-faults ``fault_us`` of CPU;
+    on a team of 2 threads (``pf`` of it parallel) that re-faults ``fault_us`` of CPU;
     ``host``: more of ``HostParams``' fields."""
     return StepModel.model_validate({
         "loader": {"num_workers": nw, "produce": {"mean_us": produce_us}, "host_cores": 2},
         "host": {"team_stall": gamma, "refault_share": 1.0, "team_spin_us": spin_us, **host,
                  "ops": [{"kind": "next_batch"},
-                         {"kind": "cpu", "dur_us": work_us, "threads": threads,
-                          "capture_threads": threads, "parallel_fraction": pf,
+                         {"kind": "cpu", "dur_us": work_us, "threads": 2,
+                          "capture_threads": 2, "parallel_fraction": pf,
                           "refault_us": fault_us}]}})
 
 
