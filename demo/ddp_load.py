@@ -84,14 +84,14 @@ def loaded_repeats(repeats: list[list[dict]]) -> dict[int, str]:
 
 
 def mark_row(row: dict, means_us: list[float], repeats: list[list[dict]],
-             level_loaded: bool = False) -> dict:
+             level_raised: bool = False) -> dict:
     """``row`` (a step row of the demo's table) with its loaded repeats (``loaded``: index and
     why), the mean over its quiet ones (``quiet_measured_ms``, ``quiet_error``) and whether
     it is set apart from the score (``load_set_apart``: a loaded repeat and measured slower
-    than predicted, or ``level_loaded``, :func:`level_loaded`, and measured faster; the
-    latter also as ``level_set_apart``)."""
+    than predicted, or ``level_raised``, the replay's level raised by outside load
+    (:func:`level_loaded`), and measured faster; the latter also as ``level_set_apart``)."""
     off = loaded_repeats(repeats)
-    mirror = level_loaded and row["error"] > 0
+    mirror = level_raised and row["error"] > 0
     row = dict(row, loaded=[{"repeat": k, "why": why} for k, why in sorted(off.items())],
                load_set_apart=(bool(off) and row["error"] < 0) or mirror,
                level_set_apart=mirror)
