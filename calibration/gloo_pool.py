@@ -56,7 +56,7 @@ def pool_runs(model: StepModel, capture: Path, replicates: list[Path], sidecars:
     (:func:`calibration.gloo_ranks.pool_rank_extras`; ``sidecars``: each run's rank sidecars,
     the capture first; ``speeds``: each run's host speed against the capture), every run's
     traces read once."""
-    from stepsim.calibration.gloo_ranks import pool_rank_extras, run_phases_us
+    from stepsim.calibration.gloo_ranks import pool_rank_extras, run_phases_us, unprofiled_cpu_us
 
     if not replicates or model.meta.notes.get("kind") != "cpu_ddp":
         return model
@@ -65,7 +65,8 @@ def pool_runs(model: StepModel, capture: Path, replicates: list[Path], sidecars:
     if len(sidecars) != len(tables):
         return model
     phases = [run_phases_us(t, _by_rank(sides)) for t, sides in zip(tables, sidecars)]
-    return pool_rank_extras(model, phases, speeds)
+    cpus = [{r: unprofiled_cpu_us(s) for r, s in _by_rank(sides).items()} for sides in sidecars]
+    return pool_rank_extras(model, phases, speeds, cpus)
 
 
 def _by_rank(sides: list) -> dict:

@@ -22,7 +22,18 @@ collectives' CPU (:func:`calibration.gloo_cpu.pool_bucket_cpu`): per run, each r
 phase time (µs per step, each rank's profiler factor per phase applied as in the capture,
 :mod:`calibration.profiler_events`) less the reference rank's, brought to the capture's
 speed (divided by the run's host speed, :mod:`calibration.host_noise`), then the mean over
-the capture and its replicates, kept where positive (``measured``). A run whose ranks or
+the capture and its replicates, kept where positive (``measured``).
+
+Each run's positive difference is bounded by the CPU the rank's training thread used beyond
+the reference's a step over the run's unprofiled steps (:func:`cpu_bounded`): what the trace's
+walls add past that is time waiting for a core, which the simulator's shared cores already
+price, or the profiler's. Measured (ddp20, 2026-12-07 08:46): the capture's rank 0 read +3.9
+ms of backward from a page-fault storm under the profiler (about 1,030 minor faults and +11 ms
+of CPU a step over 14 of its 20 profiled steps, none in its unprofiled ones: 11.4 against 11.3
+ms a step), and the model kept +2.3 ms of backward CPU on rank 0 where the demo's timed runs
+measured the two ranks' backward CPU equal (rank 0 less rank 1 −0.01 ms, sd 0.13 over 15
+runs); at 08:54 +3.5 ms from the ranks' unequal waits for a core under outside load (unprofiled
+CPU within 0.4 ms). A run whose ranks or
 steps cannot be read as the capture's leaves the model unchanged.
 """
 from __future__ import annotations
@@ -35,7 +46,7 @@ from stepsim.calibration.profiler_events import phase_factors
 from stepsim.calibration.profiler_overhead import rank_factors
 from stepsim.models.params import StepModel
 
-__all__ = ["run_phases_us", "pool_rank_extras"]
+__all__ = ["run_phases_us", "pool_rank_extras", "unprofiled_cpu_us", "cpu_bounded"]
 
 
 def run_phases_us(tables: list, sidecars: dict) -> dict[int, dict[str, float]]:
@@ -62,8 +73,37 @@ def run_phases_us(tables: list, sidecars: dict) -> dict[int, dict[str, float]]:
     return out
 
 
+def unprofiled_cpu_us(side) -> float | None:
+    """One rank's training-thread CPU a step (µs, the median) over a run's unprofiled steps
+    (:data:`demo.ddp_job.UNPROFILED_STEPS` before and after its window: no profiler, the same
+    process), the first step left out; None with fewer than 2 such steps."""
+    from stepsim.calibration.page_faults import step_work_us
+
+    steps = list(getattr(side, "steps", None) or [])
+    got = [step_work_us(s) for s in steps[1:] if not s.profiled and not s.profiler_on]
+    return float(np.median(got)) if len(got) >= 2 else None
+
+
+def cpu_bounded(run: dict[int, dict[str, float]], ref: int, rank: int,
+                cpu: dict[int, float | None] | None) -> dict[str, float]:
+    """One run's phase differences of ``rank`` less ``ref`` (µs), their positive part scaled
+    down so it sums to no more than the two ranks' unprofiled CPU difference a step (``cpu``:
+    :func:`unprofiled_cpu_us` per rank; unbounded where either is unknown): what a rank does
+    beyond the reference is work, its CPU; the rest of a longer wall was a wait for a core,
+    which the simulator's shared cores price, or the profiler's (see the module docstring)."""
+    diff = {p: run[rank][p] - run[ref][p] for p in PHASES}
+    if not cpu or cpu.get(rank) is None or cpu.get(ref) is None:
+        return diff
+    room = max(cpu[rank] - cpu[ref], 0.0)
+    pos = sum(v for v in diff.values() if v > 0)
+    if pos <= room:
+        return diff
+    return {p: v * room / pos if v > 0 else v for p, v in diff.items()}
+
+
 def pool_rank_extras(model: StepModel, runs: list[dict[int, dict[str, float]]],
-                     speeds: list[float]) -> StepModel:
+                     speeds: list[float],
+                     cpus: list[dict[int, float | None]] | None = None) -> StepModel:
     """``model`` (a gloo job's, calibrated from the first of ``runs``) with every rank's
     ``phase_extra_us`` the mean over ``runs`` (each run's :func:`run_phases_us`, the capture
     first) of its phase time less the reference rank's, each divided by the run's host speed
@@ -74,10 +114,11 @@ def pool_rank_extras(model: StepModel, runs: list[dict[int, dict[str, float]]],
     if (len(runs) < 2 or len(speeds) != len(runs) or model.meta.notes.get("kind") != "cpu_ddp"
             or ref not in want or any(not want <= set(run) for run in runs)):
         return model
+    cpus = cpus if cpus is not None and len(cpus) == len(runs) else [None] * len(runs)
     ranks = []
     for rp in model.ranks:
-        diff = {p: float(np.mean([(run[rp.rank][p] - run[ref][p]) / sp
-                                  for run, sp in zip(runs, speeds)])) for p in PHASES}
+        each = [cpu_bounded(run, ref, rp.rank, cpu) for run, cpu in zip(runs, cpus)]
+        diff = {p: float(np.mean([d[p] / sp for d, sp in zip(each, speeds)])) for p in PHASES}
         ranks.append(rp.model_copy(update={"phase_extra_us": {p: v for p, v in diff.items()
                                                               if v > 0}}))
     notes = {**model.meta.notes, "rank_extra_runs": len(runs), "rank_extra_capture_us": ";".join(

@@ -23,6 +23,17 @@ A row with a loaded repeat that was measured slower than predicted is set apart 
 out of the score): the load could explain its error; faster than predicted, it stays (load only
 slows a run). Every repeat stays in the row's measured mean; the mean over the quiet repeats
 is shown beside it, so nothing is dropped unmarked.
+
+The mirror case: every row's point stands on the replay's timed repeats (:mod:`demo.ddp_level`),
+so a loaded repeat of the replay raises every row's point by as much as it slowed that repeat.
+Where it did (the replay's mean over all its repeats above its quiet repeats' mean, or no quiet
+repeat), a row measured *faster* than predicted is set apart too: that load could explain its
+error (``level_loaded``). Measured: ddp20's demo of 2026-12-07 08:54 ran with every replay
+repeat under 64-72 % outside load (the replay 53.3 ms where quiet demos measure 19-22); its
+bucket_cap_mb=1 row, whose repeats were less loaded (18-67 %), measured 31.0 ms and was the
+one row scored, at +80.6 %. The old +39.4 % worst row of the 26 kept demos (demo-br-2's
+bucket_cap_mb=25: one replay repeat at 36 ms against 21.6 and 23.6, the row's own quiet) was
+this case too (offset19, docs/measurements.md).
 """
 from __future__ import annotations
 
@@ -72,16 +83,30 @@ def loaded_repeats(repeats: list[list[dict]]) -> dict[int, str]:
                     outside=[outside_share(r) for r in repeats])
 
 
-def mark_row(row: dict, means_us: list[float], repeats: list[list[dict]]) -> dict:
+def mark_row(row: dict, means_us: list[float], repeats: list[list[dict]],
+             level_raised: bool = False) -> dict:
     """``row`` (a step row of the demo's table) with its loaded repeats (``loaded``: index and
     why), the mean over its quiet ones (``quiet_measured_ms``, ``quiet_error``) and whether
     it is set apart from the score (``load_set_apart``: a loaded repeat and measured slower
-    than predicted)."""
+    than predicted, or ``level_raised``, the replay's level raised by outside load
+    (:func:`level_loaded`), and measured faster; the latter also as ``level_set_apart``)."""
     off = loaded_repeats(repeats)
+    mirror = level_raised and row["error"] > 0
     row = dict(row, loaded=[{"repeat": k, "why": why} for k, why in sorted(off.items())],
-               load_set_apart=bool(off) and row["error"] < 0)
+               load_set_apart=(bool(off) and row["error"] < 0) or mirror,
+               level_set_apart=mirror)
     quiet = [m for k, m in enumerate(means_us) if k not in off]
     if off and quiet:
         q = float(np.mean(quiet)) / 1e3
         row.update(quiet_measured_ms=q, quiet_error=row["predicted_ms"] / q - 1.0)
     return row
+
+
+def level_loaded(replay_row: dict) -> bool:
+    """Whether outside load raised the level every row's point stands on: the replay's row
+    (marked by :func:`mark_row`) has a loaded repeat and either no quiet one or a mean over
+    all its repeats above its quiet repeats' mean (see the module docstring)."""
+    if not replay_row.get("loaded"):
+        return False
+    quiet = replay_row.get("quiet_measured_ms")
+    return quiet is None or replay_row["measured_ms"] > quiet

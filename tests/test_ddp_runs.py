@@ -185,3 +185,32 @@ def test_a_slow_run_says_where_the_slowness_came_from():
     some = off_runs([None] * 3, speeds, outside=[0.0, 0.0, 0.07])[2]
     assert "other processes busy 7 %" in some and "or from outside this machine" in some
     assert "the host ran slower (other work on it" in off_runs([None] * 3, speeds)[2]
+
+
+def test_a_loaded_replay_sets_apart_the_rows_measured_faster_than_its_raised_level():
+    """Closed form (demo.ddp_load.level_loaded, the mirror of the rule above): every row's
+    point stands on the replay's timed repeats (demo.ddp_level), so the replay's repeats 37,
+    19 and 22 ms (the first loaded: 0.49 of a core) put the level at 26 ms where its quiet
+    repeats measured 20.5: raised 27 %. A row predicted 30 ms and measured 26 (error +15 %)
+    could owe that to the load and is set apart; a row measured slower (error < 0) stays
+    scored unless its own repeats were loaded. A replay whose loaded repeat was no slower
+    than its quiet ones (mean 20 ms, quiet mean 21) raised nothing; a replay with every
+    repeat loaded (no quiet mean) may have raised it by any amount."""
+    from stepsim.demo.ddp_load import level_loaded, mark_row
+
+    loaded = [_timed(37, 0.49, 12.4), _timed(19, 0.85, 12.4), _timed(22, 0.81, 12.4)]
+    quiet = [_timed(21, 0.85, 12.4)] * 3
+    replay = mark_row({"setting": "defaults (replay)", "predicted_ms": 26.0,
+                       "measured_ms": 26.0, "error": 0.0}, [37e3, 19e3, 22e3], loaded)
+    assert replay["quiet_measured_ms"] == pytest.approx(20.5) and level_loaded(replay)
+    fast = {"setting": "bucket_cap_mb=1", "predicted_ms": 30.0, "measured_ms": 26.0,
+            "error": 30 / 26 - 1}
+    apart = mark_row(fast, [26e3] * 3, quiet, level_loaded(replay))
+    assert apart["load_set_apart"] and apart["level_set_apart"] and not apart["loaded"]
+    slow = dict(fast, predicted_ms=24.0, error=24 / 26 - 1)
+    kept = mark_row(slow, [26e3] * 3, quiet, level_loaded(replay))
+    assert not kept["load_set_apart"] and not kept["level_set_apart"]
+    assert not mark_row(fast, [26e3] * 3, quiet, False)["load_set_apart"]
+    assert not level_loaded(dict(replay, measured_ms=20.0, quiet_measured_ms=21.0))
+    assert level_loaded({"loaded": [{"repeat": k} for k in range(3)], "measured_ms": 53.3})
+    assert not level_loaded({"loaded": [], "measured_ms": 20.0})

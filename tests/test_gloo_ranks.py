@@ -98,3 +98,45 @@ def test_pooled_extras_closed_form(gloo_run):  # noqa: F811
     assert got.meta.notes["rank_extra_runs"] == 2
     assert pool_rank_extras(model, runs[:1], [1.0]) is model
     assert pool_rank_extras(model, [runs[0], {other: base}], [1.0, 1.0]) is model
+
+
+def test_a_rank_extra_is_bounded_by_its_unprofiled_cpu_difference():
+    """Closed form (calibration.gloo_ranks.cpu_bounded): rank 0's phases exceed the
+    reference's by forward +1,000 and backward +3,000 µs (4,000 in all) and fall short by 500
+    in the optimizer; its unprofiled steps used 1,000 µs more CPU a step than the
+    reference's, so the positive part is scaled to sum 1,000 (250 and 750) and the shortfall
+    stays; with no CPU difference (ddp20's demo of 08:46: the capture's rank 0 +3.9 ms of
+    backward in the trace from a page-fault storm under the profiler, 11.4 against 11.3 ms
+    of unprofiled CPU a step) nothing is left; a CPU difference past the walls' leaves them
+    as they are, and so does an unknown one. The pooled extras take the bounded differences."""
+    from stepsim.calibration.gloo_ranks import cpu_bounded
+    from stepsim.calibration.gloo_steps import PHASES
+
+    run = {0: {p: 0.0 for p in PHASES}, 1: {p: 0.0 for p in PHASES}}
+    run[0].update(forward=1000.0, backward=3000.0, optimizer=-500.0)
+    got = cpu_bounded(run, 1, 0, {0: 12_000.0, 1: 11_000.0})
+    assert got["forward"] == pytest.approx(250.0) and got["backward"] == pytest.approx(750.0)
+    assert got["optimizer"] == pytest.approx(-500.0)
+    none = cpu_bounded(run, 1, 0, {0: 11_400.0, 1: 11_400.0})
+    assert none["forward"] == 0.0 and none["backward"] == 0.0
+    assert cpu_bounded(run, 1, 0, {0: 16_000.0, 1: 11_000.0})["backward"] == 3000.0
+    assert cpu_bounded(run, 1, 0, {0: None, 1: 11_000.0})["backward"] == 3000.0
+    assert cpu_bounded(run, 1, 0, None)["backward"] == 3000.0
+
+
+def test_unprofiled_cpu_reads_the_steps_without_the_profiler():
+    """Closed form (calibration.gloo_ranks.unprofiled_cpu_us): the median training-thread CPU
+    outside ``next()`` over the unprofiled steps, the first left out: steps 9 (first), 11,
+    12 and 30 unprofiled, 20 and 24 profiled: the median of 11, 12, 30 is 12 ms."""
+    from types import SimpleNamespace as NS
+
+    from stepsim.calibration.gloo_ranks import unprofiled_cpu_us
+
+    def step(ms, prof):
+        return NS(cpu_us=ms * 1e3, next_cpu_us=0.0, profiled=prof, profiler_on=prof)
+
+    side = NS(steps=[step(9, False), step(20, True), step(11, False), step(24, True),
+                     step(12, False), step(30, False)])
+    assert unprofiled_cpu_us(side) == pytest.approx(12_000.0)
+    assert unprofiled_cpu_us(NS(steps=[step(9, False), step(11, False)])) is None
+    assert unprofiled_cpu_us(None) is None
