@@ -22,7 +22,8 @@ _COLLECTING = gc.isenabled()
 gc.disable()
 from stepsim import api  # noqa: E402
 from stepsim.cli_args import parser  # noqa: E402
-from stepsim.simcore.errors import NotApplicable, SimulationError, StepsimError, shown  # noqa: E402
+from stepsim.simcore.errors import (NotApplicable, SimulationError, StepsimError,  # noqa: E402
+                                    shown)
 from stepsim.simcore.gcpause import gc_paused  # noqa: E402
 from stepsim.simcore.units import us_to_ms  # noqa: E402
 
