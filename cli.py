@@ -7,15 +7,29 @@ report, demo.
 """
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
 from pathlib import Path
 
-from stepsim import api
-from stepsim.cli_args import parser
-from stepsim.simcore.errors import NotApplicable, SimulationError, StepsimError, shown
-from stepsim.simcore.units import us_to_ms
+# Importing the API loads most of stepsim and its libraries (numpy, pydantic, SimPy): objects
+# that live as long as the process and make no garbage. The collector is paused while they
+# load and what they made is then frozen (``gc.freeze``), so no later collection passes over
+# it: a full collection during the imports and a large young one after them were about 30 ms
+# of a sweep's main process before its pool starts (speed20, docs/measurements.md).
+_COLLECTING = gc.isenabled()
+gc.disable()
+from stepsim import api  # noqa: E402
+from stepsim.cli_args import parser  # noqa: E402
+from stepsim.simcore.errors import (NotApplicable, SimulationError, StepsimError,  # noqa: E402
+                                    shown)
+from stepsim.simcore.gcpause import gc_paused  # noqa: E402
+from stepsim.simcore.units import us_to_ms  # noqa: E402
+
+gc.freeze()
+if _COLLECTING:
+    gc.enable()
 
 
 def _n(n: int, noun: str) -> str:
@@ -183,6 +197,7 @@ def cmd_whatif(args) -> int:
     return 0
 
 
+@gc_paused   # its process imports, reads a model and gathers the points: no garbage worth a pass
 def cmd_sweep(args) -> int:
     from stepsim.report.planner import print_sweep
 
@@ -340,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         if _reader_gone():   # all written, then left unread (`--json | head -c 10`): as one
             raise BrokenPipeError   # write more after it left would be (the text's tables)
         _say_written(args)
+        if argv is None:   # the program (`stepsim`, `python -m stepsim`), which ends here:
+            gc.freeze()    # its last collection, at exit, need not pass over every object
         return rc
     except BrokenPipeError:   # `stepsim ledger L | head -1`: end as a Unix tool, quietly, 141
         try:   # (141 = 128 + SIGPIPE); stdout to /dev/null: Python's own last flush is quiet

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from stepsim.models.host_speed import factor_range, from_walls, noise_runs
@@ -48,6 +47,9 @@ def progress_bar(description: str, enabled: bool = True) -> Iterator:
     if not enabled or not sys.stderr.isatty():
         yield None
         return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)   # here: a run without a bar skips 13 modules
+
     bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
     task = bar.add_task(description, total=None)

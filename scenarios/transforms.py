@@ -30,7 +30,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Sequence, Union
 
 import orjson
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from stepsim.models.params import StepModel
@@ -326,6 +325,8 @@ def parse_value(text: str) -> Any:
     except orjson.JSONDecodeError:
         pass
     if text[:1] in ("{", "["):
+        import yaml   # here, not at the top: a sweep's main process reads no YAML (10 ms)
+
         try:
             return yaml_value(text)
         except yaml.YAMLError:
