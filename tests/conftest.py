@@ -1,6 +1,7 @@
 """Shared fixtures: where the real traces live, and a CPU trace recorded by the test itself."""
 from __future__ import annotations
 
+import gzip
 import os
 import sys
 from pathlib import Path
@@ -241,3 +242,23 @@ def replicate_copy(src: Path, dst: Path, factor: float, **loader) -> Path:
             rec["worker"] = k % loader["num_workers"]
     (dst / "sidecar.json").write_text(json.dumps(later_run(data, quiet=True)))
     return dst
+
+
+PROBE0_RUNS = Path(__file__).parent / "data" / "probe0_runs"
+"""Five real runs of the plain demo's calibration setting (``num_workers=1``, each with a probe
+at ``num_workers=0``; 2026-12-07 08:47–08:52 UTC, zero20): sidecars, and the first run's trace;
+``nw1-r5`` ran under outside load (its threads held 58 % of the core time they could have)."""
+
+
+@pytest.fixture(scope="session")
+def probe0_runs(tmp_path_factory) -> Path:
+    """:data:`PROBE0_RUNS` unpacked: a folder of capture folders (``sidecar.json``, and
+    ``trace.json.gz`` in ``nw1-r0``)."""
+    out = tmp_path_factory.mktemp("probe0_runs")
+    for d in sorted(PROBE0_RUNS.iterdir()):
+        (out / d.name).mkdir()
+        (out / d.name / "sidecar.json").write_bytes(gzip.decompress(
+            (d / "sidecar.json.gz").read_bytes()))
+    (out / "nw1-r0" / "trace.json.gz").write_bytes(
+        (PROBE0_RUNS / "nw1-r0" / "trace.json.gz").read_bytes())
+    return out

@@ -4,7 +4,6 @@ at ``num_workers=0``; 2026-12-07 08:47–08:52 UTC, zero20; ``nw1-r5`` ran under
 its threads holding 58 % of the core time they could have held)."""
 from __future__ import annotations
 
-import gzip
 import math
 from pathlib import Path
 
@@ -18,19 +17,8 @@ from stepsim.calibration.probe_steps import uniform_with_p10_p90
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.fit import calibrate
 
-DATA = Path(__file__).parent / "data" / "probe0_runs"
 QUIET = ["nw1-r0", "nw1-r1", "nw1-r2", "nw1-r3"]
 
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("probe0_runs")
-    for d in sorted(DATA.iterdir()):
-        (out / d.name).mkdir()
-        (out / d.name / "sidecar.json").write_bytes(gzip.decompress(
-            (d / "sidecar.json.gz").read_bytes()))
-    (out / "nw1-r0" / "trace.json.gz").write_bytes((DATA / "nw1-r0" / "trace.json.gz").read_bytes())
-    return out
 
 
 def _own_fit(folder: Path):
@@ -48,20 +36,20 @@ def test_pooled_fit_is_the_mean_with_its_student_t_interval():
         pooled_fit([0.1])
 
 
-def test_one_runs_probe_alone_is_narrower_than_the_runs_disagree(runs):
+def test_one_runs_probe_alone_is_narrower_than_the_runs_disagree(probe0_runs):
     """The mechanism: each run's bootstrap P10–P90 holds only its own records, and two quiet
     runs of one setting give ranges that do not overlap."""
-    fits = {r: _own_fit(runs / r) for r in QUIET}
+    fits = {r: _own_fit(probe0_runs / r) for r in QUIET}
     assert all(isinstance(f, tuple) for f in fits.values())
     (a0, (lo0, hi0)), (a2, (lo2, hi2)) = fits["nw1-r0"], fits["nw1-r2"]
     assert hi2 < lo0          # r2's P90 below r0's P10
 
 
-def test_calibrate_pools_the_quiet_runs_probes(runs):
-    cap = runs / "nw1-r0"
-    reps = [runs / r for r in QUIET[1:]] + [runs / "nw1-r5"]
+def test_calibrate_pools_the_quiet_runs_probes(probe0_runs):
+    cap = probe0_runs / "nw1-r0"
+    reps = [probe0_runs / r for r in QUIET[1:]] + [probe0_runs / "nw1-r5"]
     model = calibrate(cap / "trace.json.gz", sidecar=cap / "sidecar.json", replicates=reps)
-    pts = [_own_fit(runs / r)[0] for r in QUIET]          # the loaded r5 left out
+    pts = [_own_fit(probe0_runs / r)[0] for r in QUIET]          # the loaded r5 left out
     m, (lo, hi) = pooled_fit(pts)
     assert model.host.interference == pytest.approx(max(m, 0.0))
     assert model.host.interference_range == pytest.approx(
@@ -75,9 +63,9 @@ def test_calibrate_pools_the_quiet_runs_probes(runs):
     assert alone.host.interference != pytest.approx(model.host.interference)
 
 
-def test_fewer_runs_than_the_least_keep_the_captures_own_fit(runs):
-    cap = runs / "nw1-r0"
-    reps = [runs / r for r in QUIET[1:MIN_RUNS - 1]]
+def test_fewer_runs_than_the_least_keep_the_captures_own_fit(probe0_runs):
+    cap = probe0_runs / "nw1-r0"
+    reps = [probe0_runs / r for r in QUIET[1:MIN_RUNS - 1]]
     model = calibrate(cap / "trace.json.gz", sidecar=cap / "sidecar.json", replicates=reps)
     assert model.host.interference == pytest.approx(_own_fit(cap)[0])
     assert "pooled over the probes" not in " ".join(model.meta.warnings)

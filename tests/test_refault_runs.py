@@ -3,9 +3,7 @@
 (tests/data/probe0_runs: ``nw1-r5`` ran under outside load)."""
 from __future__ import annotations
 
-import gzip
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,34 +13,23 @@ from stepsim.calibration.refault_runs import run_share
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.fit import calibrate
 
-DATA = Path(__file__).parent / "data" / "probe0_runs"
 QUIET = ["nw1-r0", "nw1-r1", "nw1-r2", "nw1-r3"]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("refault_runs")
-    for d in sorted(DATA.iterdir()):
-        (out / d.name).mkdir()
-        (out / d.name / "sidecar.json").write_bytes(gzip.decompress(
-            (d / "sidecar.json.gz").read_bytes()))
-    (out / "nw1-r0" / "trace.json.gz").write_bytes((DATA / "nw1-r0" / "trace.json.gz").read_bytes())
-    return out
 
-
-def test_a_runs_share_is_its_unprofiled_steps_mean_faults_over_the_captures_most(runs):
-    side = load_sidecar(runs / "nw1-r1" / "sidecar.json")
+def test_a_runs_share_is_its_unprofiled_steps_mean_faults_over_the_captures_most(probe0_runs):
+    side = load_sidecar(probe0_runs / "nw1-r1" / "sidecar.json")
     steps = [s for s in side.steps if not s.profiled][2:]
     assert run_share(side, 8000) == pytest.approx(min(np.mean([s.minflt for s in steps]) / 8000, 1))
     assert run_share(side, 10) == 1.0            # cut at the most the model prices
     assert run_share(side, 0) is None
 
 
-def test_calibrate_measures_the_share_over_the_quiet_runs(runs):
-    cap = runs / "nw1-r0"
+def test_calibrate_measures_the_share_over_the_quiet_runs(probe0_runs):
+    cap = probe0_runs / "nw1-r0"
     most = refault_fit(load_sidecar(cap / "sidecar.json")).max_faults
-    shares = [run_share(load_sidecar(runs / r / "sidecar.json"), most) for r in QUIET]
-    reps = [runs / r for r in QUIET[1:]] + [runs / "nw1-r5"]      # r5 loaded: left out
+    shares = [run_share(load_sidecar(probe0_runs / r / "sidecar.json"), most) for r in QUIET]
+    reps = [probe0_runs / r for r in QUIET[1:]] + [probe0_runs / "nw1-r5"]      # r5 loaded: left out
     model = calibrate(cap / "trace.json.gz", sidecar=cap / "sidecar.json", replicates=reps)
     m, sd = np.mean(shares), np.std(shares, ddof=1)
     assert model.host.refault_share == pytest.approx(m)
