@@ -16,7 +16,9 @@ coefficient of one workload on one host. A demo whose chosen run's probe read 0.
 Every run with a probe at the capture's probe setting is a replicate of the fit as it is of the
 host's speed (:mod:`calibration.host_noise`): the point is the mean of the runs' fits and its
 P10–P90 the mean's Student t interval over the runs (``n − 1`` dof, :func:`pooled_fit`), from
-:data:`MIN_RUNS` runs whose own fit was accepted. The runs under outside load are left out as
+:data:`MIN_RUNS` runs whose probe gave a fit, a negative one too (the drift goes both ways;
+the capture's own fit below 0 is read as drift and keeps the prior, and then nothing is
+pooled). The runs under outside load are left out as
 they are from the host's noise (:func:`calibration.host_noise.loaded_replicates`). Where the
 capture's own probe left the coefficient at its prior (no fit, or drift) nothing is pooled.
 The main thread's own cost (``host.same_thread``), fitted at the interference point, is
