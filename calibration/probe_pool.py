@@ -17,11 +17,11 @@ Every run with a probe at the capture's probe setting is a replicate of the fit 
 host's speed (:mod:`calibration.host_noise`): the point is the mean of the runs' fits and its
 P10–P90 the mean's Student t interval over the runs (``n − 1`` dof, :func:`pooled_fit`), from
 :data:`MIN_RUNS` runs whose probe gave a fit, a negative one too (the drift goes both ways;
-the capture's own fit below 0 is read as drift and keeps the prior, and then nothing is
-pooled). The runs under outside load are left out as
-they are from the host's noise (:func:`calibration.host_noise.loaded_replicates`). Where the
-capture's own probe left the coefficient at its prior (no fit, or drift) nothing is pooled.
-The main thread's own cost (``host.same_thread``), fitted at the interference point, is
+a capture whose own fit alone fell below 0, read as drift, is pooled with the others), and
+the prior is kept where the mean's P90 is not above 0, or where the runs' probes give no
+slope (:func:`calibration.corun.fit_interference`'s reason: loads too close). The runs under
+outside load are left out as they are from the host's noise
+(:func:`calibration.host_noise.loaded_replicates`). The main thread's own cost (``host.same_thread``), fitted at the interference point, is
 pooled the same way at the pooled point where the capture's probe fitted it.
 """
 from __future__ import annotations
@@ -77,14 +77,14 @@ def pool_probe_fits(model, side, replicates, seed: int = 0):
     """``model`` with ``host.interference`` (and ``host.same_thread`` where the capture's probe
     fitted it) pooled over the capture ``side`` and its quiet ``replicates`` ((path, sidecar)
     pairs) that hold a probe at the capture's probe setting (see the module docstring); the
-    model itself where the capture's probe set no fit or fewer than :data:`MIN_RUNS` runs
-    fit."""
+    model itself where fewer than :data:`MIN_RUNS` runs fit or their mean's P90 is not above
+    0."""
     from stepsim.calibration.corun import fit_interference, probe_activities
     from stepsim.calibration.host_noise import loaded_replicates
     from stepsim.calibration.same_thread import fit_same_thread
 
     src = model.meta.sources
-    if side is None or src.get("host.interference") != "inferred" or not _probed(side, side):
+    if side is None or not _probed(side, side):
         return model
     loaded = {p for p, _ in loaded_replicates(list(replicates))}
     sides = [side] + [r for p, r in replicates if p not in loaded and _probed(r, side)]
@@ -97,14 +97,19 @@ def pool_probe_fits(model, side, replicates, seed: int = 0):
     if len(points) < MIN_RUNS:
         return model
     k, (lo, hi) = pooled_fit(points)
+    if hi <= 0:       # the runs' CPU per work fell with the load: drift, the prior kept
+        return model
     k, lo, hi = max(k, 0.0), max(lo, 0.0), max(hi, 0.0)
     host = {"interference": k, "interference_range": uniform_with_p10_p90(lo, hi)}
     text = (f"co-run interference pooled over the probes of {len(points)} runs of this setting "
             f"(the capture and its quiet replicates): {k:.3f} (P10–P90 {lo:.3f}–{hi:.3f}, the "
             f"mean's Student t over the runs, inferred); the runs' own fits read "
             + ", ".join(f"{v:.3f}" for v in points)
-            + f", the capture's alone {model.host.interference:.3f}: one run's probe, seconds "
-              "after its steps, reads the host's drift between them as interference")
+            + (f", the capture's alone {model.host.interference:.3f}"
+               if src.get("host.interference") == "inferred" else
+               ", where the capture's alone kept the prior")
+            + ": one run's probe, seconds after its steps, reads the host's drift between "
+              "them as interference")
     notes = [said(text, "interference_pooled", noted=True,
                   summary=f"co-run interference pooled over {len(points)} runs' probes: "
                           f"{k:.3f} (P10–P90 {lo:.3f}–{hi:.3f})")]
@@ -128,8 +133,10 @@ def pool_probe_fits(model, side, replicates, seed: int = 0):
                 + (", below 0 read as 0" if c < 0 else "") + ")", "same_thread_pooled",
                 noted=True, summary=f"the main thread's own cost pooled over {len(costs)} "
                                     f"runs' probes: ×{1 + max(c, 0.0):.3f}"))
-    gone = {"interference_fit"} | ({"same_thread_fit"} if "same_thread" in host else set())
+    gone = ({"interference_fit", "prior:host.interference"}
+            | ({"same_thread_fit"} if "same_thread" in host else set()))
     kept = [w for w, r in zip(model.meta.warnings, records(model.meta))
             if r.kind not in gone]   # the capture's own fits, superseded
-    meta = model.meta.model_copy(update={"warnings": [*kept, *notes]})
+    meta = model.meta.model_copy(update={"warnings": [*kept, *notes], "sources": {
+        **src, "host.interference": "inferred"}})
     return model.model_copy(update={"host": model.host.model_copy(update=host), "meta": meta})

@@ -69,3 +69,22 @@ def test_fewer_runs_than_the_least_keep_the_captures_own_fit(probe0_runs):
     model = calibrate(cap / "trace.json.gz", sidecar=cap / "sidecar.json", replicates=reps)
     assert model.host.interference == pytest.approx(_own_fit(cap)[0])
     assert "pooled over the probes" not in " ".join(model.meta.warnings)
+
+
+def test_a_capture_whose_own_fit_read_as_drift_is_pooled_with_its_runs(probe0_quiet):
+    """The quiet demo's run 8 fitted −0.070 alone (P90 below 0: read as drift, the prior
+    kept); pooled with four runs that fitted 0.010–0.027 it is their mean, inferred."""
+    cap = probe0_quiet / "nw1-r7"
+    alone = calibrate(cap / "trace.json.gz", sidecar=cap / "sidecar.json")
+    own = _own_fit(cap)
+    assert own[1][1] <= 0 and alone.meta.sources["host.interference"] == "assumed"
+    runs = ["nw1-r7", "nw1-r0", "nw1-r1", "nw1-r2", "nw1-r3"]
+    model = calibrate(cap / "trace.json.gz", sidecar=cap / "sidecar.json",
+                      replicates=[probe0_quiet / r for r in runs[1:]])
+    m, (lo, hi) = pooled_fit([_own_fit(probe0_quiet / r)[0] for r in runs])
+    assert hi > 0
+    assert model.host.interference == pytest.approx(max(m, 0.0))
+    assert model.meta.sources["host.interference"] == "inferred"
+    text = " ".join(model.meta.warnings)
+    assert "where the capture's alone kept the prior" in text
+    assert "co-run interference not calibrated" not in text      # the prior's line, superseded
