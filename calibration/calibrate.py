@@ -102,6 +102,8 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
             return pending   # (a trace alone does not import the sidecar modules)
     from stepsim.calibration.host_noise import (apply_replicates, at_run_speed, drop_loaded,
                                                 replicate_speeds)
+    from stepsim.calibration.probe_pool import pool_probe_fits
+    from stepsim.calibration.refault_runs import pool_refault_share
 
     if not replicates:
         return pending.then(lambda model: at_run_speed(model, load_sidecar(side_path), None))
@@ -138,6 +140,8 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
 
     def at_speed(model: StepModel) -> StepModel:
         model = at_run_speed(model, side, speeds if len(speeds) > 1 else None)
+        model = pool_probe_fits(model, side, reps)    # every run's probe, not the capture's
+        model = pool_refault_share(model, side, reps)   # every run's heap, not assumed
         dropped = [f"replicate {w}" for _, rep in reps for w in rep.dropped]
         dropped += [load_note] if load_note else []
         if not dropped:

@@ -41,7 +41,8 @@ out of all three: their kernel time is not a fault's cost.
 The model's step is its fault-free work plus ``HostParams.refault_share`` × ``max_faults`` ×
 ``per_fault_us`` (``HostOp.refault_us``): the share is assumed, uniform over 0–1 and drawn per
 run, with its middle as the point estimate, since whether a run re-faults is a property of
-its process's heap that another setting's capture cannot measure.
+its process's heap that another setting's capture cannot measure. Replicates (other processes
+of the same setting) measure it: :mod:`calibration.refault_runs`.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Shared fixtures: where the real traces live, and a CPU trace recorded by the test itself."""
 from __future__ import annotations
 
+import gzip
 import os
 import sys
 from pathlib import Path
@@ -241,3 +242,39 @@ def replicate_copy(src: Path, dst: Path, factor: float, **loader) -> Path:
             rec["worker"] = k % loader["num_workers"]
     (dst / "sidecar.json").write_text(json.dumps(later_run(data, quiet=True)))
     return dst
+
+
+PROBE0_RUNS = Path(__file__).parent / "data" / "probe0_runs"
+"""Five real runs of the plain demo's calibration setting (``num_workers=1``, each with a probe
+at ``num_workers=0``; 2026-12-07 08:47–08:52 UTC, zero20): sidecars, and the first run's trace;
+``nw1-r5`` ran under outside load (its threads held 58 % of the core time they could have)."""
+
+
+PROBE0_QUIET = Path(__file__).parent / "data" / "probe0_quiet"
+"""Five runs of a quiet ``--probe`` demo (2026-12-07 09:25–09:30 UTC, zero20; 96–99 % of their
+core time held): ``nw1-r7`` (with its trace), whose own probe fit fell below 0 (−0.070), and
+``nw1-r0``–``r3``."""
+
+
+def _unpacked(src: Path, out: Path) -> Path:
+    """The capture folders under ``src`` unpacked into ``out`` (``sidecar.json``, and the
+    ``trace.json.gz`` where one is kept)."""
+    for d in sorted(src.iterdir()):
+        (out / d.name).mkdir()
+        (out / d.name / "sidecar.json").write_bytes(gzip.decompress(
+            (d / "sidecar.json.gz").read_bytes()))
+        if (d / "trace.json.gz").is_file():
+            (out / d.name / "trace.json.gz").write_bytes((d / "trace.json.gz").read_bytes())
+    return out
+
+
+@pytest.fixture(scope="session")
+def probe0_runs(tmp_path_factory) -> Path:
+    """:data:`PROBE0_RUNS` unpacked (the trace in ``nw1-r0``)."""
+    return _unpacked(PROBE0_RUNS, tmp_path_factory.mktemp("probe0_runs"))
+
+
+@pytest.fixture(scope="session")
+def probe0_quiet(tmp_path_factory) -> Path:
+    """:data:`PROBE0_QUIET` unpacked (the trace in ``nw1-r7``)."""
+    return _unpacked(PROBE0_QUIET, tmp_path_factory.mktemp("probe0_quiet"))
