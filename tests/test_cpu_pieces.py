@@ -87,3 +87,44 @@ def test_lockstep_ranks_tied_at_each_boundary_run_as_before():
         for wait_us in (0.0, 150.0):
             new, old = scene(True, others, gloo, wait_us), scene(False, others, gloo, wait_us)
             assert new[:2] == old[:2] and new[2] <= old[2]
+
+
+def test_lockstep_ranks_alone_keep_their_cores_through_their_tied_boundaries():
+    """Two collectives in lockstep on an otherwise idle 2-core pool (the ranks' gloo threads
+    after their rendezvous): every boundary is tied with the other's, and only the other's
+    piece end is due then, so each keeps its core: one request, n timeouts and one release
+    each, where one work per piece takes 3 events a piece; the same instants (closed form:
+    the work at the host's speed)."""
+    gloo = [(0.0, 1200.0, 12), (0.0, 1200.0, 12)]
+    for wait_us in (0.0, 150.0):
+        ends, waits, count = scene(True, [], gloo, wait_us, scale=1.5)
+        old_ends, old_waits, old_count = scene(False, [], gloo, wait_us, scale=1.5)
+        assert ends == old_ends and waits == old_waits == []
+        assert ends[("gloo", 0)] == ends[("gloo", 1)] == 1200.0 * 1.5
+        assert old_count - count == 2 * 2 * 11
+
+
+def test_a_tie_with_anything_but_a_held_piece_end_releases_the_core():
+    """A plain thread's timeout due at a lockstep boundary (its start at 400 µs, the 4th
+    boundary of 100 µs pieces) is no held piece's end: the core is released and requested
+    there as before, and the run is the same."""
+    gloo = [(0.0, 1200.0, 12), (0.0, 1200.0, 12)]
+    new = scene(True, [(400.0, 300.0)], gloo, 0.0)
+    old = scene(False, [(400.0, 300.0)], gloo, 0.0)
+    assert new[:2] == old[:2]
+    assert old[2] - new[2] < 2 * 2 * 11
+
+
+@settings(max_examples=80, deadline=None)
+@given(others=st.lists(st.tuples(st.sampled_from([0.0, 100.0, 400.0, 1200.0]),
+                                 st.sampled_from([100.0, 300.0, 2000.0, 5000.0])), max_size=3),
+       gloo=st.lists(st.tuples(st.sampled_from([0.0, 100.0]),
+                               st.sampled_from([600.0, 1200.0]), st.sampled_from([6, 12])),
+                     min_size=2, max_size=4),
+       wait_us=st.sampled_from([0.0, 100.0, 150.0]), scale=st.sampled_from([1.0, 1.5]))
+def test_tied_instants_run_as_one_work_per_piece(others, gloo, wait_us, scale):
+    """Starts, works and pieces on a grid, so that boundaries, wake-ups and other threads'
+    ends fall on the same instants: the same ends and waits as one work per piece."""
+    new = scene(True, others, gloo, wait_us, scale)
+    old = scene(False, others, gloo, wait_us, scale)
+    assert new[:2] == old[:2] and new[2] <= old[2]
