@@ -22,6 +22,14 @@ scheduled: before the other piece's resumption instead of after it, which orders
 among events at one later instant, as it was (the other's next piece is requested after it),
 and reads no state the other changes (its slice takes no core from it: no wake-up preempts
 at that instant without waiting first). Same run, fewer events.
+
+Held pieces in lockstep (the same length, the same last end: the ranks' threads through one
+collective after their rendezvous, each on a core of its own, nothing else runnable) would
+each end at the same instants, keep their cores and change nothing until the next event
+queued that is none of theirs, or their last piece: each thread runs the pieces that end
+before that as one timeout, the others merging to the same end at the same instant, in the
+order they resume (:func:`_lockstep_pieces`). The instants are the pieces' own, each end the
+previous end plus the piece, to the bit.
 """
 from __future__ import annotations
 
@@ -45,7 +53,7 @@ def _held_path(cpu: CpuPool, piece_us: float, wait_us: float) -> bool:
         cpu.active -= 1
 
 
-def _only_piece_ends_due(env, ends: set) -> bool:
+def _only_piece_ends_due(env, ends: dict) -> bool:
     """Whether every event due at this instant is one of ``ends`` (held pieces' timeouts).
     SimPy's event queue (``Environment._queue``) is a heap of ``(time, priority, id, event)``
     whose entries due now are the root's connected subtree (times never precede ``now``)."""
@@ -58,6 +66,55 @@ def _only_piece_ends_due(env, ends: set) -> bool:
                 return False
             todo += (2 * k + 1, 2 * k + 2)
     return True
+
+
+def _horizon_us(env, ends: dict) -> float:
+    """The first instant (µs) of a queued event that is no held piece's end (``ends``), from
+    SimPy's queue (``Environment._queue``, a heap of ``(time, priority, id, event)``, pruned
+    below the best so far: a subtree's times are at least its root's)."""
+    q, best, todo = env._queue, float("inf"), [0]
+    while todo:
+        k = todo.pop()
+        if k < len(q) and q[k][0] < best:
+            if q[k][3] not in ends:
+                best = q[k][0]
+            todo += (2 * k + 1, 2 * k + 2)
+    return best
+
+
+def _lockstep_pieces(env, ends: dict, dt: float, left: int,
+                     release_us: float) -> tuple[int, float]:
+    """``(m, end µs)``: of a held thread's ``left`` pieces of ``dt`` µs from now (it keeps its
+    core, at the host's plain speed), the ``m`` ≥ 1 run as one timeout, and where the
+    ``m``-th ends, each end the previous end plus ``dt`` (where one timeout a piece puts it).
+
+    More than one only where every other held piece of the pool is in lockstep with it
+    (the ranks' gloo threads after their rendezvous: the same ``dt`` and the same last end
+    ``release_us``) and ends now (tied with it, yet to resume) or at one of its boundaries
+    (merged there first, at this instant), and the ``m`` pieces end before anything else
+    queued (:func:`_horizon_us`) and before its last piece. Until then nothing would run but
+    these pieces' ends, each keeping its core (the pool's state unchanged), in the order
+    they resume now: one timeout each, scheduled now in that order, is the same run.
+    """
+    now = env.now
+    forced = None
+    for end_us, last_us, d in ends.values():
+        if d != dt or last_us != release_us:
+            return 1, now + dt
+        if end_us != now:
+            if forced is not None and forced != end_us:
+                return 1, now + dt
+            forced = end_us
+    horizon = min(_horizon_us(env, ends), release_us)
+    t, m, end_us = now, 0, now + dt
+    for k in range(left):
+        t += dt
+        if t >= horizon or (forced is not None and t > forced):
+            break
+        m, end_us = k + 1, t
+    if m <= 1 or (forced is not None and end_us != forced) or now + (end_us - now) != end_us:
+        return 1, now + dt
+    return m, end_us
 
 
 def run_pieces(cpu: CpuPool, work_us: float, n: int, wait_us: float,
@@ -83,21 +140,33 @@ def run_pieces(cpu: CpuPool, work_us: float, n: int, wait_us: float,
         try:
             with res.request() as req:
                 yield req
+                last_us = None   # where its last piece would end, at the plain speed
                 while True:
-                    # one piece on the held core, as CpuPool.work's FIFO path runs a quantum
-                    dt = piece * (cpu.scale if cpu.interference <= 0 and cpu.oversub <= 0
-                                  else cpu.slowdown(0.0))
+                    # one piece on the held core, as CpuPool.work's FIFO path runs a quantum;
+                    # in lockstep with the other held pieces, several (_lockstep_pieces)
+                    plain = cpu.interference <= 0 and cpu.oversub <= 0
+                    dt = piece * (cpu.scale if plain else cpu.slowdown(0.0))
+                    m, end_us = 1, env.now + dt
+                    if not plain:
+                        last_us = None
+                    elif last_us is None:
+                        last_us = env.now
+                        for _ in range(n - i):
+                            last_us += dt
+                    elif n - i > 2:
+                        m, end_us = _lockstep_pieces(env, ends, dt, n - i, last_us)
                     cpu.owed[req] = 0.0
-                    end = env.timeout(dt)
-                    ends.add(end)
+                    end = env.timeout(dt if m == 1 else end_us - env.now)
+                    ends[end] = (end_us, last_us, dt if plain else None)
                     try:
                         yield end
                     finally:
-                        ends.discard(end)
+                        del ends[end]
                         owed = cpu.owed.pop(req)
                     if owed > 1e-9:     # preempted meanwhile (CpuPool._steal)
                         yield env.timeout(owed)
-                    i += 1
+                        last_us = None
+                    i += m
                     # keep the core where releasing and requesting it again would be granted
                     # at once, with nothing between: nobody queued, no other event due now
                     # but other held pieces' ends (the module docstring), and the next
@@ -106,8 +175,7 @@ def run_pieces(cpu: CpuPool, work_us: float, n: int, wait_us: float,
                             or (wait_us > 0 and cpu.active - 1 >= cpu.cores)
                             or cpu.free() or cpu._fluid()
                             or env.peek() <= env.now and not (
-                                cpu.interference <= 0 and cpu.oversub <= 0
-                                and _only_piece_ends_due(env, ends))):
+                                plain and _only_piece_ends_due(env, ends))):
                         break
         finally:
             cpu.active -= 1

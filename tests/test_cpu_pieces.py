@@ -1,5 +1,6 @@
 """models.cpu_pieces: a collective's wake-up pieces keep an idle core instead of releasing and
-requesting it again, the same run as one CpuPool.work per piece, to the bit."""
+requesting it again, and pieces in lockstep run as one timeout until anything else is due: the
+same run as one CpuPool.work per piece, to the bit."""
 from __future__ import annotations
 
 import simpy
@@ -46,14 +47,15 @@ def scene(pieces, others, gloo, wait_us, scale=1.0):
     return ends, sorted(waits), count
 
 
-def test_alone_on_a_contended_pool_the_pieces_are_one_request_and_n_timeouts():
+def test_alone_on_a_contended_pool_the_pieces_are_one_request_and_three_timeouts():
     ends, waits, count = scene(True, [], [(0.0, 1200.0, 12)], 150.0, scale=1.5)
     assert ends[("gloo", 0)] == 1200.0 * 1.5     # closed form: its work at the host's speed
     assert waits == []                           # an idle core at every wake-up
     old_ends, _, old_count = scene(False, [], [(0.0, 1200.0, 12)], 150.0, scale=1.5)
-    assert abs(old_ends[("gloo", 0)] - ends[("gloo", 0)]) < 1e-9
-    # start, request, 12 timeouts, release, the process's end; before: 3 events a piece
-    assert old_count - count == 2 * 11
+    assert old_ends[("gloo", 0)] == ends[("gloo", 0)]
+    # a request, the first piece, pieces 2-11 (nothing else queued), the last, a release;
+    # one work per piece: 3 events a piece
+    assert old_count - count == 3 * 12 - 5
 
 
 def test_busy_cores_make_each_wake_up_wait_and_preempt_as_before():
@@ -92,16 +94,17 @@ def test_lockstep_ranks_tied_at_each_boundary_run_as_before():
 def test_lockstep_ranks_alone_keep_their_cores_through_their_tied_boundaries():
     """Two collectives in lockstep on an otherwise idle 2-core pool (the ranks' gloo threads
     after their rendezvous): every boundary is tied with the other's, and only the other's
-    piece end is due then, so each keeps its core: one request, n timeouts and one release
-    each, where one work per piece takes 3 events a piece; the same instants (closed form:
-    the work at the host's speed)."""
+    piece end is due then, so each keeps its core and runs its middle pieces as one timeout
+    ending where the other's does: a request, 3 timeouts and a release each, where one work
+    per piece takes 3 events a piece; the same instants (closed form: the work at the
+    host's speed)."""
     gloo = [(0.0, 1200.0, 12), (0.0, 1200.0, 12)]
     for wait_us in (0.0, 150.0):
         ends, waits, count = scene(True, [], gloo, wait_us, scale=1.5)
         old_ends, old_waits, old_count = scene(False, [], gloo, wait_us, scale=1.5)
         assert ends == old_ends and waits == old_waits == []
         assert ends[("gloo", 0)] == ends[("gloo", 1)] == 1200.0 * 1.5
-        assert old_count - count == 2 * 2 * 11
+        assert old_count - count == 2 * (3 * 12 - 5)
 
 
 def test_a_tie_with_anything_but_a_held_piece_end_releases_the_core():
@@ -112,7 +115,7 @@ def test_a_tie_with_anything_but_a_held_piece_end_releases_the_core():
     new = scene(True, [(400.0, 300.0)], gloo, 0.0)
     old = scene(False, [(400.0, 300.0)], gloo, 0.0)
     assert new[:2] == old[:2]
-    assert old[2] - new[2] < 2 * 2 * 11
+    assert old[2] - new[2] < 2 * (3 * 12 - 5)
 
 
 @settings(max_examples=80, deadline=None)
