@@ -96,7 +96,9 @@ def _lockstep_pieces(env, ends: dict, dt: float, left: int,
     these pieces' ends, each keeping its core (the pool's state unchanged), in the order
     they resume now: one timeout each, scheduled now in that order, is the same run.
     """
-    now = env.now
+    now, q = env.now, env._queue
+    if q and q[0][0] < now + 2 * dt and q[0][3] not in ends:
+        return 1, now + dt     # something else is due before a second piece would end
     forced = None
     for end_us, last_us, d in ends.values():
         if d != dt or last_us != release_us:
