@@ -82,34 +82,34 @@ def _horizon_us(env, ends: dict) -> float:
     return best
 
 
-def _lockstep_pieces(env, ends: dict, dt: float, left: int,
-                     release_us: float) -> tuple[int, float]:
+def _lockstep_pieces(env, ends: dict, run: tuple, dt: float, left: int) -> tuple[int, float]:
     """``(m, end µs)``: of a held thread's ``left`` pieces of ``dt`` µs from now (it keeps its
     core, at the host's plain speed), the ``m`` ≥ 1 run as one timeout, and where the
     ``m``-th ends, each end the previous end plus ``dt`` (where one timeout a piece puts it).
 
     More than one only where every other held piece of the pool is in lockstep with it
-    (the ranks' gloo threads after their rendezvous: the same ``dt`` and the same last end
-    ``release_us``) and ends now (tied with it, yet to resume) or at one of its boundaries
-    (merged there first, at this instant), and the ``m`` pieces end before anything else
-    queued (:func:`_horizon_us`) and before its last piece. Until then nothing would run but
-    these pieces' ends, each keeping its core (the pool's state unchanged), in the order
-    they resume now: one timeout each, scheduled now in that order, is the same run.
+    (the ranks' gloo threads after their rendezvous: the same ``run``, its held pieces'
+    first instant, count and length, so the same boundaries) and ends now (tied with it,
+    yet to resume) or at one of its boundaries (merged there first, at this instant), and
+    the ``m`` pieces end before anything else queued (:func:`_horizon_us`) and before its
+    last piece. Until then nothing would run but these pieces' ends, each keeping its core
+    (the pool's state unchanged), in the order they resume now: one timeout each, scheduled
+    now in that order, is the same run.
     """
     now, q = env.now, env._queue
     if q and q[0][0] < now + 2 * dt and q[0][3] not in ends:
         return 1, now + dt     # something else is due before a second piece would end
     forced = None
-    for end_us, last_us, d in ends.values():
-        if d != dt or last_us != release_us:
+    for end_us, other in ends.values():
+        if other != run:
             return 1, now + dt
         if end_us != now:
             if forced is not None and forced != end_us:
                 return 1, now + dt
             forced = end_us
-    horizon = min(_horizon_us(env, ends), release_us)
+    horizon = _horizon_us(env, ends)
     t, m, end_us = now, 0, now + dt
-    for k in range(left):
+    for k in range(left - 1):
         t += dt
         if t >= horizon or (forced is not None and t > forced):
             break
@@ -142,7 +142,8 @@ def run_pieces(cpu: CpuPool, work_us: float, n: int, wait_us: float,
         try:
             with res.request() as req:
                 yield req
-                last_us = None   # where its last piece would end, at the plain speed
+                run = None   # its plain pieces' (first instant, count, length): lockstep
+                tied = False     # its last piece's end was tied with another held piece's
                 while True:
                     # one piece on the held core, as CpuPool.work's FIFO path runs a quantum;
                     # in lockstep with the other held pieces, several (_lockstep_pieces)
@@ -150,16 +151,18 @@ def run_pieces(cpu: CpuPool, work_us: float, n: int, wait_us: float,
                     dt = piece * (cpu.scale if plain else cpu.slowdown(0.0))
                     m, end_us = 1, env.now + dt
                     if not plain:
-                        last_us = None
-                    elif last_us is None:
-                        last_us = env.now
-                        for _ in range(n - i):
-                            last_us += dt
-                    elif n - i > 2:
-                        m, end_us = _lockstep_pieces(env, ends, dt, n - i, last_us)
+                        run = None
+                    elif run is None:
+                        run = (env.now, n - i, dt)
+                    elif n - i > 2 and (tied or cpu.merged_at == env.now):
+                        # only where lockstep can be: its last end tied with another held
+                        # piece's, or one merged at this instant
+                        m, end_us = _lockstep_pieces(env, ends, run, dt, n - i)
+                        if m > 1:
+                            cpu.merged_at = env.now
                     cpu.owed[req] = 0.0
                     end = env.timeout(dt if m == 1 else end_us - env.now)
-                    ends[end] = (end_us, last_us, dt if plain else None)
+                    ends[end] = (end_us, run)
                     try:
                         yield end
                     finally:
@@ -167,17 +170,17 @@ def run_pieces(cpu: CpuPool, work_us: float, n: int, wait_us: float,
                         owed = cpu.owed.pop(req)
                     if owed > 1e-9:     # preempted meanwhile (CpuPool._steal)
                         yield env.timeout(owed)
-                        last_us = None
+                        run = None
                     i += m
                     # keep the core where releasing and requesting it again would be granted
                     # at once, with nothing between: nobody queued, no other event due now
                     # but other held pieces' ends (the module docstring), and the next
                     # wake-up finds a core idle
+                    tied = env.peek() <= env.now
                     if (i >= n or res.queue
                             or (wait_us > 0 and cpu.active - 1 >= cpu.cores)
                             or cpu.free() or cpu._fluid()
-                            or env.peek() <= env.now and not (
-                                plain and _only_piece_ends_due(env, ends))):
+                            or tied and not (plain and _only_piece_ends_due(env, ends))):
                         break
         finally:
             cpu.active -= 1
