@@ -25,11 +25,10 @@ at that instant without waiting first). Same run, fewer events.
 
 Held pieces in lockstep (runs of held pieces from the same instant, of the same count and
 length: the ranks' threads through one collective after their rendezvous, each on a core of
-its own, nothing else runnable) would
-each end at the same instants, keep their cores and change nothing until the next event
-queued that is none of theirs, or their last piece: each thread runs the pieces that end
-before that as one timeout, the others merging to the same end at the same instant, in the
-order they resume (:func:`_lockstep_pieces`). The instants are the pieces' own, each end the
+its own, nothing else runnable) would each end at the same instants, keep their cores and
+change nothing until the next event queued that is none of theirs, or their last piece: each
+thread runs the pieces that end before that as one timeout, the others merging to the same
+end at the same instant, in the order they resume (:func:`_lockstep_pieces`). The instants are the pieces' own, each end the
 previous end plus the piece, to the bit. A merge is tried only where lockstep can be (the
 thread's last end was tied with another held piece's, or another merged at this instant), so
 pieces that are not in lockstep pay no more than a tie check.
