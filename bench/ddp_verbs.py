@@ -9,7 +9,8 @@ stepsim measured in the same run, interleaved (``ratio`` = reference ÷ this).
 runs); without it only this checkout is timed. Each verb runs in one process (``--jobs 1``)
 so the figures are one core's, and ``plan`` and the 1 MB-bucket ``whatif`` also at the
 default ``--jobs``. The model is
-``tests/data/ddp_demo_model.json`` unless ``--model`` names another. Goals (issue 11):
+``tests/data/ddp_demo_model.json`` unless ``--model`` names another; ``--step-cap 1`` also
+times its simulated step at 1 MB buckets (the ``whatif``'s scenario). Goals (issue 11):
 ``plan`` < 10 s, ``whatif`` < 2 s.
 """
 from __future__ import annotations
@@ -41,6 +42,10 @@ import simpy
 from stepsim.models.params import StepModel
 from stepsim.models.simulate import simulate
 m = StepModel.model_validate_json(Path(sys.argv[1]).read_text())
+if {cap!r} is not None:
+    from stepsim.scenarios.op_text import parse_set
+    from stepsim.scenarios.transforms import apply_ops
+    m = apply_ops(m, [parse_set("comm.bucket_cap_mb={cap}")])
 n = {n}
 simulate(m, steps=20, warmup=3, seed=0, keep="steps")
 t = time.process_time()
@@ -63,9 +68,11 @@ def env_for(pkg: Path) -> dict[str, str]:
     return env
 
 
-def sim_step(pkg: Path, model: Path, n: int) -> tuple[float, float, str]:
-    """(CPU ms per simulated step, SimPy events per step, the steps' sum in µs as text)."""
-    p = subprocess.run([PY, "-c", SIM.format(n=n), str(model)], capture_output=True,
+def sim_step(pkg: Path, model: Path, n: int, cap: float | None = None
+             ) -> tuple[float, float, str]:
+    """(CPU ms per simulated step, SimPy events per step, the steps' sum in µs as text), the
+    model's DDP buckets rebuilt at ``cap`` MB where given."""
+    p = subprocess.run([PY, "-c", SIM.format(n=n, cap=cap), str(model)], capture_output=True,
                        text=True, env=env_for(pkg), check=True)
     ms, ev, total = p.stdout.split()
     return float(ms), float(ev), total
@@ -77,7 +84,11 @@ def main(argv=None) -> int:
     ap.add_argument("--model", type=Path, default=ROOT / "tests/data/ddp_demo_model.json")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--steps", type=int, default=300, help="simulated steps of the step row")
-    ap.add_argument("--verbs", default=",".join(VERBS), help="comma-separated subset")
+    ap.add_argument("--verbs", default=",".join(VERBS),
+                    help="comma-separated subset ('' for none)")
+    ap.add_argument("--step-cap", type=float, action="append", default=[],
+                    help="also time the simulated step at this comm.bucket_cap_mb (repeatable; "
+                         "1 is the bucket_cap_mb=1 whatif's scenario)")
     a = ap.parse_args(argv)
     here = ROOT.parent if (ROOT.parent / "stepsim").exists() else None
     if here is None:   # this checkout as a package: a folder with a stepsim link to it
@@ -87,12 +98,15 @@ def main(argv=None) -> int:
     copies = [("this", here)] + ([("ref", a.ref)] if a.ref else [])
     print(uptime(), flush=True)
     for _ in range(a.repeats):
-        got = {name: sim_step(pkg, a.model, a.steps) for name, pkg in copies}
-        line = ", ".join(f"{k} {ms:.3f} ms CPU / {ev:.0f} events a step (sum {tot})"
-                         for k, (ms, ev, tot) in got.items())
-        ratio = (f"; ratio {got['ref'][0] / got['this'][0]:.2f}x" if a.ref else "")
-        print(f"simulated step ({a.model.name}, {a.steps}+20 steps): {line}{ratio}", flush=True)
-    for label in a.verbs.split(","):
+        for cap in [None, *a.step_cap]:
+            got = {name: sim_step(pkg, a.model, a.steps, cap) for name, pkg in copies}
+            line = ", ".join(f"{k} {ms:.3f} ms CPU / {ev:.0f} events a step (sum {tot})"
+                             for k, (ms, ev, tot) in got.items())
+            ratio = (f"; ratio {got['ref'][0] / got['this'][0]:.2f}x" if a.ref else "")
+            at = "" if cap is None else f", bucket_cap_mb={cap:g}"
+            print(f"simulated step ({a.model.name}{at}, {a.steps}+20 steps): {line}{ratio}",
+                  flush=True)
+    for label in filter(None, a.verbs.split(",")):
         args = VERBS[label]
         for _ in range(a.repeats):
             res = {}

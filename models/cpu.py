@@ -125,6 +125,8 @@ class CpuPool:
         self.last_end: dict = {}   # thread -> when its last work ended (µs)
         self.core_of: dict = {}    # thread -> the core it was placed on
         self.owed: dict = {}       # holder of a quantum -> core time woken threads took (µs)
+        self.piece_ends: dict = {}   # held collective pieces' timeouts (models/cpu_pieces.py)
+        self.merged_at = -1.0        # the last instant held pieces merged (µs, models/cpu_pieces.py)
 
     def claim(self, threads: int) -> None:
         """``threads`` more threads may be runnable from now on (fewer when negative).
