@@ -136,6 +136,10 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
     side = load_sidecar(side_path)
     speeds = replicate_speeds(Path(side_path), side, reps)   # before the fit
     speeds, load_note = drop_loaded(speeds, reps)
+    if load_note is None:   # where the sidecars cannot say how loaded: their preemption
+        from stepsim.calibration.replicate_load import preempted_replicates
+
+        load_note = preempted_replicates(reps)
 
     def at_speed(model: StepModel) -> StepModel:
         model = at_run_speed(model, side, speeds if len(speeds) > 1 else None)
