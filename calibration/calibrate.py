@@ -102,10 +102,11 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
         if side_path is None:
             return pending   # (a trace alone does not import the sidecar modules)
     from stepsim.calibration.host_noise import (apply_replicates, at_run_speed, drop_loaded,
-                                                replicate_speeds)
+                                                no_replicate_said, replicate_speeds)
 
     if not replicates:
-        return pending.then(lambda model: at_run_speed(model, load_sidecar(side_path), None))
+        return pending.then(lambda model: _warned(
+            at_run_speed(model, load_sidecar(side_path), None), [no_replicate_said()]))
 
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         from stepsim.calibration.gloo_barrier import pool_barrier
