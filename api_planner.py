@@ -262,6 +262,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     rec = score(pred, steps_us, neck, label=label or pred.what, traces=[str(t) for t in traces],
                 model_name=model_name(model, m), startup=[(u.step_us, u.next_us, u.later_next_us)
                                                      for u in ups],
+                startup_capture=ups[0].capture if len({u.capture for u in ups}) == 1 else None,
                 outside_load_slowdown=load,
                 # no operation, or none that changes the model: the calibration setting itself
                 in_sample=after == m)

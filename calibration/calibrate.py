@@ -24,6 +24,7 @@ from stepsim.calibration.job_runs import (held_against, job_speeds,  # noqa: F40
                                           with_walls, job_wall_factors)
 from stepsim.calibration.nccl_buckets import infer_buckets
 from stepsim.calibration.pending import Pending
+from stepsim.calibration.short_capture import short_capture_note
 from stepsim.calibration.steps import compile_step_regex, find_steps
 from stepsim.calibration.trace_io import load_trace
 from stepsim.models.param_base import error_at
@@ -101,12 +102,13 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
         if side_path is None:
             return pending   # (a trace alone does not import the sidecar modules)
     from stepsim.calibration.host_noise import (apply_replicates, at_run_speed, drop_loaded,
-                                                replicate_speeds)
+                                                no_replicate_said, replicate_speeds)
     from stepsim.calibration.probe_pool import pool_probe_fits
     from stepsim.calibration.refault_runs import pool_refault_share
 
     if not replicates:
-        return pending.then(lambda model: at_run_speed(model, load_sidecar(side_path), None))
+        return pending.then(lambda model: _warned(
+            at_run_speed(model, load_sidecar(side_path), None), [no_replicate_said()]))
 
     if ranks:     # a CPU DDP job's folder: each rank against the same rank of every replicate
         from stepsim.calibration.gloo_barrier import pool_barrier
@@ -137,6 +139,10 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
     side = load_sidecar(side_path)
     speeds = replicate_speeds(Path(side_path), side, reps)   # before the fit
     speeds, load_note = drop_loaded(speeds, reps)
+    if load_note is None:   # where the sidecars cannot say how loaded: their preemption
+        from stepsim.calibration.replicate_load import preempted_replicates
+
+        load_note = preempted_replicates(reps)
 
     def at_speed(model: StepModel) -> StepModel:
         model = at_run_speed(model, side, speeds if len(speeds) > 1 else None)
@@ -208,6 +214,17 @@ def _replicate_sidecar(r) -> Path:
     return _capture_sidecar(p) or p
 
 
+def _refuse_short(path: Path) -> None:
+    """Raise :func:`calibration.short_capture.short_capture_note`'s InputError when the
+    capture sidecar at ``path`` says its profiled window holds no complete step; a sidecar that
+    cannot be read is left to the folder's own refusal (which names what it says)."""
+    try:
+        side = load_sidecar(path)
+    except InputError:
+        return
+    short_capture_note(side, path)
+
+
 def _calibrate(trace, sidecar, step_regex, steps=None) -> Pending:
     """:func:`calibrate_pending` without replicates."""
     p = Path(trace)
@@ -216,11 +233,15 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> Pending:
             compile_step_regex(step_regex)
         except ValueError as e:
             raise StepsimError(str(e)) from None
+    if p.is_dir() and not sidecar and (p / CAPTURE_SIDECAR).is_file() \
+            and not (p / CAPTURE_TRACE).is_file():
+        _refuse_short(p / CAPTURE_SIDECAR)   # a capture whose window never ran: say the steps
     if p.is_dir() and (p / CAPTURE_TRACE).is_file() and (p / CAPTURE_SIDECAR).is_file():
         # a capture harness folder: its trace, with its sidecar unless one is given
         sidecar = sidecar or p / CAPTURE_SIDECAR
         p = p / CAPTURE_TRACE
     side = load_sidecar(sidecar) if sidecar else None
+    short = None if side is None else short_capture_note(side, Path(sidecar))
     if p.is_dir() and steps is not None:
         raise InputError(p, "--steps takes one trace file, not a folder")
     if p.is_dir():
@@ -254,12 +275,13 @@ def _calibrate(trace, sidecar, step_regex, steps=None) -> Pending:
         check_sidecar_matches(table, side, sidecar)
     if table.gpu_mask().any():
         table = table.slim()   # the raw event dicts go: the fit reads the columns
-        return _gpu(table, side, step_regex).then(infer_buckets)  # on the coarse model
+        return _gpu(table, side, step_regex).then(infer_buckets).then(  # on the coarse model
+            lambda model: _warned(model, [short] * bool(short)))
     steps = find_steps(table, step_regex=step_regex)
     from stepsim.calibration.cpu import fit_cpu_model
 
     model = fit_cpu_model(table, steps, side, p, Path(sidecar) if sidecar else None)
-    return Pending(_without_gpu_activity(table, model))
+    return Pending(_warned(_without_gpu_activity(table, model), [short] * bool(short)))
 
 
 def _without_gpu_activity(table, model: StepModel) -> StepModel:

@@ -282,8 +282,9 @@ class Capture:
                 or ``cold_probe`` not a bool or without a distributed job recorded by
                 :meth:`ddp`.
             RuntimeError: a second call on one Capture (it would overwrite the first capture).
-        When no trace was written (the loop ended before the profiler completed its active
-        steps), a ``UserWarning`` says so at the end, with the sidecar's warnings.
+        When the loop ended before the profiler completed its active steps (no trace is
+        written when none completed, a stub of the step in progress being all the profiler
+        had), a ``UserWarning`` says so at the end, with the sidecar's warnings.
         """
         if self._stepped:
             raise RuntimeError(f"Capture.steps was already called on this Capture: a second "
@@ -344,6 +345,6 @@ class Capture:
                 cold.close()
                 self._ddp["cold_probe"] = cold.rows(win.warnings)
             win.finish(reason)
-            if not (win.out_dir / "trace.json.gz").is_file():
+            if win.profiled_steps < win.schedule["active"]:   # no trace, or a short one
                 warnings.warn(f"stepsim capture {win.out_dir}: " + "; ".join(win.warnings),
                               stacklevel=2)

@@ -62,7 +62,10 @@ class StepsimTrainerCallback(TrainerCallback):
     ``after`` more steps follow unprofiled, timed in the sidecar: the steps ``stepsim
     validate`` scores when this run is a re-measurement (without them it scores the profiled
     window, which carries the profiler's cost); take ``after`` at least ``num_workers ×
-    prefetch_factor + 20``, as ``Capture.steps``'s. Training goes on after them.
+    prefetch_factor + 20``, as ``Capture.steps``'s. Training goes on after them;
+    ``TrainingArguments.max_steps`` (or its epochs) must cover ``skip_first + wait + warmup +
+    active + after``: at train end one line on stderr says what was captured, and the steps to
+    set when short.
 
     Raises:
         ValueError: for a non-positive ``active`` or negative schedule counts.
@@ -71,7 +74,8 @@ class StepsimTrainerCallback(TrainerCallback):
     def __init__(self, out_dir, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
                  after: int = 0):
         self.capture = HookCapture(out_dir, via="transformers", active=active, wait=wait,
-                                   warmup=warmup, skip_first=skip_first, after=after)
+                                   warmup=warmup, skip_first=skip_first, after=after,
+                                   steps_setting="TrainingArguments.max_steps")
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
         self.capture.begin(train_dataloader, wrapped_ddp(model))

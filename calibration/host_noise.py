@@ -30,7 +30,7 @@ from pathlib import Path
 from stepsim.calibration.calm import calm_produce
 from stepsim.calibration.sidecar import Sidecar
 from stepsim.calibration.sidecar_cross import step_window
-from stepsim.models.warning_record import said
+from stepsim.models.warning_record import prior_said, said
 from stepsim.calibration.sidecar_fit import after_startup
 from stepsim.calibration.work_gauge import (CENTRE, MAX_SPEED_RATIO,  # noqa: F401
                                             at_one_fault_cost, calm_steps, identical_work_us,
@@ -236,6 +236,20 @@ def loaded_replicates(replicates: list[tuple[Path, Sidecar]]) -> list[tuple[Path
         if load is not None and load.slowdown > LOAD_WARN:
             out.append((path, load.held))
     return out
+
+
+def no_replicate_said():
+    """The noted warning of a capture calibrated without ``--replicate``: the host's
+    run-to-run speed is the stated prior :data:`models.host_speed.HOST_NOISE_PRIOR`, and how to
+    measure it (the README lists it among what ``calibrate``'s warnings say when missing;
+    fresh11, 2026-12-07, was told only of the probes, which its Hugging Face callback cannot
+    take)."""
+    lo, hi = HOST_NOISE_PRIOR
+    return prior_said(f"the host's run-to-run speed not measured (no --replicate): a stated "
+                      f"prior of {lo:g}–{hi:g}× (host.cpu_scale) is in every interval; run the "
+                      "same training at the same setting again into another folder and pass "
+                      "it: stepsim calibrate RUN --replicate RUN2", "host.cpu_scale",
+                      "host speed run to run", lo, hi)
 
 
 def drop_loaded(speeds: list[float], replicates: list[tuple[Path, Sidecar]]

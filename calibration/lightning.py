@@ -46,7 +46,10 @@ class StepsimCallback(pl.Callback):
     ``after`` more steps follow unprofiled, timed in the sidecar: the steps ``stepsim
     validate`` scores when this run is a re-measurement (without them it scores the profiled
     window, which carries the profiler's cost); take ``after`` at least ``num_workers ×
-    prefetch_factor + 20``, as ``Capture.steps``'s. Training goes on after them.
+    prefetch_factor + 20``, as ``Capture.steps``'s. Training goes on after them; ``Trainer``'s
+    ``max_steps`` (or its epochs' batches) must cover ``skip_first + wait + warmup + active +
+    after``: at train end one line on stderr says what was captured, and the steps to set when
+    short.
 
     Raises:
         ValueError: for a non-positive ``active`` or negative schedule counts.
@@ -55,7 +58,8 @@ class StepsimCallback(pl.Callback):
     def __init__(self, out_dir, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
                  after: int = 0):
         self.capture = HookCapture(out_dir, via="lightning", active=active, wait=wait,
-                                   warmup=warmup, skip_first=skip_first, after=after)
+                                   warmup=warmup, skip_first=skip_first, after=after,
+                                   steps_setting="Trainer(max_steps=...)")
 
     def on_train_start(self, trainer, pl_module) -> None:
         fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)

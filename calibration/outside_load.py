@@ -132,8 +132,11 @@ def load_bound_phrase(held: float, team: int, inverted: bool = True) -> str:
 
 def load_note(load: OutsideLoad, team: int = 1) -> str:
     """The warning for a re-measured run under outside load (past :data:`LOAD_WARN`): its
-    steps are slower than the machine alone, and so the prediction's error; its ledger record
-    is scored apart. ``team``: the run's intra-op threads, which spin at their barriers while
+    steps are slower than the machine alone, and a ledger scores its record apart when it ran
+    slower than predicted (``scenarios.ledger_record.LedgerRecord.load_explains``), which this
+    note, written before the prediction, states as the rule: it said "kept out of the ledger's
+    score" of a run faster than predicted, which validate's footer (rightly) said a ledger
+    keeps (fresh11, 2026-12-07). ``team``: the run's intra-op threads, which spin at their barriers while
     the load holds a core, so the run is about ``1 / held^team`` slower, as
     :func:`load_bound_phrase` bounds a capture's (a user's 2-thread CNN, 4 runs of 2026-12-05
     held 35–55 %: 4.6, 7.0, 5.3, 7.8x their prediction, where ``1 / held^2`` gives 3.3, 8.2,
@@ -145,8 +148,9 @@ def load_note(load: OutsideLoad, team: int = 1) -> str:
                f", or more, about {1 / load.held ** team:.1f}x (1 / held^{team}) on its {team} "
                "intra-op threads"
                " (they spin at their barriers while the load holds a core)")
-            + "; its error says more about that load than about the prediction (its ledger "
-            "record is kept out of the ledger's score; re-measure on a quiet machine)")
+            + "; re-measure on a quiet machine (an error slower than predicted is the load's "
+            "as much as the prediction's, and a ledger scores such a record apart; one faster "
+            "than predicted the load cannot explain, and stays in the score)")
 
 
 def runnable_share(cpu_us: float, run_wait_us: float | None, wall_us: float) -> float:

@@ -175,6 +175,10 @@ class Sidecar(StrictScalars):
     probe: Probe | None = None
     machine: MachineCPU | None = None
     """The machine's busy CPU over the profiled steps (absent in older sidecars)."""
+    schedule: dict[str, Annotated[int, Field(ge=0)]] = {}
+    """The profiler's schedule the capture asked for (``skip_first``, ``wait``, ``warmup``,
+    ``active`` and, when asked, ``after`` steps); :mod:`calibration.short_capture` holds the
+    steps recorded against it."""
     iter_start_us: float | None = Field(default=None, ge=0, le=MAX_INSTANT_US)
     """The instant (µs, the steps' and batches' clock) just before the harness called
     ``iter(loader)``, where a multi-process loader starts its workers: the worker start-up

@@ -28,6 +28,8 @@ class StartupStep:
         later_next_us: the median ``next()`` of the steps after it.
         source: ``sidecar`` or ``trace``.
         in_trace: the step was one of the trace's steps (so it was taken out of them).
+        capture: what made the capture, as its sidecar says (``harness``, ``lightning``,
+            ``transformers``; None without one, or an older sidecar).
     """
 
     step_us: float
@@ -35,6 +37,7 @@ class StartupStep:
     later_next_us: float
     source: str
     in_trace: bool
+    capture: str | None = None
 
 
 def startup_step(side, step_us: np.ndarray, wait_us: np.ndarray, multi: bool
@@ -53,7 +56,8 @@ def startup_step(side, step_us: np.ndarray, wait_us: np.ndarray, multi: bool
         first, later = side.steps[0], side.steps[1:]
         rest = float(np.median([r.next_wall_us for r in later])) if later else 0.0
         in_trace = first.profiled and step_us.size > 1
-        return StartupStep(first.wall_us, first.next_wall_us, rest, "sidecar", in_trace)
+        return StartupStep(first.wall_us, first.next_wall_us, rest, "sidecar", in_trace,
+                           side.capture)
     if not multi or step_us.size < 2 or not wait_us[0] > STARTUP_RATIO * wait_us[1:].max():
         return None
     return StartupStep(float(step_us[0]), float(wait_us[0]), float(np.median(wait_us[1:])),

@@ -262,13 +262,45 @@ class Window:
         if len(self.rows) < self.total:
             self.warnings.append(reason or f"the training loop stopped after {len(self.rows)} "
                                            f"of {self.total} steps")
-        if self._exported:
+        active = self.schedule["active"]
+        if self._exported and self.profiled_steps:
             os.replace(self._trace_tmp, self.out_dir / "trace.json.gz")
         else:
+            # the profiler's exit exports what it recorded, also a window cut before its first
+            # active step ended: a stub ProfilerStep of the step in progress (a user's 6 of 14
+            # steps gave one of 1.04 ms, calibrated as the step; the real ones took ~800 ms)
             self._trace_tmp.unlink(missing_ok=True)
             self.warnings.append("the profiler never completed its active steps: no trace was "
                                  f"written (run at least {self.profiled_total} steps)")
+        if 0 < self.profiled_steps < active:
+            self.warnings.append(f"the profiled window holds {self.profiled_steps} of its "
+                                 f"{active} active steps (run at least {self.profiled_total} "
+                                 "steps)")
         self._write_sidecar()
+
+    @property
+    def profiled_steps(self) -> int:
+        """The active (profiled) steps that ended: ``active`` once the window is complete."""
+        return sum(1 for r in self.rows if r["profiled"])
+
+    def summary(self, steps_setting: str) -> str:
+        """One line on what the window captured into its folder, and, when training ended
+        before all ``skip_first + wait + warmup + active + after`` steps ran, the
+        ``steps_setting`` (the framework's, e.g. ``TrainingArguments.max_steps``) that covers
+        them."""
+        sch, n = self.schedule, len(self.rows)
+        plan = (f"{sch['skip_first']}+{sch['wait']}+{sch['warmup']}+{sch['active']}"
+                f"+{self.after} (skip_first+wait+warmup+active+after)")
+        got = (f"{n} steps, {self.profiled_steps} of {sch['active']} profiled, "
+               f"{max(n - self.profiled_total, 0)} of {self.after} after")
+        if n >= self.total:
+            return f"stepsim capture {self.out_dir}: {got}; next: stepsim calibrate {self.out_dir}"
+        what = ("no trace written, nothing to calibrate" if not self.profiled_steps else
+                "fewer profiled steps than asked" if self.profiled_steps < sch["active"] else
+                "fewer after steps than asked (a validation scores those)")
+        return (f"stepsim capture {self.out_dir}: training ended after {n} steps, short of "
+                f"the schedule's {self.total} = {plan}: {got}, {what}; set {steps_setting} "
+                f">= {self.total}")
 
     def _write_sidecar(self) -> None:
         produce, rec = [], Path(self.records)

@@ -160,7 +160,8 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
                     "explain (it only slows a run): a ledger keeps it in the score"))
         if r.startup_us is not None:
             console().print(f"{shown(r.label)}: " + startup_text(
-                r.startup_us, r.startup_next_us, r.startup_later_next_us, r.startup_runs))
+                r.startup_us, r.startup_next_us, r.startup_later_next_us, r.startup_runs,
+                r.startup_capture))
     if scoped:   # a pooled interval beside whatif's of one run (newuser3, 2026-12-06: said
         # after a one-run interval, it read as a correction of it)
         console().print("(whatif's and diagnose's intervals are of one run's mean step)")
@@ -171,11 +172,19 @@ SPAWN_SHARE = 0.5
 workers to start (a stated rule: a spawn's wait is the step's bulk)."""
 
 
-def startup_text(step_us: float, next_us: float, later_next_us: float, runs: int) -> str:
+AHEAD = {"lightning": " (Lightning's fetcher fetches ahead of the step)"}
+"""Per capture (the sidecar's ``capture``), what of its framework runs before a step's
+``next()``: said of a first step whose time lies outside it; nothing for the others (an HF
+Trainer run was told of Lightning's fetcher, fresh11, 2026-12-07)."""
+
+
+def startup_text(step_us: float, next_us: float, later_next_us: float, runs: int,
+                 capture: str | None = None) -> str:
     """What validate left out of the measured steps, truthfully: the run's first step, said to
     have waited in ``next()`` for its workers' start-up only where its ``next()`` held most of
     it (``SPAWN_SHARE``). fresh10's Lightning captures left out a 364.5 ms first step whose
-    ``next()`` took 9.4 ms and were told its next() had spawned the workers."""
+    ``next()`` took 9.4 ms and were told its next() had spawned the workers. ``capture``: what
+    made the runs (the sidecar's ``capture``), whose framework alone is named (:data:`AHEAD`)."""
     runs_text = f"{runs} run{'s' if runs != 1 else ''}"
     head = (f"the first step (a multi-process DataLoader's start-up) is left out of the "
             f"measured steps: {_ms(step_us)} ms, its next() {_ms(next_us)} ms against a median "
@@ -185,8 +194,7 @@ def startup_text(step_us: float, next_us: float, later_next_us: float, runs: int
                 f"({runs_text})")
     return (f"{head}: its next() waited for no start-up, so the other "
             f"{_ms(step_us - next_us)} ms lie outside next(), the first step's own work or a "
-            f"start-up paid before it (Lightning's fetcher fetches ahead of the step) "
-            f"({runs_text})")
+            f"start-up paid before it{AHEAD.get(capture or '', '')} ({runs_text})")
 
 
 def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,

@@ -62,6 +62,9 @@ class LedgerRecord(StrictScalars):
     startup_next_us: StepUs | None = None
     startup_later_next_us: StepUs | None = None
     startup_runs: Annotated[int, Field(ge=0)] = 0
+    startup_capture: str | None = None
+    """What made the runs with a start-up step (``lightning``, ``transformers``, ``harness``,
+    as their sidecars say; None: unsaid or mixed), for what it says of the step."""
     runs: AtLeastOne = 1
     """Re-measured runs pooled (the interval is of their pooled mean: the host's speed once
     per run, the steps' variation through the standard error of ``steps_measured``)."""

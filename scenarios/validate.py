@@ -143,6 +143,7 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
              measured_bottleneck: str | None, label: str, traces: Sequence[str] = (),
              model_name: str = "", time: str | None = None, in_sample: bool = False,
              startup: Sequence[tuple[float, float, float]] = (),
+             startup_capture: str | None = None,
              outside_load_slowdown: float | None = None) -> LedgerRecord:
     """Score ``prediction`` against measured step times.
 
@@ -159,6 +160,7 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         startup: per run that had one, its worker start-up step as (step, its ``next()``, the
             median ``next()`` after it) in µs, left out of ``measured_step_us`` and recorded
             on its own.
+        startup_capture: what made those runs (their sidecars' ``capture``; None: unsaid).
         outside_load_slowdown: the runs' outside load, ``1 / held − 1`` (None: unmeasured).
 
     Raises:
@@ -183,7 +185,8 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         measured_bottleneck=measured_bottleneck, bottleneck_agrees=_bool(agrees),
         in_sample=bool(in_sample),
         runs=prediction.runs, width_sources_pct=dict(prediction.width_sources),
-        outside_load_slowdown=outside_load_slowdown, **_startup_fields(startup))
+        outside_load_slowdown=outside_load_slowdown,
+        **_startup_fields(startup, startup_capture))
 
 
 def _bool(v) -> bool | None:
@@ -192,12 +195,13 @@ def _bool(v) -> bool | None:
     return None if v is None else bool(v)
 
 
-def _startup_fields(startup: Sequence[tuple[float, float, float]]) -> dict:
+def _startup_fields(startup: Sequence[tuple[float, float, float]],
+                    capture: str | None) -> dict:
     if not startup:
         return {}
     step, nxt, later = (float(v) for v in np.mean(np.asarray(startup, dtype=float), axis=0))
     return {"startup_us": step, "startup_next_us": nxt, "startup_later_next_us": later,
-            "startup_runs": len(startup)}
+            "startup_runs": len(startup), "startup_capture": capture}
 
 
 MAX_LEDGER_RECORDS = 20_000

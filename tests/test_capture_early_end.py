@@ -1,5 +1,5 @@
 """The capture harness when the loop ends before the profiler completed its active steps: a
-warning at the end of Capture.steps, calibrate passing on the sidecar's reason; a second
+warning at the end of Capture.steps, calibrate naming the steps the schedule needed; a second
 Capture.steps on one Capture is refused instead of overwriting the first capture."""
 from __future__ import annotations
 
@@ -23,8 +23,11 @@ def test_an_early_break_warns_and_calibrate_says_why(tmp_path):
     assert not (tmp_path / "c" / "trace.json.gz").exists()
     from stepsim.api import calibrate
 
-    with pytest.raises(InputError, match="no trace files.*sidecar.json says: .*profiler never "
-                                         "completed its active steps"):
+    # the sidecar's schedule names the steps it needed (before: "no trace files" and the
+    # sidecar's warnings, which said neither the steps run nor the setting to raise)
+    with pytest.raises(InputError, match=r"c: its profiled window holds no complete step: "
+                                         r"training ended after 3 step\(s\), before the first "
+                                         r"profiled step \(step 7\); its schedule needs 10 = "):
         calibrate(tmp_path / "c")
 
 
