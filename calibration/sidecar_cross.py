@@ -84,6 +84,7 @@ def cross_check(p: Path, side, given: int | None = None) -> list[str]:
         notes += drop_overrunning_steps(p, side.probe, "probe.")
         notes += _drop(p, side.probe, side.probe.num_workers, cores, "probe.")
         notes += _overlapping(p, side.probe, "probe.")
+        notes += _probe_after_steps(p, side)
     notes += _whole_dataset(p, side)
     notes += _iter_start(p, side)
     notes += ddp_counts(p, side, profiled)   # (before the marks' CPU bound, which steps scale)
@@ -178,6 +179,24 @@ def _steps(p: Path, steps, where: str) -> None:
                                     f"{getattr(s, cpu):g} µs past its {wall} of "
                                     f"{getattr(s, wall):g} µs (one thread cannot run longer "
                                     "than its wall time)")
+
+
+def _probe_after_steps(p: Path, side) -> list[str]:
+    """Drop (in place) a probe whose first step starts before its run's last step ends: the
+    probe's loader is made after the run's own steps (:meth:`calibration.capture.Capture.
+    steps`), so it is another run's probe copied in, or from another clock, and fitting it
+    against this run's steps reads two processes' speeds as co-run interference (break20: r1's
+    probe in r3's sidecar pooled as a fourth run, interference 0.070 where the three real
+    runs gave 0.047). Real captures: each probe started 0.26–0.31 s after its run's last step
+    ended (10 runs of 2026-12-07); none of 36 kept sidecars with a probe started earlier."""
+    steps = step_window(side.steps, profiled=False)
+    probe = step_window(side.probe.steps, profiled=False)
+    if steps is None or probe is None or probe[0] >= steps[1]:
+        return []
+    side.probe = None
+    return [f"{p.name}: dropped its probe, which cannot be right: its first step starts "
+            f"{(steps[1] - probe[0]) / 1e3:.1f} ms before the run's last step ends (a probe "
+            "follows its run's steps: another run's probe?)"]
 
 
 def _iter_start(p: Path, side) -> list[str]:

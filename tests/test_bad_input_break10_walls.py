@@ -23,7 +23,8 @@ def _sidecar(tmp_path, edit):
     steps = [{"t_start_us": 1000.0 + 100.0 * k, "wall_us": 100.0, "cpu_us": 50.0,
               "next_wall_us": 20.0, "next_cpu_us": 1.0, "profiled": True} for k in range(4)]
     d = {"stepsim_sidecar": 1, "loader": {"num_workers": 0}, "steps": steps,
-         "probe": {"num_workers": 1, "steps": [dict(s) for s in steps]}}
+         "probe": {"num_workers": 1,   # its steps after the run's (calibration.capture)
+                   "steps": [dict(s, t_start_us=s["t_start_us"] + 1e4) for s in steps]}}
     edit(d)
     p = tmp_path / "sidecar.json"
     p.write_text(json.dumps(d))

@@ -248,8 +248,11 @@ def test_a_batch_above_the_dataset_is_the_whole_dataset(run_nw2, tmp_path, where
         if where == "loader":
             side["loader"]["batch_size"] = 10**12
         else:
+            end = side["steps"][-1]["t_start_us"] + side["steps"][-1]["wall_us"]
+            steps = [dict(s, t_start_us=s["t_start_us"] - side["steps"][0]["t_start_us"] + end
+                          + 1e5) for s in side["steps"][:3]]   # a probe follows the run's steps
             side["probe"] = {"num_workers": 2, "batch_size": 10**12,
-                             "produce": side["produce"][:6], "steps": side["steps"][:3]}
+                             "produce": side["produce"][:6], "steps": steps}
     run = _edited(run_nw2, tmp_path / "run", edit)
     side = load_sidecar(run / "sidecar.json")
     got = side.loader.batch_size if where == "loader" else side.probe.batch_size
