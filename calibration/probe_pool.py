@@ -32,9 +32,9 @@ import numpy as np
 
 from stepsim.calibration.probe_steps import uniform_with_p10_p90
 from stepsim.models.host_speed import t_ppf
-from stepsim.models.warning_record import records, said
+from stepsim.models.warning_record import said, without_kinds
 
-__all__ = ["MIN_RUNS", "pooled_fit", "pool_probe_fits"]
+__all__ = ["MIN_RUNS", "pooled_fit", "quiet_replicates", "pool_probe_fits"]
 
 MIN_RUNS = 3
 """The fewest runs (the capture and its replicates) with a fitted probe that are pooled: the
@@ -52,6 +52,16 @@ def pooled_fit(points: list[float]) -> tuple[float, tuple[float, float]]:
     m, s = float(x.mean()), float(x.std(ddof=1))
     half = t_ppf(0.9, n - 1) * s / math.sqrt(n)
     return m, (m - half, m + half)
+
+
+def quiet_replicates(replicates) -> list:
+    """The sidecars of ``replicates`` ((path, sidecar) pairs), in order, less those run under
+    outside load (:func:`calibration.host_noise.loaded_replicates`)."""
+    from stepsim.calibration.host_noise import loaded_replicates
+
+    replicates = list(replicates)
+    loaded = {p for p, _ in loaded_replicates(replicates)}
+    return [r for p, r in replicates if p not in loaded]
 
 
 def _runs_fit(sides, fit_one) -> list[float]:
@@ -80,14 +90,12 @@ def pool_probe_fits(model, side, replicates, seed: int = 0):
     model itself where fewer than :data:`MIN_RUNS` runs fit or their mean's P90 is not above
     0."""
     from stepsim.calibration.corun import fit_interference, probe_activities
-    from stepsim.calibration.host_noise import loaded_replicates
     from stepsim.calibration.same_thread import fit_same_thread
 
     src = model.meta.sources
     if side is None or not _probed(side, side):
         return model
-    loaded = {p for p, _ in loaded_replicates(list(replicates))}
-    sides = [side] + [r for p, r in replicates if p not in loaded and _probed(r, side)]
+    sides = [side] + [r for r in quiet_replicates(replicates) if _probed(r, side)]
 
     def interference(s):
         cal, probe = probe_activities(s)
@@ -135,8 +143,7 @@ def pool_probe_fits(model, side, replicates, seed: int = 0):
                                     f"runs' probes: ×{1 + max(c, 0.0):.3f}"))
     gone = ({"interference_fit", "prior:host.interference"}
             | ({"same_thread_fit"} if "same_thread" in host else set()))
-    kept = [w for w, r in zip(model.meta.warnings, records(model.meta))
-            if r.kind not in gone]   # the capture's own fits, superseded
+    kept = without_kinds(model.meta, gone)   # the capture's own fits, superseded
     meta = model.meta.model_copy(update={"warnings": [*kept, *notes], "sources": {
         **src, "host.interference": "inferred"}})
     return model.model_copy(update={"host": model.host.model_copy(update=host), "meta": meta})

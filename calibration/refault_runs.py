@@ -25,9 +25,9 @@ import math
 
 import numpy as np
 
-from stepsim.calibration.probe_pool import MIN_RUNS
+from stepsim.calibration.probe_pool import MIN_RUNS, quiet_replicates
 from stepsim.calibration.probe_steps import probe_base_steps
-from stepsim.models.warning_record import records, said
+from stepsim.models.warning_record import said, without_kinds
 
 __all__ = ["run_share", "pool_refault_share"]
 
@@ -48,7 +48,6 @@ def pool_refault_share(model, side, replicates):
     and its quiet ``replicates`` ((path, sidecar) pairs; see the module docstring); the model
     itself where the share is not the assumed one or fewer than :data:`MIN_RUNS` runs count
     their faults."""
-    from stepsim.calibration.host_noise import loaded_replicates
     from stepsim.calibration.page_faults import refault_fit
 
     if side is None or model.meta.sources.get("host.refault_share") != "assumed":
@@ -56,10 +55,8 @@ def pool_refault_share(model, side, replicates):
     rf = refault_fit(side)
     if rf is None or rf.max_faults <= 0:
         return model
-    loaded = {p for p, _ in loaded_replicates(list(replicates))}
     shares = [v for v in [run_share(s, rf.max_faults) for s in
-                          [side] + [r for p, r in replicates if p not in loaded]]
-              if v is not None]
+                          [side] + quiet_replicates(replicates)] if v is not None]
     if len(shares) < MIN_RUNS:
         return model
     m, sd = float(np.mean(shares)), float(np.std(shares, ddof=1))
@@ -71,8 +68,7 @@ def pool_refault_share(model, side, replicates):
               f"{m:.2f} × the re-faulting step's CPU, drawn per run uniformly over "
               f"{lo:.2f}–{hi:.2f} (the runs' mean ± √3 sd, cut to 0–1; measured), where a "
               "capture alone assumes 0.5 over 0–1")
-    gone = {"page_faults"}
-    kept = [w for w, r in zip(model.meta.warnings, records(model.meta)) if r.kind not in gone]
+    kept = without_kinds(model.meta, {"page_faults"})
     note = said(text, "page_faults", effect_us=m * rf.refault_us,
                 summary=f"step re-faults up to {rf.refault_us / 1e3:.1f} ms of CPU: the runs "
                         f"measured {m:.2f} × that (the interval {lo:.2f}–{hi:.2f} ×)")

@@ -19,7 +19,7 @@ from typing import Iterable
 
 from stepsim.models.param_base import StrictModel
 
-__all__ = ["WarningRecord", "Said", "said", "prior_said", "retexted", "retold", "records",
+__all__ = ["WarningRecord", "Said", "said", "prior_said", "retexted", "retold", "records", "without_kinds",
            "carried", "texts", "settled", "with_effect", "of", "kept_records"]
 
 
@@ -91,6 +91,12 @@ def records(meta) -> list[WarningRecord]:
     stored = {r.text: r for r in getattr(meta, "warnings_ranked", ())}
     return [w.record if isinstance(w, Said) else stored.get(w) or WarningRecord(text=w)
             for w in meta.warnings]
+
+
+def without_kinds(meta, kinds) -> list[str]:
+    """``meta.warnings``, in order, less those whose record (:func:`records`) is of a kind in
+    ``kinds``: readings a later one supersedes."""
+    return [w for w, r in zip(meta.warnings, records(meta)) if r.kind not in kinds]
 
 
 def texts(meta) -> list[str]:
