@@ -81,7 +81,7 @@ from stepsim.calibration.gloo_comm import GLOO_STREAM, comm_params, record_sizes
 from stepsim.calibration.gloo_cpu import DTYPE_BYTES
 from stepsim.calibration.gloo_cpu_price import cpu_priced, price_from_cpu
 from stepsim.calibration.gloo_loader import at_loader_drift, rank_loader
-from stepsim.calibration.gloo_preempt import deduct_preemption
+from stepsim.calibration.gloo_preempt import deduct_preemption, own_enqueue_us
 from stepsim.calibration.gloo_resume import late_lags, resume_lags
 from stepsim.calibration.gloo_window import rank_drifts, scaled_comm
 from stepsim.calibration.gloo_steps import PHASES, GlooRank, GlooStep, fit_gloo_rank
@@ -311,11 +311,16 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
     if drift:     # the batch at the run's speed too, by the loader's own gauge
         loader = at_loader_drift(loader, (sidecars or {}).get(ref), drift_notes,
                                  warnings)
+    # an enqueue's own cost: each step's cheapest, the rest of its wall a wait for a core
+    sized_at = [j for j, (k, _, _, ci) in enumerate(recs[0].ops) if k == "launch"
+                and colls0[ci].kind == "all_reduce" and tasks[ci].bytes]
     ops, preempted = (ops, 0.0) if price_notes else deduct_preemption(
         ops, {t.id for t in tasks if t.kind == "collective" and t.bytes},
         {r: ranks[r].host for r in order}, sidecars or {}, loader.host_cores,
         max([op.threads for op in ops if op.kind == "cpu" and op.parallel_fraction > 0] or [1]),
-        ref, warnings, scale=pf[ref]["backward"])
+        ref, warnings, scale=pf[ref]["backward"], enqueue_us=own_enqueue_us(
+            [[r.ops[j][2] * pf[ref].get(r.ops[j][1], fac[ref]) for j in sized_at]
+             for r in recs]))
     sources.update({"host.ops": "measured", f"device.streams.{GLOO_STREAM}": "measured",
                     "ranks": "measured", "host.cpu_scale": "assumed"})
     # the host's run-to-run speed (the stated prior, until replicates measure it); the

@@ -23,12 +23,31 @@ their time (and from each step's samples alike). Nothing without the marks, or w
 to spare (a woken gloo thread then takes the idle core, in the simulator as on Linux), and
 nothing where the ops are priced from the training thread's CPU, which holds no wait
 (:mod:`calibration.gloo_cpu_price`).
+
+Part of that wait lies in an enqueue's wall, not in the backward after it: the enqueue
+(``c10d::allreduce_``) is what wakes the gloo thread, which takes the enqueuing thread's core
+at once. Measured (``bench/ddp_enqueue_cpu.py``, the demo's job with a comm hook reading the
+training thread's CPU and run-queue wait around each enqueue, 2026-12-07, ddp21): the enqueue
+costs 50-200 µs of CPU while its wall reaches milliseconds, the rest run-queue wait; in the
+demo's captures the first enqueue of a step (the one that wakes a sleeping gloo thread) has a
+median wall of 78-534 µs on the reference rank where its cheapest tenth and the last
+enqueue's median are 40-70 µs. A calibration that prices every enqueue at its median wall
+charges each bucket a what-if adds that wait again, on top of the simulator's own wake-up
+preemption: bucket_cap_mb=1's 6 extra enqueues cost 0.3-1.5 ms of modelled backward CPU in 6
+kept demos where their timed runs measured 0.1-0.3 ms (``bwd_cpu``, :mod:`demo.ddp_phases`).
+So each enqueue is priced at its own cost (:func:`own_enqueue_us`: per step the cheapest of
+the step's enqueues, which ran the same code, the median over the steps; ``measured``), and
+what that takes out of the enqueues between the first and the last is part of the wait
+above: only the rest of the gloo CPU comes out of the backward ``cpu`` ops, so a step's
+captured time between those enqueues loses the same in all.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from stepsim.models.params import HostOp
 
-__all__ = ["overlap_cpu_us", "deduct_preemption"]
+__all__ = ["overlap_cpu_us", "own_enqueue_us", "deduct_preemption"]
 
 
 def overlap_cpu_us(side) -> float | None:
@@ -40,15 +59,27 @@ def overlap_cpu_us(side) -> float | None:
     return sum(b.cpu_us / b.steps for b in marks[:-1])
 
 
+def own_enqueue_us(step_walls: list[list[float]]) -> float | None:
+    """An all-reduce enqueue's own cost (µs): per step (``step_walls``: each step's enqueue
+    walls, µs), the cheapest enqueue, which waited least for its core, and the median over
+    the steps; None without a step holding an enqueue."""
+    cheapest = [min(w) for w in step_walls if len(w)]
+    return float(np.median(cheapest)) if cheapest else None
+
+
 def deduct_preemption(ops: list[HostOp], coll_ids: set[str], hosts: dict[int, str],
                       sidecars: dict, cores: int, team: int, ref: int,
-                      warnings: list[str], scale: float = 1.0) -> tuple[list[HostOp], float]:
+                      warnings: list[str], scale: float = 1.0,
+                      enqueue_us: float | None = None) -> tuple[list[HostOp], float]:
     """``ops`` (the reference rank ``ref``'s host ops) with the training thread's preemption
     by the collectives reduced during backward taken out (see the module docstring), and
     the time taken out per step (µs). ``coll_ids``: the sized all-reduces' task ids;
     ``hosts``: each rank's host; ``cores``: a host's cores; ``team``: training threads per
     rank; ``scale``: the factor ``ops`` were already scaled by (the reference rank's profiler
-    factor, :mod:`calibration.profiler_overhead`), which scaled the wait they hold alike."""
+    factor, :mod:`calibration.profiler_overhead`), which scaled the wait they hold alike;
+    ``enqueue_us``: an enqueue's own cost (:func:`own_enqueue_us`, already so scaled): every
+    all-reduce enqueue above it is priced at it, and what that takes out of the enqueues
+    before the last counts against the gloo CPU taken out of the backward."""
     launches = [j for j, op in enumerate(ops) if op.kind == "launch" and op.task in coll_ids]
     if len(launches) < 2:
         return ops, 0.0
@@ -59,18 +90,23 @@ def deduct_preemption(ops: list[HostOp], coll_ids: set[str], hosts: dict[int, st
     if any(c is None for c in cpu):
         return ops, 0.0
     lost = sum(cpu) / len(cpu) * scale
+    out = list(ops)
+    if enqueue_us is not None and lost > 0:
+        for j in launches:
+            out[j] = ops[j].model_copy(update={"dur_us": min(ops[j].dur_us, enqueue_us)})
+    in_enqueues = sum(ops[j].dur_us - out[j].dur_us for j in launches)
+    lost -= sum(ops[j].dur_us - out[j].dur_us for j in launches[:-1])
     section = [j for j in range(launches[0] + 1, launches[-1])
                if ops[j].kind == "cpu" and ops[j].phase == "backward"]
     total = sum(ops[j].dur_us for j in section)
     if lost <= 0 or total <= 0:
-        return ops, 0.0
+        return out, in_enqueues
     if lost > 0.5 * total:
         warnings.append(f"the gloo threads' CPU during backward ({lost:.0f} µs a step) is over "
                         f"half the backward time between the enqueues ({total:.0f} µs): only "
                         "half is taken out as the training thread's preemption")
         lost = 0.5 * total
     f = 1.0 - lost / total
-    out = list(ops)
     for j in section:
         out[j] = ops[j].scaled(f)
-    return out, lost
+    return out, lost + in_enqueues

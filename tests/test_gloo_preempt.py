@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import simpy
 
-from stepsim.calibration.gloo_preempt import deduct_preemption, overlap_cpu_us
+from stepsim.calibration.gloo_preempt import deduct_preemption, overlap_cpu_us, own_enqueue_us
 from stepsim.calibration.sidecar import BucketCPU
 from stepsim.models.cpu import CpuPool
 from stepsim.models.params import HostOp
@@ -120,3 +120,59 @@ def test_the_profiler_factor_scales_what_is_taken_out():
                                   team=1, ref=0, warnings=[], scale=0.9)
     assert lost == pytest.approx(0.9 * 850.0)
     assert ops[3].dur_us == pytest.approx(6000.0 - 0.9 * 850.0)
+
+
+def test_an_enqueues_own_cost_is_each_steps_cheapest_enqueue_median_over_steps():
+    """Per step the cheapest enqueue (50, 60, 40 µs), the median over the steps: 50 µs; a step
+    holding no enqueue is skipped; none at all gives None."""
+    assert own_enqueue_us([[300.0, 50.0], [60.0, 900.0], [55.0, 40.0], []]) == 50.0
+    assert own_enqueue_us([[], []]) is None
+
+
+def _ops_with_enqueues(first_us: float, last_us: float) -> list[HostOp]:
+    ops = list(OPS)
+    ops[2] = ops[2].model_copy(update={"dur_us": first_us})
+    ops[4] = ops[4].model_copy(update={"dur_us": last_us})
+    return ops
+
+
+def test_a_wait_in_the_first_enqueue_counts_against_the_gloo_cpu_taken_out_of_backward():
+    """The first enqueue's wall 400 µs of which its own cost is 100: 300 µs of the 850 µs of
+    gloo CPU was waited there, so 550 comes out of the backward between the enqueues; the
+    captured time between the first and the last enqueue (400 + 6000) loses 850 in all, as
+    before; the last enqueue (250) is priced at 100 too, its wait past the marks' span (the
+    host waits for the all-reduces next) taken out without counting against the 850."""
+    sides = {0: _side(800.0), 1: _side(900.0)}
+    ops0 = _ops_with_enqueues(400.0, 250.0)
+    ops, taken = deduct_preemption(ops0, {"ar0", "ar1"}, {0: "h", 1: "h"}, sides, cores=2,
+                                   team=1, ref=0, warnings=[], enqueue_us=100.0)
+    assert ops[2].dur_us == 100.0 and ops[4].dur_us == 100.0
+    assert ops[3].dur_us == pytest.approx(6000.0 - 550.0)
+    assert (ops0[2].dur_us + ops0[3].dur_us) - (ops[2].dur_us + ops[3].dur_us) == \
+        pytest.approx(850.0)
+    assert taken == pytest.approx(850.0 + 150.0)
+    assert [o.dur_us for j, o in enumerate(ops) if j not in (2, 3, 4)] == \
+        [o.dur_us for j, o in enumerate(ops0) if j not in (2, 3, 4)]
+
+
+def test_an_enqueue_that_waited_more_than_the_gloo_cpu_leaves_the_backward_whole():
+    """The first enqueue's wall 2000 µs (its own cost 100): more than the 850 µs of gloo CPU
+    was waited there (other threads' too), so nothing comes out of the backward; the enqueue
+    is priced at its own cost; an enqueue already below it keeps its wall."""
+    sides = {0: _side(800.0), 1: _side(900.0)}
+    ops, taken = deduct_preemption(_ops_with_enqueues(2000.0, 60.0), {"ar0", "ar1"},
+                                   {0: "h", 1: "h"}, sides, cores=2, team=1, ref=0,
+                                   warnings=[], enqueue_us=100.0)
+    assert ops[2].dur_us == 100.0 and ops[4].dur_us == 60.0
+    assert ops[3].dur_us == 6000.0
+    assert taken == pytest.approx(1900.0)
+
+
+def test_with_a_core_to_spare_the_enqueues_keep_their_walls():
+    """4 cores for 2 training threads: a woken gloo thread takes an idle core, so an enqueue's
+    wall is no wait for one and nothing changes."""
+    sides = {0: _side(800.0), 1: _side(900.0)}
+    ops0 = _ops_with_enqueues(400.0, 250.0)
+    ops, taken = deduct_preemption(ops0, {"ar0", "ar1"}, {0: "h", 1: "h"}, sides, cores=4,
+                                   team=1, ref=0, warnings=[], enqueue_us=100.0)
+    assert ops == ops0 and taken == 0.0
