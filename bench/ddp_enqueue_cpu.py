@@ -11,9 +11,9 @@ the kernel's). Settings, interleaved per round: DDP's default buckets (1 + 7 MiB
 activities, ``record_shapes``, as a capture runs it). Per setting and bucket position it prints
 the medians over every rank-step of the enqueue's wall, CPU and run-queue wait (µs), the
 means of the three, and the share of enqueues that waited more than 50 µs: where an
-enqueue's wall beyond its CPU is a wait for a core (the woken gloo thread taking it, which the simulator prices itself), a
-calibration that prices each enqueue at its captured wall charges every rebuilt bucket that
-wait again.
+enqueue's wall beyond its CPU is a wait for a core (the woken gloo thread taking it, which
+the simulator prices itself), a calibration that prices each enqueue at its captured wall
+charges every rebuilt bucket that wait again.
 
 ``python bench/ddp_enqueue_cpu.py [ROUNDS] [STEPS]`` (default 3 rounds of 20 steps, about
 30 s), under the timing lock.

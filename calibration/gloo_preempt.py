@@ -27,14 +27,15 @@ nothing where the ops are priced from the training thread's CPU, which holds no 
 Part of that wait lies in an enqueue's wall, not in the backward after it: the enqueue
 (``c10d::allreduce_``) is what wakes the gloo thread, which takes the enqueuing thread's core
 at once. Measured (``bench/ddp_enqueue_cpu.py``, the demo's job with a comm hook reading the
-training thread's CPU and run-queue wait around each enqueue, 2026-12-07, ddp21): the enqueue
-costs 50-200 µs of CPU while its wall reaches milliseconds, the rest run-queue wait; in the
-demo's captures the first enqueue of a step (the one that wakes a sleeping gloo thread) has a
-median wall of 78-534 µs on the reference rank where its cheapest tenth and the last
-enqueue's median are 40-70 µs. A calibration that prices every enqueue at its median wall
-charges each bucket a what-if adds that wait again, on top of the simulator's own wake-up
-preemption: bucket_cap_mb=1's 6 extra enqueues cost 0.3-1.5 ms of modelled backward CPU in 6
-kept demos where their timed runs measured 0.1-0.3 ms (``bwd_cpu``, :mod:`demo.ddp_phases`).
+training thread's CPU and run-queue wait around each enqueue, 2026-12-07, ddp21): its mean
+wall 190-680 µs a bucket against 49-241 µs of CPU (the hook's own Python call included), the
+rest run-queue wait and time blocked in the call; in the demo's captures the first enqueue of
+a step (the one that wakes a sleeping gloo thread) was priced at 57-484 µs (the reference
+rank's median wall) where its cheapest tenth and the last enqueue's median are 40-85 µs.
+A calibration that prices every enqueue at its median wall charges each bucket a what-if
+adds that wait again, on top of the simulator's own wake-up preemption: bucket_cap_mb=1's
+6 extra enqueues cost 0.1-1.7 ms of modelled backward CPU in 6 kept demos where their timed
+runs measured 0.02-0.37 ms (``bwd_cpu``, :mod:`demo.ddp_phases`).
 So each enqueue is priced at its own cost (:func:`own_enqueue_us`: per step the cheapest of
 the step's enqueues, which ran the same code, the median over the steps; ``measured``), and
 what that takes out of the enqueues between the first and the last is part of the wait

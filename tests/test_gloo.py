@@ -375,3 +375,45 @@ def test_replicate_speed_is_measured_on_unprofiled_steps(gloo_run, tmp_path):
     rep = _copy_capture(out, tmp_path / "rep", edit_sidecar=profiler_dearer)
     model = calibrate(out, replicates=[rep])
     assert model.host.speed_runs == pytest.approx([1.0, 1.1], rel=1e-9)
+
+
+def test_every_all_reduce_enqueue_is_priced_at_its_own_cost(gloo_run, tmp_path, monkeypatch):
+    """On a host whose ranks' training threads fill its cores, a gloo thread woken by an
+    enqueue takes the enqueuing thread's core, so the enqueue's captured wall holds a wait the
+    simulator prices itself (calibration.gloo_preempt): with the bucket marks a capture
+    records (here 200 µs of gloo CPU a step per bucket, added to this run's sidecars, whose
+    small job records none), every all-reduce enqueue of the model is priced at one own
+    cost, from every profiled step of the reference rank (DEPTH enqueue walls each), at no
+    more than any enqueue position's median wall; without the marks the walls stay."""
+    import numpy as np
+
+    import stepsim.calibration.gloo as gloo
+
+    out, _ = gloo_run
+
+    def marks(side):
+        side["host_cores"] = 2       # the harness's 2 ranks of one thread fill 2 cores
+        side["ddp"]["bucket_cpu"] = [{"bytes": 256 * 1024 * 4 + 1024, "cpu_us": 800.0,
+                                      "runqueue_us": 0.0, "timeslices": 8, "steps": 4}
+                                     for _ in range(DEPTH)]
+
+    seen = []
+    real = gloo.own_enqueue_us
+
+    def spy(step_walls):
+        seen.append(step_walls)
+        return real(step_walls)
+
+    monkeypatch.setattr(gloo, "own_enqueue_us", spy)
+    model = calibrate(_copy_capture(out, tmp_path / "marked", edit_sidecar=marks))
+    walls = seen[-1]
+    assert len(walls) == len(model.meta.steps_used) and all(len(w) == DEPTH for w in walls)
+    own = float(np.median([min(w) for w in walls]))
+    assert model.meta.notes["backward_preempted_us"] > 0
+    launches = [op for op in model.host.ops if op.kind == "launch"]
+    assert len(launches) == DEPTH and all(op.dur_us == pytest.approx(own) for op in launches)
+    assert own <= min(float(np.median([w[k] for w in walls])) for k in range(DEPTH))
+    plain = calibrate(out)           # no marks: nothing is taken out, the walls stay
+    assert "backward_preempted_us" not in plain.meta.notes
+    assert [op.dur_us for op in plain.host.ops if op.kind == "launch"] == pytest.approx(
+        [float(np.median([w[k] for w in seen[-1]])) for k in range(DEPTH)])
