@@ -15,8 +15,10 @@ share is a property of the workload's heap more than of its setting, and 0.5 was
 
 With :data:`MIN_RUNS` or more quiet runs whose steps count their faults, the point is the
 runs' mean share (each cut at 1, the most the model prices) and the range the uniform of the
-same mean and standard deviation (``mean ± √3 · sd``), cut to 0–1: it is drawn per run
-(:data:`scenarios.draws.PER_RUN`), so it is the spread of one run's share, not of the mean's.
+same mean and standard deviation (``mean ± √3 · sd``), cut to 0–1: the spread of one run's
+share, not of the mean's. The runs' shares are kept (``host.refault_share_runs``): intervals
+draw the pooled mean of a validation's runs from their Student-t predictive, which adds the
+measured mean's own error (``sd / √n``) to the new runs' scatter (:mod:`models.run_share`).
 Measured.
 """
 from __future__ import annotations
@@ -65,9 +67,10 @@ def pool_refault_share(model, side, replicates):
             f"capture and its quiet replicates, each its own process's heap): their steps "
             f"re-faulted " + ", ".join(f"{v:.2f}" for v in shares)
             + f" of the capture's most ({rf.max_faults} pages), mean {m:.2f}: the step adds "
-              f"{m:.2f} × the re-faulting step's CPU, drawn per run uniformly over "
-              f"{lo:.2f}–{hi:.2f} (the runs' mean ± √3 sd, cut to 0–1; measured), where a "
-              "capture alone assumes 0.5 over 0–1")
+              f"{m:.2f} × the re-faulting step's CPU, one run's share spread over "
+              f"{lo:.2f}–{hi:.2f} (the runs' mean ± √3 sd, cut to 0–1; measured); an interval "
+              f"draws the mean of its runs from the Student t over these {len(shares)} (the "
+              "mean's own error included), where a capture alone assumes 0.5 over 0–1")
     kept = without_kinds(model.meta, {"page_faults"})
     note = said(text, "page_faults", effect_us=m * rf.refault_us,
                 summary=f"step re-faults up to {rf.refault_us / 1e3:.1f} ms of CPU: the runs "
@@ -75,5 +78,6 @@ def pool_refault_share(model, side, replicates):
     meta = model.meta.model_copy(update={
         "warnings": [*kept, note],
         "sources": {**model.meta.sources, "host.refault_share": "measured"}})
-    host = model.host.model_copy(update={"refault_share": m, "refault_share_range": (lo, hi)})
+    host = model.host.model_copy(update={"refault_share": m, "refault_share_range": (lo, hi),
+                                         "refault_share_runs": shares})
     return model.model_copy(update={"host": host, "meta": meta})

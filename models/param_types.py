@@ -319,6 +319,10 @@ class HostParams(StrictModel):
     uniformly, one draw per run): whether glibc gives a step's freed memory back to the kernel
     (to be faulted in again) is set by each process's heap layout, which no capture of another
     setting predicts (docs/measurements.md, "Page faults of the training step")."""
+    refault_share_runs: list[Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=list)
+    """The per-run shares ``refault_share`` is the mean of (measured over the capture and its
+    quiet replicates): intervals draw a validation's pooled mean of new runs from their
+    Student-t predictive (:mod:`models.run_share`), not the range. Not written when empty."""
     refault_growth: float = Field(default=1.0, ge=0, le=4)
     refault_growth_range: tuple[float, float] | None = None
     """``q`` in the re-faulted CPU at ``r`` times the samples, ``refault_us × r^q``, and its
@@ -354,6 +358,8 @@ class HostParams(StrictModel):
                 and not self.same_thread_ref:   # nor one without the same-thread cost
             for k in ("same_thread", "same_thread_range", "same_thread_ref"):
                 out.pop(k, None)
+        if isinstance(out, dict) and not self.refault_share_runs:
+            out.pop("refault_share_runs", None)
         if isinstance(out, dict) and self.team_stall_share is None:   # nor an uninverted one
             out.pop("team_stall_share", None)
         if isinstance(out, dict) and self.refault_growth == 1.0 \

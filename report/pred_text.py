@@ -7,6 +7,7 @@ import math
 from typing import Sequence
 
 from stepsim.models.host_drift import two_run_noise
+from stepsim.models.run_share import MIN_SHARE_RUNS
 from stepsim.report.tables import console, ms_text as _ms
 from stepsim.scenarios.ddp_whatifs import cold_resume_added
 from stepsim.scenarios.predict import Prediction
@@ -86,8 +87,11 @@ def refault_line(model, drawn: bool = True) -> str | None:
         return None
     most = sum(op.refault_us for op in ops)
     share, rng = model.host.refault_share, model.host.refault_share_range
-    how = (f"assumed, drawn {rng[0]:g}–{rng[1]:g} per run in the interval"
-           if drawn and rng is not None and rng[1] > rng[0] else "as set, held in the interval")
+    runs = model.host.refault_share_runs
+    how = ("as set, held in the interval" if not drawn or rng is None or rng[1] <= rng[0]
+           else f"measured over {len(runs)} runs, the mean of a validation's runs drawn from "
+                "their Student t in the interval" if len(runs) >= MIN_SHARE_RUNS
+           else f"assumed, drawn {rng[0]:g}–{rng[1]:g} per run in the interval")
     what = model.meta.notes.get("refault_growth") or (
         "the capture's most re-faulting step spent faulting memory in again")
     return (f"page faults: the training step holds {share:.2f} of the {_ms(most)} ms of CPU a "

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from stepsim.models.host_speed import draw_factor, noise_runs, spread_factors
 from stepsim.models.params import DeviceTask, DurationSpec, StepModel
+from stepsim.models.run_share import MIN_SHARE_RUNS, draw_share
 from stepsim.models.simulate import simulate
 from stepsim.scenarios.bootstrap import bootstrap_measured
 from stepsim.scenarios.noop import unread_params
@@ -52,7 +53,12 @@ OWN_STREAM = ("host.same_thread",)
 path as before (the same-thread cost came later than the shared stream's order)."""
 PER_RUN = ("host.refault_share",)
 """Of them, those each run draws anew (a process's heap layout): an interval of the pooled
-mean of ``runs`` runs draws the mean of ``runs`` uniform values."""
+mean of ``runs`` runs draws the mean of ``runs`` uniform values, or, where the model holds the
+runs the value was measured over (``host.refault_share_runs``), the Student-t predictive of
+that mean (:mod:`models.run_share`: it carries the measured mean's own error), from a stream
+of its own."""
+PER_RUN_MEASURED = {"host.refault_share": "refault_share_runs"}
+"""The :data:`HostParams` field holding each ``PER_RUN`` path's measured runs."""
 HOST_SPEED = "host.cpu_scale"
 """The path of the host's run-to-run speed (drawn by :func:`models.host_speed.draw_factor`)."""
 WINDOW, STEPS = "window", "steps"
@@ -210,8 +216,10 @@ def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1,
     left out, so what-ifs of one model share the other paths' factors."""
     varied, _ = uncertain_params(model)
     read = varied if ops is None else uncertain_params(model, ops)[0]
-    streams = spawn_streams(seed, ["intervals", "host_speed", "own_stream"])
+    streams = spawn_streams(seed, ["intervals", "host_speed", "own_stream", "run_shares"])
     rng, own = streams["intervals"], streams["own_stream"]
+    measured = {p: getattr(model.host, f) for p, f in PER_RUN_MEASURED.items()
+                if p in varied and len(getattr(model.host, f)) >= MIN_SHARE_RUNS}
     noise = noise_runs(model.host, varied[HOST_SPEED]) if HOST_SPEED in varied else []
     host = (spread_factors(noise, varied[HOST_SPEED], runs, n,
                            streams["host_speed"], model.host.cpu_scale_error_log)
@@ -226,6 +234,10 @@ def draw_plan(model: StepModel, n: int, seed: int, runs: int = 1,
                    else float(rng.uniform(lo, hi)) for p, (lo, hi) in varied.items()
                    if p not in OWN_STREAM}
         factors.update({p: float(own.uniform(*varied[p])) for p in OWN_STREAM if p in varied})
+        # (the shared stream's uniform draws are still taken above, so the other paths draw
+        # what they drew before the runs were kept)
+        factors.update({p: draw_share(x, max(runs, 1), streams["run_shares"])
+                        for p, x in measured.items()})
         if host is not None:
             factors[HOST_SPEED] = host[i]
         plan.append(({p: f for p, f in factors.items() if p in read},
