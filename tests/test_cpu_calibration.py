@@ -44,10 +44,24 @@ def test_capture_then_calibrate(request, fixture, nw):
     # its standard error: one slow step under outside load moves it (a clean-clone CI run read
     # 19.4 % off on 2026-12-06; quiet runs here read -1.0 to +0.4 %, loaded ones +0.2 to -4.6 %)
     sem = float(steps.std(ddof=1)) / np.sqrt(len(steps)) / measured
-    assert abs(replay - measured) / measured < 0.15 + 2 * sem, (
-        f"replay {replay:.0f} us against the measured mean {measured:.0f} us of steps "
-        f"{steps.round(0).tolist()} (standard error {100 * sem:.1f} %), "
-        f"window_speed {model.meta.notes.get('window_speed')}")
+    tol = 0.15 + 2 * sem
+    why = (f"replay {replay:.0f} us against the measured mean {measured:.0f} us of steps "
+           f"{steps.round(0).tolist()} (standard error {100 * sem:.1f} %), "
+           f"window_speed {model.meta.notes.get('window_speed')}")
+    # A capture under outside load (its threads held less than 1 / (1 + LOAD_WARN) of the core
+    # time they could have held: calibration.outside_load) is said so, and the model is of the
+    # run's own work, not of the core time others took: its replay lies between the held
+    # share of the measured step and the measured step (measured with taskset -c 0 beside a
+    # spinner on that CPU, 1 worker: held 0.633 / 0.571 / 0.586, replay 0.630 / 0.566 / 0.577
+    # of measured; 0 workers: held 0.48, replay 0.997, the step's walls are the model's).
+    from stepsim.calibration.outside_load import LOAD_WARN
+
+    held = model.meta.notes.get("outside_load_held")
+    if held is not None and held < 1 / (1 + LOAD_WARN):
+        assert any("the capture ran under outside load" in w for w in model.meta.warnings)
+        assert held * (1 - tol) < replay / measured < 1 + tol, (held, why)
+    else:
+        assert abs(replay - measured) / measured < tol, why
 
 
 def test_measured_steps_and_bottleneck(cpu_run_nw0, tmp_path):
