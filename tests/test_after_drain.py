@@ -53,10 +53,20 @@ def test_a_producer_bound_run_is_scored_from_where_the_queue_ran_dry(tmp_path):
     every = [s.wall_us / 1e6 for s in unprofiled_after(side)]
     settled = settled_after(side)
     assert settled.drained >= 2                   # the 2 prefetched batches, at least
-    assert np.mean(every) < 0.92 * PRODUCE_S     # the drain, counted, looks faster
+    # the drain, counted, looks faster: each drained step sleeps STEP_S, each settled one waits
+    # for a batch of PRODUCE_S, both plus the host's wake-up delay (tens of ms under load, so
+    # no bound on the mean of every step against PRODUCE_S holds on a loaded host: 0.957 seen)
+    drained, rest = every[:settled.drained], every[settled.drained:]
+    assert np.mean(drained) + (PRODUCE_S - STEP_S) / 2 < np.mean(rest)
+    assert np.mean(every) < np.mean(rest)
     m = measured_steps(tmp_path / "c")
     assert len(m.step_us) == AFTER - settled.drained
-    assert np.mean(m.step_us) / 1e6 == pytest.approx(PRODUCE_S, rel=0.12)
+    # producer-bound: n settled steps cannot outrun the worker by more than the prefetch
+    # queue's 2 batches (a slow step under load lets it get ahead: 92 ms then 68 ms seen), so
+    # they take at least (n - 2) batches' making (less timer slack); quiet, about n of them
+    n = len(m.step_us)
+    assert np.sum(m.step_us) / 1e6 >= 0.97 * (n - 2) * PRODUCE_S
+    assert np.mean(m.step_us) / 1e6 == pytest.approx(np.mean(rest))
     assert any("until the prefetch queue ran dry" in w for w in m.warnings)
 
 
