@@ -29,7 +29,8 @@ from stepsim.scenarios.draws import draw_means, quantiles
 from stepsim.scenarios.stepcount import DRAW_STEPS, SE_TARGET
 
 __all__ = ["QUICK_DRAW_STEPS", "DRAW_SE_SHARE", "POINT_SE_SHARE", "POINT_FIRST_CAP",
-           "interval_draws", "point_target", "half_width_us"]
+           "interval_draws", "first_draw_steps", "quick_stands", "point_target",
+           "half_width_us"]
 
 QUICK_DRAW_STEPS = 80
 """Steps each draw simulates first (4 steps in each of the 20 batch means behind its own
@@ -68,11 +69,25 @@ def interval_draws(model, ops, plan, each: int, warmup: int, seed: int, jobs: in
     the model's ``comm.grad_accum_steps`` (a quick count holds whole optimizer steps).
     A re-measured window (``measured_steps``) keeps the full count: its interval is of that
     many steps' mean."""
-    quick = max(accum, QUICK_DRAW_STEPS - QUICK_DRAW_STEPS % accum)
-    if chosen and measured_steps is None and each > quick:
-        means, errors = draw_means(model, ops, plan, quick, warmup, seed, jobs, progress)
-        if float(np.median(errors)) <= DRAW_SE_SHARE * half_width_us(means):
-            return means, errors, quick
+    first = first_draw_steps(each, chosen and measured_steps is None, accum)
+    if first < each:
+        means, errors = draw_means(model, ops, plan, first, warmup, seed, jobs, progress)
+        if quick_stands(means, errors):
+            return means, errors, first
     means, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
                                measured_steps=measured_steps)
     return means, errors, each
+
+
+def first_draw_steps(each: int, quick: bool, accum: int) -> int:
+    """The steps the draws simulate first: :data:`QUICK_DRAW_STEPS` (in whole optimizer steps
+    of ``accum``) where a ``quick`` round is allowed and is fewer than ``each``, else
+    ``each``."""
+    steps = max(accum, QUICK_DRAW_STEPS - QUICK_DRAW_STEPS % accum)
+    return steps if quick and each > steps else each
+
+
+def quick_stands(means: np.ndarray, errors: np.ndarray) -> bool:
+    """Whether the quick draws (``means``, own standard ``errors``) are the interval: their
+    median own standard error is at most :data:`DRAW_SE_SHARE` of its half-width."""
+    return float(np.median(errors)) <= DRAW_SE_SHARE * half_width_us(means)

@@ -65,7 +65,8 @@ are left alone; paths that do not resolve or hold anything else are listed in
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from functools import partial
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -301,33 +302,20 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     """
     final = apply_ops(model, ops)
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
-    cap = None if steps is not None or n <= 0 else min(   # scenarios.interval_steps
-        step_bound(final), max(POINT_FIRST_CAP, final.comm.grad_accum_steps))
+    cap = point_cap(final, steps, n)
     s, count = counted_summary(final, steps, warmup, seed, brief, max_steps=cap)
     point = point_prediction(model, ops, final, s, count, warmup, seed, runs, measured_steps)
     if n <= 0:
         return point
-
-    def repoint(target: float = SE_TARGET, basis: str = "") -> Prediction:
-        s2, c2 = counted_summary(final, None, warmup, seed, brief, target=target)
-        return point_prediction(model, ops, final, s2, replace(c2, basis=basis), warmup,
-                                seed, runs, measured_steps)
-
+    again = partial(repoint, model, ops, final, warmup, seed, brief, runs, measured_steps)
     if not drawn(model, final, point.uncertain):
-        return undrawn(point if count.met or cap is None else repoint())
-    each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
-                                                          draw_bound(final, n))
-    if steps is None:   # whole optimizer steps, as the point's count (models.stepcount)
-        k = final.comm.grad_accum_steps
-        each = min(count.steps, max(k, each - each % k))
+        return undrawn(point if count.met or cap is None else again())
+    each = draw_steps(model, final, count, steps, n)
     plan = draw_plan(model, n, seed, runs, ops)
     means, errors, each = interval_draws(model, ops, plan, each, warmup, seed, jobs, progress,
                                          measured_steps, steps is None,
                                          final.comm.grad_accum_steps)
-    if steps is None and not count.met:   # the point's target from the interval's width
-        target, basis = point_target(point.mean_step_us, half_width_us(means))
-        point = replace(point, count=replace(count, target=target, basis=basis)) \
-            if count.rel_error <= target else repoint(target, basis)
+    point = width_point(point, means, steps is None, again)
     out = with_interval(point, means, errors, n, each)
     if decompose:
         from stepsim.scenarios.interval_sources import width_sources
@@ -335,6 +323,49 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
         out = replace(out, width_sources=width_sources(
             model, ops, plan, each, warmup, seed, s.mean_step_us, jobs, measured_steps))
     return out
+
+
+def point_cap(final: StepModel, steps: int | None, n: int) -> int | None:
+    """The most steps :func:`predict`'s point of ``final`` simulates before its interval of
+    ``n`` draws is known (None: no cap; see :mod:`scenarios.interval_steps`)."""
+    return None if steps is not None or n <= 0 else min(
+        step_bound(final), max(POINT_FIRST_CAP, final.comm.grad_accum_steps))
+
+
+def draw_steps(model: StepModel, final: StepModel, count: StepCount, steps: int | None,
+               n: int) -> int:
+    """The steps each of ``n`` draws simulates (before :func:`interval_draws`' quick round):
+    the point's ``count``, and where the count is chosen (``steps`` None) at most the draws'
+    bound, in whole optimizer steps as the point's count (:mod:`models.stepcount`)."""
+    if steps is not None:
+        return count.steps
+    each = min(count.steps, draw_bound(model, n), draw_bound(final, n))
+    k = final.comm.grad_accum_steps
+    return min(count.steps, max(k, each - each % k))
+
+
+def repoint(model: StepModel, ops: Sequence[Operation], final: StepModel, warmup: int,
+            seed: int, brief: bool = False, runs: int = 1, measured_steps: int | None = None,
+            target: float = SE_TARGET, basis: str = "") -> Prediction:
+    """The point of ``final`` (``model`` after ``ops``) simulated again with a chosen count
+    at the standard error ``target`` (``basis``: why that target, in words)."""
+    s2, c2 = counted_summary(final, None, warmup, seed, brief, target=target)
+    return point_prediction(model, ops, final, s2, replace(c2, basis=basis), warmup, seed,
+                            runs, measured_steps)
+
+
+def width_point(point: Prediction, means: np.ndarray, chosen: bool,
+                again: Callable[..., Prediction]) -> Prediction:
+    """``point`` once its draws' ``means`` are known: where its count was ``chosen`` and
+    missed its target, the target taken from the interval's width
+    (:func:`scenarios.interval_steps.point_target`), simulated ``again`` (:func:`repoint`'s
+    remaining arguments) where that target asks for more steps."""
+    count = point.count
+    if not chosen or count.met:
+        return point
+    target, basis = point_target(point.mean_step_us, half_width_us(means))
+    return (replace(point, count=replace(count, target=target, basis=basis))
+            if count.rel_error <= target else again(target=target, basis=basis))
 
 
 def point_prediction(model: StepModel, ops: Sequence[Operation], final: StepModel,
