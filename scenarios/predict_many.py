@@ -10,11 +10,12 @@ prediction's point, its draws, then the next prediction's).
 
 Where the draws' step count depends on the point estimate (``steps`` None, the verbs'
 default) there are two executor calls: every point first, then every prediction's first
-round of draws (:func:`scenarios.interval_steps.first_draw_steps`); a prediction whose quick
-round does not stand, or whose point is simulated again for the interval's width, does that
-after, one by one, as :func:`predict` does. Chunks go to the executor costliest first
-(:func:`models.sim_work.step_cost_us` × steps × draws), so the processes finish together;
-their results keep their order.
+round of draws (:func:`scenarios.interval_steps.first_draw_steps`), their plans made in
+this process while the points run (the host-speed quantiles' scipy import among them); a
+prediction whose quick round does not stand, or whose point is simulated again for the
+interval's width, does that after, one by one, as :func:`predict` does. Chunks go to the
+executor costliest first (:func:`models.sim_work.step_cost_us` × steps × draws), so the
+processes finish together; their results keep their order.
 """
 from __future__ import annotations
 
@@ -116,11 +117,22 @@ def _chosen(model: StepModel, ops_list: Sequence[Sequence[Operation]],
             ) -> list[Prediction]:
     """:func:`predict_many` with the step count chosen (see the module docstring)."""
     caps = [point_cap(final, None, n) for final in finals]
+    plans: list = []
+
+    def plan_all() -> None:   # while the points run: the plans do not depend on them
+        for ops, final in zip(ops_list, finals):
+            try:
+                plans.append(draw_plan(model, n, seed, 1, ops) if n > 0 and drawn(
+                    model, final, uncertain_params(model, ops, after=final)[0]) else None)
+            except StepsimError as e:   # raised where predict would meet it, if it does
+                plans.append(_Raised(e))
+
     points = run_many(_work, [("point", (final, None, warmup, seed, False, cap))
-                              for final, cap in zip(finals, caps)], jobs=jobs)
+                              for final, cap in zip(finals, caps)], jobs=jobs,
+                      meanwhile=plan_all)
     ready: list[_Chosen] = []
     stop: StepsimError | None = None
-    for ops, final, result in zip(ops_list, finals, points):
+    for ops, final, result, plan in zip(ops_list, finals, points, plans):
         try:   # what predict meets before its draws, in its order
             s, count = _got(result)
             one = _Chosen(ops, final, point_prediction(model, ops, final, s, count, warmup,
@@ -128,7 +140,7 @@ def _chosen(model: StepModel, ops_list: Sequence[Sequence[Operation]],
             if n > 0 and drawn(model, final, one.point.uncertain):
                 one.each = draw_steps(model, final, count, None, n)
                 one.first = first_draw_steps(one.each, True, final.comm.grad_accum_steps)
-                one.plan = draw_plan(model, n, seed, 1, ops)
+                one.plan = _got(plan)
         except StepsimError as e:   # raised once the predictions before it are done
             stop = e
             break

@@ -96,8 +96,10 @@ def test_chosen_step_count_sends_the_costliest_chunks_first(monkeypatch):
 
     calls = []
 
-    def spy(fn, items, jobs=1):
+    def spy(fn, items, jobs=1, meanwhile=None):
         calls.append(list(items))
+        if meanwhile is not None:
+            meanwhile()
         return [fn(item) for item in items]
 
     monkeypatch.setattr(pm, "run_many", spy)
