@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -79,10 +79,9 @@ from stepsim.scenarios.draws import (ABSOLUTE, DEFAULT_RANGES, HOST_SPEED, SETTI
                                      STEPS, WINDOW, draw_means, draw_plan, perturb, quantiles,
                                      uncertain_params)
 from stepsim.scenarios.parallel import Progress
-from stepsim.scenarios.interval_steps import (POINT_FIRST_CAP, half_width_us, interval_draws,
-                                              point_target)
-from stepsim.scenarios.stepcount import (SE_TARGET, StepCount, draw_bound, simulate_counted,
-                                         step_bound)
+from stepsim.scenarios.interval_steps import (draw_steps, interval_draws, point_cap,
+                                              width_point)
+from stepsim.scenarios.stepcount import SE_TARGET, StepCount, simulate_counted
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
@@ -325,25 +324,6 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     return out
 
 
-def point_cap(final: StepModel, steps: int | None, n: int) -> int | None:
-    """The most steps :func:`predict`'s point of ``final`` simulates before its interval of
-    ``n`` draws is known (None: no cap; see :mod:`scenarios.interval_steps`)."""
-    return None if steps is not None or n <= 0 else min(
-        step_bound(final), max(POINT_FIRST_CAP, final.comm.grad_accum_steps))
-
-
-def draw_steps(model: StepModel, final: StepModel, count: StepCount, steps: int | None,
-               n: int) -> int:
-    """The steps each of ``n`` draws simulates (before :func:`interval_draws`' quick round):
-    the point's ``count``, and where the count is chosen (``steps`` None) at most the draws'
-    bound, in whole optimizer steps as the point's count (:mod:`models.stepcount`)."""
-    if steps is not None:
-        return count.steps
-    each = min(count.steps, draw_bound(model, n), draw_bound(final, n))
-    k = final.comm.grad_accum_steps
-    return min(count.steps, max(k, each - each % k))
-
-
 def repoint(model: StepModel, ops: Sequence[Operation], final: StepModel, warmup: int,
             seed: int, brief: bool = False, runs: int = 1, measured_steps: int | None = None,
             target: float = SE_TARGET, basis: str = "") -> Prediction:
@@ -352,20 +332,6 @@ def repoint(model: StepModel, ops: Sequence[Operation], final: StepModel, warmup
     s2, c2 = counted_summary(final, None, warmup, seed, brief, target=target)
     return point_prediction(model, ops, final, s2, replace(c2, basis=basis), warmup, seed,
                             runs, measured_steps)
-
-
-def width_point(point: Prediction, means: np.ndarray, chosen: bool,
-                again: Callable[..., Prediction]) -> Prediction:
-    """``point`` once its draws' ``means`` are known: where its count was ``chosen`` and
-    missed its target, the target taken from the interval's width
-    (:func:`scenarios.interval_steps.point_target`), simulated ``again`` (:func:`repoint`'s
-    remaining arguments) where that target asks for more steps."""
-    count = point.count
-    if not chosen or count.met:
-        return point
-    target, basis = point_target(point.mean_step_us, half_width_us(means))
-    return (replace(point, count=replace(count, target=target, basis=basis))
-            if count.rel_error <= target else again(target=target, basis=basis))
 
 
 def point_prediction(model: StepModel, ops: Sequence[Operation], final: StepModel,

@@ -27,11 +27,11 @@ from stepsim.models.params import StepModel
 from stepsim.models.sim_work import step_cost_us
 from stepsim.scenarios.draws import (_draw_chunk, draw_chunks, draw_means, draw_plan,
                                      draw_results, uncertain_params)
-from stepsim.scenarios.interval_steps import first_draw_steps, quick_stands
+from stepsim.scenarios.interval_steps import (draw_steps, first_draw_steps, point_cap,
+                                              quick_stands, width_point)
 from stepsim.scenarios.parallel import run_many
-from stepsim.scenarios.predict import (DEFAULT_DRAWS, Prediction, counted_summary, draw_steps,
-                                       drawn, point_cap, point_prediction, repoint, undrawn,
-                                       width_point, with_interval)
+from stepsim.scenarios.predict import (DEFAULT_DRAWS, Prediction, counted_summary, drawn,
+                                       point_prediction, repoint, undrawn, with_interval)
 from stepsim.scenarios.transforms import Operation, apply_ops
 from stepsim.simcore.errors import StepsimError
 
