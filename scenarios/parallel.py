@@ -94,7 +94,8 @@ def executor_name() -> str:
 
 
 def _dask_map(fn: Callable, items: Sequence[Any], jobs: int, address: str | None,
-              progress: Progress | None) -> list[Any]:
+              progress: Progress | None, meanwhile: Callable[[], Any] | None = None
+              ) -> list[Any]:
     """``_guard(fn, item)`` for every item on a Dask cluster (a local one of ``jobs``
     processes when ``address`` is None), results in item order."""
     try:
@@ -108,6 +109,8 @@ def _dask_map(fn: Callable, items: Sequence[Any], jobs: int, address: str | None
     try:
         with Client(cluster if cluster is not None else address) as client:
             futures = client.map(_guard, [fn] * len(items), list(items), pure=False)
+            if meanwhile is not None:
+                meanwhile()
             index = {f.key: i for i, f in enumerate(futures)}
             results: list[Any] = [None] * len(items)
             for done, fut in enumerate(dask_completed(futures), 1):
@@ -121,7 +124,8 @@ def _dask_map(fn: Callable, items: Sequence[Any], jobs: int, address: str | None
 
 
 def run_many(fn: Callable[..., Any], items: Sequence[Any], jobs: int = 1,
-             progress: Progress | None = None, shared: Any = _NOT_SHARED) -> list[Any]:
+             progress: Progress | None = None, shared: Any = _NOT_SHARED,
+             meanwhile: Callable[[], Any] | None = None) -> list[Any]:
     """``[fn(item) for item in items]`` (with ``shared``: ``[fn(shared, item) ...]``), across
     up to ``jobs`` processes of the executor :func:`executor_name` names.
 
@@ -134,6 +138,10 @@ def run_many(fn: Callable[..., Any], items: Sequence[Any], jobs: int = 1,
         shared: an argument every call takes first (e.g. the model): the local pool's forked
             workers inherit it instead of unpickling it with each item; Dask is sent it with
             each.
+        meanwhile: called once in this process while the items run elsewhere (after they
+            are handed to the executor, before any result is awaited); where they run in
+            this process, before the first. It must not raise (nor touch what the items
+            read).
 
     Raises:
         ModelError: the first item (in order) whose call raised a StepsimError; a bad
@@ -142,26 +150,30 @@ def run_many(fn: Callable[..., Any], items: Sequence[Any], jobs: int = 1,
     global _shared
     name = executor_name()
     if shared is _NOT_SHARED:
-        return _run(fn, items, jobs, progress, name)
+        return _run(fn, items, jobs, progress, name, meanwhile)
     if name != "local" or jobs <= 1 or len(items) <= 1:
-        return _run(_call_shared, [(fn, shared, item) for item in items], jobs, progress, name)
+        return _run(_call_shared, [(fn, shared, item) for item in items], jobs, progress, name,
+                    meanwhile)
     before, _shared = _shared, shared   # forked below: the workers inherit it
     try:
-        return _run(partial(_with_shared, fn), items, jobs, progress, name)
+        return _run(partial(_with_shared, fn), items, jobs, progress, name, meanwhile)
     finally:
         _shared = before
 
 
 def _run(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int,
-         progress: Progress | None, name: str) -> list[Any]:
+         progress: Progress | None, name: str,
+         meanwhile: Callable[[], Any] | None = None) -> list[Any]:
     total = len(items)
     if name != "local" and total > 0:
-        results = _dask_map(fn, items, jobs, name[5:] or None, progress)
+        results = _dask_map(fn, items, jobs, name[5:] or None, progress, meanwhile)
         for r in results:
             if isinstance(r, _Failed):
                 raise ModelError(r.message)
         return results
     if jobs <= 1 or total <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        if meanwhile is not None:
+            meanwhile()
         out = []
         for i, item in enumerate(items):
             out.append(fn(item))
@@ -173,6 +185,8 @@ def _run(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int,
     jobs = capped_jobs(jobs)[0]   # never more forked simulators than usable CPUs
     with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=ctx) as pool:
         futures = {pool.submit(_guard, fn, item): i for i, item in enumerate(items)}
+        if meanwhile is not None:
+            meanwhile()
         for done, fut in enumerate(as_completed(futures), 1):
             results[futures[fut]] = fut.result()
             if progress:

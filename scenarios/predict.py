@@ -65,6 +65,7 @@ are left alone; paths that do not resolve or hold anything else are listed in
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Sequence
 
 import numpy as np
@@ -78,10 +79,9 @@ from stepsim.scenarios.draws import (ABSOLUTE, DEFAULT_RANGES, HOST_SPEED, SETTI
                                      STEPS, WINDOW, draw_means, draw_plan, perturb, quantiles,
                                      uncertain_params)
 from stepsim.scenarios.parallel import Progress
-from stepsim.scenarios.interval_steps import (POINT_FIRST_CAP, half_width_us, interval_draws,
-                                              point_target)
-from stepsim.scenarios.stepcount import (SE_TARGET, StepCount, draw_bound, simulate_counted,
-                                         step_bound)
+from stepsim.scenarios.interval_steps import (draw_steps, interval_draws, point_cap,
+                                              width_point)
+from stepsim.scenarios.stepcount import SE_TARGET, StepCount, simulate_counted
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
 from stepsim.simcore.errors import ModelError
 from stepsim.simcore.gcpause import gc_paused
@@ -301,33 +301,20 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     """
     final = apply_ops(model, ops)
     n = DEFAULT_DRAWS if intervals is True else int(intervals or 0)
-    cap = None if steps is not None or n <= 0 else min(   # scenarios.interval_steps
-        step_bound(final), max(POINT_FIRST_CAP, final.comm.grad_accum_steps))
+    cap = point_cap(final, steps, n)
     s, count = counted_summary(final, steps, warmup, seed, brief, max_steps=cap)
     point = point_prediction(model, ops, final, s, count, warmup, seed, runs, measured_steps)
     if n <= 0:
         return point
-
-    def repoint(target: float = SE_TARGET, basis: str = "") -> Prediction:
-        s2, c2 = counted_summary(final, None, warmup, seed, brief, target=target)
-        return point_prediction(model, ops, final, s2, replace(c2, basis=basis), warmup,
-                                seed, runs, measured_steps)
-
+    again = partial(repoint, model, ops, final, warmup, seed, brief, runs, measured_steps)
     if not drawn(model, final, point.uncertain):
-        return undrawn(point if count.met or cap is None else repoint())
-    each = count.steps if steps is not None else min(count.steps, draw_bound(model, n),
-                                                          draw_bound(final, n))
-    if steps is None:   # whole optimizer steps, as the point's count (models.stepcount)
-        k = final.comm.grad_accum_steps
-        each = min(count.steps, max(k, each - each % k))
+        return undrawn(point if count.met or cap is None else again())
+    each = draw_steps(model, final, count, steps, n)
     plan = draw_plan(model, n, seed, runs, ops)
     means, errors, each = interval_draws(model, ops, plan, each, warmup, seed, jobs, progress,
                                          measured_steps, steps is None,
                                          final.comm.grad_accum_steps)
-    if steps is None and not count.met:   # the point's target from the interval's width
-        target, basis = point_target(point.mean_step_us, half_width_us(means))
-        point = replace(point, count=replace(count, target=target, basis=basis)) \
-            if count.rel_error <= target else repoint(target, basis)
+    point = width_point(point, means, steps is None, again)
     out = with_interval(point, means, errors, n, each)
     if decompose:
         from stepsim.scenarios.interval_sources import width_sources
@@ -335,6 +322,16 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
         out = replace(out, width_sources=width_sources(
             model, ops, plan, each, warmup, seed, s.mean_step_us, jobs, measured_steps))
     return out
+
+
+def repoint(model: StepModel, ops: Sequence[Operation], final: StepModel, warmup: int,
+            seed: int, brief: bool = False, runs: int = 1, measured_steps: int | None = None,
+            target: float = SE_TARGET, basis: str = "") -> Prediction:
+    """The point of ``final`` (``model`` after ``ops``) simulated again with a chosen count
+    at the standard error ``target`` (``basis``: why that target, in words)."""
+    s2, c2 = counted_summary(final, None, warmup, seed, brief, target=target)
+    return point_prediction(model, ops, final, s2, replace(c2, basis=basis), warmup, seed,
+                            runs, measured_steps)
 
 
 def point_prediction(model: StepModel, ops: Sequence[Operation], final: StepModel,

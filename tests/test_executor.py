@@ -64,3 +64,35 @@ def test_run_many_shared_goes_first_to_every_call(monkeypatch, jobs):
         run_many(_scaled, [1, 2, 3], jobs=jobs, shared=shared)
     import stepsim.scenarios.parallel as par
     assert par._shared is par._NOT_SHARED   # let go after the call, also after an error
+
+
+
+def _pid_once(path):
+    """This process's id once ``path`` exists (None after 60 s without it)."""
+    import os
+    import time
+
+    end = time.monotonic() + 60
+    while not os.path.exists(path):
+        if time.monotonic() > end:
+            return None
+        time.sleep(0.01)
+    return os.getpid()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_run_many_meanwhile_runs_once_here_while_the_items_run(monkeypatch, tmp_path, jobs):
+    import os
+
+    monkeypatch.delenv("STEPSIM_EXECUTOR", raising=False)
+    flag = tmp_path / "meanwhile"
+    calls = []
+
+    def meanwhile():   # the items wait for it: called after them, they would time out
+        calls.append(os.getpid())
+        flag.touch()
+
+    pids = run_many(_pid_once, [str(flag)] * 3, jobs=jobs, meanwhile=meanwhile)
+    assert calls == [os.getpid()]
+    assert None not in pids
+    assert (set(pids) == {os.getpid()}) == (jobs == 1)   # jobs 2: in the forked workers

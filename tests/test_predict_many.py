@@ -6,7 +6,8 @@ import pytest
 
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.predict_many import predict_many
-from stepsim.scenarios.transforms import FixOp, SetOp
+from stepsim.models.sim_work import step_cost_us
+from stepsim.scenarios.transforms import FixOp, SetOp, apply_ops
 from stepsim.simcore.errors import ModelError
 from tests.test_planner import cpu_model
 from tests.test_scenarios_transforms import rich_model
@@ -57,3 +58,57 @@ def test_errors_in_predicts_order():
     with pytest.raises(ModelError) as got:
         predict_many(m, [[], zero], steps=5, warmup=1, intervals=2, jobs=2)
     assert str(got.value) == str(want.value)
+
+
+CHOSEN = {   # steps None: every path of the chosen count (checked with predict, seed 1)
+    "quick draws stand": cpu_model(0, produce_us=2000, cv=0.3,
+                                   sources={"host.ops.1.dur_us": "assumed"}),
+    "point again for the width, quick draws stand": cpu_model(
+        2, cv=0.3, sources={"loader.produce": "assumed"}),
+    "quick draws dropped": cpu_model(0, produce_us=3000, cv=0.5,
+                                     sources={"loader.produce": "assumed"}),
+    "point again and quick draws dropped": cpu_model(0, cv=0.8,
+                                                     sources={"loader.produce": "assumed"}),
+    "nothing drawn": cpu_model(1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHOSEN))
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_chosen_step_count_every_path(name, jobs):
+    ops = [[], [SetOp(path="loader.num_workers", value=3)]]
+    _same(CHOSEN[name], ops, steps=None, warmup=3, seed=1, intervals=8, jobs=jobs)
+
+
+def test_chosen_step_count_errors_in_predicts_order():
+    m = cpu_model(1)
+    zero = [SetOp(path="host.ops.1.dur_us", value=0), SetOp(path="loader.produce",
+                                                            value={"mean_us": 0})]
+    with pytest.raises(ModelError) as want:
+        predict(m, zero, steps=None, warmup=1, intervals=2, jobs=2)
+    with pytest.raises(ModelError) as got:
+        predict_many(m, [[], zero], steps=None, warmup=1, intervals=2, jobs=2)
+    assert str(got.value) == str(want.value)
+
+
+def test_chosen_step_count_sends_the_costliest_chunks_first(monkeypatch):
+    import stepsim.scenarios.predict_many as pm
+
+    calls = []
+
+    def spy(fn, items, jobs=1, meanwhile=None):
+        calls.append(list(items))
+        if meanwhile is not None:
+            meanwhile()
+        return [fn(item) for item in items]
+
+    monkeypatch.setattr(pm, "run_many", spy)
+    m = cpu_model(0, produce_us=2000, cv=0.3, sources={"host.ops.1.dur_us": "assumed"})
+    slow = [SetOp(path="host.ops.1.dur_us", value=8000), SetOp(path="loader.num_workers",
+                                                                value=2)]
+    predict_many(m, [[], slow], steps=None, warmup=3, seed=1, intervals=8, jobs=2)
+    points, draws = calls
+    assert [kind for kind, _ in points] == ["point", "point"]
+    costs = [step_cost_us(c[0] if not c[1] else apply_ops(c[0], c[1])) * len(c[2]) * (c[3] + c[4])
+             for _, c in draws]
+    assert costs == sorted(costs, reverse=True) and len(set(costs)) > 1
