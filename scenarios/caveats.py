@@ -234,11 +234,11 @@ def _no_team(threads: int, workers: int, cores: int, ranks: int) -> str:
     load 5–6, calibrated no parallel part (its wall far above its CPU), yet every worker what-if
     warned of the team's stall and listed ``γ`` 1–10 among the interval's draws."""
     why = ("a rank's host ops are calibrated on one thread" if ranks >= 2 else
-           "the capture's CPU did not exceed its wall: outside load?")
-    return said(f"{threads} intra-op threads beside {workers} worker(s) on {cores} cores may spin, "
-                f"but the model holds no parallel part of the step ({why}): neither it nor "
-                "this interval prices their stall; capture alone on a quiet machine, or with "
-                "torch.set_num_threads(1), and re-measure",
+           "its CPU did not exceed its wall: outside load?")
+    return said(f"oversubscribed intra-op threads: {threads} beside {workers} worker(s) on "
+                f"{cores} cores may spin, but the model holds no parallel part of the step "
+                f"({why}), so neither it nor this interval prices their stall; re-capture on a "
+                "quiet machine or with torch.set_num_threads(1)",
                 "oversubscribed_threads",
                 summary=f"{threads} intra-op threads beside {workers} worker(s) on {cores} "
                         "cores: no parallel part in the model, their stall unpriced")

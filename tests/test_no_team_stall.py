@@ -32,6 +32,7 @@ def test_no_team_no_stall_drawn_nor_a_team_described(workers):
     hit = [c for c in got if "intra-op threads" in c]
     assert len(hit) == 1 and "no parallel part" in hit[0] and len(hit[0]) <= 300
     assert "torch.set_num_threads(1)" in hit[0] and "quiet machine" in hit[0]
+    assert hit[0].startswith("oversubscribed intra-op threads: 2 beside")   # as sweep finds it
     # the same model with a parallel part keeps both, and draws γ
     varied, _ = uncertain_params(_model(0.8), ops)
     assert varied["host.team_stall"] == (1.0, 10.0)
