@@ -13,18 +13,9 @@ count chosen (``steps`` None):
   it, never narrow); otherwise the draws simulate as many steps as before
   (:func:`scenarios.stepcount.draw_bound`), and the quick ones are dropped;
 * the point's standard error target is the larger of :data:`scenarios.stepcount.SE_TARGET`
-  of the mean and :data:`POINT_SE_SHARE` of the *pilot's* half-width
+  of the mean and :data:`POINT_SE_SHARE` of the interval's half-width
   (:func:`point_target`); the point first simulates at most :data:`POINT_FIRST_CAP` steps,
   and more only when that target asks for them (the output names the target and why).
-
-The pilot (:func:`pilot_means`) is the interval of one run's mean step with each draw at the
-quick count (or at the draws' own count where that is smaller): the draws of ``runs=1`` with
-no measured window, whatever interval the caller asks for. So the point is one number for one
-model, operations, seed and draw count: ``whatif`` (whose quick draws are the pilot),
-``validate`` of one run or of several pooled (whose intervals are of the measured steps'
-mean, narrower or wider), ``diagnose``, ``plan`` and the ledger all give the same point.
-fresh11's HF model gave 1,745.4 ms in ``whatif`` and 1,754.4 / 1,745.9 ms in ``validate`` of
-one / two runs for ``num_workers=1`` (2026-12-07): the point's target followed each interval.
 
 Measured on helper newuser's 2-rank gloo DDP model (steps of two modes, 200–250 ms and
 900–1,400 ms; interval 299–1232 ms around 670 ms): the old rule simulated 3,746 point steps
@@ -34,11 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim.scenarios.draws import draw_means, draw_plan, quantiles
+from stepsim.scenarios.draws import draw_means, quantiles
 from stepsim.scenarios.stepcount import DRAW_STEPS, SE_TARGET
 
 __all__ = ["QUICK_DRAW_STEPS", "DRAW_SE_SHARE", "POINT_SE_SHARE", "POINT_FIRST_CAP",
-           "interval_draws", "pilot_means", "point_target", "half_width_us"]
+           "interval_draws", "point_target", "half_width_us"]
 
 QUICK_DRAW_STEPS = 80
 """Steps each draw simulates first (4 steps in each of the 20 batch means behind its own
@@ -66,44 +57,22 @@ def point_target(mean_us: float, half_us: float) -> tuple[float, str]:
     if mean_us <= 0 or POINT_SE_SHARE * half_us <= SE_TARGET * mean_us:
         return SE_TARGET, ""
     return (POINT_SE_SHARE * half_us / mean_us,
-            f", {100 * POINT_SE_SHARE:g} % of one run's interval's half-width")
-
-
-def quick_steps(accum: int) -> int:
-    """:data:`QUICK_DRAW_STEPS` in whole optimizer steps of ``accum`` micro-batch steps."""
-    return max(accum, QUICK_DRAW_STEPS - QUICK_DRAW_STEPS % accum)
+            f", {100 * POINT_SE_SHARE:g} % of the interval's half-width")
 
 
 def interval_draws(model, ops, plan, each: int, warmup: int, seed: int, jobs: int, progress,
                    measured_steps: int | None, chosen: bool, accum: int
-                   ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray | None]:
-    """The draws' means, own standard errors and steps each (see the module docstring), and
-    the means of the draws at ``min(each, quick)`` steps without a measured window where they
-    were simulated (else None: what :func:`pilot_means` reuses when ``plan`` is of one run);
+                   ) -> tuple[np.ndarray, np.ndarray, int]:
+    """The draws' means, own standard errors and steps each (see the module docstring);
     ``chosen``: the step count is chosen (else ``each`` is simulated as given); ``accum``:
     the model's ``comm.grad_accum_steps`` (a quick count holds whole optimizer steps).
     A re-measured window (``measured_steps``) keeps the full count: its interval is of that
     many steps' mean."""
-    quick = quick_steps(accum)
-    first = None
+    quick = max(accum, QUICK_DRAW_STEPS - QUICK_DRAW_STEPS % accum)
     if chosen and measured_steps is None and each > quick:
         means, errors = draw_means(model, ops, plan, quick, warmup, seed, jobs, progress)
         if float(np.median(errors)) <= DRAW_SE_SHARE * half_width_us(means):
-            return means, errors, quick, means
-        first = means
+            return means, errors, quick
     means, errors = draw_means(model, ops, plan, each, warmup, seed, jobs, progress,
                                measured_steps=measured_steps)
-    if measured_steps is None and each <= quick:
-        first = means
-    return means, errors, each, first
-
-
-def pilot_means(model, ops, n: int, each: int, warmup: int, seed: int, jobs: int, accum: int,
-                runs: int, measured_steps: int | None, first: np.ndarray | None) -> np.ndarray:
-    """The pilot's draws' means (µs, see the module docstring): ``n`` draws of one run at
-    ``min(each, quick)`` steps; ``first`` (from :func:`interval_draws`) where the interval's
-    own draws were those (``runs`` 1, no ``measured_steps``), else simulated here."""
-    if first is not None and runs == 1 and measured_steps is None:
-        return first
-    plan = draw_plan(model, n, seed, 1, ops)
-    return draw_means(model, ops, plan, min(each, quick_steps(accum)), warmup, seed, jobs)[0]
+    return means, errors, each

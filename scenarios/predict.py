@@ -41,9 +41,7 @@ mean's standard error to be at most :data:`scenarios.stepcount.SE_TARGET` of the
 model's bound; :class:`scenarios.stepcount.StepCount` says which), and each draw simulates as
 many, but at most :func:`scenarios.stepcount.draw_bound`, or fewer where the interval's width
 needs no more (:mod:`scenarios.interval_steps`, which may also relax the point's target to a
-share of one run's interval's width, its pilot, whatever interval is asked for: so ``runs`` and
-``measured_steps`` change the interval, never the point); a given ``steps`` is simulated
-exactly, by the point and by every draw.
+share of that width); a given ``steps`` is simulated exactly, by the point and by every draw.
 
 The base model is perturbed *before* the operations are applied (a ``set`` in the scenario
 overrides an uncertain value; a ``scale`` multiplies the perturbed one). Draws depend only on
@@ -81,7 +79,7 @@ from stepsim.scenarios.draws import (ABSOLUTE, DEFAULT_RANGES, HOST_SPEED, SETTI
                                      uncertain_params)
 from stepsim.scenarios.parallel import Progress
 from stepsim.scenarios.interval_steps import (POINT_FIRST_CAP, half_width_us, interval_draws,
-                                              pilot_means, point_target)
+                                              point_target)
 from stepsim.scenarios.stepcount import (SE_TARGET, StepCount, draw_bound, simulate_counted,
                                          step_bound)
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
@@ -323,14 +321,11 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
         k = final.comm.grad_accum_steps
         each = min(count.steps, max(k, each - each % k))
     plan = draw_plan(model, n, seed, runs, ops)
-    accum = final.comm.grad_accum_steps
-    means, errors, each, first = interval_draws(model, ops, plan, each, warmup, seed, jobs,
-                                                progress, measured_steps, steps is None, accum)
-    if steps is None and not count.met:   # the point's target from the pilot's width: one
-        # run's interval, whatever this one is of (scenarios.interval_steps)
-        pilot = pilot_means(model, ops, n, each, warmup, seed, jobs, accum, runs,
-                            measured_steps, first)
-        target, basis = point_target(point.mean_step_us, half_width_us(pilot))
+    means, errors, each = interval_draws(model, ops, plan, each, warmup, seed, jobs, progress,
+                                         measured_steps, steps is None,
+                                         final.comm.grad_accum_steps)
+    if steps is None and not count.met:   # the point's target from the interval's width
+        target, basis = point_target(point.mean_step_us, half_width_us(means))
         point = replace(point, count=replace(count, target=target, basis=basis)) \
             if count.rel_error <= target else repoint(target, basis)
     out = with_interval(point, means, errors, n, each)
