@@ -142,10 +142,11 @@ def guard(inputs: Sequence, ops: Sequence = (), scenario=None, first: str = "mod
 
 
 def progress_bar(description: str, enabled: bool):
-    """A progress bar on stderr (a terminal only), or none."""
+    """Progress on stderr (:mod:`report.progress`: a bar on a terminal, plain lines after
+    half a minute elsewhere), or none."""
     if not enabled:
         return nullcontext(None)
-    from stepsim.report.planner import progress_bar as bar
+    from stepsim.report.progress import progress_bar as bar
 
     return bar(description)
 

@@ -186,11 +186,17 @@ def _sim_kw(args) -> dict:
     return {"steps": args.steps, "warmup": args.warmup, "seed": args.seed, "jobs": args.jobs}
 
 
+def _progress(args) -> bool:
+    """Whether a verb shows progress on stderr (:mod:`report.progress`): not with ``--json``
+    nor ``--quiet``."""
+    return not (args.json or args.quiet)
+
+
 def cmd_whatif(args) -> int:
     from stepsim.report.planner import print_whatif
 
     r = api.whatif(args.model, args.ops, draws=args.draws, save_model=args.save_model,
-                   compare=args.compare, plot_steps=args.plot_steps, progress=not args.json,
+                   compare=args.compare, plot_steps=args.plot_steps, progress=_progress(args),
                    width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings, args.verbose)
     print_whatif(r.baseline, r.scenario, as_json=args.json)
@@ -203,7 +209,7 @@ def cmd_sweep(args) -> int:
 
     r = api.sweep(args.model, args.axes, args.ops, draws=args.draws, knee_tol=args.knee_tol,
                   plot=args.plot, measured=args.measured, ledger=args.ledger,
-                  progress=not args.json,
+                  progress=_progress(args),
                   **_sim_kw(args))
     _warn(r.warnings, args.verbose)
     print_sweep(r.result, as_json=args.json)
@@ -213,7 +219,7 @@ def cmd_sweep(args) -> int:
 def cmd_ceiling(args) -> int:
     from stepsim.report.planner import print_ceilings
 
-    r = api.ceiling(args.model, args.ops, plot=args.plot, progress=not args.json,
+    r = api.ceiling(args.model, args.ops, plot=args.plot, progress=_progress(args),
                     **_sim_kw(args))
     _warn(r.warnings, args.verbose)   # what the ceilings cannot show, before them
     print_ceilings(r.report, as_json=args.json)
@@ -225,7 +231,7 @@ def cmd_plan(args) -> int:
 
     r = api.plan(args.model, args.ops, draws=args.draws, allow=args.allow,
                  fix_arg=args.fix_arg, min_gain=args.min_gain, max_moves=args.max_moves,
-                 save_scenario=args.save_scenario, plot=args.plot, progress=not args.json,
+                 save_scenario=args.save_scenario, plot=args.plot, progress=_progress(args),
                  **_sim_kw(args))
     _warn(r.warnings, args.verbose)     # before the table: what the plan's numbers cannot show
     print_plan(r.plan, as_json=args.json)
@@ -236,7 +242,7 @@ def cmd_validate(args) -> int:
     from stepsim.report.planner import print_validation
 
     r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
-                     label=args.label, progress=not args.json,
+                     label=args.label, progress=_progress(args),
                      width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings, args.verbose)
     print_validation([r.record], as_json=args.json, scope=True)
@@ -265,7 +271,7 @@ def cmd_ledger(args) -> int:
 def cmd_report(args) -> int:
     d = api.report(args.model, args.ops, output=args.output, ledger=args.ledger,
                    measured=args.measured, draws=args.draws, plot_steps=args.plot_steps,
-                   with_plan=not args.no_plan, progress=sys.stderr.isatty(), **_sim_kw(args))
+                   with_plan=not args.no_plan, progress=_progress(args), **_sim_kw(args))
     _warn(d.warnings, args.verbose)
     print(f"report: baseline {_fmt_ms(d.baseline.mean_step_us)} ms, "
           f"{_n(len(d.whatifs), 'what-if')}, {_n(len(d.ledger), 'validation record')} -> "

@@ -296,4 +296,7 @@ def _sim_opts(p: argparse.ArgumentParser) -> None:
                    help="seed of the simulation's random streams (default 0; the same seed "
                         "gives the same output)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (a bar on a terminal; elsewhere a line after "
+                        "30 s, then each minute); warnings are still printed")
     _verbose(p)

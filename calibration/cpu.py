@@ -142,6 +142,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                     else load.warning(torch_threads, inverted=False)) if load is not None else None
     if load_warning:
         warnings.append(load_warning)
+    preempted_kept = None   # the training step's preempted share, where kept as CPU work
     drift = profiled_drift(sidecar) if sidecar is not None else None
     if drift:
         warnings.append(drift)
@@ -210,6 +211,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
             pf, bf = split_host_step(wall, float(cpu_compute.mean()), torch_threads)
             preempted = preempted_share(prof)
             if bf * preempted > BLOCK_NOTE_SHARE and load_warning is None:
+                preempted_kept = preempted   # meta.notes.capture_preempted
                 # off-core time spent preempted (waiting for a core: other load, as the run
                 # was uncontended) is the machine as it was: kept as CPU work
                 warnings.append(
@@ -320,6 +322,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
         notes["outside_load_held"] = load.held
         if team > 1 and load_warning:   # the stall's inversion compounds the load
             notes["outside_load_team"] = team
+    if preempted_kept is not None:   # the baseline holds that load (capture_load_phrase)
+        notes["capture_preempted"] = preempted_kept
     if probed is not None and probed.note:
         notes["batch_probe"] = probed.note
     if lp["num_workers"] > 0 and sources.get("loader.worker_startup_us") == "assumed":

@@ -23,9 +23,10 @@ Semantics relied on (torch 2.x, ``torch/utils/data``):
 So :func:`attach_loader` times an existing loader's batches by setting those two attributes:
 the wrapped ``collate_fn`` records the end of each batch, and the wrapped ``worker_init_fn``
 gives the worker's own copy of the dataset a subclass that marks the first sample fetch. The
-user's dataset object in the main process is never touched; with ``num_workers=0`` the batch is
-made inside ``next()`` on the main thread, which the trace shows, so no produce record is written
-(calibration then takes produce time from the trace's ``next()`` spans).
+user's dataset object in the main process is untouched when there are workers; with
+``num_workers=0`` the batch is made inside ``next()`` on the main thread from that very object,
+whose class is swapped to the timed subclass for the capture and given back at its end
+(:func:`detach_loader`), and the wrapped ``collate_fn`` records each batch there too.
 """
 from __future__ import annotations
 
@@ -165,10 +166,14 @@ class TimedCollate:
         return out
 
 
+_TIMED = "StepsimTimed"
+"""The name prefix of :func:`_timed_class`'s subclasses."""
+
+
 def _timed_class(cls: type) -> type:
     """A subclass of the dataset's class whose sample fetches mark a batch's start (no new
     slots, so an instance's class can be swapped to it)."""
-    ns: dict = {"__slots__": ()}
+    ns: dict = {"__slots__": (), "_stepsim_timed": True}
     if issubclass(cls, tud.IterableDataset) or not hasattr(cls, "__getitem__"):
         ns["__iter__"] = lambda self: _timed_iter(super(sub, self).__iter__())
     else:
@@ -181,7 +186,7 @@ def _timed_class(cls: type) -> type:
                 _mark_start()
                 return super(sub, self).__getitems__(indices)
             ns["__getitems__"] = getitems
-    sub = type(f"StepsimTimed{cls.__name__}", (cls,), ns)
+    sub = type(f"{_TIMED}{cls.__name__}", (cls,), ns)
     return sub
 
 
@@ -254,7 +259,7 @@ def attach_loader(loader: tud.DataLoader, record_dir: str, restart: bool = False
         return []  # attached already (or built by Capture.dataloader)
     out: list[str] = []
     if loader.num_workers == 0:
-        return out  # made inside next() on the main thread: the trace shows it
+        return _attach_main(loader, record_dir)
     live = getattr(loader, "_iterator", None)
     if loader.persistent_workers and live is not None and restart:
         live._shutdown_workers()
@@ -269,9 +274,32 @@ def attach_loader(loader: tud.DataLoader, record_dir: str, restart: bool = False
     return out
 
 
+def _attach_main(loader: tud.DataLoader, record_dir: str) -> list[str]:
+    """:func:`attach_loader` at ``num_workers=0``: the batch is made inside ``next()`` on the
+    main thread, from the user's own dataset object (no worker holds a copy), so its class is
+    swapped to the timed subclass for the capture and given back by :func:`detach_loader`
+    (``isinstance`` still holds; ``type(ds)`` differs meanwhile). Before this, the callbacks
+    wrote no produce record at 0 workers (fresh11's HF runs, 2026-12-07: ``produce == []``),
+    so the readings that need them (a re-measured run's outside load, ``calibration.measure``)
+    were blind there, while the harness (:meth:`Capture.dataloader`, its own wrapper) had
+    them. Returns a warning where the class cannot be swapped (records then stay empty)."""
+    ds = loader.dataset
+    try:
+        ds.__class__ = _timed_class(type(ds))
+    except Exception as e:   # a class that cannot take a subclass: never break training
+        return [f"the training dataset ({type(ds).__name__}) cannot time its sample fetches "
+                f"({e}): no produce record at num_workers=0"]
+    loader.collate_fn = TimedCollate(loader.collate_fn, record_dir)
+    return []
+
+
 def detach_loader(loader) -> None:
-    """Give an attached DataLoader back its own ``collate_fn`` and ``worker_init_fn``."""
+    """Give an attached DataLoader back its own ``collate_fn`` and ``worker_init_fn``, and a
+    0-worker loader's dataset its own class (:func:`_attach_main`)."""
     loader = underlying(loader)
+    ds = getattr(loader, "dataset", None)
+    if type(ds).__name__.startswith(_TIMED) and type(ds).__dict__.get("_stepsim_timed"):
+        ds.__class__ = type(ds).__mro__[1]
     if isinstance(getattr(loader, "collate_fn", None), TimedCollate):
         loader.collate_fn = loader.collate_fn.collate_fn
     if isinstance(getattr(loader, "worker_init_fn", None), TimedWorkerInit):

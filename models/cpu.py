@@ -68,8 +68,8 @@ from __future__ import annotations
 
 import simpy
 
-from stepsim.models.cpu_place import (BALANCE_AFTER_US, balanced_share, least_loaded,
-                                      placed_share, team_rate, team_shares)
+from stepsim.models.cpu_place import BALANCE_AFTER_US
+from stepsim.models.cpu_queues import CoreQueues
 from stepsim.models.cpu_slowdown import slowdown
 
 DEFAULT_QUANTUM_US = 2_000.0
@@ -85,7 +85,7 @@ class Oversubscribed(Exception):
     redone without ``adaptive``)."""
 
 
-class CpuPool:
+class CpuPool(CoreQueues):
     """``cores`` cores (≥ 1). When ``contended`` is False (no more runnable threads than cores
     can exist) CPU work is a plain timeout, which is exact and much cheaper; with
     ``adaptive`` also while the claims are at most ``cores`` (see the module docstring).
@@ -116,14 +116,7 @@ class CpuPool:
         self.claims = 0   # threads that may be runnable (adaptive pools; :meth:`claim`)
         self.timed = 0    # work inside one timeout of an adaptive pool
         self.went_free = 0   # times an adaptive pool's work ran as one timeout (for tests)
-        # per-core placement (models/cpu_place.py): team threads and placed threads per core
-        self.loads = [0] * cores
-        self.team_loads = [0] * cores
-        self.team_threads = self.placed = 0
-        self.pending = 0           # team threads placed whose work has not begun yet
-        self.since: dict = {}      # thread -> when it became runnable (µs)
-        self.last_end: dict = {}   # thread -> when its last work ended (µs)
-        self.core_of: dict = {}    # thread -> the core it was placed on
+        self.init_queues(cores)   # per-core placement (models/cpu_queues.py)
         self.owed: dict = {}       # holder of a quantum -> core time woken threads took (µs)
         self.piece_ends: dict = {}   # held collective pieces' timeouts (models/cpu_pieces.py)
         self.merged_at = -1.0        # the last instant held pieces merged (µs, models/cpu_pieces.py)
@@ -163,77 +156,6 @@ class CpuPool:
         """``γ`` for a team of ``team`` threads: 0 for more threads than cores, which libgomp
         barely spins for (see the module docstring)."""
         return self.stall if team <= self.cores else 0.0
-
-    def _enter(self, thread, crew):
-        """Place a thread entering the contended pool: a team thread on the core with the
-        fewest team threads, a thread that woke on the least-loaded core (kept while it stays
-        runnable), one runnable :data:`BALANCE_AFTER_US` or longer, or without an identity,
-        balanced (None)."""
-        if not self.contended:
-            return None
-        if crew is not None:
-            self.pending -= 1
-            return ("team", crew.pop())     # a core :meth:`_place_team` chose
-        if thread is None:
-            return None
-        now = self.env.now
-        j = None
-        if abs(self.last_end.get(thread, -1.0) - now) <= 1e-9:
-            j = self.core_of.get(thread)      # straight on from its last work: still runnable
-        else:
-            self.since[thread] = now          # it woke
-        if now - self.since[thread] >= BALANCE_AFTER_US:
-            return None
-        if j is None:
-            j = least_loaded(self.loads)
-        self.loads[j] += 1
-        self.placed += 1
-        self.core_of[thread] = j
-        return ("placed", j)
-
-    def _place_team(self, threads: int) -> list[int]:
-        """Cores for a team's ``threads`` threads, each on the core with the fewest team
-        threads (then the fewest threads): all placed at once, so every thread of the team
-        sees the same cores from the start."""
-        cores = []
-        for _ in range(threads):
-            j = min(range(self.cores), key=lambda c: (self.team_loads[c], self.loads[c]))
-            self.loads[j] += 1
-            self.team_loads[j] += 1
-            self.team_threads += 1
-            cores.append(j)
-        self.pending += threads
-        return cores
-
-    def _unplace(self, place, team_cores) -> None:
-        if place is None:
-            return
-        j = place[1]
-        self.loads[j] -= 1
-        if place[0] == "team":
-            self.team_loads[j] -= 1
-            self.team_threads -= 1
-            team_cores.remove(j)
-        else:
-            self.placed -= 1
-
-    def _fluid(self) -> bool:
-        """Whether the cores are shared per core now: a team and a placed thread runnable,
-        more threads than cores (else the fair pool's round robin)."""
-        return (self.team_threads > 0 and self.placed > 0
-                and self.active + self.pending > self.cores)
-
-    def _rate(self, place, team_cores) -> float:
-        """Advance per unit of wall of a thread placed as ``place`` (models/cpu_place.py)."""
-        balanced = self.active + self.pending - self.team_threads - self.placed
-        if place is None:
-            r = balanced_share(self.loads, balanced)
-        elif place[0] == "placed":
-            r = placed_share(self.loads, balanced, place[1])
-        else:
-            r = team_rate(team_shares(self.loads, balanced, team_cores),
-                          self._stall_of(len(team_cores)))
-        return max(r, 1e-9)
 
     def work(self, work_us: float, ref: float = 0.0, team: int = 1, thread=None, crew=None,
              preempt: bool = False, quanta: int = MAX_QUANTA):

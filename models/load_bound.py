@@ -22,6 +22,26 @@ def outside_load_slowdown(model) -> float | None:
     return None
 
 
+def capture_load_phrase(model) -> str:
+    """Where the capture ``model`` was calibrated from ran under outside load, that its
+    baseline holds that load, in words (empty: no load found): by :func:`outside_load_slowdown`,
+    or by the training step's preempted share (``meta.notes.capture_preempted``: calibration
+    kept that off-core time as CPU work, :func:`calibration.cpu.fit_cpu_model`). fresh11's HF
+    capture at load 5–6 (2026-12-07) gave a 2,039 ms baseline, about 2× what the same job ran
+    at in quieter moments, and ``whatif``'s baseline line did not say so."""
+    notes = model.meta.notes
+    s = outside_load_slowdown(model)
+    if s is not None:
+        how = f"about {1 + s:.1f}x slower than the machine alone"
+    elif isinstance(p := notes.get("capture_preempted"), (int, float)) and p > 0:
+        how = (f"its training step preempted in {100 * p:.0f} % of its context switches, "
+               "that time kept as CPU work")
+    else:
+        return ""
+    return (f"the capture ran under outside load ({how}): this baseline holds that load, and "
+            "a run on a quiet machine would take less")
+
+
 def pooled_load(runs: Sequence[tuple[float | None, float]]) -> tuple[float | None, str | None]:
     """The outside load of runs pooled into one record, ``runs``: per run ``(its
     outside_load_slowdown or None, the sum of its measured steps in µs)``. Returns the pool's

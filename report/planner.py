@@ -5,18 +5,17 @@ in ms; nothing here computes a result. Validation and the ledger are
 from __future__ import annotations
 
 import math
-import sys
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
-from rich.console import Console
 from rich.table import Table
 
 from stepsim.models.host_speed import factor_range, from_walls, noise_runs
+from stepsim.report.baseline_notes import baseline_notes
 from stepsim.report.figures import pyplot, save
 from stepsim.report.plan_table import plan_dict, print_plan
+from stepsim.report.progress import progress_bar
 from stepsim.report.pred_text import interval_text as _interval, run_ahead_note as _run_ahead_note
 from stepsim.report.pred_text import cold_resume_lines, host_noise, noise_line, refault_line
 from stepsim.report.pred_text import x_text as _x
@@ -37,24 +36,6 @@ __all__ = ["progress_bar", "whatif_dict", "print_whatif", "sweep_dict", "print_s
 
 _FLAT = 0.005
 """Ceilings below 1 + this are listed on one line rather than in the table."""
-
-
-@contextmanager
-def progress_bar(description: str, enabled: bool = True) -> Iterator:
-    """A ``progress(done, total)`` hook drawing a rich progress bar on stderr (None when
-    disabled, e.g. for ``--json`` or a quiet run, and when stderr is not a terminal: a log or
-    a pipe would only collect a blank line)."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)   # here: a run without a bar skips 13 modules
-
-    bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True)
-    task = bar.add_task(description, total=None)
-    with bar:
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 # ---------------------------------------------------------------- whatif -----------------
@@ -107,6 +88,8 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
             f"[bold]{base.bottleneck_label}[/bold] -> [bold]{pred.bottleneck_label}[/bold]")
     if base.host_speed:
         c.print(f"times {base.host_speed}")
+    for line in baseline_notes(base):
+        c.print(line)
     faults = [(n, refault_line(p.model, "host.refault_share" in p.uncertain)) for n, p in (("baseline", base), ("scenario", pred))]
     for name, line in ([("baseline and scenario", faults[0][1])] if faults[0][1] == faults[1][1]
                        else faults):
@@ -347,6 +330,8 @@ def print_ceilings(r: CeilingReport, as_json: bool = False) -> None:
     what = "" if b.what == "baseline" else f" ({b.what})"
     c.print(f"baseline: mean step {_ms(b.mean_step_us)} ms{what}; bottleneck "
             f"[bold]{b.bottleneck_label}[/bold]")
+    for line in baseline_notes(b):
+        c.print(line)
     t = Table(title="Amdahl ceilings (simulated with the component free)", show_edge=False)
     for col in ("component", "step if free ms", "ceiling", "share of step", "subtracted"):
         t.add_column(col, justify="left" if col == "component" else "right")

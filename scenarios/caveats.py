@@ -199,6 +199,8 @@ def _oversubscribed_threads(after: StepModel) -> list[str]:
     lp = after.loader
     if threads <= 1 or lp.num_workers * lp.threads_per_worker + threads <= lp.host_cores:
         return []
+    if after.team_threads() <= 1:
+        return [_no_team(threads, lp.num_workers, lp.host_cores, len(after.ranks))]
     n = fitting_threads(after)
     head = (f"oversubscribed intra-op threads: the training step's {threads} beside "
             f"{lp.num_workers} worker(s) on {lp.host_cores} cores spin, a stall the model "
@@ -221,6 +223,25 @@ def _oversubscribed_threads(after: StepModel) -> list[str]:
                  summary=f"{threads} intra-op threads beside {lp.num_workers} worker(s) on "
                          f"{lp.host_cores} cores spin; torch.set_num_threads({n}) {verb}"),
             _team_beside_workers(threads, lp.num_workers, lp.host_cores, after)]
+
+
+def _no_team(threads: int, workers: int, cores: int, ranks: int) -> str:
+    """The one line for ``threads`` intra-op threads beside ``workers`` busy workers on
+    ``cores`` cores where the model holds no parallel part of the step
+    (:meth:`models.params.StepModel.team_threads` is 1): it runs the step on one thread, so
+    nothing of the team's stall is priced or drawn (``host.team_stall`` is left out of the
+    interval: :func:`scenarios.noop.unread_params`). fresh11's HF run (2026-12-07), captured at
+    load 5–6, calibrated no parallel part (its wall far above its CPU), yet every worker what-if
+    warned of the team's stall and listed ``γ`` 1–10 among the interval's draws."""
+    why = ("a rank's host ops are calibrated on one thread" if ranks >= 2 else
+           "its CPU did not exceed its wall: outside load?")
+    return said(f"oversubscribed intra-op threads: {threads} beside {workers} worker(s) on "
+                f"{cores} cores may spin, but the model holds no parallel part of the step "
+                f"({why}), so neither it nor this interval prices their stall; re-capture on a "
+                "quiet machine or with torch.set_num_threads(1)",
+                "oversubscribed_threads",
+                summary=f"{threads} intra-op threads beside {workers} worker(s) on {cores} "
+                        "cores: no parallel part in the model, their stall unpriced")
 
 
 TEAM_BESIDE_WORKERS = (0.95, 1.88)

@@ -106,8 +106,11 @@ def unread_params(model: StepModel) -> dict[str, str]:
     reads widens nothing): ``loader.pin_gbps`` without pinned memory (or at
     ``num_workers=0``, where the model prices the pinned copy only on the pin-memory thread
     that serves workers), the workers' fields without workers, the collective cost settings
-    without collectives, and a ``cpu`` op's ``parallel_efficiency`` while it runs on the
-    threads it was captured on (:func:`models.plans.threads_ratio` reads it only then)."""
+    without collectives, ``host.team_stall`` without an intra-op team
+    (:meth:`models.params.StepModel.team_threads` 1: ``γ`` is an exponent on the team's other
+    threads, :mod:`models.cpu_place`), and a ``cpu`` op's ``parallel_efficiency`` while it
+    runs on the threads it was captured on (:func:`models.plans.threads_ratio` reads it only
+    then)."""
     lo = model.loader
     out: dict[str, str] = {}
     if not lo.pin_memory:
@@ -129,6 +132,9 @@ def unread_params(model: StepModel) -> dict[str, str]:
         out.update({f"comm.{k}": "the model has no collectives"
                     for k in ("latency_us", "bus_gbps", "host_cpu_us", "host_cpu_us_per_mb",
                               "wakeups", "wakeups_per_mb", "wakeup_wait_us")})
+    if model.team_threads() <= 1:
+        out["host.team_stall"] = ("the step has no intra-op team in the model (no cpu op "
+                                  "with a parallel part on more than one thread)")
     for i, op in enumerate(model.host.ops):
         if op.kind == "cpu" and (op.capture_threads in (None, op.threads)
                                  or op.parallel_fraction <= 0):
