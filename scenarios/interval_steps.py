@@ -57,8 +57,9 @@ DRAW_SE_SHARE = 0.1
 """A draw's own standard error (median over the draws), as a fraction of the interval's
 half-width, at or below which the quick draws stand."""
 POINT_SE_SHARE = 0.05
-"""The point's standard error sought, as a fraction of the interval's half-width (when that is
-more than :data:`scenarios.stepcount.SE_TARGET` of the mean)."""
+"""The point's standard error sought, as a fraction of one run's interval's half-width (the
+pilot's, :func:`pilot_means`; when that is more than :data:`scenarios.stepcount.SE_TARGET` of
+the mean)."""
 POINT_FIRST_CAP = DRAW_STEPS
 """Most steps the point simulates before its interval is known (a point that meets
 :data:`scenarios.stepcount.SE_TARGET` within it is the one it always was)."""
@@ -120,13 +121,13 @@ def quick_stands(means: np.ndarray, errors: np.ndarray) -> bool:
 
 def pilot_means(model: StepModel, ops, n: int, each: int, warmup: int, seed: int,
                 jobs: int, accum: int, runs: int, measured_steps: int | None,
-                first: np.ndarray | None) -> np.ndarray:
+                quick: np.ndarray | None) -> np.ndarray:
     """The pilot's draws' means (µs, see the module docstring): ``n`` draws of one run at
-    :func:`first_draw_steps` of ``each`` (the draws' full count); ``first`` (from
+    :func:`first_draw_steps` of ``each`` (the draws' full count); ``quick`` (from
     :func:`interval_draws`) where the interval's own draws were those (``runs`` 1, no
     ``measured_steps``), else simulated here."""
-    if first is not None and runs == 1 and measured_steps is None:
-        return first
+    if quick is not None and runs == 1 and measured_steps is None:
+        return quick
     plan = draw_plan(model, n, seed, 1, ops)
     return draw_means(model, ops, plan, first_draw_steps(each, True, accum), warmup, seed,
                       jobs)[0]

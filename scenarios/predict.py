@@ -314,10 +314,10 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     full = draw_steps(model, final, count, steps, n)
     plan = draw_plan(model, n, seed, runs, ops)
     accum = final.comm.grad_accum_steps
-    means, errors, each, first = interval_draws(model, ops, plan, full, warmup, seed, jobs,
+    means, errors, each, quick = interval_draws(model, ops, plan, full, warmup, seed, jobs,
                                                 progress, measured_steps, steps is None, accum)
     point = width_point(point, partial(pilot_means, model, ops, n, full, warmup, seed, jobs,
-                                       accum, runs, measured_steps, first),
+                                       accum, runs, measured_steps, quick),
                         steps is None, again)
     out = with_interval(point, means, errors, n, each)
     if decompose:
