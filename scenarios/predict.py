@@ -41,7 +41,9 @@ mean's standard error to be at most :data:`scenarios.stepcount.SE_TARGET` of the
 model's bound; :class:`scenarios.stepcount.StepCount` says which), and each draw simulates as
 many, but at most :func:`scenarios.stepcount.draw_bound`, or fewer where the interval's width
 needs no more (:mod:`scenarios.interval_steps`, which may also relax the point's target to a
-share of that width); a given ``steps`` is simulated exactly, by the point and by every draw.
+share of the width of one run's interval, its pilot, whatever interval is asked for: so
+``runs`` and ``measured_steps`` change the interval, never the point); a given ``steps`` is
+simulated exactly, by the point and by every draw.
 
 The base model is perturbed *before* the operations are applied (a ``set`` in the scenario
 overrides an uncertain value; a ``scale`` multiplies the perturbed one). Draws depend only on
@@ -79,8 +81,8 @@ from stepsim.scenarios.draws import (ABSOLUTE, DEFAULT_RANGES, HOST_SPEED, SETTI
                                      STEPS, WINDOW, draw_means, draw_plan, perturb, quantiles,
                                      uncertain_params)
 from stepsim.scenarios.parallel import Progress
-from stepsim.scenarios.interval_steps import (draw_steps, interval_draws, point_cap,
-                                              width_point)
+from stepsim.scenarios.interval_steps import (draw_steps, interval_draws, pilot_means,
+                                              point_cap, width_point)
 from stepsim.scenarios.stepcount import SE_TARGET, StepCount, simulate_counted
 from stepsim.scenarios.transforms import Operation, apply_ops, describe_ops
 from stepsim.simcore.errors import ModelError
@@ -309,12 +311,14 @@ def predict(model: StepModel, ops: Sequence[Operation] = (), steps: int | None =
     again = partial(repoint, model, ops, final, warmup, seed, brief, runs, measured_steps)
     if not drawn(model, final, point.uncertain):
         return undrawn(point if count.met or cap is None else again())
-    each = draw_steps(model, final, count, steps, n)
+    full = draw_steps(model, final, count, steps, n)
     plan = draw_plan(model, n, seed, runs, ops)
-    means, errors, each = interval_draws(model, ops, plan, each, warmup, seed, jobs, progress,
-                                         measured_steps, steps is None,
-                                         final.comm.grad_accum_steps)
-    point = width_point(point, means, steps is None, again)
+    accum = final.comm.grad_accum_steps
+    means, errors, each, quick = interval_draws(model, ops, plan, full, warmup, seed, jobs,
+                                                progress, measured_steps, steps is None, accum)
+    point = width_point(point, partial(pilot_means, model, ops, n, full, warmup, seed, jobs,
+                                       accum, runs, measured_steps, quick),
+                        steps is None, again)
     out = with_interval(point, means, errors, n, each)
     if decompose:
         from stepsim.scenarios.interval_sources import width_sources

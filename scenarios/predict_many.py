@@ -13,8 +13,10 @@ default) there are two executor calls: every point first, then every prediction'
 round of draws (:func:`scenarios.interval_steps.first_draw_steps`), their plans made in
 this process while the points run (the host-speed quantiles' scipy import among them); a
 prediction whose quick round does not stand, or whose point is simulated again for the
-interval's width, does that after, one by one, as :func:`predict` does. Chunks go to the
-executor costliest first (:func:`models.sim_work.step_cost_us` × steps × draws), so the
+interval's width, does that after, one by one, as :func:`predict` does. That first round is
+one run's draws at the quick count, so it is the point's pilot
+(:func:`scenarios.interval_steps.pilot_means`): nothing more is simulated for it. Chunks go
+to the executor costliest first (:func:`models.sim_work.step_cost_us` × steps × draws), so the
 processes finish together; their results keep their order.
 """
 from __future__ import annotations
@@ -174,8 +176,9 @@ def _finish(model: StepModel, one: _Chosen, warmup: int, seed: int, n: int,
         return undrawn(point if count.met else again())
     parts = [_got(r) for _, r in sorted(one.results, key=lambda ir: ir[0])]
     means, errors = draw_results(parts, one.plan, one.first)
-    each = one.first
+    pilot, each = means, one.first   # one run's first round: the point's pilot
     if one.first < one.each and not quick_stands(means, errors):
         means, errors = draw_means(model, one.ops, one.plan, one.each, warmup, seed, jobs)
         each = one.each
-    return with_interval(width_point(point, means, True, again), means, errors, n, each)
+    return with_interval(width_point(point, lambda: pilot, True, again), means, errors, n,
+                         each)

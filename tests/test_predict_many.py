@@ -6,6 +6,7 @@ import pytest
 
 from stepsim.scenarios.predict import predict
 from stepsim.scenarios.predict_many import predict_many
+from stepsim.scenarios.stepcount import SE_TARGET
 from stepsim.models.sim_work import step_cost_us
 from stepsim.scenarios.transforms import FixOp, SetOp, apply_ops
 from stepsim.simcore.errors import ModelError
@@ -112,3 +113,26 @@ def test_chosen_step_count_sends_the_costliest_chunks_first(monkeypatch):
     costs = [step_cost_us(c[0] if not c[1] else apply_ops(c[0], c[1])) * len(c[2]) * (c[3] + c[4])
              for _, c in draws]
     assert costs == sorted(costs, reverse=True) and len(set(costs)) > 1
+
+
+def _point(p):
+    """What a prediction's point is (its interval and what that is of aside)."""
+    return p.mean_step_us, p.median_step_us, p.steps, p.count, p.summary
+
+
+@pytest.mark.parametrize("name", ["point again for the width, quick draws stand",
+                                  "point again and quick draws dropped"])
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_chosen_points_are_predicts_for_any_interval(name, jobs):
+    """fresh11's bug 5: ``whatif``'s points (``predict_many``'s, whose first round of draws is
+    the pilot) are ``predict``'s one by one for whatever interval it is asked for: one run's,
+    one run's re-measured window, pooled runs (``validate``). Both models' baselines relax the
+    point's target to the pilot's width."""
+    m = CHOSEN[name]
+    ops = [[], [SetOp(path="loader.num_workers", value=3)]]
+    got = predict_many(m, ops, steps=None, warmup=3, seed=1, intervals=8, jobs=jobs)
+    assert got[0].count.target > SE_TARGET   # the relaxed case
+    for runs, measured in ((1, None), (1, 30), (2, 40)):
+        want = [predict(m, o, steps=None, warmup=3, seed=1, intervals=8, jobs=jobs, runs=runs,
+                        measured_steps=measured) for o in ops]
+        assert [_point(g) for g in got] == [_point(w) for w in want]
