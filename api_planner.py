@@ -250,7 +250,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     todo = operations(ops, scenario, set, scale, remove, fix)
     runs, warnings = measured_runs(traces)
     after = apply_ops(m, todo)
-    same_job(after, runs)
+    same_job(after, runs, todo)
     steps_us = [s for r in runs for s in r.step_us]
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
     with progress_bar("predict", progress and draws > 0) as prog:

@@ -33,6 +33,7 @@ from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
 from stepsim.calibration.events import build_table, dropped_note
 from stepsim.calibration.job_neck import RankWaits, job_bottleneck, rank_waits
 from stepsim.calibration.sidecar import load_sidecar, sidecar_beside
+from stepsim.calibration.sidecar_ddp import InjectedStraggler
 from stepsim.calibration.outside_load import OutsideLoad, load_note, outside_load
 from stepsim.calibration.job_load import job_load, threads_per_worker
 from stepsim.calibration.sidecar_fit import loader_settings
@@ -88,6 +89,9 @@ class MeasuredSteps:
             cannot tell (none, or no instants); of several ranks, every rank's threads on a
             host together, the job's own (:func:`calibration.job_load.job_load`).
         waits: a DDP rank's wall split outside ``next()`` (:mod:`calibration.job_neck`).
+        straggler: the straggler the sidecar's DDP record says was injected
+            (``Capture.straggler``: :class:`calibration.sidecar_ddp.InjectedStraggler`), None
+            without.
     """
 
     path: Path
@@ -103,6 +107,7 @@ class MeasuredSteps:
     bucket_cap_mb: float | None = None
     outside_load_slowdown: float | None = None
     waits: RankWaits | None = None
+    straggler: InjectedStraggler | None = None
 
     @property
     def mean_us(self) -> float:
@@ -223,7 +228,8 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
         notes.append(load_note(load, runs[0].torch_threads or 1))
     return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
-                         runs[0].bucket_cap_mb, _slowdown(load))
+                         runs[0].bucket_cap_mb, _slowdown(load),
+                         straggler=next((r.straggler for r in runs if r.straggler), None))
 
 
 def _beside(path: Path):
@@ -324,7 +330,8 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None,
                          max(world, ddp.world_size if ddp is not None else 1),
                          None if side is None else side.torch_num_threads,
                          None if ddp is None else ddp.bucket_cap_mb,
-                         _slowdown(load), waits)
+                         _slowdown(load), waits,
+                         straggler=None if ddp is None else ddp.straggler)
 
 
 def _slowdown(load: OutsideLoad | None) -> float | None:
