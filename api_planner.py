@@ -233,6 +233,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     Raises:
         InputError: an unreadable trace or ledger; ModelError: no measured step.
     """
+    from stepsim.calibration.capture_ids import capture_ids, model_capture_ids
     from stepsim.models.load_bound import pooled_load
     from stepsim.results import Validation
     from stepsim.scenarios.predict import predict
@@ -252,6 +253,8 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     after = apply_ops(m, todo)
     same_job(after, runs, todo)
     steps_us = [s for r in runs for s in r.step_us]
+    known = model_capture_ids(m)   # None: the model predates the record, every run in-sample
+    fresh = known is not None and all(not (capture_ids([r.path]) & known) for r in runs)
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
     with progress_bar("predict", progress and draws > 0) as prog:
         pred = predict(m, todo, intervals=draws, progress=prog, runs=len(runs),
@@ -264,8 +267,9 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
                                                      for u in ups],
                 startup_capture=ups[0].capture if len({u.capture for u in ups}) == 1 else None,
                 outside_load_slowdown=load,
-                # no operation, or none that changes the model: the calibration setting itself
-                in_sample=after == m)
+                # no operation, or none that changes the model: the calibration setting itself,
+                # in-sample on a run it was calibrated on, else a check of the baseline's level
+                in_sample=after == m and not fresh, baseline_check=after == m and fresh)
     skipped: list[str] = []
     if ledger:
         append_ledger(ledger, rec, skipped)

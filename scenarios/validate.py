@@ -165,6 +165,7 @@ def same_job(model, runs, ops=()) -> None:
 def validate(prediction: Prediction, measured_step_us: Sequence[float],
              measured_bottleneck: str | None, label: str, traces: Sequence[str] = (),
              model_name: str = "", time: str | None = None, in_sample: bool = False,
+             baseline_check: bool = False,
              startup: Sequence[tuple[float, float, float]] = (),
              startup_capture: str | None = None,
              outside_load_slowdown: float | None = None) -> LedgerRecord:
@@ -179,7 +180,9 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         traces: the re-measured traces, for the record.
         model_name: the model's name, for the record.
         time: ISO timestamp (default: now, UTC).
-        in_sample: the measured runs are of the calibration setting (scored apart).
+        in_sample: the measured runs are the calibration setting's own (scored apart).
+        baseline_check: the measured runs are fresh runs of the calibration setting (scored
+            apart, on their own line: the baseline's level).
         startup: per run that had one, its worker start-up step as (step, its ``next()``, the
             median ``next()`` after it) in µs, left out of ``measured_step_us`` and recorded
             on its own.
@@ -206,7 +209,7 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         median_error_pct=100 * (prediction.median_step_us - median) / median,
         inside=_bool(prediction.covers(mean)), predicted_bottleneck=prediction.bottleneck,
         measured_bottleneck=measured_bottleneck, bottleneck_agrees=_bool(agrees),
-        in_sample=bool(in_sample),
+        in_sample=bool(in_sample), baseline_check=bool(baseline_check) and not in_sample,
         runs=prediction.runs, width_sources_pct=dict(prediction.width_sources),
         outside_load_slowdown=outside_load_slowdown,
         **_startup_fields(startup, startup_capture))

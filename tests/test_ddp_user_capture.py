@@ -175,3 +175,39 @@ def test_capture_straggler_is_recorded_and_validate_asks_for_its_fix(job, stragg
     r = run_cli("validate", str(model), str(straggler_run), "--draws", "0", "--steps", "4",
                 "--fix", "straggler:rank=1,phase=forward,ms=5")
     assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def fresh_run(tmp_path_factory):
+    """The same job at the same setting, captured again: a run the model never saw."""
+    import torch.multiprocessing as mp
+
+    tmp = tmp_path_factory.mktemp("userddp_fresh")
+    mp.start_processes(_rank, args=(2, str(tmp)), nprocs=2, join=True, start_method="fork")
+    return tmp / "run"
+
+
+def test_a_fresh_run_of_the_calibration_setting_is_a_baseline_check(job, fresh_run, tmp_path):
+    """fresh12's fresh re-runs of the default setting were marked in-sample ("a replay of the
+    capture") while the same output said a ledger kept them in the score: the capture itself
+    stays in-sample, a run the model was not calibrated on is a check of the baseline's level,
+    on its own line with its error, and neither is in the what-ifs' score."""
+    run, model = job
+    ledger = tmp_path / "l.jsonl"
+    for folder in (run, fresh_run):
+        r = run_cli("validate", str(model), str(folder), "--draws", "0", "--steps", "4",
+                    "--ledger", str(ledger))
+        assert r.returncode == 0, r.stderr
+        assert "keeps it in the score" not in r.stdout
+    recs = [json.loads(x) for x in ledger.read_text().splitlines()]
+    assert [(x["in_sample"], x["baseline_check"]) for x in recs] == [(True, False),
+                                                                    (False, True)]
+    assert "baseline †" in r.stdout and "† baseline check" in r.stdout
+    assert f"baseline check (fresh runs of the calibration setting): the model's baseline " \
+           f"is {recs[1]['error_pct']:+.1f}%" in " ".join(r.stdout.split())
+    r = run_cli("ledger", str(ledger))
+    text = " ".join(r.stdout.split())
+    assert "1 in-sample record (the calibration setting itself) left out of the score" in text
+    assert (f"1 baseline check (the calibration setting against fresh runs) left out of the "
+            f"score: median error {recs[1]['error_pct']:+.1f}%") in text
+    assert "the ledger has no out-of-sample prediction" in text
