@@ -277,7 +277,8 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
                      "mean_us": r.mean_us if r.step_us else 0.0,
                      "median_us": r.median_us if r.step_us else 0.0,
                      "held": None if r.outside_load_slowdown is None
-                     else 1 / (1 + r.outside_load_slowdown)} for r in runs)
+                     else 1 / (1 + r.outside_load_slowdown),
+                     "detail": [str(w) for w in r.detail]} for r in runs)
     return Validation(record=rec, prediction=pred,
                       warnings=caveats(m, todo) + warnings + (load_note,) * bool(load_note)
                       + tuple(skipped), runs=per_run)

@@ -116,12 +116,15 @@ _RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean (steps)",
 
 
 def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
-                     scope: bool = False) -> None:
+                     scope: bool = False, per_run: Sequence[dict] | None = None) -> None:
     """Prediction vs measurement, one row per record; ``scope``: also what each record's
     interval is of, in words (:func:`scenarios.predict.interval_scope`), where the record
-    has no width by source (whose line says it)."""
+    has no width by source (whose line says it); ``per_run`` (one record's runs, as
+    ``api.validate`` gives them): in the JSON only, each record's ``per_run``, with each
+    run's ranks' detail the warnings summarise."""
     if as_json:
-        return _json([r.model_dump() for r in records])
+        return _json([{**r.model_dump(), **({"per_run": list(per_run)} if per_run is not None
+                                            else {})} for r in records])
     t = Table(title="prediction vs re-measured step time (ms)", show_edge=False)
     rows = [_record_row(r) for r in records]
 
