@@ -356,7 +356,9 @@ class Validation(_Warned, _Result):
                 and r.p90_us is not None else "")
         inside = "" if r.inside is None else ", inside" if r.inside else ", outside"
         agree = {True: "agree", False: "differ", None: "not compared"}[r.bottleneck_agrees]
-        return (f"Validation({r.label}{' (in-sample)' if r.in_sample else ' (baseline check)' if r.baseline_check else ''}: predicted "
+        apart = " (in-sample)" if r.in_sample else " (baseline check)" if r.baseline_check \
+            else ""
+        return (f"Validation({r.label}{apart}: predicted "
                 f"{ms(r.predicted_mean_us)} ms{band}; measured {ms(r.measured_mean_us)} ms "
                 f"over {r.steps_measured} steps of {r.runs} run(s); error {r.error_pct:+.1f} %"
                 f"{inside}; bottleneck {r.predicted_bottleneck} / {r.measured_bottleneck}, "

@@ -33,7 +33,8 @@ import numpy as np
 
 from stepsim.models.warning_record import said
 
-__all__ = ["AfterScored", "after_line", "unprofiled_after", "settled_after", "drain_end", "queue_levels", "surplus_end", "AfterSteps", "drain_note", "profiled_drift",
+__all__ = ["AfterScored", "after_line",
+           "unprofiled_after", "settled_after", "drain_end", "queue_levels", "surplus_end", "AfterSteps", "drain_note", "profiled_drift",
            "window_note",
            "DRIFT_WARN", "MIN_AFTER_STEPS", "QUEUE_DRY_SHARE", "SCORE_AFTER_STEPS"]
 
