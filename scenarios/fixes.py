@@ -248,7 +248,7 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
         "loader.pin_memory := true (the pin thread copies each batch into page-locked memory); "
         "every unpinned host-to-device copy: pinned (its launch no longer blocks the host), "
         "duration ÷ speedup (default 2, assumed); host syncs on those copies are deleted "
-        "(non_blocking=True). Refused on a model without a device.",
+        "(non_blocking=True).",
         PinArgs, ("h2d", "sync"), _pin_memory,
         # (``--set loader.pin_memory=true`` there is a caveat instead, scenarios.caveats)
         needs_device="pinned memory only speeds host-to-device copies"),

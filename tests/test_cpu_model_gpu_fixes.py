@@ -2,6 +2,7 @@
 and a GPU fix asked for by name is refused in one line saying why, as cuda_graphs is."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -66,3 +67,11 @@ def test_plan_proposes_no_gpu_fix_on_a_gloo_cpu_model():
     p = api.plan(m, **FAST)
     names = [mv.op.name for mv in p.plan.moves]
     assert not set(names) & {f.split(":")[0] for f in GPU_FIXES}, names
+
+
+def test_the_fixes_table_says_which_fixes_need_a_device():
+    out = json.loads(run_cli("fixes", "--json").stdout)
+    assert {k for k, f in out.items() if f["needs_device"]} == {
+        f.split(":")[0] for f in GPU_FIXES}
+    assert out["gpu_decode"]["changes"].endswith(
+        "Refused on a model without a device (the decode would move to a GPU).")
