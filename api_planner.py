@@ -233,13 +233,12 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     Raises:
         InputError: an unreadable trace or ledger; ModelError: no measured step.
     """
-    from stepsim.calibration.capture_ids import capture_ids, model_capture_ids
     from stepsim.models.load_bound import pooled_load
     from stepsim.results import Validation
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.transforms import apply_ops
     from stepsim.scenarios.validate import append_ledger, same_job, validate as score
-    from stepsim.views import measured_runs
+    from stepsim.views import fresh_runs, measured_runs
 
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
@@ -253,8 +252,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     after = apply_ops(m, todo)
     same_job(after, runs, todo)
     steps_us = [s for r in runs for s in r.step_us]
-    known = model_capture_ids(m)   # None: the model predates the record, every run in-sample
-    fresh = known is not None and all(not (capture_ids([r.path]) & known) for r in runs)
+    fresh = fresh_runs(m, runs)    # none of the runs is a capture the model was calibrated on
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
     with progress_bar("predict", progress and draws > 0) as prog:
         pred = predict(m, todo, intervals=draws, progress=prog, runs=len(runs),

@@ -365,10 +365,11 @@ class Validation(_Warned, _Result):
                 f"{agree})")
 
     def to_dict(self) -> dict:
-        return self.record.model_dump()
+        """The record, and each run's line (``per_run``, as ``validate --json`` gives it)."""
+        return {**self.record.model_dump(), "per_run": [dict(r) for r in self.runs]}
 
     def rows(self) -> list[dict]:
-        return [{k: v for k, v in self.to_dict().items() if k != "traces"}]
+        return [{k: v for k, v in self.to_dict().items() if k not in ("traces", "per_run")}]
 
 
 @dataclass(frozen=True, repr=False)
