@@ -238,7 +238,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.transforms import apply_ops
     from stepsim.scenarios.validate import append_ledger, same_job, validate as score
-    from stepsim.views import measured_runs
+    from stepsim.views import fresh_runs, measured_runs
 
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
@@ -250,8 +250,9 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     todo = operations(ops, scenario, set, scale, remove, fix)
     runs, warnings = measured_runs(traces)
     after = apply_ops(m, todo)
-    same_job(after, runs)
+    same_job(after, runs, todo)
     steps_us = [s for r in runs for s in r.step_us]
+    fresh = fresh_runs(m, runs)    # none of the runs is a capture the model was calibrated on
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]
     with progress_bar("predict", progress and draws > 0) as prog:
         pred = predict(m, todo, intervals=draws, progress=prog, runs=len(runs),
@@ -264,8 +265,9 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
                                                      for u in ups],
                 startup_capture=ups[0].capture if len({u.capture for u in ups}) == 1 else None,
                 outside_load_slowdown=load,
-                # no operation, or none that changes the model: the calibration setting itself
-                in_sample=after == m)
+                # no operation, or none that changes the model: the calibration setting itself,
+                # in-sample on a run it was calibrated on, else a check of the baseline's level
+                in_sample=after == m and not fresh, baseline_check=after == m and fresh)
     skipped: list[str] = []
     if ledger:
         append_ledger(ledger, rec, skipped)
@@ -273,7 +275,8 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
                      "mean_us": r.mean_us if r.step_us else 0.0,
                      "median_us": r.median_us if r.step_us else 0.0,
                      "held": None if r.outside_load_slowdown is None
-                     else 1 / (1 + r.outside_load_slowdown)} for r in runs)
+                     else 1 / (1 + r.outside_load_slowdown),
+                     "detail": [str(w) for w in r.detail]} for r in runs)
     return Validation(record=rec, prediction=pred,
                       warnings=caveats(m, todo) + warnings + (load_note,) * bool(load_note)
                       + tuple(skipped), runs=per_run)

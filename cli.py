@@ -245,7 +245,7 @@ def cmd_validate(args) -> int:
                      label=args.label, progress=_progress(args),
                      width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings, args.verbose)
-    print_validation([r.record], as_json=args.json, scope=True)
+    print_validation([r.record], as_json=args.json, scope=True, per_run=r.runs)
     if not args.json and len(r.runs) > 1:      # a pooled row hides a bad run: each one's line
         for k, run in enumerate(r.runs, 1):
             held = "" if run["held"] is None else f", threads held {100 * run['held']:.0f} %"

@@ -356,17 +356,20 @@ class Validation(_Warned, _Result):
                 and r.p90_us is not None else "")
         inside = "" if r.inside is None else ", inside" if r.inside else ", outside"
         agree = {True: "agree", False: "differ", None: "not compared"}[r.bottleneck_agrees]
-        return (f"Validation({r.label}{' (in-sample)' if r.in_sample else ''}: predicted "
+        apart = " (in-sample)" if r.in_sample else " (baseline check)" if r.baseline_check \
+            else ""
+        return (f"Validation({r.label}{apart}: predicted "
                 f"{ms(r.predicted_mean_us)} ms{band}; measured {ms(r.measured_mean_us)} ms "
                 f"over {r.steps_measured} steps of {r.runs} run(s); error {r.error_pct:+.1f} %"
                 f"{inside}; bottleneck {r.predicted_bottleneck} / {r.measured_bottleneck}, "
                 f"{agree})")
 
     def to_dict(self) -> dict:
-        return self.record.model_dump()
+        """The record, and each run's line (``per_run``, as ``validate --json`` gives it)."""
+        return {**self.record.model_dump(), "per_run": [dict(r) for r in self.runs]}
 
     def rows(self) -> list[dict]:
-        return [{k: v for k, v in self.to_dict().items() if k != "traces"}]
+        return [{k: v for k, v in self.to_dict().items() if k not in ("traces", "per_run")}]
 
 
 @dataclass(frozen=True, repr=False)

@@ -159,6 +159,17 @@ def ledger_points(ledger: str | Path, path: str, baseline: tuple[str, object] | 
     return found[1]
 
 
+def fresh_runs(model: StepModel, runs) -> bool:
+    """Whether none of ``runs`` (re-measured, :func:`measured_runs`) is a capture ``model``
+    was calibrated on, as the model records them (:mod:`calibration.capture_ids`); False for
+    a model that records none (calibrated before the record: every run of its setting
+    in-sample)."""
+    from stepsim.calibration.capture_ids import capture_ids, model_capture_ids
+
+    known = model_capture_ids(model)
+    return known is not None and all(not (capture_ids([r.path]) & known) for r in runs)
+
+
 def measured_runs(traces: Sequence[str | Path]):
     """The re-measured runs and their warnings (each said once per file)."""
     from stepsim.calibration.measure import measured_runs

@@ -74,7 +74,7 @@ from pathlib import Path
 import torch
 import torch.utils.data as tud
 
-from stepsim.calibration.cold_capture import ColdSteps
+from stepsim.calibration.cold_capture import ColdSteps, spin
 from stepsim.calibration.ddp_info import ddp_record
 from stepsim.calibration.produce import (TimedCollate, TimedDataset, TimedIterable, attach_loader,
                                          loader_settings)
@@ -231,6 +231,35 @@ class Capture:
                           "torch.distributed process group is initialised): nothing recorded, "
                           "the capture is of a single process", stacklevel=2)
         return model
+
+    def straggler(self, rank: int, ms: float) -> None:
+        """Make rank ``rank`` of the job a straggler: it spins ``ms`` ms of wall-clock time
+        (busy on ``time.perf_counter``, the core kept, as the what-if assumes; a sleep would
+        free it) at the end of its DDP module's forward (a forward hook on ``model.module``),
+        every step, and the sidecar records it (``ddp.straggler``), so that ``stepsim
+        validate`` refuses the run against a prediction without ``--fix
+        straggler:rank=R,phase=forward,ms=M``. Call it on every rank, after :meth:`ddp`
+        and before :meth:`steps`.
+
+        Raises:
+            ValueError: no distributed job recorded by :meth:`ddp`, a rank not in it, ``ms``
+                not a number > 0, or a second call."""
+        if self._ddp_model is None:
+            raise ValueError("Capture.straggler needs a distributed job: call "
+                             "Capture.ddp(model) on every rank first")
+        world = self._ddp["world_size"]
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
+            raise ValueError(f"Capture.straggler: rank={rank!r}: expected a rank of the job "
+                             f"(0 to {world - 1})")
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms <= 3.6e6:
+            raise ValueError(f"Capture.straggler: ms={ms!r}: expected milliseconds > 0 (at "
+                             "most an hour)")
+        if self._ddp.get("straggler"):
+            raise ValueError("Capture.straggler was already called on this Capture")
+        self._ddp["straggler"] = {"rank": rank, "phase": "forward", "spin_us": float(ms) * 1e3}
+        if self._ddp["rank"] == rank:
+            module = getattr(self._ddp_model, "module", self._ddp_model)
+            module.register_forward_hook(lambda mod, args, out: spin(ms))
 
     def steps(self, loader, active: int = 8, wait: int = 1, warmup: int = 2, skip_first: int = 3,
               probe_workers: int | None = None, probe_steps: int = 8, after: int = 0,

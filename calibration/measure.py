@@ -33,12 +33,14 @@ from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
 from stepsim.calibration.events import build_table, dropped_note
 from stepsim.calibration.job_neck import RankWaits, job_bottleneck, rank_waits
 from stepsim.calibration.sidecar import load_sidecar, sidecar_beside
+from stepsim.calibration.sidecar_ddp import InjectedStraggler
 from stepsim.calibration.outside_load import OutsideLoad, load_note, outside_load
 from stepsim.calibration.job_load import job_load, threads_per_worker
 from stepsim.calibration.sidecar_fit import loader_settings
 from stepsim.calibration.linking import link
 from stepsim.calibration.same_run import check_one_run, raw_span
-from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, SCORE_AFTER_STEPS, drain_note,
+from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, SCORE_AFTER_STEPS, AfterScored,
+                                           after_line, drain_note,
                                            drift_noise, scored_note, settled_after, window_note)
 from stepsim.calibration.startup_step import (STARTUP_RATIO,  # noqa: F401  (re-exported)
                                               StartupStep, startup_step)
@@ -88,6 +90,9 @@ class MeasuredSteps:
             cannot tell (none, or no instants); of several ranks, every rank's threads on a
             host together, the job's own (:func:`calibration.job_load.job_load`).
         waits: a DDP rank's wall split outside ``next()`` (:mod:`calibration.job_neck`).
+        straggler: the straggler the sidecar's DDP record says was injected
+            (``Capture.straggler``: :class:`calibration.sidecar_ddp.InjectedStraggler`), None
+            without.
     """
 
     path: Path
@@ -103,6 +108,13 @@ class MeasuredSteps:
     bucket_cap_mb: float | None = None
     outside_load_slowdown: float | None = None
     waits: RankWaits | None = None
+    straggler: InjectedStraggler | None = None
+    after: AfterScored | None = None
+    """What it scored of the unprofiled steps after the window (None: it scored the trace's
+    steps); a job's ranks' are said in one line (:func:`after_line`), each in ``detail``."""
+    detail: list[str] = field(default_factory=list)
+    """A job's per-rank notes of what was scored (each rank's drained steps and unprofiled
+    against profiled mean), which its warnings summarise in one line (``validate --json``)."""
 
     @property
     def mean_us(self) -> float:
@@ -206,7 +218,16 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
         raise InputError(where, f"the {len(runs)} rank traces share no step number "
                          f"({', '.join(f'{r.path.name}: {_span(r.step_numbers)}' for r in runs)})")
     # each rank's own notes name the rank: the printer prefixes them all with the job's folder
-    notes = [retexted(w, f"{_rank_label(r.path, where)}: {w}") for r in runs for w in r.warnings]
+    # what each rank scored (drained steps, unprofiled against profiled) in one line for the
+    # job, each rank's words in its detail (fresh12: 8 such lines a 2-run validate)
+    summed = all(r.after is not None for r in runs)
+    said = {w for r in runs if summed for w in r.after.notes}
+    detail = [f"{_rank_label(r.path, where)}: {w}" for r in runs for w in r.warnings
+              if w in said]
+    notes = [retexted(w, f"{_rank_label(r.path, where)}: {w}") for r in runs for w in r.warnings
+             if w not in said]
+    if summed:
+        notes.insert(0, after_line([(_rank_label(r.path, where), r.after) for r in runs]))
     dropped = sum(len(r.step_numbers) for r in runs) - len(common) * len(runs)
     if dropped:
         notes.append(f"{dropped} rank step(s) without a match on every rank were left out")
@@ -223,7 +244,9 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
         notes.append(load_note(load, runs[0].torch_threads or 1))
     return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
-                         runs[0].bucket_cap_mb, _slowdown(load))
+                         runs[0].bucket_cap_mb, _slowdown(load),
+                         straggler=next((r.straggler for r in runs if r.straggler), None),
+                         detail=detail)
 
 
 def _beside(path: Path):
@@ -291,6 +314,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None,
         wait = np.array([s.next_wall_us for s in after])
         numbers = [len(side.steps) - len(after) + i for i in range(len(after))]
         prof = after
+        said_from = len(notes)
         if settled.drained:
             notes.append(drain_note(settled))
         if len(after) < SCORE_AFTER_STEPS:
@@ -300,6 +324,8 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None,
                          f"num_workers × prefetch_factor + {SCORE_AFTER_STEPS})")
         notes.append(scored_note(len(after), step_us.mean(), traced.mean(),
                                  drift_noise(step_us, traced)))
+        scored = AfterScored(len(after), settled.drained, float(step_us.mean()),
+                             float(traced.mean()), tuple(notes[said_from:]))
     load = remeasured_load(side) if side is not None and alone else None
     if load is not None and load.slowdown > LOAD_WARN:
         notes.append(load_note(load, side.torch_num_threads or 1))
@@ -324,7 +350,9 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None,
                          max(world, ddp.world_size if ddp is not None else 1),
                          None if side is None else side.torch_num_threads,
                          None if ddp is None else ddp.bucket_cap_mb,
-                         _slowdown(load), waits)
+                         _slowdown(load), waits,
+                         straggler=None if ddp is None else ddp.straggler,
+                         after=scored if len(after) >= MIN_AFTER_STEPS else None)
 
 
 def _slowdown(load: OutsideLoad | None) -> float | None:

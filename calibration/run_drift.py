@@ -33,7 +33,8 @@ import numpy as np
 
 from stepsim.models.warning_record import said
 
-__all__ = ["unprofiled_after", "settled_after", "drain_end", "queue_levels", "surplus_end", "AfterSteps", "drain_note", "profiled_drift",
+__all__ = ["AfterScored", "after_line",
+           "unprofiled_after", "settled_after", "drain_end", "queue_levels", "surplus_end", "AfterSteps", "drain_note", "profiled_drift",
            "window_note",
            "DRIFT_WARN", "MIN_AFTER_STEPS", "QUEUE_DRY_SHARE", "SCORE_AFTER_STEPS"]
 
@@ -163,6 +164,34 @@ def drain_note(settled: AfterSteps) -> str:
             f"they took batches the workers made while the profiler's stop paused the loop "
             f"({settled.pause_us / 1e3:.0f} ms), without waiting, until the prefetch queue ran "
             "dry")
+
+
+@dataclass(frozen=True)
+class AfterScored:
+    """What a run's validation scored of its unprofiled steps after the window: ``n`` steps
+    of mean ``scored_us``, after ``drained`` left out; the trace's profiled steps' mean
+    ``traced_us`` (µs); ``notes``: the run's notes that said so (:func:`drain_note`,
+    :func:`scored_note`)."""
+
+    n: int
+    drained: int
+    scored_us: float
+    traced_us: float
+    notes: tuple[str, ...] = ()
+
+
+def after_line(ranks: list[tuple[str, AfterScored]]) -> str:
+    """A job's ranks' :class:`AfterScored` in one line (each rank's own notes go to the
+    record's detail: ``validate --json``)."""
+    ns = sorted({a.n for _, a in ranks})
+    drained = [f"{name} {a.drained}" for name, a in ranks if a.drained]
+    diffs = [100 * (a.traced_us / a.scored_us - 1) for _, a in ranks]
+    return (f"measured: the {'-'.join(str(n) for n in (ns[0], ns[-1])[:len(ns)])} unprofiled "
+            f"steps after the profiled window on each of {len(ranks)} ranks (sidecar)"
+            + (f", less the steps right after it that drew batches made while the profiler's "
+               f"stop paused the loop ({', '.join(drained)})" if drained else "")
+            + f"; the trace's profiled steps took {min(diffs):+.1f} to {max(diffs):+.1f} % "
+            "of the unprofiled ones (each rank's detail: --json)")
 
 
 def window_note(n: int, after: int) -> str:

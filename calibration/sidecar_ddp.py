@@ -21,7 +21,7 @@ from stepsim.models.param_base import StrictScalars
 from stepsim.models.params import MAX_DURATION_US
 
 __all__ = ["DDPParam", "ThreadCPU", "BucketCPU", "ColdProbe", "DDPRecord", "DTYPE_SIZE",
-           "MAX_PROBE_RECORDS"]
+           "InjectedStraggler", "MAX_PROBE_RECORDS"]
 
 MAX_PROBE_RECORDS = 100
 """Most records (pauses, waits) a probe list holds (assumed: the harness and ``Capture`` write
@@ -129,6 +129,21 @@ class BarrierProbe(StrictScalars):
     steps: int = Field(ge=1)
 
 
+class InjectedStraggler(StrictScalars):
+    """A straggler the user injected through ``Capture.straggler``: rank ``rank`` spins
+    ``spin_us`` of wall-clock time at its DDP module's forward's end, every step (what
+    ``--fix straggler:rank=R,phase=forward,ms=M`` predicts)."""
+
+    model_config = CFG
+    rank: int = Field(ge=0)
+    phase: str = "forward"
+    spin_us: float = Field(gt=0, le=MAX_DURATION_US)
+
+    def fix_text(self) -> str:
+        """The ``--fix`` that predicts this run."""
+        return f"straggler:rank={self.rank},phase={self.phase},ms={self.spin_us / 1e3:g}"
+
+
 class DDPRecord(StrictScalars):
     """A DistributedDataParallel job as :mod:`calibration.ddp_info` records it."""
 
@@ -160,11 +175,17 @@ class DDPRecord(StrictScalars):
     """The cold-resume probe's pauses (:class:`ColdProbe`; empty where the job ran none)."""
     barrier_probe: list[BarrierProbe] = Field(default=[], max_length=MAX_PROBE_RECORDS)
     """The barrier probe's waits (:class:`BarrierProbe`; empty where the job ran none)."""
+    straggler: InjectedStraggler | None = None
+    """The straggler injected through ``Capture.straggler`` (None: none was, or the sidecar
+    predates the record; a spin hook of the user's own is not seen)."""
 
     @model_validator(mode="after")
     def _ranks_fit(self):
         if self.rank >= self.world_size:
             raise ValueError(f"rank {self.rank} is not below world_size {self.world_size}")
+        if self.straggler is not None and self.straggler.rank >= self.world_size:
+            raise ValueError(f"straggler rank {self.straggler.rank} is not below world_size "
+                             f"{self.world_size}")
         if self.hosts and len(self.hosts) != self.world_size:
             raise ValueError(f"{len(self.hosts)} host names for world_size {self.world_size}")
         # one record per thread, pause and wait (a copied record counted, or defeated the

@@ -180,13 +180,19 @@ class StepModel(StrictModel):
     def task_map(self) -> dict[str, DeviceTask]:
         return self.device.tasks()
 
+    def on_device(self) -> bool:
+        """Whether the model runs work on a device (GPU): a device task other than a
+        collective. A CPU run has none, gloo's collectives (CPU work on the ``gloo`` stream)
+        included."""
+        return any(t.kind != "collective" for t in self.device.tasks().values())
+
     def pins_memory(self) -> bool:
         """Whether the DataLoader pins its batches: ``loader.pin_memory`` on a model with a
-        device. torch pins only where an accelerator is available (``_BaseDataLoaderIter``:
-        ``loader.pin_memory and torch.accelerator.is_available()``, warning otherwise), so a
-        CPU run's DataLoader (no device tasks) runs no pin-memory thread and copies nothing,
-        whatever the setting."""
-        return self.loader.pin_memory and bool(self.device.tasks())
+        device (:meth:`on_device`). torch pins only where an accelerator is available
+        (``_BaseDataLoaderIter``: ``loader.pin_memory and torch.accelerator.is_available()``,
+        warning otherwise), so a CPU run's DataLoader (gloo DDP's included) runs no pin-memory
+        thread and copies nothing, whatever the setting."""
+        return self.loader.pin_memory and self.on_device()
 
     def team_threads(self) -> int:
         """The intra-op threads of the training step's parallel part, as the simulator counts

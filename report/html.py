@@ -209,6 +209,10 @@ def _validation(d: ReportData) -> str:
     if s is not None and s.n_in_sample:
         out += (f"<p>{s.n_in_sample} in-sample record(s) (the calibration setting itself) are "
                 "left out of the score.</p>")
+    if s is not None and s.n_baseline_checks:
+        out += (f"<p>{s.n_baseline_checks} baseline check(s) (the calibration setting against "
+                "fresh runs) are left out of the score: median error "
+                f"{s.baseline_check_median_error_pct:+.1f}%.</p>")
     if s is not None and s.n_outside_load:
         out += (f"<p>{s.n_outside_load} record(s) re-measured under outside load (up to "
                 f"{1 + s.max_outside_load_slowdown:.1f}× slower than the machine alone) are left "

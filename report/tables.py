@@ -337,7 +337,8 @@ def print_fixes(as_json: bool = False) -> None:
         return json_out({f.name: {"kind": f.kind, "relieves": list(f.relieves),
                                "arguments": {k: _argument(v) for k, v in
                                              f.args.model_fields.items()},
-                               "changes": f.changes} for f in FIXES.values()})
+                               "changes": _changes(f),
+                               "needs_device": bool(f.needs_device)} for f in FIXES.values()})
     t = Table(title="named fixes", show_edge=False, show_lines=True)
     t.add_column("fix", no_wrap=True)
     t.add_column("kind", no_wrap=True)
@@ -347,5 +348,11 @@ def print_fixes(as_json: bool = False) -> None:
     for f in FIXES.values():
         args = ", ".join(f"{k}={'required' if v.is_required() else v.default}"
                          for k, v in f.args.model_fields.items()) or "-"
-        t.add_row(f.name, f.kind, ", ".join(f.relieves), args, f.changes)
+        t.add_row(f.name, f.kind, ", ".join(f.relieves), args, _changes(f))
     console().print(t)
+
+
+def _changes(f) -> str:
+    """What a fix changes, and, for one that needs a device, that a CPU run refuses it."""
+    return f.changes + (f" Refused on a model without a device ({f.needs_device})."
+                        if f.needs_device else "")

@@ -53,6 +53,9 @@ def shown(text: str | None) -> str:
 IN_SAMPLE_MARK = "*"
 """The mark of an in-sample record (the calibration setting's own runs: a replay), as the
 demo's table marks its calibration row."""
+BASELINE_MARK = "†"
+"""The mark of a baseline check: the calibration setting against fresh runs the model was
+not calibrated on (:attr:`scenarios.validate.LedgerRecord.baseline_check`)."""
 LOAD_MARK = "‡"
 """The mark of a record re-measured under outside load and slower than predicted
 (:attr:`scenarios.validate.LedgerRecord.load_explains`), as the demo's table marks it."""
@@ -65,6 +68,8 @@ def apart_mark(r: LedgerRecord) -> str:
     a scored record."""
     if r.in_sample:
         return IN_SAMPLE_MARK
+    if r.baseline_check:
+        return BASELINE_MARK
     return LOAD_MARK if r.load_explains else ""
 
 
@@ -74,6 +79,9 @@ def apart_legend(records: Sequence[LedgerRecord]) -> str | None:
     marks = {apart_mark(r) for r in records}
     parts = ([f"{IN_SAMPLE_MARK} in-sample: the calibration setting's own runs (a replay of "
               "the capture), left out of the score"] if IN_SAMPLE_MARK in marks else []) + (
+        [f"{BASELINE_MARK} baseline check: the calibration setting against fresh runs the "
+         "model was not calibrated on (the baseline's level), scored on its own line, left "
+         "out of the what-ifs' score"] if BASELINE_MARK in marks else []) + (
         [f"{LOAD_MARK} re-measured under outside load and slower than predicted (the load "
          "could explain the error), left out of the score"] if LOAD_MARK in marks else [])
     return "; ".join(parts) or None
@@ -108,12 +116,15 @@ _RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean (steps)",
 
 
 def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
-                     scope: bool = False) -> None:
+                     scope: bool = False, per_run: Sequence[dict] | None = None) -> None:
     """Prediction vs measurement, one row per record; ``scope``: also what each record's
     interval is of, in words (:func:`scenarios.predict.interval_scope`), where the record
-    has no width by source (whose line says it)."""
+    has no width by source (whose line says it); ``per_run`` (one record's runs, as
+    ``api.validate`` gives them): in the JSON only, each record's ``per_run``, with each
+    run's ranks' detail the warnings summarise."""
     if as_json:
-        return _json([r.model_dump() for r in records])
+        return _json([{**r.model_dump(), **({"per_run": list(per_run)} if per_run is not None
+                                            else {})} for r in records])
     t = Table(title="prediction vs re-measured step time (ms)", show_edge=False)
     rows = [_record_row(r) for r in records]
 
@@ -150,10 +161,22 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
         elif scope and r.p10_us is not None:
             console().print(f"{shown(r.label)}: P10-P90 of {of}")
             scoped = scoped or r.runs > 1   # (of one run too: nothing to set apart)
+        if r.baseline_check:
+            console().print(f"{shown(r.label)}: baseline check (fresh runs of the calibration "
+                            f"setting): the model's baseline is {r.error_pct:+.1f}% against "
+                            "them (+: predicted slower); every what-if's absolute time carries "
+                            "this offset")
         if r.outside_load:
+            apart = "in-sample" if r.in_sample else "a baseline check" if r.baseline_check \
+                else ""
             console().print(
                 f"[yellow]{shown(r.label)}:[/yellow] re-measured under outside load, about "
                 f"{1 + r.outside_load_slowdown:.1f}x slower than the machine alone: " + (
+                    f"its error is the load's as much as the prediction's ({apart}: out of "
+                    "the score in any case)" if apart and r.load_explains else
+                    f"yet faster than predicted ({r.error_pct:+.1f}%), which the load cannot "
+                    f"explain (it only slows a run; {apart}: out of the score in any case)"
+                    if apart else
                     "its error is the load's as much as the prediction's, and a ledger scores "
                     "it apart (re-measure on a quiet machine)" if r.load_explains else
                     f"yet faster than predicted ({r.error_pct:+.1f}%), which the load cannot "
@@ -211,6 +234,11 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
     if s.n_in_sample:
         c.print(f"{s.n_in_sample} in-sample record{'s' if s.n_in_sample != 1 else ''} (the "
                 "calibration setting itself) left out of the score")
+    if s.n_baseline_checks:
+        c.print(f"{s.n_baseline_checks} baseline check{'s' if s.n_baseline_checks != 1 else ''}"
+                " (the calibration setting against fresh runs) left out of the score: median "
+                f"error {s.baseline_check_median_error_pct:+.1f}% (+: the model's baseline "
+                "slower than the runs)")
     if s.n_outside_load:
         c.print(f"{s.n_outside_load} record{'s' if s.n_outside_load != 1 else ''} re-measured "
                 f"under outside load (up to {1 + s.max_outside_load_slowdown:.1f}x slower than "

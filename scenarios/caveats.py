@@ -80,7 +80,7 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
                    "measured per-sample values (inferred), the step's forward and backward "
                    "work is assumed linear in samples (capture at a second batch size to "
                    "measure it)")
-    if "loader.pin_memory" in sets and not model.device.tasks():
+    if "loader.pin_memory" in sets and not model.on_device():
         out.append("loader.pin_memory changes nothing here: this model has no device (a CPU "
                    "run), and pinned memory only speeds host-to-device copies")
     loader = any(p.startswith("loader.") for p in sets) or any(

@@ -39,6 +39,7 @@ from stepsim.models.metrics import amdahl_ceiling, label
 from stepsim.models.params import StepModel
 from stepsim.models.rank_threads import model_rank_threads
 from stepsim.scenarios.caveats import threads_caveat
+from stepsim.scenarios.fix_types import on_gpu
 from stepsim.scenarios.fixes import FIXES
 from stepsim.scenarios.host_threads import oversubscribed
 from stepsim.scenarios.memory import MemoryVerdict
@@ -182,12 +183,6 @@ def _beyond_gap(w: WhatIf, step_us: float, gap_us: float, summary) -> WhatIf:
 
 def _ms(us: float) -> str:
     return f"{us / 1e3:.2f} ms"
-
-
-def on_gpu(model: StepModel) -> bool:
-    """Whether the model runs work on a GPU: a device task other than a collective (a CPU
-    run, gloo's collectives included, has none)."""
-    return any(t.kind != "collective" for t in model.task_map().values())
 
 
 def _ratio_finding(r: float, source: str) -> Finding:

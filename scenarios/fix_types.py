@@ -12,9 +12,19 @@ from stepsim.models.params import StepModel
 from stepsim.scenarios.paths import telling_error
 from stepsim.simcore.errors import ModelError, NotApplicable
 
-__all__ = ["Fix", "FixArgs", "FixKind", "nothing"]
+__all__ = ["Fix", "FixArgs", "FixKind", "NO_DEVICE_WHY", "nothing", "on_gpu"]
 
 FixKind = Literal["systems", "numerics", "algorithm", "hardware"]
+
+NO_DEVICE_WHY = "it has no device (a CPU run)"
+"""Why a fix that needs a device (``Fix.needs_device``) is refused on a CPU run, before the
+fix's own reason."""
+
+
+def on_gpu(model: StepModel) -> bool:
+    """Whether the model runs work on a GPU (:meth:`StepModel.on_device`: a CPU run, gloo's
+    collectives included, has none)."""
+    return model.on_device()
 
 
 class FixArgs(StrictScalars):
@@ -41,6 +51,10 @@ class Fix:
             workers, may be raised again; multiplicative ones apply once).
         relieves_on: ``model -> keys`` it also addresses on that model (the planner's;
             :meth:`relieves_for`).
+        needs_device: for a fix that changes device (GPU) work, why it needs one (empty for the
+            others): :meth:`apply` refuses it on a CPU run (:func:`on_gpu`; gloo's collectives
+            are no device), the one place whatif, plan, sweep and diagnose learn that no GPU
+            fix applies there.
     """
 
     name: str
@@ -52,6 +66,7 @@ class Fix:
     candidates: Callable[[StepModel], list[dict]] = lambda m: [{}]
     repeatable: bool = False
     relieves_on: Callable[[StepModel], tuple[str, ...]] = lambda m: ()
+    needs_device: str = ""
 
     def relieves_for(self, model: StepModel) -> tuple[str, ...]:
         """The bottleneck keys it addresses on ``model``: ``relieves`` and ``relieves_on``'s."""
@@ -70,7 +85,12 @@ class Fix:
                              f"{', '.join(self.args.model_fields) or 'none'})") from None
 
     def apply(self, model: StepModel, raw_args: dict | None = None) -> StepModel:
-        return self.transform(model.without_replay(), self.parse_args(raw_args or {}))
+        """The changed model. Raises NotApplicable where it does not apply (a fix that needs a
+        device, on a CPU run, first), ModelError on bad arguments."""
+        args = self.parse_args(raw_args or {})
+        if self.needs_device and not on_gpu(model):
+            raise nothing(self.name, f"{NO_DEVICE_WHY}: {self.needs_device}")
+        return self.transform(model.without_replay(), args)
 
 
 def nothing(fix: str, why: str) -> ModelError:

@@ -139,15 +139,6 @@ def _pin_memory(m: StepModel, a: PinArgs) -> StepModel:
     return validated(data, "fix pin_memory")
 
 
-def _pin_memory_fix(m: StepModel, a: PinArgs) -> StepModel:
-    """``--fix pin_memory``: refused without a device (``--set loader.pin_memory=true`` there
-    is a caveat instead, :mod:`scenarios.caveats`)."""
-    if not m.task_map():
-        raise nothing("pin_memory", "it has no device (a CPU run): pinned memory only speeds "
-                                    "host-to-device copies")
-    return _pin_memory(m, a)
-
-
 # ---------------------------------------------------------------- host launch ------------
 class GraphArgs(FixArgs):
     phases: tuple[Phase, ...] = ("forward", "backward", "optimizer")
@@ -251,26 +242,32 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
         "loader.produce × (1 − share); a 'decode (GPU)' kernel of gpu_us µs (default: the "
         "removed CPU time / 40, assumed) is added before the first launched device task, on its "
         "stream, with its own launch.",
-        GpuDecodeArgs, ("input",), _gpu_decode),
+        GpuDecodeArgs, ("input",), _gpu_decode,
+        needs_device="the decode would move to a GPU"),
     Fix("pin_memory", "systems",
         "loader.pin_memory := true (the pin thread copies each batch into page-locked memory); "
         "every unpinned host-to-device copy: pinned (its launch no longer blocks the host), "
         "duration ÷ speedup (default 2, assumed); host syncs on those copies are deleted "
-        "(non_blocking=True). Refused on a model without a device.",
-        PinArgs, ("h2d", "sync"), _pin_memory_fix),
+        "(non_blocking=True).",
+        PinArgs, ("h2d", "sync"), _pin_memory,
+        # (``--set loader.pin_memory=true`` there is a caveat instead, scenarios.caveats)
+        needs_device="pinned memory only speeds host-to-device copies"),
     Fix("cuda_graphs", "systems",
         "launches of captured work (phases, default forward/backward/optimizer; input copies "
         "stay outside) are collapsed, per run between syncs, into one cudaGraphLaunch of "
         "launch_us µs (default 10, assumed); host CPU ops of those phases, or between captured "
         "launches, are deleted (the replay skips that Python).",
-        GraphArgs, ("launch", "host_compute"), _cuda_graphs),
+        GraphArgs, ("launch", "host_compute"), _cuda_graphs,
+        needs_device="a CUDA graph replays GPU kernels"),
     Fix("fused_elementwise", "systems",
         "elementwise device time × factor (default 0.5, assumed); each launch's cost shrinks by "
         "the same proportion of its task's elementwise share (fewer kernels to launch).",
-        FuseArgs, ("compute:elementwise",), _fused_elementwise),
+        FuseArgs, ("compute:elementwise",), _fused_elementwise,
+        needs_device="it fuses GPU elementwise kernels"),
     Fix("mixed_precision", "numerics",
         "device time of categories (default gemm, conv) × factor, which you must give.",
-        PrecisionArgs, ("compute:gemm", "compute:conv"), _mixed_precision, lambda m: []),
+        PrecisionArgs, ("compute:gemm", "compute:conv"), _mixed_precision, lambda m: [],
+        needs_device="it scales GPU kernels' time"),
     Fix("bucket_cap_mb", "systems",
         "comm.bucket_cap_mb := mb, then DDP's buckets and all-reduces are rebuilt from "
         "comm.grad_params (models.ddp).",

@@ -52,8 +52,13 @@ class LedgerRecord(StrictScalars):
     measured_bottleneck: str | None
     bottleneck_agrees: bool | None
     in_sample: bool = False
-    """The prediction is of the setting the model was calibrated on (a replay, not a
-    prediction): kept apart from the score."""
+    """The prediction is of the setting the model was calibrated on, scored against runs it
+    was calibrated on (a replay, not a prediction): kept apart from the score."""
+    baseline_check: bool = False
+    """The prediction is of the calibration setting, scored against fresh runs the model was
+    not calibrated on (:mod:`calibration.capture_ids`): a check of the baseline's level,
+    scored on its own line, never in the what-ifs' score (the calibration setting is never
+    counted in a headline error)."""
     startup_us: StepUs | None = None
     """The worker start-up step (a multi-process DataLoader's first ``next()`` spawns its
     workers), left out of the measured steps: its mean over the runs that had one (None:

@@ -37,6 +37,11 @@ class LedgerSummary:
     median_width_pct: float | None = None
     """Median P10–P90 width, in % of the predicted mean, of the records with an interval."""
     n_in_sample: int = 0
+    n_baseline_checks: int = 0
+    """Records of the calibration setting scored against fresh runs (the baseline's level),
+    left out of the score above and summarised on their own."""
+    baseline_check_median_error_pct: float | None = None
+    """Their median signed error_pct (+: the model's baseline is slower than the runs)."""
     median_width_sources_pct: dict[str, float] | None = None
     """Per source of uncertainty, the median over the decomposed records of its width alone
     (% of the predicted mean)."""
@@ -54,8 +59,10 @@ def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
     """Score a ledger's out-of-sample records, less those the outside load could explain
     (:attr:`LedgerRecord.load_explains`; see :class:`LedgerSummary`); none gives ``n=0``."""
     n_in = sum(r.in_sample for r in records)
-    loaded = [r for r in records if not r.in_sample and r.load_explains]
-    records = [r for r in records if not r.in_sample and not r.load_explains]
+    checks = [r.error_pct for r in records if r.baseline_check and not r.in_sample]
+    records = [r for r in records if not r.in_sample and not r.baseline_check]
+    loaded = [r for r in records if r.load_explains]
+    records = [r for r in records if not r.load_explains]
     errs = [abs(r.error_pct) for r in records]
     widths = [r.width_pct for r in records if r.width_pct is not None]
     with_iv = [r.inside for r in records if r.inside is not None]
@@ -68,6 +75,8 @@ def summarize_ledger(records: Sequence[LedgerRecord]) -> LedgerSummary:
         bottleneck_agreement=sum(with_b) / len(with_b) if with_b else None,
         n_bottlenecks=len(with_b),
         median_width_pct=float(np.median(widths)) if widths else None, n_in_sample=n_in,
+        n_baseline_checks=len(checks),
+        baseline_check_median_error_pct=float(np.median(checks)) if checks else None,
         median_width_sources_pct=_median_sources([r.width_sources_pct for r in records]),
         n_outside_load=len(loaded),
         max_outside_load_slowdown=max((r.outside_load_slowdown for r in loaded), default=None),

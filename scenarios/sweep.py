@@ -199,7 +199,24 @@ def sweep(model: StepModel, grid: dict[str, Sequence[Any]], base: Sequence[Opera
     result = SweepResult({p: list(grid[p]) for p in paths},
                          "; ".join(o.describe() for o in base) or "baseline", points, {})
     knees = {p: _knee(result, p, start, knee_tol) for p in paths}
-    return SweepResult(result.grid, result.base, points, knees, notes)
+    return SweepResult(result.grid, result.base, points, knees,
+                       notes + _not_the_default_cap(start, grid.get("comm.bucket_cap_mb", ())))
+
+
+def _not_the_default_cap(start: StepModel, caps: Sequence[Any]) -> tuple[str, ...]:
+    """The note of a swept ``comm.bucket_cap_mb`` equal to the model's own cap while the
+    model's first bucket has its own, smaller cap (DDP's default: 25 MiB, the first bucket
+    1 MiB): torch's explicit ``bucket_cap_mb`` caps the first bucket too
+    (:func:`models.ddp.set_bucket_caps`), so that point is not the model's setting (fresh12
+    read the sweep's 25 as the baseline)."""
+    c = start.comm
+    if not c.grad_params or c.first_bucket_cap_mb == c.bucket_cap_mb or not any(
+            isinstance(v, (int, float)) and v == c.bucket_cap_mb for v in caps):
+        return ()
+    return (f"comm.bucket_cap_mb={c.bucket_cap_mb:g} is not this model's setting: an explicit "
+            f"bucket_cap_mb caps DDP's first bucket too (torch), which the model's setting "
+            f"(DDP's default) caps at first_bucket_cap_mb={c.first_bucket_cap_mb:g} MiB; the "
+            "baseline is the setting as captured",)
 
 
 def _valid_points(model: StepModel, base: Sequence[Operation], paths: list[str],

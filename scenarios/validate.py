@@ -30,7 +30,9 @@ from pydantic import ValidationError
 from stepsim.models.param_base import error_at
 from stepsim.scenarios.ledger_record import LedgerRecord
 from stepsim.scenarios.ledger_score import LedgerSummary, summarize_ledger  # noqa: F401 (re-export)
+from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.predict import Prediction
+from stepsim.scenarios.transforms import FixOp
 from stepsim.simcore.atomic import atomic_path, updating, write_atomic
 from stepsim.simcore.errors import InputError, ModelError
 from stepsim.simcore.gcpause import gc_paused
@@ -125,16 +127,37 @@ def job_mismatch(model, run) -> str | None:
     return None
 
 
-def same_job(model, runs) -> None:
-    """Refuse a re-measured run of another job than the predicted ``model`` (after its ops):
-    :func:`same_setting` for its DataLoader, :func:`job_mismatch` for the rest.
+def straggler_mismatch(ops, run) -> str | None:
+    """A straggler the run's sidecar records (``Capture.straggler``) that no ``--fix
+    straggler`` among ``ops`` predicts (the same rank, phase and ms), said with the ``--fix``
+    that matches; None when one does, or the run records none (a spin hook of the user's own
+    is not recorded, so a prediction's straggler is not checked against the run)."""
+    s = run.straggler
+    if s is None:
+        return None
+    fix = get_fix("straggler")
+    given = [fix.parse_args(op.args) for op in ops
+             if isinstance(op, FixOp) and op.name == "straggler"]
+    if any(a.rank == s.rank and a.phase == s.phase
+           and abs(a.ms * 1e3 - s.spin_us) <= 1e-9 * s.spin_us for a in given):
+        return None
+    said = ", ".join(f"rank {a.rank} {a.ms:g} ms in {a.phase}" for a in given) or "none"
+    return (f"rank {s.rank} is a straggler in the capture ({s.spin_us / 1e3:g} ms spin at its "
+            f"{s.phase}'s end, Capture.straggler), {said} in the prediction "
+            f"(--fix {s.fix_text()} would match)")
+
+
+def same_job(model, runs, ops=()) -> None:
+    """Refuse a re-measured run of another job than the predicted ``model`` (after its
+    ``ops``): :func:`same_setting` for its DataLoader, :func:`job_mismatch` and
+    :func:`straggler_mismatch` for the rest.
 
     Raises:
         InputError: naming the run and the first difference.
     """
     same_setting(model.loader, runs)
     for r in runs:
-        why = job_mismatch(model, r)
+        why = job_mismatch(model, r) or straggler_mismatch(ops, r)
         if why:
             raise InputError(r.path, f"not a run of the predicted setting: {why}")
 
@@ -142,6 +165,7 @@ def same_job(model, runs) -> None:
 def validate(prediction: Prediction, measured_step_us: Sequence[float],
              measured_bottleneck: str | None, label: str, traces: Sequence[str] = (),
              model_name: str = "", time: str | None = None, in_sample: bool = False,
+             baseline_check: bool = False,
              startup: Sequence[tuple[float, float, float]] = (),
              startup_capture: str | None = None,
              outside_load_slowdown: float | None = None) -> LedgerRecord:
@@ -156,7 +180,9 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         traces: the re-measured traces, for the record.
         model_name: the model's name, for the record.
         time: ISO timestamp (default: now, UTC).
-        in_sample: the measured runs are of the calibration setting (scored apart).
+        in_sample: the measured runs are the calibration setting's own (scored apart).
+        baseline_check: the measured runs are fresh runs of the calibration setting (scored
+            apart, on their own line: the baseline's level).
         startup: per run that had one, its worker start-up step as (step, its ``next()``, the
             median ``next()`` after it) in µs, left out of ``measured_step_us`` and recorded
             on its own.
@@ -183,7 +209,7 @@ def validate(prediction: Prediction, measured_step_us: Sequence[float],
         median_error_pct=100 * (prediction.median_step_us - median) / median,
         inside=_bool(prediction.covers(mean)), predicted_bottleneck=prediction.bottleneck,
         measured_bottleneck=measured_bottleneck, bottleneck_agrees=_bool(agrees),
-        in_sample=bool(in_sample),
+        in_sample=bool(in_sample), baseline_check=bool(baseline_check) and not in_sample,
         runs=prediction.runs, width_sources_pct=dict(prediction.width_sources),
         outside_load_slowdown=outside_load_slowdown,
         **_startup_fields(startup, startup_capture))

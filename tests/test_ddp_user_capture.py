@@ -32,7 +32,7 @@ class Slow(tud.Dataset):
         return x, i % 2
 
 
-def _rank(rank: int, world: int, folder: str) -> None:
+def _rank(rank: int, world: int, folder: str, straggler_ms: float = 0.0) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank,
                             world_size=world)
@@ -44,6 +44,8 @@ def _rank(rank: int, world: int, folder: str) -> None:
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         cap = Capture(Path(folder) / "run")
         cap.ddp(model)
+        if straggler_ms:
+            cap.straggler(1, straggler_ms)
         for x, y in cap.steps(tud.DataLoader(Slow(), batch_size=8), active=5, wait=1, warmup=1):
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(x), y).backward()
@@ -141,3 +143,71 @@ def test_remove_straggler_and_simulate_agree_without_a_slow_rank(job, tmp_path):
     assert r.returncode == 2 and "step-to-step variation" in r.stderr, r.stderr
     r = run_cli("simulate", str(m), "--steps", "8")
     assert r.returncode == 0 and "; straggler rank" not in r.stdout
+
+
+@pytest.fixture(scope="module")
+def straggler_run(tmp_path_factory):
+    """The same job, rank 1 a 5 ms straggler through ``Capture.straggler``."""
+    import torch.multiprocessing as mp
+
+    tmp = tmp_path_factory.mktemp("userddp_straggler")
+    mp.start_processes(_rank, args=(2, str(tmp), 5.0), nprocs=2, join=True,
+                       start_method="fork")
+    return tmp / "run"
+
+
+def test_capture_straggler_is_recorded_and_validate_asks_for_its_fix(job, straggler_run,
+                                                                      tmp_path):
+    """fresh12 validated straggler runs without --fix and had them scored as the baseline: a
+    straggler injected through Capture.straggler is in every rank's sidecar, and validate
+    refuses the run without the --fix that predicts it, in one line saying which."""
+    for r in (0, 1):
+        side = json.loads((straggler_run / f"rank{r}" / "sidecar.json").read_text())
+        assert side["ddp"]["straggler"] == {"rank": 1, "phase": "forward", "spin_us": 5000.0}
+    _, model = job
+    ledger = tmp_path / "l.jsonl"
+    r = run_cli("validate", str(model), str(straggler_run), "--draws", "0", "--steps", "4",
+                "--ledger", str(ledger))
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "rank 1 is a straggler in the capture" in r.stderr
+    assert "--fix straggler:rank=1,phase=forward,ms=5 would match" in r.stderr
+    assert not ledger.exists()
+    r = run_cli("validate", str(model), str(straggler_run), "--draws", "0", "--steps", "4",
+                "--fix", "straggler:rank=1,phase=forward,ms=5")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def fresh_run(tmp_path_factory):
+    """The same job at the same setting, captured again: a run the model never saw."""
+    import torch.multiprocessing as mp
+
+    tmp = tmp_path_factory.mktemp("userddp_fresh")
+    mp.start_processes(_rank, args=(2, str(tmp)), nprocs=2, join=True, start_method="fork")
+    return tmp / "run"
+
+
+def test_a_fresh_run_of_the_calibration_setting_is_a_baseline_check(job, fresh_run, tmp_path):
+    """fresh12's fresh re-runs of the default setting were marked in-sample ("a replay of the
+    capture") while the same output said a ledger kept them in the score: the capture itself
+    stays in-sample, a run the model was not calibrated on is a check of the baseline's level,
+    on its own line with its error, and neither is in the what-ifs' score."""
+    run, model = job
+    ledger = tmp_path / "l.jsonl"
+    for folder in (run, fresh_run):
+        r = run_cli("validate", str(model), str(folder), "--draws", "0", "--steps", "4",
+                    "--ledger", str(ledger))
+        assert r.returncode == 0, r.stderr
+        assert "keeps it in the score" not in r.stdout
+    recs = [json.loads(x) for x in ledger.read_text().splitlines()]
+    assert [(x["in_sample"], x["baseline_check"]) for x in recs] == [(True, False),
+                                                                    (False, True)]
+    assert "baseline †" in r.stdout and "† baseline check" in r.stdout
+    assert f"baseline check (fresh runs of the calibration setting): the model's baseline " \
+           f"is {recs[1]['error_pct']:+.1f}%" in " ".join(r.stdout.split())
+    r = run_cli("ledger", str(ledger))
+    text = " ".join(r.stdout.split())
+    assert "1 in-sample record (the calibration setting itself) left out of the score" in text
+    assert (f"1 baseline check (the calibration setting against fresh runs) left out of the "
+            f"score: median error {recs[1]['error_pct']:+.1f}%") in text
+    assert "the ledger has no out-of-sample prediction" in text
