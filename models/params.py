@@ -35,6 +35,7 @@ from stepsim.models.param_meta import Meta, ReplayWindow
 from stepsim.models.param_types import (CommParams, DeviceParams, DeviceTask, GradParam,
                                         HostKind, HostOp, HostParams, LoaderParams, RankParams,
                                         TaskKind)
+from stepsim.models.run_share import runs_problem
 from stepsim.models.schema import upgrade
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import read_input
@@ -298,6 +299,8 @@ def load_model(path: str | Path) -> StepModel:
     except ValidationError as e:
         loc, msg = error_at(e)
         raise InputError(p, f"not a valid StepModel: {loc or '(top level)'}: {msg}") from None
+    if (why := runs_problem(model.host.refault_share, model.host.refault_share_runs)):
+        raise InputError(p, f"not a valid StepModel: {why}")
     if model.loader.num_workers == 0 and model.loader.prefetch_factor != 2:
         # what-ifs and sweeps may still vary it: the simulated loader ignores it without workers
         raise InputError(p, f"not a valid StepModel: loader.prefetch_factor="
