@@ -64,3 +64,18 @@ def test_a_set_of_the_runs_alone_is_refused(tmp_path):
     rc, err, _ = cli("whatif", p, "--set", "host.refault_share_runs=[0.9,0.95]", "--steps",
                      "4", "--draws", "0")
     one_line_error(rc, err, "host.refault_share_runs")
+
+
+@pytest.mark.parametrize("bad", [0.0, -5.0, float("nan"), float("inf")])
+def test_an_enqueue_wall_that_cannot_be_its_cost_is_dropped_and_counted(bad):
+    """ddp21's own enqueue cost is each step's cheapest enqueue wall: a 0 µs (or negative,
+    NaN, inf) wall made its step's cheapest 0 (or NaN) and pulled the median over the steps
+    down with it (a real demo capture with 0 µs in 8 of 20 steps: 56 µs where its walls gave
+    129). It is dropped from the cost and counted in a warning."""
+    from stepsim.calibration.gloo_preempt import own_enqueue_us
+
+    warnings: list[str] = []
+    walls = [[bad, 50.0], [bad, 60.0], [70.0, 300.0], [bad]]
+    assert own_enqueue_us(walls, warnings) == 60.0
+    assert len(warnings) == 1 and warnings[0].startswith("3 all-reduce enqueue wall(s)")
+    assert own_enqueue_us([[bad], [bad]], []) is None
