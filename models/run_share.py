@@ -30,7 +30,7 @@ import numpy as np
 
 from stepsim.models.host_speed import t_ppf
 
-__all__ = ["MIN_SHARE_RUNS", "share_predictive", "share_p10_p90", "draw_share", "runs_problem"]
+__all__ = ["MIN_SHARE_RUNS", "share_predictive", "share_p10_p90", "draw_share"]
 
 MIN_SHARE_RUNS = 2
 """Fewest measured runs with which the predictive is used (a sample sd needs 2); with fewer
@@ -68,18 +68,3 @@ def draw_share(shares: Sequence[float], runs: int, rng: np.random.Generator) -> 
     c, scale, dof = share_predictive(shares, runs)
     return float(min(max(c + scale * rng.standard_t(dof), 0.0), 1.0))
 
-
-def runs_problem(share: float, runs: Sequence[float]) -> str | None:
-    """Why measured per-run ``runs`` cannot be those the point ``share`` is the mean of
-    (calibration writes their mean, :mod:`calibration.refault_runs`), or None. A hand-edited
-    point beside the calibration's runs otherwise centred the interval's draws on the runs'
-    mean, away from the point (break21: a point of 0.95 with runs of mean 0.55 drew the
-    baseline's P10-P90 unchanged)."""
-    if not runs:
-        return None
-    m = float(np.mean(runs))
-    if abs(m - share) > 1e-6:
-        return (f"host.refault_share_runs: their mean {m:.4g} is not host.refault_share "
-                f"{share:.4g} (the share is the mean of the runs it was measured over; "
-                "drop the runs to set the share by hand)")
-    return None
