@@ -67,4 +67,3 @@ def draw_share(shares: Sequence[float], runs: int, rng: np.random.Generator) -> 
     """One draw of the pooled mean of ``runs`` new runs' shares (see the module docstring)."""
     c, scale, dof = share_predictive(shares, runs)
     return float(min(max(c + scale * rng.standard_t(dof), 0.0), 1.0))
-
