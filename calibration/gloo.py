@@ -320,7 +320,7 @@ def calibrate_gloo(tables: list[EventTable], sidecars: dict[int, object] | None 
         max([op.threads for op in ops if op.kind == "cpu" and op.parallel_fraction > 0] or [1]),
         ref, warnings, scale=pf[ref]["backward"], enqueue_us=own_enqueue_us(
             [[r.ops[j][2] * pf[ref].get(r.ops[j][1], fac[ref]) for j in sized_at]
-             for r in recs]))
+             for r in recs], warnings))
     sources.update({"host.ops": "measured", f"device.streams.{GLOO_STREAM}": "measured",
                     "ranks": "measured", "host.cpu_scale": "assumed"})
     # the host's run-to-run speed (the stated prior, until replicates measure it); the

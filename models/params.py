@@ -21,6 +21,7 @@ values by a stated rule) or ``assumed`` (a default nobody measured).
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 
 from pydantic import Field, ValidationError, model_validator
@@ -304,12 +305,30 @@ def load_model(path: str | Path) -> StepModel:
     except ValidationError as e:
         loc, msg = error_at(e)
         raise InputError(p, f"not a valid StepModel: {loc or '(top level)'}: {msg}") from None
+    if (why := _runs_problem(model.host.refault_share, model.host.refault_share_runs)):
+        raise InputError(p, f"not a valid StepModel: {why}")
     if model.loader.num_workers == 0 and model.loader.prefetch_factor != 2:
         # what-ifs and sweeps may still vary it: the simulated loader ignores it without workers
         raise InputError(p, f"not a valid StepModel: loader.prefetch_factor="
                             f"{model.loader.prefetch_factor} needs num_workers > 0 (PyTorch's "
                             "DataLoader raises ValueError for it; 2 stands for its default)")
     return model
+
+
+def _runs_problem(share: float, runs: list[float]) -> str | None:
+    """Why measured per-run ``runs`` (``host.refault_share_runs``) cannot be those the point
+    ``share`` is the mean of (calibration writes their mean, :mod:`calibration.refault_runs`),
+    or None. A hand-edited point beside the calibration's runs otherwise centred the
+    interval's draws on the runs' mean (:mod:`models.run_share`), away from the point
+    (break21: a point of 0.95 beside runs of mean 0.55 drew the baseline's P10-P90 unchanged)."""
+    if not runs:
+        return None
+    m = math.fsum(runs) / len(runs)
+    if abs(m - share) > 1e-6:
+        return (f"host.refault_share_runs: their mean {m:.4g} is not host.refault_share "
+                f"{share:.4g} (the share is the mean of the runs it was measured over; "
+                "drop the runs to set the share by hand)")
+    return None
 
 
 def save_model(model: StepModel, path: str | Path) -> None:

@@ -104,6 +104,14 @@ def set_path(model: StepModel, path: str, value: Any) -> StepModel:
         from stepsim.scenarios.fixes import PinArgs, _pin_memory
 
         return _pin_memory(model, PinArgs())
+    if path == "host.refault_share_runs":
+        raise ModelError("--set host.refault_share_runs: the runs a measured share was the mean "
+                         "of are not set by hand (the point would not move with them); set "
+                         "host.refault_share")
+    if path == "host.refault_share" and model.host.refault_share_runs:
+        # the measured runs were the old value's: the set value is held, not drawn from them
+        model = model.model_copy(update={"host": model.host.model_copy(
+            update={"refault_share_runs": []})})
     if path == "host.team_stall":
         # the work inverted at the old γ moves with it; the value checked alone first (the
         # work at the old γ beside the new one is no model: its re-inversion check misleads)

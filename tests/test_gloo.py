@@ -400,9 +400,9 @@ def test_every_all_reduce_enqueue_is_priced_at_its_own_cost(gloo_run, tmp_path, 
     seen = []
     real = gloo.own_enqueue_us
 
-    def spy(step_walls):
+    def spy(step_walls, *rest):
         seen.append(step_walls)
-        return real(step_walls)
+        return real(step_walls, *rest)
 
     monkeypatch.setattr(gloo, "own_enqueue_us", spy)
     model = calibrate(_copy_capture(out, tmp_path / "marked", edit_sidecar=marks))
