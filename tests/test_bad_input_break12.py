@@ -85,9 +85,12 @@ def test_impossible_fault_counts_are_taken_as_not_recorded(cpu_run_nw1, tmp_path
     got = calibrate(trace, sidecar=sc, replicates=[rep])
     want = calibrate(trace, sidecar=sc, replicates=[none])
     assert got.host.speed_runs == pytest.approx(want.host.speed_runs)
-    # speeds are against the capture's window (``at_run_speed``: ÷ its window speed, which a
-    # live capture under CI's load put at 0.71): the replicate's 1.1× is their ratio
-    assert got.host.speed_runs[1] / got.host.speed_runs[0] == pytest.approx(1.1, rel=0.15)
+    # the bug read the replicate as a host 0.50x the capture's. Its CPU is 1.1x the capture's
+    # and it records no faults, while the capture's identical work is its CPU less its priced
+    # page faults (a live capture's: more under load), and both speeds are ÷ the capture's
+    # window speed: so the ratio is 1.1x or more, never below (1.1 quiet; 1.38, and 1.55
+    # against the window, on CI's loaded machine)
+    assert got.host.speed_runs[1] / got.host.speed_runs[0] >= 1.1 * 0.97
 
 
 def test_the_fault_bound_is_the_threads_cpu():
