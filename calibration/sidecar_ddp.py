@@ -17,11 +17,11 @@ from typing import Annotated
 from pydantic import ConfigDict, Field, model_validator
 
 from stepsim.models.ddp import MAX_CAP_MB
-from stepsim.models.param_base import StrictScalars
+from stepsim.models.param_base import Phase, StrictScalars
 from stepsim.models.params import MAX_DURATION_US
 
 __all__ = ["DDPParam", "ThreadCPU", "BucketCPU", "ColdProbe", "DDPRecord", "DTYPE_SIZE",
-           "InjectedStraggler", "MAX_PROBE_RECORDS"]
+           "InjectedStraggler", "MAX_PROBE_RECORDS", "MAX_SPIN_US"]
 
 MAX_PROBE_RECORDS = 100
 """Most records (pauses, waits) a probe list holds (assumed: the harness and ``Capture`` write
@@ -33,6 +33,9 @@ CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
 """Every sidecar record's config: unknown fields ignored, no inf or NaN."""
 US = Field(ge=0, le=MAX_DURATION_US)
 """A duration field (µs)."""
+MAX_SPIN_US = 3.6e9
+"""Longest straggler spin a sidecar records (µs): an hour, the most ``Capture.straggler`` and
+``--fix straggler`` take (a record past it named a ``--fix`` that is refused)."""
 DTYPE_SIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
               "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
               "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -136,12 +139,15 @@ class InjectedStraggler(StrictScalars):
 
     model_config = CFG
     rank: int = Field(ge=0)
-    phase: str = "forward"
-    spin_us: float = Field(gt=0, le=MAX_DURATION_US)
+    phase: Phase = "forward"
+    spin_us: float = Field(gt=0, le=MAX_SPIN_US)
 
     def fix_text(self) -> str:
-        """The ``--fix`` that predicts this run."""
-        return f"straggler:rank={self.rank},phase={self.phase},ms={self.spin_us / 1e3:g}"
+        """The ``--fix`` that predicts this run (its ms to 12 digits: ``validate`` matches the
+        ``--fix``'s ms to 1e-9 of the record's; at 6, a 3.3333333 ms spin named ms=3.33333,
+        which it then refused)."""
+        return f"straggler:rank={self.rank},phase={self.phase},ms={self.spin_us / 1e3:.12g}"
+
 
 
 class DDPRecord(StrictScalars):

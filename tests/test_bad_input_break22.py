@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from stepsim.calibration.capture_ids import CAPTURES_NOTE, calibration_note, capture_ids
 from tests.conftest import run_cli
 
@@ -52,3 +54,63 @@ def test_the_note_reads_the_sidecar_calibrate_was_given(probe0_runs, tmp_path):
     assert note is not None and set(note.split(",")) == capture_ids([cap, rep])
     assert calibration_note(alone / "trace.json.gz", None, [rep]) is None
     assert calibration_note(cap, None, [rep]) == note
+
+
+# --- the straggler record (Capture.straggler, ddp.straggler) on a real gloo job -------------
+
+GLOO_JOB = Path(__file__).parent / "data" / "gloo_loader_job"
+SPIN = {"rank": 1, "phase": "forward", "spin_us": 5000.0}
+
+
+@pytest.fixture(scope="module")
+def gloo_model(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("gloo") / "m.json"
+    r = run_cli("calibrate", str(GLOO_JOB), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _job_with(dst: Path, *records) -> Path:
+    """The gloo job copied to ``dst`` with rank k's sidecar's ``ddp.straggler`` set to
+    ``records[k]`` (None: none recorded)."""
+    for k, rec in enumerate(records):
+        (dst / f"rank{k}").mkdir(parents=True)
+        (dst / f"rank{k}" / "trace.json.gz").write_bytes(
+            (GLOO_JOB / f"rank{k}" / "trace.json.gz").read_bytes())
+        data = json.loads((GLOO_JOB / f"rank{k}" / "sidecar.json").read_text())
+        data["ddp"]["straggler"] = rec
+        (dst / f"rank{k}" / "sidecar.json").write_text(json.dumps(data))
+    return dst
+
+
+def _validate(model: Path, job: Path, *extra: str):
+    return run_cli("validate", str(model), str(job), "--draws", "0", "--steps", "10", "--quiet",
+                   *extra)
+
+
+def _one_line_refusal(r, *words: str) -> None:
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    line, = r.stderr.strip().splitlines()
+    assert line.startswith("stepsim: error: ") and all(w in line for w in words), line
+
+
+def test_the_fix_a_refusal_names_is_taken(gloo_model, tmp_path):
+    """A 3.3333333 ms spin: the refusal named ``ms=3.33333`` (6 digits), which validate then
+    refused in the same words, as the match is to 1e-9 of the record."""
+    job = _job_with(tmp_path / "j", *[dict(SPIN, spin_us=3333.3333)] * 2)
+    r = _validate(gloo_model, job)
+    _one_line_refusal(r, "would match")
+    fix = r.stderr.split("(--fix ")[1].split(" would match")[0]
+    assert fix == "straggler:rank=1,phase=forward,ms=3.3333333"
+    r = _validate(gloo_model, job, "--fix", fix)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("bad", [{"phase": "x\ny"}, {"phase": ""}, {"spin_us": 4e9}])
+def test_a_straggler_record_that_cannot_be_right_is_dropped_in_one_line(gloo_model, tmp_path, bad):
+    """A phase with a newline made the refusal two lines; a spin past an hour named a --fix
+    that is refused (ms at most 3,600,000). Each record is now refused at the sidecar (the
+    sidecar ignored with a warning, as any bad ddp field)."""
+    r = _validate(gloo_model, _job_with(tmp_path / "j", *[dict(SPIN, **bad)] * 2))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "ddp.straggler" in r.stderr and "stepsim: error" not in r.stderr
