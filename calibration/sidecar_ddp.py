@@ -21,7 +21,7 @@ from stepsim.models.param_base import Phase, StrictScalars
 from stepsim.models.params import MAX_DURATION_US
 
 __all__ = ["DDPParam", "ThreadCPU", "BucketCPU", "ColdProbe", "DDPRecord", "DTYPE_SIZE",
-           "InjectedStraggler", "MAX_PROBE_RECORDS", "MAX_SPIN_US"]
+           "InjectedStraggler", "MAX_PROBE_RECORDS", "MAX_SPIN_US", "job_straggler"]
 
 MAX_PROBE_RECORDS = 100
 """Most records (pauses, waits) a probe list holds (assumed: the harness and ``Capture`` write
@@ -148,6 +148,36 @@ class InjectedStraggler(StrictScalars):
         which it then refused)."""
         return f"straggler:rank={self.rank},phase={self.phase},ms={self.spin_us / 1e3:.12g}"
 
+
+def job_straggler(records) -> tuple[InjectedStraggler | None, str | None]:
+    """The straggler a job's run had, from its ranks' DDP records (:class:`DDPRecord`, each
+    read from its rank's sidecar), and a warning where a record is dropped.
+
+    Only the named rank's own call to ``Capture.straggler`` spins it: a straggler is the one
+    its own rank's record names. Another rank's record of it is dropped, with a warning, where
+    that rank's own record says otherwise (``Capture.straggler`` called on rank 0 alone spins
+    nobody); where that rank's record was not read it is kept (nothing says otherwise).
+
+    Raises:
+        ValueError: two ranks each record themselves as the straggler (each spun: the
+            straggler what-if prices one rank).
+    """
+    own = {r.rank: r.straggler for r in records}
+    spun = sorted(r.rank for r in records if r.straggler is not None and r.straggler.rank == r.rank)
+    if len(spun) > 1:
+        raise ValueError(f"ranks {', '.join(map(str, spun))} each record themselves as the "
+                         "straggler (Capture.straggler called with each rank's own number): "
+                         "each spun, and the straggler what-if prices one rank")
+    if spun:
+        return own[spun[0]], None
+    said = next((r for r in records if r.straggler is not None), None)
+    if said is None or said.straggler.rank not in own:
+        return (None if said is None else said.straggler), None
+    k = said.straggler.rank
+    return None, (f"rank {said.rank}'s sidecar records rank {k} as a straggler "
+                  f"({said.straggler.spin_us / 1e3:g} ms, Capture.straggler), rank {k}'s own "
+                  f"records none: only rank {k}'s own call spins it, so the run is taken as "
+                  "having no straggler (call Capture.straggler on every rank)")
 
 
 class DDPRecord(StrictScalars):

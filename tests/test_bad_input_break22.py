@@ -106,6 +106,29 @@ def test_the_fix_a_refusal_names_is_taken(gloo_model, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_a_straggler_only_another_rank_records_did_not_spin(gloo_model, tmp_path):
+    """``Capture.straggler(1, 5)`` called on rank 0 alone: rank 1's hook was never set, so it
+    did not spin; validate refused the straggler-free prediction of that run (exit 2, asking
+    for a --fix of a spin that never ran). Now the record is dropped with a warning."""
+    job = _job_with(tmp_path / "j", SPIN, None)
+    r = _validate(gloo_model, job)
+    assert r.returncode == 0, r.stderr
+    assert "rank 0's sidecar records rank 1 as a straggler" in r.stderr
+    # the straggler's own record is the one that says it spun, whichever ranks say it too
+    for recs in ((None, SPIN), (dict(SPIN, spin_us=9000.0), SPIN)):
+        r = _validate(gloo_model, _job_with(tmp_path / str(len(list(tmp_path.iterdir()))), *recs))
+        _one_line_refusal(r, "rank 1 is a straggler", "ms=5 would match")
+
+
+def test_every_rank_its_own_straggler_is_refused(gloo_model, tmp_path):
+    """``Capture.straggler(rank=dist.get_rank(), ...)``: every rank spun, which no straggler
+    --fix (one rank) predicts; rank 0's record was taken and the run validated with a rank-0
+    straggler fix."""
+    job = _job_with(tmp_path / "j", dict(SPIN, rank=0), SPIN)
+    _one_line_refusal(_validate(gloo_model, job, "--fix", "straggler:rank=0,phase=forward,ms=5"),
+                      "each record themselves as the straggler")
+
+
 @pytest.mark.parametrize("bad", [{"phase": "x\ny"}, {"phase": ""}, {"spin_us": 4e9}])
 def test_a_straggler_record_that_cannot_be_right_is_dropped_in_one_line(gloo_model, tmp_path, bad):
     """A phase with a newline made the refusal two lines; a spin past an hour named a --fix
