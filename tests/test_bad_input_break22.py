@@ -137,3 +137,52 @@ def test_a_straggler_record_that_cannot_be_right_is_dropped_in_one_line(gloo_mod
     r = _validate(gloo_model, _job_with(tmp_path / "j", *[dict(SPIN, **bad)] * 2))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "ddp.straggler" in r.stderr and "stepsim: error" not in r.stderr
+
+
+# --- the standard streams: closed, or not UTF-8 ------------------------------------------------
+
+DDP_MODEL = Path(__file__).parent / "data" / "ddp_demo_model.json"
+WHATIF = ("whatif", str(DDP_MODEL), "--set", "comm.bucket_cap_mb=1", "--draws", "2", "--jobs", "1")
+
+
+def _sh(line: str, **env):
+    """``line`` run by sh with ``$STEPSIM`` as ``python -m stepsim`` (for its redirections)."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    return subprocess.run(["sh", "-c", line], capture_output=True, timeout=600, env={
+        **os.environ, "COLUMNS": "110", "STEPSIM": f"{shlex.quote(sys.executable)} -m stepsim",
+        **env})
+
+
+def test_a_closed_stderr_neither_stops_a_verb_nor_enters_its_json():
+    """``2>&-``: whatif ended at its progress bar (AttributeError, exit 1), and print() to a
+    closed stderr goes to stdout, into --json."""
+    args = " ".join(WHATIF)
+    ok = _sh(f"$STEPSIM {args} --json 2>/dev/null")
+    closed = _sh(f"$STEPSIM {args} --json 2>&-")
+    assert (ok.returncode, closed.returncode) == (0, 0), closed
+    assert json.loads(closed.stdout) == json.loads(ok.stdout)
+    assert _sh(f"$STEPSIM {args} 2>&-").returncode == 0
+
+
+def test_a_closed_stdout_is_one_line_exit_2():
+    r = _sh(f"$STEPSIM {' '.join(WHATIF)} >&-")
+    assert r.returncode == 2, r
+    line, = r.stderr.decode().strip().splitlines()
+    assert line.startswith("stepsim: error: standard output is closed"), line
+
+
+@pytest.mark.parametrize("enc", ["latin-1", "ascii"])
+def test_a_stream_that_is_not_utf8_takes_every_line(enc):
+    """``PYTHONIOENCODING=latin-1`` (as a legacy locale sets): the table's first '–' was a
+    UnicodeEncodeError (exit 1, the table cut), and so was --json's. The characters are now
+    escaped: --json reads back the same document."""
+    args = " ".join(WHATIF)
+    for tail in ("", " --json"):
+        r = _sh(f"$STEPSIM {args}{tail}", PYTHONIOENCODING=enc)
+        assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr.decode(enc)
+    ref = _sh(f"$STEPSIM {args} --json")
+    assert json.loads(r.stdout.decode(enc)) == json.loads(ref.stdout)
