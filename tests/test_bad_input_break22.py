@@ -186,3 +186,27 @@ def test_a_stream_that_is_not_utf8_takes_every_line(enc):
         assert r.returncode == 0 and b"Traceback" not in r.stderr, r.stderr.decode(enc)
     ref = _sh(f"$STEPSIM {args} --json")
     assert json.loads(r.stdout.decode(enc)) == json.loads(ref.stdout)
+
+
+# --- a kept DDP demo's files as inputs ------------------------------------------------------
+
+def test_a_binary_trace_is_refused_before_it_is_read(tmp_path):
+    """A 2 GiB sparse file of zeros as a rank's trace (at the size limit, so read whole): it
+    was refused as binary only after the read, with 4.25 GB of peak memory (19 s at load 10);
+    its first byte is enough. The peak memory of the refusal, read in its own process."""
+    import subprocess
+    import sys
+
+    f = tmp_path / "rank0.json"
+    with open(f, "wb") as h:
+        h.truncate(2 << 30)     # sparse: no disk
+    code = ("import resource, sys\n"
+            "from stepsim.calibration.trace_io import load_trace\n"
+            "from stepsim.simcore.errors import InputError\n"
+            "try:\n    load_trace(sys.argv[1])\nexcept InputError as e:\n    print(e)\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True,
+                       timeout=600)
+    said, peak_kib = r.stdout.strip().splitlines()
+    assert "binary data, not JSON text (it starts with byte 0x00)" in said, r
+    assert int(peak_kib) < 512 * 1024, f"{int(peak_kib) / 1024:.0f} MiB to refuse it"
