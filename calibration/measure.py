@@ -214,9 +214,14 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     check_one_run([(r.path, *raw_span(r)) for r in raws])
     runs = [_one(r, step_regex, None, alone=False) for r in raws]
     common = sorted(set.intersection(*(set(r.step_numbers) for r in runs)))
-    if not common:
+    if not common:   # (a rank without its sidecar is measured on its profiled steps alone)
+        some = any(r.after for r in runs)
+        bare = [next((w for w in r.warnings if w.startswith("ignored ")), f"none beside "
+                     f"{r.path.name}") for r in runs if r.after is None and some]
         raise InputError(where, f"the {len(runs)} rank traces share no step number "
-                         f"({', '.join(f'{r.path.name}: {_span(r.step_numbers)}' for r in runs)})")
+                         f"({', '.join(f'{r.path.name}: {_span(r.step_numbers)}' for r in runs)})"
+                         + (f"; a rank's sidecar was not read ({'; '.join(bare)}), so its "
+                            "profiled steps were measured, the others' unprofiled" if bare else ""))
     # each rank's own notes name the rank: the printer prefixes them all with the job's folder
     # what each rank scored (drained steps, unprofiled against profiled) in one line for the
     # job, each rank's words in its detail (fresh12: 8 such lines a 2-run validate)

@@ -210,3 +210,21 @@ def test_a_binary_trace_is_refused_before_it_is_read(tmp_path):
     said, peak_kib = r.stdout.strip().splitlines()
     assert "binary data, not JSON text (it starts with byte 0x00)" in said, r
     assert int(peak_kib) < 512 * 1024, f"{int(peak_kib) / 1024:.0f} MiB to refuse it"
+
+
+@pytest.mark.parametrize("how", ["directory", "link loop"])
+def test_a_ranks_sidecar_that_is_no_file_is_named(tmp_path, how):
+    """A rank's ``sidecar.json`` replaced by a directory or a symbolic-link loop was taken as no
+    sidecar, unsaid: validate then refused the job as "the 2 rank traces share no step number"
+    (one rank measured on its unprofiled steps, the other on its profiled ones), naming no
+    sidecar. The refusal now names it and what is wrong with it."""
+    job = _job_with(tmp_path / "j", None, None)
+    side = job / "rank1" / "sidecar.json"
+    side.unlink()
+    if how == "directory":
+        side.mkdir()
+    else:
+        side.symlink_to("sidecar.json")
+    r = run_cli("validate", str(DDP_MODEL), str(job), "--draws", "0", "--steps", "10", "--quiet")
+    _one_line_refusal(r, "share no step number", "a rank's sidecar was not read",
+                      "rank1/sidecar.json")
