@@ -18,6 +18,8 @@ from pathlib import Path
 import orjson
 
 from stepsim.calibration.sidecar import sidecar_beside
+from stepsim.simcore.errors import InputError
+from stepsim.simcore.files import read_input
 
 __all__ = ["CAPTURES_NOTE", "calibration_note", "capture_ids", "model_capture_ids"]
 
@@ -44,9 +46,9 @@ def capture_ids(paths) -> frozenset[str]:
 
 def _id(side: Path) -> tuple[str, ...]:
     """The id of the sidecar ``side`` (none where it cannot be read or names no instant)."""
-    try:
-        d = orjson.loads(side.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+    try:    # (bounded: a 450 MB sidecar, refused by its reader, was read whole here: 2.6 GB)
+        d = orjson.loads(read_input(side, "sidecar"))
+    except (InputError, orjson.JSONDecodeError):
         return ()
     at = d.get("iter_start_us") if isinstance(d, dict) else None
     if isinstance(at, (int, float)) and not isinstance(at, bool):

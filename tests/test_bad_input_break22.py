@@ -228,3 +228,39 @@ def test_a_ranks_sidecar_that_is_no_file_is_named(tmp_path, how):
     r = run_cli("validate", str(DDP_MODEL), str(job), "--draws", "0", "--steps", "10", "--quiet")
     _one_line_refusal(r, "share no step number", "a rank's sidecar was not read",
                       "rank1/sidecar.json")
+
+
+def test_a_run_that_names_no_id_is_not_known_fresh(probe0_runs, tmp_path):
+    """The model's own capture, its sidecar's id since lost (an edit, a sidecar over the size
+    limit and so ignored): validate scored it as a baseline check of a fresh run."""
+    cap, rep = probe0_runs / "nw1-r0", probe0_runs / "nw1-r1"
+    model, ledger = tmp_path / "m.json", tmp_path / "l.jsonl"
+    r = run_cli("calibrate", str(cap), "--replicate", str(rep), "-o", str(model))
+    assert r.returncode == 0, r.stderr
+    assert CAPTURES_NOTE in json.loads(model.read_text())["meta"]["notes"]
+    r = run_cli("validate", str(model), str(_without_id(cap, tmp_path / "r0")), "--draws", "0",
+                "--steps", "20", "--quiet", "--ledger", str(ledger))
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(ledger.read_text())
+    assert (rec["in_sample"], rec["baseline_check"]) == (True, False)
+
+
+def test_a_sidecar_over_the_size_limit_is_not_read_for_its_id(tmp_path):
+    """capture_ids read a sidecar whole, past the limit its reader refuses (a 450 MB sidecar
+    of 10^6 step records: 2.6 GB of peak memory in validate). A 300 MiB sparse file: refused
+    unread, in its own process's peak memory."""
+    import subprocess
+    import sys
+
+    side = tmp_path / "sidecar.json"
+    with open(side, "wb") as h:
+        h.truncate(300 << 20)
+    code = ("import resource, sys\n"
+            "from stepsim.calibration.capture_ids import capture_ids\n"
+            "print(sorted(capture_ids([sys.argv[1]])))\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                       text=True, timeout=600)
+    ids, peak_kib = r.stdout.strip().splitlines()
+    assert ids == "[]", r
+    assert int(peak_kib) < 200 * 1024, f"{int(peak_kib) / 1024:.0f} MiB to read no id"
