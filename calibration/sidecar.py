@@ -7,7 +7,6 @@ what it could not calibrate).
 from __future__ import annotations
 
 import os
-
 from pathlib import Path
 from typing import Annotated
 

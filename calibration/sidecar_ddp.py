@@ -163,7 +163,8 @@ def job_straggler(records) -> tuple[InjectedStraggler | None, str | None]:
             straggler what-if prices one rank).
     """
     own = {r.rank: r.straggler for r in records}
-    spun = sorted(r.rank for r in records if r.straggler is not None and r.straggler.rank == r.rank)
+    spun = sorted(r.rank for r in records
+                  if r.straggler is not None and r.straggler.rank == r.rank)
     if len(spun) > 1:
         raise ValueError(f"ranks {', '.join(map(str, spun))} each record themselves as the "
                          "straggler (Capture.straggler called with each rank's own number): "
