@@ -22,6 +22,7 @@ _COLLECTING = gc.isenabled()
 gc.disable()
 from stepsim import api  # noqa: E402
 from stepsim.cli_args import parser  # noqa: E402
+from stepsim.report.streams import streams_refused  # noqa: E402
 from stepsim.simcore.errors import (NotApplicable, SimulationError, StepsimError,  # noqa: E402
                                     shown)
 from stepsim.simcore.gcpause import gc_paused  # noqa: E402
@@ -353,6 +354,9 @@ def _reader_gone() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (why := streams_refused()) is not None:   # (before argparse, which writes to them)
+        print(_error_line(why), file=sys.stderr, flush=True)
+        return 2
     args = parser().parse_args(argv)
     try:
         _refuse_overwriting_inputs(args)

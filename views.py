@@ -163,11 +163,13 @@ def fresh_runs(model: StepModel, runs) -> bool:
     """Whether none of ``runs`` (re-measured, :func:`measured_runs`) is a capture ``model``
     was calibrated on, as the model records them (:mod:`calibration.capture_ids`); False for
     a model that records none (calibrated before the record: every run of its setting
-    in-sample)."""
+    in-sample), and where a run names no id (its sidecar missing, unreadable or without one:
+    the model's own capture, its sidecar since edited or lost, was scored as a fresh run)."""
     from stepsim.calibration.capture_ids import capture_ids, model_capture_ids
 
     known = model_capture_ids(model)
-    return known is not None and all(not (capture_ids([r.path]) & known) for r in runs)
+    return known is not None and all((ids := capture_ids([r.path])) and not ids & known
+                                     for r in runs)
 
 
 def measured_runs(traces: Sequence[str | Path]):

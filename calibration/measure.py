@@ -33,7 +33,7 @@ from stepsim.calibration.cpu import step_loader_waits_us, waited_for_cores
 from stepsim.calibration.events import build_table, dropped_note
 from stepsim.calibration.job_neck import RankWaits, job_bottleneck, rank_waits
 from stepsim.calibration.sidecar import load_sidecar, sidecar_beside
-from stepsim.calibration.sidecar_ddp import InjectedStraggler
+from stepsim.calibration.sidecar_ddp import InjectedStraggler, job_straggler
 from stepsim.calibration.outside_load import OutsideLoad, load_note, outside_load
 from stepsim.calibration.job_load import job_load, threads_per_worker
 from stepsim.calibration.sidecar_fit import loader_settings
@@ -214,9 +214,14 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
     check_one_run([(r.path, *raw_span(r)) for r in raws])
     runs = [_one(r, step_regex, None, alone=False) for r in raws]
     common = sorted(set.intersection(*(set(r.step_numbers) for r in runs)))
-    if not common:
+    if not common:   # (a rank without its sidecar is measured on its profiled steps alone)
+        some = any(r.after for r in runs)
+        bare = [next((w for w in r.warnings if w.startswith("ignored ")), f"none beside "
+                     f"{r.path.name}") for r in runs if r.after is None and some]
         raise InputError(where, f"the {len(runs)} rank traces share no step number "
-                         f"({', '.join(f'{r.path.name}: {_span(r.step_numbers)}' for r in runs)})")
+                         f"({', '.join(f'{r.path.name}: {_span(r.step_numbers)}' for r in runs)})"
+                         + (f"; a rank's sidecar was not read ({'; '.join(bare)}), so its "
+                            "profiled steps were measured, the others' unprofiled" if bare else ""))
     # each rank's own notes name the rank: the printer prefixes them all with the job's folder
     # what each rank scored (drained steps, unprofiled against profiled) in one line for the
     # job, each rank's words in its detail (fresh12: 8 such lines a 2-run validate)
@@ -239,13 +244,19 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
         b for b in ("cpu_cores", "input", "compute", "host_compute") if b in necks)
     ups = [r.startup for r in runs if r.startup is not None]
     startup = max(ups, key=lambda u: u.next_us) if ups else None   # the job waits for the last
-    load = job_load([_beside(r.path) for r in raws])    # every rank is the job: one rule
+    sides = [_beside(r.path) for r in raws]
+    load = job_load(sides)    # every rank is the job: one rule
+    try:
+        straggler, why = job_straggler([s.ddp for s in sides if s is not None and s.ddp])
+    except ValueError as e:
+        raise InputError(where, str(e)) from None
+    notes += [why] if why else []
     if load is not None and load.slowdown > LOAD_WARN:
         notes.append(load_note(load, runs[0].torch_threads or 1))
     return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
                          runs[0].bucket_cap_mb, _slowdown(load),
-                         straggler=next((r.straggler for r in runs if r.straggler), None),
+                         straggler=straggler,
                          detail=detail)
 
 

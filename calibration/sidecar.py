@@ -6,6 +6,7 @@ what it could not calibrate).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -322,10 +323,12 @@ def _null_bad_faults(rec: dict) -> list[str]:
 
 def sidecar_beside(trace: Path) -> Path | None:
     """The harness's ``sidecar.json`` beside ``trace``, else a DDP job's ``rank<N>.sidecar.json``
-    beside its ``rank<N>.json`` (as calibrate reads the job's folder); None without either."""
+    beside its ``rank<N>.json`` (as calibrate reads the job's folder); None without either. A
+    name that is there but is no file (a directory, a broken link) is returned, for its reader
+    to say so (taken as no sidecar, a DDP rank's was then measured without it, unsaid)."""
     return next((f for f in (trace.parent / "sidecar.json",
                              trace.parent / f"{trace.name.split('.')[0]}.sidecar.json")
-                 if f.is_file()), None)
+                 if os.path.lexists(f)), None)
 
 
 def load_sidecar(path: str | Path) -> Sidecar:

@@ -17,11 +17,11 @@ from typing import Annotated
 from pydantic import ConfigDict, Field, model_validator
 
 from stepsim.models.ddp import MAX_CAP_MB
-from stepsim.models.param_base import StrictScalars
+from stepsim.models.param_base import Phase, StrictScalars
 from stepsim.models.params import MAX_DURATION_US
 
 __all__ = ["DDPParam", "ThreadCPU", "BucketCPU", "ColdProbe", "DDPRecord", "DTYPE_SIZE",
-           "InjectedStraggler", "MAX_PROBE_RECORDS"]
+           "InjectedStraggler", "MAX_PROBE_RECORDS", "MAX_SPIN_US", "job_straggler"]
 
 MAX_PROBE_RECORDS = 100
 """Most records (pauses, waits) a probe list holds (assumed: the harness and ``Capture`` write
@@ -33,6 +33,9 @@ CFG = ConfigDict(extra="ignore", allow_inf_nan=False)
 """Every sidecar record's config: unknown fields ignored, no inf or NaN."""
 US = Field(ge=0, le=MAX_DURATION_US)
 """A duration field (µs)."""
+MAX_SPIN_US = 3.6e9
+"""Longest straggler spin a sidecar records (µs): an hour, the most ``Capture.straggler`` and
+``--fix straggler`` take (a record past it named a ``--fix`` that is refused)."""
 DTYPE_SIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
               "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
               "float8_e4m3fn": 1, "float8_e5m2": 1}
@@ -136,12 +139,46 @@ class InjectedStraggler(StrictScalars):
 
     model_config = CFG
     rank: int = Field(ge=0)
-    phase: str = "forward"
-    spin_us: float = Field(gt=0, le=MAX_DURATION_US)
+    phase: Phase = "forward"
+    spin_us: float = Field(gt=0, le=MAX_SPIN_US)
 
     def fix_text(self) -> str:
-        """The ``--fix`` that predicts this run."""
-        return f"straggler:rank={self.rank},phase={self.phase},ms={self.spin_us / 1e3:g}"
+        """The ``--fix`` that predicts this run (its ms to 12 digits: ``validate`` matches the
+        ``--fix``'s ms to 1e-9 of the record's; at 6, a 3.3333333 ms spin named ms=3.33333,
+        which it then refused)."""
+        return f"straggler:rank={self.rank},phase={self.phase},ms={self.spin_us / 1e3:.12g}"
+
+
+def job_straggler(records) -> tuple[InjectedStraggler | None, str | None]:
+    """The straggler a job's run had, from its ranks' DDP records (:class:`DDPRecord`, each
+    read from its rank's sidecar), and a warning where a record is dropped.
+
+    Only the named rank's own call to ``Capture.straggler`` spins it: a straggler is the one
+    its own rank's record names. Another rank's record of it is dropped, with a warning, where
+    that rank's own record says otherwise (``Capture.straggler`` called on rank 0 alone spins
+    nobody); where that rank's record was not read it is kept (nothing says otherwise).
+
+    Raises:
+        ValueError: two ranks each record themselves as the straggler (each spun: the
+            straggler what-if prices one rank).
+    """
+    own = {r.rank: r.straggler for r in records}
+    spun = sorted(r.rank for r in records
+                  if r.straggler is not None and r.straggler.rank == r.rank)
+    if len(spun) > 1:
+        raise ValueError(f"ranks {', '.join(map(str, spun))} each record themselves as the "
+                         "straggler (Capture.straggler called with each rank's own number): "
+                         "each spun, and the straggler what-if prices one rank")
+    if spun:
+        return own[spun[0]], None
+    said = next((r for r in records if r.straggler is not None), None)
+    if said is None or said.straggler.rank not in own:
+        return (None if said is None else said.straggler), None
+    k = said.straggler.rank
+    return None, (f"rank {said.rank}'s sidecar records rank {k} as a straggler "
+                  f"({said.straggler.spin_us / 1e3:g} ms, Capture.straggler), rank {k}'s own "
+                  f"records none: only rank {k}'s own call spins it, so the run is taken as "
+                  "having no straggler (call Capture.straggler on every rank)")
 
 
 class DDPRecord(StrictScalars):

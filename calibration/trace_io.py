@@ -155,8 +155,10 @@ def _read_bytes(p: Path, notes: list[str]) -> tuple[bytes | bytearray, int]:
         if size > MAX_JSON_BYTES:
             raise _too_big(p, f"file size {_gib(size)}")
         with open_input(p) as f:
-            gz = f.peek(2)[:2] == GZIP_MAGIC
-            if not gz:
+            head = f.peek(64)[:64]
+            gz = head[:2] == GZIP_MAGIC
+            if not gz:   # binary refused before it is read: a 2 GiB file of zeros took 4 GiB
+                _refuse_binary(p, head, gz)   # and 19 s to refuse (break22)
                 raw = f.read() if regular else _read_capped(p, iter(lambda: f.read(_CHUNK), b""),
                                                             "size")
             else:
