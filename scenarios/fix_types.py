@@ -46,9 +46,9 @@ class Fix:
         relieves_on: ``model -> keys`` it also addresses on that model (the planner's;
             :meth:`relieves_for`).
         needs_device: for a fix that changes device (GPU) work, why it needs one (empty for the
-            others): :meth:`apply` refuses it on a CPU run (:meth:`StepModel.on_device`; gloo's collectives
-            are no device), the one place whatif, plan, sweep and diagnose learn that no GPU
-            fix applies there.
+            others): :meth:`apply` refuses it on a CPU run (:meth:`StepModel.on_device`;
+            gloo's collectives are no device), the one place whatif, plan, sweep and diagnose
+            learn that no GPU fix applies there.
     """
 
     name: str

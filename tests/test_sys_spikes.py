@@ -116,8 +116,9 @@ def test_spikes_in_profiled_steps_do_not_move_the_models_step(cpu_run_nw1, tmp_p
     """A real capture with 200 ms of system CPU added to 2 of its profiled steps (edited): the
     model's step is the other profiled steps' mean duration (on the step's basis: the trace's
     walls, or the sidecar's CPU time where the capture had more runnable threads than cores)
-    × the factor measured on the steps without a spike, as the unprofiled steps say; the old code took the window's mean, spikes
-    and all, × a ratio of medians (here 2 × 200 ms over 6 steps: +67 ms on a step of a few ms).
+    × the factor measured on the steps without a spike, as the unprofiled steps say; the old
+    code took the window's mean, spikes and all, × a ratio of medians (here 2 × 200 ms over 6
+    steps: +67 ms on a step of a few ms).
     The replay of the capture still gets the profiled window back, its spikes included. At
     one usable core (the capture's sidecar edited, as a one-CPU host records it: a worker
     beside the main thread) the step is priced on CPU time, and the window given back is its
