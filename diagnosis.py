@@ -99,10 +99,8 @@ def diagnose(input: str | Path | StepModel, step_regex: str | None, peak: str | 
             from stepsim.scenarios.gpus import parse_peaks
 
             parse_peaks(peak)
-        from stepsim.scenarios.diagnose import on_gpu
-
         m = input if path is None else load_model(path)
-        gpu = on_gpu(m)
+        gpu = m.on_device()
         why = ("a model has no kernel shapes (give the trace)" if gpu else
                "the model has no device work (a CPU run): the step is host work")
         # a CPU model says the trace's reason: there is no device memory to fit either way

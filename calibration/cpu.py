@@ -152,10 +152,10 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     # profiled steps with a system-CPU spike are neither the step's work nor the profiler's
     # per-op cost: the step's duration is the others' (calibration.sys_spikes)
     calm, spike_warn = calm_window(sidecar, prof, len(compute_us))
-    window_mean = float(compute_us.mean())
     keep = np.ones(len(compute_us), bool) if calm is None else calm
     if spike_warn:
         warnings.append(spike_warn)
+    window_us, window_prof = compute_us, prof      # the whole window, its spikes included
     compute_us, prof = compute_us[keep], [s for s, k in zip(prof, keep) if k] if prof else prof
     for k in LoaderParams.model_fields:
         sources.setdefault(f"loader.{k}", "assumed")
@@ -180,19 +180,16 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     sources.update(spin_src)
     warnings += spin_warn
     if prof:
-        thread_cpu = np.array([max(s.cpu_us - s.next_cpu_us, 0.0) for s in prof])
-        cpu_compute = (thread_cpu if torch_threads == 1
-                       else np.array([s.compute_cpu_us for s in prof]))
         if threads > lp["host_cores"]:
             compute_basis = "cpu_time"
-            compute_us = cpu_compute
+            gamma = stall_host.get("team_stall", 1.0)
+            compute_us, share = _cpu_basis_us(prof, torch_threads, gamma)
+            if calm is not None:    # the whole window on the same basis, for the replay
+                window_us = _cpu_basis_us(window_prof, torch_threads, gamma)[0]
             split["parallel_fraction"] = 1.0 if torch_threads > 1 else 0.0
             sources["host.ops[1].parallel_fraction"] = "assumed"
             sources["host.ops[1].block_fraction"] = "assumed"
             if torch_threads > 1:
-                walls = np.array([s.wall_us - s.next_wall_us for s in prof])
-                gamma = stall_host.get("team_stall", 1.0)
-                compute_us, share = stalled_team_wall(walls, cpu_compute, torch_threads, gamma)
                 stall_host["team_stall_share"] = max(share, 1e-6)   # re-inverted at each γ
                 warnings.append(said(
                     f"torch used {torch_threads} intra-op threads beside {lp['num_workers']} "
@@ -207,6 +204,7 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                             f"{lp['num_workers']} worker(s) on {lp['host_cores']} cores: step "
                             f"modelled as parallel work (share {share:.2f})"))
         else:
+            cpu_compute = _step_cpu_us(prof, torch_threads)
             wall = float(np.mean([s.wall_us - s.next_wall_us for s in prof]))
             pf, bf = split_host_step(wall, float(cpu_compute.mean()), torch_threads)
             preempted = preempted_share(prof)
@@ -272,7 +270,8 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
     compute_mean = float(compute_us.mean())
     replay_f = (stepf[0] if stepf is not None else 1.0) * (tail.factor if tail else 1.0)
     replay_f = None if stepf is None and tail is None else replay_f
-    calm_ratio = (float(np.maximum(step_us - wait_us, 0.0)[keep].mean()) / window_mean
+    # the window's steps without a spike ÷ all of it, both on the step's basis (wall or CPU)
+    calm_ratio = (float(window_us[keep].mean()) / float(window_us.mean())
                   if calm is not None else None)
     if calm_ratio is not None:    # the replay of the captured window gets its spikes back
         replay_f = (replay_f or 1.0) * calm_ratio
@@ -334,6 +333,26 @@ def fit_cpu_model(table: EventTable, steps: StepList, sidecar: Sidecar | None,
                 steps_used=[s.number for s in steps], measured_step_us=[float(v) for v in step_us],
                 warnings=warnings, notes=notes, ranges=ranges)
     return StepModel(loader=LoaderParams(**lp), host=host, meta=meta)
+
+
+def _step_cpu_us(prof: list, torch_threads: int) -> np.ndarray:
+    """Per profiled sidecar step, the training step's CPU time (µs) outside ``next()``: its
+    thread's on one intra-op thread, its threads' together on more."""
+    if torch_threads == 1:
+        return np.array([max(s.cpu_us - s.next_cpu_us, 0.0) for s in prof])
+    return np.array([s.compute_cpu_us for s in prof])
+
+
+def _cpu_basis_us(prof: list, torch_threads: int, gamma: float
+                  ) -> tuple[np.ndarray, float | None]:
+    """``(per step µs, mean share)`` of the profiled steps ``prof`` on the ``cpu_time`` basis
+    (more runnable threads than cores): one thread's CPU time (share None), or a team's wall
+    with a core per thread (:func:`calibration.host_step.stalled_team_wall` at ``gamma``)."""
+    cpu = _step_cpu_us(prof, torch_threads)
+    if torch_threads == 1:
+        return cpu, None
+    walls = np.array([s.wall_us - s.next_wall_us for s in prof])
+    return stalled_team_wall(walls, cpu, torch_threads, gamma)
 
 
 def traced_threads(table: EventTable) -> int:

@@ -106,8 +106,9 @@ def deduct_preemption(ops: list[HostOp], coll_ids: set[str], hosts: dict[int, st
     if enqueue_us is not None and lost > 0:
         for j in launches:
             out[j] = ops[j].model_copy(update={"dur_us": min(ops[j].dur_us, enqueue_us)})
-    in_enqueues = sum(ops[j].dur_us - out[j].dur_us for j in launches)
-    lost -= sum(ops[j].dur_us - out[j].dur_us for j in launches[:-1])
+    cuts = [ops[j].dur_us - out[j].dur_us for j in launches]    # what each enqueue lost
+    in_enqueues = sum(cuts)
+    lost -= sum(cuts[:-1])
     section = [j for j in range(launches[0] + 1, launches[-1])
                if ops[j].kind == "cpu" and ops[j].phase == "backward"]
     total = sum(ops[j].dur_us for j in section)

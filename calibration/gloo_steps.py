@@ -98,7 +98,8 @@ def fit_gloo_rank(table: EventTable, warnings: list[str]) -> GlooRank:
     pair or size is appended to ``warnings``.
 
     Raises:
-        InputError: no step markers, no rank, or no step with a backward pass."""
+        InputError: no step markers, no rank, gloo collectives without any c10d enqueue, or
+            no step with a backward pass."""
     steps = find_steps(table)
     if not steps:
         raise InputError(table.path, "no training steps found (no ProfilerStep#N)")
@@ -114,6 +115,11 @@ def fit_gloo_rank(table: EventTable, warnings: list[str]) -> GlooRank:
            if names[i].startswith("gloo:")]
     enq.sort(key=lambda i: table.ts_ns[i])
     run.sort(key=lambda i: table.ts_ns[i])
+    if run and not enq:    # a model of the job without its all-reduces would be no DDP model
+        raise InputError(table.path, f"{len(run)} gloo collective(s) but no c10d enqueue "
+                         "(c10d::allreduce_ ...) on the training thread to pair them with (every "
+                         "one dropped or removed): the all-reduces cannot be placed in the "
+                         "steps; calibrate the unedited trace, or re-capture")
     if len(enq) != len(run):
         warnings.append(f"{table.path.name}: {len(enq)} c10d enqueues but {len(run)} gloo "
                         "collectives; paired in order, the rest dropped")

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from rich.table import Table
 
 from stepsim.models.host_speed import factor_range, from_walls, noise_runs
+from stepsim.models.run_share import MIN_SHARE_RUNS, share_p10_p90
 from stepsim.report.baseline_notes import baseline_notes
 from stepsim.report.figures import pyplot, save
 from stepsim.report.plan_table import plan_dict, print_plan
@@ -23,6 +24,7 @@ from stepsim.report.tables import console, json_out as _json, ms_text as _ms, ra
 from stepsim.report.tables import job_step_line, phase_table
 from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
+from stepsim.scenarios.draws import PER_RUN_MEASURED
 from stepsim.scenarios.ddp_whatifs import cold_resume_added
 from stepsim.scenarios.interval_sources import width_line
 from stepsim.scenarios.predict import Prediction
@@ -174,6 +176,12 @@ def _range_text(p: Prediction, path: str, lo: float, hi: float) -> str:
         return (f"{path} x[{a:.3g}, {b:.3g}] (P10-P90 from {len(runs)} measured runs"
                 + (", their wall time: it spreads wider than their CPU time" if walls else "")
                 + ")")
+    shares = getattr(p.model.host, PER_RUN_MEASURED[path], []) if p.model is not None and \
+        path in PER_RUN_MEASURED else []
+    if len(shares) >= MIN_SHARE_RUNS:    # drawn from the runs, not from the range beside them
+        a, b = share_p10_p90(shares, max(p.runs, 1))
+        return (f"{path} [{a:.3g}, {b:.3g}] (P10-P90 of {max(p.runs, 1)} run(s)' mean, the "
+                f"Student-t predictive of {len(shares)} measured runs)")
     return f"{path} x[{lo:g}, {hi:g}]"
 
 

@@ -39,7 +39,6 @@ from stepsim.models.metrics import amdahl_ceiling, label
 from stepsim.models.params import StepModel
 from stepsim.models.rank_threads import model_rank_threads
 from stepsim.scenarios.caveats import threads_caveat
-from stepsim.scenarios.fix_types import on_gpu
 from stepsim.scenarios.fixes import FIXES
 from stepsim.scenarios.host_threads import oversubscribed
 from stepsim.scenarios.memory import MemoryVerdict
@@ -51,7 +50,7 @@ from stepsim.scenarios.op_text import parse_fix
 from stepsim.simcore.errors import ModelError
 
 __all__ = ["Finding", "WhatIf", "Diagnosis", "diagnose", "DEVICE_BOUND", "GAP_SHARE",
-           "fix_for", "on_gpu"]
+           "fix_for"]
 
 DEVICE_BOUND = 0.80
 """Kernel-sum ÷ step-wall from which the device is taken as the pacing lane: the gaps then
@@ -214,7 +213,7 @@ def _gap_findings(model: StepModel, base: Prediction, kw: dict) -> list[Finding]
                    if v > 0 and not k.startswith("compute:")), key=lambda kv: -kv[1])
     idle = sum(v for _, v in gaps)
     tasks = model.task_map().values()
-    gpu = on_gpu(model)
+    gpu = model.on_device()
     syncs = [op for op in model.host.ops if op.kind == "sync"]
     pageable = [t for t in tasks if t.copy_kind == "h2d" and t.pinned is False]
     prev = [t for t in tasks if t.prev_waits]
@@ -322,8 +321,8 @@ def _roof_findings(model, roof: Roofline | None, kernels, base: Prediction, kw: 
         _class_findings(model, roof, kernels, kw)
     s = base.summary
     cp = s.critical_path_us
-    # a CPU run's launches are gloo's collectives: no device to graph (on_gpu)
-    launches = sum(1 for op in model.host.ops if op.kind == "launch") if on_gpu(model) else 0
+    # a CPU run's launches are gloo's collectives: no device to graph (StepModel.on_device)
+    launches = sum(1 for op in model.host.ops if op.kind == "launch") if model.on_device() else 0
     if launches and s.scarce_lane != "compute" and cp.get("launch", 0) + cp.get(
             "host_compute", 0) >= GAP_SHARE * s.mean_step_us:
         cost = sum(op.dur_us for op in model.host.ops if op.kind == "launch")

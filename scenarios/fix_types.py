@@ -12,19 +12,13 @@ from stepsim.models.params import StepModel
 from stepsim.scenarios.paths import telling_error
 from stepsim.simcore.errors import ModelError, NotApplicable
 
-__all__ = ["Fix", "FixArgs", "FixKind", "NO_DEVICE_WHY", "nothing", "on_gpu"]
+__all__ = ["Fix", "FixArgs", "FixKind", "NO_DEVICE_WHY", "nothing"]
 
 FixKind = Literal["systems", "numerics", "algorithm", "hardware"]
 
 NO_DEVICE_WHY = "it has no device (a CPU run)"
 """Why a fix that needs a device (``Fix.needs_device``) is refused on a CPU run, before the
 fix's own reason."""
-
-
-def on_gpu(model: StepModel) -> bool:
-    """Whether the model runs work on a GPU (:meth:`StepModel.on_device`: a CPU run, gloo's
-    collectives included, has none)."""
-    return model.on_device()
 
 
 class FixArgs(StrictScalars):
@@ -52,9 +46,9 @@ class Fix:
         relieves_on: ``model -> keys`` it also addresses on that model (the planner's;
             :meth:`relieves_for`).
         needs_device: for a fix that changes device (GPU) work, why it needs one (empty for the
-            others): :meth:`apply` refuses it on a CPU run (:func:`on_gpu`; gloo's collectives
-            are no device), the one place whatif, plan, sweep and diagnose learn that no GPU
-            fix applies there.
+            others): :meth:`apply` refuses it on a CPU run (:meth:`StepModel.on_device`;
+            gloo's collectives are no device), the one place whatif, plan, sweep and diagnose
+            learn that no GPU fix applies there.
     """
 
     name: str
@@ -88,7 +82,7 @@ class Fix:
         """The changed model. Raises NotApplicable where it does not apply (a fix that needs a
         device, on a CPU run, first), ModelError on bad arguments."""
         args = self.parse_args(raw_args or {})
-        if self.needs_device and not on_gpu(model):
+        if self.needs_device and not model.on_device():
             raise nothing(self.name, f"{NO_DEVICE_WHY}: {self.needs_device}")
         return self.transform(model.without_replay(), args)
 

@@ -76,7 +76,10 @@ def test_a_loader_that_keeps_ahead_keeps_every_step(tmp_path):
     side = _capture(tmp_path / "c", 0.005, 0.030)
     settled = settled_after(side)
     assert settled.drained == 0 and len(settled.steps) == AFTER
-    assert np.mean([s.wall_us for s in settled.steps]) / 1e6 == pytest.approx(0.030, rel=0.2)
+    # each step sleeps 0.030 s: at least that (less timer slack); how much longer is the
+    # host's wake-up delay, not the model's (42 ms a step at load 11.5, 2026-12-07 15:05,
+    # where 30 ms +- 20 % was asserted)
+    assert np.mean([s.wall_us for s in settled.steps]) / 1e6 >= 0.97 * 0.030
 
 
 def test_without_workers_nothing_is_made_ahead(tmp_path):

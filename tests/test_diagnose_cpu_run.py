@@ -7,7 +7,7 @@ import shutil
 
 from stepsim.models.params import DurationSpec, HostOp, HostParams, LoaderParams, Meta, StepModel
 from stepsim.models.param_types import DeviceParams, DeviceTask
-from stepsim.scenarios.diagnose import diagnose, on_gpu
+from stepsim.scenarios.diagnose import diagnose
 
 FAST = {"steps": 8, "warmup": 4, "draws": 0, "jobs": 1}
 
@@ -22,7 +22,7 @@ def _cpu_model(cores_source: str) -> StepModel:
 
 def test_a_cpu_run_gets_no_gpu_branches():
     m = _cpu_model("measured")
-    assert not on_gpu(m)
+    assert not m.on_device()
     d = diagnose(m, **FAST)
     gaps = [f for f in d.findings if f.stage == "gaps"]
     evidence = " ".join(e for f in d.findings for e in f.evidence)
@@ -52,7 +52,7 @@ def test_a_cpu_run_whose_host_enqueues_collectives_gets_no_cuda_graphs_leaf():
                                 HostOp(kind="cpu", dur_us=30000.0, phase="backward"),
                                 HostOp(kind="launch", task="gloo.ar0", dur_us=50.0),
                                 HostOp(kind="sync", task="gloo.ar0")])})
-    assert not on_gpu(m)
+    assert not m.on_device()
     d = diagnose(m, **FAST)
     assert not any(f.stage == "roofline" and f.key == "launch" for f in d.findings)
 

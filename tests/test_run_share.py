@@ -116,3 +116,22 @@ def test_a_model_without_runs_writes_no_field(measured):
     assert "refault_share_runs" not in without.model_dump()
     again = StepModel.model_validate_json(measured.model_dump_json())
     assert again.host.refault_share_runs == measured.host.refault_share_runs
+
+
+def test_the_interval_listing_says_the_share_is_drawn_from_its_runs(measured, tmp_path):
+    """``whatif``'s interval line names the range the draws take: the runs' Student-t
+    predictive (P10-P90 of one run's share, in closed form), not the factor range beside the
+    runs that the draws no longer read (break21: it listed ``host.refault_share x[lo, hi]``)."""
+    from tests.test_quirks import cli
+
+    path = tmp_path / "m.json"
+    path.write_text(measured.model_dump_json())
+    rc, err, out = cli("whatif", path, "--set", "loader.num_workers=2", "--draws", "4",
+                       "--steps", "20")
+    assert rc == 0, err
+    flat = " ".join((out + err).split())
+    lo, hi = share_p10_p90(measured.host.refault_share_runs, 1)
+    assert (f"host.refault_share [{lo:.3g}, {hi:.3g}] (P10-P90 of 1 run(s)' mean, the "
+            f"Student-t predictive of {len(measured.host.refault_share_runs)} measured runs)"
+            ) in flat
+    assert "host.refault_share x[" not in flat

@@ -75,10 +75,11 @@ def test_the_profiler_factor_is_of_the_steps_without_a_spike():
     assert step_factor(side)[1] == calm
 
 
-def _spike_capture(src, dst, numbers, spike_us):
+def _spike_capture(src, dst, numbers, spike_us, host_cores=None):
     """A copy of capture ``src`` whose steps ``numbers`` (profiled) each held ``spike_us`` µs
     more of system CPU: their trace span and sidecar wall, CPU and system CPU that much
-    longer, every later instant of both that much later."""
+    longer, every later instant of both that much later; with ``host_cores``, the sidecar's
+    usable cores set to it."""
     shutil.copytree(src, dst)
     with gzip.open(dst / "trace.json.gz", "rt") as f:
         raw = json.load(f)
@@ -102,18 +103,27 @@ def _spike_capture(src, dst, numbers, spike_us):
         for r in data["produce"] + (data.get("probe") or {}).get("produce", []):
             if r.get("t_end_us") is not None and r["t_end_us"] > t0:
                 r["t_end_us"] += spike_us
+    if host_cores is not None:
+        data["host_cores"] = host_cores
     with gzip.open(dst / "trace.json.gz", "wt") as f:
         json.dump(raw, f)
     (dst / "sidecar.json").write_text(json.dumps(data))
     return dst
 
 
-def test_spikes_in_profiled_steps_do_not_move_the_models_step(cpu_run_nw1, tmp_path):
+@pytest.mark.parametrize("cores", [None, 1], ids=["recorded_cores", "one_core"])
+def test_spikes_in_profiled_steps_do_not_move_the_models_step(cpu_run_nw1, tmp_path, cores):
     """A real capture with 200 ms of system CPU added to 2 of its profiled steps (edited): the
-    model's step is the other profiled steps' mean duration × the factor measured on the steps
-    without a spike, as the unprofiled steps say; the old code took the window's mean, spikes
-    and all, × a ratio of medians (here 2 × 200 ms over 6 steps: +67 ms on a step of a few ms).
-    The replay of the capture still gets the profiled window back, its spikes included."""
+    model's step is the other profiled steps' mean duration (on the step's basis: the trace's
+    walls, or the sidecar's CPU time where the capture had more runnable threads than cores)
+    × the factor measured on the steps without a spike, as the unprofiled steps say; the old
+    code took the window's mean, spikes and all, × a ratio of medians (here 2 × 200 ms over 6
+    steps: +67 ms on a step of a few ms).
+    The replay of the capture still gets the profiled window back, its spikes included. At
+    one usable core (the capture's sidecar edited, as a one-CPU host records it: a worker
+    beside the main thread) the step is priced on CPU time, and the window given back is its
+    CPU time, spikes included (the ratio took the kept steps' walls over the window's CPU
+    before: g 0.41 where 0.996 was right, on a capture under ``taskset -c 0``)."""
     from stepsim.calibration.cpu import step_loader_waits_us
     from stepsim.calibration.events import build_table
     from stepsim.calibration.steps import find_steps
@@ -129,15 +139,22 @@ def test_spikes_in_profiled_steps_do_not_move_the_models_step(cpu_run_nw1, tmp_p
     if len(prof) < 4:
         pytest.skip(f"the capture's own spikes ({own}) leave under 4 calm profiled steps")
     hit = [prof[1], prof[3]]
-    run = _spike_capture(cpu_run_nw1, tmp_path / "spiked", hit, 200_000.0)
+    run = _spike_capture(cpu_run_nw1, tmp_path / "spiked", hit, 200_000.0, cores)
     side = load_sidecar(run / "sidecar.json")
     assert [i for i, x in enumerate(spikes(side)) if x] == sorted(hit + own)
     m = calibrate(run / "trace.json.gz", sidecar=run / "sidecar.json")
     base = calibrate(cpu_run_nw1 / "trace.json.gz", sidecar=cpu_run_nw1 / "sidecar.json")
     table = build_table(load_trace(run / "trace.json.gz"))
     steps = find_steps(table)
-    comp = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps]) - step_loader_waits_us(
-        table, steps)
+    if m.meta.notes["compute_basis"] == "cpu_time":
+        # more runnable threads than usable cores (a one-CPU host): the step is priced on its
+        # thread's CPU time outside next(), the sidecar's, whose waits for a core the
+        # simulator adds itself
+        comp = np.array([side.steps[s.number].cpu_us - side.steps[s.number].next_cpu_us
+                         for s in steps])
+    else:    # a core for every thread: the trace's walls outside next()
+        comp = np.array([(s.end_ns - s.start_ns) / 1e3 for s in steps]) - step_loader_waits_us(
+            table, steps)
     calm = np.array([s.number not in hit + own for s in steps])
     p = step_factor(side)[0]
     step = m.host.ops[1]
