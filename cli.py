@@ -361,9 +361,10 @@ def _import_params() -> None:
     a sweep's chain of nested imports (the report, the scenarios, the metrics, the engine,
     the loader, the parameters, pydantic), ``python -m stepsim sweep`` crossed that end
     there 6,666 times: 40-50 ms of its main process before the pool starts (speed23,
-    docs/measurements.md), where ``main`` itself is about 10 frames deep. As the API's
-    modules above: imported with the collector paused, then frozen (once: ``main(argv)``
-    called again in one process, as the tests do, freezes nothing more)."""
+    docs/measurements.md). Imported from here, the module runs about 43 frames deep, not
+    101 (a sweep then crosses a chunk's end 269 times). As the API's modules above: imported
+    with the collector paused, then frozen (once: ``main(argv)`` called again in one
+    process, as the tests do, freezes nothing more)."""
     if "stepsim.models.params" in sys.modules:
         return
     collecting = gc.isenabled()

@@ -7,7 +7,7 @@ kernel once more than ``M_TRIM_THRESHOLD`` of it is free, and serves blocks abov
 that go back on ``free``; so a process that runs one simulation after another touches fresh
 pages each time, and every first touch is a page fault the kernel zero-fills. Measured on a
 sweep point of ResNet-50 (200 steps, 2026-12-07, speed23): about 4,000 minor faults and
-2-9 ms of system time a point (of some 35 ms), 30 faults and ~0 ms with the thresholds
+2-11 ms of system time a point (of some 35 ms), 30 faults and ~0 ms with the thresholds
 below. :func:`keep_freed_heap` raises both thresholds in the calling process, so what a
 point freed serves the next point. Only the executor's forked workers call it: short-lived
 processes that run many simulations; the memory a worker keeps is at most its own peak.
