@@ -353,11 +353,36 @@ def _reader_gone() -> bool:
         return False
 
 
+def _import_params() -> None:
+    """Import the model's parameter classes (and pydantic) from the shallow stack of
+    :func:`main`, before a verb's own imports: every verb reads a model. CPython 3.11 keeps
+    its frames in 16 kB chunks and frees a chunk as soon as the frame that opened it
+    returns, so a loop of short calls that crosses a chunk's end maps and unmaps one every
+    call. ``pydantic_core.core_schema`` builds some 200 TypedDicts; imported at the end of
+    a sweep's chain of nested imports (the report, the scenarios, the metrics, the engine,
+    the loader, the parameters, pydantic), ``python -m stepsim sweep`` crossed that end
+    there 6,666 times: 40-50 ms of its main process before the pool starts (speed23,
+    docs/measurements.md). Imported from here, the module runs about 43 frames deep, not
+    101 (a sweep then crosses a chunk's end 269 times). As the API's modules above: imported
+    with the collector paused, then frozen (once: ``main(argv)`` called again in one
+    process, as the tests do, freezes nothing more)."""
+    if "stepsim.models.params" in sys.modules:
+        return
+    collecting = gc.isenabled()
+    gc.disable()
+    import stepsim.models.params  # noqa: F401
+
+    gc.freeze()
+    if collecting:
+        gc.enable()
+
+
 def main(argv: list[str] | None = None) -> int:
     if (why := streams_refused()) is not None:   # (before argparse, which writes to them)
         print(_error_line(why), file=sys.stderr, flush=True)
         return 2
     args = parser().parse_args(argv)
+    _import_params()
     try:
         _refuse_overwriting_inputs(args)
         rc = COMMANDS[args.verb](args)

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 from stepsim.simcore.errors import ModelError, StepsimError
+from stepsim.simcore.heap import keep_freed_heap
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` after each item finishes."""
@@ -183,7 +184,9 @@ def _run(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int,
     results: list[Any] = [None] * total
     ctx = multiprocessing.get_context("fork")
     jobs = capped_jobs(jobs)[0]   # never more forked simulators than usable CPUs
-    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=ctx) as pool:
+    # each worker keeps the heap a simulation freed for its next one (no page faults anew)
+    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=ctx,
+                             initializer=keep_freed_heap) as pool:
         futures = {pool.submit(_guard, fn, item): i for i, item in enumerate(items)}
         if meanwhile is not None:
             meanwhile()

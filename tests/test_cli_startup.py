@@ -32,3 +32,27 @@ def test_a_sweep_without_a_terminal_loads_no_yaml_and_no_progress_bar():
             "           '--warmup', '1', '--jobs', '1', '--json'])\n"
             "print(rc, 'yaml' in sys.modules, 'rich.progress' in sys.modules, gc.isenabled())")
     assert _python(code) == "0 False False True"
+
+
+def test_main_imports_the_parameter_classes_from_a_shallow_stack():
+    # speed23: pydantic_core's schema module, imported at the end of a verb's chain of nested
+    # imports (101 frames deep on a sweep before), crossed a 16 kB frame-stack chunk of
+    # CPython 3.11 thousands of times (an mmap and a munmap each); main imports it first
+    code = ("import sys\n"
+            "depths = []\n"
+            "class Finder:\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'pydantic_core.core_schema':\n"
+            "            f, n = sys._getframe(), 0\n"
+            "            while f is not None:\n"
+            "                f, n = f.f_back, n + 1\n"
+            "            depths.append(n)\n"
+            "sys.meta_path.insert(0, Finder())\n"
+            "from stepsim.cli import main\n"
+            f"rc = main(['sweep', {str(MODEL)!r}, 'comm.bucket_cap_mb=1,25', '--steps', '2',\n"
+            "           '--warmup', '1', '--jobs', '1', '--json'])\n"
+            "print(rc, depths)")
+    rc, depths = _python(code).split(" ", 1)
+    assert rc == "0"
+    depths = eval(depths)
+    assert len(depths) == 1 and depths[0] < 60, depths
