@@ -23,6 +23,7 @@ from stepsim.report.tables import console, json_out as _json, ms_text as _ms, ra
 from stepsim.report.tables import job_step_line, phase_table
 from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
+from stepsim.scenarios.corun_priors import corun_path, priors_caveat
 from stepsim.scenarios.ddp_whatifs import cold_resume_added
 from stepsim.scenarios.interval_sources import width_line
 from stepsim.scenarios.predict import Prediction
@@ -261,6 +262,9 @@ def print_sweep(r: SweepResult, as_json: bool = False) -> None:
                 f"{k.best_value} at {_ms(k.best_step_us)} ms"
                 + (f" ({', '.join(map(str, k.best_ties))} the same)" if k.best_ties else "")
                 + f"): {k.reason}")
+        caveat = priors_caveat(r.points[0].prediction.model) if corun_path(k.path) else ""
+        if caveat:
+            c.print(f"  {caveat}")
     _run_ahead_note([(", ".join(f"{k}={v}" for k, v in pt.values.items()), pt.prediction)
                      for pt in r.points])
 
