@@ -36,7 +36,7 @@ def _offered(w: WhatIf, base_us: float) -> bool:
     return x is not None and x > 1
 
 
-_CORUN_FIXES = ("more_workers", "fewer_workers", "intra_op_threads")
+_CORUN_FIXES = ("more_workers", "intra_op_threads")
 """Fixes that change the threads beside each other (:mod:`scenarios.corun_priors`)."""
 
 
