@@ -7,7 +7,6 @@ load and the fit ran to the grid's top, 1.000, P10–P90 1.000–1.000). A fit a
 :data:`calibration.corun.FIT_GRID` is a bound of the search, not a measurement: it is refused
 and the prior kept."""
 import gzip
-import json
 from pathlib import Path
 
 import numpy as np
