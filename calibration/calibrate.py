@@ -103,6 +103,7 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
             return pending   # (a trace alone does not import the sidecar modules)
     from stepsim.calibration.host_noise import (apply_replicates, at_run_speed, drop_loaded,
                                                 no_replicate_said, replicate_speeds)
+    from stepsim.calibration.oversub_pool import pool_oversub
     from stepsim.calibration.probe_pool import pool_probe_fits
     from stepsim.calibration.refault_runs import pool_refault_share
 
@@ -147,6 +148,7 @@ def _with_replicates(trace, sidecar, step_regex, replicates, steps) -> Pending:
     def at_speed(model: StepModel) -> StepModel:
         model = at_run_speed(model, side, speeds if len(speeds) > 1 else None)
         model = pool_probe_fits(model, side, reps)    # every run's probe, not the capture's
+        model = pool_oversub(model, side, reps)       # so for the slowdown past the cores
         model = pool_refault_share(model, side, reps)   # every run's heap, not assumed
         dropped = [f"replicate {w}" for _, rep in reps for w in rep.dropped]
         dropped += [load_note] if load_note else []

@@ -41,7 +41,13 @@ such a run fitted 1.0, the grid's bound, from the step's CPU alone; a worker's b
 ×0.99: interference the batches still show.
 
 CPU time, not wall time, is compared: waiting for a core does not advance a thread's CPU time,
-interference (cache misses, memory stalls) does.
+interference (cache misses, memory stalls) does. For the same reason the load is taken over a
+record's running time, not its wall interval (:func:`corun_loads`): the simulator slows each
+quantum of work by the load while it runs. fresh13's worker batches (2026-12-07, 2 cores, a
+2-thread step beside 1 worker) held 84 ms of run-queue wait in 345 ms of wall, all of it at
+the other core busy; over the wall the capture read 0.84 against the 2-worker probe's 1.00,
+over the running time 0.78 against 0.99. A fit that reaches the top of :data:`FIT_GRID` is
+refused (a bound of the search, not a measurement) and the prior kept.
 """
 from __future__ import annotations
 
@@ -74,7 +80,9 @@ class Activity:
     ``cpu_us`` of CPU; ``kind`` is ``batch`` or ``step``. ``fitted``: whether its CPU time may
     enter the interference fit (False for a record whose co-runners were not all recorded,
     e.g. a batch that ran before its setting's first recorded step); it counts in every
-    other record's load either way."""
+    other record's load either way. ``wait_us``: the µs of its interval its thread waited on a
+    run queue (0 where not recorded): every core was busy then, and its CPU did not advance
+    (:func:`corun_loads` takes the load over the rest)."""
 
     start_us: float
     end_us: float
@@ -82,6 +90,7 @@ class Activity:
     cpu_us: float
     kind: str
     fitted: bool = True
+    wait_us: float = 0.0
 
 
 def _step_threads(s, team: int) -> float:
@@ -130,16 +139,19 @@ def activities(produce, steps, workers: bool, team: int = 1, fitted_steps=None,
         else:
             thr = runnable_share(r.cpu_us, r.run_wait_us, r.wall_us)
         inside = lo is not None and lo <= start and r.t_end_us <= hi
-        out.append(Activity(start, r.t_end_us, thr, r.work_us, "batch", inside))
+        out.append(Activity(start, r.t_end_us, thr, r.work_us, "batch", inside,
+                            r.run_wait_us or 0.0))
     for i, s in enumerate(steps):
         if s.t_start_us is None:
             continue
         a, b = s.t_start_us + s.next_wall_us, s.t_start_us + s.wall_us
         if b > a:
             cpu = max(s.compute_cpu_us - per_fault_us * (s.minflt or 0), 0.0)
+            wait = (max(s.run_wait_us - (s.next_run_wait_us or 0.0), 0.0)
+                    if s.run_wait_us is not None else 0.0)
             out.append(Activity(a, b, _step_threads(s, team), cpu,
                                 "step" if team <= 1 else "team_step",
-                                fitted_steps is None or i in fitted_steps))
+                                fitted_steps is None or i in fitted_steps, wait))
     return out
 
 
@@ -173,6 +185,12 @@ def corun_loads(acts: list[Activity], cores: int) -> np.ndarray:
     CPU did not move, while 0 workers ran 8 % cheaper (docs/measurements.md "Co-run
     interference").
 
+    Taken over the activity's running time: its ``wait_us`` of run-queue wait were at every
+    other core busy (a thread waits only when every core is taken) and its CPU did not
+    advance then, so they are taken out of the busy integral and the interval, ``(B − w) ÷
+    (wall − w)`` with ``B`` the busy µs over the wall (the wait-free share where no wait is
+    recorded).
+
     ``R`` is a step function of the sorted instants; each activity's share is summed over the
     steps inside it (O(n log n + overlaps), in blocks of at most :data:`_BLOCK` pairs)."""
     n = len(acts)
@@ -204,7 +222,11 @@ def corun_loads(acts: list[Activity], cores: int) -> np.ndarray:
         out[lo:hi] = np.bincount(idx - lo, weights=w * busy, minlength=hi - lo)
         lo = hi
     wall = np.maximum(e - s, 1e-12)
-    return out / wall / (cores - 1)
+    wait = np.clip(np.array([a.wait_us for a in acts], dtype=float), 0.0, wall)
+    run = wall - wait
+    busy = out / (cores - 1) - wait            # the waits' µs were at every other core busy
+    return np.where(run > 1e-9, np.clip(busy / np.maximum(run, 1e-12), 0.0, 1.0),
+                    out / wall / (cores - 1))
 
 
 _BLOCK = 4_000_000
@@ -279,8 +301,11 @@ def fit_interference(cal: list[Activity], probe: list[Activity], cores: int,
     work fell with the load), from the kinds of activity whose slope the probe measures
     (:func:`slope_se` at most :data:`PRIOR_SD`). A string, the reason, when a kind appears in
     both but none is measurable (the loads too close for the records' scatter: the prior says
-    more); None when no kind of activity appears in both. A ``team_step`` counts in the
-    loads, never in the fit (its CPU holds its spinning)."""
+    more), or when the fit or its P90 reaches the top of :data:`FIT_GRID` (a bound of the
+    search is no measurement: fresh13's probe at 2 workers beside a 2-thread team on 2 cores,
+    2026-12-07, read 1.000, P10–P90 1.000–1.000, where the batches' CPU on the main thread
+    says about 0.04); None when no kind of activity appears in both. A ``team_step`` counts in
+    the loads, never in the fit (its CPU holds its spinning)."""
     l0, l1 = corun_loads(cal, cores), corun_loads(probe, cores)
     per_kind, kinds = [], []
     for kind in ("batch", "step"):
@@ -308,4 +333,9 @@ def fit_interference(cal: list[Activity], probe: list[Activity], cores: int,
                          [rng.integers(0, len(a1), len(a1)) for _, a1 in per_kind]))
              for _ in range(BOOTSTRAP)]
     lo, hi = (float(v) for v in np.percentile(boots, [10, 90]))
+    top = FIT_GRID[-1]
+    if point >= top or hi >= top:
+        return (f"the fit reached the top of the coefficients tried, {top:g} (fit {point:.3f}, "
+                f"P10–P90 {lo:.3f}–{hi:.3f}): a bound of the search, not a measurement; "
+                "refused, the prior kept")
     return point, (lo, hi)

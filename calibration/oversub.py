@@ -103,6 +103,19 @@ def fit_oversub(cal: list[Activity], probe: list[Activity], cores: int, interfer
     return point, (lo, hi), f_c
 
 
+def cal_activities(side) -> list[Activity]:
+    """The calibration setting's activities as the fit reads them (its profiled and first
+    unprofiled steps left out of the fit, :func:`calibration.probe_steps.probe_base_steps`)."""
+    return activities(after_startup(side.produce), side.steps, side.loader.num_workers > 0,
+                      side.torch_num_threads or 1, set(probe_base_steps(side)))
+
+
+def probe_side_activities(side) -> list[Activity]:
+    """The probe's activities as the fit reads them."""
+    return activities(after_startup(side.probe.produce), side.probe.steps,
+                      side.probe.num_workers > 0, side.torch_num_threads or 1)
+
+
 def oversub_from_sidecar(side, interference: float, seed: int = 0):
     """``(host fields, sources, warnings)`` for ``host.oversub``, ``oversub_range`` and
     ``oversub_ref`` (see the module docstring); ``interference``: the calibrated point of
@@ -119,9 +132,8 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0):
     fit, f_c = None, 0.0
     why = "no probe in the capture"
     if side is not None and cores:
-        nw, team = side.loader.num_workers, side.torch_num_threads or 1
-        cal = activities(after_startup(side.produce), side.steps, nw > 0, team,
-                         set(probe_base_steps(side)))
+        nw = side.loader.num_workers
+        cal = cal_activities(side)
         b0 = _batches(cal, cores)
         f_c = float(b0[:, 2].mean()) if len(b0) else 0.0
         if side.probe is None:
@@ -132,9 +144,7 @@ def oversub_from_sidecar(side, interference: float, seed: int = 0):
             why = ("the capture is at num_workers=0, whose main-thread batches cost less than "
                    "a worker's")
         else:
-            probe = activities(after_startup(side.probe.produce), side.probe.steps,
-                               side.probe.num_workers > 0, team)
-            got = fit_oversub(cal, probe, cores, interference, seed)
+            got = fit_oversub(cal, probe_side_activities(side), cores, interference, seed)
             if isinstance(got, str):
                 why = f"the probe at num_workers={side.probe.num_workers}: {got}"
             elif got[1][1] <= 0:

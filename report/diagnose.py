@@ -9,6 +9,7 @@ from pathlib import Path
 
 from stepsim.report.figures import pyplot as _pyplot, save as _save
 from stepsim.report.tables import json_out as _json
+from stepsim.scenarios.corun_priors import priors_caveat
 from stepsim.scenarios.diagnose import Diagnosis, WhatIf
 from stepsim.scenarios.roofline import Roofline
 from stepsim.simcore.units import us_to_ms
@@ -35,9 +36,18 @@ def _offered(w: WhatIf, base_us: float) -> bool:
     return x is not None and x > 1
 
 
-def _whatif_line(w: WhatIf, base_us: float) -> str:
+_CORUN_FIXES = ("more_workers", "intra_op_threads")
+"""Fixes that change the threads beside each other (:mod:`scenarios.corun_priors`)."""
+
+
+def _whatif_line(w: WhatIf, base_us: float, model=None) -> str:
     if w.step_us is None:
         return f"stepsim whatif MODEL --fix {w.fix}: does not apply ({w.note})"
+    caveat = (priors_caveat(model) if w.fix.split(":", 1)[0] in _CORUN_FIXES else "")
+    return _priced_line(w, base_us) + (f"; {caveat}" if caveat else "")
+
+
+def _priced_line(w: WhatIf, base_us: float) -> str:
     interval = (f", P10-P90 {_ms(w.p10_us)} - {_ms(w.p90_us)}"
                 if w.p10_us is not None and w.p90_us is not None else "")
     x = _speedup(w, base_us)
@@ -106,7 +116,7 @@ def print_diagnosis(d: Diagnosis, as_json: bool = False) -> None:
             if w.arithmetic and w.arithmetic != said:
                 print(f"{pad}arithmetic: {w.arithmetic}")
             said = w.arithmetic or said
-            print(f"{pad}{_whatif_line(w, b.mean_step_us)}")
+            print(f"{pad}{_whatif_line(w, b.mean_step_us, b.model)}")
             for c in w.caveats:
                 print(f"{pad}  caveat: {c}")
 

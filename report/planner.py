@@ -25,6 +25,7 @@ from stepsim.report.tables import job_step_line, phase_table
 from stepsim.report.validation import print_ledger, print_validation
 from stepsim.scenarios.ceiling import CeilingReport
 from stepsim.scenarios.draws import PER_RUN_MEASURED
+from stepsim.scenarios.corun_priors import corun_path, priors_caveat
 from stepsim.scenarios.ddp_whatifs import cold_resume_added
 from stepsim.scenarios.interval_sources import width_line
 from stepsim.scenarios.predict import Prediction
@@ -78,6 +79,11 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
     if as_json:
         return _json(whatif_dict(base, pred))
     c = console()
+    if _unchanged(base, pred):    # a no-op (its warning says why): one line, not the tables
+        return c.print(f"what if {pred.what}: the baseline's prediction, unchanged: mean "
+                       f"{_ms(base.mean_step_us)} ms, median {_ms(base.median_step_us)} ms"
+                       + (f", P10 / P50 / P90 {_interval(base)} ms" if base.has_interval else "")
+                       + f", bottleneck {base.bottleneck_label} (speed-up 1.00x)")
     t = Table(title=f"what if: {pred.what}", show_edge=False)
     for col in ("", "mean ms", "median step ms", "mean: P10 / P50 / P90", "bottleneck"):
         t.add_column(col, justify="left" if col in ("", "bottleneck") else "right")
@@ -121,6 +127,17 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
     if pred.width_sources:
         c.print(f"scenario interval {width_line(pred.width_pct, pred.width_sources)}")
     _run_ahead_note([("baseline", base), ("scenario", pred)])
+
+
+def _unchanged(base: Prediction, pred: Prediction) -> bool:
+    """Whether the scenario's prediction is the baseline's to the µs: its mean, median, interval
+    and bottleneck (a what-if that changes nothing simulates the same steps with the same
+    seed; fresh13's ``--set loader.pin_memory=true`` on a CPU model printed both tables, the
+    noise paragraph and the notes for a 1.00x no-op)."""
+    return (base.mean_step_us == pred.mean_step_us
+            and base.median_step_us == pred.median_step_us
+            and (base.p10_step_us, base.p90_step_us) == (pred.p10_step_us, pred.p90_step_us)
+            and base.bottleneck_label == pred.bottleneck_label)
 
 
 def _steps_note(named: Sequence[tuple[str, Prediction]]) -> None:
@@ -269,6 +286,9 @@ def print_sweep(r: SweepResult, as_json: bool = False) -> None:
                 f"{k.best_value} at {_ms(k.best_step_us)} ms"
                 + (f" ({', '.join(map(str, k.best_ties))} the same)" if k.best_ties else "")
                 + f"): {k.reason}")
+        caveat = priors_caveat(r.points[0].prediction.model) if corun_path(k.path) else ""
+        if caveat:
+            c.print(f"  {caveat}")
     _run_ahead_note([(", ".join(f"{k}={v}" for k, v in pt.values.items()), pt.prediction)
                      for pt in r.points])
 

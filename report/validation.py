@@ -116,12 +116,15 @@ _RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean (steps)",
 
 
 def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
-                     scope: bool = False, per_run: Sequence[dict] | None = None) -> None:
+                     scope: bool = False, per_run: Sequence[dict] | None = None,
+                     startup: bool = True) -> None:
     """Prediction vs measurement, one row per record; ``scope``: also what each record's
     interval is of, in words (:func:`scenarios.predict.interval_scope`), where the record
     has no width by source (whose line says it); ``per_run`` (one record's runs, as
     ``api.validate`` gives them): in the JSON only, each record's ``per_run``, with each
-    run's ranks' detail the warnings summarise."""
+    run's ranks' detail the warnings summarise; ``startup``: each record's left-out first
+    step in full (:func:`startup_text`; the ledger says them in one line, as validate said
+    each when it ran)."""
     if as_json:
         return _json([{**r.model_dump(), **({"per_run": list(per_run)} if per_run is not None
                                             else {})} for r in records])
@@ -181,7 +184,7 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
                     "it apart (re-measure on a quiet machine)" if r.load_explains else
                     f"yet faster than predicted ({r.error_pct:+.1f}%), which the load cannot "
                     "explain (it only slows a run): a ledger keeps it in the score"))
-        if r.startup_us is not None:
+        if startup and r.startup_us is not None:
             console().print(f"{shown(r.label)}: " + startup_text(
                 r.startup_us, r.startup_next_us, r.startup_later_next_us, r.startup_runs,
                 r.startup_capture))
@@ -230,7 +233,13 @@ def print_ledger(records: Sequence[LedgerRecord], s: LedgerSummary,
     note = hidden_note(len(records), " (--json lists every record)")
     if note:
         c.print(note)
-    print_validation(records[-LEDGER_ROWS:])
+    shown_records = records[-LEDGER_ROWS:]
+    print_validation(shown_records, startup=False)
+    first = sum(r.startup_us is not None for r in shown_records)
+    if first:   # fresh13 (2026-12-07): a paragraph each, repeated from validate's
+        c.print(f"{first} record{'s' if first != 1 else ''}' first step (a multi-process "
+                "DataLoader's start-up) left out of the measured steps, as validate said of "
+                "each (ledger --json: startup_us)")
     if s.n_in_sample:
         c.print(f"{s.n_in_sample} in-sample record{'s' if s.n_in_sample != 1 else ''} (the "
                 "calibration setting itself) left out of the score")

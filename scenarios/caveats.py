@@ -244,7 +244,7 @@ def _no_team(threads: int, workers: int, cores: int, ranks: int) -> str:
                         "cores: no parallel part in the model, their stall unpriced")
 
 
-TEAM_BESIDE_WORKERS = (0.95, 1.88)
+TEAM_BESIDE_WORKERS = (0.89, 1.88)
 """Measured step wall beside 1–4 DataLoader workers over the same step at 0 workers, a
 training step on torch's default 2 intra-op threads, 2 cores (this project's machine, means of
 one or more runs each; details in docs/measurements.md#team-stall): the demo's CNN ×0.97–1.16
@@ -256,7 +256,9 @@ script (2026-12-05) ×0.95 and ×1.04 at 1 and 2; a second user's CNN (2026-12-0
 outside CPU 0–0.2 cores: ×1.49 and ×1.70 at 1 and 2, medians; another at 0.06 cores, load
 1.3–1.5: ×1.14, ×1.09, ×1.33 at 1, 2, 4, means; with the team's spin modelled,
 ``host.team_spin_us``, ×1.02); a third CNN (2026-12-05 09:24–09:29, load 1.7–2.2) ×1.28
-and ×1.29 at 1 worker in two rounds. The extremes of these, not a fit. Measured per thread, the
+and ×1.29 at 1 worker in two rounds; fresh13's CNN (2026-12-07, locked, 3 runs each) ×1.00,
+×0.89 and ×0.92 at 1, 2 and 4 workers (349.0 / 310.3 / 322.0 ms against 349.7 alone: its
+0-worker step makes its 7.9 ms items on the main thread). The extremes of these, not a fit. Measured per thread, the
 team's stall is the workers' CPU serialized, which the model has; a worker's CPU per batch
 beside the team is its produce ×1.01–1.07 (as beside any co-runner: interference) plus its
 hand-over, 1.3–1.7 ms (``loader.worker_handover_us``, :mod:`calibration.handover`), now

@@ -99,8 +99,8 @@ def test_the_threads_fix_says_its_step_at_both_ends_of_the_assumed_efficiency():
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_team_beside_workers_states_the_measured_slowdown(workers):
-    """Beside busy workers a 2-thread team's step was measured ×0.95–1.88 its 0-worker wall
-    (scenarios.caveats.TEAM_BESIDE_WORKERS: 4 CNNs on 2 cores, the second user's ×1.34/1.88/
+    """Beside busy workers a 2-thread team's step was measured ×0.89–1.88 its 0-worker wall
+    (scenarios.caveats.TEAM_BESIDE_WORKERS: 5 CNNs on 2 cores, the second user's ×1.34/1.88/
     1.53 at 1/2/4 workers), which the interval (γ drawn 1–10) does not cover: the caveat says
     so, with the measured range and the prior it draws, naming its parameter
     (``host.team_stall``: a new user read "γ 1, not varied" and could not find it), within 300
@@ -113,7 +113,7 @@ def test_team_beside_workers_states_the_measured_slowdown(workers):
     assert len(hit) == 1 and len(hit[0]) <= 300
     said = hit[0]
     assert f"a team of 2 threads beside {workers} busy worker(s) on 2 cores" in said
-    assert "×0.95–1.88" in said and "outside this interval" in said and "(host.team_stall γ 1–10)" in said
+    assert "×0.89–1.88" in said and "outside this interval" in said and "(host.team_stall γ 1–10)" in said
     assert any("torch.set_num_threads(1)" in c for c in got)      # the advice is kept
 
 
@@ -122,7 +122,8 @@ def test_team_beside_workers_range_brackets_the_records():
     from stepsim.scenarios.caveats import TEAM_BESIDE_WORKERS
     lo, hi = TEAM_BESIDE_WORKERS
     fresh2 = [39.7 / 29.6, 55.5 / 29.6, 45.4 / 29.6]      # ledger_d.jsonl means, w1/w2/w4 ÷ w0
-    assert all(lo <= r <= hi + 0.005 for r in fresh2 + [0.95, 1.04, 1.31, 1.53])
+    fresh13 = [349.0 / 349.7, 310.3 / 349.7, 322.0 / 349.7]  # its 3-run means, w1/w2/w4 ÷ w0
+    assert all(lo - 0.005 <= r <= hi + 0.005 for r in fresh2 + fresh13 + [0.95, 1.04, 1.31, 1.53])
 
 
 def test_plan_names_a_move_that_puts_workers_beside_the_team():

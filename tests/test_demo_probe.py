@@ -23,7 +23,9 @@ LOAD = {0: (0.0, 0.0), 1: ((COMPUTE_END_US - NEXT_US) / BATCH_US, 1.0), 2: (1.0,
 
 def _setting(nw: int, k: float, n: int, t0: float, rng):
     """``n`` steps at ``nw`` workers on 2 cores, every CPU time ``× (1 + k × its load)`` with
-    log-normal noise (sd :data:`NOISE`); every thread runnable throughout its interval."""
+    log-normal noise (sd :data:`NOISE`); every thread runnable throughout its interval (a
+    worker's batch without a recorded run-queue wait: with 2 threads on 2 cores none waits,
+    and a recorded wait is read as time at every core busy, :func:`calibration.corun.corun_loads`)."""
     ob, os_ = LOAD[nw]
     steps, produce = [], []
     for i in range(n):
@@ -39,8 +41,7 @@ def _setting(nw: int, k: float, n: int, t0: float, rng):
         for w in range(nw):
             bw = b if w == 0 else ALONE_US * (1 + k * ob) * np.exp(NOISE * rng.standard_normal())
             produce.append(ProduceRecord(worker=w, pid=2 + w, seq=i, wall_us=BATCH_US, cpu_us=bw,
-                                         proc_cpu_us=bw, t_end_us=t + BATCH_US,
-                                         run_wait_us=BATCH_US - bw))
+                                         proc_cpu_us=bw, t_end_us=t + BATCH_US))
         steps.append(StepRecord(t_start_us=t, wall_us=COMPUTE_END_US, cpu_us=NEXT_US + c,
                                 next_wall_us=NEXT_US, next_cpu_us=NEXT_US,
                                 run_wait_us=COMPUTE_END_US - NEXT_US - c))

@@ -36,3 +36,38 @@ def test_a_preempted_replicate_is_said():
 ])
 def test_quiet_blocked_or_self_contended_replicates_are_not(side):
     assert preempted_replicates([("runs/b", side)]) is None
+
+
+def _both(prof_wall, unprof_wall, cpu=6e5):
+    """Four profiled steps at ``prof_wall`` µs wall and four unprofiled (profiler off) at
+    ``unprof_wall``, each ``cpu`` µs CPU and every switch involuntary, 1 thread, 0 workers."""
+    steps = [{"t_start_us": 2e6 * k, "wall_us": prof_wall if k < 4 else unprof_wall,
+              "cpu_us": cpu, "next_wall_us": 0.0, "next_cpu_us": 0.0, "vcsw": 0, "ivcsw": 10,
+              "profiled": k < 4, "profiler_on": k < 4} for k in range(8)]
+    return Sidecar.model_validate({"stepsim_sidecar": 1, "steps": steps, "host_cores": 2,
+                                   "torch_num_threads": 1,
+                                   "loader": {"num_workers": 0, "batch_size": 8}})
+
+
+def test_the_unprofiled_steps_are_read():
+    """Off-core 0.4 only in the profiled window (its profiler's threads beside the run): not
+    said; off-core 0.4 in the unprofiled steps: said, with their wall."""
+    assert preempted_replicates([("runs/b", _both(1e6, 6.1e5))]) is None
+    said = preempted_replicates([("runs/b", _both(6.1e5, 1e6))])
+    assert "1000.0 ms wall against 600.0 ms CPU a step" in said
+
+
+@pytest.mark.parametrize("name", ["fresh13_demo_nw1_r0", "fresh13_demo_nw1_r3"])
+def test_fresh13_quiet_demo_replicates_are_not_flagged(name, tmp_path):
+    """fresh13's locked, quiet demo (2026-12-07 14:30, load 0.04): these two replicates at 1
+    worker on 2 cores were said "preempted in 100 %" from their profiled steps' run-queue wait
+    (9.4 and 10.0 ms a step); their unprofiled steps waited 5.6 and 0.2 ms."""
+    import gzip
+    from pathlib import Path
+
+    from stepsim.calibration.sidecar import load_sidecar
+
+    p = tmp_path / "sidecar.json"
+    p.write_text(gzip.open(Path(__file__).parent / "data" / f"{name}.sidecar.json.gz",
+                           "rt").read())
+    assert preempted_replicates([(p, load_sidecar(p))]) is None
