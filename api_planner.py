@@ -148,7 +148,7 @@ def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None,
             plot: str | Path | None = None, progress: bool = False) -> Ceilings:
     """The simulated Amdahl ceiling of every component (after the operations); ``plot``
     writes them as a bar chart."""
-    from stepsim.report.planner import plot_ceilings
+    from stepsim.report.ceilings import plot_ceilings
     from stepsim.results import Ceilings
     from stepsim.scenarios.ceiling import ceilings
 

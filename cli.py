@@ -218,7 +218,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_ceiling(args) -> int:
-    from stepsim.report.planner import print_ceilings
+    from stepsim.report.ceilings import print_ceilings
 
     r = api.ceiling(args.model, args.ops, plot=args.plot, progress=_progress(args),
                     **_sim_kw(args))

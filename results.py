@@ -296,7 +296,7 @@ class Ceilings(_Warned, _Result):
         return f"Ceilings(baseline {r.baseline.mean_step_us / 1e3:.1f} ms{top})"
 
     def to_dict(self) -> dict:
-        from stepsim.report.planner import ceiling_dict
+        from stepsim.report.ceilings import ceiling_dict
         return ceiling_dict(self.report)
 
     def rows(self) -> list[dict]:

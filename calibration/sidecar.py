@@ -229,6 +229,12 @@ a number, past its wall) is taken as not recorded, the record kept (what the rec
 then degrades as for an older sidecar)."""
 
 
+_CPU_OF = {("produce", "run_wait_us"): "cpu_us", ("steps", "run_wait_us"): "cpu_us",
+           ("steps", "next_run_wait_us"): "next_cpu_us"}
+"""The thread CPU (µs) read beside each wait: wall − CPU − wait is the time the thread blocked,
+so the two cannot exceed the wall (break22: a batch whose wait and CPU each equalled its wall
+was read as waiting the whole time it ran)."""
+
 WAIT_SLACK_US = 20.0
 """µs a wait may exceed its wall and still be taken (clipped to the wall): the capture's clock
 reads take 12 µs (measured, 2-core host, load 1.3), so the wall and wait reads of an instant
@@ -273,9 +279,17 @@ def _null_bad_waits(p: Path, data: dict) -> list[str]:
                     w = rec.get(wall) if wall else None
                     if type(w) in (int, float) and v > w:
                         if v <= w + WAIT_SLACK_US + WAIT_SLACK_SHARE * w:
-                            rec[f] = w       # within the clocks' own error: as long as its wall
-                            continue
-                        why = f"{v:g} µs past its {wall} of {w:g} µs"
+                            rec[f] = v = w   # within the clocks' own error: as long as its wall
+                        else:
+                            why = f"{v:g} µs past its {wall} of {w:g} µs"
+                    c = rec.get(_CPU_OF.get((key, f), ""))
+                    if why is None and type(w) in (int, float) and type(c) in (int, float) \
+                            and c >= 0 and v + c > w + 2 * (WAIT_SLACK_US + WAIT_SLACK_SHARE * w):
+                        # a thread runs or waits for a core or blocks: its CPU and its wait
+                        # cannot add up past its wall (two reads, so twice one read's error)
+                        why = f"{v:g} µs with {c:g} µs of CPU past its {wall} of {w:g} µs"
+                    if why is None:
+                        continue
                 except ValidationError as e:
                     why = e.errors()[0]["msg"]
                 if why:

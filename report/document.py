@@ -17,7 +17,8 @@ from stepsim.models.params import StepModel
 from stepsim.models.simulate import SimResult, simulate
 from stepsim.report.charts import has_queue, plot_plan, plot_queue
 from stepsim.report.lanes import Timeline, plot_lanes, sim_timeline
-from stepsim.report.planner import plot_ceilings, plot_sweep
+from stepsim.report.ceilings import plot_ceilings
+from stepsim.report.planner import plot_sweep
 from stepsim.scenarios.ceiling import CeilingReport, ceilings
 from stepsim.scenarios.plan import Plan, plan
 from stepsim.scenarios.predict import DEFAULT_DRAWS, Prediction, predict

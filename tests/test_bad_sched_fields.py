@@ -40,6 +40,14 @@ def _sidecar(tmp_path, edit):
     (lambda d: [r.update(run_wait_us=-1) for r in d["produce"]], "produce.0.run_wait_us"),
     (lambda d: [r.update(gap_wall_us=[1]) for r in d["produce"]], "produce.0.gap_wall_us"),
     (lambda d: d["produce"][2].update(run_wait_us=130.0), "produce.2.run_wait_us: 130 µs past"),
+    # break22: a wait and a CPU time that each fit the wall but not together (a thread runs,
+    # waits for a core or blocks): the wait is not a measurement
+    (lambda d: d["produce"][1].update(run_wait_us=100.0, cpu_us=100.0),
+     "produce.1.run_wait_us: 100 µs with 100 µs of CPU past its wall_us"),
+    (lambda d: d["steps"][2].update(run_wait_us=95.0), "steps.2.run_wait_us: 95 µs with 50"),
+    (lambda d: d["steps"][0].update(next_wall_us=1000.0, next_run_wait_us=600.0,
+                                    next_cpu_us=600.0),
+     "steps.0.next_run_wait_us: 600 µs with 600 µs of CPU past its next_wall_us"),
     (lambda d: d["ddp"]["threads"][0].update(timeslices=-3), "ddp.threads.0.timeslices"),
     (lambda d: d["ddp"]["bucket_cpu"][0].update(runqueue_us="?"), "ddp.bucket_cpu.0.runqueue"),
 ])
