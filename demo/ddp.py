@@ -73,7 +73,7 @@ from rich.console import Console
 from rich.table import Table
 
 from stepsim.calibration.ddp_runs import pick_runs
-from stepsim.demo.ddp_level import on_timed_level
+from stepsim.demo.ddp_level import on_timed_level, thread_cpu_step_us
 from stepsim.demo.ddp_load import level_loaded, mark_row, outside_share
 from stepsim.demo.ddp_noise import with_remeasured_walls
 from stepsim.demo.ddp_phases import breakdown, format_breakdown
@@ -181,7 +181,8 @@ def score(out: Path, runs: dict, repeats: int, seed: int = 0):
     replays = [runs[f"{REPLAY}#{k}"] for k in range(repeats) if f"{REPLAY}#{k}" in runs]
     model, got = with_remeasured_walls(model, pick.capture, replays)
     if got:   # the point on the timed phase's level, from the replay's own runs (demo.ddp_level)
-        model, _ = on_timed_level(model, [_job_steps_us(r) for r in replays], seed)
+        model, _ = on_timed_level(model, [_job_steps_us(r) for r in replays], seed,
+                                  thread_cpu_step_us(replays))
     rows = []
     for label, (ops, _) in SETTINGS.items():
         ops = [_op(text) for text in ops]
