@@ -33,8 +33,9 @@
    the replay's timed re-runs after the profiled runs, as ``stepsim demo`` draws from every
    run of its calibration setting, :mod:`demo.ddp_noise`; the captured steps bootstrapped;
    the interval of what the row scores, the pooled mean of its ``repeats`` re-measured runs,
-   as ``stepsim demo``'s rows; the point's host level that of the timed phase, from the
-   replay's timed repeats, so the replay row is in sample in its point,
+   as ``stepsim demo``'s rows; the point's level that of the timed phase, from the
+   replay's timed repeats: the CPU level from their training threads' CPU, the transfer level
+   from what is left of their step, so the replay row is in sample in its point,
    :mod:`demo.ddp_level`), and compare with the re-measured runs: the job's step
    (per step, the slower rank's start-to-start time; the mean over a run's steps; mean and
    range over the repeats), and, for the barrier, each rank's time in it (arrival skew) against the
