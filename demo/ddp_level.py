@@ -91,13 +91,13 @@ def thread_cpu_step_us(runs: list[list[dict]]) -> float | None:
     """The training threads' CPU (µs) a rank-step over timed runs (each a list of ranks'
     :class:`demo.ddp_job.RunResult` as dicts: ``phases[i][5]`` is the thread's CPU at step
     ``i``'s start): per rank, the mean of the differences between consecutive steps' starts,
-    then the mean over ranks and runs; None where a rank recorded under two steps or a
-    value is not finite and positive."""
+    then the mean over ranks and runs; None where a rank recorded under two steps (or a
+    step without its CPU readings) or a value is not finite and positive."""
     per = []
     for run in runs:
         for r in run:
             rows = r.get("phases") or []
-            if len(rows) < 2:
+            if len(rows) < 2 or any(len(row) < 6 for row in rows):
                 return None
             c0 = np.asarray([row[5] for row in rows], dtype=float)
             per.append(float(np.mean(np.diff(c0))))

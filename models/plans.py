@@ -15,8 +15,7 @@ from stepsim.simcore.dists import Empirical
 from stepsim.simcore.errors import SimulationError
 
 __all__ = ["fault_split", "host_plan", "issue_points", "stream_plans", "task_durations",
-           "transfer_per_byte_us",
-           "threads_ratio"]
+           "threads_ratio", "transfer_per_byte_us"]
 
 
 def threads_ratio(op) -> tuple[float, float, float]:
