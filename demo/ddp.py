@@ -33,8 +33,9 @@
    the replay's timed re-runs after the profiled runs, as ``stepsim demo`` draws from every
    run of its calibration setting, :mod:`demo.ddp_noise`; the captured steps bootstrapped;
    the interval of what the row scores, the pooled mean of its ``repeats`` re-measured runs,
-   as ``stepsim demo``'s rows; the point's host level that of the timed phase, from the
-   replay's timed repeats, so the replay row is in sample in its point,
+   as ``stepsim demo``'s rows; the point's level that of the timed phase, from the
+   replay's timed repeats: the CPU level from their training threads' CPU, the transfer level
+   from what is left of their step, so the replay row is in sample in its point,
    :mod:`demo.ddp_level`), and compare with the re-measured runs: the job's step
    (per step, the slower rank's start-to-start time; the mean over a run's steps; mean and
    range over the repeats), and, for the barrier, each rank's time in it (arrival skew) against the
@@ -73,7 +74,7 @@ from rich.console import Console
 from rich.table import Table
 
 from stepsim.calibration.ddp_runs import pick_runs
-from stepsim.demo.ddp_level import on_timed_level
+from stepsim.demo.ddp_level import on_timed_level, thread_cpu_step_us
 from stepsim.demo.ddp_load import level_loaded, mark_row, outside_share
 from stepsim.demo.ddp_noise import with_remeasured_walls
 from stepsim.demo.ddp_phases import breakdown, format_breakdown
@@ -181,7 +182,8 @@ def score(out: Path, runs: dict, repeats: int, seed: int = 0):
     replays = [runs[f"{REPLAY}#{k}"] for k in range(repeats) if f"{REPLAY}#{k}" in runs]
     model, got = with_remeasured_walls(model, pick.capture, replays)
     if got:   # the point on the timed phase's level, from the replay's own runs (demo.ddp_level)
-        model, _ = on_timed_level(model, [_job_steps_us(r) for r in replays], seed)
+        model, _ = on_timed_level(model, [_job_steps_us(r) for r in replays], seed,
+                                  thread_cpu_step_us(replays))
     rows = []
     for label, (ops, _) in SETTINGS.items():
         ops = [_op(text) for text in ops]

@@ -48,6 +48,13 @@ class CommParams(StrictModel):
     for the cores the rank's host shares: on one host a loopback transfer is CPU work (copies
     and reductions), so the collective runs that work as the cores allow, then the rest of
     its transfer time that is not this rank's CPU work (:func:`models.device.stream_process`)."""
+    transfer_scale: float = Field(default=1.0, gt=0, le=1e3)
+    """The transfer level of such a collective (host CPU work above) on a transfer line
+    (``bus_gbps``): the per-byte part of its time that is not its CPU work (the line's slope
+    less ``host_cpu_us_per_mb``, up to ``line_bytes``) times this; its latency and its CPU
+    work (at the host's level, ``host.cpu_scale``) keep theirs. 1 (the default): as
+    calibrated. Set by the DDP demo from its timed runs, apart from the CPU level
+    (:mod:`demo.ddp_level`); read by :func:`models.plans.task_durations`."""
     wakeups: float = Field(default=0.0, ge=0, le=1e6)
     wakeups_per_mb: float = Field(default=0.0, ge=0, le=1e6)
     wakeup_wait_us: Micros = 0.0
@@ -142,6 +149,8 @@ class CommParams(StrictModel):
         if isinstance(out, dict):
             if self.line_bytes is None:
                 out.pop("line_bytes", None)
+            if self.transfer_scale == 1.0:
+                out.pop("transfer_scale", None)
             for k in ("cold_resume", "cold_resume_opt", "barrier_exit", "barrier_co_core_us"):
                 if not getattr(self, k):
                     out.pop(k, None)

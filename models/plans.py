@@ -6,7 +6,7 @@ each stream's tasks of one rank (:class:`models.device.TaskPlan`) with the rank'
 """
 from __future__ import annotations
 
-from stepsim.models.ddp import comm_time_us
+from stepsim.models.ddp import collective_us, comm_time_us
 from stepsim.models.device import TaskPlan
 from stepsim.models.host import HostOpPlan
 from stepsim.models.param_comm import BARRIER_TASK
@@ -15,7 +15,7 @@ from stepsim.simcore.dists import Empirical
 from stepsim.simcore.errors import SimulationError
 
 __all__ = ["fault_split", "host_plan", "issue_points", "stream_plans", "task_durations",
-           "threads_ratio"]
+           "threads_ratio", "transfer_per_byte_us"]
 
 
 def threads_ratio(op) -> tuple[float, float, float]:
@@ -75,6 +75,7 @@ def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
                     f"({MAX_DURATION_US:g} µs)")
         else:
             out[t.id] = t.dur_us
+    _transfer_level(model, tasks, out)
     host_phases = {op.phase for op in model.host.ops if op.kind == "cpu"}
     for phase, extra in rp.phase_extra_us.items():
         ids = [t.id for t in tasks.values() if t.phase == phase and t.kind != "collective"]
@@ -87,6 +88,35 @@ def task_durations(model: StepModel, rank_index: int) -> dict[str, float]:
         for i in ids:
             out[i] += extra * (out[i] / total if total > 0 else 1 / len(ids))
     return out
+
+
+def transfer_per_byte_us(comm) -> float:
+    """µs per byte of a host-reduced collective's time on the transfer line that is not its
+    CPU work: the line's slope (``2(n−1)/n`` bytes over ``comm.bus_gbps``) less
+    ``comm.host_cpu_us_per_mb`` per MiB, 0 where that is negative or there is no line. What
+    ``comm.transfer_scale`` scales, up to ``comm.line_bytes`` (past it the line adds CPU work
+    alone, :func:`models.ddp.comm_time_us`)."""
+    if comm.bus_gbps is None:
+        return 0.0
+    slope = collective_us(2 ** 20, comm.world_size, comm.bus_gbps, 0.0) / 2 ** 20
+    return max(slope - comm.host_cpu_us_per_mb / 2 ** 20, 0.0)
+
+
+def _transfer_level(model: StepModel, tasks: dict, out: dict[str, float]) -> None:
+    """Add to ``out`` (µs by task id), for each host-reduced collective on the comm stream,
+    ``(comm.transfer_scale − 1) × transfer_per_byte_us × min(bytes, comm.line_bytes)``: its
+    transfer's per-byte part that is not CPU work at the transfer level; its latency and CPU
+    work keep theirs. Only where collectives take a host core (gloo on one host,
+    :func:`models.engine.comm_cpu_us`'s condition) and have a line (``comm.bus_gbps``)."""
+    c = model.comm
+    k = c.transfer_scale
+    if k == 1.0 or not (model.host.uses_core and c.host_cpu_us + c.host_cpu_us_per_mb > 0):
+        return
+    per = transfer_per_byte_us(c)
+    for t in tasks.values():
+        if t.kind == "collective" and t.stream == c.comm_stream and t.id in out and t.bytes:
+            nbytes = min(t.bytes, c.line_bytes) if c.line_bytes else t.bytes
+            out[t.id] = max(out[t.id] + (k - 1) * per * nbytes, 0.0)
 
 
 def issue_points(model: StepModel) -> dict[str, int]:

@@ -146,7 +146,9 @@ def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F8
     within 1 %: the live job's model can step across its target (a capture under load 11
     simulated 14.4, 14.6 ms at cpu_scale 1.70, 1.88 and 15.8 ms at 1.96 against 15.1 ms:
     the search ended 3 % off after its 8 simulations, and said so; another, 3.9 % off
-    where a secant step left the range it searches, before its 8th)."""
+    where a secant step left the range it searches, before its 8th). Since h-ddp23 the
+    search is over the transfer level alone (these runs record no CPU: the CPU level stays
+    the profiled runs'), and a target the transfer cannot reach within 4x leaves it at 1."""
     from stepsim.calibration.job_runs import unprofiled_wall_us
     from stepsim.calibration.sidecar import load_sidecar
     from stepsim.demo.ddp import SETTINGS, score
@@ -166,15 +168,18 @@ def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F8
     assert [p.name for p, _ in pick.left_out] == ["r2"]
     assert "1.50x the runs' median" in pick.left_out[0][1]
     assert model.host.speed_runs == pytest.approx([1.0, 1.0, 1.0])
-    # the centre: the timed phase's level (demo.ddp_level): cpu_scale solved so that the
-    # replay's point is its 3 timed re-runs' pooled mean step, which the interval counts
-    # (demo.ddp_level.on_timed_level: the closest of the points it simulated to the runs'
-    # mean, the profiled level's among them, and its distance said)
-    from stepsim.demo.ddp_level import _at, _point_us
+    # the centre: the timed phase's level (demo.ddp_level), CPU and transfer apart: these
+    # fake re-runs record no CPU, so cpu_scale stays the profiled runs' and the transfer
+    # level (comm.transfer_scale) is solved so that the replay's point is its 3 timed
+    # re-runs' pooled mean step, which the interval counts (the closest of the points it
+    # simulated to the runs' mean, the one at transfer_scale 1 among them, its distance said)
+    from stepsim.demo.ddp_level import _at, _point_us, _with_transfer
 
     assert model.host.centre_runs == 3
+    assert model.meta.notes["timed_level_ratio"] == 1.0
+    assert model.comm.transfer_scale == model.meta.notes["timed_transfer_scale"]
     off = rows[0]["predicted_ms"] / rows[0]["measured_ms"] - 1
-    before = _point_us(_at(model, model.host.cpu_scale / model.meta.notes["timed_level_ratio"]),
+    before = _point_us(_with_transfer(_at(model, model.host.cpu_scale), 1.0),
                        0) / 1e3 / rows[0]["measured_ms"] - 1
     assert abs(off) <= abs(before) + 1e-9
     (note,) = [w for w in model.meta.warnings if "the point's host level is the timed" in w]
