@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from stepsim.simcore.errors import InputError
 
-__all__ = ["jobs_for", "map_ranks", "Problem", "JOBS_ENV"]
+__all__ = ["jobs_for", "map_ranks", "beside", "Problem", "JOBS_ENV"]
 
 JOBS_ENV = "STEPSIM_CALIBRATION_JOBS"
 """Environment variable capping the processes of the per-rank pool (default: every core this
@@ -105,3 +105,25 @@ def map_ranks(fn: Callable, items: Sequence) -> list:
     finally:
         _ITEMS = None
 
+
+
+def beside(fn: Callable, item: Any, here: Callable[[], Any]) -> tuple[Any, Any]:
+    """``(fn(item), here())``: ``fn(item)`` in one forked process (which inherits ``item``: it
+    is never pickled to it; its result is pickled back) while ``here()`` runs in this one, so a
+    job cut in two takes both cores. One after the other in this process where
+    :func:`jobs_for` gives one process, and inside a worker of :func:`map_ranks` (whose pool
+    already holds every core). ``fn(item)`` raising InputError gives its :class:`Problem`."""
+    global _ITEMS
+    if _ITEMS is not None or jobs_for(2) <= 1:
+        return guarded(fn, item), here()
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _ITEMS = [item]
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+            there = pool.submit(_call_inherited, (fn, 0))
+            mine = here()
+            return there.result(), mine
+    finally:
+        _ITEMS = None
