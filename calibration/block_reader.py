@@ -258,6 +258,8 @@ class _Columns:
         self.n, self.cols = 0, {}
 
     def add(self, block: dict[str, np.ndarray], guess: float) -> None:
+        """``block``'s columns copied in after the rows so far, each taken out of ``block``
+        as it is copied (so a large block, such as a half read apart, is not held twice)."""
         m = len(block[_NS])
         if not self.cols:
             cap = int(m * guess * 1.05) + m
@@ -269,8 +271,8 @@ class _Columns:
                 grown[:self.n] = a[:self.n]
                 self.cols[k] = grown
                 del a, grown
-        for k, a in block.items():
-            self.cols[k][self.n:self.n + m] = a
+        for k in list(block):
+            self.cols[k][self.n:self.n + m] = block.pop(k)
         self.n += m
 
     def done(self) -> dict[str, np.ndarray]:
