@@ -1,12 +1,13 @@
-"""A whole trace's ``traceEvents`` text read as two halves at once (:func:`halves`): the first
-here, the second in a forked process (:func:`calibration.rank_pool.beside`), each a block at a
-time as :mod:`calibration.block_reader` reads a whole text; the second half's columns are
-copied in after the first's, so the table is the one a read in one process gives.
+"""A whole trace's ``traceEvents`` text read in two parts at once (:func:`halves`): the first
+(:data:`FIRST_SHARE` of it) here, the second in a forked process
+(:func:`calibration.rank_pool.beside`), each a block at a time as
+:mod:`calibration.block_reader` reads a whole text; the second part's columns are copied in
+after the first's, so the table is the one a read in one process gives.
 
 What is decided in the order of the events is kept: a ``dur`` problem's index counts the first
-half's events; a text pid or tid gets its code in the order of first sight
+part's events; a text pid or tid gets its code in the order of first sight
 (:class:`calibration.event_rows.Idents`), so the second part's codes are given again after the
-first half's (where a number in the second half could be taken for one of its codes, that half
+first part's (where a number in the second part could be taken for one of its codes, that part
 is read again here, after the first).
 """
 from __future__ import annotations
@@ -121,10 +122,11 @@ def _recode(cols: dict, codes: dict, ident: Idents) -> None:
 def halves(raw, lo: int, end: int, block: int, split: int):
     """(the columns filled, the :class:`_Part` read in order, the text pid/tid codes) of the
     events of ``raw[lo:end]``; None where some block is not plain. A text of ``split`` bytes
-    or more is cut at the first ``},`` past :data:`FIRST_SHARE` of it; the second half is read in a forked
-    process while this one reads the first. A cut inside a string or a nested object leaves
-    the first half unclosed, so it does not decode: then the whole is read here; a second half
-    that did not read, or whose numbers could be taken for its codes, is read again here."""
+    or more is cut at the first ``},`` past :data:`FIRST_SHARE` of it; the second part is read
+    in a forked process while this one reads the first. A cut inside a string or a nested
+    object leaves the first part unclosed, so it does not decode: then the whole is read here;
+    a second part that did not read, or whose numbers could be taken for its codes, is read
+    again here."""
     from stepsim.calibration.rank_pool import beside
 
     seen, ident, acc = {}, Idents(), _Columns()

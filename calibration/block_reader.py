@@ -209,9 +209,10 @@ def _block_columns(evs: list, seen: dict, ident: Idents):
 def load_columns(raw, block: int | None = None, split: int | None = None):
     """(events, metadata, ns of the events with a ``ts``, which have one, the mask of
     :func:`calibration.trace_ts.check_span`, the columns) of the trace JSON ``raw``, read a
-    block at a time (``block`` bytes; default :data:`BLOCK_BYTES`), its two halves at once
+    block at a time (``block`` bytes; default :data:`BLOCK_BYTES`), in two parts at once
     where the text has ``split`` bytes or more (default
-    :data:`calibration.block_halves.SPLIT_BYTES`); None when it is not plainly a trace (see the module docstring)."""
+    :data:`calibration.block_halves.SPLIT_BYTES`); None when it is not plainly a trace (see
+    the module docstring)."""
     where = _body(raw)
     if where is None:
         return None

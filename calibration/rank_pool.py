@@ -9,6 +9,9 @@ processes ran. One process, no pool, when there is one item or one core, when th
 cannot fork, inside a daemonic process, or when ``STEPSIM_CALIBRATION_JOBS`` is ``1`` (it caps
 the processes). A problem with one file (:class:`simcore.errors.InputError`) comes back as
 that file's result, not as a failure of the pool.
+
+:func:`beside` runs one item in a forked process while the caller works on (a trace's read in
+two parts at once, :mod:`calibration.block_halves`).
 """
 from __future__ import annotations
 
@@ -106,7 +109,6 @@ def map_ranks(fn: Callable, items: Sequence) -> list:
         _ITEMS = None
 
 
-
 def beside(fn: Callable, item: Any, here: Callable[[], Any]) -> tuple[Any, Any]:
     """``(fn(item), here())``: ``fn(item)`` in one forked process (which inherits ``item``: it
     is never pickled to it) while ``here()`` runs in this one, so a job cut in two takes both
@@ -140,7 +142,8 @@ def beside(fn: Callable, item: Any, here: Callable[[], Any]) -> tuple[Any, Any]:
         mine.close()
         proc.join()
     if not got or got[0] == "raised":
-        raise RuntimeError(f"the forked half of the work failed: {got[1] if got else proc.exitcode}")
+        raise RuntimeError("the forked part of the work failed: "
+                           f"{got[1] if got else f'exit code {proc.exitcode}'}")
     if got[0] == "error":
         raise got[1]
     return got[1], done_here
