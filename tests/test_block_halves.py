@@ -11,7 +11,7 @@ import pytest
 
 import stepsim.calibration.block_halves as block_halves
 import stepsim.calibration.trace_io as trace_io
-from stepsim.calibration.block_reader import BlockEvents, load_columns
+from stepsim.calibration.block_reader import BlockEvents, _body, load_columns
 from stepsim.calibration.events import build_table
 from stepsim.calibration.rank_pool import JOBS_ENV, Problem, beside
 from stepsim.simcore.errors import InputError
@@ -31,6 +31,13 @@ def tables(p, split: int, monkeypatch, block: int | None = None):
         m.setattr(trace_io, "load_columns", lambda raw: load_columns(raw, block, 1 << 62))
         one = build_table(trace_io.load_trace(p))
     return halves, one, took
+
+
+def _read_apart(p, block: int):
+    """:func:`block_halves._other_part` of the whole ``traceEvents`` text of ``p``."""
+    raw = p.read_bytes()
+    lo, end, _ = _body(raw)
+    return block_halves._other_part((raw, lo, end, block))
 
 
 def write(tmp_path, events) -> object:
@@ -82,8 +89,7 @@ def test_a_second_half_whose_numbers_look_like_codes_is_read_again(tmp_path, mon
     p = write(tmp_path, evs)
     halves, one, took = tables(p, 1, monkeypatch)
     assert took and differences(halves, one) == []
-    part = block_halves._other_part((p.read_bytes(), 1, len(p.read_bytes()) - 1, 1 << 20))
-    assert part is None or part.clash or not part.counts   # (the whole object: not events)
+    assert _read_apart(p, 1 << 20).clash      # (read apart, its codes could not be told)
 
 
 def test_numbers_only_blocks_in_the_second_half_are_checked_too(tmp_path, monkeypatch):
@@ -92,6 +98,7 @@ def test_numbers_only_blocks_in_the_second_half_are_checked_too(tmp_path, monkey
     halves, one, took = tables(write(tmp_path, evs), 1, monkeypatch, 64)
     assert took and differences(halves, one) == []
     assert (halves.pid[60:] == -2).all() and halves.str_ids == {-2: "A", -3: "B"}
+    assert _read_apart(write(tmp_path, evs[60:]), 64).clash   # numbers only: -2, no text
 
 
 def test_a_cut_inside_a_string_reads_the_whole_here(tmp_path, monkeypatch):
