@@ -24,13 +24,14 @@ __all__ = ["halves", "SPLIT_BYTES"]
 
 SPLIT_BYTES = 16 * 1024**2
 """A ``traceEvents`` text of at least this many bytes (one block,
-:data:`calibration.block_reader.BLOCK_BYTES`) is read as two halves at once; below it, one
+:data:`calibration.block_reader.BLOCK_BYTES`) is read in two parts at once; below it, one
 process reads it (a fork and the columns sent back cost more than half of a smaller read)."""
 
 FIRST_SHARE = 0.58
-"""The share of the text this process reads (measured, 54 MB trace, 2026-12-07: the forked
-process starts reading about 25 ms after this one, and its columns come back in about 60 ms
-more; at a half each this process waited 85-130 ms for them)."""
+"""The share of the text this process reads (measured on the 54 MB trace, 2026-12-07, with a
+process pool then: the forked process started reading about 25 ms after this one, and at a
+half each this process waited 85-130 ms for its columns; at this share, through the pipe of
+:func:`calibration.rank_pool.beside`, it waits 13-21 ms)."""
 
 
 @dataclass
@@ -53,7 +54,7 @@ class _Part:
 
 class _Noted(Idents):
     """:class:`Idents` that notes whether a number it was given lies where text codes do
-    (−2 and below): then the second half's codes cannot be told from its numbers."""
+    (−2 and below): then the second part's codes cannot be told from its numbers."""
 
     def __init__(self):
         super().__init__()
