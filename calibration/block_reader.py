@@ -206,41 +206,38 @@ def _block_columns(evs: list, seen: dict, ident: Idents):
     return (out, *got)
 
 
-def load_columns(raw, block: int | None = None):
+def load_columns(raw, block: int | None = None, split: int | None = None):
     """(events, metadata, ns of the events with a ``ts``, which have one, the mask of
     :func:`calibration.trace_ts.check_span`, the columns) of the trace JSON ``raw``, read a
-    block at a time (``block`` bytes; default :data:`BLOCK_BYTES`); None when it is not
-    plainly a trace (see the module docstring)."""
+    block at a time (``block`` bytes; default :data:`BLOCK_BYTES`), in two parts at once
+    where the text has ``split`` bytes or more (default
+    :data:`calibration.block_halves.SPLIT_BYTES`); None when it is not plainly a trace (see
+    the module docstring)."""
     where = _body(raw)
     if where is None:
         return None
     lo, end, metadata = where
-    seen: dict = {}
-    ident = Idents()
+    from stepsim.calibration.block_halves import SPLIT_BYTES, halves
+
+    got = halves(raw, lo, end, block or BLOCK_BYTES, split or SPLIT_BYTES)
+    if got is None:
+        return None
+    acc, parts, str_ids = got
     spans, starts, bad_dur, timed_n = [], [0], [], 0
-    acc = _Columns()
-    for a, b, evs in _blocks(raw, lo, end, block or BLOCK_BYTES):
-        got = None if evs is None else _block_columns(evs, seen, ident)
-        del evs
-        if got is None:
-            return None
-        cols, ns, has, us = got
-        del got
-        bad_dur += [(i + starts[-1], why) for i, why in cols.bad_dur]
-        timed_n += cols.timed
-        spans.append((a, b))
-        starts.append(starts[-1] + len(ns))
-        acc.add({**{f: getattr(cols, f) for f in _ARRAYS}, **cols.ints, _NS: ns, _HAS: has,
-                 _US: us}, guess=(end - lo) / max(1, b - a))
-        del cols, ns, has, us
+    for part in parts:
+        bad_dur += [(i + starts[-1], why) for i, why in part.bad_dur]
+        timed_n += part.timed
+        for n in part.counts:
+            starts.append(starts[-1] + n)
+        spans += part.spans
     if starts[-1] == 0:
         return None
     got = acc.done()
     ns, has_ts, ts_us = got.pop(_NS), got.pop(_HAS), got.pop(_US)
     if not has_ts.any():
         return None
-    cols = Columns(**{f: got.pop(f) for f in _ARRAYS}, ints=got, str_ids=ident.str_ids,
-                   bad_args=[], bad_dur=bad_dur, timed=timed_n)
+    cols = Columns(**{f: got.pop(f) for f in _ARRAYS}, ints=got, str_ids=str_ids, bad_args=[],
+                   bad_dur=bad_dur, timed=timed_n)
     try:
         timed = check_span(Path("trace"), cols.ph.tolist, ts_us, ts_us, has_ts)
     except InputError:   # the general reader drops the few far events, or says so
@@ -262,6 +259,8 @@ class _Columns:
         self.n, self.cols = 0, {}
 
     def add(self, block: dict[str, np.ndarray], guess: float) -> None:
+        """``block``'s columns copied in after the rows so far, each taken out of ``block``
+        as it is copied (so a large block, such as a half read apart, is not held twice)."""
         m = len(block[_NS])
         if not self.cols:
             cap = int(m * guess * 1.05) + m
@@ -273,8 +272,8 @@ class _Columns:
                 grown[:self.n] = a[:self.n]
                 self.cols[k] = grown
                 del a, grown
-        for k, a in block.items():
-            self.cols[k][self.n:self.n + m] = a
+        for k in list(block):
+            self.cols[k][self.n:self.n + m] = block.pop(k)
         self.n += m
 
     def done(self) -> dict[str, np.ndarray]:

@@ -9,6 +9,9 @@ processes ran. One process, no pool, when there is one item or one core, when th
 cannot fork, inside a daemonic process, or when ``STEPSIM_CALIBRATION_JOBS`` is ``1`` (it caps
 the processes). A problem with one file (:class:`simcore.errors.InputError`) comes back as
 that file's result, not as a failure of the pool.
+
+:func:`beside` runs one item in a forked process while the caller works on (a trace's read in
+two parts at once, :mod:`calibration.block_halves`).
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from stepsim.simcore.errors import InputError
 
-__all__ = ["jobs_for", "map_ranks", "Problem", "JOBS_ENV"]
+__all__ = ["jobs_for", "map_ranks", "beside", "Problem", "JOBS_ENV"]
 
 JOBS_ENV = "STEPSIM_CALIBRATION_JOBS"
 """Environment variable capping the processes of the per-rank pool (default: every core this
@@ -105,3 +108,83 @@ def map_ranks(fn: Callable, items: Sequence) -> list:
     finally:
         _ITEMS = None
 
+
+def beside(fn: Callable, item: Any, here: Callable[[], Any]) -> tuple[Any, Any]:
+    """``(fn(item), here())``: ``fn(item)`` in one forked process (which inherits ``item``: it
+    is never pickled to it) while ``here()`` runs in this one, so a job cut in two takes both
+    cores. One after the other in this process where :func:`jobs_for` gives one process, and
+    inside a worker of :func:`map_ranks` (whose pool already holds every core).
+    ``fn(item)`` raising InputError gives its :class:`Problem`; another exception is raised
+    here (its text, where it does not pickle).
+
+    The result comes back as a pickle whose buffers (numpy arrays' data) travel out of band,
+    each received straight into its own buffer while ``here()`` runs (a thread reading the
+    pipe): so this process holds each array once, where one pickle of the whole held it two
+    or three times over (the bytes read, their copy, the arrays), which put the 500 MB
+    trace's read over 3x the file."""
+    if _ITEMS is not None or jobs_for(2) <= 1:
+        return guarded(fn, item), here()
+    import multiprocessing
+    import threading
+
+    ctx = multiprocessing.get_context("fork")
+    mine, theirs = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_send_beside, args=(theirs, fn, item), daemon=True)
+    proc.start()
+    theirs.close()
+    got: list = []
+    reader = threading.Thread(target=_receive, args=(mine, got), daemon=True)
+    reader.start()
+    try:
+        done_here = here()
+    finally:
+        reader.join()
+        mine.close()
+        proc.join()
+    if not got or got[0] == "raised":
+        raise RuntimeError("the forked part of the work failed: "
+                           f"{got[1] if got else f'exit code {proc.exitcode}'}")
+    if got[0] == "error":
+        raise got[1]
+    return got[1], done_here
+
+
+def _send_beside(conn, fn: Callable, item: Any) -> None:
+    """In the forked process: ``guarded(fn, item)`` sent on ``conn`` as a pickle (protocol 5)
+    and its out-of-band buffers, each on its own."""
+    import pickle
+
+    try:
+        kind, value = "ok", guarded(fn, item)
+    except Exception as e:   # (raised again in the caller)
+        kind, value = "error", e
+    bufs: list = []
+    try:
+        head = pickle.dumps((kind, value), protocol=5, buffer_callback=bufs.append)
+        bufs = [b.raw() for b in bufs]   # (contiguous: BufferError otherwise)
+    except Exception as e:
+        bufs, head = [], pickle.dumps(("raised", f"{type(e).__name__}: {e}"), protocol=5)
+    conn.send((len(head), [b.nbytes for b in bufs]))
+    conn.send_bytes(head)
+    for b in bufs:
+        conn.send_bytes(b)
+    conn.close()
+
+
+def _receive(conn, got: list) -> None:
+    """The other end of :func:`_send_beside`: the result, its buffers read into their own
+    bytearrays (the read releases the interpreter lock), appended to ``got`` as
+    ``(kind, value)``; nothing where the forked process ended without sending."""
+    import pickle
+
+    try:
+        n_head, sizes = conn.recv()
+        head = conn.recv_bytes()
+        bufs = []
+        for n in sizes:
+            b = bytearray(n)
+            conn.recv_bytes_into(b)
+            bufs.append(b)
+        got.extend(pickle.loads(head, buffers=bufs))
+    except (EOFError, OSError):
+        pass
