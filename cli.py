@@ -22,7 +22,6 @@ _COLLECTING = gc.isenabled()
 gc.disable()
 from stepsim import api  # noqa: E402
 from stepsim.cli_args import parser  # noqa: E402
-from stepsim.report.streams import streams_refused  # noqa: E402
 from stepsim.simcore.errors import (NotApplicable, SimulationError, StepsimError,  # noqa: E402
                                     shown)
 from stepsim.simcore.gcpause import gc_paused  # noqa: E402
@@ -378,6 +377,8 @@ def _import_params() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from stepsim.report.streams import streams_refused   # here: `import stepsim.cli` loads no report
+
     if (why := streams_refused()) is not None:   # (before argparse, which writes to them)
         print(_error_line(why), file=sys.stderr, flush=True)
         return 2

@@ -284,9 +284,12 @@ def _null_bad_waits(p: Path, data: dict) -> list[str]:
                             why = f"{v:g} µs past its {wall} of {w:g} µs"
                     c = rec.get(_CPU_OF.get((key, f), ""))
                     if why is None and type(w) in (int, float) and type(c) in (int, float) \
-                            and c >= 0 and v + c > w + 2 * (WAIT_SLACK_US + WAIT_SLACK_SHARE * w):
-                        # a thread runs or waits for a core or blocks: its CPU and its wait
-                        # cannot add up past its wall (two reads, so twice one read's error)
+                            and c >= 0 and v > max(w - c, 0.0) + 2 * (
+                                WAIT_SLACK_US + WAIT_SLACK_SHARE * w):
+                        # a thread runs or waits for a core or blocks: its wait cannot exceed
+                        # the wall its CPU leaves (two reads, so twice one read's error; a CPU
+                        # a little past its wall, as a real 0-worker probe's next() read, is
+                        # the CPU's own reading and leaves a wait of 0 standing)
                         why = f"{v:g} µs with {c:g} µs of CPU past its {wall} of {w:g} µs"
                     if why is None:
                         continue

@@ -73,6 +73,31 @@ events: 2 of 31 demos' models did not reach 0.2 % in 5), the point closest to th
 mean is taken and its distance said."""
 
 
+REACHED = 0.01
+"""Relative distance from the runs' mean past which the transfer level alone is taken not to
+reach them (:func:`on_timed_level`): where the runs recorded no CPU, the CPU level is then
+solved on the step as before h-ddp23 (:func:`_cpu_secant`)."""
+
+
+def _cpu_secant(model: StepModel, target: float, p0: float, seed: int) -> list:
+    """``[(cpu_scale, point µs), ...]`` of a secant over ``host.cpu_scale`` toward ``target``
+    (µs) from the model's own level (its point ``p0``), at most :data:`MAX_SIMULATIONS` − 1
+    points, each within :func:`within_host_speed` of the model's level: the one level the
+    demo solved before the CPU and the transfer were set apart, for timed runs that recorded
+    no CPU where the transfer alone cannot reach them (a small job's collectives)."""
+    c0 = float(model.host.cpu_scale)
+    tried = [(c0, p0)]
+    c = c0 * target / p0       # proportional: the step all host CPU
+    while len(tried) < MAX_SIMULATIONS and 0 < c <= 1e3 and within_host_speed(c / c0):
+        p = _point_us(_at(model, c), seed)
+        tried.append((c, p))
+        if abs(p / target - 1) <= TOLERANCE:
+            break
+        (ca, pa), (cb, pb) = tried[-2], tried[-1]
+        c = cb + (target - pb) * (cb - ca) / (pb - pa) if pb != pa else cb * target / pb
+    return tried[1:]
+
+
 def _point_us(model: StepModel, seed: int) -> float:
     from stepsim.scenarios.predict import predict
 
@@ -200,13 +225,22 @@ def on_timed_level(model: StepModel, replay_steps_us: list, seed: int = 0,
         if k == kb:
             break
     k, p = min(tried, key=lambda t: abs(t[1] / target - 1))   # the last, where it converged
+    by_cpu = cpu_step_us is None and abs(p / target - 1) > REACHED
+    if by_cpu:   # no CPU measured and the transfer alone cannot carry the runs' level
+        c, p = min([(c0, p), *_cpu_secant(model, target, p1, seed)],
+                   key=lambda t: abs(t[1] / target - 1))
+        k = 1.0 if c != c0 else k
+        tried.append((k, p))
     if c == c0 and k == 1.0:
         return model, None
     got = {"cpu_scale_before": c0, "cpu_scale": c, "transfer_scale": k, "target_us": target,
            "cpu_step_us": cpu_step_us, "busy_step_before_us": busy0,
            "point_at_cpu_level_us": p1, "point_us": p, "runs": len(means),
            "simulations": len(tried)}
-    cpu_said = (f"host.cpu_scale {c0:.3f} -> {c:.3f}, so that the training threads are busy "
+    cpu_said = (f"host.cpu_scale {c0:.3f} -> {c:.3f} solved on the step (the timed runs "
+                "recorded no CPU and the transfer alone could not reach them within 4x)"
+                if by_cpu and c != c0 else
+                f"host.cpu_scale {c0:.3f} -> {c:.3f}, so that the training threads are busy "
                 f"{cpu_step_us / 1e3:.2f} ms a rank-step, the CPU time the timed re-runs' "
                 f"training threads used (measured; {busy0 / 1e3:.2f} ms before)"
                 if c != c0 else f"host.cpu_scale {c0:.3f} kept (the profiled runs' level"

@@ -73,11 +73,15 @@ def print_whatif(base: Prediction, pred: Prediction, as_json: bool = False) -> N
     if as_json:
         return _json(whatif_dict(base, pred))
     c = console()
-    if _unchanged(base, pred):    # a no-op (its warning says why): one line, not the tables
-        return c.print(f"what if {pred.what}: the baseline's prediction, unchanged: mean "
-                       f"{_ms(base.mean_step_us)} ms, median {_ms(base.median_step_us)} ms"
-                       + (f", P10 / P50 / P90 {_interval(base)} ms" if base.has_interval else "")
-                       + f", bottleneck {base.bottleneck_label} (speed-up 1.00x)")
+    if _unchanged(base, pred):    # a no-op (its warning says why): one line, not the tables;
+        # what the baseline holds (a loaded capture) is still said
+        c.print(f"what if {pred.what}: the baseline's prediction, unchanged: mean "
+                f"{_ms(base.mean_step_us)} ms, median {_ms(base.median_step_us)} ms"
+                + (f", P10 / P50 / P90 {_interval(base)} ms" if base.has_interval else "")
+                + f", bottleneck {base.bottleneck_label} (speed-up 1.00x)")
+        for line in baseline_notes(base):
+            c.print(line)
+        return None
     t = Table(title=f"what if: {pred.what}", show_edge=False)
     for col in ("", "mean ms", "median step ms", "mean: P10 / P50 / P90", "bottleneck"):
         t.add_column(col, justify="left" if col in ("", "bottleneck") else "right")

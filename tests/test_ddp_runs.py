@@ -147,8 +147,10 @@ def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F8
     simulated 14.4, 14.6 ms at cpu_scale 1.70, 1.88 and 15.8 ms at 1.96 against 15.1 ms:
     the search ended 3 % off after its 8 simulations, and said so; another, 3.9 % off
     where a secant step left the range it searches, before its 8th). Since h-ddp23 the
-    search is over the transfer level alone (these runs record no CPU: the CPU level stays
-    the profiled runs'), and a target the transfer cannot reach within 4x leaves it at 1."""
+    search is over the transfer level first (these runs record no CPU: the CPU level stays
+    the profiled runs'); where the transfer alone cannot reach the target within 4x (this
+    small job's collectives: a clean-clone CI run, 2026-12-07 16:09, centre_runs 0), the CPU
+    level is solved on the step as before (demo.ddp_level.REACHED)."""
     from stepsim.calibration.job_runs import unprofiled_wall_us
     from stepsim.calibration.sidecar import load_sidecar
     from stepsim.demo.ddp import SETTINGS, score
@@ -176,14 +178,17 @@ def test_the_demo_leaves_a_slowed_replicate_out(gloo_run, tmp_path):  # noqa: F8
     from stepsim.demo.ddp_level import _at, _point_us, _with_transfer
 
     assert model.host.centre_runs == 3
-    assert model.meta.notes["timed_level_ratio"] == 1.0
     assert model.comm.transfer_scale == model.meta.notes["timed_transfer_scale"]
+    ratio = model.meta.notes["timed_level_ratio"]
     off = rows[0]["predicted_ms"] / rows[0]["measured_ms"] - 1
-    before = _point_us(_with_transfer(_at(model, model.host.cpu_scale), 1.0),
+    before = _point_us(_with_transfer(_at(model, model.host.cpu_scale / ratio), 1.0),
                        0) / 1e3 / rows[0]["measured_ms"] - 1
     assert abs(off) <= abs(before) + 1e-9
     (note,) = [w for w in model.meta.warnings if "the point's host level is the timed" in w]
     assert f"{off:+.1%} off it after " in note
+    if ratio != 1.0:   # the transfer alone could not reach the runs (a quiet CI run, 16:09):
+        # no CPU recorded, so the CPU level was solved on the step, the transfer left at 1
+        assert model.comm.transfer_scale == 1.0 and "solved on the step" in note
     assert rows[0]["in_sample"] and not any(r.get("in_sample") for r in rows[1:])
     # the capture slowed instead: the first quiet replicate calibrates
     out2 = tmp_path / "demo2"
