@@ -22,6 +22,7 @@ _COLLECTING = gc.isenabled()
 gc.disable()
 from stepsim import api  # noqa: E402
 from stepsim.cli_args import parser  # noqa: E402
+from stepsim.cli_files import reader_gone, refuse_overwriting_inputs  # noqa: E402
 from stepsim.simcore.errors import (NotApplicable, SimulationError, StepsimError,  # noqa: E402
                                     shown)
 from stepsim.simcore.gcpause import gc_paused  # noqa: E402
@@ -286,36 +287,6 @@ def cmd_fixes(args) -> int:
     return 0
 
 
-_INPUTS = ("model", "trace", "sidecar", "traces", "file", "input")
-_OUTPUTS = (("output", "-o"), ("chrome_trace", "--chrome-trace"), ("save_model", "--save-model"),
-            ("plot", "--plot"), ("save_scenario", "--save-scenario"), ("ledger", "--ledger"),
-            ("compare", "--compare"), ("queue_plot", "--queue-plot"))
-
-
-def _inputs(args) -> list[Path]:
-    """Every file or folder the command reads."""
-    out: list[Path] = []
-    for name in _INPUTS:
-        v = getattr(args, name, None)
-        out += [Path(x) for x in (v if isinstance(v, list) else [v]) if x]
-    out += [Path(v) for kind, v in getattr(args, "ops", None) or [] if kind == "scenario"]
-    if getattr(args, "ledger", None) and args.verb != "validate":   # report, sweep: read only
-        out.append(Path(args.ledger))
-    measured = getattr(args, "measured", None) or []   # simulate/report: TRACE; sweep: V=TRACE
-    out += [Path(m.split("=", 1)[-1]) for m in measured] if isinstance(measured, list) else [
-        Path(measured)]
-    return out
-
-
-def _refuse_overwriting_inputs(args) -> None:
-    """No output over an input (:func:`simcore.outputs.refuse_overwriting_inputs`)."""
-    from stepsim.simcore.outputs import refuse_overwriting_inputs
-
-    refuse_overwriting_inputs(_inputs(args), [
-        (flag, getattr(args, name, None)) for name, flag in _OUTPUTS
-        if name != "ledger" or args.verb == "validate"])
-
-
 COMMANDS = {"calibrate": cmd_calibrate, "simulate": cmd_simulate, "demo": cmd_demo,
             "whatif": cmd_whatif, "sweep": cmd_sweep, "ceiling": cmd_ceiling, "plan": cmd_plan,
             "report": cmd_report, "validate": cmd_validate, "ledger": cmd_ledger,
@@ -332,24 +303,6 @@ def _say_written(args) -> None:
         path = getattr(args, name, None)
         if path and Path(path).is_file():
             _stderr(f"wrote {shown(path)}")
-
-
-def _reader_gone() -> bool:
-    """Whether stdout is a pipe whose reader has closed it (Linux marks its write end with
-    POLLERR): a JSON document goes out in one write, which a pipe holds whole even when its
-    reader only takes ten bytes and leaves, so no write fails as later ones would."""
-    import select
-    import stat
-
-    try:
-        fd = sys.stdout.fileno()
-        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-            return False
-        poll = select.poll()
-        poll.register(fd, 0)   # POLLERR is reported unasked
-        return any(ev & select.POLLERR for _, ev in poll.poll(0))
-    except (OSError, ValueError, AttributeError):   # no descriptor (a test's StringIO)
-        return False
 
 
 def _import_params() -> None:
@@ -385,10 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     _import_params()
     try:
-        _refuse_overwriting_inputs(args)
+        refuse_overwriting_inputs(args)
         rc = COMMANDS[args.verb](args)
         sys.stdout.flush()
-        if _reader_gone():   # all written, then left unread (`--json | head -c 10`): as one
+        if reader_gone():   # all written, then left unread (`--json | head -c 10`): as one
             raise BrokenPipeError   # write more after it left would be (the text's tables)
         _say_written(args)
         if argv is None:   # the program (`stepsim`, `python -m stepsim`), which ends here:
