@@ -79,23 +79,37 @@ reach them (:func:`on_timed_level`): where the runs recorded no CPU, the CPU lev
 solved on the step as before h-ddp23 (:func:`_cpu_secant`)."""
 
 
-def _cpu_secant(model: StepModel, target: float, p0: float, seed: int) -> list:
-    """``[(cpu_scale, point µs), ...]`` of a secant over ``host.cpu_scale`` toward ``target``
-    (µs) from the model's own level (its point ``p0``), at most :data:`MAX_SIMULATIONS` − 1
-    points, each within :func:`within_host_speed` of the model's level: the one level the
-    demo solved before the CPU and the transfer were set apart, for timed runs that recorded
-    no CPU where the transfer alone cannot reach them (a small job's collectives)."""
-    c0 = float(model.host.cpu_scale)
-    tried = [(c0, p0)]
-    c = c0 * target / p0       # proportional: the step all host CPU
-    while len(tried) < MAX_SIMULATIONS and 0 < c <= 1e3 and within_host_speed(c / c0):
-        p = _point_us(_at(model, c), seed)
-        tried.append((c, p))
+def _secant(point, x0: float, p0: float, x1: float, target: float, ok, flat) -> list:
+    """``[(x, point µs), ...]`` of a secant search for ``point(x) == target`` (µs): from ``x0``
+    (its point ``p0``), first to ``x1``, each next ``x`` on the line through the last two
+    points, or ``flat(x, p)`` where those two points are equal; it stops within
+    :data:`TOLERANCE`, at :data:`MAX_SIMULATIONS` points, at an ``x`` that ``ok`` refuses
+    (out of its bound), or where ``x`` would not move."""
+    tried = [(x0, p0)]
+    x = x1
+    while len(tried) < MAX_SIMULATIONS and ok(x):
+        p = point(x)
+        tried.append((x, p))
         if abs(p / target - 1) <= TOLERANCE:
             break
-        (ca, pa), (cb, pb) = tried[-2], tried[-1]
-        c = cb + (target - pb) * (cb - ca) / (pb - pa) if pb != pa else cb * target / pb
-    return tried[1:]
+        (xa, pa), (xb, pb) = tried[-2], tried[-1]
+        x = xb + (target - pb) * (xb - xa) / (pb - pa) if pb != pa else flat(xb, pb)
+        if x == xb:
+            break
+    return tried
+
+
+def _cpu_secant(model: StepModel, target: float, p0: float, seed: int) -> list:
+    """``[(cpu_scale, point µs), ...]`` of a secant over ``host.cpu_scale`` toward ``target``
+    (µs) from the model's own level (its point ``p0``), each within
+    :func:`within_host_speed` of the model's level: the one level the demo solved before the
+    CPU and the transfer were set apart, for timed runs that recorded no CPU where the
+    transfer alone cannot reach them (a small job's collectives)."""
+    c0 = float(model.host.cpu_scale)
+    return _secant(lambda c: _point_us(_at(model, c), seed), c0, p0,
+                   c0 * target / p0,        # proportional: the step all host CPU
+                   target, lambda c: 0 < c <= 1e3 and within_host_speed(c / c0),
+                   lambda c, p: c * target / p)[1:]
 
 
 def _point_us(model: StepModel, seed: int) -> float:
@@ -212,18 +226,10 @@ def on_timed_level(model: StepModel, replay_steps_us: list, seed: int = 0,
     p1 = _point_us(at_cpu, seed)
     if not p1 > 0:
         return model, None
-    tried = [(1.0, p1)]
     slope = _transfer_us(at_cpu)
-    k = 1 + (target - p1) / slope if slope > 0 else 1.0
-    while len(tried) < MAX_SIMULATIONS and k != 1.0 and 0 < k and within_host_speed(k):
-        p = _point_us(_with_transfer(at_cpu, k), seed)
-        tried.append((k, p))
-        if abs(p / target - 1) <= TOLERANCE:
-            break
-        (ka, pa), (kb, pb) = tried[-2], tried[-1]
-        k = kb + (target - pb) * (kb - ka) / (pb - pa) if pb != pa else kb
-        if k == kb:
-            break
+    tried = _secant(lambda k: _point_us(_with_transfer(at_cpu, k), seed), 1.0, p1,
+                    1 + (target - p1) / slope if slope > 0 else 1.0, target,
+                    lambda k: k != 1.0 and 0 < k and within_host_speed(k), lambda k, p: k)
     k, p = min(tried, key=lambda t: abs(t[1] / target - 1))   # the last, where it converged
     by_cpu = cpu_step_us is None and abs(p / target - 1) > REACHED
     if by_cpu:   # no CPU measured and the transfer alone cannot carry the runs' level
