@@ -91,6 +91,8 @@ def one_sweep(env: dict, args: list[str]) -> dict:
         count.append(len(each))
     starts = [m[1] for m in marks if m[0] == "point0"]
     ends = [m[1] for m in marks if m[0] == "point1"]
+    if not starts:
+        raise SystemExit("no point ran in a worker process (one usable CPU, or one point)")
     return {"wall": end, "cli": main["cli"][1], "pool0": main["pool0"][1],
             "first": min(starts), "last": max(ends), "pool1": main["pool1"][1],
             "exit": main["exit"][1], "main_cpu_at_pool": main["pool0"][2],

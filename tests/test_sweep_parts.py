@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from stepsim.scenarios.parallel import default_jobs
+
 REPO = Path(__file__).resolve().parents[1]
 MODEL = REPO / "tests" / "data" / "ddp_demo_model.json"
 
@@ -18,6 +22,8 @@ sys.path.insert(0, str(REPO / "bench"))
 _spec.loader.exec_module(sweep_parts)
 
 
+@pytest.mark.skipif(default_jobs() < 2, reason="the sweep's points run in worker processes only "
+                    "where this process may use 2 CPUs or more")
 def test_marks_in_order_every_point_read_output_unchanged():
     args = ["sweep", str(MODEL), "comm.bucket_cap_mb=1,2,5,10", "--steps", "3", "--warmup", "1",
             "--jobs", "2"]
