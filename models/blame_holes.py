@@ -70,6 +70,7 @@ _LAUNCH, _READY, _RUN_START, _GAP = itemgetter(4), itemgetter(5), itemgetter(6),
 _SECOND = itemgetter(1)
 _SPAN_KEY = itemgetter(2, 8, 7)   # a host span's kind, category, cause
 _UNKNOWN = -2   # a host span's key code before it is looked up
+_RADIX_CODES = 1 << 16   # key codes below this fit 16 bits (numpy's stable sort: radix)
 
 
 class _HostCodes(dict):
@@ -366,7 +367,8 @@ def _total(bl, ch: _Charges, slow, compute, g0, g1, js, bs, h0, h1):
     acc = bl.acc
     first = {}
     per_key = {}
-    byk = np.argsort(K, kind="stable")   # by key, each key's charges in hole order
+    # by key, each key's charges in hole order; 16-bit codes sort by radix (same order: stable)
+    byk = np.argsort(K.astype(np.uint16) if len(names) <= _RADIX_CODES else K, kind="stable")
     hk_all, uk_all = H[byk], U[byk]
     counts = np.bincount(K, minlength=len(names))
     ends = np.cumsum(counts).tolist()

@@ -248,5 +248,7 @@ def compute_runs(bl) -> tuple[Picked, np.ndarray, np.ndarray]:
     cols = bl.run_cols
     on = np.array([bl.is_compute_task(t) for t in cols.tasks], dtype=bool)
     idx = np.flatnonzero(on[cols.task]) if len(cols.task) else np.zeros(0, np.intp)
-    idx = idx[np.argsort(cols.start[idx], kind="stable")]
+    st = cols.start[idx]
+    if not (st[1:] >= st[:-1]).all():   # in start order already (a stable sort keeps it)
+        idx = idx[np.argsort(st, kind="stable")]
     return Picked(bl.runs, cols, idx), cols.start[idx], cols.end[idx]
