@@ -23,23 +23,25 @@ def past_wall(cpu_us: float, wall_us: float) -> bool:
 
 def drop_bad_records(p: Path, data: dict, records: dict, where: str = "") -> list[str]:
     """Remove from ``data`` (in place) the records of its ``records`` lists (name → record
-    model) that do not validate; one warning per list that lost some (a list of the wrong
+    model) that do not validate, and put in place of the others the records they validate to
+    (the model that reads ``data`` takes them as they are: each record is validated once, and
+    its dict is not held beside it); one warning per list that lost some (a list of the wrong
     type is left to the validation, which refuses the file)."""
     notes = []
     for key, rec in records.items():
         items = data.get(key)
         if not isinstance(items, list):
             continue
-        keep, bad = [], []
+        bad, gone = [], set()
         for i, item in enumerate(items):
             try:
-                rec.model_validate(item)
-                keep.append(item)
+                items[i] = rec.model_validate(item)   # (the dict freed as its record is made)
             except ValidationError as e:
                 loc, msg = error_at(e)
                 bad.append(f"{where}{'.'.join(filter(None, (key, str(i), loc)))}: {msg}")
+                gone.add(i)
         if bad:
-            data[key] = keep
+            data[key] = [r for i, r in enumerate(items) if i not in gone]
             notes.append(f"{p.name}: dropped {len(bad)} of {len(items)} '{where}{key}' "
                          f"record(s) that cannot be right (first: {bad[0]})")
     return notes
