@@ -85,3 +85,44 @@ def test_a_large_sidecar_is_read_in_under_ten_bytes_a_byte(probe0_runs, tmp_path
     assert "of 200000 'produce' record(s) that cannot be right" in said, r
     per_byte = (int(after) - int(before)) * 1024 / side.stat().st_size
     assert per_byte < 10.2, f"{per_byte:.1f} bytes of peak memory per byte of the sidecar"
+
+
+# --- step records out of their place (break22: the whole sidecar refused) ------------------
+
+def _edited_capture(src: Path, dst: Path, edit) -> Path:
+    """Capture folder ``src`` copied to ``dst`` with ``edit`` applied to its sidecar's steps."""
+    shutil.copytree(src, dst)
+    data = json.loads((dst / "sidecar.json").read_text())
+    edit(data["steps"], [i for i, s in enumerate(data["steps"]) if s["profiled"]])
+    (dst / "sidecar.json").write_text(json.dumps(data))
+    return dst
+
+
+def _swap(steps, prof):
+    steps[prof[2]], steps[prof[2] + 1] = steps[prof[2] + 1], steps[prof[2]]
+
+
+@pytest.mark.parametrize("edit,said", [
+    (lambda steps, prof: steps.insert(prof[2], dict(steps[prof[2]])), "as copies (first: steps."),
+    (_swap, "(first: steps."),
+    (lambda steps, prof: steps.reverse(), "(first: steps.0: steps.1 after it starts before it)")])
+def test_step_records_out_of_place_are_dropped_and_counted(probe0_runs, tmp_path, edit, said):
+    """A real capture's step records duplicated, swapped or reversed: calibrate refused the
+    whole sidecar (exit 2) and validate ignored it. Now the records that cannot be in their
+    place are dropped and counted and the rest calibrate; a copied record's model is the
+    unedited capture's, but for the warning that counts it."""
+    cap = _edited_capture(probe0_runs / "nw1-r0", tmp_path / "cap", edit)
+    out = tmp_path / "m.json"
+    r = run_cli("calibrate", str(cap), "-o", str(out))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    note = next(w for w in json.loads(out.read_text())["meta"]["warnings"]
+                if "'steps' record(s) that cannot be right" in w)
+    assert said in note, note
+    if "copies" in said:
+        ref = tmp_path / "ref.json"
+        assert run_cli("calibrate", str(probe0_runs / "nw1-r0"), "-o", str(ref)).returncode == 0
+        a, b = (json.loads(f.read_text()) for f in (ref, out))
+        for m in (a, b):
+            m["meta"] = {k: v for k, v in m["meta"].items()
+                         if k not in ("warnings", "traces", "name")}
+        assert a == b
