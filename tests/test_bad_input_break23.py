@@ -126,3 +126,17 @@ def test_step_records_out_of_place_are_dropped_and_counted(probe0_runs, tmp_path
             m["meta"] = {k: v for k, v in m["meta"].items()
                          if k not in ("warnings", "traces", "name")}
         assert a == b
+
+
+def test_a_ledger_of_nul_bytes_past_the_read_limit_is_not_called_empty(tmp_path):
+    """A 300 MiB sparse file of NUL bytes as a ledger (one line, longer than the 256 MiB read
+    from a ledger's end): ``ledger`` said "the ledger is empty", naming nothing of what it
+    holds; it now says why no record was read."""
+    f = tmp_path / "ledger.jsonl"
+    with open(f, "wb") as h:
+        h.truncate(300 << 20)
+    r = run_cli("ledger", str(f))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    line, = r.stderr.strip().splitlines()
+    assert "holds no validation record (is larger than 256 MiB" in line, line
+    assert "empty" not in line, line
