@@ -77,10 +77,10 @@ def drop_overrunning_steps(p: Path, owner, where: str = "") -> list[str]:
       :data:`STEP_END_SLACK_US` goes, its number kept (a 28-hour wall 74 ms before the next
       step fitted an interference outside its prior).
 
-    One warning counting each kind, naming the first. The numbers (places in the file, the
-    copies not counted) of the dropped steps are kept in ``owner._gone_steps`` where it has one
-    (:attr:`calibration.sidecar.Sidecar.gone_steps`: the profiled steps' numbers are the
-    trace's ``ProfilerStep#N``)."""
+    One warning counting the copies and one counting the rest, each naming its first. The
+    numbers (places in the file, the copies not counted) of the dropped steps are kept in
+    ``owner._gone_steps`` where it has one (:attr:`calibration.sidecar.Sidecar.gone_steps`:
+    the profiled steps' numbers are the trace's ``ProfilerStep#N``)."""
     notes, why = _drop_copies(p, owner, where)
     steps = owner.steps
     timed = [i for i, s in enumerate(steps) if s.t_start_us is not None]
@@ -124,9 +124,10 @@ def _drop_copies(p: Path, owner, where: str) -> tuple[list[str], dict[int, str]]
     place = {i: n for n, i in enumerate(kept)}
     owner.steps = [steps[i] for i in kept]
     c = copies[0]
+    at = steps[c].t_start_us
     return [dropped_note(p, f"{where}steps", len(copies), len(steps),
                          f"{where}steps.{c}: a second record of the step that starts at "
-                         f"{steps[c].t_start_us:g} µs, as {where}steps.{first[steps[c].t_start_us]}",
+                         f"{at:g} µs, as {where}steps.{first[at]}",
                          " as copies")], {place[k]: w for k, w in clash.items()}
 
 
