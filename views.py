@@ -95,9 +95,13 @@ def ledger_records(path: str | Path, warnings: list[str] | None = None):
 
     if not Path(path).exists():
         raise missing(path, "ledger file")
-    records = read_ledger(path, [] if warnings is None else warnings)
-    if not records:
-        raise InputError(path, "the ledger is empty (no validation records)")
+    said = [] if warnings is None else warnings
+    before = len(said)
+    records = read_ledger(path, said)
+    if not records:   # (what the read said is part of why: 2 GiB of NULs was "empty")
+        why = "; ".join(w.removeprefix(f"{Path(path).name}: ") for w in said[before:])
+        raise InputError(path, f"the ledger holds no validation record ({why})" if why else
+                         "the ledger is empty (no validation records)")
     return records
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from stepsim.calibration.events import build_table
 from stepsim.calibration.same_run import check_one_run
 from stepsim.calibration.sidecar import load_sidecar
-from stepsim.calibration.trace_io import trace_candidates, load_rank_traces, load_trace
+from stepsim.calibration.trace_io import SidecarNotTrace, trace_candidates, load_trace
 from stepsim.models.params import StepModel
 from stepsim.simcore.errors import InputError
 
@@ -24,31 +24,66 @@ __all__ = ["gloo_dir", "check_job", "sidecars_by_rank", "missing_ranks"]
 def gloo_dir(path: Path) -> StepModel | None:
     """The gloo model of directory ``path``, or None when its traces are not a CPU gloo job.
 
+    A rank trace that does not read is skipped and named in a warning, and its rank is named
+    as having no trace (:func:`missing_ranks`), as when the file is not there.
+
     Raises:
-        InputError: an unreadable trace or sidecar (see :func:`calibration.gloo.calibrate_gloo`).
+        InputError: an unreadable sidecar, no rank trace that reads (see
+            :func:`calibration.gloo.calibrate_gloo`).
     """
     from stepsim.calibration.gloo import calibrate_gloo, is_gloo
 
     subs = sorted(d for d in path.glob("rank*") if (d / "trace.json.gz").is_file())
     if subs:
         return _capture_ranks(subs)
-    files, _ = trace_candidates(path)
-    first = next((f for f in files if not f.name.lower().endswith("sidecar.json")), None)
-    if first is None:
-        return None
-    try:
-        head = build_table(load_trace(first))
-    except InputError:
-        return None         # left to the GPU calibration's own error
-    if head.gpu_mask().any() or not (is_gloo(head) or _gloo_job(head)):
-        return None
-    tables = [build_table(raw) for raw in load_rank_traces(path)]
+    files, warnings = trace_candidates(path)
+    head = _first_readable([f for f in files if not f.name.lower().endswith("sidecar.json")])
+    if head is None or head.gpu_mask().any() or not (is_gloo(head) or _gloo_job(head)):
+        return None         # (none readable: left to the GPU calibration's own error)
+    tables, skipped = _rank_tables(path, files, warnings)
     if any(t.gpu_mask().any() for t in tables) or not any(is_gloo(t) for t in tables):
         return None
     check_job(tables)
     agree: list[str] = []
     sidecars = sidecars_by_rank(sorted(path.glob("*sidecar*.json")), agree, tables)
-    return missing_ranks(_warned(calibrate_gloo(tables, sidecars), agree), path)
+    return missing_ranks(_warned(calibrate_gloo(tables, sidecars), skipped + agree), path)
+
+
+def _first_readable(files: list[Path]):
+    """The event table of the first of ``files`` that reads as a trace (None if none does):
+    a job is known as a gloo job from any rank's trace, not only from its first file's (a
+    broken ``rank0.json`` made the job's ``rank1.json`` calibrate as a one-process CPU trace,
+    without its rank sidecar)."""
+    for f in files:
+        try:
+            return build_table(load_trace(f))
+        except (InputError, SidecarNotTrace):
+            continue
+    return None
+
+
+def _rank_tables(path: Path, files: list[Path], warnings=()) -> tuple[list, list[str]]:
+    """The event tables of the job's rank ``files`` (in folder ``path``) that read as traces,
+    and one warning naming those that do not and why (their ranks are then named by
+    :func:`missing_ranks`); ``warnings`` (the folder listing's) go to the first trace's.
+
+    Raises:
+        InputError: no rank file reads.
+    """
+    raws, bad = [], []
+    for f in files:
+        try:
+            raws.append(load_trace(f))
+        except SidecarNotTrace:
+            continue
+        except InputError as e:
+            bad.append(f"{f.relative_to(path).as_posix()}: {e.problem}")
+    if not raws:
+        raise InputError(path, "no rank trace in the folder could be read: " + "; ".join(bad))
+    raws[0].warnings[:0] = warnings     # (as calibration.trace_io.load_rank_traces does)
+    skipped = [f"{path.name}/: skipped {len(bad)} of {len(bad) + len(raws)} rank trace "
+               "files: " + "; ".join(bad)] if bad else []
+    return [build_table(raw) for raw in raws], skipped
 
 
 def _gloo_job(table) -> bool:
@@ -67,14 +102,15 @@ def _capture_ranks(dirs: list[Path]) -> StepModel | None:
     """A DDP job captured by the harness: one capture folder per rank."""
     from stepsim.calibration.gloo import calibrate_gloo, is_gloo
 
-    tables = [build_table(load_trace(d / "trace.json.gz")) for d in dirs]
+    tables, skipped = _rank_tables(dirs[0].parent, [d / "trace.json.gz" for d in dirs])
     if any(t.gpu_mask().any() for t in tables) or not any(is_gloo(t) for t in tables):
         return None
     check_job(tables)
     agree: list[str] = []
     sidecars = sidecars_by_rank([d / "sidecar.json" for d in dirs
                                  if (d / "sidecar.json").is_file()], agree, tables)
-    return missing_ranks(_warned(calibrate_gloo(tables, sidecars), agree), dirs[0].parent)
+    return missing_ranks(_warned(calibrate_gloo(tables, sidecars), skipped + agree),
+                         dirs[0].parent)
 
 
 def _warned(model: StepModel, warnings: list[str]) -> StepModel:

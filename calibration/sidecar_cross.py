@@ -161,17 +161,10 @@ def _bucket_cpu(p: Path, side, cores: int | None) -> list[str]:
 
 def _steps(p: Path, steps, where: str) -> None:
     """Refuse a step record whose main thread's CPU passes its wall, in the step or in its
-    ``next()``, or that starts no later than the step before it (one loop runs them in turn;
-    real captures: each starts at least 10 µs after the one before ended, over 26,000 pairs);
-    a step record is not dropped here: its place is its step's number (one whose wall runs
-    into the next step is, its number kept: :func:`calibration.sidecar_records.
-    drop_overrunning_steps`)."""
-    timed = [(i, s) for i, s in enumerate(steps) if s.t_start_us is not None]
-    for (i, a), (j, b) in zip(timed, timed[1:]):
-        if b.t_start_us <= a.t_start_us:
-            raise InputError(p, f"bad sidecar record {where}steps.{j}: it starts at "
-                                f"{b.t_start_us:g} µs, no later than {where}steps.{i} "
-                                f"({a.t_start_us:g} µs; one loop runs its steps in turn)")
+    ``next()``; a step record is not dropped here: its place is its step's number (one out of
+    its place in time, a copy, or one whose wall runs into the next step is, its number kept
+    where it has one: :func:`calibration.sidecar_records.drop_overrunning_steps`; real
+    captures: each starts at least 10 µs after the one before ended, over 26,000 pairs)."""
     for i, s in enumerate(steps):
         for cpu, wall in (("cpu_us", "wall_us"), ("next_cpu_us", "next_wall_us")):
             if past_wall(getattr(s, cpu), getattr(s, wall)):

@@ -23,23 +23,25 @@ def past_wall(cpu_us: float, wall_us: float) -> bool:
 
 def drop_bad_records(p: Path, data: dict, records: dict, where: str = "") -> list[str]:
     """Remove from ``data`` (in place) the records of its ``records`` lists (name → record
-    model) that do not validate; one warning per list that lost some (a list of the wrong
+    model) that do not validate, and put in place of the others the records they validate to
+    (the model that reads ``data`` takes them as they are: each record is validated once, and
+    its dict is not held beside it); one warning per list that lost some (a list of the wrong
     type is left to the validation, which refuses the file)."""
     notes = []
     for key, rec in records.items():
         items = data.get(key)
         if not isinstance(items, list):
             continue
-        keep, bad = [], []
+        bad, gone = [], set()
         for i, item in enumerate(items):
             try:
-                rec.model_validate(item)
-                keep.append(item)
+                items[i] = rec.model_validate(item)   # (the dict freed as its record is made)
             except ValidationError as e:
                 loc, msg = error_at(e)
                 bad.append(f"{where}{'.'.join(filter(None, (key, str(i), loc)))}: {msg}")
+                gone.add(i)
         if bad:
-            data[key] = keep
+            data[key] = [r for i, r in enumerate(items) if i not in gone]
             notes.append(f"{p.name}: dropped {len(bad)} of {len(items)} '{where}{key}' "
                          f"record(s) that cannot be right (first: {bad[0]})")
     return notes
@@ -63,26 +65,70 @@ form). Real captures: every step ended at least 23.1 µs before the next began (
 
 
 def drop_overrunning_steps(p: Path, owner, where: str = "") -> list[str]:
-    """Drop (in place) each of ``owner``'s timed step records whose wall runs past the start of
-    the next timed one by more than :data:`STEP_END_SLACK_US`: one loop runs its steps in turn,
-    so such a wall cannot be right (a 28-hour wall 74 ms before the next step fitted an
-    interference outside its prior). One warning counting them, naming the first. The numbers
-    (places in the file) of the dropped steps are kept in ``owner._gone_steps`` where it has
-    one (:attr:`calibration.sidecar.Sidecar.gone_steps`: the profiled steps' numbers are the
-    trace's ``ProfilerStep#N``)."""
+    """Drop (in place) the timed step records of ``owner`` that cannot be in their place: one
+    loop runs its steps in turn, so
+
+    * a record whose ``t_start_us`` an earlier record already holds is a second record of that
+      step (a copied line): it goes without a number of its own, and where it is not a copy of
+      the first, the first goes too (which was meant cannot be told), its number kept;
+    * a record that starts before the one placed before it (a swapped or reversed pair) goes
+      with that one, both numbers kept (each is out of its place; the file was refused whole);
+    * a record whose wall runs past the start of the next by more than
+      :data:`STEP_END_SLACK_US` goes, its number kept (a 28-hour wall 74 ms before the next
+      step fitted an interference outside its prior).
+
+    One warning counting the copies and one counting the rest, each naming its first. The
+    numbers (places in the file, the copies not counted) of the dropped steps are kept in
+    ``owner._gone_steps`` where it has one (:attr:`calibration.sidecar.Sidecar.gone_steps`:
+    the profiled steps' numbers are the trace's ``ProfilerStep#N``)."""
+    notes, why = _drop_copies(p, owner, where)
     steps = owner.steps
     timed = [i for i, s in enumerate(steps) if s.t_start_us is not None]
-    why: dict[int, str] = {}
     for i, j in zip(timed, timed[1:]):
         a, b = steps[i], steps[j]
+        if b.t_start_us < a.t_start_us:
+            why.setdefault(j, f"it starts at {b.t_start_us:g} µs, before {where}steps.{i} "
+                              f"({a.t_start_us:g} µs; one loop runs its steps in turn)")
+            why.setdefault(i, f"{where}steps.{j} after it starts before it")
+            continue
         over = a.t_start_us + a.wall_us - b.t_start_us
         if over > STEP_END_SLACK_US:
-            why[i] = (f"its wall_us of {a.wall_us:g} µs ends {over:g} µs after {where}steps.{j} "
-                      "starts; one loop runs its steps in turn")
-    notes = remove_records(p, owner, "steps", why, where)
-    if notes and hasattr(owner, "_gone_steps"):
+            why.setdefault(i, f"its wall_us of {a.wall_us:g} µs ends {over:g} µs after "
+                              f"{where}steps.{j} starts; one loop runs its steps in turn")
+    notes += remove_records(p, owner, "steps", why, where)
+    if why and hasattr(owner, "_gone_steps"):
         owner._gone_steps = frozenset(why)
     return notes
+
+
+def _drop_copies(p: Path, owner, where: str) -> tuple[list[str], dict[int, str]]:
+    """Remove (in place) each step record whose ``t_start_us`` an earlier one holds (no number
+    kept): the warning counting them, and the places (in the list left) of the earlier ones
+    that it is not a copy of, with why each cannot be right."""
+    steps = owner.steps
+    first: dict[float, int] = {}
+    copies, clash = [], {}
+    for i, s in enumerate(steps):
+        if s.t_start_us is None:
+            continue
+        k = first.setdefault(s.t_start_us, i)
+        if k != i:
+            copies.append(i)
+            if s != steps[k]:
+                clash.setdefault(k, f"{where}steps.{i} records a step of the same start "
+                                    f"({s.t_start_us:g} µs) with other times")
+    if not copies:
+        return [], {}
+    gone = set(copies)
+    kept = [i for i in range(len(steps)) if i not in gone]
+    place = {i: n for n, i in enumerate(kept)}
+    owner.steps = [steps[i] for i in kept]
+    c = copies[0]
+    at = steps[c].t_start_us
+    return [dropped_note(p, f"{where}steps", len(copies), len(steps),
+                         f"{where}steps.{c}: a second record of the step that starts at "
+                         f"{at:g} µs, as {where}steps.{first[at]}",
+                         " as copies")], {place[k]: w for k, w in clash.items()}
 
 
 def remove_records(p: Path, owner, attr: str, why: dict[int, str], where: str = "") -> list[str]:

@@ -203,10 +203,18 @@ def test_a_team_that_fits_the_cores_adds_no_pieces():
     assert thread_pieces(m) == 0 and step_bound(m) == 10_000
 
 
-@pytest.mark.parametrize("edit", [lambda d: [s.update(t_start_us=0.0) for s in d["steps"]],
-                                  lambda d: d["steps"][2].update(t_start_us=900.0)])
-def test_steps_out_of_order_are_refused(tmp_path, edit):
-    """Every step at t_start_us 0 (or one before the step before it) calibrated, exit 0."""
-    with pytest.raises(InputError, match=r"bad sidecar record steps\.\d: it starts at .* no "
-                                         r"later than steps\.\d"):
-        _sidecar(tmp_path, edit)
+@pytest.mark.parametrize("edit,left,gone,first", [
+    (lambda d: [s.update(t_start_us=0.0) for s in d["steps"]], 1, set(),
+     "dropped 3 of 4 'steps' record(s) that cannot be right as copies (first: steps.1: a second "
+     "record of the step that starts at 0 µs, as steps.0)"),
+    (lambda d: d["steps"][2].update(t_start_us=900.0), 2, {1, 2},
+     "dropped 2 of 4 'steps' record(s) that cannot be right (first: steps.1: steps.2 after it "
+     "starts before it)")])
+def test_steps_out_of_order_are_dropped_and_counted(tmp_path, edit, left, gone, first):
+    """Every step at t_start_us 0 (or one before the step before it) calibrated, exit 0; then
+    the whole sidecar was refused (break22: the records could be dropped instead). Copies go
+    without a number; a pair out of order goes whole, its numbers kept (each is out of its
+    place)."""
+    side = _sidecar(tmp_path, edit)
+    assert len(side.steps) == left and side.gone_steps == gone
+    assert any(first in w for w in side.dropped), side.dropped
