@@ -336,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         print(_error_line(why), file=sys.stderr, flush=True)
         return 2
     args = parser().parse_args(argv)
+    if args.verb == "calibrate" and args.steps is None:   # (--steps reads a stream)
+        from stepsim.simcore import read_ahead
+
+        read_ahead.start(args.trace)   # decompressed beside the imports below
     _import_params()
     try:
         refuse_overwriting_inputs(args)
