@@ -18,7 +18,13 @@ from stepsim.calibration.step_fit import StepFit, fit_step
 from stepsim.calibration.steps import Step
 from stepsim.calibration.trace_context import TraceContext
 
-__all__ = ["fit_steps", "MIN_FORKED_ACTS"]
+__all__ = ["fit_steps", "MIN_FORKED_ACTS", "MAX_FORKED_FITS"]
+
+MAX_FORKED_FITS = 16
+"""Most fits made in the forked process: its fits come back as one pickle, held whole in this
+process while it is read (about 0.2 kB per GPU activity: the 54 MB trace's two forked fits
+1.6 MB). Uncapped, the synthetic 500 MB trace's window (200 steps, 100 of them forked) put
+its peak at 1,464 MB, 2.93x the file, against 1,394 MB in one process (2026-12-07 17:51)."""
 
 MIN_FORKED_ACTS = 5_000
 """The fewest GPU activities the forked process's steps must hold for it to be used. A fit
@@ -43,10 +49,10 @@ def _acts_in(ctx: TraceContext, steps: list[Step]) -> int:
 
 def fit_steps(ctx: TraceContext, first: list[Step], rest: list[Step]) -> list[StepFit]:
     """``[fit_step(ctx, s) for s in first + rest]``: ``first`` here; of ``rest``, the last
-    half of all the fits in a forked process while this one fits the others, where those hold
-    at least :data:`MIN_FORKED_ACTS` GPU activities (else every fit here). An error is the one
-    the fits in order raise first."""
-    n_there = min(len(rest), (len(first) + len(rest)) // 2)
+    half of all the fits (at most :data:`MAX_FORKED_FITS`) in a forked process while this one
+    fits the others, where those hold at least :data:`MIN_FORKED_ACTS` GPU activities (else
+    every fit here). An error is the one the fits in order raise first."""
+    n_there = min(len(rest), (len(first) + len(rest)) // 2, MAX_FORKED_FITS)
     there = rest[len(rest) - n_there:]
     here = first + rest[:len(rest) - n_there]
     if not there or _acts_in(ctx, there) < MIN_FORKED_ACTS:

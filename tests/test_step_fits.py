@@ -60,6 +60,16 @@ def test_the_last_half_is_fitted_in_another_process(monkeypatch, jobs):
     assert (pids[3] != here and pids[4] == pids[3]) == (jobs_for(2) > 1)   # (one core: here)
 
 
+def test_at_most_the_cap_is_fitted_there(monkeypatch):
+    monkeypatch.setenv(JOBS_ENV, "2")
+    ctx, steps = _context(shared_traces() / RESNET)
+    monkeypatch.setattr(step_fits, "MIN_FORKED_ACTS", 0)
+    monkeypatch.setattr(step_fits, "MAX_FORKED_FITS", 1)
+    monkeypatch.setattr(step_fits, "fit_step", _pid)
+    pids = step_fits.fit_steps(ctx, steps[:1], steps[1:6])
+    assert pids[:5] == [os.getpid()] * 5 and (pids[5] != os.getpid()) == (jobs_for(2) > 1)
+
+
 def test_too_few_activities_are_fitted_here(monkeypatch):
     monkeypatch.delenv(JOBS_ENV, raising=False)
     ctx, steps = _context(shared_traces() / RESNET)
