@@ -49,6 +49,9 @@ class _Ahead:
                 st = os.fstat(f.fileno())
                 if not stat.S_ISREG(st.st_mode) or f.read(2) != b"\x1f\x8b":
                     return
+                f.seek(-4, os.SEEK_END)   # a member's last 4 bytes: its size, mod 2^32
+                if int.from_bytes(f.read(4), "little") > MAX_AHEAD_BYTES:
+                    return   # (not decompressed only to be dropped)
                 f.seek(0)
                 packed = f.read()
             d = zlib.decompressobj(31)   # one gzip member: its header and its CRC checked

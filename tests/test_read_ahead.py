@@ -48,6 +48,15 @@ def test_what_is_not_one_plain_member_is_left_to_the_reader(tmp_path, data):
     assert taken(p) is None
 
 
+def test_a_file_larger_than_the_bound_is_left_to_the_reader(tmp_path, monkeypatch):
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(TEXT))
+    monkeypatch.setattr(read_ahead, "MAX_AHEAD_BYTES", len(TEXT) - 1)
+    assert taken(p) is None
+    monkeypatch.setattr(read_ahead, "MAX_AHEAD_BYTES", len(TEXT))
+    assert taken(p) == TEXT
+
+
 def test_a_file_changed_after_the_read_is_read_again(tmp_path):
     p = tmp_path / "t.json.gz"
     p.write_bytes(gzip.compress(TEXT))

@@ -70,6 +70,16 @@ def test_at_most_the_cap_is_fitted_there(monkeypatch):
     assert pids[:5] == [os.getpid()] * 5 and (pids[5] != os.getpid()) == (jobs_for(2) > 1)
 
 
+def test_in_one_process_the_fits_are_made_in_order(monkeypatch):
+    monkeypatch.setenv(JOBS_ENV, "1")
+    ctx, steps = _context(shared_traces() / RESNET)
+    monkeypatch.setattr(step_fits, "MIN_FORKED_ACTS", 0)
+    made = []
+    monkeypatch.setattr(step_fits, "fit_step", lambda ctx, s: made.append(s.number))
+    step_fits.fit_steps(ctx, steps[:1], steps[1:5])
+    assert made == [s.number for s in steps[:5]]
+
+
 def test_too_few_activities_are_fitted_here(monkeypatch):
     monkeypatch.delenv(JOBS_ENV, raising=False)
     ctx, steps = _context(shared_traces() / RESNET)
