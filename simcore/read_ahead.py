@@ -28,11 +28,12 @@ from pathlib import Path
 __all__ = ["start", "take", "MAX_AHEAD_BYTES"]
 
 MAX_AHEAD_BYTES = 512 * 1024**2
-"""Most decompressed bytes read ahead (a larger trace is read by the verb's own reader, as a
-stream; ahead of the imports it would only hold memory longer)."""
+"""Most decompressed bytes read ahead (a larger trace is left to the verb's own reader, whose
+pieces and limits hold its memory; ahead of the imports it would only hold it longer)."""
 
 _AHEAD: dict[str, "_Ahead"] = {}
-"""The reads started, by the path as given (one process, one verb)."""
+"""The reads started, by the path as :class:`~pathlib.Path` spells it (one process, one
+verb)."""
 
 
 class _Ahead:
@@ -59,7 +60,7 @@ class _Ahead:
             if not d.eof or d.unused_data or d.unconsumed_tail or len(data) > MAX_AHEAD_BYTES:
                 return
             self.key, self.data = _identity(st), data
-        except (OSError, zlib.error, MemoryError, ValueError):
+        except Exception:   # (whatever it is, the reader reads the file itself and says it)
             return
 
 
