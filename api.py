@@ -98,7 +98,8 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
 
     # the steady state in a forked process while this one writes and replays the window,
     # where it is long enough to pay for the fork (steady_beside)
-    (mean_us, median_us), window = steady_beside(model, written_and_replayed)
+    (mean_us, median_us), window = steady_beside(model, DEFAULT_STEPS, DEFAULT_WARMUP,
+                                                 written_and_replayed)
     warnings = grouped_warnings(records(model.meta))
     return Calibration(model=model, output=None if output is None else str(output),
                        warnings=tuple(r.text for r in warnings), window=window,

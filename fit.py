@@ -80,21 +80,21 @@ def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> 
     return finish(Pending(pending.model, skew=pending.skew, coarse=coarse, after=pending.after))
 
 
-def _steady_state(model: StepModel) -> tuple[float, float]:
-    """(mean, median) simulated step (µs) of ``model``'s steady state at its capture's speed
-    (the verb's default steps and warm-up, seed 0)."""
-    from stepsim.limits import DEFAULT_STEPS, DEFAULT_WARMUP
+def _steady_state(item: tuple) -> tuple[float, float]:
+    """(mean, median) simulated step (µs) of ``item`` = (model, steps, warm-up): the model's
+    steady state at its capture's speed, seed 0."""
     from stepsim.models.host_speed import at_capture_speed
     from stepsim.models.stepcount import simulate_counted
 
-    res, _ = simulate_counted(at_capture_speed(model), DEFAULT_STEPS, DEFAULT_WARMUP, 0,
-                              keep="steps")
+    model, steps, warmup = item
+    res, _ = simulate_counted(at_capture_speed(model), steps, warmup, 0, keep="steps")
     return res.mean_step_us, res.median_step_us
 
 
-def steady_beside(model: StepModel, here):
+def steady_beside(model: StepModel, steps: int | None, warmup: int, here):
     """``((mean_us, median_us), here())``: the steady state of the calibrated ``model``
-    checked against its own capture (at the capture's speed: replicates move
+    (``steps`` steps, None: as many as pin its mean, after ``warmup``; seed 0) checked
+    against its own capture (at the capture's speed: replicates move
     ``host.cpu_scale`` to the runs' mean, for predictions of the next run), in a forked
     process (:func:`calibration.rank_pool.beside`) while ``here()`` runs in this one, where
     its step simulates :data:`STEADY_BESIDE_WORK` ops and tasks or more; else one after the
@@ -106,10 +106,11 @@ def steady_beside(model: StepModel, here):
     from stepsim.calibration.rank_pool import Problem, beside
     from stepsim.models.sim_work import step_work
 
+    item = (model, steps, warmup)
     if step_work(model) < STEADY_BESIDE_WORK:
         done = here()
-        return _steady_state(model), done
-    steady, done = beside(_steady_state, model, here)
+        return _steady_state(item), done
+    steady, done = beside(_steady_state, item, here)
     if isinstance(steady, Problem):
         raise steady.error()
     return steady, done

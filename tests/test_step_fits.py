@@ -129,9 +129,9 @@ def test_the_steady_state_beside_is_the_steady_state_here(monkeypatch, jobs):
     monkeypatch.setenv(JOBS_ENV, jobs)
     model = calibrate_gpu(shared_traces() / RESNET)
     monkeypatch.setattr(fit, "STEADY_BESIDE_WORK", 10**9)
-    here = steady_beside(model, lambda: "here")
+    here = steady_beside(model, None, 20, lambda: "here")
     monkeypatch.setattr(fit, "STEADY_BESIDE_WORK", 0)
-    assert steady_beside(model, lambda: "here") == here
+    assert steady_beside(model, None, 20, lambda: "here") == here
     assert here[1] == "here" and here[0][0] > 0 and here[0][1] > 0
 
 
@@ -144,4 +144,4 @@ def test_here_raises_first(monkeypatch):
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        steady_beside(model, here)
+        steady_beside(model, None, 20, here)
