@@ -25,7 +25,7 @@ import threading
 import zlib
 from pathlib import Path
 
-__all__ = ["start", "take", "MAX_AHEAD_BYTES"]
+__all__ = ["start", "take", "forget", "MAX_AHEAD_BYTES"]
 
 MAX_AHEAD_BYTES = 512 * 1024**2
 """Most decompressed bytes read ahead (a larger trace is left to the verb's own reader, whose
@@ -93,3 +93,9 @@ def take(path: Path, st: os.stat_result) -> bytes | None:
     if ahead.data is None or ahead.key != _identity(st):
         return None
     return ahead.data
+
+
+def forget() -> None:
+    """Drop every read not taken (a verb that ended before it read its trace: a process that
+    runs verbs one after another must not keep their bytes)."""
+    _AHEAD.clear()

@@ -20,6 +20,22 @@ TEXT = json.dumps({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "
                                     "tid": 1}]}).encode()
 
 
+@pytest.fixture(autouse=True)
+def _no_reads_left(monkeypatch):
+    """Each test starts with no read pending (and leaves none in the module)."""
+    monkeypatch.setattr(read_ahead, "_AHEAD", {})
+
+
+def test_a_verb_that_ends_before_its_read_keeps_no_bytes(tmp_path):
+    from stepsim.cli import main
+
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(TEXT))
+    out = str(tmp_path / "m.json")
+    assert main(["calibrate", str(p), "-o", out, "--step-regex", "("]) == 2   # before its read
+    assert not read_ahead._AHEAD
+
+
 def taken(p):
     read_ahead.start(p)
     return read_ahead.take(p, os.stat(p))
