@@ -74,12 +74,10 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
 def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calibration:
     """:func:`calibrate` of checked arguments."""
     from stepsim.calibration.capture_ids import CAPTURES_NOTE, calibration_note
-    from stepsim.fit import calibrate as fit
-    from stepsim.models.host_speed import at_capture_speed
+    from stepsim.fit import calibrate as fit, steady_beside
     from stepsim.models.params import save_model
     from stepsim.models.simulate import window_replay
     from stepsim.results import Calibration
-    from stepsim.models.stepcount import simulate_counted
     from stepsim.models.warning_record import records
     from stepsim.models.window_effect import window_speed_effect
     from stepsim.views import grouped_warnings
@@ -92,17 +90,20 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
     if ids:
         model = model.model_copy(update={"meta": model.meta.model_copy(update={"notes": {
             **model.meta.notes, CAPTURES_NOTE: ids}})})
-    if output is not None:
-        save_model(model, output)
-    window = window_replay(model) if model.replay is not None else None
-    # checked against the capture's own steps, so at its own speed (replicates move
-    # host.cpu_scale to the runs' mean, for predictions of the next run)
-    res, _ = simulate_counted(at_capture_speed(model), DEFAULT_STEPS, DEFAULT_WARMUP, 0,
-                              keep="steps")
+
+    def written_and_replayed():
+        if output is not None:
+            save_model(model, output)
+        return window_replay(model) if model.replay is not None else None
+
+    # the steady state in a forked process while this one writes and replays the window,
+    # where it is long enough to pay for the fork (steady_beside)
+    (mean_us, median_us), window = steady_beside(model, DEFAULT_STEPS, DEFAULT_WARMUP,
+                                                 written_and_replayed)
     warnings = grouped_warnings(records(model.meta))
     return Calibration(model=model, output=None if output is None else str(output),
                        warnings=tuple(r.text for r in warnings), window=window,
-                       steady_mean_us=res.mean_step_us, steady_median_us=res.median_step_us,
+                       steady_mean_us=mean_us, steady_median_us=median_us,
                        ranked=ranked(warnings))
 
 

@@ -336,7 +336,22 @@ def main(argv: list[str] | None = None) -> int:
         print(_error_line(why), file=sys.stderr, flush=True)
         return 2
     args = parser().parse_args(argv)
+    if args.verb == "calibrate" and args.steps is None:   # (--steps reads a stream)
+        from stepsim.simcore import read_ahead
+
+        read_ahead.start(args.trace)   # decompressed beside the imports below
     _import_params()
+    try:
+        return _run(args, argv)
+    finally:
+        if args.verb == "calibrate":
+            from stepsim.simcore import read_ahead
+
+            read_ahead.forget()   # (a verb that ended before its read keeps no bytes)
+
+
+def _run(args, argv) -> int:
+    """The verb of the parsed ``args``, its errors made exit codes (see :func:`main`)."""
     try:
         refuse_overwriting_inputs(args)
         rc = COMMANDS[args.verb](args)

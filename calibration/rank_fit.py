@@ -22,9 +22,9 @@ from stepsim.calibration.graphs import graph_refusal
 from stepsim.calibration.host_ops import END_OF_STEP_SYNC
 from stepsim.calibration.linking import SHARED_IDS, link
 from stepsim.calibration.representative import (assemble, captured_window, middle_steps,
-                                                without_closing_wait)
+                                                window_steps, without_closing_wait)
 from stepsim.calibration.step_fallback import no_step_error
-from stepsim.calibration.step_fit import fit_step
+from stepsim.calibration.step_fits import fit_steps
 from stepsim.calibration.steps import Step, find_steps
 from stepsim.calibration.trace_context import TraceContext
 from stepsim.calibration.trace_io import rank_of
@@ -148,18 +148,20 @@ def fit_rank(table: EventTable, step_regex: str | None = None,
     ctx = TraceContext(table, links)
     warnings += [f"{path.name}: {w}" for w in _unlaunched_warnings(ctx)]
     ctx.steps = list(steps)
-    fit = fit_step(ctx, rep)
-    group = [fit]
-    for s in middle:
-        if s is rep or s.last:
-            continue
-        f = fit_step(ctx, s)
-        if f.signature() == fit.signature():
-            group.append(f)
+    others = [s for s in middle if s is not rep and not s.last]
+    # the window's other complete steps fitted with them (in two processes where they are large)
+    numbers = {rep.number} | {s.number for s in others}
+    complete = {s.number for s in kept}
+    ahead = [s for s in window_steps(steps, kept) if s.number in complete
+             and s.number not in numbers]
+    fit, *fits = fit_steps(ctx, [rep, *others], ahead)
+    group = [fit] + [f for f in fits[:len(others)] if f.signature() == fit.signature()]
     # a last step closes with a wait for its GPU work: compared and assembled without it
     closes = bool(fit.ops) and fit.ops[-1].name == END_OF_STEP_SYNC
     group = [without_closing_wait(g) for g in group]
-    window, wfits = captured_window(ctx, steps, kept, {g.step.number: g for g in group}, group[0])
+    made = {id(s): without_closing_wait(f) for s, f in zip(ahead, fits[len(others):])}
+    window, wfits = captured_window(ctx, steps, kept, {g.step.number: g for g in group}, group[0],
+                                    made)
     ops, streams, next_us = assemble(group, wfits)
     if closes:
         ops.append(HostOp(kind="sync", name=END_OF_STEP_SYNC, replay_us=[0.0] * len(window)))

@@ -112,8 +112,9 @@ def map_ranks(fn: Callable, items: Sequence) -> list:
 def beside(fn: Callable, item: Any, here: Callable[[], Any]) -> tuple[Any, Any]:
     """``(fn(item), here())``: ``fn(item)`` in one forked process (which inherits ``item``: it
     is never pickled to it) while ``here()`` runs in this one, so a job cut in two takes both
-    cores. One after the other in this process where :func:`jobs_for` gives one process, and
-    inside a worker of :func:`map_ranks` (whose pool already holds every core).
+    cores. One after the other in this process, ``here()`` first, where :func:`jobs_for`
+    gives one process, and inside a worker of :func:`map_ranks` (whose pool already holds
+    every core).
     ``fn(item)`` raising InputError gives its :class:`Problem`; another exception is raised
     here (its text, where it does not pickle).
 
@@ -123,7 +124,8 @@ def beside(fn: Callable, item: Any, here: Callable[[], Any]) -> tuple[Any, Any]:
     or three times over (the bytes read, their copy, the arrays), which put the 500 MB
     trace's read over 3x the file."""
     if _ITEMS is not None or jobs_for(2) <= 1:
-        return guarded(fn, item), here()
+        done_here = here()
+        return guarded(fn, item), done_here
     import multiprocessing
     import threading
 

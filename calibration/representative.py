@@ -22,8 +22,8 @@ from stepsim.calibration.steps import Step
 from stepsim.calibration.trace_context import TraceContext
 from stepsim.models.params import DeviceTask, HostOp
 
-__all__ = ["middle_steps", "host_slots", "captured_window", "without_closing_wait", "assemble",
-           "REPLAY_MAX_STEPS"]
+__all__ = ["middle_steps", "host_slots", "captured_window", "window_steps",
+           "without_closing_wait", "assemble", "REPLAY_MAX_STEPS"]
 
 REPLAY_MAX_STEPS = 200
 """Most steps of a trace kept as the captured window (``StepModel.replay``)."""
@@ -57,27 +57,36 @@ def host_slots(ops: list) -> tuple[list[float], list[str], list]:
 
 def captured_window(ctx: TraceContext, steps: list[Step], kept: list[Step],
                     fitted: dict[int, StepFit],
-                    rep: StepFit) -> tuple[list[Step], list[StepFit | None]]:
+                    rep: StepFit, made: dict[int, StepFit] | None = None
+                    ) -> tuple[list[Step], list[StepFit | None]]:
     """The captured window: every step from the first complete step with the
     representative's structure to the last complete step (at most ``REPLAY_MAX_STEPS``),
     each with its own fit (without a closing wait) when it is complete and has that
     structure, else None. (A leading step without its own fit, such as a warm-up step, would
     replay the representative's durations and hand the next step a backlog the trace never
-    had.) ``fitted``: fits already made (without a closing wait), by step number."""
-    first, last = kept[0].number, kept[-1].number
-    window = [s for s in steps if first <= s.number <= last][:REPLAY_MAX_STEPS]
+    had.) ``fitted``: fits already made (without a closing wait), by step number; ``made``:
+    other steps' fits made ahead (without a closing wait), by ``id()`` of the step."""
+    window = window_steps(steps, kept)
     complete = {s.number for s in kept}
     sig = rep.signature()
     out: list[StepFit | None] = []
     for s in window:
         f = None
         if s.number in complete:
-            f = fitted.get(s.number) or without_closing_wait(fit_step(ctx, s))
+            f = (fitted.get(s.number) or (made or {}).get(id(s))
+                 or without_closing_wait(fit_step(ctx, s)))
             if f.signature() != sig:
                 f = None
         out.append(f)
     i0 = next((i for i, f in enumerate(out) if f is not None), 0)
     return window[i0:], out[i0:]
+
+
+def window_steps(steps: list[Step], kept: list[Step]) -> list[Step]:
+    """The steps a captured window may hold: from the first complete step (of ``kept``) to the
+    last, at most :data:`REPLAY_MAX_STEPS` (:func:`captured_window` fits the complete ones)."""
+    first, last = kept[0].number, kept[-1].number
+    return [s for s in steps if first <= s.number <= last][:REPLAY_MAX_STEPS]
 
 
 def without_closing_wait(f: StepFit) -> StepFit:

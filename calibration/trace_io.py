@@ -59,6 +59,7 @@ from stepsim.calibration.trace_ts import (MAX_ABS_TS_US, MAX_SPAN_US, check_span
 from stepsim.models.params import MAX_RANK_ID
 from stepsim.simcore.errors import InputError
 from stepsim.simcore.files import gunzip_chunks, missing, open_input
+from stepsim.simcore import read_ahead
 from stepsim.simcore.parsing import json_type, parse_json, top_level_key_count
 
 __all__ = ["RawTrace", "load_trace", "load_bytes", "load_rank_traces", "TRACE_SUFFIXES", "MAX_JSON_BYTES",
@@ -154,16 +155,8 @@ def _read_bytes(p: Path, notes: list[str]) -> tuple[bytes | bytearray, int]:
         size = st.st_size if regular else 0
         if size > MAX_JSON_BYTES:
             raise _too_big(p, f"file size {_gib(size)}")
-        with open_input(p) as f:
-            head = f.peek(64)[:64]
-            gz = head[:2] == GZIP_MAGIC
-            if not gz:   # binary refused before it is read: a 2 GiB file of zeros took 4 GiB
-                _refuse_binary(p, head, gz)   # and 19 s to refuse (break22)
-                raw = f.read() if regular else _read_capped(p, iter(lambda: f.read(_CHUNK), b""),
-                                                            "size")
-            else:
-                raw = _read_capped(p, gunzip_chunks(p, f, _GZ_PIECE, notes),
-                                   "decompressed size")
+        raw = read_ahead.take(p, st) if regular else None   # (decompressed beside the imports)
+        raw, gz = (raw, True) if raw is not None else _read_open(p, regular, notes)
     except FileNotFoundError:
         raise missing(p) from None
     except OSError as e:
@@ -177,6 +170,18 @@ def _read_bytes(p: Path, notes: list[str]) -> tuple[bytes | bytearray, int]:
         raise InputError(p, f"file holds only whitespace{after}")
     _refuse_binary(p, raw, gz)
     return raw, size
+
+
+def _read_open(p: Path, regular: bool, notes: list[str]) -> tuple[bytes | bytearray, bool]:
+    """(the bytes of ``p``, decompressed when it is gzip; whether it was) read here."""
+    with open_input(p) as f:
+        head = f.peek(64)[:64]
+        gz = head[:2] == GZIP_MAGIC
+        if not gz:   # binary refused before it is read: a 2 GiB file of zeros took 4 GiB
+            _refuse_binary(p, head, gz)   # and 19 s to refuse (break22)
+            return (f.read() if regular else
+                    _read_capped(p, iter(lambda: f.read(_CHUNK), b""), "size")), gz
+        return _read_capped(p, gunzip_chunks(p, f, _GZ_PIECE, notes), "decompressed size"), gz
 
 
 def _refuse_binary(p: Path, raw, gz: bool) -> None:

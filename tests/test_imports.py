@@ -88,6 +88,7 @@ CALIBRATION_USES = {
     "stepsim.simcore.errors", "stepsim.simcore.files", "stepsim.simcore.parsing",
     "stepsim.simcore.atomic", "stepsim.simcore.units", "stepsim.simcore.gcpause",
     "stepsim.simcore.record",      # the Span row (measured lanes are drawn as spans)
+    "stepsim.simcore.read_ahead",  # a gzip trace decompressed while the verb imports
 }
 """The modules of models and simcore that calibration may import: parameter types and closed
 forms, never the simulator (:mod:`models.simulate`, and what simulates through it, such as
