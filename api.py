@@ -1,7 +1,8 @@
 """The verbs of the command line as Python functions, with the same names and defaults
 (``import stepsim; stepsim.whatif("model.json", set="loader.num_workers=4")``). Each returns a
-typed result (:mod:`stepsim.results`) with ``to_dict()`` and ``to_frame()``; the CLI
-(:mod:`stepsim.cli`) parses its arguments, calls these and renders what they return.
+typed result (:mod:`stepsim.results`; the planner verbs', :mod:`stepsim.results_planner`) with
+``to_dict()`` and ``to_frame()``; the CLI (:mod:`stepsim.cli`) parses its arguments, calls
+these and renders what they return.
 
 - A model is a path (JSON or YAML) or a :class:`~stepsim.models.params.StepModel`.
 - What-if operations are given as the CLI's options are: ``scenario`` (files), ``set``
