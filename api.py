@@ -74,7 +74,6 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
 
 def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calibration:
     """:func:`calibrate` of checked arguments."""
-    from stepsim.calibration.capture_ids import CAPTURES_NOTE, calibration_note
     from stepsim.fit import calibrate as fit
     from stepsim.models.host_speed import at_capture_speed
     from stepsim.models.params import save_model
@@ -89,10 +88,6 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
     model = fit(trace, sidecar=sidecar, step_regex=step_regex, replicates=list(replicates),
                 steps=steps)
     model = window_speed_effect(model, DEFAULT_STEPS, DEFAULT_WARMUP)   # (where it is said)
-    ids = calibration_note(trace, sidecar, replicates)   # (validate tells a replay from a run)
-    if ids:
-        model = model.model_copy(update={"meta": model.meta.model_copy(update={"notes": {
-            **model.meta.notes, CAPTURES_NOTE: ids}})})
     if output is not None:
         save_model(model, output)
     window = window_replay(model) if model.replay is not None else None
