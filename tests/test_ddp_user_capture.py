@@ -234,12 +234,22 @@ def test_the_jobs_held_share_counts_the_threads_whose_cpu_it_counts(job):
     # the case: steps whose process CPU passes the training thread's own (gloo's threads)
     assert any(s.compute_cpu_us > s.cpu_us - s.next_cpu_us for side in sides
                for s in side.steps)
+    spans = []
     for side in sides:
         a = busy_spans(side, 0, threads_per_worker(side), side.torch_num_threads or 1)
         wall = a[:, 1] - a[:, 0]
-        assert (a[:, 3] <= a[:, 2] * wall * (1 + 1e-9)).all()
+        assert (a[:, 3] <= a[:, 2] * wall * (1 + 1e-9)).all()   # (fails on main)
         assert (a[:, 4] == STEP).any()
+        spans.append(a)
+    # so the job's CPU is at most the time its threads were runnable, and where they stayed
+    # within the cores that is the core time they could hold: held <= 1 (past the cores, on a
+    # loaded CI machine, each interval's CPU spread over its wall may read a hair over 1)
+    a = np.concatenate(spans)
+    t = np.concatenate([a[:, 0], a[:, 1]])
+    order = np.argsort(t, kind="stable")
+    runnable = np.maximum(np.cumsum(np.concatenate([a[:, 2], -a[:, 2]])[order])[:-1], 0.0)
+    assert a[:, 3].sum() <= (runnable * np.diff(t[order])).sum() * (1 + 1e-9)
     load = job_load(sides)
-    assert load is not None and load.mean_threads <= load.cores   # within the cores
-    assert 0 < load.held <= 1 + 1e-9 and load.cpu_us <= load.could_us * (1 + 1e-9)
-    assert np.isfinite(load.slowdown)
+    assert load is not None and np.isfinite(load.slowdown) and load.held > 0
+    if runnable.max() <= load.cores:
+        assert load.held <= 1 + 1e-9
