@@ -1,7 +1,8 @@
 """The verbs of the command line as Python functions, with the same names and defaults
 (``import stepsim; stepsim.whatif("model.json", set="loader.num_workers=4")``). Each returns a
-typed result (:mod:`stepsim.results`) with ``to_dict()`` and ``to_frame()``; the CLI
-(:mod:`stepsim.cli`) parses its arguments, calls these and renders what they return.
+typed result (:mod:`stepsim.results`; the planner verbs', :mod:`stepsim.results_planner`) with
+``to_dict()`` and ``to_frame()``; the CLI (:mod:`stepsim.cli`) parses its arguments, calls
+these and renders what they return.
 
 - A model is a path (JSON or YAML) or a :class:`~stepsim.models.params.StepModel`.
 - What-if operations are given as the CLI's options are: ``scenario`` (files), ``set``
@@ -73,7 +74,6 @@ def calibrate(trace: str | Path, output: str | Path | None = None,
 
 def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calibration:
     """:func:`calibrate` of checked arguments."""
-    from stepsim.calibration.capture_ids import CAPTURES_NOTE, calibration_note
     from stepsim.fit import calibrate as fit, steady_beside
     from stepsim.models.params import save_model
     from stepsim.models.simulate import window_replay
@@ -86,10 +86,6 @@ def _calibration(trace, output, sidecar, step_regex, replicates, steps) -> Calib
     model = fit(trace, sidecar=sidecar, step_regex=step_regex, replicates=list(replicates),
                 steps=steps)
     model = window_speed_effect(model, DEFAULT_STEPS, DEFAULT_WARMUP)   # (where it is said)
-    ids = calibration_note(trace, sidecar, replicates)   # (validate tells a replay from a run)
-    if ids:
-        model = model.model_copy(update={"meta": model.meta.model_copy(update={"notes": {
-            **model.meta.notes, CAPTURES_NOTE: ids}})})
 
     def written_and_replayed():
         if output is not None:

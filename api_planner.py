@@ -19,7 +19,7 @@ from stepsim.simcore.errors import StepsimError
 
 if TYPE_CHECKING:
     from stepsim.models.params import StepModel
-    from stepsim.results import Ceilings, PlanResult, Sweep, Validation, WhatIf
+    from stepsim.results_planner import Ceilings, PlanResult, Sweep, Validation, WhatIf
 
 __all__ = ["whatif", "sweep", "ceiling", "plan", "validate"]
 
@@ -41,7 +41,7 @@ def whatif(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, 
         StepsimError: no operation, or a bad one; ModelError: one that does not apply.
     """
     from stepsim.models.params import save_model as save
-    from stepsim.results import WhatIf
+    from stepsim.results_planner import WhatIf
     from stepsim.scenarios.noop import NOTHING, unchanged_prediction
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.predict_many import predict_many
@@ -104,7 +104,7 @@ def sweep(model: str | Path | StepModel, axes, ops: Sequence = (), *, scenario=N
         StepsimError: a bad axis or measured point; ModelError: an op that does not apply.
     """
     from stepsim.report.planner import plot_sweep
-    from stepsim.results import Sweep
+    from stepsim.results_planner import Sweep
     from stepsim.scenarios.sweep import sweep as run
     from stepsim.scenarios.paths import get_value
     from stepsim.views import ledger_points, measured_points
@@ -149,7 +149,7 @@ def ceiling(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None,
     """The simulated Amdahl ceiling of every component (after the operations); ``plot``
     writes them as a bar chart."""
     from stepsim.report.ceilings import plot_ceilings
-    from stepsim.results import Ceilings
+    from stepsim.results_planner import Ceilings
     from stepsim.scenarios.ceiling import ceilings
 
     guard([model], ops, scenario, plot=plot)
@@ -183,7 +183,7 @@ def plan(model: str | Path | StepModel, ops: Sequence = (), *, scenario=None, se
     """
     import yaml
 
-    from stepsim.results import PlanResult
+    from stepsim.results_planner import PlanResult
     from stepsim.scenarios.plan import plan as run
     from stepsim.scenarios.transforms import Scenario
     from stepsim.scenarios.op_text import parse_fix
@@ -234,7 +234,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
         InputError: an unreadable trace or ledger; ModelError: no measured step.
     """
     from stepsim.models.load_bound import pooled_load
-    from stepsim.results import Validation
+    from stepsim.results_planner import Validation
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.transforms import apply_ops
     from stepsim.scenarios.validate import append_ledger, same_job, validate as score

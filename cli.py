@@ -242,11 +242,13 @@ def cmd_plan(args) -> int:
 def cmd_validate(args) -> int:
     from stepsim.report.planner import print_validation
 
+    said = args.ledger is not None and _startup_said(args.ledger)   # (before this record)
     r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
                      label=args.label, progress=_progress(args),
                      width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings, args.verbose)
-    print_validation([r.record], as_json=args.json, scope=True, per_run=r.runs)
+    print_validation([r.record], as_json=args.json, scope=True, per_run=r.runs,
+                     startup_said=said)
     if not args.json and len(r.runs) > 1:      # a pooled row hides a bad run: each one's line
         for k, run in enumerate(r.runs, 1):
             held = "" if run["held"] is None else f", threads held {100 * run['held']:.0f} %"
@@ -255,6 +257,17 @@ def cmd_validate(args) -> int:
     if not args.json and r.prediction.host_speed:
         print(f"predicted {r.prediction.host_speed}")
     return 0
+
+
+def _startup_said(ledger) -> bool:
+    """Whether a record of ``ledger`` already holds a left-out first step (its validate said
+    it in full); False where the ledger is missing or unreadable (validate says why)."""
+    from stepsim.scenarios.validate import read_ledger
+
+    try:
+        return any(r.startup_us is not None for r in read_ledger(ledger, skipped=[]))
+    except StepsimError:
+        return False
 
 
 def cmd_ledger(args) -> int:

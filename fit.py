@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stepsim.calibration.calibrate import calibrate_pending, records_checked
+from stepsim.calibration.capture_ids import CAPTURES_NOTE, calibration_note
 from stepsim.calibration.gpu import calibrate_gpu_pending
 from stepsim.calibration.pending import Pending
 from stepsim.models.coarsen import coarsen
@@ -61,6 +62,9 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
     folder), as :func:`calibration.calibrate.calibrate_pending` reads its arguments, finished
     (:func:`finish`): coarse for a GPU trace.
 
+    The model's ``meta.notes`` name the captures it was calibrated on where each names an id
+    (:func:`calibration.capture_ids.calibration_note`).
+
     Raises:
         InputError / StepsimError: as :func:`calibration.calibrate.calibrate_pending`; a
             parameter past its bounds in a finishing step names the sidecar, else the trace.
@@ -68,7 +72,14 @@ def calibrate(trace: str | Path, sidecar: str | Path | None = None,
     pending = calibrate_pending(trace, sidecar=sidecar, step_regex=step_regex,
                                replicates=replicates, steps=steps)
     with records_checked(trace, sidecar):
-        return finish(pending)
+        model = finish(pending)
+    # the captures it was calibrated on, so validate tells a replay of them from a fresh run
+    # (calibration.capture_ids): here, so the CLI, the API and both demos record them alike
+    ids = calibration_note(trace, sidecar, replicates)
+    if not ids:
+        return model
+    return model.model_copy(update={"meta": model.meta.model_copy(update={"notes": {
+        **model.meta.notes, CAPTURES_NOTE: ids}})})
 
 
 def calibrate_gpu(paths, step_regex: str | None = None, coarse: bool = True) -> StepModel:

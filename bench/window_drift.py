@@ -2,7 +2,7 @@
 calibration setting of each stored demo (``runs/nw1-r*/sidecar.json``), and, with
 ``--rescore``, the demo's table again from the same runs with the current code.
 
-Per run: ``held`` (the share of core time its threads held, :func:`calibration.measure.load_over`;
+Per run: ``held`` (the share of core time its threads held, :func:`calibration.run_load.load_over`;
 ``*`` marks the run the demo calibrates from, :func:`demo.calibration_run.calibration_run`),
 ``d`` = C_u / (f_edge · C_p) (:func:`calibration.single_window.single_drift`, gloo_window's
 check on one process) and ``!`` where beyond its noise, and ``d_applied`` = C_u / (f · C_p)
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stepsim.calibration.measure import load_over
+from stepsim.calibration.run_load import load_over
 from stepsim.calibration.profiler_overhead import step_factor
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.single_window import single_drift

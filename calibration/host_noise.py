@@ -217,7 +217,7 @@ def _records(side: Sidecar) -> str:
 def loaded_replicates(replicates: list[tuple[Path, Sidecar]]) -> list[tuple[Path, float]]:
     """The replicates (path, sidecar) that ran under outside load past
     :data:`models.load_bound.LOAD_WARN`, each with its held share of core time
-    (:func:`calibration.measure.remeasured_load`, read as a re-measured run's is); a replicate
+    (:func:`calibration.run_load.remeasured_load`, read as a re-measured run's is); a replicate
     whose sidecar cannot tell is not among them.
 
     Such a run's CPU time per identical work is not the host's alone: another process
@@ -228,7 +228,7 @@ def loaded_replicates(replicates: list[tuple[Path, Sidecar]]) -> list[tuple[Path
     (``scenarios.validate.LedgerRecord.load_explains``), so the run-to-run noise the interval
     carries is of runs without such load: :func:`drop_loaded` leaves these out of it
     while a quiet replicate is left."""
-    from stepsim.calibration.measure import remeasured_load
+    from stepsim.calibration.run_load import remeasured_load
 
     out = []
     for path, rep in replicates:

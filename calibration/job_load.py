@@ -36,7 +36,7 @@ def threads_per_worker(side) -> int:
 def _rank_rows(side) -> tuple[np.ndarray, int] | None:
     """One rank's busy intervals cut to the span it is scored on (its settled unprofiled
     steps when at least :data:`MIN_AFTER_STEPS`, else its profiled window, as
-    :func:`calibration.measure.remeasured_load` reads one process), and how many of them were
+    :func:`calibration.run_load.remeasured_load` reads one process), and how many of them were
     unprofiled steps (0: the window); None where its sidecar cannot tell."""
     after = settled_after(side).steps
     scored = after if len(after) >= MIN_AFTER_STEPS else None

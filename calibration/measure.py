@@ -23,8 +23,7 @@ stop paused the loop; they are left out until the queue ran dry, and said
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +33,12 @@ from stepsim.calibration.events import build_table, dropped_note
 from stepsim.calibration.job_neck import RankWaits, job_bottleneck, rank_waits
 from stepsim.calibration.sidecar import load_sidecar, sidecar_beside
 from stepsim.calibration.sidecar_ddp import InjectedStraggler, job_straggler
-from stepsim.calibration.outside_load import OutsideLoad, load_note, outside_load
-from stepsim.calibration.job_load import job_load, threads_per_worker
+from stepsim.calibration.outside_load import load_note
+from stepsim.calibration.job_load import job_load
 from stepsim.calibration.sidecar_fit import loader_settings
 from stepsim.calibration.linking import link
 from stepsim.calibration.same_run import check_one_run, raw_span
+from stepsim.calibration.run_load import ledger_slowdown, remeasured_load
 from stepsim.calibration.run_drift import (MIN_AFTER_STEPS, SCORE_AFTER_STEPS, AfterScored,
                                            after_line, drain_note,
                                            drift_noise, scored_note, settled_after, window_note)
@@ -84,8 +84,8 @@ class MeasuredSteps:
         bucket_cap_mb: DDP's bucket cap (MiB) the sidecar's DDP record states (None without).
         outside_load_slowdown: how much slower the run's own threads advanced than on the
             machine alone over the steps a validation scores: its settled unprofiled steps,
-            else its profiled window (:func:`remeasured_load`), ``1 / held − 1``
-            (:class:`calibration.outside_load.OutsideLoad`; past
+            else its profiled window (:func:`calibration.run_load.remeasured_load`),
+            ``1 / held − 1`` (:class:`calibration.outside_load.OutsideLoad`; past
             :data:`models.load_bound.LOAD_WARN` it is warned about); None when the sidecar
             cannot tell (none, or no instants); of several ranks, every rank's threads on a
             host together, the job's own (:func:`calibration.job_load.job_load`).
@@ -255,7 +255,7 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
         notes.append(load_note(load, runs[0].torch_threads or 1))
     return MeasuredSteps(where, step_us, wait, neck, notes, common, startup, runs[0].loader,
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
-                         runs[0].bucket_cap_mb, _slowdown(load),
+                         runs[0].bucket_cap_mb, ledger_slowdown(load),
                          straggler=straggler,
                          detail=detail)
 
@@ -361,46 +361,6 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None,
                          max(world, ddp.world_size if ddp is not None else 1),
                          None if side is None else side.torch_num_threads,
                          None if ddp is None else ddp.bucket_cap_mb,
-                         _slowdown(load), waits,
+                         ledger_slowdown(load), waits,
                          straggler=None if ddp is None else ddp.straggler,
                          after=scored if len(after) >= MIN_AFTER_STEPS else None)
-
-
-def _slowdown(load: OutsideLoad | None) -> float | None:
-    """The run's outside load as a ledger keeps it: ``1 / held − 1``, at least 0 (held a hair
-    over 1 is the measurement's noise); None unmeasured or impossible (held 0: no CPU at
-    all)."""
-    if load is None or not math.isfinite(load.slowdown):
-        return None
-    return max(0.0, load.slowdown)
-
-
-def load_over(side, steps: list | None = None) -> OutsideLoad | None:
-    """The outside load on capture ``side`` over its profiled window (as calibration reads
-    it) or over ``steps``."""
-    nw = side.loader.num_workers
-    return outside_load(side, nw, threads_per_worker(side), side.torch_num_threads or 1,
-                        steps=steps)
-
-
-def remeasured_load(side) -> OutsideLoad | None:
-    """The outside load on the re-measured capture ``side``, read as calibration reads a
-    capture's (:mod:`calibration.outside_load`), over the steps a validation scores: the
-    settled unprofiled steps (:func:`settled_after`) when there are at least
-    :data:`MIN_AFTER_STEPS` of them, else its profiled window, its ``where`` saying which;
-    None when the sidecar cannot tell (no cores, no instants, no busy interval, nothing held).
-
-    Only the scored span counts: a fresh user's run loaded in its profiled window (held 86 %)
-    and not over its 36 scored steps (93 %, 2026-12-05) was set apart from the ledger's score,
-    its −19.7 % error excused by load its scored steps did not have (when the more loaded of
-    the two spans was taken); a run quiet in its window and loaded over its scored
-    steps stays flagged (``tests/test_scored_load.py``)."""
-    after = settled_after(side).steps
-    if len(after) >= MIN_AFTER_STEPS:
-        load = load_over(side, steps=after)
-        where = f"the {len(after)} unprofiled steps it is scored on"
-    else:
-        load, where = load_over(side), "its profiled window"
-    if load is None or load.held <= 0:
-        return None
-    return replace(load, where=where)

@@ -39,7 +39,15 @@ queue, ``(cpu_us + run_wait_us) / wall_us`` (the sidecar's ``run_wait_us``, from
 ``schedstat``); the rest they blocked (I/O, a queue, a sync), which holds no core. Sidecars
 written before ``run_wait_us`` count a batch or a step runnable throughout (``next()`` for its
 CPU time only) and leave out a step whose main thread blocked (more voluntary context switches
-than involuntary ones). Only the parts
+than involuntary ones). A thread that ran was runnable while it ran, so an interval counts at
+least its CPU over its wall as runnable threads: a step's process CPU holds threads the
+training thread's share leaves out (a DDP rank's gloo worker and TCP threads, which run the
+all-reduce while the training thread blocks), and counted otherwise a 2-rank gloo job at
+0 workers held 1.072, past 1 (fresh12's nw0_a; now 0.980, and its other run, beside other
+processes on 24.5 % of the cores by ``/proc/stat``, 0.939 where it read 0.998; tidy23). With
+the run's threads within the cores the share is then at most 1 by construction; past them,
+each interval's CPU spread evenly over its wall can read a hair over 1 (12 of 384 kept demo
+runs' windows, at most 1.019, against 55 before; none over its scored steps). Only the parts
 inside the profiled window count, each interval's CPU time pro rata: a batch that began before
 the window ran beside a training step that is not counted, and counted whole it read the
 demo's quiet 2-core machine as loaded (held 0.82-0.92 at 2-8 workers; counted as now,
@@ -198,7 +206,13 @@ def busy_spans(side: Sidecar, num_workers: int, threads_per_worker: int,
                 wait = s.next_run_wait_us or 0.0
                 spans.append((s.t_start_us, s.t_start_us + s.next_wall_us,
                               min((s.next_cpu_us + wait) / s.next_wall_us, 1.0), cpu, NEXT))
-    return np.array(spans, dtype=float).reshape(-1, 5)
+    a = np.array(spans, dtype=float).reshape(-1, 5)
+    # a thread that ran was runnable while it ran: an interval's runnable threads are at least
+    # its CPU over its wall (the CPU past them was the threads' its count leaves out, e.g. a
+    # DDP rank's gloo threads running the all-reduce while its training thread blocks)
+    wall = a[:, 1] - a[:, 0]
+    a[:, 2] = np.maximum(a[:, 2], np.divide(a[:, 3], wall, out=np.zeros(len(a)), where=wall > 0))
+    return a
 
 
 def worker_cpu_us(side: Sidecar) -> float:

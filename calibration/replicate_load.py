@@ -1,5 +1,5 @@
 """A replicate that ran on a loaded machine where its sidecar cannot say how loaded
-(:func:`calibration.measure.remeasured_load` gives None: a Hugging Face capture at 0 workers
+(:func:`calibration.run_load.remeasured_load` gives None: a Hugging Face capture at 0 workers
 records no batch, so the busy intervals miss the producer's work), read as calibration reads
 the capture itself (:func:`calibration.cpu.fit_cpu_model`): the training step, outside
 ``next()``, spent a share of its wall time off-core (its wall less the CPU its threads explain,

@@ -277,15 +277,17 @@ def _null_bad_waits(p: Path, data: dict) -> list[str]:
                 try:
                     v = _CHECKS[key, f].validate_python(rec[f])
                     w = rec.get(wall) if wall else None
-                    if type(w) in (int, float) and v > w:
-                        if v <= w + WAIT_SLACK_US + WAIT_SLACK_SHARE * w:
+                    # one clock read's error against a wall of w µs (None: no wall to check)
+                    slack = WAIT_SLACK_US + WAIT_SLACK_SHARE * w if type(w) in (int, float) \
+                        else None
+                    if slack is not None and v > w:
+                        if v <= w + slack:
                             rec[f] = v = w   # within the clocks' own error: as long as its wall
                         else:
                             why = f"{v:g} µs past its {wall} of {w:g} µs"
                     c = rec.get(_CPU_OF.get((key, f), ""))
-                    if why is None and type(w) in (int, float) and type(c) in (int, float) \
-                            and c >= 0 and v > max(w - c, 0.0) + 2 * (
-                                WAIT_SLACK_US + WAIT_SLACK_SHARE * w):
+                    if why is None and slack is not None and type(c) in (int, float) \
+                            and c >= 0 and v > max(w - c, 0.0) + 2 * slack:
                         # a thread runs or waits for a core or blocks: its wait cannot exceed
                         # the wall its CPU leaves (two reads, so twice one read's error; a CPU
                         # a little past its wall, as a real 0-worker probe's next() read, is

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stepsim.calibration.measure import load_over
+from stepsim.calibration.run_load import load_over
 from stepsim.calibration.sidecar import load_sidecar
 
 QUIET_HELD = 0.98

@@ -243,6 +243,7 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict, tuple | Non
         meter.end_step()
         rows.append(step_row(t0, t0, clocks(), profiled, profiler_on))
 
+    start_us = clocks()[0]   # the capture's id with the host's name (calibration.capture_ids)
     for _ in range(UNPROFILED_STEPS):
         timed(False, False)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
@@ -261,19 +262,25 @@ def _profiled(rank: int, run: Run, model, step) -> tuple[dict, dict, tuple | Non
         prof.export_chrome_trace(str(tmp))
     others = other_threads(before, after, threading.get_native_id())
     _write_sidecar(out, model, rank, others, rows, meter.rows(), machine_delta(m0, m1),
-                   cold, held)
+                   cold, held, start_us)
     return before, after, m0, m1
 
 
 def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list[dict],
                    bucket_cpu: list[dict] = (), machine: dict | None = None,
-                   cold: list[dict] = (), held: list[dict] = ()) -> None:
+                   cold: list[dict] = (), held: list[dict] = (),
+                   start_us: float | None = None) -> None:
     """The DDP record of :mod:`calibration.ddp_info`, as a capture sidecar beside the trace,
     with the CPU time over the profiled steps of the process's threads other than the
     training thread (``threads``, empty where the kernel has no per-thread schedstat) and the
     step rows (``steps``: :func:`calibration.window.step_row`) and the machine's busy CPU over
-    the profiled steps (``machine``: :func:`calibration.machine_stat.machine_delta`)."""
+    the profiled steps (``machine``: :func:`calibration.machine_stat.machine_delta`). The host's
+    name and ``start_us`` (the monotonic instant before the loop's first step, µs, written as
+    ``iter_start_us`` as the harness writes its loader's) name the capture
+    (:mod:`calibration.capture_ids`), so a model records which captures it was calibrated
+    on and ``validate`` tells a replay of them from a fresh run."""
     import json
+    import socket
 
     import torch
 
@@ -283,7 +290,10 @@ def _write_sidecar(out: Path, model, rank: int, threads: list[dict], steps: list
     side = {"stepsim_sidecar": 1, "torch_version": torch.__version__, "device": "cpu",
             "host_cores": len(os.sched_getaffinity(0)), "cpu_count": os.cpu_count(),
             "torch_num_threads": torch.get_num_threads(), "capture": "harness",
-            "loader": {"num_workers": 0}, "steps": steps, "ddp": ddp_record(model)}
+            "loader": {"num_workers": 0}, "steps": steps, "ddp": ddp_record(model),
+            "host_name": socket.gethostname()}
+    if start_us is not None:
+        side["iter_start_us"] = start_us
     if machine:
         side["machine"] = machine
     if side["ddp"] is not None:

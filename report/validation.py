@@ -117,14 +117,16 @@ _RECORD_COLS = ("check", "predicted mean", "P10-P90", "measured mean (steps)",
 
 def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
                      scope: bool = False, per_run: Sequence[dict] | None = None,
-                     startup: bool = True) -> None:
+                     startup: bool = True, startup_said: bool = False) -> None:
     """Prediction vs measurement, one row per record; ``scope``: also what each record's
     interval is of, in words (:func:`scenarios.predict.interval_scope`), where the record
     has no width by source (whose line says it); ``per_run`` (one record's runs, as
     ``api.validate`` gives them): in the JSON only, each record's ``per_run``, with each
     run's ranks' detail the warnings summarise; ``startup``: each record's left-out first
     step in full (:func:`startup_text`; the ledger says them in one line, as validate said
-    each when it ran)."""
+    each when it ran); ``startup_said``: the ledger the record joins said a left-out first
+    step in full before (an earlier setting's validate), so it is said in one short line
+    (fresh13, 2026-12-07: one validate per setting repeated the paragraph each time)."""
     if as_json:
         return _json([{**r.model_dump(), **({"per_run": list(per_run)} if per_run is not None
                                             else {})} for r in records])
@@ -184,7 +186,11 @@ def print_validation(records: Sequence[LedgerRecord], as_json: bool = False,
                     "it apart (re-measure on a quiet machine)" if r.load_explains else
                     f"yet faster than predicted ({r.error_pct:+.1f}%), which the load cannot "
                     "explain (it only slows a run): a ledger keeps it in the score"))
-        if startup and r.startup_us is not None:
+        if startup and r.startup_us is not None and startup_said:
+            console().print(f"{shown(r.label)}: the first step left out of the measured steps, "
+                            f"{_ms(r.startup_us)} ms (its next() {_ms(r.startup_next_us)} ms), "
+                            "as the ledger's earlier records said (ledger --json: startup_us)")
+        elif startup and r.startup_us is not None:
             console().print(f"{shown(r.label)}: " + startup_text(
                 r.startup_us, r.startup_next_us, r.startup_later_next_us, r.startup_runs,
                 r.startup_capture))

@@ -244,3 +244,33 @@ def test_a_loaded_replay_sets_apart_the_rows_measured_faster_than_its_raised_lev
     assert not level_loaded(dict(replay, measured_ms=20.0, quiet_measured_ms=21.0))
     assert level_loaded({"loaded": [{"repeat": k} for k in range(3)], "measured_ms": 53.3})
     assert not level_loaded({"loaded": [], "measured_ms": 20.0})
+
+
+def test_a_ddp_job_names_its_captures_and_its_model_records_them(gloo_run):
+    """The DDP demo's job names each rank's capture (the host and the instant before its
+    loop's first step, as the harness names a loader's) and a model calibrated from it records
+    them (``meta.notes.calibration_captures``, :mod:`calibration.capture_ids`), as the CLI's
+    calibrate does: before, its sidecars named no ``iter_start_us`` and the demo's
+    ``fit.calibrate`` wrote no note, so ``validate`` could not tell a replay of the demo's
+    captures from a fresh run of its setting (break22, 2026-12-07)."""
+    import json
+    import socket
+
+    from stepsim.calibration.capture_ids import capture_ids, model_capture_ids
+    from stepsim.calibration.sidecar import load_sidecar
+    from stepsim.fit import calibrate
+    from stepsim.views import fresh_runs, measured_runs
+
+    out, _ = gloo_run
+    sides = sorted(out.glob("rank*.sidecar.json"))
+    assert len(sides) == 2
+    for f in sides:
+        raw, side = json.loads(f.read_text()), load_sidecar(f)
+        assert raw["host_name"] == socket.gethostname()
+        # before the first step it times: the capture's start, which no other run shares
+        assert side.iter_start_us is not None and side.iter_start_us <= side.steps[0].t_start_us
+    ids = capture_ids([out])
+    assert len(ids) == 2 and all(i.startswith(f"{socket.gethostname()}@") for i in ids)
+    model = calibrate(out)
+    assert model_capture_ids(model) == ids
+    assert not fresh_runs(model, measured_runs([out])[0])   # its own capture: a replay

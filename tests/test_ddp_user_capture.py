@@ -211,3 +211,45 @@ def test_a_fresh_run_of_the_calibration_setting_is_a_baseline_check(job, fresh_r
     assert (f"1 baseline check (the calibration setting against fresh runs) left out of the "
             f"score: median error {recs[1]['error_pct']:+.1f}%") in text
     assert "the ledger has no out-of-sample prediction" in text
+
+
+def test_the_jobs_held_share_counts_the_threads_whose_cpu_it_counts(job):
+    """The held share of a real 2-rank gloo job (:func:`calibration.job_load.job_load`, the
+    reading behind validate's "threads held" and its ‡ rule) counts each training step's
+    process CPU, which holds gloo's worker and TCP threads, and counted as runnable only the
+    training thread, which blocks while gloo runs the all-reduce: fresh12's 0-worker run read
+    1.072, a share of the core time the job's threads could hold past 1 (tidy22). A thread
+    that ran was runnable while it ran, so every interval's runnable threads are at least its
+    CPU over its wall (:func:`calibration.outside_load.busy_spans`), and with the job's threads
+    within the cores the share is at most 1 by construction."""
+    import numpy as np
+
+    from stepsim.calibration.job_load import job_load, threads_per_worker
+    from stepsim.calibration.outside_load import STEP, busy_spans
+    from stepsim.calibration.sidecar import load_sidecar
+
+    run, _ = job
+    sides = [load_sidecar(f) for f in sorted(run.glob("rank*/sidecar.json"))]
+    assert len(sides) == 2
+    # the case: steps whose process CPU passes the training thread's own (gloo's threads)
+    assert any(s.compute_cpu_us > s.cpu_us - s.next_cpu_us for side in sides
+               for s in side.steps)
+    spans = []
+    for side in sides:
+        a = busy_spans(side, 0, threads_per_worker(side), side.torch_num_threads or 1)
+        wall = a[:, 1] - a[:, 0]
+        assert (a[:, 3] <= a[:, 2] * wall * (1 + 1e-9)).all()   # (fails on main)
+        assert (a[:, 4] == STEP).any()
+        spans.append(a)
+    # so the job's CPU is at most the time its threads were runnable, and where they stayed
+    # within the cores that is the core time they could hold: held <= 1 (past the cores, on a
+    # loaded CI machine, each interval's CPU spread over its wall may read a hair over 1)
+    a = np.concatenate(spans)
+    t = np.concatenate([a[:, 0], a[:, 1]])
+    order = np.argsort(t, kind="stable")
+    runnable = np.maximum(np.cumsum(np.concatenate([a[:, 2], -a[:, 2]])[order])[:-1], 0.0)
+    assert a[:, 3].sum() <= (runnable * np.diff(t[order])).sum() * (1 + 1e-9)
+    load = job_load(sides)
+    assert load is not None and np.isfinite(load.slowdown) and load.held > 0
+    if runnable.max() <= load.cores:
+        assert load.held <= 1 + 1e-9

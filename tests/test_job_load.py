@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from stepsim.calibration.job_load import job_load
-from stepsim.calibration.measure import measured_steps, remeasured_load
+from stepsim.calibration.measure import measured_steps
+from stepsim.calibration.run_load import remeasured_load
 from stepsim.calibration.outside_load import STEP, _others_busy, held_over
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.models.load_bound import LOAD_WARN

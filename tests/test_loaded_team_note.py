@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stepsim.calibration.measure import load_note, remeasured_load
+from stepsim.calibration.outside_load import load_note
+from stepsim.calibration.run_load import remeasured_load
 from stepsim.calibration.run_drift import settled_after
 from stepsim.calibration.sidecar import load_sidecar
 

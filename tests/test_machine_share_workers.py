@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from stepsim.calibration.machine_stat import busy_share, run_busy_share
-from stepsim.calibration.measure import remeasured_load
+from stepsim.calibration.run_load import remeasured_load
 from stepsim.calibration.outside_load import worker_cpu_us
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.calibration.sidecar_cross import step_window

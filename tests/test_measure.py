@@ -125,6 +125,19 @@ def test_validate_leaves_the_worker_startup_step_out(tmp_path, cpu_run_nw1):
                 "--steps", "20", "--draws", "0")
     assert "the first step (a multi-process DataLoader's start-up) is left out" in r.stdout
     assert "(4)" in r.stdout
+    # one validate per setting into one ledger: the paragraph in full once, then one line
+    # (fresh13, 2026-12-07: each setting's validate repeated it)
+    ledger = tmp_path / "l.jsonl"
+    said = []
+    for label in ("first", "second"):
+        r = run_cli("validate", str(model), str(out), "--set", "loader.num_workers=2",
+                    "--steps", "20", "--draws", "0", "--ledger", str(ledger), "--label", label)
+        assert r.returncode == 0, r.stderr
+        said.append(" ".join(r.stdout.split()))   # (the console wraps its lines)
+    assert "(a multi-process DataLoader's start-up) is left out" in said[0]
+    assert "(a multi-process DataLoader's start-up)" not in said[1]
+    assert "the first step left out of the measured steps" in said[1]
+    assert "as the ledger's earlier records said" in said[1]
     default = measured_steps(cpu_run_nw1)
     assert default.startup is not None and not default.startup.in_trace
     assert len(default.step_us) == 6

@@ -10,7 +10,7 @@ import pytest
 
 from stepsim.fit import calibrate
 from stepsim.calibration.host_noise import loaded_replicates
-from stepsim.calibration.measure import remeasured_load
+from stepsim.calibration.run_load import remeasured_load
 from stepsim.calibration.sidecar import load_sidecar
 from stepsim.models.load_bound import LOAD_WARN
 from tests.conftest import later_run, replicate_copy

@@ -4,7 +4,8 @@ were loaded (78 ms vs 50 ms profiled, one step 319 ms) was not flagged; the chec
 the window. Now the more loaded of the two spans is said, named."""
 import pytest
 
-from stepsim.calibration.measure import load_note, remeasured_load
+from stepsim.calibration.outside_load import load_note
+from stepsim.calibration.run_load import remeasured_load
 from stepsim.calibration.sidecar import Sidecar
 
 MS = 1000.0
