@@ -93,6 +93,9 @@ class MeasuredSteps:
         straggler: the straggler the sidecar's DDP record says was injected
             (``Capture.straggler``: :class:`calibration.sidecar_ddp.InjectedStraggler`), None
             without.
+        first_bucket_mb: DDP's first bucket's cap (MiB) the sidecar's DDP record states
+            (``first_bucket_bytes``: 1 MiB at DDP's default, the cap itself where the job passed
+            ``bucket_cap_mb``), None without.
     """
 
     path: Path
@@ -109,6 +112,7 @@ class MeasuredSteps:
     outside_load_slowdown: float | None = None
     waits: RankWaits | None = None
     straggler: InjectedStraggler | None = None
+    first_bucket_mb: float | None = None
     after: AfterScored | None = None
     """What it scored of the unprofiled steps after the window (None: it scored the trace's
     steps); a job's ranks' are said in one line (:func:`after_line`), each in ``detail``."""
@@ -257,6 +261,7 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
                          runs[0].bucket_cap_mb, _slowdown(load),
                          straggler=straggler,
+                         first_bucket_mb=runs[0].first_bucket_mb,
                          detail=detail)
 
 
@@ -363,6 +368,8 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None,
                          None if ddp is None else ddp.bucket_cap_mb,
                          _slowdown(load), waits,
                          straggler=None if ddp is None else ddp.straggler,
+                         first_bucket_mb=None if ddp is None or not ddp.first_bucket_bytes
+                         else ddp.first_bucket_bytes / 2 ** 20,
                          after=scored if len(after) >= MIN_AFTER_STEPS else None)
 
 

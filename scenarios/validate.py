@@ -33,7 +33,7 @@ from stepsim.scenarios.ledger_score import LedgerSummary, summarize_ledger  # no
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.transforms import FixOp
-from stepsim.scenarios.validate_ddp import threads_mismatch
+from stepsim.scenarios.validate_ddp import bucket_mismatch, threads_mismatch
 from stepsim.simcore.atomic import atomic_path, updating, write_atomic
 from stepsim.simcore.errors import InputError, ModelError
 from stepsim.simcore.gcpause import gc_paused
@@ -108,8 +108,9 @@ def job_mismatch(model, run) -> str | None:
     """What a re-measured run (``calibration.measure.MeasuredSteps``) states of the job that
     differs from the predicted ``model`` (after its ops) and that the prediction does not
     change: the world size, torch's intra-op threads (a multi-rank model's as its capture
-    recorded them, else when the model's ops' were measured) and DDP's bucket cap
-    (multi-rank, the run's sidecar stating it); None when nothing differs."""
+    recorded them, else when the model's ops' were measured) and DDP's buckets (the cap and
+    the first bucket's, :mod:`scenarios.validate_ddp`; the run's sidecar stating them); None
+    when nothing differs."""
     world = model.comm.world_size
     if run.world_size != world:
         return (f"world size is {run.world_size} in the capture, {world} in the prediction "
@@ -121,11 +122,7 @@ def job_mismatch(model, run) -> str | None:
         why = _op_threads_mismatch(model, run)
     if why:
         return why
-    cap = model.comm.bucket_cap_mb
-    if world > 1 and run.bucket_cap_mb is not None and abs(run.bucket_cap_mb - cap) > 1e-9 * cap:
-        return (f"comm.bucket_cap_mb is {run.bucket_cap_mb:g} in the capture, {cap:g} in the "
-                f"prediction (--set comm.bucket_cap_mb={run.bucket_cap_mb:g} would match)")
-    return None
+    return bucket_mismatch(model, run) if world > 1 else None
 
 
 def _op_threads_mismatch(model, run) -> str | None:

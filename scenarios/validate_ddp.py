@@ -17,7 +17,9 @@ ways, none refused:
 """
 from __future__ import annotations
 
-__all__ = ["threads_mismatch"]
+from stepsim.models.ddp import build_buckets
+
+__all__ = ["threads_mismatch", "bucket_mismatch"]
 
 
 def threads_mismatch(model, run) -> str | None:
@@ -36,3 +38,38 @@ def threads_mismatch(model, run) -> str | None:
                f"capture at {theirs}")
     return (f"torch's intra-op threads are {theirs} a rank in the capture, {mine} in the "
             f"prediction ({fix})")
+
+
+def bucket_mismatch(model, run) -> str | None:
+    """DDP's bucket caps in the run (its sidecar's ``bucket_cap_mb`` and
+    ``first_bucket_bytes``) against the model's (``comm.bucket_cap_mb``,
+    ``comm.first_bucket_cap_mb``): the cap first; then the first bucket's cap where the two
+    build other buckets of the model's gradients (``models.ddp.build_buckets``); None where
+    they match or the run does not state them."""
+    c = model.comm
+    cap, first = run.bucket_cap_mb, run.first_bucket_mb
+    if cap is None:
+        return None
+    if abs(cap - c.bucket_cap_mb) > 1e-9 * c.bucket_cap_mb:
+        return (f"comm.bucket_cap_mb is {cap:g} in the capture, {c.bucket_cap_mb:g} in the "
+                f"prediction (--set comm.bucket_cap_mb={cap:g} would match)")
+    if first is None or abs(first - c.first_bucket_cap_mb) <= 1e-9 * c.first_bucket_cap_mb:
+        return None
+    n = m = None
+    if c.grad_params:
+        got = [b.params for b in build_buckets(c.grad_params, cap, first)]
+        mine = [b.params for b in build_buckets(c.grad_params, c.bucket_cap_mb,
+                                                c.first_bucket_cap_mb)]
+        if got == mine:
+            return None     # the same buckets either way: DDP did what the model does
+        n, m = len(got), len(mine)
+    if abs(first - cap) <= 1e-9 * cap:
+        match = f"--set comm.bucket_cap_mb={cap:g}"
+    else:
+        match = (f"the run passed no bucket_cap_mb or its own first bucket: "
+                 f"--set comm.first_bucket_cap_mb={first:g}")
+    built = "" if n is None else f" ({n} bucket(s) against {m})"
+    return (f"DDP's first bucket is capped at {first:g} MiB in the capture (its "
+            f"first_bucket_bytes: an explicit bucket_cap_mb caps the first bucket too, DDP's "
+            f"default is 1 MiB), {c.first_bucket_cap_mb:g} MiB in the prediction{built} "
+            f"({match} would match)")

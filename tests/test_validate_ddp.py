@@ -57,3 +57,20 @@ def test_a_run_at_other_intra_op_threads_is_refused(job, tmp_path):
                    "--fix intra_op_threads would match")
     rc, err, _ = cli("validate", job / "model.json", two)
     one_line_error(rc, err, "intra-op threads are 2 a rank in the capture, 1 in the prediction")
+
+
+def test_an_explicit_cap_of_25_is_not_the_default(job):
+    """``bucket_cap_mb=25`` caps the first bucket too (1 bucket of this job's 4 MiB, the
+    default 2): refused against the default model, and the default run against the model
+    ``--set comm.bucket_cap_mb=25``; the --set it names matches."""
+    model = job / "model.json"
+    rc, err, _ = cli("validate", model, job / "cap25")
+    line = one_line_error(rc, err, "first bucket is capped at 25 MiB in the capture",
+                          "1 MiB in the prediction", "1 bucket(s) against 2",
+                          "--set comm.bucket_cap_mb=25 would match")
+    rc, err, _ = cli("validate", model, job / "cal", "--set", "comm.bucket_cap_mb=25")
+    one_line_error(rc, err, "first bucket is capped at 1 MiB in the capture",
+                   "25 MiB in the prediction", "--set comm.first_bucket_cap_mb=1")
+    rc, err, out = cli("validate", model, job / "cap25", "--set", "comm.bucket_cap_mb=25",
+                       "--draws", "8", "--steps", "40")
+    assert rc == 0 and "not a run of" not in err, (line, err)
