@@ -33,7 +33,7 @@ from stepsim.scenarios.ledger_score import LedgerSummary, summarize_ledger  # no
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.transforms import FixOp
-from stepsim.scenarios.validate_ddp import bucket_mismatch, threads_mismatch
+from stepsim.scenarios.validate_ddp import barrier_mismatch, bucket_mismatch, threads_mismatch
 from stepsim.simcore.atomic import atomic_path, updating, write_atomic
 from stepsim.simcore.errors import InputError, ModelError
 from stepsim.simcore.gcpause import gc_paused
@@ -159,15 +159,16 @@ def straggler_mismatch(ops, run) -> str | None:
 
 def same_job(model, runs, ops=()) -> None:
     """Refuse a re-measured run of another job than the predicted ``model`` (after its
-    ``ops``): :func:`same_setting` for its DataLoader, :func:`job_mismatch` and
-    :func:`straggler_mismatch` for the rest.
+    ``ops``): :func:`same_setting` for its DataLoader, :func:`job_mismatch`,
+    :func:`straggler_mismatch` and a barrier (:func:`scenarios.validate_ddp.barrier_mismatch`)
+    for the rest.
 
     Raises:
         InputError: naming the run and the first difference.
     """
     same_setting(model.loader, runs)
     for r in runs:
-        why = job_mismatch(model, r) or straggler_mismatch(ops, r)
+        why = job_mismatch(model, r) or straggler_mismatch(ops, r) or barrier_mismatch(model, r)
         if why:
             raise InputError(r.path, f"not a run of the predicted setting: {why}")
 

@@ -17,9 +17,12 @@ ways, none refused:
 """
 from __future__ import annotations
 
+import numpy as np
+
 from stepsim.models.ddp import build_buckets
 
-__all__ = ["threads_mismatch", "bucket_mismatch"]
+__all__ = ["threads_mismatch", "bucket_mismatch", "barrier_mismatch", "model_barrier",
+           "barrier_split"]
 
 
 def threads_mismatch(model, run) -> str | None:
@@ -73,3 +76,41 @@ def bucket_mismatch(model, run) -> str | None:
             f"first_bucket_bytes: an explicit bucket_cap_mb caps the first bucket too, DDP's "
             f"default is 1 MiB), {c.first_bucket_cap_mb:g} MiB in the prediction{built} "
             f"({match} would match)")
+
+
+def model_barrier(model) -> bool:
+    """Whether the model's step enters a barrier: a collective named one (``--fix barrier``'s,
+    or a calibrated ``dist.barrier()``)."""
+    return any(t.kind == "collective" and "barrier" in (t.name or t.id).lower()
+               for t in model.task_map().values())
+
+
+def barrier_mismatch(model, run) -> str | None:
+    """A barrier the run entered (its trace's ``gloo:barrier`` spans) that the model does not,
+    or the reverse; None where both or neither do (the barrier's phase is not compared: the
+    trace does not say it in the model's words)."""
+    if model.comm.world_size < 2:
+        return None
+    theirs, mine = bool(run.barriers_us), model_barrier(model)
+    if theirs == mine:
+        return None
+    if theirs:
+        n = sum(len(v) for v in run.barriers_us.values())
+        return (f"the capture entered a barrier ({n} gloo:barrier span(s) over its ranks), "
+                "the prediction none (--fix barrier would match, the barrier before backward)")
+    return ("the prediction enters a barrier each step, the capture none (no gloo:barrier "
+            "in its trace: re-measure with dist.barrier() in the training loop, before "
+            "loss.backward() for --fix barrier's default phase)")
+
+
+def barrier_split(run) -> str | None:
+    """The measured barrier split of a re-measured run: per rank, its median time in
+    ``gloo:barrier`` (the skew it waited for the last rank plus the barrier's own transfer,
+    µs in the trace, said in ms) over the profiled steps; None without a barrier."""
+    if not run.barriers_us:
+        return None
+    parts = [f"{k} {np.median(v) / 1e3:.2f} ms (P10–P90 {np.percentile(v, 10) / 1e3:.2f}–"
+             f"{np.percentile(v, 90) / 1e3:.2f}, {len(v)} spans)"
+             for k, v in sorted(run.barriers_us.items())]
+    return ("measured time in the barrier (gloo:barrier, the profiled steps; median a "
+            "rank): " + ", ".join(parts))

@@ -74,3 +74,19 @@ def test_an_explicit_cap_of_25_is_not_the_default(job):
     rc, err, out = cli("validate", model, job / "cap25", "--set", "comm.bucket_cap_mb=25",
                        "--draws", "8", "--steps", "40")
     assert rc == 0 and "not a run of" not in err, (line, err)
+
+
+def test_a_barrier_in_the_run_or_the_prediction_alone_is_refused(job):
+    """The run with ``dist.barrier()`` before backward holds gloo:barrier spans: refused
+    without ``--fix barrier``, scored with it, and the split it measured is said; the run
+    without a barrier is refused against ``--fix barrier``."""
+    model = job / "model.json"
+    rc, err, _ = cli("validate", model, job / "bar")
+    one_line_error(rc, err, "the capture entered a barrier", "--fix barrier would match")
+    rc, err, _ = cli("validate", model, job / "cal", "--fix", "barrier")
+    one_line_error(rc, err, "the prediction enters a barrier each step, the capture none")
+    rc, err, out = cli("validate", model, job / "bar", "--fix", "barrier", "--draws", "8",
+                       "--steps", "40")
+    assert rc == 0 and "not a run of" not in err, err
+    assert "measured time in the barrier (gloo:barrier" in err + out
+    assert "rank0" in err + out and "rank1" in err + out
