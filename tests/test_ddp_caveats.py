@@ -44,3 +44,17 @@ def test_an_explicit_cap_says_the_first_bucket_moves_the_count():
     assert f"{n} bucket(s) -> {k}" in line and "bucket_cap_mb=25 given explicitly" in line
     assert any("caps DDP's first bucket too" in w
                for w in caveats(m, [FixOp(name="bucket_cap_mb", args={"mb": 5})]))
+
+
+def test_a_device_fix_on_a_cpu_model_says_it_does_not_apply_before_its_arguments():
+    """``--fix mixed_precision`` without ``factor`` on a CPU model: "does not apply ... no
+    device", not "factor: Field required" (fresh14); on a GPU model the missing argument is
+    still refused."""
+    from tests.test_quirks import cli, one_line_error
+
+    rc, err, _ = cli("whatif", MODEL, "--fix", "mixed_precision", "--draws", "0")
+    one_line_error(rc, err, "mixed_precision does not apply to this model",
+                   "it has no device (a CPU run)")
+    gpu = MODEL.parents[2] / "scenarios" / "reference" / "input_pipeline_a.yaml"
+    rc, err, _ = cli("whatif", gpu, "--fix", "mixed_precision", "--draws", "0")
+    one_line_error(rc, err, "fix mixed_precision: factor: Field required")
