@@ -112,5 +112,5 @@ def barrier_split(run) -> str | None:
     parts = [f"{k} {np.median(v) / 1e3:.2f} ms (P10–P90 {np.percentile(v, 10) / 1e3:.2f}–"
              f"{np.percentile(v, 90) / 1e3:.2f}, {len(v)} spans)"
              for k, v in sorted(run.barriers_us.items())]
-    return ("measured time in the barrier (gloo:barrier, the profiled steps; median a "
-            "rank): " + ", ".join(parts))
+    return (f"{run.path}: measured time in the barrier (gloo:barrier, the profiled steps; "
+            "median a rank): " + ", ".join(parts))
