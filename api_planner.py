@@ -238,6 +238,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     from stepsim.scenarios.predict import predict
     from stepsim.scenarios.transforms import apply_ops
     from stepsim.scenarios.validate import append_ledger, same_job, validate as score
+    from stepsim.scenarios.validate_ddp import barrier_split
     from stepsim.views import fresh_runs, measured_runs
 
     if isinstance(traces, (str, os.PathLike)):
@@ -251,6 +252,8 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
     runs, warnings = measured_runs(traces)
     after = apply_ops(m, todo)
     same_job(after, runs, todo)
+    # what the runs' own barriers measured a rank (the what-if's split is whatif's to say)
+    warnings = (*warnings, *(s for s in map(barrier_split, runs) if s))
     steps_us = [s for r in runs for s in r.step_us]
     fresh = fresh_runs(m, runs)    # none of the runs is a capture the model was calibrated on
     neck = Counter(r.bottleneck for r in runs).most_common(1)[0][0]

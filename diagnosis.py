@@ -19,7 +19,8 @@ MEMORY_WHY_NOT_CPU = "no device kernels (a CPU run): no device memory to fit"
 
 def _trace_file(path: Path) -> Path | None:
     """The one trace file a roofline and memory profile read: the file itself, a capture
-    folder's trace, or the first per-rank file of a directory (None: none found)."""
+    folder's trace, or the first per-rank file (or rank folder's trace) of a directory (None:
+    none found)."""
     from stepsim.calibration.calibrate import CAPTURE_TRACE
 
     if path.is_file():
@@ -27,7 +28,12 @@ def _trace_file(path: Path) -> Path | None:
     if (path / CAPTURE_TRACE).is_file():
         return path / CAPTURE_TRACE
     files = sorted(f for f in path.iterdir() if f.name.endswith((".json", ".json.gz")))
-    return files[0] if files else None
+    if files:
+        return files[0]
+    # a job's capture folder of rank folders (rank0/trace.json.gz, ...): the first rank's
+    # (fresh14: "no trace file in the folder" beside rank0/ and rank1/)
+    ranks = sorted(d / CAPTURE_TRACE for d in path.iterdir() if (d / CAPTURE_TRACE).is_file())
+    return ranks[0] if ranks else None
 
 
 def _is_model(path: Path) -> bool:

@@ -142,9 +142,18 @@ class Calibration(_Warned, _Result):
                    "something the run did")
         else:
             why = "the model misses something the run did"
-        return (f"the {'steady state' if window else 'replay'}'s mean step is "
-                f"{100 * self.steady_mean_error:+.0f} % off the measured one: {why} (see the "
-                "warnings above)")
+        head = (f"the {'steady state' if window else 'replay'}'s mean step is "
+                f"{100 * self.steady_mean_error:+.0f} % off the measured one "
+                f"({self.steady_mean_us / 1e3:.1f} against {self.measured_mean_us / 1e3:.1f} ms)"
+                f": {why}")
+        if any(r.effect_us is not None and not r.noted and not r.part for r in self.ranked):
+            return head + " (the warnings above marked [step ...] size what moves it)"
+        # fresh14 (2026-12-07): +12.0 % and "see the warnings above", none of which sized it
+        return (head + "; no warning above sizes a cause, so the gap is unmodelled: every "
+                "what-if's absolute time carries it (its ratio to this baseline less so): "
+                "read what-ifs as speed-ups, or validate a fresh run of this setting "
+                "(stepsim validate MODEL RUN, the baseline check †) to measure the level, "
+                "and re-capture on a quiet machine if it repeats")
 
     def head(self) -> str:
         """The measured steps, the steady state's error and the output (``print(cal)``)."""

@@ -26,6 +26,7 @@ straggler (whose backward ran between) +0.00-0.13 / +0.17-0.18 / +0.08-0.35 ms.
 from __future__ import annotations
 
 from stepsim.models.param_comm import MAX_COLD_SHARE
+from stepsim.models.warning_record import said
 
 __all__ = ["cold_params", "cold_opt_params", "pool_cold"]
 
@@ -90,8 +91,11 @@ def _pooled(sidecars, key: str, warnings=None) -> dict[float, tuple[float, float
 def _at_least_0(v: float, cheaper: str, what: str, pause: float, warnings) -> float:
     """``v``, or 0 where below it (the pause cannot make the work cheaper: noise), said."""
     if v < 0 and warnings is not None:
-        warnings.append(f"the cold-resume probe measured the {what} {cheaper} cheaper "
-                        f"after a {pause / 1e3:g} ms pause: taken as no extra CPU (noise)")
+        # changes nothing on the step (0 is what the model takes): noted, one line, not a
+        # full warning (fresh14: two to five such lines on a user's calibrate)
+        warnings.append(said(f"the cold-resume probe measured the {what} {cheaper} cheaper "
+                             f"after a {pause / 1e3:g} ms pause: taken as no extra CPU (noise)",
+                             "cold_resume_noise", noted=True))
     return max(v, 0.0)
 
 

@@ -93,6 +93,11 @@ class MeasuredSteps:
         straggler: the straggler the sidecar's DDP record says was injected
             (``Capture.straggler``: :class:`calibration.sidecar_ddp.InjectedStraggler`), None
             without.
+        first_bucket_mb: DDP's first bucket's cap (MiB) the sidecar's DDP record states
+            (``first_bucket_bytes``: 1 MiB at DDP's default, the cap itself where the job passed
+            ``bucket_cap_mb``), None without.
+        barriers_us: per rank (its label), the durations (µs) of the trace's ``gloo:barrier``
+            spans, one a ``dist.barrier()`` the run entered (empty: no barrier in the trace).
     """
 
     path: Path
@@ -109,6 +114,8 @@ class MeasuredSteps:
     outside_load_slowdown: float | None = None
     waits: RankWaits | None = None
     straggler: InjectedStraggler | None = None
+    first_bucket_mb: float | None = None
+    barriers_us: dict = field(default_factory=dict)
     after: AfterScored | None = None
     """What it scored of the unprofiled steps after the window (None: it scored the trace's
     steps); a job's ranks' are said in one line (:func:`after_line`), each in ``detail``."""
@@ -257,7 +264,20 @@ def _job(raws, where: Path, step_regex: str | None) -> MeasuredSteps:
                          max(len(runs), *(r.world_size for r in runs)), runs[0].torch_threads,
                          runs[0].bucket_cap_mb, ledger_slowdown(load),
                          straggler=straggler,
+                         first_bucket_mb=runs[0].first_bucket_mb,
+                         barriers_us={_rank_label(r.path, where): d for r in runs
+                                      for d in r.barriers_us.values()},
                          detail=detail)
+
+
+def _barriers_us(table, path: Path) -> dict:
+    """``{trace name: [µs of each gloo:barrier span]}`` where the trace holds one (a
+    ``dist.barrier()`` the run entered: gloo's worker thread runs it as ``gloo:barrier``
+    beside the main thread's ``c10d::barrier``), else empty."""
+    hit = table.names == "gloo:barrier"
+    if not hit.any():
+        return {}
+    return {path.name: [float(v) / 1e3 for v in table.dur_ns[hit]]}
 
 
 def _beside(path: Path):
@@ -363,4 +383,7 @@ def _one(raw, step_regex: str | None, sidecar: str | Path | None,
                          None if ddp is None else ddp.bucket_cap_mb,
                          ledger_slowdown(load), waits,
                          straggler=None if ddp is None else ddp.straggler,
+                         first_bucket_mb=None if ddp is None or not ddp.first_bucket_bytes
+                         else ddp.first_bucket_bytes / 2 ** 20,
+                         barriers_us=_barriers_us(table, p),
                          after=scored if len(after) >= MIN_AFTER_STEPS else None)

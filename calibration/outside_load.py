@@ -322,14 +322,17 @@ def speed_change(sidecars: dict, warnings: list[str]) -> float | None:
     r, p10, mean = worst
     others = _others_busy(sidecars)
     if mean / p10 - 1 > LOAD_WARN and others is not None and others <= LOAD_WARN:
+        # which threads contend: a 1-thread-a-rank job has no intra-op team (fresh14)
+        team = max((getattr(s, "torch_num_threads", None) or 1 for s in sidecars.values()))
+        who = (f"every rank's {team} intra-op threads on cores the ranks share" if team > 1 else
+               "the ranks' training threads beside their DataLoader workers and gloo's threads")
         warnings.append(
             f"rank {r}'s identical steps took {mean / 1e3:.1f} ms of main-thread CPU on "
             f"average against {p10 / 1e3:.1f} ms for its quickest tenth "
             f"({mean / p10 - 1:+.0%}), while other processes were busy on "
             f"{100 * others:.0f} % of the machine's cores (the sidecars' /proc/stat "
             "readings): the spread is the job's own (its threads contending for the cores, "
-            "e.g. every rank's intra-op threads on cores the ranks share), not outside "
-            "load, and the model draws it as measured")
+            f"e.g. {who}), not outside load, and the model draws it as measured")
         return None
     if mean / p10 - 1 > LOAD_WARN:
         warnings.append(

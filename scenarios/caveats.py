@@ -9,6 +9,7 @@ from stepsim.models.params import StepModel
 from stepsim.models.rank_threads import model_rank_threads
 from stepsim.models.warning_record import retexted, said
 from stepsim.scenarios.batch_size import batch_size_note
+from stepsim.scenarios.ddp_caveats import ddp_caveats
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.host_threads import fitting_threads, threads_candidates
 from stepsim.scenarios.noop import SWEPT, has_collectives, unread_settings
@@ -101,6 +102,7 @@ def caveats(model: StepModel, ops: Sequence[Operation], paths: Sequence[str] = (
                    "workers slowed it 6-11 % in this project's measurements): more workers may "
                    "gain less than predicted")
     out += _assumed_efficiency(model, ops)
+    out += ddp_caveats(model, ops)
     out += _same_thread_prior(model, after)
     given = [(op.path, op.value) for op in ops if isinstance(op, SetOp)]
     out += unread_settings(model, after, given + [(p, SWEPT) for p in paths])

@@ -80,10 +80,13 @@ class Fix:
 
     def apply(self, model: StepModel, raw_args: dict | None = None) -> StepModel:
         """The changed model. Raises NotApplicable where it does not apply (a fix that needs a
-        device, on a CPU run, first), ModelError on bad arguments."""
-        args = self.parse_args(raw_args or {})
+        device, on a CPU run, first: before its arguments are read), ModelError on bad
+        arguments."""
+        # applicability before the arguments: a CPU model's "factor: Field required" hid
+        # that mixed_precision does not apply to it at all (fresh14)
         if self.needs_device and not model.on_device():
             raise nothing(self.name, f"{NO_DEVICE_WHY}: {self.needs_device}")
+        args = self.parse_args(raw_args or {})
         return self.transform(model.without_replay(), args)
 
 

@@ -174,7 +174,12 @@ class FixOp(Operation):
 
     @model_validator(mode="after")
     def _check(self):
-        get_fix(self.name).parse_args(self.args)
+        fix, fields = get_fix(self.name), get_fix(self.name).args.model_fields
+        missing = [n for n, f in fields.items() if f.is_required() and n not in self.args]
+        # a device fix missing an argument is refused where it is applied, after whether it
+        # applies at all (on a CPU model "factor: Field required" hid that it does not)
+        if not (fix.needs_device and missing and set(self.args) <= set(fields)):
+            fix.parse_args(self.args)
         return self
 
     def apply(self, model: StepModel) -> StepModel:

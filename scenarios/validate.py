@@ -33,6 +33,7 @@ from stepsim.scenarios.ledger_score import LedgerSummary, summarize_ledger  # no
 from stepsim.scenarios.fixes import get_fix
 from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.transforms import FixOp
+from stepsim.scenarios.validate_ddp import barrier_mismatch, bucket_mismatch, threads_mismatch
 from stepsim.simcore.atomic import atomic_path, updating, write_atomic
 from stepsim.simcore.errors import InputError, ModelError
 from stepsim.simcore.gcpause import gc_paused
@@ -106,12 +107,25 @@ def same_setting(loader, runs) -> None:
 def job_mismatch(model, run) -> str | None:
     """What a re-measured run (``calibration.measure.MeasuredSteps``) states of the job that
     differs from the predicted ``model`` (after its ops) and that the prediction does not
-    change: the world size, torch's intra-op threads (when the model's were measured) and DDP's
-    bucket cap (both multi-rank, the run's sidecar stating it); None when nothing differs."""
+    change: the world size, torch's intra-op threads (a multi-rank model's as its capture
+    recorded them, else when the model's ops' were measured) and DDP's buckets (the cap and
+    the first bucket's, :mod:`scenarios.validate_ddp`; the run's sidecar stating them); None
+    when nothing differs."""
     world = model.comm.world_size
     if run.world_size != world:
         return (f"world size is {run.world_size} in the capture, {world} in the prediction "
                 "(validate with the same job's ranks)")
+    if world > 1 and isinstance(model.meta.notes.get("intra_op_threads"), int):
+        # a multi-rank model's host ops run one thread each: the capture's count is its note
+        why = threads_mismatch(model, run)
+    else:
+        why = _op_threads_mismatch(model, run)
+    if why:
+        return why
+    return bucket_mismatch(model, run) if world > 1 else None
+
+
+def _op_threads_mismatch(model, run) -> str | None:
     cpu = [(i, op.threads) for i, op in enumerate(model.host.ops) if op.kind == "cpu"]
     measured = any(k.endswith(".threads") and v == "measured"
                    for k, v in model.meta.sources.items())
@@ -120,10 +134,6 @@ def job_mismatch(model, run) -> str | None:
         i = max(cpu, key=lambda c: c[1])[0]
         return (f"torch's intra-op threads are {run.torch_threads} in the capture, {mine} in the "
                 f"prediction (--set host.ops.{i}.threads={run.torch_threads} would match)")
-    cap = model.comm.bucket_cap_mb
-    if world > 1 and run.bucket_cap_mb is not None and abs(run.bucket_cap_mb - cap) > 1e-9 * cap:
-        return (f"comm.bucket_cap_mb is {run.bucket_cap_mb:g} in the capture, {cap:g} in the "
-                f"prediction (--set comm.bucket_cap_mb={run.bucket_cap_mb:g} would match)")
     return None
 
 
@@ -149,15 +159,16 @@ def straggler_mismatch(ops, run) -> str | None:
 
 def same_job(model, runs, ops=()) -> None:
     """Refuse a re-measured run of another job than the predicted ``model`` (after its
-    ``ops``): :func:`same_setting` for its DataLoader, :func:`job_mismatch` and
-    :func:`straggler_mismatch` for the rest.
+    ``ops``): :func:`same_setting` for its DataLoader, :func:`job_mismatch`,
+    :func:`straggler_mismatch` and a barrier (:func:`scenarios.validate_ddp.barrier_mismatch`)
+    for the rest.
 
     Raises:
         InputError: naming the run and the first difference.
     """
     same_setting(model.loader, runs)
     for r in runs:
-        why = job_mismatch(model, r) or straggler_mismatch(ops, r)
+        why = job_mismatch(model, r) or straggler_mismatch(ops, r) or barrier_mismatch(model, r)
         if why:
             raise InputError(r.path, f"not a run of the predicted setting: {why}")
 

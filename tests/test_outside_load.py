@@ -290,3 +290,25 @@ def test_a_loaded_team_capture_at_0_workers_says_the_team_figure(cpu_run_nw0, tm
     one = calibrate(_cpu_times(cpu_run_nw0, tmp_path / "one", 0.4))
     said = [w for w in one.meta.warnings if "ran under outside load" in w]
     assert len(said) == 1 and "can be off by as much:" in said[0]
+
+
+def test_the_jobs_own_spread_names_the_threads_it_ran():
+    """The job's-own-spread warning names intra-op teams only where a rank ran more than one
+    thread (fresh14: a 1-thread-a-rank torchrun job was told of intra-op teams)."""
+    from stepsim.calibration.outside_load import speed_change
+
+    def side(threads):
+        return Sidecar.model_validate({
+            "stepsim_sidecar": 1, "loader": {"num_workers": 1}, "produce": [],
+            "host_name": "h", "torch_num_threads": threads, "steps": [
+                {"wall_us": 30 * MS, "cpu_us": c * MS, "next_wall_us": 0.0,
+                 "next_cpu_us": 0.0, "profiled": True} for c in [16.0] * 10 + [40.0] * 10],
+            "machine": {"wall_us": 1e6, "busy_us": 1.95e6, "cores": 2, "proc_cpu_us": 0.95e6,
+                        "tick_us": 1e4}})
+
+    for threads, says, not_said in ((1, "the ranks' training threads beside their DataLoader "
+                                         "workers and gloo's threads", "intra-op"),
+                                    (2, "every rank's 2 intra-op threads", "gloo's threads")):
+        warnings: list[str] = []
+        assert speed_change({0: side(threads), 1: side(threads)}, warnings) is None
+        assert says in warnings[0] and not_said not in warnings[0]

@@ -71,3 +71,16 @@ def test_a_run_read_from_rank_traces_states_its_world_size(tmp_path):
 
     assert measured_steps(tmp_path).world_size == 2
     assert measured_steps(tmp_path / "rank0.json").world_size == 2
+
+
+def test_a_ddp_model_compares_its_captures_threads_not_its_ops():
+    """A multi-rank model's host ops all run one thread: the capture's intra-op threads a rank
+    are its note (``meta.notes['intra_op_threads']``), which a run must match (fresh14: a
+    2-thread model scored a 1-thread run at +479.7 %)."""
+    m = _model(threads=1, world=2, measured=False)
+    two = m.model_copy(update={"meta": m.meta.model_copy(
+        update={"notes": {**m.meta.notes, "intra_op_threads": 2}})})
+    why = job_mismatch(two, _run(world=2, threads=1))
+    assert "intra-op threads are 1 a rank in the capture, 2 in the prediction" in why
+    assert "--fix intra_op_threads would match" in why
+    assert job_mismatch(two, _run(world=2, threads=2)) is None
