@@ -241,8 +241,9 @@ def cmd_plan(args) -> int:
 
 def cmd_validate(args) -> int:
     from stepsim.report.planner import print_validation
+    from stepsim.scenarios.validate import startup_said
 
-    said = args.ledger is not None and _startup_said(args.ledger)   # (before this record)
+    said = args.ledger is not None and startup_said(args.ledger)   # (before this record)
     r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
                      label=args.label, progress=_progress(args),
                      width_sources=args.width_sources, **_sim_kw(args))
@@ -257,17 +258,6 @@ def cmd_validate(args) -> int:
     if not args.json and r.prediction.host_speed:
         print(f"predicted {r.prediction.host_speed}")
     return 0
-
-
-def _startup_said(ledger) -> bool:
-    """Whether a record of ``ledger`` already holds a left-out first step (its validate said
-    it in full); False where the ledger is missing or unreadable (validate says why)."""
-    from stepsim.scenarios.validate import read_ledger
-
-    try:
-        return any(r.startup_us is not None for r in read_ledger(ledger, skipped=[]))
-    except StepsimError:
-        return False
 
 
 def cmd_ledger(args) -> int:

@@ -35,7 +35,7 @@ from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.transforms import FixOp
 from stepsim.scenarios.validate_ddp import barrier_mismatch, bucket_mismatch, threads_mismatch
 from stepsim.simcore.atomic import atomic_path, updating, write_atomic
-from stepsim.simcore.errors import InputError, ModelError
+from stepsim.simcore.errors import InputError, ModelError, StepsimError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.files import MAX_INPUT_BYTES, read_latest_lines
 from stepsim.simcore.parsing import BOM, json_type, parse_json
@@ -289,6 +289,15 @@ def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[Ledg
         skipped.append(f"{p.name}: skipped {len(bad)} of {lines} line(s) that are not ledger "
                        f"records (first: {first.where}: {first.problem})")
     return out
+
+
+def startup_said(ledger: str | Path) -> bool:
+    """Whether a record of ``ledger`` already holds a left-out first step (its validate said
+    it in full); False where the ledger is missing or unreadable (validate says why)."""
+    try:
+        return any(r.startup_us is not None for r in read_ledger(ledger, skipped=[]))
+    except StepsimError:
+        return False
 
 
 def _one_document(p: Path, raw: bytes) -> InputError | None:
