@@ -114,7 +114,7 @@ def steady_beside(model: StepModel, steps: int | None, warmup: int, here):
     Raises:
         SimulationError: a model that cannot run (as :func:`models.simulate.simulate`).
     """
-    from stepsim.calibration.rank_pool import Problem, beside
+    from stepsim.calibration.rank_pool import beside, raised
     from stepsim.models.sim_work import step_work
 
     item = (model, steps, warmup)
@@ -122,6 +122,4 @@ def steady_beside(model: StepModel, steps: int | None, warmup: int, here):
         done = here()
         return _steady_state(item), done
     steady, done = beside(_steady_state, item, here)
-    if isinstance(steady, Problem):
-        raise steady.error()
-    return steady, done
+    return raised(steady), done

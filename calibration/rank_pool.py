@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from stepsim.simcore.errors import InputError
 
-__all__ = ["jobs_for", "map_ranks", "beside", "Problem", "JOBS_ENV"]
+__all__ = ["jobs_for", "map_ranks", "beside", "raised", "Problem", "JOBS_ENV"]
 
 JOBS_ENV = "STEPSIM_CALIBRATION_JOBS"
 """Environment variable capping the processes of the per-rank pool (default: every core this
@@ -74,6 +74,14 @@ def jobs_for(n_items: int) -> int:
     if multiprocessing.current_process().daemon:   # a daemonic process may not have children
         return 1
     return max(1, min(cores, n_items))
+
+
+def raised(result: Any) -> Any:
+    """``result``, or the InputError of a :class:`Problem` raised (a part of one job, where the
+    job cannot go on without it)."""
+    if isinstance(result, Problem):
+        raise result.error()
+    return result
 
 
 def guarded(fn: Callable, item: Any) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepsim.calibration.rank_pool import Problem, beside
+from stepsim.calibration.rank_pool import beside, raised
 from stepsim.calibration.step_fit import StepFit, fit_step
 from stepsim.calibration.steps import Step
 from stepsim.calibration.trace_context import TraceContext
@@ -58,6 +58,4 @@ def fit_steps(ctx: TraceContext, first: list[Step], rest: list[Step]) -> list[St
     if not there or _acts_in(ctx, there) < MIN_FORKED_ACTS:
         return [fit_step(ctx, s) for s in first + rest]
     theirs, mine = beside(_fit_all, (ctx, there), lambda: [fit_step(ctx, s) for s in here])
-    if isinstance(theirs, Problem):
-        raise theirs.error()
-    return mine + theirs
+    return mine + raised(theirs)
