@@ -272,8 +272,7 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
                 # in-sample on a run it was calibrated on, else a check of the baseline's level
                 in_sample=after == m and not fresh, baseline_check=after == m and fresh)
     skipped: list[str] = []
-    if ledger:
-        append_ledger(ledger, rec, skipped)
+    earlier = append_ledger(ledger, rec, skipped) if ledger else []
     per_run = tuple({"trace": str(r.path), "steps": len(r.step_us),
                      "mean_us": r.mean_us if r.step_us else 0.0,
                      "median_us": r.median_us if r.step_us else 0.0,
@@ -282,4 +281,5 @@ def validate(model: str | Path | StepModel, traces, ops: Sequence = (), *, scena
                      "detail": [str(w) for w in r.detail]} for r in runs)
     return Validation(record=rec, prediction=pred,
                       warnings=caveats(m, todo) + warnings + (load_note,) * bool(load_note)
-                      + tuple(skipped), runs=per_run)
+                      + tuple(skipped), runs=per_run,
+                      startup_said=any(r.startup_us is not None for r in earlier))

@@ -241,15 +241,13 @@ def cmd_plan(args) -> int:
 
 def cmd_validate(args) -> int:
     from stepsim.report.planner import print_validation
-    from stepsim.scenarios.validate import startup_said
 
-    said = args.ledger is not None and startup_said(args.ledger)   # (before this record)
     r = api.validate(args.model, args.traces, args.ops, draws=args.draws, ledger=args.ledger,
                      label=args.label, progress=_progress(args),
                      width_sources=args.width_sources, **_sim_kw(args))
     _warn(r.warnings, args.verbose)
     print_validation([r.record], as_json=args.json, scope=True, per_run=r.runs,
-                     startup_said=said)
+                     startup_said=r.startup_said)
     if not args.json and len(r.runs) > 1:      # a pooled row hides a bad run: each one's line
         for k, run in enumerate(r.runs, 1):
             held = "" if run["held"] is None else f", threads held {100 * run['held']:.0f} %"

@@ -144,6 +144,9 @@ class Validation(_Warned, _Result):
     runs: tuple[dict, ...] = ()
     """Per re-measured run: ``trace``, ``steps``, ``mean_us``, ``median_us`` (µs) and
     ``held`` (its threads' share of the core time they could hold; None unmeasured)."""
+    startup_said: bool = False
+    """Whether a record the ledger held before this one has a left-out first step (its
+    validate said why in full, so this one's says it in a line)."""
 
     def head(self) -> str:
         """Predicted and measured mean, the error, whether inside P10–P90, the bottlenecks."""

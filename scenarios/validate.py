@@ -35,7 +35,7 @@ from stepsim.scenarios.predict import Prediction
 from stepsim.scenarios.transforms import FixOp
 from stepsim.scenarios.validate_ddp import barrier_mismatch, bucket_mismatch, threads_mismatch
 from stepsim.simcore.atomic import atomic_path, updating, write_atomic
-from stepsim.simcore.errors import InputError, ModelError, StepsimError
+from stepsim.simcore.errors import InputError, ModelError
 from stepsim.simcore.gcpause import gc_paused
 from stepsim.simcore.files import MAX_INPUT_BYTES, read_latest_lines
 from stepsim.simcore.parsing import BOM, json_type, parse_json
@@ -291,15 +291,6 @@ def read_ledger(path: str | Path, skipped: list[str] | None = None) -> list[Ledg
     return out
 
 
-def startup_said(ledger: str | Path) -> bool:
-    """Whether a record of ``ledger`` already holds a left-out first step (its validate said
-    it in full); False where the ledger is missing or unreadable (validate says why)."""
-    try:
-        return any(r.startup_us is not None for r in read_ledger(ledger, skipped=[]))
-    except StepsimError:
-        return False
-
-
 def _one_document(p: Path, raw: bytes) -> InputError | None:
     """The error for a ledger file that is one JSON document over several lines (a StepModel
     passed as the ledger was refused as "line 1: not valid JSON"); None if it is not one."""
@@ -334,10 +325,11 @@ def ledger_line(record: LedgerRecord) -> bytes:
 
 
 def append_ledger(path: str | Path, record: LedgerRecord,
-                  skipped: list[str] | None = None) -> None:
+                  skipped: list[str] | None = None) -> list[LedgerRecord]:
     """Append ``record`` as one JSON line; the file is rewritten atomically, so a failure
     leaves the old ledger whole. ``skipped``: as :func:`read_ledger`'s (its lines that are not
-    records are kept as they are, and counted there).
+    records are kept as they are, and counted there). Returns the records the ledger held
+    before (read to check it).
 
     Raises:
         InputError: the existing file is not a ledger (checked before writing).
@@ -345,13 +337,15 @@ def append_ledger(path: str | Path, record: LedgerRecord,
     p = Path(path)
     if p.exists() and not p.is_file():
         raise InputError(p, "a ledger is appended to and rewritten: it must be a regular file")
-    read_ledger(p, skipped)
+    earlier = read_ledger(p, skipped)
     with updating(p):   # another process's append is not renamed over (simcore.atomic)
         if not p.exists():
-            return write_atomic(p, ledger_line(record))
+            write_atomic(p, ledger_line(record))
+            return earlier
         with open(p, "rb") as src, atomic_path(p) as tmp, open(tmp, "wb") as dst:
             shutil.copyfileobj(src, dst, 16 << 20)   # a long ledger is copied, not held whole
             if dst.tell():
                 src.seek(-1, os.SEEK_END)
                 dst.write(b"" if src.read(1) == b"\n" else b"\n")
             dst.write(ledger_line(record))
+    return earlier
